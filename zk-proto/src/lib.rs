@@ -1,0 +1,29 @@
+//! zk-proto: Apache ZooKeeper's wire protocol as plain data.
+//!
+//! The jute codec ([`jute`]), every client, reply and transaction record ([`records`], [`txn`]),
+//! requests decoded by opcode ([`request`]), multi replies ([`response`]), the handshake
+//! ([`connect`]), framing bounded by `jute.maxbuffer` ([`frame`]), and path validation ([`path`]).
+//!
+//! This crate does no I/O and knows nothing of tokio; every other zkrs crate builds on it.
+#![deny(missing_docs)]
+
+pub mod codes;
+pub mod connect;
+pub mod frame;
+pub mod jute;
+pub mod path;
+pub mod records;
+pub mod request;
+pub mod response;
+pub mod txn;
+
+pub use codes::{
+    perms, xid, AddWatchMode, CreateMode, ErrorCode, EventType, KeeperState, OpCode, WatcherType,
+};
+pub use connect::{ConnectRequest, ConnectResponse};
+pub use frame::{FrameDecoder, DEFAULT_MAX_FRAME};
+pub use jute::{DecodeError, Jute, Reader};
+pub use records::*;
+pub use request::{Request, RequestError};
+pub use response::OpResult;
+pub use txn::*;
