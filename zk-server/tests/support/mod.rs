@@ -1,0 +1,184 @@
+//! Test support shared by the integration tests: start Apache ZooKeeper (Debian's `zookeeper`
+//! package) or zkrs-server on a free loopback port, and talk to either with a small blocking
+//! client built on zk-proto.
+#![allow(dead_code)]
+
+pub mod client;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which server implementation a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Apache ZooKeeper 3.8 from Debian's package, run with the JVM.
+    Apache,
+    /// Our zkrs-server binary.
+    Zkrs,
+}
+
+/// The Java class path of Debian's ZooKeeper; the jar's manifest names its dependencies.
+pub const APACHE_CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+
+/// A running server process, killed and its directory removed on drop.
+pub struct ServerProc {
+    /// Which implementation.
+    pub target: Target,
+    /// Client port on 127.0.0.1.
+    pub port: u16,
+    /// Its data directory and config live here.
+    pub dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl ServerProc {
+    /// The client address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// "127.0.0.1:port", as connect strings want it.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Sends a four-letter word and returns the whole answer.
+    pub fn four_letter(&self, cmd: &str) -> String {
+        four_letter(self.addr(), cmd)
+    }
+
+    /// Kills the process with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Path of the config file the server was started with.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("zoo.cfg")
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Sends a four-letter word to `addr` and reads until the server closes.
+pub fn four_letter(addr: SocketAddr, cmd: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect for 4lw");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(cmd.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// Path of the zkrs-server binary Cargo built for this test run.
+pub fn zkrs_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_zkrs-server"))
+}
+
+/// Starts `target` standalone with `tickTime=2000`, all four-letter words allowed, and `extra` zoo.cfg
+/// lines appended. Waits until it serves (answers `srvr` with statistics).
+pub fn start(target: Target, extra: &str) -> ServerProc {
+    let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
+    start_in(target, dir, extra)
+}
+
+/// Like [`start`], in a directory the caller prepared (for restarts over the same data).
+pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerProc {
+    let port = free_port();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+         4lw.commands.whitelist=*\nadmin.enableServer=false\n{extra}\n",
+        data.display()
+    );
+    let cfg_path = dir.path().join("zoo.cfg");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+    let child = match target {
+        Target::Apache => {
+            assert_apache_installed();
+            Command::new("java")
+                .arg(format!("-Dzookeeper.log.dir={}", dir.path().display()))
+                .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
+                // Reap containers and TTL nodes quickly, as tests configure zkrs to.
+                .arg("-Dznode.container.checkIntervalMs=500")
+                .arg("-Xmx512m")
+                .arg("-cp")
+                .arg(APACHE_CLASSPATH)
+                .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                .arg(&cfg_path)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start java")
+        }
+        Target::Zkrs => Command::new(zkrs_binary())
+            .arg(&cfg_path)
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start zkrs-server"),
+    };
+    let mut proc = ServerProc { target, port, dir, child };
+    wait_ready(&mut proc);
+    proc
+}
+
+fn wait_ready(p: &mut ServerProc) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            panic!("{:?} server exited early ({status}); log:\n{}", p.target, server_log(p.dir.path()));
+        }
+        if let Ok(mut s) = TcpStream::connect_timeout(&p.addr(), Duration::from_millis(200)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            // `ruok` answers before Apache ZooKeeper has loaded its database; `srvr` reports
+            // statistics only once the server accepts sessions.
+            if s.write_all(b"srvr").is_ok() {
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                if out.starts_with("Zookeeper version:") {
+                    return;
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            panic!("{:?} server did not come up; log:\n{}", p.target, server_log(p.dir.path()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The server's log so far, for failure messages.
+pub fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+}
+
+/// Fails with a clear message when Debian's ZooKeeper is missing (the README's test command installs it).
+pub fn assert_apache_installed() {
+    assert!(
+        Path::new("/usr/share/java/zookeeper.jar").exists(),
+        "Apache ZooKeeper is not installed: run the README's test command (it installs Debian's \
+         zookeeper, zookeeper-bin, libzookeeper-mt-dev and python3-kazoo)"
+    );
+}
+
+/// The targets a differential test runs against.
+pub const BOTH: [Target; 2] = [Target::Apache, Target::Zkrs];
