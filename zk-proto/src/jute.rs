@@ -271,6 +271,13 @@ macro_rules! record {
             fn read(r: &mut $crate::jute::Reader) -> Result<Self, $crate::jute::DecodeError> {
                 Ok(Self { $( $f: $crate::jute::Jute::read(r)? ),* })
             }
+            // The sum of the fields' smallest encodings, so that a vector count of records is checked
+            // against what that many records need at least; without it a count of n one-byte
+            // "records" would allocate n full structs (56 bytes each for Acl) before failing. Never 0.
+            const MIN_SIZE: usize = {
+                let n = 0 $( + <$t as $crate::jute::Jute>::MIN_SIZE )*;
+                if n == 0 { 1 } else { n }
+            };
         }
     };
 }
