@@ -38,12 +38,18 @@ impl FrameDecoder {
         if len < 0 || len as u32 > self.max {
             return Err(FrameTooLong { len, max: self.max });
         }
-        let len = len as usize;
-        if buf.len() < 4 + len {
-            // Reserve only what the announced (bounded) frame needs.
-            buf.reserve(4 + len - buf.len());
+        let need = 4 + len as usize;
+        if buf.len() < need {
+            if buf.capacity() < need {
+                // Room for exactly the announced (bounded) frame. `BytesMut::reserve` grows like a
+                // Vec, doubling, which could hold close to twice the limit per connection.
+                let mut exact = BytesMut::with_capacity(need);
+                exact.extend_from_slice(buf);
+                *buf = exact;
+            }
             return Ok(None);
         }
+        let len = need - 4;
         buf.advance(4);
         Ok(Some(buf.split_to(len).freeze()))
     }
