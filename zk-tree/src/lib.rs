@@ -1,1 +1,154 @@
-//! placeholder until the tree lands
+//! zk-tree: ZooKeeper's replicated state machine, behaving as Apache ZooKeeper 3.8's DataTree,
+//! PrepRequestProcessor, WatchManager, SessionTracker, ACL checks and FinalRequestProcessor reads.
+//!
+//! The write path is [`Database::prep`] (leader: validate against the tree as it will be once
+//! every earlier prepped txn is applied, and build the txn to log) followed by [`Database::apply`]
+//! (everyone, in zxid order). Reads are served from applied state.
+//!
+//! Architecture invariant: this crate is pure and deterministic. It never reads a clock (time is an
+//! argument), does no I/O and starts no threads; the same txns applied to the same state give the
+//! same state and the same watch events.
+#![deny(missing_docs)]
+
+pub mod acl;
+mod apply;
+mod database;
+pub mod java;
+pub mod node;
+mod outstanding;
+mod prep;
+mod reads;
+pub mod session;
+pub mod tree;
+pub mod watch;
+
+pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
+pub use database::Database;
+pub use session::{session_password, SessionTable};
+
+use std::sync::Arc;
+use zk_proto::{Acl, ErrorCode, Id, OpResult, Stat, WatcherEvent};
+
+/// A session id.
+pub type SessionId = i64;
+/// A watcher: one per client connection, assigned by the server.
+pub type WatcherId = u64;
+
+/// Who is asking: the caller's authenticated identities (`ip:<addr>` always, plus digest ids added
+/// by addauth) and whether any of them is super.
+#[derive(Debug, Clone, Default)]
+pub struct AuthIds {
+    /// Identities, as Apache's `authInfo`.
+    pub ids: Vec<Id>,
+    /// Super bypasses every ACL check (an id with scheme `super` counts too).
+    pub is_super: bool,
+}
+
+/// Settings that change the tree's behaviour.
+#[derive(Debug, Clone)]
+pub struct TreeConfig {
+    /// TTL nodes allowed (zoo.cfg `extendedTypesEnabled`); without it createTTL is UNIMPLEMENTED.
+    pub extended_types_enabled: bool,
+    /// `"super:<base64 sha1>"` (DigestAuthenticationProvider.superDigest).
+    pub super_digest: Option<String>,
+    /// Session expiry bucket width, ms (tickTime).
+    pub tick_ms: i64,
+    /// The digest scheme is available (zookeeper.DigestAuthenticationProvider.enabled, default true).
+    pub digest_enabled: bool,
+    /// Containers that never had a child are reaped once this old (ms since mtime); 0 = never
+    /// (znode.container.maxNeverUsedIntervalMs).
+    pub container_max_never_used_ms: i64,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig {
+            extended_types_enabled: false,
+            super_digest: None,
+            tick_ms: 3000,
+            digest_enabled: true,
+            container_max_never_used_ms: 0,
+        }
+    }
+}
+
+/// The request's origin, for prep.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestCtx<'a> {
+    /// Session issuing the request.
+    pub session: SessionId,
+    /// Its xid.
+    pub cxid: i32,
+    /// The connection's identities.
+    pub auth: &'a AuthIds,
+}
+
+/// What applying a txn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The reply's substance.
+    pub outcome: Outcome,
+    /// Watch notifications this txn fires, in Apache's order. The server drops one if the watcher's
+    /// connection lacks READ on the node (`acl` is the node's ACL at trigger time, the parent's for
+    /// NodeChildrenChanged; None = no check).
+    pub events: Vec<WatchDelivery>,
+}
+
+/// One notification for one connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchDelivery {
+    /// The connection to notify.
+    pub watcher: WatcherId,
+    /// The event (state SyncConnected).
+    pub event: WatcherEvent,
+    /// ACL to check READ against before sending.
+    pub acl: Option<Arc<Vec<Acl>>>,
+}
+
+/// The result a txn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// create / create2 / createContainer / createTTL: final path and the new node's stat.
+    Created {
+        /// Final path (with any sequence suffix).
+        path: String,
+        /// Stat of the new node.
+        stat: Stat,
+    },
+    /// delete / deleteContainer.
+    Deleted,
+    /// setData.
+    SetData {
+        /// Stat after the write.
+        stat: Stat,
+    },
+    /// setACL.
+    SetAcl {
+        /// Stat after the write.
+        stat: Stat,
+    },
+    /// multi: one result per op (create -> Create, createContainer/createTTL -> Create2; on
+    /// failure: earlier ops Error(Ok), the failing one its code, later ones RUNTIMEINCONSISTENCY).
+    Multi(Vec<OpResult>),
+    /// createSession.
+    SessionCreated,
+    /// closeSession.
+    SessionClosed,
+    /// A failed write (ErrorTxn), or a txn that did not apply.
+    Error(ErrorCode),
+}
+
+/// The opcode the TxnHeader of a prepped request carries: `error` for a failed write, otherwise
+/// the request's own opcode (create2 stays create2, multi stays multi even when it failed).
+pub fn txn_type(req_op: zk_proto::OpCode, txn: &zk_proto::Txn) -> zk_proto::OpCode {
+    match txn {
+        zk_proto::Txn::Error(_) => zk_proto::OpCode::Error,
+        zk_proto::Txn::CreateSession(_) => zk_proto::OpCode::CreateSession,
+        zk_proto::Txn::CloseSession(_) => zk_proto::OpCode::CloseSession,
+        zk_proto::Txn::Multi(_) => zk_proto::OpCode::Multi,
+        _ => req_op,
+    }
+}
+
+#[cfg(test)]
+mod tests;

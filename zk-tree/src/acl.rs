@@ -1,0 +1,394 @@
+//! ACLs: the shared ACL table, validation and expansion on create/setACL (`fixupACL`), the
+//! permission check, addauth, and the digest/ip schemes as Apache ZooKeeper 3.8 implements them.
+
+use crate::java;
+use crate::{AuthIds, TreeConfig};
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use std::collections::HashMap;
+use std::sync::Arc;
+use zk_proto::{perms, Acl, ErrorCode, Id, Jute};
+
+/// A node's ACL, shared by every node that has the same list (Apache's ACL cache).
+pub type AclRef = Arc<Vec<Acl>>;
+
+/// Interns ACL lists so a million nodes with the same ACL hold one copy.
+#[derive(Debug, Default)]
+pub struct AclTable {
+    by_encoding: HashMap<Box<[u8]>, AclRef>,
+}
+
+fn encode(acl: &[Acl]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(acl.len() * 24);
+    for a in acl {
+        a.write(&mut out);
+    }
+    out
+}
+
+impl AclTable {
+    /// The shared copy of `acl`, added if new.
+    pub fn intern(&mut self, acl: &[Acl]) -> AclRef {
+        let key = encode(acl);
+        if let Some(a) = self.by_encoding.get(key.as_slice()) {
+            return a.clone();
+        }
+        let a: AclRef = Arc::new(acl.to_vec());
+        self.by_encoding.insert(key.into_boxed_slice(), a.clone());
+        a
+    }
+
+    /// Drops a node's reference; the entry goes once no node uses it.
+    pub fn release(&mut self, acl: AclRef) {
+        // The table holds one reference and `acl` another: nobody else uses it.
+        if Arc::strong_count(&acl) <= 2 {
+            let key = encode(&acl);
+            drop(acl);
+            if let Some(a) = self.by_encoding.get(key.as_slice()) {
+                if Arc::strong_count(a) == 1 {
+                    self.by_encoding.remove(key.as_slice());
+                }
+            }
+        }
+    }
+
+    /// Distinct ACL lists in use.
+    pub fn len(&self) -> usize {
+        self.by_encoding.len()
+    }
+
+    /// Whether no ACL is stored.
+    pub fn is_empty(&self) -> bool {
+        self.by_encoding.is_empty()
+    }
+}
+
+/// An identity to add to a connection after a successful addauth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthIdEntry {
+    /// The id to add (`digest:user:hash`, or `ip:<addr>`).
+    pub id: Id,
+    /// Whether the id also makes the connection super (digest equal to the configured superDigest;
+    /// Apache then also adds the id `super:`).
+    pub is_super: bool,
+}
+
+/// Digest auth: `"user:password"` -> `"user:base64(sha1(user:password))"`, as
+/// DigestAuthenticationProvider.generateDigest computes it. Apache accepts any string (the user is
+/// the part before the first ':'), so this never fails; the Option is kept for callers' sake.
+pub fn digest_id(user_password: &str) -> Option<String> {
+    let user = user_password.split(':').next().unwrap_or("");
+    let hash = Sha1::digest(user_password.as_bytes());
+    Some(format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash)))
+}
+
+/// Validates an addauth packet and returns the identity to add to the connection.
+///
+/// - `digest`: any payload is accepted (decoded as UTF-8, lossily, like Java's `new String`);
+///   the id is [`digest_id`] of it; `is_super` when it equals `cfg.super_digest`.
+/// - `ip`: accepted; the id is the connection's address, which this pure function cannot know, so
+///   it returns `ip:` with an empty id: use [`authenticate_conn`] to get it filled in.
+/// - anything else (world, auth, super, sasl, x509, unknown): AUTHFAILED, as no provider exists.
+pub fn authenticate(scheme: &str, auth: &[u8], cfg: &TreeConfig) -> Result<AuthIdEntry, ErrorCode> {
+    authenticate_conn(scheme, auth, cfg, "")
+}
+
+/// [`authenticate`] for a connection whose remote address is `remote_addr` (used by `ip`).
+pub fn authenticate_conn(
+    scheme: &str,
+    auth: &[u8],
+    cfg: &TreeConfig,
+    remote_addr: &str,
+) -> Result<AuthIdEntry, ErrorCode> {
+    match scheme {
+        "digest" if cfg.digest_enabled => {
+            let text = String::from_utf8_lossy(auth);
+            let id = digest_id(&text).ok_or(ErrorCode::AuthFailed)?;
+            let is_super = cfg.super_digest.as_deref() == Some(id.as_str());
+            Ok(AuthIdEntry { id: Id { scheme: "digest".into(), id }, is_super })
+        }
+        "ip" => Ok(AuthIdEntry { id: Id { scheme: "ip".into(), id: remote_addr.into() }, is_super: false }),
+        _ => Err(ErrorCode::AuthFailed),
+    }
+}
+
+/// Schemes with a server provider (ip always, digest unless disabled).
+fn provider_valid(cfg: &TreeConfig, scheme: &str, id: &str) -> bool {
+    match scheme {
+        "ip" => ip_valid(id),
+        "digest" if cfg.digest_enabled => java::split_drop_trailing(id, ':').len() == 2,
+        _ => false,
+    }
+}
+
+/// Whether ids of this scheme are "authenticated" ones that the `auth` scheme expands to.
+fn provider_authenticated(cfg: &TreeConfig, scheme: &str) -> bool {
+    scheme == "digest" && cfg.digest_enabled
+}
+
+/// Apache's `fixupACL`: drops duplicates, then checks each entry and expands `auth`.
+///
+/// Errors: INVALIDACL for an empty list, a world id other than `anyone`, an `auth` entry when the
+/// caller has no authenticated (digest) id, a malformed digest (`user:hash`) or ip
+/// (`a.b.c.d[/bits]`) id, or an unknown scheme.
+pub fn fixup_acl(cfg: &TreeConfig, auth: &AuthIds, acl: &[Acl]) -> Result<Vec<Acl>, ErrorCode> {
+    let mut uniq: Vec<&Acl> = Vec::with_capacity(acl.len());
+    for a in acl {
+        if !uniq.contains(&a) {
+            uniq.push(a);
+        }
+    }
+    if uniq.is_empty() {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    let mut out = Vec::with_capacity(uniq.len());
+    for a in uniq {
+        let id = &a.id;
+        if id.scheme == "world" && id.id == "anyone" {
+            out.push(a.clone());
+        } else if id.scheme == "auth" {
+            let mut any = false;
+            for cid in &auth.ids {
+                if provider_authenticated(cfg, &cid.scheme) {
+                    any = true;
+                    out.push(Acl { perms: a.perms, id: cid.clone() });
+                }
+            }
+            if !any {
+                return Err(ErrorCode::InvalidAcl);
+            }
+        } else if provider_valid(cfg, &id.scheme, &id.id) {
+            out.push(a.clone());
+        } else {
+            return Err(ErrorCode::InvalidAcl);
+        }
+    }
+    Ok(out)
+}
+
+/// `ZooKeeperServer.checkACL`: passes for super, for an empty ACL, or when an entry covering any
+/// bit of `perm` is world:anyone or matches one of the caller's ids (digest: equal; ip: CIDR).
+///
+/// Errors: NOAUTH otherwise.
+pub fn check_acl(cfg: &TreeConfig, acl: &[Acl], perm: i32, auth: &AuthIds) -> Result<(), ErrorCode> {
+    if acl.is_empty() || auth.is_super || auth.ids.iter().any(|i| i.scheme == "super") {
+        return Ok(());
+    }
+    for a in acl {
+        if a.perms & perm == 0 {
+            continue;
+        }
+        if a.id.scheme == "world" && a.id.id == "anyone" {
+            return Ok(());
+        }
+        for cid in &auth.ids {
+            if cid.scheme != a.id.scheme {
+                continue;
+            }
+            let hit = match cid.scheme.as_str() {
+                "digest" if cfg.digest_enabled => cid.id == a.id.id,
+                "ip" => ip_matches(&cid.id, &a.id.id),
+                _ => false,
+            };
+            if hit {
+                return Ok(());
+            }
+        }
+    }
+    Err(ErrorCode::NoAuth)
+}
+
+/// What getACL shows a caller without ADMIN: digest ids with everything after the first ':' of
+/// each line replaced by 'x' (Java's `replaceAll(":.*", ":x")`).
+pub fn mask_digests(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| {
+            if a.id.scheme != "digest" {
+                return a.clone();
+            }
+            let mut out = String::with_capacity(a.id.id.len());
+            let mut in_match = false;
+            for c in a.id.id.chars() {
+                let line_end = matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}');
+                if in_match {
+                    if line_end {
+                        in_match = false;
+                        out.push(c);
+                    }
+                } else if c == ':' {
+                    out.push_str(":x");
+                    in_match = true;
+                } else {
+                    out.push(c);
+                }
+            }
+            Acl { perms: a.perms, id: Id { scheme: a.id.scheme.clone(), id: out } }
+        })
+        .collect()
+}
+
+/// Dotted-quad IPv4 only, as 3.8's IPAuthenticationProvider: IPv6 never parses.
+fn v4_bytes(addr: &str) -> Option<[u8; 4]> {
+    let parts: Vec<&str> = addr.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut b = [0u8; 4];
+    for (i, p) in parts.iter().enumerate() {
+        let v = java::parse_int(p)?;
+        if !(0..=255).contains(&v) {
+            return None;
+        }
+        b[i] = v as u8;
+    }
+    Some(b)
+}
+
+fn prefix_bits(spec: Option<&str>) -> Option<u32> {
+    match spec {
+        None => Some(32),
+        Some(s) => {
+            let bits = java::parse_int(s)?;
+            if (0..=32).contains(&bits) {
+                Some(bits as u32)
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn ip_valid(id: &str) -> bool {
+    let mut parts = id.splitn(2, '/');
+    let addr = parts.next().unwrap_or("");
+    v4_bytes(addr).is_some() && prefix_bits(parts.next()).is_some()
+}
+
+/// Whether the caller's address `id` falls in the ACL's `addr[/bits]`.
+pub fn ip_matches(id: &str, acl_expr: &str) -> bool {
+    let mut parts = acl_expr.splitn(2, '/');
+    let Some(acl_addr) = v4_bytes(parts.next().unwrap_or("")) else { return false };
+    let Some(bits) = prefix_bits(parts.next()) else { return false };
+    let Some(remote) = v4_bytes(id) else { return false };
+    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    (u32::from_be_bytes(acl_addr) & mask) == (u32::from_be_bytes(remote) & mask)
+}
+
+/// `perms` that allow reading, for callers that need them.
+pub const READ_OR_ADMIN: i32 = perms::READ | perms::ADMIN;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TreeConfig {
+        TreeConfig {
+            super_digest: Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU=".into()),
+            ..TreeConfig::default()
+        }
+    }
+    fn id(s: &str, i: &str) -> Id {
+        Id { scheme: s.into(), id: i.into() }
+    }
+    fn acl(p: i32, s: &str, i: &str) -> Acl {
+        Acl { perms: p, id: id(s, i) }
+    }
+    fn who(ids: &[Id]) -> AuthIds {
+        AuthIds { ids: ids.to_vec(), is_super: false }
+    }
+
+    #[test]
+    fn digest_matches_java() {
+        // Computed by DigestAuthenticationProvider.generateDigest on the JVM.
+        assert_eq!(digest_id("super:test").unwrap(), "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+        assert_eq!(digest_id("bob").unwrap(), "bob:SBgazSKz7a68ikR4aKfffOYpkgo=");
+    }
+
+    #[test]
+    fn authenticate_schemes() {
+        let c = cfg();
+        let e = authenticate("digest", b"super:test", &c).unwrap();
+        assert!(e.is_super);
+        assert_eq!(e.id, id("digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU="));
+        assert!(!authenticate("digest", b"bob:pw", &c).unwrap().is_super);
+        assert!(authenticate("digest", b"nocolon", &c).is_ok());
+        assert_eq!(authenticate_conn("ip", b"", &c, "10.0.0.1").unwrap().id, id("ip", "10.0.0.1"));
+        for s in ["world", "auth", "super", "sasl", "x509", "foo"] {
+            assert_eq!(authenticate(s, b"a:b", &c), Err(ErrorCode::AuthFailed), "{s}");
+        }
+    }
+
+    #[test]
+    fn fixup_rules() {
+        let c = cfg();
+        let none = who(&[id("ip", "127.0.0.1")]);
+        let bob = who(&[id("ip", "127.0.0.1"), id("digest", "bob:h")]);
+        assert_eq!(fixup_acl(&c, &none, &[]), Err(ErrorCode::InvalidAcl));
+        let w = acl(31, "world", "anyone");
+        assert_eq!(fixup_acl(&c, &none, &[w.clone(), w.clone()]).unwrap(), vec![w.clone()]);
+        assert_eq!(fixup_acl(&c, &none, &[acl(31, "world", "bob")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&c, &none, &[acl(31, "auth", "")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup_acl(&c, &bob, &[acl(5, "auth", "whatever")]).unwrap(),
+            vec![acl(5, "digest", "bob:h")]
+        );
+        assert!(fixup_acl(&c, &none, &[acl(1, "digest", "a:b")]).is_ok());
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "digest", "a:")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "digest", "a:b:c")]), Err(ErrorCode::InvalidAcl));
+        assert!(fixup_acl(&c, &none, &[acl(1, "ip", "10.0.0.0/8")]).is_ok());
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "ip", "10.0.0.0/33")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "ip", "::1")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "super", "")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup_acl(&c, &none, &[acl(1, "sasl", "bob")]), Err(ErrorCode::InvalidAcl));
+    }
+
+    #[test]
+    fn check_rules() {
+        let c = cfg();
+        let a = vec![acl(perms::READ, "digest", "bob:h"), acl(perms::WRITE, "ip", "10.1.0.0/16")];
+        let bob = who(&[id("ip", "1.2.3.4"), id("digest", "bob:h")]);
+        let lan = who(&[id("ip", "10.1.200.3")]);
+        assert_eq!(check_acl(&c, &a, perms::READ, &bob), Ok(()));
+        assert_eq!(check_acl(&c, &a, perms::WRITE, &bob), Err(ErrorCode::NoAuth));
+        assert_eq!(check_acl(&c, &a, perms::WRITE, &lan), Ok(()));
+        assert_eq!(check_acl(&c, &a, perms::READ, &lan), Err(ErrorCode::NoAuth));
+        assert_eq!(check_acl(&c, &[], perms::ADMIN, &lan), Ok(()));
+        let su = AuthIds { ids: vec![], is_super: true };
+        assert_eq!(check_acl(&c, &a, perms::ADMIN, &su), Ok(()));
+        assert_eq!(check_acl(&c, &a, perms::ADMIN, &who(&[id("super", "")])), Ok(()));
+        // Either bit of a combined request suffices.
+        assert_eq!(check_acl(&c, &a, READ_OR_ADMIN, &bob), Ok(()));
+    }
+
+    #[test]
+    fn ip_matching() {
+        assert!(ip_matches("10.0.0.1", "10.0.0.1"));
+        assert!(!ip_matches("10.0.0.2", "10.0.0.1"));
+        assert!(ip_matches("10.0.0.2", "10.0.0.0/24"));
+        assert!(ip_matches("1.2.3.4", "0.0.0.0/0"));
+        assert!(ip_matches("10.0.0.200", "10.0.0.128/25"));
+        assert!(!ip_matches("10.0.0.100", "10.0.0.128/25"));
+        assert!(!ip_matches("::1", "0.0.0.0/0"));
+        assert!(!ip_matches("10.0.0.1", "10.0.0.1/x"));
+    }
+
+    #[test]
+    fn masking() {
+        let m = mask_digests(&[acl(1, "digest", "bob:abc:def"), acl(1, "ip", "1.2.3.4")]);
+        assert_eq!(m[0].id.id, "bob:x");
+        assert_eq!(m[1].id.id, "1.2.3.4");
+    }
+
+    #[test]
+    fn table_interns_and_releases() {
+        let mut t = AclTable::default();
+        let a = t.intern(&[acl(31, "world", "anyone")]);
+        let b = t.intern(&[acl(31, "world", "anyone")]);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(t.len(), 1);
+        t.release(a);
+        assert_eq!(t.len(), 1);
+        t.release(b);
+        assert_eq!(t.len(), 0);
+    }
+}

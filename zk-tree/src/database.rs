@@ -1,0 +1,173 @@
+//! The database: DataTree + watches + sessions + outstanding changes, and its introspection.
+
+use crate::outstanding::Outstanding;
+use crate::session::SessionTable;
+use crate::tree::DataTree;
+use crate::{SessionId, TreeConfig, WatcherId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The replicated state machine. See the crate docs for the write path.
+#[derive(Debug)]
+pub struct Database {
+    pub(crate) cfg: TreeConfig,
+    pub(crate) tree: DataTree,
+    pub(crate) sessions: SessionTable,
+    pub(crate) outstanding: Outstanding,
+    pub(crate) last_applied: i64,
+}
+
+impl Database {
+    /// A database holding "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config", no
+    /// sessions, last applied zxid 0.
+    pub fn new(cfg: TreeConfig) -> Self {
+        Database {
+            tree: DataTree::new(cfg.extended_types_enabled),
+            sessions: SessionTable::new(cfg.tick_ms),
+            outstanding: Outstanding::default(),
+            last_applied: 0,
+            cfg,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &TreeConfig {
+        &self.cfg
+    }
+
+    /// The tree (read-only), e.g. for snapshots.
+    pub fn tree(&self) -> &DataTree {
+        &self.tree
+    }
+
+    /// Zxid of the last applied txn.
+    pub fn last_applied_zxid(&self) -> i64 {
+        self.last_applied
+    }
+
+    /// Prepped txns not yet applied (their change records).
+    pub fn outstanding_count(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Sessions.
+    pub fn sessions(&self) -> &SessionTable {
+        &self.sessions
+    }
+
+    /// Sessions, for touching and expiring.
+    pub fn sessions_mut(&mut self) -> &mut SessionTable {
+        &mut self.sessions
+    }
+
+    /// Apache's node count, which counts the root twice (it is stored under "" and "/"): a fresh
+    /// tree reports 5.
+    pub fn node_count(&self) -> usize {
+        self.tree.len() + 1
+    }
+
+    /// Sum of path lengths (UTF-16 units) and data lengths, as Apache's approximateDataSize.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.tree.data_size()
+    }
+
+    /// Ephemeral nodes in the tree.
+    pub fn ephemerals_count(&self) -> usize {
+        self.tree.ephemerals().values().map(|s| s.paths.len()).sum()
+    }
+
+    /// Each session with ephemerals, with its paths sorted.
+    pub fn ephemerals_by_session(&self) -> BTreeMap<SessionId, Vec<String>> {
+        self.tree
+            .ephemerals()
+            .iter()
+            .filter(|(_, s)| !s.paths.is_empty())
+            .map(|(id, s)| {
+                let mut v: Vec<String> = s.paths.keys().map(|p| p.to_string()).collect();
+                v.sort();
+                (*id, v)
+            })
+            .collect()
+    }
+
+    /// Watches, counted per (watcher, path, table) as Apache's "Total watches".
+    pub fn watch_count(&self) -> usize {
+        self.tree.watches.data.len() + self.tree.watches.child.len()
+    }
+
+    /// Paths each watcher watches (either table), sorted (wchc).
+    pub fn watches_by_watcher(&self) -> BTreeMap<WatcherId, Vec<String>> {
+        let mut m: BTreeMap<WatcherId, BTreeSet<String>> = BTreeMap::new();
+        for t in [&self.tree.watches.data, &self.tree.watches.child] {
+            for (w, paths) in t.watchers() {
+                m.entry(w).or_default().extend(paths.map(String::from));
+            }
+        }
+        m.into_iter().map(|(w, s)| (w, s.into_iter().collect())).collect()
+    }
+
+    /// Watchers on each path (either table), sorted (wchp).
+    pub fn watches_by_path(&self) -> BTreeMap<String, Vec<WatcherId>> {
+        let mut m: BTreeMap<String, BTreeSet<WatcherId>> = BTreeMap::new();
+        for t in [&self.tree.watches.data, &self.tree.watches.child] {
+            for (p, ws) in t.paths() {
+                m.entry(p.to_string()).or_default().extend(ws);
+            }
+        }
+        m.into_iter().map(|(p, s)| (p, s.into_iter().collect())).collect()
+    }
+
+    /// Distinct watched paths (either table).
+    pub fn watched_path_count(&self) -> usize {
+        let mut s: BTreeSet<&str> = BTreeSet::new();
+        for t in [&self.tree.watches.data, &self.tree.watches.child] {
+            s.extend(t.paths().map(|(p, _)| p));
+        }
+        s.len()
+    }
+
+    /// Connections with at least one watch.
+    pub fn watcher_count(&self) -> usize {
+        let mut s: BTreeSet<WatcherId> = BTreeSet::new();
+        for t in [&self.tree.watches.data, &self.tree.watches.child] {
+            s.extend(t.watchers().map(|(w, _)| w));
+        }
+        s.len()
+    }
+
+    /// Containers and TTL nodes due for deletion at `now_ms`, at most `max`, as Apache's
+    /// ContainerManager picks them: empty containers with cversion > 0 (or never used and older
+    /// than `container_max_never_used_ms` when set), and empty TTL nodes with
+    /// `now - mtime > ttl`. The server turns each into a DeleteContainer request.
+    pub fn reapable(&self, now_ms: i64, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.tree.containers() {
+            if out.len() >= max {
+                return out;
+            }
+            let Some(n) = self.tree.get(p) else { continue };
+            if n.num_children() != 0 {
+                continue;
+            }
+            let never_used_limit = self.cfg.container_max_never_used_ms;
+            if n.stat.cversion > 0
+                || (never_used_limit != 0 && now_ms.saturating_sub(n.stat.mtime) > never_used_limit)
+            {
+                out.push(p.to_string());
+            }
+        }
+        for p in self.tree.ttls() {
+            if out.len() >= max {
+                return out;
+            }
+            let Some(n) = self.tree.get(p) else { continue };
+            if n.num_children() != 0 {
+                continue;
+            }
+            let ttl = crate::node::ttl_of(n.stat.ephemeral_owner);
+            if ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
+                out.push(p.to_string());
+            }
+        }
+        out
+    }
+}

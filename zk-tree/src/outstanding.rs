@@ -1,0 +1,129 @@
+//! Outstanding changes: what prepped-but-not-yet-applied txns will do to each path (Apache's
+//! outstandingChanges / ChangeRecord), so that prep validates against the future tree.
+
+use crate::acl::AclRef;
+use std::collections::{HashMap, VecDeque};
+use zk_proto::StatPersisted;
+
+/// The state a path will have once earlier txns apply.
+#[derive(Debug, Clone)]
+pub struct ChangeRecord {
+    /// Txn that produces this state.
+    pub zxid: i64,
+    /// None once the node is (to be) deleted.
+    pub stat: Option<StatPersisted>,
+    /// Children it will have.
+    pub child_count: i32,
+    /// Its ACL.
+    pub acl: AclRef,
+}
+
+/// Records in prep order, with the newest per path on top of that path's stack.
+#[derive(Debug, Default)]
+pub struct Outstanding {
+    order: VecDeque<(i64, Box<str>)>,
+    by_path: HashMap<Box<str>, Vec<ChangeRecord>>,
+}
+
+impl Outstanding {
+    /// The newest record for `path`.
+    pub fn get(&self, path: &str) -> Option<&ChangeRecord> {
+        self.by_path.get(path).and_then(|v| v.last())
+    }
+
+    /// Adds a record (`addChangeRecord`).
+    pub fn add(&mut self, path: &str, rec: ChangeRecord) {
+        self.order.push_back((rec.zxid, path.into()));
+        self.by_path.entry(path.into()).or_default().push(rec);
+    }
+
+    /// Drops every record of txn `zxid` added last (a failed multi's rollback).
+    pub fn rollback(&mut self, zxid: i64) {
+        while let Some((z, _)) = self.order.back() {
+            if *z != zxid {
+                break;
+            }
+            let Some((_, path)) = self.order.pop_back() else { break };
+            if let Some(stack) = self.by_path.get_mut(&path) {
+                stack.pop();
+                if stack.is_empty() {
+                    self.by_path.remove(&path);
+                }
+            }
+        }
+    }
+
+    /// Drops records of txns up to `zxid` once applied.
+    pub fn applied(&mut self, zxid: i64) {
+        while let Some((z, _)) = self.order.front() {
+            if *z > zxid {
+                break;
+            }
+            let Some((_, path)) = self.order.pop_front() else { break };
+            if let Some(stack) = self.by_path.get_mut(&path) {
+                if !stack.is_empty() {
+                    stack.remove(0);
+                }
+                if stack.is_empty() {
+                    self.by_path.remove(&path);
+                }
+            }
+        }
+    }
+
+    /// Records oldest first, with their paths (closeSession walks them).
+    pub fn iter_in_order(&self) -> impl Iterator<Item = (&str, &ChangeRecord)> {
+        // Each path's stack holds its records oldest first; walk the global order and take the
+        // k-th record of that path for its k-th appearance.
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        self.order.iter().filter_map(move |(_, p)| {
+            let k = seen.entry(&**p).or_insert(0);
+            let r = self.by_path.get(&**p).and_then(|v| v.get(*k));
+            *k += 1;
+            r.map(|r| (&**p, r))
+        })
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn rec(zxid: i64, alive: bool) -> ChangeRecord {
+        ChangeRecord { zxid, stat: alive.then(StatPersisted::default), child_count: 0, acl: Arc::new(vec![]) }
+    }
+
+    #[test]
+    fn newest_wins_and_applied_drops_oldest() {
+        let mut o = Outstanding::default();
+        o.add("/a", rec(1, true));
+        o.add("/a", rec(2, false));
+        o.add("/b", rec(2, true));
+        assert!(o.get("/a").unwrap().stat.is_none());
+        o.applied(1);
+        assert_eq!(o.get("/a").unwrap().zxid, 2);
+        let order: Vec<_> = o.iter_in_order().map(|(p, r)| (p.to_string(), r.zxid)).collect();
+        assert_eq!(order, vec![("/a".to_string(), 2), ("/b".to_string(), 2)]);
+        o.applied(2);
+        assert!(o.get("/a").is_none());
+        assert_eq!(o.len(), 0);
+    }
+
+    #[test]
+    fn rollback_restores_previous() {
+        let mut o = Outstanding::default();
+        o.add("/a", rec(1, true));
+        o.add("/a", rec(2, false));
+        o.add("/c", rec(2, true));
+        o.rollback(2);
+        assert_eq!(o.get("/a").unwrap().zxid, 1);
+        assert!(o.get("/c").is_none());
+        assert_eq!(o.len(), 1);
+    }
+}

@@ -1,0 +1,433 @@
+//! The DataTree: znodes by full path, child name sets, the ephemeral/container/TTL indexes, the
+//! shared ACL table and the watch tables. Mutations here are the apply side (txns already
+//! validated by prep); each one fires the watches Apache's DataTree fires, in the same order.
+
+use crate::acl::{AclRef, AclTable};
+use crate::java;
+use crate::node::{new_stat, owner_kind, Node, OwnerKind};
+use crate::watch::{WatchManager, WatchMode};
+use crate::{SessionId, WatchDelivery, WatcherId};
+use bytes::Bytes;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use zk_proto::{perms, Acl, ErrorCode, EventType, Id, KeeperState, Stat, StatPersisted, WatcherEvent};
+
+/// The special paths Apache refuses to delete.
+pub fn is_special_path(path: &str) -> bool {
+    matches!(path, "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config")
+}
+
+/// Apache's parent: everything before the last '/', with "" (Apache's root key) read as "/".
+pub fn parent_of(path: &str) -> Option<&str> {
+    let i = path.rfind('/')?;
+    Some(if i == 0 { "/" } else { &path[..i] })
+}
+
+/// Approximate size Apache charges a node: path length in UTF-16 units plus data length.
+fn node_size(path: &str, data: &Option<Bytes>) -> u64 {
+    let plen = if path.is_ascii() { path.len() } else { path.encode_utf16().count() };
+    plen as u64 + data.as_ref().map_or(0, |d| d.len() as u64)
+}
+
+/// One session's ephemeral paths, with what Java's HashSet order depends on.
+#[derive(Debug, Default, Clone)]
+pub struct EphemeralSet {
+    /// Path -> insertion rank.
+    pub paths: HashMap<Box<str>, u64>,
+    /// Largest size reached (the Java set's capacity never shrinks).
+    pub max_len: usize,
+}
+
+impl EphemeralSet {
+    /// Paths in the order of a copy of Apache's set (`new HashSet<>(set)` / `clone()`), each with
+    /// its rank in that copy.
+    pub fn copy_order(&self) -> Vec<(String, u64)> {
+        let orig_cap = java::capacity_for(self.max_len, 16);
+        let mut v: Vec<(&str, u64)> = self.paths.iter().map(|(p, s)| (&**p, *s)).collect();
+        java::hash_order(&mut v, orig_cap);
+        let mut ranked: Vec<(String, u64)> =
+            v.into_iter().enumerate().map(|(i, (p, _))| (p.to_string(), i as u64)).collect();
+        let cap = java::capacity_for_copy(ranked.len());
+        java::hash_order(&mut ranked, cap);
+        ranked
+    }
+}
+
+/// Znodes and everything indexed from them.
+#[derive(Debug)]
+pub struct DataTree {
+    nodes: HashMap<Box<str>, Node>,
+    acls: AclTable,
+    ephemerals: HashMap<SessionId, EphemeralSet>,
+    containers: BTreeSet<Box<str>>,
+    ttls: BTreeSet<Box<str>>,
+    /// Watch tables.
+    pub watches: WatchManager,
+    extended: bool,
+    data_size: u64,
+    next_rank: u64,
+}
+
+fn open_acl() -> Vec<Acl> {
+    vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }]
+}
+
+impl DataTree {
+    /// A tree holding "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config" (world-readable,
+    /// aversion -1), as Apache's DataTree starts.
+    pub fn new(extended_types: bool) -> Self {
+        let mut t = DataTree {
+            nodes: HashMap::new(),
+            acls: AclTable::default(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+            watches: WatchManager::default(),
+            extended: extended_types,
+            data_size: 0,
+            next_rank: 0,
+        };
+        let open = t.acls.intern(&open_acl());
+        let empty = || Some(Bytes::new());
+        for p in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+            t.insert_raw(p, Node::new(empty(), open.clone(), StatPersisted::default()));
+        }
+        t.nodes.get_mut("/").map(|n| n.add_child("zookeeper"));
+        if let Some(n) = t.nodes.get_mut("/zookeeper") {
+            n.add_child("quota");
+            n.add_child("config");
+        }
+        let read = vec![Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+        let _ = t.set_acl("/zookeeper/config", &read, -1);
+        t
+    }
+
+    fn insert_raw(&mut self, path: &str, node: Node) {
+        self.data_size += node_size(path, &node.data);
+        self.nodes.insert(path.into(), node);
+    }
+
+    /// Whether TTL owners are read as TTL nodes.
+    pub fn extended_types(&self) -> bool {
+        self.extended
+    }
+
+    /// The node at `path`.
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path)
+    }
+
+    /// Number of znodes (the root counted once).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: the root exists.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Sum of path lengths and data lengths.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Distinct ACL lists in use.
+    pub fn acl_count(&self) -> usize {
+        self.acls.len()
+    }
+
+    /// Every node, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
+        self.nodes.iter().map(|(p, n)| (&**p, n))
+    }
+
+    /// A session's ephemerals set.
+    pub fn ephemerals_of(&self, s: SessionId) -> Option<&EphemeralSet> {
+        self.ephemerals.get(&s)
+    }
+
+    /// All sessions' ephemeral sets.
+    pub fn ephemerals(&self) -> &HashMap<SessionId, EphemeralSet> {
+        &self.ephemerals
+    }
+
+    /// Container paths.
+    pub fn containers(&self) -> &BTreeSet<Box<str>> {
+        &self.containers
+    }
+
+    /// TTL node paths.
+    pub fn ttls(&self) -> &BTreeSet<Box<str>> {
+        &self.ttls
+    }
+
+    fn deliver(
+        &self,
+        out: &mut Vec<WatchDelivery>,
+        ws: Vec<WatcherId>,
+        ty: EventType,
+        path: &str,
+        acl: &AclRef,
+    ) {
+        for w in ws {
+            out.push(WatchDelivery {
+                watcher: w,
+                event: WatcherEvent {
+                    event_type: ty.code(),
+                    state: KeeperState::SyncConnected.code(),
+                    path: path.to_string(),
+                },
+                acl: Some(acl.clone()),
+            });
+        }
+    }
+
+    /// `DataTree.createNode`. `parent_cversion` -1 means "parent's + 1"; the parent's cversion and
+    /// pzxid move only when it is larger than the stored one. Fires NodeCreated on the path's data
+    /// watches, then NodeChildrenChanged on the parent's child watches.
+    ///
+    /// Errors: NONODE without a parent, NODEEXISTS if present.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_node(
+        &mut self,
+        path: &str,
+        data: Option<Bytes>,
+        acl: &[Acl],
+        owner: i64,
+        parent_cversion: i32,
+        zxid: i64,
+        time: i64,
+        events: &mut Vec<WatchDelivery>,
+    ) -> Result<Stat, ErrorCode> {
+        let parent_path = parent_of(path).ok_or(ErrorCode::NoNode)?;
+        let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
+        let exists = path == "/" || self.nodes.contains_key(path);
+        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        if exists || parent.has_child(name) {
+            return Err(ErrorCode::NodeExists);
+        }
+        let cv = if parent_cversion == -1 { parent.stat.cversion.wrapping_add(1) } else { parent_cversion };
+        if cv > parent.stat.cversion {
+            parent.stat.cversion = cv;
+            parent.stat.pzxid = zxid;
+        }
+        parent.add_child(name);
+        let parent_acl = parent.acl.clone();
+        let acl_ref = self.acls.intern(acl);
+        let node = Node::new(data, acl_ref.clone(), new_stat(zxid, time, owner));
+        let stat = node.client_stat(self.extended);
+        self.insert_raw(path, node);
+        match owner_kind(owner, self.extended) {
+            OwnerKind::Container => {
+                self.containers.insert(path.into());
+            }
+            OwnerKind::Ttl => {
+                self.ttls.insert(path.into());
+            }
+            OwnerKind::Normal => {
+                let rank = self.next_rank;
+                self.next_rank += 1;
+                let set = self.ephemerals.entry(owner).or_default();
+                set.paths.insert(path.into(), rank);
+                set.max_len = set.max_len.max(set.paths.len());
+            }
+            OwnerKind::Void => {}
+        }
+        let fired = self.watches.data.trigger(path, EventType::NodeCreated);
+        self.deliver(events, fired, EventType::NodeCreated, path, &acl_ref);
+        let fired = self.watches.child.trigger(parent_path, EventType::NodeChildrenChanged);
+        self.deliver(events, fired, EventType::NodeChildrenChanged, parent_path, &parent_acl);
+        Ok(stat)
+    }
+
+    /// `setCversionPzxid`, used when replaying a create that finds its node present.
+    pub fn set_cversion_pzxid(&mut self, path: &str, cversion: i32, zxid: i64) -> Result<(), ErrorCode> {
+        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let cv = if cversion == -1 { n.stat.cversion.wrapping_add(1) } else { cversion };
+        if cv > n.stat.cversion {
+            n.stat.cversion = cv;
+            n.stat.pzxid = zxid;
+        }
+        Ok(())
+    }
+
+    /// `DataTree.deleteNode`: unlinks from the parent (pzxid moves forward only), then fires
+    /// NodeDeleted on the data watches, NodeDeleted on the child watches of watchers not already
+    /// told, and NodeChildrenChanged on the parent.
+    ///
+    /// Errors: NONODE.
+    pub fn delete_node(
+        &mut self,
+        path: &str,
+        zxid: i64,
+        events: &mut Vec<WatchDelivery>,
+    ) -> Result<(), ErrorCode> {
+        let parent_path = parent_of(path).ok_or(ErrorCode::NoNode)?;
+        if path == "/" {
+            return Err(ErrorCode::NoNode);
+        }
+        let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
+        // As Apache: the parent is unlinked (and its pzxid moved) before the node is looked up.
+        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        parent.remove_child(name);
+        if zxid > parent.stat.pzxid {
+            parent.stat.pzxid = zxid;
+        }
+        let parent_acl = parent.acl.clone();
+        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        self.unindex(path, &node);
+        let Node { acl, children, .. } = node;
+        // Prep never deletes a node with children; a replayed log that does gets its orphans purged
+        // (without events) so that every stored node keeps a parent.
+        if let Some(children) = children {
+            let mut stack: Vec<String> = children.iter().map(|c| format!("{path}/{c}")).collect();
+            while let Some(p) = stack.pop() {
+                if let Some(n) = self.nodes.remove(p.as_str()) {
+                    self.unindex(&p, &n);
+                    if let Some(c) = &n.children {
+                        stack.extend(c.iter().map(|c| format!("{p}/{c}")));
+                    }
+                    self.acls.release(n.acl);
+                }
+            }
+        }
+        let told = self.watches.data.trigger(path, EventType::NodeDeleted);
+        self.deliver(events, told.clone(), EventType::NodeDeleted, path, &acl);
+        let told: HashSet<WatcherId> = told.into_iter().collect();
+        let fired: Vec<WatcherId> = self
+            .watches
+            .child
+            .trigger(path, EventType::NodeDeleted)
+            .into_iter()
+            .filter(|w| !told.contains(w))
+            .collect();
+        self.deliver(events, fired, EventType::NodeDeleted, path, &acl);
+        let fired = self.watches.child.trigger(parent_path, EventType::NodeChildrenChanged);
+        self.deliver(events, fired, EventType::NodeChildrenChanged, parent_path, &parent_acl);
+        self.acls.release(acl);
+        Ok(())
+    }
+
+    /// Drops a removed node from the size total and the ephemeral/container/TTL indexes.
+    fn unindex(&mut self, path: &str, node: &Node) {
+        self.data_size = self.data_size.saturating_sub(node_size(path, &node.data));
+        match owner_kind(node.stat.ephemeral_owner, self.extended) {
+            OwnerKind::Container => {
+                self.containers.remove(path);
+            }
+            OwnerKind::Ttl => {
+                self.ttls.remove(path);
+            }
+            OwnerKind::Normal => {
+                if let Some(set) = self.ephemerals.get_mut(&node.stat.ephemeral_owner) {
+                    set.paths.remove(path);
+                }
+            }
+            OwnerKind::Void => {}
+        }
+    }
+
+    /// `DataTree.setData`: new data, mtime, mzxid and version; fires NodeDataChanged.
+    ///
+    /// Errors: NONODE.
+    pub fn set_data(
+        &mut self,
+        path: &str,
+        data: Option<Bytes>,
+        version: i32,
+        zxid: i64,
+        time: i64,
+        events: &mut Vec<WatchDelivery>,
+    ) -> Result<Stat, ErrorCode> {
+        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let old = node_size(path, &n.data);
+        n.data = data;
+        n.stat.mtime = time;
+        n.stat.mzxid = zxid;
+        n.stat.version = version;
+        let stat = n.client_stat(self.extended);
+        let new = node_size(path, &n.data);
+        let acl = n.acl.clone();
+        self.data_size = (self.data_size + new).saturating_sub(old);
+        let fired = self.watches.data.trigger(path, EventType::NodeDataChanged);
+        self.deliver(events, fired, EventType::NodeDataChanged, path, &acl);
+        Ok(stat)
+    }
+
+    /// `DataTree.setACL`: new ACL and aversion; fires nothing.
+    ///
+    /// Errors: NONODE.
+    pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
+        if !self.nodes.contains_key(path) {
+            return Err(ErrorCode::NoNode);
+        }
+        let new = self.acls.intern(acl);
+        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        n.stat.aversion = version;
+        let old = std::mem::replace(&mut n.acl, new);
+        let stat = n.client_stat(self.extended);
+        self.acls.release(old);
+        Ok(stat)
+    }
+
+    /// `killSession`: deletes the txn's paths in order (missing ones skipped), then any other
+    /// ephemeral the session still owns, and forgets the session's set.
+    pub fn kill_session(
+        &mut self,
+        s: SessionId,
+        zxid: i64,
+        paths: &[String],
+        events: &mut Vec<WatchDelivery>,
+    ) {
+        let local = self.ephemerals.remove(&s);
+        for p in paths {
+            let _ = self.delete_node(p, zxid, events);
+        }
+        if let Some(mut set) = local {
+            for p in paths {
+                set.paths.remove(p.as_str());
+            }
+            for (p, _) in set.copy_order() {
+                if self.nodes.get(p.as_str()).is_some_and(|n| n.stat.ephemeral_owner == s) {
+                    let _ = self.delete_node(&p, zxid, events);
+                }
+            }
+        }
+    }
+
+    /// Registers a standard data watch (getData, exists).
+    pub fn watch_data(&mut self, path: &str, w: WatcherId) {
+        self.watches.data.add(path, w, WatchMode::Standard);
+    }
+
+    /// Registers a standard child watch (getChildren).
+    pub fn watch_children(&mut self, path: &str, w: WatcherId) {
+        self.watches.child.add(path, w, WatchMode::Standard);
+    }
+
+    /// Number of descendants of `path` (Apache's getAllChildrenNumber).
+    pub fn descendants(&self, path: &str) -> usize {
+        if path == "/" {
+            return self.nodes.len() - 1;
+        }
+        let mut count = 0;
+        let mut stack = vec![path.to_string()];
+        while let Some(p) = stack.pop() {
+            if let Some(n) = self.nodes.get(p.as_str()) {
+                if let Some(c) = &n.children {
+                    for name in c.iter() {
+                        count += 1;
+                        stack.push(format!("{p}/{name}"));
+                    }
+                }
+            }
+        }
+        count
+    }
+
+    /// Shared ACL of a node.
+    pub fn acl_of(&self, path: &str) -> Option<Arc<Vec<Acl>>> {
+        self.nodes.get(path).map(|n| n.acl.clone())
+    }
+}
