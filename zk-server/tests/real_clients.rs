@@ -22,7 +22,7 @@ const CLI_MT: &str = "/usr/lib/zookeeper/bin/cli_mt";
 const PYTHON: &str = "/usr/bin/python3";
 
 /// Upper bound for one client process; a healthy run takes about a second.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long cli_mt may take to answer one command before the scenario is abandoned.
 const CLI_MT_STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
