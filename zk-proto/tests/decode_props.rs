@@ -247,7 +247,7 @@ fn frame_decoder_refuses_one_past_the_default_limit() {
 /// A count far beyond the bytes that follow must fail before the vector is allocated.
 fn assert_count_refused<T: Jute + std::fmt::Debug>(count: i32, tail: usize) {
     let mut raw = count.to_be_bytes().to_vec();
-    raw.extend(std::iter::repeat_n(0u8, tail));
+    raw.extend(vec![0u8; tail]);
     let buf = Bytes::from(raw);
     let (res, peak) = peak_alloc(|| from_bytes::<Vec<T>>(buf.clone()));
     assert_eq!(res.unwrap_err(), DecodeError::BadLength(count), "{}", std::any::type_name::<T>());

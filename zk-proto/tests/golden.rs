@@ -52,7 +52,7 @@ fn parse_manifest() -> Vec<Conn> {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    assert!(s.len() % 2 == 0, "odd hex length");
+    assert_eq!(s.len() % 2, 0, "odd hex length");
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
