@@ -58,6 +58,9 @@ pub struct TreeConfig {
     /// Containers that never had a child are reaped once this old (ms since mtime); 0 = never
     /// (znode.container.maxNeverUsedIntervalMs).
     pub container_max_never_used_ms: i64,
+    /// exists checks READ when the node exists (later 3.8.x/3.9); Apache 3.8.0, which this
+    /// defaults to, checks nothing.
+    pub exists_requires_read: bool,
 }
 
 impl Default for TreeConfig {
@@ -68,6 +71,7 @@ impl Default for TreeConfig {
             tick_ms: 3000,
             digest_enabled: true,
             container_max_never_used_ms: 0,
+            exists_requires_read: false,
         }
     }
 }

@@ -32,9 +32,9 @@ impl Database {
         Ok((n.data.clone(), n.client_stat(self.tree.extended_types())))
     }
 
-    /// exists: the stat. Checks READ only when the node exists (3.8.x after the fix for
-    /// unchecked exists; 3.8.0 itself checked nothing). With `watch`, leaves a data watch even when
-    /// the node is absent.
+    /// exists: the stat. Apache 3.8.0 checks no ACL; with `exists_requires_read` set it checks READ
+    /// when the node exists, as later releases do. With `watch`, leaves a data watch even when the
+    /// node is absent.
     ///
     /// Errors: BADARGUMENTS for a path with NUL, NOAUTH (no watch left), NONODE (watch left).
     pub fn exists(
@@ -46,7 +46,7 @@ impl Database {
         if path.contains('\0') {
             return Err(ErrorCode::BadArguments);
         }
-        if let Some(n) = self.tree.get(path) {
+        if let Some(n) = self.tree.get(path).filter(|_| self.cfg.exists_requires_read) {
             check_acl(&self.cfg, &n.acl, perms::READ, auth)?;
         }
         if let Some(w) = watch {

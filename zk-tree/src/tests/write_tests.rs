@@ -1,1 +1,428 @@
+//! Writes: Stat bookkeeping, every prep error path in Apache's order, outstanding changes.
 
+use super::support::*;
+use crate::{AuthIds, Outcome, TreeConfig};
+use bytes::Bytes;
+use zk_proto::*;
+
+#[test]
+fn fresh_tree_matches_apache() {
+    // Values read from Apache ZooKeeper 3.8.0 with kazoo.
+    let mut h = Harness::new();
+    let root = h.stat("/");
+    assert_eq!((root.cversion, root.num_children, root.pzxid, root.aversion), (-1, 1, 0, 0));
+    assert_eq!(h.stat("/zookeeper").cversion, -2);
+    assert_eq!(h.stat("/zookeeper/config").aversion, -1);
+    let (acl, _) = h.db.get_acl("/zookeeper/config", &ip_auth("1.2.3.4")).unwrap();
+    assert_eq!(acl, vec![acl_read()]);
+    assert_eq!(h.db.node_count(), 5);
+    assert_eq!(h.db.approximate_data_size(), 1 + 10 + 16 + 17);
+    let (data, _) = h.db.get_data("/", &h.auth.clone(), None).unwrap();
+    assert_eq!(data, Some(Bytes::new()));
+}
+
+fn acl_read() -> Acl {
+    acl(perms::READ, "world", "anyone")
+}
+
+#[test]
+fn create_and_delete_move_parent_stat() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    let a0 = h.stat("/a");
+    assert_eq!(a0.czxid, h.zxid);
+    assert_eq!(a0.mzxid, h.zxid);
+    assert_eq!(a0.pzxid, h.zxid);
+    assert_eq!(a0.ctime, h.now);
+    assert_eq!(a0.data_length, 1);
+    let root = h.stat("/");
+    assert_eq!(root.pzxid, h.zxid);
+    assert_eq!(root.cversion, 0); // stored 1, two children
+    h.mkdir("/a/b");
+    let create_zxid = h.zxid;
+    h.mkdir("/a/c");
+    let a = h.stat("/a");
+    assert_eq!((a.cversion, a.num_children, a.pzxid), (2, 2, h.zxid));
+    assert!(h.stat("/a/b").pzxid == create_zxid);
+    assert_eq!(h.delete("/a/b", -1), Outcome::Deleted);
+    let a = h.stat("/a");
+    // Delete moves pzxid; the client cversion rises because numChildren fell.
+    assert_eq!((a.cversion, a.num_children, a.pzxid), (3, 1, h.zxid));
+    assert_eq!(a.mzxid, a0.mzxid);
+}
+
+#[test]
+fn sequential_suffix_uses_stored_cversion() {
+    let mut h = Harness::new();
+    h.mkdir("/s");
+    let mut names = vec![];
+    for _ in 0..3 {
+        match h.create("/s/x", CreateMode::PersistentSequential.code()) {
+            Outcome::Created { path, .. } => names.push(path),
+            o => panic!("{o:?}"),
+        }
+    }
+    assert_eq!(names, ["/s/x0000000000", "/s/x0000000001", "/s/x0000000002"]);
+    h.delete("/s/x0000000001", -1);
+    // Same as Apache: the next suffix is 3 and the client cversion 5.
+    match h.create("/s/x", 2) {
+        Outcome::Created { path, .. } => assert_eq!(path, "/s/x0000000003"),
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(h.stat("/s").cversion, 5);
+    // A trailing slash is allowed for sequential names.
+    match h.create("/s/", 2) {
+        Outcome::Created { path, .. } => assert_eq!(path, "/s/0000000004"),
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn sequential_suffix_goes_negative_on_overflow() {
+    let mut h = Harness::new();
+    h.mkdir("/p");
+    // Bring the parent's stored cversion to i32::MAX by applying a txn that says so.
+    let t = Txn::Create(CreateTxn {
+        path: "/p/big".into(),
+        data: None,
+        acl: world(),
+        ephemeral: false,
+        parent_cversion: i32::MAX,
+    });
+    h.commit(S1, OpCode::Create, &t);
+    // Prepped back to back, the second sees the wrapped cversion of the first's record.
+    let (h1, t1) = h.prep(S1, &Request::Create(creq("/p/n", b"", 2)));
+    let (h2, t2) = h.prep(S1, &Request::Create(creq("/p/n", b"", 2)));
+    let name = |t: &Txn| match t {
+        Txn::Create(c) => c.path.clone(),
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(name(&t1), "/p/n2147483647");
+    assert_eq!(name(&t2), "/p/n-2147483648");
+    h.db.apply(&h1, &t1);
+    h.db.apply(&h2, &t2);
+    // Apply only raises a cversion, so the stored one stays at i32::MAX and the next sequential
+    // create collides, as in Apache.
+    assert_eq!(h.db.tree().get("/p").unwrap().stat.cversion, i32::MAX);
+    assert_eq!(h.create("/p/n", 2), Outcome::Error(ErrorCode::NodeExists));
+}
+
+#[test]
+fn null_data_is_not_empty_data() {
+    let mut h = Harness::new();
+    let req = CreateRequest { path: "/n".into(), data: None, acl: world(), flags: 0 };
+    h.outcome(S1, Request::Create(req));
+    h.outcome(S1, Request::Create(creq("/e", b"", 0)));
+    let auth = h.auth.clone();
+    let (d, s) = h.db.get_data("/n", &auth, None).unwrap();
+    assert_eq!((d, s.data_length), (None, 0));
+    let (d, s) = h.db.get_data("/e", &auth, None).unwrap();
+    assert_eq!((d, s.data_length), (Some(Bytes::new()), 0));
+}
+
+#[test]
+fn create_errors_in_apache_order() {
+    let mut h = Harness::with(TreeConfig::default()); // extended types off
+    h.mkdir("/a");
+    let c = |path: &str, flags: i32, acl: Vec<Acl>| {
+        Request::Create(CreateRequest { path: path.into(), data: None, acl, flags })
+    };
+    assert_eq!(h.err(S1, c("/a/x", 7, world())), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a/x", -1, world())), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a/x", 5, world())), ErrorCode::Unimplemented);
+    let ttl = |flags, ttl| {
+        Request::CreateTtl(CreateTtlRequest { path: "/a/t".into(), data: None, acl: world(), flags, ttl })
+    };
+    assert_eq!(h.err(S1, ttl(5, 100)), ErrorCode::Unimplemented);
+    // Session checks come after the mode checks.
+    assert_eq!(h.err(0x999, c("/a/x", 0, world())), ErrorCode::UnknownSession);
+    assert_eq!(h.err(0x999, c("/a/x", 1, world())), ErrorCode::SessionExpired);
+    // Path: only '/' and NUL before the ACL fixup, full validation after.
+    assert_eq!(h.err(S1, c("a", 0, world())), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a\0", 0, vec![])), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a/", 0, vec![])), ErrorCode::InvalidAcl);
+    assert_eq!(h.err(S1, c("/nope/x", 0, vec![])), ErrorCode::InvalidAcl);
+    assert_eq!(h.err(S1, c("/nope/x", 0, world())), ErrorCode::NoNode);
+    assert_eq!(h.err(S1, c("/a/", 0, world())), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a/./b", 0, world())), ErrorCode::NoNode);
+    assert_eq!(h.err(S1, c("/a/.", 0, world())), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, c("/a", 0, world())), ErrorCode::NodeExists);
+    assert_eq!(h.err(S1, c("/", 0, world())), ErrorCode::NodeExists);
+    h.create("/eph", 1);
+    assert_eq!(h.err(S1, c("/eph/x", 0, world())), ErrorCode::NoChildrenForEphemerals);
+    // NOAUTH on the parent's CREATE permission comes before NODEEXISTS.
+    let ro = vec![acl(perms::READ | perms::WRITE, "world", "anyone")];
+    h.outcome(S1, Request::Create(CreateRequest { path: "/ro".into(), data: None, acl: ro, flags: 0 }));
+    assert_eq!(h.err(S1, c("/ro/x", 0, world())), ErrorCode::NoAuth);
+    h.auth.is_super = true;
+    assert!(matches!(h.outcome(S1, c("/ro/x", 0, world())), Outcome::Created { .. }));
+    assert_eq!(h.err(S1, c("/ro/x", 0, world())), ErrorCode::NodeExists);
+    h.auth.is_super = false;
+    assert_eq!(h.err(S1, c("/ro/x", 0, world())), ErrorCode::NoAuth);
+}
+
+#[test]
+fn ttl_and_container_creates() {
+    let mut h = Harness::new();
+    let ttl = |flags, ttl| {
+        Request::CreateTtl(CreateTtlRequest { path: "/t".into(), data: None, acl: world(), flags, ttl })
+    };
+    assert_eq!(h.err(S1, ttl(5, 0)), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, ttl(5, 0x100_0000_0000)), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, ttl(0, 100)), ErrorCode::BadArguments);
+    assert_eq!(h.err(S1, ttl(0, -1)), ErrorCode::BadArguments);
+    // A TTL mode through plain create has ttl -1: out of range.
+    assert_eq!(h.err(S1, Request::Create(creq("/t", b"", 5))), ErrorCode::BadArguments);
+    match h.outcome(S1, ttl(6, 0xff_ffff_ffff)) {
+        Outcome::Created { path, stat } => {
+            assert_eq!(path, "/t0000000000");
+            assert_eq!(stat.ephemeral_owner, 0);
+        }
+        o => panic!("{o:?}"),
+    }
+    match h.outcome(S1, Request::CreateContainer(creq("/c", b"", 4))) {
+        Outcome::Created { stat, .. } => assert_eq!(stat.ephemeral_owner, 0),
+        o => panic!("{o:?}"),
+    }
+    let n = h.db.tree().get("/c").unwrap();
+    assert_eq!(n.stat.ephemeral_owner, i64::MIN);
+    assert_eq!(
+        h.db.tree().get("/t0000000000").unwrap().stat.ephemeral_owner,
+        (0xff00_0000_0000_0000u64 as i64) | 0xff_ffff_ffff
+    );
+    // Ephemeral stat shows the owner.
+    match h.create("/e", 1) {
+        Outcome::Created { stat, .. } => assert_eq!(stat.ephemeral_owner, S1),
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn delete_errors() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    h.mkdir("/a/b");
+    for p in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config", "x", "/a\0"] {
+        assert_eq!(
+            h.err(S1, Request::Delete(DeleteRequest { path: p.into(), version: -1 })),
+            ErrorCode::BadArguments,
+            "{p}"
+        );
+    }
+    assert_eq!(h.delete("/a", -1), Outcome::Error(ErrorCode::NotEmpty));
+    assert_eq!(h.delete("/a/b", 3), Outcome::Error(ErrorCode::BadVersion));
+    assert_eq!(h.delete("/a/zz", -1), Outcome::Error(ErrorCode::NoNode));
+    assert_eq!(h.delete("/q/zz", -1), Outcome::Error(ErrorCode::NoNode));
+    assert_eq!(h.delete("/a/b/", -1), Outcome::Error(ErrorCode::NoNode));
+    assert_eq!(h.delete("/a/b", 0), Outcome::Deleted);
+    let nodel = vec![acl(perms::ALL & !perms::DELETE, "world", "anyone")];
+    h.outcome(S1, Request::Create(CreateRequest { path: "/nd".into(), data: None, acl: nodel, flags: 0 }));
+    h.auth.is_super = true;
+    h.mkdir("/nd/x");
+    h.auth.is_super = false;
+    // NOAUTH (parent) comes before NONODE (node).
+    assert_eq!(h.delete("/nd/nothing", -1), Outcome::Error(ErrorCode::NoAuth));
+    assert_eq!(
+        h.err(0x999, Request::Delete(DeleteRequest { path: "/".into(), version: -1 })),
+        ErrorCode::UnknownSession
+    );
+}
+
+#[test]
+fn set_data_and_versions() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    let created = h.stat("/a");
+    match h.set_data("/a", b"hello", 0) {
+        Outcome::SetData { stat } => {
+            assert_eq!((stat.version, stat.data_length, stat.mzxid, stat.mtime), (1, 5, h.zxid, h.now));
+            assert_eq!(stat.czxid, created.czxid);
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(h.set_data("/a", b"x", 0), Outcome::Error(ErrorCode::BadVersion));
+    assert!(matches!(h.set_data("/a", b"x", -1), Outcome::SetData { stat } if stat.version == 2));
+    assert_eq!(h.set_data("/b", b"x", -1), Outcome::Error(ErrorCode::NoNode));
+    assert_eq!(h.set_data("/b/", b"x", -1), Outcome::Error(ErrorCode::BadArguments));
+    let ro = vec![acl(perms::READ, "world", "anyone")];
+    h.outcome(S1, Request::Create(CreateRequest { path: "/ro".into(), data: None, acl: ro, flags: 0 }));
+    assert_eq!(h.set_data("/ro", b"x", 99), Outcome::Error(ErrorCode::NoAuth));
+    assert_eq!(h.db.approximate_data_size(), 44 + 2 + 1 + 3);
+}
+
+#[test]
+fn set_acl_and_get_acl_masking() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    let set = |acl: Vec<Acl>, version| Request::SetAcl(SetAclRequest { path: "/a".into(), acl, version });
+    assert_eq!(h.err(S1, set(vec![], -1)), ErrorCode::InvalidAcl);
+    assert_eq!(h.err(S1, set(world(), 5)), ErrorCode::BadVersion);
+    let bob = acl(perms::READ, "digest", "bob:hash");
+    let lan = acl(perms::ADMIN, "ip", "10.0.0.0/8");
+    match h.outcome(S1, set(vec![bob.clone(), lan.clone()], 0)) {
+        Outcome::SetAcl { stat } => assert_eq!(stat.aversion, 1),
+        o => panic!("{o:?}"),
+    }
+    // setACL fires no watch and leaves mzxid alone.
+    assert_ne!(h.stat("/a").mzxid, h.zxid);
+    let bob_ids =
+        AuthIds { ids: vec![Id { scheme: "digest".into(), id: "bob:hash".into() }], is_super: false };
+    let (seen, _) = h.db.get_acl("/a", &bob_ids).unwrap();
+    assert_eq!(seen[0].id.id, "bob:x");
+    let (seen, _) = h.db.get_acl("/a", &ip_auth("10.1.1.1")).unwrap();
+    assert_eq!(seen, vec![bob, lan]);
+    assert_eq!(h.db.get_acl("/a", &ip_auth("11.1.1.1")), Err(ErrorCode::NoAuth));
+    assert_eq!(h.db.get_acl("/zz", &ip_auth("11.1.1.1")), Err(ErrorCode::NoNode));
+    // Our ip is 127.0.0.1: no ADMIN any more.
+    assert_eq!(h.err(S1, set(world(), -1)), ErrorCode::NoAuth);
+    // `auth` needs an authenticated id.
+    h.auth.is_super = true;
+    assert_eq!(h.err(S1, set(vec![acl(31, "auth", "")], -1)), ErrorCode::InvalidAcl);
+}
+
+#[test]
+fn reads_check_acls() {
+    let mut h = Harness::new();
+    let secret = vec![acl(perms::WRITE, "world", "anyone")];
+    h.outcome(S1, Request::Create(CreateRequest { path: "/s".into(), data: None, acl: secret, flags: 0 }));
+    let a = ip_auth("1.1.1.1");
+    assert_eq!(h.db.get_data("/s", &a, Some(7)), Err(ErrorCode::NoAuth));
+    assert_eq!(h.db.get_children("/s", &a, Some(7)).map(|_| ()), Err(ErrorCode::NoAuth));
+    assert_eq!(h.db.get_all_children_number("/s", &a), Err(ErrorCode::NoAuth));
+    assert_eq!(h.db.watch_count(), 0);
+    // Apache 3.8.0's exists checks nothing (observed on the real server).
+    assert!(h.db.exists("/s", &a, None).is_ok());
+    assert_eq!(h.db.exists("/s\0", &a, None), Err(ErrorCode::BadArguments));
+    let mut strict = Harness::with(TreeConfig { exists_requires_read: true, ..TreeConfig::default() });
+    strict.outcome(
+        S1,
+        Request::Create(CreateRequest {
+            path: "/s".into(),
+            data: None,
+            acl: vec![acl(perms::WRITE, "world", "anyone")],
+            flags: 0,
+        }),
+    );
+    assert_eq!(strict.db.exists("/s", &a, None), Err(ErrorCode::NoAuth));
+    assert_eq!(strict.db.exists("/none", &a, Some(1)), Err(ErrorCode::NoNode));
+    assert_eq!(strict.db.watch_count(), 1);
+}
+
+#[test]
+fn all_children_number_and_ephemerals() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    h.mkdir("/a/b");
+    h.mkdir("/a/b/c");
+    let auth = h.auth.clone();
+    assert_eq!(h.db.get_all_children_number("/a", &auth), Ok(2));
+    assert_eq!(h.db.get_all_children_number("/", &auth), Ok(6));
+    assert_eq!(h.db.get_all_children_number("/x", &auth), Err(ErrorCode::NoNode));
+    for i in 0..5 {
+        h.create(&format!("/eph{i}"), 1);
+    }
+    h.create("/a/eph", 1);
+    // HashSet order printed by the JVM for /eph0../eph4.
+    let all = h.db.get_ephemerals(S1, "/");
+    let want = ["/eph3", "/eph2", "/eph4", "/eph1", "/eph0"];
+    assert_eq!(all.iter().filter(|p| p.starts_with("/eph")).cloned().collect::<Vec<_>>(), want);
+    assert_eq!(all.len(), 6);
+    assert_eq!(h.db.get_ephemerals(S1, " "), all);
+    assert_eq!(h.db.get_ephemerals(S1, "/a"), vec!["/a/eph".to_string()]);
+    assert!(h.db.get_ephemerals(S2, "").is_empty());
+    assert_eq!(h.db.ephemerals_count(), 6);
+    assert_eq!(h.db.ephemerals_by_session()[&S1].len(), 6);
+}
+
+#[test]
+fn outstanding_changes_are_seen_by_prep() {
+    let mut h = Harness::new();
+    let (h1, t1) = h.prep(S1, &Request::Create(creq("/a", b"", 0)));
+    let (h2, t2) = h.prep(S1, &Request::Create(creq("/a/b", b"", 0)));
+    assert!(matches!(t2, Txn::Create(_)), "{t2:?}");
+    let (h3, t3) = h.prep(S1, &Request::Delete(DeleteRequest { path: "/a".into(), version: -1 }));
+    assert_eq!(t3, Txn::Error(ErrorTxn { err: ErrorCode::NotEmpty.code() }));
+    let (h4, t4) = h.prep(S1, &Request::Create(creq("/a/s", b"", 2)));
+    let (h5, t5) = h.prep(S1, &Request::Create(creq("/a/s", b"", 2)));
+    let path = |t: &Txn| match t {
+        Txn::Create(c) => (c.path.clone(), c.parent_cversion),
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(path(&t4), ("/a/s0000000001".to_string(), 2));
+    assert_eq!(path(&t5), ("/a/s0000000002".to_string(), 3));
+    let (h6, t6) =
+        h.prep(S1, &Request::SetData(SetDataRequest { path: "/a/b".into(), data: None, version: 0 }));
+    let (h7, t7) =
+        h.prep(S1, &Request::SetData(SetDataRequest { path: "/a/b".into(), data: None, version: 1 }));
+    assert!(matches!(&t7, Txn::SetData(s) if s.version == 2), "{t7:?}");
+    let (h8, t8) = h.prep(S1, &Request::Delete(DeleteRequest { path: "/a/b".into(), version: 1 }));
+    assert_eq!(t8, Txn::Error(ErrorTxn { err: ErrorCode::BadVersion.code() }));
+    assert!(h.db.outstanding_count() > 0);
+    for (hd, t) in [(h1, t1), (h2, t2), (h3, t3), (h4, t4), (h5, t5), (h6, t6), (h7, t7), (h8, t8)] {
+        h.db.apply(&hd, &t);
+    }
+    assert_eq!(h.db.outstanding_count(), 0);
+    assert_eq!(h.stat("/a/b").version, 2);
+    assert_eq!(h.db.last_applied_zxid(), h.zxid);
+}
+
+#[test]
+fn reconfig_and_unsupported_requests() {
+    let mut h = Harness::new();
+    let r = ReconfigRequest {
+        joining_servers: None,
+        leaving_servers: None,
+        new_members: None,
+        cur_config_id: -1,
+    };
+    assert_eq!(h.err(S1, Request::Reconfig(r)), ErrorCode::ReconfigDisabled);
+    let chk = Request::Check(CheckVersionRequest { path: "/".into(), version: 0 });
+    assert_eq!(h.err(S1, chk), ErrorCode::Unimplemented);
+    assert_eq!(h.err(S1, Request::Ping), ErrorCode::Unimplemented);
+}
+
+#[test]
+fn delete_container_prep() {
+    let mut h = Harness::new();
+    h.outcome(S1, Request::CreateContainer(creq("/c", b"", 4)));
+    h.mkdir("/c/x");
+    let dc = |p: &str| Request::DeleteContainer(DeleteRequest { path: p.into(), version: -1 });
+    assert_eq!(h.err(0, dc("/c")), ErrorCode::NotEmpty);
+    assert_eq!(h.err(0, dc("/zz")), ErrorCode::NoNode);
+    assert_eq!(h.err(0, dc("/zookeeper")), ErrorCode::BadArguments);
+    h.create("/e", 1);
+    assert_eq!(h.err(0, dc("/e")), ErrorCode::BadVersion);
+    h.delete("/c/x", -1);
+    assert_eq!(h.db.reapable(h.now, 10), vec!["/c".to_string()]);
+    assert_eq!(h.outcome(0, dc("/c")), Outcome::Deleted);
+    // Apache lets the reaper's request delete a plain persistent node too.
+    h.mkdir("/p");
+    assert_eq!(h.outcome(0, dc("/p")), Outcome::Deleted);
+}
+
+#[test]
+fn reapable_containers_and_ttls() {
+    let mut h = Harness::new();
+    h.outcome(S1, Request::CreateContainer(creq("/fresh", b"", 4)));
+    let ttl = Request::CreateTtl(CreateTtlRequest {
+        path: "/t".into(),
+        data: None,
+        acl: world(),
+        flags: 5,
+        ttl: 100,
+    });
+    h.outcome(S1, ttl);
+    let mtime = h.stat("/t").mtime;
+    assert!(h.db.reapable(mtime + 100, 10).is_empty());
+    assert_eq!(h.db.reapable(mtime + 101, 10), vec!["/t".to_string()]);
+    assert!(h.db.reapable(mtime + 101, 0).is_empty());
+    let mut h2 = Harness::with(TreeConfig {
+        extended_types_enabled: true,
+        container_max_never_used_ms: 50,
+        ..TreeConfig::default()
+    });
+    h2.outcome(S1, Request::CreateContainer(creq("/fresh", b"", 4)));
+    let m = h2.stat("/fresh").mtime;
+    assert!(h2.db.reapable(m + 50, 10).is_empty());
+    assert_eq!(h2.db.reapable(m + 51, 10), vec!["/fresh".to_string()]);
+}
