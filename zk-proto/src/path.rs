@@ -60,9 +60,8 @@ pub fn validate_path(path: &str) -> Result<(), PathError> {
             return Err(PathError::NullChar(i));
         } else if c == '/' && last == '/' {
             return Err(PathError::EmptyName(i));
-        } else if c == '.' && last == '.' && chars[i - 2] == '/' && ends_segment {
-            return Err(PathError::Relative(i));
-        } else if c == '.' && last == '/' && ends_segment {
+        } else if c == '.' && ends_segment && (last == '/' || (last == '.' && chars[i - 2] == '/')) {
+            // "." or ".." as a whole segment; `last == '.'` implies i >= 2 since chars[0] is '/'.
             return Err(PathError::Relative(i));
         } else if invalid_char(c) {
             return Err(PathError::InvalidChar(i));

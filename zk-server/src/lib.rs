@@ -1,1 +1,15 @@
-//! zk-server
+//! zk-server: the zkrs-server binary's library — configuration, connections, the request pipeline,
+//! four-letter words.
+//!
+//! This is the only zkrs crate that owns sockets, files and threads for the server. The state
+//! machine lives in zk-tree and the wire format in zk-proto; this crate wires them to the network.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod conn;
+pub mod core;
+pub mod fourlw;
+pub mod log;
+pub mod server;
+pub mod settings;
+pub mod stats;

@@ -1,1 +1,107 @@
-fn main() {}
+//! `zkrs-server [zoo.cfg]`: a drop-in Apache ZooKeeper server.
+//!
+//! With a path, it reads that zoo.cfg (and myid) exactly as Apache ZooKeeper does. Without one, it
+//! serves standalone on 127.0.0.1:2181 with its embedded defaults and `./zkrs-data` as data directory.
+
+use std::process::ExitCode;
+use tracing::{error, info};
+use zk_server::config::ServerConfig;
+use zk_server::settings::Settings;
+
+const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\n\
+Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
+127.0.0.1:2181 with data in ./zkrs-data. Log verbosity: RUST_LOG (default info).";
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match args.as_slice() {
+        [] => {
+            info!("no zoo.cfg given: using the embedded standalone defaults");
+            ServerConfig::standalone_default("zkrs-data")
+        }
+        [flag] if flag == "-h" || flag == "--help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        [flag] if flag == "-V" || flag == "--version" => {
+            println!("zkrs-server {}", zk_server::fourlw::version());
+            return ExitCode::SUCCESS;
+        }
+        [path] => match ServerConfig::from_file(path) {
+            Ok(c) => c,
+            Err(e) => {
+                error!("{e}");
+                eprintln!("zkrs-server: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if cfg.is_distributed() {
+        let msg = "server.N lines found: replicated mode is not available yet in zkrs; \
+                   remove them to run standalone";
+        error!("{msg}");
+        eprintln!("zkrs-server: {msg}");
+        return ExitCode::from(2);
+    }
+    let settings = match Settings::from_config(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            eprintln!("zkrs-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&settings.data_dir) {
+        let msg = format!("dataDir {}: {e}", settings.data_dir.display());
+        error!("{msg}");
+        eprintln!("zkrs-server: {msg}");
+        return ExitCode::from(2);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zkrs-server: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(zk_server::server::run(settings, shutdown_signal()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            eprintln!("zkrs-server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => info!("SIGINT received"),
+            _ = term.recv() => info!("SIGTERM received"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

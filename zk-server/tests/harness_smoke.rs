@@ -24,3 +24,8 @@ fn smoke(target: Target) {
 fn apache_smoke() {
     smoke(Target::Apache);
 }
+
+#[test]
+fn zkrs_smoke() {
+    smoke(Target::Zkrs);
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs the same workloads against zkrs-server and Apache ZooKeeper (Debian's package) on this machine,
+# one server at a time (the idle one is paused with SIGSTOP), and prints a table with the ratios.
+# Then resident memory with a populated tree, and the time from kill -9 to serving again.
+#
+#   bench/compare.sh                 # defaults: 10 s per run
+#   DURATION=5 ZNODES=200000 bench/compare.sh
+#
+# Results go to stdout (a Markdown table) and bench/last-run.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10}
+ZNODES=${ZNODES:-1000000}
+VALUE=${VALUE:-100}
+WORK=$(mktemp -d /tmp/zkrs-compare.XXXXXX)
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+echo "== building (release)" >&2
+cargo build --release -q -p zk-server --bins
+BENCH=target/release/zkrs-bench
+ZKRS=target/release/zkrs-server
+[ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
+
+port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_serving() { # port
+  for _ in $(seq 1 600); do
+    if out=$(exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3) 2>/dev/null && [[ $out == Zookeeper* ]]; then return 0; fi
+    sleep 0.05
+  done
+  echo "server on port $1 did not come up" >&2; return 1
+}
+write_cfg() { # dir port
+  mkdir -p "$1/data"
+  printf 'tickTime=2000\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n' "$1" "$2" > "$1/zoo.cfg"
+}
+start_zkrs() { # dir port
+  write_cfg "$1" "$2"; RUST_LOG=warn "$ZKRS" "$1/zoo.cfg" > "$1/server.log" 2>&1 & echo $!
+}
+start_apache() { # dir port
+  write_cfg "$1" "$2"
+  java -Xmx8g -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar \
+    org.apache.zookeeper.server.ZooKeeperServerMain "$1/zoo.cfg" > "$1/server.log" 2>&1 & echo $!
+}
+rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' /proc/$1/status; }
+
+ZP=$(port_free); AP=$(port_free)
+ZPID=$(start_zkrs "$WORK/zkrs" "$ZP"); APID=$(start_apache "$WORK/apache" "$AP")
+wait_serving "$ZP"; wait_serving "$AP"
+
+RESULTS="$WORK/results.jsonl"
+run() { # name port pid other_pid workload conns inflight
+  kill -STOP "$4"
+  "$BENCH" --server 127.0.0.1:$2 --workload "$5" --conns "$6" --inflight "$7" --duration "$DURATION" \
+    --value-size "$VALUE" --json 2>/dev/null | sed "s/^{/{\"impl\":\"$1\",/" >> "$RESULTS"
+  kill -CONT "$4"
+}
+for load in "get 4 200" "set 4 200" "create 4 200" "get 32 50" "mixed 4 200" "get 1 1" "set 1 1"; do
+  set -- $load
+  echo "== $1, $2 connections x $3 in flight" >&2
+  run apache "$AP" "$APID" "$ZPID" "$1" "$2" "$3"
+  run zkrs "$ZP" "$ZPID" "$APID" "$1" "$2" "$3"
+done
+
+echo "== memory with $ZNODES znodes of $VALUE bytes" >&2
+kill -STOP "$APID"; "$BENCH" --server 127.0.0.1:$ZP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$APID"
+kill -STOP "$ZPID"; "$BENCH" --server 127.0.0.1:$AP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$ZPID"
+sleep 2
+ZRSS=$(rss_mb "$ZPID"); ARSS=$(rss_mb "$APID")
+echo "{\"impl\":\"zkrs\",\"metric\":\"rss_mb\",\"value\":$ZRSS,\"znodes\":$ZNODES}" >> "$RESULTS"
+echo "{\"impl\":\"apache\",\"metric\":\"rss_mb\",\"value\":$ARSS,\"znodes\":$ZNODES}" >> "$RESULTS"
+
+echo "== restart after kill -9" >&2
+restart() { # name dir port pid starter
+  kill -9 "$4"; wait "$4" 2>/dev/null || true
+  local t0=$(date +%s.%N)
+  local pid
+  if [ "$1" = zkrs ]; then RUST_LOG=warn "$ZKRS" "$2/zoo.cfg" >> "$2/server.log" 2>&1 & pid=$!
+  else java -Xmx8g -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.ZooKeeperServerMain "$2/zoo.cfg" >> "$2/server.log" 2>&1 & pid=$!; fi
+  wait_serving "$3"
+  local t1=$(date +%s.%N)
+  local count=$(exec 3<>/dev/tcp/127.0.0.1/$3 && printf srvr >&3 && cat <&3 | awk '/Node count/ {print $3}')
+  echo "{\"impl\":\"$1\",\"metric\":\"restart_s\",\"value\":$(awk "BEGIN{print $t1-$t0}"),\"znodes_after\":$count}" >> "$RESULTS"
+  kill -9 $pid
+}
+restart apache "$WORK/apache" "$AP" "$APID"
+restart zkrs "$WORK/zkrs" "$ZP" "$ZPID"
+
+cp "$RESULTS" bench/last-run.json
+python3 - "$RESULTS" "$DURATION" <<'PY'
+import json, sys, platform, datetime, os
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"Run {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores, {platform.machine()}; {sys.argv[2]} s per workload, value 100 B.\n")
+print("| workload | conns x inflight | Apache ops/s | zkrs ops/s | ratio | Apache p50/p99 us | zkrs p50/p99 us |")
+print("|---|---|---:|---:|---:|---:|---:|")
+runs = {}
+for r in rows:
+    if "workload" in r:
+        runs.setdefault((r["workload"], r["conns"], r["inflight"]), {})[r["impl"]] = r
+for (w, c, i), d in runs.items():
+    a, z = d.get("apache"), d.get("zkrs")
+    if not (a and z): continue
+    ratio = z["ops_per_sec"] / a["ops_per_sec"] if a["ops_per_sec"] else float("nan")
+    print(f"| {w} | {c} x {i} | {a['ops_per_sec']:.0f} | {z['ops_per_sec']:.0f} | {ratio:.2f}x | {a['p50_us']}/{a['p99_us']} | {z['p50_us']}/{z['p99_us']} |")
+m = {(r["impl"], r["metric"]): r for r in rows if "metric" in r}
+if ("apache","rss_mb") in m:
+    a, z = m[("apache","rss_mb")]["value"], m[("zkrs","rss_mb")]["value"]
+    print(f"\nResident memory with {m[('apache','rss_mb')]['znodes']} znodes: Apache {a} MB, zkrs {z} MB ({z/a:.2f}x).")
+if ("apache","restart_s") in m:
+    a, z = m[("apache","restart_s")], m[("zkrs","restart_s")]
+    print(f"Restart after kill -9 to serving: Apache {a['value']:.2f} s ({a['znodes_after']} znodes after), zkrs {z['value']:.2f} s ({z['znodes_after']} znodes after).")
+PY

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every zkrs test. Installs what the tests compare against when it is missing: Apache ZooKeeper
+# (Debian's zookeeper), its C client tools (zookeeper-bin), its C headers and library
+# (libzookeeper-mt-dev) and the Python client kazoo (python3-kazoo).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need=()
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+[ -x /usr/lib/zookeeper/bin/cli_mt ] || need+=(zookeeper-bin)
+[ -f /usr/include/zookeeper/zookeeper.h ] || need+=(libzookeeper-mt-dev)
+/usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]} (Debian packages the tests compare against)"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}"
+fi
+
+echo "== cargo test --workspace"
+cargo test --workspace "$@"

@@ -1,0 +1,878 @@
+//! The server core: the one task that owns the database and runs the write path.
+//!
+//! Every request of every connection comes here as a message. Writes are prepped into transactions,
+//! proposed (a quorum of one in standalone), persisted, committed and applied, in zxid order; reads
+//! run against applied state, after every earlier request of the same session (FIFO per session).
+//! The core never blocks on a client: replies go to bounded per-connection outboxes with `try_send`,
+//! and a connection whose outbox overflows is closed.
+
+use crate::fourlw;
+use crate::log::{Durability, TxnLog};
+use crate::settings::Settings;
+use crate::stats::{ConnStats, ServerStats};
+use bytes::{Bytes, BytesMut};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tracing::{debug, info, warn};
+use zk_proto::frame::write_frame;
+use zk_proto::response::encode_multi_response;
+use zk_proto::*;
+use zk_tree::{AuthIds, Database, Outcome, RequestCtx, SessionId, WatcherId};
+
+/// Connection id, unique for the server's lifetime; also the connection's watcher id.
+pub type ConnId = WatcherId;
+
+/// What the core sends a connection's writer.
+#[derive(Debug)]
+pub enum Out {
+    /// A reply to a request: frees one outstanding-request permit once written.
+    Reply(Bytes),
+    /// A frame that answers no request (watch events, the handshake answer).
+    Frame(Bytes),
+    /// Flush what is queued, then close.
+    Close,
+}
+
+/// A connection's outbox.
+pub type Outbox = mpsc::Sender<Out>;
+
+/// Messages into the core.
+#[derive(Debug)]
+pub enum CoreMsg {
+    /// A handshake arrived on a new connection.
+    Connect {
+        /// The connection.
+        conn: ConnId,
+        /// Peer address (for ip ACLs and `cons`).
+        remote: SocketAddr,
+        /// The decoded handshake.
+        req: ConnectRequest,
+        /// Where to send frames for this connection.
+        out: Outbox,
+        /// Counters the connection task keeps.
+        stats: Arc<ConnStats>,
+        /// Fired once the session is bound, so the reader starts reading requests.
+        ready: oneshot::Sender<()>,
+    },
+    /// A request after the handshake (the sender holds one outstanding-request permit for it).
+    Request {
+        /// The connection.
+        conn: ConnId,
+        /// Header xid.
+        xid: i32,
+        /// Header opcode.
+        op: i32,
+        /// The decoded body, or why it did not decode.
+        body: Result<Request, RequestError>,
+        /// When it was read, for latency statistics.
+        received: Instant,
+    },
+    /// The connection is gone.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A four-letter word to answer.
+    FourLetter {
+        /// The word.
+        cmd: String,
+        /// Where the text goes.
+        reply: oneshot::Sender<String>,
+    },
+    /// Stop: the process is shutting down.
+    Shutdown,
+}
+
+struct Conn {
+    out: Outbox,
+    remote: SocketAddr,
+    session: Option<SessionId>,
+    auth: AuthIds,
+    /// Whether the handshake carried the readOnly byte (the answer mirrors it).
+    read_only_byte: bool,
+    stats: Arc<ConnStats>,
+    timeout_ms: i32,
+    ready: Option<oneshot::Sender<()>>,
+}
+
+enum Origin {
+    Client { conn: ConnId, xid: i32, op: OpCode, received: Instant },
+    Connect { conn: ConnId, timeout_ms: i32 },
+    Internal,
+}
+
+struct Proposal {
+    hdr: TxnHeader,
+    txn: Txn,
+    origin: Origin,
+}
+
+/// A session's requests that must wait for an earlier write of the same session.
+enum Pending {
+    Write(i64),
+    Read { conn: ConnId, xid: i32, op: i32, body: Result<Request, RequestError>, received: Instant },
+}
+
+/// The state the core task owns.
+pub struct Core {
+    settings: Arc<Settings>,
+    db: Database,
+    conns: HashMap<ConnId, Conn>,
+    session_conn: HashMap<SessionId, ConnId>,
+    queues: HashMap<SessionId, VecDeque<Pending>>,
+    last_zxid: i64,
+    /// Prepped and proposed, not yet committed, in zxid order.
+    proposals: VecDeque<Proposal>,
+    /// How many of `proposals` (from the front) were handed to the log already.
+    handed_to_log: usize,
+    log: Box<dyn TxnLog>,
+    stats: ServerStats,
+    permits: Arc<Semaphore>,
+    next_session: i64,
+    epoch: Instant,
+    buf: BytesMut,
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Opcodes whose requests become transactions.
+fn is_write_op(op: i32) -> bool {
+    OpCode::from_i32(op).is_some_and(|o| o.is_write() && o != OpCode::CreateSession)
+}
+
+impl Core {
+    /// A core over `db`, persisting through `log`. `permits` is the global outstanding-request limit
+    /// shared with the connections.
+    pub fn new(settings: Arc<Settings>, db: Database, log: Box<dyn TxnLog>, permits: Arc<Semaphore>) -> Core {
+        let last_zxid = db.last_applied_zxid();
+        // Session ids: a time-derived high part so that ids differ across restarts, server id 0 in the
+        // top byte for standalone, as Apache ZooKeeper lays them out.
+        let next_session = ((wall_ms() << 24) as u64 >> 8) as i64;
+        Core {
+            settings,
+            db,
+            conns: HashMap::new(),
+            session_conn: HashMap::new(),
+            queues: HashMap::new(),
+            last_zxid,
+            proposals: VecDeque::new(),
+            handed_to_log: 0,
+            log,
+            stats: ServerStats::new(),
+            permits,
+            next_session,
+            epoch: Instant::now(),
+            buf: BytesMut::with_capacity(64 * 1024),
+        }
+    }
+
+    /// Monotonic ms since the core started (uptime). Sessions use the wall clock instead, the clock
+    /// transaction headers carry, because applying createSession starts a session's expiry from the
+    /// header's time.
+    fn mono_ms(&self) -> i64 {
+        self.epoch.elapsed().as_millis() as i64
+    }
+
+    /// Runs until shutdown. Messages are handled in batches: everything that is ready is taken, the
+    /// transactions it produced are persisted together (group commit), then committed and applied.
+    pub async fn run(mut self, mut inbox: mpsc::Receiver<CoreMsg>) {
+        let tick = std::time::Duration::from_millis((self.settings.tick_ms / 2).clamp(10, 1000) as u64);
+        let mut expiry = tokio::time::interval(tick);
+        expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let reap_every = std::time::Duration::from_millis(self.settings.container_check_interval_ms.max(10));
+        let mut reaper = tokio::time::interval(reap_every);
+        reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Bounded batch so one busy iteration cannot starve timers.
+        const BATCH_MAX: usize = 1024;
+        loop {
+            tokio::select! {
+                msg = inbox.recv() => {
+                    let Some(msg) = msg else { break };
+                    if matches!(msg, CoreMsg::Shutdown) { break; }
+                    self.handle(msg);
+                    let mut n = 1;
+                    while n < BATCH_MAX {
+                        match inbox.try_recv() {
+                            Ok(CoreMsg::Shutdown) => { self.flush(); return; }
+                            Ok(m) => self.handle(m),
+                            Err(_) => break,
+                        }
+                        n += 1;
+                    }
+                }
+                _ = expiry.tick() => self.expire_sessions(),
+                _ = reaper.tick() => self.reap_containers(),
+            }
+            self.flush();
+        }
+        self.flush();
+        info!("core stopped at zxid 0x{:x}", self.last_zxid);
+    }
+
+    fn handle(&mut self, msg: CoreMsg) {
+        match msg {
+            CoreMsg::Connect { conn, remote, req, out, stats, ready } => {
+                self.on_connect(conn, remote, req, out, stats, ready)
+            }
+            CoreMsg::Request { conn, xid, op, body, received } => {
+                self.on_request(conn, xid, op, body, received)
+            }
+            CoreMsg::Closed { conn } => self.on_closed(conn),
+            CoreMsg::FourLetter { cmd, reply } => {
+                let text = fourlw::render(&cmd, &self.view());
+                if cmd == "crst" {
+                    for c in self.conns.values() {
+                        c.stats.reset();
+                    }
+                } else if cmd == "srst" {
+                    self.stats.reset();
+                }
+                let _ = reply.send(text);
+            }
+            CoreMsg::Shutdown => {}
+        }
+    }
+
+    // ---------------------------------------------------------------- sessions and connections
+
+    fn on_connect(
+        &mut self,
+        conn: ConnId,
+        remote: SocketAddr,
+        req: ConnectRequest,
+        out: Outbox,
+        stats: Arc<ConnStats>,
+        ready: oneshot::Sender<()>,
+    ) {
+        let auth = AuthIds {
+            ids: vec![Id { scheme: "ip".into(), id: remote.ip().to_canonical().to_string() }],
+            is_super: false,
+        };
+        let timeout_ms = self.settings.negotiate_timeout(req.time_out);
+        self.conns.insert(
+            conn,
+            Conn {
+                out,
+                remote,
+                session: None,
+                auth,
+                read_only_byte: req.read_only.is_some(),
+                stats,
+                timeout_ms,
+                ready: Some(ready),
+            },
+        );
+        if req.last_zxid_seen > self.db.last_applied_zxid() {
+            info!(
+                "refusing session from {remote}: client has seen zxid 0x{:x}, ours is 0x{:x}",
+                req.last_zxid_seen,
+                self.db.last_applied_zxid()
+            );
+            self.close_conn(conn);
+            return;
+        }
+        if req.session_id == 0 {
+            let sid = self.next_session;
+            self.next_session += 1;
+            let zxid = self.next_zxid();
+            let txn = self.db.prep_create_session(sid, timeout_ms);
+            let hdr = TxnHeader {
+                client_id: sid,
+                cxid: 0,
+                zxid,
+                time: wall_ms(),
+                txn_type: OpCode::CreateSession.code(),
+            };
+            self.propose(hdr, txn, Origin::Connect { conn, timeout_ms });
+            return;
+        }
+        let sid = req.session_id;
+        let valid = req.passwd.as_ref() == zk_tree::session_password(sid)
+            && self.db.sessions().contains(sid)
+            && !self.db.sessions().is_closing(sid);
+        if !valid {
+            info!("refusing session 0x{sid:x} from {remote}: expired, closing or wrong password");
+            self.send_connect_response(conn, 0, 0, Bytes::from_static(&[0; 16]));
+            self.close_conn(conn);
+            return;
+        }
+        let now = wall_ms();
+        self.db.sessions_mut().touch(sid, now);
+        self.bind(conn, sid);
+        self.send_connect_response(
+            conn,
+            timeout_ms,
+            sid,
+            Bytes::copy_from_slice(&zk_tree::session_password(sid)),
+        );
+        debug!("session 0x{sid:x} resumed from {remote}");
+    }
+
+    fn bind(&mut self, conn: ConnId, sid: SessionId) {
+        if let Some(old) = self.session_conn.insert(sid, conn) {
+            if old != conn {
+                debug!("session 0x{sid:x} moved to a new connection; closing the old one");
+                self.db.remove_watcher(old);
+                self.close_conn(old);
+                self.conns.remove(&old);
+            }
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(sid);
+            c.stats.set_session(sid, c.timeout_ms);
+            if let Some(ready) = c.ready.take() {
+                let _ = ready.send(());
+            }
+        }
+    }
+
+    fn send_connect_response(&mut self, conn: ConnId, timeout_ms: i32, sid: i64, passwd: Bytes) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            time_out: timeout_ms,
+            session_id: sid,
+            passwd,
+            read_only: c.read_only_byte.then_some(false),
+        };
+        write_frame(&mut self.buf, |b| resp.write(b));
+        let frame = self.buf.split().freeze();
+        self.send(conn, Out::Frame(frame));
+    }
+
+    fn on_closed(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            self.db.remove_watcher(conn);
+            if let Some(sid) = c.session {
+                if self.session_conn.get(&sid) == Some(&conn) {
+                    self.session_conn.remove(&sid);
+                }
+            }
+        }
+    }
+
+    fn close_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get(&conn) {
+            let _ = c.out.try_send(Out::Close);
+        }
+    }
+
+    /// Queues `out` for `conn`; a full outbox means the client stopped reading: close it.
+    fn send(&mut self, conn: ConnId, out: Out) {
+        let Some(c) = self.conns.get(&conn) else {
+            if matches!(out, Out::Reply(_)) {
+                self.permits.add_permits(1);
+            }
+            return;
+        };
+        let is_reply = matches!(out, Out::Reply(_));
+        match c.out.try_send(out) {
+            Ok(()) => {
+                self.stats.packets_sent += 1;
+            }
+            Err(_) => {
+                if is_reply {
+                    self.permits.add_permits(1);
+                }
+                warn!("closing connection from {}: it is not reading its replies", c.remote);
+                self.db.remove_watcher(conn);
+                let c = self.conns.remove(&conn).expect("present");
+                // The writer sees the channel close once the core drops its sender.
+                drop(c);
+            }
+        }
+    }
+
+    fn expire_sessions(&mut self) {
+        let now = wall_ms();
+        for sid in self.db.sessions_mut().expired(now) {
+            info!("session 0x{sid:x} expired");
+            self.propose_close_session(sid, 0, Origin::Internal);
+        }
+    }
+
+    fn propose_close_session(&mut self, sid: SessionId, cxid: i32, origin: Origin) {
+        self.db.sessions_mut().set_closing(sid);
+        let zxid = self.next_zxid();
+        let now = wall_ms();
+        let auth = AuthIds { ids: vec![], is_super: true };
+        let ctx = RequestCtx { session: sid, cxid, auth: &auth };
+        let txn = self.db.prep(&ctx, &Request::CloseSession, zxid, now);
+        let hdr = TxnHeader {
+            client_id: sid,
+            cxid,
+            zxid,
+            time: now,
+            txn_type: txn_type(&txn, OpCode::CloseSession),
+        };
+        self.propose(hdr, txn, origin);
+    }
+
+    fn reap_containers(&mut self) {
+        let per_tick = (self.settings.container_max_per_minute as u64
+            * self.settings.container_check_interval_ms
+            / 60_000)
+            .max(1) as usize;
+        let auth = AuthIds { ids: vec![], is_super: true };
+        for path in self.db.reapable(wall_ms(), per_tick) {
+            let zxid = self.next_zxid();
+            let now = wall_ms();
+            let req = Request::DeleteContainer(DeleteRequest { path: path.clone(), version: -1 });
+            let ctx = RequestCtx { session: 0, cxid: 0, auth: &auth };
+            let txn = self.db.prep(&ctx, &req, zxid, now);
+            debug!("reaping {path}");
+            let hdr = TxnHeader {
+                client_id: 0,
+                cxid: 0,
+                zxid,
+                time: now,
+                txn_type: txn_type(&txn, OpCode::DeleteContainer),
+            };
+            self.propose(hdr, txn, Origin::Internal);
+        }
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    fn on_request(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        received: Instant,
+    ) {
+        self.stats.packets_received += 1;
+        let Some(sid) = self.conns.get(&conn).and_then(|c| c.session) else {
+            // A request before the session exists or after the connection went: nothing to answer.
+            self.permits.add_permits(1);
+            return;
+        };
+        let now = wall_ms();
+        if !self.db.sessions_mut().touch(sid, now) {
+            debug!("dropping request for closed session 0x{sid:x}");
+            self.permits.add_permits(1);
+            return;
+        }
+        match &body {
+            Err(RequestError::Unknown(_)) => {
+                warn!("session 0x{sid:x} sent unknown opcode {op}; closing");
+                self.reply(conn, ReplyHeader { xid, zxid: -1, err: ErrorCode::Unimplemented.code() }, |_| {});
+                self.close_conn(conn);
+                return;
+            }
+            Ok(Request::Auth(packet)) => {
+                self.on_auth(conn, xid, packet.clone());
+                return;
+            }
+            _ => {}
+        }
+        if is_write_op(op) {
+            let zxid = self.next_zxid();
+            let now = wall_ms();
+            let opcode = OpCode::from_i32(op).expect("write op");
+            let txn = match &body {
+                Ok(req) => {
+                    if opcode == OpCode::CloseSession {
+                        self.db.sessions_mut().set_closing(sid);
+                    }
+                    let auth = self.conns[&conn].auth.clone();
+                    let ctx = RequestCtx { session: sid, cxid: xid, auth: &auth };
+                    self.db.prep(&ctx, req, zxid, now)
+                }
+                Err(e) => {
+                    info!("session 0x{sid:x}: undecodable {opcode:?} request: {e}");
+                    Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() })
+                }
+            };
+            let hdr =
+                TxnHeader { client_id: sid, cxid: xid, zxid, time: now, txn_type: txn_type(&txn, opcode) };
+            self.propose(hdr, txn, Origin::Client { conn, xid, op: opcode, received });
+            self.queues.entry(sid).or_default().push_back(Pending::Write(zxid));
+        } else {
+            let q = self.queues.entry(sid).or_default();
+            if q.is_empty() {
+                self.execute_read(conn, xid, op, body, received);
+            } else {
+                q.push_back(Pending::Read { conn, xid, op, body, received });
+            }
+        }
+    }
+
+    fn on_auth(&mut self, conn: ConnId, xid: i32, packet: AuthPacket) {
+        let cfg = self.db.config().clone();
+        match zk_tree::authenticate(&packet.scheme, &packet.auth, &cfg) {
+            Ok(entry) => {
+                let c = self.conns.get_mut(&conn).expect("present");
+                if !c.auth.ids.contains(&entry.id) {
+                    c.auth.ids.push(entry.id);
+                }
+                c.auth.is_super |= entry.is_super;
+                if entry.is_super && !c.auth.ids.iter().any(|i| i.scheme == "super") {
+                    c.auth.ids.push(Id { scheme: "super".into(), id: String::new() });
+                }
+                info!("auth success for scheme {} from {}", packet.scheme, c.remote);
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, |_| {});
+            }
+            Err(code) => {
+                self.stats.auth_failed += 1;
+                warn!("auth failed for scheme {}", packet.scheme);
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: code.code() }, |_| {});
+                self.close_conn(conn);
+            }
+        }
+    }
+
+    fn next_zxid(&mut self) -> i64 {
+        self.last_zxid += 1;
+        self.last_zxid
+    }
+
+    fn propose(&mut self, hdr: TxnHeader, txn: Txn, origin: Origin) {
+        self.proposals.push_back(Proposal { hdr, txn, origin });
+    }
+
+    /// Hands new proposals to the log, then commits and applies what is durable.
+    fn flush(&mut self) {
+        if self.handed_to_log < self.proposals.len() {
+            let batch: Vec<(&TxnHeader, &Txn)> =
+                self.proposals.iter().skip(self.handed_to_log).map(|p| (&p.hdr, &p.txn)).collect();
+            match self.log.append(&batch) {
+                Ok(Durability::Durable) => {}
+                Err(e) => {
+                    // Nothing was acknowledged; the server cannot go on without its log.
+                    tracing::error!("transaction log failed: {e}; stopping");
+                    std::process::exit(2);
+                }
+            }
+            self.handed_to_log = self.proposals.len();
+        }
+        while let Some(p) = self.proposals.pop_front() {
+            self.handed_to_log -= 1;
+            self.commit(p);
+        }
+    }
+
+    fn commit(&mut self, p: Proposal) {
+        let applied = self.db.apply(&p.hdr, &p.txn);
+        for d in applied.events {
+            self.deliver_event(d.watcher, &d.event, d.acl.as_deref().map(|v| v.as_slice()));
+        }
+        let zxid = self.db.last_applied_zxid();
+        match p.origin {
+            Origin::Connect { conn, timeout_ms } => {
+                let sid = p.hdr.client_id;
+                if self.conns.contains_key(&conn) {
+                    self.bind(conn, sid);
+                    let pw = Bytes::copy_from_slice(&zk_tree::session_password(sid));
+                    self.send_connect_response(conn, timeout_ms, sid, pw);
+                    debug!("session 0x{sid:x} established");
+                }
+            }
+            Origin::Internal => {
+                if let Outcome::SessionClosed = applied.outcome {
+                    self.session_gone(p.hdr.client_id);
+                }
+            }
+            Origin::Client { conn, xid, op, received } => {
+                let sid = p.hdr.client_id;
+                let (err, body) = write_reply(op, &applied.outcome);
+                self.stats.record_latency(received.elapsed());
+                if let Some(c) = self.conns.get(&conn) {
+                    c.stats.record(op, xid, zxid, received.elapsed());
+                }
+                self.reply(conn, ReplyHeader { xid, zxid, err: err.code() }, |b| body.encode(b));
+                if matches!(applied.outcome, Outcome::SessionClosed) {
+                    self.close_conn(conn);
+                    self.session_gone(sid);
+                }
+                self.advance_queue(sid, p.hdr.zxid);
+            }
+        }
+    }
+
+    fn session_gone(&mut self, sid: SessionId) {
+        self.queues.remove(&sid);
+        if let Some(conn) = self.session_conn.remove(&sid) {
+            self.close_conn(conn);
+        }
+    }
+
+    /// The write `zxid` of `sid` completed: run the reads that waited for it.
+    fn advance_queue(&mut self, sid: SessionId, zxid: i64) {
+        let Some(q) = self.queues.get_mut(&sid) else { return };
+        if let Some(&Pending::Write(z)) = q.front() {
+            if z == zxid {
+                q.pop_front();
+            }
+        }
+        while let Some(Pending::Read { .. }) = self.queues.get(&sid).and_then(|q| q.front()) {
+            let Some(Pending::Read { conn, xid, op, body, received }) =
+                self.queues.get_mut(&sid).and_then(|q| q.pop_front())
+            else {
+                break;
+            };
+            self.execute_read(conn, xid, op, body, received);
+        }
+        if self.queues.get(&sid).is_some_and(|q| q.is_empty()) {
+            self.queues.remove(&sid);
+        }
+    }
+
+    fn deliver_event(&mut self, watcher: WatcherId, event: &WatcherEvent, acl: Option<&[Acl]>) {
+        let Some(c) = self.conns.get(&watcher) else { return };
+        if let Some(acl) = acl {
+            if zk_tree::acl::check_acl(self.db.config(), acl, perms::READ, &c.auth).is_err() {
+                return;
+            }
+        }
+        write_frame(&mut self.buf, |b| {
+            ReplyHeader { xid: xid::NOTIFICATION, zxid: -1, err: 0 }.write(b);
+            event.write(b);
+        });
+        let frame = self.buf.split().freeze();
+        self.send(watcher, Out::Frame(frame));
+    }
+
+    fn reply(&mut self, conn: ConnId, hdr: ReplyHeader, body: impl FnOnce(&mut BytesMut)) {
+        write_frame(&mut self.buf, |b| {
+            hdr.write(b);
+            body(b);
+        });
+        let frame = self.buf.split().freeze();
+        self.send(conn, Out::Reply(frame));
+    }
+
+    fn execute_read(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        received: Instant,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            self.permits.add_permits(1);
+            return;
+        };
+        let auth = c.auth.clone();
+        let sid = c.session.unwrap_or(0);
+        let last = self.db.last_applied_zxid();
+        let req = match body {
+            Ok(r) => r,
+            Err(e) => {
+                info!("session 0x{sid:x}: undecodable request (op {op}): {e}");
+                self.reply(
+                    conn,
+                    ReplyHeader { xid, zxid: last, err: ErrorCode::MarshallingError.code() },
+                    |_| {},
+                );
+                return;
+            }
+        };
+        let watch = |w: bool| w.then_some(conn);
+        let result: Result<Body, ErrorCode> = match req {
+            Request::Ping => {
+                self.reply(conn, ReplyHeader { xid: xid::PING, zxid: last, err: 0 }, |_| {});
+                return;
+            }
+            Request::Exists(r) => {
+                if r.path.contains('\0') {
+                    Err(ErrorCode::BadArguments)
+                } else {
+                    self.db.exists(&r.path, &auth, watch(r.watch)).map(Body::Stat)
+                }
+            }
+            Request::GetData(r) => {
+                self.db.get_data(&r.path, &auth, watch(r.watch)).map(|(d, s)| Body::Data(d, s))
+            }
+            Request::GetChildren(r) => {
+                self.db.get_children(&r.path, &auth, watch(r.watch)).map(|(c, _)| Body::Children(c))
+            }
+            Request::GetChildren2(r) => {
+                self.db.get_children(&r.path, &auth, watch(r.watch)).map(|(c, s)| Body::Children2(c, s))
+            }
+            Request::GetAcl(r) => self.db.get_acl(&r.path, &auth).map(|(a, s)| Body::Acl(a, s)),
+            Request::Sync(r) => Ok(Body::Path(r.path)),
+            Request::SetWatches(sw) => {
+                let sw2 = SetWatches2 {
+                    relative_zxid: sw.relative_zxid,
+                    data_watches: sw.data_watches,
+                    exist_watches: sw.exist_watches,
+                    child_watches: sw.child_watches,
+                    persistent_watches: vec![],
+                    persistent_recursive_watches: vec![],
+                };
+                self.set_watches(conn, &auth, &sw2);
+                Ok(Body::Empty)
+            }
+            Request::SetWatches2(sw2) => {
+                self.set_watches(conn, &auth, &sw2);
+                Ok(Body::Empty)
+            }
+            Request::AddWatch(r) => match AddWatchMode::from_i32(r.mode) {
+                None => Err(ErrorCode::MarshallingError),
+                Some(mode) => self.db.add_watch(&r.path, mode, conn, &auth).map(|()| Body::Int(0)),
+            },
+            Request::CheckWatches(r) => match WatcherType::from_i32(r.watcher_type) {
+                None => Err(ErrorCode::MarshallingError),
+                Some(t) => self.db.check_watches(&r.path, t, conn).map(|()| Body::Empty),
+            },
+            Request::RemoveWatches(r) => match WatcherType::from_i32(r.watcher_type) {
+                None => Err(ErrorCode::MarshallingError),
+                Some(t) => self.db.remove_watches(&r.path, t, conn).map(|()| Body::Empty),
+            },
+            Request::GetEphemerals(r) => Ok(Body::Strings(self.db.get_ephemerals(sid, &r.prefix_path))),
+            Request::GetAllChildrenNumber(r) => {
+                self.db.get_all_children_number(&r.path, &auth).map(Body::Int)
+            }
+            Request::WhoAmI => Ok(Body::WhoAmI(
+                auth.ids
+                    .iter()
+                    .map(|id| ClientInfo {
+                        auth_scheme: id.scheme.clone(),
+                        user: match id.scheme.as_str() {
+                            "digest" => id.id.split(':').next().unwrap_or("").to_string(),
+                            "super" => String::new(),
+                            _ => id.id.clone(),
+                        },
+                    })
+                    .collect(),
+            )),
+            Request::MultiRead(ops) => {
+                let mut results = Vec::with_capacity(ops.len());
+                for o in ops {
+                    results.push(match o {
+                        Request::GetChildren(r) => match self.db.get_children(&r.path, &auth, watch(r.watch))
+                        {
+                            Ok((c, _)) => OpResult::GetChildren(c),
+                            Err(e) => OpResult::Error(e),
+                        },
+                        Request::GetData(r) => match self.db.get_data(&r.path, &auth, watch(r.watch)) {
+                            Ok((data, stat)) => OpResult::GetData(GetDataResponse { data, stat }),
+                            Err(e) => OpResult::Error(e),
+                        },
+                        _ => OpResult::Error(ErrorCode::Unimplemented),
+                    });
+                }
+                Ok(Body::Multi(results))
+            }
+            Request::Sasl(_) => {
+                warn!("session 0x{sid:x} attempted SASL, which this server does not offer; closing");
+                self.reply(conn, ReplyHeader { xid, zxid: last, err: ErrorCode::AuthFailed.code() }, |_| {});
+                self.close_conn(conn);
+                return;
+            }
+            other => {
+                warn!("session 0x{sid:x}: {:?} reached the read path", other.op());
+                Err(ErrorCode::Unimplemented)
+            }
+        };
+        let op_code = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        self.stats.record_latency(received.elapsed());
+        if let Some(c) = self.conns.get(&conn) {
+            c.stats.record(op_code, xid, last, received.elapsed());
+        }
+        let (err, body) = match result {
+            Ok(b) => (0, b),
+            Err(e) => (e.code(), Body::Empty),
+        };
+        self.reply(conn, ReplyHeader { xid, zxid: last, err }, |b| body.encode(b));
+    }
+
+    fn set_watches(&mut self, conn: ConnId, auth: &AuthIds, sw: &SetWatches2) {
+        for ev in self.db.set_watches(conn, auth, sw) {
+            self.deliver_event(conn, &ev, None);
+        }
+    }
+
+    fn view(&self) -> fourlw::View<'_> {
+        fourlw::View {
+            settings: &self.settings,
+            stats: &self.stats,
+            db: &self.db,
+            conns: self
+                .conns
+                .iter()
+                .map(|(id, c)| fourlw::ConnView { id: *id, remote: c.remote, stats: c.stats.clone() })
+                .collect(),
+            outstanding: self.settings.global_outstanding_limit as usize
+                - self.permits.available_permits().min(self.settings.global_outstanding_limit as usize),
+            last_zxid: self.db.last_applied_zxid(),
+            uptime_ms: self.mono_ms(),
+        }
+    }
+}
+
+/// The header type of a prepped transaction: -1 for a failed write, else the request's opcode.
+fn txn_type(txn: &Txn, op: OpCode) -> i32 {
+    match txn {
+        Txn::Error(_) => OpCode::Error.code(),
+        _ => op.code(),
+    }
+}
+
+/// A reply body, encoded after the header when the error code is 0.
+enum Body {
+    Empty,
+    Stat(Stat),
+    Data(Option<Bytes>, Stat),
+    Path(String),
+    Path2(String, Stat),
+    Children(Vec<String>),
+    Children2(Vec<String>, Stat),
+    Acl(Vec<Acl>, Stat),
+    Multi(Vec<OpResult>),
+    Int(i32),
+    Strings(Vec<String>),
+    WhoAmI(Vec<ClientInfo>),
+}
+
+impl Body {
+    fn encode(&self, b: &mut BytesMut) {
+        match self {
+            Body::Empty => {}
+            Body::Stat(s) => s.write(b),
+            Body::Data(d, s) => {
+                d.write(b);
+                s.write(b);
+            }
+            Body::Path(p) => p.write(b),
+            Body::Path2(p, s) => {
+                p.write(b);
+                s.write(b);
+            }
+            Body::Children(c) | Body::Strings(c) => c.write(b),
+            Body::Children2(c, s) => {
+                c.write(b);
+                s.write(b);
+            }
+            Body::Acl(a, s) => {
+                a.write(b);
+                s.write(b);
+            }
+            Body::Multi(r) => encode_multi_response(r, b),
+            Body::Int(n) => n.write(b),
+            Body::WhoAmI(v) => v.write(b),
+        }
+    }
+}
+
+/// The error code and body a committed write answers with.
+fn write_reply(op: OpCode, outcome: &Outcome) -> (ErrorCode, Body) {
+    match outcome {
+        Outcome::Error(e) => (*e, Body::Empty),
+        Outcome::Created { path, stat } => match op {
+            OpCode::Create => (ErrorCode::Ok, Body::Path(path.clone())),
+            _ => (ErrorCode::Ok, Body::Path2(path.clone(), stat.clone())),
+        },
+        Outcome::SetData { stat } | Outcome::SetAcl { stat } => (ErrorCode::Ok, Body::Stat(stat.clone())),
+        Outcome::Multi(results) => (ErrorCode::Ok, Body::Multi(results.clone())),
+        Outcome::Deleted | Outcome::SessionCreated | Outcome::SessionClosed => (ErrorCode::Ok, Body::Empty),
+    }
+}

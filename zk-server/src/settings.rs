@@ -1,0 +1,112 @@
+//! The run-time settings the server's moving parts read, resolved once from the zoo.cfg.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Settings of a running standalone server, in the units the code uses.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where clients connect.
+    pub client_addr: SocketAddr,
+    /// The tick, ms: session expiry granularity.
+    pub tick_ms: i64,
+    /// Smallest session timeout granted, ms.
+    pub min_session_timeout_ms: i32,
+    /// Largest session timeout granted, ms.
+    pub max_session_timeout_ms: i32,
+    /// Largest frame accepted (jute.maxbuffer).
+    pub max_frame: u32,
+    /// Connections allowed per client IP; 0 = unlimited.
+    pub max_client_cnxns: u32,
+    /// Requests in flight across all connections before reading pauses.
+    pub global_outstanding_limit: u32,
+    /// Four-letter words allowed; `None` = all.
+    pub four_letter_words: Option<HashSet<String>>,
+    /// TTL nodes allowed.
+    pub extended_types_enabled: bool,
+    /// `DigestAuthenticationProvider.superDigest`.
+    pub super_digest: Option<String>,
+    /// How often empty containers and expired TTL nodes are looked for, ms.
+    pub container_check_interval_ms: u64,
+    /// Most containers and TTL nodes reaped per minute.
+    pub container_max_per_minute: u32,
+    /// Containers that never had a child are reaped once this old, ms; 0 = never.
+    pub container_max_never_used_ms: i64,
+    /// Snapshot directory (dataDir).
+    pub data_dir: PathBuf,
+    /// Transaction log directory (dataLogDir).
+    pub data_log_dir: PathBuf,
+    /// The `conf` four-letter word's text.
+    pub conf_text: String,
+}
+
+impl Settings {
+    /// Whether `cmd` may be answered.
+    pub fn four_letter_allowed(&self, cmd: &str) -> bool {
+        match &self.four_letter_words {
+            None => true,
+            Some(set) => set.contains(cmd),
+        }
+    }
+
+    /// Clamps a requested session timeout into [min, max], as Apache ZooKeeper negotiates.
+    pub fn negotiate_timeout(&self, requested: i32) -> i32 {
+        requested
+            .clamp(self.min_session_timeout_ms, self.max_session_timeout_ms.max(self.min_session_timeout_ms))
+    }
+}
+
+impl Settings {
+    /// Resolves the settings of a standalone server from its parsed configuration.
+    ///
+    /// Errors name the key when the configuration asks for something a standalone zkrs cannot do.
+    pub fn from_config(cfg: &crate::config::ServerConfig) -> Result<Settings, String> {
+        let client =
+            cfg.client_address.as_ref().ok_or("clientPort is not set: a standalone server needs one")?;
+        let ip: std::net::IpAddr = if client.host.is_empty() {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            match client.host.parse() {
+                Ok(ip) => ip,
+                Err(_) => {
+                    // A host name: resolve it once, as Apache does at start-up.
+                    use std::net::ToSocketAddrs;
+                    (client.host.as_str(), client.port)
+                        .to_socket_addrs()
+                        .ok()
+                        .and_then(|mut a| a.next())
+                        .map(|a| a.ip())
+                        .ok_or_else(|| format!("clientPortAddress: cannot resolve host {}", client.host))?
+                }
+            }
+        };
+        let status = crate::config::ConfStatus {
+            client_port: Some(client.port),
+            snap_dir_bytes: crate::config::directory_size_bytes(&cfg.snap_dir()),
+            log_dir_bytes: crate::config::directory_size_bytes(&cfg.log_dir()),
+        };
+        Ok(Settings {
+            client_addr: SocketAddr::new(ip, client.port),
+            tick_ms: cfg.tick_time_ms as i64,
+            min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,
+            max_session_timeout_ms: cfg.max_session_timeout_ms.min(i32::MAX as u32) as i32,
+            max_frame: cfg.jute_max_buffer,
+            max_client_cnxns: cfg.max_client_cnxns.max(0) as u32,
+            global_outstanding_limit: cfg.global_outstanding_limit.max(1),
+            four_letter_words: if cfg.four_letter_words.contains("*") {
+                None
+            } else {
+                Some(cfg.four_letter_words.iter().cloned().collect())
+            },
+            extended_types_enabled: cfg.extended_types_enabled,
+            super_digest: cfg.super_digest.clone(),
+            container_check_interval_ms: cfg.container_check_interval_ms as u64,
+            container_max_per_minute: cfg.container_max_per_minute,
+            container_max_never_used_ms: cfg.container_max_never_used_interval_ms.min(i64::MAX as u64) as i64,
+            data_dir: cfg.snap_dir(),
+            data_log_dir: cfg.log_dir(),
+            conf_text: cfg.conf_text(&status),
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! Counters behind the four-letter words: server-wide latency and packet counts, and per-connection
+//! figures for `cons`.
+
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use zk_proto::OpCode;
+
+/// Server-wide statistics, owned by the core task.
+#[derive(Debug)]
+pub struct ServerStats {
+    /// Requests received.
+    pub packets_received: u64,
+    /// Frames sent.
+    pub packets_sent: u64,
+    /// Failed addauth attempts.
+    pub auth_failed: u64,
+    latency_min_us: u64,
+    latency_max_us: u64,
+    latency_total_us: u64,
+    latency_count: u64,
+}
+
+impl ServerStats {
+    /// Zeroed statistics.
+    pub fn new() -> Self {
+        ServerStats {
+            packets_received: 0,
+            packets_sent: 0,
+            auth_failed: 0,
+            latency_min_us: u64::MAX,
+            latency_max_us: 0,
+            latency_total_us: 0,
+            latency_count: 0,
+        }
+    }
+
+    /// Zeroes everything (`srst`).
+    pub fn reset(&mut self) {
+        *self = ServerStats::new();
+    }
+
+    /// Records one request's time from receipt to reply.
+    pub fn record_latency(&mut self, d: Duration) {
+        let us = d.as_micros() as u64;
+        self.latency_min_us = self.latency_min_us.min(us);
+        self.latency_max_us = self.latency_max_us.max(us);
+        self.latency_total_us += us;
+        self.latency_count += 1;
+    }
+
+    /// (min, avg, max) in ms, as Apache prints them.
+    pub fn latency_ms(&self) -> (u64, f64, u64) {
+        if self.latency_count == 0 {
+            return (0, 0.0, 0);
+        }
+        (
+            self.latency_min_us / 1000,
+            self.latency_total_us as f64 / self.latency_count as f64 / 1000.0,
+            self.latency_max_us / 1000,
+        )
+    }
+}
+
+impl Default for ServerStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-connection statistics, shared by the connection task and the core.
+#[derive(Debug)]
+pub struct ConnStats {
+    /// Frames received.
+    pub received: AtomicU64,
+    /// Frames sent.
+    pub sent: AtomicU64,
+    /// Session id, 0 before the handshake completes.
+    pub session: AtomicI64,
+    /// Negotiated timeout.
+    pub timeout_ms: AtomicI32,
+    /// When the connection was established, ms since the epoch.
+    pub established_ms: i64,
+    last: Mutex<LastOp>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct LastOp {
+    op: Option<OpCode>,
+    cxid: i32,
+    zxid: i64,
+    at: Option<Instant>,
+    at_wall_ms: i64,
+    latency_ms: u64,
+    min_ms: u64,
+    max_ms: u64,
+    total_ms: u64,
+    count: u64,
+}
+
+impl ConnStats {
+    /// Fresh counters for a connection opened now.
+    pub fn new() -> Self {
+        ConnStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            session: AtomicI64::new(0),
+            timeout_ms: AtomicI32::new(0),
+            established_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0),
+            last: Mutex::new(LastOp::default()),
+        }
+    }
+
+    /// Records the session once bound.
+    pub fn set_session(&self, sid: i64, timeout_ms: i32) {
+        self.session.store(sid, Relaxed);
+        self.timeout_ms.store(timeout_ms, Relaxed);
+    }
+
+    /// Records a completed request.
+    pub fn record(&self, op: OpCode, cxid: i32, zxid: i64, latency: Duration) {
+        let ms = latency.as_millis() as u64;
+        let mut l = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        l.op = Some(op);
+        l.cxid = cxid;
+        l.zxid = zxid;
+        l.at = Some(Instant::now());
+        l.at_wall_ms =
+            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        l.latency_ms = ms;
+        l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
+        l.max_ms = l.max_ms.max(ms);
+        l.total_ms += ms;
+        l.count += 1;
+    }
+
+    /// Zeroes the counters (`crst`).
+    pub fn reset(&self) {
+        self.received.store(0, Relaxed);
+        self.sent.store(0, Relaxed);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = LastOp::default();
+    }
+
+    /// The `cons` details after the queued/recved/sent counts, or `None` before the handshake.
+    pub fn details(&self) -> Option<String> {
+        let sid = self.session.load(Relaxed);
+        if sid == 0 {
+            return None;
+        }
+        let l = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let avg = if l.count == 0 { 0 } else { l.total_ms / l.count };
+        let mut s = format!(
+            ",sid=0x{sid:x},lop={},est={},to={}",
+            l.op.map(op_abbrev).unwrap_or("NA"),
+            self.established_ms,
+            self.timeout_ms.load(Relaxed)
+        );
+        if l.count > 0 {
+            s.push_str(&format!(",lcxid=0x{:x},lzxid=0x{:x},lresp={}", l.cxid, l.zxid, l.at_wall_ms));
+            s.push_str(&format!(
+                ",llat={},minlat={},avglat={},maxlat={}",
+                l.latency_ms, l.min_ms, avg, l.max_ms
+            ));
+        }
+        Some(s)
+    }
+}
+
+impl Default for ConnStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The four-letter abbreviation Apache shows for the last operation in `cons`.
+pub fn op_abbrev(op: OpCode) -> &'static str {
+    match op {
+        OpCode::Notification => "NOTI",
+        OpCode::Create | OpCode::Create2 | OpCode::CreateTtl | OpCode::CreateContainer => "CREA",
+        OpCode::Delete | OpCode::DeleteContainer => "DELE",
+        OpCode::Exists => "EXIS",
+        OpCode::GetData => "GETD",
+        OpCode::SetData => "SETD",
+        OpCode::GetAcl => "GETA",
+        OpCode::SetAcl => "SETA",
+        OpCode::GetChildren => "GETC",
+        OpCode::GetChildren2 => "GETC",
+        OpCode::Sync => "SYNC",
+        OpCode::Ping => "PING",
+        OpCode::Check => "CHEC",
+        OpCode::Multi => "MULT",
+        OpCode::MultiRead => "MLTR",
+        OpCode::Reconfig => "RECO",
+        OpCode::CheckWatches => "CHKW",
+        OpCode::RemoveWatches => "REMW",
+        OpCode::Auth => "AUTH",
+        OpCode::SetWatches => "SETW",
+        OpCode::SetWatches2 => "STW2",
+        OpCode::Sasl => "SASL",
+        OpCode::GetEphemerals => "GETE",
+        OpCode::GetAllChildrenNumber => "GETACN",
+        OpCode::AddWatch => "ADDW",
+        OpCode::WhoAmI => "HOMI",
+        OpCode::CreateSession => "SESS",
+        OpCode::CloseSession => "CLOS",
+        OpCode::Error => "NA",
+    }
+}
