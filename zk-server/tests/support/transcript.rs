@@ -25,7 +25,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use zk_proto::jute::{self, Jute, Reader};
-use zk_proto::response::decode_multi_response;
 use zk_proto::*;
 
 /// How long a reply may take before the scenario fails; generous, since the JVM can be slow.
@@ -149,6 +148,10 @@ pub struct Ctx<'a> {
     lines: Vec<String>,
     sessions: HashMap<i64, String>,
     now_ms: i64,
+    /// When set, the events that arrive before one reply are recorded sorted: for txns that fire
+    /// several events in an order Apache takes from a hash set (closeSession deleting several
+    /// ephemerals), which no client may rely on.
+    pub sort_events: bool,
 }
 
 fn wall_ms() -> i64 {
@@ -171,28 +174,119 @@ fn state_name(s: i32) -> String {
     KeeperState::from_i32(s).map(|e| format!("{e:?}")).unwrap_or_else(|| format!("state{s}"))
 }
 
+/// Reads a jute ustring and shows it quoted when it is valid UTF-8, else as hex, so that the exact
+/// bytes a server echoes back are compared.
+fn raw_str(r: &mut Reader) -> Result<String, DecodeError> {
+    let b = Option::<Bytes>::read(r)?;
+    Ok(match b {
+        None => "null".into(),
+        Some(b) => match std::str::from_utf8(&b) {
+            Ok(s) => q(s),
+            Err(_) => format!("bytes:0x{}", hex(&b)),
+        },
+    })
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Describes a request briefly for a transcript line: the opcode and its arguments.
-pub fn describe(req: &Request) -> String {
-    let mut s = format!("{req:?}");
-    if s.len() > 240 {
-        let mut cut = 240;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
+/// A string as Rust would quote it, so control characters stay visible.
+pub fn q(s: &str) -> String {
+    format!("{s:?}")
+}
+
+fn acl_list(acl: &[Acl]) -> String {
+    let parts: Vec<String> = acl.iter().map(|a| format!("{}:{}:{}", a.perms, a.id.scheme, a.id.id)).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn data_text(d: &Option<Bytes>) -> String {
+    match d {
+        None => "null".into(),
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) if b.len() <= 64 => q(s),
+            _ => format!("<{} bytes>", b.len()),
+        },
     }
-    s
+}
+
+/// Describes a request for a transcript line: the operation and every argument.
+pub fn describe(req: &Request) -> String {
+    let create = |name: &str, r: &CreateRequest| {
+        format!(
+            "{name} {} data={} acl={} flags={}",
+            q(&r.path),
+            data_text(&r.data),
+            acl_list(&r.acl),
+            r.flags
+        )
+    };
+    let list = |v: &[String]| format!("{v:?}");
+    match req {
+        Request::Create(r) => create("create", r),
+        Request::Create2(r) => create("create2", r),
+        Request::CreateContainer(r) => create("createContainer", r),
+        Request::CreateTtl(r) => format!(
+            "createTTL {} data={} acl={} flags={} ttl={}",
+            q(&r.path),
+            data_text(&r.data),
+            acl_list(&r.acl),
+            r.flags,
+            r.ttl
+        ),
+        Request::Delete(r) => format!("delete {} v={}", q(&r.path), r.version),
+        Request::DeleteContainer(r) => format!("deleteContainer {} v={}", q(&r.path), r.version),
+        Request::Exists(r) => format!("exists {} watch={}", q(&r.path), r.watch),
+        Request::GetData(r) => format!("getData {} watch={}", q(&r.path), r.watch),
+        Request::GetChildren(r) => format!("getChildren {} watch={}", q(&r.path), r.watch),
+        Request::GetChildren2(r) => format!("getChildren2 {} watch={}", q(&r.path), r.watch),
+        Request::SetData(r) => {
+            format!("setData {} data={} v={}", q(&r.path), data_text(&r.data), r.version)
+        }
+        Request::GetAcl(r) => format!("getACL {}", q(&r.path)),
+        Request::SetAcl(r) => format!("setACL {} acl={} v={}", q(&r.path), acl_list(&r.acl), r.version),
+        Request::Sync(r) => format!("sync {}", q(&r.path)),
+        Request::Check(r) => format!("check {} v={}", q(&r.path), r.version),
+        Request::Multi(ops) | Request::MultiRead(ops) => {
+            let name = if matches!(req, Request::Multi(_)) { "multi" } else { "multiRead" };
+            let parts: Vec<String> = ops.iter().map(describe).collect();
+            format!("{name}[{}]", parts.join("; "))
+        }
+        Request::CheckWatches(r) => format!("checkWatches {} type={}", q(&r.path), r.watcher_type),
+        Request::RemoveWatches(r) => {
+            format!("removeWatches {} type={}", q(&r.path), r.watcher_type)
+        }
+        Request::AddWatch(r) => format!("addWatch {} mode={}", q(&r.path), r.mode),
+        Request::GetEphemerals(r) => format!("getEphemerals {}", q(&r.prefix_path)),
+        Request::GetAllChildrenNumber(r) => format!("getAllChildrenNumber {}", q(&r.path)),
+        Request::SetWatches(w) => format!(
+            "setWatches rel={} data={} exist={} child={}",
+            w.relative_zxid,
+            list(&w.data_watches),
+            list(&w.exist_watches),
+            list(&w.child_watches)
+        ),
+        Request::SetWatches2(w) => format!(
+            "setWatches2 rel={} data={} exist={} child={} persistent={} recursive={}",
+            w.relative_zxid,
+            list(&w.data_watches),
+            list(&w.exist_watches),
+            list(&w.child_watches),
+            list(&w.persistent_watches),
+            list(&w.persistent_recursive_watches)
+        ),
+        Request::WhoAmI => "whoAmI".into(),
+        Request::Ping => "ping".into(),
+        Request::CloseSession => "closeSession".into(),
+        other => format!("{other:?}"),
+    }
 }
 
 impl<'a> Ctx<'a> {
     /// A fresh context for `server`.
     pub fn new(server: &'a ServerProc) -> Self {
-        Ctx { server, lines: Vec::new(), sessions: HashMap::new(), now_ms: wall_ms() }
+        Ctx { server, lines: Vec::new(), sessions: HashMap::new(), now_ms: wall_ms(), sort_events: false }
     }
 
     /// The transcript so far.
@@ -255,22 +349,6 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    fn data(d: &Option<Bytes>) -> String {
-        match d {
-            None => "null".into(),
-            Some(b) => match std::str::from_utf8(b) {
-                Ok(s) if b.len() <= 64 => format!("{s:?}"),
-                _ => format!("<{} bytes>", b.len()),
-            },
-        }
-    }
-
-    fn acl(acl: &[Acl]) -> String {
-        let parts: Vec<String> =
-            acl.iter().map(|a| format!("{}:{}:{}", a.perms, a.id.scheme, a.id.id)).collect();
-        format!("[{}]", parts.join(", "))
-    }
-
     fn sorted(v: &[String]) -> String {
         let mut v = v.to_vec();
         v.sort();
@@ -287,10 +365,11 @@ impl<'a> Ctx<'a> {
         let decoded: Result<String, DecodeError> = (|| {
             Ok(match OpCode::from_i32(op) {
                 _ if body.is_empty() && !is_multi => String::new(),
-                Some(OpCode::Create) => format!(" path={}", String::read(&mut r)?),
+                Some(OpCode::Create) => format!(" path={}", raw_str(&mut r)?),
                 Some(OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl) => {
-                    let c = Create2Response::read(&mut r)?;
-                    format!(" path={} stat={}", c.path, self.stat(&c.stat))
+                    let path = raw_str(&mut r)?;
+                    let st = Stat::read(&mut r)?;
+                    format!(" path={path} stat={}", self.stat(&st))
                 }
                 Some(OpCode::Exists) => {
                     let st = Stat::read(&mut r)?;
@@ -298,7 +377,7 @@ impl<'a> Ctx<'a> {
                 }
                 Some(OpCode::GetData) => {
                     let d = GetDataResponse::read(&mut r)?;
-                    format!(" data={} stat={}", Self::data(&d.data), self.stat(&d.stat))
+                    format!(" data={} stat={}", data_text(&d.data), self.stat(&d.stat))
                 }
                 Some(OpCode::SetData | OpCode::SetAcl) => {
                     let st = Stat::read(&mut r)?;
@@ -306,7 +385,7 @@ impl<'a> Ctx<'a> {
                 }
                 Some(OpCode::GetAcl) => {
                     let a = GetAclResponse::read(&mut r)?;
-                    format!(" acl={} stat={}", Self::acl(&a.acl), self.stat(&a.stat))
+                    format!(" acl={} stat={}", acl_list(&a.acl), self.stat(&a.stat))
                 }
                 Some(OpCode::GetChildren) => {
                     let c = GetChildrenResponse::read(&mut r)?;
@@ -316,7 +395,7 @@ impl<'a> Ctx<'a> {
                     let c = GetChildren2Response::read(&mut r)?;
                     format!(" children={} stat={}", Self::sorted(&c.children), self.stat(&c.stat))
                 }
-                Some(OpCode::Sync) => format!(" path={}", String::read(&mut r)?),
+                Some(OpCode::Sync) => format!(" path={}", raw_str(&mut r)?),
                 Some(OpCode::GetAllChildrenNumber) => format!(" total={}", i32::read(&mut r)?),
                 Some(OpCode::GetEphemerals) => {
                     let e = GetEphemeralsResponse::read(&mut r)?;
@@ -330,11 +409,13 @@ impl<'a> Ctx<'a> {
                 }
                 Some(OpCode::Multi | OpCode::MultiRead) if body.is_empty() => " (no body)".into(),
                 Some(OpCode::Multi | OpCode::MultiRead) => {
-                    let results = decode_multi_response(&mut r)?;
-                    let parts: Vec<String> = results.iter().map(|x| self.op_result(x)).collect();
-                    format!(" results=[{}]", parts.join(", "))
+                    format!(" results=[{}]", self.multi_results(&mut r)?)
                 }
-                _ => format!(" body=0x{}", hex(body)),
+                Some(OpCode::AddWatch) => format!(" body-err={}", i32::read(&mut r)?),
+                _ => {
+                    let all = r.bytes(r.remaining())?;
+                    format!(" body=0x{}", hex(&all))
+                }
             })
         })();
         match decoded {
@@ -344,18 +425,40 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn op_result(&mut self, r: &OpResult) -> String {
-        match r {
-            OpResult::Create(p) => format!("create {p}"),
-            OpResult::Create2(p, s) => format!("create2 {p} {}", self.stat(s)),
-            OpResult::Delete => "delete".into(),
-            OpResult::SetData(s) => format!("setData {}", self.stat(s)),
-            OpResult::Check => "check".into(),
-            OpResult::GetChildren(c) => format!("getChildren {}", Self::sorted(c)),
-            OpResult::GetData(d) => {
-                format!("getData {} {}", Self::data(&d.data), self.stat(&d.stat))
+    /// Decodes a multi reply body entry by entry, showing each entry's header op code and error
+    /// (so a create2 answered in create form, or an error entry, is visible as such).
+    fn multi_results(&mut self, r: &mut Reader) -> Result<String, DecodeError> {
+        let mut parts = Vec::new();
+        loop {
+            let h = MultiHeader::read(r)?;
+            if h.done {
+                if h.op != -1 || h.err != -1 {
+                    parts.push(format!("end(op={} err={})", h.op, h.err));
+                }
+                return Ok(parts.join(", "));
             }
-            OpResult::Error(e) => format!("error {e:?}"),
+            let body = match OpCode::from_i32(h.op) {
+                Some(OpCode::Create) => raw_str(r)?,
+                Some(OpCode::Create2 | OpCode::CreateTtl | OpCode::CreateContainer) => {
+                    let path = raw_str(r)?;
+                    let st = Stat::read(r)?;
+                    format!("{path} {}", self.stat(&st))
+                }
+                Some(OpCode::Delete | OpCode::Check) => String::new(),
+                Some(OpCode::SetData) => {
+                    let st = Stat::read(r)?;
+                    self.stat(&st)
+                }
+                Some(OpCode::GetChildren) => Self::sorted(&Vec::<String>::read(r)?),
+                Some(OpCode::GetData) => {
+                    let d = GetDataResponse::read(r)?;
+                    format!("{} {}", data_text(&d.data), self.stat(&d.stat))
+                }
+                Some(OpCode::Error) => err_name(ErrorResponse::read(r)?.err),
+                _ => return Err(DecodeError::InvalidValue { what: "multi result op", value: h.op as i64 }),
+            };
+            let err = if h.err == 0 { String::new() } else { format!(" err={}", err_name(h.err)) };
+            parts.push(format!("op{}{err} {body}", h.op).trim_end().to_string());
         }
     }
 
@@ -365,7 +468,7 @@ impl<'a> Ctx<'a> {
                 "{name} <event {} {} {} zxid={} err={}>",
                 event_name(ev.event_type),
                 state_name(ev.state),
-                ev.path,
+                q(&ev.path),
                 h.zxid,
                 h.err
             )),
@@ -467,6 +570,21 @@ impl<'a> Ctx<'a> {
         self.await_reply(c, xid, op, &label)
     }
 
+    /// Like [`Ctx::call_as`], waiting at most `wait` for the reply (for requests Apache may never
+    /// answer).
+    pub fn call_as_within(
+        &mut self,
+        c: &mut Conn,
+        xid: i32,
+        op: i32,
+        req: &Request,
+        wait: Duration,
+    ) -> Option<(ReplyHeader, Bytes)> {
+        let label = describe(req);
+        c.send_as(xid, op, req);
+        self.await_reply_within(c, xid, op, &label, wait)
+    }
+
     /// Sends a raw payload (header included) as one frame and records the reply to `xid`, decoding
     /// its body as a reply to `op`.
     pub fn call_raw(
@@ -481,7 +599,8 @@ impl<'a> Ctx<'a> {
         self.await_reply(c, xid, op, label)
     }
 
-    /// Reads frames until the reply for `xid`, recording events on the way; records a close.
+    /// Reads frames until the next reply (normally the one for `xid`), recording events on the way
+    /// and a close or a timeout if that is what happens instead.
     pub fn await_reply(
         &mut self,
         c: &mut Conn,
@@ -489,15 +608,28 @@ impl<'a> Ctx<'a> {
         op: i32,
         label: &str,
     ) -> Option<(ReplyHeader, Bytes)> {
-        loop {
-            match c.read_frame(REPLY_WAIT) {
+        self.await_reply_within(c, xid, op, label, REPLY_WAIT)
+    }
+
+    /// Like [`Ctx::await_reply`], giving up after `wait`.
+    pub fn await_reply_within(
+        &mut self,
+        c: &mut Conn,
+        xid: i32,
+        op: i32,
+        label: &str,
+        wait: Duration,
+    ) -> Option<(ReplyHeader, Bytes)> {
+        let mark = self.lines.len();
+        let out = loop {
+            match c.read_frame(wait) {
                 Read1::Frame(f) => {
                     let mut r = Reader::new(f);
                     let h = match ReplyHeader::read(&mut r) {
                         Ok(h) => h,
                         Err(_) => {
                             self.lines.push(format!("{} {label} -> short frame", c.name));
-                            return None;
+                            break None;
                         }
                     };
                     let body = r.rest().clone();
@@ -507,27 +639,33 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     let b = self.body(op, h.err, &body);
-                    let xid_note = if h.xid == xid { String::new() } else { format!(" xid={}", h.xid) };
+                    // A reply under another xid (Apache answers pings as -2 whatever the
+                    // request's xid) is still this request's answer: replies come in order.
+                    let xid_note = if h.xid == xid { String::new() } else { format!(" replyXid={}", h.xid) };
                     self.lines.push(format!(
                         "{} {label} -> zxid={} {}{b}{xid_note}",
                         c.name,
                         h.zxid,
                         err_name(h.err)
                     ));
-                    if h.xid == xid {
-                        return Some((h, body));
-                    }
+                    break Some((h, body));
                 }
                 Read1::Timeout => {
-                    self.lines.push(format!("{} {label} -> no reply (timeout)", c.name));
-                    return None;
+                    self.lines.push(format!("{} {label} -> no reply within {}ms", c.name, wait.as_millis()));
+                    break None;
                 }
                 Read1::Closed => {
                     self.lines.push(format!("{} {label} -> closed", c.name));
-                    return None;
+                    break None;
                 }
             }
+        };
+        if self.sort_events {
+            // Events recorded while waiting come before the last line; sort just those.
+            let end = self.lines.len() - 1;
+            self.lines[mark..end].sort();
         }
+        out
     }
 
     /// Sends all of `reqs` back to back, then records every frame until all replies are in, in
