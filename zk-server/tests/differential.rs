@@ -596,6 +596,10 @@ mod sc {
         let mut a = ctx.connect("a", LONG);
         ctx.call(&mut a, create("/uo", b"", CreateMode::Persistent));
         ctx.call(&mut a, create_container("/uo/c"));
+        ctx.call(&mut a, create_container("/uo/c2"));
+        ctx.call(&mut a, create_container("/uo/c3"));
+        ctx.call(&mut a, create("/uo/c3/k", b"", CreateMode::Persistent));
+        ctx.call(&mut a, create_acl("/uo/p", Some(b""), acl(perms::READ, "world", "anyone"), 0));
         let cases: Vec<(&str, i32, Request)> = vec![
             ("op99", 99, Request::Ping),
             ("op-99", -99, Request::Ping),
@@ -626,6 +630,15 @@ mod sc {
             let xid = c.next_xid();
             // Apache never answers a check sent outside a multi; do not wait long for it.
             ctx.call_as_within(&mut c, xid, op, &req, Duration::from_secs(2));
+            ctx.call(&mut c, exists("/uo", false));
+        }
+        // Apache reads deleteContainer's path as the raw bytes of the whole request buffer (its
+        // own reaper builds it that way), so from a client, whatever the body, it is always
+        // BADARGUMENTS (and an ErrorTxn); a bare UTF-8 path body shows that.
+        for path in ["/uo/c2", "/uo/c3", "/uo/p", "/uo/none", "uo", "/uo/c2"] {
+            let mut c = ctx.connect(&format!("deleteContainer-raw {path}"), LONG);
+            let payload = raw(1, 20, |o| o.extend_from_slice(path.as_bytes()));
+            ctx.call_raw(&mut c, &format!("deleteContainer raw {path:?}"), 1, 20, &payload);
             ctx.call(&mut c, exists("/uo", false));
         }
         // A ping under a normal xid, and a normal request under the ping xid.

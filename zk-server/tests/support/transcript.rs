@@ -403,8 +403,11 @@ impl<'a> Ctx<'a> {
                 }
                 Some(OpCode::WhoAmI) => {
                     let w = WhoAmIResponse::read(&mut r)?;
-                    let v: Vec<String> =
+                    // Apache keeps a connection's identities in a hash set: their order is not
+                    // part of the contract.
+                    let mut v: Vec<String> =
                         w.client_info.iter().map(|c| format!("{}:{}", c.auth_scheme, c.user)).collect();
+                    v.sort();
                     format!(" whoami={v:?}")
                 }
                 Some(OpCode::Multi | OpCode::MultiRead) if body.is_empty() => " (no body)".into(),
