@@ -16,7 +16,13 @@ pub type AclRef = Arc<Vec<Acl>>;
 #[derive(Debug, Default)]
 pub struct AclTable {
     by_encoding: HashMap<Box<[u8]>, AclRef>,
+    /// Entries released while something else (an in-flight watch event) still held a reference;
+    /// swept once enough pile up, so unused ACLs do not linger.
+    suspects: Vec<Box<[u8]>>,
 }
+
+/// Suspects gathered before a sweep.
+const SWEEP_AT: usize = 1024;
 
 fn encode(acl: &[Acl]) -> Vec<u8> {
     let mut out = Vec::with_capacity(acl.len() * 24);
@@ -40,14 +46,27 @@ impl AclTable {
 
     /// Drops a node's reference; the entry goes once no node uses it.
     pub fn release(&mut self, acl: AclRef) {
-        // The table holds one reference and `acl` another: nobody else uses it.
-        if Arc::strong_count(&acl) <= 2 {
-            let key = encode(&acl);
-            drop(acl);
-            if let Some(a) = self.by_encoding.get(key.as_slice()) {
-                if Arc::strong_count(a) == 1 {
-                    self.by_encoding.remove(key.as_slice());
+        let key = encode(&acl);
+        drop(acl);
+        match self.by_encoding.get(key.as_slice()) {
+            Some(a) if Arc::strong_count(a) == 1 => {
+                self.by_encoding.remove(key.as_slice());
+            }
+            Some(_) => {
+                self.suspects.push(key.into_boxed_slice());
+                if self.suspects.len() >= SWEEP_AT {
+                    self.sweep();
                 }
+            }
+            None => {}
+        }
+    }
+
+    /// Removes suspected entries nobody references any more.
+    fn sweep(&mut self) {
+        for key in std::mem::take(&mut self.suspects) {
+            if self.by_encoding.get(&key).is_some_and(|a| Arc::strong_count(a) == 1) {
+                self.by_encoding.remove(&key);
             }
         }
     }

@@ -15,6 +15,7 @@ mod apply;
 mod database;
 pub mod java;
 pub mod node;
+mod nodes;
 mod outstanding;
 mod prep;
 mod reads;

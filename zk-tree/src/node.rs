@@ -3,7 +3,6 @@
 use crate::acl::AclRef;
 use crate::java;
 use bytes::Bytes;
-use std::collections::HashMap;
 use zk_proto::{Stat, StatPersisted};
 
 /// `ephemeralOwner` of a container node (Long.MIN_VALUE).
@@ -56,88 +55,107 @@ pub fn ttl_of(owner: i64) -> i64 {
     owner & !(EXTENDED_MASK | RESERVED_BITS_MASK)
 }
 
-/// The child names of a node, with what Java's HashSet order depends on: each name's insertion
-/// rank and the largest size the set reached (its table capacity never shrinks).
+/// Slot number of a node in the tree's node table.
+pub type Slot = u32;
+
+fn slot_hash(s: Slot) -> u64 {
+    // Slots are dense small integers chosen by us, so a multiplicative hash spreads them well.
+    (s as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// A node's children as slot numbers (4 bytes each: names live once, in the child's path), plus
+/// what Java's HashSet order depends on: the largest size reached (its capacity never shrinks)
+/// and the next insertion rank (each child keeps its own in [`Node::rank`]).
 #[derive(Debug, Default, Clone)]
 pub struct Children {
-    /// Name (last path segment) -> insertion rank.
-    names: HashMap<Box<str>, u32>,
-    next_seq: u32,
+    set: hashbrown::HashTable<Slot>,
+    next_rank: u32,
     max_len: u32,
 }
 
 impl Children {
-    fn insert(&mut self, name: &str) -> bool {
-        if self.names.contains_key(name) {
-            return false;
+    /// Adds a child; returns the insertion rank it gets.
+    pub fn insert(&mut self, slot: Slot) -> u32 {
+        self.set.insert_unique(slot_hash(slot), slot, |s| slot_hash(*s));
+        let rank = self.next_rank;
+        self.next_rank = self.next_rank.wrapping_add(1);
+        self.max_len = self.max_len.max(self.set.len() as u32);
+        rank
+    }
+
+    /// Removes a child; false if absent.
+    pub fn remove(&mut self, slot: Slot) -> bool {
+        match self.set.find_entry(slot_hash(slot), |s| *s == slot) {
+            Ok(e) => {
+                e.remove();
+                true
+            }
+            Err(_) => false,
         }
-        self.names.insert(name.into(), self.next_seq);
-        self.next_seq = self.next_seq.wrapping_add(1);
-        self.max_len = self.max_len.max(self.names.len() as u32);
-        true
     }
 
-    /// Names in the order Apache lists them (`new HashSet<>(8)` grown to the largest size seen).
-    pub fn ordered(&self) -> Vec<String> {
-        let cap = java::capacity_for(self.max_len as usize, 8);
-        let mut v: Vec<(&str, u64)> = self.names.iter().map(|(n, s)| (&**n, *s as u64)).collect();
-        java::hash_order(&mut v, cap);
-        v.into_iter().map(|(n, _)| n.to_string()).collect()
+    /// Number of children.
+    pub fn len(&self) -> usize {
+        self.set.len()
     }
 
-    /// Names in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.names.keys().map(|k| &**k)
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Children in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.set.iter().copied()
+    }
+
+    /// Table capacity of Apache's `new HashSet<>(8)` after its largest size.
+    pub fn java_capacity(&self) -> usize {
+        java::capacity_for(self.max_len as usize, 8)
     }
 }
 
 /// A znode as stored.
 #[derive(Debug, Clone)]
 pub struct Node {
+    /// Full path (the only copy: the path index and parents refer to the node by slot).
+    pub path: Box<str>,
     /// Data; None is kept apart from empty.
-    pub data: Option<Bytes>,
+    pub data: Option<Box<[u8]>>,
     /// Shared ACL.
     pub acl: AclRef,
     /// Persisted stat (cversion counts creates).
     pub stat: StatPersisted,
-    /// Child names; None until the first child arrives, to keep leaves small.
+    /// Children; None until the first child arrives, to keep leaves small.
     pub children: Option<Box<Children>>,
+    /// Insertion rank in the parent's child set.
+    pub rank: u32,
 }
 
 impl Node {
     /// A new node.
-    pub fn new(data: Option<Bytes>, acl: AclRef, stat: StatPersisted) -> Self {
-        Node { data, acl, stat, children: None }
+    pub fn new(path: &str, data: Option<Box<[u8]>>, acl: AclRef, stat: StatPersisted) -> Self {
+        Node { path: path.into(), data, acl, stat, children: None, rank: 0 }
+    }
+
+    /// The last path segment.
+    pub fn name(&self) -> &str {
+        &self.path[self.path.rfind('/').map_or(0, |i| i + 1)..]
     }
 
     /// Number of children.
     pub fn num_children(&self) -> usize {
-        self.children.as_ref().map_or(0, |c| c.names.len())
-    }
-
-    /// Adds a child name; false if present.
-    pub fn add_child(&mut self, name: &str) -> bool {
-        self.children.get_or_insert_with(Default::default).insert(name)
-    }
-
-    /// Removes a child name; false if absent.
-    pub fn remove_child(&mut self, name: &str) -> bool {
-        self.children.as_mut().is_some_and(|c| c.names.remove(name).is_some())
-    }
-
-    /// Whether `name` is a child.
-    pub fn has_child(&self, name: &str) -> bool {
-        self.children.as_ref().is_some_and(|c| c.names.contains_key(name))
-    }
-
-    /// Children in Apache's listing order.
-    pub fn child_list(&self) -> Vec<String> {
-        self.children.as_ref().map_or_else(Vec::new, |c| c.ordered())
+        self.children.as_ref().map_or(0, |c| c.len())
     }
 
     /// Data length as clients see it (0 for null).
     pub fn data_len(&self) -> i32 {
         self.data.as_ref().map_or(0, |d| d.len() as i32)
+    }
+
+    /// The data as a buffer for a reply.
+    pub fn data_bytes(&self) -> Option<Bytes> {
+        self.data.as_deref().map(Bytes::copy_from_slice)
     }
 
     /// The stat clients see: cversion = stored*2 - numChildren, containers' and TTL nodes' owner 0.
@@ -195,32 +213,25 @@ mod tests {
 
     #[test]
     fn client_stat_translation() {
-        let mut n = Node::new(None, Arc::new(vec![]), new_stat(5, 10, CONTAINER_OWNER));
+        let mut n = Node::new("/c", None, Arc::new(vec![]), new_stat(5, 10, CONTAINER_OWNER));
         n.stat.cversion = 3;
-        n.add_child("a");
+        n.children.get_or_insert_with(Default::default).insert(7);
         let s = n.client_stat(true);
         assert_eq!(s.cversion, 5);
         assert_eq!(s.num_children, 1);
         assert_eq!(s.ephemeral_owner, 0);
         assert_eq!(s.data_length, 0);
+        assert_eq!(n.name(), "c");
     }
 
     #[test]
-    fn child_order_matches_java_hashset() {
-        // Orders printed by a JVM for `new HashSet<>(8)` filled in this order.
-        let mut n = Node::new(None, Arc::new(vec![]), new_stat(1, 1, 0));
-        for c in ["zookeeper", "a", "b", "c", "foo", "bar", "x1"] {
-            n.add_child(c);
-        }
-        assert_eq!(n.child_list(), ["a", "b", "bar", "c", "zookeeper", "foo", "x1"]);
-        let mut m = Node::new(None, Arc::new(vec![]), new_stat(1, 1, 0));
-        for i in 0..20 {
-            m.add_child(&format!("n{i}"));
-        }
-        let want: Vec<String> = "n0 n1 n2 n3 n4 n5 n6 n7 n8 n9 n10 n12 n11 n14 n13 n16 n15 n18 n17 n19"
-            .split(' ')
-            .map(String::from)
-            .collect();
-        assert_eq!(m.child_list(), want);
+    fn children_set() {
+        let mut c = Children::default();
+        assert_eq!(c.insert(3), 0);
+        assert_eq!(c.insert(9), 1);
+        assert!(c.remove(3));
+        assert!(!c.remove(3));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.java_capacity(), 8);
     }
 }

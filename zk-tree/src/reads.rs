@@ -29,7 +29,7 @@ impl Database {
             self.tree.watch_data(path, w);
         }
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok((n.data.clone(), n.client_stat(self.tree.extended_types())))
+        Ok((n.data_bytes(), n.client_stat(self.tree.extended_types())))
     }
 
     /// exists: the stat. Apache 3.8.0 checks no ACL; with `exists_requires_read` set it checks READ
@@ -71,7 +71,7 @@ impl Database {
             self.tree.watch_children(path, w);
         }
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok((n.child_list(), n.client_stat(self.tree.extended_types())))
+        Ok((self.tree.child_names(n), n.client_stat(self.tree.extended_types())))
     }
 
     /// getACL: needs READ or ADMIN; without ADMIN, digest ids come back as `user:x`.

@@ -4,7 +4,8 @@
 
 use crate::acl::{AclRef, AclTable};
 use crate::java;
-use crate::node::{new_stat, owner_kind, Node, OwnerKind};
+use crate::node::{new_stat, owner_kind, Node, OwnerKind, Slot};
+use crate::nodes::NodeTable;
 use crate::watch::{WatchManager, WatchMode};
 use crate::{SessionId, WatchDelivery, WatcherId};
 use bytes::Bytes;
@@ -24,9 +25,14 @@ pub fn parent_of(path: &str) -> Option<&str> {
 }
 
 /// Approximate size Apache charges a node: path length in UTF-16 units plus data length.
-fn node_size(path: &str, data: &Option<Bytes>) -> u64 {
+fn node_size(path: &str, data: &Option<Box<[u8]>>) -> u64 {
     let plen = if path.is_ascii() { path.len() } else { path.encode_utf16().count() };
     plen as u64 + data.as_ref().map_or(0, |d| d.len() as u64)
+}
+
+/// Data as stored: an exact buffer of its own, never a slice pinning a larger request frame.
+fn own(data: Option<Bytes>) -> Option<Box<[u8]>> {
+    data.map(|d| Box::from(&d[..]))
 }
 
 /// One session's ephemeral paths, with what Java's HashSet order depends on.
@@ -56,7 +62,7 @@ impl EphemeralSet {
 /// Znodes and everything indexed from them.
 #[derive(Debug)]
 pub struct DataTree {
-    nodes: HashMap<Box<str>, Node>,
+    nodes: NodeTable,
     acls: AclTable,
     ephemerals: HashMap<SessionId, EphemeralSet>,
     containers: BTreeSet<Box<str>>,
@@ -77,7 +83,7 @@ impl DataTree {
     /// aversion -1), as Apache's DataTree starts.
     pub fn new(extended_types: bool) -> Self {
         let mut t = DataTree {
-            nodes: HashMap::new(),
+            nodes: NodeTable::default(),
             acls: AclTable::default(),
             ephemerals: HashMap::new(),
             containers: BTreeSet::new(),
@@ -88,23 +94,39 @@ impl DataTree {
             next_rank: 0,
         };
         let open = t.acls.intern(&open_acl());
-        let empty = || Some(Bytes::new());
-        for p in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
-            t.insert_raw(p, Node::new(empty(), open.clone(), StatPersisted::default()));
-        }
-        t.nodes.get_mut("/").map(|n| n.add_child("zookeeper"));
-        if let Some(n) = t.nodes.get_mut("/zookeeper") {
-            n.add_child("quota");
-            n.add_child("config");
+        t.insert_raw(Node::new("/", Some(Box::default()), open.clone(), StatPersisted::default()));
+        for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+            let node = Node::new(p, Some(Box::default()), open.clone(), StatPersisted::default());
+            let slot = t.insert_raw(node);
+            t.link(parent_of(p).unwrap_or("/"), slot);
         }
         let read = vec![Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } }];
         let _ = t.set_acl("/zookeeper/config", &read, -1);
         t
     }
 
-    fn insert_raw(&mut self, path: &str, node: Node) {
-        self.data_size += node_size(path, &node.data);
-        self.nodes.insert(path.into(), node);
+    fn insert_raw(&mut self, node: Node) -> Slot {
+        debug_assert!(!self.nodes.contains(&node.path));
+        self.data_size += node_size(&node.path, &node.data);
+        self.nodes.insert(node)
+    }
+
+    /// Adds `child` to `parent`'s children, giving it its insertion rank.
+    fn link(&mut self, parent: &str, child: Slot) {
+        let Some(p) = self.nodes.get_mut(parent) else { return };
+        let rank = p.children.get_or_insert_with(Default::default).insert(child);
+        if let Some(c) = self.nodes.node_mut(child) {
+            c.rank = rank;
+        }
+    }
+
+    /// Child names of a node in the order Apache lists them (Java HashSet iteration order).
+    pub fn child_names(&self, node: &Node) -> Vec<String> {
+        let Some(children) = &node.children else { return Vec::new() };
+        let mut v: Vec<(&str, u64)> =
+            children.iter().filter_map(|s| self.nodes.node(s)).map(|c| (c.name(), c.rank as u64)).collect();
+        java::hash_order(&mut v, children.java_capacity());
+        v.into_iter().map(|(n, _)| n.to_string()).collect()
     }
 
     /// Whether TTL owners are read as TTL nodes.
@@ -139,7 +161,7 @@ impl DataTree {
 
     /// Every node, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|(p, n)| (&**p, n))
+        self.nodes.iter().map(|n| (&*n.path, n))
     }
 
     /// A session's ephemerals set.
@@ -201,10 +223,9 @@ impl DataTree {
         events: &mut Vec<WatchDelivery>,
     ) -> Result<Stat, ErrorCode> {
         let parent_path = parent_of(path).ok_or(ErrorCode::NoNode)?;
-        let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
-        let exists = path == "/" || self.nodes.contains_key(path);
+        let exists = path == "/" || self.nodes.contains(path);
         let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        if exists || parent.has_child(name) {
+        if exists {
             return Err(ErrorCode::NodeExists);
         }
         let cv = if parent_cversion == -1 { parent.stat.cversion.wrapping_add(1) } else { parent_cversion };
@@ -212,12 +233,12 @@ impl DataTree {
             parent.stat.cversion = cv;
             parent.stat.pzxid = zxid;
         }
-        parent.add_child(name);
         let parent_acl = parent.acl.clone();
         let acl_ref = self.acls.intern(acl);
-        let node = Node::new(data, acl_ref.clone(), new_stat(zxid, time, owner));
+        let node = Node::new(path, own(data), acl_ref.clone(), new_stat(zxid, time, owner));
         let stat = node.client_stat(self.extended);
-        self.insert_raw(path, node);
+        let slot = self.insert_raw(node);
+        self.link(parent_path, slot);
         match owner_kind(owner, self.extended) {
             OwnerKind::Container => {
                 self.containers.insert(path.into());
@@ -267,26 +288,28 @@ impl DataTree {
         if path == "/" {
             return Err(ErrorCode::NoNode);
         }
-        let name = &path[path.rfind('/').map_or(0, |i| i + 1)..];
         // As Apache: the parent is unlinked (and its pzxid moved) before the node is looked up.
+        let slot = self.nodes.find(path);
         let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        parent.remove_child(name);
+        if let (Some(s), Some(c)) = (slot, parent.children.as_mut()) {
+            c.remove(s);
+        }
         if zxid > parent.stat.pzxid {
             parent.stat.pzxid = zxid;
         }
         let parent_acl = parent.acl.clone();
-        let node = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
-        self.unindex(path, &node);
+        let (_, node) = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        self.unindex(&node);
         let Node { acl, children, .. } = node;
         // Prep never deletes a node with children; a replayed log that does gets its orphans purged
         // (without events) so that every stored node keeps a parent.
         if let Some(children) = children {
-            let mut stack: Vec<String> = children.iter().map(|c| format!("{path}/{c}")).collect();
-            while let Some(p) = stack.pop() {
-                if let Some(n) = self.nodes.remove(p.as_str()) {
-                    self.unindex(&p, &n);
+            let mut stack: Vec<Slot> = children.iter().collect();
+            while let Some(s) = stack.pop() {
+                if let Some(n) = self.nodes.remove_slot(s) {
+                    self.unindex(&n);
                     if let Some(c) = &n.children {
-                        stack.extend(c.iter().map(|c| format!("{p}/{c}")));
+                        stack.extend(c.iter());
                     }
                     self.acls.release(n.acl);
                 }
@@ -310,7 +333,8 @@ impl DataTree {
     }
 
     /// Drops a removed node from the size total and the ephemeral/container/TTL indexes.
-    fn unindex(&mut self, path: &str, node: &Node) {
+    fn unindex(&mut self, node: &Node) {
+        let path: &str = &node.path;
         self.data_size = self.data_size.saturating_sub(node_size(path, &node.data));
         match owner_kind(node.stat.ephemeral_owner, self.extended) {
             OwnerKind::Container => {
@@ -342,7 +366,7 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
         let old = node_size(path, &n.data);
-        n.data = data;
+        n.data = own(data);
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
@@ -359,7 +383,7 @@ impl DataTree {
     ///
     /// Errors: NONODE.
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
-        if !self.nodes.contains_key(path) {
+        if !self.nodes.contains(path) {
             return Err(ErrorCode::NoNode);
         }
         let new = self.acls.intern(acl);
@@ -412,15 +436,11 @@ impl DataTree {
             return self.nodes.len() - 1;
         }
         let mut count = 0;
-        let mut stack = vec![path.to_string()];
-        while let Some(p) = stack.pop() {
-            if let Some(n) = self.nodes.get(p.as_str()) {
-                if let Some(c) = &n.children {
-                    for name in c.iter() {
-                        count += 1;
-                        stack.push(format!("{p}/{name}"));
-                    }
-                }
+        let mut stack: Vec<Slot> = self.nodes.find(path).into_iter().collect();
+        while let Some(s) = stack.pop() {
+            if let Some(c) = self.nodes.node(s).and_then(|n| n.children.as_ref()) {
+                count += c.len();
+                stack.extend(c.iter());
             }
         }
         count

@@ -426,3 +426,27 @@ fn reapable_containers_and_ttls() {
     assert!(h2.db.reapable(m + 50, 10).is_empty());
     assert_eq!(h2.db.reapable(m + 51, 10), vec!["/fresh".to_string()]);
 }
+
+#[test]
+fn children_listed_in_apache_order() {
+    // Orders returned by Apache 3.8.0 (kazoo) and printed by a JVM for `new HashSet<>(8)`.
+    let mut h = Harness::new();
+    h.mkdir("/o");
+    for c in ["zookeeper", "a", "b", "c", "foo", "bar", "x1"] {
+        h.mkdir(&format!("/o/{c}"));
+    }
+    let auth = h.auth.clone();
+    assert_eq!(
+        h.db.get_children("/o", &auth, None).unwrap().0,
+        ["a", "b", "bar", "c", "zookeeper", "foo", "x1"]
+    );
+    h.mkdir("/m");
+    for i in 0..20 {
+        h.mkdir(&format!("/m/n{i}"));
+    }
+    let want: Vec<String> = "n0 n1 n2 n3 n4 n5 n6 n7 n8 n9 n10 n12 n11 n14 n13 n16 n15 n18 n17 n19"
+        .split(' ')
+        .map(String::from)
+        .collect();
+    assert_eq!(h.db.get_children("/m", &auth, None).unwrap().0, want);
+}

@@ -1,0 +1,142 @@
+//! The node table: znodes in a slab of slots, found by path through an index that stores only
+//! slot numbers and hashes the path kept in the slot. A path is thus stored once, and a parent
+//! refers to its children by slot.
+
+use crate::node::{Node, Slot};
+use hashbrown::HashTable;
+use std::hash::{BuildHasher, RandomState};
+
+/// Znodes by path.
+#[derive(Debug, Default)]
+pub struct NodeTable {
+    slots: Vec<Option<Node>>,
+    free: Vec<Slot>,
+    index: HashTable<Slot>,
+    /// Keyed per process so that paths chosen by clients cannot force collisions.
+    hasher: RandomState,
+}
+
+impl NodeTable {
+    fn hash(&self, path: &str) -> u64 {
+        self.hasher.hash_one(path)
+    }
+
+    /// The slot holding `path`.
+    pub fn find(&self, path: &str) -> Option<Slot> {
+        let slots = &self.slots;
+        self.index
+            .find(self.hash(path), |&s| slots[s as usize].as_ref().is_some_and(|n| &*n.path == path))
+            .copied()
+    }
+
+    /// The node at `path`.
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.find(path).and_then(|s| self.node(s))
+    }
+
+    /// The node at `path`, to change (its path must stay the same).
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
+        let s = self.find(path)?;
+        self.node_mut(s)
+    }
+
+    /// Whether `path` exists.
+    pub fn contains(&self, path: &str) -> bool {
+        self.find(path).is_some()
+    }
+
+    /// The node in slot `s`.
+    pub fn node(&self, s: Slot) -> Option<&Node> {
+        self.slots.get(s as usize).and_then(|n| n.as_ref())
+    }
+
+    /// The node in slot `s`, to change (its path must stay the same).
+    pub fn node_mut(&mut self, s: Slot) -> Option<&mut Node> {
+        self.slots.get_mut(s as usize).and_then(|n| n.as_mut())
+    }
+
+    /// Stores a node whose path is not present yet, returning its slot.
+    pub fn insert(&mut self, node: Node) -> Slot {
+        let h = self.hash(&node.path);
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(node);
+                s
+            }
+            None => {
+                self.slots.push(Some(node));
+                (self.slots.len() - 1) as Slot
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index
+            .insert_unique(h, slot, |&s| slots[s as usize].as_ref().map_or(0, |n| hasher.hash_one(&*n.path)));
+        slot
+    }
+
+    /// Removes the node at `path`.
+    pub fn remove(&mut self, path: &str) -> Option<(Slot, Node)> {
+        let h = self.hash(path);
+        let slots = &self.slots;
+        let entry = self
+            .index
+            .find_entry(h, |&s| slots[s as usize].as_ref().is_some_and(|n| &*n.path == path))
+            .ok()?;
+        let (slot, _) = entry.remove();
+        let node = self.slots[slot as usize].take()?;
+        self.free.push(slot);
+        Some((slot, node))
+    }
+
+    /// Removes the node in slot `s`.
+    pub fn remove_slot(&mut self, s: Slot) -> Option<Node> {
+        let path = self.node(s)?.path.clone();
+        self.remove(&path).map(|(_, n)| n)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Every node, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &Node> {
+        self.slots.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn node(p: &str) -> Node {
+        Node::new(p, None, Arc::new(vec![]), Default::default())
+    }
+
+    #[test]
+    fn insert_find_remove_reuse() {
+        let mut t = NodeTable::default();
+        let a = t.insert(node("/a"));
+        let b = t.insert(node("/b"));
+        assert_eq!(t.find("/a"), Some(a));
+        assert_eq!(t.get("/b").map(|n| &*n.path), Some("/b"));
+        assert!(t.find("/c").is_none());
+        assert_eq!(t.remove("/a").map(|(s, _)| s), Some(a));
+        assert!(t.remove("/a").is_none());
+        let c = t.insert(node("/c"));
+        assert_eq!(c, a, "freed slot reused");
+        assert_eq!(t.len(), 2);
+        assert!(t.remove_slot(b).is_some());
+        assert_eq!(t.iter().map(|n| n.path.to_string()).collect::<Vec<_>>(), vec!["/c".to_string()]);
+        for i in 0..1000 {
+            t.insert(node(&format!("/n{i}")));
+        }
+        assert!((0..1000).all(|i| t.contains(&format!("/n{i}"))));
+    }
+}
