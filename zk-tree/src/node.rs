@@ -115,32 +115,79 @@ impl Children {
     }
 }
 
+/// Top bit of `Node::path_len`: the data is null (kept apart from empty).
+const NULL_DATA: u32 = 1 << 31;
+
 /// A znode as stored.
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// Full path (the only copy: the path index and parents refer to the node by slot).
-    pub path: Box<str>,
-    /// Data; None is kept apart from empty.
-    pub data: Option<Box<[u8]>>,
+    /// The full path followed by the data, in one allocation. The path is the only copy: the path
+    /// index and parents refer to the node by slot.
+    buf: Box<[u8]>,
+    /// Length of the path in `buf`; [`NULL_DATA`] marks null data.
+    path_len: u32,
+    /// Insertion rank in the parent's child set.
+    pub rank: u32,
     /// Shared ACL.
     pub acl: AclRef,
     /// Persisted stat (cversion counts creates).
     pub stat: StatPersisted,
     /// Children; None until the first child arrives, to keep leaves small.
     pub children: Option<Box<Children>>,
-    /// Insertion rank in the parent's child set.
-    pub rank: u32,
+}
+
+fn pack(path: &[u8], data: Option<&[u8]>) -> (Box<[u8]>, u32) {
+    let d = data.unwrap_or(&[]);
+    let mut buf = Vec::with_capacity(path.len() + d.len());
+    buf.extend_from_slice(path);
+    buf.extend_from_slice(d);
+    // Paths are bounded by the request frame (1 MB by default), far below 2^31.
+    let len = (path.len() as u32 & !NULL_DATA) | if data.is_none() { NULL_DATA } else { 0 };
+    (buf.into_boxed_slice(), len)
 }
 
 impl Node {
     /// A new node.
-    pub fn new(path: &str, data: Option<Box<[u8]>>, acl: AclRef, stat: StatPersisted) -> Self {
-        Node { path: path.into(), data, acl, stat, children: None, rank: 0 }
+    pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
+        let (buf, path_len) = pack(path.as_bytes(), data);
+        Node { buf, path_len, rank: 0, acl, stat, children: None }
+    }
+
+    fn plen(&self) -> usize {
+        (self.path_len & !NULL_DATA) as usize
+    }
+
+    /// The path as bytes (what the path index hashes and compares).
+    pub fn path_bytes(&self) -> &[u8] {
+        &self.buf[..self.plen()]
+    }
+
+    /// The full path.
+    pub fn path(&self) -> &str {
+        // Built from a &str in `new`, so always valid UTF-8.
+        std::str::from_utf8(self.path_bytes()).unwrap_or_default()
+    }
+
+    /// The data; None is kept apart from empty.
+    pub fn data(&self) -> Option<&[u8]> {
+        if self.path_len & NULL_DATA != 0 {
+            None
+        } else {
+            Some(&self.buf[self.plen()..])
+        }
+    }
+
+    /// Replaces the data.
+    pub fn set_data(&mut self, data: Option<&[u8]>) {
+        let (buf, path_len) = pack(self.path_bytes(), data);
+        self.buf = buf;
+        self.path_len = path_len;
     }
 
     /// The last path segment.
     pub fn name(&self) -> &str {
-        &self.path[self.path.rfind('/').map_or(0, |i| i + 1)..]
+        let p = self.path();
+        &p[p.rfind('/').map_or(0, |i| i + 1)..]
     }
 
     /// Number of children.
@@ -150,12 +197,12 @@ impl Node {
 
     /// Data length as clients see it (0 for null).
     pub fn data_len(&self) -> i32 {
-        self.data.as_ref().map_or(0, |d| d.len() as i32)
+        self.data().map_or(0, |d| d.len() as i32)
     }
 
     /// The data as a buffer for a reply.
     pub fn data_bytes(&self) -> Option<Bytes> {
-        self.data.as_deref().map(Bytes::copy_from_slice)
+        self.data().map(Bytes::copy_from_slice)
     }
 
     /// The stat clients see: cversion = stored*2 - numChildren, containers' and TTL nodes' owner 0.
@@ -222,6 +269,12 @@ mod tests {
         assert_eq!(s.ephemeral_owner, 0);
         assert_eq!(s.data_length, 0);
         assert_eq!(n.name(), "c");
+        assert_eq!(n.data(), None);
+        n.set_data(Some(b""));
+        assert_eq!((n.path(), n.data()), ("/c", Some(&b""[..])));
+        n.set_data(Some(b"xyz"));
+        assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
+        assert_eq!(std::mem::size_of::<Node>(), 104);
     }
 
     #[test]

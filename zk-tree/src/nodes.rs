@@ -18,14 +18,16 @@ pub struct NodeTable {
 
 impl NodeTable {
     fn hash(&self, path: &str) -> u64 {
-        self.hasher.hash_one(path)
+        self.hasher.hash_one(path.as_bytes())
     }
 
     /// The slot holding `path`.
     pub fn find(&self, path: &str) -> Option<Slot> {
         let slots = &self.slots;
         self.index
-            .find(self.hash(path), |&s| slots[s as usize].as_ref().is_some_and(|n| &*n.path == path))
+            .find(self.hash(path), |&s| {
+                slots[s as usize].as_ref().is_some_and(|n| n.path_bytes() == path.as_bytes())
+            })
             .copied()
     }
 
@@ -57,7 +59,7 @@ impl NodeTable {
 
     /// Stores a node whose path is not present yet, returning its slot.
     pub fn insert(&mut self, node: Node) -> Slot {
-        let h = self.hash(&node.path);
+        let h = self.hash(node.path());
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(node);
@@ -69,8 +71,9 @@ impl NodeTable {
             }
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
-        self.index
-            .insert_unique(h, slot, |&s| slots[s as usize].as_ref().map_or(0, |n| hasher.hash_one(&*n.path)));
+        self.index.insert_unique(h, slot, |&s| {
+            slots[s as usize].as_ref().map_or(0, |n| hasher.hash_one(n.path_bytes()))
+        });
         slot
     }
 
@@ -80,7 +83,7 @@ impl NodeTable {
         let slots = &self.slots;
         let entry = self
             .index
-            .find_entry(h, |&s| slots[s as usize].as_ref().is_some_and(|n| &*n.path == path))
+            .find_entry(h, |&s| slots[s as usize].as_ref().is_some_and(|n| n.path_bytes() == path.as_bytes()))
             .ok()?;
         let (slot, _) = entry.remove();
         let node = self.slots[slot as usize].take()?;
@@ -90,7 +93,7 @@ impl NodeTable {
 
     /// Removes the node in slot `s`.
     pub fn remove_slot(&mut self, s: Slot) -> Option<Node> {
-        let path = self.node(s)?.path.clone();
+        let path = self.node(s)?.path().to_string();
         self.remove(&path).map(|(_, n)| n)
     }
 
@@ -125,7 +128,7 @@ mod tests {
         let a = t.insert(node("/a"));
         let b = t.insert(node("/b"));
         assert_eq!(t.find("/a"), Some(a));
-        assert_eq!(t.get("/b").map(|n| &*n.path), Some("/b"));
+        assert_eq!(t.get("/b").map(|n| n.path()), Some("/b"));
         assert!(t.find("/c").is_none());
         assert_eq!(t.remove("/a").map(|(s, _)| s), Some(a));
         assert!(t.remove("/a").is_none());
@@ -133,7 +136,7 @@ mod tests {
         assert_eq!(c, a, "freed slot reused");
         assert_eq!(t.len(), 2);
         assert!(t.remove_slot(b).is_some());
-        assert_eq!(t.iter().map(|n| n.path.to_string()).collect::<Vec<_>>(), vec!["/c".to_string()]);
+        assert_eq!(t.iter().map(|n| n.path().to_string()).collect::<Vec<_>>(), vec!["/c".to_string()]);
         for i in 0..1000 {
             t.insert(node(&format!("/n{i}")));
         }

@@ -25,14 +25,9 @@ pub fn parent_of(path: &str) -> Option<&str> {
 }
 
 /// Approximate size Apache charges a node: path length in UTF-16 units plus data length.
-fn node_size(path: &str, data: &Option<Box<[u8]>>) -> u64 {
+fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
     let plen = if path.is_ascii() { path.len() } else { path.encode_utf16().count() };
     plen as u64 + data.as_ref().map_or(0, |d| d.len() as u64)
-}
-
-/// Data as stored: an exact buffer of its own, never a slice pinning a larger request frame.
-fn own(data: Option<Bytes>) -> Option<Box<[u8]>> {
-    data.map(|d| Box::from(&d[..]))
 }
 
 /// One session's ephemeral paths, with what Java's HashSet order depends on.
@@ -94,9 +89,9 @@ impl DataTree {
             next_rank: 0,
         };
         let open = t.acls.intern(&open_acl());
-        t.insert_raw(Node::new("/", Some(Box::default()), open.clone(), StatPersisted::default()));
+        t.insert_raw(Node::new("/", Some(&[]), open.clone(), StatPersisted::default()));
         for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
-            let node = Node::new(p, Some(Box::default()), open.clone(), StatPersisted::default());
+            let node = Node::new(p, Some(&[]), open.clone(), StatPersisted::default());
             let slot = t.insert_raw(node);
             t.link(parent_of(p).unwrap_or("/"), slot);
         }
@@ -106,8 +101,8 @@ impl DataTree {
     }
 
     fn insert_raw(&mut self, node: Node) -> Slot {
-        debug_assert!(!self.nodes.contains(&node.path));
-        self.data_size += node_size(&node.path, &node.data);
+        debug_assert!(!self.nodes.contains(node.path()));
+        self.data_size += node_size(node.path(), node.data());
         self.nodes.insert(node)
     }
 
@@ -161,7 +156,7 @@ impl DataTree {
 
     /// Every node, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Node)> {
-        self.nodes.iter().map(|n| (&*n.path, n))
+        self.nodes.iter().map(|n| (n.path(), n))
     }
 
     /// A session's ephemerals set.
@@ -235,7 +230,7 @@ impl DataTree {
         }
         let parent_acl = parent.acl.clone();
         let acl_ref = self.acls.intern(acl);
-        let node = Node::new(path, own(data), acl_ref.clone(), new_stat(zxid, time, owner));
+        let node = Node::new(path, data.as_deref(), acl_ref.clone(), new_stat(zxid, time, owner));
         let stat = node.client_stat(self.extended);
         let slot = self.insert_raw(node);
         self.link(parent_path, slot);
@@ -334,8 +329,8 @@ impl DataTree {
 
     /// Drops a removed node from the size total and the ephemeral/container/TTL indexes.
     fn unindex(&mut self, node: &Node) {
-        let path: &str = &node.path;
-        self.data_size = self.data_size.saturating_sub(node_size(path, &node.data));
+        let path: &str = node.path();
+        self.data_size = self.data_size.saturating_sub(node_size(path, node.data()));
         match owner_kind(node.stat.ephemeral_owner, self.extended) {
             OwnerKind::Container => {
                 self.containers.remove(path);
@@ -365,13 +360,14 @@ impl DataTree {
         events: &mut Vec<WatchDelivery>,
     ) -> Result<Stat, ErrorCode> {
         let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        let old = node_size(path, &n.data);
-        n.data = own(data);
+        let old = node_size(path, n.data());
+        // The node keeps its own exact copy, never a slice pinning a larger request frame.
+        n.set_data(data.as_deref());
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
         let stat = n.client_stat(self.extended);
-        let new = node_size(path, &n.data);
+        let new = node_size(path, n.data());
         let acl = n.acl.clone();
         self.data_size = (self.data_size + new).saturating_sub(old);
         let fired = self.watches.data.trigger(path, EventType::NodeDataChanged);

@@ -93,7 +93,7 @@ fn check_invariants(db: &Database) {
     let mut containers = BTreeSet::new();
     let mut ttls = BTreeSet::new();
     for (path, node) in tree.iter() {
-        size += path.encode_utf16().count() as u64 + node.data.as_ref().map_or(0, |d| d.len() as u64);
+        size += path.encode_utf16().count() as u64 + node.data().map_or(0, |d| d.len() as u64);
         let stat = node.client_stat(ext);
         let names = tree.child_names(node);
         assert_eq!(stat.num_children as usize, names.len());
