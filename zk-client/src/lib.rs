@@ -3,9 +3,23 @@
 //! - [`core`]: the sans-IO session core (handshake, xids, pings, reconnect, watches, replay).
 //!   The tokio [`Client`] drives it; zk-ffi drives the same core from its own threads.
 //! - [`Client`]: the async API on tokio, every ZooKeeper operation, typed [`Error`]s, one-shot
-//!   watches as futures, persistent watches as streams, a session-state stream.
-//! - [`connect_string`]: parsing "host:port,host:port/chroot".
+//!   watches as futures ([`Watch`]), persistent watches as streams ([`PersistentWatch`]), and a
+//!   session-state stream ([`StateEvents`]).
+//! - [`connect_string`]: parsing "host:port,host:port/chroot"; [`acl`]: the well-known ACLs.
 #![deny(missing_docs)]
 
+pub mod acl;
+mod client;
 pub mod connect_string;
 pub mod core;
+mod driver;
+mod error;
+
+pub use client::{
+    multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
+};
+pub use core::{MultiOp, ReadOp, SessionCredentials, SessionState, WatchedEvent};
+pub use error::{Error, Result};
+pub use zk_proto::{
+    Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, OpResult, Stat, WatcherType,
+};

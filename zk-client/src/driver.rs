@@ -1,0 +1,238 @@
+//! The tokio task that runs one [`Session`]: owns the socket and the clock, feeds the core, and
+//! routes its events to the futures and streams the [`crate::Client`] handed out.
+
+use crate::core::{Event, Op, OpId, Response, Session, SessionState, WatchedEvent, WatcherId};
+use crate::error::Error;
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+/// Where a registered watcher's events go.
+pub(crate) enum WatchSink {
+    /// A one-shot watch: one event, then done.
+    Once(oneshot::Sender<WatchedEvent>),
+    /// A persistent watch: a bounded stream.
+    Stream(mpsc::Sender<WatchedEvent>),
+}
+
+/// A request from a client handle.
+pub(crate) struct Command {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<Response, Error>>,
+    pub watch: Option<WatchSink>,
+}
+
+/// What the handles read without asking the task.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub session_id: i64,
+    pub password: Bytes,
+    pub timeout: Duration,
+}
+
+struct PendingOp {
+    reply: oneshot::Sender<Result<Response, Error>>,
+    watch: Option<WatchSink>,
+}
+
+pub(crate) struct Driver {
+    pub core: Session,
+    pub rx: mpsc::Receiver<Command>,
+    pub state_tx: watch::Sender<SessionState>,
+    pub events_tx: broadcast::Sender<SessionState>,
+    pub shared: Arc<Mutex<Shared>>,
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+
+async fn read_some(rd: &mut Option<OwnedReadHalf>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match rd {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn write_some(wr: &mut Option<OwnedWriteHalf>, buf: &[u8]) -> std::io::Result<usize> {
+    match wr {
+        Some(w) => w.write(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Driver {
+    pub async fn run(mut self) {
+        let mut rd: Option<OwnedReadHalf> = None;
+        let mut wr: Option<OwnedWriteHalf> = None;
+        let mut wbuf = BytesMut::new();
+        let mut rbuf = vec![0u8; READ_CHUNK];
+        let mut pending: HashMap<OpId, PendingOp> = HashMap::new();
+        let mut watchers: HashMap<WatcherId, WatchSink> = HashMap::new();
+        let mut handles_alive = true;
+        loop {
+            // Everything the core produced: frames out, a close, events.
+            while let Some(f) = self.core.poll_transmit() {
+                wbuf.extend_from_slice(&f);
+            }
+            if self.core.poll_close() {
+                rd = None;
+                if let Some(mut w) = wr.take() {
+                    // Best effort: the bytes still buffered (a closeSession) are worth a try.
+                    if !wbuf.is_empty() {
+                        let _ = tokio::time::timeout(Duration::from_millis(100), w.write_all(&wbuf)).await;
+                    }
+                    let _ = w.shutdown().await;
+                }
+                wbuf.clear();
+            }
+            self.dispatch(&mut pending, &mut watchers);
+            if self.core.state().is_terminal() && pending.is_empty() {
+                return;
+            }
+            if rd.is_none() {
+                let now = Instant::now();
+                if let Some(hp) = self.core.poll_connect(now) {
+                    let limit = self.core.connect_timeout();
+                    let dial = TcpStream::connect((hp.host.clone(), hp.port));
+                    match tokio::time::timeout(limit, dial).await {
+                        Ok(Ok(s)) => {
+                            let _ = s.set_nodelay(true);
+                            let (r, w) = s.into_split();
+                            rd = Some(r);
+                            wr = Some(w);
+                            wbuf.clear();
+                            tracing::debug!("connected to {hp}");
+                            self.core.handle_connected(Instant::now());
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!("connect to {hp} failed: {e}");
+                            self.core.handle_connection_lost(Instant::now());
+                        }
+                        Err(_) => {
+                            tracing::debug!("connect to {hp} timed out");
+                            self.core.handle_connection_lost(Instant::now());
+                        }
+                    }
+                    continue;
+                }
+            }
+            let deadline = self.core.poll_timeout();
+            let can_take = handles_alive && self.core.has_capacity();
+            tokio::select! {
+                r = read_some(&mut rd, &mut rbuf) => {
+                    let now = Instant::now();
+                    match r {
+                        Ok(0) | Err(_) => {
+                            rd = None;
+                            wr = None;
+                            wbuf.clear();
+                            self.core.handle_connection_lost(now);
+                        }
+                        Ok(n) => self.core.handle_bytes(now, &rbuf[..n]),
+                    }
+                }
+                w = write_some(&mut wr, &wbuf), if !wbuf.is_empty() => {
+                    match w {
+                        Ok(n) => wbuf.advance(n),
+                        Err(_) => {
+                            rd = None;
+                            wr = None;
+                            wbuf.clear();
+                            self.core.handle_connection_lost(Instant::now());
+                        }
+                    }
+                }
+                cmd = self.rx.recv(), if can_take => {
+                    let now = Instant::now();
+                    match cmd {
+                        Some(c) => self.submit(c, now, &mut pending),
+                        None => {
+                            // Every handle is gone: end the session like close() would.
+                            handles_alive = false;
+                            if !self.core.state().is_terminal() {
+                                let _ = self.core.submit(Op::Close, now);
+                            }
+                        }
+                    }
+                }
+                _ = sleep_until(deadline) => self.core.handle_timeout(Instant::now()),
+            }
+        }
+    }
+
+    fn submit(&mut self, c: Command, now: Instant, pending: &mut HashMap<OpId, PendingOp>) {
+        match self.core.submit(c.op, now) {
+            Ok(id) => {
+                pending.insert(id, PendingOp { reply: c.reply, watch: c.watch });
+            }
+            // Cannot happen (commands are only taken with capacity), but a refused op is not lost.
+            Err(_) => {
+                let _ = c.reply.send(Err(Error::ThrottledOp));
+            }
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        pending: &mut HashMap<OpId, PendingOp>,
+        watchers: &mut HashMap<WatcherId, WatchSink>,
+    ) {
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                Event::Completed { id, result, watch_registered } => {
+                    let Some(p) = pending.remove(&id) else { continue };
+                    if watch_registered {
+                        if let Some(sink) = p.watch {
+                            watchers.insert(id, sink);
+                        }
+                    }
+                    let _ = p.reply.send(result.map_err(Error::from));
+                }
+                Event::Watch { watcher, event, retained } => {
+                    let keep = match watchers.get(&watcher) {
+                        Some(WatchSink::Stream(tx)) => match tx.try_send(event) {
+                            Ok(()) => retained,
+                            Err(mpsc::error::TrySendError::Full(_)) => {
+                                // A consumer this far behind would make the whole session wait
+                                // (pings included); its stream ends instead of growing forever.
+                                tracing::warn!("persistent watch {watcher} stream full, closing it");
+                                false
+                            }
+                            Err(mpsc::error::TrySendError::Closed(_)) => false,
+                        },
+                        Some(WatchSink::Once(_)) => {
+                            if let Some(WatchSink::Once(tx)) = watchers.remove(&watcher) {
+                                let _ = tx.send(event);
+                            }
+                            false
+                        }
+                        None => false,
+                    };
+                    if !keep && watchers.remove(&watcher).is_some() && retained {
+                        self.core.forget_watcher(watcher);
+                    }
+                }
+                Event::State(s) => {
+                    if let Ok(mut sh) = self.shared.lock() {
+                        sh.session_id = self.core.session_id();
+                        sh.password = self.core.session_password().clone();
+                        sh.timeout = self.core.negotiated_timeout();
+                    }
+                    self.state_tx.send_replace(s);
+                    let _ = self.events_tx.send(s);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Test servers for zk-client's integration tests.
+//!
+//! By default each test starts Apache ZooKeeper 3.8 (Debian's package) on a free loopback port
+//! with a fresh data directory; `ZKRS_TEST_SERVER=host:port` points the tests at a running server
+//! instead (tests that must kill and restart the server are skipped then). A small TCP proxy that
+//! can cut and refuse connections stands in for network failures.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+
+/// A server the tests talk to: one we started, or the one ZKRS_TEST_SERVER names.
+pub struct TestServer {
+    /// "host:port".
+    pub addr: String,
+    managed: Option<Managed>,
+}
+
+struct Managed {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl TestServer {
+    /// Starts Apache ZooKeeper (tickTime 500 ms so sessions may be short, TTL nodes enabled), or
+    /// uses ZKRS_TEST_SERVER.
+    pub fn start() -> TestServer {
+        if let Ok(addr) = std::env::var("ZKRS_TEST_SERVER") {
+            return TestServer { addr, managed: None };
+        }
+        let dir = tempfile::Builder::new().prefix("zk-client-test-").tempdir().unwrap();
+        let port = free_port();
+        let mut m = Managed { port, dir, child: None };
+        m.spawn();
+        TestServer { addr: format!("127.0.0.1:{port}"), managed: Some(m) }
+    }
+
+    /// Whether this test run controls the server process.
+    pub fn is_managed(&self) -> bool {
+        self.managed.is_some()
+    }
+
+    /// Kills the server with SIGKILL (managed servers only).
+    pub fn kill(&mut self) {
+        if let Some(m) = &mut self.managed {
+            m.kill();
+        }
+    }
+
+    /// Starts the server again on the same port and data directory.
+    pub fn restart(&mut self) {
+        if let Some(m) = &mut self.managed {
+            m.kill();
+            m.spawn();
+        }
+    }
+
+    /// The server log, for failure messages.
+    pub fn log(&self) -> String {
+        match &self.managed {
+            Some(m) => std::fs::read_to_string(m.dir.path().join("server.log")).unwrap_or_default(),
+            None => String::new(),
+        }
+    }
+}
+
+impl Managed {
+    fn spawn(&mut self) {
+        let data = self.dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let cfg = format!(
+            "tickTime=500\nminSessionTimeout=1000\nmaxSessionTimeout=30000\ndataDir={}\n\
+             clientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n\
+             admin.enableServer=false\nextendedTypesEnabled=true\n",
+            data.display(),
+            self.port
+        );
+        let cfg_path = self.dir.path().join("zoo.cfg");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .unwrap();
+        assert!(
+            std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
+            "Debian's zookeeper package is needed"
+        );
+        let child = Command::new("java")
+            .arg(format!("-Dzookeeper.log.dir={}", self.dir.path().display()))
+            .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
+            .arg("-Dznode.container.checkIntervalMs=500")
+            .arg("-Xmx256m")
+            .arg("-cp")
+            .arg(CLASSPATH)
+            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(&cfg_path)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start java");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        loop {
+            if ruok(addr) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "ZooKeeper did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Managed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn ruok(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"ruok").is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out == "imok"
+}
+
+/// A loopback TCP proxy in front of a server that can drop every connection and refuse new ones,
+/// to simulate a network partition without touching the server.
+pub struct Proxy {
+    /// "127.0.0.1:port" of the proxy.
+    pub addr: String,
+    blocked: Arc<AtomicBool>,
+    generation: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `upstream` ("host:port") on the current tokio runtime.
+    pub async fn start(upstream: &str) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let blocked = Arc::new(AtomicBool::new(false));
+        let generation = Arc::new(AtomicU64::new(0));
+        let (b, g, up) = (blocked.clone(), generation.clone(), upstream.to_owned());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut down, _)) = listener.accept().await else { return };
+                if b.load(Ordering::SeqCst) {
+                    continue; // dropped: the client sees the connection close at once
+                }
+                let gen = g.load(Ordering::SeqCst);
+                let g2 = g.clone();
+                let up = up.clone();
+                tokio::spawn(async move {
+                    let Ok(mut upstream) = tokio::net::TcpStream::connect(&up).await else { return };
+                    let copy = tokio::io::copy_bidirectional(&mut down, &mut upstream);
+                    let cut = async {
+                        while g2.load(Ordering::SeqCst) == gen {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    };
+                    tokio::select! { _ = copy => {}, _ = cut => {} }
+                });
+            }
+        });
+        Proxy { addr, blocked, generation }
+    }
+
+    /// Drops every open connection.
+    pub fn kick(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Drops every open connection and refuses new ones until `unblock`.
+    pub fn block(&self) {
+        self.blocked.store(true, Ordering::SeqCst);
+        self.kick();
+    }
+
+    /// Lets connections through again.
+    pub fn unblock(&self) {
+        self.blocked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// A path prefix no other test uses, so tests can share an external server.
+pub fn unique(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("/zkc-{name}-{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+}
