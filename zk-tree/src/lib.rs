@@ -18,6 +18,7 @@ pub mod node;
 mod nodes;
 mod outstanding;
 mod prep;
+pub mod quota;
 mod reads;
 pub mod session;
 pub mod tree;
@@ -62,6 +63,9 @@ pub struct TreeConfig {
     /// exists checks READ when the node exists (later 3.8.x/3.9); Apache 3.8.0, which this
     /// defaults to, checks nothing.
     pub exists_requires_read: bool,
+    /// Refuse writes that break a quota's hard limit with QUOTAEXCEEDED (zookeeper.enforceQuota,
+    /// default false: quotas are only counted).
+    pub enforce_quota: bool,
 }
 
 impl Default for TreeConfig {
@@ -73,6 +77,7 @@ impl Default for TreeConfig {
             digest_enabled: true,
             container_max_never_used_ms: 0,
             exists_requires_read: false,
+            enforce_quota: false,
         }
     }
 }

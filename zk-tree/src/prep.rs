@@ -146,6 +146,13 @@ impl Database {
                 valid_path(path)?;
                 let mut node = self.record(path)?;
                 check_acl(&self.cfg, &node.acl, perms::WRITE, ctx.auth)?;
+                if self.cfg.enforce_quota {
+                    // Apache takes the old length from the outstanding record; the applied node
+                    // is used here (they differ only while a setData on it is in flight).
+                    let old = self.tree.get(path).and_then(|n| n.data()).map_or(0, |d| d.len() as i64);
+                    let new = data.as_ref().map_or(0, |d| d.len() as i64);
+                    self.tree.check_quota(path, new - old, 0)?;
+                }
                 let mut stat = node.stat.take().unwrap_or_default();
                 let new_version = check_version(stat.version, version)?;
                 stat.version = new_version;
@@ -244,6 +251,10 @@ impl Database {
         }
         if owner_kind(pstat.ephemeral_owner, self.cfg.extended_types_enabled) == OwnerKind::Normal {
             return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        if self.cfg.enforce_quota {
+            let bytes = data.as_ref().map_or(0, |d| d.len() as i64);
+            self.tree.check_quota(&final_path, bytes, 1)?;
         }
         let new_cv = parent_cv.wrapping_add(1);
         let (txn, owner) = match ty {

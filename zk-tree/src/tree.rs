@@ -6,6 +6,7 @@ use crate::acl::{AclRef, AclTable};
 use crate::java;
 use crate::node::{new_stat, owner_kind, Node, OwnerKind, Slot};
 use crate::nodes::NodeTable;
+use crate::quota::{self, QuotaRoots, StatsTrack};
 use crate::watch::{WatchManager, WatchMode};
 use crate::{SessionId, WatchDelivery, WatcherId};
 use bytes::Bytes;
@@ -28,6 +29,14 @@ pub fn parent_of(path: &str) -> Option<&str> {
 fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
     let plen = if path.is_ascii() { path.len() } else { path.encode_utf16().count() };
     plen as u64 + data.as_ref().map_or(0, |d| d.len() as u64)
+}
+
+/// Apache's split of a path into parent ("" for top-level nodes) and last segment.
+fn split_apache(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("", path),
+    }
 }
 
 /// One session's ephemeral paths, with what Java's HashSet order depends on.
@@ -64,6 +73,7 @@ pub struct DataTree {
     ttls: BTreeSet<Box<str>>,
     /// Watch tables.
     pub watches: WatchManager,
+    quotas: QuotaRoots,
     extended: bool,
     data_size: u64,
     next_rank: u64,
@@ -84,6 +94,7 @@ impl DataTree {
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
             watches: WatchManager::default(),
+            quotas: QuotaRoots::default(),
             extended: extended_types,
             data_size: 0,
             next_rank: 0,
@@ -250,6 +261,7 @@ impl DataTree {
             }
             OwnerKind::Void => {}
         }
+        self.quota_on_create(path, data.as_ref().map_or(0, |d| d.len() as i64));
         let fired = self.watches.data.trigger(path, EventType::NodeCreated);
         self.deliver(events, fired, EventType::NodeCreated, path, &acl_ref);
         let fired = self.watches.child.trigger(parent_path, EventType::NodeChildrenChanged);
@@ -295,6 +307,7 @@ impl DataTree {
         let parent_acl = parent.acl.clone();
         let (_, node) = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
         self.unindex(&node);
+        let data_len = node.data().map_or(0, |d| d.len() as i64);
         let Node { acl, children, .. } = node;
         // Prep never deletes a node with children; a replayed log that does gets its orphans purged
         // (without events) so that every stored node keeps a parent.
@@ -310,6 +323,7 @@ impl DataTree {
                 }
             }
         }
+        self.quota_on_delete(path, data_len);
         let told = self.watches.data.trigger(path, EventType::NodeDeleted);
         self.deliver(events, told.clone(), EventType::NodeDeleted, path, &acl);
         let told: HashSet<WatcherId> = told.into_iter().collect();
@@ -368,8 +382,12 @@ impl DataTree {
         n.stat.version = version;
         let stat = n.client_stat(self.extended);
         let new = node_size(path, n.data());
+        let bytes_diff = new as i64 - old as i64;
         let acl = n.acl.clone();
         self.data_size = (self.data_size + new).saturating_sub(old);
+        if let Some(prefix) = self.quotas.max_prefix(path) {
+            self.update_quota_stat(&prefix, bytes_diff, 0);
+        }
         let fired = self.watches.data.trigger(path, EventType::NodeDataChanged);
         self.deliver(events, fired, EventType::NodeDataChanged, path, &acl);
         Ok(stat)
@@ -424,6 +442,95 @@ impl DataTree {
     /// Registers a standard child watch (getChildren).
     pub fn watch_children(&mut self, path: &str, w: WatcherId) {
         self.watches.child.add(path, w, WatchMode::Standard);
+    }
+
+    /// Creating a quota's limits node makes its path a quota root; creating its stats node fills
+    /// it with the subtree's current count and bytes; any create under a root counts there.
+    fn quota_on_create(&mut self, path: &str, bytes: i64) {
+        let (aparent, name) = split_apache(path);
+        if let Some(trimmed) = aparent.strip_prefix(quota::QUOTA_ROOT) {
+            if name == quota::LIMIT_NODE {
+                self.quotas.add(trimmed);
+            }
+            if name == quota::STAT_NODE {
+                self.update_quota_for_path(trimmed);
+            }
+        }
+        if let Some(prefix) = self.quotas.max_prefix(path) {
+            self.update_quota_stat(&prefix, bytes, 1);
+        }
+    }
+
+    fn quota_on_delete(&mut self, path: &str, bytes: i64) {
+        let (aparent, name) = split_apache(path);
+        if aparent.starts_with("/zookeeper") && name == quota::LIMIT_NODE {
+            if let Some(trimmed) = aparent.get(quota::QUOTA_ROOT.len()..) {
+                self.quotas.remove(trimmed);
+            }
+        }
+        if let Some(prefix) = self.quotas.max_prefix(path) {
+            self.update_quota_stat(&prefix, -bytes, -1);
+        }
+    }
+
+    /// Rewrites a stats node's data in place (no stat change, no watch), as Apache does.
+    fn set_raw_data(&mut self, path: &str, text: String) {
+        if let Some(n) = self.nodes.get_mut(path) {
+            let old = node_size(path, n.data());
+            n.set_data(Some(text.as_bytes()));
+            let new = node_size(path, n.data());
+            self.data_size = (self.data_size + new).saturating_sub(old);
+        }
+    }
+
+    fn update_quota_for_path(&mut self, path: &str) {
+        // Apache's getCounts walks `path + "/" + child`: from "" that is the whole tree, from "/"
+        // only the root itself.
+        let start = if path.is_empty() { "/" } else { path };
+        let (mut count, mut bytes) = (0i64, 0i64);
+        let mut stack: Vec<Slot> = self.nodes.find(start).into_iter().collect();
+        while let Some(s) = stack.pop() {
+            let Some(n) = self.nodes.node(s) else { continue };
+            count += 1;
+            bytes += n.data().map_or(0, |d| d.len() as i64);
+            if path != "/" {
+                if let Some(c) = &n.children {
+                    stack.extend(c.iter());
+                }
+            }
+        }
+        let mut st = StatsTrack::default();
+        st.set("bytes", bytes);
+        st.set("count", count);
+        let sp = quota::stat_path(path);
+        self.set_raw_data(&sp, st.to_text());
+    }
+
+    fn update_quota_stat(&mut self, prefix: &str, bytes_diff: i64, count_diff: i64) {
+        let sp = quota::stat_path(prefix);
+        let Some(mut st) = self.nodes.get(&sp).and_then(|n| StatsTrack::parse(n.data().unwrap_or(&[])))
+        else {
+            return;
+        };
+        st.set("count", st.get("count").wrapping_add(count_diff));
+        st.set("bytes", st.get("bytes").wrapping_add(bytes_diff));
+        self.set_raw_data(&sp, st.to_text());
+    }
+
+    /// Apache's checkQuota (with enforcement on): QUOTAEXCEEDED when adding `count_diff` nodes and
+    /// `bytes_diff` bytes under `path` breaks a hard limit of its quota root.
+    pub fn check_quota(&self, path: &str, bytes_diff: i64, count_diff: i64) -> Result<(), ErrorCode> {
+        let Some(prefix) = self.quotas.max_prefix(path) else { return Ok(()) };
+        let parse = |p: String| self.nodes.get(&p).and_then(|n| StatsTrack::parse(n.data().unwrap_or(&[])));
+        let (Some(limits), Some(stats)) =
+            (parse(quota::limit_path(&prefix)), parse(quota::stat_path(&prefix)))
+        else {
+            return Ok(());
+        };
+        if quota::exceeds(&limits, &stats, bytes_diff, count_diff) {
+            return Err(ErrorCode::QuotaExceeded);
+        }
+        Ok(())
     }
 
     /// Number of descendants of `path` (Apache's getAllChildrenNumber).

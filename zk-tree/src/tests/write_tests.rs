@@ -450,3 +450,68 @@ fn children_listed_in_apache_order() {
         .collect();
     assert_eq!(h.db.get_children("/m", &auth, None).unwrap().0, want);
 }
+
+#[test]
+fn quota_stats_follow_apache() {
+    // The same steps against Apache 3.8.0 (kazoo) gave these stats texts.
+    let mut h = Harness::new();
+    let mk = |h: &mut Harness, p: &str, d: &[u8]| {
+        let o = h.outcome(S1, Request::Create(creq(p, d, 0)));
+        assert!(matches!(o, Outcome::Created { .. }), "{p}: {o:?}");
+    };
+    let stats = |h: &mut Harness| {
+        let auth = h.auth.clone();
+        let (d, s) = h.db.get_data("/zookeeper/quota/qa/zookeeper_stats", &auth, None).unwrap();
+        let d = d.unwrap();
+        assert_eq!(s.data_length as usize, d.len());
+        String::from_utf8(d.to_vec()).unwrap()
+    };
+    mk(&mut h, "/qa", b"12345");
+    mk(&mut h, "/qa/x", b"ab");
+    mk(&mut h, "/zookeeper/quota/qa", b"");
+    mk(&mut h, "/zookeeper/quota/qa/zookeeper_limits", b"count=-1,bytes=-1;countHardLimit=4");
+    mk(&mut h, "/zookeeper/quota/qa/zookeeper_stats", b"whatever");
+    assert_eq!(stats(&mut h), "count=2,bytes=7");
+    mk(&mut h, "/qa/y", b"abc");
+    h.set_data("/qa/x", b"abcdef", -1);
+    h.delete("/qa/y", -1);
+    assert_eq!(stats(&mut h), "count=2,bytes=11");
+    h.set_data("/zookeeper/quota/qa/zookeeper_stats", b"count=1,bytes=1;foo=3", -1);
+    mk(&mut h, "/qa/z", b"");
+    assert_eq!(stats(&mut h), "count=2,bytes=1=;foo=3");
+    h.delete("/zookeeper/quota/qa/zookeeper_limits", -1);
+    mk(&mut h, "/qa/w", b"");
+    assert_eq!(stats(&mut h), "count=2,bytes=1=;foo=3");
+}
+
+#[test]
+fn quota_enforced_only_when_configured() {
+    let mut h = Harness::with(TreeConfig { enforce_quota: true, ..TreeConfig::default() });
+    h.mkdir("/q");
+    h.mkdir("/zookeeper/quota/q");
+    let lim = Request::Create(creq(
+        "/zookeeper/quota/q/zookeeper_limits",
+        b"count=-1,bytes=-1;countHardLimit=2;byteHardLimit=3",
+        0,
+    ));
+    h.outcome(S1, lim);
+    h.outcome(S1, Request::Create(creq("/zookeeper/quota/q/zookeeper_stats", b"", 0)));
+    h.mkdir("/q/a"); // count 2 now (/q and /q/a), 2 bytes
+    assert_eq!(h.create("/q/b", 0), Outcome::Error(ErrorCode::QuotaExceeded));
+    assert_eq!(h.set_data("/q/a", b"xxx", -1), Outcome::Error(ErrorCode::QuotaExceeded));
+    assert!(matches!(h.set_data("/q/a", b"xx", -1), Outcome::SetData { .. }));
+    assert!(matches!(h.set_data("/q/a", b"x", -1), Outcome::SetData { .. }));
+    let mut lax = Harness::new();
+    lax.mkdir("/q");
+    lax.mkdir("/zookeeper/quota/q");
+    lax.outcome(
+        S1,
+        Request::Create(creq(
+            "/zookeeper/quota/q/zookeeper_limits",
+            b"count=-1,bytes=-1;countHardLimit=1",
+            0,
+        )),
+    );
+    lax.outcome(S1, Request::Create(creq("/zookeeper/quota/q/zookeeper_stats", b"", 0)));
+    lax.mkdir("/q/a");
+}
