@@ -10,8 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use zk_proto::*;
 
 fn path_strategy() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "", ".", "zookeeper"]), 1..4)
-        .prop_map(|segs| format!("/{}", segs.join("/")))
+    let seg = prop::sample::select(vec!["a", "b", "c", "", ".", "zookeeper"]);
+    let quota = prop::sample::select(vec!["zookeeper_limits", "zookeeper_stats"]);
+    prop_oneof![
+        4 => prop::collection::vec(seg.clone(), 1..4).prop_map(|segs| format!("/{}", segs.join("/"))),
+        1 => (prop::collection::vec(seg, 0..2), quota)
+            .prop_map(|(segs, q)| format!("/zookeeper/quota/{}{q}", segs.iter().map(|s| format!("{s}/")).collect::<String>())),
+    ]
 }
 
 fn acl_strategy() -> impl Strategy<Value = Vec<Acl>> {
