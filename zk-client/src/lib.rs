@@ -5,6 +5,7 @@
 //! - [`Client`]: the async API on tokio, every ZooKeeper operation, typed [`Error`]s, one-shot
 //!   watches as futures ([`Watch`]), persistent watches as streams ([`PersistentWatch`]), and a
 //!   session-state stream ([`StateEvents`]).
+//! - [`recipes`]: lock, leader election, counter, barrier, group membership.
 //! - [`connect_string`]: parsing "host:port,host:port/chroot"; [`acl`]: the well-known ACLs.
 #![deny(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod connect_string;
 pub mod core;
 mod driver;
 mod error;
+pub mod recipes;
 
 pub use client::{
     multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
