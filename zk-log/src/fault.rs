@@ -1,0 +1,439 @@
+//! An in-memory disk that forgets what was not synced: the stand-in for power loss in crash tests.
+//!
+//! Every file keeps two images: the durable bytes (what survives a crash) and the pending
+//! operations (writes and length changes) made since its last sync, in order. The directory keeps
+//! its durable name table and the creates, renames and removes made since the last directory sync.
+//!
+//! [`FaultStorage::crash`] simulates power loss. For each file it draws (from the seeded generator)
+//! how many of the pending operations reached the disk, in order, and whether the first one that
+//! did not was torn: a random prefix of that write lands and the rest of it does not. The same is
+//! done for the directory's pending operations. Everything later is dropped. The same seed always
+//! gives the same crash, so a failing case is reproduced by its seed.
+//!
+//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk) and fail
+//! syncs with EIO.
+
+use crate::storage::{Storage, StorageFile};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// SplitMix64: a tiny deterministic generator, so a seed means the same faults on every platform
+/// and every version of this crate's dependencies.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator started from `seed`.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..=max` (slightly biased, which does not matter for fault drawing).
+    pub fn upto(&mut self, max: u64) -> u64 {
+        if max == u64::MAX {
+            return self.next_u64();
+        }
+        self.next_u64() % (max + 1)
+    }
+
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        den != 0 && self.next_u64() % den < num
+    }
+}
+
+#[derive(Debug, Clone)]
+enum FileOp {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    current: Vec<u8>,
+    pending: Vec<FileOp>,
+}
+
+fn apply_op(buf: &mut Vec<u8>, op: &FileOp) {
+    match op {
+        FileOp::Write { offset, data } => {
+            let off = *offset as usize;
+            let end = off + data.len();
+            if buf.len() < end {
+                buf.resize(end, 0);
+            }
+            buf[off..end].copy_from_slice(data);
+        }
+        FileOp::SetLen(n) => buf.resize(*n as usize, 0),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Create(String, u64),
+    Rename(String, String),
+    Remove(String),
+}
+
+fn apply_dir_op(table: &mut BTreeMap<String, u64>, op: &DirOp) {
+    match op {
+        DirOp::Create(n, ino) => {
+            table.insert(n.clone(), *ino);
+        }
+        DirOp::Rename(from, to) => {
+            if let Some(ino) = table.remove(from) {
+                table.insert(to.clone(), ino);
+            }
+        }
+        DirOp::Remove(n) => {
+            table.remove(n);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    inodes: HashMap<u64, Inode>,
+    durable_dir: BTreeMap<String, u64>,
+    current_dir: BTreeMap<String, u64>,
+    pending_dir: Vec<DirOp>,
+    next_ino: u64,
+    /// Bumped by every crash: handles from before a crash refuse to work.
+    generation: u64,
+    rng: SplitMix64,
+    capacity: Option<u64>,
+    fail_sync: bool,
+    crashes: u64,
+}
+
+impl State {
+    fn used_bytes(&self) -> u64 {
+        self.inodes.values().map(|i| i.current.len().max(i.durable.len()) as u64).sum()
+    }
+}
+
+/// The fault-injecting in-memory backend. Clones share the same disk.
+#[derive(Clone)]
+pub struct FaultStorage {
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for FaultStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Terse on purpose: the file images can be megabytes.
+        let st = self.lock();
+        f.debug_struct("FaultStorage")
+            .field("files", &st.current_dir.keys().collect::<Vec<_>>())
+            .field("crashes", &st.crashes)
+            .finish()
+    }
+}
+
+impl FaultStorage {
+    /// An empty disk whose crashes are drawn from `seed`.
+    pub fn new(seed: u64) -> FaultStorage {
+        FaultStorage {
+            state: Arc::new(Mutex::new(State {
+                inodes: HashMap::new(),
+                durable_dir: BTreeMap::new(),
+                current_dir: BTreeMap::new(),
+                pending_dir: Vec::new(),
+                next_ino: 1,
+                generation: 0,
+                rng: SplitMix64::new(seed),
+                capacity: None,
+                fail_sync: false,
+                crashes: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock leaves consistent data behind (every
+        // mutation completes under the lock before it is visible), so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Limits the total bytes of all files: an `allocate` beyond it fails with ENOSPC.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.lock().capacity = bytes;
+    }
+
+    /// Makes every later `sync` and `sync_dir` fail with EIO (until set back to false).
+    pub fn set_fail_sync(&self, fail: bool) {
+        self.lock().fail_sync = fail;
+    }
+
+    /// Simulates power loss: unsynced operations are dropped, except a random in-order prefix of
+    /// them per file (and for the directory), whose last member may be torn. Every handle opened
+    /// before the crash fails from now on.
+    pub fn crash(&self) {
+        let mut st = self.lock();
+        let st = &mut *st;
+        // Directory first: decide which names survive.
+        let pending_dir = std::mem::take(&mut st.pending_dir);
+        let keep = st.rng.upto(pending_dir.len() as u64) as usize;
+        for op in &pending_dir[..keep] {
+            apply_dir_op(&mut st.durable_dir, op);
+        }
+        st.current_dir = st.durable_dir.clone();
+        // Files: iterate in inode order so the draws do not depend on HashMap order.
+        let mut inos: Vec<u64> = st.inodes.keys().copied().collect();
+        inos.sort_unstable();
+        for ino in inos {
+            let node = st.inodes.get_mut(&ino).expect("inode listed above");
+            let pending = std::mem::take(&mut node.pending);
+            let keep = st.rng.upto(pending.len() as u64) as usize;
+            for op in &pending[..keep] {
+                apply_op(&mut node.durable, op);
+            }
+            if let Some(FileOp::Write { offset, data }) = pending.get(keep) {
+                if st.rng.chance(1, 2) && !data.is_empty() {
+                    let cut = st.rng.upto(data.len() as u64 - 1) as usize;
+                    apply_op(
+                        &mut node.durable,
+                        &FileOp::Write { offset: *offset, data: data[..cut].to_vec() },
+                    );
+                }
+            }
+            node.current = node.durable.clone();
+        }
+        let live: std::collections::HashSet<u64> = st.durable_dir.values().copied().collect();
+        st.inodes.retain(|ino, _| live.contains(ino));
+        st.generation += 1;
+        st.crashes += 1;
+    }
+
+    /// How many crashes this disk went through.
+    pub fn crashes(&self) -> u64 {
+        self.lock().crashes
+    }
+
+    /// Bytes written or length changes not yet synced, summed over files (a test aid).
+    pub fn unsynced_ops(&self) -> usize {
+        let st = self.lock();
+        st.inodes.values().map(|i| i.pending.len()).sum::<usize>() + st.pending_dir.len()
+    }
+
+    /// The current contents of `name` (synced or not), for tests that inspect bytes.
+    pub fn contents(&self, name: &str) -> Option<Vec<u8>> {
+        let st = self.lock();
+        st.current_dir.get(name).and_then(|ino| st.inodes.get(ino)).map(|i| i.current.clone())
+    }
+
+    fn stale() -> io::Error {
+        io::Error::other("file handle from before a simulated crash")
+    }
+}
+
+fn check_name(name: &str) -> io::Result<()> {
+    if name.is_empty() || name.contains('/') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad file name {name:?}")));
+    }
+    Ok(())
+}
+
+impl Storage for FaultStorage {
+    type File = FaultFile;
+
+    fn create(&self, name: &str) -> io::Result<FaultFile> {
+        check_name(name)?;
+        let mut st = self.lock();
+        if st.current_dir.contains_key(name) {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{name} exists")));
+        }
+        let ino = st.next_ino;
+        st.next_ino += 1;
+        st.inodes.insert(ino, Inode::default());
+        st.current_dir.insert(name.to_string(), ino);
+        st.pending_dir.push(DirOp::Create(name.to_string(), ino));
+        Ok(FaultFile { state: self.state.clone(), ino, generation: st.generation })
+    }
+
+    fn open(&self, name: &str) -> io::Result<FaultFile> {
+        check_name(name)?;
+        let st = self.lock();
+        let ino = *st
+            .current_dir
+            .get(name)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{name} not found")))?;
+        Ok(FaultFile { state: self.state.clone(), ino, generation: st.generation })
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        check_name(from)?;
+        check_name(to)?;
+        let mut st = self.lock();
+        if !st.current_dir.contains_key(from) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{from} not found")));
+        }
+        let op = DirOp::Rename(from.to_string(), to.to_string());
+        apply_dir_op(&mut st.current_dir, &op);
+        st.pending_dir.push(op);
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        let mut st = self.lock();
+        if !st.current_dir.contains_key(name) {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{name} not found")));
+        }
+        let op = DirOp::Remove(name.to_string());
+        apply_dir_op(&mut st.current_dir, &op);
+        st.pending_dir.push(op);
+        Ok(())
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.lock().current_dir.keys().cloned().collect())
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        if st.fail_sync {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        st.durable_dir = st.current_dir.clone();
+        st.pending_dir.clear();
+        Ok(())
+    }
+
+    fn display_name(&self, name: &str) -> String {
+        format!("fault:{name}")
+    }
+}
+
+/// A file on a [`FaultStorage`].
+pub struct FaultFile {
+    state: Arc<Mutex<State>>,
+    ino: u64,
+    generation: u64,
+}
+
+impl std::fmt::Debug for FaultFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultFile").field("ino", &self.ino).field("generation", &self.generation).finish()
+    }
+}
+
+impl FaultFile {
+    fn with<R>(&self, f: impl FnOnce(&mut State, u64) -> io::Result<R>) -> io::Result<R> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.generation != self.generation || !st.inodes.contains_key(&self.ino) {
+            return Err(FaultStorage::stale());
+        }
+        f(&mut st, self.ino)
+    }
+}
+
+fn node(st: &mut State, ino: u64) -> &mut Inode {
+    st.inodes.get_mut(&ino).expect("checked by FaultFile::with")
+}
+
+fn sync_node(n: &mut Inode) {
+    for op in std::mem::take(&mut n.pending) {
+        apply_op(&mut n.durable, &op);
+    }
+    // Lengths are part of the image: after applying every op the two images agree.
+    debug_assert_eq!(n.durable, n.current);
+}
+
+impl StorageFile for FaultFile {
+    fn len(&self) -> io::Result<u64> {
+        self.with(|st, ino| Ok(node(st, ino).current.len() as u64))
+    }
+
+    fn allocate(&mut self, len: u64) -> io::Result<()> {
+        self.with(|st, ino| {
+            let cur = node(st, ino).current.len() as u64;
+            if len <= cur {
+                return Ok(());
+            }
+            if let Some(cap) = st.capacity {
+                if st.used_bytes() + (len - cur) > cap {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+            }
+            if st.fail_sync {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let n = node(st, ino);
+            let op = FileOp::SetLen(len);
+            apply_op(&mut n.current, &op);
+            n.pending.push(op);
+            // The real backend makes the length durable with fdatasync, which flushes the file's
+            // earlier writes as well; model exactly that.
+            sync_node(n);
+            Ok(())
+        })
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.with(|st, ino| {
+            let cur = node(st, ino).current.len() as u64;
+            if let Some(cap) = st.capacity {
+                if len > cur && st.used_bytes() + (len - cur) > cap {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+            }
+            let n = node(st, ino);
+            let op = FileOp::SetLen(len);
+            apply_op(&mut n.current, &op);
+            n.pending.push(op);
+            Ok(())
+        })
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.with(|st, ino| {
+            let n = node(st, ino);
+            let end = offset.checked_add(data.len() as u64);
+            if end.map_or(true, |e| e > n.current.len() as u64) {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the allocated length"));
+            }
+            if data.is_empty() {
+                return Ok(());
+            }
+            let op = FileOp::Write { offset, data: data.to_vec() };
+            apply_op(&mut n.current, &op);
+            n.pending.push(op);
+            Ok(())
+        })
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.with(|st, ino| {
+            let n = node(st, ino);
+            let end = offset.checked_add(buf.len() as u64);
+            match end {
+                Some(e) if e <= n.current.len() as u64 => {
+                    buf.copy_from_slice(&n.current[offset as usize..e as usize]);
+                    Ok(())
+                }
+                _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")),
+            }
+        })
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.with(|st, ino| {
+            if st.fail_sync {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            sync_node(node(st, ino));
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,256 @@
+//! The real disk: files in one directory, grown with `posix_fallocate`, written through a shared
+//! memory mapping and made durable with `msync`/`fdatasync`.
+//!
+//! Why the mapping is safe to write: a store into a mapped page beyond the blocks the file system
+//! has reserved can fail only asynchronously, as SIGBUS, when the disk is full. Every byte this
+//! backend writes lies inside a length reserved by [`StorageFile::allocate`] (fallocate reserves the
+//! blocks up front, or fails with ENOSPC before anything is written), so a full disk surfaces as an
+//! error from `allocate`, never as a signal. The mapping is dropped and rebuilt around every length
+//! change so it never covers bytes past the end of the file.
+//!
+//! The directory must not be shared with another process that truncates these files (that would
+//! turn reads of the mapping into SIGBUS); [`FileStorage::open_dir`] takes an exclusive lock on a
+//! `LOCK` file to keep a second zkrs process out.
+#![allow(unsafe_code)]
+
+use crate::storage::{Storage, StorageFile};
+use memmap2::MmapMut;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Name of the lock file [`FileStorage::open_dir`] holds.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// A directory on the real file system.
+#[derive(Debug, Clone)]
+pub struct FileStorage {
+    inner: Arc<DirInner>,
+}
+
+#[derive(Debug)]
+struct DirInner {
+    dir: PathBuf,
+    // Held open for the flock; dropping the last handle releases the lock.
+    _lock: File,
+}
+
+impl FileStorage {
+    /// Opens (creating if needed, with its parents) the directory `dir`, and takes an exclusive
+    /// advisory lock on `dir/LOCK` for as long as any clone of the handle lives.
+    ///
+    /// Errors: any error creating the directory; `WouldBlock` if another process (or another
+    /// handle in this process) holds the lock.
+    pub fn open_dir(dir: impl AsRef<Path>) -> io::Result<FileStorage> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir)?;
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(LOCK_FILE))?;
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            return Err(io::Error::new(
+                err.kind(),
+                format!("{} is locked by another process: {err}", dir.display()),
+            ));
+        }
+        Ok(FileStorage { inner: Arc::new(DirInner { dir, _lock: lock }) })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn path_of(&self, name: &str) -> io::Result<PathBuf> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad file name {name:?}")));
+        }
+        Ok(self.inner.dir.join(name))
+    }
+}
+
+impl Storage for FileStorage {
+    type File = MappedFile;
+
+    fn create(&self, name: &str) -> io::Result<MappedFile> {
+        let f = OpenOptions::new().read(true).write(true).create_new(true).open(self.path_of(name)?)?;
+        MappedFile::new(f)
+    }
+
+    fn open(&self, name: &str) -> io::Result<MappedFile> {
+        let f = OpenOptions::new().read(true).write(true).open(self.path_of(name)?)?;
+        MappedFile::new(f)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.path_of(from)?, self.path_of(to)?)
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        fs::remove_file(self.path_of(name)?)
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(&self.inner.dir)? {
+            let e = e?;
+            if e.file_type()?.is_file() {
+                if let Some(n) = e.file_name().to_str() {
+                    if n != LOCK_FILE {
+                        out.push(n.to_string());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.inner.dir)?.sync_all()
+    }
+
+    fn display_name(&self, name: &str) -> String {
+        self.inner.dir.join(name).display().to_string()
+    }
+}
+
+/// A file written through a shared mapping of its whole length.
+#[derive(Debug)]
+pub struct MappedFile {
+    file: File,
+    map: Option<MmapMut>,
+    len: u64,
+    /// Byte range written through the map since the last sync (empty when lo >= hi).
+    dirty_lo: u64,
+    dirty_hi: u64,
+    /// A length change not yet made durable.
+    len_dirty: bool,
+}
+
+impl MappedFile {
+    fn new(file: File) -> io::Result<MappedFile> {
+        let len = file.metadata()?.len();
+        let mut f = MappedFile { file, map: None, len, dirty_lo: u64::MAX, dirty_hi: 0, len_dirty: false };
+        f.remap()?;
+        Ok(f)
+    }
+
+    /// Rebuilds the mapping to cover exactly the current length. Flushes dirty pages of the old
+    /// mapping first: a shared mapping's pages are the page cache, so nothing is lost by dropping
+    /// it, but msync-ing the range we tracked keeps `sync` from having to remember old mappings.
+    fn remap(&mut self) -> io::Result<()> {
+        self.flush_map()?;
+        self.map = None;
+        if self.len == 0 {
+            return Ok(());
+        }
+        let len = usize::try_from(self.len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
+        // SAFETY: the mapping is of a file this process created or opened in a directory it holds
+        // the exclusive lock on, so nothing else truncates it underneath us; it covers exactly the
+        // file's current length, and is rebuilt whenever this handle changes the length.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file)? };
+        self.map = Some(map);
+        Ok(())
+    }
+
+    fn flush_map(&mut self) -> io::Result<()> {
+        if self.dirty_lo < self.dirty_hi {
+            if let Some(map) = &self.map {
+                let hi = self.dirty_hi.min(self.len);
+                if self.dirty_lo < hi {
+                    // msync(MS_SYNC) of the range: on Linux this writes the pages and waits, with
+                    // the same guarantee as fdatasync for that range.
+                    map.flush_range(self.dirty_lo as usize, (hi - self.dirty_lo) as usize)?;
+                }
+            }
+            self.dirty_lo = u64::MAX;
+            self.dirty_hi = 0;
+        }
+        Ok(())
+    }
+}
+
+impl StorageFile for MappedFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn allocate(&mut self, len: u64) -> io::Result<()> {
+        if len <= self.len {
+            return Ok(());
+        }
+        let start = i64::try_from(self.len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let add = i64::try_from(len - self.len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: plain syscall on a descriptor we own. posix_fallocate reserves real blocks (glibc
+        // falls back to writing zeros where the file system lacks fallocate), so a later store
+        // through the mapping cannot hit ENOSPC.
+        let rc = unsafe { libc::posix_fallocate(self.file.as_raw_fd(), start, add) };
+        if rc != 0 {
+            let err = io::Error::from_raw_os_error(rc);
+            // A failed fallocate may have extended the file partly; put the length back so the
+            // file is unchanged, as the contract says.
+            let _ = self.file.set_len(self.len);
+            return Err(err);
+        }
+        // The new length is metadata: make it durable now, so later syncs only need the data.
+        self.file.sync_data()?;
+        self.len = len;
+        self.remap()
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        // Drop the mapping before shrinking: pages past the new end would fault with SIGBUS.
+        self.flush_map()?;
+        self.map = None;
+        self.file.set_len(len)?;
+        self.len = len;
+        self.len_dirty = true;
+        self.remap()
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past the allocated length"))?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let map = self.map.as_mut().ok_or_else(|| io::Error::other("file has no mapping"))?;
+        map[offset as usize..end as usize].copy_from_slice(data);
+        self.dirty_lo = self.dirty_lo.min(offset);
+        self.dirty_hi = self.dirty_hi.max(end);
+        Ok(())
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file"))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let map = self.map.as_ref().ok_or_else(|| io::Error::other("file has no mapping"))?;
+        buf.copy_from_slice(&map[offset as usize..end as usize]);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.flush_map()?;
+        if self.len_dirty {
+            self.file.sync_data()?;
+            self.len_dirty = false;
+        }
+        Ok(())
+    }
+}

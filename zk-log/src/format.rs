@@ -1,0 +1,261 @@
+//! The bytes of a log segment: the segment header and the record frame. docs/log-format.md is the
+//! prose version of this file; keep the two in step.
+//!
+//! All integers are little-endian (the log is our own format, read and written only by zkrs on
+//! little-endian machines in practice; the payload inside a record stays jute, big-endian).
+
+use crate::error::LogError;
+use zk_proto::{Jute, OpCode, Reader, Txn, TxnHeader};
+
+/// First 8 bytes of every segment.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"ZKRSTXLG";
+/// The segment format this code writes, and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the segment header; records start here.
+pub const SEGMENT_HEADER_BYTES: u64 = 32;
+/// Bytes of a record's frame before its payload: `u32 len | u32 crc | u64 zxid`.
+pub const RECORD_HEADER_BYTES: u64 = 16;
+/// Smallest payload: an encoded TxnHeader (i64 + i32 + i64 + i64 + i32).
+pub const MIN_PAYLOAD_BYTES: u32 = 32;
+/// Largest payload accepted, on write and on read. Apache's jute.maxbuffer defaults to under 1 MiB,
+/// so a legitimate txn is far below this; the bound keeps a corrupt length from asking for gigabytes.
+pub const MAX_PAYLOAD_BYTES: u32 = 64 << 20;
+/// Segment file names are this prefix plus the first zxid as 16 lower-case hex digits.
+pub const SEGMENT_PREFIX: &str = "log.";
+
+/// The file name of the segment whose first record has `first_zxid`.
+pub fn segment_name(first_zxid: i64) -> String {
+    format!("{SEGMENT_PREFIX}{:016x}", first_zxid as u64)
+}
+
+/// The first zxid a segment file name stands for, or `None` if `name` is not a segment name.
+pub fn parse_segment_name(name: &str) -> Option<i64> {
+    let hex = name.strip_prefix(SEGMENT_PREFIX)?;
+    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let v = u64::from_str_radix(hex, 16).ok()?;
+    i64::try_from(v).ok()
+}
+
+/// Whether `next` may follow `prev` in a log: the next counter of the same epoch, or any zxid of a
+/// later epoch (a new leader starts its epoch's counter afresh, so the jump is not a gap).
+pub fn zxid_follows(prev: i64, next: i64) -> bool {
+    next == prev.wrapping_add(1) || (next > prev && (next >> 32) > (prev >> 32))
+}
+
+/// Encodes the 32-byte segment header.
+pub fn encode_segment_header(first_zxid: i64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
+    h[0..8].copy_from_slice(&SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(SEGMENT_HEADER_BYTES as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&(first_zxid as u64).to_le_bytes());
+    // 24..28: flags, zero in version 1.
+    let crc = crc32fast::hash(&h[0..28]);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// What a segment header turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// A good version-1 header for this first zxid.
+    Valid {
+        /// First zxid recorded in the header.
+        first_zxid: i64,
+    },
+    /// Our magic, but a format version this code does not know.
+    NewerVersion(u32),
+    /// Not a valid header (torn, zero, foreign or corrupt); the reason says which.
+    Invalid(&'static str),
+}
+
+/// Checks a segment header. The version is looked at before the checksum: a newer format may
+/// lay out (and checksum) its header differently, and it must be refused by version, not
+/// misreported as corruption.
+pub fn check_segment_header(h: &[u8]) -> HeaderCheck {
+    if h.len() < SEGMENT_HEADER_BYTES as usize {
+        return HeaderCheck::Invalid("file shorter than a segment header");
+    }
+    if h[0..8] != SEGMENT_MAGIC {
+        return if h[0..32].iter().all(|&b| b == 0) {
+            HeaderCheck::Invalid("header is all zero")
+        } else {
+            HeaderCheck::Invalid("bad magic")
+        };
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    if version > FORMAT_VERSION {
+        return HeaderCheck::NewerVersion(version);
+    }
+    if version != FORMAT_VERSION {
+        return HeaderCheck::Invalid("unknown format version 0");
+    }
+    let crc = u32::from_le_bytes(h[28..32].try_into().expect("4 bytes"));
+    if crc != crc32fast::hash(&h[0..28]) {
+        return HeaderCheck::Invalid("header checksum mismatch");
+    }
+    let hlen = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
+    if hlen as u64 != SEGMENT_HEADER_BYTES {
+        return HeaderCheck::Invalid("unexpected header length");
+    }
+    let first = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+    match i64::try_from(first) {
+        Ok(first_zxid) => HeaderCheck::Valid { first_zxid },
+        Err(_) => HeaderCheck::Invalid("first zxid out of range"),
+    }
+}
+
+/// A record frame's fixed part, as read from disk (not yet checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// Payload length.
+    pub len: u32,
+    /// CRC32 stored in the frame.
+    pub crc: u32,
+    /// Zxid stored in the frame.
+    pub zxid: u64,
+}
+
+impl RecordHeader {
+    /// Parses the 16 frame bytes.
+    pub fn parse(b: &[u8; RECORD_HEADER_BYTES as usize]) -> RecordHeader {
+        RecordHeader {
+            len: u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")),
+            crc: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
+            zxid: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+        }
+    }
+
+    /// All sixteen bytes zero: the preallocated, never-written part of a segment.
+    pub fn is_zero(&self) -> bool {
+        self.len == 0 && self.crc == 0 && self.zxid == 0
+    }
+
+    /// Whether the length is one a record can have.
+    pub fn len_plausible(&self) -> bool {
+        (MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES).contains(&self.len)
+    }
+}
+
+/// The checksum of a record: CRC32 over the length, the zxid and the payload, so that a corrupt
+/// length or zxid fails the check as surely as a corrupt payload does.
+pub fn record_crc(len: u32, zxid: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&len.to_le_bytes());
+    h.update(&zxid.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// The zxid inside an encoded payload's TxnHeader (bytes 12..20, big-endian jute), used to check
+/// that the frame's zxid and the txn's own zxid agree.
+pub fn payload_zxid(payload: &[u8]) -> Option<i64> {
+    payload.get(12..20).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// Decodes a record payload into the txn header and body.
+pub fn decode_payload(payload: bytes::Bytes) -> Result<(TxnHeader, Txn), zk_proto::DecodeError> {
+    let mut r = Reader::new(payload);
+    let hdr = TxnHeader::read(&mut r)?;
+    let op = OpCode::from_i32(hdr.txn_type).ok_or(zk_proto::DecodeError::InvalidValue {
+        what: "transaction type",
+        value: hdr.txn_type as i64,
+    })?;
+    let txn = Txn::decode(op, &mut r)?;
+    Ok((hdr, txn))
+}
+
+/// Transactions encoded into record frames, ready to be copied into a segment in one write.
+///
+/// Encoding happens on the caller's thread (the core), so the log writer's thread only copies
+/// bytes and syncs. Zxids inside a batch must follow one another ([`zxid_follows`]).
+#[derive(Debug, Clone, Default)]
+pub struct RecordBatch {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) first_zxid: Option<i64>,
+    pub(crate) last_zxid: Option<i64>,
+    /// Byte offset of each record in `buf`, with its zxid (for the index).
+    pub(crate) records: Vec<(i64, u32)>,
+}
+
+impl RecordBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Encodes a whole batch as handed over by the core.
+    ///
+    /// Errors: as [`Self::push`].
+    pub fn encode(batch: &[(&TxnHeader, &Txn)]) -> Result<RecordBatch, LogError> {
+        let mut b = RecordBatch::new();
+        for (h, t) in batch {
+            b.push(h, t)?;
+        }
+        Ok(b)
+    }
+
+    /// Appends one transaction.
+    ///
+    /// Errors: [`LogError::OutOfOrder`] if `hdr.zxid` is not positive or does not follow the
+    /// batch's last zxid; [`LogError::RecordTooLarge`] if the encoding exceeds
+    /// [`MAX_PAYLOAD_BYTES`]. The batch is unchanged on error.
+    pub fn push(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), LogError> {
+        let zxid = hdr.zxid;
+        if zxid <= 0 {
+            return Err(LogError::OutOfOrder { last: self.last_zxid.unwrap_or(0), got: zxid });
+        }
+        if let Some(last) = self.last_zxid {
+            if !zxid_follows(last, zxid) {
+                return Err(LogError::OutOfOrder { last, got: zxid });
+            }
+        }
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0u8; RECORD_HEADER_BYTES as usize]);
+        hdr.write(&mut self.buf);
+        txn.encode(&mut self.buf);
+        let payload_len = self.buf.len() - start - RECORD_HEADER_BYTES as usize;
+        if payload_len > MAX_PAYLOAD_BYTES as usize || start > u32::MAX as usize {
+            self.buf.truncate(start);
+            return Err(LogError::RecordTooLarge { zxid, bytes: payload_len as u64 });
+        }
+        let len = payload_len as u32;
+        let payload = &self.buf[start + RECORD_HEADER_BYTES as usize..];
+        debug_assert_eq!(payload_zxid(payload), Some(zxid));
+        let crc = record_crc(len, zxid as u64, payload);
+        self.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        self.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        self.buf[start + 8..start + 16].copy_from_slice(&(zxid as u64).to_le_bytes());
+        self.first_zxid.get_or_insert(zxid);
+        self.last_zxid = Some(zxid);
+        self.records.push((zxid, start as u32));
+        Ok(())
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Encoded size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.buf.len() as u64
+    }
+
+    /// Zxid of the first record.
+    pub fn first_zxid(&self) -> Option<i64> {
+        self.first_zxid
+    }
+
+    /// Zxid of the last record.
+    pub fn last_zxid(&self) -> Option<i64> {
+        self.last_zxid
+    }
+}

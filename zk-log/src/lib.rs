@@ -1,0 +1,35 @@
+//! zk-log: zkrs's durable transaction log.
+//!
+//! The log is a directory of segments (`log.<first zxid in 16 hex digits>`) in dataLogDir's
+//! [`LOG_DIR_NAME`] directory. Each segment is preallocated with fallocate in
+//! [`LogOptions::prealloc_bytes`] steps, written through a shared memory mapping, and made durable
+//! with msync/fdatasync; every record carries its length, zxid and a CRC32. docs/log-format.md
+//! gives every byte, the fsync protocol and the crash cases.
+//!
+//! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), purge,
+//!   and recovery when opened.
+//! - [`LogWriter`]: the log on its own thread behind a bounded queue; one sync per group of
+//!   batches, reported as "durable through zxid Z".
+//! - [`Storage`]: the backend seam, with the real disk ([`FileStorage`]) and a seeded
+//!   fault-injecting in-memory disk ([`FaultStorage`]); [`conformance`] is the suite both pass.
+//!
+//! Architecture invariant: no tokio and no knowledge of the tree or the server. The crate sees
+//! transactions only as zk-proto records and does its I/O on the caller's (or its own) threads.
+#![deny(missing_docs)]
+
+pub mod conformance;
+mod error;
+pub mod fault;
+mod file;
+pub mod format;
+mod log;
+mod storage;
+mod writer;
+
+pub use error::LogError;
+pub use fault::{FaultFile, FaultStorage};
+pub use file::{FileStorage, MappedFile, LOCK_FILE};
+pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
+pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
+pub use storage::{Storage, StorageFile};
+pub use writer::{LogWriter, SubmitError};

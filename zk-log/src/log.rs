@@ -1,0 +1,796 @@
+//! The segmented transaction log: append, group-commit sync, read, truncate, purge, and recovery.
+
+use crate::error::LogError;
+use crate::format::{
+    check_segment_header, decode_payload, encode_segment_header, parse_segment_name, payload_zxid,
+    record_crc, segment_name, zxid_follows, HeaderCheck, RecordBatch, RecordHeader, FORMAT_VERSION,
+    RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use crate::storage::{Storage, StorageFile};
+use zk_proto::{Txn, TxnHeader};
+
+/// One index entry is kept per this many records of a segment; a lookup reads at most this many
+/// record frames forward from the entry. Keeps the index at ~0.5 byte per record.
+pub const INDEX_STRIDE: u64 = 32;
+
+/// Name of the directory inside dataLogDir that holds zkrs's segments (Apache's own files live in
+/// `version-2`, so the two never mix).
+pub const LOG_DIR_NAME: &str = "zkrs-log";
+
+/// Sizes that shape the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Segments grow in steps of this many bytes, reserved with fallocate before they are written
+    /// (zoo.cfg's preAllocSize; Apache's default is 64 MiB).
+    pub prealloc_bytes: u64,
+    /// A segment that already holds records is closed, and a new one started, when the next batch
+    /// would take it past this size. A batch never spans two segments, so a single batch larger
+    /// than this makes one larger segment.
+    pub segment_bytes_max: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions { prealloc_bytes: 64 << 20, segment_bytes_max: 64 << 20 }
+    }
+}
+
+/// What recovery did when the log was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segments in the log after recovery.
+    pub segments: usize,
+    /// Records in the log after recovery.
+    pub records: u64,
+    /// A torn or corrupt tail that was cut off: (file, offset, bytes dropped).
+    pub truncated_tail: Option<(String, u64, u64)>,
+    /// Segment files removed because they held no record (a crash while one was being started).
+    pub removed_segments: Vec<String>,
+}
+
+/// One transaction read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Its header (the zxid is `header.zxid`).
+    pub header: TxnHeader,
+    /// Its body.
+    pub txn: Txn,
+}
+
+#[derive(Debug, Clone)]
+struct SegmentMeta {
+    name: String,
+    first_zxid: i64,
+    last_zxid: i64,
+    /// Offset just past the last record.
+    end: u64,
+    records: u64,
+    /// (zxid, offset) of records 0, INDEX_STRIDE, 2*INDEX_STRIDE, ...
+    index: Vec<(i64, u64)>,
+}
+
+impl SegmentMeta {
+    fn note_record(&mut self, zxid: i64, offset: u64, bytes: u64) {
+        if self.records % INDEX_STRIDE == 0 {
+            self.index.push((zxid, offset));
+        }
+        self.records += 1;
+        self.last_zxid = zxid;
+        self.end = offset + bytes;
+    }
+
+    /// The index entry to start a forward scan from to find `zxid`: (record number, offset).
+    fn seek_start(&self, zxid: i64) -> (u64, u64) {
+        let i = self.index.partition_point(|&(z, _)| z <= zxid);
+        if i == 0 {
+            (0, SEGMENT_HEADER_BYTES)
+        } else {
+            (((i - 1) as u64) * INDEX_STRIDE, self.index[i - 1].1)
+        }
+    }
+}
+
+/// The transaction log: a directory of segments named by their first zxid.
+///
+/// Appends are not durable until [`SegmentLog::sync`] returns; [`SegmentLog::commit`] does both,
+/// one sync for the whole batch. After a failed write or sync the log is poisoned (see
+/// [`LogError::Poisoned`]); a full disk is reported before anything is written and does not poison.
+#[derive(Debug)]
+pub struct SegmentLog<S: Storage> {
+    storage: S,
+    opts: LogOptions,
+    segments: Vec<SegmentMeta>,
+    /// Open handle of the newest segment while it takes appends; `None` after a roll (the next
+    /// append starts a new segment) or when the log is empty.
+    active: Option<S::File>,
+    last_zxid: i64,
+    durable_zxid: i64,
+    unsynced: bool,
+    poisoned: Option<String>,
+    report: RecoveryReport,
+}
+
+fn round_up(n: u64, step: u64) -> u64 {
+    let step = step.max(1);
+    n.div_ceil(step).saturating_mul(step)
+}
+
+enum ScanStop {
+    /// The file ends exactly after the last record.
+    Eof,
+    /// Sixteen zero bytes (or fewer, up to the end) where the next frame would be.
+    Zero,
+    /// Bytes that are not a valid record: torn, garbage or corrupt.
+    Bad(String),
+}
+
+struct ScanOut {
+    meta: SegmentMeta,
+    stop: ScanStop,
+}
+
+fn read_at<F: StorageFile>(f: &F, shown: &str, off: u64, buf: &mut [u8]) -> Result<(), LogError> {
+    f.read_at(off, buf).map_err(|e| LogError::io("read", shown, e))
+}
+
+/// Reads record frames from `SEGMENT_HEADER_BYTES` until the first thing that is not a valid
+/// record. A record whose checksum holds but whose zxid is wrong is an error, not a stop: a
+/// checksum-valid record was written whole, so a wrong zxid is a real inconsistency.
+fn scan_segment<F: StorageFile>(
+    file: &F,
+    shown: &str,
+    name: &str,
+    first_zxid: i64,
+    file_len: u64,
+    prev: &mut Option<i64>,
+) -> Result<ScanOut, LogError> {
+    let mut meta = SegmentMeta {
+        name: name.to_string(),
+        first_zxid,
+        last_zxid: 0,
+        end: SEGMENT_HEADER_BYTES,
+        records: 0,
+        index: Vec::new(),
+    };
+    let mut payload = Vec::new();
+    let mut off = SEGMENT_HEADER_BYTES;
+    let stop = loop {
+        if off == file_len {
+            break ScanStop::Eof;
+        }
+        let avail = file_len - off;
+        if avail < RECORD_HEADER_BYTES {
+            let mut rest = vec![0u8; avail as usize];
+            read_at(file, shown, off, &mut rest)?;
+            break if rest.iter().all(|&b| b == 0) {
+                ScanStop::Zero
+            } else {
+                ScanStop::Bad("record frame cut short by the end of the file".into())
+            };
+        }
+        let mut hb = [0u8; RECORD_HEADER_BYTES as usize];
+        read_at(file, shown, off, &mut hb)?;
+        let h = RecordHeader::parse(&hb);
+        if h.is_zero() {
+            break ScanStop::Zero;
+        }
+        if !h.len_plausible() {
+            break ScanStop::Bad(format!("implausible record length {}", h.len));
+        }
+        let total = RECORD_HEADER_BYTES + h.len as u64;
+        if total > avail {
+            break ScanStop::Bad(format!("record of {} bytes runs past the end of the file", h.len));
+        }
+        payload.resize(h.len as usize, 0);
+        read_at(file, shown, off + RECORD_HEADER_BYTES, &mut payload)?;
+        if record_crc(h.len, h.zxid, &payload) != h.crc {
+            break ScanStop::Bad("record checksum mismatch".into());
+        }
+        let corrupt = |reason: String| LogError::Corrupt { file: shown.to_string(), offset: off, reason };
+        let zxid = i64::try_from(h.zxid).map_err(|_| corrupt(format!("zxid {:#x} out of range", h.zxid)))?;
+        if payload_zxid(&payload) != Some(zxid) {
+            return Err(corrupt(format!("frame zxid {zxid:#x} differs from the txn header's")));
+        }
+        if meta.records == 0 && zxid != first_zxid {
+            return Err(corrupt(format!(
+                "first record has zxid {zxid:#x} but the segment is named for {first_zxid:#x}"
+            )));
+        }
+        if let Some(p) = *prev {
+            if !zxid_follows(p, zxid) {
+                return Err(LogError::ZxidGap { file: shown.to_string(), offset: off, prev: p, found: zxid });
+            }
+        }
+        *prev = Some(zxid);
+        meta.note_record(zxid, off, total);
+        off += total;
+    };
+    Ok(ScanOut { meta, stop })
+}
+
+/// Looks in `region` (the bytes of a segment from offset `base` on) for a checksum-valid record
+/// frame at any byte position after the first, with a zxid in the same or the next epoch after
+/// `after`. Returns its offset and zxid.
+fn find_intact_record(region: &[u8], base: u64, after: i64) -> Option<(u64, i64)> {
+    let hdr = RECORD_HEADER_BYTES as usize;
+    let mut pos = 1;
+    while pos + hdr <= region.len() {
+        let h = RecordHeader::parse(region[pos..pos + hdr].try_into().expect("16 bytes"));
+        let z = h.zxid as i64;
+        // Cheap filters first: a plausible length and a zxid the log could hold next. Random
+        // garbage almost never passes both, so the checksum runs rarely.
+        if h.len_plausible()
+            && h.zxid <= i64::MAX as u64
+            && z > after
+            && (z >> 32) - (after >> 32) <= 1
+            && pos + hdr + h.len as usize <= region.len()
+        {
+            let payload = &region[pos + hdr..pos + hdr + h.len as usize];
+            if record_crc(h.len, h.zxid, payload) == h.crc {
+                return Some((base + pos as u64, z));
+            }
+        }
+        pos += 1;
+    }
+    None
+}
+
+impl<S: Storage> SegmentLog<S> {
+    /// Opens the log in `storage`, recovering it: every segment is scanned and every record's
+    /// checksum verified.
+    ///
+    /// - A torn, zero-filled or checksum-failing tail of the newest segment (after its last valid
+    ///   record, with no valid record anywhere after it) is cut off, with a `warn` naming the file,
+    ///   offset and bytes dropped; see [`Self::recovery`].
+    /// - A newest segment whose header never became valid and that holds nothing else (a crash
+    ///   while it was being started) is removed; so is a newest segment with no records.
+    ///
+    /// Errors: [`LogError::UnsupportedVersion`] for a segment of a newer format;
+    /// [`LogError::Corrupt`] for a bad header or record anywhere else (including a bad record
+    /// followed by an intact one), naming file and offset; [`LogError::ZxidGap`] when zxids do not
+    /// follow across records or segments; [`LogError::Io`] if the backend fails.
+    pub fn open(storage: S, opts: LogOptions) -> Result<SegmentLog<S>, LogError> {
+        let names = storage.list().map_err(|e| LogError::io("list", storage.display_name("."), e))?;
+        let mut segs: Vec<(i64, String)> =
+            names.into_iter().filter_map(|n| parse_segment_name(&n).map(|z| (z, n))).collect();
+        segs.sort();
+        let mut report = RecoveryReport::default();
+        let mut metas: Vec<SegmentMeta> = Vec::with_capacity(segs.len());
+        let mut active = None;
+        let mut prev: Option<i64> = None;
+        let count = segs.len();
+        for (i, (name_zxid, name)) in segs.into_iter().enumerate() {
+            let is_last = i + 1 == count;
+            let shown = storage.display_name(&name);
+            let mut file = storage.open(&name).map_err(|e| LogError::io("open", shown.clone(), e))?;
+            let file_len = file.len().map_err(|e| LogError::io("stat", shown.clone(), e))?;
+            let mut head = vec![0u8; file_len.min(SEGMENT_HEADER_BYTES) as usize];
+            read_at(&file, &shown, 0, &mut head)?;
+            let first_zxid = match check_segment_header(&head) {
+                HeaderCheck::Valid { first_zxid } => first_zxid,
+                HeaderCheck::NewerVersion(version) => {
+                    return Err(LogError::UnsupportedVersion {
+                        file: shown,
+                        version,
+                        supported: FORMAT_VERSION,
+                    })
+                }
+                HeaderCheck::Invalid(reason) => {
+                    // The header is synced before any record is written, so a newest segment with
+                    // a bad header and nothing but zeros after it never held a record.
+                    if is_last
+                        && Self::all_zero_from(&file, &shown, SEGMENT_HEADER_BYTES.min(file_len), file_len)?
+                    {
+                        tracing::warn!(file = %shown, reason, "removing newest log segment whose header was never completed");
+                        drop(file);
+                        Self::remove_file(&storage, &name)?;
+                        report.removed_segments.push(name);
+                        continue;
+                    }
+                    return Err(LogError::Corrupt { file: shown, offset: 0, reason: reason.to_string() });
+                }
+            };
+            if first_zxid != name_zxid {
+                return Err(LogError::Corrupt {
+                    file: shown,
+                    offset: 16,
+                    reason: format!("header says first zxid {first_zxid:#x}, the name says {name_zxid:#x}"),
+                });
+            }
+            let ScanOut { meta, stop } = scan_segment(&file, &shown, &name, first_zxid, file_len, &mut prev)?;
+            if !is_last {
+                let clean = match stop {
+                    ScanStop::Eof => true,
+                    ScanStop::Zero => Self::all_zero_from(&file, &shown, meta.end, file_len)?,
+                    ScanStop::Bad(_) => false,
+                };
+                if !clean {
+                    let reason = match stop {
+                        ScanStop::Bad(r) => r,
+                        _ => "non-zero bytes after the last record".into(),
+                    };
+                    return Err(LogError::Corrupt {
+                        file: shown,
+                        offset: meta.end,
+                        reason: format!("{reason} (not the newest segment, so this is not a torn tail)"),
+                    });
+                }
+                if meta.records == 0 {
+                    return Err(LogError::Corrupt {
+                        file: shown,
+                        offset: SEGMENT_HEADER_BYTES,
+                        reason: "segment holds no records but is not the newest".into(),
+                    });
+                }
+                metas.push(meta);
+                continue;
+            }
+            // The newest segment: whatever follows its last valid record is a tail that no sync
+            // completed for, unless an intact record follows it.
+            let stop_reason = match stop {
+                ScanStop::Eof => None,
+                ScanStop::Zero => Some("zero-filled frame".to_string()),
+                ScanStop::Bad(r) => Some(r),
+            };
+            if let Some(reason) = stop_reason {
+                let mut region = vec![0u8; (file_len - meta.end) as usize];
+                read_at(&file, &shown, meta.end, &mut region)?;
+                let nonzero_end = region.iter().rposition(|&b| b != 0).map(|p| p as u64 + 1);
+                if let Some(nz) = nonzero_end {
+                    let after = if meta.records > 0 { meta.last_zxid } else { first_zxid - 1 };
+                    if let Some((at, zxid)) = find_intact_record(&region, meta.end, after) {
+                        return Err(LogError::Corrupt {
+                            file: shown,
+                            offset: meta.end,
+                            reason: format!(
+                                "{reason}, yet an intact record (zxid {zxid:#x}) follows at offset {at}, \
+                                 so this is not a torn tail"
+                            ),
+                        });
+                    }
+                    tracing::warn!(
+                        file = %shown,
+                        offset = meta.end,
+                        bytes_dropped = nz,
+                        reason = %reason,
+                        "truncating torn tail of the transaction log (no sync had completed for these bytes)"
+                    );
+                    let cut = |e| LogError::io("truncate", shown.clone(), e);
+                    file.set_len(meta.end).map_err(cut)?;
+                    file.sync().map_err(cut)?;
+                    // Restore the preallocation, now zero-filled, so later appends write in place.
+                    file.allocate(file_len).map_err(cut)?;
+                    report.truncated_tail = Some((shown.clone(), meta.end, nz));
+                }
+            }
+            if meta.records == 0 {
+                tracing::warn!(file = %shown, "removing newest log segment, which holds no records");
+                drop(file);
+                Self::remove_file(&storage, &name)?;
+                report.removed_segments.push(name);
+                continue;
+            }
+            metas.push(meta);
+            active = Some(file);
+        }
+        let last_zxid = metas.last().map_or(0, |m| m.last_zxid);
+        report.segments = metas.len();
+        report.records = metas.iter().map(|m| m.records).sum();
+        Ok(SegmentLog {
+            storage,
+            opts,
+            segments: metas,
+            active,
+            last_zxid,
+            durable_zxid: last_zxid,
+            unsynced: false,
+            poisoned: None,
+            report,
+        })
+    }
+
+    fn all_zero_from(file: &S::File, shown: &str, from: u64, to: u64) -> Result<bool, LogError> {
+        let mut off = from;
+        let mut buf = vec![0u8; 1 << 20];
+        while off < to {
+            let n = (to - off).min(buf.len() as u64) as usize;
+            read_at(file, shown, off, &mut buf[..n])?;
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            off += n as u64;
+        }
+        Ok(true)
+    }
+
+    fn remove_file(storage: &S, name: &str) -> Result<(), LogError> {
+        storage.remove(name).map_err(|e| LogError::io("remove", storage.display_name(name), e))?;
+        storage.sync_dir().map_err(|e| LogError::io("sync directory", storage.display_name("."), e))
+    }
+
+    /// What recovery found and did when the log was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Zxid of the last record appended (0 when the log has never held one).
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// Zxid through which every appended record is durable.
+    pub fn durable_zxid(&self) -> i64 {
+        self.durable_zxid
+    }
+
+    /// Zxid of the oldest record held, if any.
+    pub fn first_zxid(&self) -> Option<i64> {
+        self.segments.first().map(|s| s.first_zxid)
+    }
+
+    /// Segment file names, oldest first.
+    pub fn segment_names(&self) -> Vec<String> {
+        self.segments.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The backend.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    fn check_usable(&self) -> Result<(), LogError> {
+        match &self.poisoned {
+            Some(why) => Err(LogError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&mut self, e: LogError) -> LogError {
+        self.poisoned = Some(e.to_string());
+        e
+    }
+
+    /// Encodes and appends `batch` and makes it durable with one sync: the shape of the core's
+    /// persist step. Returns the zxid now durable.
+    ///
+    /// Errors: as [`Self::append`] and [`Self::sync`].
+    pub fn commit(&mut self, batch: &[(&TxnHeader, &Txn)]) -> Result<i64, LogError> {
+        let b = RecordBatch::encode(batch)?;
+        self.append(&b)?;
+        self.sync()?;
+        Ok(self.durable_zxid)
+    }
+
+    /// Appends an encoded batch, in one write, to the newest segment (starting a new segment first
+    /// if the batch would take the current one past [`LogOptions::segment_bytes_max`]). Not
+    /// durable until [`Self::sync`].
+    ///
+    /// Errors: [`LogError::OutOfOrder`] if the batch's first zxid does not follow the log's last
+    /// (for an empty log: is not above it); [`LogError::Io`] with ENOSPC if space could not be
+    /// reserved ([`LogError::is_storage_full`]); nothing is written then and the log stays usable.
+    /// Any other I/O failure poisons the log.
+    pub fn append(&mut self, batch: &RecordBatch) -> Result<(), LogError> {
+        self.check_usable()?;
+        let (Some(first), Some(last)) = (batch.first_zxid, batch.last_zxid) else {
+            return Ok(());
+        };
+        let ok = if self.segments.is_empty() {
+            first > self.last_zxid
+        } else {
+            zxid_follows(self.last_zxid, first)
+        };
+        if !ok {
+            return Err(LogError::OutOfOrder { last: self.last_zxid, got: first });
+        }
+        let bytes = batch.bytes();
+        if self.active.is_some() {
+            let seg = self.segments.last().expect("active implies a segment");
+            if seg.end + bytes > self.opts.segment_bytes_max {
+                self.roll()?;
+            }
+        }
+        if self.active.is_none() {
+            self.start_segment(first, bytes)?;
+        }
+        let prealloc = self.opts.prealloc_bytes;
+        let seg = self.segments.last_mut().expect("a segment was just ensured");
+        let file = self.active.as_mut().expect("a segment was just ensured");
+        let shown = self.storage.display_name(&seg.name);
+        let need = seg.end + bytes;
+        let have = file.len().map_err(|e| LogError::io("stat", shown.clone(), e))?;
+        if need > have {
+            // Reserve before writing, so a full disk is an error here and never a SIGBUS later.
+            file.allocate(round_up(need, prealloc))
+                .map_err(|e| LogError::io("allocate", shown.clone(), e))?;
+        }
+        let base = seg.end;
+        if let Err(e) = file.write_at(base, &batch.buf) {
+            return Err(self.poison(LogError::io("write", shown, e)));
+        }
+        let ends = batch.records.iter().skip(1).map(|&(_, o)| o as u64).chain(std::iter::once(bytes));
+        for (&(zxid, rel), end) in batch.records.iter().zip(ends) {
+            seg.note_record(zxid, base + rel as u64, end - rel as u64);
+        }
+        debug_assert_eq!(seg.end, need);
+        self.last_zxid = last;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Creates the segment for a batch starting at `first`: reserve space, write the header, sync
+    /// the file and then the directory, so the segment exists durably before any record in it
+    /// could be acknowledged.
+    fn start_segment(&mut self, first: i64, batch_bytes: u64) -> Result<(), LogError> {
+        let name = segment_name(first);
+        let shown = self.storage.display_name(&name);
+        let mut file = self.storage.create(&name).map_err(|e| LogError::io("create", shown.clone(), e))?;
+        let size = round_up(SEGMENT_HEADER_BYTES + batch_bytes, self.opts.prealloc_bytes);
+        if let Err(e) = file.allocate(size) {
+            // Nothing of ours is in the file yet: remove it so the log is as before (full disk).
+            drop(file);
+            let _ = self.storage.remove(&name);
+            let _ = self.storage.sync_dir();
+            return Err(LogError::io("allocate", shown, e));
+        }
+        let header = encode_segment_header(first);
+        let res = file
+            .write_at(0, &header)
+            .and_then(|_| file.sync())
+            .map_err(|e| LogError::io("write header", shown.clone(), e))
+            .and_then(|_| {
+                self.storage
+                    .sync_dir()
+                    .map_err(|e| LogError::io("sync directory", self.storage.display_name("."), e))
+            });
+        if let Err(e) = res {
+            return Err(self.poison(e));
+        }
+        self.segments.push(SegmentMeta {
+            name,
+            first_zxid: first,
+            last_zxid: 0,
+            end: SEGMENT_HEADER_BYTES,
+            records: 0,
+            index: Vec::new(),
+        });
+        self.active = Some(file);
+        Ok(())
+    }
+
+    /// Makes every appended record durable (one msync/fdatasync of what was written since the
+    /// last sync).
+    ///
+    /// Errors: [`LogError::Io`] if the sync fails; the log is then poisoned, and nothing appended
+    /// since the last successful sync may be acknowledged.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        self.check_usable()?;
+        if !self.unsynced {
+            return Ok(());
+        }
+        if let Some(f) = self.active.as_mut() {
+            if let Err(e) = f.sync() {
+                let name = self.segments.last().map(|s| s.name.as_str()).unwrap_or("");
+                let e = LogError::io("sync", self.storage.display_name(name), e);
+                return Err(self.poison(e));
+            }
+        }
+        self.unsynced = false;
+        self.durable_zxid = self.last_zxid;
+        Ok(())
+    }
+
+    /// Closes the newest segment (syncing it and giving back its unused preallocation); the next
+    /// append starts a new segment. Does nothing if there is no open segment. The server rolls
+    /// when it takes a snapshot, as Apache ZooKeeper does, so old segments can be purged.
+    ///
+    /// Errors: [`LogError::Io`] if trimming or syncing fails (the log is then poisoned).
+    pub fn roll(&mut self) -> Result<(), LogError> {
+        self.check_usable()?;
+        let Some(mut file) = self.active.take() else { return Ok(()) };
+        let seg = self.segments.last().expect("active implies a segment");
+        let shown = self.storage.display_name(&seg.name);
+        // Cut the zero tail: an older segment then ends exactly at its last record, which is what
+        // recovery checks. The sync covers the records and the new length, and completes before
+        // the next segment is created.
+        if let Err(e) = file.set_len(seg.end).and_then(|_| file.sync()) {
+            return Err(self.poison(LogError::io("close segment", shown, e)));
+        }
+        self.unsynced = false;
+        self.durable_zxid = self.last_zxid;
+        Ok(())
+    }
+
+    /// Finds, in segment `si`, the offset of the first record with zxid > `zxid` and the zxid of
+    /// the record before it (None if it is the first), with the record count up to it.
+    fn locate_after(&self, si: usize, zxid: i64) -> Result<(u64, Option<i64>, u64), LogError> {
+        let seg = &self.segments[si];
+        let shown = self.storage.display_name(&seg.name);
+        let file = self.storage.open(&seg.name).map_err(|e| LogError::io("open", shown.clone(), e))?;
+        let (mut n, mut off) = seg.seek_start(zxid);
+        let mut before = None;
+        while off < seg.end {
+            let mut hb = [0u8; RECORD_HEADER_BYTES as usize];
+            read_at(&file, &shown, off, &mut hb)?;
+            let h = RecordHeader::parse(&hb);
+            if h.zxid as i64 > zxid {
+                break;
+            }
+            before = Some(h.zxid as i64);
+            off += RECORD_HEADER_BYTES + h.len as u64;
+            n += 1;
+        }
+        Ok((off, before, n))
+    }
+
+    /// Removes every record with a zxid above `zxid` (Zab's TRUNC). Later segments are removed
+    /// newest first, then the segment holding `zxid` is cut and synced, so a crash part-way leaves
+    /// a shorter log that is still contiguous; the caller repeats the truncation after a restart.
+    ///
+    /// Errors: [`LogError::NotInLog`] if `zxid` is negative; [`LogError::Io`] on a backend failure
+    /// (the log is then poisoned).
+    pub fn truncate_after(&mut self, zxid: i64) -> Result<(), LogError> {
+        self.check_usable()?;
+        if zxid < 0 {
+            return Err(self.not_in_log(zxid));
+        }
+        if zxid >= self.last_zxid {
+            return Ok(());
+        }
+        while self.segments.last().is_some_and(|s| s.first_zxid > zxid) {
+            let seg = self.segments.pop().expect("checked");
+            self.active = None;
+            if let Err(e) = Self::remove_file(&self.storage, &seg.name) {
+                return Err(self.poison(e));
+            }
+        }
+        self.unsynced = false;
+        let Some(si) = self.segments.len().checked_sub(1) else {
+            self.last_zxid = zxid;
+            self.durable_zxid = zxid;
+            return Ok(());
+        };
+        let (cut, before, n) = self.locate_after(si, zxid)?;
+        let seg = &mut self.segments[si];
+        let shown = self.storage.display_name(&seg.name);
+        // The segment's first zxid is <= zxid, so a record precedes the cut; anything else means the
+        // file changed under us.
+        let Some(last) = before else {
+            return Err(LogError::Corrupt {
+                file: shown,
+                offset: cut,
+                reason: "no record before the cut".into(),
+            });
+        };
+        let mut file = match self.active.take() {
+            Some(f) => f,
+            None => self.storage.open(&seg.name).map_err(|e| LogError::io("open", shown.clone(), e))?,
+        };
+        if let Err(e) = file.set_len(cut).and_then(|_| file.sync()) {
+            return Err(self.poison(LogError::io("truncate", shown, e)));
+        }
+        seg.end = cut;
+        seg.records = n;
+        seg.last_zxid = last;
+        seg.index.truncate(n.div_ceil(INDEX_STRIDE) as usize);
+        self.active = Some(file);
+        self.last_zxid = last;
+        self.durable_zxid = last;
+        Ok(())
+    }
+
+    /// Removes segments all of whose records are below `zxid` (the newest segment is always kept),
+    /// oldest first, syncing the directory after each, so a crash part-way leaves a contiguous
+    /// suffix of the log. Returns the names removed.
+    ///
+    /// Errors: [`LogError::Io`] if a removal fails; segments removed before it stay removed.
+    pub fn purge_before(&mut self, zxid: i64) -> Result<Vec<String>, LogError> {
+        self.check_usable()?;
+        let mut removed = Vec::new();
+        while self.segments.len() > 1 && self.segments[1].first_zxid <= zxid {
+            Self::remove_file(&self.storage, &self.segments[0].name)?;
+            removed.push(self.segments.remove(0).name);
+        }
+        Ok(removed)
+    }
+
+    fn not_in_log(&self, zxid: i64) -> LogError {
+        LogError::NotInLog { zxid, first: self.first_zxid().unwrap_or(0), last: self.last_zxid }
+    }
+
+    /// Iterates over the records with zxid >= `zxid`, oldest first, including appended records
+    /// whose sync has not completed yet. Each record's checksum is verified again as it is read.
+    ///
+    /// Errors: [`LogError::NotInLog`] if the log holds records but its oldest is above `zxid`
+    /// (records the caller asked for were purged); a `zxid` past the end gives an empty iterator.
+    /// The iterator yields [`LogError::Corrupt`] for a record that no longer checks out.
+    pub fn read_from(&self, zxid: i64) -> Result<LogIter<'_, S>, LogError> {
+        let mut it = LogIter {
+            log: self,
+            seg: self.segments.len(),
+            file: None,
+            off: 0,
+            from: zxid,
+            payload: Vec::new(),
+        };
+        let Some(first) = self.first_zxid() else { return Ok(it) };
+        if zxid < first {
+            return Err(self.not_in_log(zxid));
+        }
+        if zxid > self.last_zxid {
+            return Ok(it);
+        }
+        let si = self.segments.partition_point(|s| s.first_zxid <= zxid) - 1;
+        it.seg = si;
+        it.off = self.segments[si].seek_start(zxid).1;
+        Ok(it)
+    }
+}
+
+/// Iterator over log records; see [`SegmentLog::read_from`].
+pub struct LogIter<'a, S: Storage> {
+    log: &'a SegmentLog<S>,
+    seg: usize,
+    file: Option<S::File>,
+    off: u64,
+    from: i64,
+    payload: Vec<u8>,
+}
+
+impl<S: Storage> LogIter<'_, S> {
+    fn next_record(&mut self) -> Result<Option<LogEntry>, LogError> {
+        loop {
+            let Some(seg) = self.log.segments.get(self.seg) else { return Ok(None) };
+            if self.off >= seg.end {
+                self.seg += 1;
+                self.file = None;
+                self.off = SEGMENT_HEADER_BYTES;
+                continue;
+            }
+            let shown = self.log.storage.display_name(&seg.name);
+            if self.file.is_none() {
+                self.file = Some(
+                    self.log.storage.open(&seg.name).map_err(|e| LogError::io("open", shown.clone(), e))?,
+                );
+            }
+            let file = self.file.as_ref().expect("just opened");
+            let mut hb = [0u8; RECORD_HEADER_BYTES as usize];
+            read_at(file, &shown, self.off, &mut hb)?;
+            let h = RecordHeader::parse(&hb);
+            let corrupt =
+                |off: u64, reason: String| LogError::Corrupt { file: shown.clone(), offset: off, reason };
+            if !h.len_plausible() || self.off + RECORD_HEADER_BYTES + h.len as u64 > seg.end {
+                self.seg = usize::MAX;
+                return Err(corrupt(self.off, format!("bad record length {} on re-read", h.len)));
+            }
+            self.payload.resize(h.len as usize, 0);
+            read_at(file, &shown, self.off + RECORD_HEADER_BYTES, &mut self.payload)?;
+            if record_crc(h.len, h.zxid, &self.payload) != h.crc {
+                self.seg = usize::MAX;
+                return Err(corrupt(self.off, "record checksum mismatch on re-read".into()));
+            }
+            let at = self.off;
+            self.off += RECORD_HEADER_BYTES + h.len as u64;
+            if (h.zxid as i64) < self.from {
+                continue;
+            }
+            let (header, txn) =
+                decode_payload(bytes::Bytes::copy_from_slice(&self.payload)).map_err(|e| {
+                    self.seg = usize::MAX;
+                    corrupt(at, format!("record does not decode: {e}"))
+                })?;
+            if header.zxid != h.zxid as i64 {
+                self.seg = usize::MAX;
+                return Err(corrupt(at, "frame zxid differs from the txn header's".into()));
+            }
+            return Ok(Some(LogEntry { header, txn }));
+        }
+    }
+}
+
+impl<S: Storage> Iterator for LogIter<'_, S> {
+    type Item = Result<LogEntry, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record().transpose()
+    }
+}

@@ -1,0 +1,85 @@
+//! The storage backend the log is written through: a flat directory of files.
+//!
+//! The log never touches the file system directly. It goes through [`Storage`] and [`StorageFile`],
+//! so the same log code runs on the real disk ([`crate::FileStorage`]) and on the in-memory
+//! fault-injecting disk ([`crate::FaultStorage`]) that crash tests use.
+//!
+//! # Durability contract every backend keeps
+//! - Bytes given to [`StorageFile::write_at`] and lengths set by [`StorageFile::set_len`] may be lost
+//!   at a crash until [`StorageFile::sync`] returns; a write in flight at the crash may be torn
+//!   (a prefix of it lands, the rest does not).
+//! - [`StorageFile::allocate`] reserves the blocks and makes the new length durable before it returns,
+//!   so a later write inside the allocated length cannot fail for lack of space.
+//! - Creating, renaming and removing a file may be lost at a crash until [`Storage::sync_dir`]
+//!   returns.
+
+use std::io;
+
+/// A directory of files, the unit a log lives in.
+///
+/// Names are plain file names (no separators). Handles are cheap to clone and refer to the same
+/// directory.
+pub trait Storage: Clone + Send + std::fmt::Debug + 'static {
+    /// An open file of this backend.
+    type File: StorageFile;
+
+    /// Creates a new empty file `name`.
+    ///
+    /// Errors: `AlreadyExists` if it exists; any I/O error of the backend.
+    fn create(&self, name: &str) -> io::Result<Self::File>;
+
+    /// Opens the existing file `name` for reading and writing.
+    ///
+    /// Errors: `NotFound` if there is no such file; any I/O error of the backend.
+    fn open(&self, name: &str) -> io::Result<Self::File>;
+
+    /// Renames `from` to `to`, replacing `to` if it exists.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+
+    /// Removes the file `name`.
+    ///
+    /// Errors: `NotFound` if there is no such file.
+    fn remove(&self, name: &str) -> io::Result<()>;
+
+    /// The names of all files in the directory, in no particular order.
+    fn list(&self) -> io::Result<Vec<String>>;
+
+    /// Makes every create, rename and remove done so far durable.
+    fn sync_dir(&self) -> io::Result<()>;
+
+    /// How `name` should be shown in log lines and errors (a full path for the file backend).
+    fn display_name(&self, name: &str) -> String;
+}
+
+/// One open file of a [`Storage`].
+pub trait StorageFile: Send + std::fmt::Debug + 'static {
+    /// The file's current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Grows the file to `len` bytes with its blocks reserved (zero-filled), and makes the new
+    /// length durable before returning. A `len` not above the current length does nothing.
+    ///
+    /// Errors: `StorageFull` (ENOSPC) when the disk has no room; the file is then unchanged.
+    fn allocate(&mut self, len: u64) -> io::Result<()>;
+
+    /// Sets the length to `len`, cutting or zero-extending. Not durable until [`Self::sync`].
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+
+    /// Writes all of `data` at `offset`. The range must lie inside the current length (grow the
+    /// file with [`Self::allocate`] first): a write past the end is refused with `InvalidInput`,
+    /// because the file backend writes through a mapping of the file.
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+
+    /// Fills `buf` from `offset`.
+    ///
+    /// Errors: `UnexpectedEof` if the file ends first.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// Makes every write and length change made through this file durable.
+    fn sync(&mut self) -> io::Result<()>;
+}

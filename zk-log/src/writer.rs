@@ -1,0 +1,143 @@
+//! The background log writer: the log on its own thread, fed by a bounded queue, one sync per group.
+
+use crate::error::LogError;
+use crate::format::RecordBatch;
+use crate::log::SegmentLog;
+use crate::storage::Storage;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+/// Why [`LogWriter::try_submit`] did not take a batch; the batch is handed back.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The queue is full; try again after a durability report.
+    Full(RecordBatch),
+    /// The writer has stopped (after an error); nothing more will be made durable.
+    Stopped(RecordBatch),
+}
+
+/// Owns a [`SegmentLog`] on a dedicated thread and makes queued batches durable.
+///
+/// The thread takes every batch waiting in the queue, appends them all, syncs once, and then
+/// reports "durable through zxid Z" to the callback given at construction. Batches that arrive
+/// while a sync runs wait in the queue and go out together in the next sync: that is the group
+/// commit. The callback runs on the writer thread, in zxid order, so it should only hand the
+/// news on (send on a channel, wake the core) and never block for long.
+///
+/// After any error the callback receives it once and the thread stops: batches queued behind the
+/// failed one are dropped unwritten, [`LogWriter::submit`] returns [`LogError::WriterStopped`],
+/// and [`LogWriter::shutdown`] hands the log back. A full disk does not poison the log, so the
+/// caller may start a new writer on it once it has dealt with the refused zxids.
+#[derive(Debug)]
+pub struct LogWriter<S: Storage> {
+    tx: Option<SyncSender<RecordBatch>>,
+    thread: Option<JoinHandle<SegmentLog<S>>>,
+}
+
+impl<S: Storage> LogWriter<S> {
+    /// Starts the writer thread (named `zk-log-writer`) with a queue of at most
+    /// `queue_batches_max` batches (at least 1).
+    ///
+    /// `on_durable` receives `Ok(z)` each time every record through zxid `z` is durable, or the
+    /// error that stopped the writer.
+    ///
+    /// Errors: the thread could not be spawned.
+    pub fn spawn<F>(
+        log: SegmentLog<S>,
+        queue_batches_max: usize,
+        on_durable: F,
+    ) -> std::io::Result<LogWriter<S>>
+    where
+        F: FnMut(Result<i64, LogError>) + Send + 'static,
+    {
+        let (tx, rx) = mpsc::sync_channel(queue_batches_max.max(1));
+        let thread = std::thread::Builder::new()
+            .name("zk-log-writer".into())
+            .spawn(move || run(log, rx, on_durable, queue_batches_max.max(1)))?;
+        Ok(LogWriter { tx: Some(tx), thread: Some(thread) })
+    }
+
+    /// Queues a batch, waiting while the queue is full.
+    ///
+    /// Errors: [`LogError::WriterStopped`] if the writer thread has stopped.
+    pub fn submit(&self, batch: RecordBatch) -> Result<(), LogError> {
+        let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
+        tx.send(batch).map_err(|_| LogError::WriterStopped)
+    }
+
+    /// Queues a batch if there is room, without waiting.
+    ///
+    /// Errors: [`SubmitError::Full`] or [`SubmitError::Stopped`], with the batch.
+    pub fn try_submit(&self, batch: RecordBatch) -> Result<(), SubmitError> {
+        let Some(tx) = self.tx.as_ref() else { return Err(SubmitError::Stopped(batch)) };
+        tx.try_send(batch).map_err(|e| match e {
+            TrySendError::Full(b) => SubmitError::Full(b),
+            TrySendError::Disconnected(b) => SubmitError::Stopped(b),
+        })
+    }
+
+    /// Stops taking batches, lets the thread make everything already queued durable (reporting it
+    /// as usual), and returns the log.
+    ///
+    /// Errors: [`LogError::WriterStopped`] if the writer thread panicked (the log is lost with it).
+    pub fn shutdown(mut self) -> Result<SegmentLog<S>, LogError> {
+        self.tx = None;
+        let t = self.thread.take().ok_or(LogError::WriterStopped)?;
+        t.join().map_err(|_| LogError::WriterStopped)
+    }
+}
+
+impl<S: Storage> Drop for LogWriter<S> {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread after it has synced what was queued; waiting for it
+        // keeps the log's files from being used by two owners at once.
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run<S: Storage, F>(
+    mut log: SegmentLog<S>,
+    rx: Receiver<RecordBatch>,
+    mut on_durable: F,
+    group_batches_max: usize,
+) -> SegmentLog<S>
+where
+    F: FnMut(Result<i64, LogError>),
+{
+    while let Ok(first) = rx.recv() {
+        let mut failed = log.append(&first).err();
+        let mut taken = 1;
+        // Everything that queued up while the previous sync ran goes into this sync. Bounded by
+        // the queue's capacity so a steady stream cannot postpone the sync forever.
+        while failed.is_none() && taken < group_batches_max {
+            match rx.try_recv() {
+                Ok(b) => {
+                    failed = log.append(&b).err();
+                    taken += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        // Sync what was appended before any failure, so it can still be acknowledged.
+        let before = log.durable_zxid();
+        match log.sync() {
+            Ok(()) => {
+                if log.durable_zxid() > before {
+                    on_durable(Ok(log.durable_zxid()));
+                }
+            }
+            Err(e) => {
+                on_durable(Err(failed.take().unwrap_or(e)));
+                return log;
+            }
+        }
+        if let Some(e) = failed {
+            on_durable(Err(e));
+            return log;
+        }
+    }
+    log
+}
