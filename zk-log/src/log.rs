@@ -413,7 +413,7 @@ impl<S: Storage> SegmentLog<S> {
         &self.report
     }
 
-    /// Zxid of the last record appended (0 when the log has never held one).
+    /// Zxid of the last record appended (0 when the log holds none).
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
     }
@@ -645,8 +645,9 @@ impl<S: Storage> SegmentLog<S> {
         }
         self.unsynced = false;
         let Some(si) = self.segments.len().checked_sub(1) else {
-            self.last_zxid = zxid;
-            self.durable_zxid = zxid;
+            // Nothing at or below `zxid` was held: the log is empty, as it will be after reopening.
+            self.last_zxid = 0;
+            self.durable_zxid = 0;
             return Ok(());
         };
         let (cut, before, n) = self.locate_after(si, zxid)?;
