@@ -142,7 +142,7 @@ fn wall_ms() -> i64 {
 
 /// Opcodes whose requests become transactions.
 fn is_write_op(op: i32) -> bool {
-    OpCode::from_i32(op).is_some_and(|o| o.is_write() && o != OpCode::CreateSession)
+    OpCode::from_i32(op).is_some_and(|o| o.is_write())
 }
 
 impl Core {
@@ -454,11 +454,30 @@ impl Core {
             return;
         };
         let now = wall_ms();
-        if !self.db.sessions_mut().touch(sid, now) {
-            debug!("dropping request for closed session 0x{sid:x}");
+        if !self.db.sessions_mut().touch(sid, now) && !self.db.sessions().contains(sid) {
+            // Apache drops requests of sessions it no longer knows; the client times out.
+            debug!("dropping request for unknown session 0x{sid:x}");
             self.permits.add_permits(1);
             return;
         }
+        // A closing session's reads still get answers, in order (SESSIONEXPIRED); its writes never
+        // reach the log. (Apache does either, depending on a race between its threads.)
+        if self.db.sessions().is_closing(sid) && is_write_op(op) {
+            debug!("dropping write (op {op}) of closing session 0x{sid:x}");
+            self.permits.add_permits(1);
+            return;
+        }
+        // A client may send createSession after its handshake: Apache preps it as a write whose
+        // body does not decode (MARSHALLINGERROR, a zxid used); zk-proto refuses the opcode.
+        let body = match body {
+            Err(RequestError::Unknown(o)) if o == OpCode::CreateSession.code() => {
+                Err(RequestError::Decode(DecodeError::InvalidValue {
+                    what: "createSession request",
+                    value: o as i64,
+                }))
+            }
+            b => b,
+        };
         match &body {
             Err(RequestError::Unknown(_)) => {
                 warn!("session 0x{sid:x} sent unknown opcode {op}; closing");
@@ -477,6 +496,11 @@ impl Core {
             let now = wall_ms();
             let opcode = OpCode::from_i32(op).expect("write op");
             let txn = match &body {
+                // Apache reads a client's deleteContainer path from the whole request buffer, so
+                // it is never a valid path: BADARGUMENTS, logged as a failed write.
+                _ if opcode == OpCode::DeleteContainer => {
+                    Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
+                }
                 Ok(req) => {
                     if opcode == OpCode::CloseSession {
                         self.db.sessions_mut().set_closing(sid);
@@ -505,16 +529,21 @@ impl Core {
     }
 
     fn on_auth(&mut self, conn: ConnId, xid: i32, packet: AuthPacket) {
-        let cfg = self.db.config().clone();
-        match zk_tree::authenticate(&packet.scheme, &packet.auth, &cfg) {
+        let remote = self.conns[&conn].remote.ip().to_canonical().to_string();
+        match zk_tree::authenticate_conn(&packet.scheme, &packet.auth, self.db.config(), &remote) {
             Ok(entry) => {
                 let c = self.conns.get_mut(&conn).expect("present");
-                if !c.auth.ids.contains(&entry.id) {
-                    c.auth.ids.push(entry.id);
+                // Kept in insertion order; whoAmI lists them in Apache's set order.
+                let mut added = Vec::with_capacity(2);
+                if entry.is_super {
+                    added.push(Id { scheme: "super".into(), id: String::new() });
                 }
+                added.push(entry.id);
                 c.auth.is_super |= entry.is_super;
-                if entry.is_super && !c.auth.ids.iter().any(|i| i.scheme == "super") {
-                    c.auth.ids.push(Id { scheme: "super".into(), id: String::new() });
+                for id in added {
+                    if !c.auth.ids.contains(&id) {
+                        c.auth.ids.push(id);
+                    }
                 }
                 info!("auth success for scheme {} from {}", packet.scheme, c.remote);
                 self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, |_| {});
@@ -588,16 +617,24 @@ impl Core {
                 }
                 self.reply(conn, ReplyHeader { xid, zxid, err: err.code() }, |b| body.encode(b));
                 if matches!(applied.outcome, Outcome::SessionClosed) {
-                    self.close_conn(conn);
                     self.session_gone(sid);
+                } else {
+                    self.advance_queue(sid, p.hdr.zxid);
                 }
-                self.advance_queue(sid, p.hdr.zxid);
             }
         }
     }
 
+    /// The session's closeSession was applied: requests still queued behind it are answered
+    /// SESSIONEXPIRED (as Apache answers a closing session), then its connection is closed.
     fn session_gone(&mut self, sid: SessionId) {
-        self.queues.remove(&sid);
+        let last = self.db.last_applied_zxid();
+        for pending in self.queues.remove(&sid).unwrap_or_default() {
+            if let Pending::Read { conn, xid, .. } = pending {
+                let err = ErrorCode::SessionExpired.code();
+                self.reply(conn, ReplyHeader { xid, zxid: last, err }, |_| {});
+            }
+        }
         if let Some(conn) = self.session_conn.remove(&sid) {
             self.close_conn(conn);
         }
@@ -663,6 +700,11 @@ impl Core {
         let auth = c.auth.clone();
         let sid = c.session.unwrap_or(0);
         let last = self.db.last_applied_zxid();
+        if self.db.sessions().is_closing(sid) || !self.db.sessions().contains(sid) {
+            let err = ErrorCode::SessionExpired.code();
+            self.reply(conn, ReplyHeader { xid, zxid: last, err }, |_| {});
+            return;
+        }
         let req = match body {
             Ok(r) => r,
             Err(e) => {
@@ -719,11 +761,11 @@ impl Core {
                 None => Err(ErrorCode::MarshallingError),
                 Some(mode) => self.db.add_watch(&r.path, mode, conn, &auth).map(|()| Body::Int(0)),
             },
-            Request::CheckWatches(r) => match WatcherType::from_i32(r.watcher_type) {
+            Request::CheckWatches(r) => match removable_watcher_type(r.watcher_type) {
                 None => Err(ErrorCode::MarshallingError),
                 Some(t) => self.db.check_watches(&r.path, t, conn).map(|()| Body::Empty),
             },
-            Request::RemoveWatches(r) => match WatcherType::from_i32(r.watcher_type) {
+            Request::RemoveWatches(r) => match removable_watcher_type(r.watcher_type) {
                 None => Err(ErrorCode::MarshallingError),
                 Some(t) => self.db.remove_watches(&r.path, t, conn).map(|()| Body::Empty),
             },
@@ -732,8 +774,8 @@ impl Core {
                 self.db.get_all_children_number(&r.path, &auth).map(Body::Int)
             }
             Request::WhoAmI => Ok(Body::WhoAmI(
-                auth.ids
-                    .iter()
+                apache_set_order(&auth.ids)
+                    .into_iter()
                     .map(|id| ClientInfo {
                         auth_scheme: id.scheme.clone(),
                         user: match id.scheme.as_str() {
@@ -753,7 +795,7 @@ impl Core {
                             Ok((c, _)) => OpResult::GetChildren(c),
                             Err(e) => OpResult::Error(e),
                         },
-                        Request::GetData(r) => match self.db.get_data(&r.path, &auth, watch(r.watch)) {
+                        Request::GetData(r) => match self.db.get_data(&r.path, &auth, None) {
                             Ok((data, stat)) => OpResult::GetData(GetDataResponse { data, stat }),
                             Err(e) => OpResult::Error(e),
                         },
@@ -763,9 +805,9 @@ impl Core {
                 Ok(Body::Multi(results))
             }
             Request::Sasl(_) => {
-                warn!("session 0x{sid:x} attempted SASL, which this server does not offer; closing");
-                self.reply(conn, ReplyHeader { xid, zxid: last, err: ErrorCode::AuthFailed.code() }, |_| {});
-                self.close_conn(conn);
+                // No SASL mechanism is configured: like Apache, answer with a null token.
+                info!("session 0x{sid:x} sent a SASL token; SASL is not configured");
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, |b| (None::<Bytes>).write(b));
                 return;
             }
             other => {
@@ -807,6 +849,32 @@ impl Core {
             uptime_ms: self.mono_ms(),
         }
     }
+}
+
+/// A connection's identities in the order Apache's `ConcurrentHashMap`-backed set iterates them:
+/// by bucket of jute's `Id.hashCode` in a 16-slot table (it holds few ids), then insertion order.
+fn apache_set_order(ids: &[Id]) -> Vec<&Id> {
+    let hash = |id: &Id| {
+        let h = 17i32.wrapping_mul(37).wrapping_add(zk_tree::java::string_hash(&id.scheme));
+        h.wrapping_mul(37).wrapping_add(zk_tree::java::string_hash(&id.id))
+    };
+    let mut capacity = 16usize;
+    while ids.len() * 4 > capacity * 3 {
+        capacity *= 2;
+    }
+    let mut v: Vec<(usize, &Id)> = ids.iter().enumerate().map(|(i, id)| (i, id)).collect();
+    v.sort_by_key(|(rank, id)| {
+        let h = hash(id) as u32;
+        (((h ^ (h >> 16)) & 0x7fff_ffff) as usize & (capacity - 1), *rank)
+    });
+    v.into_iter().map(|(_, id)| id).collect()
+}
+
+/// The watcher types checkWatches and removeWatches accept: Apache 3.8 refuses the persistent ones
+/// (MARSHALLINGERROR).
+fn removable_watcher_type(t: i32) -> Option<WatcherType> {
+    WatcherType::from_i32(t)
+        .filter(|t| matches!(t, WatcherType::Children | WatcherType::Data | WatcherType::Any))
 }
 
 /// The header type of a prepped transaction: -1 for a failed write, else the request's opcode.

@@ -151,7 +151,7 @@ impl ConnStats {
             return None;
         }
         let l = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let avg = if l.count == 0 { 0 } else { l.total_ms / l.count };
+        let avg = l.total_ms.checked_div(l.count).unwrap_or(0);
         let mut s = format!(
             ",sid=0x{sid:x},lop={},est={},to={}",
             l.op.map(op_abbrev).unwrap_or("NA"),

@@ -561,6 +561,14 @@ mod sc {
                 (2, "delete"),
             ];
             for (op, name) in ops {
+                // sync echoes its path. Java re-encodes a string with characters beyond U+FFFF as
+                // CESU-8 and collapses some malformed UTF-8 differently; zkrs echoes standard UTF-8
+                // (a deliberate difference, noted in ARCHITECTURE.md), so those echoes are not compared.
+                let java_only_string =
+                    std::str::from_utf8(p).map_or(true, |s| s.chars().any(|c| c as u32 > 0xffff));
+                if op == 9 && java_only_string {
+                    continue;
+                }
                 let xid = a.next_xid();
                 let payload = raw(xid, op, |o| {
                     put_bytes(o, p);
@@ -607,7 +615,9 @@ mod sc {
             ("createSession", -10, Request::Ping),
             ("error", -1, Request::Ping),
             ("op10", 10, Request::Ping),
-            ("check", 13, check("/uo", 0)),
+            // A passing check outside a multi: Apache uses a zxid and never answers (its reply
+            // serialization fails on a null stat); zkrs answers with the node's stat, which
+            // zkrs_behaviour.rs pins. Only the failing form is compared here.
             ("checkBad", 13, check("/uo", 5)),
             ("deleteContainer-nonempty", 20, delete("/uo", -1)),
             ("deleteContainer", 20, delete("/uo/c", -1)),
@@ -1328,7 +1338,10 @@ mod sc {
         ctx.call(&mut b, get_children("/cs", true));
         ctx.call(&mut b, get_children("/", true));
         let old = ctx.reconnect_info(&a);
-        ctx.pipeline(&mut a, vec![Request::CloseSession, exists("/", false)]);
+        // Requests pipelined behind a closeSession are not compared: Apache answers them with
+        // SESSIONEXPIRED or drops them depending on a race between its threads (zkrs answers reads
+        // and drops writes).
+        ctx.pipeline(&mut a, vec![Request::CloseSession]);
         ctx.expect_closed(&mut a);
         // One txn deletes all the session's ephemerals; Apache fires their events in hash-set
         // order, so they are compared as a set.
@@ -1340,10 +1353,6 @@ mod sc {
         if again.session_id != 0 {
             ctx.call(&mut again, exists("/", false));
         }
-        // Closing twice on one connection.
-        let mut c = ctx.connect("c", LONG);
-        ctx.pipeline(&mut c, vec![Request::CloseSession, Request::CloseSession]);
-        ctx.expect_closed(&mut c);
         ctx.call(&mut b, exists("/", false));
     }
 

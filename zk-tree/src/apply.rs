@@ -31,7 +31,12 @@ impl Database {
                 Outcome::SessionClosed
             }
             Txn::Error(e) => Outcome::Error(code(e.err)),
-            Txn::Check(_) => Outcome::Error(ErrorCode::Unimplemented),
+            // A check outside a multi changes nothing. Apache answers it with a SetDataResponse
+            // holding a null stat (and fails to send it); the node's stat is the useful answer.
+            Txn::Check(c) => match self.tree.get(&c.path) {
+                Some(n) => Outcome::SetData { stat: n.client_stat(self.tree.extended_types()) },
+                None => Outcome::Error(ErrorCode::NoNode),
+            },
             other => match self.apply_single(hdr, op, other, &mut events) {
                 Ok(o) => o,
                 Err(e) => Outcome::Error(e),

@@ -57,8 +57,8 @@ impl Database {
     ///
     /// Handles Create, Create2, CreateContainer, CreateTtl, Delete, DeleteContainer (the reaper's
     /// request: no session or ACL check), SetData, SetAcl, Multi, CloseSession, Reconfig (always
-    /// RECONFIGDISABLED). A top-level Check and any read request give UNIMPLEMENTED (Apache's
-    /// clients never send them; use [`crate::txn_type`] for the header's type).
+    /// RECONFIGDISABLED), Check (also on its own, as Apache preps it). Any read request gives
+    /// UNIMPLEMENTED (use [`crate::txn_type`] for the header's type).
     pub fn prep(&mut self, ctx: &RequestCtx, req: &Request, zxid: i64, now_ms: i64) -> Txn {
         let op = match req {
             Request::Multi(ops) => return self.prep_multi(ctx, ops, zxid, now_ms),
@@ -79,6 +79,8 @@ impl Database {
             Request::DeleteContainer(r) => WriteOp::DeleteContainer { path: &r.path },
             Request::SetData(r) => WriteOp::SetData { path: &r.path, data: &r.data, version: r.version },
             Request::SetAcl(r) => WriteOp::SetAcl { path: &r.path, acl: &r.acl, version: r.version },
+            // Apache preps a check sent on its own as it preps one inside a multi.
+            Request::Check(r) => WriteOp::Check { path: &r.path, version: r.version },
             _ => return error_txn(ErrorCode::Unimplemented),
         };
         match self.prep_op(ctx, &op, zxid, now_ms) {

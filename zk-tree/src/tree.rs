@@ -142,6 +142,10 @@ impl DataTree {
 
     /// The node at `path`.
     pub fn get(&self, path: &str) -> Option<&Node> {
+        // Apache stores the root under both "" and "/", so reads of "" see the root.
+        if path.is_empty() {
+            return self.nodes.get("/");
+        }
         self.nodes.get(path)
     }
 
@@ -537,6 +541,10 @@ impl DataTree {
     pub fn descendants(&self, path: &str) -> usize {
         if path == "/" {
             return self.nodes.len() - 1;
+        }
+        // Apache counts keys under "" + "/": every node, the root included.
+        if path.is_empty() {
+            return self.nodes.len();
         }
         let mut count = 0;
         let mut stack: Vec<Slot> = self.nodes.find(path).into_iter().collect();

@@ -1,0 +1,66 @@
+//! Behaviour where zkrs deliberately differs from Apache ZooKeeper 3.8 (each a bug or an accident of
+//! Apache's implementation that no client relies on), and server limits only zkrs has. Each test
+//! says what Apache does and why zkrs does otherwise.
+mod support;
+use std::time::Duration;
+use support::client::RawClient;
+use support::*;
+use zk_proto::*;
+
+/// Apache preps a `check` sent outside a multi and uses a zxid, then fails to serialize its reply
+/// (a null stat) and never answers, leaving the client waiting forever. zkrs answers with the node's
+/// stat (BADVERSION and NONODE as Apache).
+#[test]
+fn bare_check_is_answered() {
+    let server = start(Target::Zkrs, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    let created = c.create("/chk", b"x", CreateMode::Persistent);
+    assert_eq!(created.err(), ErrorCode::Ok);
+    let ok = c.call(Request::Check(CheckVersionRequest { path: "/chk".into(), version: 0 }));
+    assert_eq!(ok.err(), ErrorCode::Ok);
+    assert_eq!(ok.header.zxid, created.header.zxid + 1, "a check uses a zxid, as in Apache");
+    let stat: SetDataResponse = ok.decode();
+    assert_eq!(stat.stat.czxid, created.header.zxid);
+    assert_eq!(stat.stat.version, 0);
+    let bad = c.call(Request::Check(CheckVersionRequest { path: "/chk".into(), version: 3 }));
+    assert_eq!(bad.err(), ErrorCode::BadVersion);
+    let none = c.call(Request::Check(CheckVersionRequest { path: "/none".into(), version: 0 }));
+    assert_eq!(none.err(), ErrorCode::NoNode);
+}
+
+/// A client that pipelines requests but never reads its replies: once its requests hold all the
+/// outstanding-request permits it is no longer read from (nothing buffers without bound), and the
+/// server keeps serving everyone else.
+#[test]
+fn client_that_never_reads_does_not_stall_others() {
+    let server = start(Target::Zkrs, "globalOutstandingLimit=100");
+    let mut other = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(other.create("/keep", b"v", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut hog = RawClient::connect(server.addr(), 30_000);
+    hog.stream.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let big = vec![b'x'; 512 * 1024];
+    let mut writes = 0;
+    // Pipelined large reads the hog never consumes: once the permits are used up the server stops
+    // reading from it rather than buffering without bound.
+    for _ in 0..2000 {
+        let req = Request::GetData(GetDataRequest { path: "/keep".into(), watch: false });
+        let mut payload = Vec::new();
+        RequestHeader { xid: 1, op: OpCode::GetData.code() }.write(&mut payload);
+        req.encode(&mut payload);
+        let mut framed = (payload.len() as u32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&payload);
+        if std::io::Write::write_all(&mut hog.stream, &framed).is_err() {
+            break;
+        }
+        writes += 1;
+    }
+    assert!(writes > 0);
+    // Meanwhile another client is served normally, including large values.
+    assert_eq!(other.set_data("/keep", &big, -1).err(), ErrorCode::Ok);
+    let r = other.get_data("/keep", false);
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let d: GetDataResponse = r.decode();
+    assert_eq!(d.data.map(|b| b.len()), Some(big.len()));
+    let srvr = server.four_letter("srvr");
+    assert!(srvr.starts_with("Zookeeper version:"), "{srvr}");
+}
