@@ -62,7 +62,7 @@ fn verify(
 /// Runs one seed; returns (crashes, crashes whose recovery cut a torn tail).
 fn run_seed(seed: u64) -> (u64, u64) {
     let s = FaultStorage::new(seed);
-    let mut rng = SplitMix64::new(seed ^ 0x5EED_0F_C0FFEE);
+    let mut rng = SplitMix64::new(seed ^ 0x5EED_0FC0_FFEE);
     let opts = LogOptions { prealloc_bytes: 128 + rng.upto(2048), segment_bytes_max: 512 + rng.upto(6000) };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open empty");
     let mut model = Model::new();
@@ -76,14 +76,14 @@ fn run_seed(seed: u64) -> (u64, u64) {
         match rng.upto(99) {
             0..=49 => {
                 let last = log.last_zxid();
-                let mut z = if rng.chance(1, 20) { (((last >> 32) + 1) << 32) | 1 } else { last + 1 };
+                let start = if rng.chance(1, 20) { (((last >> 32) + 1) << 32) | 1 } else { last + 1 };
+                let count = 1 + rng.upto(6) as i64;
                 let mut b = RecordBatch::new();
-                for _ in 0..=rng.upto(6) {
+                for z in start..start + count {
                     let size = size_for(z, generation);
                     let (h, t) = sample_txn(z, size);
                     b.push(&h, &t).expect("push");
                     model.insert(z, size);
-                    z += 1;
                 }
                 log.append(&b).unwrap_or_else(|e| panic!("seed {seed}: append: {e}"));
             }
