@@ -55,6 +55,8 @@ pub struct Conn {
     pub passwd: Bytes,
     /// Whether the server has been seen closing this connection.
     pub closed: bool,
+    /// Pings sent by [`Ctx::ping_quietly`] whose replies have not been skipped yet.
+    quiet_pings: usize,
 }
 
 impl Conn {
@@ -70,6 +72,7 @@ impl Conn {
             session_id: 0,
             passwd: Bytes::new(),
             closed: false,
+            quiet_pings: 0,
         }
     }
 
@@ -641,6 +644,11 @@ impl<'a> Ctx<'a> {
                         self.record_event(&name, &h, body);
                         continue;
                     }
+                    // The late answer to a quiet keep-alive ping is not this request's reply.
+                    if h.xid == xid::PING && c.quiet_pings > 0 {
+                        c.quiet_pings -= 1;
+                        continue;
+                    }
                     let b = self.body(op, h.err, &body);
                     // A reply under another xid (Apache answers pings as -2 whatever the
                     // request's xid) is still this request's answer: replies come in order.
@@ -724,6 +732,7 @@ impl<'a> Ctx<'a> {
                         return false;
                     };
                     if h.xid == xid::PING {
+                        c.quiet_pings = c.quiet_pings.saturating_sub(1);
                         continue;
                     }
                     let body = r.rest().clone();
@@ -753,6 +762,7 @@ impl<'a> Ctx<'a> {
 
     /// Sends a ping without recording it (its reply is skipped by the event readers).
     pub fn ping_quietly(&mut self, c: &mut Conn) {
+        c.quiet_pings += 1;
         c.send_as(xid::PING, OpCode::Ping.code(), &Request::Ping);
     }
 
@@ -773,6 +783,7 @@ impl<'a> Ctx<'a> {
                         return;
                     };
                     if h.xid == xid::PING {
+                        c.quiet_pings = c.quiet_pings.saturating_sub(1);
                         continue;
                     }
                     let body = r.rest().clone();
