@@ -17,6 +17,7 @@
 //! transactions only as zk-proto records and does its I/O on the caller's (or its own) threads.
 #![deny(missing_docs)]
 
+pub mod apache;
 pub mod conformance;
 mod error;
 pub mod fault;
