@@ -220,7 +220,7 @@ impl FaultStorage {
         self.lock().crashes
     }
 
-    /// Bytes written or length changes not yet synced, summed over files (a test aid).
+    /// How many writes, length changes and directory changes are not yet synced (a test aid).
     pub fn unsynced_ops(&self) -> usize {
         let st = self.lock();
         st.inodes.values().map(|i| i.pending.len()).sum::<usize>() + st.pending_dir.len()
