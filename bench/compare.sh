@@ -22,9 +22,12 @@ ZKRS=target/release/zkrs-server
 [ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
 
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_serving() { # port
-  for _ in $(seq 1 600); do
-    if out=$(exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3) 2>/dev/null && [[ $out == Zookeeper* ]]; then return 0; fi
+srvr() { # port
+  ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null || true
+}
+wait_serving() { # port; up to 5 minutes (a large tree takes Apache a while to load)
+  for _ in $(seq 1 6000); do
+    [[ $(srvr "$1") == Zookeeper* ]] && return 0
     sleep 0.05
   done
   echo "server on port $1 did not come up" >&2; return 1
@@ -71,14 +74,19 @@ echo "{\"impl\":\"apache\",\"metric\":\"rss_mb\",\"value\":$ARSS,\"znodes\":$ZNO
 
 echo "== restart after kill -9" >&2
 restart() { # name dir port pid starter
-  kill -9 "$4"; wait "$4" 2>/dev/null || true
+  kill -9 "$4"
+  while kill -0 "$4" 2>/dev/null; do sleep 0.02; done
   local t0=$(date +%s.%N)
   local pid
   if [ "$1" = zkrs ]; then RUST_LOG=warn "$ZKRS" "$2/zoo.cfg" >> "$2/server.log" 2>&1 & pid=$!
   else java -Xmx8g -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.ZooKeeperServerMain "$2/zoo.cfg" >> "$2/server.log" 2>&1 & pid=$!; fi
-  wait_serving "$3"
+  if ! wait_serving "$3"; then
+    echo "$1 did not serve again after kill -9; its log:" >&2; tail -20 "$2/server.log" >&2
+    kill -9 $pid 2>/dev/null || true
+    return 0
+  fi
   local t1=$(date +%s.%N)
-  local count=$(exec 3<>/dev/tcp/127.0.0.1/$3 && printf srvr >&3 && cat <&3 | awk '/Node count/ {print $3}')
+  local count=$(srvr "$3" | awk '/Node count/ {print $3}')
   echo "{\"impl\":\"$1\",\"metric\":\"restart_s\",\"value\":$(awk "BEGIN{print $t1-$t0}"),\"znodes_after\":$count}" >> "$RESULTS"
   kill -9 $pid
 }
