@@ -7,7 +7,7 @@
 //! and a connection whose outbox overflows is closed.
 
 use crate::fourlw;
-use crate::log::{Durability, TxnLog};
+use crate::log::{DurableReport, TxnSink};
 use crate::settings::Settings;
 use crate::stats::{ConnStats, ServerStats};
 use bytes::{Bytes, BytesMut};
@@ -128,7 +128,9 @@ pub struct Core {
     proposals: VecDeque<Proposal>,
     /// How many of `proposals` (from the front) were handed to the log already.
     handed_to_log: usize,
-    log: Box<dyn TxnLog>,
+    log: Box<dyn TxnSink>,
+    /// Reports from the log: everything through zxid z is durable.
+    durable: Option<mpsc::Receiver<DurableReport>>,
     stats: ServerStats,
     permits: Arc<Semaphore>,
     next_session: i64,
@@ -148,7 +150,13 @@ fn is_write_op(op: i32) -> bool {
 impl Core {
     /// A core over `db`, persisting through `log`. `permits` is the global outstanding-request limit
     /// shared with the connections.
-    pub fn new(settings: Arc<Settings>, db: Database, log: Box<dyn TxnLog>, permits: Arc<Semaphore>) -> Core {
+    pub fn new(
+        settings: Arc<Settings>,
+        db: Database,
+        log: Box<dyn TxnSink>,
+        durable: mpsc::Receiver<DurableReport>,
+        permits: Arc<Semaphore>,
+    ) -> Core {
         let last_zxid = db.last_applied_zxid();
         // Session ids: a time-derived high part so that ids differ across restarts, server id 0 in the
         // top byte for standalone, as Apache ZooKeeper lays them out.
@@ -163,6 +171,7 @@ impl Core {
             proposals: VecDeque::new(),
             handed_to_log: 0,
             log,
+            durable: Some(durable),
             stats: ServerStats::new(),
             permits,
             next_session,
@@ -189,8 +198,22 @@ impl Core {
         reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Bounded batch so one busy iteration cannot starve timers.
         const BATCH_MAX: usize = 1024;
+        let mut durable = self.durable.take().expect("run once");
         loop {
             tokio::select! {
+                report = durable.recv() => match report {
+                    Some(Ok(z)) => {
+                        self.on_durable(z);
+                        while let Ok(more) = durable.try_recv() {
+                            match more {
+                                Ok(z) => self.on_durable(z),
+                                Err(e) => self.log_failed(e),
+                            }
+                        }
+                    }
+                    Some(Err(e)) => self.log_failed(e),
+                    None => self.log_failed(zk_log::LogError::WriterStopped),
+                },
                 msg = inbox.recv() => {
                     let Some(msg) = msg else { break };
                     if matches!(msg, CoreMsg::Shutdown) { break; }
@@ -198,7 +221,7 @@ impl Core {
                     let mut n = 1;
                     while n < BATCH_MAX {
                         match inbox.try_recv() {
-                            Ok(CoreMsg::Shutdown) => { self.flush(); return; }
+                            Ok(CoreMsg::Shutdown) => { self.flush(); self.drain_log(&mut durable).await; return; }
                             Ok(m) => self.handle(m),
                             Err(_) => break,
                         }
@@ -211,7 +234,25 @@ impl Core {
             self.flush();
         }
         self.flush();
-        info!("core stopped at zxid 0x{:x}", self.last_zxid);
+        self.drain_log(&mut durable).await;
+        info!("core stopped at zxid 0x{:x}", self.db.last_applied_zxid());
+    }
+
+    /// At shutdown: waits (bounded) until what was handed to the log is durable, and commits it,
+    /// so clients that are still connected get their answers.
+    async fn drain_log(&mut self, durable: &mut mpsc::Receiver<DurableReport>) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.proposals.is_empty() {
+            self.flush();
+            match tokio::time::timeout_at(deadline, durable.recv()).await {
+                Ok(Some(Ok(z))) => self.on_durable(z),
+                Ok(Some(Err(e))) => {
+                    tracing::error!("transaction log failed during shutdown: {e}");
+                    return;
+                }
+                Ok(None) | Err(_) => return,
+            }
+        }
     }
 
     fn handle(&mut self, msg: CoreMsg) {
@@ -566,25 +607,44 @@ impl Core {
         self.proposals.push_back(Proposal { hdr, txn, origin });
     }
 
-    /// Hands new proposals to the log, then commits and applies what is durable.
+    /// Hands the proposals made since the last call to the log as one batch. They are committed
+    /// when the log reports them durable ([`Core::on_durable`]).
     fn flush(&mut self) {
-        if self.handed_to_log < self.proposals.len() {
-            let batch: Vec<(&TxnHeader, &Txn)> =
-                self.proposals.iter().skip(self.handed_to_log).map(|p| (&p.hdr, &p.txn)).collect();
-            match self.log.append(&batch) {
-                Ok(Durability::Durable) => {}
-                Err(e) => {
-                    // Nothing was acknowledged; the server cannot go on without its log.
-                    tracing::error!("transaction log failed: {e}; stopping");
-                    std::process::exit(2);
-                }
-            }
-            self.handed_to_log = self.proposals.len();
+        if self.handed_to_log == self.proposals.len() {
+            return;
         }
-        while let Some(p) = self.proposals.pop_front() {
+        let batch: Vec<(&TxnHeader, &Txn)> =
+            self.proposals.iter().skip(self.handed_to_log).map(|p| (&p.hdr, &p.txn)).collect();
+        let records = match zk_log::RecordBatch::encode(&batch) {
+            Ok(r) => r,
+            Err(e) => return self.log_failed(e),
+        };
+        let n = batch.len();
+        match self.log.try_submit(records) {
+            Ok(()) => self.handed_to_log += n,
+            // The log's queue is full: these go with the next batch, after a durability report.
+            Err(zk_log::SubmitError::Full(_)) => {}
+            Err(zk_log::SubmitError::Stopped(_)) => self.log_failed(zk_log::LogError::WriterStopped),
+        }
+    }
+
+    /// Everything through `zxid` is durable: commit and apply it, in order.
+    fn on_durable(&mut self, zxid: i64) {
+        while self.proposals.front().is_some_and(|p| p.hdr.zxid <= zxid) {
+            let p = self.proposals.pop_front().expect("front exists");
             self.handed_to_log -= 1;
             self.commit(p);
         }
+    }
+
+    /// The log cannot make transactions durable. None of the pending ones was acknowledged; the
+    /// server stops rather than serve state it cannot keep.
+    fn log_failed(&mut self, e: zk_log::LogError) {
+        tracing::error!(
+            "transaction log failed: {e}; stopping with {} unacknowledged transactions",
+            self.proposals.len()
+        );
+        std::process::exit(2);
     }
 
     fn commit(&mut self, p: Proposal) {
@@ -862,7 +922,7 @@ fn apache_set_order(ids: &[Id]) -> Vec<&Id> {
     while ids.len() * 4 > capacity * 3 {
         capacity *= 2;
     }
-    let mut v: Vec<(usize, &Id)> = ids.iter().enumerate().map(|(i, id)| (i, id)).collect();
+    let mut v: Vec<(usize, &Id)> = ids.iter().enumerate().collect();
     v.sort_by_key(|(rank, id)| {
         let h = hash(id) as u32;
         (((h ^ (h >> 16)) & 0x7fff_ffff) as usize & (capacity - 1), *rank)

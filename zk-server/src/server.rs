@@ -2,7 +2,7 @@
 
 use crate::conn;
 use crate::core::{Core, CoreMsg};
-use crate::log::MemoryLog;
+use crate::log::{open_and_replay, DurableReport};
 use crate::settings::Settings;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -18,6 +18,14 @@ const CORE_INBOX: usize = 8 * 1024;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The transaction log could not be opened or recovered.
+    #[error("transaction log in {dir}: {source}")]
+    Log {
+        /// The log directory.
+        dir: std::path::PathBuf,
+        /// The cause.
+        source: zk_log::LogError,
+    },
     /// The client port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -37,18 +45,46 @@ pub async fn run(
     let listener = TcpListener::bind(settings.client_addr)
         .await
         .map_err(|source| StartError::Bind { addr: settings.client_addr, source })?;
-    let db = Database::new(TreeConfig {
+    let mut db = Database::new(TreeConfig {
         extended_types_enabled: settings.extended_types_enabled,
         super_digest: settings.super_digest.clone(),
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
         ..TreeConfig::default()
     });
+    let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
+    let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
+    let log = open_and_replay(&log_dir, opts, &mut db)
+        .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
+    // Sessions restored from the log start their timeouts afresh, as Apache does on loading.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let sessions: Vec<i64> = db.sessions().iter().map(|(id, _)| id).collect();
+    for sid in sessions {
+        db.sessions_mut().touch(sid, now);
+    }
+    // The writer thread reports durability into the core's select loop. Reports are one per
+    // group of batches, and the log's queue holds at most LOG_QUEUE batches.
+    const LOG_QUEUE: usize = 64;
+    let (durable_tx, durable_rx) = mpsc::channel::<DurableReport>(LOG_QUEUE * 2 + 8);
+    let writer = zk_log::LogWriter::spawn(log, LOG_QUEUE, move |report| {
+        let _ = durable_tx.blocking_send(report);
+    })
+    .map_err(|source| StartError::Log {
+        dir: log_dir.clone(),
+        source: zk_log::LogError::Io {
+            op: "start the log writer thread",
+            file: log_dir.display().to_string(),
+            source,
+        },
+    })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
-    let core = Core::new(settings.clone(), db, Box::new(MemoryLog::default()), permits.clone());
+    let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone());
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
     let core_task = tokio::spawn(core.run(core_rx));
-    info!("serving clients on {} (standalone; state in memory only)", settings.client_addr);
+    info!("serving clients on {} (standalone; log in {})", settings.client_addr, log_dir.display());
 
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_id: u64 = 1;

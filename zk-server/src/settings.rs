@@ -37,6 +37,12 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Transaction log directory (dataLogDir).
     pub data_log_dir: PathBuf,
+    /// dataDir itself: zkrs keeps its snapshots under it.
+    pub snap_root: PathBuf,
+    /// dataLogDir itself: zkrs keeps its transaction log under it.
+    pub log_root: PathBuf,
+    /// Log segments grow in steps of this many bytes (preAllocSize).
+    pub prealloc_bytes: u64,
     /// The `conf` four-letter word's text.
     pub conf_text: String,
 }
@@ -106,6 +112,9 @@ impl Settings {
             container_max_never_used_ms: cfg.container_max_never_used_interval_ms.min(i64::MAX as u64) as i64,
             data_dir: cfg.snap_dir(),
             data_log_dir: cfg.log_dir(),
+            snap_root: cfg.data_dir.clone(),
+            log_root: cfg.data_log_dir.clone(),
+            prealloc_bytes: cfg.pre_alloc_size_kb.saturating_mul(1024).max(4096),
             conf_text: cfg.conf_text(&status),
         })
     }

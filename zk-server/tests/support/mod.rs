@@ -57,6 +57,14 @@ impl ServerProc {
         let _ = self.child.wait();
     }
 
+    /// Kills the server with SIGKILL and starts it again on the same port, config and data; waits
+    /// until it serves.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn_server(self.target, &self.config_path(), self.dir.path());
+        wait_ready(self);
+    }
+
     /// Path of the config file the server was started with.
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("zoo.cfg")
@@ -108,12 +116,19 @@ pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerPr
     );
     let cfg_path = dir.path().join("zoo.cfg");
     std::fs::write(&cfg_path, cfg).unwrap();
-    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-    let child = match target {
+    let child = spawn_server(target, &cfg_path, dir.path());
+    let mut proc = ServerProc { target, port, dir, child };
+    wait_ready(&mut proc);
+    proc
+}
+
+fn spawn_server(target: Target, cfg_path: &Path, dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
+    match target {
         Target::Apache => {
             assert_apache_installed();
             Command::new("java")
-                .arg(format!("-Dzookeeper.log.dir={}", dir.path().display()))
+                .arg(format!("-Dzookeeper.log.dir={}", dir.display()))
                 .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
                 // Reap containers and TTL nodes quickly, as tests configure zkrs to.
                 .arg("-Dznode.container.checkIntervalMs=500")
@@ -121,7 +136,7 @@ pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerPr
                 .arg("-cp")
                 .arg(APACHE_CLASSPATH)
                 .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-                .arg(&cfg_path)
+                .arg(cfg_path)
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .stdin(Stdio::null())
@@ -129,17 +144,14 @@ pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerPr
                 .expect("start java")
         }
         Target::Zkrs => Command::new(zkrs_binary())
-            .arg(&cfg_path)
+            .arg(cfg_path)
             .env("RUST_LOG", "info")
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .stdin(Stdio::null())
             .spawn()
             .expect("start zkrs-server"),
-    };
-    let mut proc = ServerProc { target, port, dir, child };
-    wait_ready(&mut proc);
-    proc
+    }
 }
 
 fn wait_ready(p: &mut ServerProc) {
