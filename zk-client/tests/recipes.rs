@@ -1,11 +1,12 @@
 //! Recipes with several clients contending, against a real server.
 
+#[macro_use]
 mod support;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{unique, TestServer};
+use support::{unique, Target, TestServer};
 use zk_client::recipes::{Barrier, Candidate, Counter, Group, Lock};
 use zk_client::Client;
 
@@ -19,9 +20,8 @@ async fn clients(addr: &str, n: usize) -> Vec<Client> {
     v
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_is_exclusive_and_survives_a_killed_holder() {
-    let srv = TestServer::start();
+async fn lock_is_exclusive_and_survives_a_killed_holder(target: Target) {
+    let srv = TestServer::start(target);
     let dir = unique("lock");
     let cs = clients(&srv.addr, 4).await;
     let inside = Arc::new(AtomicI32::new(0));
@@ -58,9 +58,8 @@ async fn lock_is_exclusive_and_survives_a_killed_holder() {
     tokio::time::timeout(T, w).await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_one_leader_and_succession() {
-    let srv = TestServer::start();
+async fn exactly_one_leader_and_succession(target: Target) {
+    let srv = TestServer::start(target);
     let dir = unique("elect");
     let cs = clients(&srv.addr, 3).await;
     let mut c0 = Candidate::new(&cs[0], &dir);
@@ -80,9 +79,8 @@ async fn exactly_one_leader_and_succession() {
     assert_eq!(Candidate::leader(&cs[1], &dir).await.unwrap().as_deref(), Some(&b"one"[..]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counter_cas_barrier_and_group() {
-    let srv = TestServer::start();
+async fn counter_cas_barrier_and_group(target: Target) {
+    let srv = TestServer::start(target);
     let base = unique("misc");
     let cs = clients(&srv.addr, 3).await;
     let path = format!("{base}/counter");
@@ -125,3 +123,9 @@ async fn counter_cas_barrier_and_group() {
     tokio::time::timeout(T, w).await.unwrap().unwrap();
     assert_eq!(g.members().await.unwrap(), ["a"]);
 }
+
+both!(
+    lock_is_exclusive_and_survives_a_killed_holder,
+    exactly_one_leader_and_succession,
+    counter_cas_barrier_and_group
+);

@@ -1,9 +1,11 @@
-//! zk-client against a real server: Apache ZooKeeper 3.8 by default, or ZKRS_TEST_SERVER.
+//! zk-client against a real server: each test runs against Apache ZooKeeper 3.8 and zkrs-server
+//! (or against ZKRS_TEST_SERVER).
 
+#[macro_use]
 mod support;
 
 use std::time::Duration;
-use support::{unique, Proxy, TestServer};
+use support::{unique, Proxy, Target, TestServer};
 use tokio::time::timeout;
 use zk_client::{
     acl, multi_error, AddWatchMode, Client, CreateMode, Error, EventType, MultiOp, OpResult, ReadOp,
@@ -35,9 +37,8 @@ async fn next_state(ev: &mut zk_client::StateEvents, want: SessionState, within:
     assert!(r.is_ok(), "no {want:?} within {within:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_operation_and_its_errors() {
-    let srv = TestServer::start();
+async fn every_operation_and_its_errors(target: Target) {
+    let srv = TestServer::start(target);
     let c = client(&srv.addr).await;
     let open = acl::open_unsafe();
     let base = unique("ops");
@@ -201,9 +202,8 @@ async fn every_operation_and_its_errors() {
     assert_eq!(other.exists(&e).await, Ok(None));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watches_of_every_kind_and_chroot() {
-    let srv = TestServer::start();
+async fn watches_of_every_kind_and_chroot(target: Target) {
+    let srv = TestServer::start(target);
     let open = acl::open_unsafe();
     let c = client(&srv.addr).await;
     let base = unique("watch");
@@ -318,9 +318,8 @@ async fn watches_of_every_kind_and_chroot() {
     assert!(c.exists(&format!("{base}/mc")).await.unwrap().is_some());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconnect_after_server_restart_keeps_session_and_watches() {
-    let mut srv = TestServer::start();
+async fn reconnect_after_server_restart_keeps_session_and_watches(target: Target) {
+    let mut srv = TestServer::start(target);
     if !srv.is_managed() {
         eprintln!("skipped: ZKRS_TEST_SERVER is set; the server cannot be restarted from here");
         return;
@@ -359,9 +358,8 @@ async fn reconnect_after_server_restart_keeps_session_and_watches() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_expiry_is_reported_and_ops_fail() {
-    let srv = TestServer::start();
+async fn session_expiry_is_reported_and_ops_fail(target: Target) {
+    let srv = TestServer::start(target);
     let proxy = Proxy::start(&srv.addr).await;
     let c = Client::builder(&proxy.addr)
         .session_timeout(Duration::from_millis(2000))
@@ -394,9 +392,8 @@ async fn session_expiry_is_reported_and_ops_fail() {
     assert_eq!(again.unwrap_err(), Error::SessionExpired);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auth_replayed_after_reconnect_and_session_resumable() {
-    let srv = TestServer::start();
+async fn auth_replayed_after_reconnect_and_session_resumable(target: Target) {
+    let srv = TestServer::start(target);
     let proxy = Proxy::start(&srv.addr).await;
     let c = client(&proxy.addr).await;
     let mut states = c.state_events();
@@ -422,3 +419,11 @@ async fn auth_replayed_after_reconnect_and_session_resumable() {
     next_state(&mut bs, SessionState::AuthFailed, T).await;
     assert_eq!(bad.exists("/").await, Err(Error::AuthFailed));
 }
+
+both!(
+    every_operation_and_its_errors,
+    watches_of_every_kind_and_chroot,
+    reconnect_after_server_restart_keeps_session_and_watches,
+    session_expiry_is_reported_and_ops_fail,
+    auth_replayed_after_reconnect_and_session_resumable
+);

@@ -1,27 +1,60 @@
 //! Test servers for zk-client's integration tests.
 //!
-//! By default each test starts Apache ZooKeeper 3.8 (Debian's package) on a free loopback port
-//! with a fresh data directory; `ZKRS_TEST_SERVER=host:port` points the tests at a running server
-//! instead (tests that must kill and restart the server are skipped then). A small TCP proxy that
-//! can cut and refuse connections stands in for network failures.
+//! Every test runs twice, against Apache ZooKeeper 3.8 (Debian's package) and against zkrs-server
+//! ([`Target`]; the [`both!`] macro writes the two `#[tokio::test]`s). Each run starts its server on
+//! a free loopback port with a fresh data directory. `ZKRS_TEST_SERVER=host:port` points every test
+//! at one running server instead (tests that must kill and restart the server are skipped then). A
+//! small TCP proxy that can cut and refuse connections stands in for network failures.
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+
+/// Which server implementation a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Apache ZooKeeper 3.8 from Debian's package, run with the JVM.
+    Apache,
+    /// Our zkrs-server binary.
+    Zkrs,
+}
+
+/// For each named `async fn name(Target)`, writes a module `name` with two `#[tokio::test]`s,
+/// `apache` and `zkrs`, so `cargo test name::zkrs` runs one.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn apache() {
+                    super::$name(super::support::Target::Apache).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn zkrs() {
+                    super::$name(super::support::Target::Zkrs).await
+                }
+            }
+        )*
+    };
+}
 
 /// A server the tests talk to: one we started, or the one ZKRS_TEST_SERVER names.
 pub struct TestServer {
     /// "host:port".
     pub addr: String,
+    /// The implementation (for an external server: the one the test asked for).
+    pub target: Target,
     managed: Option<Managed>,
 }
 
 struct Managed {
+    target: Target,
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
@@ -31,18 +64,46 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The zkrs-server binary: `ZKRS_SERVER_BIN`, or the workspace's own, brought up to date with
+/// `cargo build` once per test process (cargo releases its build lock before running tests, so
+/// this does not deadlock; it waits while another cargo command holds the lock).
+pub fn zkrs_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("ZKRS_SERVER_BIN") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/<test exe> -> target/<profile>/zkrs-server
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+        let bin = profile_dir.join("zkrs-server");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-q", "-p", "zk-server", "--bin", "zkrs-server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let ok = cmd.status().map(|s| s.success()).unwrap_or(false);
+        assert!(ok || bin.exists(), "could not build zkrs-server (cargo build -p zk-server)");
+        bin
+    })
+    .clone()
+}
+
 impl TestServer {
-    /// Starts Apache ZooKeeper (tickTime 500 ms so sessions may be short, TTL nodes enabled), or
-    /// uses ZKRS_TEST_SERVER.
-    pub fn start() -> TestServer {
+    /// Starts `target` (tickTime 500 ms so sessions may be short, TTL nodes enabled, containers
+    /// reaped every 500 ms), or uses ZKRS_TEST_SERVER.
+    pub fn start(target: Target) -> TestServer {
         if let Ok(addr) = std::env::var("ZKRS_TEST_SERVER") {
-            return TestServer { addr, managed: None };
+            return TestServer { addr, target, managed: None };
         }
         let dir = tempfile::Builder::new().prefix("zk-client-test-").tempdir().unwrap();
         let port = free_port();
-        let mut m = Managed { port, dir, child: None };
+        let mut m = Managed { target, port, dir, child: None };
         m.spawn();
-        TestServer { addr: format!("127.0.0.1:{port}"), managed: Some(m) }
+        TestServer { addr: format!("127.0.0.1:{port}"), target, managed: Some(m) }
     }
 
     /// Whether this test run controls the server process.
@@ -81,9 +142,11 @@ impl Managed {
         let cfg = format!(
             "tickTime=500\nminSessionTimeout=1000\nmaxSessionTimeout=30000\ndataDir={}\n\
              clientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n\
-             admin.enableServer=false\nextendedTypesEnabled=true\n",
+             admin.enableServer=false\nextendedTypesEnabled=true\n{}",
             data.display(),
-            self.port
+            self.port,
+            // A JVM property for Apache (below), a zoo.cfg key for zkrs.
+            if self.target == Target::Zkrs { "znode.container.checkIntervalMs=500\n" } else { "" },
         );
         let cfg_path = self.dir.path().join("zoo.cfg");
         std::fs::write(&cfg_path, cfg).unwrap();
@@ -92,32 +155,47 @@ impl Managed {
             .append(true)
             .open(self.dir.path().join("server.log"))
             .unwrap();
-        assert!(
-            std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
-            "Debian's zookeeper package is needed"
-        );
-        let child = Command::new("java")
-            .arg(format!("-Dzookeeper.log.dir={}", self.dir.path().display()))
-            .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
-            .arg("-Dznode.container.checkIntervalMs=500")
-            .arg("-Xmx256m")
-            .arg("-cp")
-            .arg(CLASSPATH)
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(&cfg_path)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start java");
+        let child = match self.target {
+            Target::Apache => {
+                assert!(
+                    std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
+                    "Debian's zookeeper package is needed (see test.sh)"
+                );
+                Command::new("java")
+                    .arg(format!("-Dzookeeper.log.dir={}", self.dir.path().display()))
+                    .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
+                    .arg("-Dznode.container.checkIntervalMs=500")
+                    .arg("-Xmx256m")
+                    .arg("-cp")
+                    .arg(CLASSPATH)
+                    .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+                    .arg(&cfg_path)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("start java")
+            }
+            Target::Zkrs => Command::new(zkrs_binary())
+                .arg(&cfg_path)
+                .env("RUST_LOG", "info")
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start zkrs-server"),
+        };
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         loop {
-            if ruok(addr) {
+            if serving(addr) {
                 return;
             }
-            assert!(Instant::now() < deadline, "ZooKeeper did not start");
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("{:?} server exited ({st})", self.target);
+            }
+            assert!(Instant::now() < deadline, "{:?} server did not start", self.target);
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -136,16 +214,18 @@ impl Drop for Managed {
     }
 }
 
-fn ruok(addr: SocketAddr) -> bool {
+/// `srvr` reports statistics only once the server accepts sessions (`ruok` answers earlier on
+/// Apache, before its database is loaded).
+fn serving(addr: SocketAddr) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"ruok").is_err() {
+    if s.write_all(b"srvr").is_err() {
         return false;
     }
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out == "imok"
+    out.starts_with("Zookeeper version:")
 }
 
 /// A loopback TCP proxy in front of a server that can drop every connection and refuse new ones,
