@@ -124,7 +124,7 @@ async fn answer_four_letter(
         "imok".to_string()
     } else {
         let (tx, rx) = oneshot::channel();
-        if core.send(CoreMsg::FourLetter { cmd: word.to_string(), reply: tx }).await.is_err() {
+        if core.send(CoreMsg::FourLetter { cmd: word.to_string(), asker: remote, reply: tx }).await.is_err() {
             return;
         }
         rx.await.unwrap_or_default()

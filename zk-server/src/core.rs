@@ -79,6 +79,8 @@ pub enum CoreMsg {
     FourLetter {
         /// The word.
         cmd: String,
+        /// Who asks (Apache counts and lists the asking connection too).
+        asker: SocketAddr,
         /// Where the text goes.
         reply: oneshot::Sender<String>,
     },
@@ -264,8 +266,8 @@ impl Core {
                 self.on_request(conn, xid, op, body, received)
             }
             CoreMsg::Closed { conn } => self.on_closed(conn),
-            CoreMsg::FourLetter { cmd, reply } => {
-                let text = fourlw::render(&cmd, &self.view());
+            CoreMsg::FourLetter { cmd, asker, reply } => {
+                let text = fourlw::render(&cmd, &self.view(asker));
                 if cmd == "crst" {
                     for c in self.conns.values() {
                         c.stats.reset();
@@ -893,7 +895,7 @@ impl Core {
         }
     }
 
-    fn view(&self) -> fourlw::View<'_> {
+    fn view(&self, asker: SocketAddr) -> fourlw::View<'_> {
         fourlw::View {
             settings: &self.settings,
             stats: &self.stats,
@@ -907,6 +909,7 @@ impl Core {
                 - self.permits.available_permits().min(self.settings.global_outstanding_limit as usize),
             last_zxid: self.db.last_applied_zxid(),
             uptime_ms: self.mono_ms(),
+            asker,
         }
     }
 }

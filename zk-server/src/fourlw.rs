@@ -46,6 +46,20 @@ pub struct View<'a> {
     pub last_zxid: i64,
     /// Time since start.
     pub uptime_ms: i64,
+    /// The connection asking: Apache counts it among the connections and lists it.
+    pub asker: SocketAddr,
+}
+
+impl View<'_> {
+    /// Connections, the asking one included.
+    fn connection_count(&self) -> usize {
+        self.conns.len() + 1
+    }
+
+    /// The asking connection's line in `stat` and `cons`: it has sent one frame (the word).
+    fn asker_line(&self, out: &mut String) {
+        let _ = writeln!(out, " /{}[0](queued=0,recved=1,sent=0)", self.asker);
+    }
 }
 
 /// Formats a float the way Java's `Double.toString` does for these small values.
@@ -83,7 +97,7 @@ fn summary(out: &mut String, v: &View<'_>) {
     let _ = writeln!(out, "Latency min/avg/max: {min}/{}/{max}", java_double(avg));
     let _ = writeln!(out, "Received: {}", v.stats.packets_received);
     let _ = writeln!(out, "Sent: {}", v.stats.packets_sent);
-    let _ = writeln!(out, "Connections: {}", v.conns.len());
+    let _ = writeln!(out, "Connections: {}", v.connection_count());
     let _ = writeln!(out, "Outstanding: {}", v.outstanding);
     let _ = writeln!(out, "Zxid: 0x{:x}", v.last_zxid);
     let _ = writeln!(out, "Mode: standalone");
@@ -132,6 +146,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             for c in &v.conns {
                 conn_line(&mut out, c, false);
             }
+            v.asker_line(&mut out);
             out.push('\n');
             summary(&mut out, v);
         }
@@ -139,6 +154,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             for c in &v.conns {
                 conn_line(&mut out, c, true);
             }
+            v.asker_line(&mut out);
             out.push('\n');
         }
         "conf" => out.push_str(&v.settings.conf_text),
@@ -156,7 +172,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 "{} connections watching {} paths\nTotal watches:{}",
                 by_watcher.len(),
                 v.db.watched_path_count(),
-                v.db.watch_count()
+                v.db.data_watch_count()
             );
         }
         "wchc" => {
@@ -219,7 +235,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 ("zk_version", version()),
                 ("zk_server_state", "standalone".into()),
                 ("zk_ephemerals_count", v.db.ephemerals_count().to_string()),
-                ("zk_num_alive_connections", v.conns.len().to_string()),
+                ("zk_num_alive_connections", v.connection_count().to_string()),
                 ("zk_avg_latency", java_double(avg)),
                 ("zk_outstanding_requests", v.outstanding.to_string()),
                 ("zk_znode_count", v.db.node_count().to_string()),

@@ -94,35 +94,33 @@ impl Database {
         self.tree.watches.data.len() + self.tree.watches.child.len()
     }
 
-    /// Paths each watcher watches (either table), sorted (wchc).
+    /// Data watches in total (wchs's "Total watches").
+    pub fn data_watch_count(&self) -> usize {
+        self.tree.watches.data.len()
+    }
+
+    /// Paths each watcher has data watches on, sorted (wchc). Apache's wchs/wchc/wchp report the
+    /// data-watch table only (exist and persistent watches included), so these do too.
     pub fn watches_by_watcher(&self) -> BTreeMap<WatcherId, Vec<String>> {
         let mut m: BTreeMap<WatcherId, BTreeSet<String>> = BTreeMap::new();
-        for t in [&self.tree.watches.data, &self.tree.watches.child] {
-            for (w, paths) in t.watchers() {
-                m.entry(w).or_default().extend(paths.map(String::from));
-            }
+        for (w, paths) in self.tree.watches.data.watchers() {
+            m.entry(w).or_default().extend(paths.map(String::from));
         }
         m.into_iter().map(|(w, s)| (w, s.into_iter().collect())).collect()
     }
 
-    /// Watchers on each path (either table), sorted (wchp).
+    /// Watchers with a data watch on each path, sorted (wchp; data table only, as Apache).
     pub fn watches_by_path(&self) -> BTreeMap<String, Vec<WatcherId>> {
         let mut m: BTreeMap<String, BTreeSet<WatcherId>> = BTreeMap::new();
-        for t in [&self.tree.watches.data, &self.tree.watches.child] {
-            for (p, ws) in t.paths() {
-                m.entry(p.to_string()).or_default().extend(ws);
-            }
+        for (p, ws) in self.tree.watches.data.paths() {
+            m.entry(p.to_string()).or_default().extend(ws);
         }
         m.into_iter().map(|(p, s)| (p, s.into_iter().collect())).collect()
     }
 
-    /// Distinct watched paths (either table).
+    /// Distinct paths with data watches (wchs; data table only, as Apache).
     pub fn watched_path_count(&self) -> usize {
-        let mut s: BTreeSet<&str> = BTreeSet::new();
-        for t in [&self.tree.watches.data, &self.tree.watches.child] {
-            s.extend(t.paths().map(|(p, _)| p));
-        }
-        s.len()
+        self.tree.watches.data.paths().map(|(p, _)| p).collect::<BTreeSet<&str>>().len()
     }
 
     /// Connections with at least one watch.

@@ -51,6 +51,16 @@ impl ServerProc {
         four_letter(self.addr(), cmd)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status if the process has ended.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Kills the process with SIGKILL and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,85 @@
+//! Four-letter words answer as Apache ZooKeeper 3.8 answers them: the same lines in the same
+//! order, with values that differ only where the servers' states do (versions, ports, timings).
+mod support;
+use support::client::RawClient;
+use support::*;
+use zk_proto::*;
+
+/// The label of each line ("Latency min/avg/max", "zk_znode_count", ...), for comparing shapes.
+fn labels(text: &str, sep: char) -> Vec<String> {
+    text.lines().map(|l| l.split(sep).next().unwrap_or("").to_string()).collect()
+}
+
+fn value<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_start_matches([':', '\t', ' ']))
+        .unwrap_or_else(|| panic!("{key} missing in:\n{text}"))
+}
+
+#[test]
+fn words_match_apache() {
+    let apache = start(Target::Apache, "");
+    let zkrs = start(Target::Zkrs, "");
+    for s in [&apache, &zkrs] {
+        let mut c = RawClient::connect(s.addr(), 30_000);
+        assert_eq!(c.create("/w", b"abc", CreateMode::Persistent).err(), ErrorCode::Ok);
+        assert_eq!(c.create("/w/e", b"", CreateMode::Ephemeral).err(), ErrorCode::Ok);
+        assert_eq!(c.get_data("/w", true).err(), ErrorCode::Ok);
+        assert_eq!(c.children2("/w", true).err(), ErrorCode::Ok);
+        std::mem::forget(c); // keep the session and its watches while the words are asked
+    }
+    assert_eq!(zkrs.four_letter("ruok"), apache.four_letter("ruok"));
+    assert_eq!(zkrs.four_letter("isro"), apache.four_letter("isro"));
+
+    let (a, z) = (apache.four_letter("srvr"), zkrs.four_letter("srvr"));
+    assert_eq!(labels(&z, ':'), labels(&a, ':'), "srvr lines\napache:\n{a}\nzkrs:\n{z}");
+    for key in ["Zxid", "Mode", "Node count", "Connections"] {
+        assert_eq!(value(&z, key), value(&a, key), "srvr {key}");
+    }
+
+    let (a, z) = (apache.four_letter("stat"), zkrs.four_letter("stat"));
+    assert_eq!(value(&z, "Node count"), value(&a, "Node count"));
+    assert!(z.contains("Clients:\n /127.0.0.1:"), "{z}");
+
+    let (a, z) = (apache.four_letter("wchs"), zkrs.four_letter("wchs"));
+    assert_eq!(z, a, "wchs");
+    let (a, z) = (apache.four_letter("wchp"), zkrs.four_letter("wchp"));
+    assert_eq!(labels(&z, '\t'), labels(&a, '\t'), "wchp paths\napache:\n{a}\nzkrs:\n{z}");
+
+    let (a, z) = (apache.four_letter("mntr"), zkrs.four_letter("mntr"));
+    for key in
+        ["zk_server_state", "zk_znode_count", "zk_ephemerals_count", "zk_watch_count", "zk_global_sessions"]
+    {
+        assert_eq!(value(&z, key), value(&a, key), "mntr {key}\napache:\n{a}\nzkrs:\n{z}");
+    }
+    assert_eq!(value(&z, "zk_approximate_data_size"), value(&a, "zk_approximate_data_size"));
+
+    // conf: the same keys in the same order (paths and ports differ).
+    let (a, z) = (apache.four_letter("conf"), zkrs.four_letter("conf"));
+    assert_eq!(labels(&z, '='), labels(&a, '='), "conf keys\napache:\n{a}\nzkrs:\n{z}");
+
+    assert_eq!(zkrs.four_letter("crst"), apache.four_letter("crst"));
+    assert_eq!(zkrs.four_letter("srst"), apache.four_letter("srst"));
+}
+
+#[test]
+fn whitelist_refusal_matches_apache() {
+    // Without 4lw.commands.whitelist only srvr is allowed.
+    let cfg = |t| {
+        let s = start(t, "");
+        // The harness allows every word; restart with the default whitelist.
+        let text =
+            std::fs::read_to_string(s.config_path()).unwrap().replace("4lw.commands.whitelist=*\n", "");
+        std::fs::write(s.config_path(), text).unwrap();
+        s
+    };
+    let mut apache = cfg(Target::Apache);
+    apache.restart();
+    let mut zkrs = cfg(Target::Zkrs);
+    zkrs.restart();
+    for word in ["ruok", "stat", "mntr", "conf"] {
+        assert_eq!(zkrs.four_letter(word), apache.four_letter(word), "{word}");
+    }
+    assert!(zkrs.four_letter("srvr").starts_with("Zookeeper version:"));
+}
