@@ -64,3 +64,50 @@ fn client_that_never_reads_does_not_stall_others() {
     let srvr = server.four_letter("srvr");
     assert!(srvr.starts_with("Zookeeper version:"), "{srvr}");
 }
+
+/// Seeded random bytes — as handshakes, as frames after a valid handshake, with plausible and
+/// absurd lengths — on many connections: the server answers or closes each one, never falls over,
+/// and keeps serving a well-behaved session throughout. Reproduce a failure with its seed.
+#[test]
+fn random_garbage_never_takes_the_server_down() {
+    use std::io::Write;
+    let server = start(Target::Zkrs, "");
+    let mut good = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(good.create("/g", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..300u32 {
+        let mut bytes = Vec::new();
+        let mode = next() % 3;
+        if mode > 0 {
+            // A valid handshake first, so the garbage reaches the request decoder.
+            let req = ConnectRequest { time_out: 30_000, read_only: Some(false), ..Default::default() };
+            let body = zk_proto::jute::to_bytes(&req);
+            bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(&body);
+        }
+        let n = (next() % 200) as usize;
+        let mut body: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+        if mode == 2 && body.len() >= 8 {
+            // A plausible frame: a correct length and a known opcode with a random body.
+            let ops = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 19, 21, 22, 100, 101, 103, 104, 105, 106, 107];
+            let op = ops[(next() as usize) % ops.len()];
+            body[4..8].copy_from_slice(&(op as i32).to_be_bytes());
+            bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        }
+        bytes.extend_from_slice(&body);
+        let Ok(mut s) = std::net::TcpStream::connect(server.addr()) else { panic!("round {round}: refused") };
+        let _ = s.write_all(&bytes);
+        drop(s);
+        if round % 50 == 0 {
+            assert_eq!(good.exists("/g", false).err(), ErrorCode::Ok, "round {round}");
+        }
+    }
+    assert_eq!(good.create("/g/after", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    assert_eq!(server.four_letter("ruok"), "imok");
+}
