@@ -70,7 +70,7 @@ impl Database {
                     time,
                     events,
                 );
-                if r == Err(ErrorCode::NodeExists) && op == Some(OpCode::Create) {
+                if r == Err(ErrorCode::NodeExists) && (op == Some(OpCode::Create) || self.replaying) {
                     // Replaying over a fuzzy snapshot: Apache brings the parent's cversion and
                     // pzxid up to what the txn says.
                     if let Some(parent) = parent_of(&t.path) {
@@ -84,7 +84,7 @@ impl Database {
                 if t.ttl <= 0 || t.ttl > MAX_TTL_MS {
                     return Err(ErrorCode::BadArguments);
                 }
-                let stat = self.tree.create_node(
+                let r = self.tree.create_node(
                     &t.path,
                     t.data.clone(),
                     &t.acl,
@@ -93,11 +93,12 @@ impl Database {
                     zxid,
                     time,
                     events,
-                )?;
-                Ok(Outcome::Created { path: t.path.clone(), stat })
+                );
+                self.replay_parent_fix(&r, &t.path, t.parent_cversion, zxid)?;
+                Ok(Outcome::Created { path: t.path.clone(), stat: r? })
             }
             Txn::CreateContainer(t) => {
-                let stat = self.tree.create_node(
+                let r = self.tree.create_node(
                     &t.path,
                     t.data.clone(),
                     &t.acl,
@@ -106,8 +107,9 @@ impl Database {
                     zxid,
                     time,
                     events,
-                )?;
-                Ok(Outcome::Created { path: t.path.clone(), stat })
+                );
+                self.replay_parent_fix(&r, &t.path, t.parent_cversion, zxid)?;
+                Ok(Outcome::Created { path: t.path.clone(), stat: r? })
             }
             Txn::Delete(t) | Txn::DeleteContainer(t) => {
                 self.tree.delete_node(&t.path, zxid, events)?;
@@ -127,6 +129,25 @@ impl Database {
                 Err(ErrorCode::RuntimeInconsistency)
             }
         }
+    }
+
+    /// During a replay over a fuzzy snapshot, a create that finds its node already present (the
+    /// snapshot caught it) still brings the parent's cversion and pzxid up to what the txn says,
+    /// so the parent ends as a straight apply leaves it. Apache does this for `create` only; here
+    /// every create kind gets it, since a straight apply never meets NODEEXISTS.
+    fn replay_parent_fix(
+        &mut self,
+        r: &Result<zk_proto::Stat, ErrorCode>,
+        path: &str,
+        parent_cversion: i32,
+        zxid: i64,
+    ) -> Result<(), ErrorCode> {
+        if self.replaying && *r == Err(ErrorCode::NodeExists) {
+            if let Some(parent) = parent_of(path) {
+                self.tree.set_cversion_pzxid(parent, parent_cversion, zxid)?;
+            }
+        }
+        Ok(())
     }
 
     /// Apache's multi apply: if any sub-txn is an error, nothing applies; ops before the first

@@ -14,6 +14,10 @@ pub struct Database {
     pub(crate) sessions: SessionTable,
     pub(crate) outstanding: Outstanding,
     pub(crate) last_applied: i64,
+    /// Applying txns over a fuzzy snapshot (see [`crate::snapshot::Recovery`]): a create that
+    /// finds its node present still moves the parent's cversion and pzxid forward, whatever its
+    /// kind.
+    pub(crate) replaying: bool,
 }
 
 impl Database {
@@ -25,6 +29,7 @@ impl Database {
             sessions: SessionTable::new(cfg.tick_ms),
             outstanding: Outstanding::default(),
             last_applied: 0,
+            replaying: false,
             cfg,
         }
     }

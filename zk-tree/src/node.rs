@@ -83,6 +83,25 @@ impl Children {
         rank
     }
 
+    /// Adds a child that already has an insertion rank (a snapshot being loaded). Later plain
+    /// inserts get ranks above every rank seen, so a restored order is never shuffled.
+    pub fn insert_ranked(&mut self, slot: Slot, rank: u32) {
+        self.set.insert_unique(slot_hash(slot), slot, |s| slot_hash(*s));
+        self.next_rank = self.next_rank.max(rank.wrapping_add(1));
+        self.max_len = self.max_len.max(self.set.len() as u32);
+    }
+
+    /// What the iteration order depends on besides the members: (next insertion rank, largest
+    /// size reached).
+    pub fn order_meta(&self) -> (u32, u32) {
+        (self.next_rank, self.max_len)
+    }
+
+    /// An empty set that remembers a saved (next insertion rank, largest size reached).
+    pub fn with_order_meta(next_rank: u32, max_len: u32) -> Self {
+        Children { set: hashbrown::HashTable::new(), next_rank, max_len }
+    }
+
     /// Removes a child; false if absent.
     pub fn remove(&mut self, slot: Slot) -> bool {
         match self.set.find_entry(slot_hash(slot), |s| *s == slot) {

@@ -77,6 +77,27 @@ impl NodeTable {
         slot
     }
 
+    /// Stores a node, replacing (in its slot) any node with the same path; returns the slot and
+    /// the replaced node.
+    pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
+        match self.find(node.path()) {
+            Some(s) => (s, self.slots[s as usize].replace(node)),
+            None => (self.insert(node), None),
+        }
+    }
+
+    /// Makes room for `n` more nodes.
+    pub fn reserve(&mut self, n: usize) {
+        self.slots.reserve(n);
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index.reserve(n, |&s| slots[s as usize].as_ref().map_or(0, |n| hasher.hash_one(n.path_bytes())));
+    }
+
+    /// One past the highest slot number in use or free (slots are `0..slot_count()`).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Removes the node at `path`.
     pub fn remove(&mut self, path: &str) -> Option<(Slot, Node)> {
         let h = self.hash(path);

@@ -156,6 +156,20 @@ impl SessionTable {
         }
     }
 
+    /// After a restart: every session is live again (none closing) and expires its timeout after
+    /// `now_ms`, as Apache's session tracker starts the sessions it loads.
+    pub fn restart_all(&mut self, now_ms: i64) {
+        self.buckets.clear();
+        let ids: Vec<(SessionId, i32)> = self.sessions.iter().map(|(s, e)| (*s, e.timeout_ms)).collect();
+        for (s, t) in ids {
+            if let Some(e) = self.sessions.get_mut(&s) {
+                e.bucket = None;
+                e.closing = false;
+            }
+            self.rebucket(s, t, now_ms);
+        }
+    }
+
     /// Every session with its timeout, ascending by id.
     pub fn iter(&self) -> impl Iterator<Item = (SessionId, i32)> + '_ {
         let mut v: Vec<(SessionId, i32)> = self.sessions.iter().map(|(s, e)| (*s, e.timeout_ms)).collect();

@@ -2,6 +2,7 @@
 
 mod multi_tests;
 mod prop_tests;
+mod snapshot_tests;
 mod support;
 mod watch_tests;
 mod write_tests;

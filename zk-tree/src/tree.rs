@@ -26,7 +26,7 @@ pub fn parent_of(path: &str) -> Option<&str> {
 }
 
 /// Approximate size Apache charges a node: path length in UTF-16 units plus data length.
-fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
+pub(crate) fn node_size(path: &str, data: Option<&[u8]>) -> u64 {
     let plen = if path.is_ascii() { path.len() } else { path.encode_utf16().count() };
     plen as u64 + data.as_ref().map_or(0, |d| d.len() as u64)
 }
@@ -66,17 +66,18 @@ impl EphemeralSet {
 /// Znodes and everything indexed from them.
 #[derive(Debug)]
 pub struct DataTree {
-    nodes: NodeTable,
-    acls: AclTable,
-    ephemerals: HashMap<SessionId, EphemeralSet>,
-    containers: BTreeSet<Box<str>>,
-    ttls: BTreeSet<Box<str>>,
+    pub(crate) nodes: NodeTable,
+    pub(crate) acls: AclTable,
+    pub(crate) ephemerals: HashMap<SessionId, EphemeralSet>,
+    pub(crate) containers: BTreeSet<Box<str>>,
+    pub(crate) ttls: BTreeSet<Box<str>>,
     /// Watch tables.
     pub watches: WatchManager,
-    quotas: QuotaRoots,
-    extended: bool,
-    data_size: u64,
-    next_rank: u64,
+    pub(crate) quotas: QuotaRoots,
+    pub(crate) extended: bool,
+    pub(crate) data_size: u64,
+    /// Next insertion rank of an ephemeral path in its session's set.
+    pub(crate) next_rank: u64,
 }
 
 fn open_acl() -> Vec<Acl> {
@@ -87,7 +88,14 @@ impl DataTree {
     /// A tree holding "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config" (world-readable,
     /// aversion -1), as Apache's DataTree starts.
     pub fn new(extended_types: bool) -> Self {
-        let mut t = DataTree {
+        let mut t = DataTree::empty(extended_types);
+        t.add_special_nodes();
+        t
+    }
+
+    /// A tree without a single node, for a snapshot loader to fill.
+    pub(crate) fn empty(extended_types: bool) -> Self {
+        DataTree {
             nodes: NodeTable::default(),
             acls: AclTable::default(),
             ephemerals: HashMap::new(),
@@ -98,17 +106,85 @@ impl DataTree {
             extended: extended_types,
             data_size: 0,
             next_rank: 0,
-        };
+        }
+    }
+
+    /// Adds those of "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config" that are
+    /// missing, as a fresh tree has them. A tree being loaded gets them linked by the loader.
+    fn add_special_nodes(&mut self) {
+        let t = self;
         let open = t.acls.intern(&open_acl());
-        t.insert_raw(Node::new("/", Some(&[]), open.clone(), StatPersisted::default()));
+        if !t.nodes.contains("/") {
+            t.insert_raw(Node::new("/", Some(&[]), open.clone(), StatPersisted::default()));
+        }
         for p in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+            if t.nodes.contains(p) {
+                continue;
+            }
             let node = Node::new(p, Some(&[]), open.clone(), StatPersisted::default());
             let slot = t.insert_raw(node);
             t.link(parent_of(p).unwrap_or("/"), slot);
+            if p == "/zookeeper/config" {
+                let read =
+                    vec![Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+                let _ = t.set_acl(p, &read, -1);
+            }
         }
-        let read = vec![Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } }];
-        let _ = t.set_acl("/zookeeper/config", &read, -1);
-        t
+    }
+
+    /// For a loaded tree: adds the special nodes a snapshot lacks (a foreign snapshot may), linked
+    /// to their parents.
+    pub(crate) fn ensure_special_nodes(&mut self) {
+        self.add_special_nodes();
+    }
+
+    /// Recomputes every quota from the tree, as Apache does when it loads a snapshot: each
+    /// `/zookeeper/quota/<path>/zookeeper_limits` node makes `<path>` a quota root, and its
+    /// `zookeeper_stats` node is rewritten with the subtree's current count and bytes.
+    pub(crate) fn recompute_quotas(&mut self) {
+        let suffix = format!("/{}", quota::LIMIT_NODE);
+        let mut roots: Vec<String> = Vec::new();
+        let mut stack: Vec<Slot> = self.nodes.find(quota::QUOTA_ROOT).into_iter().collect();
+        while let Some(s) = stack.pop() {
+            let Some(n) = self.nodes.node(s) else { continue };
+            if let Some(c) = &n.children {
+                stack.extend(c.iter());
+            }
+            if let Some(prefix) = n.path().strip_suffix(suffix.as_str()) {
+                // An empty prefix (a limits node right under /zookeeper/quota) is never a root,
+                // as when the node is created (Apache's trie refuses it).
+                match prefix.strip_prefix(quota::QUOTA_ROOT) {
+                    Some(trimmed) if !trimmed.is_empty() => roots.push(trimmed.to_string()),
+                    _ => {}
+                }
+            }
+        }
+        self.quotas = QuotaRoots::default();
+        for r in &roots {
+            self.quotas.add(r);
+        }
+        for r in &roots {
+            self.update_quota_for_path(r);
+        }
+    }
+
+    /// Inserts a loaded node as is (no link, no index); see [`NodeTable::insert_or_replace`].
+    pub(crate) fn load_node(&mut self, node: Node) -> (Slot, Option<Node>) {
+        self.nodes.insert_or_replace(node)
+    }
+
+    /// Removes a node and its whole subtree without events or index upkeep (a loader dropping
+    /// orphans before the indexes are built).
+    pub(crate) fn drop_subtree(&mut self, slot: Slot) {
+        let mut stack = vec![slot];
+        while let Some(s) = stack.pop() {
+            if let Some(n) = self.nodes.remove_slot(s) {
+                if let Some(c) = &n.children {
+                    stack.extend(c.iter());
+                }
+                self.acls.release(n.acl);
+            }
+        }
     }
 
     fn insert_raw(&mut self, node: Node) -> Slot {

@@ -67,7 +67,7 @@ fn write_strategy() -> impl Strategy<Value = Request> {
 }
 
 #[derive(Debug, Clone)]
-enum Step {
+pub(super) enum Step {
     Write(i64, Request),
     Multi(i64, Vec<Request>),
     Close(i64),
@@ -77,7 +77,7 @@ enum Step {
     Reap(i64),
 }
 
-fn step_strategy() -> impl Strategy<Value = Step> {
+pub(super) fn step_strategy() -> impl Strategy<Value = Step> {
     let session = 1..4i64;
     prop_oneof![
         8 => (session.clone(), write_strategy()).prop_map(|(s, r)| Step::Write(s, r)),
@@ -90,7 +90,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn check_invariants(db: &Database) {
+pub(super) fn check_invariants(db: &Database) {
     let tree = db.tree();
     let ext = tree.extended_types();
     let mut size = 0u64;

@@ -1,0 +1,971 @@
+//! Snapshots of the database: a fuzzy serialization taken in small steps between writes, the
+//! loader that rebuilds a [`Database`] from it, and [`Recovery`], which replays the logged txns
+//! that follow the snapshot's start zxid idempotently.
+//!
+//! # Why fuzzy
+//! A snapshot must never stall writes. [`Database::snapshot_begin`] records the start zxid `S`
+//! (the last applied txn) and copies the small session table; each
+//! [`Database::snapshot_step`] then serializes a bounded number of nodes, walking the node slab
+//! in slot order, and the server applies more txns between steps. The result mixes states: each
+//! node is captured as it was at the moment its slot was visited, some time at or after `S`. A
+//! restart loads it and replays every txn with zxid > `S`; replay is idempotent (a create of a
+//! present node changes nothing but the parent's cversion/pzxid, which only move forward; a
+//! delete of a missing node changes nothing but the parent's pzxid; setData and setACL carry
+//! explicit versions; a delete of a node that has children purges them, since their creates
+//! follow in the log). So every path converges to the value the last txn touching it gives, and
+//! the loaded-and-replayed tree equals the one that applied everything (proved by the property
+//! test in `tests/snapshot_tests.rs`). Quota stats nodes are recomputed from the tree at the end
+//! of recovery, as Apache recomputes them when it loads a snapshot.
+//!
+//! # Content layout (inside zk-log's checksummed chunks)
+//! A sequence of records `u8 tag | u32 body length | body`, integers little-endian:
+//! - `1` header: `u32 content version | i64 start zxid | u64 node count at begin | u64 next
+//!   ephemeral rank`
+//! - `2` ACL list: `u32 index | u32 count | count × (i32 perms | str scheme | str id)`
+//! - `3` session: `i64 id | i32 timeout ms`
+//! - `4` node: `u8 flags | str path | [bytes data if flags&1] | u32 acl index | u32 rank |
+//!   stat (i64 czxid, i64 mzxid, i64 ctime, i64 mtime, i32 version, i32 cversion, i32 aversion,
+//!   i64 ephemeralOwner, i64 pzxid) | [u32 next child rank, u32 largest child count if flags&2] |
+//!   [u64 ephemeral rank if flags&4]`
+//! - `9` end: `u64 nodes | u32 ACL lists | u32 sessions` (what was written, checked on load)
+//!
+//! `str` and `bytes` are `u32 length | bytes`. An ACL list is written once, before the first
+//! node that uses it; a node written twice (deleted and re-created into a later slot while the
+//! snapshot ran) is loaded from its later record.
+
+use crate::acl::AclRef;
+use crate::database::Database;
+use crate::node::{owner_kind, Children, Node, OwnerKind, Slot};
+use crate::session::SessionTable;
+use crate::tree::{parent_of, DataTree};
+use crate::{SessionId, TreeConfig};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use zk_proto::{Acl, Id, StatPersisted, Txn, TxnHeader};
+
+/// The content format this code writes, and the newest it reads.
+pub const CONTENT_VERSION: u32 = 1;
+/// Largest record body accepted when loading: node data is bounded by jute.maxbuffer, far below.
+pub const MAX_RECORD_BYTES: u32 = 256 << 20;
+
+const TAG_HEADER: u8 = 1;
+const TAG_ACL: u8 = 2;
+const TAG_SESSION: u8 = 3;
+const TAG_NODE: u8 = 4;
+const TAG_END: u8 = 9;
+
+const FLAG_DATA: u8 = 1;
+const FLAG_CHILD_META: u8 = 2;
+const FLAG_EPH_RANK: u8 = 4;
+
+/// Why snapshot content could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// The bytes do not follow the layout.
+    #[error("snapshot content malformed at byte {offset}: {reason}")]
+    Malformed {
+        /// Offset in the content stream.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Written by a newer zkrs.
+    #[error("snapshot content version {0} is newer than this zkrs reads ({CONTENT_VERSION})")]
+    UnsupportedVersion(u32),
+}
+
+fn malformed(offset: u64, reason: impl Into<String>) -> SnapshotError {
+    SnapshotError::Malformed { offset, reason: reason.into() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/// Where a snapshot in progress stands; made by [`Database::snapshot_begin`], advanced by
+/// [`Database::snapshot_step`]. Holds no borrow of the database, so writes go on between steps.
+#[derive(Debug)]
+pub struct SnapshotCursor {
+    start_zxid: i64,
+    node_hint: u64,
+    next_eph_rank: u64,
+    sessions: Option<Vec<(SessionId, i32)>>,
+    session_count: u32,
+    next_slot: usize,
+    /// ACL lists already written, by the address of their shared allocation. The `Weak` keeps the
+    /// allocation (not the list) alive, so an address can never be reused by another list while
+    /// the snapshot runs, and the ACL table's reference counts are untouched.
+    acls: HashMap<usize, (u32, Weak<Vec<Acl>>)>,
+    nodes_written: u64,
+    done: bool,
+}
+
+impl SnapshotCursor {
+    /// The zxid the snapshot starts from: every txn up to it is in the captured state, and a
+    /// restart must replay every txn above it. Name the snapshot file after it.
+    pub fn start_zxid(&self) -> i64 {
+        self.start_zxid
+    }
+
+    /// Nodes written so far.
+    pub fn nodes_written(&self) -> u64 {
+        self.nodes_written
+    }
+
+    /// Whether the end record has been written.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_i32(out: &mut Vec<u8>, v: i32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    // Paths and data are bounded by the request frame, so they always fit a u32.
+    put_u32(out, b.len() as u32);
+    out.extend_from_slice(b);
+}
+
+/// Starts a record; returns the offset of its length field for [`end_record`].
+fn begin_record(out: &mut Vec<u8>, tag: u8) -> usize {
+    out.push(tag);
+    let at = out.len();
+    put_u32(out, 0);
+    at
+}
+
+fn end_record(out: &mut [u8], at: usize) {
+    let len = (out.len() - at - 4) as u32;
+    debug_assert!(len <= MAX_RECORD_BYTES);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+fn put_stat(out: &mut Vec<u8>, s: &StatPersisted) {
+    put_i64(out, s.czxid);
+    put_i64(out, s.mzxid);
+    put_i64(out, s.ctime);
+    put_i64(out, s.mtime);
+    put_i32(out, s.version);
+    put_i32(out, s.cversion);
+    put_i32(out, s.aversion);
+    put_i64(out, s.ephemeral_owner);
+    put_i64(out, s.pzxid);
+}
+
+/// Appends a node record (the loader's and the Apache importer's common path).
+#[allow(clippy::too_many_arguments)]
+fn put_node(
+    out: &mut Vec<u8>,
+    path: &[u8],
+    data: Option<&[u8]>,
+    acl_index: u32,
+    rank: u32,
+    stat: &StatPersisted,
+    child_meta: Option<(u32, u32)>,
+    eph_rank: Option<u64>,
+) {
+    let at = begin_record(out, TAG_NODE);
+    let mut flags = 0;
+    if data.is_some() {
+        flags |= FLAG_DATA;
+    }
+    if child_meta.is_some() {
+        flags |= FLAG_CHILD_META;
+    }
+    if eph_rank.is_some() {
+        flags |= FLAG_EPH_RANK;
+    }
+    out.push(flags);
+    put_bytes(out, path);
+    if let Some(d) = data {
+        put_bytes(out, d);
+    }
+    put_u32(out, acl_index);
+    put_u32(out, rank);
+    put_stat(out, stat);
+    if let Some((next, max)) = child_meta {
+        put_u32(out, next);
+        put_u32(out, max);
+    }
+    if let Some(r) = eph_rank {
+        put_u64(out, r);
+    }
+    end_record(out, at);
+}
+
+fn put_acl_record(out: &mut Vec<u8>, index: u32, acl: &[Acl]) {
+    let at = begin_record(out, TAG_ACL);
+    put_u32(out, index);
+    put_u32(out, acl.len() as u32);
+    for a in acl {
+        put_i32(out, a.perms);
+        put_bytes(out, a.id.scheme.as_bytes());
+        put_bytes(out, a.id.id.as_bytes());
+    }
+    end_record(out, at);
+}
+
+fn put_header(out: &mut Vec<u8>, start_zxid: i64, node_hint: u64, next_eph_rank: u64) {
+    let at = begin_record(out, TAG_HEADER);
+    put_u32(out, CONTENT_VERSION);
+    put_i64(out, start_zxid);
+    put_u64(out, node_hint);
+    put_u64(out, next_eph_rank);
+    end_record(out, at);
+}
+
+fn put_session(out: &mut Vec<u8>, id: SessionId, timeout: i32) {
+    let at = begin_record(out, TAG_SESSION);
+    put_i64(out, id);
+    put_i32(out, timeout);
+    end_record(out, at);
+}
+
+fn put_end(out: &mut Vec<u8>, nodes: u64, acls: u32, sessions: u32) {
+    let at = begin_record(out, TAG_END);
+    put_u64(out, nodes);
+    put_u32(out, acls);
+    put_u32(out, sessions);
+    end_record(out, at);
+}
+
+impl Database {
+    /// Starts a snapshot of the state as of the last applied txn (`start_zxid`). Cheap: copies
+    /// the session table (id, timeout) and nothing else; the nodes are written by later steps.
+    pub fn snapshot_begin(&self) -> SnapshotCursor {
+        let sessions: Vec<(SessionId, i32)> = self.sessions.iter().collect();
+        SnapshotCursor {
+            start_zxid: self.last_applied,
+            node_hint: self.tree.len() as u64,
+            next_eph_rank: self.tree.next_rank,
+            session_count: sessions.len() as u32,
+            sessions: Some(sessions),
+            next_slot: 0,
+            acls: HashMap::new(),
+            nodes_written: 0,
+            done: false,
+        }
+    }
+
+    /// Appends the next part of the snapshot to `out`: on the first call the header and the
+    /// sessions, then up to `max_nodes` nodes (and the ACL lists they introduce), visiting at
+    /// most `4 × max_nodes` slots so that a slab full of holes cannot make one step long. Returns
+    /// true once the end record has been written; further calls append nothing and return true.
+    ///
+    /// Between steps the caller may apply any txns: nodes created or deleted meanwhile, in slots
+    /// already visited or not, are taken care of by the replay of the txns above
+    /// [`SnapshotCursor::start_zxid`] (see the module docs).
+    pub fn snapshot_step(&self, cur: &mut SnapshotCursor, out: &mut Vec<u8>, max_nodes: usize) -> bool {
+        if cur.done {
+            return true;
+        }
+        if let Some(sessions) = cur.sessions.take() {
+            put_header(out, cur.start_zxid, cur.node_hint, cur.next_eph_rank);
+            for (id, t) in sessions {
+                put_session(out, id, t);
+            }
+        }
+        let max_nodes = max_nodes.max(1);
+        let slot_budget = max_nodes.saturating_mul(4);
+        let tree = &self.tree;
+        let slots = tree.nodes.slot_count();
+        let mut written = 0usize;
+        let mut visited = 0usize;
+        while cur.next_slot < slots && written < max_nodes && visited < slot_budget {
+            let slot = cur.next_slot as Slot;
+            cur.next_slot += 1;
+            visited += 1;
+            let Some(n) = tree.nodes.node(slot) else { continue };
+            let acl_index = acl_index(cur, &n.acl, out);
+            let eph_rank = match owner_kind(n.stat.ephemeral_owner, tree.extended) {
+                OwnerKind::Normal => {
+                    tree.ephemerals.get(&n.stat.ephemeral_owner).and_then(|s| s.paths.get(n.path()).copied())
+                }
+                _ => None,
+            };
+            put_node(
+                out,
+                n.path_bytes(),
+                n.data(),
+                acl_index,
+                n.rank,
+                &n.stat,
+                n.children.as_ref().map(|c| c.order_meta()),
+                eph_rank,
+            );
+            written += 1;
+        }
+        cur.nodes_written += written as u64;
+        if cur.next_slot >= slots {
+            put_end(out, cur.nodes_written, cur.acls.len() as u32, cur.session_count);
+            cur.done = true;
+            cur.acls.clear();
+        }
+        cur.done
+    }
+
+    /// The whole snapshot in one go (for tools, tests and imports, where nothing else writes):
+    /// the start zxid and the content.
+    pub fn snapshot_to_vec(&self) -> (i64, Vec<u8>) {
+        let mut cur = self.snapshot_begin();
+        let mut out = Vec::new();
+        while !self.snapshot_step(&mut cur, &mut out, usize::MAX / 8) {}
+        (cur.start_zxid, out)
+    }
+}
+
+/// The index of `acl` in this snapshot, writing its record first if it is new here.
+fn acl_index(cur: &mut SnapshotCursor, acl: &AclRef, out: &mut Vec<u8>) -> u32 {
+    let key = Arc::as_ptr(acl) as usize;
+    if let Some((i, _)) = cur.acls.get(&key) {
+        return *i;
+    }
+    let i = cur.acls.len() as u32;
+    put_acl_record(out, i, acl);
+    cur.acls.insert(key, (i, Arc::downgrade(acl)));
+    i
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/// The header record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContentHeader {
+    /// Content format version.
+    pub version: u32,
+    /// Every txn up to this zxid is in the snapshot; replay the ones above it.
+    pub start_zxid: i64,
+    /// Number of nodes when the snapshot began (a capacity hint).
+    pub node_hint: u64,
+    /// Next ephemeral insertion rank when the snapshot began.
+    pub next_eph_rank: u64,
+}
+
+/// One node as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord<'a> {
+    /// Full path.
+    pub path: &'a str,
+    /// Data; None is null data, kept apart from empty.
+    pub data: Option<&'a [u8]>,
+    /// Index of its ACL list in this snapshot.
+    pub acl: u32,
+    /// Insertion rank in its parent's child set.
+    pub rank: u32,
+    /// Persisted stat (cversion as stored: creates of children).
+    pub stat: StatPersisted,
+    /// Its child set's (next insertion rank, largest size reached), if it ever had children.
+    pub child_meta: Option<(u32, u32)>,
+    /// Insertion rank in its session's ephemeral set, for an ephemeral.
+    pub eph_rank: Option<u64>,
+}
+
+/// One record of snapshot content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentRecord<'a> {
+    /// The first record.
+    Header(ContentHeader),
+    /// An ACL list that nodes refer to by index.
+    Acl {
+        /// Its index.
+        index: u32,
+        /// The list.
+        acl: Vec<Acl>,
+    },
+    /// A session.
+    Session {
+        /// Session id.
+        id: SessionId,
+        /// Its negotiated timeout.
+        timeout_ms: i32,
+    },
+    /// A node.
+    Node(NodeRecord<'a>),
+    /// The last record: counts of what was written.
+    End {
+        /// Node records.
+        nodes: u64,
+        /// ACL records.
+        acls: u32,
+        /// Session records.
+        sessions: u32,
+    },
+}
+
+struct Body<'a> {
+    b: &'a [u8],
+    pos: usize,
+    base: u64,
+}
+
+impl<'a> Body<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
+        if self.b.len() - self.pos < n {
+            return Err(malformed(self.base + self.pos as u64, "record ends inside a field"));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, SnapshotError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        Ok(u32::from_le_bytes(self.arr()?))
+    }
+    fn i32(&mut self) -> Result<i32, SnapshotError> {
+        Ok(i32::from_le_bytes(self.arr()?))
+    }
+    fn u64(&mut self) -> Result<u64, SnapshotError> {
+        Ok(u64::from_le_bytes(self.arr()?))
+    }
+    fn i64(&mut self) -> Result<i64, SnapshotError> {
+        Ok(i64::from_le_bytes(self.arr()?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], SnapshotError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Result<&'a str, SnapshotError> {
+        let at = self.base + self.pos as u64;
+        std::str::from_utf8(self.bytes()?).map_err(|_| malformed(at, "string is not UTF-8"))
+    }
+    fn stat(&mut self) -> Result<StatPersisted, SnapshotError> {
+        Ok(StatPersisted {
+            czxid: self.i64()?,
+            mzxid: self.i64()?,
+            ctime: self.i64()?,
+            mtime: self.i64()?,
+            version: self.i32()?,
+            cversion: self.i32()?,
+            aversion: self.i32()?,
+            ephemeral_owner: self.i64()?,
+            pzxid: self.i64()?,
+        })
+    }
+    fn finish(&self) -> Result<(), SnapshotError> {
+        if self.pos != self.b.len() {
+            return Err(malformed(self.base + self.pos as u64, "trailing bytes in record"));
+        }
+        Ok(())
+    }
+}
+
+fn decode_record(tag: u8, body: &[u8], base: u64) -> Result<ContentRecord<'_>, SnapshotError> {
+    let mut b = Body { b: body, pos: 0, base };
+    let rec = match tag {
+        TAG_HEADER => {
+            let version = b.u32()?;
+            if version > CONTENT_VERSION {
+                return Err(SnapshotError::UnsupportedVersion(version));
+            }
+            ContentRecord::Header(ContentHeader {
+                version,
+                start_zxid: b.i64()?,
+                node_hint: b.u64()?,
+                next_eph_rank: b.u64()?,
+            })
+        }
+        TAG_ACL => {
+            let index = b.u32()?;
+            let count = b.u32()? as usize;
+            // Each entry takes at least 12 bytes, so the count is checked before allocating.
+            if count > body.len() / 12 {
+                return Err(malformed(base, format!("ACL count {count} exceeds the record")));
+            }
+            let mut acl = Vec::with_capacity(count);
+            for _ in 0..count {
+                let perms = b.i32()?;
+                let scheme = b.str()?.to_string();
+                let id = b.str()?.to_string();
+                acl.push(Acl { perms, id: Id { scheme, id } });
+            }
+            ContentRecord::Acl { index, acl }
+        }
+        TAG_SESSION => ContentRecord::Session { id: b.i64()?, timeout_ms: b.i32()? },
+        TAG_NODE => {
+            let flags = b.u8()?;
+            if flags & !(FLAG_DATA | FLAG_CHILD_META | FLAG_EPH_RANK) != 0 {
+                return Err(malformed(base, format!("unknown node flags {flags:#x}")));
+            }
+            let path = b.str()?;
+            let data = if flags & FLAG_DATA != 0 { Some(b.bytes()?) } else { None };
+            let acl = b.u32()?;
+            let rank = b.u32()?;
+            let stat = b.stat()?;
+            let child_meta = if flags & FLAG_CHILD_META != 0 { Some((b.u32()?, b.u32()?)) } else { None };
+            let eph_rank = if flags & FLAG_EPH_RANK != 0 { Some(b.u64()?) } else { None };
+            ContentRecord::Node(NodeRecord { path, data, acl, rank, stat, child_meta, eph_rank })
+        }
+        TAG_END => ContentRecord::End { nodes: b.u64()?, acls: b.u32()?, sessions: b.u32()? },
+        other => return Err(malformed(base, format!("unknown record tag {other}"))),
+    };
+    b.finish()?;
+    Ok(rec)
+}
+
+/// Splits a content stream, fed in arbitrary pieces, into records. A record cut by a piece
+/// boundary is kept (bounded by [`MAX_RECORD_BYTES`]) until the rest arrives.
+#[derive(Debug, Default)]
+pub struct ContentParser {
+    pending: Vec<u8>,
+    offset: u64,
+}
+
+impl ContentParser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Self {
+        ContentParser::default()
+    }
+
+    /// Bytes consumed so far (records handed out).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Feeds the next piece; calls `f` for every record completed by it, in order.
+    ///
+    /// Errors: [`SnapshotError::Malformed`] for an unknown tag, a length over
+    /// [`MAX_RECORD_BYTES`] or a body that does not decode; [`SnapshotError::UnsupportedVersion`];
+    /// or whatever `f` returns.
+    pub fn feed(
+        &mut self,
+        mut data: &[u8],
+        f: &mut dyn FnMut(ContentRecord<'_>) -> Result<(), SnapshotError>,
+    ) -> Result<(), SnapshotError> {
+        if !self.pending.is_empty() {
+            // Complete the record cut at the previous boundary, then go on from `data` directly.
+            if self.pending.len() < 5 {
+                let take = (5 - self.pending.len()).min(data.len());
+                self.pending.extend_from_slice(&data[..take]);
+                data = &data[take..];
+            }
+            let Some(total) = record_len(&self.pending, self.offset)? else { return Ok(()) };
+            let take = (total - self.pending.len()).min(data.len());
+            self.pending.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.pending.len() < total {
+                return Ok(());
+            }
+            let rec = std::mem::take(&mut self.pending);
+            self.parse_one(&rec, f)?;
+        }
+        let mut pos = 0;
+        while pos < data.len() {
+            match record_len(&data[pos..], self.offset)? {
+                Some(total) if total <= data.len() - pos => {
+                    pos += self.parse_one(&data[pos..pos + total], f)?;
+                }
+                _ => break,
+            }
+        }
+        self.pending.extend_from_slice(&data[pos..]);
+        Ok(())
+    }
+
+    fn parse_one(
+        &mut self,
+        rec: &[u8],
+        f: &mut dyn FnMut(ContentRecord<'_>) -> Result<(), SnapshotError>,
+    ) -> Result<usize, SnapshotError> {
+        let r = decode_record(rec[0], &rec[5..], self.offset + 5)?;
+        f(r)?;
+        self.offset += rec.len() as u64;
+        Ok(rec.len())
+    }
+
+    /// Whether the stream ended on a record boundary.
+    pub fn at_boundary(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+/// The full length of the record starting `b`, or None if its 5-byte head is not all there.
+fn record_len(b: &[u8], offset: u64) -> Result<Option<usize>, SnapshotError> {
+    if b.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+    if len > MAX_RECORD_BYTES {
+        return Err(malformed(offset, format!("record length {len} over the limit")));
+    }
+    Ok(Some(5 + len as usize))
+}
+
+/// Rebuilds a [`Database`] from snapshot content fed in pieces (as the container's chunks are
+/// read and checked). Built for speed: nodes go straight into the node table, and the parent
+/// links and indexes are made in one pass at the end.
+#[derive(Debug)]
+pub struct SnapshotLoader {
+    cfg: TreeConfig,
+    parser: ContentParser,
+    tree: DataTree,
+    header: Option<ContentHeader>,
+    acls: Vec<Option<AclRef>>,
+    sessions: Vec<(SessionId, i32)>,
+    eph_ranks: HashMap<Slot, u64>,
+    nodes_seen: u64,
+    end: Option<(u64, u32, u32)>,
+}
+
+impl SnapshotLoader {
+    /// A loader for a database with this configuration.
+    pub fn new(cfg: TreeConfig) -> Self {
+        SnapshotLoader {
+            tree: DataTree::empty(cfg.extended_types_enabled),
+            cfg,
+            parser: ContentParser::new(),
+            header: None,
+            acls: Vec::new(),
+            sessions: Vec::new(),
+            eph_ranks: HashMap::new(),
+            nodes_seen: 0,
+            end: None,
+        }
+    }
+
+    /// The header, once read.
+    pub fn header(&self) -> Option<ContentHeader> {
+        self.header
+    }
+
+    /// Node records read so far (for progress lines).
+    pub fn nodes_loaded(&self) -> u64 {
+        self.nodes_seen
+    }
+
+    /// Feeds the next piece of content.
+    ///
+    /// Errors: as [`ContentParser::feed`], plus `Malformed` for records out of place (anything
+    /// before the header, after the end, an ACL index out of sequence, a node naming an unknown
+    /// ACL, a path that is not absolute).
+    pub fn feed(&mut self, data: &[u8]) -> Result<(), SnapshotError> {
+        let SnapshotLoader { parser, tree, header, acls, sessions, eph_ranks, nodes_seen, end, .. } = self;
+        parser.feed(data, &mut |rec| {
+            if end.is_some() {
+                return Err(malformed(0, "record after the end record"));
+            }
+            match rec {
+                ContentRecord::Header(h) => {
+                    if header.is_some() {
+                        return Err(malformed(0, "second header"));
+                    }
+                    tree.next_rank = h.next_eph_rank;
+                    // The hint comes from the file; cap it so a bad one cannot reserve gigabytes.
+                    tree.nodes.reserve(h.node_hint.min(1 << 24) as usize);
+                    *header = Some(h);
+                    return Ok(());
+                }
+                _ if header.is_none() => return Err(malformed(0, "content does not start with a header")),
+                ContentRecord::Acl { index, acl } => {
+                    if index as usize != acls.len() {
+                        return Err(malformed(0, format!("ACL index {index} out of sequence")));
+                    }
+                    acls.push(Some(tree.acls.intern(&acl)));
+                }
+                ContentRecord::Session { id, timeout_ms } => sessions.push((id, timeout_ms)),
+                ContentRecord::Node(n) => {
+                    if !n.path.starts_with('/') {
+                        return Err(malformed(0, format!("node path {:?} is not absolute", n.path)));
+                    }
+                    let acl = acls.get(n.acl as usize).and_then(|a| a.clone()).ok_or_else(|| {
+                        malformed(0, format!("node {} names unknown ACL {}", n.path, n.acl))
+                    })?;
+                    let mut node = Node::new(n.path, n.data, acl, n.stat);
+                    node.rank = n.rank;
+                    if let Some((next, max)) = n.child_meta {
+                        node.children = Some(Box::new(Children::with_order_meta(next, max)));
+                    }
+                    let (slot, old) = tree.load_node(node);
+                    if let Some(old) = old {
+                        tree.acls.release(old.acl);
+                    }
+                    match n.eph_rank {
+                        Some(r) => {
+                            eph_ranks.insert(slot, r);
+                        }
+                        None => {
+                            eph_ranks.remove(&slot);
+                        }
+                    }
+                    *nodes_seen += 1;
+                }
+                ContentRecord::End { nodes, acls: a, sessions: s } => *end = Some((nodes, a, s)),
+            }
+            Ok(())
+        })
+    }
+
+    /// Links every node to its parent, builds the indexes and returns the database, whose last
+    /// applied zxid is the snapshot's start zxid. Sessions are loaded as live and not yet
+    /// bucketed by expiry time: run the log replay through [`Recovery`], whose `finish` starts
+    /// their clocks.
+    ///
+    /// Errors: `Malformed` if the content was cut short (no end record, a partial record) or the
+    /// end record's counts differ from what was read, or the root is missing.
+    pub fn finish(self) -> Result<Database, SnapshotError> {
+        let SnapshotLoader { cfg, parser, mut tree, header, acls, sessions, eph_ranks, nodes_seen, end } =
+            self;
+        let at = parser.offset();
+        let header = header.ok_or_else(|| malformed(at, "no header"))?;
+        let (nodes, acl_count, session_count) = end.ok_or_else(|| malformed(at, "no end record"))?;
+        if !parser.at_boundary() {
+            return Err(malformed(at, "content ends inside a record"));
+        }
+        if nodes != nodes_seen || acl_count as usize != acls.len() || session_count as usize != sessions.len()
+        {
+            return Err(malformed(
+                at,
+                format!(
+                    "end record counts {nodes} nodes, {acl_count} ACLs, {session_count} sessions; read \
+                     {nodes_seen}, {}, {}",
+                    acls.len(),
+                    sessions.len()
+                ),
+            ));
+        }
+        drop(acls);
+        if !tree.nodes.contains("/") {
+            return Err(malformed(at, "the snapshot has no root node"));
+        }
+        link_all(&mut tree);
+        tree.ensure_special_nodes();
+        build_indexes(&mut tree, &eph_ranks);
+        tree.recompute_quotas();
+        let mut table = SessionTable::new(cfg.tick_ms);
+        for (id, t) in sessions {
+            table.add(id, t, 0);
+        }
+        let mut db = Database::new(cfg);
+        db.tree = tree;
+        db.sessions = table;
+        db.last_applied = header.start_zxid;
+        Ok(db)
+    }
+}
+
+/// Puts every node into its parent's child set (with its saved rank); drops nodes whose parent
+/// is not in the snapshot, with their subtrees. Such a node was caught before its parent was
+/// deleted, so it is deleted by a txn the replay will see too.
+fn link_all(tree: &mut DataTree) {
+    let mut orphans = Vec::new();
+    for s in 0..tree.nodes.slot_count() as Slot {
+        let (parent, rank) = {
+            let Some(n) = tree.nodes.node(s) else { continue };
+            let p = n.path();
+            if p == "/" {
+                continue;
+            }
+            (parent_of(p).and_then(|pp| tree.nodes.find(pp)), n.rank)
+        };
+        match parent.and_then(|ps| tree.nodes.node_mut(ps)) {
+            Some(pn) => pn.children.get_or_insert_with(Default::default).insert_ranked(s, rank),
+            None => orphans.push(s),
+        }
+    }
+    for s in orphans {
+        tree.drop_subtree(s);
+    }
+}
+
+/// Sizes and the ephemeral, container and TTL indexes, from the nodes.
+fn build_indexes(tree: &mut DataTree, eph_ranks: &HashMap<Slot, u64>) {
+    let mut size = 0u64;
+    let mut next_rank = tree.next_rank;
+    let mut unranked = Vec::new();
+    for s in 0..tree.nodes.slot_count() as Slot {
+        let Some(n) = tree.nodes.node(s) else { continue };
+        size += crate::tree::node_size(n.path(), n.data());
+        let owner = n.stat.ephemeral_owner;
+        match owner_kind(owner, tree.extended) {
+            OwnerKind::Void => {}
+            OwnerKind::Container => {
+                tree.containers.insert(n.path().into());
+            }
+            OwnerKind::Ttl => {
+                tree.ttls.insert(n.path().into());
+            }
+            OwnerKind::Normal => match eph_ranks.get(&s) {
+                Some(&r) => {
+                    next_rank = next_rank.max(r + 1);
+                    tree.ephemerals.entry(owner).or_default().paths.insert(n.path().into(), r);
+                }
+                None => unranked.push((owner, Box::<str>::from(n.path()))),
+            },
+        }
+    }
+    // Ephemerals without a saved rank (an imported tree) are ranked in load order.
+    for (owner, path) in unranked {
+        tree.ephemerals.entry(owner).or_default().paths.insert(path, next_rank);
+        next_rank += 1;
+    }
+    for set in tree.ephemerals.values_mut() {
+        set.max_len = set.max_len.max(set.paths.len());
+    }
+    tree.next_rank = next_rank;
+    tree.data_size = size;
+}
+
+/// Loads a whole content buffer (see [`SnapshotLoader`]).
+///
+/// Errors: as [`SnapshotLoader::feed`] and [`SnapshotLoader::finish`].
+pub fn load_snapshot(cfg: TreeConfig, content: &[u8]) -> Result<Database, SnapshotError> {
+    let mut l = SnapshotLoader::new(cfg);
+    l.feed(content)?;
+    l.finish()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building from another source (the Apache import)
+
+/// Writes snapshot content from nodes given one by one, for importing another system's data:
+/// the same records [`Database::snapshot_step`] writes, so [`SnapshotLoader`] reads them. Nodes
+/// get child ranks in the order given (as Apache rebuilds its child sets when it loads).
+#[derive(Debug)]
+pub struct ContentBuilder {
+    out: Vec<u8>,
+    acls: HashMap<Vec<u8>, u32>,
+    ranks: HashMap<String, u32>,
+    nodes: u64,
+    sessions: u32,
+}
+
+impl ContentBuilder {
+    /// Starts content for a state that includes every txn up to `start_zxid`, with these
+    /// sessions. `node_hint` sizes the loader's tables.
+    pub fn new(start_zxid: i64, node_hint: u64, sessions: &[(SessionId, i32)]) -> Self {
+        let mut out = Vec::new();
+        put_header(&mut out, start_zxid, node_hint, 0);
+        for &(id, t) in sessions {
+            put_session(&mut out, id, t);
+        }
+        ContentBuilder {
+            out,
+            acls: HashMap::new(),
+            ranks: HashMap::new(),
+            nodes: 0,
+            sessions: sessions.len() as u32,
+        }
+    }
+
+    /// Adds a node. Parents should come before their children for the child ranks to follow
+    /// the order given; a node whose parent never comes is dropped at load.
+    pub fn node(&mut self, path: &str, data: Option<&[u8]>, acl: &[Acl], stat: &StatPersisted) {
+        let mut key = Vec::new();
+        for a in acl {
+            zk_proto::Jute::write(a, &mut key);
+        }
+        let next = self.acls.len() as u32;
+        let index = *self.acls.entry(key).or_insert_with(|| {
+            put_acl_record(&mut self.out, next, acl);
+            next
+        });
+        let rank = match parent_of(path) {
+            Some(p) if path != "/" => {
+                let r = self.ranks.entry(p.to_string()).or_insert(0);
+                *r += 1;
+                *r - 1
+            }
+            _ => 0,
+        };
+        put_node(&mut self.out, path.as_bytes(), data, index, rank, stat, None, None);
+        self.nodes += 1;
+    }
+
+    /// Takes the content written so far (keep feeding it to a loader to bound memory).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Writes the end record and returns the rest of the content.
+    pub fn finish(mut self) -> Vec<u8> {
+        put_end(&mut self.out, self.nodes, self.acls.len() as u32, self.sessions);
+        self.out
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay
+
+/// Recovery after loading: replays the logged txns above the snapshot's start zxid
+/// idempotently, then starts the session clocks. Use it for every restart (with a fresh
+/// [`Database::new`] when there is no snapshot):
+///
+/// ```text
+/// let mut rec = Recovery::new(db_from_snapshot);
+/// for entry in log.read_from(rec.start_zxid() + 1)? { rec.replay(&entry.header, &entry.txn); }
+/// let db = rec.finish(now_ms);
+/// ```
+#[derive(Debug)]
+pub struct Recovery {
+    db: Database,
+    start_zxid: i64,
+    replayed: u64,
+}
+
+impl Recovery {
+    /// Starts recovering `db` (a loaded snapshot, or a fresh database).
+    pub fn new(mut db: Database) -> Self {
+        db.replaying = true;
+        let start_zxid = db.last_applied;
+        Recovery { db, start_zxid, replayed: 0 }
+    }
+
+    /// The snapshot's start zxid: replay the log from the zxid after it.
+    pub fn start_zxid(&self) -> i64 {
+        self.start_zxid
+    }
+
+    /// Txns replayed so far.
+    pub fn replayed(&self) -> u64 {
+        self.replayed
+    }
+
+    /// Zxid of the last txn replayed (the start zxid before any).
+    pub fn last_zxid(&self) -> i64 {
+        self.db.last_applied
+    }
+
+    /// The state so far.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// Applies one logged txn; txns at or below the start zxid are already in the snapshot and
+    /// are skipped (returns false). A txn that does not apply over the fuzzy state (a create of
+    /// a present node, a delete of a missing one) is expected and changes nothing that a later
+    /// txn would not set anyway. No watch events are produced (nobody watches yet).
+    pub fn replay(&mut self, hdr: &TxnHeader, txn: &Txn) -> bool {
+        if hdr.zxid <= self.start_zxid {
+            return false;
+        }
+        let _ = self.db.apply(hdr, txn);
+        self.replayed += 1;
+        true
+    }
+
+    /// Ends recovery: quota stats are recomputed from the tree (as Apache does on load), and
+    /// every session is live and expires its timeout after `now_ms` (as Apache's session tracker
+    /// starts the sessions it restores).
+    pub fn finish(mut self, now_ms: i64) -> Database {
+        self.db.replaying = false;
+        self.db.tree.recompute_quotas();
+        self.db.sessions.restart_all(now_ms);
+        self.db
+    }
+}
