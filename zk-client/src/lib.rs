@@ -5,7 +5,8 @@
 //! - [`Client`]: the async API on tokio, every ZooKeeper operation, typed [`Error`]s, one-shot
 //!   watches as futures ([`Watch`]), persistent watches as streams ([`PersistentWatch`]), and a
 //!   session-state stream ([`StateEvents`]).
-//! - [`recipes`]: lock, leader election, counter, barrier, group membership.
+//! - [`recipes`]: locks, leader election, group membership, configuration store, counter, unique
+//!   IDs and sequence reservation, barriers, a queue, retry policies.
 //! - [`connect_string`]: parsing "host:port,host:port/chroot"; [`acl`]: the well-known ACLs.
 #![deny(missing_docs)]
 

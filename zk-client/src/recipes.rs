@@ -1,5 +1,8 @@
-//! Coordination recipes on the public API: a lock, leader election, a counter, a barrier, group
-//! membership.
+//! Coordination recipes on the public API: locks (exclusive [`Lock`], shared [`RwLock`]), leader
+//! election ([`Candidate`] with its paused state, [`SingleNodeElection`]), group membership
+//! ([`Group`]), a configuration store ([`ConfigStore`]), a compare-and-set [`Counter`], unique IDs
+//! ([`UniqueIdGenerator`], [`SequenceReservation`]), barriers ([`Barrier`], [`DoubleBarrier`]), a
+//! [`DistributedQueue`], and [`RetryPolicy`].
 //!
 //! Failures they handle the way ZooKeeper's recipe documents describe:
 //! - a create lost to a connection drop (CONNECTIONLOSS) may have happened: sequential nodes carry a
@@ -9,6 +12,22 @@
 //!   them lock ownership or leadership, are gone.
 
 use crate::{acl, Client, CreateMode, Error, Result};
+
+mod config;
+mod double_barrier;
+mod election;
+mod ids;
+mod queue;
+mod retry;
+mod rwlock;
+
+pub use config::{ConfigStore, ConfigWatcher};
+pub use double_barrier::DoubleBarrier;
+pub use election::{LeaderState, SingleNodeElection};
+pub use ids::{SequenceIds, SequenceReservation, UniqueIdGenerator};
+pub use queue::DistributedQueue;
+pub use retry::{Idempotence, RetryPolicy};
+pub use rwlock::RwLock;
 
 /// Retries of a CONNECTIONLOSS before giving up; the client reconnects meanwhile.
 const LOSS_RETRIES: u32 = 20;
