@@ -423,10 +423,9 @@ async fn queue_delivers_each_item_once_in_order(target: Target) {
     let dir = unique("queue");
     let cs = clients(&srv.addr, 4).await;
     let mut consumers = Vec::new();
-    for c in cs[2..].to_vec() {
-        let dir = dir.clone();
+    for c in &cs[2..] {
+        let q = DistributedQueue::new(c, &dir);
         consumers.push(tokio::spawn(async move {
-            let q = DistributedQueue::new(&c, &dir);
             let mut got = Vec::new();
             loop {
                 let item = q.take().await.unwrap();
