@@ -24,6 +24,7 @@ pub mod fault;
 mod file;
 pub mod format;
 mod log;
+pub mod snapshot;
 mod storage;
 mod writer;
 

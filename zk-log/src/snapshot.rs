@@ -1,0 +1,652 @@
+//! Snapshot files: the container that carries the database's snapshot content (zk-tree's
+//! `snapshot` module defines the content) to disk and back, checked.
+//!
+//! Files are `snapshot.<start zxid, 16 hex digits>` in dataDir's [`SNAP_DIR_NAME`] directory,
+//! written as `<name>.tmp`, synced, renamed, and the directory synced. docs/log-format.md
+//! ("Snapshot files") gives the byte layout and the crash cases. Integers are little-endian.
+//!
+//! ```text
+//! header  (32 B): magic "ZKRSSNAP" | u32 version | u32 header bytes (32) | u64 start zxid |
+//!                 u32 max chunk bytes | u32 crc32 of bytes 0..28
+//! chunk   (n ×):  u32 len (1..=max) | u32 crc32(u64 seq | u32 len | payload) | payload
+//! end     (8 B):  u32 0 | u32 crc32(u64 seq | u32 0)
+//! trailer (40 B): magic "ZKRSSEND" | u64 chunks | u64 content bytes | u64 start zxid |
+//!                 u32 0 | u32 crc32 of bytes 0..36
+//! ```
+//! The file ends right after the trailer.
+
+use crate::error::LogError;
+use crate::storage::{Storage, StorageFile};
+
+/// Directory inside dataDir that holds zkrs's snapshots (Apache's live in `version-2`).
+pub const SNAP_DIR_NAME: &str = "zkrs-snap";
+/// Snapshot file names are this prefix plus the start zxid as 16 lower-case hex digits.
+pub const SNAP_PREFIX: &str = "snapshot.";
+/// Suffix of a snapshot being written.
+pub const TMP_SUFFIX: &str = ".tmp";
+/// First 8 bytes of a snapshot file.
+pub const SNAP_MAGIC: [u8; 8] = *b"ZKRSSNAP";
+/// First 8 bytes of the trailer.
+pub const TRAILER_MAGIC: [u8; 8] = *b"ZKRSSEND";
+/// The container format this code writes, and the newest it reads.
+pub const SNAP_FORMAT_VERSION: u32 = 1;
+/// Header bytes.
+pub const SNAP_HEADER_BYTES: u64 = 32;
+/// Trailer bytes (after the end marker).
+pub const TRAILER_BYTES: u64 = 40;
+/// Chunk size the writer uses.
+pub const CHUNK_BYTES: u32 = 1 << 20;
+/// Largest chunk a reader accepts (a header naming more is refused).
+pub const CHUNK_BYTES_MAX: u32 = 64 << 20;
+/// Reservation step when a snapshot file grows.
+const GROW_BYTES: u64 = 16 << 20;
+
+/// The file name of the snapshot starting at `zxid`.
+pub fn snapshot_name(zxid: i64) -> String {
+    format!("{SNAP_PREFIX}{:016x}", zxid as u64)
+}
+
+/// The start zxid a snapshot file name stands for, or None if it is not one.
+pub fn parse_snapshot_name(name: &str) -> Option<i64> {
+    let hex = name.strip_prefix(SNAP_PREFIX)?;
+    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    i64::try_from(u64::from_str_radix(hex, 16).ok()?).ok()
+}
+
+fn chunk_crc(seq: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&seq.to_le_bytes());
+    h.update(&(payload.len() as u32).to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+fn encode_header(start_zxid: i64, chunk_max: u32) -> [u8; SNAP_HEADER_BYTES as usize] {
+    let mut h = [0u8; SNAP_HEADER_BYTES as usize];
+    h[0..8].copy_from_slice(&SNAP_MAGIC);
+    h[8..12].copy_from_slice(&SNAP_FORMAT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(SNAP_HEADER_BYTES as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&(start_zxid as u64).to_le_bytes());
+    h[24..28].copy_from_slice(&chunk_max.to_le_bytes());
+    let crc = crc32fast::hash(&h[0..28]);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn encode_trailer(chunks: u64, content: u64, start_zxid: i64) -> [u8; TRAILER_BYTES as usize] {
+    let mut t = [0u8; TRAILER_BYTES as usize];
+    t[0..8].copy_from_slice(&TRAILER_MAGIC);
+    t[8..16].copy_from_slice(&chunks.to_le_bytes());
+    t[16..24].copy_from_slice(&content.to_le_bytes());
+    t[24..32].copy_from_slice(&(start_zxid as u64).to_le_bytes());
+    let crc = crc32fast::hash(&t[0..36]);
+    t[36..40].copy_from_slice(&crc.to_le_bytes());
+    t
+}
+
+fn le32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+fn le64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// What a verified snapshot file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// File name.
+    pub name: String,
+    /// Every txn up to this zxid is in it; replay from the next.
+    pub start_zxid: i64,
+    /// File size.
+    pub file_bytes: u64,
+    /// Content bytes (all chunks).
+    pub content_bytes: u64,
+    /// Chunks.
+    pub chunks: u64,
+}
+
+/// Writes one snapshot: create, [`SnapshotWriter::write`] the content in any pieces, then
+/// [`SnapshotWriter::finish`]. Until `finish` returns, nothing but a `.tmp` file exists, which a
+/// crash leaves behind and [`remove_stale_temps`] clears at the next start.
+#[derive(Debug)]
+pub struct SnapshotWriter<S: Storage> {
+    storage: S,
+    file: Option<S::File>,
+    tmp: String,
+    name: String,
+    start_zxid: i64,
+    off: u64,
+    reserved: u64,
+    buf: Vec<u8>,
+    seq: u64,
+    content: u64,
+}
+
+impl<S: Storage> SnapshotWriter<S> {
+    /// Starts `snapshot.<start_zxid>.tmp` (replacing a leftover of the same name) and writes the
+    /// header.
+    ///
+    /// Errors: [`LogError::Io`] (a full disk included: see [`LogError::is_storage_full`]).
+    pub fn create(storage: &S, start_zxid: i64) -> Result<Self, LogError> {
+        let name = snapshot_name(start_zxid);
+        let tmp = format!("{name}{TMP_SUFFIX}");
+        let _ = storage.remove(&tmp);
+        let file = storage.create(&tmp).map_err(|e| LogError::io("create", storage.display_name(&tmp), e))?;
+        let mut w = SnapshotWriter {
+            storage: storage.clone(),
+            file: Some(file),
+            tmp,
+            name,
+            start_zxid,
+            off: 0,
+            reserved: 0,
+            buf: Vec::with_capacity(CHUNK_BYTES as usize),
+            seq: 0,
+            content: 0,
+        };
+        let h = encode_header(start_zxid, CHUNK_BYTES);
+        if let Err(e) = w.put(&h) {
+            w.abort();
+            return Err(e);
+        }
+        Ok(w)
+    }
+
+    /// The file name it will have.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Content bytes taken so far.
+    pub fn content_bytes(&self) -> u64 {
+        self.content + self.buf.len() as u64
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<(), LogError> {
+        let end = self.off + data.len() as u64;
+        let shown = self.storage.display_name(&self.tmp);
+        let file = self.file.as_mut().ok_or_else(|| LogError::Poisoned("snapshot writer closed".into()))?;
+        if end > self.reserved {
+            let want = end.div_ceil(GROW_BYTES) * GROW_BYTES;
+            file.allocate(want).map_err(|e| LogError::io("allocate", shown.clone(), e))?;
+            self.reserved = want;
+        }
+        file.write_at(self.off, data).map_err(|e| LogError::io("write", shown, e))?;
+        self.off = end;
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), LogError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let payload = std::mem::take(&mut self.buf);
+        let mut head = [0u8; 8];
+        head[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&chunk_crc(self.seq, &payload).to_le_bytes());
+        self.put(&head)?;
+        self.put(&payload)?;
+        self.seq += 1;
+        self.content += payload.len() as u64;
+        self.buf = payload;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Appends content. Full chunks go to the file as they fill.
+    ///
+    /// Errors: [`LogError::Io`]; the writer should then be dropped (or aborted), which removes
+    /// the temp file.
+    pub fn write(&mut self, mut data: &[u8]) -> Result<(), LogError> {
+        while !data.is_empty() {
+            let room = CHUNK_BYTES as usize - self.buf.len();
+            let n = room.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == CHUNK_BYTES as usize {
+                self.flush_chunk()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the last chunk, the end marker and the trailer, cuts the file to its end, syncs
+    /// it, renames it to its final name and syncs the directory. Only then is the snapshot
+    /// there. On error the temp file is removed.
+    pub fn finish(mut self) -> Result<SnapshotInfo, LogError> {
+        match self.finish_inner() {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                self.abort_inner();
+                Err(e)
+            }
+        }
+    }
+
+    fn finish_inner(&mut self) -> Result<SnapshotInfo, LogError> {
+        self.flush_chunk()?;
+        let mut end = [0u8; 8];
+        end[4..8].copy_from_slice(&chunk_crc(self.seq, &[]).to_le_bytes());
+        self.put(&end)?;
+        let t = encode_trailer(self.seq, self.content, self.start_zxid);
+        self.put(&t)?;
+        let shown = self.storage.display_name(&self.tmp);
+        let mut file = self.file.take().ok_or_else(|| LogError::Poisoned("snapshot writer closed".into()))?;
+        file.set_len(self.off).map_err(|e| LogError::io("truncate", shown.clone(), e))?;
+        file.sync().map_err(|e| LogError::io("sync", shown.clone(), e))?;
+        drop(file);
+        self.storage.rename(&self.tmp, &self.name).map_err(|e| LogError::io("rename", shown.clone(), e))?;
+        self.storage
+            .sync_dir()
+            .map_err(|e| LogError::io("sync directory", self.storage.display_name("."), e))?;
+        self.tmp.clear();
+        Ok(SnapshotInfo {
+            name: self.name.clone(),
+            start_zxid: self.start_zxid,
+            file_bytes: self.off,
+            content_bytes: self.content,
+            chunks: self.seq,
+        })
+    }
+
+    fn abort_inner(&mut self) {
+        self.file = None;
+        if !self.tmp.is_empty() {
+            let _ = self.storage.remove(&self.tmp);
+            self.tmp.clear();
+        }
+    }
+
+    /// Gives up: removes the temp file.
+    pub fn abort(mut self) {
+        self.abort_inner();
+    }
+}
+
+impl<S: Storage> Drop for SnapshotWriter<S> {
+    fn drop(&mut self) {
+        self.abort_inner();
+    }
+}
+
+/// Where the bytes of a snapshot come from while it is read.
+trait Source {
+    fn len(&self) -> u64;
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), String>;
+}
+
+struct FileSource<'a, F: StorageFile>(&'a F, u64);
+impl<F: StorageFile> Source for FileSource<'_, F> {
+    fn len(&self) -> u64 {
+        self.1
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), String> {
+        self.0.read_at(off, buf).map_err(|e| e.to_string())
+    }
+}
+
+struct SliceSource<'a>(&'a [u8]);
+impl Source for SliceSource<'_> {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), String> {
+        let s = self.0.get(off as usize..off as usize + buf.len()).ok_or("read past the end")?;
+        buf.copy_from_slice(s);
+        Ok(())
+    }
+}
+
+/// An error from the content sink while a snapshot is read: passed through as is.
+pub type SinkError = String;
+
+fn read_source(
+    file: &str,
+    name: &str,
+    src: &dyn Source,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
+) -> Result<SnapshotInfo, LogError> {
+    let corrupt = |offset: u64, reason: String| LogError::Corrupt { file: file.to_string(), offset, reason };
+    let len = src.len();
+    if len < SNAP_HEADER_BYTES + 8 + TRAILER_BYTES {
+        return Err(corrupt(0, format!("file of {len} bytes is shorter than an empty snapshot")));
+    }
+    let mut h = [0u8; SNAP_HEADER_BYTES as usize];
+    src.read(0, &mut h).map_err(|e| corrupt(0, e))?;
+    if h[0..8] != SNAP_MAGIC {
+        return Err(corrupt(0, "not a zkrs snapshot (bad magic)".into()));
+    }
+    // The version is looked at before the checksum: a newer header may differ in layout.
+    let version = le32(&h[8..12]);
+    if version > SNAP_FORMAT_VERSION || version == 0 {
+        return Err(LogError::UnsupportedVersion {
+            file: file.to_string(),
+            version,
+            supported: SNAP_FORMAT_VERSION,
+        });
+    }
+    if crc32fast::hash(&h[0..28]) != le32(&h[28..32]) || le32(&h[12..16]) as u64 != SNAP_HEADER_BYTES {
+        return Err(corrupt(0, "header checksum mismatch".into()));
+    }
+    let start_zxid = le64(&h[16..24]) as i64;
+    if parse_snapshot_name(name) != Some(start_zxid) {
+        return Err(corrupt(16, format!("header says start zxid {start_zxid:#x}, the file name differs")));
+    }
+    let chunk_max = le32(&h[24..28]);
+    if chunk_max == 0 || chunk_max > CHUNK_BYTES_MAX {
+        return Err(corrupt(24, format!("chunk size {chunk_max} out of bounds")));
+    }
+    let mut off = SNAP_HEADER_BYTES;
+    let mut seq = 0u64;
+    let mut content = 0u64;
+    let mut buf = Vec::new();
+    loop {
+        if off + 8 > len {
+            return Err(corrupt(off, "file ends before the end marker (torn write?)".into()));
+        }
+        let mut ch = [0u8; 8];
+        src.read(off, &mut ch).map_err(|e| corrupt(off, e))?;
+        let n = le32(&ch[0..4]);
+        if n > chunk_max || off + 8 + n as u64 > len {
+            return Err(corrupt(off, format!("chunk {seq} length {n} out of bounds")));
+        }
+        buf.resize(n as usize, 0);
+        src.read(off + 8, &mut buf).map_err(|e| corrupt(off, e))?;
+        if chunk_crc(seq, &buf) != le32(&ch[4..8]) {
+            return Err(corrupt(off, format!("chunk {seq} checksum mismatch")));
+        }
+        off += 8 + n as u64;
+        if n == 0 {
+            break;
+        }
+        sink(&buf).map_err(|e| corrupt(off - n as u64, format!("content: {e}")))?;
+        seq += 1;
+        content += n as u64;
+    }
+    if off + TRAILER_BYTES != len {
+        return Err(corrupt(
+            off,
+            format!("{} bytes after the end marker, expected a {TRAILER_BYTES}-byte trailer", len - off),
+        ));
+    }
+    let mut t = [0u8; TRAILER_BYTES as usize];
+    src.read(off, &mut t).map_err(|e| corrupt(off, e))?;
+    if t[0..8] != TRAILER_MAGIC || crc32fast::hash(&t[0..36]) != le32(&t[36..40]) {
+        return Err(corrupt(off, "trailer damaged".into()));
+    }
+    if le64(&t[8..16]) != seq || le64(&t[16..24]) != content || le64(&t[24..32]) as i64 != start_zxid {
+        return Err(corrupt(off, "trailer counts differ from the chunks read".into()));
+    }
+    Ok(SnapshotInfo {
+        name: name.to_string(),
+        start_zxid,
+        file_bytes: len,
+        content_bytes: content,
+        chunks: seq,
+    })
+}
+
+/// Reads snapshot `name` from `storage`, checking everything (header, every chunk's checksum and
+/// sequence, the end marker, the trailer's counts, the exact length), and hands each chunk's
+/// content to `sink` as it is verified. A sink error stops the read.
+///
+/// Errors: [`LogError::UnsupportedVersion`] for a newer format; [`LogError::Corrupt`] (naming the
+/// offset) for anything torn or damaged, or a sink error; [`LogError::Io`].
+pub fn read_snapshot<S: Storage>(
+    storage: &S,
+    name: &str,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
+) -> Result<SnapshotInfo, LogError> {
+    let shown = storage.display_name(name);
+    let f = storage.open(name).map_err(|e| LogError::io("open", shown.clone(), e))?;
+    let len = f.len().map_err(|e| LogError::io("stat", shown.clone(), e))?;
+    read_source(&shown, name, &FileSource(&f, len), sink)
+}
+
+/// [`read_snapshot`] over bytes already in memory (tools, tests). `name` is the file name.
+pub fn read_snapshot_bytes(
+    name: &str,
+    data: &[u8],
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
+) -> Result<SnapshotInfo, LogError> {
+    read_source(name, name, &SliceSource(data), sink)
+}
+
+/// Snapshots in the directory, oldest first: (start zxid, name). Temp files are not listed.
+///
+/// Errors: [`LogError::Io`] if the directory cannot be listed.
+pub fn list_snapshots<S: Storage>(storage: &S) -> Result<Vec<(i64, String)>, LogError> {
+    let mut v: Vec<(i64, String)> = storage
+        .list()
+        .map_err(|e| LogError::io("list", storage.display_name("."), e))?
+        .into_iter()
+        .filter_map(|n| Some((parse_snapshot_name(&n)?, n)))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// The newest snapshot that verifies completely. Newer ones that are torn or corrupt are
+/// skipped with a `warn` line naming them and why. This reads each candidate once; the caller
+/// then loads the chosen one (from the page cache).
+///
+/// Errors: [`LogError::UnsupportedVersion`] when a snapshot newer than every valid one is in a
+/// newer format (falling back to an older snapshot would silently lose what only the newer
+/// one holds once logs were purged); [`LogError::Io`] for listing or reading failures.
+pub fn latest_valid<S: Storage>(storage: &S) -> Result<Option<SnapshotInfo>, LogError> {
+    for (_, name) in list_snapshots(storage)?.into_iter().rev() {
+        match read_snapshot(storage, &name, &mut |_| Ok(())) {
+            Ok(info) => return Ok(Some(info)),
+            Err(e @ LogError::UnsupportedVersion { .. }) => return Err(e),
+            Err(e @ LogError::Corrupt { .. }) => {
+                tracing::warn!("skipping snapshot {}: {e}", storage.display_name(&name));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+/// Removes temp files left by a crash while a snapshot was being written. Call once at start,
+/// before any snapshot is begun. Returns the names removed.
+///
+/// Errors: [`LogError::Io`].
+pub fn remove_stale_temps<S: Storage>(storage: &S) -> Result<Vec<String>, LogError> {
+    let mut removed = Vec::new();
+    for n in storage.list().map_err(|e| LogError::io("list", storage.display_name("."), e))? {
+        if n.starts_with(SNAP_PREFIX) && n.ends_with(TMP_SUFFIX) {
+            storage.remove(&n).map_err(|e| LogError::io("remove", storage.display_name(&n), e))?;
+            removed.push(n);
+        }
+    }
+    if !removed.is_empty() {
+        storage.sync_dir().map_err(|e| LogError::io("sync directory", storage.display_name("."), e))?;
+    }
+    Ok(removed)
+}
+
+/// What [`retain_newest`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Snapshots removed, oldest first.
+    pub removed: Vec<String>,
+    /// Snapshots kept, oldest first.
+    pub kept: Vec<String>,
+    /// Pass this to `SegmentLog::purge_before`: every log record below it is older than the
+    /// oldest kept snapshot's start and no longer needed (the start zxid of the oldest kept
+    /// snapshot plus one). None when no snapshot is kept: then no log may be purged.
+    pub purge_logs_before: Option<i64>,
+}
+
+/// Keeps the newest `keep` snapshots (autopurge.snapRetainCount; at least 1 is kept whatever
+/// `keep` says) and removes the rest, oldest first, syncing the directory after each so that a
+/// crash part-way leaves a suffix. Temp files are left alone (one may be in progress).
+///
+/// Errors: [`LogError::Io`]; snapshots removed before the failure stay removed.
+pub fn retain_newest<S: Storage>(storage: &S, keep: usize) -> Result<Retention, LogError> {
+    let all = list_snapshots(storage)?;
+    let keep = keep.max(1);
+    let cut = all.len().saturating_sub(keep);
+    let mut r = Retention::default();
+    for (_, name) in &all[..cut] {
+        storage.remove(name).map_err(|e| LogError::io("remove", storage.display_name(name), e))?;
+        storage.sync_dir().map_err(|e| LogError::io("sync directory", storage.display_name("."), e))?;
+        r.removed.push(name.clone());
+    }
+    r.kept = all[cut..].iter().map(|(_, n)| n.clone()).collect();
+    r.purge_logs_before = all.get(cut).map(|(z, _)| z.saturating_add(1));
+    Ok(r)
+}
+
+/// Of log segments named by their first zxid (oldest first), those [`crate::SegmentLog::purge_before`]
+/// would remove for `purge_before`: every segment whose successor starts at or below it.
+pub fn purgeable_segments(first_zxids: &[i64], purge_before: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    for w in first_zxids.windows(2) {
+        if w[1] <= purge_before {
+            out.push(w[0]);
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fault::FaultStorage;
+
+    fn content(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    fn write<S: Storage>(s: &S, zxid: i64, data: &[u8]) -> SnapshotInfo {
+        let mut w = SnapshotWriter::create(s, zxid).expect("create");
+        for piece in data.chunks(100_003) {
+            w.write(piece).expect("write");
+        }
+        w.finish().expect("finish")
+    }
+
+    fn read_all<S: Storage>(s: &S, name: &str) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::new();
+        read_snapshot(s, name, &mut |c| {
+            out.extend_from_slice(c);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(snapshot_name(0x1_0000_0002), "snapshot.0000000100000002");
+        assert_eq!(parse_snapshot_name("snapshot.0000000100000002"), Some(0x1_0000_0002));
+        assert_eq!(parse_snapshot_name("snapshot.0000000100000002.tmp"), None);
+        assert_eq!(parse_snapshot_name("snapshot.12"), None);
+    }
+
+    #[test]
+    fn round_trip_sizes() {
+        let s = FaultStorage::new(1);
+        for (z, n) in [(1i64, 0usize), (2, 1), (3, CHUNK_BYTES as usize), (4, 3 * CHUNK_BYTES as usize + 17)]
+        {
+            let data = content(n);
+            let info = write(&s, z, &data);
+            assert_eq!(info.content_bytes, n as u64);
+            assert_eq!(read_all(&s, &snapshot_name(z)).expect("read"), data);
+        }
+        assert_eq!(list_snapshots(&s).expect("list").len(), 4);
+        assert_eq!(latest_valid(&s).expect("latest").map(|i| i.start_zxid), Some(4));
+    }
+
+    #[test]
+    fn every_damage_is_caught_and_skipped() {
+        let s = FaultStorage::new(2);
+        write(&s, 10, &content(5000));
+        write(&s, 20, &content(3 * CHUNK_BYTES as usize / 2));
+        let name = snapshot_name(20);
+        let good = s.contents(&name).expect("bytes");
+        // Flip one byte at many offsets, and cut at many lengths: never accepted.
+        let step = (good.len() / 97).max(1);
+        for off in (0..good.len()).step_by(step) {
+            let mut bad = good.clone();
+            bad[off] ^= 0x40;
+            assert!(read_snapshot_bytes(&name, &bad, &mut |_| Ok(())).is_err(), "flip at {off}");
+        }
+        for cut in (0..good.len()).step_by(step) {
+            assert!(read_snapshot_bytes(&name, &good[..cut], &mut |_| Ok(())).is_err(), "cut at {cut}");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        assert!(read_snapshot_bytes(&name, &longer, &mut |_| Ok(())).is_err());
+        // Renamed to another zxid: refused.
+        assert!(read_snapshot_bytes(&snapshot_name(21), &good, &mut |_| Ok(())).is_err());
+        // A torn newest snapshot is skipped for the older one.
+        let mut f = s.open(&name).expect("open");
+        f.write_at(good.len() as u64 / 2, &[0xff; 16]).expect("damage");
+        f.sync().expect("sync");
+        assert_eq!(latest_valid(&s).expect("latest").map(|i| i.start_zxid), Some(10));
+    }
+
+    #[test]
+    fn newer_format_refused() {
+        let s = FaultStorage::new(3);
+        write(&s, 5, &content(10));
+        let name = snapshot_name(5);
+        let mut f = s.open(&name).expect("open");
+        f.write_at(8, &2u32.to_le_bytes()).expect("write");
+        f.sync().expect("sync");
+        assert!(matches!(read_all(&s, &name), Err(LogError::UnsupportedVersion { version: 2, .. })));
+        assert!(matches!(latest_valid(&s), Err(LogError::UnsupportedVersion { .. })));
+    }
+
+    #[test]
+    fn crash_while_writing_leaves_only_a_temp() {
+        for seed in 0..12 {
+            let s = FaultStorage::new(seed);
+            write(&s, 1, &content(1000));
+            let mut w = SnapshotWriter::create(&s, 2).expect("create");
+            w.write(&content(CHUNK_BYTES as usize + 1000)).expect("write");
+            if seed % 2 == 0 {
+                // Crash before finish: the temp may or may not be there, the final name is not.
+                s.crash();
+                drop(w);
+            } else {
+                w.finish().expect("finish");
+                s.crash();
+            }
+            let names = list_snapshots(&s).expect("list");
+            let latest = latest_valid(&s).expect("latest").expect("some");
+            if seed % 2 == 0 {
+                assert_eq!(names.len(), 1, "seed {seed}");
+                assert_eq!(latest.start_zxid, 1);
+            } else {
+                assert_eq!(latest.start_zxid, 2, "finished snapshot survives the crash");
+            }
+            remove_stale_temps(&s).expect("clean");
+            assert!(s.list().expect("list").iter().all(|n| !n.ends_with(TMP_SUFFIX)));
+        }
+    }
+
+    #[test]
+    fn retention_keeps_newest_and_reports_log_cut() {
+        let s = FaultStorage::new(4);
+        for z in [5i64, 9, 14, 30] {
+            write(&s, z, &content(10));
+        }
+        let r = retain_newest(&s, 2).expect("retain");
+        assert_eq!(r.removed, vec![snapshot_name(5), snapshot_name(9)]);
+        assert_eq!(r.kept, vec![snapshot_name(14), snapshot_name(30)]);
+        assert_eq!(r.purge_logs_before, Some(15));
+        assert_eq!(purgeable_segments(&[1, 10, 15, 20], 15), vec![1, 10]);
+        assert_eq!(purgeable_segments(&[1, 16], 15), Vec::<i64>::new());
+        let r = retain_newest(&s, 0).expect("retain");
+        assert_eq!(r.kept, vec![snapshot_name(30)]);
+    }
+}
