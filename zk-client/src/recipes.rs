@@ -237,8 +237,13 @@ impl Candidate {
 
     /// The current leader's data, `None` when there is no candidate.
     pub async fn leader(client: &Client, dir: &str) -> Result<Option<bytes::Bytes>> {
-        let mut kids: Vec<String> =
-            client.get_children(dir).await?.into_iter().filter(|k| k.contains("-n-")).collect();
+        let kids = match client.get_children(dir).await {
+            Ok(k) => k,
+            // No election directory yet: nobody has stood.
+            Err(Error::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut kids: Vec<String> = kids.into_iter().filter(|k| k.contains("-n-")).collect();
         kids.sort_by(|a, b| sequence(a).cmp(sequence(b)));
         for k in kids {
             match client.get_data(&format!("{dir}/{k}")).await {
