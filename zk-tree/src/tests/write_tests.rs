@@ -376,8 +376,15 @@ fn reconfig_and_unsupported_requests() {
         cur_config_id: -1,
     };
     assert_eq!(h.err(S1, Request::Reconfig(r)), ErrorCode::ReconfigDisabled);
-    let chk = Request::Check(CheckVersionRequest { path: "/".into(), version: 0 });
-    assert_eq!(h.err(S1, chk), ErrorCode::Unimplemented);
+    // A check on its own is prepped as inside a multi: BADVERSION / NONODE, or a Check txn that
+    // changes nothing and answers with the node's stat.
+    let chk = |path: &str, version| Request::Check(CheckVersionRequest { path: path.into(), version });
+    assert_eq!(h.err(S1, chk("/", 1)), ErrorCode::BadVersion);
+    assert_eq!(h.err(S1, chk("/none", 0)), ErrorCode::NoNode);
+    match h.outcome(S1, chk("/", 0)) {
+        Outcome::SetData { stat } => assert_eq!(stat.version, 0),
+        other => panic!("a passing check answers with the stat, got {other:?}"),
+    }
     assert_eq!(h.err(S1, Request::Ping), ErrorCode::Unimplemented);
 }
 
