@@ -28,7 +28,7 @@ pub mod watch;
 pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
 pub use database::Database;
 pub use session::{session_password, SessionTable};
-pub use snapshot::{load_snapshot, Recovery, SnapshotCursor, SnapshotError, SnapshotLoader};
+pub use snapshot::{load_snapshot, ContentBuilder, Recovery, SnapshotCursor, SnapshotError, SnapshotLoader};
 
 use std::sync::Arc;
 use zk_proto::{Acl, ErrorCode, Id, OpResult, Stat, WatcherEvent};

@@ -846,21 +846,23 @@ pub struct ContentBuilder {
 }
 
 impl ContentBuilder {
-    /// Starts content for a state that includes every txn up to `start_zxid`, with these
-    /// sessions. `node_hint` sizes the loader's tables.
-    pub fn new(start_zxid: i64, node_hint: u64, sessions: &[(SessionId, i32)]) -> Self {
+    /// Starts content for a state that includes every txn up to `start_zxid`. `node_hint`
+    /// sizes the loader's tables.
+    pub fn new(start_zxid: i64, node_hint: u64) -> Self {
         let mut out = Vec::new();
         put_header(&mut out, start_zxid, node_hint, 0);
-        for &(id, t) in sessions {
-            put_session(&mut out, id, t);
-        }
-        ContentBuilder {
-            out,
-            acls: HashMap::new(),
-            ranks: HashMap::new(),
-            nodes: 0,
-            sessions: sessions.len() as u32,
-        }
+        ContentBuilder { out, acls: HashMap::new(), ranks: HashMap::new(), nodes: 0, sessions: 0 }
+    }
+
+    /// Adds a session (sessions may come before, between or after the nodes).
+    pub fn session(&mut self, id: SessionId, timeout_ms: i32) {
+        put_session(&mut self.out, id, timeout_ms);
+        self.sessions += 1;
+    }
+
+    /// Nodes added so far.
+    pub fn nodes(&self) -> u64 {
+        self.nodes
     }
 
     /// Adds a node. Parents should come before their children for the child ranks to follow
