@@ -51,21 +51,27 @@ pub fn validate_path(path: &str) -> Result<(), PathError> {
     if path.ends_with('/') {
         return Err(PathError::TrailingSlash);
     }
-    let chars: Vec<char> = path.chars().collect();
-    for i in 1..chars.len() {
-        let c = chars[i];
-        let last = chars[i - 1];
-        let ends_segment = i + 1 == chars.len() || chars[i + 1] == '/';
+    // One pass with a look-behind of two characters and a look-ahead of one, no allocation: this
+    // runs for every write.
+    let mut prev2 = '\0';
+    let mut prev = '/';
+    let mut it = path.chars().skip(1).peekable();
+    let mut i = 0usize;
+    while let Some(c) = it.next() {
+        i += 1;
+        let ends_segment = matches!(it.peek(), None | Some('/'));
         if c == '\0' {
             return Err(PathError::NullChar(i));
-        } else if c == '/' && last == '/' {
+        } else if c == '/' && prev == '/' {
             return Err(PathError::EmptyName(i));
-        } else if c == '.' && ends_segment && (last == '/' || (last == '.' && chars[i - 2] == '/')) {
-            // "." or ".." as a whole segment; `last == '.'` implies i >= 2 since chars[0] is '/'.
+        } else if c == '.' && ends_segment && (prev == '/' || (prev == '.' && prev2 == '/')) {
+            // "." or ".." as a whole segment.
             return Err(PathError::Relative(i));
         } else if invalid_char(c) {
             return Err(PathError::InvalidChar(i));
         }
+        prev2 = prev;
+        prev = c;
     }
     Ok(())
 }
