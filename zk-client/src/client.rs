@@ -21,6 +21,8 @@ use zk_proto::{
 const COMMAND_QUEUE: usize = 1024;
 /// State changes kept for a slow [`StateEvents`] reader before it skips ahead.
 const STATE_EVENTS: usize = 64;
+/// How long [`Client::close`] waits for the session task to publish the Closed state.
+const CLOSE_STATE_WAIT: Duration = Duration::from_secs(1);
 /// Events buffered per persistent watch; a consumer further behind has its stream closed.
 pub const PERSISTENT_WATCH_BUFFER: usize = 1024;
 
@@ -559,7 +561,14 @@ impl Client {
     /// with SESSIONEXPIRED, as Apache's client reports them.
     pub async fn close(&self) -> Result<()> {
         match self.call(Op::Close, None).await {
-            Ok(_) | Err(Error::SessionExpired) => Ok(()),
+            Ok(_) | Err(Error::SessionExpired) => {
+                // The session task answers the close before it publishes the Closed state; wait
+                // for that too, so `state()` says Closed as soon as close returns. The task
+                // publishes it in the same step, so the bound is only a guard.
+                let mut st = self.state.clone();
+                let _ = tokio::time::timeout(CLOSE_STATE_WAIT, st.wait_for(|s| s.is_terminal())).await;
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
