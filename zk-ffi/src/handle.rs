@@ -467,8 +467,8 @@ impl Handle {
         }
     }
 
-    /// Writes what the core wants sent, honours a close request, and returns a server to dial.
-    fn pump(&self, sh: &mut Shared, now: Instant) -> Option<zk_client::core::HostPort> {
+    /// Writes what the core wants sent, honours a close request, and turns events into jobs.
+    fn pump(&self, sh: &mut Shared) {
         while let Some(f) = sh.core.poll_transmit() {
             if let Some(c) = sh.conn.as_mut() {
                 c.wbuf.extend_from_slice(&f);
@@ -485,10 +485,15 @@ impl Handle {
             self.fd.store(-1, Ordering::Release);
         }
         self.after_input(sh);
+    }
+
+    /// The server to dial now, if the core wants a connection.
+    fn due_dial(&self, sh: &mut Shared, now: Instant) -> Option<zk_client::core::HostPort> {
         if sh.conn.is_none() && !sh.io_stop {
-            return sh.core.poll_connect(now);
+            sh.core.poll_connect(now)
+        } else {
+            None
         }
-        None
     }
 
     /// Dials `hp` (blocking, bounded by the core's connect timeout) and reports to the core.
@@ -593,7 +598,8 @@ impl Handle {
                 }
                 let now = Instant::now();
                 sh.core.handle_timeout(now);
-                if let Some(hp) = self.pump(&mut sh, now) {
+                self.pump(&mut sh);
+                if let Some(hp) = self.due_dial(&mut sh, now) {
                     let limit = sh.core.connect_timeout();
                     drop(sh);
                     self.dial(hp, limit);
@@ -601,7 +607,7 @@ impl Handle {
                 }
                 // Write eagerly: most frames go out without waiting for POLLOUT.
                 self.on_writable(&mut sh);
-                self.pump(&mut sh, now);
+                self.pump(&mut sh);
                 let fd = sh.conn.as_ref().map_or(-1, |c| c.stream.as_raw_fd());
                 let want_write = sh.conn.as_ref().is_some_and(|c| !c.wbuf.is_empty());
                 let t = sh.core.poll_timeout().map_or(1000, |d| {
@@ -633,7 +639,7 @@ impl Handle {
                         self.on_readable(&mut sh);
                     }
                 }
-                self.pump(&mut sh, Instant::now());
+                self.pump(&mut sh);
             }
         }
     }
@@ -769,15 +775,16 @@ impl Handle {
         let now = Instant::now();
         let mut sh = self.lock();
         sh.core.handle_timeout(now);
-        if let Some(hp) = self.pump(&mut sh, now) {
+        self.pump(&mut sh);
+        if let Some(hp) = self.due_dial(&mut sh, now) {
             let limit = sh.core.connect_timeout();
             drop(sh);
             self.dial(hp, limit);
             sh = self.lock();
-            self.pump(&mut sh, Instant::now());
+            self.pump(&mut sh);
         }
         self.on_writable(&mut sh);
-        self.pump(&mut sh, Instant::now());
+        self.pump(&mut sh);
         match sh.conn.as_ref() {
             Some(c) => {
                 *fd = c.stream.as_raw_fd();
@@ -813,7 +820,7 @@ impl Handle {
         }
         let now = Instant::now();
         sh.core.handle_timeout(now);
-        self.pump(&mut sh, now);
+        self.pump(&mut sh);
         let jobs: Vec<Job> = sh.local_jobs.drain(..).collect();
         let terminal = sh.core.state().is_terminal();
         drop(sh);
