@@ -1,0 +1,75 @@
+//! C programs compiled against Apache's zookeeper.h run on libzkrs (through the
+//! libzookeeper_mt.so.2 soname), against zkrs-server and against Apache ZooKeeper; Debian's own
+//! cli_mt and load_gen run unchanged on it.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::*;
+
+fn api_test(target: Target) {
+    let server = start(target);
+    let exe = compile_c("api_test.c", true);
+    let (ok, out) = run_on_libzkrs(&exe, &[&server.connect_string()], None, Duration::from_secs(60));
+    assert!(ok && out.contains("ALL OK"), "{target:?}:\n{out}");
+}
+
+#[test]
+fn api_behaviour_on_zkrs_server() {
+    api_test(Target::Zkrs);
+}
+
+#[test]
+fn api_behaviour_on_apache_zookeeper() {
+    api_test(Target::Apache);
+}
+
+fn cli_mt(target: Target) {
+    let server = start(target);
+    let script = "create /c\nset /c abc\nget /c\ncreate /c/d\nls /c\ndelete /c/d\ndelete /c\nls /\nquit\n";
+    let (ok, out) = run_on_libzkrs(
+        Path::new("/usr/lib/zookeeper/bin/cli_mt"),
+        &[&server.connect_string()],
+        Some(script),
+        Duration::from_secs(30),
+    );
+    assert!(ok, "{out}");
+    for want in [
+        "state = CONNECTED_STATE",
+        "[/c]: rc = 0",
+        "value_len = 3",
+        "abc",
+        "[/c/d]: rc = 0",
+        "\td\n",
+        "Watcher CHILD_EVENT",
+        "Quitting",
+    ] {
+        assert!(out.contains(want), "{target:?}: missing {want:?} in\n{out}");
+    }
+}
+
+#[test]
+fn debian_cli_mt_on_zkrs_server() {
+    cli_mt(Target::Zkrs);
+}
+
+#[test]
+fn debian_cli_mt_on_apache_zookeeper() {
+    cli_mt(Target::Apache);
+}
+
+#[test]
+fn debian_load_gen_cycles() {
+    let server = start(Target::Zkrs);
+    // load_gen loops for ever: let it run a few seconds, then count completed cycles.
+    let (_, out) = run_on_libzkrs(
+        Path::new("/usr/lib/zookeeper/bin/load_gen"),
+        &[&server.connect_string(), "/lg", "200"],
+        None,
+        Duration::from_secs(6),
+    );
+    let cycles = out.matches("Starting the delete cycle").count();
+    assert!(cycles >= 3, "only {cycles} load_gen cycles:\n{}", &out[out.len().saturating_sub(3000)..]);
+    assert!(!out.contains("ZOO_ERROR"), "{out}");
+}

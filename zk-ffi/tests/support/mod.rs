@@ -1,0 +1,186 @@
+//! Test support: find libzkrs.so and the servers, compile C against Apache's header, start
+//! zkrs-server or Apache ZooKeeper on a free port.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Debian's libzookeeper_mt (the reference).
+pub const REFERENCE_LIB: &str = "/usr/lib/x86_64-linux-gnu/libzookeeper_mt.so.2";
+
+fn target_dir() -> PathBuf {
+    // tests run from target/<profile>/deps/<name>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The libzkrs.so built for this test run.
+pub fn libzkrs() -> PathBuf {
+    let dir = target_dir();
+    for p in [dir.join("libzkrs.so"), dir.join("deps/libzkrs.so")] {
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libzkrs.so not found under {}", dir.display());
+}
+
+/// A directory holding libzookeeper_mt.so.2 -> libzkrs.so, for LD_LIBRARY_PATH.
+pub fn soname_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(libzkrs(), d.path().join("libzookeeper_mt.so.2")).unwrap();
+    d
+}
+
+/// Compiles tests/c/<name> against Apache's header (THREADED when `mt`), linked with -lzookeeper_mt
+/// (so the loader decides which library runs it).
+pub fn compile_c(name: &str, mt: bool) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
+    let out =
+        std::env::temp_dir().join(format!("zkrs-{}-{}", std::process::id(), name.trim_end_matches(".c")));
+    let mut cmd = Command::new("gcc");
+    cmd.arg("-Wall").arg("-o").arg(&out).arg(&src);
+    if mt {
+        cmd.arg("-DTHREADED").arg("-lzookeeper_mt").arg("-lpthread");
+    }
+    let st = cmd.status().expect("gcc");
+    assert!(st.success(), "compiling {name}");
+    out
+}
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Apache ZooKeeper from Debian's package.
+    Apache,
+    /// zkrs-server.
+    Zkrs,
+}
+
+/// A running server, killed on drop.
+pub struct Server {
+    /// Client port on 127.0.0.1.
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// "127.0.0.1:port".
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn zkrs_server_binary() -> PathBuf {
+    let p = target_dir().join("zkrs-server");
+    if !p.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "zk-server", "--bin", "zkrs-server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build zkrs-server");
+        assert!(st.success());
+    }
+    p
+}
+
+/// Starts `target` standalone on a free port and waits until it serves (`srvr` answers with
+/// statistics; Apache answers `ruok` before it accepts sessions).
+pub fn start(target: Target) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = dir.path().join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+    let child = match target {
+        Target::Zkrs => {
+            Command::new(zkrs_server_binary()).arg(&cfg).stdout(log.try_clone().unwrap()).stderr(log).spawn()
+        }
+        Target::Apache => Command::new("java")
+            .arg(format!("-Dzookeeper.log.dir={}", dir.path().display()))
+            .args([
+                "-Xmx512m",
+                "-cp",
+                "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar",
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+            ])
+            .arg(&cfg)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn(),
+    }
+    .expect("start server");
+    let server = Server { port, child, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"srvr");
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            if out.contains("Mode:") {
+                return server;
+            }
+        }
+        assert!(Instant::now() < deadline, "{target:?} did not start");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs `exe args` with libzkrs as libzookeeper_mt.so.2; returns (success, stdout+stderr).
+pub fn run_on_libzkrs(exe: &Path, args: &[&str], stdin: Option<&str>, limit: Duration) -> (bool, String) {
+    let lib = soname_dir();
+    let mut child = Command::new(exe)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib.path())
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    if let Some(input) = stdin {
+        let mut w = child.stdin.take().unwrap();
+        let input = input.to_owned();
+        std::thread::spawn(move || {
+            for line in input.lines() {
+                let _ = writeln!(w, "{line}");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+    }
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let _ = child.stderr.take().unwrap().read_to_string(&mut out);
+    (status.is_some_and(|s| s.success()), out)
+}
