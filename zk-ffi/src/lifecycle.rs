@@ -49,7 +49,6 @@ pub extern "C" fn zookeeper_init2(
     init(host, watcher, recv_timeout, clientid, context, flags, log_callback, true)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn init(
     host: *const c_char,
     watcher: abi::watcher_fn,
@@ -194,7 +193,7 @@ pub extern "C" fn zoo_set_context(zh: *mut c_void, context: *mut c_void) {
 /// Replaces the global watcher; returns the previous one.
 #[no_mangle]
 pub extern "C" fn zoo_set_watcher(zh: *mut c_void, new_fn: abi::watcher_fn) -> abi::watcher_fn {
-    let Some(h) = handle(zh) else { return None };
+    let h = handle(zh)?;
     let old = h.watcher.swap(fn_to_usize(new_fn), Ordering::AcqRel);
     // SAFETY: stores 0 or a watcher_fn as usize.
     unsafe { std::mem::transmute::<usize, abi::watcher_fn>(old) }
@@ -386,7 +385,6 @@ fn op_mut<'a>(op: *mut zoo_op_t) -> Option<&'a mut zoo_op_t> {
 
 /// Fills `op` as a create.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
 pub extern "C" fn zoo_create_op_init(
     op: *mut zoo_op_t,
     path: *const c_char,
@@ -414,7 +412,6 @@ pub extern "C" fn zoo_create_op_init(
 
 /// Fills `op` as a create that also returns a Stat (create2).
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
 pub extern "C" fn zoo_create2_op_init(
     op: *mut zoo_op_t,
     path: *const c_char,
