@@ -764,6 +764,9 @@ impl SnapshotLoader {
 /// deleted, so it is deleted by a txn the replay will see too.
 fn link_all(tree: &mut DataTree) {
     let mut orphans = Vec::new();
+    // Siblings tend to sit in neighbouring slots (created together), so the last parent found
+    // is remembered: one path comparison instead of a hash lookup.
+    let mut last: Option<Slot> = None;
     for s in 0..tree.nodes.slot_count() as Slot {
         let (parent, rank) = {
             let Some(n) = tree.nodes.node(s) else { continue };
@@ -771,7 +774,11 @@ fn link_all(tree: &mut DataTree) {
             if p == "/" {
                 continue;
             }
-            (parent_of(p).and_then(|pp| tree.nodes.find(pp)), n.rank)
+            let pp = parent_of(p).unwrap_or("/");
+            let cached = last.filter(|&ps| tree.nodes.node(ps).is_some_and(|c| c.path() == pp));
+            let parent = cached.or_else(|| tree.nodes.find(pp));
+            last = parent.or(last);
+            (parent, n.rank)
         };
         match parent.and_then(|ps| tree.nodes.node_mut(ps)) {
             Some(pn) => pn.children.get_or_insert_with(Default::default).insert_ranked(s, rank),
