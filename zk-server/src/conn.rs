@@ -22,6 +22,11 @@ use zk_proto::{ConnectRequest, FrameDecoder, Request, RequestHeader};
 /// room for bursts of watch events. A client that lets more pile up is not reading and is closed.
 const OUTBOX_EVENTS: usize = 16 * 1024;
 
+/// Free outbox slots the reader waits for before it takes the next request. A client whose own
+/// writes trigger more watch events than it reads (Debian's load_gen does) is slowed down this way,
+/// as Apache throttles it, instead of its outbox overflowing.
+const OUTBOX_ROOM_FOR_NEXT: usize = 1024;
+
 /// Bytes the writer gathers into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
@@ -81,6 +86,7 @@ pub async fn serve(
     let (out_tx, out_rx) = mpsc::channel(capacity);
     let (ready_tx, ready_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, out_rx, permits.clone(), stats.clone()));
+    let room = out_tx.clone();
     let msg = CoreMsg::Connect { conn: id, remote, req, out: out_tx, stats: stats.clone(), ready: ready_tx };
     if core.send(msg).await.is_err() {
         return;
@@ -91,7 +97,8 @@ pub async fn serve(
         return;
     }
 
-    let reason = read_loop(&mut rd, &mut buf, decoder, id, &core, &permits, &stats).await;
+    let reason = read_loop(&mut rd, &mut buf, decoder, id, &core, &permits, &stats, &room).await;
+    drop(room);
     debug!("connection {remote} reader stopped: {reason}");
     let _ = core.send(CoreMsg::Closed { conn: id }).await;
     let _ = writer.await;
@@ -141,6 +148,7 @@ async fn read_loop(
     core: &mpsc::Sender<CoreMsg>,
     permits: &Arc<Semaphore>,
     stats: &ConnStats,
+    room: &mpsc::Sender<Out>,
 ) -> String {
     loop {
         loop {
@@ -156,6 +164,11 @@ async fn read_loop(
                 return "request shorter than its header".into();
             };
             let body = Request::decode(hdr.op, &mut r);
+            // Wait while this connection's outbox is nearly full of frames the client has not read.
+            match room.reserve_many(OUTBOX_ROOM_FOR_NEXT).await {
+                Ok(slots) => drop(slots),
+                Err(_) => return "connection closed by the server".into(),
+            }
             // Every request holds one permit of the global outstanding limit until its reply is
             // written, so a flood of requests waits here instead of piling up in memory.
             match permits.acquire().await {

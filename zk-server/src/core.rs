@@ -418,11 +418,15 @@ impl Core {
             Ok(()) => {
                 self.stats.packets_sent += 1;
             }
-            Err(_) => {
+            Err(e) => {
                 if is_reply {
                     self.permits.add_permits(1);
                 }
-                warn!("closing connection from {}: it is not reading its replies", c.remote);
+                if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                    warn!("closing connection from {}: it is not reading what it is sent", c.remote);
+                } else {
+                    debug!("connection from {} already closed", c.remote);
+                }
                 self.db.remove_watcher(conn);
                 let c = self.conns.remove(&conn).expect("present");
                 // The writer sees the channel close once the core drops its sender.

@@ -817,3 +817,32 @@ cleaned None
 == done
 exit Some(0) timed_out=false
 ";
+
+/// Debian's C load generator (load_gen, on Apache's own libzookeeper_mt) keeps thousands of async
+/// requests and watches in flight; its writes trigger its own watch events faster than it reads
+/// them. zkrs must slow it down, as Apache does, and never drop it: it runs cycle after cycle.
+#[test]
+fn load_gen_is_throttled_not_dropped() {
+    let load_gen = "/usr/lib/zookeeper/bin/load_gen";
+    assert!(std::path::Path::new(load_gen).exists(), "{load_gen} missing: install Debian's zookeeper-bin");
+    let mut server = start(Target::Zkrs, "");
+    let mut child = std::process::Command::new(load_gen)
+        .arg(server.connect_string())
+        .arg("/lg")
+        .arg("2000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start load_gen");
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("load_gen output");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let cycles = log.matches("Starting the write cycle").count();
+    assert!(cycles >= 3, "load_gen made too little progress ({cycles} write cycles):\n{log}");
+    assert!(!log.contains("ZOO_ERROR"), "load_gen reported errors:\n{log}");
+    assert_eq!(server.four_letter("ruok"), "imok");
+    server.kill();
+    let server_log = server_log(server.dir.path());
+    assert!(!server_log.contains("not reading"), "a connection was dropped:\n{server_log}");
+}
