@@ -260,6 +260,10 @@ pub struct Session {
     decoder: FrameDecoder,
     close_requested: bool,
     rng: StdRng,
+    /// The server of the current dial or connection (for `set_hosts`).
+    current: Option<HostPort>,
+    /// Try servers in connect-string order (`set_keep_host_order`).
+    keep_order: bool,
 }
 
 impl Session {
@@ -303,7 +307,77 @@ impl Session {
             recv: BytesMut::new(),
             close_requested: false,
             rng,
+            current: None,
+            keep_order: false,
         }
+    }
+
+    /// With `keep` set, servers are tried in the order given (connect string or `set_hosts`)
+    /// instead of a shuffled one, as Apache's `zoo_deterministic_conn_order` asks; the next dial
+    /// starts from the first server. Clearing it shuffles again.
+    pub fn set_keep_host_order(&mut self, keep: bool) {
+        self.keep_order = keep;
+        self.hosts = self.cfg.hosts.clone();
+        if !keep {
+            self.hosts.shuffle(&mut self.rng);
+        }
+        self.next_host = 0;
+    }
+
+    /// The servers the session dials, in the order it tries them.
+    pub fn hosts(&self) -> &[HostPort] {
+        &self.hosts
+    }
+
+    /// Replaces the server list (Apache's `zoo_set_servers`). Returns false, changing nothing,
+    /// for an empty list. Otherwise the new list is used from the next dial on (shuffled unless
+    /// `set_keep_host_order`). A connection to a server no longer listed is dropped (operations
+    /// in flight complete with CONNECTIONLOSS, the session reconnects to a listed server). When
+    /// the list grows, the connection is also moved with probability 1 - old/new so load spreads
+    /// over the new servers, as Apache's client does; otherwise it stays.
+    pub fn set_hosts(&mut self, hosts: Vec<HostPort>, now: Instant) -> bool {
+        if hosts.is_empty() {
+            return false;
+        }
+        let old_count = self.hosts.len();
+        let same = {
+            let mut a = self.cfg.hosts.clone();
+            let mut b = hosts.clone();
+            a.sort_by(|x, y| (&x.host, x.port).cmp(&(&y.host, y.port)));
+            b.sort_by(|x, y| (&x.host, x.port).cmp(&(&y.host, y.port)));
+            a == b
+        };
+        if same {
+            return true;
+        }
+        let found_current = self.current.as_ref().is_some_and(|c| hosts.contains(c));
+        let move_away = if !found_current {
+            true
+        } else if hosts.len() > old_count {
+            self.rng.gen_bool(1.0 - old_count as f64 / hosts.len() as f64)
+        } else {
+            false
+        };
+        self.cfg.hosts = hosts;
+        self.hosts = self.cfg.hosts.clone();
+        if !self.keep_order {
+            self.hosts.shuffle(&mut self.rng);
+        }
+        self.next_host = 0;
+        if move_away {
+            // Avoid redialling the server being left when the new list still holds it.
+            if let Some(c) = &self.current {
+                if self.hosts.len() > 1 && self.hosts[0] == *c {
+                    self.next_host = 1;
+                }
+            }
+            if matches!(self.phase, Phase::Dialing { .. } | Phase::Handshake { .. } | Phase::Open { .. }) {
+                self.lose_connection(now, true);
+                // Moving for load is not a failure: redial at once.
+                self.phase = Phase::Idle { retry_at: now };
+            }
+        }
+        true
     }
 
     /// The session id (0 until the first connection is established).
@@ -359,6 +433,7 @@ impl Session {
             Phase::Idle { retry_at } if now >= retry_at && !self.hosts.is_empty() => {
                 let host = self.hosts[self.next_host].clone();
                 self.next_host = (self.next_host + 1) % self.hosts.len();
+                self.current = Some(host.clone());
                 self.phase = Phase::Dialing { deadline: now + self.connect_timeout() };
                 self.close_requested = false;
                 Some(host)
@@ -507,7 +582,9 @@ impl Session {
             Err(code) => return Ok(self.fail_now(id, code)),
         };
         match &op {
-            Op::RemoveWatches { path, kind } if !self.watches.contains(*kind, path) => {
+            Op::RemoveWatches { path, kind } | Op::CheckWatches { path, kind }
+                if !self.watches.contains(*kind, path) =>
+            {
                 return Ok(self.fail_now(id, ErrorCode::NoWatcher));
             }
             Op::AddAuth { scheme, auth } => {
@@ -746,7 +823,7 @@ impl Session {
                 Ok(Response::Exists(None)) => WatchKind::Exist,
                 _ => return false,
             },
-            Op::GetData { .. } | Op::GetConfig { .. } if ok => WatchKind::Data,
+            Op::GetData { .. } | Op::GetDataNullable { .. } | Op::GetConfig { .. } if ok => WatchKind::Data,
             Op::GetChildren { .. } if ok => WatchKind::Child,
             Op::AddWatch { mode: AddWatchMode::Persistent, .. } if ok => WatchKind::Persistent,
             Op::AddWatch { mode: AddWatchMode::PersistentRecursive, .. } if ok => {

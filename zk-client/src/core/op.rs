@@ -44,6 +44,29 @@ pub enum MultiOp {
         /// Expected version.
         version: i32,
     },
+    /// [`MultiOp::Create`] whose data may be null (`None` is sent as length -1, which a reader
+    /// gets back as null data; `Some(empty)` is an empty array).
+    CreateNullable {
+        /// Node path.
+        path: String,
+        /// Initial data, `None` for null.
+        data: Option<Bytes>,
+        /// Its ACL.
+        acl: Vec<Acl>,
+        /// The create mode.
+        mode: CreateMode,
+        /// Time to live, ms, for the TTL modes.
+        ttl: Option<i64>,
+    },
+    /// [`MultiOp::SetData`] whose data may be null.
+    SetDataNullable {
+        /// Node path.
+        path: String,
+        /// New data, `None` for null.
+        data: Option<Bytes>,
+        /// Expected version.
+        version: i32,
+    },
     /// Fail the multi unless the node is at `version`.
     Check {
         /// Node path.
@@ -193,6 +216,50 @@ pub enum Op {
     },
     /// closeSession.
     Close,
+    /// [`Op::Create`] whose data may be null (`None` goes out as length -1). Completes like
+    /// `Create`.
+    CreateNullable {
+        /// Node path (the prefix, for sequential modes).
+        path: String,
+        /// Initial data, `None` for null.
+        data: Option<Bytes>,
+        /// Its ACL.
+        acl: Vec<Acl>,
+        /// The create mode.
+        mode: CreateMode,
+        /// Time to live, ms; required for the TTL modes.
+        ttl: Option<i64>,
+        /// Ask for the Stat too (create2).
+        with_stat: bool,
+    },
+    /// [`Op::SetData`] whose data may be null. Completes like `SetData` ([`Response::Stat`]).
+    SetDataNullable {
+        /// Node path.
+        path: String,
+        /// New data, `None` for null.
+        data: Option<Bytes>,
+        /// Expected version, -1 for any.
+        version: i32,
+    },
+    /// [`Op::GetData`] that keeps null data apart from empty data: completes with
+    /// [`Response::NullableData`]. A watch registers exactly as for `GetData`.
+    GetDataNullable {
+        /// Node path.
+        path: String,
+        /// Leave a data watcher.
+        watch: bool,
+    },
+    /// checkWatches: asks the server whether it holds a watch of `kind` on `path` (NOWATCHER if
+    /// not) without removing anything. Apache's clients send it before forgetting one watcher
+    /// locally; the core's registry is left alone (the driver forgets its watcher with
+    /// [`super::Session::forget_watcher`] when this succeeds). Completes with [`Response::Done`];
+    /// NOWATCHER at once when the core holds no watch of that kind on the path.
+    CheckWatches {
+        /// Node path.
+        path: String,
+        /// Children, Data or Any.
+        kind: WatcherType,
+    },
 }
 
 /// The path of the dynamic configuration node.
@@ -246,6 +313,13 @@ pub enum Response {
     Count(i32),
     /// whoAmI.
     WhoAmI(Vec<ClientInfo>),
+    /// getData through [`Op::GetDataNullable`]: `None` when the node holds null data.
+    NullableData {
+        /// The node's data, `None` for null.
+        data: Option<Bytes>,
+        /// Its Stat.
+        stat: Stat,
+    },
 }
 
 /// How a submitted op must be encoded and its reply decoded: a prepared op.
@@ -310,7 +384,7 @@ fn create_opcode(mode: CreateMode, ttl: Option<i64>, with_stat: bool) -> Result<
 fn write_create(
     out: &mut BytesMut,
     chroot: &Chroot,
-    c: (&str, &Bytes, &[Acl], CreateMode, Option<i64>, bool),
+    c: (&str, Option<&Bytes>, &[Acl], CreateMode, Option<i64>, bool),
 ) -> Result<OpCode, ErrorCode> {
     let (path, data, acl, mode, ttl, with_stat) = c;
     validate_create_path(path, mode.is_sequential()).map_err(|_| ErrorCode::BadArguments)?;
@@ -319,13 +393,30 @@ fn write_create(
     }
     let opcode = create_opcode(mode, ttl, with_stat)?;
     chroot.add(path).write(out);
-    Some(data.clone()).write(out);
+    data.cloned().write(out);
     acl.to_vec().write(out);
     mode.code().write(out);
     if opcode == OpCode::CreateTtl {
         ttl.unwrap_or(0).write(out);
     }
     Ok(opcode)
+}
+
+/// One create inside a multi. The header comes first but its opcode depends on the mode, so the
+/// body is encoded aside.
+fn multi_create(
+    out: &mut BytesMut,
+    chroot: &Chroot,
+    c: (&str, Option<&Bytes>, &[Acl], CreateMode, Option<i64>, bool),
+) -> Result<(), ErrorCode> {
+    let mut body = BytesMut::new();
+    let code = write_create(&mut body, chroot, c)?;
+    // Inside a multi Apache's client always uses create2-style opcodes except for a plain create,
+    // which it sends as create.
+    let code = if code == OpCode::Create2 { OpCode::Create } else { code };
+    multi_header(out, code);
+    out.extend_from_slice(&body);
+    Ok(())
 }
 
 fn multi_header(out: &mut BytesMut, op: OpCode) {
@@ -338,7 +429,10 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
     let mut watch_path = None;
     let opcode = match op {
         Op::Create { path, data, acl, mode, ttl, with_stat } => {
-            write_create(&mut out, chroot, (path, data, acl, *mode, *ttl, *with_stat))?
+            write_create(&mut out, chroot, (path, Some(data), acl, *mode, *ttl, *with_stat))?
+        }
+        Op::CreateNullable { path, data, acl, mode, ttl, with_stat } => {
+            write_create(&mut out, chroot, (path, data.as_ref(), acl, *mode, *ttl, *with_stat))?
         }
         Op::Delete { path, version } => {
             check(path)?;
@@ -346,7 +440,7 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
             version.write(&mut out);
             OpCode::Delete
         }
-        Op::Exists { path, watch } | Op::GetData { path, watch } => {
+        Op::Exists { path, watch } | Op::GetData { path, watch } | Op::GetDataNullable { path, watch } => {
             check(path)?;
             chroot.add(path).write(&mut out);
             watch.write(&mut out);
@@ -363,6 +457,13 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
             check(path)?;
             chroot.add(path).write(&mut out);
             Some(data.clone()).write(&mut out);
+            version.write(&mut out);
+            OpCode::SetData
+        }
+        Op::SetDataNullable { path, data, version } => {
+            check(path)?;
+            chroot.add(path).write(&mut out);
+            data.clone().write(&mut out);
             version.write(&mut out);
             OpCode::SetData
         }
@@ -403,15 +504,17 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
             for m in ops {
                 match m {
                     MultiOp::Create { path, data, acl, mode, ttl } => {
-                        // The header comes first but its opcode depends on the mode: encode the
-                        // body aside.
-                        let mut body = BytesMut::new();
-                        let code = write_create(&mut body, chroot, (path, data, acl, *mode, *ttl, true))?;
-                        // Inside a multi Apache's client always uses create2-style opcodes except
-                        // for a plain create, which it sends as create.
-                        let code = if code == OpCode::Create2 { OpCode::Create } else { code };
-                        multi_header(&mut out, code);
-                        out.extend_from_slice(&body);
+                        multi_create(&mut out, chroot, (path, Some(data), acl, *mode, *ttl, true))?;
+                    }
+                    MultiOp::CreateNullable { path, data, acl, mode, ttl } => {
+                        multi_create(&mut out, chroot, (path, data.as_ref(), acl, *mode, *ttl, true))?;
+                    }
+                    MultiOp::SetDataNullable { path, data, version } => {
+                        check(path)?;
+                        multi_header(&mut out, OpCode::SetData);
+                        chroot.add(path).write(&mut out);
+                        data.clone().write(&mut out);
+                        version.write(&mut out);
                     }
                     MultiOp::Delete { path, version } => {
                         check(path)?;
@@ -467,6 +570,15 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
             kind.code().write(&mut out);
             watch_path = Some(path.clone());
             OpCode::RemoveWatches
+        }
+        Op::CheckWatches { path, kind } => {
+            check(path)?;
+            if !matches!(kind, WatcherType::Children | WatcherType::Data | WatcherType::Any) {
+                return Err(ErrorCode::BadArguments);
+            }
+            chroot.add(path).write(&mut out);
+            kind.code().write(&mut out);
+            OpCode::CheckWatches
         }
         Op::GetEphemerals { prefix } => {
             check(prefix)?;
@@ -534,7 +646,7 @@ pub(crate) fn decode_response(
     chroot: &Chroot,
 ) -> Result<Response, zk_proto::DecodeError> {
     Ok(match op {
-        Op::Create { mode, ttl, with_stat, .. } => {
+        Op::Create { mode, ttl, with_stat, .. } | Op::CreateNullable { mode, ttl, with_stat, .. } => {
             let opcode = create_opcode(*mode, *ttl, *with_stat).unwrap_or(OpCode::Create);
             if opcode == OpCode::Create {
                 Response::Create { path: chroot.strip(&String::read(r)?), stat: None }
@@ -547,13 +659,18 @@ pub(crate) fn decode_response(
         | Op::AddWatch { .. }
         | Op::RemoveWatches { .. }
         | Op::AddAuth { .. }
+        | Op::CheckWatches { .. }
         | Op::Close => Response::Done,
         Op::Exists { .. } => Response::Exists(Some(Stat::read(r)?)),
         Op::GetData { .. } | Op::GetConfig { .. } | Op::Reconfig { .. } => {
             let d = zk_proto::GetDataResponse::read(r)?;
             Response::Data { data: d.data.unwrap_or_default(), stat: d.stat }
         }
-        Op::SetData { .. } | Op::SetAcl { .. } => Response::Stat(Stat::read(r)?),
+        Op::GetDataNullable { .. } => {
+            let d = zk_proto::GetDataResponse::read(r)?;
+            Response::NullableData { data: d.data, stat: d.stat }
+        }
+        Op::SetData { .. } | Op::SetDataNullable { .. } | Op::SetAcl { .. } => Response::Stat(Stat::read(r)?),
         Op::GetAcl { .. } => {
             let a = zk_proto::GetAclResponse::read(r)?;
             Response::Acl { acl: a.acl, stat: a.stat }

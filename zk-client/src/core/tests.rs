@@ -336,3 +336,137 @@ fn handshake_timeout_moves_to_next_server() {
     assert!(h.s.poll_close());
     assert_ne!(h.s.poll_connect(h.now).unwrap(), first);
 }
+
+#[test]
+fn null_data_is_kept_apart_from_empty_both_ways() {
+    let mut h = Harness::new(&["a"], None);
+    h.connect(1);
+    h.events();
+    let acl =
+        vec![zk_proto::Acl { perms: 31, id: zk_proto::Id { scheme: "world".into(), id: "anyone".into() } }];
+    h.submit(Op::CreateNullable {
+        path: "/n".into(),
+        data: None,
+        acl: acl.clone(),
+        mode: zk_proto::CreateMode::Persistent,
+        ttl: None,
+        with_stat: false,
+    });
+    h.submit(Op::SetDataNullable { path: "/n".into(), data: Some(Bytes::new()), version: -1 });
+    h.submit(Op::SetDataNullable { path: "/n".into(), data: None, version: -1 });
+    h.submit(Op::Multi(vec![MultiOp::SetDataNullable { path: "/n".into(), data: None, version: 3 }]));
+    let sent = h.sent();
+    // create: path, then the data buffer's length -1.
+    assert_eq!(&sent[0].1[4..6], b"/n");
+    assert_eq!(&sent[0].1[6..10], &(-1i32).to_be_bytes());
+    assert_eq!(&sent[1].1[6..10], &0i32.to_be_bytes());
+    assert_eq!(&sent[2].1[6..10], &(-1i32).to_be_bytes());
+    // multi: header (op, done, err = 9 bytes), path, data length -1, version.
+    assert_eq!(&sent[3].1[9 + 6..9 + 10], &(-1i32).to_be_bytes());
+    // Replies: null data and empty data are told apart by GetDataNullable, not by GetData.
+    let mut h = Harness::new(&["a"], None);
+    h.connect(1);
+    h.events();
+    let a = h.submit(Op::GetDataNullable { path: "/n".into(), watch: true });
+    let b = h.submit(Op::GetDataNullable { path: "/n".into(), watch: false });
+    let c = h.submit(get_data("/n", false));
+    h.sent();
+    for (xid, null) in [(1, true), (2, false), (3, true)] {
+        h.s.handle_bytes(
+            h.now,
+            &reply(xid, 1, 0, |o| {
+                let d: Option<Bytes> = if null { None } else { Some(Bytes::new()) };
+                d.write(o);
+                Stat::default().write(o);
+            }),
+        );
+    }
+    let ev = h.events();
+    assert_eq!(
+        ev[0],
+        Event::Completed {
+            id: a,
+            result: Ok(Response::NullableData { data: None, stat: Stat::default() }),
+            watch_registered: true
+        }
+    );
+    assert_eq!(
+        ev[1],
+        Event::Completed {
+            id: b,
+            result: Ok(Response::NullableData { data: Some(Bytes::new()), stat: Stat::default() }),
+            watch_registered: false
+        }
+    );
+    assert_eq!(
+        ev[2],
+        Event::Completed {
+            id: c,
+            result: Ok(Response::Data { data: Bytes::new(), stat: Stat::default() }),
+            watch_registered: false
+        }
+    );
+}
+
+#[test]
+fn check_watches_asks_the_server_and_keeps_the_registry() {
+    let mut h = Harness::new(&["a"], None);
+    h.connect(1);
+    h.events();
+    let kind = zk_proto::WatcherType::Data;
+    // No local watch: NOWATCHER without a round trip.
+    let x = h.submit(Op::CheckWatches { path: "/w".into(), kind });
+    assert!(h.sent().is_empty());
+    assert_eq!(
+        h.events()[0],
+        Event::Completed { id: x, result: Err(ErrorCode::NoWatcher), watch_registered: false }
+    );
+    let w = h.submit(get_data("/w", true));
+    h.sent();
+    h.s.handle_bytes(h.now, &reply(1, 1, 0, data_body));
+    h.events();
+    let c = h.submit(Op::CheckWatches { path: "/w".into(), kind });
+    let sent = h.sent();
+    assert_eq!(sent[0].0.op, OpCode::CheckWatches.code());
+    let req = zk_proto::CheckWatchesRequest::read(&mut Reader::new(sent[0].1.clone())).unwrap();
+    assert_eq!((req.path.as_str(), req.watcher_type), ("/w", kind.code()));
+    h.s.handle_bytes(h.now, &reply(2, 1, 0, |_| {}));
+    assert_eq!(h.events(), [Event::Completed { id: c, result: Ok(Response::Done), watch_registered: false }]);
+    // The watcher is still registered until the driver forgets it.
+    let notif = reply(-1, -1, 0, |o| WatcherEvent { event_type: 3, state: 3, path: "/w".into() }.write(o));
+    h.s.handle_bytes(h.now, &notif);
+    assert!(matches!(&h.events()[0], Event::Watch { watcher, .. } if *watcher == w));
+}
+
+#[test]
+fn keep_host_order_and_replace_hosts() {
+    let mut h = Harness::new(&["a", "b", "c", "d"], None);
+    h.s.set_keep_host_order(true);
+    let order: Vec<String> = h.s.hosts().iter().map(|p| p.host.clone()).collect();
+    assert_eq!(order, ["a", "b", "c", "d"]);
+    h.connect(1);
+    h.events();
+    assert!(!h.s.set_hosts(Vec::new(), h.now));
+    // The same servers in another order: nothing changes.
+    let hp = |n: &str| HostPort { host: n.into(), port: 2181 };
+    assert!(h.s.set_hosts(vec![hp("d"), hp("c"), hp("b"), hp("a")], h.now));
+    assert!(!h.s.poll_close());
+    // The current server ("a") is no longer listed: the connection is dropped and the next dial
+    // goes to the new list, in order.
+    let op = h.submit(get_data("/x", false));
+    h.sent();
+    assert!(h.s.set_hosts(vec![hp("e"), hp("f")], h.now));
+    assert!(h.s.poll_close());
+    let ev = h.events();
+    assert_eq!(
+        ev[0],
+        Event::Completed { id: op, result: Err(ErrorCode::ConnectionLoss), watch_registered: false }
+    );
+    assert_eq!(ev[1], Event::State(SessionState::Disconnected));
+    assert_eq!(h.s.poll_connect(h.now).map(|p| p.host), Some("e".into()));
+    h.s.handle_connected(h.now);
+    h.sent();
+    // A shrinking list that keeps the current server leaves the connection alone.
+    assert!(h.s.set_hosts(vec![hp("e")], h.now));
+    assert!(!h.s.poll_close());
+}
