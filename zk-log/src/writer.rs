@@ -16,6 +16,15 @@ pub enum SubmitError {
     Stopped(RecordBatch),
 }
 
+/// Work for the writer thread.
+#[derive(Debug)]
+enum Job {
+    /// Append and make durable.
+    Batch(RecordBatch),
+    /// Remove segments wholly before this zxid (after a snapshot made them unneeded).
+    PurgeBefore(i64),
+}
+
 /// Owns a [`SegmentLog`] on a dedicated thread and makes queued batches durable.
 ///
 /// The thread takes every batch waiting in the queue, appends them all, syncs once, and then
@@ -30,7 +39,7 @@ pub enum SubmitError {
 /// caller may start a new writer on it once it has dealt with the refused zxids.
 #[derive(Debug)]
 pub struct LogWriter<S: Storage> {
-    tx: Option<SyncSender<RecordBatch>>,
+    tx: Option<SyncSender<Job>>,
     thread: Option<JoinHandle<SegmentLog<S>>>,
 }
 
@@ -62,7 +71,17 @@ impl<S: Storage> LogWriter<S> {
     /// Errors: [`LogError::WriterStopped`] if the writer thread has stopped.
     pub fn submit(&self, batch: RecordBatch) -> Result<(), LogError> {
         let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
-        tx.send(batch).map_err(|_| LogError::WriterStopped)
+        tx.send(Job::Batch(batch)).map_err(|_| LogError::WriterStopped)
+    }
+
+    /// Asks the writer thread to remove the segments wholly before `zxid`
+    /// ([`SegmentLog::purge_before`]) between two syncs; waits while the queue is full. The outcome
+    /// is logged (a failed purge leaves files behind and is tried again with the next request).
+    ///
+    /// Errors: [`LogError::WriterStopped`] if the writer thread has stopped.
+    pub fn purge_before(&self, zxid: i64) -> Result<(), LogError> {
+        let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
+        tx.send(Job::PurgeBefore(zxid)).map_err(|_| LogError::WriterStopped)
     }
 
     /// Queues a batch if there is room, without waiting.
@@ -70,9 +89,10 @@ impl<S: Storage> LogWriter<S> {
     /// Errors: [`SubmitError::Full`] or [`SubmitError::Stopped`], with the batch.
     pub fn try_submit(&self, batch: RecordBatch) -> Result<(), SubmitError> {
         let Some(tx) = self.tx.as_ref() else { return Err(SubmitError::Stopped(batch)) };
-        tx.try_send(batch).map_err(|e| match e {
-            TrySendError::Full(b) => SubmitError::Full(b),
-            TrySendError::Disconnected(b) => SubmitError::Stopped(b),
+        tx.try_send(Job::Batch(batch)).map_err(|e| match e {
+            TrySendError::Full(Job::Batch(b)) => SubmitError::Full(b),
+            TrySendError::Disconnected(Job::Batch(b)) => SubmitError::Stopped(b),
+            _ => unreachable!("only a batch was sent"),
         })
     }
 
@@ -100,7 +120,7 @@ impl<S: Storage> Drop for LogWriter<S> {
 
 fn run<S: Storage, F>(
     mut log: SegmentLog<S>,
-    rx: Receiver<RecordBatch>,
+    rx: Receiver<Job>,
     mut on_durable: F,
     group_batches_max: usize,
 ) -> SegmentLog<S>
@@ -108,15 +128,26 @@ where
     F: FnMut(Result<i64, LogError>),
 {
     while let Ok(first) = rx.recv() {
+        let first = match first {
+            Job::Batch(b) => b,
+            Job::PurgeBefore(z) => {
+                purge(&mut log, z);
+                continue;
+            }
+        };
         let mut failed = log.append(&first).err();
         let mut taken = 1;
+        let mut purge_after: Option<i64> = None;
         // Everything that queued up while the previous sync ran goes into this sync. Bounded by
         // the queue's capacity so a steady stream cannot postpone the sync forever.
         while failed.is_none() && taken < group_batches_max {
             match rx.try_recv() {
-                Ok(b) => {
+                Ok(Job::Batch(b)) => {
                     failed = log.append(&b).err();
                     taken += 1;
+                }
+                Ok(Job::PurgeBefore(z)) => {
+                    purge_after = Some(purge_after.map_or(z, |p: i64| p.max(z)));
                 }
                 Err(_) => break,
             }
@@ -138,6 +169,19 @@ where
             on_durable(Err(e));
             return log;
         }
+        if let Some(z) = purge_after {
+            purge(&mut log, z);
+        }
     }
     log
+}
+
+fn purge<S: Storage>(log: &mut SegmentLog<S>, zxid: i64) {
+    match log.purge_before(zxid) {
+        Ok(removed) if removed.is_empty() => {}
+        Ok(removed) => {
+            tracing::info!("purged {} log segment(s) before zxid 0x{zxid:x}: {removed:?}", removed.len())
+        }
+        Err(e) => tracing::warn!("purging log segments before zxid 0x{zxid:x} failed (kept): {e}"),
+    }
 }

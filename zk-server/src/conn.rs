@@ -97,7 +97,8 @@ pub async fn serve(
         return;
     }
 
-    let reason = read_loop(&mut rd, &mut buf, decoder, id, &core, &permits, &stats, &room).await;
+    let cx = ReaderCtx { id, core: &core, permits: &permits, stats: &stats, room: &room };
+    let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
     drop(room);
     debug!("connection {remote} reader stopped: {reason}");
     let _ = core.send(CoreMsg::Closed { conn: id }).await;
@@ -140,16 +141,23 @@ async fn answer_four_letter(
     let _ = wr.shutdown().await;
 }
 
+/// What the reader needs besides the socket.
+struct ReaderCtx<'a> {
+    id: ConnId,
+    core: &'a mpsc::Sender<CoreMsg>,
+    permits: &'a Arc<Semaphore>,
+    stats: &'a ConnStats,
+    /// A sender on the connection's own outbox, used only to wait for room in it.
+    room: &'a mpsc::Sender<Out>,
+}
+
 async fn read_loop(
     rd: &mut tokio::net::tcp::OwnedReadHalf,
     buf: &mut BytesMut,
     decoder: FrameDecoder,
-    id: ConnId,
-    core: &mpsc::Sender<CoreMsg>,
-    permits: &Arc<Semaphore>,
-    stats: &ConnStats,
-    room: &mpsc::Sender<Out>,
+    cx: ReaderCtx<'_>,
 ) -> String {
+    let ReaderCtx { id, core, permits, stats, room } = cx;
     loop {
         loop {
             let frame = match decoder.decode(buf) {

@@ -9,10 +9,12 @@
 use crate::fourlw;
 use crate::log::{DurableReport, TxnSink};
 use crate::settings::Settings;
+use crate::snapshots::SnapJob;
 use crate::stats::{ConnStats, ServerStats};
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -84,6 +86,13 @@ pub enum CoreMsg {
         /// Where the text goes.
         reply: oneshot::Sender<String>,
     },
+    /// The snapshot thread finished (or abandoned) a snapshot.
+    SnapshotDone {
+        /// Whether it was written.
+        ok: bool,
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
+    },
     /// Stop: the process is shutting down.
     Shutdown,
 }
@@ -135,6 +144,7 @@ pub struct Core {
     durable: Option<mpsc::Receiver<DurableReport>>,
     stats: ServerStats,
     permits: Arc<Semaphore>,
+    snapshots: Snapshots,
     next_session: i64,
     epoch: Instant,
     buf: BytesMut,
@@ -176,10 +186,21 @@ impl Core {
             durable: Some(durable),
             stats: ServerStats::new(),
             permits,
+            snapshots: Snapshots::default(),
             next_session,
             epoch: Instant::now(),
             buf: BytesMut::with_capacity(64 * 1024),
         }
+    }
+
+    /// Gives the core its snapshot thread; snapshots are taken every `snap_count` transactions
+    /// (randomised in [snap_count/2+1, snap_count] as Apache does), and once right away when
+    /// `now` is set (after a start that replayed the log, so the next start is fast).
+    pub fn with_snapshots(mut self, tx: SyncSender<SnapJob>, snap_count: u64, now: bool) -> Core {
+        self.snapshots.tx = Some(tx);
+        self.snapshots.snap_count = snap_count.max(2);
+        self.snapshots.threshold = if now { 0 } else { Snapshots::roll(snap_count.max(2)) };
+        self
     }
 
     /// Monotonic ms since the core started (uptime). Sessions use the wall clock instead, the clock
@@ -230,10 +251,15 @@ impl Core {
                         n += 1;
                     }
                 }
+                // While a snapshot is being taken, keep stepping it between batches; when its
+                // thread is behind, look again shortly rather than spin.
+                _ = std::future::ready(()), if self.snapshots.stepping() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(2)), if self.snapshots.waiting() => {}
                 _ = expiry.tick() => self.expire_sessions(),
                 _ = reaper.tick() => self.reap_containers(),
             }
             self.flush();
+            self.snapshot_step();
         }
         self.flush();
         self.drain_log(&mut durable).await;
@@ -277,8 +303,50 @@ impl Core {
                 }
                 let _ = reply.send(text);
             }
+            CoreMsg::SnapshotDone { ok, purge_logs_before } => {
+                self.snapshots.busy = false;
+                if !ok {
+                    // Try again after another snap_count transactions.
+                    self.snapshots.since = 0;
+                }
+                if let Some(z) = purge_logs_before {
+                    self.log.purge_before(z);
+                }
+            }
             CoreMsg::Shutdown => {}
         }
+    }
+
+    /// Starts a snapshot when enough transactions were applied since the last one, and steps a
+    /// running one by a bounded number of nodes. Never waits: when the snapshot thread is behind,
+    /// stepping pauses until it catches up.
+    fn snapshot_step(&mut self) {
+        if self.snapshots.tx.is_none() || !self.snapshots.send_pending() {
+            return;
+        }
+        let s = &mut self.snapshots;
+        if s.cursor.is_none() {
+            if s.busy || s.since < s.threshold {
+                return;
+            }
+            let cur = self.db.snapshot_begin();
+            info!("taking a snapshot at zxid 0x{:x}", cur.start_zxid());
+            s.pending.push_back(SnapJob::Begin(cur.start_zxid()));
+            s.cursor = Some(cur);
+            s.busy = true;
+            s.since = 0;
+            s.threshold = Snapshots::roll(s.snap_count);
+        }
+        let Some(cur) = s.cursor.as_mut() else { return };
+        let mut buf = Vec::with_capacity(256 * 1024);
+        if self.db.snapshot_step(cur, &mut buf, crate::snapshots::NODES_PER_STEP) {
+            s.cursor = None;
+            s.pending.push_back(SnapJob::Chunk(buf));
+            s.pending.push_back(SnapJob::Finish);
+        } else {
+            s.pending.push_back(SnapJob::Chunk(buf));
+        }
+        s.send_pending();
     }
 
     // ---------------------------------------------------------------- sessions and connections
@@ -655,6 +723,7 @@ impl Core {
 
     fn commit(&mut self, p: Proposal) {
         let applied = self.db.apply(&p.hdr, &p.txn);
+        self.snapshots.since += 1;
         for d in applied.events {
             self.deliver_event(d.watcher, &d.event, d.acl.as_deref().map(|v| v.as_slice()));
         }
@@ -942,6 +1011,66 @@ fn apache_set_order(ids: &[Id]) -> Vec<&Id> {
 fn removable_watcher_type(t: i32) -> Option<WatcherType> {
     WatcherType::from_i32(t)
         .filter(|t| matches!(t, WatcherType::Children | WatcherType::Data | WatcherType::Any))
+}
+
+/// Snapshot state of the core.
+#[derive(Default)]
+struct Snapshots {
+    tx: Option<SyncSender<SnapJob>>,
+    /// The snapshot being stepped, if any.
+    cursor: Option<zk_tree::SnapshotCursor>,
+    /// Jobs the snapshot thread had no room for yet (at most a step's worth: stepping pauses
+    /// while any wait).
+    pending: VecDeque<SnapJob>,
+    /// A snapshot is being taken or written.
+    busy: bool,
+    /// Transactions applied since the last snapshot started.
+    since: u64,
+    /// Take the next snapshot after this many transactions.
+    threshold: u64,
+    snap_count: u64,
+}
+
+impl Snapshots {
+    /// Whether the core should keep stepping (a snapshot is under way and its thread has room).
+    fn stepping(&self) -> bool {
+        self.tx.is_some() && self.cursor.is_some() && self.pending.is_empty()
+    }
+
+    /// Whether jobs wait for room in the snapshot thread's queue.
+    fn waiting(&self) -> bool {
+        self.tx.is_some() && !self.pending.is_empty()
+    }
+
+    /// Hands waiting jobs to the snapshot thread; true when none is left waiting.
+    fn send_pending(&mut self) -> bool {
+        let Some(tx) = self.tx.as_ref() else { return false };
+        while let Some(job) = self.pending.pop_front() {
+            match tx.try_send(job) {
+                Ok(()) => {}
+                Err(std::sync::mpsc::TrySendError::Full(job)) => {
+                    self.pending.push_front(job);
+                    return false;
+                }
+                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                    warn!("the snapshot thread stopped; no more snapshots");
+                    self.tx = None;
+                    self.cursor = None;
+                    self.pending.clear();
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Apache spreads snapshots of an ensemble's servers apart: a count drawn from
+    /// [snap_count/2 + 1, snap_count].
+    fn roll(snap_count: u64) -> u64 {
+        use rand::Rng;
+        let half = snap_count / 2;
+        half + 1 + rand::thread_rng().gen_range(0..snap_count - half)
+    }
 }
 
 /// The header type of a prepped transaction: -1 for a failed write, else the request's opcode.

@@ -12,4 +12,6 @@ pub mod fourlw;
 pub mod log;
 pub mod server;
 pub mod settings;
+pub mod snapshots;
 pub mod stats;
+pub mod tools;

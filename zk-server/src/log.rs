@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 use tracing::info;
 use zk_log::{FileStorage, LogError, LogOptions, LogWriter, RecordBatch, SegmentLog, Storage, SubmitError};
-use zk_tree::Database;
+use zk_tree::Recovery;
 
 /// Durability reports: `Ok(z)` when every transaction through zxid `z` is durable, or the error that
 /// stopped the log.
@@ -19,22 +19,31 @@ pub type DurableReport = Result<i64, LogError>;
 pub trait TxnSink: Send {
     /// Queues a batch without waiting. `Full` hands the batch back: try again after a report.
     fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError>;
+    /// Asks for the log records before `zxid` to be removed (a snapshot covers them).
+    fn purge_before(&mut self, zxid: i64);
 }
 
 impl<S: Storage + Send + 'static> TxnSink for LogWriter<S> {
     fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError> {
         LogWriter::try_submit(self, batch)
     }
+    fn purge_before(&mut self, zxid: i64) {
+        if let Err(e) = LogWriter::purge_before(self, zxid) {
+            tracing::warn!("log purge not queued: {e}");
+        }
+    }
 }
 
-/// Opens (and recovers) the log in `dir`, replaying every transaction it holds into `db`.
+/// Opens (and recovers) the log in `dir` and replays what it holds after the snapshot `rec` started
+/// from, idempotently.
 ///
-/// Errors: the directory cannot be used, or the log is corrupt before its tail, has a zxid gap, or
-/// was written by a newer format; each names the file and offset.
+/// Errors: the directory cannot be used; the log is corrupt before its tail, has a zxid gap, or was
+/// written by a newer format (each names the file and offset); or the log no longer holds the
+/// transactions right after the snapshot.
 pub fn open_and_replay(
     dir: &std::path::Path,
     opts: LogOptions,
-    db: &mut Database,
+    rec: &mut Recovery,
 ) -> Result<SegmentLog<FileStorage>, LogError> {
     let storage = FileStorage::open_dir(dir).map_err(|source| LogError::Io {
         op: "open log directory",
@@ -49,26 +58,38 @@ pub fn open_and_replay(
     let Some(first) = log.first_zxid() else {
         return Ok(log);
     };
+    let start = rec.start_zxid();
+    if log.last_zxid() < start {
+        return Err(LogError::NotInLog { zxid: start, first, last: log.last_zxid() });
+    }
+    if log.last_zxid() == start {
+        return Ok(log);
+    }
+    let from = start + 1;
+    if first > from {
+        // The transactions right after the snapshot are gone: replaying would skip them.
+        return Err(LogError::NotInLog { zxid: from, first, last: log.last_zxid() });
+    }
     let started = Instant::now();
     let mut last_note = Instant::now();
-    let mut n: u64 = 0;
-    for entry in log.read_from(first)? {
+    for entry in log.read_from(from)? {
         let entry = entry?;
-        if entry.header.zxid <= db.last_applied_zxid() {
-            continue;
-        }
-        db.apply(&entry.header, &entry.txn);
-        n += 1;
+        rec.replay(&entry.header, &entry.txn);
         if last_note.elapsed() >= Duration::from_secs(1) {
-            info!("replaying the transaction log: {n} transactions, at zxid 0x{:x}", entry.header.zxid);
+            info!(
+                "replaying the transaction log: {} transactions, at zxid 0x{:x}",
+                rec.replayed(),
+                rec.last_zxid()
+            );
             last_note = Instant::now();
         }
     }
     info!(
-        "replayed {n} transactions from {} in {:.2?}; last zxid 0x{:x}",
+        "replayed {} transactions from {} in {:.2?}; last zxid 0x{:x}",
+        rec.replayed(),
         dir.display(),
         started.elapsed(),
-        db.last_applied_zxid()
+        rec.last_zxid()
     );
     Ok(log)
 }

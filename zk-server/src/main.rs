@@ -8,9 +8,14 @@ use tracing::{error, info};
 use zk_server::config::ServerConfig;
 use zk_server::settings::Settings;
 
-const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\n\
+const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
+       zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
+       zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
+       zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
-127.0.0.1:2181 with data in ./zkrs-data. Log verbosity: RUST_LOG (default info).";
+127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
+(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG\n\
+(default info).";
 
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -20,6 +25,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = run_tool(&args) {
+        return code;
+    }
     let cfg = match args.as_slice() {
         [] => {
             info!("no zoo.cfg given: using the embedded standalone defaults");
@@ -78,11 +86,55 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Every error here stops start-up, like a configuration error.
             error!("{e}");
             eprintln!("zkrs-server: {e}");
-            ExitCode::from(1)
+            ExitCode::from(2)
         }
     }
+}
+
+/// The offline subcommands; `None` when `args` asks for the server.
+fn run_tool(args: &[String]) -> Option<ExitCode> {
+    use std::path::Path;
+    let mut out = std::io::stdout().lock();
+    let result = match args {
+        [cmd, apache_data, apache_log, dest] if cmd == "import" => {
+            let mut progress = std::io::stderr();
+            zk_server::tools::import_apache(
+                Path::new(apache_data),
+                Path::new(apache_log),
+                Path::new(dest),
+                zk_tree::TreeConfig::default(),
+                &mut progress,
+            )
+            .map(|r| {
+                println!(
+                    "imported {} znodes and {} sessions at zxid 0x{:x} into {}",
+                    r.nodes,
+                    r.sessions,
+                    r.last_zxid,
+                    Path::new(dest).display()
+                );
+            })
+        }
+        [cmd, path] if cmd == "dump-log" => zk_server::tools::dump_log(Path::new(path), &mut out).map(|_| ()),
+        [cmd, path] if cmd == "dump-snapshot" => {
+            zk_server::tools::dump_snapshot(Path::new(path), &mut out).map(|_| ())
+        }
+        [cmd, ..] if cmd == "import" || cmd == "dump-log" || cmd == "dump-snapshot" => {
+            eprintln!("{USAGE}");
+            return Some(ExitCode::from(2));
+        }
+        _ => return None,
+    };
+    Some(match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zkrs-server {}: {e}", args[0]);
+            ExitCode::from(1)
+        }
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

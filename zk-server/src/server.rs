@@ -4,13 +4,14 @@ use crate::conn;
 use crate::core::{Core, CoreMsg};
 use crate::log::{open_and_replay, DurableReport};
 use crate::settings::Settings;
+use crate::snapshots;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{info, warn};
-use zk_tree::{Database, TreeConfig};
+use zk_tree::{Recovery, TreeConfig};
 
 /// Messages the core's inbox holds before connection readers wait.
 const CORE_INBOX: usize = 8 * 1024;
@@ -26,6 +27,23 @@ pub enum StartError {
         /// The cause.
         source: zk_log::LogError,
     },
+    /// The newest snapshot could not be loaded.
+    #[error("snapshot in {dir}: {message}")]
+    Snapshot {
+        /// The snapshot directory.
+        dir: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// dataDir holds Apache ZooKeeper's data and no zkrs data: serving an empty tree would look
+    /// like data loss.
+    #[error("{dir} holds Apache ZooKeeper data ({file}) and no zkrs data; import it first with `zkrs-server import <apache dataDir> <apache dataLogDir> <zkrs dataDir>`, or point dataDir elsewhere")]
+    ApacheData {
+        /// Apache's version-2 directory.
+        dir: std::path::PathBuf,
+        /// One of its files.
+        file: String,
+    },
     /// The client port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -34,6 +52,21 @@ pub enum StartError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// Refuses to start empty on top of Apache's snapshots or logs (dataDir/version-2,
+/// dataLogDir/version-2).
+fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
+    for dir in [&settings.data_dir, &settings.data_log_dir] {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("snapshot.") || name.starts_with("log.") {
+                return Err(StartError::ApacheData { dir: dir.clone(), file: name });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs a standalone server until `shutdown` resolves.
@@ -45,26 +78,33 @@ pub async fn run(
     let listener = TcpListener::bind(settings.client_addr)
         .await
         .map_err(|source| StartError::Bind { addr: settings.client_addr, source })?;
-    let mut db = Database::new(TreeConfig {
+    let tree_cfg = TreeConfig {
         extended_types_enabled: settings.extended_types_enabled,
         super_digest: settings.super_digest.clone(),
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
         ..TreeConfig::default()
-    });
+    };
+    let snap_dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let snap_storage =
+        snapshots::open_dir(&snap_dir).map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
+    let db = snapshots::load_newest(&snap_storage, tree_cfg)
+        .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    let mut rec = Recovery::new(db);
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
-    let log = open_and_replay(&log_dir, opts, &mut db)
+    let log = open_and_replay(&log_dir, opts, &mut rec)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
-    // Sessions restored from the log start their timeouts afresh, as Apache does on loading.
+    let replayed = rec.replayed();
+    if rec.last_zxid() == 0 {
+        refuse_apache_data(&settings)?;
+    }
+    // Sessions restored start their timeouts afresh, as Apache does on loading.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
-    let sessions: Vec<i64> = db.sessions().iter().map(|(id, _)| id).collect();
-    for sid in sessions {
-        db.sessions_mut().touch(sid, now);
-    }
+    let db = rec.finish(now);
     // The writer thread reports durability into the core's select loop. Reports are one per
     // group of batches, and the log's queue holds at most LOG_QUEUE batches.
     const LOG_QUEUE: usize = 64;
@@ -81,8 +121,22 @@ pub async fn run(
         },
     })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
-    let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone());
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
+    let snap_tx = snapshots::spawn_writer(snap_storage, settings.snap_retain_count as usize, core_tx.clone())
+        .map_err(|source| StartError::Log {
+            dir: snap_dir.clone(),
+            source: zk_log::LogError::Io {
+                op: "start the snapshot thread",
+                file: snap_dir.display().to_string(),
+                source,
+            },
+        })?;
+    // A start that had to replay transactions takes a snapshot at once, so the next start is fast.
+    let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone()).with_snapshots(
+        snap_tx,
+        settings.snap_count,
+        replayed > 0,
+    );
     let core_task = tokio::spawn(core.run(core_rx));
     info!("serving clients on {} (standalone; log in {})", settings.client_addr, log_dir.display());
 

@@ -43,6 +43,10 @@ pub struct Settings {
     pub log_root: PathBuf,
     /// Log segments grow in steps of this many bytes (preAllocSize).
     pub prealloc_bytes: u64,
+    /// Transactions between snapshots (snapCount).
+    pub snap_count: u64,
+    /// Snapshots kept (autopurge.snapRetainCount); older ones and the log they cover are removed.
+    pub snap_retain_count: u32,
     /// The `conf` four-letter word's text.
     pub conf_text: String,
 }
@@ -115,6 +119,8 @@ impl Settings {
             snap_root: cfg.data_dir.clone(),
             log_root: cfg.data_log_dir.clone(),
             prealloc_bytes: cfg.pre_alloc_size_kb.saturating_mul(1024).max(4096),
+            snap_count: u64::from(cfg.snap_count),
+            snap_retain_count: cfg.snap_retain_count,
             conf_text: cfg.conf_text(&status),
         })
     }

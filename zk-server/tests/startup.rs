@@ -69,3 +69,58 @@ fn sigterm_shuts_down_cleanly_and_keeps_data() {
     let d: GetDataResponse = c.get_data("/kept", false).decode();
     assert_eq!(d.data.as_deref(), Some(&b"v"[..]));
 }
+
+/// Pointed at a dataDir where Apache ZooKeeper kept its data (and zkrs has none), zkrs refuses to
+/// start empty and says how to import; after `zkrs-server import` it serves Apache's tree.
+#[test]
+fn apache_data_dir_is_refused_then_imported() {
+    let mut apache = start(Target::Apache, "");
+    let mut c = RawClient::connect(apache.addr(), 30_000);
+    assert_eq!(c.create("/from-apache", b"hello", CreateMode::Persistent).err(), ErrorCode::Ok);
+    drop(c);
+    apache.kill();
+    let apache_data = apache.dir.path().join("data");
+    let cfg = std::fs::read_to_string(apache.config_path()).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zoo.cfg");
+    std::fs::write(&path, &cfg).unwrap();
+    let out = Command::new(zkrs_binary()).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds Apache ZooKeeper data") && err.contains("zkrs-server import"), "{err}");
+
+    let zkrs_data = dir.path().join("zkrs-data");
+    let out = Command::new(zkrs_binary())
+        .args([
+            "import",
+            apache_data.to_str().unwrap(),
+            apache_data.to_str().unwrap(),
+            zkrs_data.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let port = free_port();
+    let zcfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n",
+        zkrs_data.display()
+    );
+    std::fs::write(&path, zcfg).unwrap();
+    let mut child =
+        Command::new(zkrs_binary()).arg(&path).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let t0 = Instant::now();
+    let mut c = loop {
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            drop(s);
+            break RawClient::connect(addr, 30_000);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "imported server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let d: GetDataResponse = c.get_data("/from-apache", false).decode();
+    assert_eq!(d.data.as_deref(), Some(&b"hello"[..]));
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -97,7 +97,7 @@ fn random_garbage_never_takes_the_server_down() {
             // A plausible frame: a correct length and a known opcode with a random body.
             let ops = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 19, 21, 22, 100, 101, 103, 104, 105, 106, 107];
             let op = ops[(next() as usize) % ops.len()];
-            body[4..8].copy_from_slice(&(op as i32).to_be_bytes());
+            body[4..8].copy_from_slice(&op.to_be_bytes());
             bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
         }
         bytes.extend_from_slice(&body);
