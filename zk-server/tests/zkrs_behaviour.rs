@@ -95,7 +95,8 @@ fn random_garbage_never_takes_the_server_down() {
         let mut body: Vec<u8> = (0..n).map(|_| next() as u8).collect();
         if mode == 2 && body.len() >= 8 {
             // A plausible frame: a correct length and a known opcode with a random body.
-            let ops = [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 19, 21, 22, 100, 101, 103, 104, 105, 106, 107];
+            let ops: [i32; 22] =
+                [1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 19, 21, 22, 100, 101, 103, 104, 105, 106, 107];
             let op = ops[(next() as usize) % ops.len()];
             body[4..8].copy_from_slice(&op.to_be_bytes());
             bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
