@@ -64,6 +64,23 @@ for load in "get 4 200" "set 4 200" "create 4 200" "get 32 50" "mixed 4 200" "ge
   run zkrs "$ZP" "$ZPID" "$APID" "$1" "$2" "$3"
 done
 
+echo "== reference: loopback round trip (ping) and one fdatasync on the data disk" >&2
+"$BENCH" --server 127.0.0.1:$ZP --workload ping --conns 1 --inflight 1 --duration 3 --json 2>/dev/null \
+  | sed 's/^{/{"impl":"zkrs","metric":"ping",/' >> "$RESULTS"
+python3 - "$WORK/zkrs/data" >> "$RESULTS" <<'PY'
+import os, sys, time, statistics
+# Like the log: a preallocated file overwritten in place, 150 bytes then fdatasync each time.
+path = os.path.join(sys.argv[1], "fdatasync-probe")
+fd = os.open(path, os.O_CREAT | os.O_RDWR)
+os.write(fd, b"\0" * (1 << 20)); os.fsync(fd)
+times = []
+for i in range(400):
+    os.pwrite(fd, b"x" * 150, i * 150)
+    t = time.perf_counter(); os.fdatasync(fd); times.append((time.perf_counter() - t) * 1e6)
+os.close(fd); os.unlink(path)
+print('{"impl":"disk","metric":"fdatasync_us","value":%d}' % statistics.median(times))
+PY
+
 echo "== memory with $ZNODES znodes of $VALUE bytes" >&2
 kill -STOP "$APID"; "$BENCH" --server 127.0.0.1:$ZP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$APID"
 kill -STOP "$ZPID"; "$BENCH" --server 127.0.0.1:$AP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$ZPID"
@@ -110,6 +127,13 @@ for (w, c, i), d in runs.items():
     ratio = z["ops_per_sec"] / a["ops_per_sec"] if a["ops_per_sec"] else float("nan")
     print(f"| {w} | {c} x {i} | {a['ops_per_sec']:.0f} | {z['ops_per_sec']:.0f} | {ratio:.2f}x | {a['p50_us']}/{a['p99_us']} | {z['p50_us']}/{z['p99_us']} |")
 m = {(r["impl"], r["metric"]): r for r in rows if "metric" in r}
+if ("zkrs","ping") in m and ("disk","fdatasync_us") in m:
+    rtt, fsync = m[("zkrs","ping")]["p50_us"], m[("disk","fdatasync_us")]["value"]
+    g, s1 = runs.get(("get",1,1),{}).get("zkrs"), runs.get(("set",1,1),{}).get("zkrs")
+    print(f"\nReference: loopback round trip (ping p50) {rtt} us; one fdatasync on the data disk (median) {fsync} us.")
+    if g and s1:
+        print(f"Unloaded zkrs get p50 {g['p50_us']} us (target <= round trip + 25 = {rtt+25}); "
+              f"set p50 {s1['p50_us']} us (target <= round trip + fdatasync + 40 = {rtt+fsync+40}).")
 if ("apache","rss_mb") in m:
     a, z = m[("apache","rss_mb")]["value"], m[("zkrs","rss_mb")]["value"]
     print(f"\nResident memory with {m[('apache','rss_mb')]['znodes']} znodes: Apache {a} MB, zkrs {z} MB ({z/a:.2f}x).")

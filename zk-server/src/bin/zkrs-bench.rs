@@ -17,7 +17,7 @@ use zk_proto::frame::write_frame;
 use zk_proto::jute::{self, Jute, Reader};
 use zk_proto::*;
 
-const USAGE: &str = "usage: zkrs-bench [--server HOST:PORT] [--workload get|set|create|delete|mixed] \
+const USAGE: &str = "usage: zkrs-bench [--server HOST:PORT] [--workload get|set|create|delete|mixed|populate|ping] \
 [--conns N] [--inflight N] [--duration SECS] [--value-size BYTES] [--keys N] [--read-percent P] [--count N (populate)] [--json]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,8 @@ enum Workload {
     Mixed,
     /// Creates `--count` znodes and stops: for memory and restart measurements.
     Populate,
+    /// Pings: the server does no work, so this is the loopback round trip plus framing.
+    Ping,
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +79,7 @@ fn parse_args() -> Result<Opts, String> {
                     "delete" => Workload::Delete,
                     "mixed" => Workload::Mixed,
                     "populate" => Workload::Populate,
+                    "ping" => Workload::Ping,
                     w => return Err(format!("--workload: unknown workload {w}")),
                 }
             }
@@ -253,6 +256,7 @@ async fn run_conn(
             Workload::Delete => {
                 Request::Delete(DeleteRequest { path: delete_pool.pop_front()?, version: -1 })
             }
+            Workload::Ping => Request::Ping,
             Workload::Populate => {
                 if to_create == 0 {
                     return None;
