@@ -210,7 +210,7 @@ impl StorageFile for MappedFile {
         // commit's sync flushes data pages only. The cost is paid once per preallocation step.
         {
             use std::os::unix::fs::FileExt;
-            const ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+            static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
             let mut at = self.len;
             while at < len {
                 let n = ((len - at) as usize).min(ZEROS.len());
