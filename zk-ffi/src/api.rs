@@ -6,7 +6,9 @@
 
 use crate::abi::{self, err, zoo_op_result_t, zoo_op_t, ACL_vector, Stat, String_vector};
 use crate::deliver::{copy_truncated, fill_acl, fill_multi, fill_strings, malloc_str};
-use crate::handle::{Completion, Handle, Pending, SyncSlot, WatchEntry, WatchSide, Watcher};
+use crate::handle::{
+    side_matches, Completion, Handle, Pending, Removal, SyncSlot, WatchEntry, WatchSide, Watcher,
+};
 use bytes::Bytes;
 use libc::{c_char, c_int, c_void};
 use std::ffi::CStr;
@@ -40,12 +42,21 @@ fn path_arg(p: *const c_char) -> Result<String, c_int> {
     Ok(s)
 }
 
-fn data_arg(p: *const c_char, len: c_int) -> Bytes {
-    if p.is_null() || len <= 0 {
-        return Bytes::new();
+/// Request data: a negative length is null data (Apache sends the length as given and -1 means
+/// null), 0 is empty. NULL with a positive length would make Apache's client read through NULL;
+/// here it is ZBADARGUMENTS.
+fn data_arg(p: *const c_char, len: c_int) -> Result<Option<Bytes>, c_int> {
+    if len < 0 {
+        return Ok(None);
+    }
+    if len == 0 {
+        return Ok(Some(Bytes::new()));
+    }
+    if p.is_null() {
+        return Err(err::ZBADARGUMENTS);
     }
     // SAFETY: the caller gives `len` readable bytes at `p`.
-    Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) })
+    Ok(Some(Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) })))
 }
 
 fn acl_arg(acl: *const ACL_vector) -> Vec<Acl> {
@@ -96,7 +107,8 @@ fn create_op(
     } else {
         None
     };
-    Ok(Op::Create { path, data: data_arg(value, valuelen), acl: acl_arg(acl), mode, ttl, with_stat })
+    let data = data_arg(value, valuelen)?;
+    Ok(Op::CreateNullable { path, data, acl: acl_arg(acl), mode, ttl, with_stat })
 }
 
 fn pending(completion: Completion, data: *const c_void) -> Pending {
@@ -299,7 +311,7 @@ pub extern "C" fn zoo_aget(
     let w = watch_entry(h, watch, &p, WatchSide::Data);
     go(
         zh,
-        Ok(Op::GetData { path: p, watch: watch != 0 }),
+        Ok(Op::GetDataNullable { path: p, watch: watch != 0 }),
         Pending { completion: Completion::Data(completion), data, watch: w },
     )
 }
@@ -321,7 +333,7 @@ pub extern "C" fn zoo_awget(
     let w = wentry(watcher, ctx, &p, WatchSide::Data);
     go(
         zh,
-        Ok(Op::GetData { path: p, watch: w.is_some() }),
+        Ok(Op::GetDataNullable { path: p, watch: w.is_some() }),
         Pending { completion: Completion::Data(completion), data, watch: w },
     )
 }
@@ -399,7 +411,8 @@ pub extern "C" fn zoo_aset(
     completion: abi::stat_completion_t,
     data: *const c_void,
 ) -> c_int {
-    let op = path_arg(path).map(|path| Op::SetData { path, data: data_arg(buffer, buflen), version });
+    let op = path_arg(path)
+        .and_then(|path| Ok(Op::SetDataNullable { path, data: data_arg(buffer, buflen)?, version }));
     go(zh, op, pending(Completion::Stat(completion), data))
 }
 
@@ -550,7 +563,7 @@ fn multi_ops(count: c_int, ops: *const zoo_op_t) -> Result<Vec<MultiOp>, c_int> 
             match op.type_ {
                 1 | 15 => {
                     let c = op.u.create_op;
-                    let Op::Create { path, data, acl, mode, ttl, .. } = create_op(
+                    let Op::CreateNullable { path, data, acl, mode, ttl, .. } = create_op(
                         c.path,
                         c.data,
                         c.datalen,
@@ -562,16 +575,16 @@ fn multi_ops(count: c_int, ops: *const zoo_op_t) -> Result<Vec<MultiOp>, c_int> 
                     else {
                         return Err(err::ZBADARGUMENTS);
                     };
-                    MultiOp::Create { path, data, acl, mode, ttl }
+                    MultiOp::CreateNullable { path, data, acl, mode, ttl }
                 }
                 2 => {
                     MultiOp::Delete { path: path_arg(op.u.delete_op.path)?, version: op.u.delete_op.version }
                 }
                 5 => {
                     let s = op.u.set_op;
-                    MultiOp::SetData {
+                    MultiOp::SetDataNullable {
                         path: path_arg(s.path)?,
-                        data: data_arg(s.data, s.datalen),
+                        data: data_arg(s.data, s.datalen)?,
                         version: s.version,
                     }
                 }
@@ -605,28 +618,18 @@ pub extern "C" fn zoo_amulti(
     )
 }
 
-fn side_matches(wtype: c_int, side: WatchSide) -> bool {
-    match wtype {
-        1 => side == WatchSide::Child,
-        2 => side == WatchSide::Data,
-        _ => true,
-    }
-}
-
 /// Removes local watchers matching (path, type, watcher); None matches any watcher function.
 fn remove_local(h: &Handle, path: &str, wtype: c_int, w: Option<Watcher>) -> usize {
-    let mut sh = h.lock();
-    let ids: Vec<u64> = sh
-        .watchers
-        .iter()
-        .filter(|(_, e)| e.path == path && side_matches(wtype, e.side) && w.is_none_or(|w| w == e.watcher))
-        .map(|(id, _)| *id)
-        .collect();
-    for id in &ids {
-        sh.watchers.remove(id);
-        sh.core.forget_watcher(*id);
+    h.lock().remove_watchers(path, wtype, w)
+}
+
+fn watcher_kind(wtype: c_int) -> Option<WatcherType> {
+    match wtype {
+        1 => Some(WatcherType::Children),
+        2 => Some(WatcherType::Data),
+        3 => Some(WatcherType::Any),
+        _ => None,
     }
-    ids.len()
 }
 
 fn has_local(h: &Handle, path: &str, wtype: c_int, w: Option<Watcher>) -> bool {
@@ -637,11 +640,13 @@ fn has_local(h: &Handle, path: &str, wtype: c_int, w: Option<Watcher>) -> bool {
 }
 
 /// Removes one watcher (function and context) of `wtype` from `path`. With `local` set, only the
-/// client side is changed and no completion is called. Errors: ZNOWATCHER when no such watcher.
+/// client side is changed and no completion is called. Errors: ZBADARGUMENTS (NULL handle, bad
+/// path or type), ZNOWATCHER when the client holds no such watcher, ZINVALIDSTATE for an ended
+/// session (unless `local`).
 ///
-/// Apache's client asks the server to check the watch (checkWatches) before forgetting it
-/// locally; this library makes a sync round trip instead and forgets the watcher locally, which
-/// gives the same outcome for a watch the client holds.
+/// As Apache's client does, it asks the server whether it holds the watch (checkWatches) and
+/// forgets the watcher only when the server says yes; the completion gets the server's answer
+/// (ZNOWATCHER if the server has no such watch, the watcher then stays).
 #[no_mangle]
 pub extern "C" fn zoo_aremove_watches(
     zh: *mut c_void,
@@ -653,23 +658,42 @@ pub extern "C" fn zoo_aremove_watches(
     completion: abi::void_completion_t,
     data: *const c_void,
 ) -> c_int {
+    remove_one(zh, path, wtype, watcher, ctx, local, pending(Completion::Void(completion), data), &mut false)
+}
+
+/// zoo_aremove_watches and zoo_remove_watches: checks, then a checkWatches op delivered by `p`.
+fn remove_one(
+    zh: *mut c_void,
+    path: *const c_char,
+    wtype: c_int,
+    watcher: abi::watcher_fn,
+    ctx: *mut c_void,
+    local: c_int,
+    p: Pending,
+    submitted: &mut bool,
+) -> c_int {
     let Some(h) = handle(zh) else { return err::ZBADARGUMENTS };
-    let p = match path_arg(path) {
+    let path = match path_arg(path) {
         Ok(p) => p,
         Err(e) => return e,
     };
-    if !(1..=3).contains(&wtype) {
-        return err::ZBADARGUMENTS;
+    // An unknown type matches no watcher: ZNOWATCHER, as Apache's client answers.
+    let Some(kind) = watcher_kind(wtype) else { return err::ZNOWATCHER };
+    if local == 0 && h.lock().core.state().is_terminal() {
+        return err::ZINVALIDSTATE;
     }
     let w = Watcher { func: watcher, ctx };
-    if !has_local(h, &p, wtype, Some(w)) {
+    if !has_local(h, &path, wtype, Some(w)) {
         return err::ZNOWATCHER;
     }
-    remove_local(h, &p, wtype, Some(w));
     if local != 0 {
+        remove_local(h, &path, wtype, Some(w));
         return err::ZOK;
     }
-    h.submit(Op::Sync { path: p }, pending(Completion::Void(completion), data))
+    let removal = Removal { path: path.clone(), wtype, watcher: w };
+    let rc = h.submit_removal(Op::CheckWatches { path, kind }, p, Some(removal));
+    *submitted = rc == err::ZOK;
+    rc
 }
 
 /// Removes every watcher of `wtype` on `path`, on the server too unless `local`.
@@ -687,12 +711,8 @@ pub extern "C" fn zoo_aremove_all_watches(
         Ok(p) => p,
         Err(e) => return e,
     };
-    let kind = match wtype {
-        1 => WatcherType::Children,
-        2 => WatcherType::Data,
-        3 => WatcherType::Any,
-        _ => return err::ZBADARGUMENTS,
-    };
+    // An unknown type matches no watcher: ZNOWATCHER, as Apache's client answers.
+    let Some(kind) = watcher_kind(wtype) else { return err::ZNOWATCHER };
     if !has_local(h, &p, wtype, None) {
         return err::ZNOWATCHER;
     }
@@ -859,7 +879,14 @@ fn data_result(
     stat: *mut Stat,
 ) -> c_int {
     match r {
-        Ok(Response::Data { data, stat: s }) => {
+        Ok(Response::NullableData { data: None, stat: s }) => {
+            // Null data: Apache's client reports length -1 and copies nothing.
+            // SAFETY: buffer_len was checked non-NULL by the caller of this function.
+            unsafe { *buffer_len = -1 };
+            put_stat(stat, &s);
+            err::ZOK
+        }
+        Ok(Response::Data { data, stat: s }) | Ok(Response::NullableData { data: Some(data), stat: s }) => {
             // SAFETY: buffer_len was checked non-NULL by the caller of this function.
             let cap = unsafe { *buffer_len }.max(0) as usize;
             let n = if buffer.is_null() { 0 } else { data.len().min(cap) };
@@ -894,7 +921,7 @@ pub extern "C" fn zoo_get(
         Err(e) => return e,
     };
     let w = watch_entry(h, watch, &p, WatchSide::Data);
-    data_result(sync(zh, Ok(Op::GetData { path: p, watch: watch != 0 }), w), buffer, buffer_len, stat)
+    data_result(sync(zh, Ok(Op::GetDataNullable { path: p, watch: watch != 0 }), w), buffer, buffer_len, stat)
 }
 
 /// Sync getData with a watcher of the caller's.
@@ -916,7 +943,12 @@ pub extern "C" fn zoo_wget(
         Err(e) => return e,
     };
     let w = wentry(watcher, ctx, &p, WatchSide::Data);
-    data_result(sync(zh, Ok(Op::GetData { path: p, watch: w.is_some() }), w), buffer, buffer_len, stat)
+    data_result(
+        sync(zh, Ok(Op::GetDataNullable { path: p, watch: w.is_some() }), w),
+        buffer,
+        buffer_len,
+        stat,
+    )
 }
 
 /// Sync getConfig.
@@ -995,7 +1027,8 @@ pub extern "C" fn zoo_set2(
 ) -> c_int {
     match sync(
         zh,
-        path_arg(path).map(|path| Op::SetData { path, data: data_arg(buffer, buflen), version }),
+        path_arg(path)
+            .and_then(|path| Ok(Op::SetDataNullable { path, data: data_arg(buffer, buflen)?, version })),
         None,
     ) {
         Ok(Response::Stat(s)) => {
@@ -1149,23 +1182,17 @@ pub extern "C" fn zoo_remove_watches(
     ctx: *mut c_void,
     local: c_int,
 ) -> c_int {
-    let Some(h) = handle(zh) else { return err::ZBADARGUMENTS };
-    let p = match path_arg(path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    if !(1..=3).contains(&wtype) {
-        return err::ZBADARGUMENTS;
+    if handle(zh).is_some_and(|h| !h.threaded) {
+        return err::ZINVALIDSTATE;
     }
-    let w = Watcher { func: watcher, ctx };
-    if !has_local(h, &p, wtype, Some(w)) {
-        return err::ZNOWATCHER;
+    let slot = Arc::new(SyncSlot::default());
+    let p = Pending { completion: Completion::Sync(Arc::clone(&slot)), data: null(), watch: None };
+    let mut submitted = false;
+    let rc = remove_one(zh, path, wtype, watcher, ctx, local, p, &mut submitted);
+    if rc != err::ZOK || !submitted {
+        return rc;
     }
-    remove_local(h, &p, wtype, Some(w));
-    if local != 0 {
-        return err::ZOK;
-    }
-    rc(sync(zh, Ok(Op::Sync { path: p }), None))
+    slot.wait(None).map_or(err::ZCLOSING, |r| crate::deliver::rc_of(&r))
 }
 
 /// Sync zoo_aremove_all_watches.
@@ -1181,12 +1208,8 @@ pub extern "C" fn zoo_remove_all_watches(
         Ok(p) => p,
         Err(e) => return e,
     };
-    let kind = match wtype {
-        1 => WatcherType::Children,
-        2 => WatcherType::Data,
-        3 => WatcherType::Any,
-        _ => return err::ZBADARGUMENTS,
-    };
+    // An unknown type matches no watcher: ZNOWATCHER, as Apache's client answers.
+    let Some(kind) = watcher_kind(wtype) else { return err::ZNOWATCHER };
     if !has_local(h, &p, wtype, None) {
         return err::ZNOWATCHER;
     }

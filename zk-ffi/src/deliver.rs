@@ -147,12 +147,20 @@ pub fn deliver(completion: Completion, data: *const c_void, result: Result<Respo
             Completion::Stat(Some(cb)) => match result {
                 Ok(Response::Stat(s)) | Ok(Response::Exists(Some(s))) => cb(0, &Stat::from(&s), data),
                 Ok(Response::Exists(None)) => cb(zk_proto::ErrorCode::NoNode.code(), null(), data),
-                Ok(Response::Data { stat, .. }) => cb(0, &Stat::from(&stat), data),
+                Ok(Response::Data { stat, .. }) | Ok(Response::NullableData { stat, .. }) => {
+                    cb(0, &Stat::from(&stat), data)
+                }
                 other => cb(rc_of(&other), null(), data),
             },
             Completion::Data(Some(cb)) => match result {
-                Ok(Response::Data { data: d, stat }) => {
-                    cb(0, d.as_ptr().cast(), d.len() as c_int, &Stat::from(&stat), data)
+                Ok(Response::Data { data: d, stat }) | Ok(Response::NullableData { data: Some(d), stat }) => {
+                    // Empty data still comes with a non-NULL pointer, as Apache's (malloc(0)).
+                    let p: *const c_char = if d.is_empty() { c"".as_ptr() } else { d.as_ptr().cast() };
+                    cb(0, p, d.len() as c_int, &Stat::from(&stat), data)
+                }
+                // Null data: NULL and -1, as Apache's client passes them.
+                Ok(Response::NullableData { data: None, stat }) => {
+                    cb(0, null(), -1, &Stat::from(&stat), data)
                 }
                 other => cb(rc_of(&other), null(), -1, null(), data),
             },

@@ -153,6 +153,48 @@ pub struct Shared {
     pub io_stop: bool,
     /// Events turned into jobs but not yet handed to whoever runs them (st: zookeeper_process).
     pub local_jobs: VecDeque<Job>,
+    /// Watchers to forget when the checkWatches op with this id succeeds (zoo_remove_watches).
+    pub removals: HashMap<OpId, Removal>,
+}
+
+/// One watcher (function and context) of a watcher type (1 child, 2 data, 3 any) on a path, to be
+/// forgotten once the server confirmed it holds the watch.
+pub struct Removal {
+    pub path: String,
+    pub wtype: c_int,
+    pub watcher: Watcher,
+}
+
+// SAFETY: the watcher context is the application's pointer, handed back to it only.
+unsafe impl Send for Removal {}
+
+/// Whether a local watch on `side` is of watcher type `wtype` (1 children, 2 data, 3 any).
+pub fn side_matches(wtype: c_int, side: WatchSide) -> bool {
+    match wtype {
+        1 => side == WatchSide::Child,
+        2 => side == WatchSide::Data,
+        _ => true,
+    }
+}
+
+impl Shared {
+    /// Forgets the local watchers on `path` of `wtype` (and function/context `w` when given), in
+    /// the core too; returns how many.
+    pub fn remove_watchers(&mut self, path: &str, wtype: c_int, w: Option<Watcher>) -> usize {
+        let ids: Vec<WatcherId> = self
+            .watchers
+            .iter()
+            .filter(|(_, e)| {
+                e.path == path && side_matches(wtype, e.side) && w.is_none_or(|w| w == e.watcher)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            self.watchers.remove(id);
+            self.core.forget_watcher(*id);
+        }
+        ids.len()
+    }
 }
 
 /// Completion-thread queue.
@@ -238,6 +280,7 @@ impl Handle {
                 conn: None,
                 io_stop: false,
                 local_jobs: VecDeque::new(),
+                removals: HashMap::new(),
             }),
             jobs: Mutex::new(Jobs::default()),
             jobs_ready: Condvar::new(),
@@ -328,6 +371,11 @@ impl Handle {
     /// Submits `op`; `pending` says how its result is delivered. Returns ZOK or the error the
     /// call itself must return.
     pub fn submit(&self, op: Op, pending: Pending) -> c_int {
+        self.submit_removal(op, pending, None)
+    }
+
+    /// [`Handle::submit`] that also forgets `removal`'s watcher when the op succeeds.
+    pub fn submit_removal(&self, op: Op, pending: Pending, removal: Option<Removal>) -> c_int {
         if self.closing.load(Ordering::Acquire) {
             return err::ZINVALIDSTATE;
         }
@@ -341,6 +389,9 @@ impl Handle {
         match sh.core.submit(op, Instant::now()) {
             Ok(id) => {
                 sh.pending.insert(id, pending);
+                if let Some(r) = removal {
+                    sh.removals.insert(id, r);
+                }
                 self.after_input(&mut sh);
                 drop(sh);
                 self.wake();
@@ -348,6 +399,17 @@ impl Handle {
             }
             Err(_) => err::ZSYSTEMERROR,
         }
+    }
+
+    /// zoo_set_servers: hands the new list to the core, which drops the connection when it must
+    /// move; the driving thread (or loop) then dials from the new list. False for an empty list.
+    pub fn set_hosts(&self, hosts: Vec<zk_client::core::HostPort>) -> bool {
+        let mut sh = self.lock();
+        let ok = sh.core.set_hosts(hosts, Instant::now());
+        self.pump(&mut sh);
+        drop(sh);
+        self.wake();
+        ok
     }
 
     /// Moves the core's events into jobs; run after every input to the core.
@@ -361,6 +423,11 @@ impl Handle {
             match ev {
                 Event::Completed { id, result, watch_registered } => {
                     group = None;
+                    if let Some(r) = sh.removals.remove(&id) {
+                        if result.is_ok() {
+                            sh.remove_watchers(&r.path, r.wtype, Some(r.watcher));
+                        }
+                    }
                     let Some(p) = sh.pending.remove(&id) else { continue };
                     if watch_registered {
                         if let Some(w) = p.watch {
@@ -788,7 +855,8 @@ impl Handle {
         match sh.conn.as_ref() {
             Some(c) => {
                 *fd = c.stream.as_raw_fd();
-                *interest = 1 | if c.wbuf.is_empty() { 0 } else { 2 };
+                // Apache's bits: ZOOKEEPER_READ is 2, ZOOKEEPER_WRITE is 1.
+                *interest = 2 | if c.wbuf.is_empty() { 0 } else { 1 };
             }
             None => {
                 *fd = -1;
@@ -809,13 +877,15 @@ impl Handle {
         err::ZOK
     }
 
-    /// zookeeper_process: handles the socket events (1 read, 2 write) and runs the callbacks.
+    /// zookeeper_process: handles the socket events (ZOOKEEPER_READ 2, ZOOKEEPER_WRITE 1) and runs
+    /// the callbacks.
     pub fn process(&self, events: c_int) -> c_int {
         let mut sh = self.lock();
-        if events & 2 != 0 {
+        // ZOOKEEPER_WRITE (1), then ZOOKEEPER_READ (2).
+        if events & 1 != 0 {
             self.on_writable(&mut sh);
         }
-        if events & 1 != 0 {
+        if events & 2 != 0 {
             self.on_readable(&mut sh);
         }
         let now = Instant::now();

@@ -15,6 +15,16 @@ use zk_client::core::{Config, Op, Session, SessionCredentials};
 
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
 static RESOLUTION_DELAY_MS: AtomicI32 = AtomicI32::new(0);
+/// Set once by the single-threaded library's load-time constructor (csrc/st_mode.c): handles are
+/// then driven by zookeeper_interest/zookeeper_process and no threads are started.
+static SINGLE_THREADED: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later zookeeper_init create a single-threaded handle. Called by the constructor
+/// of libzookeeper_st.so.2 (built from the same code); not part of Apache's API.
+#[no_mangle]
+pub extern "C" fn zkrs_use_single_threaded() {
+    SINGLE_THREADED.store(true, Ordering::Release);
+}
 
 fn set_errno(e: c_int) {
     // SAFETY: errno is thread-local.
@@ -46,7 +56,8 @@ pub extern "C" fn zookeeper_init2(
     flags: c_int,
     log_callback: abi::log_callback_fn,
 ) -> *mut c_void {
-    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, true)
+    let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
+    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded)
 }
 
 pub(crate) fn init(
@@ -106,7 +117,10 @@ pub(crate) fn init(
         }
     }
     let seed = if DETERMINISTIC.load(Ordering::Relaxed) { 0 } else { rand::random() };
-    let core = Session::new(cfg, seed, Instant::now());
+    let mut core = Session::new(cfg, seed, Instant::now());
+    if DETERMINISTIC.load(Ordering::Relaxed) {
+        core.set_keep_host_order(true);
+    }
     match Handle::start(core, watcher, context, log_callback, threaded) {
         Ok(h) => Arc::into_raw(h) as *mut c_void,
         Err(e) => {
@@ -199,16 +213,27 @@ pub extern "C" fn zoo_set_watcher(zh: *mut c_void, new_fn: abi::watcher_fn) -> a
     unsafe { std::mem::transmute::<usize, abi::watcher_fn>(old) }
 }
 
-/// Checks a new server list. The session core keeps the list it was created with, so only a list
-/// naming the same servers is accepted (ZOK); a different list returns ZUNIMPLEMENTED, a
-/// malformed one ZBADARGUMENTS.
+/// Replaces the server list (the host string without a chroot). The new list
+/// is used from the next connection on; a connection to a server no longer listed is dropped (its
+/// pending calls complete with ZCONNECTIONLOSS) and the session moves to a listed server, and a
+/// growing list moves it with probability 1 - old/new, as Apache's client rebalances. Errors:
+/// ZBADARGUMENTS for a NULL handle, a NULL, empty or malformed list; ZSYSTEMERROR when a host
+/// does not resolve.
 #[no_mangle]
 pub extern "C" fn zoo_set_servers(zh: *mut c_void, hosts: *const c_char) -> c_int {
-    let Some(_h) = handle(zh) else { return err::ZBADARGUMENTS };
+    let Some(h) = handle(zh) else { return err::ZBADARGUMENTS };
     let Some(text) = cstr(hosts) else { return err::ZBADARGUMENTS };
-    match ConnectString::parse(&text) {
-        Ok(_) => err::ZUNIMPLEMENTED,
-        Err(_) => err::ZBADARGUMENTS,
+    let Ok(cs) = ConnectString::parse(&text) else { return err::ZBADARGUMENTS };
+    for hp in &cs.hosts {
+        use std::net::ToSocketAddrs;
+        if (hp.host.as_str(), hp.port).to_socket_addrs().map(|mut a| a.next().is_none()).unwrap_or(true) {
+            return err::ZSYSTEMERROR;
+        }
+    }
+    if h.set_hosts(cs.hosts) {
+        err::ZOK
+    } else {
+        err::ZBADARGUMENTS
     }
 }
 
@@ -235,7 +260,8 @@ pub extern "C" fn zoo_get_current_server(zh: *mut c_void) -> *const c_char {
     handle(zh).map_or(std::ptr::null(), |h| h.current_server.0.get() as *const c_char)
 }
 
-/// With a non-zero argument, later handles try servers in a fixed order (no random shuffle seed).
+/// With a non-zero argument, later handles try servers in connect-string order (no shuffle), as
+/// Apache's client does for tests.
 #[no_mangle]
 pub extern "C" fn zoo_deterministic_conn_order(yes_or_no: c_int) {
     DETERMINISTIC.store(yes_or_no != 0, Ordering::Relaxed);
@@ -299,8 +325,8 @@ pub extern "C" fn zoo_get_log_callback(zh: *const c_void) -> abi::log_callback_f
     handle(zh as *mut c_void).and_then(|h| h.log_callback())
 }
 
-/// zookeeper_interest (single-threaded driving): the fd to poll, the events wanted (1 read,
-/// 2 write) and the longest wait. A threaded handle is driven by its own thread: ZBADARGUMENTS.
+/// zookeeper_interest (single-threaded driving): the fd to poll, the events wanted (ZOOKEEPER_READ
+/// 2, ZOOKEEPER_WRITE 1) and the longest wait. A threaded handle is driven by its own thread: ZBADARGUMENTS.
 #[no_mangle]
 pub extern "C" fn zookeeper_interest(
     zh: *mut c_void,

@@ -73,3 +73,27 @@ fn debian_load_gen_cycles() {
     assert!(cycles >= 3, "only {cycles} load_gen cycles:\n{}", &out[out.len().saturating_sub(3000)..]);
     assert!(!out.contains("ZOO_ERROR"), "{out}");
 }
+
+/// Null data, zoo_set_servers, single-watcher removal through checkWatches, deterministic order and
+/// bad input: the same program passes on Debian's libzookeeper_mt (the reference) and on libzkrs.
+fn gaps(target: Target) {
+    let server = start(target);
+    let exe = compile_c("gaps_test.c", true);
+    let cs = server.connect_string();
+    let (ok, out) = run_on_libzkrs(&exe, &[&cs, "zkrs"], None, Duration::from_secs(90));
+    assert!(ok && out.contains("ALL OK"), "{target:?} on libzkrs:\n{out}");
+    if Path::new(REFERENCE_LIB).exists() {
+        let (ok, out) = run_on_reference(&exe, &[&cs], Duration::from_secs(90));
+        assert!(ok && out.contains("ALL OK"), "{target:?} on Debian's library:\n{out}");
+    }
+}
+
+#[test]
+fn null_data_servers_watch_removal_bad_input_on_zkrs_server() {
+    gaps(Target::Zkrs);
+}
+
+#[test]
+fn null_data_servers_watch_removal_bad_input_on_apache_zookeeper() {
+    gaps(Target::Apache);
+}

@@ -184,3 +184,47 @@ pub fn run_on_libzkrs(exe: &Path, args: &[&str], stdin: Option<&str>, limit: Dur
     let _ = child.stderr.take().unwrap().read_to_string(&mut out);
     (status.is_some_and(|s| s.success()), out)
 }
+
+/// Runs `exe args` on the system's libzookeeper_mt (no LD_LIBRARY_PATH); (success, output).
+pub fn run_on_reference(exe: &Path, args: &[&str], limit: Duration) -> (bool, String) {
+    let child = Command::new(exe)
+        .args(args)
+        .env_remove("LD_LIBRARY_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_output(child, limit)
+}
+
+/// Waits up to `limit` for `child` (killing it past that); (success, stdout+stderr).
+pub fn wait_output(mut child: Child, limit: Duration) -> (bool, String) {
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = t1.join().unwrap_or_default();
+    out.push_str(&t2.join().unwrap_or_default());
+    (status.is_some_and(|s| s.success()), out)
+}
