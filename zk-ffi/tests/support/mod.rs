@@ -134,6 +134,8 @@ pub fn start(target: Target) -> Server {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            // A server still starting may accept and stay silent: never wait on it unbounded.
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
             let _ = s.write_all(b"srvr");
             let mut out = String::new();
             let _ = s.read_to_string(&mut out);
