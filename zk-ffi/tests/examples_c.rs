@@ -138,31 +138,49 @@ fn lock_is_exclusive() {
     }
 }
 
+/// Lines from several children, in the order they arrived.
+fn interleaved(children: Vec<Child>) -> Vec<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut readers = Vec::new();
+    for mut c in children {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            use std::io::BufRead;
+            let out = c.stdout.take().unwrap();
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send((std::time::Instant::now(), line));
+            }
+            c.wait().unwrap().success()
+        }));
+    }
+    drop(tx);
+    for r in readers {
+        assert!(r.join().unwrap());
+    }
+    let mut lines: Vec<(std::time::Instant, String)> = rx.iter().collect();
+    lines.sort_by_key(|(t, _)| *t);
+    lines.into_iter().map(|(_, l)| l).collect()
+}
+
+/// Every candidate leads exactly once, one at a time (a leader steps down before the next one
+/// says it leads), in the order they stood (sequence numbers).
 #[test]
 fn leader_election_one_at_a_time_in_order() {
     let ex = setup();
-    let mut outs = Vec::new();
     let kids: Vec<Child> = ["x", "y", "z"].iter().map(|n| ex.spawn("leader", &["/el", n, "400"])).collect();
-    for k in kids {
-        let (ok, out) = wait_output(k, Duration::from_secs(60));
-        assert!(ok, "{out}");
-        outs.push(out);
-    }
-    // Every candidate led once; the order of leading is the order of standing (sequence numbers).
-    let mut by_seq: Vec<(String, String)> = outs
+    let lines = interleaved(kids);
+    let mut stood: Vec<(String, String)> = lines
         .iter()
-        .map(|o| {
-            let line = o.lines().find(|l| l.contains(" standing as ")).unwrap();
-            let (name, node) = line.split_once(" standing as ").unwrap();
-            assert!(
-                o.contains(&format!("{name} is leader")) && o.contains(&format!("{name} steps down")),
-                "{o}"
-            );
-            (node.to_owned(), name.to_owned())
-        })
+        .filter_map(|l| l.split_once(" standing as "))
+        .map(|(name, node)| (node.to_owned(), name.to_owned()))
         .collect();
-    by_seq.sort();
-    assert_eq!(by_seq.len(), 3);
+    stood.sort();
+    let turns: Vec<&String> = lines.iter().filter(|l| !l.contains(" standing as ")).collect();
+    assert_eq!(turns.len(), 6, "{lines:?}");
+    for (pair, (_, name)) in turns.chunks(2).zip(&stood) {
+        assert_eq!(*pair[0], format!("{name} is leader"), "{lines:?}");
+        assert_eq!(*pair[1], format!("{name} steps down"), "{lines:?}");
+    }
 }
 
 #[test]
