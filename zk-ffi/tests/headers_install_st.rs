@@ -190,12 +190,21 @@ fn st_handle_driven_by_poll_on_zkrs_server() {
 #[test]
 fn install_script_into_prefix() {
     let prefix = tempfile::tempdir().unwrap();
-    let profile = libzkrs().parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
-    let profile = if profile == "deps" { "debug".to_owned() } else { profile };
+    // The library sits in <target>/<profile>/ after `cargo build`, but only in
+    // <target>/<profile>/deps/ in a fresh clone where just `cargo test` ran: install from wherever
+    // it is, by pointing the script at a profile directory holding it.
+    let lib_dir = libzkrs().parent().unwrap().to_path_buf();
+    let staged = tempfile::tempdir().unwrap();
+    let profile_dir = staged.path().join("debug");
+    std::fs::create_dir_all(&profile_dir).unwrap();
+    for f in ["libzkrs.so", "libzkrs.a"] {
+        std::fs::copy(lib_dir.join(f), profile_dir.join(f))
+            .unwrap_or_else(|e| panic!("{f} in {}: {e}", lib_dir.display()));
+    }
     let st = Command::new(root().join("zk-ffi/install.sh"))
         .arg(prefix.path())
-        .args(["--no-build", "--profile", &profile])
-        .env("CARGO_TARGET_DIR", libzkrs().parent().unwrap().parent().unwrap())
+        .args(["--no-build", "--profile", "debug"])
+        .env("CARGO_TARGET_DIR", staged.path())
         .status()
         .unwrap();
     assert!(st.success());
