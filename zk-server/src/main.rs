@@ -10,6 +10,7 @@ use zk_server::settings::Settings;
 
 const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
+       zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
@@ -118,11 +119,33 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
                 );
             })
         }
+        [cmd, data, log, rest @ ..] if cmd == "purge" => {
+            let keep = match rest {
+                [] => zk_server::tools::PURGE_KEEP_MIN,
+                [flag, n] if flag == "-n" => match n.parse() {
+                    Ok(n) => n,
+                    Err(_) => {
+                        eprintln!("zkrs-server purge: -n takes a number, got {n}");
+                        return Some(ExitCode::from(2));
+                    }
+                },
+                _ => {
+                    eprintln!("{USAGE}");
+                    return Some(ExitCode::from(2));
+                }
+            };
+            zk_server::tools::purge(Path::new(data), Path::new(log), keep).map(|r| {
+                for name in r.snapshots_removed.iter().chain(&r.segments_removed) {
+                    println!("removed {name}");
+                }
+                println!("kept {} snapshot(s): {}", r.snapshots_kept.len(), r.snapshots_kept.join(", "));
+            })
+        }
         [cmd, path] if cmd == "dump-log" => zk_server::tools::dump_log(Path::new(path), &mut out).map(|_| ()),
         [cmd, path] if cmd == "dump-snapshot" => {
             zk_server::tools::dump_snapshot(Path::new(path), &mut out).map(|_| ())
         }
-        [cmd, ..] if cmd == "import" || cmd == "dump-log" || cmd == "dump-snapshot" => {
+        [cmd, ..] if cmd == "import" || cmd == "purge" || cmd == "dump-log" || cmd == "dump-snapshot" => {
             eprintln!("{USAGE}");
             return Some(ExitCode::from(2));
         }

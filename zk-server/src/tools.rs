@@ -463,3 +463,44 @@ fn dump_segment(path: &Path, out: &mut dyn Write) -> Result<u64, ToolError> {
     writeln!(out, "segment {}: {n} records; {end_note}", path.display()).map_err(w)?;
     Ok(n)
 }
+
+/// What [`purge`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Snapshots removed, oldest first.
+    pub snapshots_removed: Vec<String>,
+    /// Snapshots kept.
+    pub snapshots_kept: Vec<String>,
+    /// Log segments removed.
+    pub segments_removed: Vec<String>,
+}
+
+/// The smallest number of snapshots [`purge`] keeps, as Apache's PurgeTxnLog requires.
+pub const PURGE_KEEP_MIN: usize = 3;
+
+/// Keeps the newest `keep` snapshots in `data_dir` and removes older ones, then removes the log
+/// segments in `data_log_dir` that only hold transactions older than the oldest kept snapshot — what
+/// Apache's `zkCleanup.sh -n N` does for its files. A running server purges after every snapshot on
+/// its own; this is for a stopped one.
+///
+/// Errors: [`ToolError::Refused`] for `keep` below [`PURGE_KEEP_MIN`]; [`ToolError::Log`] when a
+/// directory is locked by a running server, or a file cannot be read or removed.
+pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<PurgeReport, ToolError> {
+    if keep < PURGE_KEEP_MIN {
+        return Err(ToolError::Refused(format!(
+            "keep at least {PURGE_KEEP_MIN} snapshots (asked for {keep})"
+        )));
+    }
+    let snap_dir = data_dir.join(SNAP_DIR_NAME);
+    let snaps = FileStorage::open_dir(&snap_dir).map_err(io_err(&snap_dir))?;
+    let r = zk_log::snapshot::retain_newest(&snaps, keep)?;
+    let mut report =
+        PurgeReport { snapshots_removed: r.removed, snapshots_kept: r.kept, segments_removed: Vec::new() };
+    if let Some(before) = r.purge_logs_before {
+        let log_dir = data_log_dir.join(zk_log::LOG_DIR_NAME);
+        let storage = FileStorage::open_dir(&log_dir).map_err(io_err(&log_dir))?;
+        let mut log = zk_log::SegmentLog::open(storage, zk_log::LogOptions::default())?;
+        report.segments_removed = log.purge_before(before)?;
+    }
+    Ok(report)
+}

@@ -105,3 +105,44 @@ fn kill_9_during_snapshots_loses_nothing_acknowledged() {
         }
     }
 }
+
+/// `zkrs-server purge DATA_DIR DATA_LOG_DIR -n 3` on a stopped server keeps the newest 3
+/// snapshots and everything acknowledged; on a running server it is refused (the directories are
+/// locked), and fewer than 3 is refused as Apache's zkCleanup.sh refuses it.
+#[test]
+fn purge_command_keeps_newest_and_refuses_a_running_server() {
+    let mut server = start(Target::Zkrs, "snapCount=100\nautopurge.snapRetainCount=50");
+    let data = server.dir.path().join("data");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for i in 0..1200 {
+        assert_eq!(c.create(&format!("/p{i}"), b"v", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files(&data.join("zkrs-snap"), "snapshot.").len() < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(files(&data.join("zkrs-snap"), "snapshot.").len() >= 6);
+    let purge = |keep: &str| {
+        std::process::Command::new(zkrs_binary())
+            .args(["purge", data.to_str().unwrap(), data.to_str().unwrap(), "-n", keep])
+            .output()
+            .unwrap()
+    };
+    let running = purge("3");
+    assert!(!running.status.success(), "purge must refuse while the server holds the directories");
+    assert!(!purge("2").status.success(), "fewer than 3 snapshots is refused");
+
+    server.kill();
+    // Listed after the kill: a snapshot may have been finishing until then.
+    let before = files(&data.join("zkrs-snap"), "snapshot.");
+    let out = purge("3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let after = files(&data.join("zkrs-snap"), "snapshot.");
+    assert_eq!(after, before[before.len() - 3..].to_vec(), "the newest three are kept");
+
+    server.restart();
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for i in (0..1200).step_by(37) {
+        assert_eq!(c.exists(&format!("/p{i}"), false).err(), ErrorCode::Ok, "/p{i} lost");
+    }
+}
