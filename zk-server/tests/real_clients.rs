@@ -249,13 +249,23 @@ WatchedEvent state:SyncConnected type:None path:null
 /// A piped interactive session: every znode command, ACLs and auth, and the error messages.
 #[test]
 fn zkcli_piped_session() {
+    zkcli_script_on_both(
+        include_str!("clients/zkcli_session.txt"),
+        "extendedTypesEnabled=true",
+        "session",
+        ZKCLI_SESSION,
+    );
+}
+
+/// Pipes `script` into zkCli.sh against each target (started with `extra` zoo.cfg lines) and checks
+/// the normalised transcript against `expected`.
+fn zkcli_script_on_both(script: &str, extra: &str, what: &str, expected: &str) {
     require(ZKCLI, "zookeeper");
-    let script = include_str!("clients/zkcli_session.txt");
     for target in targets() {
-        let server = start(target, "extendedTypesEnabled=true");
-        let f = zkcli(&server, &[], script, "zkcli-session.out");
+        let server = start(target, extra);
+        let f = zkcli(&server, &[], script, &format!("zkcli-{what}.out"));
         let transcript = format!("exit {:?}\n{}", f.code, normalize_zkcli(&f.output));
-        check(target, "zkCli.sh piped session", &transcript, ZKCLI_SESSION);
+        check(target, &format!("zkCli.sh {what}"), &transcript, expected);
     }
 }
 
@@ -406,14 +416,7 @@ WatchedEvent state:Closed type:None path:null
 /// Watches from zkCli: addWatch (persistent and recursive), get -w, ls -w, stat -w, removewatches.
 #[test]
 fn zkcli_watches() {
-    require(ZKCLI, "zookeeper");
-    let script = include_str!("clients/zkcli_watches.txt");
-    for target in targets() {
-        let server = start(target, "");
-        let f = zkcli(&server, &[], script, "zkcli-watches.out");
-        let transcript = format!("exit {:?}\n{}", f.code, normalize_zkcli(&f.output));
-        check(target, "zkCli.sh watches", &transcript, ZKCLI_WATCHES);
-    }
+    zkcli_script_on_both(include_str!("clients/zkcli_watches.txt"), "", "watches", ZKCLI_WATCHES);
 }
 
 const ZKCLI_WATCHES: &str = "\
