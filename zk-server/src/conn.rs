@@ -86,7 +86,8 @@ pub async fn serve(
     let (out_tx, out_rx) = mpsc::channel(capacity);
     let (ready_tx, ready_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, out_rx, permits.clone(), stats.clone()));
-    let room = out_tx.clone();
+    // Weak, so that the outbox closes (and the writer ends) when the core drops its sender.
+    let room = out_tx.downgrade();
     let msg = CoreMsg::Connect { conn: id, remote, req, out: out_tx, stats: stats.clone(), ready: ready_tx };
     if core.send(msg).await.is_err() {
         return;
@@ -147,8 +148,9 @@ struct ReaderCtx<'a> {
     core: &'a mpsc::Sender<CoreMsg>,
     permits: &'a Arc<Semaphore>,
     stats: &'a ConnStats,
-    /// A sender on the connection's own outbox, used only to wait for room in it.
-    room: &'a mpsc::Sender<Out>,
+    /// The connection's own outbox, used only to wait for room in it; weak so it never keeps the
+    /// outbox open by itself.
+    room: &'a mpsc::WeakSender<Out>,
 }
 
 async fn read_loop(
@@ -173,10 +175,14 @@ async fn read_loop(
             };
             let body = Request::decode(hdr.op, &mut r);
             // Wait while this connection's outbox is nearly full of frames the client has not read.
-            match room.reserve_many(OUTBOX_ROOM_FOR_NEXT).await {
+            let Some(outbox) = room.upgrade() else {
+                return "connection closed by the server".into();
+            };
+            match outbox.reserve_many(OUTBOX_ROOM_FOR_NEXT).await {
                 Ok(slots) => drop(slots),
                 Err(_) => return "connection closed by the server".into(),
             }
+            drop(outbox);
             // Every request holds one permit of the global outstanding limit until its reply is
             // written, so a flood of requests waits here instead of piling up in memory.
             match permits.acquire().await {

@@ -112,3 +112,55 @@ fn random_garbage_never_takes_the_server_down() {
     assert_eq!(good.create("/g/after", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
     assert_eq!(server.four_letter("ruok"), "imok");
 }
+
+/// A watcher that never reads while other clients' writes keep firing its watch: once its socket
+/// buffers and its bounded outbox are full, the server closes that connection (rather than queue
+/// without bound), and keeps serving everyone else.
+#[test]
+fn watcher_that_never_reads_is_closed_when_its_outbox_overflows() {
+    use std::io::Read;
+    let server = start(Target::Zkrs, "");
+    let mut watcher = RawClient::connect(server.addr(), 30_000);
+    let add = Request::AddWatch(AddWatchRequest {
+        path: "/".into(),
+        mode: AddWatchMode::PersistentRecursive.code(),
+    });
+    assert_eq!(watcher.call(add).err(), ErrorCode::Ok);
+    // The watcher now stops reading. Each multi below fires 1000 events at it.
+    let mut writer = RawClient::connect(server.addr(), 30_000);
+    let mut closed = false;
+    for batch in 0..400 {
+        let ops = (0..1000)
+            .map(|i| {
+                Request::Create(CreateRequest {
+                    path: format!("/f{batch}-{i}"),
+                    data: None,
+                    acl: support::client::open_acl(),
+                    flags: 0,
+                })
+            })
+            .collect();
+        assert_eq!(writer.call(Request::Multi(ops)).err(), ErrorCode::Ok, "batch {batch}");
+        if batch % 20 == 19 && batch >= 100 {
+            // Drain what the kernel buffered; a closed connection ends in EOF.
+            watcher.stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                match watcher.stream.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => break,
+                }
+            }
+            if closed {
+                break;
+            }
+        }
+    }
+    assert!(closed, "the non-reading watcher was never closed");
+    assert_eq!(writer.exists("/f0-0", false).err(), ErrorCode::Ok);
+    assert_eq!(server.four_letter("ruok"), "imok");
+}
