@@ -166,6 +166,20 @@ typedef struct zoo_op {
             const char *path;
             int version;
         } check_op;
+        /* libzkrs addition, for zoo_amulti_read / zoo_multi_read only. These two members are
+         * smaller than create_op, so the union's size and every other member's offset are the
+         * same as in Apache's header: programs built against either header agree on zoo_op_t. */
+        struct {
+            const char *path;
+            char *buf;            /* receives the data, at most buflen bytes (truncated) */
+            int buflen;
+            struct Stat *stat;    /* receives the node's Stat, may be NULL */
+        } get_data_op;
+        struct {
+            const char *path;
+            struct String_vector *strings; /* receives the children; free with
+                                              deallocate_String_vector */
+        } get_children_op;
     };
 } zoo_op_t;
 
@@ -179,8 +193,16 @@ ZOOAPI void zoo_delete_op_init(zoo_op_t *op, const char *path, int version);
 ZOOAPI void zoo_set_op_init(zoo_op_t *op, const char *path, const char *buffer, int buflen,
                             int version, struct Stat *stat);
 ZOOAPI void zoo_check_op_init(zoo_op_t *op, const char *path, int version);
+/* libzkrs additions: the reads of a multiRead (op type 4 = getData, 8 = getChildren; no watch is
+ * left). zoo_amulti / zoo_multi refuse them (ZUNIMPLEMENTED). */
+ZOOAPI void zoo_get_data_op_init(zoo_op_t *op, const char *path, char *buf, int buflen,
+                                 struct Stat *stat);
+ZOOAPI void zoo_get_children_op_init(zoo_op_t *op, const char *path,
+                                     struct String_vector *strings);
 
-/* One result of a multi: err, and for creates the path in the op's buffer. */
+/* One result of a multi: err, and for creates the path in the op's buffer.
+ * For a multiRead getData: value = the op's buf, valuelen = bytes copied (-1 for null data),
+ * stat = the op's stat. For a multiRead getChildren: the names are in the op's String_vector. */
 typedef struct zoo_op_result {
     int err;
     char *value;
@@ -342,6 +364,18 @@ ZOOAPI int zoo_aadd_watch(zhandle_t *zh, const char *path, int mode, watcher_fn 
 /* The session's ephemeral nodes under a path prefix. */
 ZOOAPI int zoo_aget_ephemerals(zhandle_t *zh, const char *prefix, strings_completion_t completion,
                                const void *data);
+/* multiRead (server opcode 22, ZooKeeper 3.6+): count reads built with zoo_get_data_op_init /
+ * zoo_get_children_op_init, answered independently and seen at one point of the server's
+ * history. Before the completion runs, results[i].err holds each read's own outcome (e.g.
+ * ZNONODE for one missing node while the others are ZOK) and the ops' out-buffers are filled;
+ * the completion's rc is ZOK unless the request as a whole failed (e.g. ZCONNECTIONLOSS), in
+ * which case every results[i].err is that rc too. Every getChildren op's String_vector is left
+ * valid for deallocate_String_vector (empty when its read failed). ops, results and the ops'
+ * buffers must stay valid until the completion. Returns ZBADARGUMENTS (completion not called)
+ * for a bad path, an op of another kind, a negative count or NULL arrays. */
+ZOOAPI int zoo_amulti_read(zhandle_t *zh, int count, const zoo_op_t *ops,
+                           zoo_op_result_t *results, void_completion_t completion,
+                           const void *data);
 
 #ifdef THREADED
 /* ---- synchronous calls (mt library only): block until the result ---- */
@@ -400,6 +434,10 @@ ZOOAPI int zoo_get_ephemerals(zhandle_t *zh, const char *prefix, struct String_v
 ZOOAPI int zoo_get_all_children_number(zhandle_t *zh, const char *path, int *count);
 /* The identities the server knows this session by; free with deallocate_ClientInfo_vector. */
 ZOOAPI int zoo_whoami(zhandle_t *zh, struct ClientInfo_vector *infos);
+/* Sync zoo_amulti_read: ZOK with each read's outcome in results[i].err, or the request's error
+ * (then in every results[i].err as well; argument errors leave results untouched). */
+ZOOAPI int zoo_multi_read(zhandle_t *zh, int count, const zoo_op_t *ops,
+                          zoo_op_result_t *results);
 #endif /* THREADED */
 
 #ifdef __cplusplus

@@ -154,6 +154,25 @@ pub struct zoo_set_op {
     pub stat: *mut Stat,
 }
 
+/// `get_data_op` member of `zoo_op_t`'s union (multiRead only; smaller than `create_op`, so the
+/// union's size and the other members' offsets are unchanged).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct zoo_get_data_op {
+    pub path: *const c_char,
+    pub buf: *mut c_char,
+    pub buflen: c_int,
+    pub stat: *mut Stat,
+}
+
+/// `get_children_op` member of `zoo_op_t`'s union (multiRead only).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct zoo_get_children_op {
+    pub path: *const c_char,
+    pub strings: *mut String_vector,
+}
+
 /// The anonymous union of `zoo_op_t`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -162,6 +181,8 @@ pub union zoo_op_union {
     pub delete_op: zoo_version_op,
     pub set_op: zoo_set_op,
     pub check_op: zoo_version_op,
+    pub get_data_op: zoo_get_data_op,
+    pub get_children_op: zoo_get_children_op,
 }
 
 /// `zoo_op_t`: one operation of a multi.

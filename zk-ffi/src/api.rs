@@ -5,7 +5,9 @@
 //! from the call itself and the completion is never called, as with Apache's client.
 
 use crate::abi::{self, err, zoo_op_result_t, zoo_op_t, ACL_vector, Stat, String_vector};
-use crate::deliver::{copy_truncated, fill_acl, fill_multi, fill_strings, malloc_str};
+use crate::deliver::{
+    copy_truncated, fill_acl, fill_multi, fill_multi_read, fill_strings, malloc_str, multi_read_rc,
+};
 use crate::handle::{
     side_matches, Completion, Handle, Pending, Removal, SyncSlot, WatchEntry, WatchSide, Watcher,
 };
@@ -14,7 +16,7 @@ use libc::{c_char, c_int, c_void};
 use std::ffi::CStr;
 use std::ptr::null;
 use std::sync::Arc;
-use zk_client::core::{MultiOp, Op, Response, CONFIG_NODE};
+use zk_client::core::{MultiOp, Op, ReadOp, Response, CONFIG_NODE};
 use zk_proto::{Acl, AddWatchMode, CreateMode, Id, WatcherType};
 
 /// The handle behind a zhandle_t pointer.
@@ -614,7 +616,55 @@ pub extern "C" fn zoo_amulti(
     go(
         zh,
         op,
-        pending(Completion::Multi { cb: completion, ops, results, count: count.max(0) as usize }, data),
+        pending(
+            Completion::Multi { cb: completion, read: false, ops, results, count: count.max(0) as usize },
+            data,
+        ),
+    )
+}
+
+/// The reads of a multiRead: only ops from zoo_get_data_op_init / zoo_get_children_op_init
+/// (ZBADARGUMENTS for any other kind, a negative count or NULL arrays).
+fn read_ops(count: c_int, ops: *const zoo_op_t, results: *mut zoo_op_result_t) -> Result<Vec<ReadOp>, c_int> {
+    if count < 0 || (count > 0 && (ops.is_null() || results.is_null())) {
+        return Err(err::ZBADARGUMENTS);
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        // SAFETY: i < count entries at ops.
+        let op = unsafe { &*ops.add(i) };
+        // SAFETY: each arm reads the union member its type selects.
+        let r = unsafe {
+            match op.type_ {
+                4 => ReadOp::GetData(path_arg(op.u.get_data_op.path)?),
+                8 => ReadOp::GetChildren(path_arg(op.u.get_children_op.path)?),
+                _ => return Err(err::ZBADARGUMENTS),
+            }
+        };
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// multiRead (opcode 22): the reads are answered independently, each into its `results` entry
+/// (and the op's out-buffers) before the completion, whose rc is ZOK unless the request as a whole
+/// failed. Argument errors are returned here and the completion is not called.
+#[no_mangle]
+pub extern "C" fn zoo_amulti_read(
+    zh: *mut c_void,
+    count: c_int,
+    ops: *const zoo_op_t,
+    results: *mut zoo_op_result_t,
+    completion: abi::void_completion_t,
+    data: *const c_void,
+) -> c_int {
+    go(
+        zh,
+        read_ops(count, ops, results).map(Op::MultiRead),
+        pending(
+            Completion::Multi { cb: completion, read: true, ops, results, count: count.max(0) as usize },
+            data,
+        ),
     )
 }
 
@@ -1169,6 +1219,30 @@ pub extern "C" fn zoo_multi(
         // SAFETY: ops/results hold count entries per the API.
         Ok(Response::Multi(res)) => unsafe { fill_multi(ops, results, count.max(0) as usize, &res) },
         other => rc(other),
+    }
+}
+
+/// Sync multiRead: ZOK with each op's outcome in its `results` entry, or the request's error
+/// (then also in every entry).
+#[no_mangle]
+pub extern "C" fn zoo_multi_read(
+    zh: *mut c_void,
+    count: c_int,
+    ops: *const zoo_op_t,
+    results: *mut zoo_op_result_t,
+) -> c_int {
+    if handle(zh).is_none() {
+        return err::ZBADARGUMENTS;
+    }
+    let op = match read_ops(count, ops, results) {
+        Ok(r) => Op::MultiRead(r),
+        Err(e) => return e,
+    };
+    let n = count.max(0) as usize;
+    // SAFETY: ops/results hold count entries per the API (checked non-NULL by read_ops).
+    match sync(zh, Ok(op), None) {
+        Ok(Response::Multi(res)) => unsafe { fill_multi_read(ops, results, n, Ok(&res)) },
+        other => unsafe { fill_multi_read(ops, results, n, Err(multi_read_rc(&other))) },
     }
 }
 

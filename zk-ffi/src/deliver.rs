@@ -136,6 +136,75 @@ pub unsafe fn fill_multi(
     rc
 }
 
+/// The results of a multiRead, written into the caller's arrays and the ops' out-buffers.
+///
+/// Each op is answered on its own: a failing read sets its `err` and leaves the others alone, and
+/// the rc is ZOK. When the request as a whole failed (`res` is `Err`, e.g. connection loss),
+/// every result carries that error and the rc is it. A getChildren op's String_vector is always
+/// left valid for deallocate_String_vector (empty unless its read succeeded).
+///
+/// # Safety
+/// `ops` and `results` hold `count` entries (results writable), the ops' out-pointers as
+/// zoo_get_data_op_init / zoo_get_children_op_init describe.
+pub unsafe fn fill_multi_read(
+    ops: *const abi::zoo_op_t,
+    results: *mut abi::zoo_op_result_t,
+    count: usize,
+    res: Result<&[OpResult], c_int>,
+) -> c_int {
+    for i in 0..count {
+        // SAFETY: i < count.
+        let (op, out) = unsafe { (&*ops.add(i), &mut *results.add(i)) };
+        *out = abi::zoo_op_result_t { err: 0, value: null_mut(), valuelen: 0, stat: null_mut() };
+        let r = match res {
+            Ok(all) => all.get(i),
+            Err(_) => None,
+        };
+        if op.type_ == 8 {
+            // SAFETY: the op is a getChildren (checked when the request was built).
+            let g = unsafe { op.u.get_children_op };
+            if !g.strings.is_null() {
+                // SAFETY: the caller's String_vector out-pointer.
+                let v = unsafe { &mut *g.strings };
+                match r {
+                    Some(OpResult::GetChildren(names)) => fill_strings(v, names),
+                    _ => fill_strings(v, &[]),
+                }
+            }
+        }
+        match r {
+            Some(OpResult::GetData(d)) if op.type_ == 4 => {
+                // SAFETY: the op is a getData, union read accordingly.
+                let g = unsafe { op.u.get_data_op };
+                out.valuelen = match &d.data {
+                    // Null data: length -1 as zoo_get reports it, nothing copied.
+                    None => -1,
+                    Some(data) => {
+                        let n = if g.buf.is_null() { 0 } else { data.len().min(g.buflen.max(0) as usize) };
+                        // SAFETY: n <= the capacity of the caller's buffer.
+                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast(), g.buf, n) };
+                        n as c_int
+                    }
+                };
+                out.value = g.buf;
+                if !g.stat.is_null() {
+                    // SAFETY: the caller's Stat out-pointer.
+                    unsafe { *g.stat = Stat::from(&d.stat) };
+                }
+                out.stat = g.stat;
+            }
+            Some(OpResult::GetChildren(_)) if op.type_ == 8 => {}
+            Some(OpResult::Error(e)) => out.err = e.code(),
+            // A result of the wrong kind or a missing one: the server broke the protocol.
+            Some(_) | None => out.err = res.err().unwrap_or(err::ZRUNTIMEINCONSISTENCY),
+        }
+    }
+    match res {
+        Ok(_) => err::ZOK,
+        Err(e) => e,
+    }
+}
+
 /// Calls the completion for a finished async operation.
 pub fn deliver(completion: Completion, data: *const c_void, result: Result<Response, c_int>) {
     // SAFETY (all calls below): the application's callbacks, called with its own data pointer and
@@ -208,7 +277,16 @@ pub fn deliver(completion: Completion, data: *const c_void, result: Result<Respo
                 }
                 other => cb(rc_of(&other), null_mut(), null_mut(), data),
             },
-            Completion::Multi { cb, ops, results, count } => {
+            Completion::Multi { cb, read: true, ops, results, count } => {
+                let rc = match result {
+                    Ok(Response::Multi(res)) => fill_multi_read(ops, results, count, Ok(&res)),
+                    other => fill_multi_read(ops, results, count, Err(multi_read_rc(&other))),
+                };
+                if let Some(cb) = cb {
+                    cb(rc, data)
+                }
+            }
+            Completion::Multi { cb, read: false, ops, results, count } => {
                 let rc = match result {
                     Ok(Response::Multi(res)) => fill_multi(ops, results, count, &res),
                     other => rc_of(&other),
@@ -219,6 +297,15 @@ pub fn deliver(completion: Completion, data: *const c_void, result: Result<Respo
             }
             _ => {}
         }
+    }
+}
+
+/// The rc of a multiRead that did not come back as per-op results: its error, or
+/// ZRUNTIMEINCONSISTENCY for a success of another kind (which the core never produces for it).
+pub fn multi_read_rc(r: &Result<Response, c_int>) -> c_int {
+    match r {
+        Err(e) => *e,
+        Ok(_) => err::ZRUNTIMEINCONSISTENCY,
     }
 }
 

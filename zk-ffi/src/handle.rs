@@ -37,9 +37,11 @@ pub enum Completion {
     String(abi::string_completion_t),
     StringStat(abi::string_stat_completion_t),
     Acl(abi::acl_completion_t),
-    /// A multi: results are written into the caller's arrays before the callback.
+    /// A multi (or, with `read`, a multiRead): results are written into the caller's arrays
+    /// before the callback.
     Multi {
         cb: abi::void_completion_t,
+        read: bool,
         ops: *const abi::zoo_op_t,
         results: *mut abi::zoo_op_result_t,
         count: usize,

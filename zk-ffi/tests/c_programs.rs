@@ -97,3 +97,38 @@ fn null_data_servers_watch_removal_bad_input_on_zkrs_server() {
 fn null_data_servers_watch_removal_bad_input_on_apache_zookeeper() {
     gaps(Target::Apache);
 }
+
+/// multiRead through libzkrs's own additions, so built against include/ (Apache's header lacks
+/// them) and linked with libzkrs directly: two existing nodes and a missing one, null data,
+/// truncation, String_vectors freed with deallocate_String_vector, bad input refused.
+fn multi_read(target: Target) {
+    let server = start(target);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = std::env::temp_dir().join(format!("zkrs-{}-multi_read_test-{target:?}", std::process::id()));
+    let o = std::process::Command::new("gcc")
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-DTHREADED")
+        .arg(format!("-I{}", root.parent().unwrap().join("include").display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(root.join("tests/c/multi_read_test.c"))
+        .arg(libzkrs())
+        .arg("-lpthread")
+        .output()
+        .expect("gcc");
+    assert!(o.status.success(), "gcc:\n{}", String::from_utf8_lossy(&o.stderr));
+    let (ok, out) = run_on_libzkrs(&exe, &[&server.connect_string()], None, Duration::from_secs(60));
+    let _ = std::fs::remove_file(&exe);
+    assert!(ok && out.contains("ALL OK"), "{target:?}:\n{out}");
+}
+
+#[test]
+fn multi_read_on_zkrs_server() {
+    multi_read(Target::Zkrs);
+}
+
+#[test]
+fn multi_read_on_apache_zookeeper() {
+    multi_read(Target::Apache);
+}
