@@ -507,25 +507,13 @@ impl Core {
         let now = wall_ms();
         for sid in self.db.sessions_mut().expired(now) {
             info!("session 0x{sid:x} expired");
-            self.propose_close_session(sid, 0, Origin::Internal);
+            self.propose_close_session(sid);
         }
     }
 
-    fn propose_close_session(&mut self, sid: SessionId, cxid: i32, origin: Origin) {
+    fn propose_close_session(&mut self, sid: SessionId) {
         self.db.sessions_mut().set_closing(sid);
-        let zxid = self.next_zxid();
-        let now = wall_ms();
-        let auth = AuthIds { ids: vec![], is_super: true };
-        let ctx = RequestCtx { session: sid, cxid, auth: &auth };
-        let txn = self.db.prep(&ctx, &Request::CloseSession, zxid, now);
-        let hdr = TxnHeader {
-            client_id: sid,
-            cxid,
-            zxid,
-            time: now,
-            txn_type: txn_type(&txn, OpCode::CloseSession),
-        };
-        self.propose(hdr, txn, origin);
+        self.propose_internal(sid, &Request::CloseSession);
     }
 
     fn reap_containers(&mut self) {
@@ -533,23 +521,24 @@ impl Core {
             * self.settings.container_check_interval_ms
             / 60_000)
             .max(1) as usize;
-        let auth = AuthIds { ids: vec![], is_super: true };
         for path in self.db.reapable(wall_ms(), per_tick) {
-            let zxid = self.next_zxid();
-            let now = wall_ms();
-            let req = Request::DeleteContainer(DeleteRequest { path: path.clone(), version: -1 });
-            let ctx = RequestCtx { session: 0, cxid: 0, auth: &auth };
-            let txn = self.db.prep(&ctx, &req, zxid, now);
             debug!("reaping {path}");
-            let hdr = TxnHeader {
-                client_id: 0,
-                cxid: 0,
-                zxid,
-                time: now,
-                txn_type: txn_type(&txn, OpCode::DeleteContainer),
-            };
-            self.propose(hdr, txn, Origin::Internal);
+            let req = Request::DeleteContainer(DeleteRequest { path, version: -1 });
+            self.propose_internal(0, &req);
         }
+    }
+
+    /// Preps and proposes a request the server issues itself (session expiry, reaping): cxid 0,
+    /// with the super identity, as Apache's own requests carry no ACL restrictions.
+    fn propose_internal(&mut self, session: SessionId, req: &Request) {
+        let zxid = self.next_zxid();
+        let now = wall_ms();
+        let auth = AuthIds { ids: vec![], is_super: true };
+        let ctx = RequestCtx { session, cxid: 0, auth: &auth };
+        let txn = self.db.prep(&ctx, req, zxid, now);
+        let txn_type = zk_tree::txn_type(req.op(), &txn).code();
+        let hdr = TxnHeader { client_id: session, cxid: 0, zxid, time: now, txn_type };
+        self.propose(hdr, txn, Origin::Internal);
     }
 
     // ---------------------------------------------------------------- requests
@@ -629,8 +618,8 @@ impl Core {
                     Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() })
                 }
             };
-            let hdr =
-                TxnHeader { client_id: sid, cxid: xid, zxid, time: now, txn_type: txn_type(&txn, opcode) };
+            let txn_type = zk_tree::txn_type(opcode, &txn).code();
+            let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now, txn_type };
             self.propose(hdr, txn, Origin::Client { conn, xid, op: opcode, received });
             self.queues.entry(sid).or_default().push_back(Pending::Write(zxid));
         } else {
@@ -1070,14 +1059,6 @@ impl Snapshots {
         use rand::Rng;
         let half = snap_count / 2;
         half + 1 + rand::thread_rng().gen_range(0..snap_count - half)
-    }
-}
-
-/// The header type of a prepped transaction: -1 for a failed write, else the request's opcode.
-fn txn_type(txn: &Txn, op: OpCode) -> i32 {
-    match txn {
-        Txn::Error(_) => OpCode::Error.code(),
-        _ => op.code(),
     }
 }
 
