@@ -561,24 +561,20 @@ pub(crate) fn prepare(op: &Op, chroot: &Chroot) -> Result<Prepared, ErrorCode> {
             watch_path = Some(path.clone());
             OpCode::AddWatch
         }
-        Op::RemoveWatches { path, kind } => {
+        Op::RemoveWatches { path, kind } | Op::CheckWatches { path, kind } => {
             check(path)?;
             if !matches!(kind, WatcherType::Children | WatcherType::Data | WatcherType::Any) {
                 return Err(ErrorCode::BadArguments);
             }
             chroot.add(path).write(&mut out);
             kind.code().write(&mut out);
-            watch_path = Some(path.clone());
-            OpCode::RemoveWatches
-        }
-        Op::CheckWatches { path, kind } => {
-            check(path)?;
-            if !matches!(kind, WatcherType::Children | WatcherType::Data | WatcherType::Any) {
-                return Err(ErrorCode::BadArguments);
+            if matches!(op, Op::RemoveWatches { .. }) {
+                // Removal changes the client's watch registry once the server answers.
+                watch_path = Some(path.clone());
+                OpCode::RemoveWatches
+            } else {
+                OpCode::CheckWatches
             }
-            chroot.add(path).write(&mut out);
-            kind.code().write(&mut out);
-            OpCode::CheckWatches
         }
         Op::GetEphemerals { prefix } => {
             check(prefix)?;
