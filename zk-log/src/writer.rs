@@ -23,6 +23,8 @@ enum Job {
     Batch(RecordBatch),
     /// Remove segments wholly before this zxid (after a snapshot made them unneeded).
     PurgeBefore(i64),
+    /// The caller has dealt with the batches refused for a full disk: take batches again.
+    Resume,
 }
 
 /// Owns a [`SegmentLog`] on a dedicated thread and makes queued batches durable.
@@ -33,10 +35,16 @@ enum Job {
 /// commit. The callback runs on the writer thread, in zxid order, so it should only hand the
 /// news on (send on a channel, wake the core) and never block for long.
 ///
-/// After any error the callback receives it once and the thread stops: batches queued behind the
-/// failed one are dropped unwritten, [`LogWriter::submit`] returns [`LogError::WriterStopped`],
-/// and [`LogWriter::shutdown`] hands the log back. A full disk does not poison the log, so the
-/// caller may start a new writer on it once it has dealt with the refused zxids.
+/// A full disk ([`LogError::is_storage_full`]) is reported through the callback once, after the
+/// durability of everything appended before it; the thread then keeps running but refuses: it
+/// drops every batch it is given (they would follow the refused one, leaving a zxid gap) until
+/// the caller, having taken back the refused transactions, calls [`LogWriter::resume`]. Purges
+/// still run meanwhile, since they free space. The log itself stays usable; the next batch after
+/// `resume` tries to reserve space again.
+///
+/// After any other error the callback receives it once and the thread stops: batches queued
+/// behind the failed one are dropped unwritten, [`LogWriter::submit`] returns
+/// [`LogError::WriterStopped`], and [`LogWriter::shutdown`] hands the log back.
 #[derive(Debug)]
 pub struct LogWriter<S: Storage> {
     tx: Option<SyncSender<Job>>,
@@ -84,6 +92,17 @@ impl<S: Storage> LogWriter<S> {
         tx.send(Job::PurgeBefore(zxid)).map_err(|_| LogError::WriterStopped)
     }
 
+    /// Ends the refusal that follows a full disk: batches queued after this call are written
+    /// again. The caller must have taken back every transaction after the last durable zxid, and
+    /// the next batch must follow that zxid. Waits while the queue is full (a refusing writer
+    /// empties it quickly, dropping batches).
+    ///
+    /// Errors: [`LogError::WriterStopped`] if the writer thread has stopped.
+    pub fn resume(&self) -> Result<(), LogError> {
+        let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
+        tx.send(Job::Resume).map_err(|_| LogError::WriterStopped)
+    }
+
     /// Queues a batch if there is room, without waiting.
     ///
     /// Errors: [`SubmitError::Full`] or [`SubmitError::Stopped`], with the batch.
@@ -127,11 +146,24 @@ fn run<S: Storage, F>(
 where
     F: FnMut(Result<i64, LogError>),
 {
+    // Set after a full disk: batches are dropped until the caller resumes.
+    let mut refusing = false;
     while let Ok(first) = rx.recv() {
         let first = match first {
-            Job::Batch(b) => b,
+            Job::Batch(b) if !refusing => b,
+            Job::Batch(b) => {
+                tracing::debug!(
+                    "dropping a batch from zxid {:?}: the log is refusing after a full disk",
+                    b.first_zxid
+                );
+                continue;
+            }
             Job::PurgeBefore(z) => {
                 purge(&mut log, z);
+                continue;
+            }
+            Job::Resume => {
+                refusing = false;
                 continue;
             }
         };
@@ -149,6 +181,8 @@ where
                 Ok(Job::PurgeBefore(z)) => {
                     purge_after = Some(purge_after.map_or(z, |p: i64| p.max(z)));
                 }
+                // Only meaningful while refusing; a stray one changes nothing.
+                Ok(Job::Resume) => {}
                 Err(_) => break,
             }
         }
@@ -165,12 +199,20 @@ where
                 return log;
             }
         }
-        if let Some(e) = failed {
-            on_durable(Err(e));
-            return log;
-        }
         if let Some(z) = purge_after {
             purge(&mut log, z);
+        }
+        if let Some(e) = failed {
+            if e.is_storage_full() {
+                tracing::warn!(
+                    "transaction log refused a batch: {e}; refusing writes until the server resumes"
+                );
+                on_durable(Err(e));
+                refusing = true;
+                continue;
+            }
+            on_durable(Err(e));
+            return log;
         }
     }
     log

@@ -216,6 +216,63 @@ fn full_disk_refuses_the_append_and_recovers_when_space_returns() {
     assert_eq!(log.last_zxid(), z);
 }
 
+/// The background writer on a full disk: what was appended before is reported durable, the
+/// refusal is reported once, every batch queued behind it is dropped (it would leave a gap), and
+/// after `resume` the batches that follow the last durable zxid are written once space is back.
+#[test]
+fn writer_refuses_on_a_full_disk_and_resumes() {
+    let s = FaultStorage::new(11);
+    let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
+    let log = SegmentLog::open(s.clone(), opts).expect("open");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = zk_log::LogWriter::spawn(log, 4, move |r| {
+        let _ = tx.send(r.map_err(|e| e.is_storage_full()));
+    })
+    .expect("spawn");
+    s.set_capacity(Some(8 * 1024));
+    let batch =
+        |z: i64| RecordBatch::encode(&[(&sample_txn(z, 150).0, &sample_txn(z, 150).1)]).expect("encode");
+    // Submit one at a time until the refusal arrives.
+    let mut z = 1;
+    let durable = loop {
+        w.submit(batch(z)).expect("submit");
+        match rx.recv().expect("report") {
+            Ok(d) => {
+                assert_eq!(d, z);
+                z += 1;
+            }
+            Err(full) => {
+                assert!(full, "the error is a full disk");
+                break z - 1;
+            }
+        }
+        assert!(z < 200, "the disk never filled");
+    };
+    // Batches that follow the refused one are dropped while refusing: no report, no gap.
+    w.submit(batch(z + 1)).expect("submit");
+    w.submit(batch(z + 2)).expect("submit");
+    // Still full after resuming: refused again.
+    w.resume().expect("resume");
+    w.submit(batch(z)).expect("submit");
+    assert_eq!(rx.recv().expect("report"), Err(true));
+    s.set_capacity(None);
+    w.resume().expect("resume");
+    w.submit(batch(z)).expect("submit");
+    w.submit(batch(z + 1)).expect("submit");
+    let mut last = 0;
+    while last < z + 1 {
+        last = rx.recv().expect("report").expect("durable");
+    }
+    let log = w.shutdown().expect("shutdown");
+    assert_eq!(log.durable_zxid(), z + 1);
+    assert!(durable >= 1);
+    drop(log);
+    s.crash();
+    let log = SegmentLog::open(s.clone(), opts).expect("reopen");
+    assert_eq!(log.first_zxid(), Some(1));
+    assert_eq!(log.last_zxid(), z + 1);
+}
+
 #[test]
 fn failed_sync_poisons_the_log() {
     let s = FaultStorage::new(3);

@@ -145,6 +145,8 @@ pub struct Core {
     stats: ServerStats,
     permits: Arc<Semaphore>,
     snapshots: Snapshots,
+    /// Set while the log refuses writes for a full disk (since the first refusal).
+    disk_full_since: Option<Instant>,
     next_session: i64,
     epoch: Instant,
     buf: BytesMut,
@@ -187,6 +189,7 @@ impl Core {
             stats: ServerStats::new(),
             permits,
             snapshots: Snapshots::default(),
+            disk_full_since: None,
             next_session,
             epoch: Instant::now(),
             buf: BytesMut::with_capacity(64 * 1024),
@@ -693,6 +696,10 @@ impl Core {
 
     /// Everything through `zxid` is durable: commit and apply it, in order.
     fn on_durable(&mut self, zxid: i64) {
+        if let Some(since) = self.disk_full_since.take() {
+            self.stats.disk_full = false;
+            info!("transaction log has space again: writes accepted (refused for {:.1?})", since.elapsed());
+        }
         while self.proposals.front().is_some_and(|p| p.hdr.zxid <= zxid) {
             let p = self.proposals.pop_front().expect("front exists");
             self.handed_to_log -= 1;
@@ -700,14 +707,71 @@ impl Core {
         }
     }
 
-    /// The log cannot make transactions durable. None of the pending ones was acknowledged; the
-    /// server stops rather than serve state it cannot keep.
+    /// The log cannot make transactions durable. None of the pending ones was acknowledged. A full
+    /// disk refuses them (see [`Core::refuse_proposals`]); any other failure stops the server
+    /// rather than serve state it cannot keep.
     fn log_failed(&mut self, e: zk_log::LogError) {
+        if e.is_storage_full() {
+            return self.refuse_proposals(e);
+        }
         tracing::error!(
             "transaction log failed: {e}; stopping with {} unacknowledged transactions",
             self.proposals.len()
         );
         std::process::exit(2);
+    }
+
+    /// The log refused a batch for a full disk. Everything durable before it was committed already,
+    /// so every proposal still here is taken back: its changes leave prep's view, the zxid counter
+    /// returns to the last applied zxid, the clients get SYSTEMERROR (the write was not applied;
+    /// a session being created is closed, a refused closeSession leaves the session open), and the
+    /// log takes batches again. The next write tries the disk again, so the server recovers by
+    /// itself when space returns.
+    fn refuse_proposals(&mut self, e: zk_log::LogError) {
+        let base = self.db.last_applied_zxid();
+        let refused = std::mem::take(&mut self.proposals);
+        self.handed_to_log = 0;
+        self.db.abandon_after(base);
+        self.last_zxid = base;
+        self.stats.writes_refused += refused.len() as u64;
+        if self.disk_full_since.is_none() {
+            self.disk_full_since = Some(Instant::now());
+            self.stats.disk_full = true;
+            tracing::error!(
+                "transaction log is out of space ({e}): refusing writes until space is freed \
+                 (last durable zxid 0x{base:x}; {} pending writes refused)",
+                refused.len()
+            );
+        } else {
+            debug!("transaction log still out of space: {} writes refused", refused.len());
+        }
+        let now = wall_ms();
+        let err = ErrorCode::SystemError.code();
+        for p in refused {
+            let sid = p.hdr.client_id;
+            match p.origin {
+                Origin::Connect { conn, .. } => {
+                    // The session was never created: the client sees the connection drop and
+                    // tries again.
+                    self.close_conn(conn);
+                }
+                Origin::Internal => {
+                    if p.hdr.txn_type == OpCode::CloseSession.code() {
+                        // An expiry: try again after one tick.
+                        self.db.sessions_mut().reopen(sid, 0, now);
+                    }
+                }
+                Origin::Client { conn, xid, op, .. } => {
+                    if op == OpCode::CloseSession {
+                        let t = self.db.sessions().timeout_ms(sid).unwrap_or(0);
+                        self.db.sessions_mut().reopen(sid, t, now);
+                    }
+                    self.reply(conn, ReplyHeader { xid, zxid: base, err }, |_| {});
+                    self.advance_queue(sid, p.hdr.zxid);
+                }
+            }
+        }
+        self.log.resume();
     }
 
     fn commit(&mut self, p: Proposal) {

@@ -252,6 +252,9 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 ("zk_max_file_descriptor_count", max_fds().to_string()),
                 ("zk_uptime", v.uptime_ms.to_string()),
                 ("zk_last_proposal_size", "-1".into()),
+                // zkrs's own: the log refuses writes while its disk is full.
+                ("zk_log_disk_full", u8::from(v.stats.disk_full).to_string()),
+                ("zk_writes_refused_disk_full", v.stats.writes_refused.to_string()),
             ];
             for (k, val) in lines {
                 let _ = writeln!(out, "{k}\t{val}");

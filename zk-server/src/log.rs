@@ -21,6 +21,9 @@ pub trait TxnSink: Send {
     fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError>;
     /// Asks for the log records before `zxid` to be removed (a snapshot covers them).
     fn purge_before(&mut self, zxid: i64);
+    /// After a full-disk refusal: the core has taken back every transaction after the last
+    /// durable one; batches submitted from now on are written again.
+    fn resume(&mut self);
 }
 
 impl<S: Storage + Send + 'static> TxnSink for LogWriter<S> {
@@ -31,6 +34,10 @@ impl<S: Storage + Send + 'static> TxnSink for LogWriter<S> {
         if let Err(e) = LogWriter::purge_before(self, zxid) {
             tracing::warn!("log purge not queued: {e}");
         }
+    }
+    fn resume(&mut self) {
+        // A stopped writer is noticed at the next submit.
+        let _ = LogWriter::resume(self);
     }
 }
 

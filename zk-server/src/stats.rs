@@ -15,6 +15,10 @@ pub struct ServerStats {
     pub packets_sent: u64,
     /// Failed addauth attempts.
     pub auth_failed: u64,
+    /// Writes answered SYSTEMERROR because the transaction log was out of space.
+    pub writes_refused: u64,
+    /// Whether the log is refusing writes right now (out of space).
+    pub disk_full: bool,
     latency_min_us: u64,
     latency_max_us: u64,
     latency_total_us: u64,
@@ -28,6 +32,8 @@ impl ServerStats {
             packets_received: 0,
             packets_sent: 0,
             auth_failed: 0,
+            writes_refused: 0,
+            disk_full: false,
             latency_min_us: u64::MAX,
             latency_max_us: 0,
             latency_total_us: 0,
@@ -37,7 +43,9 @@ impl ServerStats {
 
     /// Zeroes everything (`srst`).
     pub fn reset(&mut self) {
+        let disk_full = self.disk_full;
         *self = ServerStats::new();
+        self.disk_full = disk_full;
     }
 
     /// Records one request's time from receipt to reply.

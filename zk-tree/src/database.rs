@@ -54,6 +54,14 @@ impl Database {
         self.outstanding.len()
     }
 
+    /// Takes back every prepped txn after `zxid` that was not applied (its proposal was refused,
+    /// e.g. by a full log): later preps validate against the state as of `zxid` again. Sessions
+    /// marked closing by a taken-back closeSession are the caller's to reopen
+    /// ([`SessionTable::reopen`]).
+    pub fn abandon_after(&mut self, zxid: i64) {
+        self.outstanding.rollback_after(zxid);
+    }
+
     /// Sessions.
     pub fn sessions(&self) -> &SessionTable {
         &self.sessions

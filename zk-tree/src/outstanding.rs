@@ -53,6 +53,17 @@ impl Outstanding {
         }
     }
 
+    /// Drops every record of txns after `zxid` (proposals taken back, e.g. refused by a full
+    /// log): prep then sees the state as of `zxid` again.
+    pub fn rollback_after(&mut self, zxid: i64) {
+        while let Some(&(z, _)) = self.order.back() {
+            if z <= zxid {
+                break;
+            }
+            self.rollback(z);
+        }
+    }
+
     /// Drops records of txns up to `zxid` once applied.
     pub fn applied(&mut self, zxid: i64) {
         while let Some((z, _)) = self.order.front() {

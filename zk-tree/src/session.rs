@@ -103,6 +103,15 @@ impl SessionTable {
         }
     }
 
+    /// Takes back [`Self::set_closing`] (its closeSession was refused): the session is live again
+    /// and expires `expire_in_ms` after `now_ms`. False if unknown.
+    pub fn reopen(&mut self, s: SessionId, expire_in_ms: i32, now_ms: i64) -> bool {
+        let Some(e) = self.sessions.get_mut(&s) else { return false };
+        e.closing = false;
+        self.rebucket(s, expire_in_ms, now_ms);
+        true
+    }
+
     /// Whether the session is closing.
     pub fn is_closing(&self, s: SessionId) -> bool {
         self.sessions.get(&s).is_some_and(|e| e.closing)

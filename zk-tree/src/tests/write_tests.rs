@@ -522,3 +522,47 @@ fn quota_enforced_only_when_configured() {
     lax.outcome(S1, Request::Create(creq("/zookeeper/quota/q/zookeeper_stats", b"", 0)));
     lax.mkdir("/q/a");
 }
+
+/// Proposals taken back (a full log refused them): prep sees the applied state again, so the same
+/// requests prep to the same txns with the same zxids, and a sequential name is not skipped.
+#[test]
+fn abandoned_proposals_leave_no_trace_in_prep() {
+    let mut h = Harness::new();
+    h.mkdir("/s");
+    let base = h.zxid;
+    let seq = Request::Create(creq("/s/x", b"", CreateMode::PersistentSequential.code()));
+    let plain = Request::Create(creq("/s/p", b"", 0));
+    let del = Request::Delete(DeleteRequest { path: "/s".into(), version: -1 });
+    let first: Vec<(TxnHeader, Txn)> = [&seq, &plain, &del].iter().map(|r| h.prep(S1, r)).collect();
+    // Against the outstanding changes: /s has children to be, so the delete fails.
+    assert!(matches!(first[2].1, Txn::Error(ErrorTxn { err }) if err == ErrorCode::NotEmpty.code()));
+    h.db.abandon_after(base);
+    assert_eq!(h.db.outstanding_count(), 0);
+    h.zxid = base;
+    let again: Vec<(TxnHeader, Txn)> = [&seq, &plain, &del].iter().map(|r| h.prep(S1, r)).collect();
+    let txns = |v: &[(TxnHeader, Txn)]| v.iter().map(|(hdr, t)| (hdr.zxid, t.clone())).collect::<Vec<_>>();
+    assert_eq!(txns(&first), txns(&again));
+    for (hdr, t) in &again {
+        h.db.apply(hdr, t);
+    }
+    assert!(h.db.tree().get("/s/x0000000000").is_some());
+    // Taking back only the newest of several keeps the older ones.
+    let a = h.prep(S1, &Request::Create(creq("/s/a", b"", 0)));
+    let _b = h.prep(S1, &Request::Create(creq("/s/b", b"", 0)));
+    h.db.abandon_after(a.0.zxid);
+    assert_eq!(h.db.outstanding_count(), 2, "the parent's and /s/a's records of the first stay");
+}
+
+/// A refused closeSession is taken back: the session is live again and expires later.
+#[test]
+fn reopened_session_is_live_and_expires_again() {
+    let mut h = Harness::new();
+    let now = h.now;
+    h.db.sessions_mut().set_closing(S1);
+    assert!(h.db.sessions().is_closing(S1));
+    assert!(h.db.sessions_mut().reopen(S1, 5000, now));
+    assert!(!h.db.sessions().is_closing(S1));
+    assert!(h.db.sessions_mut().expired(now + 1000).is_empty());
+    assert_eq!(h.db.sessions_mut().expired(now + 8000), vec![S1]);
+    assert!(!h.db.sessions_mut().reopen(0xdead, 5000, now), "unknown session");
+}
