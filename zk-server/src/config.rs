@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_CLIENT_CNXNS: i32 = 60;
 pub const MIN_SNAP_RETAIN_COUNT: u32 = 3;
 /// Default `snapCount`: transactions between snapshots (randomised in `[n/2+1, n]`).
 pub const DEFAULT_SNAP_COUNT: u32 = 100_000;
+/// Default `snapSizeLimitInKb`: log bytes between snapshots, KiB (4 GiB; randomised in
+/// `[n/2, n)`).
+pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -241,6 +244,9 @@ pub struct ServerConfig {
     pub quorum_listen_on_all_ips: bool,
     /// `snapCount` (default 100000, minimum 2).
     pub snap_count: u32,
+    /// `snapSizeLimitInKb` (default 4 GiB): a snapshot is also taken once about this much log was
+    /// written since the last one; zero or negative turns the size trigger off.
+    pub snap_size_limit_kb: i64,
     /// `preAllocSize`, KiB (default 65536).
     pub pre_alloc_size_kb: u64,
     /// `globalOutstandingLimit` (default 1000).
@@ -867,6 +873,7 @@ impl ServerConfig {
             sync_enabled: true,
             quorum_listen_on_all_ips: false,
             snap_count: DEFAULT_SNAP_COUNT,
+            snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
             commit_log_count: DEFAULT_COMMIT_LOG_COUNT,
@@ -1045,6 +1052,16 @@ impl ServerConfig {
                     } else {
                         v as u32
                     };
+                }
+                "snapSizeLimitInKb" => {
+                    let v = java_parse_long(value)
+                        .ok_or_else(|| src.err(key, at, format!("\"{value}\" is not a valid size in KiB")))?;
+                    if v <= 0 {
+                        tracing::info!(
+                            "snapSizeLimitInKb={v} is not positive: no snapshots by log size (line {line})"
+                        );
+                    }
+                    cfg.snap_size_limit_kb = v;
                 }
                 "preAllocSize" => {
                     let v = java_parse_long(value)
@@ -1664,6 +1681,7 @@ mod tests {
         assert_eq!(c.purge_interval_hours, 0);
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
+        assert_eq!(c.snap_size_limit_kb, 4_194_304);
         assert_eq!(c.pre_alloc_size_kb, 65_536);
         assert_eq!(c.global_outstanding_limit, 1000);
         assert_eq!(c.commit_log_count, 500);
@@ -1716,7 +1734,7 @@ mod tests {
              initLimit=10\nsyncLimit=5\nconnectToLearnerMasterLimit=7\nelectionAlg=3\n\
              peerType=observer\nstandaloneEnabled=true\nreconfigEnabled=TRUE\n\
              localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\nautopurge.snapRetainCount=5\n\
-             autopurge.purgeInterval=24\nsyncEnabled=false\nquorumListenOnAllIPs=true\nsnapCount=0x100\n\
+             autopurge.purgeInterval=24\nsyncEnabled=false\nquorumListenOnAllIPs=true\nsnapCount=0x100\nsnapSizeLimitInKb=2048\n\
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
@@ -1736,6 +1754,7 @@ mod tests {
         assert_eq!((c.snap_retain_count, c.purge_interval_hours), (5, 24));
         assert!(!c.sync_enabled && c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 256);
+        assert_eq!(c.snap_size_limit_kb, 2048);
         assert_eq!(c.pre_alloc_size_kb, 1024);
         assert_eq!(c.global_outstanding_limit, 10);
         assert_eq!(c.commit_log_count, 600);
@@ -1914,6 +1933,7 @@ mod tests {
         assert_err(&bad(&with("electionAlg=1\n")), "electionAlg", Some(4), "only 3");
         assert_err(&bad(&with("peerType=leader\n")), "peerType", Some(4), "leader");
         assert_err(&bad(&with("preAllocSize=0\n")), "preAllocSize", Some(4), "greater than 0");
+        assert_err(&bad(&with("snapSizeLimitInKb=4G\n")), "snapSizeLimitInKb", Some(4), "not a valid size");
         assert_err(&bad(&with("jute.maxbuffer=-1\n")), "jute.maxbuffer", Some(4), "greater than 0");
         assert_err(&bad(&with("globalOutstandingLimit=0\n")), "globalOutstandingLimit", Some(4), "greater");
         assert_err(&bad(&with("admin.serverPort=65536\n")), "admin.serverPort", Some(4), "out of range");

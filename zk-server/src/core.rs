@@ -196,13 +196,24 @@ impl Core {
         }
     }
 
-    /// Gives the core its snapshot thread; snapshots are taken every `snap_count` transactions
-    /// (randomised in [snap_count/2+1, snap_count] as Apache does), and once right away when
-    /// `now` is set (after a start that replayed the log, so the next start is fast).
-    pub fn with_snapshots(mut self, tx: SyncSender<SnapJob>, snap_count: u64, now: bool) -> Core {
-        self.snapshots.tx = Some(tx);
-        self.snapshots.snap_count = snap_count.max(2);
-        self.snapshots.threshold = if now { 0 } else { Snapshots::roll(snap_count.max(2)) };
+    /// Gives the core its snapshot thread. A snapshot is taken every `snap_count` transactions
+    /// (randomised in [snap_count/2+1, snap_count] as Apache does), or once about `snap_size_bytes`
+    /// of log were written since the last one (randomised in [size/2, size); 0 = no size
+    /// trigger), whichever comes first; and once right away when `now` is set (after a start that
+    /// replayed the log, so the next start is fast).
+    pub fn with_snapshots(
+        mut self,
+        tx: SyncSender<SnapJob>,
+        snap_count: u64,
+        snap_size_bytes: u64,
+        now: bool,
+    ) -> Core {
+        let s = &mut self.snapshots;
+        s.tx = Some(tx);
+        s.snap_count = snap_count.max(2);
+        s.snap_size = snap_size_bytes;
+        s.threshold = if now { 0 } else { Snapshots::roll(s.snap_count) };
+        s.size_threshold = Snapshots::roll_size(s.snap_size);
         self
     }
 
@@ -329,7 +340,7 @@ impl Core {
         }
         let s = &mut self.snapshots;
         if s.cursor.is_none() {
-            if s.busy || s.since < s.threshold {
+            if s.busy || !s.due() {
                 return;
             }
             let cur = self.db.snapshot_begin();
@@ -338,7 +349,9 @@ impl Core {
             s.cursor = Some(cur);
             s.busy = true;
             s.since = 0;
+            s.bytes_since = 0;
             s.threshold = Snapshots::roll(s.snap_count);
+            s.size_threshold = Snapshots::roll_size(s.snap_size);
         }
         let Some(cur) = s.cursor.as_mut() else { return };
         let mut buf = Vec::with_capacity(256 * 1024);
@@ -686,8 +699,12 @@ impl Core {
             Err(e) => return self.log_failed(e),
         };
         let n = batch.len();
+        let bytes = records.bytes();
         match self.log.try_submit(records) {
-            Ok(()) => self.handed_to_log += n,
+            Ok(()) => {
+                self.handed_to_log += n;
+                self.snapshots.bytes_since = self.snapshots.bytes_since.saturating_add(bytes);
+            }
             // The log's queue is full: these go with the next batch, after a durability report.
             Err(zk_log::SubmitError::Full(_)) => {}
             Err(zk_log::SubmitError::Stopped(_)) => self.log_failed(zk_log::LogError::WriterStopped),
@@ -1082,6 +1099,12 @@ struct Snapshots {
     /// Take the next snapshot after this many transactions.
     threshold: u64,
     snap_count: u64,
+    /// Log bytes handed to the log since the last snapshot started.
+    bytes_since: u64,
+    /// Take the next snapshot after this many log bytes (u64::MAX: never by size).
+    size_threshold: u64,
+    /// snapSizeLimitInKb in bytes; 0 = off.
+    snap_size: u64,
 }
 
 impl Snapshots {
@@ -1123,6 +1146,21 @@ impl Snapshots {
         use rand::Rng;
         let half = snap_count / 2;
         half + 1 + rand::thread_rng().gen_range(0..snap_count - half)
+    }
+
+    /// The log size that triggers the next snapshot: in [size/2, size), as Apache draws it.
+    fn roll_size(size: u64) -> u64 {
+        use rand::Rng;
+        let half = size / 2;
+        if half == 0 {
+            return u64::MAX;
+        }
+        half + rand::thread_rng().gen_range(0..half)
+    }
+
+    /// Whether enough transactions or log bytes accumulated since the last snapshot.
+    fn due(&self) -> bool {
+        self.since >= self.threshold || self.bytes_since >= self.size_threshold
     }
 }
 

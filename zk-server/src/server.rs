@@ -135,6 +135,7 @@ pub async fn run(
     let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone()).with_snapshots(
         snap_tx,
         settings.snap_count,
+        settings.snap_size_bytes,
         replayed > 0,
     );
     let core_task = tokio::spawn(core.run(core_rx));

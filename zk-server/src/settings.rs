@@ -45,6 +45,8 @@ pub struct Settings {
     pub prealloc_bytes: u64,
     /// Transactions between snapshots (snapCount).
     pub snap_count: u64,
+    /// Log bytes between snapshots (snapSizeLimitInKb); 0 = no size trigger.
+    pub snap_size_bytes: u64,
     /// Snapshots kept (autopurge.snapRetainCount); older ones and the log they cover are removed.
     pub snap_retain_count: u32,
     /// The `conf` four-letter word's text.
@@ -120,6 +122,7 @@ impl Settings {
             log_root: cfg.data_log_dir.clone(),
             prealloc_bytes: cfg.pre_alloc_size_kb.saturating_mul(1024).max(4096),
             snap_count: u64::from(cfg.snap_count),
+            snap_size_bytes: u64::try_from(cfg.snap_size_limit_kb).unwrap_or(0).saturating_mul(1024),
             snap_retain_count: cfg.snap_retain_count,
             conf_text: cfg.conf_text(&status),
         })

@@ -66,6 +66,57 @@ fn snapshots_bound_disk_and_restarts_load_them() {
     assert!(!files(&logs, "log.").is_empty());
 }
 
+/// snapSizeLimitInKb triggers snapshots by log size when snapCount is far away: a few large
+/// writes (well under snapCount transactions) still produce snapshots, and retention purges the
+/// log they cover.
+#[test]
+fn snapshots_by_log_size() {
+    let server = start(
+        Target::Zkrs,
+        "snapCount=1000000
+snapSizeLimitInKb=256
+preAllocSize=64",
+    );
+    let snaps = server.dir.path().join("data").join("zkrs-snap");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    let value = vec![b'v'; 8 * 1024];
+    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // 200 writes of 8 KiB: about 1.6 MiB of log, several times the limit.
+    for i in 0..200 {
+        let path = format!("/big/n{}", i % 20);
+        let r = if i < 20 {
+            c.create(&path, &value, CreateMode::Persistent)
+        } else {
+            c.set_data(&path, &value, -1)
+        };
+        assert_eq!(r.err(), ErrorCode::Ok);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files(&snaps, "snapshot.").len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let taken = files(&snaps, "snapshot.");
+    assert!(taken.len() >= 2, "log size triggered snapshots: {taken:?}");
+    // Turned off (0), the same load takes none.
+    drop(c);
+    drop(server);
+    let server = start(
+        Target::Zkrs,
+        "snapCount=1000000
+snapSizeLimitInKb=0
+preAllocSize=64",
+    );
+    let snaps = server.dir.path().join("data").join("zkrs-snap");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for i in 0..200 {
+        let r = c.create(&format!("/big/n{i}"), &value, CreateMode::Persistent);
+        assert_eq!(r.err(), ErrorCode::Ok);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(files(&snaps, "snapshot."), Vec::<String>::new(), "no size trigger when off");
+}
+
 #[test]
 fn kill_9_during_snapshots_loses_nothing_acknowledged() {
     let mut server = start(Target::Zkrs, "snapCount=50");
