@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the same workloads against zkrs-server and Apache ZooKeeper (Debian's package) on this machine,
-# one server at a time (the idle one is paused with SIGSTOP), and prints a table with the ratios.
+# one server at a time (the idle one is paused with SIGSTOP), and prints a table with the ratios:
+# request workloads, then watch fan-out, session churn and multi (see zkrs-bench --help).
 # Then resident memory with a populated tree, and the time from kill -9 to serving again.
 #
 #   bench/compare.sh                 # defaults: 10 s per run
@@ -57,7 +58,10 @@ run() { # name port pid other_pid workload conns inflight
     --value-size "$VALUE" --json 2>/dev/null | sed "s/^{/{\"impl\":\"$1\",/" >> "$RESULTS"
   kill -CONT "$4"
 }
-for load in "get 4 200" "set 4 200" "create 4 200" "get 32 50" "mixed 4 200" "get 1 1" "set 1 1"; do
+# watch: 32 watchers (+1 writer), counted in events/s; churn: 4 workers, each cycle a whole session;
+# multi: 4 setData per multi, counted in multis/s.
+for load in "get 4 200" "set 4 200" "create 4 200" "get 32 50" "mixed 4 200" "get 1 1" "set 1 1" \
+  "watch 32 1" "churn 4 1" "multi 4 50"; do
   set -- $load
   echo "== $1, $2 connections x $3 in flight" >&2
   run apache "$AP" "$APID" "$ZPID" "$1" "$2" "$3"
@@ -121,11 +125,22 @@ runs = {}
 for r in rows:
     if "workload" in r:
         runs.setdefault((r["workload"], r["conns"], r["inflight"]), {})[r["impl"]] = r
+def shape(w, c, i, r):
+    # The workloads that count something other than requests say what, and how they are shaped.
+    if w == "watch": return f"{w} (events/s)", f"{c} watchers + 1 writer"
+    if w == "churn": return f"{w} (cycles/s)", f"{c} workers"
+    if w == "multi": return f"{w} (multis/s)", f"{c} x {i}, {r.get('ops_per_multi', '?')} setData each"
+    return w, f"{c} x {i}"
+errors = []
 for (w, c, i), d in runs.items():
     a, z = d.get("apache"), d.get("zkrs")
     if not (a and z): continue
+    name, load = shape(w, c, i, z)
     ratio = z["ops_per_sec"] / a["ops_per_sec"] if a["ops_per_sec"] else float("nan")
-    print(f"| {w} | {c} x {i} | {a['ops_per_sec']:.0f} | {z['ops_per_sec']:.0f} | {ratio:.2f}x | {a['p50_us']}/{a['p99_us']} | {z['p50_us']}/{z['p99_us']} |")
+    print(f"| {name} | {load} | {a['ops_per_sec']:.0f} | {z['ops_per_sec']:.0f} | {ratio:.2f}x | {a['p50_us']}/{a['p99_us']} | {z['p50_us']}/{z['p99_us']} |")
+    errors += [f"{name} {load} on {r['impl']}: {r['errors']}" for r in (a, z) if r.get("errors")]
+if errors:
+    print("\nReplies with errors: " + "; ".join(errors) + ".")
 m = {(r["impl"], r["metric"]): r for r in rows if "metric" in r}
 if ("zkrs","ping") in m and ("disk","fdatasync_us") in m:
     rtt, fsync = m[("zkrs","ping")]["p50_us"], m[("disk","fdatasync_us")]["value"]
