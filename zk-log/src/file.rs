@@ -265,6 +265,21 @@ impl StorageFile for MappedFile {
         Ok(())
     }
 
+    /// After a sync the kernel write-protects the mapping's cleaned pages, so the next store into
+    /// the page holding the log's tail faults (and ext4 runs its page_mkwrite path) on the
+    /// critical path of the next commit: about 30 µs measured here. Storing the byte already at
+    /// `offset` takes that fault now, between commits, and changes nothing on disk.
+    fn prepare_write(&mut self, offset: u64) {
+        let Some(map) = self.map.as_mut() else { return };
+        let Some(b) = usize::try_from(offset).ok().and_then(|i| map.get_mut(i)) else { return };
+        // SAFETY: `b` is a valid, exclusive reference into our mapping; volatile accesses keep
+        // the compiler from eliding a store of the value just read.
+        unsafe {
+            let p: *mut u8 = b;
+            std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+        }
+    }
+
     fn sync(&mut self) -> io::Result<()> {
         self.flush_map()?;
         if self.len_dirty {

@@ -579,6 +579,18 @@ impl<S: Storage> SegmentLog<S> {
         Ok(())
     }
 
+    /// Prepares the newest segment for the next append (see [`StorageFile::prepare_write`]): call
+    /// it between commits, after acknowledging, so the next commit waits less. Changes nothing
+    /// on disk.
+    pub fn prepare_next(&mut self) {
+        if self.poisoned.is_some() {
+            return;
+        }
+        if let (Some(f), Some(seg)) = (self.active.as_mut(), self.segments.last()) {
+            f.prepare_write(seg.end);
+        }
+    }
+
     /// Closes the newest segment (syncing it and giving back its unused preallocation); the next
     /// append starts a new segment. Does nothing if there is no open segment. The server rolls
     /// when it takes a snapshot, as Apache ZooKeeper does, so old segments can be purged.

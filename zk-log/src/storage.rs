@@ -82,4 +82,11 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
 
     /// Makes every write and length change made through this file durable.
     fn sync(&mut self) -> io::Result<()>;
+
+    /// A hint that the next write will start at `offset`: a backend may do now, off the write's
+    /// path, the work that write would otherwise wait for. Changes no content. The default does
+    /// nothing.
+    fn prepare_write(&mut self, offset: u64) {
+        let _ = offset;
+    }
 }

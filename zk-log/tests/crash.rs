@@ -289,3 +289,61 @@ fn failed_sync_poisons_the_log() {
     assert!(matches!(log.commit(&[(&h, &t)]), Err(LogError::Poisoned(_))));
     assert_eq!(log.durable_zxid(), 1);
 }
+
+/// `commit_inline` writes on the caller's thread only when the writer is idle, keeps zxid order
+/// with queued batches, and survives a crash like a queued commit.
+#[test]
+fn inline_commits_only_when_the_writer_is_idle() {
+    let s = FaultStorage::new(5);
+    let opts = LogOptions { prealloc_bytes: 4096, segment_bytes_max: 1 << 20 };
+    let log = SegmentLog::open(s.clone(), opts).expect("open");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = zk_log::LogWriter::spawn(log, 4, move |r| {
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    })
+    .expect("spawn");
+    let batch =
+        |z: i64| RecordBatch::encode(&[(&sample_txn(z, 100).0, &sample_txn(z, 100).1)]).expect("encode");
+    assert_eq!(w.commit_inline(&batch(1)).expect("idle").expect("durable"), 1);
+    assert_eq!(w.commit_inline(&batch(2)).expect("idle").expect("durable"), 2);
+    // Interleave queued batches and inline attempts: an attempt made while a batch is queued or
+    // being written is refused; an accepted one comes after everything queued (else it would be
+    // out of order and fail).
+    let (mut next, mut accepted, mut declined) = (3, 0, 0);
+    while next <= 400 {
+        w.submit(batch(next)).expect("submit");
+        next += 1;
+        match w.commit_inline(&batch(next)) {
+            None => declined += 1,
+            Some(r) => {
+                assert_eq!(r.expect("in order"), next);
+                next += 1;
+                accepted += 1;
+            }
+        }
+    }
+    assert!(declined > 0, "some attempts met a busy writer ({accepted} accepted)");
+    let last_queued = next - 1;
+    let mut last = 0;
+    while last < last_queued {
+        last = rx.recv().expect("report").expect("durable");
+    }
+    // Idle again: inline works and follows the queued batches.
+    let mut ok = None;
+    for _ in 0..1000 {
+        if let Some(r) = w.commit_inline(&batch(next)) {
+            ok = Some(r);
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(ok.expect("the writer goes idle").expect("durable"), next);
+    // Out of order is an error, as for a queued batch.
+    assert!(w.commit_inline(&batch(next + 5)).expect("idle").is_err());
+    let log = w.shutdown().expect("shutdown");
+    assert_eq!(log.durable_zxid(), next);
+    drop(log);
+    s.crash();
+    let log = SegmentLog::open(s.clone(), opts).expect("reopen");
+    assert_eq!((log.first_zxid(), log.last_zxid()), (Some(1), next));
+}

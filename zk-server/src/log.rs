@@ -19,6 +19,9 @@ pub type DurableReport = Result<i64, LogError>;
 pub trait TxnSink: Send {
     /// Queues a batch without waiting. `Full` hands the batch back: try again after a report.
     fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError>;
+    /// Makes `batch` durable on the caller's thread if the log is idle, returning the zxid now
+    /// durable (or the error); `None` when it is busy and the batch must be queued.
+    fn commit_inline(&mut self, batch: &RecordBatch) -> Option<Result<i64, LogError>>;
     /// Asks for the log records before `zxid` to be removed (a snapshot covers them).
     fn purge_before(&mut self, zxid: i64);
     /// After a full-disk refusal: the core has taken back every transaction after the last
@@ -29,6 +32,9 @@ pub trait TxnSink: Send {
 impl<S: Storage + Send + 'static> TxnSink for LogWriter<S> {
     fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError> {
         LogWriter::try_submit(self, batch)
+    }
+    fn commit_inline(&mut self, batch: &RecordBatch) -> Option<Result<i64, LogError>> {
+        LogWriter::commit_inline(self, batch)
     }
     fn purge_before(&mut self, zxid: i64) {
         if let Err(e) = LogWriter::purge_before(self, zxid) {
