@@ -125,6 +125,8 @@ pub struct SnapshotWriter<S: Storage> {
     buf: Vec<u8>,
     seq: u64,
     content: u64,
+    /// The chunk whose write-back was started last (offset, length).
+    in_flight: Option<(u64, u64)>,
 }
 
 impl<S: Storage> SnapshotWriter<S> {
@@ -148,6 +150,7 @@ impl<S: Storage> SnapshotWriter<S> {
             buf: Vec::with_capacity(CHUNK_BYTES as usize),
             seq: 0,
             content: 0,
+            in_flight: None,
         };
         let h = encode_header(start_zxid, CHUNK_BYTES);
         if let Err(e) = w.put(&h) {
@@ -173,7 +176,8 @@ impl<S: Storage> SnapshotWriter<S> {
         let file = self.file.as_mut().ok_or_else(|| LogError::Poisoned("snapshot writer closed".into()))?;
         if end > self.reserved {
             let want = end.div_ceil(GROW_BYTES) * GROW_BYTES;
-            file.allocate(want).map_err(|e| LogError::io("allocate", shown.clone(), e))?;
+            // Written once and synced once: reserve the blocks, skip the log's zero-fill.
+            file.reserve(want).map_err(|e| LogError::io("allocate", shown.clone(), e))?;
             self.reserved = want;
         }
         file.write_at(self.off, data).map_err(|e| LogError::io("write", shown, e))?;
@@ -189,8 +193,18 @@ impl<S: Storage> SnapshotWriter<S> {
         let mut head = [0u8; 8];
         head[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         head[4..8].copy_from_slice(&chunk_crc(self.seq, &payload).to_le_bytes());
+        let start = self.off;
         self.put(&head)?;
         self.put(&payload)?;
+        // Write back as we go, at most two chunks in flight: a burst of a whole snapshot's dirty
+        // pages at the final sync would sit in front of every log sync meanwhile.
+        let shown = self.storage.display_name(&self.tmp);
+        let file = self.file.as_mut().ok_or_else(|| LogError::Poisoned("snapshot writer closed".into()))?;
+        file.start_writeback(start, self.off - start)
+            .map_err(|e| LogError::io("write back", shown.clone(), e))?;
+        if let Some((prev, len)) = self.in_flight.replace((start, self.off - start)) {
+            file.wait_writeback(prev, len).map_err(|e| LogError::io("write back", shown, e))?;
+        }
         self.seq += 1;
         self.content += payload.len() as u64;
         self.buf = payload;

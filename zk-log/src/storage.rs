@@ -67,6 +67,30 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
     /// Errors: `StorageFull` (ENOSPC) when the disk has no room; the file is then unchanged.
     fn allocate(&mut self, len: u64) -> io::Result<()>;
 
+    /// Grows the file to `len` bytes with its blocks reserved, like [`Self::allocate`], but
+    /// without zero-filling them or syncing: for a file written once and synced once at the end
+    /// (a snapshot), where the zero-fill would only double the writes. The new length is durable
+    /// after the next [`Self::sync`]. The default allocates.
+    ///
+    /// Errors: `StorageFull` (ENOSPC) when the disk has no room; the file is then unchanged.
+    fn reserve(&mut self, len: u64) -> io::Result<()> {
+        self.allocate(len)
+    }
+
+    /// Starts writing back `len` bytes from `offset` without waiting (a hint that keeps dirty
+    /// data from piling up into one long sync at the end). The default does nothing.
+    fn start_writeback(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
+    /// Waits until `len` bytes from `offset` are written back (not made durable: the device may
+    /// still cache them; [`Self::sync`] does that). The default does nothing.
+    fn wait_writeback(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
     /// Sets the length to `len`, cutting or zero-extending. Not durable until [`Self::sync`].
     fn set_len(&mut self, len: u64) -> io::Result<()>;
 

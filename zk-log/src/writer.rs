@@ -217,10 +217,66 @@ impl<S: Storage> Drop for LogWriter<S> {
     }
 }
 
-fn run<S: Storage, F>(sh: &Shared<S>, rx: Receiver<Job>, mut on_durable: F, group_batches_max: usize)
+fn run<S: Storage, F>(sh: &Shared<S>, rx: Receiver<Job>, on_durable: F, group_batches_max: usize)
 where
     F: FnMut(Result<i64, LogError>),
 {
+    // A helper thread prepares spare segment files, so that starting a segment (a whole
+    // allocation step of zero-filling and a sync) stays off the commit path.
+    let (prep_tx, prep_rx) = mpsc::sync_channel::<crate::log::SparePrep<S>>(1);
+    let (spare_tx, spare_rx) = mpsc::sync_channel::<std::io::Result<S::File>>(1);
+    let helper = std::thread::Builder::new().name("zk-log-prealloc".into()).spawn(move || {
+        for job in prep_rx {
+            if spare_tx.send(job.run()).is_err() {
+                break;
+            }
+        }
+    });
+    let (spares, helper) = match helper {
+        Ok(h) => (Some(Spares { prep_tx, spare_rx }), Some(h)),
+        Err(e) => {
+            tracing::warn!("no thread to prepare log segments ({e}); they are allocated when needed");
+            (None, None)
+        }
+    };
+    write_loop(sh, rx, on_durable, group_batches_max, spares.as_ref());
+    // Dropping the job queue ends the helper after its current job; joining it keeps it from
+    // touching the directory after the log has been handed back.
+    drop(spares);
+    if let Some(h) = helper {
+        let _ = h.join();
+    }
+}
+
+/// The writer's ends of the channels to the thread that prepares spare segment files.
+struct Spares<S: Storage> {
+    prep_tx: SyncSender<crate::log::SparePrep<S>>,
+    spare_rx: Receiver<std::io::Result<S::File>>,
+}
+
+/// Installs a prepared spare if one arrived, and asks for the next when none is there.
+fn tend_spares<S: Storage>(log: &mut SegmentLog<S>, spares: Option<&Spares<S>>) {
+    let Some(Spares { prep_tx, spare_rx }) = spares else { return };
+    if let Ok(res) = spare_rx.try_recv() {
+        log.install_spare(res);
+    }
+    if let Some(job) = log.spare_needed() {
+        if prep_tx.try_send(job).is_err() {
+            log.install_spare(Err(std::io::Error::other("the preparing thread is busy or gone")));
+        }
+    }
+}
+
+fn write_loop<S: Storage, F>(
+    sh: &Shared<S>,
+    rx: Receiver<Job>,
+    mut on_durable: F,
+    group_batches_max: usize,
+    spares: Option<&Spares<S>>,
+) where
+    F: FnMut(Result<i64, LogError>),
+{
+    tend_spares(&mut sh.lock(), spares);
     let take = |job: &Job| {
         if matches!(job, Job::Batch(_)) {
             sh.queued.fetch_sub(1, SeqCst);
@@ -242,7 +298,9 @@ where
                 continue;
             }
             Job::Prepare => {
-                sh.lock().prepare_next();
+                let mut log = sh.lock();
+                log.prepare_next();
+                tend_spares(&mut log, spares);
                 continue;
             }
             Job::Resume => {
@@ -312,6 +370,7 @@ where
         // While the caller acknowledges, take the next append's page fault, then purge.
         let mut log = sh.lock();
         log.prepare_next();
+        tend_spares(&mut log, spares);
         if let Some(z) = purge_after {
             purge(&mut log, z);
         }

@@ -90,6 +90,13 @@ fn run_seed(seed: u64) -> (u64, u64) {
             50..=79 => {
                 log.sync().unwrap_or_else(|e| panic!("seed {seed}: sync: {e}"));
                 acked = log.last_zxid();
+                // Sometimes a spare segment file is prepared (as the writer's helper thread
+                // does), so later segment starts rename it into place.
+                if rng.chance(1, 3) {
+                    if let Some(job) = log.spare_needed() {
+                        log.install_spare(job.run());
+                    }
+                }
             }
             80..=84 => log.roll().unwrap_or_else(|e| panic!("seed {seed}: roll: {e}")),
             85..=89 => {
@@ -171,6 +178,12 @@ fn crash_during_segment_start_and_roll() {
             let size = size_for(z, round);
             let (h, t) = sample_txn(z, size);
             model.insert(z, size);
+            // Some seeds start their segments from a prepared spare file.
+            if seed % 3 == 0 {
+                if let Some(job) = log.spare_needed() {
+                    log.install_spare(job.run());
+                }
+            }
             log.append(&RecordBatch::encode(&[(&h, &t)]).expect("encode")).expect("append");
             if seed % 2 == 0 {
                 log.sync().expect("sync");
