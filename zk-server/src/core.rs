@@ -358,8 +358,11 @@ impl Core {
         }
         let Some(cur) = s.cursor.as_mut() else { return };
         let mut buf = Vec::with_capacity(256 * 1024);
-        if self.db.snapshot_step(cur, &mut buf, crate::snapshots::NODES_PER_STEP) {
+        let done = self.db.snapshot_step(cur, &mut buf, crate::snapshots::NODES_PER_STEP);
+        s.taking_bytes += buf.len() as u64;
+        if done {
             s.cursor = None;
+            s.last_bytes = std::mem::take(&mut s.taking_bytes);
             s.pending.push_back(SnapJob::Chunk(buf));
             s.pending.push_back(SnapJob::Finish);
         } else {
@@ -1123,6 +1126,10 @@ struct Snapshots {
     size_threshold: u64,
     /// snapSizeLimitInKb in bytes; 0 = off.
     snap_size: u64,
+    /// Bytes serialized so far for the snapshot being taken.
+    taking_bytes: u64,
+    /// Size of the last snapshot taken (its content bytes).
+    last_bytes: u64,
 }
 
 impl Snapshots {
@@ -1176,9 +1183,15 @@ impl Snapshots {
         half + rand::thread_rng().gen_range(0..half)
     }
 
-    /// Whether enough transactions or log bytes accumulated since the last snapshot.
+    /// Whether enough transactions or log bytes accumulated since the last snapshot. Either
+    /// trigger waits, too, until the log written since the last snapshot is at least half that
+    /// snapshot's size: with a large tree, snapCount alone would write a whole tree every few
+    /// megabytes of log, and that disk traffic is what every commit's sync waits behind. Replay
+    /// at start-up then covers at most about half a snapshot's worth of log, which loads in a
+    /// fraction of the snapshot's own loading time.
     fn due(&self) -> bool {
-        self.since >= self.threshold || self.bytes_since >= self.size_threshold
+        (self.since >= self.threshold || self.bytes_since >= self.size_threshold)
+            && self.bytes_since >= self.last_bytes / 2
     }
 }
 
