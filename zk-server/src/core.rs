@@ -96,6 +96,11 @@ pub enum CoreMsg {
         /// Log records before this zxid are covered by the snapshots kept.
         purge_logs_before: Option<i64>,
     },
+    /// A retention pass (autopurge.purgeInterval) finished.
+    Retained {
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
+    },
     /// Stop: the process is shutting down.
     Shutdown,
 }
@@ -236,6 +241,11 @@ impl Core {
         let reap_every = std::time::Duration::from_millis(self.settings.container_check_interval_ms.max(10));
         let mut reaper = tokio::time::interval(reap_every);
         reaper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // autopurge.purgeInterval: retention also runs on a timer (it always follows a snapshot).
+        let purge_hours = u64::from(self.settings.purge_interval_hours);
+        let purge_every = std::time::Duration::from_secs(purge_hours.max(1) * 3600);
+        let mut purger = tokio::time::interval_at(tokio::time::Instant::now() + purge_every, purge_every);
+        purger.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Bounded batch so one busy iteration cannot starve timers.
         const BATCH_MAX: usize = 1024;
         let mut durable = self.durable.take().expect("run once");
@@ -274,6 +284,11 @@ impl Core {
                 _ = tokio::time::sleep(std::time::Duration::from_millis(2)), if self.snapshots.waiting() => {}
                 _ = expiry.tick() => self.expire_sessions(),
                 _ = reaper.tick() => self.reap_containers(),
+                _ = purger.tick(), if purge_hours > 0 => {
+                    info!("autopurge: applying retention (every {purge_hours} h)");
+                    self.snapshots.pending.push_back(SnapJob::Retain);
+                    self.snapshots.send_pending();
+                }
             }
             self.flush();
             self.snapshot_step();
@@ -326,6 +341,11 @@ impl Core {
                     // Try again after another snap_count transactions.
                     self.snapshots.since = 0;
                 }
+                if let Some(z) = purge_logs_before {
+                    self.log.purge_before(z);
+                }
+            }
+            CoreMsg::Retained { purge_logs_before } => {
                 if let Some(z) = purge_logs_before {
                     self.log.purge_before(z);
                 }

@@ -49,6 +49,9 @@ pub struct Settings {
     pub snap_size_bytes: u64,
     /// Snapshots kept (autopurge.snapRetainCount); older ones and the log they cover are removed.
     pub snap_retain_count: u32,
+    /// autopurge.purgeInterval, hours: retention also runs on this timer; 0 = only after each
+    /// snapshot.
+    pub purge_interval_hours: u32,
     /// The `conf` four-letter word's text.
     pub conf_text: String,
 }
@@ -124,6 +127,7 @@ impl Settings {
             snap_count: u64::from(cfg.snap_count),
             snap_size_bytes: u64::try_from(cfg.snap_size_limit_kb).unwrap_or(0).saturating_mul(1024),
             snap_retain_count: cfg.snap_retain_count,
+            purge_interval_hours: cfg.purge_interval_hours,
             conf_text: cfg.conf_text(&status),
         })
     }

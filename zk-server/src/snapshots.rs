@@ -33,6 +33,8 @@ pub enum SnapJob {
     Chunk(Vec<u8>),
     /// The content is complete: finish the file and apply retention.
     Finish,
+    /// Apply retention only (autopurge.purgeInterval's timer).
+    Retain,
 }
 
 /// Opens the snapshot directory, removing temp files of snapshots a crash interrupted.
@@ -118,15 +120,7 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, core: mpsc::S
                                 info.file_bytes,
                                 t0.elapsed()
                             );
-                            match retain_newest(&storage, retain) {
-                                Ok(r) => {
-                                    for name in &r.removed {
-                                        info!("removed old snapshot {name}");
-                                    }
-                                    purge_before = r.purge_logs_before;
-                                }
-                                Err(e) => warn!("snapshot retention failed: {e}"),
-                            }
+                            purge_before = retention(&storage, retain);
                         }
                         Err(e) => {
                             warn!("snapshot could not be finished: {e}");
@@ -137,6 +131,26 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, core: mpsc::S
                 let _ = core
                     .blocking_send(CoreMsg::SnapshotDone { ok: !failed, purge_logs_before: purge_before });
             }
+            SnapJob::Retain => {
+                let purge_logs_before = retention(&storage, retain);
+                let _ = core.blocking_send(CoreMsg::Retained { purge_logs_before });
+            }
+        }
+    }
+}
+
+/// Keeps the newest `retain` snapshots; returns the zxid before which the log is no longer needed.
+fn retention(storage: &FileStorage, retain: usize) -> Option<i64> {
+    match retain_newest(storage, retain) {
+        Ok(r) => {
+            for name in &r.removed {
+                info!("removed old snapshot {name}");
+            }
+            r.purge_logs_before
+        }
+        Err(e) => {
+            warn!("snapshot retention failed: {e}");
+            None
         }
     }
 }
