@@ -85,6 +85,14 @@ os.close(fd); os.unlink(path)
 print('{"impl":"disk","metric":"fdatasync_us","value":%d}' % statistics.median(times))
 PY
 
+# Memory and restart are measured on fresh servers holding the same tree: the workloads above
+# leave each server with a different number of nodes (the faster one creates more).
+echo "== fresh servers for memory and restart" >&2
+kill -9 "$ZPID" "$APID" 2>/dev/null || true
+wait "$ZPID" "$APID" 2>/dev/null || true
+ZP=$(port_free); AP=$(port_free)
+ZPID=$(start_zkrs "$WORK/zkrs-mem" "$ZP"); APID=$(start_apache "$WORK/apache-mem" "$AP")
+wait_serving "$ZP"; wait_serving "$AP"
 echo "== memory with $ZNODES znodes of $VALUE bytes" >&2
 kill -STOP "$APID"; "$BENCH" --server 127.0.0.1:$ZP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$APID"
 kill -STOP "$ZPID"; "$BENCH" --server 127.0.0.1:$AP --workload populate --count "$ZNODES" --conns 4 --inflight 500 --value-size "$VALUE" >/dev/null 2>&1; kill -CONT "$ZPID"
@@ -111,8 +119,8 @@ restart() { # name dir port pid starter
   echo "{\"impl\":\"$1\",\"metric\":\"restart_s\",\"value\":$(awk "BEGIN{print $t1-$t0}"),\"znodes_after\":$count}" >> "$RESULTS"
   kill -9 $pid
 }
-restart apache "$WORK/apache" "$AP" "$APID"
-restart zkrs "$WORK/zkrs" "$ZP" "$ZPID"
+restart apache "$WORK/apache-mem" "$AP" "$APID"
+restart zkrs "$WORK/zkrs-mem" "$ZP" "$ZPID"
 
 cp "$RESULTS" bench/last-run.json
 python3 - "$RESULTS" "$DURATION" <<'PY'

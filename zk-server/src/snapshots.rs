@@ -14,8 +14,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
-use zk_log::snapshot::{latest_valid, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
-use zk_log::{FileStorage, LogError};
+use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
+use zk_log::{FileStorage, LogError, Storage};
 use zk_tree::{Database, SnapshotLoader, TreeConfig};
 
 /// Chunks queued for the snapshot thread before the core stops stepping for a while.
@@ -55,17 +55,71 @@ pub fn open_dir(dir: &Path) -> Result<FileStorage, LogError> {
 /// The database in the newest valid snapshot, or a fresh one when there is none. Torn or corrupt
 /// snapshots are skipped with a warning; one from a newer format stops start-up.
 ///
+/// Each snapshot is read once, by two threads: `zk-snap-read` reads the file and checks every
+/// chunk's checksum while this thread builds the tree from the chunks already checked. A snapshot
+/// found damaged part way is dropped and the next older one loaded.
+///
 /// Errors: the snapshot cannot be read, or its content does not load.
 pub fn load_newest(storage: &FileStorage, cfg: TreeConfig) -> Result<Database, String> {
-    let Some(info) = latest_valid(storage).map_err(|e| e.to_string())? else {
-        return Ok(Database::new(cfg));
-    };
+    for (_, name) in list_snapshots(storage).map_err(|e| e.to_string())?.into_iter().rev() {
+        match load_one(storage, &name, cfg.clone()) {
+            Ok(db) => return Ok(db),
+            Err(Fail::Skip(why)) => warn!("skipping snapshot {}: {why}", storage.display_name(&name)),
+            Err(Fail::Stop(why)) => return Err(format!("snapshot {name}: {why}")),
+        }
+    }
+    Ok(Database::new(cfg))
+}
+
+/// Why a snapshot did not load: skip it (damaged: try an older one) or stop start-up.
+enum Fail {
+    Skip(String),
+    Stop(String),
+}
+
+/// Chunks read ahead of the tree being built.
+const READ_AHEAD_CHUNKS: usize = 8;
+
+fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
     let t0 = Instant::now();
+    let (tx, rx) = sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
+    let (st, nm) = (storage.clone(), name.to_string());
+    let reader = std::thread::Builder::new()
+        .name("zk-snap-read".into())
+        .spawn(move || {
+            read_snapshot(&st, &nm, &mut |chunk| {
+                tx.send(chunk.to_vec()).map_err(|_| "loading stopped".into())
+            })
+        })
+        .map_err(|e| Fail::Stop(format!("cannot start the reading thread: {e}")))?;
     let mut loader = SnapshotLoader::new(cfg);
-    read_snapshot(storage, &info.name, &mut |chunk| loader.feed(chunk).map_err(|e| e.to_string()))
-        .map_err(|e| format!("snapshot {}: {e}", info.name))?;
+    let mut content_error = None;
+    let mut last_note = Instant::now();
+    // Ends when the reader is done (or failed) and has dropped its sender.
+    for chunk in rx.iter() {
+        if let Err(e) = loader.feed(&chunk) {
+            content_error = Some(e);
+            break;
+        }
+        if last_note.elapsed() >= std::time::Duration::from_secs(1) {
+            info!("loading snapshot {name}: {} nodes so far", loader.nodes_loaded());
+            last_note = Instant::now();
+        }
+    }
+    // If the loader stopped first, this makes the reader's next send fail, and it stops too.
+    drop(rx);
+    let read = reader.join().map_err(|_| Fail::Stop("the reading thread panicked".into()))?;
+    if let Some(e) = content_error {
+        // The checksums held so far: the content itself is wrong.
+        return Err(Fail::Stop(e.to_string()));
+    }
+    let info = match read {
+        Ok(info) => info,
+        Err(e @ LogError::Corrupt { .. }) => return Err(Fail::Skip(e.to_string())),
+        Err(e) => return Err(Fail::Stop(e.to_string())),
+    };
     let nodes = loader.nodes_loaded();
-    let db = loader.finish().map_err(|e| format!("snapshot {}: {e}", info.name))?;
+    let db = loader.finish().map_err(|e| Fail::Stop(e.to_string()))?;
     info!("loaded snapshot {} ({nodes} nodes, {} bytes) in {:.2?}", info.name, info.file_bytes, t0.elapsed());
     Ok(db)
 }
