@@ -302,6 +302,11 @@ impl<S: Storage> SegmentLog<S> {
     /// follow across records or segments; [`LogError::Io`] if the backend fails.
     pub fn open(storage: S, opts: LogOptions) -> Result<SegmentLog<S>, LogError> {
         let names = storage.list().map_err(|e| LogError::io("list", storage.display_name("."), e))?;
+        for n in names.iter().filter(|n| n.starts_with(crate::storage::TRASH_PREFIX)) {
+            // Purged segments a crash left before they were removed.
+            crate::storage::remove_gradually(&storage, n)
+                .map_err(|e| LogError::io("remove", storage.display_name(n), e))?;
+        }
         if names.iter().any(|n| n == SPARE_FILE) {
             // A spare holds no records; a new one is prepared when needed.
             storage
@@ -828,13 +833,36 @@ impl<S: Storage> SegmentLog<S> {
     ///
     /// Errors: [`LogError::Io`] if a removal fails; segments removed before it stay removed.
     pub fn purge_before(&mut self, zxid: i64) -> Result<Vec<String>, LogError> {
-        self.check_usable()?;
-        let mut removed = Vec::new();
-        while self.segments.len() > 1 && self.segments[1].first_zxid <= zxid {
-            Self::remove_file(&self.storage, &self.segments[0].name)?;
-            removed.push(self.segments.remove(0).name);
+        let trashed = self.purge_before_deferred(zxid)?;
+        let mut removed = Vec::with_capacity(trashed.len());
+        for (name, trash) in trashed {
+            Self::remove_file(&self.storage, &trash)?;
+            removed.push(name);
         }
         Ok(removed)
+    }
+
+    /// Like [`Self::purge_before`], but each segment is only renamed to a
+    /// [`crate::storage::TRASH_PREFIX`] name (a directory sync after each, oldest first): the
+    /// log no longer has it, and a crash leaves trash that the next open removes. Returns (segment
+    /// name, trash name) pairs; the caller removes the trash, gradually, off the commit path
+    /// ([`crate::storage::remove_gradually`]).
+    ///
+    /// Errors: [`LogError::Io`] if a rename fails; segments trashed before it stay trashed.
+    pub fn purge_before_deferred(&mut self, zxid: i64) -> Result<Vec<(String, String)>, LogError> {
+        self.check_usable()?;
+        let mut trashed = Vec::new();
+        while self.segments.len() > 1 && self.segments[1].first_zxid <= zxid {
+            let name = self.segments[0].name.clone();
+            let trash = format!("{}{name}", crate::storage::TRASH_PREFIX);
+            self.storage
+                .rename(&name, &trash)
+                .and_then(|_| self.storage.sync_dir())
+                .map_err(|e| LogError::io("rename for removal", self.storage.display_name(&name), e))?;
+            self.segments.remove(0);
+            trashed.push((name, trash));
+        }
+        Ok(trashed)
     }
 
     fn not_in_log(&self, zxid: i64) -> LogError {

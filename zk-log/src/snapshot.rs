@@ -112,7 +112,8 @@ pub struct SnapshotInfo {
 
 /// Writes one snapshot: create, [`SnapshotWriter::write`] the content in any pieces, then
 /// [`SnapshotWriter::finish`]. Until `finish` returns, nothing but a `.tmp` file exists, which a
-/// crash leaves behind and [`remove_stale_temps`] clears at the next start.
+/// crash leaves behind and [`remove_stale_temps`] clears at the next start (with any trash a
+/// crash left during retention).
 #[derive(Debug)]
 pub struct SnapshotWriter<S: Storage> {
     storage: S,
@@ -476,6 +477,10 @@ pub fn remove_stale_temps<S: Storage>(storage: &S) -> Result<Vec<String>, LogErr
         if n.starts_with(SNAP_PREFIX) && n.ends_with(TMP_SUFFIX) {
             storage.remove(&n).map_err(|e| LogError::io("remove", storage.display_name(&n), e))?;
             removed.push(n);
+        } else if n.starts_with(crate::storage::TRASH_PREFIX) {
+            crate::storage::remove_gradually(storage, &n)
+                .map_err(|e| LogError::io("remove", storage.display_name(&n), e))?;
+            removed.push(n);
         }
     }
     if !removed.is_empty() {
@@ -508,8 +513,15 @@ pub fn retain_newest<S: Storage>(storage: &S, keep: usize) -> Result<Retention, 
     let cut = all.len().saturating_sub(keep);
     let mut r = Retention::default();
     for (_, name) in &all[..cut] {
-        storage.remove(name).map_err(|e| LogError::io("remove", storage.display_name(name), e))?;
-        storage.sync_dir().map_err(|e| LogError::io("sync directory", storage.display_name("."), e))?;
+        // Out of the way first (a crash leaves trash, removed at the next open), then cut down
+        // gradually, so that freeing a large file's blocks never holds up the log's syncs.
+        let trash = format!("{}{name}", crate::storage::TRASH_PREFIX);
+        storage
+            .rename(name, &trash)
+            .and_then(|_| storage.sync_dir())
+            .map_err(|e| LogError::io("rename for removal", storage.display_name(name), e))?;
+        crate::storage::remove_gradually(storage, &trash)
+            .map_err(|e| LogError::io("remove", storage.display_name(&trash), e))?;
         r.removed.push(name.clone());
     }
     r.kept = all[cut..].iter().map(|(_, n)| n.clone()).collect();

@@ -221,21 +221,34 @@ fn run<S: Storage, F>(sh: &Shared<S>, rx: Receiver<Job>, on_durable: F, group_ba
 where
     F: FnMut(Result<i64, LogError>),
 {
-    // A helper thread prepares spare segment files, so that starting a segment (a whole
-    // allocation step of zero-filling and a sync) stays off the commit path.
-    let (prep_tx, prep_rx) = mpsc::sync_channel::<crate::log::SparePrep<S>>(1);
+    // A helper thread does the slow file work off the commit path: it prepares spare segment
+    // files (starting a segment then costs a rename, not a whole allocation step of zero-filling
+    // and a sync) and removes purged segments gradually.
+    let storage = sh.lock().storage().clone();
+    let (prep_tx, prep_rx) = mpsc::sync_channel::<HelperJob<S>>(HELPER_QUEUE);
     let (spare_tx, spare_rx) = mpsc::sync_channel::<std::io::Result<S::File>>(1);
-    let helper = std::thread::Builder::new().name("zk-log-prealloc".into()).spawn(move || {
+    let helper = std::thread::Builder::new().name("zk-log-helper".into()).spawn(move || {
         for job in prep_rx {
-            if spare_tx.send(job.run()).is_err() {
-                break;
+            match job {
+                HelperJob::Spare(prep) => {
+                    if spare_tx.send(prep.run()).is_err() {
+                        break;
+                    }
+                }
+                HelperJob::Remove(name) => {
+                    if let Err(e) = crate::storage::remove_gradually(&storage, &name) {
+                        tracing::warn!(
+                            "removing purged log segment {name} failed (removed at the next start): {e}"
+                        );
+                    }
+                }
             }
         }
     });
     let (spares, helper) = match helper {
         Ok(h) => (Some(Spares { prep_tx, spare_rx }), Some(h)),
         Err(e) => {
-            tracing::warn!("no thread to prepare log segments ({e}); they are allocated when needed");
+            tracing::warn!("no helper thread for log files ({e}); segments are allocated and removed inline");
             (None, None)
         }
     };
@@ -248,9 +261,21 @@ where
     }
 }
 
-/// The writer's ends of the channels to the thread that prepares spare segment files.
+/// Jobs queued for the helper thread at most (spare requests are one at a time; purges come a few
+/// segments per snapshot).
+const HELPER_QUEUE: usize = 64;
+
+/// Slow file work for the helper thread.
+enum HelperJob<S: Storage> {
+    /// Prepare a spare segment file.
+    Spare(crate::log::SparePrep<S>),
+    /// Remove this (trash) file gradually.
+    Remove(String),
+}
+
+/// The writer's ends of the channels to the helper thread.
 struct Spares<S: Storage> {
-    prep_tx: SyncSender<crate::log::SparePrep<S>>,
+    prep_tx: SyncSender<HelperJob<S>>,
     spare_rx: Receiver<std::io::Result<S::File>>,
 }
 
@@ -261,7 +286,7 @@ fn tend_spares<S: Storage>(log: &mut SegmentLog<S>, spares: Option<&Spares<S>>) 
         log.install_spare(res);
     }
     if let Some(job) = log.spare_needed() {
-        if prep_tx.try_send(job).is_err() {
+        if prep_tx.try_send(HelperJob::Spare(job)).is_err() {
             log.install_spare(Err(std::io::Error::other("the preparing thread is busy or gone")));
         }
     }
@@ -294,7 +319,7 @@ fn write_loop<S: Storage, F>(
                 continue;
             }
             Job::PurgeBefore(z) => {
-                purge(&mut sh.lock(), z);
+                purge(&mut sh.lock(), z, spares);
                 continue;
             }
             Job::Prepare => {
@@ -345,7 +370,7 @@ fn write_loop<S: Storage, F>(
         let durable = log.durable_zxid();
         if let Some(e) = failed {
             if let Some(z) = purge_after {
-                purge(&mut log, z);
+                purge(&mut log, z, spares);
             }
             drop(log);
             if durable > before {
@@ -372,16 +397,37 @@ fn write_loop<S: Storage, F>(
         log.prepare_next();
         tend_spares(&mut log, spares);
         if let Some(z) = purge_after {
-            purge(&mut log, z);
+            purge(&mut log, z, spares);
         }
     }
 }
 
-fn purge<S: Storage>(log: &mut SegmentLog<S>, zxid: i64) {
-    match log.purge_before(zxid) {
-        Ok(removed) if removed.is_empty() => {}
-        Ok(removed) => {
-            tracing::info!("purged {} log segment(s) before zxid 0x{zxid:x}: {removed:?}", removed.len())
+fn purge<S: Storage>(log: &mut SegmentLog<S>, zxid: i64, spares: Option<&Spares<S>>) {
+    match log.purge_before_deferred(zxid) {
+        Ok(trashed) if trashed.is_empty() => {}
+        Ok(trashed) => {
+            let names: Vec<&str> = trashed.iter().map(|(n, _)| n.as_str()).collect();
+            tracing::info!("purged {} log segment(s) before zxid 0x{zxid:x}: {names:?}", names.len());
+            for (_, trash) in trashed {
+                let inline = match spares {
+                    Some(sp) => match sp.prep_tx.try_send(HelperJob::Remove(trash)) {
+                        Ok(()) => None,
+                        Err(
+                            TrySendError::Full(HelperJob::Remove(t))
+                            | TrySendError::Disconnected(HelperJob::Remove(t)),
+                        ) => Some(t),
+                        Err(_) => None,
+                    },
+                    None => Some(trash),
+                };
+                if let Some(t) = inline {
+                    if let Err(e) = log.storage().remove(&t) {
+                        tracing::warn!(
+                            "removing purged log segment {t} failed (removed at the next start): {e}"
+                        );
+                    }
+                }
+            }
         }
         Err(e) => tracing::warn!("purging log segments before zxid 0x{zxid:x} failed (kept): {e}"),
     }
