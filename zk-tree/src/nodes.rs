@@ -11,7 +11,7 @@ use std::hash::BuildHasher;
 /// Znodes by path.
 #[derive(Debug, Default)]
 pub struct NodeTable {
-    slots: Vec<Option<Node>>,
+    slots: Slab,
     free: Vec<Slot>,
     /// (slot, low 32 bits of the path's hash).
     index: HashTable<(Slot, u32)>,
@@ -37,7 +37,7 @@ impl NodeTable {
         let h = self.hash(path);
         self.index
             .find(spread(h), |&(s, hh)| {
-                hh == h && slots[s as usize].as_ref().is_some_and(|n| n.path_bytes() == path.as_bytes())
+                hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path.as_bytes())
             })
             .map(|&(s, _)| s)
     }
@@ -60,12 +60,12 @@ impl NodeTable {
 
     /// The node in slot `s`.
     pub fn node(&self, s: Slot) -> Option<&Node> {
-        self.slots.get(s as usize).and_then(|n| n.as_ref())
+        self.slots.get(s)
     }
 
     /// The node in slot `s`, to change (its path must stay the same).
     pub fn node_mut(&mut self, s: Slot) -> Option<&mut Node> {
-        self.slots.get_mut(s as usize).and_then(|n| n.as_mut())
+        self.slots.get_mut(s)
     }
 
     /// Stores a node whose path is not present yet, returning its slot.
@@ -73,13 +73,10 @@ impl NodeTable {
         let h = self.hash(node.path());
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slots[s as usize] = Some(node);
+                *self.slots.entry(s) = Some(node);
                 s
             }
-            None => {
-                self.slots.push(Some(node));
-                (self.slots.len() - 1) as Slot
-            }
+            None => self.slots.push(node),
         };
         self.index.insert_unique(spread(h), (slot, h), |&(_, hh)| spread(hh));
         slot
@@ -89,14 +86,13 @@ impl NodeTable {
     /// the replaced node.
     pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
         match self.find(node.path()) {
-            Some(s) => (s, self.slots[s as usize].replace(node)),
+            Some(s) => (s, self.slots.entry(s).replace(node)),
             None => (self.insert(node), None),
         }
     }
 
     /// Makes room for `n` more nodes.
     pub fn reserve(&mut self, n: usize) {
-        self.slots.reserve(n);
         self.index.reserve(n, |&(_, hh)| spread(hh));
     }
 
@@ -112,11 +108,11 @@ impl NodeTable {
         let entry = self
             .index
             .find_entry(spread(h), |&(s, hh)| {
-                hh == h && slots[s as usize].as_ref().is_some_and(|n| n.path_bytes() == path.as_bytes())
+                hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path.as_bytes())
             })
             .ok()?;
         let ((slot, _), _) = entry.remove();
-        let node = self.slots[slot as usize].take()?;
+        let node = self.slots.entry(slot).take()?;
         self.free.push(slot);
         Some((slot, node))
     }
@@ -139,7 +135,63 @@ impl NodeTable {
 
     /// Every node, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Node> {
-        self.slots.iter().flatten()
+        self.slots.iter()
+    }
+}
+
+/// Slots in fixed-size chunks: growing never moves the nodes already stored. A plain `Vec` of a
+/// million 104-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
+/// core; a new chunk is one small allocation.
+#[derive(Debug, Default)]
+struct Slab {
+    chunks: Vec<Box<[Option<Node>]>>,
+    len: usize,
+}
+
+/// Slots per chunk (a power of two).
+const SLAB_CHUNK: usize = 4096;
+
+impl Slab {
+    fn get(&self, s: Slot) -> Option<&Node> {
+        let s = s as usize;
+        if s >= self.len {
+            return None;
+        }
+        self.chunks[s / SLAB_CHUNK][s % SLAB_CHUNK].as_ref()
+    }
+
+    fn get_mut(&mut self, s: Slot) -> Option<&mut Node> {
+        let s = s as usize;
+        if s >= self.len {
+            return None;
+        }
+        self.chunks[s / SLAB_CHUNK][s % SLAB_CHUNK].as_mut()
+    }
+
+    /// The slot itself, which must exist (below `len`).
+    fn entry(&mut self, s: Slot) -> &mut Option<Node> {
+        let s = s as usize;
+        &mut self.chunks[s / SLAB_CHUNK][s % SLAB_CHUNK]
+    }
+
+    /// Stores `node` in a new slot at the end; returns its number.
+    fn push(&mut self, node: Node) -> Slot {
+        let s = self.len;
+        if s % SLAB_CHUNK == 0 {
+            self.chunks.push((0..SLAB_CHUNK).map(|_| None).collect());
+        }
+        self.chunks[s / SLAB_CHUNK][s % SLAB_CHUNK] = Some(node);
+        self.len += 1;
+        s as Slot
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The nodes, in slot order.
+    fn iter(&self) -> impl Iterator<Item = &Node> {
+        self.chunks.iter().flat_map(|c| c.iter()).take(self.len).flatten()
     }
 }
 

@@ -22,7 +22,8 @@ pub struct ChangeRecord {
 #[derive(Debug, Default)]
 pub struct Outstanding {
     order: VecDeque<(i64, Box<str>)>,
-    by_path: HashMap<Box<str>, Vec<ChangeRecord>>,
+    /// foldhash (seeded per map): SipHash on this per-write path lookup showed in profiles.
+    by_path: HashMap<Box<str>, Vec<ChangeRecord>, hashbrown::DefaultHashBuilder>,
 }
 
 impl Outstanding {
