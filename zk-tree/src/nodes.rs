@@ -177,7 +177,7 @@ impl Slab {
     /// Stores `node` in a new slot at the end; returns its number.
     fn push(&mut self, node: Node) -> Slot {
         let s = self.len;
-        if s % SLAB_CHUNK == 0 {
+        if s.is_multiple_of(SLAB_CHUNK) {
             self.chunks.push((0..SLAB_CHUNK).map(|_| None).collect());
         }
         self.chunks[s / SLAB_CHUNK][s % SLAB_CHUNK] = Some(node);
