@@ -648,6 +648,12 @@ impl<S: Storage> SegmentLog<S> {
         if let Err(e) = res {
             return Err(self.poison(e));
         }
+        self.push_new_segment(name, first, file);
+        Ok(())
+    }
+
+    /// Makes `file`, whose header for `first` is durable, the newest segment, taking appends.
+    fn push_new_segment(&mut self, name: String, first: i64, file: S::File) {
         self.segments.push(SegmentMeta {
             name,
             first_zxid: first,
@@ -657,7 +663,6 @@ impl<S: Storage> SegmentLog<S> {
             index: Vec::new(),
         });
         self.active = Some(file);
-        Ok(())
     }
 
     /// Starts segment `name` in the prepared spare: header written and synced while the file is
@@ -681,15 +686,7 @@ impl<S: Storage> SegmentLog<S> {
         if let Err(e) = res {
             return Err(self.poison(e));
         }
-        self.segments.push(SegmentMeta {
-            name,
-            first_zxid: first,
-            last_zxid: 0,
-            end: SEGMENT_HEADER_BYTES,
-            records: 0,
-            index: Vec::new(),
-        });
-        self.active = Some(file);
+        self.push_new_segment(name, first, file);
         Ok(())
     }
 
