@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::Instant;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
 use zk_log::{FileStorage, LogError, Storage};
 use zk_tree::{Database, SnapshotLoader, TreeConfig};
@@ -138,7 +138,25 @@ pub fn spawn_writer(
     Ok(tx)
 }
 
+/// Lowers the calling thread's CPU and disk priority: its work (writing a snapshot, removing old
+/// files) may take longer, but must not hold up the core or the log's syncs, which clients wait on.
+pub fn background_priority() {
+    // SAFETY: plain syscalls about the calling thread (tid from gettid); no memory is passed.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, tid, 10) != 0 {
+            debug!("could not lower the CPU priority of a background thread");
+        }
+        // ioprio_set(IOPRIO_WHO_PROCESS, tid, IOPRIO_CLASS_IDLE << 13): the block layer serves
+        // this thread's writes when nothing else waits (the scheduler's aging keeps it moving).
+        if libc::syscall(libc::SYS_ioprio_set, 1, tid, 3 << 13) != 0 {
+            debug!("could not lower the disk priority of a background thread");
+        }
+    }
+}
+
 fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, core: mpsc::Sender<CoreMsg>) {
+    background_priority();
     let mut current: Option<(SnapshotWriter<FileStorage>, Instant)> = None;
     let mut failed = false;
     while let Ok(job) = rx.recv() {
