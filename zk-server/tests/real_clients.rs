@@ -810,7 +810,7 @@ state CONNECTED
 raw watch event type=NONE state=CONNECTING path=None
 same session True
 ephemeral survived True
-dw (b'1', 1, 'CHANGED')
+dw (b'1', 1)
 cw ['kid']
 == session close
 event type=DELETED state=CONNECTED path=/k/e2
