@@ -378,9 +378,18 @@ impl Core {
         }
         let Some(cur) = s.cursor.as_mut() else { return };
         let mut buf = Vec::with_capacity(256 * 1024);
+        let t0 = Instant::now();
         let done = self.db.snapshot_step(cur, &mut buf, crate::snapshots::NODES_PER_STEP);
+        s.core_time += t0.elapsed();
         s.taking_bytes += buf.len() as u64;
         if done {
+            info!(
+                "snapshot at zxid 0x{:x} serialized: {} nodes, {} bytes, {:.1?} of the core's time",
+                cur.start_zxid(),
+                cur.nodes_written(),
+                s.taking_bytes,
+                std::mem::take(&mut s.core_time)
+            );
             s.cursor = None;
             s.last_bytes = std::mem::take(&mut s.taking_bytes);
             s.pending.push_back(SnapJob::Chunk(buf));
@@ -1150,6 +1159,8 @@ struct Snapshots {
     taking_bytes: u64,
     /// Size of the last snapshot taken (its content bytes).
     last_bytes: u64,
+    /// Time the core has spent serializing the snapshot being taken.
+    core_time: std::time::Duration,
 }
 
 impl Snapshots {
