@@ -66,22 +66,16 @@ fn snapshots_bound_disk_and_restarts_load_them() {
     assert!(!files(&logs, "log.").is_empty());
 }
 
-/// snapSizeLimitInKb triggers snapshots by log size when snapCount is far away: a few large
-/// writes (well under snapCount transactions) still produce snapshots, and retention purges the
-/// log they cover.
-#[test]
-fn snapshots_by_log_size() {
-    let server = start(
-        Target::Zkrs,
-        "snapCount=1000000
-snapSizeLimitInKb=256
-preAllocSize=64",
-    );
+/// Runs 200 writes of 8 KiB (about 1.6 MiB of log, in 20 nodes) on a fresh server with snapCount
+/// far away and the given snapSizeLimitInKb; returns the snapshots there are once `want` exist or
+/// `wait` has passed.
+fn snapshots_after_big_writes(size_limit_kb: i64, want: usize, wait: Duration) -> Vec<String> {
+    let cfg = format!("snapCount=1000000\nsnapSizeLimitInKb={size_limit_kb}\npreAllocSize=64");
+    let server = start(Target::Zkrs, &cfg);
     let snaps = server.dir.path().join("data").join("zkrs-snap");
     let mut c = RawClient::connect(server.addr(), 30_000);
     let value = vec![b'v'; 8 * 1024];
     assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    // 200 writes of 8 KiB: about 1.6 MiB of log, several times the limit.
     for i in 0..200 {
         let path = format!("/big/n{}", i % 20);
         let r = if i < 20 {
@@ -91,30 +85,22 @@ preAllocSize=64",
         };
         assert_eq!(r.err(), ErrorCode::Ok);
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while files(&snaps, "snapshot.").len() < 2 && Instant::now() < deadline {
+    let deadline = Instant::now() + wait;
+    while files(&snaps, "snapshot.").len() < want && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let taken = files(&snaps, "snapshot.");
+    files(&snaps, "snapshot.")
+}
+
+/// snapSizeLimitInKb triggers snapshots by log size when snapCount is far away: a few large
+/// writes (well under snapCount transactions) still produce snapshots; with the limit off (0) the
+/// same load takes none.
+#[test]
+fn snapshots_by_log_size() {
+    let taken = snapshots_after_big_writes(256, 2, Duration::from_secs(20));
     assert!(taken.len() >= 2, "log size triggered snapshots: {taken:?}");
-    // Turned off (0), the same load takes none.
-    drop(c);
-    drop(server);
-    let server = start(
-        Target::Zkrs,
-        "snapCount=1000000
-snapSizeLimitInKb=0
-preAllocSize=64",
-    );
-    let snaps = server.dir.path().join("data").join("zkrs-snap");
-    let mut c = RawClient::connect(server.addr(), 30_000);
-    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    for i in 0..200 {
-        let r = c.create(&format!("/big/n{i}"), &value, CreateMode::Persistent);
-        assert_eq!(r.err(), ErrorCode::Ok);
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(files(&snaps, "snapshot."), Vec::<String>::new(), "no size trigger when off");
+    let none = snapshots_after_big_writes(0, 1, Duration::from_millis(500));
+    assert_eq!(none, Vec::<String>::new(), "no size trigger when off");
 }
 
 /// A newest snapshot damaged late in the file (so loading has built part of the tree from it
