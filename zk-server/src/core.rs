@@ -211,13 +211,14 @@ impl Core {
     /// replayed the log, so the next start is fast).
     pub fn with_snapshots(
         mut self,
-        tx: SyncSender<SnapJob>,
+        thread: crate::snapshots::SnapshotThread,
         snap_count: u64,
         snap_size_bytes: u64,
         now: bool,
     ) -> Core {
         let s = &mut self.snapshots;
-        s.tx = Some(tx);
+        s.tx = Some(thread.jobs);
+        s.buffers = Some(thread.buffers);
         s.snap_count = snap_count.max(2);
         s.snap_size = snap_size_bytes;
         s.threshold = if now { 0 } else { Snapshots::roll(s.snap_count) };
@@ -377,7 +378,13 @@ impl Core {
             s.size_threshold = Snapshots::roll_size(s.snap_size);
         }
         let Some(cur) = s.cursor.as_mut() else { return };
-        let mut buf = Vec::with_capacity(256 * 1024);
+        let mut buf = match s.buffers.as_ref().and_then(|b| b.try_recv().ok()) {
+            Some(mut b) => {
+                b.clear();
+                b
+            }
+            None => Vec::with_capacity(256 * 1024),
+        };
         let t0 = Instant::now();
         let done = self.db.snapshot_step(cur, &mut buf, crate::snapshots::NODES_PER_STEP);
         s.core_time += t0.elapsed();
@@ -1161,6 +1168,8 @@ struct Snapshots {
     last_bytes: u64,
     /// Time the core has spent serializing the snapshot being taken.
     core_time: std::time::Duration,
+    /// Chunk buffers the snapshot thread is done with.
+    buffers: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
 }
 
 impl Snapshots {
