@@ -33,5 +33,5 @@ pub use fault::{FaultFile, FaultStorage};
 pub use file::{FileStorage, MappedFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
-pub use storage::{remove_gradually, Storage, StorageFile, REMOVE_STEP_BYTES, TRASH_PREFIX};
+pub use storage::{move_to_trash, remove_gradually, Storage, StorageFile, REMOVE_STEP_BYTES, TRASH_PREFIX};
 pub use writer::{LogWriter, SubmitError};

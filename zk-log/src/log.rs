@@ -851,10 +851,7 @@ impl<S: Storage> SegmentLog<S> {
         let mut trashed = Vec::new();
         while self.segments.len() > 1 && self.segments[1].first_zxid <= zxid {
             let name = self.segments[0].name.clone();
-            let trash = format!("{}{name}", crate::storage::TRASH_PREFIX);
-            self.storage
-                .rename(&name, &trash)
-                .and_then(|_| self.storage.sync_dir())
+            let trash = crate::storage::move_to_trash(&self.storage, &name)
                 .map_err(|e| LogError::io("rename for removal", self.storage.display_name(&name), e))?;
             self.segments.remove(0);
             trashed.push((name, trash));

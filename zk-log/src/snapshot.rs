@@ -518,10 +518,7 @@ pub fn retain_newest<S: Storage>(storage: &S, keep: usize) -> Result<Retention, 
     for (_, name) in &all[..cut] {
         // Out of the way first (a crash leaves trash, removed at the next open), then cut down
         // gradually, so that freeing a large file's blocks never holds up the log's syncs.
-        let trash = format!("{}{name}", crate::storage::TRASH_PREFIX);
-        storage
-            .rename(name, &trash)
-            .and_then(|_| storage.sync_dir())
+        let trash = crate::storage::move_to_trash(storage, name)
             .map_err(|e| LogError::io("rename for removal", storage.display_name(name), e))?;
         crate::storage::remove_gradually(storage, &trash)
             .map_err(|e| LogError::io("remove", storage.display_name(&trash), e))?;

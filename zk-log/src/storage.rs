@@ -123,6 +123,18 @@ pub const TRASH_PREFIX: &str = "trash.";
 pub const REMOVE_STEP_BYTES: u64 = 8 << 20;
 const REMOVE_STEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(3);
 
+/// Renames `name` to its [`TRASH_PREFIX`] name and syncs the directory, so that it is gone from
+/// its owner's view durably (a crash leaves trash, which the next open removes); returns the trash
+/// name, for [`remove_gradually`].
+///
+/// Errors: the rename or the directory sync fails.
+pub fn move_to_trash<S: Storage>(storage: &S, name: &str) -> io::Result<String> {
+    let trash = format!("{TRASH_PREFIX}{name}");
+    storage.rename(name, &trash)?;
+    storage.sync_dir()?;
+    Ok(trash)
+}
+
 /// Removes `name`, first cutting it down [`REMOVE_STEP_BYTES`] at a time with a short pause
 /// between cuts. Unlinking a 200 MB file at once took 110 ms here and held every fdatasync of
 /// the log meanwhile up for as long (the file system frees, and discards, all its blocks in one

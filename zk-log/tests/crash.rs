@@ -59,6 +59,12 @@ fn verify(
     assert_eq!(prev, Some(last), "seed {seed}: iteration ended before the last zxid");
 }
 
+/// A batch of one sample record for `zxid`.
+fn one_record(zxid: i64, size: usize) -> RecordBatch {
+    let (h, t) = sample_txn(zxid, size);
+    RecordBatch::encode(&[(&h, &t)]).expect("encode")
+}
+
 /// Runs one seed; returns (crashes, crashes whose recovery cut a torn tail).
 fn run_seed(seed: u64) -> (u64, u64) {
     let s = FaultStorage::new(seed);
@@ -243,8 +249,7 @@ fn writer_refuses_on_a_full_disk_and_resumes() {
     })
     .expect("spawn");
     s.set_capacity(Some(8 * 1024));
-    let batch =
-        |z: i64| RecordBatch::encode(&[(&sample_txn(z, 150).0, &sample_txn(z, 150).1)]).expect("encode");
+    let batch = |z: i64| one_record(z, 150);
     // Submit one at a time until the refusal arrives.
     let mut z = 1;
     let durable = loop {
@@ -315,8 +320,7 @@ fn inline_commits_only_when_the_writer_is_idle() {
         let _ = tx.send(r.map_err(|e| e.to_string()));
     })
     .expect("spawn");
-    let batch =
-        |z: i64| RecordBatch::encode(&[(&sample_txn(z, 100).0, &sample_txn(z, 100).1)]).expect("encode");
+    let batch = |z: i64| one_record(z, 100);
     assert_eq!(w.commit_inline(&batch(1)).expect("idle").expect("durable"), 1);
     assert_eq!(w.commit_inline(&batch(2)).expect("idle").expect("durable"), 2);
     // Interleave queued batches and inline attempts: an attempt made while a batch is queued or

@@ -154,7 +154,7 @@ pub struct SnapshotThread {
 
 /// Lowers the calling thread's CPU and disk priority: its work (writing a snapshot, removing old
 /// files) may take longer, but must not hold up the core or the log's syncs, which clients wait on.
-pub fn background_priority() {
+fn background_priority() {
     // SAFETY: plain syscalls about the calling thread (tid from gettid); no memory is passed.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
