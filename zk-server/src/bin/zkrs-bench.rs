@@ -11,6 +11,7 @@
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use std::collections::VecDeque;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use zk_proto::*;
 
 const USAGE: &str = "usage: zkrs-bench [--server HOST:PORT] [--workload W] [--conns N] [--inflight N] \
 [--duration SECS] [--value-size BYTES] [--keys N] [--read-percent P] [--count N] [--multi-ops K] [--json]
+[--rate OPS] [--timeline FILE]
 
 workloads (W), each connection keeping --inflight requests outstanding unless said otherwise:
   get       getData on random keys of --keys (default)
@@ -41,7 +43,16 @@ workloads (W), each connection keeping --inflight requests outstanding unless sa
             closeSession, close the socket; one cycle is one op, counted in cycles/s
             (--inflight is not used)
   multi     pipelined multi requests (opcode 14), each K setData (--multi-ops, default 4) on K
-            distinct keys; counted in multis/s; a multi whose result holds an error is one error";
+            distinct keys; counted in multis/s; a multi whose result holds an error is one error
+
+--rate OPS   open loop, for get, set, mixed, create, ping and multi: OPS requests a second in all,
+             spread evenly over the connections and sent on schedule whether or not replies came
+             back (at most --inflight outstanding per connection; past that, sending waits). Latency
+             counts from when each request was due, so a stall shows in full however few requests
+             were sent during it. Without --rate, each connection keeps --inflight outstanding.
+--timeline FILE
+             one CSV line per second: unix time in ms at the second's end, ops, p50, p99 and max
+             latency in us of the ops completed in it (to line up with a server's log)";
 
 /// Where the watch workload's watchers watch and its writer writes.
 const WATCH_PATH: &str = "/zkrs-bench/watch";
@@ -94,6 +105,9 @@ struct Opts {
     json: bool,
     count: u64,
     multi_ops: usize,
+    /// Open loop: requests per second over all connections.
+    rate: Option<u64>,
+    timeline: Option<String>,
 }
 
 fn parse_args() -> Result<Opts, String> {
@@ -109,6 +123,8 @@ fn parse_args() -> Result<Opts, String> {
         json: false,
         count: 1_000_000,
         multi_ops: 4,
+        rate: None,
+        timeline: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -145,6 +161,8 @@ fn parse_args() -> Result<Opts, String> {
             "--json" => o.json = true,
             "--count" => o.count = num(val()?)?,
             "--multi-ops" => o.multi_ops = num(val()?)?.clamp(1, 1000) as usize,
+            "--rate" => o.rate = Some(num(val()?)?.clamp(1, 10_000_000)),
+            "--timeline" => o.timeline = Some(val()?),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -152,6 +170,22 @@ fn parse_args() -> Result<Opts, String> {
     }
     if o.workload == Workload::Multi && o.multi_ops > o.keys {
         return Err(format!("--multi-ops {} needs at least as many --keys (has {})", o.multi_ops, o.keys));
+    }
+    if o.rate.is_some()
+        && !matches!(
+            o.workload,
+            Workload::Get
+                | Workload::Set
+                | Workload::Mixed
+                | Workload::Create
+                | Workload::Ping
+                | Workload::Multi
+        )
+    {
+        return Err(format!(
+            "--rate works with get, set, mixed, create, ping and multi, not {:?}",
+            o.workload
+        ));
     }
     Ok(o)
 }
@@ -260,9 +294,73 @@ fn new_hist() -> Histogram<u64> {
     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
 }
 
-fn record_us(hist: &mut Histogram<u64>, d: Duration) {
+/// Records one latency in a task's own histogram and in the shared one-second window.
+fn record_us(hist: &mut Histogram<u64>, window: &Window, d: Duration) {
+    let us = (d.as_micros() as u64).max(1);
     // Saturates at the upper bound instead of failing: one stalled op must not drop its sample.
-    hist.saturating_record((d.as_micros() as u64).max(1));
+    hist.saturating_record(us);
+    window.record(us);
+}
+
+/// Latencies of the current second, shared by every task without a lock: counts in log-linear
+/// buckets (exact below 32 us, then 16 buckets per power of two, so within 1/16 of the value),
+/// taken and cleared once a second by the progress loop.
+struct Window {
+    buckets: Box<[AtomicU64]>,
+}
+
+/// Enough buckets for any u64 value.
+const WINDOW_BUCKETS: usize = 32 + 60 * 16;
+
+impl Window {
+    fn new() -> Window {
+        Window { buckets: (0..WINDOW_BUCKETS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    fn bucket(us: u64) -> usize {
+        if us < 32 {
+            return us as usize;
+        }
+        let e = 63 - us.leading_zeros() as usize; // >= 5
+        32 + (e - 5) * 16 + ((us >> (e - 4)) & 15) as usize
+    }
+
+    /// The largest value bucket `i` holds.
+    fn upper(i: usize) -> u64 {
+        if i < 32 {
+            return i as u64;
+        }
+        let (e, sub) = ((i - 32) / 16 + 5, ((i - 32) % 16) as u64);
+        ((16 + sub + 1) << (e - 4)) - 1
+    }
+
+    fn record(&self, us: u64) {
+        // The histograms' upper bound, which also keeps every bucket's bound within u64.
+        self.buckets[Self::bucket(us.min(60_000_000))].fetch_add(1, Relaxed);
+    }
+
+    /// Takes the counts so far, leaving the window empty: (count, p50, p99, max), in us.
+    fn take(&self) -> (u64, u64, u64, u64) {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.swap(0, Relaxed)).collect();
+        let n: u64 = counts.iter().sum();
+        let at = |q: f64| {
+            let want = ((n as f64 * q).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (i, c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= want {
+                    return Self::upper(i);
+                }
+            }
+            0
+        };
+        let max = counts.iter().rposition(|&c| c > 0).map_or(0, Self::upper);
+        if n == 0 {
+            (0, 0, 0, 0)
+        } else {
+            (n, at(0.5), at(0.99), max)
+        }
+    }
 }
 
 fn open_acl() -> Vec<Acl> {
@@ -298,6 +396,109 @@ struct Shared {
     done: AtomicBool,
     completed: AtomicU64,
     errors: AtomicU64,
+    window: Window,
+}
+
+/// The requests one load connection sends, for every workload but watch and churn.
+struct Maker {
+    o: Arc<Opts>,
+    data: Bytes,
+    rng: u64,
+    /// Prefix of this connection's sequential and delete-workload znodes.
+    prefix: String,
+    id: usize,
+    /// Znodes left for the delete workload.
+    delete_pool: VecDeque<String>,
+    /// populate: creates left in this connection's share of --count.
+    to_create: u64,
+}
+
+impl Maker {
+    fn new(o: Arc<Opts>, id: usize, data: Bytes) -> Maker {
+        let to_create = if o.workload == Workload::Populate {
+            o.count / o.conns as u64 + u64::from((id as u64) < o.count % o.conns as u64)
+        } else {
+            0
+        };
+        Maker {
+            o,
+            data,
+            rng: id as u64 * 0x9E37_79B9_7F4A_7C15 + 1,
+            prefix: format!("/zkrs-bench/seq/c{id}-"),
+            id,
+            delete_pool: VecDeque::new(),
+            to_create,
+        }
+    }
+
+    /// A pseudo-random number below `n` (xorshift: cheap, and the same sequence every run).
+    fn below(&mut self, n: usize) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % n as u64) as usize
+    }
+
+    fn key(&mut self) -> String {
+        format!("/zkrs-bench/keys/k{}", self.below(self.o.keys))
+    }
+
+    fn set(&self, path: String) -> Request {
+        Request::SetData(SetDataRequest { path, data: Some(self.data.clone()), version: -1 })
+    }
+
+    /// The next request, or None when the workload has nothing more to send.
+    fn next(&mut self) -> Option<Request> {
+        let o = self.o.clone();
+        Some(match o.workload {
+            Workload::Get => Request::GetData(GetDataRequest { path: self.key(), watch: false }),
+            Workload::Set => {
+                let path = self.key();
+                self.set(path)
+            }
+            Workload::Create => {
+                create_req(self.prefix.clone(), &self.data, CreateMode::PersistentSequential.code())
+            }
+            Workload::Delete => {
+                Request::Delete(DeleteRequest { path: self.delete_pool.pop_front()?, version: -1 })
+            }
+            Workload::Ping => Request::Ping,
+            Workload::Populate => {
+                if self.to_create == 0 {
+                    return None;
+                }
+                self.to_create -= 1;
+                create_req(format!("/zkrs-bench/pop-c{}-{}", self.id, self.to_create), &self.data, 0)
+            }
+            Workload::Mixed => {
+                let path = self.key();
+                if (self.below(100) as u32) < o.read_percent {
+                    Request::GetData(GetDataRequest { path, watch: false })
+                } else {
+                    self.set(path)
+                }
+            }
+            Workload::Multi => {
+                // Consecutive keys from a random start: distinct, since parse_args made K <= --keys.
+                let first = self.below(o.keys);
+                Request::Multi(
+                    (0..o.multi_ops)
+                        .map(|j| self.set(format!("/zkrs-bench/keys/k{}", (first + j) % o.keys)))
+                        .collect(),
+                )
+            }
+            // Driven by run_watcher / run_watch_writer and run_churn, never by a load connection.
+            Workload::Watch | Workload::Churn => return None,
+        })
+    }
+}
+
+/// Whether a reply counts as an error: a failed multi still has err 0 in its header; the failure
+/// is in its results.
+fn reply_failed(o: &Opts, h: &ReplyHeader, body: &mut Reader) -> std::io::Result<bool> {
+    Ok(h.err != 0
+        || (o.workload == Workload::Multi
+            && decode_multi_response(body).map_err(invalid)?.iter().any(|r| matches!(r, OpResult::Error(_)))))
 }
 
 /// One pipelined load connection, for every workload but watch and churn.
@@ -312,91 +513,27 @@ async fn run_conn(
 ) -> std::io::Result<Histogram<u64>> {
     let mut hist = new_hist();
     let mut s = Session::connect(&o.server).await?;
-    let mut rng = id as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
-    let mut next = |n: usize| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n as u64) as usize
-    };
-    let prefix = format!("/zkrs-bench/seq/c{id}-");
-    let mut delete_pool: VecDeque<String> = VecDeque::new();
-    // populate: this connection's share of --count.
-    let mut to_create = if o.workload == Workload::Populate {
-        o.count / o.conns as u64 + u64::from((id as u64) < o.count % o.conns as u64)
-    } else {
-        0
-    };
+    let mut maker = Maker::new(o.clone(), id, data.clone());
     if o.workload == Workload::Delete {
         let n = 20_000usize;
         for chunk_start in (0..n).step_by(500) {
             let count = 500.min(n - chunk_start);
             for i in 0..count {
-                s.queue(i as i32 + 1, &create_req(format!("{prefix}{}", chunk_start + i), &data, 0));
+                s.queue(i as i32 + 1, &create_req(format!("{}{}", maker.prefix, chunk_start + i), &data, 0));
             }
             s.flush().await?;
             for _ in 0..count {
                 s.read_reply().await?;
             }
         }
-        delete_pool.extend((0..n).map(|i| format!("{prefix}{i}")));
+        maker.delete_pool.extend((0..n).map(|i| format!("{}{i}", maker.prefix)));
     }
-    let mut make = |next: &mut dyn FnMut(usize) -> usize| -> Option<Request> {
-        Some(match o.workload {
-            Workload::Get => Request::GetData(GetDataRequest {
-                path: format!("/zkrs-bench/keys/k{}", next(o.keys)),
-                watch: false,
-            }),
-            Workload::Set => Request::SetData(SetDataRequest {
-                path: format!("/zkrs-bench/keys/k{}", next(o.keys)),
-                data: Some(data.clone()),
-                version: -1,
-            }),
-            Workload::Create => create_req(prefix.clone(), &data, CreateMode::PersistentSequential.code()),
-            Workload::Delete => {
-                Request::Delete(DeleteRequest { path: delete_pool.pop_front()?, version: -1 })
-            }
-            Workload::Ping => Request::Ping,
-            Workload::Populate => {
-                if to_create == 0 {
-                    return None;
-                }
-                to_create -= 1;
-                create_req(format!("/zkrs-bench/pop-c{id}-{to_create}"), &data, 0)
-            }
-            Workload::Mixed => {
-                let path = format!("/zkrs-bench/keys/k{}", next(o.keys));
-                if (next(100) as u32) < o.read_percent {
-                    Request::GetData(GetDataRequest { path, watch: false })
-                } else {
-                    Request::SetData(SetDataRequest { path, data: Some(data.clone()), version: -1 })
-                }
-            }
-            Workload::Multi => {
-                // Consecutive keys from a random start: distinct, since parse_args made K <= --keys.
-                let first = next(o.keys);
-                Request::Multi(
-                    (0..o.multi_ops)
-                        .map(|j| {
-                            Request::SetData(SetDataRequest {
-                                path: format!("/zkrs-bench/keys/k{}", (first + j) % o.keys),
-                                data: Some(data.clone()),
-                                version: -1,
-                            })
-                        })
-                        .collect(),
-                )
-            }
-            // Driven by run_watcher / run_watch_writer and run_churn, never by a pipelined connection.
-            Workload::Watch | Workload::Churn => return None,
-        })
-    };
     let mut sent_at: VecDeque<Instant> = VecDeque::with_capacity(o.inflight);
     let mut xid: i32 = 1;
     let mut exhausted = false;
     loop {
         while !exhausted && sent_at.len() < o.inflight && !shared.done.load(Relaxed) {
-            match make(&mut next) {
+            match maker.next() {
                 Some(req) => {
                     s.queue(xid, &req);
                     xid = xid.wrapping_add(1).max(1);
@@ -411,20 +548,131 @@ async fn run_conn(
         s.flush().await?;
         let (h, mut body) = s.read_reply().await?;
         let t0 = sent_at.pop_front().expect("a request in flight");
-        record_us(&mut hist, t0.elapsed());
+        record_us(&mut hist, &shared.window, t0.elapsed());
         shared.completed.fetch_add(1, Relaxed);
-        // A failed multi still has err 0 in its header; the failure is in its results.
-        let failed = h.err != 0
-            || (o.workload == Workload::Multi
-                && decode_multi_response(&mut body)
-                    .map_err(invalid)?
-                    .iter()
-                    .any(|r| matches!(r, OpResult::Error(_))));
-        if failed {
+        if reply_failed(&o, &h, &mut body)? {
             shared.errors.fetch_add(1, Relaxed);
         }
     }
     s.close(xid).await;
+    Ok(hist)
+}
+
+/// One open-loop connection (`--rate`): connects, then hands the socket to two threads, since
+/// tokio's timer wakes no finer than a millisecond. A sender sends each request when it is due; this
+/// side reads the replies. Between them a queue of the due times of the requests in flight, bounded
+/// by --inflight: when it is full, sending waits, and the wait counts in the latency of every
+/// request held back.
+async fn run_paced_conn(
+    o: Arc<Opts>,
+    id: usize,
+    data: Bytes,
+    shared: Arc<Shared>,
+) -> std::io::Result<Histogram<u64>> {
+    let s = Session::connect(&o.server).await?;
+    let stream = s.stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    tokio::task::spawn_blocking(move || paced(o, id, data, shared, stream))
+        .await
+        .map_err(|e| std::io::Error::other(format!("paced connection: {e}")))?
+}
+
+/// Largest reply frame the paced reader accepts (replies here are small).
+const MAX_REPLY: usize = 16 << 20;
+
+fn paced(
+    o: Arc<Opts>,
+    id: usize,
+    data: Bytes,
+    shared: Arc<Shared>,
+    stream: std::net::TcpStream,
+) -> std::io::Result<Histogram<u64>> {
+    use std::io::Read;
+    use std::sync::mpsc::{sync_channel, TrySendError};
+    let rate = o.rate.unwrap_or(1).max(1);
+    // Nanoseconds between one connection's requests.
+    let interval_ns = (o.conns as u64).saturating_mul(1_000_000_000) / rate;
+    let (due_tx, due_rx) = sync_channel::<Instant>(o.inflight);
+    let mut w = stream.try_clone()?;
+    let sender_shared = shared.clone();
+    let sender_o = o.clone();
+    let sender = std::thread::spawn(move || -> std::io::Result<()> {
+        let shared = sender_shared;
+        let mut maker = Maker::new(sender_o, id, data);
+        let mut wbuf = BytesMut::with_capacity(1 << 16);
+        let begin = Instant::now();
+        let due = |k: u64| begin + Duration::from_nanos(interval_ns.saturating_mul(k));
+        let mut k = 0u64;
+        let mut xid: i32 = 1;
+        'run: while !shared.done.load(Relaxed) {
+            let now = Instant::now();
+            while due(k) <= now && wbuf.len() < 1 << 16 {
+                let Some(req) = maker.next() else { break 'run };
+                match due_tx.try_send(due(k)) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(d)) => {
+                        // --inflight reached: send what is queued, then wait for a reply.
+                        w.write_all(&wbuf)?;
+                        wbuf.clear();
+                        if due_tx.send(d).is_err() {
+                            break 'run;
+                        }
+                    }
+                    Err(TrySendError::Disconnected(_)) => break 'run,
+                }
+                write_frame(&mut wbuf, |b| {
+                    RequestHeader { xid, op: req.op().code() }.write(b);
+                    req.encode(b);
+                });
+                xid = xid.wrapping_add(1).max(1);
+                k += 1;
+            }
+            w.write_all(&wbuf)?;
+            wbuf.clear();
+            let wait = due(k).saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait.min(DONE_POLL));
+            }
+        }
+        // Not awaited: the run is over. The reader stops once the queue is drained.
+        drop(due_tx);
+        write_frame(&mut wbuf, |b| RequestHeader { xid, op: Request::CloseSession.op().code() }.write(b));
+        let _ = w.write_all(&wbuf);
+        Ok(())
+    });
+    let mut hist = new_hist();
+    let mut r = std::io::BufReader::with_capacity(1 << 16, stream);
+    let mut read = || -> std::io::Result<()> {
+        while let Ok(due) = due_rx.recv() {
+            let (h, mut body) = loop {
+                let mut len = [0u8; 4];
+                r.read_exact(&mut len)?;
+                let len = u32::from_be_bytes(len) as usize;
+                if len > MAX_REPLY {
+                    return Err(invalid(format!("reply frame of {len} bytes")));
+                }
+                let mut frame = vec![0u8; len];
+                r.read_exact(&mut frame)?;
+                let mut body = Reader::new(Bytes::from(frame));
+                let h = ReplyHeader::read(&mut body).map_err(invalid)?;
+                if h.xid != xid::NOTIFICATION {
+                    break (h, body);
+                }
+            };
+            record_us(&mut hist, &shared.window, due.elapsed());
+            shared.completed.fetch_add(1, Relaxed);
+            if reply_failed(&o, &h, &mut body)? {
+                shared.errors.fetch_add(1, Relaxed);
+            }
+        }
+        Ok(())
+    };
+    let result = read();
+    // On a read error, dropping the queue's end stops the sender.
+    drop(due_rx);
+    let sent = sender.join().map_err(|_| std::io::Error::other("paced sender panicked"))?;
+    result?;
+    sent?;
     Ok(hist)
 }
 
@@ -484,7 +732,7 @@ async fn run_watcher(
         if h.err != 0 || ev.event_type != EventType::NodeDataChanged.code() || ev.path != WATCH_PATH {
             shared.errors.fetch_add(1, Relaxed);
         } else {
-            record_us(&mut hist, since_send);
+            record_us(&mut hist, &shared.window, since_send);
         }
     }
     s.close(xid).await;
@@ -550,7 +798,7 @@ async fn run_churn(
             errors += u64::from(h.err != 0);
         }
         drop(s);
-        record_us(&mut hist, t0.elapsed());
+        record_us(&mut hist, &shared.window, t0.elapsed());
         shared.completed.fetch_add(1, Relaxed);
         shared.errors.fetch_add(errors, Relaxed);
         cycle += 1;
@@ -576,6 +824,7 @@ async fn main() {
         done: AtomicBool::new(false),
         completed: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        window: Window::new(),
     });
     let start = Instant::now();
     let tasks: Vec<_> = match o.workload {
@@ -595,12 +844,25 @@ async fn main() {
         Workload::Churn => (0..o.conns)
             .map(|i| tokio::spawn(run_churn(o.clone(), i, data.clone(), shared.clone())))
             .collect(),
+        _ if o.rate.is_some() => (0..o.conns)
+            .map(|i| tokio::spawn(run_paced_conn(o.clone(), i, data.clone(), shared.clone())))
+            .collect(),
         _ => {
             (0..o.conns).map(|i| tokio::spawn(run_conn(o.clone(), i, data.clone(), shared.clone()))).collect()
         }
     };
     let unit = o.workload.unit();
     // Progress once a second while the timed phase runs.
+    let mut timeline = match o.timeline.as_deref().map(std::fs::File::create).transpose() {
+        Ok(f) => f.map(std::io::BufWriter::new),
+        Err(e) => {
+            eprintln!("zkrs-bench: --timeline: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some(t) = timeline.as_mut() {
+        let _ = writeln!(t, "unix_ms,ops,p50_us,p99_us,max_us");
+    }
     let mut last = 0u64;
     let populating = o.workload == Workload::Populate;
     while populating || start.elapsed() < o.duration {
@@ -611,11 +873,32 @@ async fn main() {
             if populating { Duration::from_secs(1) } else { o.duration.saturating_sub(start.elapsed()) };
         tokio::time::sleep(Duration::from_secs(1).min(left)).await;
         let now = shared.completed.load(Relaxed);
-        eprintln!("[{:>4.1}s] {:>9} {unit}/s, {} done", start.elapsed().as_secs_f64(), now - last, now);
+        let (_, p50, p99, max) = shared.window.take();
+        eprintln!(
+            "[{:>4.1}s] {:>9} {unit}/s, p99 {p99} us, {} done",
+            start.elapsed().as_secs_f64(),
+            now - last,
+            now
+        );
+        if let Some(t) = timeline.as_mut() {
+            let unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
+            if let Err(e) = writeln!(t, "{unix_ms},{},{p50},{p99},{max}", now - last) {
+                eprintln!("zkrs-bench: writing the timeline: {e}");
+                std::process::exit(1);
+            }
+        }
         last = now;
     }
     shared.done.store(true, Relaxed);
     let elapsed = start.elapsed();
+    if let Some(mut t) = timeline.take() {
+        if let Err(e) = t.flush() {
+            eprintln!("zkrs-bench: writing the timeline: {e}");
+            std::process::exit(1);
+        }
+    }
     let mut hist = new_hist();
     for t in tasks {
         match t.await {
@@ -645,11 +928,14 @@ async fn main() {
     if o.json {
         // "ops" and "ops_per_sec" count the workload's unit (events, cycles, multis) so that one
         // reader handles every workload; "unit" says which.
-        let per_multi = if o.workload == Workload::Multi {
+        let mut per_multi = if o.workload == Workload::Multi {
             format!(",\"ops_per_multi\":{}", o.multi_ops)
         } else {
             String::new()
         };
+        if let Some(r) = o.rate {
+            per_multi.push_str(&format!(",\"rate\":{r}"));
+        }
         println!(
             "{{\"server\":\"{}\",\"workload\":\"{w}\",\"unit\":\"{unit}\",\"conns\":{},\"inflight\":{inflight}{per_multi},\"value_size\":{},\"ops\":{n},\"errors\":{errors},\"seconds\":{:.3},\"ops_per_sec\":{ops:.0},\"p50_us\":{p50},\"p99_us\":{p99},\"p999_us\":{p999},\"max_us\":{max}}}",
             o.server, o.conns, o.value_size, elapsed.as_secs_f64()
