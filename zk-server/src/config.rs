@@ -26,6 +26,8 @@ pub const DEFAULT_SNAP_COUNT: u32 = 100_000;
 /// Default `snapSizeLimitInKb`: log bytes between snapshots, KiB (4 GiB; randomised in
 /// `[n/2, n)`).
 pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
+/// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at up to 40 MB/s.
+pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 40;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -247,6 +249,10 @@ pub struct ServerConfig {
     /// `snapSizeLimitInKb` (default 4 GiB): a snapshot is also taken once about this much log was
     /// written since the last one; zero or negative turns the size trigger off.
     pub snap_size_limit_kb: i64,
+    /// `snapshot.writeMBPerSecond` (a zkrs key, default 40): the most a snapshot is written at, in
+    /// MB (10^6 bytes) a second, so that it leaves the disk to the log's syncs; 0 = as fast as the
+    /// disk takes it.
+    pub snapshot_write_mb_per_second: u32,
     /// `preAllocSize`, KiB (default 65536).
     pub pre_alloc_size_kb: u64,
     /// `globalOutstandingLimit` (default 1000).
@@ -874,6 +880,7 @@ impl ServerConfig {
             quorum_listen_on_all_ips: false,
             snap_count: DEFAULT_SNAP_COUNT,
             snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
+            snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
             commit_log_count: DEFAULT_COMMIT_LOG_COUNT,
@@ -1062,6 +1069,11 @@ impl ServerConfig {
                         );
                     }
                     cfg.snap_size_limit_kb = v;
+                }
+                // zkrs's own key (Apache would only set a system property nobody reads).
+                "snapshot.writeMBPerSecond" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.snapshot_write_mb_per_second = non_negative(&src, key, v, line)?;
                 }
                 "preAllocSize" => {
                     let v = java_parse_long(value)
@@ -1679,6 +1691,7 @@ mod tests {
         assert!(!c.local_sessions_enabled && !c.local_sessions_upgrading_enabled);
         assert_eq!(c.snap_retain_count, 3);
         assert_eq!(c.purge_interval_hours, 0);
+        assert_eq!(c.snapshot_write_mb_per_second, 40);
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
         assert_eq!(c.snap_size_limit_kb, 4_194_304);
@@ -1740,7 +1753,8 @@ mod tests {
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
              admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
-             znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n",
+             znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
+             snapshot.writeMBPerSecond=0\n",
         ));
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/zkrs-log"));
         assert_eq!(c.client_address, Some(HostPort { host: "127.0.0.2".into(), port: 2181 }));
@@ -1771,6 +1785,7 @@ mod tests {
         assert_eq!(c.container_check_interval_ms, 1000);
         assert_eq!(c.container_max_per_minute, 50);
         assert_eq!(c.container_max_never_used_interval_ms, 300_000);
+        assert_eq!(c.snapshot_write_mb_per_second, 0);
     }
 
     #[test]
@@ -1870,12 +1885,19 @@ mod tests {
             "znode.container.checkIntervalMs",
             "znode.container.maxPerMinute",
             "znode.container.maxNeverUsedIntervalMs",
+            "snapshot.writeMBPerSecond",
         ] {
             let e = bad(&with(&format!("# comment\n{key}=12abc\n")));
             assert_err(&e, key, Some(5), "12abc");
         }
         // Out of the 32-bit range.
         assert_err(&bad(&with("tickTime=99999999999\n")), "tickTime", Some(4), "99999999999");
+        assert_err(
+            &bad(&with("snapshot.writeMBPerSecond=-1\n")),
+            "snapshot.writeMBPerSecond",
+            Some(4),
+            "negative",
+        );
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct Settings {
     pub snap_count: u64,
     /// Log bytes between snapshots (snapSizeLimitInKb); 0 = no size trigger.
     pub snap_size_bytes: u64,
+    /// Snapshots are written at up to this many bytes a second (snapshot.writeMBPerSecond); 0 = no
+    /// limit.
+    pub snapshot_write_bytes_per_second: u64,
     /// Snapshots kept (autopurge.snapRetainCount); older ones and the log they cover are removed.
     pub snap_retain_count: u32,
     /// autopurge.purgeInterval, hours: retention also runs on this timer; 0 = only after each
@@ -126,6 +129,7 @@ impl Settings {
             prealloc_bytes: cfg.pre_alloc_size_kb.saturating_mul(1024).max(4096),
             snap_count: u64::from(cfg.snap_count),
             snap_size_bytes: u64::try_from(cfg.snap_size_limit_kb).unwrap_or(0).saturating_mul(1024),
+            snapshot_write_bytes_per_second: u64::from(cfg.snapshot_write_mb_per_second) * 1_000_000,
             snap_retain_count: cfg.snap_retain_count,
             purge_interval_hours: cfg.purge_interval_hours,
             conf_text: cfg.conf_text(&status),

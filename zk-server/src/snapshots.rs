@@ -11,7 +11,7 @@
 use crate::core::CoreMsg;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
@@ -101,7 +101,7 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
             content_error = Some(e);
             break;
         }
-        if last_note.elapsed() >= std::time::Duration::from_secs(1) {
+        if last_note.elapsed() >= Duration::from_secs(1) {
             info!("loading snapshot {name}: {} nodes so far", loader.nodes_loaded());
             last_note = Instant::now();
         }
@@ -131,14 +131,45 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
 pub fn spawn_writer(
     storage: FileStorage,
     retain: usize,
+    pace: Pace,
     core: mpsc::Sender<CoreMsg>,
 ) -> std::io::Result<SnapshotThread> {
     let (tx, rx) = sync_channel(CHUNK_QUEUE);
     let (back_tx, back_rx) = sync_channel(CHUNK_QUEUE + 2);
     std::thread::Builder::new()
         .name("zk-snapshot".into())
-        .spawn(move || run(storage, retain, rx, back_tx, core))?;
+        .spawn(move || run(storage, retain, pace, rx, back_tx, core))?;
     Ok(SnapshotThread { jobs: tx, buffers: back_rx })
+}
+
+/// The pace a snapshot is written at (`snapshot.writeMBPerSecond`).
+///
+/// A snapshot is hundreds of megabytes for a large tree; written as fast as the disk takes it,
+/// it keeps the disk busy for a second or two, and every log sync meanwhile waits behind its
+/// writes: with the log and the snapshots on one disk, p99 write latency doubled while a
+/// snapshot of a million znodes was written (bench/RESULTS.md). Written at a bounded rate it
+/// takes longer, but leaves the disk, and the core's time (the core serializes only as fast as
+/// this thread takes chunks), to the clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    bytes_per_second: u64,
+}
+
+impl Pace {
+    /// At most `bytes_per_second`; 0 is no limit.
+    pub fn new(bytes_per_second: u64) -> Pace {
+        Pace { bytes_per_second }
+    }
+
+    /// How long to wait, `elapsed` into a snapshot with `written` bytes written, to stay at the
+    /// pace (zero when behind it, or unpaced).
+    pub fn delay(&self, written: u64, elapsed: Duration) -> Duration {
+        if self.bytes_per_second == 0 {
+            return Duration::ZERO;
+        }
+        let due = Duration::from_secs_f64(written as f64 / self.bytes_per_second as f64);
+        due.saturating_sub(elapsed)
+    }
 }
 
 /// The core's ends of the snapshot thread's channels.
@@ -172,19 +203,21 @@ fn background_priority() {
 fn run(
     storage: FileStorage,
     retain: usize,
+    pace: Pace,
     rx: Receiver<SnapJob>,
     back: SyncSender<Vec<u8>>,
     core: mpsc::Sender<CoreMsg>,
 ) {
     background_priority();
-    let mut current: Option<(SnapshotWriter<FileStorage>, Instant)> = None;
+    // The snapshot being written: its writer, when it began, bytes written so far.
+    let mut current: Option<(SnapshotWriter<FileStorage>, Instant, u64)> = None;
     let mut failed = false;
     while let Ok(job) = rx.recv() {
         match job {
             SnapJob::Begin(zxid) => {
                 failed = false;
                 current = match SnapshotWriter::create(&storage, zxid) {
-                    Ok(w) => Some((w, Instant::now())),
+                    Ok(w) => Some((w, Instant::now(), 0)),
                     Err(e) => {
                         warn!("cannot start a snapshot at zxid 0x{zxid:x}: {e}");
                         failed = true;
@@ -193,11 +226,17 @@ fn run(
                 };
             }
             SnapJob::Chunk(bytes) => {
-                if let Some((w, _)) = current.as_mut() {
+                if let Some((w, t0, written)) = current.as_mut() {
                     if let Err(e) = w.write(&bytes) {
                         warn!("snapshot abandoned: {e}");
                         current = None;
                         failed = true;
+                    } else {
+                        *written += bytes.len() as u64;
+                        let wait = pace.delay(*written, t0.elapsed());
+                        if !wait.is_zero() {
+                            std::thread::sleep(wait);
+                        }
                     }
                 }
                 // Back to the core for the next step (dropped when it has enough).
@@ -205,7 +244,7 @@ fn run(
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
-                if let Some((w, t0)) = current.take() {
+                if let Some((w, t0, _)) = current.take() {
                     match w.finish() {
                         Ok(info) => {
                             info!(
@@ -246,5 +285,21 @@ fn retention(storage: &FileStorage, retain: usize) -> Option<i64> {
             warn!("snapshot retention failed: {e}");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pace_waits_until_the_bytes_are_due() {
+        let p = Pace::new(40_000_000);
+        // 40 MB due after a second: 10 MB written at 100 ms waits 150 ms.
+        assert_eq!(p.delay(10_000_000, Duration::from_millis(100)), Duration::from_millis(150));
+        assert_eq!(p.delay(10_000_000, Duration::from_millis(250)), Duration::ZERO);
+        assert_eq!(p.delay(10_000_000, Duration::from_secs(3)), Duration::ZERO, "behind: no wait");
+        assert_eq!(p.delay(0, Duration::ZERO), Duration::ZERO);
+        assert_eq!(Pace::new(0).delay(u64::MAX, Duration::ZERO), Duration::ZERO, "unpaced");
     }
 }
