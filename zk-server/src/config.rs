@@ -26,8 +26,9 @@ pub const DEFAULT_SNAP_COUNT: u32 = 100_000;
 /// Default `snapSizeLimitInKb`: log bytes between snapshots, KiB (4 GiB; randomised in
 /// `[n/2, n)`).
 pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
-/// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at up to 40 MB/s.
-pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 40;
+/// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at 10 MB/s, or at
+/// twice the rate the log grows when that is more.
+pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -249,9 +250,10 @@ pub struct ServerConfig {
     /// `snapSizeLimitInKb` (default 4 GiB): a snapshot is also taken once about this much log was
     /// written since the last one; zero or negative turns the size trigger off.
     pub snap_size_limit_kb: i64,
-    /// `snapshot.writeMBPerSecond` (a zkrs key, default 40): the most a snapshot is written at, in
-    /// MB (10^6 bytes) a second, so that it leaves the disk to the log's syncs; 0 = as fast as the
-    /// disk takes it.
+    /// `snapshot.writeMBPerSecond` (a zkrs key, default 10): the pace a snapshot is written at, in
+    /// MB (10^6 bytes) a second, so that it leaves the disk to the log's syncs; raised to twice the
+    /// rate the log grew since the last snapshot when that is more, so that snapshots keep up with
+    /// a busy log; 0 = as fast as the disk takes it.
     pub snapshot_write_mb_per_second: u32,
     /// `preAllocSize`, KiB (default 65536).
     pub pre_alloc_size_kb: u64,
@@ -1691,7 +1693,7 @@ mod tests {
         assert!(!c.local_sessions_enabled && !c.local_sessions_upgrading_enabled);
         assert_eq!(c.snap_retain_count, 3);
         assert_eq!(c.purge_interval_hours, 0);
-        assert_eq!(c.snapshot_write_mb_per_second, 40);
+        assert_eq!(c.snapshot_write_mb_per_second, 10);
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
         assert_eq!(c.snap_size_limit_kb, 4_194_304);

@@ -208,15 +208,19 @@ impl Core {
     /// (randomised in [snap_count/2+1, snap_count] as Apache does), or once about `snap_size_bytes`
     /// of log were written since the last one (randomised in [size/2, size); 0 = no size
     /// trigger), whichever comes first; and once right away when `now` is set (after a start that
-    /// replayed the log, so the next start is fast).
+    /// replayed the log, so the next start is fast). Each snapshot is written at the pace
+    /// [`Snapshots::pace`] gives for `pace_floor` (bytes a second; 0 = no limit).
     pub fn with_snapshots(
         mut self,
         thread: crate::snapshots::SnapshotThread,
         snap_count: u64,
         snap_size_bytes: u64,
+        pace_floor: u64,
         now: bool,
     ) -> Core {
         let s = &mut self.snapshots;
+        s.pace_floor = pace_floor;
+        s.since_at = Some(Instant::now());
         s.tx = Some(thread.jobs);
         s.buffers = Some(thread.buffers);
         s.snap_count = snap_count.max(2);
@@ -368,8 +372,19 @@ impl Core {
                 return;
             }
             let cur = self.db.snapshot_begin();
-            info!("taking a snapshot at zxid 0x{:x}", cur.start_zxid());
-            s.pending.push_back(SnapJob::Begin(cur.start_zxid()));
+            let elapsed = s.since_at.map_or(std::time::Duration::ZERO, |t| t.elapsed());
+            let pace = Snapshots::pace(s.pace_floor, s.bytes_since, elapsed);
+            if pace == 0 {
+                info!("taking a snapshot at zxid 0x{:x}", cur.start_zxid());
+            } else {
+                info!(
+                    "taking a snapshot at zxid 0x{:x}, written at up to {:.1} MB/s",
+                    cur.start_zxid(),
+                    pace as f64 / 1e6
+                );
+            }
+            s.since_at = Some(Instant::now());
+            s.pending.push_back(SnapJob::Begin { zxid: cur.start_zxid(), pace });
             s.cursor = Some(cur);
             s.busy = true;
             s.since = 0;
@@ -1158,6 +1173,11 @@ struct Snapshots {
     snap_count: u64,
     /// Log bytes handed to the log since the last snapshot started.
     bytes_since: u64,
+    /// When the last snapshot started (the core's start before the first).
+    since_at: Option<Instant>,
+    /// Slowest pace a snapshot is written at, bytes a second (snapshot.writeMBPerSecond); 0 = no
+    /// limit.
+    pace_floor: u64,
     /// Take the next snapshot after this many log bytes (u64::MAX: never by size).
     size_threshold: u64,
     /// snapSizeLimitInKb in bytes; 0 = off.
@@ -1221,6 +1241,25 @@ impl Snapshots {
             return u64::MAX;
         }
         half + rand::thread_rng().gen_range(0..half)
+    }
+
+    /// The pace, in bytes a second (0 = no limit), for a snapshot starting after `log_bytes` of
+    /// log were written in `elapsed` since the last one began.
+    ///
+    /// Written fast, a snapshot takes the disk from the log's syncs (and the core's time, which
+    /// serializes only as fast as the snapshot thread takes chunks): p99 write latency rose by
+    /// a tenth to a half while a million-znode snapshot was written at 40 MB/s, and not visibly at
+    /// 10 MB/s (bench/RESULTS.md). Written slowly, it falls behind a busy log: the next snapshot
+    /// is due once the log has grown by half a snapshot ([`Self::due`]), so a snapshot written at
+    /// twice the log's rate is done about when the next is due. Hence the floor, raised to twice
+    /// the log's rate since the last snapshot began.
+    fn pace(floor: u64, log_bytes: u64, elapsed: std::time::Duration) -> u64 {
+        if floor == 0 {
+            return 0;
+        }
+        let secs = elapsed.as_secs_f64();
+        let log_rate = if secs > 0.0 { log_bytes as f64 / secs } else { 0.0 };
+        floor.max((2.0 * log_rate).min(u64::MAX as f64) as u64)
     }
 
     /// Whether enough transactions or log bytes accumulated since the last snapshot. Either
@@ -1292,5 +1331,25 @@ fn write_reply(op: OpCode, outcome: &Outcome) -> (ErrorCode, Body) {
         Outcome::SetData { stat } | Outcome::SetAcl { stat } => (ErrorCode::Ok, Body::Stat(stat.clone())),
         Outcome::Multi(results) => (ErrorCode::Ok, Body::Multi(results.clone())),
         Outcome::Deleted | Outcome::SessionCreated | Outcome::SessionClosed => (ErrorCode::Ok, Body::Empty),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Snapshots;
+    use std::time::Duration;
+
+    #[test]
+    fn snapshot_pace_keeps_up_with_the_log() {
+        let floor = 10_000_000;
+        // A quiet log: the floor.
+        assert_eq!(Snapshots::pace(floor, 1_000_000, Duration::from_secs(10)), floor);
+        // 22 MB/s of log: twice that, so the snapshot is done when the next is due.
+        assert_eq!(Snapshots::pace(floor, 220_000_000, Duration::from_secs(10)), 44_000_000);
+        // No time measured yet: the floor, never a division by zero.
+        assert_eq!(Snapshots::pace(floor, 5, Duration::ZERO), floor);
+        // 0 is no limit, whatever the log does.
+        assert_eq!(Snapshots::pace(0, 220_000_000, Duration::from_secs(1)), 0);
+        assert_eq!(Snapshots::pace(floor, u64::MAX, Duration::from_nanos(1)), u64::MAX);
     }
 }

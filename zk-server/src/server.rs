@@ -122,25 +122,21 @@ pub async fn run(
     })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
-    let snap_tx = snapshots::spawn_writer(
-        snap_storage,
-        settings.snap_retain_count as usize,
-        snapshots::Pace::new(settings.snapshot_write_bytes_per_second),
-        core_tx.clone(),
-    )
-    .map_err(|source| StartError::Log {
-        dir: snap_dir.clone(),
-        source: zk_log::LogError::Io {
-            op: "start the snapshot thread",
-            file: snap_dir.display().to_string(),
-            source,
-        },
-    })?;
+    let snap_tx = snapshots::spawn_writer(snap_storage, settings.snap_retain_count as usize, core_tx.clone())
+        .map_err(|source| StartError::Log {
+            dir: snap_dir.clone(),
+            source: zk_log::LogError::Io {
+                op: "start the snapshot thread",
+                file: snap_dir.display().to_string(),
+                source,
+            },
+        })?;
     // A start that had to replay transactions takes a snapshot at once, so the next start is fast.
     let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone()).with_snapshots(
         snap_tx,
         settings.snap_count,
         settings.snap_size_bytes,
+        settings.snapshot_write_bytes_per_second,
         replayed > 0,
     );
     let core_task = tokio::spawn(core.run(core_rx));

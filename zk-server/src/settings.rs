@@ -47,8 +47,8 @@ pub struct Settings {
     pub snap_count: u64,
     /// Log bytes between snapshots (snapSizeLimitInKb); 0 = no size trigger.
     pub snap_size_bytes: u64,
-    /// Snapshots are written at up to this many bytes a second (snapshot.writeMBPerSecond); 0 = no
-    /// limit.
+    /// Snapshots are written at this many bytes a second, or twice the log's rate when that is
+    /// more (snapshot.writeMBPerSecond); 0 = no limit.
     pub snapshot_write_bytes_per_second: u64,
     /// Snapshots kept (autopurge.snapRetainCount); older ones and the log they cover are removed.
     pub snap_retain_count: u32,

@@ -27,8 +27,13 @@ pub const NODES_PER_STEP: usize = 2_000;
 /// Work for the snapshot thread.
 #[derive(Debug)]
 pub enum SnapJob {
-    /// A snapshot starting at this zxid begins.
-    Begin(i64),
+    /// A snapshot begins.
+    Begin {
+        /// Its start zxid.
+        zxid: i64,
+        /// The most it is written at, bytes a second; 0 = no limit.
+        pace: u64,
+    },
     /// More content.
     Chunk(Vec<u8>),
     /// The content is complete: finish the file and apply retention.
@@ -131,18 +136,17 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
 pub fn spawn_writer(
     storage: FileStorage,
     retain: usize,
-    pace: Pace,
     core: mpsc::Sender<CoreMsg>,
 ) -> std::io::Result<SnapshotThread> {
     let (tx, rx) = sync_channel(CHUNK_QUEUE);
     let (back_tx, back_rx) = sync_channel(CHUNK_QUEUE + 2);
     std::thread::Builder::new()
         .name("zk-snapshot".into())
-        .spawn(move || run(storage, retain, pace, rx, back_tx, core))?;
+        .spawn(move || run(storage, retain, rx, back_tx, core))?;
     Ok(SnapshotThread { jobs: tx, buffers: back_rx })
 }
 
-/// The pace a snapshot is written at (`snapshot.writeMBPerSecond`).
+/// The most a snapshot is written at (the core picks it: `Snapshots::pace` in core.rs).
 ///
 /// A snapshot is hundreds of megabytes for a large tree; written as fast as the disk takes it,
 /// it keeps the disk busy for a second or two, and every log sync meanwhile waits behind its
@@ -203,7 +207,6 @@ fn background_priority() {
 fn run(
     storage: FileStorage,
     retain: usize,
-    pace: Pace,
     rx: Receiver<SnapJob>,
     back: SyncSender<Vec<u8>>,
     core: mpsc::Sender<CoreMsg>,
@@ -211,11 +214,13 @@ fn run(
     background_priority();
     // The snapshot being written: its writer, when it began, bytes written so far.
     let mut current: Option<(SnapshotWriter<FileStorage>, Instant, u64)> = None;
+    let mut pace = Pace::new(0);
     let mut failed = false;
     while let Ok(job) = rx.recv() {
         match job {
-            SnapJob::Begin(zxid) => {
+            SnapJob::Begin { zxid, pace: bytes_per_second } => {
                 failed = false;
+                pace = Pace::new(bytes_per_second);
                 current = match SnapshotWriter::create(&storage, zxid) {
                     Ok(w) => Some((w, Instant::now(), 0)),
                     Err(e) => {
