@@ -202,8 +202,13 @@ impl MappedFile {
     /// mapping stays unpopulated there, so rebuilding it for the new length (once per step while
     /// a spare is prepared) does not tear down thousands of page-table entries each time.
     fn zero_fill(&mut self, from: u64, to: u64) -> io::Result<()> {
-        const PAGE: u64 = 4096;
-        let start = from - from % PAGE;
+        // SAFETY: sysconf has no memory arguments. A mapping's offset must be a multiple of the
+        // page size, which is not 4 KiB everywhere (64 KiB on some arm64 kernels).
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as u64,
+            _ => 4096,
+        };
+        let start = from - from % page;
         let len = usize::try_from(to - start).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         if len > 0 {
             // SAFETY: a shared mapping of a range inside the file's length (fallocate_to grew it),
