@@ -14,7 +14,7 @@
 #   bench/snapshot-p99.sh                      # defaults: ZNODES=1000000 DURATION=20 RATE=60000
 #   ZNODES=200000 DURATION=10 REPEAT=2 bench/snapshot-p99.sh
 #   EXTRA_CFG='snapshot.writeMBPerSecond=0\n' bench/snapshot-p99.sh    # snapshots unpaced
-#   DATA_DIR=/mnt/other/zkrs-snap bench/snapshot-p99.sh   # snapshots on another device than the log
+#   DATA_DIR=/mnt/other bench/snapshot-p99.sh   # snapshots under /mnt/other (another device than the log)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20}
@@ -23,7 +23,9 @@ RATE=${RATE:-60000}
 REPEAT=${REPEAT:-1}
 EXTRA_CFG=${EXTRA_CFG:-}
 WORK=$(mktemp -d /tmp/zkrs-snapp99.XXXXXX)
-trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$WORK" ${DATA_DIR:+"$DATA_DIR"}' EXIT
+# Snapshots go to a directory of their own, under DATA_DIR when given.
+SNAPS=$(mktemp -d "${DATA_DIR:-$WORK}/zkrs-snapp99-data.XXXXXX")
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$WORK" "$SNAPS"' EXIT
 
 echo "== building (release)" >&2
 cargo build --release -q -p zk-server --bins
@@ -42,7 +44,7 @@ wait_serving() { # port
 
 run_one() { # label load(closed|open) extra-cfg-lines
   local dir="$WORK/$1" port; port=$(port_free)
-  local data="${DATA_DIR:-$dir/data}"
+  local data="$SNAPS/$1"
   rm -rf "$data"; mkdir -p "$dir/log" "$data"
   printf 'tickTime=2000\ndataDir=%s\ndataLogDir=%s/log\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n%b%b' \
     "$data" "$dir" "$port" "$EXTRA_CFG" "$3" > "$dir/zoo.cfg"
