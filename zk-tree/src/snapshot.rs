@@ -95,6 +95,9 @@ pub struct SnapshotCursor {
     /// allocation (not the list) alive, so an address can never be reused by another list while
     /// the snapshot runs, and the ACL table's reference counts are untouched.
     acls: HashMap<usize, (u32, Weak<Vec<Acl>>)>,
+    /// The last ACL list looked up (address, index): most trees use a handful of lists, runs of
+    /// nodes share one, and this skips hashing the address for each of them.
+    last_acl: Option<(usize, u32)>,
     nodes_written: u64,
     done: bool,
 }
@@ -251,6 +254,7 @@ impl Database {
             sessions: Some(sessions),
             next_slot: 0,
             acls: HashMap::new(),
+            last_acl: None,
             nodes_written: 0,
             done: false,
         }
@@ -309,6 +313,7 @@ impl Database {
             put_end(out, cur.nodes_written, cur.acls.len() as u32, cur.session_count);
             cur.done = true;
             cur.acls.clear();
+            cur.last_acl = None;
         }
         cur.done
     }
@@ -326,12 +331,23 @@ impl Database {
 /// The index of `acl` in this snapshot, writing its record first if it is new here.
 fn acl_index(cur: &mut SnapshotCursor, acl: &AclRef, out: &mut Vec<u8>) -> u32 {
     let key = Arc::as_ptr(acl) as usize;
-    if let Some((i, _)) = cur.acls.get(&key) {
-        return *i;
+    // Addresses stay unique while the snapshot runs (the map's Weak keeps each allocation), so
+    // a matching address is the same list.
+    if let Some((k, i)) = cur.last_acl {
+        if k == key {
+            return i;
+        }
     }
-    let i = cur.acls.len() as u32;
-    put_acl_record(out, i, acl);
-    cur.acls.insert(key, (i, Arc::downgrade(acl)));
+    let i = match cur.acls.get(&key) {
+        Some((i, _)) => *i,
+        None => {
+            let i = cur.acls.len() as u32;
+            put_acl_record(out, i, acl);
+            cur.acls.insert(key, (i, Arc::downgrade(acl)));
+            i
+        }
+    };
+    cur.last_acl = Some((key, i));
     i
 }
 
