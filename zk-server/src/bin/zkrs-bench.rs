@@ -449,8 +449,8 @@ impl Maker {
 
     /// The next request, or None when the workload has nothing more to send.
     fn next(&mut self) -> Option<Request> {
-        let o = self.o.clone();
-        Some(match o.workload {
+        let (keys, read_percent, multi_ops) = (self.o.keys, self.o.read_percent, self.o.multi_ops);
+        Some(match self.o.workload {
             Workload::Get => Request::GetData(GetDataRequest { path: self.key(), watch: false }),
             Workload::Set => {
                 let path = self.key();
@@ -472,7 +472,7 @@ impl Maker {
             }
             Workload::Mixed => {
                 let path = self.key();
-                if (self.below(100) as u32) < o.read_percent {
+                if (self.below(100) as u32) < read_percent {
                     Request::GetData(GetDataRequest { path, watch: false })
                 } else {
                     self.set(path)
@@ -480,10 +480,10 @@ impl Maker {
             }
             Workload::Multi => {
                 // Consecutive keys from a random start: distinct, since parse_args made K <= --keys.
-                let first = self.below(o.keys);
+                let first = self.below(keys);
                 Request::Multi(
-                    (0..o.multi_ops)
-                        .map(|j| self.set(format!("/zkrs-bench/keys/k{}", (first + j) % o.keys)))
+                    (0..multi_ops)
+                        .map(|j| self.set(format!("/zkrs-bench/keys/k{}", (first + j) % keys)))
                         .collect(),
                 )
             }
