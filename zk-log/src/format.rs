@@ -258,4 +258,42 @@ impl RecordBatch {
     pub fn last_zxid(&self) -> Option<i64> {
         self.last_zxid
     }
+
+    /// Each record's zxid and payload (the jute TxnHeader and txn, as [`decode_payload`] reads
+    /// them), in order: the bytes a leader can send its learners without encoding them again.
+    pub fn payloads(&self) -> impl Iterator<Item = (i64, &[u8])> + '_ {
+        self.records.iter().map(|&(zxid, start)| {
+            let at = start as usize;
+            let len = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            let from = at + RECORD_HEADER_BYTES as usize;
+            (zxid, &self.buf[from..from + len])
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zk_proto::{CreateSessionTxn, ErrorTxn};
+
+    #[test]
+    fn payloads_give_back_what_was_encoded() {
+        let h1 = TxnHeader {
+            client_id: 7,
+            cxid: 0,
+            zxid: 0x1_0000_0001,
+            time: 5,
+            txn_type: OpCode::CreateSession.code(),
+        };
+        let t1 = Txn::CreateSession(CreateSessionTxn { time_out: 30_000 });
+        let h2 =
+            TxnHeader { client_id: 7, cxid: 1, zxid: 0x1_0000_0002, time: 6, txn_type: OpCode::Error.code() };
+        let t2 = Txn::Error(ErrorTxn { err: -101 });
+        let batch = RecordBatch::encode(&[(&h1, &t1), (&h2, &t2)]).expect("encode");
+        let back: Vec<(i64, (TxnHeader, Txn))> = batch
+            .payloads()
+            .map(|(z, p)| (z, decode_payload(bytes::Bytes::copy_from_slice(p)).expect("decode")))
+            .collect();
+        assert_eq!(back, vec![(h1.zxid, (h1, t1)), (h2.zxid, (h2, t2))]);
+    }
 }

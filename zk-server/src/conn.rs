@@ -1,7 +1,8 @@
 //! One client connection: the handshake or a four-letter word, then a reader that decodes requests
-//! for the core and a writer that batches the core's frames onto the socket.
+//! for the driver and a writer that batches the driver's frames onto the socket.
 
-use crate::core::{ConnId, CoreMsg, Out};
+use crate::core::ConnId;
+use crate::driver::{DriverMsg, Out};
 use crate::fourlw;
 use crate::settings::Settings;
 use crate::stats::ConnStats;
@@ -35,7 +36,7 @@ pub async fn serve(
     stream: TcpStream,
     remote: SocketAddr,
     id: ConnId,
-    core: mpsc::Sender<CoreMsg>,
+    driver: mpsc::Sender<DriverMsg>,
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
 ) {
@@ -54,7 +55,7 @@ pub async fn serve(
     if let Ok(word) = std::str::from_utf8(&buf[..4]) {
         if fourlw::WORDS.contains(&word) {
             let word = word.to_string();
-            answer_four_letter(wr, &word, &core, &settings, remote).await;
+            answer_four_letter(wr, &word, &driver, &settings, remote).await;
             return;
         }
     }
@@ -86,10 +87,11 @@ pub async fn serve(
     let (out_tx, out_rx) = mpsc::channel(capacity);
     let (ready_tx, ready_rx) = oneshot::channel();
     let writer = tokio::spawn(write_loop(wr, out_rx, permits.clone(), stats.clone()));
-    // Weak, so that the outbox closes (and the writer ends) when the core drops its sender.
+    // Weak, so that the outbox closes (and the writer ends) when the driver drops its sender.
     let room = out_tx.downgrade();
-    let msg = CoreMsg::Connect { conn: id, remote, req, out: out_tx, stats: stats.clone(), ready: ready_tx };
-    if core.send(msg).await.is_err() {
+    let msg =
+        DriverMsg::Connect { conn: id, remote, req, out: out_tx, stats: stats.clone(), ready: ready_tx };
+    if driver.send(msg).await.is_err() {
         return;
     }
     // Requests are read only once the session exists: a client may pipeline them behind its handshake.
@@ -98,11 +100,11 @@ pub async fn serve(
         return;
     }
 
-    let cx = ReaderCtx { id, core: &core, permits: &permits, stats: &stats, room: &room };
+    let cx = ReaderCtx { id, driver: &driver, permits: &permits, stats: &stats, room: &room };
     let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
     drop(room);
     debug!("connection {remote} reader stopped: {reason}");
-    let _ = core.send(CoreMsg::Closed { conn: id }).await;
+    let _ = driver.send(DriverMsg::Closed { conn: id }).await;
     let _ = writer.await;
 }
 
@@ -122,7 +124,7 @@ async fn read_at_least(
 async fn answer_four_letter(
     mut wr: OwnedWriteHalf,
     word: &str,
-    core: &mpsc::Sender<CoreMsg>,
+    driver: &mpsc::Sender<DriverMsg>,
     settings: &Settings,
     remote: SocketAddr,
 ) {
@@ -133,7 +135,11 @@ async fn answer_four_letter(
         "imok".to_string()
     } else {
         let (tx, rx) = oneshot::channel();
-        if core.send(CoreMsg::FourLetter { cmd: word.to_string(), asker: remote, reply: tx }).await.is_err() {
+        if driver
+            .send(DriverMsg::FourLetter { cmd: word.to_string(), asker: remote, reply: tx })
+            .await
+            .is_err()
+        {
             return;
         }
         rx.await.unwrap_or_default()
@@ -145,7 +151,7 @@ async fn answer_four_letter(
 /// What the reader needs besides the socket.
 struct ReaderCtx<'a> {
     id: ConnId,
-    core: &'a mpsc::Sender<CoreMsg>,
+    driver: &'a mpsc::Sender<DriverMsg>,
     permits: &'a Arc<Semaphore>,
     stats: &'a ConnStats,
     /// The connection's own outbox, used only to wait for room in it; weak so it never keeps the
@@ -159,7 +165,7 @@ async fn read_loop(
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
 ) -> String {
-    let ReaderCtx { id, core, permits, stats, room } = cx;
+    let ReaderCtx { id, driver, permits, stats, room } = cx;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -189,8 +195,8 @@ async fn read_loop(
                 Ok(p) => p.forget(),
                 Err(_) => return "server shutting down".into(),
             }
-            let msg = CoreMsg::Request { conn: id, xid: hdr.xid, op: hdr.op, body, received };
-            if core.send(msg).await.is_err() {
+            let msg = DriverMsg::Request { conn: id, xid: hdr.xid, op: hdr.op, body, received };
+            if driver.send(msg).await.is_err() {
                 return "server shutting down".into();
             }
         }

@@ -1,7 +1,8 @@
 //! Starting and stopping a standalone server: the listener, the core task, signals.
 
 use crate::conn;
-use crate::core::{Core, CoreMsg};
+use crate::core::{CoreConfig, CounterRule, Now, ServerCore, SnapshotSettings, VoterSet};
+use crate::driver::{Driver, DriverMsg};
 use crate::log::{open_and_replay, DurableReport};
 use crate::settings::Settings;
 use crate::snapshots;
@@ -43,6 +44,13 @@ pub enum StartError {
         dir: std::path::PathBuf,
         /// One of its files.
         file: String,
+    },
+    /// The server stopped serving: a failure it cannot carry on after (the log failed other than
+    /// by filling its disk).
+    #[error("stopped: {reason}")]
+    Stopped {
+        /// Why.
+        reason: String,
     },
     /// The client port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
@@ -99,12 +107,11 @@ pub async fn run(
     if rec.last_zxid() == 0 {
         refuse_apache_data(&settings)?;
     }
-    // Sessions restored start their timeouts afresh, as Apache does on loading.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let db = rec.finish(now);
+    // The core's clock starts here; sessions restored start their timeouts afresh on it, as
+    // Apache does on loading.
+    let origin = std::time::Instant::now();
+    let now = Driver::now(origin);
+    let db = rec.finish(now.mono_ms());
     // The writer thread reports durability into the core's select loop. Reports are one per
     // group of batches, and the log's queue holds at most LOG_QUEUE batches.
     const LOG_QUEUE: usize = 64;
@@ -131,15 +138,26 @@ pub async fn run(
                 source,
             },
         })?;
-    // A start that had to replay transactions takes a snapshot at once, so the next start is fast.
-    let core = Core::new(settings.clone(), db, Box::new(writer), durable_rx, permits.clone()).with_snapshots(
-        snap_tx,
-        settings.snap_count,
-        settings.snap_size_bytes,
-        settings.snapshot_write_bytes_per_second,
-        replayed > 0,
-    );
-    let core_task = tokio::spawn(core.run(core_rx));
+    let cfg = CoreConfig {
+        settings: settings.clone(),
+        server_id: 0,
+        // Standalone: a quorum of one.
+        voters: VoterSet::solo(0),
+        counter_rule: CounterRule::Wrap,
+        snapshots: Some(SnapshotSettings {
+            snap_count: settings.snap_count,
+            snap_size_bytes: settings.snap_size_bytes,
+            pace_floor: settings.snapshot_write_bytes_per_second,
+        }),
+        // A start that had to replay transactions takes a snapshot at once, so the next start is
+        // fast.
+        snapshot_now: replayed > 0,
+        seed: seed(now),
+    };
+    let core = ServerCore::new(cfg, db, now);
+    let driver =
+        Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone());
+    let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
     info!("serving clients on {} (standalone; log in {})", settings.client_addr, log_dir.display());
 
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
@@ -148,6 +166,8 @@ pub async fn run(
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
+            // The core stopped by itself: a failure it cannot serve on after.
+            ended = &mut core_task => return core_result(ended),
             accepted = listener.accept() => {
                 let (stream, remote) = match accepted {
                     Ok(a) => a,
@@ -185,7 +205,23 @@ pub async fn run(
         }
     }
     info!("shutting down");
-    let _ = core_tx.send(CoreMsg::Shutdown).await;
-    let _ = core_task.await;
-    Ok(())
+    let _ = core_tx.send(DriverMsg::Shutdown).await;
+    core_result(core_task.await)
+}
+
+fn core_result(ended: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), StartError> {
+    match ended {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(reason)) => Err(StartError::Stopped { reason }),
+        Err(e) => Err(StartError::Stopped { reason: format!("the core task failed: {e}") }),
+    }
+}
+
+/// A seed for the core's randomness (the spread of snapshot thresholds): different on every
+/// start, as Apache's draws are.
+fn seed(now: Now) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_i64(now.wall_ms);
+    h.finish()
 }

@@ -8,7 +8,8 @@
 //! that writes the file (temp file, fsync, rename), keeps the newest `autopurge.snapRetainCount`
 //! snapshots, and reports which log segments are no longer needed.
 
-use crate::core::CoreMsg;
+use crate::core::CHUNK_CREDITS;
+use crate::driver::{DriverMsg, SnapshotReport};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::{Duration, Instant};
@@ -17,12 +18,6 @@ use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
 use zk_log::{FileStorage, LogError, Storage};
 use zk_tree::{Database, SnapshotLoader, TreeConfig};
-
-/// Chunks queued for the snapshot thread before the core stops stepping for a while.
-pub const CHUNK_QUEUE: usize = 16;
-
-/// Nodes the core serializes per step: small enough that a step never shows in write latency.
-pub const NODES_PER_STEP: usize = 2_000;
 
 /// Work for the snapshot thread.
 #[derive(Debug)]
@@ -129,24 +124,25 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
     Ok(db)
 }
 
-/// Starts the snapshot thread. It tells the core when a snapshot is done and which log records
-/// older snapshots no longer need (`CoreMsg::SnapshotDone`).
+/// Starts the snapshot thread and returns its job queue. It hands every chunk's buffer back once
+/// written (the core reuses it, and counts it as room for the next chunk), and tells the driver
+/// when a snapshot is done and which log records older snapshots no longer need.
+///
+/// The queue has room for every chunk the core may have out ([`CHUNK_CREDITS`]) plus the few
+/// control jobs around them, so handing it a job never waits.
 ///
 /// Errors: the thread could not be spawned.
 pub fn spawn_writer(
     storage: FileStorage,
     retain: usize,
-    core: mpsc::Sender<CoreMsg>,
-) -> std::io::Result<SnapshotThread> {
-    let (tx, rx) = sync_channel(CHUNK_QUEUE);
-    let (back_tx, back_rx) = sync_channel(CHUNK_QUEUE + 2);
-    std::thread::Builder::new()
-        .name("zk-snapshot".into())
-        .spawn(move || run(storage, retain, rx, back_tx, core))?;
-    Ok(SnapshotThread { jobs: tx, buffers: back_rx })
+    driver: mpsc::Sender<DriverMsg>,
+) -> std::io::Result<SyncSender<SnapJob>> {
+    let (tx, rx) = sync_channel(CHUNK_CREDITS + 4);
+    std::thread::Builder::new().name("zk-snapshot".into()).spawn(move || run(storage, retain, rx, driver))?;
+    Ok(tx)
 }
 
-/// The most a snapshot is written at (the core picks it: `Snapshots::pace` in core.rs).
+/// The most a snapshot is written at (the core picks it: `snapshot_policy::pace`).
 ///
 /// A snapshot is hundreds of megabytes for a large tree; written as fast as the disk takes it,
 /// it keeps the disk busy for a second or two, and every log sync meanwhile waits behind its
@@ -176,17 +172,6 @@ impl Pace {
     }
 }
 
-/// The core's ends of the snapshot thread's channels.
-#[derive(Debug)]
-pub struct SnapshotThread {
-    /// Work for the thread.
-    pub jobs: SyncSender<SnapJob>,
-    /// Chunk buffers the thread is done with, for the core to fill again: a snapshot of a large
-    /// tree is hundreds of megabytes, and filling reused buffers instead of fresh ones cut the
-    /// core's serialization time for a million nodes from 108-127 ms to 87-91 ms here.
-    pub buffers: Receiver<Vec<u8>>,
-}
-
 /// Lowers the calling thread's CPU and disk priority: its work (writing a snapshot, removing old
 /// files) may take longer, but must not hold up the core or the log's syncs, which clients wait on.
 fn background_priority() {
@@ -204,13 +189,7 @@ fn background_priority() {
     }
 }
 
-fn run(
-    storage: FileStorage,
-    retain: usize,
-    rx: Receiver<SnapJob>,
-    back: SyncSender<Vec<u8>>,
-    core: mpsc::Sender<CoreMsg>,
-) {
+fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc::Sender<DriverMsg>) {
     background_priority();
     // The snapshot being written: its writer, when it began, bytes written so far.
     let mut current: Option<(SnapshotWriter<FileStorage>, Instant, u64)> = None;
@@ -244,8 +223,8 @@ fn run(
                         }
                     }
                 }
-                // Back to the core for the next step (dropped when it has enough).
-                let _ = back.try_send(bytes);
+                // Back to the core for the next step: the credit for another chunk.
+                let _ = driver.blocking_send(DriverMsg::Snapshot(SnapshotReport::ChunkDone(bytes)));
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
@@ -266,12 +245,13 @@ fn run(
                         }
                     }
                 }
-                let _ = core
-                    .blocking_send(CoreMsg::SnapshotDone { ok: !failed, purge_logs_before: purge_before });
+                let report = SnapshotReport::Done { ok: !failed, purge_logs_before: purge_before };
+                let _ = driver.blocking_send(DriverMsg::Snapshot(report));
             }
             SnapJob::Retain => {
                 let purge_logs_before = retention(&storage, retain);
-                let _ = core.blocking_send(CoreMsg::Retained { purge_logs_before });
+                let _ =
+                    driver.blocking_send(DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }));
             }
         }
     }

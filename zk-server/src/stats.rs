@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zk_proto::OpCode;
 
 /// Server-wide statistics, owned by the core task.
@@ -97,7 +97,6 @@ struct LastOp {
     op: Option<OpCode>,
     cxid: i32,
     zxid: i64,
-    at: Option<Instant>,
     at_wall_ms: i64,
     latency_ms: u64,
     min_ms: u64,
@@ -128,16 +127,14 @@ impl ConnStats {
         self.timeout_ms.store(timeout_ms, Relaxed);
     }
 
-    /// Records a completed request.
-    pub fn record(&self, op: OpCode, cxid: i32, zxid: i64, latency: Duration) {
+    /// Records a request answered at `wall_ms` (ms since the Unix epoch).
+    pub fn record(&self, op: OpCode, cxid: i32, zxid: i64, latency: Duration, wall_ms: i64) {
         let ms = latency.as_millis() as u64;
         let mut l = self.last.lock().unwrap_or_else(|e| e.into_inner());
         l.op = Some(op);
         l.cxid = cxid;
         l.zxid = zxid;
-        l.at = Some(Instant::now());
-        l.at_wall_ms =
-            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        l.at_wall_ms = wall_ms;
         l.latency_ms = ms;
         l.min_ms = if l.count == 0 { ms } else { l.min_ms.min(ms) };
         l.max_ms = l.max_ms.max(ms);

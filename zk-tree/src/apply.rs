@@ -22,12 +22,15 @@ impl Database {
         let outcome = match txn {
             Txn::Multi(subs) => self.apply_multi(hdr, subs, &mut events),
             Txn::CreateSession(t) => {
-                self.sessions.add(hdr.client_id, t.time_out, hdr.time);
+                self.sessions.add(hdr.client_id, t.time_out);
+                // Known to prep from now on; it starts expiring once the server touches it.
+                self.expiry.track(hdr.client_id, t.time_out);
                 Outcome::SessionCreated
             }
             Txn::CloseSession(t) => {
                 self.tree.kill_session(hdr.client_id, hdr.zxid, &t.paths2_delete, &mut events);
                 self.sessions.remove(hdr.client_id);
+                self.expiry.remove(hdr.client_id);
                 Outcome::SessionClosed
             }
             Txn::Error(e) => Outcome::Error(code(e.err)),

@@ -1,5 +1,8 @@
-//! The database: DataTree + watches + sessions + outstanding changes, and its introspection.
+//! The database: the replicated state (DataTree with its watches, the session set, the last
+//! applied zxid) and the leader-only state prep works against (outstanding changes, session
+//! expiry), and its introspection.
 
+use crate::expiry::SessionExpiry;
 use crate::outstanding::Outstanding;
 use crate::session::SessionTable;
 use crate::tree::DataTree;
@@ -7,13 +10,20 @@ use crate::{SessionId, TreeConfig, WatcherId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The replicated state machine. See the crate docs for the write path.
+///
+/// Two kinds of state live here. Replicated: the tree, the session set and the last applied
+/// zxid are the same on every server that applied the same txns ([`Database::apply`] is the
+/// only writer). Leader-only: the outstanding changes of prepped-but-unapplied txns and the
+/// sessions' expiry and closing flags, which [`Database::prep`] consults; a follower's copy is
+/// idle until it leads, when [`Database::start_leading`] resets it.
 #[derive(Debug)]
 pub struct Database {
     pub(crate) cfg: TreeConfig,
     pub(crate) tree: DataTree,
     pub(crate) sessions: SessionTable,
-    pub(crate) outstanding: Outstanding,
     pub(crate) last_applied: i64,
+    pub(crate) outstanding: Outstanding,
+    pub(crate) expiry: SessionExpiry,
     /// Applying txns over a fuzzy snapshot (see [`crate::snapshot::Recovery`]): a create that
     /// finds its node present still moves the parent's cversion and pzxid forward, whatever its
     /// kind.
@@ -26,8 +36,9 @@ impl Database {
     pub fn new(cfg: TreeConfig) -> Self {
         Database {
             tree: DataTree::new(cfg.extended_types_enabled),
-            sessions: SessionTable::new(cfg.tick_ms),
+            sessions: SessionTable::new(),
             outstanding: Outstanding::default(),
+            expiry: SessionExpiry::new(cfg.tick_ms.max(1) as u64),
             last_applied: 0,
             replaying: false,
             cfg,
@@ -57,19 +68,33 @@ impl Database {
     /// Takes back every prepped txn after `zxid` that was not applied (its proposal was refused,
     /// e.g. by a full log): later preps validate against the state as of `zxid` again. Sessions
     /// marked closing by a taken-back closeSession are the caller's to reopen
-    /// ([`SessionTable::reopen`]).
+    /// ([`SessionExpiry::reopen`]).
     pub fn abandon_after(&mut self, zxid: i64) {
         self.outstanding.rollback_after(zxid);
     }
 
-    /// Sessions.
+    /// The replicated session set.
     pub fn sessions(&self) -> &SessionTable {
         &self.sessions
     }
 
-    /// Sessions, for touching and expiring.
-    pub fn sessions_mut(&mut self) -> &mut SessionTable {
-        &mut self.sessions
+    /// Session expiry and closing flags (leader-only state).
+    pub fn expiry(&self) -> &SessionExpiry {
+        &self.expiry
+    }
+
+    /// Session expiry, for touching, expiring and closing (leader-only state).
+    pub fn expiry_mut(&mut self) -> &mut SessionExpiry {
+        &mut self.expiry
+    }
+
+    /// Resets the leader-only state for a server that starts serving writes (at start-up, or on
+    /// winning an election): no outstanding changes, and every replicated session live with its
+    /// timeout counted afresh from `now_ms` on the caller's monotonic clock.
+    pub fn start_leading(&mut self, now_ms: u64) {
+        self.outstanding = Outstanding::default();
+        let sessions: Vec<(SessionId, i32)> = self.sessions.iter().collect();
+        self.expiry.restart_all(sessions.into_iter(), now_ms);
     }
 
     /// Apache's node count, which counts the root twice (it is stored under "" and "/"): a fresh

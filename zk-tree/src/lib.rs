@@ -13,6 +13,7 @@
 pub mod acl;
 mod apply;
 mod database;
+pub mod expiry;
 pub mod java;
 pub mod node;
 mod nodes;
@@ -27,7 +28,8 @@ pub mod watch;
 
 pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
 pub use database::Database;
-pub use session::{session_password, SessionTable};
+pub use expiry::SessionExpiry;
+pub use session::{first_session_id, session_password, SessionTable};
 pub use snapshot::{load_snapshot, ContentBuilder, Recovery, SnapshotCursor, SnapshotError, SnapshotLoader};
 
 use std::sync::Arc;

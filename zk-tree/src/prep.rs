@@ -117,7 +117,7 @@ impl Database {
                 self.prep_create(ctx, ty, path, data, acl, flags, ttl, zxid, now)
             }
             WriteOp::Delete { path, version } => {
-                self.sessions.check(ctx.session)?;
+                self.expiry.check(ctx.session)?;
                 let parent_path = parent_for_delete(path)?;
                 let parent = self.record(parent_path)?;
                 check_acl(&self.cfg, &parent.acl, perms::DELETE, ctx.auth)?;
@@ -144,7 +144,7 @@ impl Database {
                 Ok(Txn::DeleteContainer(DeleteTxn { path: path.to_string() }))
             }
             WriteOp::SetData { path, data, version } => {
-                self.sessions.check(ctx.session)?;
+                self.expiry.check(ctx.session)?;
                 valid_path(path)?;
                 let mut node = self.record(path)?;
                 check_acl(&self.cfg, &node.acl, perms::WRITE, ctx.auth)?;
@@ -168,7 +168,7 @@ impl Database {
                 }))
             }
             WriteOp::SetAcl { path, acl, version } => {
-                self.sessions.check(ctx.session)?;
+                self.expiry.check(ctx.session)?;
                 valid_path(path)?;
                 let list = fixup_acl(&self.cfg, ctx.auth, acl)?;
                 let mut node = self.record(path)?;
@@ -182,7 +182,7 @@ impl Database {
                 Ok(Txn::SetAcl(SetAclTxn { path: path.to_string(), acl: list, version: new_version }))
             }
             WriteOp::Check { path, version } => {
-                self.sessions.check(ctx.session)?;
+                self.expiry.check(ctx.session)?;
                 valid_path(path)?;
                 let node = self.record(path)?;
                 check_acl(&self.cfg, &node.acl, perms::READ, ctx.auth)?;
@@ -231,9 +231,9 @@ impl Database {
             return Err(ErrorCode::BadArguments);
         }
         if mode.is_ephemeral() {
-            self.sessions.check(ctx.session).map_err(|_| ErrorCode::SessionExpired)?;
+            self.expiry.check(ctx.session).map_err(|_| ErrorCode::SessionExpired)?;
         } else {
-            self.sessions.check(ctx.session)?;
+            self.expiry.check(ctx.session)?;
         }
         // validatePathForCreate: only '/' presence and NUL here; full validation follows the suffix.
         if !path.contains('/') || path.contains('\0') {
@@ -377,7 +377,7 @@ impl Database {
             self.outstanding
                 .add(p, ChangeRecord { zxid, stat: None, child_count: 0, acl: Arc::new(Vec::new()) });
         }
-        self.sessions.set_closing(session);
+        self.expiry.set_closing(session);
         Txn::CloseSession(CloseSessionTxn { paths2_delete: paths })
     }
 }

@@ -1,10 +1,11 @@
-//! Sessions and their expiry, as Apache's SessionTrackerImpl and ExpiryQueue keep them: each
-//! session sits in the bucket of its expiration time rounded up to the next tick boundary, and a
-//! bucket expires as a whole once the clock reaches it. Time is always an argument.
+//! The replicated session set: which sessions exist and their negotiated timeouts. Every server
+//! holds the same set once it has applied the same createSession and closeSession txns; it is
+//! what a snapshot records. When a session expires is not replicated state: the leader decides it
+//! on its own monotonic clock ([`crate::expiry::SessionExpiry`]).
 
 use crate::java::JavaRandom;
 use crate::SessionId;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// Secret mixed into the session id to derive its password (Apache's `superSecret`).
 const PASSWORD_SECRET: i64 = 0xB341_5C00;
@@ -17,171 +18,50 @@ pub fn session_password(session: SessionId) -> [u8; 16] {
     out
 }
 
-#[derive(Debug, Clone)]
-struct SessionEntry {
-    timeout_ms: i32,
-    closing: bool,
-    /// Bucket (expiry time, ms) it sits in, if any.
-    bucket: Option<i64>,
+/// The first session id a server hands out, as Apache lays ids out: the server id in the top
+/// byte, then the low 40 bits of the wall clock in milliseconds at start, then a 16-bit counter
+/// (the caller adds to it). Ids thus differ across servers and across restarts of one server.
+pub fn first_session_id(server_id: u8, wall_ms: i64) -> SessionId {
+    let time_part = ((wall_ms << 24) as u64 >> 8) as i64;
+    time_part | (i64::from(server_id) << 56)
 }
 
-/// Live sessions, their timeouts and expiry buckets.
-#[derive(Debug, Clone)]
+/// Live sessions and their timeouts (the replicated part of Apache's session tracking).
+#[derive(Debug, Clone, Default)]
 pub struct SessionTable {
-    tick_ms: i64,
-    sessions: HashMap<SessionId, SessionEntry>,
-    buckets: BTreeMap<i64, BTreeSet<SessionId>>,
+    sessions: HashMap<SessionId, i32>,
 }
 
 impl SessionTable {
-    /// An empty table whose buckets are `tick_ms` wide (values below 1 are taken as 1).
-    pub fn new(tick_ms: i64) -> Self {
-        SessionTable { tick_ms: tick_ms.max(1), sessions: HashMap::new(), buckets: BTreeMap::new() }
+    /// An empty table.
+    pub fn new() -> Self {
+        SessionTable::default()
     }
 
-    /// The bucket width, ms.
-    pub fn tick_ms(&self) -> i64 {
-        self.tick_ms
+    /// Registers a session with `timeout_ms`. An existing session keeps its timeout, as
+    /// Apache's trackSession does.
+    pub fn add(&mut self, s: SessionId, timeout_ms: i32) {
+        self.sessions.entry(s).or_insert(timeout_ms);
     }
 
-    /// `roundToNextInterval`: the next multiple of the tick strictly after `t`.
-    fn round_up(&self, t: i64) -> i64 {
-        (t.div_euclid(self.tick_ms)).saturating_add(1).saturating_mul(self.tick_ms)
-    }
-
-    /// Registers (or refreshes) a session with `timeout_ms`, expiring `timeout_ms` after `now_ms`.
-    /// An existing session keeps its timeout, as Apache's trackSession does.
-    pub fn add(&mut self, s: SessionId, timeout_ms: i32, now_ms: i64) {
-        let e = self.sessions.entry(s).or_insert(SessionEntry { timeout_ms, closing: false, bucket: None });
-        let t = e.timeout_ms;
-        self.rebucket(s, t, now_ms);
-    }
-
-    fn rebucket(&mut self, s: SessionId, timeout_ms: i32, now_ms: i64) {
-        let new = self.round_up(now_ms.saturating_add(timeout_ms as i64));
-        let Some(e) = self.sessions.get_mut(&s) else { return };
-        if e.bucket == Some(new) {
-            return;
-        }
-        if let Some(old) = e.bucket.replace(new) {
-            if let Some(b) = self.buckets.get_mut(&old) {
-                b.remove(&s);
-                if b.is_empty() {
-                    self.buckets.remove(&old);
-                }
-            }
-        }
-        self.buckets.entry(new).or_default().insert(s);
-    }
-
-    /// Whether the session is known (closing ones included).
+    /// Whether the session exists.
     pub fn contains(&self, s: SessionId) -> bool {
         self.sessions.contains_key(&s)
     }
 
     /// The session's timeout.
     pub fn timeout_ms(&self, s: SessionId) -> Option<i32> {
-        self.sessions.get(&s).map(|e| e.timeout_ms)
-    }
-
-    /// Pushes the session's expiry to `now_ms + timeout`. False if unknown or closing.
-    pub fn touch(&mut self, s: SessionId, now_ms: i64) -> bool {
-        match self.sessions.get(&s) {
-            Some(e) if !e.closing => {
-                let t = e.timeout_ms;
-                self.rebucket(s, t, now_ms);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Marks the session closing: it accepts no more requests and touches fail.
-    pub fn set_closing(&mut self, s: SessionId) {
-        if let Some(e) = self.sessions.get_mut(&s) {
-            e.closing = true;
-        }
-    }
-
-    /// Takes back [`Self::set_closing`] (its closeSession was refused): the session is live again
-    /// and expires `expire_in_ms` after `now_ms`. False if unknown.
-    pub fn reopen(&mut self, s: SessionId, expire_in_ms: i32, now_ms: i64) -> bool {
-        let Some(e) = self.sessions.get_mut(&s) else { return false };
-        e.closing = false;
-        self.rebucket(s, expire_in_ms, now_ms);
-        true
-    }
-
-    /// Whether the session is closing.
-    pub fn is_closing(&self, s: SessionId) -> bool {
-        self.sessions.get(&s).is_some_and(|e| e.closing)
-    }
-
-    /// Apache's checkSession: UNKNOWNSESSION if unknown, SESSIONEXPIRED if closing.
-    pub fn check(&self, s: SessionId) -> Result<(), zk_proto::ErrorCode> {
-        match self.sessions.get(&s) {
-            None => Err(zk_proto::ErrorCode::UnknownSession),
-            Some(e) if e.closing => Err(zk_proto::ErrorCode::SessionExpired),
-            Some(_) => Ok(()),
-        }
-    }
-
-    /// Sessions whose bucket time is at or before `now_ms`, each returned once (ascending by
-    /// bucket, then id) and marked closing. They stay in the table until removed.
-    pub fn expired(&mut self, now_ms: i64) -> Vec<SessionId> {
-        let mut out = Vec::new();
-        while let Some((&t, _)) = self.buckets.first_key_value() {
-            if t > now_ms {
-                break;
-            }
-            let ids = self.buckets.remove(&t).unwrap_or_default();
-            for s in ids {
-                if let Some(e) = self.sessions.get_mut(&s) {
-                    e.bucket = None;
-                    e.closing = true;
-                    out.push(s);
-                }
-            }
-        }
-        out
-    }
-
-    /// The earliest bucket time still pending (for the server's timer).
-    pub fn next_expiry(&self) -> Option<i64> {
-        self.buckets.keys().next().copied()
+        self.sessions.get(&s).copied()
     }
 
     /// Forgets the session.
     pub fn remove(&mut self, s: SessionId) {
-        if let Some(e) = self.sessions.remove(&s) {
-            if let Some(b) = e.bucket {
-                if let Some(set) = self.buckets.get_mut(&b) {
-                    set.remove(&s);
-                    if set.is_empty() {
-                        self.buckets.remove(&b);
-                    }
-                }
-            }
-        }
-    }
-
-    /// After a restart: every session is live again (none closing) and expires its timeout after
-    /// `now_ms`, as Apache's session tracker starts the sessions it loads.
-    pub fn restart_all(&mut self, now_ms: i64) {
-        self.buckets.clear();
-        let ids: Vec<(SessionId, i32)> = self.sessions.iter().map(|(s, e)| (*s, e.timeout_ms)).collect();
-        for (s, t) in ids {
-            if let Some(e) = self.sessions.get_mut(&s) {
-                e.bucket = None;
-                e.closing = false;
-            }
-            self.rebucket(s, t, now_ms);
-        }
+        self.sessions.remove(&s);
     }
 
     /// Every session with its timeout, ascending by id.
     pub fn iter(&self) -> impl Iterator<Item = (SessionId, i32)> + '_ {
-        let mut v: Vec<(SessionId, i32)> = self.sessions.iter().map(|(s, e)| (*s, e.timeout_ms)).collect();
+        let mut v: Vec<(SessionId, i32)> = self.sessions.iter().map(|(s, t)| (*s, *t)).collect();
         v.sort_unstable();
         v.into_iter()
     }
@@ -223,40 +103,25 @@ mod tests {
     }
 
     #[test]
-    fn expiry_rounds_up_to_next_tick() {
-        let mut t = SessionTable::new(2000);
-        t.add(1, 4000, 1000); // 5000 -> bucket 6000
-        t.add(2, 4000, 2000); // 6000 is a boundary -> 8000
-        assert_eq!(t.next_expiry(), Some(6000));
-        assert!(t.expired(5999).is_empty());
-        assert_eq!(t.expired(6000), vec![1]);
-        assert!(t.is_closing(1));
-        assert!(!t.touch(1, 6000));
-        assert_eq!(t.expired(100_000), vec![2]);
-        assert!(t.expired(200_000).is_empty());
-        assert_eq!(t.len(), 2);
-        t.remove(1);
-        assert!(!t.contains(1));
-    }
-
-    #[test]
-    fn touch_moves_bucket() {
-        let mut t = SessionTable::new(1000);
-        t.add(7, 3000, 0);
-        assert!(t.touch(7, 2500)); // 5500 -> 6000
-        assert!(t.expired(4000).is_empty());
-        assert_eq!(t.expired(6000), vec![7]);
-        assert!(!t.touch(99, 0));
-        assert_eq!(t.check(99), Err(zk_proto::ErrorCode::UnknownSession));
-        assert_eq!(t.check(7), Err(zk_proto::ErrorCode::SessionExpired));
-    }
-
-    #[test]
     fn add_keeps_existing_timeout() {
-        let mut t = SessionTable::new(1000);
-        t.add(1, 5000, 0);
-        t.add(1, 9000, 0);
+        let mut t = SessionTable::new();
+        t.add(1, 5000);
+        t.add(1, 9000);
         assert_eq!(t.timeout_ms(1), Some(5000));
         assert_eq!(t.iter().collect::<Vec<_>>(), vec![(1, 5000)]);
+        t.remove(1);
+        assert!(!t.contains(1));
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn session_ids_carry_the_server_id() {
+        // 2026-11-24T00:00:00Z in ms; server 3.
+        let id = first_session_id(3, 1_795_478_400_000);
+        assert_eq!(id >> 56, 3);
+        assert_eq!(id & 0xffff, 0, "the low 16 bits count sessions");
+        assert_eq!((id >> 16) & 0xff_ffff_ffff, 1_795_478_400_000 & 0xff_ffff_ffff);
+        assert_eq!(first_session_id(0, 1_795_478_400_000) >> 56, 0, "standalone: server id 0");
+        assert_ne!(first_session_id(1, 1000), first_session_id(2, 1000));
     }
 }

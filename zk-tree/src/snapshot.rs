@@ -763,9 +763,9 @@ impl SnapshotLoader {
         tree.ensure_special_nodes();
         build_indexes(&mut tree, &eph_ranks);
         tree.recompute_quotas();
-        let mut table = SessionTable::new(cfg.tick_ms);
+        let mut table = SessionTable::new();
         for (id, t) in sessions {
-            table.add(id, t, 0);
+            table.add(id, t);
         }
         let mut db = Database::new(cfg);
         db.tree = tree;
@@ -985,12 +985,12 @@ impl Recovery {
     }
 
     /// Ends recovery: quota stats are recomputed from the tree (as Apache does on load), and
-    /// every session is live and expires its timeout after `now_ms` (as Apache's session tracker
-    /// starts the sessions it restores).
-    pub fn finish(mut self, now_ms: i64) -> Database {
+    /// every session is live and expires its timeout after `now_ms` on the caller's monotonic
+    /// clock (as Apache's session tracker starts the sessions it restores).
+    pub fn finish(mut self, now_ms: u64) -> Database {
         self.db.replaying = false;
         self.db.tree.recompute_quotas();
-        self.db.sessions.restart_all(now_ms);
+        self.db.start_leading(now_ms);
         self.db
     }
 }

@@ -194,7 +194,7 @@ fn run(steps: Vec<Step>, batch: usize, knobs: Vec<(u8, u8)>) {
         for (h, t) in &r.log {
             rec.replay(h, t);
         }
-        let got = rec.finish(now);
+        let got = rec.finish(now as u64);
         check_invariants(&got);
         assert_same(&got, &want);
     }

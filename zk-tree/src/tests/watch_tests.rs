@@ -187,7 +187,7 @@ fn close_session_deletes_ephemerals_in_apache_order() {
     let (h3, t3) = h.prep(S1, &Request::CloseSession);
     let Txn::CloseSession(c) = &t3 else { panic!("{t3:?}") };
     assert_eq!(c.paths2_delete, ["/eph3", "/eph2", "/late", "/eph1", "/eph0"]);
-    assert!(h.db.sessions().is_closing(S1));
+    assert!(h.db.expiry().is_closing(S1));
     // The closing session can no longer write.
     let (_, t4) = h.prep(S1, &Request::Create(creq("/x", b"", 0)));
     assert_eq!(t4, Txn::Error(ErrorTxn { err: ErrorCode::SessionExpired.code() }));
@@ -212,13 +212,22 @@ fn sessions_are_created_by_apply_and_expire_in_buckets() {
     assert!(!h.db.sessions().contains(0x300));
     let a = h.commit(0x300, OpCode::CreateSession, &t);
     assert_eq!(a.outcome, Outcome::SessionCreated);
-    let now = h.now;
     assert_eq!(h.db.sessions().timeout_ms(0x300), Some(4000));
+    // Tracked by apply, but expiring only once the server touches it on its own clock.
+    assert!(h.db.expiry().contains(0x300));
+    assert!(h.db.expiry_mut().expired(u64::MAX).is_empty());
+    let now = 1_000_u64;
+    assert!(h.db.expiry_mut().touch(0x300, now));
     // tick 2000: now+4000 rounded up to the next multiple of 2000.
     let bucket = ((now + 4000) / 2000 + 1) * 2000;
-    assert!(!h.db.sessions_mut().expired(bucket - 1).contains(&0x300));
-    assert!(h.db.sessions_mut().expired(bucket).contains(&0x300));
-    assert!(h.db.sessions().is_closing(0x300));
+    assert!(!h.db.expiry_mut().expired(bucket - 1).contains(&0x300));
+    assert!(h.db.expiry_mut().expired(bucket).contains(&0x300));
+    assert!(h.db.expiry().is_closing(0x300));
+    // Applying its closeSession forgets it everywhere.
+    let (hdr, t) = h.prep(0x300, &Request::CloseSession);
+    h.db.apply(&hdr, &t);
+    assert!(!h.db.expiry().contains(0x300));
+    assert!(!h.db.sessions().contains(0x300));
 }
 
 #[test]

@@ -557,12 +557,16 @@ fn abandoned_proposals_leave_no_trace_in_prep() {
 #[test]
 fn reopened_session_is_live_and_expires_again() {
     let mut h = Harness::new();
-    let now = h.now;
-    h.db.sessions_mut().set_closing(S1);
-    assert!(h.db.sessions().is_closing(S1));
-    assert!(h.db.sessions_mut().reopen(S1, 5000, now));
-    assert!(!h.db.sessions().is_closing(S1));
-    assert!(h.db.sessions_mut().expired(now + 1000).is_empty());
-    assert_eq!(h.db.sessions_mut().expired(now + 8000), vec![S1]);
-    assert!(!h.db.sessions_mut().reopen(0xdead, 5000, now), "unknown session");
+    let now = 5_000_u64;
+    h.db.expiry_mut().set_closing(S1);
+    assert!(h.db.expiry().is_closing(S1));
+    let (_, t) = h.prep(S1, &Request::Create(creq("/x", b"", 0)));
+    assert_eq!(t, Txn::Error(ErrorTxn { err: ErrorCode::SessionExpired.code() }), "closing: refused");
+    assert!(h.db.expiry_mut().reopen(S1, 5000, now));
+    assert!(!h.db.expiry().is_closing(S1));
+    let (_, t) = h.prep(S1, &Request::Create(creq("/x", b"", 0)));
+    assert!(matches!(t, Txn::Create(_)), "live again: {t:?}");
+    assert!(h.db.expiry_mut().expired(now + 1000).is_empty());
+    assert_eq!(h.db.expiry_mut().expired(now + 8000), vec![S1]);
+    assert!(!h.db.expiry_mut().reopen(0xdead, 5000, now), "unknown session");
 }

@@ -1,0 +1,297 @@
+//! The proposer: assigns zxids, keeps the proposals not yet committed, and commits them in zxid
+//! order once a quorum of voters has each one durable.
+//!
+//! One counting rule for every shape of ensemble: the server's own log reporting "durable
+//! through Z" is its ACK of everything through Z, and a follower's ACK is the same fact about
+//! its log. A standalone server is a voter set of one, so its own durability is a quorum. Every
+//! voter logs proposals in zxid order, so an ACK of Z covers every earlier proposal too.
+
+use super::zxid::Zxid;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use zk_proto::{Txn, TxnHeader};
+
+/// A server id (myid).
+pub type ServerId = u64;
+
+/// The voters whose ACKs count, with a majority rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoterSet {
+    me: ServerId,
+    voters: BTreeSet<ServerId>,
+}
+
+impl VoterSet {
+    /// Just this server: standalone.
+    pub fn solo(me: ServerId) -> VoterSet {
+        VoterSet { me, voters: BTreeSet::from([me]) }
+    }
+
+    /// This server and the other voters (observers are not voters).
+    pub fn new(me: ServerId, voters: impl IntoIterator<Item = ServerId>) -> VoterSet {
+        let mut v: BTreeSet<ServerId> = voters.into_iter().collect();
+        v.insert(me);
+        VoterSet { me, voters: v }
+    }
+
+    /// This server's id.
+    pub fn me(&self) -> ServerId {
+        self.me
+    }
+
+    /// Whether this server is the only voter (the inline-commit fast path is valid only then).
+    pub fn is_solo(&self) -> bool {
+        self.voters.len() == 1
+    }
+
+    /// Whether `sid` votes.
+    pub fn is_voter(&self, sid: ServerId) -> bool {
+        self.voters.contains(&sid)
+    }
+
+    /// Whether the voters among `sids` are more than half of all voters.
+    pub fn is_quorum<'a>(&self, sids: impl Iterator<Item = &'a ServerId>) -> bool {
+        let n = sids.filter(|s| self.voters.contains(s)).count();
+        n > self.voters.len() / 2
+    }
+}
+
+/// A proposal awaiting commit.
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    /// Its header (zxid, session, cxid, time, type).
+    pub hdr: TxnHeader,
+    /// The transaction.
+    pub txn: Txn,
+    /// Issued by the server itself (session expiry, container reaping): nobody waits for it.
+    pub internal: bool,
+}
+
+/// The proposal counter ran out within the epoch: an ensemble leader must start a new epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochExhausted(pub Zxid);
+
+/// How zxids advance past the last counter of an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterRule {
+    /// As a standalone Apache server: a plain 64-bit increment, into the next epoch.
+    Wrap,
+    /// As an ensemble leader: the epoch is exhausted; a new election must pick a new epoch.
+    StopAtEpochEnd,
+}
+
+/// Zxid assignment plus the proposals in flight and the ACKs they have.
+#[derive(Debug)]
+pub struct Proposer {
+    last: Zxid,
+    rule: CounterRule,
+    voters: VoterSet,
+    /// Proposed, not yet committed, in zxid order.
+    in_flight: VecDeque<Proposal>,
+    /// How many of `in_flight` (from the front) were handed to this server's log.
+    handed_to_log: usize,
+    /// For each voter, the highest zxid it has durable (its cumulative ACK).
+    acked: BTreeMap<ServerId, i64>,
+    /// Everything through this zxid is committed.
+    committed: i64,
+}
+
+impl Proposer {
+    /// A proposer whose last zxid (assigned and committed) is `last`.
+    pub fn new(last: i64, voters: VoterSet, rule: CounterRule) -> Proposer {
+        Proposer {
+            last: Zxid::from_i64(last),
+            rule,
+            voters,
+            in_flight: VecDeque::new(),
+            handed_to_log: 0,
+            acked: BTreeMap::new(),
+            committed: last,
+        }
+    }
+
+    /// The voters.
+    pub fn voters(&self) -> &VoterSet {
+        &self.voters
+    }
+
+    /// The last zxid assigned.
+    pub fn last_zxid(&self) -> Zxid {
+        self.last
+    }
+
+    /// Everything through this zxid is committed.
+    pub fn committed(&self) -> i64 {
+        self.committed
+    }
+
+    /// Assigns the next zxid.
+    ///
+    /// Errors: [`EpochExhausted`] under [`CounterRule::StopAtEpochEnd`] when the counter is
+    /// at its end; nothing is assigned.
+    pub fn next_zxid(&mut self) -> Result<Zxid, EpochExhausted> {
+        let next = match self.rule {
+            CounterRule::Wrap => self.last.next_wrapping(),
+            CounterRule::StopAtEpochEnd => self.last.next_in_epoch().ok_or(EpochExhausted(self.last))?,
+        };
+        self.last = next;
+        Ok(next)
+    }
+
+    /// Adds a proposal with the zxid [`Self::next_zxid`] just gave.
+    pub fn propose(&mut self, p: Proposal) {
+        debug_assert!(self.in_flight.back().is_none_or(|b| b.hdr.zxid < p.hdr.zxid));
+        self.in_flight.push_back(p);
+    }
+
+    /// Proposals not yet handed to this server's log, oldest first.
+    pub fn unhanded(&self) -> impl Iterator<Item = &Proposal> {
+        self.in_flight.iter().skip(self.handed_to_log)
+    }
+
+    /// How many proposals are with the log and not yet committed.
+    pub fn handed(&self) -> usize {
+        self.handed_to_log
+    }
+
+    /// Marks every proposal so far as handed to the log.
+    pub fn mark_all_handed(&mut self) {
+        self.handed_to_log = self.in_flight.len();
+    }
+
+    /// Proposals not yet committed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Voter `sid` has everything through `zxid` durable. Returns the new commit point if it
+    /// moved. ACKs from non-voters, and stale ACKs, change nothing.
+    pub fn ack(&mut self, sid: ServerId, zxid: i64) -> Option<i64> {
+        if !self.voters.is_voter(sid) {
+            return None;
+        }
+        let e = self.acked.entry(sid).or_insert(i64::MIN);
+        if zxid <= *e {
+            return None;
+        }
+        *e = zxid;
+        let before = self.committed;
+        for p in &self.in_flight {
+            let z = p.hdr.zxid;
+            if z <= self.committed {
+                continue;
+            }
+            let have: Vec<&ServerId> = self.acked.iter().filter(|(_, &a)| a >= z).map(|(s, _)| s).collect();
+            if !self.voters.is_quorum(have.into_iter()) {
+                break;
+            }
+            self.committed = z;
+        }
+        (self.committed > before).then_some(self.committed)
+    }
+
+    /// Takes the oldest proposal if it is committed (apply it next).
+    pub fn pop_committed(&mut self) -> Option<Proposal> {
+        if self.in_flight.front().is_some_and(|p| p.hdr.zxid <= self.committed) {
+            self.handed_to_log = self.handed_to_log.saturating_sub(1);
+            return self.in_flight.pop_front();
+        }
+        None
+    }
+
+    /// Takes back every proposal not yet committed (the log refused them): the zxid counter
+    /// returns to the last committed zxid, and nothing counts as handed to the log.
+    pub fn take_back_uncommitted(&mut self) -> Vec<Proposal> {
+        let mut out = Vec::new();
+        while let Some(p) = self.in_flight.pop_back() {
+            if p.hdr.zxid <= self.committed {
+                self.in_flight.push_back(p);
+                break;
+            }
+            out.push(p);
+        }
+        out.reverse();
+        self.handed_to_log = self.handed_to_log.min(self.in_flight.len());
+        self.last = Zxid::from_i64(self.committed);
+        for a in self.acked.values_mut() {
+            *a = (*a).min(self.committed);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zk_proto::{ErrorTxn, OpCode};
+
+    fn prop(z: Zxid) -> Proposal {
+        Proposal {
+            hdr: TxnHeader {
+                client_id: 1,
+                cxid: 1,
+                zxid: z.to_i64(),
+                time: 0,
+                txn_type: OpCode::Error.code(),
+            },
+            txn: Txn::Error(ErrorTxn { err: 0 }),
+            internal: false,
+        }
+    }
+
+    fn propose(p: &mut Proposer, n: usize) -> Vec<i64> {
+        (0..n)
+            .map(|_| {
+                let z = p.next_zxid().expect("zxid");
+                p.propose(prop(z));
+                z.to_i64()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_solo_voter_commits_what_its_log_made_durable() {
+        let mut p = Proposer::new(0x5, VoterSet::solo(1), CounterRule::Wrap);
+        let z = propose(&mut p, 3);
+        assert_eq!(z, [6, 7, 8]);
+        p.mark_all_handed();
+        assert_eq!(p.ack(1, 7), Some(7));
+        assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(6));
+        assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(7));
+        assert!(p.pop_committed().is_none(), "8 is not durable yet");
+        assert_eq!(p.handed(), 1);
+        assert_eq!(p.ack(1, 7), None, "a stale report changes nothing");
+    }
+
+    #[test]
+    fn three_voters_commit_on_two_acks_in_order() {
+        let mut p = Proposer::new(0x1_0000_0000, VoterSet::new(1, [2, 3]), CounterRule::StopAtEpochEnd);
+        let z = propose(&mut p, 2);
+        assert_eq!(p.ack(2, z[1]), None, "one voter of three");
+        assert_eq!(p.ack(9, z[1]), None, "not a voter");
+        assert_eq!(p.ack(1, z[0]), Some(z[0]), "me and 2 have the first");
+        assert_eq!(p.ack(1, z[1]), Some(z[1]));
+        assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(z[0]));
+        assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(z[1]));
+    }
+
+    #[test]
+    fn an_exhausted_epoch_stops_a_leader_but_not_a_standalone_server() {
+        let end = Zxid { epoch: 4, counter: u32::MAX }.to_i64();
+        let mut leader = Proposer::new(end, VoterSet::new(1, [2, 3]), CounterRule::StopAtEpochEnd);
+        assert_eq!(leader.next_zxid(), Err(EpochExhausted(Zxid::from_i64(end))));
+        let mut solo = Proposer::new(end, VoterSet::solo(0), CounterRule::Wrap);
+        assert_eq!(solo.next_zxid(), Ok(Zxid { epoch: 5, counter: 0 }));
+    }
+
+    #[test]
+    fn refused_proposals_are_taken_back_and_their_zxids_reused() {
+        let mut p = Proposer::new(10, VoterSet::solo(0), CounterRule::Wrap);
+        propose(&mut p, 3);
+        p.mark_all_handed();
+        assert_eq!(p.ack(0, 11), Some(11));
+        let back = p.take_back_uncommitted();
+        assert_eq!(back.iter().map(|p| p.hdr.zxid).collect::<Vec<_>>(), [12, 13]);
+        assert_eq!(p.handed(), 1);
+        assert_eq!(p.next_zxid().map(Zxid::to_i64), Ok(12));
+    }
+}

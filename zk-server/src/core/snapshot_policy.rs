@@ -1,0 +1,183 @@
+//! When to take a snapshot, how fast to write it, and the one being taken.
+//!
+//! The core serializes a bounded number of nodes per step between batches of writes and hands
+//! each chunk to the snapshot thread (through the driver). The thread has room for
+//! [`CHUNK_CREDITS`] chunks; each chunk it finishes comes back as a reusable buffer, which is
+//! the credit for the next. So the core never waits on the thread and never queues without
+//! bound: when the credits are spent, stepping pauses.
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use zk_tree::SnapshotCursor;
+
+/// Chunks the snapshot thread holds before the core stops stepping.
+pub const CHUNK_CREDITS: usize = 16;
+
+/// Nodes the core serializes per step: small enough that a step never shows in write latency.
+pub const NODES_PER_STEP: usize = 2_000;
+
+/// The snapshot settings in force.
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotSettings {
+    /// Take a snapshot about every this many transactions (snapCount).
+    pub snap_count: u64,
+    /// ... or once about this many log bytes were written (snapSizeLimitInKb); 0 = off.
+    pub snap_size_bytes: u64,
+    /// Slowest pace a snapshot is written at, bytes a second; 0 = no limit.
+    pub pace_floor: u64,
+}
+
+/// Snapshot state of the core.
+#[derive(Debug)]
+pub struct SnapshotPolicy {
+    settings: SnapshotSettings,
+    /// The snapshot being stepped, if any.
+    pub cursor: Option<SnapshotCursor>,
+    /// A snapshot is being taken or written (until the thread reports it done).
+    pub busy: bool,
+    /// Chunks with the thread.
+    pub chunks_out: usize,
+    /// Buffers the thread is done with, for the next chunks.
+    pub buffers: Vec<Vec<u8>>,
+    /// Transactions applied since the last snapshot started.
+    pub since: u64,
+    threshold: u64,
+    /// Log bytes handed to the log since the last snapshot started.
+    pub bytes_since: u64,
+    /// When the last snapshot started (ms, monotonic; the core's start before the first).
+    pub since_ms: u64,
+    size_threshold: u64,
+    /// Bytes serialized so far for the snapshot being taken.
+    pub taking_bytes: u64,
+    /// Size of the last snapshot taken (its content bytes).
+    pub last_bytes: u64,
+}
+
+impl SnapshotPolicy {
+    /// The policy at start, at `now_ms`; with `now`, the first snapshot is due at once (after a
+    /// start that replayed the log, so the next start is fast).
+    pub fn new(settings: SnapshotSettings, now: bool, now_ms: u64, rng: &mut StdRng) -> SnapshotPolicy {
+        let snap_count = settings.snap_count.max(2);
+        SnapshotPolicy {
+            settings: SnapshotSettings { snap_count, ..settings },
+            cursor: None,
+            busy: false,
+            chunks_out: 0,
+            buffers: Vec::new(),
+            since: 0,
+            threshold: if now { 0 } else { roll(snap_count, rng) },
+            bytes_since: 0,
+            since_ms: now_ms,
+            size_threshold: roll_size(settings.snap_size_bytes, rng),
+            taking_bytes: 0,
+            last_bytes: 0,
+        }
+    }
+
+    /// Whether the core should step now (a snapshot is under way and the thread has room).
+    pub fn can_step(&self) -> bool {
+        self.cursor.is_some() && self.chunks_out < CHUNK_CREDITS
+    }
+
+    /// Whether a new snapshot should start: enough transactions or log bytes since the last.
+    /// Either trigger waits, too, until the log written since the last snapshot is at least half
+    /// that snapshot's size: with a large tree, snapCount alone would write a whole tree every
+    /// few megabytes of log, and that disk traffic is what every commit's sync waits behind.
+    /// Replay at start-up then covers at most about half a snapshot's worth of log.
+    pub fn due(&self) -> bool {
+        !self.busy
+            && self.cursor.is_none()
+            && (self.since >= self.threshold || self.bytes_since >= self.size_threshold)
+            && self.bytes_since >= self.last_bytes / 2
+    }
+
+    /// A snapshot starts at `now_ms`: returns its pace, and rolls the next thresholds.
+    pub fn started(&mut self, cursor: SnapshotCursor, now_ms: u64, rng: &mut StdRng) -> u64 {
+        let elapsed_ms = now_ms.saturating_sub(self.since_ms);
+        let pace = pace(self.settings.pace_floor, self.bytes_since, elapsed_ms);
+        self.since_ms = now_ms;
+        self.cursor = Some(cursor);
+        self.busy = true;
+        self.since = 0;
+        self.bytes_since = 0;
+        self.threshold = roll(self.settings.snap_count, rng);
+        self.size_threshold = roll_size(self.settings.snap_size_bytes, rng);
+        pace
+    }
+
+    /// The thread finished (or failed) the snapshot.
+    pub fn done(&mut self, ok: bool) {
+        self.busy = false;
+        if !ok {
+            // Try again after another snap_count transactions.
+            self.since = 0;
+        }
+    }
+}
+
+/// Apache spreads snapshots of an ensemble's servers apart: a count drawn from
+/// [snap_count/2 + 1, snap_count].
+fn roll(snap_count: u64, rng: &mut StdRng) -> u64 {
+    let half = snap_count / 2;
+    half + 1 + rng.gen_range(0..snap_count - half)
+}
+
+/// The log size that triggers the next snapshot: in [size/2, size), as Apache draws it.
+fn roll_size(size: u64, rng: &mut StdRng) -> u64 {
+    let half = size / 2;
+    if half == 0 {
+        return u64::MAX;
+    }
+    half + rng.gen_range(0..half)
+}
+
+/// The pace, in bytes a second (0 = no limit), for a snapshot starting after `log_bytes` of
+/// log were written in `elapsed_ms` since the last one began.
+///
+/// Written fast, a snapshot takes the disk from the log's syncs (and the core's time, which
+/// serializes only as fast as the snapshot thread takes chunks): p99 write latency rose by
+/// a tenth to a half while a million-znode snapshot was written at 40 MB/s, and not visibly at
+/// 10 MB/s (bench/RESULTS.md). Written slowly, it falls behind a busy log: the next snapshot
+/// is due once the log has grown by half a snapshot ([`SnapshotPolicy::due`]), so a snapshot
+/// written at twice the log's rate is done about when the next is due. Hence the floor, raised
+/// to twice the log's rate since the last snapshot began.
+pub fn pace(floor: u64, log_bytes: u64, elapsed_ms: u64) -> u64 {
+    if floor == 0 {
+        return 0;
+    }
+    let secs = elapsed_ms as f64 / 1000.0;
+    let log_rate = if secs > 0.0 { log_bytes as f64 / secs } else { 0.0 };
+    floor.max((2.0 * log_rate).min(u64::MAX as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn snapshot_pace_keeps_up_with_the_log() {
+        let floor = 10_000_000;
+        // A quiet log: the floor.
+        assert_eq!(pace(floor, 1_000_000, 10_000), floor);
+        // 22 MB/s of log: twice that, so the snapshot is done when the next is due.
+        assert_eq!(pace(floor, 220_000_000, 10_000), 44_000_000);
+        // No time measured yet: the floor, never a division by zero.
+        assert_eq!(pace(floor, 5, 0), floor);
+        // 0 is no limit, whatever the log does.
+        assert_eq!(pace(0, 220_000_000, 1000), 0);
+        assert_eq!(pace(floor, u64::MAX, 1), u64::MAX);
+    }
+
+    #[test]
+    fn thresholds_are_drawn_as_apache_draws_them() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..1000 {
+            let c = roll(100_000, &mut rng);
+            assert!((50_001..=100_000).contains(&c), "{c}");
+            let s = roll_size(4096, &mut rng);
+            assert!((2048..4096).contains(&s), "{s}");
+        }
+        assert_eq!(roll_size(0, &mut rng), u64::MAX, "no size trigger");
+    }
+}

@@ -1,0 +1,406 @@
+//! The thin driver around the server core: it owns the clock, the channels, the connections'
+//! outboxes, the log writer and the snapshot thread's queue, feeds the core events with the time,
+//! and carries out the actions the core returns. Every decision is the core's
+//! (`crate::core::ServerCore`); what is here only moves bytes and reads clocks.
+
+use crate::core::{Action, ConnId, Event, Now, ServerCore};
+use crate::fourlw;
+use crate::log::{DurableReport, TxnSink};
+use crate::settings::Settings;
+use crate::snapshots::SnapJob;
+use crate::stats::ConnStats;
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tracing::{debug, error, info, warn};
+use zk_proto::{ConnectRequest, Request, RequestError};
+
+/// What the driver sends a connection's writer.
+#[derive(Debug)]
+pub enum Out {
+    /// A reply to a request: frees one outstanding-request permit once written.
+    Reply(Bytes),
+    /// A frame that answers no request (watch events, the handshake answer).
+    Frame(Bytes),
+    /// Flush what is queued, then close.
+    Close,
+}
+
+/// A connection's outbox.
+pub type Outbox = mpsc::Sender<Out>;
+
+/// Messages into the driver from connections and the snapshot thread.
+#[derive(Debug)]
+pub enum DriverMsg {
+    /// A handshake arrived on a new connection.
+    Connect {
+        /// The connection.
+        conn: ConnId,
+        /// Peer address.
+        remote: SocketAddr,
+        /// The decoded handshake.
+        req: ConnectRequest,
+        /// Where to send frames for this connection.
+        out: Outbox,
+        /// Counters the connection task keeps.
+        stats: Arc<ConnStats>,
+        /// Fired once the session is bound, so the reader starts reading requests.
+        ready: oneshot::Sender<()>,
+    },
+    /// A request after the handshake (the sender holds one outstanding-request permit for it).
+    Request {
+        /// The connection.
+        conn: ConnId,
+        /// Header xid.
+        xid: i32,
+        /// Header opcode.
+        op: i32,
+        /// The decoded body, or why it did not decode.
+        body: Result<Request, RequestError>,
+        /// When it was read.
+        received: Instant,
+    },
+    /// The connection is gone.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A four-letter word to answer.
+    FourLetter {
+        /// The word.
+        cmd: String,
+        /// Who asks (Apache counts and lists the asking connection too).
+        asker: SocketAddr,
+        /// Where the text goes.
+        reply: oneshot::Sender<String>,
+    },
+    /// A report from the snapshot thread.
+    Snapshot(SnapshotReport),
+    /// Stop: the process is shutting down.
+    Shutdown,
+}
+
+/// What the snapshot thread reports.
+#[derive(Debug)]
+pub enum SnapshotReport {
+    /// A chunk was written; its buffer comes back for reuse.
+    ChunkDone(Vec<u8>),
+    /// A snapshot was finished (or abandoned).
+    Done {
+        /// Whether it was written.
+        ok: bool,
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
+    },
+    /// A retention pass finished.
+    Retained {
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
+    },
+}
+
+/// Messages handled per wake-up before timers and the log get a turn.
+const BATCH_MAX: usize = 1024;
+
+/// How long shutdown waits for the log to make what it was handed durable.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+
+/// The driver. See the module docs.
+pub struct Driver {
+    core: ServerCore,
+    origin: Instant,
+    settings: Arc<Settings>,
+    outboxes: HashMap<ConnId, Outbox>,
+    ready: HashMap<ConnId, oneshot::Sender<()>>,
+    log: Box<dyn TxnSink>,
+    /// Batches the log's queue had no room for, in order: submitted after its next report.
+    log_backlog: VecDeque<zk_log::RecordBatch>,
+    snapshot_jobs: Option<SyncSender<SnapJob>>,
+    permits: Arc<Semaphore>,
+    /// Connections whose outbox failed during this pump: the core hears they are gone.
+    dead: Vec<ConnId>,
+    stop: Option<String>,
+}
+
+fn wall_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+impl Driver {
+    /// A driver for `core`, whose times count from `origin`.
+    pub fn new(
+        core: ServerCore,
+        origin: Instant,
+        settings: Arc<Settings>,
+        log: Box<dyn TxnSink>,
+        snapshot_jobs: Option<SyncSender<SnapJob>>,
+        permits: Arc<Semaphore>,
+    ) -> Driver {
+        Driver {
+            core,
+            origin,
+            settings,
+            outboxes: HashMap::new(),
+            ready: HashMap::new(),
+            log,
+            log_backlog: VecDeque::new(),
+            snapshot_jobs,
+            permits,
+            dead: Vec::new(),
+            stop: None,
+        }
+    }
+
+    /// The time now, as the core takes it.
+    pub fn now(origin: Instant) -> Now {
+        Now { mono_us: origin.elapsed().as_micros() as u64, wall_ms: wall_ms() }
+    }
+
+    fn mono_us(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_micros() as u64
+    }
+
+    /// Runs until shutdown. Messages are handled in batches: everything that is ready is taken,
+    /// the transactions it produced go to the log together (group commit).
+    ///
+    /// Errors: the core stopped the server (a log failure other than a full disk); the text says
+    /// why.
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<DriverMsg>,
+        mut durable: mpsc::Receiver<DurableReport>,
+    ) -> Result<(), String> {
+        loop {
+            let deadline = self.core.poll_timeout().map(|ms| self.origin + Duration::from_millis(ms));
+            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into());
+            tokio::select! {
+                biased;
+                report = durable.recv() => {
+                    self.on_log_report(report);
+                    while let Ok(more) = durable.try_recv() {
+                        self.on_log_report(Some(more));
+                    }
+                }
+                msg = inbox.recv() => {
+                    let Some(msg) = msg else { break };
+                    if self.on_msg(msg) {
+                        break;
+                    }
+                    for _ in 1..BATCH_MAX {
+                        let Ok(m) = inbox.try_recv() else { break };
+                        if self.on_msg(m) {
+                            return self.shutdown(&mut durable).await;
+                        }
+                    }
+                }
+                _ = sleep, if deadline.is_some() => {}
+            }
+            self.core.handle_timeout(Self::now(self.origin));
+            self.pump();
+            if let Some(reason) = self.stop.take() {
+                return Err(reason);
+            }
+        }
+        self.shutdown(&mut durable).await
+    }
+
+    /// At shutdown: waits (bounded) until what was handed to the log is durable, and commits it,
+    /// so clients that are still connected get their answers.
+    async fn shutdown(&mut self, durable: &mut mpsc::Receiver<DurableReport>) -> Result<(), String> {
+        self.pump();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
+        while self.core.in_flight() > 0 && self.stop.is_none() {
+            match tokio::time::timeout_at(deadline, durable.recv()).await {
+                Ok(Some(report)) => self.on_log_report(Some(report)),
+                Ok(None) | Err(_) => break,
+            }
+            self.pump();
+        }
+        info!("core stopped at zxid 0x{:x}", self.core.database().last_applied_zxid());
+        match self.stop.take() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    fn on_log_report(&mut self, report: Option<DurableReport>) {
+        let now = Self::now(self.origin);
+        match report {
+            Some(Ok(zxid)) => self.core.handle(now, Event::Durable { zxid }),
+            Some(Err(error)) => {
+                if error.is_storage_full() {
+                    // Every proposal not yet durable is taken back by the core, these included.
+                    self.log_backlog.clear();
+                }
+                self.core.handle(now, Event::LogFailed { error })
+            }
+            None => self.core.handle(now, Event::LogFailed { error: zk_log::LogError::WriterStopped }),
+        }
+        self.submit_backlog();
+    }
+
+    /// Handles one message; true to shut down.
+    fn on_msg(&mut self, msg: DriverMsg) -> bool {
+        let now = Self::now(self.origin);
+        let ev = match msg {
+            DriverMsg::Shutdown => return true,
+            DriverMsg::Connect { conn, remote, req, out, stats, ready } => {
+                self.outboxes.insert(conn, out);
+                self.ready.insert(conn, ready);
+                Event::Connect { conn, remote, req, stats }
+            }
+            DriverMsg::Request { conn, xid, op, body, received } => {
+                Event::Request { conn, xid, op, body, received_us: self.mono_us(received) }
+            }
+            DriverMsg::Closed { conn } => {
+                self.outboxes.remove(&conn);
+                self.ready.remove(&conn);
+                Event::Closed { conn }
+            }
+            DriverMsg::FourLetter { cmd, asker, reply } => {
+                let limit = self.settings.global_outstanding_limit as usize;
+                let outstanding = limit - self.permits.available_permits().min(limit);
+                let text = fourlw::render(&cmd, &self.core.view(asker, outstanding, now));
+                self.core.reset_counters(&cmd);
+                let _ = reply.send(text);
+                return false;
+            }
+            DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
+            DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
+                Event::SnapshotDone { ok, purge_logs_before }
+            }
+            DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }) => {
+                Event::Retained { purge_logs_before }
+            }
+        };
+        self.core.handle(now, ev);
+        false
+    }
+
+    /// Carries out every action the core has, including those that carrying one out produces.
+    fn pump(&mut self) {
+        loop {
+            while let Some(action) = self.core.poll_action() {
+                self.act(action);
+            }
+            if self.dead.is_empty() {
+                return;
+            }
+            let now = Self::now(self.origin);
+            for conn in std::mem::take(&mut self.dead) {
+                self.core.handle(now, Event::Closed { conn });
+            }
+        }
+    }
+
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Reply { conn, frame } => self.send(conn, Out::Reply(frame), true),
+            Action::Frame { conn, frame } => self.send(conn, Out::Frame(frame), false),
+            Action::SessionReady { conn } => {
+                if let Some(ready) = self.ready.remove(&conn) {
+                    let _ = ready.send(());
+                }
+            }
+            Action::Close { conn } => {
+                self.ready.remove(&conn);
+                if let Some(out) = self.outboxes.remove(&conn) {
+                    let _ = out.try_send(Out::Close);
+                }
+            }
+            Action::ReleasePermit => self.permits.add_permits(1),
+            Action::Persist { records, inline } => self.persist(records, inline),
+            // No quorum layer yet: a standalone server's voter set is itself, so the core emits
+            // neither (a voter set of one never proposes to or commits for anyone).
+            Action::Propose { proposal } => {
+                debug!("proposal 0x{:x} has no follower to go to", proposal.hdr.zxid)
+            }
+            Action::Commit { zxid } => debug!("commit 0x{zxid:x} has no follower to go to"),
+            Action::ResumeLog => self.log.resume(),
+            Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
+            Action::Snapshot(job) => self.snapshot_job(job),
+            Action::Stop { reason } => {
+                error!("stopping: {reason}");
+                self.stop = Some(reason);
+            }
+        }
+    }
+
+    /// Queues `out` for `conn`; a full outbox means the client stopped reading: close it.
+    fn send(&mut self, conn: ConnId, out: Out, is_reply: bool) {
+        let Some(tx) = self.outboxes.get(&conn) else {
+            if is_reply {
+                self.permits.add_permits(1);
+            }
+            return;
+        };
+        if let Err(e) = tx.try_send(out) {
+            if is_reply {
+                self.permits.add_permits(1);
+            }
+            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                warn!("closing connection {conn}: it is not reading what it is sent");
+            } else {
+                debug!("connection {conn} already closed");
+            }
+            // Dropping the sender closes the outbox; the writer sees it and ends.
+            self.outboxes.remove(&conn);
+            self.dead.push(conn);
+        }
+    }
+
+    fn persist(&mut self, records: zk_log::RecordBatch, inline: bool) {
+        if inline && self.log_backlog.is_empty() {
+            if let Some(res) = self.log.commit_inline(&records) {
+                let now = Self::now(self.origin);
+                match res {
+                    Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
+                    Err(error) => self.core.handle(now, Event::LogFailed { error }),
+                }
+                return;
+            }
+        }
+        self.log_backlog.push_back(records);
+        self.submit_backlog();
+    }
+
+    fn submit_backlog(&mut self) {
+        while let Some(batch) = self.log_backlog.pop_front() {
+            match self.log.try_submit(batch) {
+                Ok(()) => {}
+                // The log's queue is full: the rest go after its next report.
+                Err(zk_log::SubmitError::Full(b)) => {
+                    self.log_backlog.push_front(b);
+                    return;
+                }
+                Err(zk_log::SubmitError::Stopped(_)) => {
+                    self.log_backlog.clear();
+                    let now = Self::now(self.origin);
+                    self.core.handle(now, Event::LogFailed { error: zk_log::LogError::WriterStopped });
+                    return;
+                }
+            }
+        }
+    }
+
+    fn snapshot_job(&mut self, job: SnapJob) {
+        let Some(tx) = self.snapshot_jobs.as_ref() else { return };
+        // The core keeps within the thread's queue (chunk credits), so Full is a bug.
+        match tx.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                error!("the snapshot thread's queue is full; dropping this snapshot");
+                self.snapshot_jobs = None;
+                self.core.handle(Self::now(self.origin), Event::SnapshotThreadGone);
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.snapshot_jobs = None;
+                self.core.handle(Self::now(self.origin), Event::SnapshotThreadGone);
+            }
+        }
+    }
+}

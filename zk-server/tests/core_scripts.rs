@@ -1,0 +1,464 @@
+//! Scripted tests of the server core (`zk_server::core::ServerCore`), with no sockets, threads
+//! or clocks: each file under `tests/testdata/core` is a sequence of events, each followed by the
+//! exact actions the core returns for it. When behaviour changes on purpose, run
+//! `REWRITE=1 cargo test -p zk-server --test core_scripts` and review the diff of the scripts.
+//!
+//! Two directives: `start [voters=(1,2,3)] [snapshots]`, with zoo.cfg lines as input, makes a
+//! new core (this server is the first voter); `run`, with one command a line as input, hands
+//! the core every command's event and then takes every action (one group of the driver's).
+//!
+//! Commands (arguments are `key=value`; sessions appear as s1, s2, ... in the order the core
+//! hands them out; zxids in hex):
+//! - `connect conn=C [timeout=MS] [session=sN] [lastzxid=Z] [badpass]`: a handshake.
+//! - requests on a connection: `create conn=C xid=X path=P [data=D] [flags=F]`, `create2 ...`,
+//!   `set conn=C xid=X path=P data=D [version=V]`, `delete conn=C xid=X path=P [version=V]`,
+//!   `get|exists|children conn=C xid=X path=P [watch]`, `sync conn=C xid=X path=P`,
+//!   `close-session conn=C xid=X`, `ping conn=C`, `undecodable conn=C xid=X op=N`.
+//! - `durable zxid=Z` / `durable`: the log made everything through Z (or all handed) durable.
+//! - `log-full`, `log-broken`: the log refused a batch for a full disk / failed otherwise.
+//! - `ack sid=N zxid=Z`: a follower's ACK.
+//! - `closed conn=C`: the connection went away.
+//! - `advance ms=N`: both clocks move N ms, then the timers run. `wall-jump ms=N`: only the wall
+//!   clock moves (an NTP step), then the timers run. `timers`: run the timers now.
+//! - `chunk-done`, `snapshot-done [purge=Z]`: the snapshot thread's reports.
+#![allow(clippy::disallowed_methods)]
+
+use bytes::Bytes;
+use datadriven::{walk, TestCase};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::str::FromStr;
+use std::sync::Arc;
+use zk_proto::jute::{Jute, Reader};
+use zk_proto::*;
+use zk_server::config::ServerConfig;
+use zk_server::core::{Action, CoreConfig, CounterRule, Event, Now, ServerCore, SnapshotSettings, VoterSet};
+use zk_server::settings::Settings;
+use zk_server::snapshots::SnapJob;
+use zk_server::stats::ConnStats;
+
+const WALL_START_MS: i64 = 1_700_000_000_000;
+
+struct Script {
+    core: Option<ServerCore>,
+    now: Now,
+    /// Session ids in the order they appeared, for naming them sN.
+    sessions: Vec<i64>,
+    /// What each (connection, xid) asked, to read its reply.
+    ops: HashMap<(u64, i32), OpCode>,
+    /// Connections that have had their handshake answered.
+    connected: std::collections::HashSet<u64>,
+    /// Highest zxid handed to the log.
+    persisted: i64,
+}
+
+impl Script {
+    fn new() -> Script {
+        Script {
+            core: None,
+            now: Now { mono_us: 1_000_000, wall_ms: WALL_START_MS },
+            sessions: Vec::new(),
+            ops: HashMap::new(),
+            connected: Default::default(),
+            persisted: 0,
+        }
+    }
+
+    fn core(&mut self) -> &mut ServerCore {
+        self.core.as_mut().expect("`start` first")
+    }
+
+    fn session_name(&mut self, id: i64) -> String {
+        if id == 0 {
+            return "0".into();
+        }
+        let i = match self.sessions.iter().position(|&s| s == id) {
+            Some(i) => i,
+            None => {
+                self.sessions.push(id);
+                self.sessions.len() - 1
+            }
+        };
+        format!("s{}", i + 1)
+    }
+
+    fn session_id(&self, name: &str) -> i64 {
+        let n: usize = name.trim_start_matches('s').parse().expect("session name sN");
+        self.sessions[n - 1]
+    }
+
+    fn run(&mut self, tc: &mut TestCase) -> String {
+        let input = tc.input.clone();
+        let mut cmd = Cmd::from_case(tc);
+        let tc = &mut cmd;
+        if tc.directive == "start" {
+            let voters: Vec<u64> = tc.try_take_args("voters").unwrap().unwrap_or_else(|| vec![0]);
+            let snapshots = tc.take_flag("snapshots").unwrap();
+            let cfg_text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\n{input}");
+            let cfg = ServerConfig::parse(&cfg_text, None).expect("zoo.cfg");
+            let settings = Arc::new(Settings::from_config(&cfg).expect("settings"));
+            let me = voters[0];
+            let cfg = CoreConfig {
+                settings: settings.clone(),
+                server_id: me as u8,
+                voters: VoterSet::new(me, voters.iter().copied()),
+                counter_rule: if voters.len() == 1 { CounterRule::Wrap } else { CounterRule::StopAtEpochEnd },
+                snapshots: snapshots.then_some(SnapshotSettings {
+                    snap_count: settings.snap_count,
+                    snap_size_bytes: settings.snap_size_bytes,
+                    pace_floor: 0,
+                }),
+                snapshot_now: false,
+                seed: 1,
+            };
+            let tree = zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() };
+            let mut db = zk_tree::Database::new(tree);
+            db.start_leading(self.now.mono_ms());
+            self.core = Some(ServerCore::new(cfg, db, self.now));
+            tc.finish();
+            return "ok\n".into();
+        }
+        if tc.directive == "run" {
+            tc.finish();
+            for line in input.lines() {
+                let mut sub = Cmd::parse(line);
+                let ev = self.event(&mut sub);
+                sub.finish();
+                if let Some(ev) = ev {
+                    let now = self.now;
+                    self.core().handle(now, ev);
+                }
+            }
+            return self.drain();
+        }
+        panic!("unknown directive {} (start or run)", tc.directive)
+    }
+
+    /// The event a command stands for (None for the timer commands, which act directly).
+    fn event(&mut self, tc: &mut Cmd) -> Option<Event> {
+        let d = tc.directive.clone();
+        let req = |s: &mut Script, tc: &mut Cmd, op: OpCode, body: Request| -> Event {
+            let conn: u64 = tc.take_arg("conn").unwrap();
+            let xid: i32 = tc.try_take_arg("xid").unwrap().unwrap_or(xid::PING);
+            s.ops.insert((conn, xid), op);
+            Event::Request { conn, xid, op: op.code(), body: Ok(body), received_us: s.now.mono_us }
+        };
+        let path = |tc: &mut Cmd| -> String { tc.take_arg("path").unwrap() };
+        let data = |tc: &mut Cmd| -> Option<Bytes> {
+            tc.try_take_arg::<String>("data").unwrap().map(|d| Bytes::from(d.into_bytes()))
+        };
+        let world = vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+        Some(match d.as_str() {
+            "connect" => {
+                let conn: u64 = tc.take_arg("conn").unwrap();
+                let timeout: i32 = tc.try_take_arg("timeout").unwrap().unwrap_or(30_000);
+                let session =
+                    tc.try_take_arg::<String>("session").unwrap().map(|n| self.session_id(&n)).unwrap_or(0);
+                let last_zxid_seen =
+                    tc.try_take_arg::<String>("lastzxid").unwrap().map(|z| hex(&z)).unwrap_or(0);
+                let passwd = if tc.take_flag("badpass").unwrap() {
+                    Bytes::from_static(&[1; 16])
+                } else {
+                    Bytes::copy_from_slice(&zk_tree::session_password(session))
+                };
+                let req = ConnectRequest {
+                    protocol_version: 0,
+                    last_zxid_seen,
+                    time_out: timeout,
+                    session_id: session,
+                    passwd,
+                    read_only: Some(false),
+                };
+                let remote = format!("127.0.0.1:{}", 40000 + conn).parse().unwrap();
+                Event::Connect { conn, remote, req, stats: Arc::new(ConnStats::new()) }
+            }
+            "create" | "create2" => {
+                let p = path(tc);
+                let data = data(tc);
+                let flags: i32 = tc.try_take_arg("flags").unwrap().unwrap_or(0);
+                let r = CreateRequest { path: p, data, acl: world, flags };
+                if d == "create" {
+                    req(self, tc, OpCode::Create, Request::Create(r))
+                } else {
+                    req(self, tc, OpCode::Create2, Request::Create2(r))
+                }
+            }
+            "set" => {
+                let r = SetDataRequest {
+                    path: path(tc),
+                    data: data(tc),
+                    version: tc.try_take_arg("version").unwrap().unwrap_or(-1),
+                };
+                req(self, tc, OpCode::SetData, Request::SetData(r))
+            }
+            "delete" => {
+                let r = DeleteRequest {
+                    path: path(tc),
+                    version: tc.try_take_arg("version").unwrap().unwrap_or(-1),
+                };
+                req(self, tc, OpCode::Delete, Request::Delete(r))
+            }
+            "get" => {
+                let r = GetDataRequest { path: path(tc), watch: tc.take_flag("watch").unwrap() };
+                req(self, tc, OpCode::GetData, Request::GetData(r))
+            }
+            "exists" => {
+                let r = ExistsRequest { path: path(tc), watch: tc.take_flag("watch").unwrap() };
+                req(self, tc, OpCode::Exists, Request::Exists(r))
+            }
+            "children" => {
+                let r = GetChildrenRequest { path: path(tc), watch: tc.take_flag("watch").unwrap() };
+                req(self, tc, OpCode::GetChildren, Request::GetChildren(r))
+            }
+            "sync" => {
+                let r = SyncRequest { path: path(tc) };
+                req(self, tc, OpCode::Sync, Request::Sync(r))
+            }
+            "close-session" => req(self, tc, OpCode::CloseSession, Request::CloseSession),
+            "ping" => req(self, tc, OpCode::Ping, Request::Ping),
+            "undecodable" => {
+                let conn: u64 = tc.take_arg("conn").unwrap();
+                let xid: i32 = tc.take_arg("xid").unwrap();
+                let op: i32 = tc.take_arg("op").unwrap();
+                let what = "test body";
+                Event::Request {
+                    conn,
+                    xid,
+                    op,
+                    body: Err(RequestError::Decode(DecodeError::InvalidValue { what, value: 0 })),
+                    received_us: self.now.mono_us,
+                }
+            }
+            "durable" => {
+                let zxid =
+                    tc.try_take_arg::<String>("zxid").unwrap().map(|z| hex(&z)).unwrap_or(self.persisted);
+                Event::Durable { zxid }
+            }
+            "log-full" => Event::LogFailed {
+                error: zk_log::LogError::Io {
+                    op: "allocate",
+                    file: "log.1".into(),
+                    source: std::io::Error::from_raw_os_error(libc_enospc()),
+                },
+            },
+            "log-broken" => Event::LogFailed {
+                error: zk_log::LogError::Io {
+                    op: "sync",
+                    file: "log.1".into(),
+                    source: std::io::Error::other("EIO"),
+                },
+            },
+            "ack" => {
+                let sid: u64 = tc.take_arg("sid").unwrap();
+                let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
+                Event::Ack { sid, zxid }
+            }
+            "closed" => Event::Closed { conn: tc.take_arg("conn").unwrap() },
+            "chunk-done" => Event::SnapshotChunkDone { buffer: Vec::new() },
+            "snapshot-done" => Event::SnapshotDone {
+                ok: true,
+                purge_logs_before: tc.try_take_arg::<String>("purge").unwrap().map(|z| hex(&z)),
+            },
+            "advance" | "wall-jump" | "timers" => {
+                let ms: u64 = tc.try_take_arg("ms").unwrap().unwrap_or(0);
+                if d == "advance" {
+                    self.now.mono_us += ms * 1000;
+                }
+                self.now.wall_ms += ms as i64;
+                let now = self.now;
+                self.core().handle_timeout(now);
+                return None;
+            }
+            other => panic!("unknown command {other}"),
+        })
+    }
+
+    /// Takes every action and renders it, one a line.
+    fn drain(&mut self) -> String {
+        let mut out = String::new();
+        while let Some(a) = self.core().poll_action() {
+            let line = self.render(a);
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if out.is_empty() {
+            out.push_str("(nothing)\n");
+        }
+        out
+    }
+
+    fn render(&mut self, a: Action) -> String {
+        match a {
+            Action::Reply { conn, frame } => self.render_reply(conn, frame),
+            Action::Frame { conn, frame } => {
+                let mut r = Reader::new(frame.slice(4..));
+                if self.connected.insert(conn) {
+                    let resp = ConnectResponse::read(&mut r).expect("connect response");
+                    let s = self.session_name(resp.session_id);
+                    format!("connected conn={conn} session={s} timeout={}", resp.time_out)
+                } else {
+                    let hdr = ReplyHeader::read(&mut r).expect("header");
+                    assert_eq!(hdr.xid, xid::NOTIFICATION);
+                    let ev = WatcherEvent::read(&mut r).expect("event");
+                    let ty = EventType::from_i32(ev.event_type).map(|t| format!("{t:?}")).unwrap_or_default();
+                    format!("event conn={conn} {ty} {}", ev.path)
+                }
+            }
+            Action::SessionReady { conn } => format!("ready conn={conn}"),
+            Action::Close { conn } => {
+                self.connected.remove(&conn);
+                format!("close conn={conn}")
+            }
+            Action::ReleasePermit => "release-permit".into(),
+            Action::Persist { records, inline } => {
+                let mut s = String::from(if inline { "persist inline" } else { "persist" });
+                for (zxid, payload) in records.payloads() {
+                    let (hdr, txn) =
+                        zk_log::format::decode_payload(Bytes::copy_from_slice(payload)).expect("record");
+                    self.persisted = zxid;
+                    let _ = write!(s, " {}", self.txn_text(&hdr, &txn));
+                }
+                s
+            }
+            Action::Propose { proposal } => {
+                format!("propose {}", self.txn_text(&proposal.hdr, &proposal.txn))
+            }
+            Action::Commit { zxid } => format!("commit 0x{zxid:x}"),
+            Action::ResumeLog => "resume-log".into(),
+            Action::PurgeLogBefore { zxid } => format!("purge-log-before 0x{zxid:x}"),
+            Action::Snapshot(job) => match job {
+                SnapJob::Begin { zxid, pace } => format!("snapshot begin zxid=0x{zxid:x} pace={pace}"),
+                SnapJob::Chunk(b) => format!("snapshot chunk ({} bytes)", b.len()),
+                SnapJob::Finish => "snapshot finish".into(),
+                SnapJob::Retain => "snapshot retain".into(),
+            },
+            Action::Stop { reason } => format!("stop: {reason}"),
+        }
+    }
+
+    fn txn_text(&mut self, hdr: &TxnHeader, txn: &Txn) -> String {
+        let s = self.session_name(hdr.client_id);
+        let what = match txn {
+            Txn::CreateSession(t) => format!("createSession({s} timeout={})", t.time_out),
+            Txn::CloseSession(t) => format!("closeSession({s} {:?})", t.paths2_delete),
+            Txn::Create(t) => format!("create({})", t.path),
+            Txn::SetData(t) => format!("setData({} v{})", t.path, t.version),
+            Txn::Delete(t) => format!("delete({})", t.path),
+            Txn::Error(e) => format!("error({})", e.err),
+            other => format!("{other:?}"),
+        };
+        format!("0x{:x}:{what}", hdr.zxid)
+    }
+
+    fn render_reply(&mut self, conn: u64, frame: Bytes) -> String {
+        let mut r = Reader::new(frame.slice(4..));
+        let hdr = ReplyHeader::read(&mut r).expect("reply header");
+        let mut s = format!("reply conn={conn} xid={} zxid=0x{:x} err={}", hdr.xid, hdr.zxid, hdr.err);
+        if hdr.err != 0 {
+            if let Some(e) = ErrorCode::from_i32(hdr.err) {
+                let _ = write!(s, " ({e:?})");
+            }
+            return s;
+        }
+        let stat =
+            |st: &Stat| format!("stat(czxid=0x{:x} mzxid=0x{:x} version={})", st.czxid, st.mzxid, st.version);
+        match self.ops.get(&(conn, hdr.xid)).copied() {
+            Some(OpCode::Create) | Some(OpCode::Sync) => {
+                let _ = write!(s, " {}", String::read(&mut r).expect("path"));
+            }
+            Some(OpCode::Create2) => {
+                let p = String::read(&mut r).expect("path");
+                let _ = write!(s, " {p} {}", stat(&Stat::read(&mut r).expect("stat")));
+            }
+            Some(OpCode::SetData) | Some(OpCode::Exists) => {
+                let _ = write!(s, " {}", stat(&Stat::read(&mut r).expect("stat")));
+            }
+            Some(OpCode::GetData) => {
+                let d = Option::<Bytes>::read(&mut r).expect("data").unwrap_or_default();
+                let _ = write!(
+                    s,
+                    " {:?} {}",
+                    String::from_utf8_lossy(&d),
+                    stat(&Stat::read(&mut r).expect("stat"))
+                );
+            }
+            Some(OpCode::GetChildren) => {
+                let _ = write!(s, " {:?}", Vec::<String>::read(&mut r).expect("children"));
+            }
+            _ => {}
+        }
+        s
+    }
+}
+
+fn hex(z: &str) -> i64 {
+    i64::from_str_radix(z.trim_start_matches("0x"), 16).expect("hex zxid")
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
+
+/// One command: its name and arguments (from a script stanza or a line of a `batch`).
+struct Cmd {
+    directive: String,
+    args: HashMap<String, Vec<String>>,
+}
+
+impl Cmd {
+    fn from_case(tc: &mut TestCase) -> Cmd {
+        Cmd { directive: tc.directive.clone(), args: std::mem::take(&mut tc.args) }
+    }
+
+    fn parse(line: &str) -> Cmd {
+        let mut words = line.split_whitespace();
+        let directive = words.next().expect("a command").to_string();
+        let mut args = HashMap::new();
+        for w in words {
+            let (k, v) = w.split_once('=').unwrap_or((w, ""));
+            let vals = if v.is_empty() { vec![] } else { vec![v.to_string()] };
+            args.insert(k.to_string(), vals);
+        }
+        Cmd { directive, args }
+    }
+
+    fn try_take_arg<T: FromStr>(&mut self, k: &str) -> Result<Option<T>, String> {
+        match self.args.remove(k) {
+            None => Ok(None),
+            Some(v) if v.len() == 1 => v[0].parse().map(Some).map_err(|_| format!("bad value for {k}")),
+            Some(_) => Err(format!("{k} takes one value")),
+        }
+    }
+
+    fn take_arg<T: FromStr>(&mut self, k: &str) -> Result<T, String> {
+        self.try_take_arg(k)?.ok_or_else(|| format!("{} needs {k}=", self.directive))
+    }
+
+    fn take_flag(&mut self, k: &str) -> Result<bool, String> {
+        Ok(self.args.remove(k).is_some())
+    }
+
+    fn try_take_args<T: FromStr>(&mut self, k: &str) -> Result<Option<Vec<T>>, String> {
+        match self.args.remove(k) {
+            None => Ok(None),
+            Some(v) => v
+                .iter()
+                .map(|x| x.parse().map_err(|_| format!("bad value for {k}")))
+                .collect::<Result<_, _>>()
+                .map(Some),
+        }
+    }
+
+    /// Every argument was used (a misspelt one is a broken script, not a silent default).
+    fn finish(&self) {
+        assert!(self.args.is_empty(), "{}: unused arguments {:?}", self.directive, self.args.keys());
+    }
+}
+
+#[test]
+fn core_scripts() {
+    walk("tests/testdata/core", |f| {
+        let mut s = Script::new();
+        f.run(|tc| s.run(tc));
+    });
+}
