@@ -4,6 +4,8 @@
 //! This is the only zkrs crate that owns sockets, files and threads for the server. The state
 //! machine lives in zk-tree and the wire format in zk-proto; this crate wires them to the network.
 #![deny(missing_docs)]
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 
 pub mod config;
 pub mod conn;

@@ -2,6 +2,8 @@
 //!
 //! With a path, it reads that zoo.cfg (and myid) exactly as Apache ZooKeeper does. Without one, it
 //! serves standalone on 127.0.0.1:2181 with its embedded defaults and `./zkrs-data` as data directory.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 
 use std::process::ExitCode;
 

@@ -2,6 +2,8 @@
 //! nodes, ACLs, null data, an ephemeral of a live session, sequential nodes, deletes) with a
 //! snapshot taken part way, record what Apache serves for every node, kill it, import, and
 //! compare the imported tree node by node. Then dump the written snapshot.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 #[path = "../src/tools.rs"]

@@ -13,7 +13,8 @@
 //! - requests on a connection: `create conn=C xid=X path=P [data=D] [flags=F]`, `create2 ...`,
 //!   `set conn=C xid=X path=P data=D [version=V]`, `delete conn=C xid=X path=P [version=V]`,
 //!   `get|exists|children conn=C xid=X path=P [watch]`, `sync conn=C xid=X path=P`,
-//!   `close-session conn=C xid=X`, `ping conn=C`, `undecodable conn=C xid=X op=N`.
+//!   `close-session conn=C xid=X`, `ping conn=C`, `undecodable conn=C xid=X op=N` (a body that
+//!   did not decode), `unknown-op conn=C xid=X op=N` (an opcode zk-proto does not know).
 //! - `durable zxid=Z` / `durable`: the log made everything through Z (or all handed) durable.
 //! - `log-full`, `log-broken`: the log refused a batch for a full disk / failed otherwise.
 //! - `ack sid=N zxid=Z`: a follower's ACK.
@@ -226,6 +227,18 @@ impl Script {
                     xid,
                     op,
                     body: Err(RequestError::Decode(DecodeError::InvalidValue { what, value: 0 })),
+                    received_us: self.now.mono_us,
+                }
+            }
+            "unknown-op" => {
+                let conn: u64 = tc.take_arg("conn").unwrap();
+                let xid: i32 = tc.take_arg("xid").unwrap();
+                let op: i32 = tc.take_arg("op").unwrap();
+                Event::Request {
+                    conn,
+                    xid,
+                    op,
+                    body: Err(RequestError::Unknown(op)),
                     received_us: self.now.mono_us,
                 }
             }

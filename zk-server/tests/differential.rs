@@ -5,6 +5,8 @@
 //! A scenario never races two sessions: after a write by one session, a watcher is read up to a
 //! barrier (a cheap read on its own connection), since a server queues an event before it answers
 //! any later request of the watching session.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 
 use bytes::Bytes;

@@ -1,5 +1,7 @@
 //! Durability of the real process: every acknowledged write survives kill -9 and restart, on zkrs
 //! and (the same scenario, as a reference) on Apache ZooKeeper.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use std::time::{Duration, Instant};
 use support::client::RawClient;

@@ -1,5 +1,7 @@
 //! Four-letter words answer as Apache ZooKeeper 3.8 answers them: the same lines in the same
 //! order, with values that differ only where the servers' states do (versions, ports, timings).
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use support::client::RawClient;
 use support::*;

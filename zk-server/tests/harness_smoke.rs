@@ -1,4 +1,6 @@
 //! The test harness itself works: a server starts, answers ruok, and a raw session can create and read.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use support::client::RawClient;
 use support::*;

@@ -7,6 +7,8 @@
 //!
 //! A missing client fails the test with a message naming the package; the README's test command
 //! installs them all.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 
 use std::fs::File;

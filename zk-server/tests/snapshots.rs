@@ -1,6 +1,8 @@
 //! Snapshots on the real process: taken every snapCount transactions without stopping writes,
 //! only the newest autopurge.snapRetainCount kept, the log they cover purged, and a restart (also
 //! after kill -9 in the middle of a snapshot) serving exactly what was acknowledged.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use std::time::{Duration, Instant};
 use support::client::RawClient;

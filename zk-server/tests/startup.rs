@@ -1,5 +1,7 @@
 //! The zkrs-server process: bad configuration stops start-up with a message naming the key and the
 //! line; unknown keys are only warned about; SIGTERM shuts down cleanly and keeps the data.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,6 +1,8 @@
 //! Behaviour where zkrs deliberately differs from Apache ZooKeeper 3.8 (each a bug or an accident of
 //! Apache's implementation that no client relies on), and server limits only zkrs has. Each test
 //! says what Apache does and why zkrs does otherwise.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 mod support;
 use std::time::Duration;
 use support::client::RawClient;

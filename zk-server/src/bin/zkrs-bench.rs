@@ -7,6 +7,8 @@
 //! sent to each watcher's notification), `churn` (a whole session's life) and `multi` (one multi of
 //! several setData). Prints progress every second on stderr, then a result table (or JSON with
 //! `--json`). Replies carrying an error code are counted in `errors`, never dropped.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
 
 use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
