@@ -1,5 +1,7 @@
 //! The session core's hot path: encoding a request into a frame, and decoding a reply frame into a
 //! completed event. Run with `cargo bench -p zk-client --bench core`.
+// criterion_group! defines an undocumented `pub fn`; a bench has no API to document.
+#![allow(missing_docs)]
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion};
