@@ -8,16 +8,26 @@
 //! - [`recipes`]: locks, leader election, group membership, configuration store, counter, unique
 //!   IDs and sequence reservation, barriers, a queue, retry policies.
 //! - [`connect_string`]: parsing "host:port,host:port/chroot"; [`acl`]: the well-known ACLs.
+//!
+//! Features: `tokio` (default) builds [`Client`] and [`recipes`]; without it the crate is the
+//! sans-IO core alone, with no async runtime (zk-ffi builds libzkrs that way). `cli` (default)
+//! builds the `zkrs-cli` shell.
 #![deny(missing_docs)]
+// Without `tokio`, the links above to the async API lead nowhere; the text still says what it is.
+#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
 
 pub mod acl;
+#[cfg(feature = "tokio")]
 mod client;
 pub mod connect_string;
 pub mod core;
+#[cfg(feature = "tokio")]
 mod driver;
 mod error;
+#[cfg(feature = "tokio")]
 pub mod recipes;
 
+#[cfg(feature = "tokio")]
 pub use client::{
     multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
 };
