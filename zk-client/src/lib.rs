@@ -18,7 +18,7 @@
 
 pub mod acl;
 // The tokio side reads the clock, spawns the driver task and draws session seeds and recipe ids:
-// clippy.toml's sans-IO rules are for `core`.
+// zk-client/clippy.toml's sans-IO rules hold for the rest of the crate, the session core above all.
 #[cfg(feature = "tokio")]
 #[allow(clippy::disallowed_methods)]
 mod client;
