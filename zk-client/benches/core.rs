@@ -1,5 +1,7 @@
 //! The session core's hot path: encoding a request into a frame, and decoding a reply frame into a
 //! completed event. Run with `cargo bench -p zk-client --bench core`.
+// criterion_group! defines an undocumented `pub fn`; a bench has no API to document.
+#![allow(missing_docs)]
 
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -39,6 +41,8 @@ fn get_data_reply(xid: i32, data: &[u8]) -> Vec<u8> {
     out.to_vec()
 }
 
+// The clock is read once, as the session's origin; the bench never moves time on.
+#[allow(clippy::disallowed_methods)]
 fn bench(c: &mut Criterion) {
     let now = Instant::now();
     c.bench_function("core/getData round trip (128 B)", |b| {

@@ -8,16 +8,31 @@
 //! - [`recipes`]: locks, leader election, group membership, configuration store, counter, unique
 //!   IDs and sequence reservation, barriers, a queue, retry policies.
 //! - [`connect_string`]: parsing "host:port,host:port/chroot"; [`acl`]: the well-known ACLs.
+//!
+//! Features: `tokio` (default) builds [`Client`] and [`recipes`]; without it the crate is the
+//! sans-IO core alone, with no async runtime (zk-ffi builds libzkrs that way). `cli` (default)
+//! builds the `zkrs-cli` shell.
 #![deny(missing_docs)]
+// Without `tokio`, the links above to the async API lead nowhere; the text still says what it is.
+#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
 
 pub mod acl;
+// The tokio side reads the clock, spawns the driver task and draws session seeds and recipe ids:
+// zk-client/clippy.toml's sans-IO rules hold for the rest of the crate, the session core above all.
+#[cfg(feature = "tokio")]
+#[allow(clippy::disallowed_methods)]
 mod client;
 pub mod connect_string;
 pub mod core;
+#[cfg(feature = "tokio")]
+#[allow(clippy::disallowed_methods)]
 mod driver;
 mod error;
+#[cfg(feature = "tokio")]
+#[allow(clippy::disallowed_methods)]
 pub mod recipes;
 
+#[cfg(feature = "tokio")]
 pub use client::{
     multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
 };

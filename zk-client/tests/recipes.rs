@@ -1,4 +1,6 @@
 //! Recipes with several clients contending, against a real server.
+// Real clients on real time: contenders run as spawned tasks, waits have deadlines.
+#![allow(clippy::disallowed_methods)]
 
 #[macro_use]
 mod support;

@@ -15,12 +15,23 @@
 // rest, as every C library does; marking them `unsafe fn` would change nothing for C callers.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments, clippy::not_unsafe_ptr_arg_deref)]
 
+// `unsafe_code` is denied across the workspace and allowed here module by module, so a new module
+// starts out safe (`abi`, plain `#[repr(C)]` types, needs none). The others need it because a C ABI
+// cannot be written without it: exported symbols are `#[no_mangle]` (unsafe: the linker trusts the
+// name), and C hands over raw pointers to read, write and free. Every unsafe block says why it holds.
 pub mod abi;
+#[allow(unsafe_code)] // The exported zoo_* calls: reads the caller's pointers, writes its buffers.
 pub mod api;
+#[allow(unsafe_code)] // Exported data symbols (`#[no_mangle]` statics that C binds by name).
 pub mod consts;
+#[allow(unsafe_code)] // Writes results into memory the caller owns; calls C completion functions.
 pub mod deliver;
 #[allow(missing_docs)]
+#[allow(unsafe_code)] // C pointers (contexts, callbacks) carried across threads: `unsafe impl Send`.
 pub mod handle;
+#[allow(unsafe_code)] // Exported allocate_*/deallocate_*: frees memory C passes back.
 pub mod jute;
+#[allow(unsafe_code)] // zookeeper_init/close take and return the raw zhandle_t.
 pub mod lifecycle;
+#[allow(unsafe_code)] // Exported log symbols; calls the C log callback and writes to a C FILE.
 pub mod log;

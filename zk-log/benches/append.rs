@@ -1,5 +1,7 @@
 //! Append + sync throughput on the real file backend, by batch size: the cost of one group commit
 //! (one msync) spread over 1, 10, 100 and 1000 records of about 150 bytes.
+// criterion_group! defines an undocumented `pub fn`; a bench has no API to document.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use zk_log::{FileStorage, LogOptions, RecordBatch, SegmentLog};

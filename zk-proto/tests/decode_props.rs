@@ -33,24 +33,28 @@ fn note(size: usize) {
     });
 }
 
-// The only unsafe code in zkrs' tests: a global allocator must be an `unsafe impl`. It forwards
-// every call unchanged to `System` and only reads thread-local counters besides.
+// A global allocator must be an `unsafe impl`. It forwards every call unchanged to `System` and
+// only reads thread-local counters besides.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for PeakAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
-        System.alloc(layout)
+        // SAFETY: our caller's contract for `alloc` is `System.alloc`'s; passed on unchanged.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
-        System.alloc_zeroed(layout)
+        // SAFETY: as in `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: `ptr` came from this allocator, i.e. from `System`, with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        // SAFETY: as in `realloc`.
+        unsafe { System.dealloc(ptr, layout) }
     }
 }
 

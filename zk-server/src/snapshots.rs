@@ -174,6 +174,7 @@ impl Pace {
 
 /// Lowers the calling thread's CPU and disk priority: its work (writing a snapshot, removing old
 /// files) may take longer, but must not hold up the core or the log's syncs, which clients wait on.
+#[allow(unsafe_code)] // setpriority and ioprio_set have no safe wrapper in libc.
 fn background_priority() {
     // SAFETY: plain syscalls about the calling thread (tid from gettid); no memory is passed.
     unsafe {

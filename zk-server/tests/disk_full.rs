@@ -23,6 +23,7 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
+    #[allow(unsafe_code)] // getuid, to tell "not root" from "mount broke"; libc has no safe wrapper.
     fn mount(bytes: u64) -> Option<Tmpfs> {
         let dir = tempfile::Builder::new().prefix("zkrs-tmpfs-").tempdir().unwrap();
         let out = Command::new("mount")

@@ -3,6 +3,8 @@
 //! fan-outs of nodes with 32 bytes of data and the open ACL.
 //!
 //! `cargo bench -p zk-tree --bench snapshot`
+// criterion_group! defines an undocumented `pub fn`; a bench has no API to document.
+#![allow(missing_docs)]
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -352,7 +352,7 @@ fn csv_string(s: &str) -> String {
     out
 }
 
-/// "scheme:id:perms[,scheme:id:perms]*"; malformed entries are reported and skipped, as zkCli.sh
+/// `scheme:id:perms[,scheme:id:perms]*`; malformed entries are reported and skipped, as zkCli.sh
 /// does (an empty result is then refused by the server as an invalid ACL).
 fn parse_acl(s: &str) -> Vec<Acl> {
     let mut out = Vec::new();
@@ -1010,7 +1010,7 @@ async fn delete_recursive(c: &Client, root: &str, batch: usize) -> Result<bool, 
     Ok(true)
 }
 
-/// `config -c`: the client connection string from a dynamic config ("server.N=...;[host:]port"
+/// `config -c`: the client connection string from a dynamic config (`server.N=...;[host:]port`
 /// lines): the version, a space, then the client addresses joined by commas.
 fn client_config(text: &str) -> String {
     let mut version = String::new();

@@ -6,6 +6,8 @@
 //! at one running server instead (tests that must kill and restart the server are skipped then). A
 //! small TCP proxy that can cut and refuse connections stands in for network failures.
 #![allow(dead_code)]
+// Real servers and sockets on real time: deadlines read the clock, the proxy runs on threads.
+#![allow(clippy::disallowed_methods)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
