@@ -320,6 +320,12 @@ impl Driver {
                 debug!("proposal 0x{:x} has no follower to go to", proposal.hdr.zxid)
             }
             Action::Commit { zxid } => debug!("commit 0x{zxid:x} has no follower to go to"),
+            // Only learners forward, and only leaders answer learners' syncs: neither role runs
+            // under this driver yet.
+            Action::Forward { session, cxid, .. } => {
+                debug!("request 0x{session:x}/{cxid} has no leader to go to")
+            }
+            Action::SyncReady { to } => debug!("sync for learner connection {to} has no learner to go to"),
             Action::ResumeLog => self.log.resume(),
             Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
             Action::Snapshot(job) => self.snapshot_job(job),

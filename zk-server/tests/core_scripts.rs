@@ -19,6 +19,11 @@
 //! - `log-full`, `log-broken`: the log refused a batch for a full disk / failed otherwise.
 //! - `ack sid=N zxid=Z`: a follower's ACK.
 //! - `closed conn=C`: the connection went away.
+//! - `set-role role=down|standalone`: the server stops serving (an election) or serves alone.
+//! - Leader side: `fwd-session session=ID timeout=MS`, `fwd-create|fwd-sync from=L session=ID
+//!   cxid=X path=P` (a learner's forwarded requests), `touch session=sN` (a learner's ping).
+//! - Learner side: `committed-session|committed-create|committed-close zxid=Z session=sN|ID
+//!   [cxid=X] [timeout=MS] [path=P pcv=N]` (the leader's commits), `sync-done`.
 //! - `advance ms=N`: both clocks move N ms, then the timers run. `wall-jump ms=N`: only the wall
 //!   clock moves (an NTP step), then the timers run. `timers`: run the timers now.
 //! - `chunk-done`, `snapshot-done [purge=Z]`: the snapshot thread's reports.
@@ -33,7 +38,9 @@ use std::sync::Arc;
 use zk_proto::jute::{Jute, Reader};
 use zk_proto::*;
 use zk_server::config::ServerConfig;
-use zk_server::core::{Action, CoreConfig, CounterRule, Event, Now, ServerCore, SnapshotSettings, VoterSet};
+use zk_server::core::{
+    Action, CoreConfig, CounterRule, Event, Now, Role, ServerCore, SnapshotSettings, VoterSet,
+};
 use zk_server::settings::Settings;
 use zk_server::snapshots::SnapJob;
 use zk_server::stats::ConnStats;
@@ -95,6 +102,8 @@ impl Script {
         if tc.directive == "start" {
             let voters: Vec<u64> = tc.try_take_args("voters").unwrap().unwrap_or_else(|| vec![0]);
             let snapshots = tc.take_flag("snapshots").unwrap();
+            let role: Option<String> = tc.try_take_arg("role").unwrap();
+            let epoch: u32 = tc.try_take_arg("epoch").unwrap().unwrap_or(1);
             let cfg_text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\n{input}");
             let cfg = ServerConfig::parse(&cfg_text, None).expect("zoo.cfg");
             let settings = Arc::new(Settings::from_config(&cfg).expect("settings"));
@@ -115,7 +124,21 @@ impl Script {
             let tree = zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() };
             let mut db = zk_tree::Database::new(tree);
             db.start_leading(self.now.mono_ms());
-            self.core = Some(ServerCore::new(cfg, db, self.now));
+            let voter_set = VoterSet::new(me, voters.iter().copied());
+            let mut core = ServerCore::new(cfg, db, self.now);
+            match role.as_deref() {
+                None => {}
+                Some("leader") => core.set_role(Role::Leader { epoch }, voter_set, None, self.now),
+                Some("follower") => {
+                    core.set_role(Role::Learner { observer: false }, voter_set, None, self.now)
+                }
+                Some("observer") => {
+                    core.set_role(Role::Learner { observer: true }, voter_set, None, self.now)
+                }
+                Some("down") => core.set_role(Role::Down, voter_set, None, self.now),
+                Some(other) => panic!("unknown role {other}"),
+            }
+            self.core = Some(core);
             tc.finish();
             return "ok\n".into();
         }
@@ -267,11 +290,75 @@ impl Script {
                 Event::Ack { sid, zxid }
             }
             "closed" => Event::Closed { conn: tc.take_arg("conn").unwrap() },
+            // The leader's side of learners.
+            "fwd-session" => Event::ForwardedCreateSession {
+                session: hex(&tc.take_arg::<String>("session").unwrap()),
+                cxid: 0,
+                timeout_ms: tc.take_arg("timeout").unwrap(),
+            },
+            "fwd-create" | "fwd-sync" => {
+                let from: u64 = tc.take_arg("from").unwrap();
+                let session = hex(&tc.take_arg::<String>("session").unwrap());
+                let cxid: i32 = tc.take_arg("cxid").unwrap();
+                let p = path(tc);
+                let (op, body) = if d == "fwd-sync" {
+                    (OpCode::Sync, Request::Sync(SyncRequest { path: p }))
+                } else {
+                    (
+                        OpCode::Create,
+                        Request::Create(CreateRequest { path: p, data: None, acl: world, flags: 0 }),
+                    )
+                };
+                let auth = vec![Id { scheme: "ip".into(), id: "127.0.0.2".into() }];
+                Event::Forwarded { from, session, cxid, op: op.code(), body: Ok(body), auth }
+            }
+            "touch" => Event::Touch {
+                sessions: vec![(self.session_id(&tc.take_arg::<String>("session").unwrap()), 0)],
+            },
+            // A learner's side: what its leader commits, and sync answers.
+            "committed-session" | "committed-create" | "committed-close" => {
+                let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
+                let name: String = tc.take_arg("session").unwrap();
+                let client_id = if name.starts_with("0x") { hex(&name) } else { self.session_id(&name) };
+                let cxid: i32 = tc.try_take_arg("cxid").unwrap().unwrap_or(0);
+                let (op, txn) = match d.as_str() {
+                    "committed-session" => (
+                        OpCode::CreateSession,
+                        Txn::CreateSession(CreateSessionTxn { time_out: tc.take_arg("timeout").unwrap() }),
+                    ),
+                    "committed-close" => {
+                        (OpCode::CloseSession, Txn::CloseSession(CloseSessionTxn { paths2_delete: vec![] }))
+                    }
+                    _ => (
+                        OpCode::Create,
+                        Txn::Create(CreateTxn {
+                            path: path(tc),
+                            data: None,
+                            acl: world,
+                            ephemeral: false,
+                            parent_cversion: tc.take_arg("pcv").unwrap(),
+                        }),
+                    ),
+                };
+                let hdr = TxnHeader { client_id, cxid, zxid, time: self.now.wall_ms, txn_type: op.code() };
+                Event::Committed { hdr, txn }
+            }
+            "sync-done" => Event::SyncDone,
             "chunk-done" => Event::SnapshotChunkDone { buffer: Vec::new() },
             "snapshot-done" => Event::SnapshotDone {
                 ok: true,
                 purge_logs_before: tc.try_take_arg::<String>("purge").unwrap().map(|z| hex(&z)),
             },
+            "set-role" => {
+                let role = match tc.take_arg::<String>("role").unwrap().as_str() {
+                    "down" => Role::Down,
+                    "standalone" => Role::Standalone,
+                    other => panic!("set-role: {other}"),
+                };
+                let now = self.now;
+                self.core().set_role(role, VoterSet::solo(0), None, now);
+                return None;
+            }
             "advance" | "wall-jump" | "timers" => {
                 let ms: u64 = tc.try_take_arg("ms").unwrap().unwrap_or(0);
                 if d == "advance" {
@@ -337,6 +424,13 @@ impl Script {
                 format!("propose {}", self.txn_text(&proposal.hdr, &proposal.txn))
             }
             Action::Commit { zxid } => format!("commit 0x{zxid:x}"),
+            Action::Forward { session, cxid, op, body, auth } => {
+                let s = self.session_name(session);
+                let op = OpCode::from_i32(op).map(|o| format!("{o:?}")).unwrap_or_else(|| op.to_string());
+                let ids: Vec<String> = auth.iter().map(|i| format!("{}:{}", i.scheme, i.id)).collect();
+                format!("forward {s} cxid={cxid} {op} ({} bytes) auth={ids:?}", body.len())
+            }
+            Action::SyncReady { to } => format!("sync-ready to={to}"),
             Action::ResumeLog => "resume-log".into(),
             Action::PurgeLogBefore { zxid } => format!("purge-log-before 0x{zxid:x}"),
             Action::Snapshot(job) => match job {

@@ -71,6 +71,27 @@ impl Now {
     }
 }
 
+/// The part this server plays in its ensemble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Alone: a voter set of one that preps, proposes and commits every write itself.
+    Standalone,
+    /// Not serving clients: electing a leader, or syncing with one. Connections are refused.
+    Down,
+    /// The established leader of `epoch`: preps and proposes every write (its clients' and the
+    /// learners' forwarded ones); a proposal commits once a quorum of voters has it durable.
+    Leader {
+        /// The epoch it leads.
+        epoch: u32,
+    },
+    /// A follower (votes) or an observer (does not): forwards writes to the leader and applies
+    /// what the leader commits; serves reads from its own applied state.
+    Learner {
+        /// Whether it is an observer.
+        observer: bool,
+    },
+}
+
 /// What the core is told.
 #[derive(Debug)]
 pub enum Event {
@@ -139,6 +160,45 @@ pub enum Event {
     },
     /// The snapshot thread is gone: no more snapshots.
     SnapshotThreadGone,
+    /// Leader: a learner forwarded a client's request (REQUEST).
+    Forwarded {
+        /// The learner's quorum connection (a forwarded sync is answered on it).
+        from: u64,
+        /// The client's session.
+        session: SessionId,
+        /// The client's xid.
+        cxid: i32,
+        /// The opcode.
+        op: i32,
+        /// The request body (createSession: the negotiated timeout), or why it did not decode.
+        body: Result<Request, RequestError>,
+        /// The client's identities, as its server knows them.
+        auth: Vec<Id>,
+    },
+    /// Leader: a learner's client asked for a new session (REQUEST of createSession, whose body
+    /// is the timeout).
+    ForwardedCreateSession {
+        /// The session id the learner chose (its server id in the top byte).
+        session: SessionId,
+        /// The request's xid.
+        cxid: i32,
+        /// The negotiated timeout.
+        timeout_ms: i32,
+    },
+    /// Leader: learners report these sessions alive (their PING replies).
+    Touch {
+        /// Session ids and timeouts.
+        sessions: Vec<(SessionId, i32)>,
+    },
+    /// Learner: the leader committed this transaction; apply it (they come in zxid order).
+    Committed {
+        /// Its header.
+        hdr: TxnHeader,
+        /// The transaction.
+        txn: Txn,
+    },
+    /// Learner: the leader answered the oldest forwarded sync.
+    SyncDone,
 }
 
 /// What the core asks the driver to do, in order.
@@ -189,6 +249,24 @@ pub enum Action {
         /// The zxid.
         zxid: i64,
     },
+    /// Learner: send this request to the leader (REQUEST).
+    Forward {
+        /// The client's session.
+        session: SessionId,
+        /// The client's xid.
+        cxid: i32,
+        /// The opcode.
+        op: i32,
+        /// The request record without its header (createSession: the timeout, 4 bytes).
+        body: Bytes,
+        /// The client's identities.
+        auth: Vec<Id>,
+    },
+    /// Leader: everything proposed before a learner's forwarded sync is committed: send it SYNC.
+    SyncReady {
+        /// The learner's quorum connection.
+        to: u64,
+    },
     /// After a full-disk refusal the core took back every uncommitted proposal: the log may
     /// accept batches again.
     ResumeLog,
@@ -228,6 +306,7 @@ pub struct CoreConfig {
 /// The server core. See the module docs.
 #[derive(Debug)]
 pub struct ServerCore {
+    role: Role,
     settings: Arc<Settings>,
     db: Database,
     conns: ConnRegistry,
@@ -248,6 +327,14 @@ pub struct ServerCore {
     next_purge_ms: Option<u64>,
     retain_in_flight: bool,
     stopped: bool,
+    /// Leader: learners' syncs waiting for everything proposed before them to commit.
+    syncs_waiting: VecDeque<(i64, u64)>,
+    /// Learner: the local sessions whose syncs were forwarded, oldest first.
+    syncs_forwarded: VecDeque<(SessionId, i32)>,
+    /// Learner: the paths of forwarded syncs, for their replies.
+    sync_paths: HashMap<(SessionId, i32), String>,
+    /// Learner: sessions with requests since the leader last heard of them.
+    touched: HashMap<SessionId, i32>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -263,6 +350,11 @@ impl ServerCore {
         let snapshots = cfg.snapshots.map(|s| SnapshotPolicy::new(s, cfg.snapshot_now, now_ms, &mut rng));
         let purge_hours = u64::from(cfg.settings.purge_interval_hours);
         ServerCore {
+            role: Role::Standalone,
+            syncs_waiting: VecDeque::new(),
+            syncs_forwarded: VecDeque::new(),
+            sync_paths: HashMap::new(),
+            touched: HashMap::new(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
             next_reap_ms: now_ms + cfg.settings.container_check_interval_ms.max(10),
@@ -292,6 +384,67 @@ impl ServerCore {
     /// Proposals not yet committed.
     pub fn in_flight(&self) -> usize {
         self.proposer.in_flight()
+    }
+
+    /// The role in force.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Changes the role. Leaving a serving role (or changing leaders) closes every client
+    /// connection, as Apache's servers do when their ensemble changes: clients reconnect and
+    /// carry on with their sessions elsewhere. `db` replaces the database when given (a server
+    /// reloads its state from disk before it leads or syncs); a new leader's proposer starts at
+    /// its epoch's first zxid with `voters` counting ACKs, and every session gets a fresh
+    /// timeout on this server's clock.
+    pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
+        if role != self.role {
+            info!("role: {:?} -> {role:?}", self.role);
+            self.drop_clients();
+        }
+        if let Some(db) = db {
+            self.db = db;
+        }
+        self.role = role;
+        self.syncs_waiting.clear();
+        self.syncs_forwarded.clear();
+        self.sync_paths.clear();
+        self.touched.clear();
+        match role {
+            Role::Leader { epoch } => {
+                let start = Zxid { epoch, counter: 0 }.to_i64().max(self.db.last_applied_zxid());
+                self.proposer = Proposer::new(start, voters, CounterRule::StopAtEpochEnd);
+                self.db.start_leading(now.mono_ms());
+            }
+            Role::Standalone => {
+                self.proposer = Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::Wrap);
+                self.db.start_leading(now.mono_ms());
+            }
+            Role::Down | Role::Learner { .. } => {
+                self.proposer =
+                    Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::StopAtEpochEnd);
+            }
+        }
+    }
+
+    /// Closes every client connection and forgets what they had queued (their permits freed).
+    fn drop_clients(&mut self) {
+        let conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
+        for conn in conns {
+            self.db.remove_watcher(conn);
+            self.conns.remove(conn);
+            self.actions.push_back(Action::Close { conn });
+        }
+        for _ in 0..self.queues.len() {
+            self.actions.push_back(Action::ReleasePermit);
+        }
+        self.queues = SessionQueues::default();
+        self.connecting.clear();
+    }
+
+    /// Learner: the sessions with requests since the last call, for the leader (PING replies).
+    pub fn take_touched(&mut self) -> Vec<(SessionId, i32)> {
+        self.touched.drain().collect()
     }
 
     /// Whether the core asked to stop ([`Action::Stop`]); it handles nothing after that.
@@ -346,7 +499,109 @@ impl ServerCore {
                 warn!("the snapshot thread stopped; no more snapshots");
                 self.snapshots = None;
             }
+            Event::Forwarded { from, session, cxid, op, body, auth } => {
+                self.on_forwarded(now, from, session, cxid, op, body, auth)
+            }
+            Event::ForwardedCreateSession { session, cxid, timeout_ms } => {
+                self.on_forwarded_create_session(now, session, cxid, timeout_ms)
+            }
+            Event::Touch { sessions } => {
+                for (sid, _) in sessions {
+                    self.db.expiry_mut().touch(sid, now.mono_ms());
+                }
+            }
+            Event::Committed { hdr, txn } => {
+                if matches!(self.role, Role::Learner { .. }) {
+                    self.apply(now, Proposal { hdr, txn, internal: false });
+                } else {
+                    warn!("a commit from a leader reached a server that is not a learner; ignored");
+                }
+            }
+            Event::SyncDone => {
+                if let Some((sid, cxid)) = self.syncs_forwarded.pop_front() {
+                    self.complete_sync(now, sid, cxid);
+                }
+            }
         }
+    }
+
+    /// Leader: a learner's client request. Preps and proposes it as the leader's own clients'
+    /// requests are, in the order the learner sent them; the learner answers its client when it
+    /// applies the commit. A sync is answered once everything proposed before it is committed.
+    #[allow(clippy::too_many_arguments)]
+    fn on_forwarded(
+        &mut self,
+        now: Now,
+        from: u64,
+        session: SessionId,
+        cxid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        auth: Vec<Id>,
+    ) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            debug!("a forwarded request reached a server that does not lead; dropped");
+            return;
+        }
+        if op == OpCode::Sync.code() {
+            let after = self.proposer.last_zxid().to_i64();
+            if after <= self.proposer.committed() {
+                self.actions.push_back(Action::SyncReady { to: from });
+            } else {
+                self.syncs_waiting.push_back((after, from));
+            }
+            return;
+        }
+        if !is_write_op(op) {
+            debug!("learner {from} forwarded a read (op {op}); dropped");
+            return;
+        }
+        if self.db.expiry().is_closing(session) && op != OpCode::CloseSession.code() {
+            // As for the leader's own clients: a closing session's writes never reach the log.
+            return;
+        }
+        let Some(zxid) = self.next_zxid() else { return };
+        let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        let ids = AuthIds { is_super: auth.iter().any(|id| id.scheme == "super"), ids: auth };
+        let txn = match &body {
+            _ if opcode == OpCode::DeleteContainer => {
+                Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
+            }
+            Ok(req) => {
+                if opcode == OpCode::CloseSession {
+                    self.db.expiry_mut().set_closing(session);
+                }
+                let ctx = RequestCtx { session, cxid, auth: &ids };
+                self.db.prep(&ctx, req, zxid, now.wall_ms)
+            }
+            Err(e) => {
+                info!("session 0x{session:x}: undecodable forwarded {opcode:?} request: {e}");
+                Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() })
+            }
+        };
+        let txn_type = zk_tree::txn_type(opcode, &txn).code();
+        let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type };
+        // Nobody here waits for it: the learner that forwarded it answers.
+        self.propose(Proposal { hdr, txn, internal: true });
+    }
+
+    /// Leader: a learner's client asked for a new session (its id carries the learner's server
+    /// id). Proposed like the leader's own; the learner answers the client at commit.
+    fn on_forwarded_create_session(&mut self, now: Now, session: SessionId, cxid: i32, timeout_ms: i32) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            debug!("a forwarded createSession reached a server that does not lead; dropped");
+            return;
+        }
+        let Some(zxid) = self.next_zxid() else { return };
+        let txn = self.db.prep_create_session(session, timeout_ms);
+        let hdr = TxnHeader {
+            client_id: session,
+            cxid,
+            zxid,
+            time: now.wall_ms,
+            txn_type: OpCode::CreateSession.code(),
+        };
+        self.propose(Proposal { hdr, txn, internal: true });
     }
 
     /// Runs what is due at `now`: session expiry, container reaping, the retention timer, and
@@ -357,13 +612,14 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
-        if self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
+        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. });
+        if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
                 self.propose_close_session(now, sid);
             }
         }
-        if ms >= self.next_reap_ms {
+        if decides && ms >= self.next_reap_ms {
             self.next_reap_ms = ms + self.settings.container_check_interval_ms.max(10);
             self.reap_containers(now);
         }
@@ -386,9 +642,12 @@ impl ServerCore {
         if self.stopped {
             return None;
         }
-        let mut t = self.next_reap_ms;
-        if let Some(e) = self.db.expiry().next_expiry() {
-            t = t.min(e);
+        let mut t = u64::MAX;
+        if matches!(self.role, Role::Standalone | Role::Leader { .. }) {
+            t = self.next_reap_ms;
+            if let Some(e) = self.db.expiry().next_expiry() {
+                t = t.min(e);
+            }
         }
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
@@ -398,7 +657,7 @@ impl ServerCore {
                 t = 0;
             }
         }
-        Some(t)
+        (t != u64::MAX).then_some(t)
     }
 
     /// The next action. Proposals made since the last poll go to the log as one batch (group
@@ -425,6 +684,13 @@ impl ServerCore {
             is_super: false,
         };
         let timeout_ms = self.settings.negotiate_timeout(req.time_out);
+        if self.role == Role::Down {
+            // Not serving (electing or syncing): Apache closes the socket; the client tries the
+            // next server of its list.
+            debug!("refusing a connection from {remote}: not serving");
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
         self.conns.open(
             conn,
             ConnState {
@@ -448,6 +714,15 @@ impl ServerCore {
         if req.session_id == 0 {
             let sid = self.next_session;
             self.next_session += 1;
+            if let Role::Learner { .. } = self.role {
+                // Sessions are global: the leader proposes the createSession; the answer goes out
+                // when its commit is applied here.
+                self.connecting.insert(sid, (conn, timeout_ms));
+                let body = Bytes::copy_from_slice(&timeout_ms.to_be_bytes());
+                let op = OpCode::CreateSession.code();
+                self.actions.push_back(Action::Forward { session: sid, cxid: 0, op, body, auth: Vec::new() });
+                return;
+            }
             let Some(zxid) = self.next_zxid() else { return };
             let txn = self.db.prep_create_session(sid, timeout_ms);
             let hdr = TxnHeader {
@@ -555,12 +830,20 @@ impl ServerCore {
         received_us: u64,
     ) {
         self.stats.packets_received += 1;
-        let Some(sid) = self.conns.get(conn).and_then(|c| c.session) else {
+        let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
+        else {
             // A request before the session exists or after the connection went: nothing to answer.
             self.actions.push_back(Action::ReleasePermit);
             return;
         };
-        if !self.db.expiry_mut().touch(sid, now.mono_ms()) && !self.db.expiry().contains(sid) {
+        let learner = matches!(self.role, Role::Learner { .. });
+        if learner {
+            // The leader decides expiry: it hears of this session in the next PING reply.
+            if let Some(c) = self.conns.get(conn) {
+                self.touched.insert(sid, c.timeout_ms);
+            }
+        }
+        if !self.db.expiry_mut().touch(sid, now.mono_ms()) && !self.db.sessions().contains(sid) {
             // Apache drops requests of sessions it no longer knows; the client times out.
             debug!("dropping request for unknown session 0x{sid:x}");
             self.actions.push_back(Action::ReleasePermit);
@@ -602,6 +885,9 @@ impl ServerCore {
             }
             _ => {}
         }
+        if learner && (is_write_op(op) || op == OpCode::Sync.code()) {
+            return self.forward(conn, sid, xid, op, body, received_us);
+        }
         if is_write_op(op) {
             let Some(zxid) = self.next_zxid() else {
                 self.actions.push_back(Action::ReleasePermit);
@@ -638,6 +924,44 @@ impl ServerCore {
             } else {
                 self.queues.push_read(sid, r);
             }
+        }
+    }
+
+    /// Learner: a write (or sync) of a local client goes to the leader; its place in the
+    /// session's queue holds later requests back until the commit (or the leader's SYNC) arrives.
+    fn forward(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        received_us: u64,
+    ) {
+        let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        let mut bytes = BytesMut::new();
+        match &body {
+            Ok(Request::Sync(r)) => {
+                r.write(&mut bytes);
+                self.syncs_forwarded.push_back((sid, xid));
+                self.sync_paths.insert((sid, xid), r.path.clone());
+            }
+            Ok(r) => r.encode(&mut bytes),
+            // The leader finds it undecodable too, and logs the failed write as Apache does.
+            Err(_) => {}
+        }
+        let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
+        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body: bytes.freeze(), auth });
+    }
+
+    /// Learner: the leader answered a forwarded sync: answer the client, in its session's order.
+    fn complete_sync(&mut self, now: Now, sid: SessionId, cxid: i32) {
+        let path = self.sync_paths.remove(&(sid, cxid)).unwrap_or_default();
+        if let Some(w) = self.queues.complete_write(sid, cxid) {
+            let last = self.db.last_applied_zxid();
+            self.reply(w.conn, ReplyHeader { xid: cxid, zxid: last, err: 0 }, &Body::Path(path));
+            self.run_ready_reads(now, sid);
         }
     }
 
@@ -807,6 +1131,12 @@ impl ServerCore {
                 self.actions.push_back(Action::Commit { zxid: p.hdr.zxid });
             }
             self.apply(now, p);
+        }
+        let committed = self.proposer.committed();
+        while self.syncs_waiting.front().is_some_and(|&(after, _)| after <= committed) {
+            if let Some((_, to)) = self.syncs_waiting.pop_front() {
+                self.actions.push_back(Action::SyncReady { to });
+            }
         }
     }
 
