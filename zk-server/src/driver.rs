@@ -174,9 +174,19 @@ impl Driver {
         mut inbox: mpsc::Receiver<DriverMsg>,
         mut durable: mpsc::Receiver<DurableReport>,
     ) -> Result<(), String> {
+        // One timer, moved only when the core's next deadline moves (re-arming a timer on every
+        // wake-up showed in profiles of small requests).
+        let far = || tokio::time::Instant::now() + Duration::from_secs(3600);
+        let sleep = tokio::time::sleep_until(far());
+        tokio::pin!(sleep);
+        let mut armed: Option<u64> = None;
         loop {
-            let deadline = self.core.poll_timeout().map(|ms| self.origin + Duration::from_millis(ms));
-            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now).into());
+            let next = self.core.poll_timeout();
+            if next != armed {
+                armed = next;
+                let at = next.map_or_else(far, |ms| (self.origin + Duration::from_millis(ms)).into());
+                sleep.as_mut().reset(at);
+            }
             tokio::select! {
                 biased;
                 report = durable.recv() => {
@@ -197,7 +207,10 @@ impl Driver {
                         }
                     }
                 }
-                _ = sleep, if deadline.is_some() => {}
+                _ = &mut sleep, if armed.is_some() => {
+                    // Fired: re-arm after the timers ran, even if the deadline reads the same.
+                    armed = None;
+                }
             }
             self.core.handle_timeout(Self::now(self.origin));
             self.pump();

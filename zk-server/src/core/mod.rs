@@ -241,8 +241,9 @@ pub enum Action {
     },
     /// Send this proposal to the other voters and the observers (ensemble leader only).
     Propose {
-        /// The proposal.
-        proposal: Proposal,
+        /// The proposal (boxed: the other actions are much smaller, and every action is moved
+        /// through the queue).
+        proposal: Box<Proposal>,
     },
     /// `zxid` is committed: tell the followers (ensemble leader only).
     Commit {
@@ -1012,7 +1013,7 @@ impl ServerCore {
 
     fn propose(&mut self, p: Proposal) {
         if !self.proposer.voters().is_solo() {
-            self.actions.push_back(Action::Propose { proposal: p.clone() });
+            self.actions.push_back(Action::Propose { proposal: Box::new(p.clone()) });
         }
         self.proposer.propose(p);
     }
@@ -1219,12 +1220,9 @@ impl ServerCore {
         self.actions.push_back(Action::Frame { conn: watcher, frame });
     }
 
+    /// Queues a reply. One to a connection that is gone is dropped by the driver, which frees its
+    /// permit then.
     fn reply(&mut self, conn: ConnId, hdr: ReplyHeader, body: &Body) {
-        if !self.conns.contains(conn) {
-            // Gone: nobody writes it, so its permit is freed here.
-            self.actions.push_back(Action::ReleasePermit);
-            return;
-        }
         write_frame(&mut self.buf, |b| {
             hdr.write(b);
             if hdr.err == 0 {
