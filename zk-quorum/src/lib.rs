@@ -20,5 +20,6 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod election;
 pub mod quorum;
 pub mod wire;
