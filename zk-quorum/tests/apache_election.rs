@@ -27,13 +27,19 @@ use zk_quorum::election::{
     keeps_initiated_connection, on_accepted_connection, AcceptedConnection, ElectionAction, ElectionConfig,
     FastLeaderElection, PeerData,
 };
+use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
+use zk_quorum::wire::payload::LEARNER_PROTOCOL_VERSION;
 use zk_quorum::wire::{
-    decode_election_frame, decode_handshake, encode_election_frame, ElectionHandshake, HandshakeVersion,
-    HostPort, Notification, PeerState,
+    decode_election_frame, decode_handshake, encode_election_frame, AckEpoch, ElectionHandshake,
+    HandshakeVersion, HostPort, LeaderInfo, LearnerInfo, Notification, PacketType, PeerState, QuorumPacket,
+    QuorumPacketDecoder,
 };
 
+mod support;
+use support::parse_snapshot_stream;
+
 const JAR: &str = "/usr/share/java/zookeeper.jar";
-const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar";
 /// Every wait in this file is bounded by this, per scenario.
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -484,19 +490,175 @@ fn our_peer_follows_the_apache_leader_when_it_has_the_lowest_sid() {
     }
     let ports = ports_for(&[1, 2, 3]);
     let config = quorum_config(&ports);
-    let mut ours = OurPeer::start(1, &config, &ports);
+    // Apache 2 and 3 first elect 3 between themselves (they need each other for a quorum), so that
+    // our peer meets an established leader: had our peer voted while 3 was still starting, it and
+    // Apache 2 would rightly have elected 2. Our machine must then join through the votes of servers
+    // past the election (FOLLOWING from 2, LEADING from 3).
     let servers = [ApacheServer::start(2, &ports), ApacheServer::start(3, &ports)];
-    let decided = ours.run(SCENARIO_TIMEOUT, |seen| seen.decided.is_some() && seen.first_payloads.len() == 2);
-    assert!(decided, "our peer did not decide\n{}", dump_logs(&servers));
-    assert_eq!(ours.seen.decided, Some((3, PeerState::Following)));
-    // Apache's own view, through srvr: 3 leads, 2 follows. Keep our machine answering meanwhile.
+    let deadline = Instant::now() + SCENARIO_TIMEOUT;
     let mut modes = (None, None);
-    let agreed = ours.run(SCENARIO_TIMEOUT, |_| {
+    while modes != (Some("follower".to_owned()), Some("leader".to_owned())) {
+        assert!(Instant::now() < deadline, "Apache modes {modes:?}\n{}", dump_logs(&servers));
+        thread::sleep(Duration::from_millis(100));
         modes = (servers[0].mode(), servers[1].mode());
-        modes == (Some("follower".to_owned()), Some("leader".to_owned()))
+    }
+    let mut ours = OurPeer::start(1, &config, &ports);
+    // Apache answers our LOOKING vote with its settled one (FOLLOWING from 2, LEADING from 3). On
+    // connecting it may first re-send the last vote it queued for us during its own election (a stale
+    // LOOKING one): the machine may decide on either; the outcome must be the same.
+    let sent_state = |seen: &Observed, sid: i64, state: PeerState| {
+        seen.notifications.get(&sid).is_some_and(|ns| ns.iter().any(|n| n.state == state && n.leader == 3))
+    };
+    let decided = ours.run(SCENARIO_TIMEOUT, |seen| {
+        seen.decided.is_some()
+            && sent_state(seen, 2, PeerState::Following)
+            && sent_state(seen, 3, PeerState::Leading)
     });
-    assert!(agreed, "Apache modes {modes:?}\n{}", dump_logs(&servers));
+    assert!(
+        decided,
+        "decided {:?}, received {:?}\n{}",
+        ours.seen.decided,
+        ours.seen.notifications,
+        dump_logs(&servers)
+    );
+    assert_eq!(ours.seen.decided, Some((3, PeerState::Following)));
     // Both Apache servers have larger sids, so the connections that survive are the ones they dial.
     assert_eq!(ours.seen.handshakes.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
     check_and_capture(&ours.seen, &config, "follower1");
+
+    // Having decided to follow 3, our peer does the learner's side of discovery and synchronisation
+    // on Apache 3's quorum port with this crate's packet codec, up to UPTODATE.
+    let leader_quorum = SocketAddr::from(([127, 0, 0, 1], ports[&3].quorum));
+    let sync = follow_apache_leader(leader_quorum, 1, &config)
+        .unwrap_or_else(|e| panic!("{e}\n{}", dump_logs(&servers)));
+    let kinds: Vec<PacketType> = sync.packets.iter().map(|(p, _)| p.kind().unwrap()).collect();
+    // The leader is established (its lastProcessedZxid is newEpoch << 32) and our log is empty: SNAP.
+    assert_eq!(kinds[..2], [PacketType::LeaderInfo, PacketType::Snap], "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&PacketType::UpToDate), "{kinds:?}");
+    let (paths, _) = sync.snapshot.as_ref().expect("a SNAP is followed by the snapshot");
+    assert!(paths.iter().any(|p| p == "/zookeeper/config"), "{paths:?}");
+    if let Ok(dir) = std::env::var("ZKQ_CAPTURE_DIR") {
+        for (i, (packet, raw)) in sync.packets.iter().enumerate() {
+            let name = format!("follower1-quorum-{i}-type{}.bin", packet.packet_type);
+            std::fs::write(Path::new(&dir).join(name), raw).unwrap();
+        }
+        if let Some((_, raw)) = &sync.snapshot {
+            std::fs::write(Path::new(&dir).join("follower1-quorum-snapshot.bin"), raw).unwrap();
+        }
+    }
+}
+
+/// What an Apache leader sent our learner.
+struct LearnerSync {
+    /// Every packet, with its bytes.
+    packets: Vec<(QuorumPacket, Vec<u8>)>,
+    /// After a SNAP: the node paths of the snapshot stream, and its bytes.
+    snapshot: Option<(Vec<String>, Vec<u8>)>,
+}
+
+fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), String> {
+    let mut chunk = [0u8; 4096];
+    match stream.read(&mut chunk) {
+        Ok(0) => Err("the leader closed the connection".into()),
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
+        Err(e) => Err(format!("read: {e}")),
+    }
+}
+
+/// Reads one packet (and its raw bytes) with a deadline; checks it re-encodes to the same bytes.
+fn read_packet(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    deadline: Instant,
+) -> Result<(QuorumPacket, Vec<u8>), String> {
+    let decoder = QuorumPacketDecoder::new(JUTE_MAXBUFFER_DEFAULT);
+    loop {
+        let before = buf.clone();
+        if let Some(packet) =
+            decoder.decode(buf).map_err(|e| format!("Apache sent a packet we refuse: {e}"))?
+        {
+            let raw = before[..before.len() - buf.len()].to_vec();
+            assert_eq!(packet.to_vec(), raw, "packet re-encodes differently");
+            return Ok((packet, raw));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for a quorum packet; have {:02x?}", &buf[..]));
+        }
+        read_more(stream, buf)?;
+    }
+}
+
+/// The learner's handshake with an Apache leader, as a fresh follower (accepted and current epoch 0,
+/// empty log): FOLLOWERINFO, LEADERINFO, ACKEPOCH, then the leader's sync traffic up to NEWLEADER,
+/// ACK, UPTODATE. Returns everything the leader sent, checking each step.
+fn follow_apache_leader(
+    leader: SocketAddr,
+    my_sid: i64,
+    config: &QuorumConfig,
+) -> Result<LearnerSync, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut stream =
+        TcpStream::connect_timeout(&leader, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = BytesMut::new();
+    let mut packets = Vec::new();
+    let mut snapshot = None;
+    let send = |stream: &mut TcpStream, p: QuorumPacket| {
+        stream.write_all(&p.to_vec()).map_err(|e| format!("write: {e}"))
+    };
+
+    let info = LearnerInfo::new(my_sid, config.version);
+    send(&mut stream, QuorumPacket::new(PacketType::FollowerInfo, 0, Some(info.encode())))?;
+    let (leader_info, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+    assert_eq!(leader_info.kind(), Ok(PacketType::LeaderInfo), "{leader_info:?}");
+    let new_epoch = leader_info.zxid >> 32;
+    assert!(new_epoch >= 1 && leader_info.zxid & 0xffff_ffff == 0, "{leader_info:?}");
+    let li = LeaderInfo::decode(leader_info.data.as_deref().unwrap_or_default()).unwrap();
+    assert_eq!(li.protocol_version, LEARNER_PROTOCOL_VERSION);
+    assert_eq!(leader_info.authinfo, None, "Apache sends a null authinfo");
+    packets.push((leader_info, raw));
+
+    // newEpoch > our acceptedEpoch (0): ACKEPOCH carries our current epoch and last zxid.
+    send(
+        &mut stream,
+        QuorumPacket::new(PacketType::AckEpoch, 0, Some(AckEpoch { current_epoch: 0 }.encode())),
+    )?;
+    loop {
+        let (p, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+        let kind = p.kind().unwrap();
+        packets.push((p.clone(), raw));
+        match kind {
+            PacketType::Snap => loop {
+                // The snapshot follows unframed; walk it, reading more until it is whole.
+                match parse_snapshot_stream(buf.clone().freeze()) {
+                    Ok((paths, len)) => {
+                        snapshot = Some((paths, buf.split_to(len).to_vec()));
+                        break;
+                    }
+                    Err(e) if Instant::now() > deadline => return Err(format!("snapshot stream: {e}")),
+                    Err(_) => read_more(&mut stream, &mut buf)?,
+                }
+            },
+            PacketType::NewLeader => {
+                assert_eq!(p.zxid, new_epoch << 32);
+                assert_eq!(p.data.as_deref(), Some(config.to_config_string().as_bytes()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    send(&mut stream, QuorumPacket::new(PacketType::Ack, new_epoch << 32, None))?;
+    loop {
+        let (p, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+        let kind = p.kind().unwrap();
+        packets.push((p, raw));
+        if kind == PacketType::UpToDate {
+            break;
+        }
+    }
+    Ok(LearnerSync { packets, snapshot })
 }
