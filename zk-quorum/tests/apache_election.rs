@@ -270,13 +270,12 @@ struct OurPeer {
 }
 
 impl OurPeer {
-    fn start(my_sid: i64, config: &QuorumConfig, ports: &BTreeMap<i64, Ports>) -> OurPeer {
+    fn start(my_sid: i64, data: PeerData, config: &QuorumConfig, ports: &BTreeMap<i64, Ports>) -> OurPeer {
         let start = Instant::now();
         let (events_tx, events_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let listener = TcpListener::bind(("127.0.0.1", ports[&my_sid].election)).unwrap();
         spawn_listener(my_sid, listener, events_tx.clone(), stop.clone());
-        let data = PeerData { last_logged_zxid: 0, current_epoch: 0 };
         let fle = FastLeaderElection::new(ElectionConfig::new(my_sid, config), data, 0);
         let peer_election = ports
             .iter()
@@ -458,8 +457,13 @@ fn dump_logs(servers: &[ApacheServer]) -> String {
     servers.iter().map(|s| format!("--- Apache server {} ---\n{}", s.sid, s.log_tail())).collect()
 }
 
-#[test]
-fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
+/// A server that has never logged anything, as the Apache servers here are.
+const FRESH: PeerData = PeerData { last_logged_zxid: 0, current_epoch: 0 };
+
+/// Starts our peer as `my_sid` with `data`, then Apache as the two other sids, and checks that both
+/// Apache servers come to vote for our peer and that our machine decides LEADING. Apache then waits for
+/// us to lead on the quorum port, which this crate does not serve yet; the vote is what is checked.
+fn apache_elects_our_peer(my_sid: i64, data: PeerData, label: &str) {
     if !jar_present() {
         eprintln!("SKIPPED: {JAR} is missing (Debian package `zookeeper`)");
         return;
@@ -467,19 +471,42 @@ fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
     let ports = ports_for(&[1, 2, 3]);
     let config = quorum_config(&ports);
     // Our peer listens before Apache starts, so Apache hears from it while still looking.
-    let mut ours = OurPeer::start(3, &config, &ports);
-    let servers = [ApacheServer::start(1, &ports), ApacheServer::start(2, &ports)];
-    // Apache then waits for us to lead on the quorum port, which this crate does not serve yet: it is
-    // enough that both Apache servers name us and that we decide LEADING.
+    let mut ours = OurPeer::start(my_sid, data, &config, &ports);
+    let apache_sids: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != my_sid).collect();
+    let servers = [ApacheServer::start(apache_sids[0], &ports), ApacheServer::start(apache_sids[1], &ports)];
     let names_us = |seen: &Observed, sid: i64| {
-        seen.notifications.get(&sid).is_some_and(|ns| ns.iter().any(|n| n.leader == 3))
+        seen.notifications.get(&sid).is_some_and(|ns| {
+            ns.iter().any(|n| {
+                (n.leader, n.zxid, n.peer_epoch) == (my_sid, data.last_logged_zxid, data.current_epoch)
+            })
+        })
     };
     let ok = ours.run(SCENARIO_TIMEOUT, |seen| {
-        seen.decided.is_some() && names_us(seen, 1) && names_us(seen, 2) && seen.first_payloads.len() == 2
+        seen.decided.is_some()
+            && apache_sids.iter().all(|s| names_us(seen, *s))
+            && seen.first_payloads.len() == 2
     });
-    assert!(ok, "no agreement on our peer: decided {:?}\n{}", ours.seen.decided, dump_logs(&servers));
-    assert_eq!(ours.seen.decided, Some((3, PeerState::Leading)));
-    check_and_capture(&ours.seen, &config, "leader3");
+    assert!(
+        ok,
+        "no agreement on our peer: decided {:?}, received {:?}\n{}",
+        ours.seen.decided,
+        ours.seen.notifications,
+        dump_logs(&servers)
+    );
+    assert_eq!(ours.seen.decided, Some((my_sid, PeerState::Leading)));
+    check_and_capture(&ours.seen, &config, label);
+}
+
+#[test]
+fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
+    apache_elects_our_peer(3, FRESH, "leader3");
+}
+
+#[test]
+fn apache_servers_elect_our_peer_with_the_lowest_sid_when_its_epoch_is_newer() {
+    // Apache's servers are fresh (epoch 0, zxid 0): a higher peer epoch must beat their higher sids,
+    // which checks that Apache reads our zxid and peer epoch fields as we mean them.
+    apache_elects_our_peer(1, PeerData { last_logged_zxid: (1 << 32) | 2, current_epoch: 1 }, "leader1");
 }
 
 #[test]
@@ -502,7 +529,7 @@ fn our_peer_follows_the_apache_leader_when_it_has_the_lowest_sid() {
         thread::sleep(Duration::from_millis(100));
         modes = (servers[0].mode(), servers[1].mode());
     }
-    let mut ours = OurPeer::start(1, &config, &ports);
+    let mut ours = OurPeer::start(1, FRESH, &config, &ports);
     // Apache answers our LOOKING vote with its settled one (FOLLOWING from 2, LEADING from 3). On
     // connecting it may first re-send the last vote it queued for us during its own election (a stale
     // LOOKING one): the machine may decide on either; the outcome must be the same.
