@@ -24,9 +24,8 @@
 //!   a quorum in both configurations ([`ElectionConfig::pending_verifier`]).
 //!
 //! Not here (yet): adopting a newer configuration carried in a notification (Apache does, with
-//! `reconfigEnabled`, and restarts the election; the caller can compare the decoded config's version
-//! and call [`FastLeaderElection::start_election`] with a new machine), and Apache's two-server
-//! "oracle" quorum option.
+//! `reconfigEnabled`, and restarts the election; a caller can compare the version of the decoded
+//! config with its own and build a new machine), and Apache's two-server "oracle" quorum option.
 //!
 //! One deliberate speed-up over Apache: when votes from every voter of the configuration (not just
 //! a quorum) equal ours, we decide at once, without the finalize wait. This cannot change the

@@ -1,10 +1,18 @@
 //! Real peer check: two Apache ZooKeeper 3.8 servers and our election machine elect a leader together.
 //!
 //! Our third peer is `FastLeaderElection` driven by a small std-thread/TCP transport that speaks the
-//! election port's handshake and framing. Checked: our machine decodes Apache's notifications, Apache
-//! accepts ours, and all three agree on the leader. The bytes Apache sends first (handshake and first
-//! notification) are checked to decode and re-encode identically; with `ZKQ_CAPTURE_DIR` set they are
-//! also written there (this is how `tests/golden/` was made).
+//! election port's handshake and framing. Scenarios:
+//! - our peer has the highest sid (all fresh): both Apache servers vote for it, it decides LEADING;
+//! - our peer has the lowest sid but a newer epoch: Apache must still elect it (vote order);
+//! - as a pre-3.5 peer (bare-sid handshake, 40-byte notifications): Apache takes its legacy path;
+//! - our peer has the lowest sid and meets an established Apache leader: it decides FOLLOWING the
+//!   right leader (Apache's `srvr` modes agree), then does the learner handshake on the leader's
+//!   quorum port with this crate's packet codec, through SNAP, NEWLEADER and UPTODATE.
+//!
+//! Everything Apache sends is checked to decode and re-encode identically; with `ZKQ_CAPTURE_DIR` set
+//! the first bytes are also written there (this is how `tests/golden/` was made). Apache's logs are
+//! printed when a check fails. Every wait is bounded; the Java processes are killed and their
+//! directories removed on every path (a drop guard).
 //!
 //! Skips (with a message, not a failure) only when /usr/share/java/zookeeper.jar is missing.
 // This file is the I/O edge (threads, sockets, a clock), which the library itself must never touch.
@@ -267,6 +275,8 @@ struct OurPeer {
     _stop_on_drop: StopFlag,
     start: Instant,
     seen: Observed,
+    /// Speak as a pre-3.5 peer: a bare-sid handshake and 40-byte notifications.
+    legacy: bool,
 }
 
 impl OurPeer {
@@ -296,6 +306,7 @@ impl OurPeer {
             _stop_on_drop: StopFlag(stop),
             start,
             seen: Observed::default(),
+            legacy: false,
         }
     }
 
@@ -311,7 +322,12 @@ impl OurPeer {
         else {
             return;
         };
-        let hs = ElectionHandshake::v1(self.my_sid, self.my_election.clone()).encode().unwrap();
+        let hs = if self.legacy {
+            ElectionHandshake { version: HandshakeVersion::Legacy, sid: self.my_sid, addresses: Vec::new() }
+        } else {
+            ElectionHandshake::v1(self.my_sid, self.my_election.clone())
+        };
+        let hs = hs.encode().unwrap();
         if stream.write_all(&hs).is_err() {
             return;
         }
@@ -346,7 +362,12 @@ impl OurPeer {
                 match action {
                     ElectionAction::Send { to, notification } => {
                         let mut frame = Vec::new();
-                        encode_election_frame(&notification.encode(), &mut frame).unwrap();
+                        let mut payload = notification.encode();
+                        if self.legacy {
+                            // The 40-byte form: Apache reads the peer epoch and ignores the last 4 bytes.
+                            payload.truncate(40);
+                        }
+                        encode_election_frame(&payload, &mut frame).unwrap();
                         self.last_frame.insert(to, frame.clone());
                         if self.conns.contains_key(&to) {
                             self.write(to, &frame);
@@ -463,7 +484,7 @@ const FRESH: PeerData = PeerData { last_logged_zxid: 0, current_epoch: 0 };
 /// Starts our peer as `my_sid` with `data`, then Apache as the two other sids, and checks that both
 /// Apache servers come to vote for our peer and that our machine decides LEADING. Apache then waits for
 /// us to lead on the quorum port, which this crate does not serve yet; the vote is what is checked.
-fn apache_elects_our_peer(my_sid: i64, data: PeerData, label: &str) {
+fn apache_elects_our_peer(my_sid: i64, data: PeerData, legacy: bool, label: &str) {
     if !jar_present() {
         eprintln!("SKIPPED: {JAR} is missing (Debian package `zookeeper`)");
         return;
@@ -472,6 +493,7 @@ fn apache_elects_our_peer(my_sid: i64, data: PeerData, label: &str) {
     let config = quorum_config(&ports);
     // Our peer listens before Apache starts, so Apache hears from it while still looking.
     let mut ours = OurPeer::start(my_sid, data, &config, &ports);
+    ours.legacy = legacy;
     let apache_sids: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != my_sid).collect();
     let servers = [ApacheServer::start(apache_sids[0], &ports), ApacheServer::start(apache_sids[1], &ports)];
     let names_us = |seen: &Observed, sid: i64| {
@@ -494,19 +516,42 @@ fn apache_elects_our_peer(my_sid: i64, data: PeerData, label: &str) {
         dump_logs(&servers)
     );
     assert_eq!(ours.seen.decided, Some((my_sid, PeerState::Leading)));
+    if legacy {
+        // Apache took the legacy path for our messages, not merely tolerated them.
+        for server in &servers {
+            let log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
+            assert!(
+                log.contains("Backward compatibility mode (36 bits)"),
+                "Apache {}:\n{}",
+                server.sid,
+                server.log_tail()
+            );
+        }
+    }
     check_and_capture(&ours.seen, &config, label);
 }
 
 #[test]
 fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
-    apache_elects_our_peer(3, FRESH, "leader3");
+    apache_elects_our_peer(3, FRESH, false, "leader3");
 }
 
 #[test]
 fn apache_servers_elect_our_peer_with_the_lowest_sid_when_its_epoch_is_newer() {
     // Apache's servers are fresh (epoch 0, zxid 0): a higher peer epoch must beat their higher sids,
     // which checks that Apache reads our zxid and peer epoch fields as we mean them.
-    apache_elects_our_peer(1, PeerData { last_logged_zxid: (1 << 32) | 2, current_epoch: 1 }, "leader1");
+    apache_elects_our_peer(
+        1,
+        PeerData { last_logged_zxid: (1 << 32) | 2, current_epoch: 1 },
+        false,
+        "leader1",
+    );
+}
+
+#[test]
+fn apache_accepts_a_pre_3_5_peer_and_its_40_byte_notifications() {
+    // As the highest sid, every connection our peer keeps is one it dialled with a bare sid.
+    apache_elects_our_peer(3, PeerData { last_logged_zxid: 7, current_epoch: 0 }, true, "legacy3");
 }
 
 #[test]
