@@ -1,0 +1,617 @@
+//! Fast Leader Election (Apache's `FastLeaderElection`, `electionAlg=3`) as a sans-IO state machine.
+//!
+//! The caller feeds in what arrives (`handle_notification`) and what time it is (`handle_timeout`),
+//! asks when to call back (`poll_timeout`), and drains what to do (`poll_action`): send a
+//! notification to a peer, or "decided". Nothing here touches a socket or a clock.
+//!
+//! The rules are Apache ZooKeeper 3.8's, so that zkrs and Apache servers in one ensemble pick the same
+//! leader:
+//! - a vote is better when its candidate has non-zero weight and a higher (peer epoch, zxid, sid);
+//! - each election round has a logical clock; a notification from a higher round moves us to it
+//!   (dropping the votes collected so far, re-deciding between its vote and our own initial one), a
+//!   lower round is ignored (a LOOKING sender gets our vote back), the same round adopts a better vote;
+//!   every change of vote is broadcast to all voters;
+//! - once votes equal to ours form a quorum, we wait `finalize_wait_ms` (200) for a better vote: each
+//!   other notification restarts that wait and is dropped, a better one resumes the election,
+//!   silence decides;
+//! - FOLLOWING/LEADING senders are servers already past the election: a newcomer follows their leader
+//!   once a quorum of them agree and the leader itself says LEADING;
+//! - non-voters (observers) propose `i64::MIN` for leader, zxid and epoch and are never counted; a
+//!   notification from one is answered at once with our current vote;
+//! - silence for the notification interval (200 ms, doubling to 60 s) re-sends our vote to everyone;
+//! - once decided, the machine keeps answering LOOKING peers with the decided vote and our state;
+//! - during a reconfiguration, the pending configuration's voters take part too and a decision needs
+//!   a quorum in both configurations ([`ElectionConfig::pending_verifier`]).
+//!
+//! Not here (yet): adopting a newer configuration carried in a notification (Apache does, with
+//! `reconfigEnabled`, and restarts the election; a caller can compare the version of the decoded
+//! config with its own and build a new machine), and Apache's two-server "oracle" quorum option.
+//!
+//! One deliberate speed-up over Apache: when votes from every voter of the configuration (not just
+//! a quorum) equal ours, we decide at once, without the finalize wait. This cannot change the
+//! outcome: votes only grow within a round and every voter's vote is at least its own initial vote,
+//! so when all voters hold the same vote it is the best initial vote of the whole ensemble and no
+//! better one can arrive.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use crate::config::QuorumConfig;
+use crate::quorum::QuorumVerifier;
+use crate::wire::{Notification, PeerState};
+
+/// The election's timing knobs, in milliseconds. Defaults are Apache's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionTimings {
+    /// How long to wait for a better vote once a quorum agrees with ours (Apache: 200).
+    pub finalize_wait_ms: u64,
+    /// First silence interval after which our vote is re-sent
+    /// (`zookeeper.fastleader.minNotificationInterval`, 200).
+    pub min_notification_interval_ms: u64,
+    /// Cap of the doubling silence interval (`zookeeper.fastleader.maxNotificationInterval`, 60000).
+    pub max_notification_interval_ms: u64,
+}
+
+impl Default for ElectionTimings {
+    fn default() -> Self {
+        ElectionTimings {
+            finalize_wait_ms: 200,
+            min_notification_interval_ms: 200,
+            max_notification_interval_ms: 60_000,
+        }
+    }
+}
+
+/// What an election machine needs to know about the ensemble and itself.
+#[derive(Debug, Clone)]
+pub struct ElectionConfig {
+    /// Our server id.
+    pub my_sid: i64,
+    /// Who votes and what a quorum is.
+    pub verifier: QuorumVerifier,
+    /// A newer configuration being moved to (Apache's last seen config during a reconfig), if any:
+    /// its voters are sent notifications and counted too, and a decision needs a quorum in both.
+    pub pending_verifier: Option<QuorumVerifier>,
+    /// The config string sent in every notification (Apache compares its version with its own).
+    pub config_string: Bytes,
+    /// Timing knobs.
+    pub timings: ElectionTimings,
+    /// Decide without the finalize wait when every voter agrees (zkrs' speed-up; on by default).
+    pub decide_early_when_unanimous: bool,
+}
+
+impl ElectionConfig {
+    /// The configuration for server `my_sid` of `config`, with default timings.
+    pub fn new(my_sid: i64, config: &QuorumConfig) -> ElectionConfig {
+        ElectionConfig {
+            my_sid,
+            verifier: QuorumVerifier::from_config(config),
+            pending_verifier: None,
+            config_string: Bytes::from(config.to_config_string()),
+            timings: ElectionTimings::default(),
+            decide_early_when_unanimous: true,
+        }
+    }
+}
+
+/// Our own data at the start of an election round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerData {
+    /// The zxid of the last transaction in our log.
+    pub last_logged_zxid: i64,
+    /// Our current epoch (`currentEpoch` file).
+    pub current_epoch: i64,
+}
+
+/// A vote: a proposed leader and the data it is proposed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vote {
+    /// Proposed leader sid.
+    pub leader: i64,
+    /// The leader's last logged zxid.
+    pub zxid: i64,
+    /// The election round the vote was cast in.
+    pub election_epoch: i64,
+    /// The leader's current epoch.
+    pub peer_epoch: i64,
+    /// The state of the server that cast it.
+    pub state: PeerState,
+    /// The notification version it came with (0 for votes recorded without one).
+    pub version: i32,
+}
+
+impl Vote {
+    /// Apache's vote equality: when either vote is a LOOKING one, all of leader, zxid, election epoch
+    /// and peer epoch must match; between votes of servers past the election, leader and peer epoch
+    /// (only the leader when exactly one of them has a non-zero version, for rolling upgrades).
+    pub fn agrees_with(&self, other: &Vote) -> bool {
+        if self.state == PeerState::Looking || other.state == PeerState::Looking {
+            self.leader == other.leader
+                && self.zxid == other.zxid
+                && self.election_epoch == other.election_epoch
+                && self.peer_epoch == other.peer_epoch
+        } else if (self.version > 0) ^ (other.version > 0) {
+            self.leader == other.leader
+        } else {
+            self.leader == other.leader && self.peer_epoch == other.peer_epoch
+        }
+    }
+}
+
+/// What the caller must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ElectionAction {
+    /// Send `notification` to server `to` on the election port (connecting first if needed).
+    Send {
+        /// Destination sid.
+        to: i64,
+        /// What to send (encode with [`Notification::encode`]).
+        notification: Notification,
+    },
+    /// The election is over for us: follow, lead or observe `leader`. The machine stays usable to
+    /// answer peers that are still looking.
+    Decided {
+        /// The elected leader's sid.
+        leader: i64,
+        /// The vote that won.
+        vote: Vote,
+        /// Our new state: LEADING, FOLLOWING or OBSERVING.
+        state: PeerState,
+    },
+}
+
+/// The election state machine of one server.
+#[derive(Debug)]
+pub struct FastLeaderElection {
+    config: ElectionConfig,
+    state: PeerState,
+    logical_clock: i64,
+    /// Our own vote at the start of the round (`i64::MIN` triple for a non-voter).
+    initial: (i64, i64, i64),
+    /// The vote we currently propose: (leader, zxid, peer epoch).
+    proposal: (i64, i64, i64),
+    /// Votes of this round by sender (Apache's `recvset`).
+    round_votes: BTreeMap<i64, Vote>,
+    /// Votes of servers past the election (Apache's `outofelection`).
+    settled_votes: BTreeMap<i64, Vote>,
+    /// The last decided vote (initially our own), what we answer with once out of the election.
+    current_vote: Vote,
+    notification_interval_ms: u64,
+    /// When `handle_timeout` has work to do, while looking.
+    deadline_ms: Option<u64>,
+    /// A quorum agrees with us and we are in the finalize wait.
+    finalizing: bool,
+    actions: VecDeque<ElectionAction>,
+    /// Our notifications to ourselves, processed like any other (Apache loops them back).
+    loopback: VecDeque<Notification>,
+}
+
+impl FastLeaderElection {
+    /// A machine that starts looking at once (round 1): it proposes itself (or nothing, as a
+    /// non-voter) and queues its notifications to every voter.
+    pub fn new(config: ElectionConfig, data: PeerData, now_ms: u64) -> FastLeaderElection {
+        let my_sid = config.my_sid;
+        let mut fle = FastLeaderElection {
+            config,
+            state: PeerState::Looking,
+            logical_clock: 0,
+            initial: (i64::MIN, i64::MIN, i64::MIN),
+            proposal: (i64::MIN, i64::MIN, i64::MIN),
+            round_votes: BTreeMap::new(),
+            settled_votes: BTreeMap::new(),
+            current_vote: Vote {
+                leader: my_sid,
+                zxid: data.last_logged_zxid,
+                election_epoch: 0,
+                peer_epoch: data.current_epoch,
+                state: PeerState::Looking,
+                version: 0,
+            },
+            notification_interval_ms: 0,
+            deadline_ms: None,
+            finalizing: false,
+            actions: VecDeque::new(),
+            loopback: VecDeque::new(),
+        };
+        fle.start_election(data, now_ms);
+        fle
+    }
+
+    /// Starts a new election round (after losing the leader, or to retry): the logical clock advances,
+    /// collected votes are dropped, we propose our own initial vote again and broadcast it.
+    pub fn start_election(&mut self, data: PeerData, now_ms: u64) {
+        self.state = PeerState::Looking;
+        self.logical_clock += 1;
+        self.round_votes.clear();
+        self.settled_votes.clear();
+        self.finalizing = false;
+        self.loopback.clear();
+        // Only the current configuration makes us a candidate, as Apache's initial vote.
+        self.initial = if self.config.verifier.is_voter(self.config.my_sid) {
+            (self.config.my_sid, data.last_logged_zxid, data.current_epoch)
+        } else {
+            (i64::MIN, i64::MIN, i64::MIN)
+        };
+        self.proposal = self.initial;
+        self.notification_interval_ms = self.config.timings.min_notification_interval_ms;
+        tracing::info!(sid = self.config.my_sid, round = self.logical_clock, "looking for a leader");
+        self.broadcast();
+        self.deadline_ms = Some(now_ms.saturating_add(self.notification_interval_ms));
+        self.drain_loopback(now_ms);
+    }
+
+    /// Handles a notification from `from_sid` (decode it with [`Notification::decode`]; skip what
+    /// does not decode, as Apache does).
+    pub fn handle_notification(&mut self, from_sid: i64, n: Notification, now_ms: u64) {
+        self.receive(from_sid, n, now_ms);
+        self.drain_loopback(now_ms);
+    }
+
+    /// Tells the machine the time; acts if a deadline from [`Self::poll_timeout`] has passed:
+    /// ends the finalize wait with a decision, or re-sends our vote after silence and doubles the
+    /// interval.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        let Some(deadline) = self.deadline_ms else { return };
+        if self.state != PeerState::Looking || now_ms < deadline {
+            return;
+        }
+        if self.finalizing {
+            let (leader, zxid, peer_epoch) = self.proposal;
+            let vote = self.vote_of_round(leader, zxid, peer_epoch);
+            self.decide(vote);
+        } else {
+            tracing::debug!(
+                sid = self.config.my_sid,
+                interval_ms = self.notification_interval_ms,
+                "no notifications; re-sending"
+            );
+            self.broadcast();
+            self.notification_interval_ms = self
+                .notification_interval_ms
+                .saturating_mul(2)
+                .min(self.config.timings.max_notification_interval_ms)
+                .max(1);
+            self.deadline_ms = Some(now_ms.saturating_add(self.notification_interval_ms));
+            self.drain_loopback(now_ms);
+        }
+    }
+
+    /// When to call [`Self::handle_timeout`] next; `None` once decided (nothing is timed then).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.state == PeerState::Looking {
+            self.deadline_ms
+        } else {
+            None
+        }
+    }
+
+    /// The next thing to do, in the order decided.
+    pub fn poll_action(&mut self) -> Option<ElectionAction> {
+        self.actions.pop_front()
+    }
+
+    /// Our state: LOOKING until decided.
+    pub fn state(&self) -> PeerState {
+        self.state
+    }
+
+    /// The current election round.
+    pub fn logical_clock(&self) -> i64 {
+        self.logical_clock
+    }
+
+    /// The vote we propose in this round (meaningful while looking).
+    pub fn proposal(&self) -> Vote {
+        let (leader, zxid, peer_epoch) = self.proposal;
+        self.vote_of_round(leader, zxid, peer_epoch)
+    }
+
+    /// The last decided vote (our own initial vote before the first decision).
+    pub fn current_vote(&self) -> Vote {
+        self.current_vote
+    }
+
+    /// The configuration the machine runs with.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.config
+    }
+
+    /// A voter of the current or the pending configuration (Apache's `validVoter`).
+    fn is_voter(&self, sid: i64) -> bool {
+        self.config.verifier.is_voter(sid)
+            || self.config.pending_verifier.as_ref().is_some_and(|p| p.is_voter(sid))
+    }
+
+    /// Voters of the current and the pending configuration.
+    fn all_voters(&self) -> Vec<i64> {
+        let mut voters: Vec<i64> = self.config.verifier.voters().iter().copied().collect();
+        if let Some(p) = &self.config.pending_verifier {
+            voters.extend(p.voters().iter().copied());
+            voters.sort_unstable();
+            voters.dedup();
+        }
+        voters
+    }
+
+    /// A quorum in the current configuration, and in the pending one if any.
+    fn is_quorum(&self, acks: &[i64]) -> bool {
+        self.config.verifier.contains_quorum(acks.iter().copied())
+            && self.config.pending_verifier.as_ref().is_none_or(|p| p.contains_quorum(acks.iter().copied()))
+    }
+
+    fn vote_of_round(&self, leader: i64, zxid: i64, peer_epoch: i64) -> Vote {
+        Vote {
+            leader,
+            zxid,
+            election_epoch: self.logical_clock,
+            peer_epoch,
+            state: PeerState::Looking,
+            version: 0,
+        }
+    }
+
+    /// Apache's `totalOrderPredicate`: is `new` a better vote than `current`?
+    fn is_better(&self, new: (i64, i64, i64), current: (i64, i64, i64)) -> bool {
+        if self.config.verifier.weight(new.0) == 0 {
+            return false;
+        }
+        (new.2, new.1, new.0) > (current.2, current.1, current.0)
+    }
+
+    fn notification(&self, vote: (i64, i64, i64), election_epoch: i64, state: PeerState) -> Notification {
+        Notification {
+            state,
+            leader: vote.0,
+            zxid: vote.1,
+            election_epoch,
+            peer_epoch: vote.2,
+            version: crate::wire::notification::NOTIFICATION_VERSION,
+            config: Some(self.config.config_string.clone()),
+        }
+    }
+
+    fn send(&mut self, to: i64, notification: Notification) {
+        self.actions.push_back(ElectionAction::Send { to, notification });
+    }
+
+    /// Our proposal to every voter; the copy to ourselves is looped back.
+    fn broadcast(&mut self) {
+        let n = self.notification(self.proposal, self.logical_clock, PeerState::Looking);
+        for sid in self.all_voters() {
+            if sid == self.config.my_sid {
+                self.loopback.push_back(n.clone());
+            } else {
+                self.send(sid, n.clone());
+            }
+        }
+    }
+
+    fn drain_loopback(&mut self, now_ms: u64) {
+        while let Some(n) = self.loopback.pop_front() {
+            self.receive(self.config.my_sid, n, now_ms);
+        }
+    }
+
+    /// Apache's receiver thread: answers peers that need an answer, passes the rest to the election.
+    fn receive(&mut self, from_sid: i64, n: Notification, now_ms: u64) {
+        if !self.is_voter(from_sid) {
+            // A non-voter gets our current vote right away and is never counted.
+            let c = self.current_vote;
+            let reply = self.notification((c.leader, c.zxid, c.peer_epoch), self.logical_clock, self.state);
+            self.send(from_sid, reply);
+            return;
+        }
+        if self.state == PeerState::Looking {
+            if n.state == PeerState::Looking && n.election_epoch < self.logical_clock {
+                let reply = self.notification(self.proposal, self.logical_clock, PeerState::Looking);
+                self.send(from_sid, reply);
+            }
+            self.look(from_sid, n, now_ms);
+        } else if n.state == PeerState::Looking {
+            let c = self.current_vote;
+            let reply = self.notification((c.leader, c.zxid, c.peer_epoch), c.election_epoch, self.state);
+            self.send(from_sid, reply);
+        }
+    }
+
+    /// One step of Apache's `lookForLeader` loop for a notification from a voter.
+    fn look(&mut self, from_sid: i64, n: Notification, now_ms: u64) {
+        let offered = (n.leader, n.zxid, n.peer_epoch);
+        if self.finalizing {
+            if !self.is_better(offered, self.proposal) {
+                // Apache consumes and drops it, and waits the full finalize time again. We only look
+                // at it first for the unanimity speed-up: a vote equal to ours joins the round's votes.
+                if self.records_agreement(from_sid, &n) && self.decide_if_unanimous() {
+                    return;
+                }
+                self.deadline_ms = Some(now_ms.saturating_add(self.config.timings.finalize_wait_ms));
+                return;
+            }
+            self.finalizing = false;
+        }
+        // Any notification restarts the silence interval, as Apache's poll returns on it.
+        self.deadline_ms = Some(now_ms.saturating_add(self.notification_interval_ms));
+        if !self.is_voter(n.leader) {
+            tracing::debug!(from_sid, leader = n.leader, "ignoring a vote for a non-voter");
+            return;
+        }
+        match n.state {
+            PeerState::Looking => self.look_at_looking_vote(from_sid, &n, now_ms),
+            PeerState::Observing => {}
+            PeerState::Following | PeerState::Leading => self.look_at_settled_vote(from_sid, &n),
+        }
+    }
+
+    fn look_at_looking_vote(&mut self, from_sid: i64, n: &Notification, now_ms: u64) {
+        if self.initial.1 == -1 || n.zxid == -1 {
+            // A server that has not loaded its data (zxid -1) takes no part.
+            return;
+        }
+        let offered = (n.leader, n.zxid, n.peer_epoch);
+        if n.election_epoch > self.logical_clock {
+            self.logical_clock = n.election_epoch;
+            self.round_votes.clear();
+            self.proposal = if self.is_better(offered, self.initial) { offered } else { self.initial };
+            self.broadcast();
+        } else if n.election_epoch < self.logical_clock {
+            return;
+        } else if self.is_better(offered, self.proposal) {
+            self.proposal = offered;
+            self.broadcast();
+        }
+        self.round_votes.insert(
+            from_sid,
+            Vote {
+                leader: n.leader,
+                zxid: n.zxid,
+                election_epoch: n.election_epoch,
+                peer_epoch: n.peer_epoch,
+                state: PeerState::Looking,
+                version: 0,
+            },
+        );
+        let mine = self.proposal();
+        let agreeing: Vec<i64> =
+            self.round_votes.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| *sid).collect();
+        if !self.is_quorum(&agreeing) {
+            return;
+        }
+        if !self.decide_if_unanimous() {
+            self.finalizing = true;
+            self.deadline_ms = Some(now_ms.saturating_add(self.config.timings.finalize_wait_ms));
+        }
+    }
+
+    /// During the finalize wait: if `n` is a LOOKING vote of this round equal to ours, records it and
+    /// returns true. (Apache drops it; recording cannot change the outcome, since only a better vote
+    /// can end the wait and a vote equal to a worse proposal never agrees with a better one.)
+    fn records_agreement(&mut self, from_sid: i64, n: &Notification) -> bool {
+        if n.state != PeerState::Looking || n.election_epoch != self.logical_clock || n.zxid == -1 {
+            return false;
+        }
+        let vote = Vote {
+            leader: n.leader,
+            zxid: n.zxid,
+            election_epoch: n.election_epoch,
+            peer_epoch: n.peer_epoch,
+            state: PeerState::Looking,
+            version: 0,
+        };
+        if !vote.agrees_with(&self.proposal()) {
+            return false;
+        }
+        self.round_votes.insert(from_sid, vote);
+        true
+    }
+
+    /// zkrs' speed-up: decides at once when every voter's vote of this round equals ours.
+    fn decide_if_unanimous(&mut self) -> bool {
+        if !self.config.decide_early_when_unanimous {
+            return false;
+        }
+        let mine = self.proposal();
+        let unanimous = self
+            .all_voters()
+            .iter()
+            .all(|v| self.round_votes.get(v).is_some_and(|vote| vote.agrees_with(&mine)));
+        if unanimous {
+            self.decide(mine);
+        }
+        unanimous
+    }
+
+    fn look_at_settled_vote(&mut self, from_sid: i64, n: &Notification) {
+        let theirs = Vote {
+            leader: n.leader,
+            zxid: n.zxid,
+            election_epoch: n.election_epoch,
+            peer_epoch: n.peer_epoch,
+            state: n.state,
+            version: n.version,
+        };
+        if n.election_epoch == self.logical_clock {
+            // Apache records these in the round's votes without the version.
+            self.round_votes.insert(from_sid, Vote { version: 0, ..theirs });
+            if self.has_settled_quorum(&self.round_votes, &theirs) {
+                self.decide(Vote { state: PeerState::Looking, version: 0, ..theirs });
+                return;
+            }
+        }
+        self.settled_votes.insert(from_sid, theirs);
+        if self.has_settled_quorum(&self.settled_votes, &theirs) {
+            self.logical_clock = n.election_epoch;
+            self.decide(Vote { state: PeerState::Looking, version: 0, ..theirs });
+        }
+    }
+
+    /// A quorum of `votes` agrees with `vote`, and the leader it names is known to lead (or is us, in
+    /// the same round).
+    fn has_settled_quorum(&self, votes: &BTreeMap<i64, Vote>, vote: &Vote) -> bool {
+        let agreeing: Vec<i64> =
+            votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| *sid).collect();
+        if !self.is_quorum(&agreeing) {
+            return false;
+        }
+        if vote.leader != self.config.my_sid {
+            votes.get(&vote.leader).is_some_and(|v| v.state == PeerState::Leading)
+        } else {
+            self.logical_clock == vote.election_epoch
+        }
+    }
+
+    fn decide(&mut self, vote: Vote) {
+        let state = if vote.leader == self.config.my_sid {
+            PeerState::Leading
+        } else if self.config.verifier.is_voter(self.config.my_sid) {
+            PeerState::Following
+        } else {
+            PeerState::Observing
+        };
+        let vote = Vote { election_epoch: self.logical_clock, ..vote };
+        tracing::info!(
+            sid = self.config.my_sid,
+            leader = vote.leader,
+            round = self.logical_clock,
+            ?state,
+            "election decided"
+        );
+        self.state = state;
+        self.current_vote = vote;
+        self.finalizing = false;
+        self.deadline_ms = None;
+        self.round_votes.clear();
+        self.settled_votes.clear();
+        self.loopback.clear();
+        self.actions.push_back(ElectionAction::Decided { leader: vote.leader, vote, state });
+    }
+}
+
+/// What the acceptor of an election connection does with it, given the sid the initiator sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptedConnection {
+    /// The initiator has the larger sid: keep the connection (it replaces any older one).
+    Keep,
+    /// The initiator has the smaller sid: close it and dial the initiator back ourselves.
+    CloseAndDialBack,
+    /// The initiator claims our own sid: a configuration error; close it.
+    Close,
+}
+
+/// Apache's connection rule, acceptor side: only a connection initiated by the larger sid survives.
+pub fn on_accepted_connection(my_sid: i64, initiator_sid: i64) -> AcceptedConnection {
+    match initiator_sid.cmp(&my_sid) {
+        std::cmp::Ordering::Greater => AcceptedConnection::Keep,
+        std::cmp::Ordering::Less => AcceptedConnection::CloseAndDialBack,
+        std::cmp::Ordering::Equal => AcceptedConnection::Close,
+    }
+}
+
+/// Apache's connection rule, initiator side: after sending the handshake, we keep the connection only
+/// if our sid is the larger; otherwise we close it and the peer dials us back.
+pub fn keeps_initiated_connection(my_sid: i64, acceptor_sid: i64) -> bool {
+    my_sid > acceptor_sid
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,366 @@
+//! One test per rule of Apache's Fast Leader Election, driving a single machine by hand.
+
+use super::*;
+
+const CONFIG: &[u8] = b"server.1=h:1:2:participant\nversion=0";
+
+fn config(my_sid: i64, voters: &[i64], observers: &[i64]) -> ElectionConfig {
+    ElectionConfig {
+        my_sid,
+        verifier: QuorumVerifier::majority(voters.iter().copied(), observers.iter().copied()),
+        pending_verifier: None,
+        config_string: Bytes::from_static(CONFIG),
+        timings: ElectionTimings::default(),
+        decide_early_when_unanimous: true,
+    }
+}
+
+fn data(zxid: i64, epoch: i64) -> PeerData {
+    PeerData { last_logged_zxid: zxid, current_epoch: epoch }
+}
+
+fn note(state: PeerState, leader: i64, zxid: i64, election_epoch: i64, peer_epoch: i64) -> Notification {
+    Notification {
+        state,
+        leader,
+        zxid,
+        election_epoch,
+        peer_epoch,
+        version: 2,
+        config: Some(Bytes::from_static(CONFIG)),
+    }
+}
+
+fn looking(leader: i64, zxid: i64, election_epoch: i64, peer_epoch: i64) -> Notification {
+    note(PeerState::Looking, leader, zxid, election_epoch, peer_epoch)
+}
+
+fn drain(fle: &mut FastLeaderElection) -> Vec<ElectionAction> {
+    std::iter::from_fn(|| fle.poll_action()).collect()
+}
+
+/// The (destination, leader) of each Send, and the decisions, in order.
+fn summary(actions: &[ElectionAction]) -> Vec<(i64, i64)> {
+    actions
+        .iter()
+        .map(|a| match a {
+            ElectionAction::Send { to, notification } => (*to, notification.leader),
+            ElectionAction::Decided { leader, .. } => (-1, *leader),
+        })
+        .collect()
+}
+
+fn decided(actions: &[ElectionAction]) -> Option<(i64, PeerState)> {
+    actions.iter().find_map(|a| match a {
+        ElectionAction::Decided { leader, state, .. } => Some((*leader, *state)),
+        _ => None,
+    })
+}
+
+#[test]
+fn starts_by_proposing_itself_to_every_other_voter() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[9]), data(0x1_0000_0003, 1), 1000);
+    let actions = drain(&mut fle);
+    assert_eq!(summary(&actions), vec![(1, 2), (3, 2)]);
+    let ElectionAction::Send { notification, .. } = &actions[0] else { panic!() };
+    assert_eq!(notification, &looking(2, 0x1_0000_0003, 1, 1));
+    assert_eq!(fle.logical_clock(), 1);
+    assert_eq!(fle.poll_timeout(), Some(1200));
+    assert_eq!(fle.state(), PeerState::Looking);
+}
+
+#[test]
+fn a_better_vote_in_the_same_round_is_adopted_and_broadcast() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3, 4, 5], &[]), data(5, 1), 0);
+    drain(&mut fle);
+    // Higher zxid, same epoch: better.
+    fle.handle_notification(2, looking(2, 6, 1, 1), 10);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 2), (3, 2), (4, 2), (5, 2)]);
+    assert_eq!(fle.proposal().leader, 2);
+    // Lower epoch but higher zxid: worse; nothing is sent.
+    fle.handle_notification(3, looking(3, 100, 1, 0), 20);
+    assert!(drain(&mut fle).is_empty());
+    // Same epoch and zxid, higher sid: better.
+    fle.handle_notification(4, looking(4, 6, 1, 1), 30);
+    assert_eq!(fle.proposal().leader, 4);
+    // Higher epoch beats any zxid.
+    fle.handle_notification(3, looking(3, 0, 1, 2), 40);
+    assert_eq!(
+        fle.proposal(),
+        Vote { leader: 3, zxid: 0, election_epoch: 1, peer_epoch: 2, state: PeerState::Looking, version: 0 }
+    );
+}
+
+#[test]
+fn a_weight_zero_candidate_never_wins_a_comparison() {
+    let text = "server.1=h:1:2\nserver.2=h:1:2\nserver.3=h:1:2\ngroup.1=1:2:3\nweight.3=0";
+    let config = ElectionConfig::new(1, &QuorumConfig::parse(text).unwrap());
+    let mut fle = FastLeaderElection::new(config, data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 1 << 40, 1, 9), 1);
+    assert_eq!(fle.proposal().leader, 1);
+    assert!(drain(&mut fle).is_empty());
+}
+
+#[test]
+fn a_higher_round_is_joined_comparing_against_our_initial_vote() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3, 4, 5], &[]), data(10, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 20, 1, 1), 1);
+    assert_eq!(fle.proposal().leader, 3);
+    drain(&mut fle);
+    // Round 5 offers a vote worse than ours: we move to round 5 with our own initial vote.
+    fle.handle_notification(1, looking(1, 5, 5, 1), 2);
+    assert_eq!(fle.logical_clock(), 5);
+    assert_eq!(fle.proposal().leader, 2);
+    let actions = drain(&mut fle);
+    assert_eq!(summary(&actions), vec![(1, 2), (3, 2), (4, 2), (5, 2)]);
+    let ElectionAction::Send { notification, .. } = &actions[0] else { panic!() };
+    assert_eq!(notification.election_epoch, 5);
+}
+
+#[test]
+fn a_lagging_looking_peer_gets_our_vote_back_and_is_not_counted() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, 0, 3, 0), 1); // round 3: we join it
+    assert_eq!(fle.logical_clock(), 3);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 0, 2, 0), 2);
+    let actions = drain(&mut fle);
+    assert_eq!(actions.len(), 1);
+    let ElectionAction::Send { to: 3, notification } = &actions[0] else { panic!("{actions:?}") };
+    assert_eq!(notification, &looking(2, 0, 3, 0));
+    assert_eq!(fle.state(), PeerState::Looking);
+}
+
+#[test]
+fn a_quorum_waits_the_finalize_time_then_decides() {
+    let mut fle = FastLeaderElection::new(config(3, &[1, 2, 3, 4, 5], &[]), data(9, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(1, looking(3, 9, 1, 1), 50);
+    assert_eq!(fle.poll_timeout(), Some(250));
+    fle.handle_notification(2, looking(3, 9, 1, 1), 60);
+    // Three of five (with our own looped-back vote): finalize wait.
+    assert_eq!(fle.poll_timeout(), Some(260));
+    fle.handle_timeout(259);
+    assert!(drain(&mut fle).is_empty());
+    fle.handle_timeout(260);
+    let actions = drain(&mut fle);
+    assert_eq!(decided(&actions), Some((3, PeerState::Leading)));
+    let ElectionAction::Decided { vote, .. } = &actions[0] else { panic!() };
+    assert_eq!((vote.zxid, vote.election_epoch, vote.peer_epoch), (9, 1, 1));
+    assert_eq!(fle.state(), PeerState::Leading);
+    assert_eq!(fle.poll_timeout(), None);
+}
+
+#[test]
+fn a_better_vote_during_the_finalize_wait_resumes_the_election() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, 0, 1, 1), 10);
+    drain(&mut fle);
+    assert_eq!(fle.poll_timeout(), Some(210)); // {1, 2} agree on 2
+                                               // A worse vote is dropped and restarts the wait.
+    fle.handle_notification(3, looking(1, 0, 1, 1), 100);
+    assert_eq!(fle.poll_timeout(), Some(300));
+    assert!(drain(&mut fle).is_empty());
+    // A better one resumes: we switch to 3 and broadcast; no decision at the old deadline.
+    fle.handle_notification(3, looking(3, 0, 1, 1), 150);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 3), (3, 3)]);
+    assert_eq!(fle.poll_timeout(), Some(350)); // back to the silence interval
+    fle.handle_timeout(300);
+    assert!(drain(&mut fle).is_empty());
+    assert_eq!(fle.state(), PeerState::Looking);
+}
+
+#[test]
+fn unanimity_decides_without_waiting_unless_disabled() {
+    for early in [true, false] {
+        let mut cfg = config(2, &[1, 2, 3], &[]);
+        cfg.decide_early_when_unanimous = early;
+        let mut fle = FastLeaderElection::new(cfg, data(0, 1), 0);
+        drain(&mut fle);
+        fle.handle_notification(3, looking(3, 0, 1, 1), 5);
+        drain(&mut fle);
+        fle.handle_notification(1, looking(3, 0, 1, 1), 6);
+        let actions = drain(&mut fle);
+        if early {
+            assert_eq!(decided(&actions), Some((3, PeerState::Following)));
+        } else {
+            assert_eq!(decided(&actions), None);
+            fle.handle_timeout(206);
+            assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
+        }
+    }
+}
+
+#[test]
+fn silence_resends_with_a_doubling_interval_up_to_the_cap() {
+    let mut cfg = config(2, &[1, 2], &[]);
+    cfg.timings.max_notification_interval_ms = 1000;
+    let mut fle = FastLeaderElection::new(cfg, data(0, 0), 0);
+    drain(&mut fle);
+    let mut now = 0;
+    let mut intervals = Vec::new();
+    for _ in 0..6 {
+        let next = fle.poll_timeout().unwrap();
+        intervals.push(next - now);
+        now = next;
+        fle.handle_timeout(now);
+        assert_eq!(summary(&drain(&mut fle)), vec![(1, 2)]);
+    }
+    assert_eq!(intervals, vec![200, 400, 800, 1000, 1000, 1000]);
+    // A notification restarts the interval from now, without resetting its length.
+    fle.handle_notification(2, looking(1, 0, 1, 0), now + 10);
+    assert_eq!(fle.poll_timeout(), Some(now + 10 + 1000));
+}
+
+#[test]
+fn zxid_minus_one_votes_do_not_count() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, -1, 1, 0), 1);
+    assert_eq!(fle.proposal().leader, 1);
+    fle.handle_notification(3, looking(1, -1, 1, 0), 2);
+    assert!(drain(&mut fle).is_empty());
+    assert_eq!(fle.poll_timeout(), Some(202)); // no quorum, no finalize wait
+}
+
+#[test]
+fn observers_propose_nothing_are_answered_at_once_and_never_counted() {
+    let mut obs = FastLeaderElection::new(config(9, &[1, 2, 3], &[9]), data(50, 7), 0);
+    let actions = drain(&mut obs);
+    assert_eq!(summary(&actions), vec![(1, i64::MIN), (2, i64::MIN), (3, i64::MIN)]);
+    let ElectionAction::Send { notification, .. } = &actions[0] else { panic!() };
+    assert_eq!((notification.zxid, notification.peer_epoch), (i64::MIN, i64::MIN));
+
+    // A voter answers the observer right away with its current vote, and does not count it.
+    let mut voter = FastLeaderElection::new(config(1, &[1, 2, 3], &[9]), data(3, 1), 0);
+    drain(&mut voter);
+    voter.handle_notification(9, notification.clone(), 1);
+    let answer = drain(&mut voter);
+    assert_eq!(answer.len(), 1);
+    let ElectionAction::Send { to: 9, notification: reply } = &answer[0] else { panic!() };
+    assert_eq!((reply.leader, reply.zxid, reply.state), (1, 3, PeerState::Looking));
+    // A vote naming the observer as leader is ignored.
+    voter.handle_notification(2, looking(9, 100, 1, 100), 2);
+    assert_eq!(voter.proposal().leader, 1);
+
+    // The observer follows once voters that are past the election name a leader that says LEADING.
+    obs.handle_notification(2, note(PeerState::Following, 3, 5, 1, 1), 10);
+    assert!(drain(&mut obs).is_empty());
+    obs.handle_notification(3, note(PeerState::Leading, 3, 5, 1, 1), 11);
+    assert_eq!(decided(&drain(&mut obs)), Some((3, PeerState::Observing)));
+}
+
+#[test]
+fn a_newcomer_follows_a_settled_quorum_only_when_the_leader_says_leading() {
+    let mut fle = FastLeaderElection::new(config(4, &[1, 2, 3, 4, 5], &[]), data(0, 0), 0);
+    drain(&mut fle);
+    // Followers of 5 from round 3 (we are in round 1): three agree, but 5 has not spoken.
+    for sid in [1, 2, 3] {
+        fle.handle_notification(sid, note(PeerState::Following, 5, 0x2_0000_0000, 3, 2), 10 + sid as u64);
+    }
+    assert_eq!(decided(&drain(&mut fle)), None);
+    fle.handle_notification(5, note(PeerState::Leading, 5, 0x2_0000_0000, 3, 2), 20);
+    let actions = drain(&mut fle);
+    assert_eq!(decided(&actions), Some((5, PeerState::Following)));
+    assert_eq!(fle.logical_clock(), 3);
+    // Two followers and the leader are not enough if they disagree on the peer epoch.
+    let mut other = FastLeaderElection::new(config(4, &[1, 2, 3, 4, 5], &[]), data(0, 0), 0);
+    drain(&mut other);
+    other.handle_notification(1, note(PeerState::Following, 5, 0, 3, 1), 1);
+    other.handle_notification(2, note(PeerState::Following, 5, 0, 3, 2), 2);
+    other.handle_notification(5, note(PeerState::Leading, 5, 0, 3, 2), 3);
+    assert_eq!(decided(&drain(&mut other)), None);
+}
+
+#[test]
+fn settled_votes_of_our_own_round_count_with_looking_ones() {
+    // Round 1: 2 already leads (with 3 following), we still look. 2's LEADING vote plus 3's
+    // FOLLOWING vote form a quorum of three.
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, note(PeerState::Following, 2, 7, 1, 0), 1);
+    assert_eq!(decided(&drain(&mut fle)), None);
+    fle.handle_notification(2, note(PeerState::Leading, 2, 7, 1, 0), 2);
+    assert_eq!(decided(&drain(&mut fle)), Some((2, PeerState::Following)));
+}
+
+#[test]
+fn once_decided_it_answers_looking_peers_with_the_decided_vote() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 0, 1, 1), 1);
+    fle.handle_notification(1, looking(3, 0, 1, 1), 2);
+    assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
+    // A restarted peer looking in round 1 again (or any round) gets FOLLOWING 3, round 1.
+    fle.handle_notification(1, looking(1, 0, 1, 1), 500);
+    let actions = drain(&mut fle);
+    assert_eq!(actions.len(), 1);
+    let ElectionAction::Send { to: 1, notification } = &actions[0] else { panic!() };
+    assert_eq!(notification, &note(PeerState::Following, 3, 0, 1, 1));
+    // Non-looking senders get nothing; nothing is timed any more.
+    fle.handle_notification(3, note(PeerState::Leading, 3, 0, 1, 1), 501);
+    assert!(drain(&mut fle).is_empty());
+    fle.handle_timeout(1_000_000);
+    assert!(drain(&mut fle).is_empty());
+}
+
+#[test]
+fn a_new_round_after_losing_the_leader_starts_over() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 0, 1, 1), 1);
+    fle.handle_notification(1, looking(3, 0, 1, 1), 2);
+    drain(&mut fle);
+    fle.start_election(data(0x2_0000_0004, 2), 1000);
+    assert_eq!((fle.state(), fle.logical_clock()), (PeerState::Looking, 2));
+    assert_eq!(summary(&drain(&mut fle)), vec![(1, 2), (3, 2)]);
+    assert_eq!(fle.proposal().peer_epoch, 2);
+    assert_eq!(fle.poll_timeout(), Some(1200));
+}
+
+#[test]
+fn vote_equality_follows_apache() {
+    let base =
+        Vote { leader: 1, zxid: 2, election_epoch: 3, peer_epoch: 4, state: PeerState::Looking, version: 0 };
+    assert!(base.agrees_with(&base));
+    assert!(!base.agrees_with(&Vote { election_epoch: 9, ..base }));
+    let f = Vote { state: PeerState::Following, version: 2, ..base };
+    assert!(f.agrees_with(&Vote { zxid: 99, election_epoch: 99, state: PeerState::Leading, ..f }));
+    assert!(!f.agrees_with(&Vote { peer_epoch: 5, state: PeerState::Leading, ..f }));
+    // Exactly one versioned: leader only.
+    assert!(f.agrees_with(&Vote { peer_epoch: 5, version: 0, ..f }));
+    // Looking on either side: everything but state and version.
+    assert!(!f.agrees_with(&Vote { zxid: 99, ..base }));
+}
+
+#[test]
+fn connection_rule_keeps_the_larger_initiator() {
+    assert_eq!(on_accepted_connection(2, 3), AcceptedConnection::Keep);
+    assert_eq!(on_accepted_connection(2, 1), AcceptedConnection::CloseAndDialBack);
+    assert_eq!(on_accepted_connection(2, 2), AcceptedConnection::Close);
+    assert!(keeps_initiated_connection(3, 2));
+    assert!(!keeps_initiated_connection(1, 2));
+}
+
+#[test]
+fn a_pending_configuration_needs_its_own_quorum_and_hears_every_vote() {
+    // Current {1, 2, 3}, moving to {1, 2, 3, 4, 5}: 4 and 5 get our notifications and count, and
+    // deciding needs 3 of the 5 as well as 2 of the 3.
+    let mut cfg = config(1, &[1, 2, 3], &[]);
+    cfg.pending_verifier = Some(QuorumVerifier::majority([1, 2, 3, 4, 5], []));
+    let mut fle = FastLeaderElection::new(cfg, data(0, 0), 0);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 1), (3, 1), (4, 1), (5, 1)]);
+    fle.handle_notification(5, looking(5, 0, 1, 0), 1);
+    drain(&mut fle);
+    fle.handle_notification(4, looking(5, 0, 1, 0), 2);
+    // {1, 4, 5} is a quorum of the pending configuration but holds only 1 of the current one.
+    assert_eq!(fle.poll_timeout(), Some(202));
+    fle.handle_notification(2, looking(5, 0, 1, 0), 3);
+    assert_eq!(fle.poll_timeout(), Some(203)); // finalize wait: both quorums hold
+    fle.handle_timeout(203);
+    assert_eq!(decided(&drain(&mut fle)), Some((5, PeerState::Following)));
+}

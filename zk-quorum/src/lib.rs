@@ -1,0 +1,25 @@
+//! Zab building blocks that speak Apache ZooKeeper 3.8's own quorum formats, so that a zkrs server can
+//! one day join a running Apache ensemble.
+//!
+//! Modules:
+//! - [`wire`]: the byte formats of the election port (connection handshake, message framing,
+//!   notifications) and of the quorum port (`QuorumPacket`, its incremental stream decoder, and the
+//!   payloads of LEADERINFO, ACKEPOCH, learner PING, REQUEST and REVALIDATE).
+//! - [`config`]: the quorum configuration as Apache writes it into notifications and `NEWLEADER`
+//!   (`server.N=...` lines, groups, weights, `version=<hex>`), both directions.
+//! - [`quorum`]: quorum verifiers (majority and hierarchical): "does this set of sids form a quorum".
+//! - [`election`]: Fast Leader Election as a sans-IO state machine (events in, actions out), plus the
+//!   connection rule of the election port.
+//!
+//! **Invariant:** nothing here does I/O, reads a clock, spawns a thread or draws a random number.
+//! Time is an argument (`now_ms`, a monotonic millisecond count from any origin), bytes come in as
+//! slices and go out as buffers, and every decision is a value the caller acts on. This is what lets
+//! the tests run whole ensembles deterministically from one seed. Every decoder is total: bad
+//! lengths, unknown types and truncated input give a typed error, never a panic, and no decoder
+//! allocates more than the input it was given can hold.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod election;
+pub mod quorum;
+pub mod wire;

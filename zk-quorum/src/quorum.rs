@@ -1,0 +1,233 @@
+//! Quorum verifiers: which sids vote, and which sets of them form a quorum.
+//!
+//! Two rules, as Apache ZooKeeper 3.8 has them:
+//! - majority: a set is a quorum when it holds more than half of the voters
+//!   (`acks > floor(voters / 2)`);
+//! - hierarchical: voters sit in groups and carry weights (default 1, 0 allowed); a group is won when
+//!   the acked weight in it is more than half its total weight, and a set is a quorum when it wins
+//!   more than half of the groups whose total weight is not zero.
+//!
+//! Only voters count: sids of observers or of servers outside the configuration are ignored, so a
+//! caller can pass any ack set as it is.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::{LearnerType, QuorumConfig};
+
+/// How acks are counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum QuorumRule {
+    Majority,
+    Hierarchical {
+        group_of: BTreeMap<i64, i64>,
+        weight: BTreeMap<i64, i64>,
+        group_weight: BTreeMap<i64, i64>,
+        /// Groups whose total weight is not zero: only they can be won.
+        nonzero_groups: usize,
+    },
+}
+
+/// A quorum configuration as the protocol asks questions of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumVerifier {
+    voters: BTreeSet<i64>,
+    observers: BTreeSet<i64>,
+    version: i64,
+    rule: QuorumRule,
+}
+
+impl QuorumVerifier {
+    /// The verifier a parsed configuration describes (hierarchical if it has groups).
+    pub fn from_config(config: &QuorumConfig) -> QuorumVerifier {
+        let mut voters = BTreeSet::new();
+        let mut observers = BTreeSet::new();
+        for s in config.servers.values() {
+            match s.learner_type {
+                LearnerType::Participant => voters.insert(s.sid),
+                LearnerType::Observer => observers.insert(s.sid),
+            };
+        }
+        let rule = match &config.hierarchy {
+            None => QuorumRule::Majority,
+            Some(h) => {
+                let mut group_of = BTreeMap::new();
+                let mut group_weight = BTreeMap::new();
+                for (gid, members) in &h.groups {
+                    let mut total = 0i64;
+                    for m in members {
+                        group_of.insert(*m, *gid);
+                        // Only voters carry weight: an observer listed in a group adds nothing.
+                        if voters.contains(m) {
+                            total = total.saturating_add(h.weights.get(m).copied().unwrap_or(1));
+                        }
+                    }
+                    group_weight.insert(*gid, total);
+                }
+                let nonzero_groups = group_weight.values().filter(|w| **w != 0).count();
+                let weight = voters.iter().map(|v| (*v, h.weights.get(v).copied().unwrap_or(1))).collect();
+                QuorumRule::Hierarchical { group_of, weight, group_weight, nonzero_groups }
+            }
+        };
+        QuorumVerifier { voters, observers, version: config.version, rule }
+    }
+
+    /// A majority verifier over `voters` and `observers`, version 0: handy where no addresses matter.
+    pub fn majority(voters: impl IntoIterator<Item = i64>, observers: impl IntoIterator<Item = i64>) -> Self {
+        let voters: BTreeSet<i64> = voters.into_iter().collect();
+        let observers = observers.into_iter().filter(|o| !voters.contains(o)).collect();
+        QuorumVerifier { voters, observers, version: 0, rule: QuorumRule::Majority }
+    }
+
+    /// Whether the distinct voters among `acks` form a quorum. Non-voters are ignored; an empty set is
+    /// never a quorum.
+    pub fn contains_quorum(&self, acks: impl IntoIterator<Item = i64>) -> bool {
+        let acked: BTreeSet<i64> = acks.into_iter().filter(|s| self.voters.contains(s)).collect();
+        if acked.is_empty() {
+            return false;
+        }
+        match &self.rule {
+            QuorumRule::Majority => acked.len() > self.voters.len() / 2,
+            QuorumRule::Hierarchical { group_of, weight, group_weight, nonzero_groups } => {
+                let mut acked_weight: BTreeMap<i64, i64> = BTreeMap::new();
+                for sid in &acked {
+                    if let Some(gid) = group_of.get(sid) {
+                        *acked_weight.entry(*gid).or_insert(0) += weight.get(sid).copied().unwrap_or(0);
+                    }
+                }
+                let won = acked_weight
+                    .iter()
+                    .filter(|(gid, w)| **w > group_weight.get(gid).copied().unwrap_or(0) / 2)
+                    .count();
+                won > nonzero_groups / 2
+            }
+        }
+    }
+
+    /// Whether `sid` votes (a participant; weight-0 participants included).
+    pub fn is_voter(&self, sid: i64) -> bool {
+        self.voters.contains(&sid)
+    }
+
+    /// Every voter, ascending.
+    pub fn voters(&self) -> &BTreeSet<i64> {
+        &self.voters
+    }
+
+    /// Every observer, ascending.
+    pub fn observers(&self) -> &BTreeSet<i64> {
+        &self.observers
+    }
+
+    /// A candidate's weight in elections: 1 for any sid under a majority rule (as Apache), the
+    /// configured weight (default 1) under a hierarchical one, 0 for a sid the hierarchy does not
+    /// know. A weight-0 candidate never wins a vote comparison.
+    pub fn weight(&self, sid: i64) -> i64 {
+        match &self.rule {
+            QuorumRule::Majority => 1,
+            QuorumRule::Hierarchical { weight, .. } => weight.get(&sid).copied().unwrap_or(0),
+        }
+    }
+
+    /// The configuration's version.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Hierarchy, ServerAddress, ServerSpec};
+    use proptest::prelude::*;
+
+    fn spec(sid: i64, learner_type: LearnerType) -> ServerSpec {
+        ServerSpec {
+            sid,
+            addresses: vec![ServerAddress { host: "h".into(), quorum_port: 1, election_port: 2 }],
+            learner_type,
+            client: None,
+        }
+    }
+
+    #[test]
+    fn majority_counts_distinct_voters_only() {
+        let q = QuorumVerifier::majority([1, 2, 3, 4], [9]);
+        assert!(!q.contains_quorum([1, 2]));
+        assert!(!q.contains_quorum([1, 1, 2, 2, 9, 10]));
+        assert!(q.contains_quorum([1, 2, 3]));
+        assert!(!q.contains_quorum([]));
+        let q3 = QuorumVerifier::majority([1, 2, 3], []);
+        assert!(q3.contains_quorum([2, 3]));
+        assert!(!q3.contains_quorum([3]));
+        assert!(q.is_voter(4) && !q.is_voter(9));
+        assert_eq!(q.observers().iter().copied().collect::<Vec<_>>(), vec![9]);
+        assert_eq!(q.weight(i64::MIN), 1);
+    }
+
+    #[test]
+    fn from_config_splits_voters_and_observers() {
+        let c = QuorumConfig::majority([spec(1, LearnerType::Participant), spec(2, LearnerType::Observer)]);
+        let q = QuorumVerifier::from_config(&c);
+        assert!(q.contains_quorum([1]));
+        assert!(!q.contains_quorum([2]));
+    }
+
+    #[test]
+    fn hierarchical_needs_a_majority_of_weighted_groups() {
+        // Groups {1,2,3}, {4,5,6}, {7,8,9}; server 9 has weight 0; group {10} has weight 0 in total.
+        let text = "server.1=h:1:2\nserver.2=h:1:2\nserver.3=h:1:2\nserver.4=h:1:2\nserver.5=h:1:2\n\
+                    server.6=h:1:2\nserver.7=h:1:2\nserver.8=h:1:2\nserver.9=h:1:2\nserver.10=h:1:2\n\
+                    group.1=1:2:3\ngroup.2=4:5:6\ngroup.3=7:8:9\ngroup.4=10\nweight.9=0\nweight.10=0";
+        let q = QuorumVerifier::from_config(&QuorumConfig::parse(text).unwrap());
+        // Three groups count (the fourth weighs 0): two won groups make a quorum.
+        assert!(q.contains_quorum([1, 2, 4, 5]));
+        assert!(!q.contains_quorum([1, 2, 4]));
+        // Group 3 weighs 2 (7, 8): one of them is not more than half.
+        assert!(!q.contains_quorum([1, 2, 7, 9]));
+        assert!(q.contains_quorum([1, 2, 7, 8]));
+        assert!(!q.contains_quorum([10, 9, 1, 2]));
+        assert_eq!(q.weight(9), 0);
+        assert_eq!(q.weight(1), 1);
+        assert_eq!(q.weight(42), 0);
+    }
+
+    fn arb_verifier() -> impl Strategy<Value = QuorumVerifier> {
+        prop_oneof![
+            (1usize..8).prop_map(|n| QuorumVerifier::majority((1..=n as i64).collect::<Vec<_>>(), [100])),
+            // Up to 9 voters spread over up to 4 groups, weights 0..3.
+            (proptest::collection::vec((0i64..4, 0i64..4), 1..10)).prop_map(|placement| {
+                let mut servers = Vec::new();
+                let mut h = Hierarchy::default();
+                for (i, (gid, w)) in placement.iter().enumerate() {
+                    let sid = i as i64 + 1;
+                    servers.push(spec(sid, LearnerType::Participant));
+                    h.groups.entry(*gid).or_default().insert(sid);
+                    h.weights.insert(sid, *w);
+                }
+                let mut c = QuorumConfig::majority(servers);
+                c.hierarchy = Some(h);
+                QuorumVerifier::from_config(&c)
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_two_quorums_share_a_weighted_voter(q in arb_verifier(), a in any::<u16>(), b in any::<u16>()) {
+            let pick = |mask: u16| (0..16).filter(|i| mask & (1 << i) != 0).map(|i| i as i64 + 1).collect::<Vec<_>>();
+            let (qa, qb) = (pick(a), pick(b));
+            if q.contains_quorum(qa.iter().copied()) && q.contains_quorum(qb.iter().copied()) {
+                let shared = qa.iter().any(|s| qb.contains(s) && q.is_voter(*s) && q.weight(*s) > 0);
+                prop_assert!(shared, "{qa:?} and {qb:?} are disjoint quorums");
+            }
+        }
+
+        #[test]
+        fn quorums_are_monotone(q in arb_verifier(), a in any::<u16>(), extra in any::<u16>()) {
+            let pick = |mask: u16| (0..16).filter(|i| mask & (1 << i) != 0).map(|i| i as i64 + 1).collect::<Vec<_>>();
+            if q.contains_quorum(pick(a)) {
+                prop_assert!(q.contains_quorum(pick(a | extra)));
+            }
+        }
+    }
+}

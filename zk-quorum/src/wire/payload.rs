@@ -1,0 +1,325 @@
+//! The `data` payloads of the quorum packets that are not plain records: plain big-endian fields
+//! written with Java's `DataOutputStream` or `ByteBuffer`, no jute length prefixes.
+//!
+//! Decoders take the packet's data (null reads as empty) and, as Apache does, ignore trailing bytes
+//! unless the format is a repeated list that must fill the payload exactly.
+
+use bytes::{Buf, BufMut, Bytes};
+
+/// The protocol version a 3.4+ learner and leader announce in LearnerInfo and LEADERINFO.
+pub const LEARNER_PROTOCOL_VERSION: i32 = 0x10000;
+
+/// Why a payload did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    /// The payload is shorter than its fixed fields.
+    #[error("{what} payload of {len} bytes is shorter than {needed}")]
+    Truncated {
+        /// Which payload.
+        what: &'static str,
+        /// Bytes its fields need.
+        needed: usize,
+        /// Bytes present.
+        len: usize,
+    },
+    /// A repeated list did not fill the payload in whole entries.
+    #[error("{what} payload of {len} bytes is not a whole number of {entry}-byte entries")]
+    PartialEntry {
+        /// Which payload.
+        what: &'static str,
+        /// Size of one entry.
+        entry: usize,
+        /// Bytes present.
+        len: usize,
+    },
+}
+
+fn need(what: &'static str, data: &[u8], needed: usize) -> Result<(), PayloadError> {
+    if data.len() < needed {
+        Err(PayloadError::Truncated { what, needed, len: data.len() })
+    } else {
+        Ok(())
+    }
+}
+
+/// FOLLOWERINFO / OBSERVERINFO data: who the learner is.
+///
+/// Read by length as the leader does: the sid (8 bytes) is required; the protocol version (next 4)
+/// and the config version (next 8) are read only when present, so older learners still decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnerInfo {
+    /// The learner's server id.
+    pub sid: i64,
+    /// Its protocol version ([`LEARNER_PROTOCOL_VERSION`] from 3.4+).
+    pub protocol_version: Option<i32>,
+    /// The version of its last activated config (3.5+); the leader refuses a higher one than its own.
+    pub config_version: Option<i64>,
+}
+
+impl LearnerInfo {
+    /// The 20-byte form a 3.8 learner sends.
+    pub fn new(sid: i64, config_version: i64) -> LearnerInfo {
+        LearnerInfo {
+            sid,
+            protocol_version: Some(LEARNER_PROTOCOL_VERSION),
+            config_version: Some(config_version),
+        }
+    }
+
+    /// Encodes the fields present (a config version is written only after a protocol version).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(20);
+        out.put_i64(self.sid);
+        if let Some(v) = self.protocol_version {
+            out.put_i32(v);
+            if let Some(c) = self.config_version {
+                out.put_i64(c);
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// Decodes by length. Errors: fewer than 8 bytes.
+    pub fn decode(mut data: &[u8]) -> Result<LearnerInfo, PayloadError> {
+        need("LearnerInfo", data, 8)?;
+        let sid = data.get_i64();
+        let protocol_version = if data.len() >= 4 { Some(data.get_i32()) } else { None };
+        let config_version = if data.len() >= 8 { Some(data.get_i64()) } else { None };
+        Ok(LearnerInfo { sid, protocol_version, config_version })
+    }
+}
+
+/// LEADERINFO data: the leader's protocol version (the new epoch is in the packet's zxid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// [`LEARNER_PROTOCOL_VERSION`] from a 3.4+ leader.
+    pub protocol_version: i32,
+}
+
+impl LeaderInfo {
+    /// Four bytes.
+    pub fn encode(&self) -> Bytes {
+        Bytes::copy_from_slice(&self.protocol_version.to_be_bytes())
+    }
+
+    /// Errors: fewer than 4 bytes.
+    pub fn decode(mut data: &[u8]) -> Result<LeaderInfo, PayloadError> {
+        need("LEADERINFO", data, 4)?;
+        Ok(LeaderInfo { protocol_version: data.get_i32() })
+    }
+}
+
+/// ACKEPOCH data: the learner's current epoch, or -1 when the new epoch equals its accepted epoch
+/// (such an ACKEPOCH is not counted toward the leader's quorum). The learner's last logged zxid is
+/// the packet's zxid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckEpoch {
+    /// Current epoch (a Java int on the wire), or -1.
+    pub current_epoch: i32,
+}
+
+impl AckEpoch {
+    /// Four bytes.
+    pub fn encode(&self) -> Bytes {
+        Bytes::copy_from_slice(&self.current_epoch.to_be_bytes())
+    }
+
+    /// Errors: fewer than 4 bytes.
+    pub fn decode(mut data: &[u8]) -> Result<AckEpoch, PayloadError> {
+        need("ACKEPOCH", data, 4)?;
+        Ok(AckEpoch { current_epoch: data.get_i32() })
+    }
+}
+
+/// One entry of a learner's PING reply: a session it saw activity on, and that session's timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionTouch {
+    /// Session id.
+    pub session_id: i64,
+    /// Session timeout in milliseconds.
+    pub timeout_ms: i32,
+}
+
+impl SessionTouch {
+    const WIRE_LEN: usize = 12;
+
+    /// Encodes a learner PING reply's data: the entries back to back, no count.
+    pub fn encode_list(touches: &[SessionTouch]) -> Bytes {
+        let mut out = Vec::with_capacity(touches.len() * Self::WIRE_LEN);
+        for t in touches {
+            out.put_i64(t.session_id);
+            out.put_i32(t.timeout_ms);
+        }
+        Bytes::from(out)
+    }
+
+    /// Decodes a learner PING reply's data (empty or null: no sessions). Errors: a length that is not
+    /// a multiple of 12 (the leader's reader would hit end of stream inside an entry).
+    pub fn decode_list(mut data: &[u8]) -> Result<Vec<SessionTouch>, PayloadError> {
+        if !data.len().is_multiple_of(Self::WIRE_LEN) {
+            return Err(PayloadError::PartialEntry { what: "PING", entry: Self::WIRE_LEN, len: data.len() });
+        }
+        let mut out = Vec::with_capacity(data.len() / Self::WIRE_LEN);
+        while data.has_remaining() {
+            out.push(SessionTouch { session_id: data.get_i64(), timeout_ms: data.get_i32() });
+        }
+        Ok(out)
+    }
+}
+
+/// REQUEST data: a client request a learner forwards to the leader. The client identities travel in
+/// the packet's `authinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardedRequest {
+    /// The client's session.
+    pub session_id: i64,
+    /// The client's xid.
+    pub cxid: i32,
+    /// The opcode.
+    pub op: i32,
+    /// The request record as the client sent it, without the request header; may be empty.
+    pub body: Bytes,
+}
+
+impl ForwardedRequest {
+    /// `i64 session, i32 cxid, i32 op, body`.
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(16 + self.body.len());
+        out.put_i64(self.session_id);
+        out.put_i32(self.cxid);
+        out.put_i32(self.op);
+        out.put_slice(&self.body);
+        Bytes::from(out)
+    }
+
+    /// The body is a zero-copy slice of `data`. Errors: fewer than 16 bytes.
+    pub fn decode(data: &Bytes) -> Result<ForwardedRequest, PayloadError> {
+        need("REQUEST", data, 16)?;
+        let mut r = data.clone();
+        let session_id = r.get_i64();
+        let cxid = r.get_i32();
+        let op = r.get_i32();
+        Ok(ForwardedRequest { session_id, cxid, op, body: r })
+    }
+}
+
+/// REVALIDATE data from a learner: may this session (reconnecting to the learner) live on?
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RevalidateRequest {
+    /// Session id.
+    pub session_id: i64,
+    /// Timeout the client asked for, in milliseconds.
+    pub timeout_ms: i32,
+}
+
+impl RevalidateRequest {
+    /// Twelve bytes.
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(12);
+        out.put_i64(self.session_id);
+        out.put_i32(self.timeout_ms);
+        Bytes::from(out)
+    }
+
+    /// Errors: fewer than 12 bytes.
+    pub fn decode(mut data: &[u8]) -> Result<RevalidateRequest, PayloadError> {
+        need("REVALIDATE", data, 12)?;
+        Ok(RevalidateRequest { session_id: data.get_i64(), timeout_ms: data.get_i32() })
+    }
+}
+
+/// REVALIDATE data from the leader (same packet type, zxid -1): the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RevalidateReply {
+    /// Session id.
+    pub session_id: i64,
+    /// Whether the session is still valid.
+    pub valid: bool,
+}
+
+impl RevalidateReply {
+    /// Nine bytes: `i64 session, u8 valid`.
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(9);
+        out.put_i64(self.session_id);
+        out.put_u8(u8::from(self.valid));
+        Bytes::from(out)
+    }
+
+    /// Any non-zero byte is true, as Java's `readBoolean`. Errors: fewer than 9 bytes.
+    pub fn decode(mut data: &[u8]) -> Result<RevalidateReply, PayloadError> {
+        need("REVALIDATE reply", data, 9)?;
+        Ok(RevalidateReply { session_id: data.get_i64(), valid: data.get_u8() != 0 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn learner_info_is_read_by_length() {
+        let full = LearnerInfo::new(2, 0x1_0000_0000);
+        let bytes = full.encode();
+        assert_eq!(&bytes[..], &[0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+        assert_eq!(LearnerInfo::decode(&bytes), Ok(full));
+        let old = LearnerInfo::decode(&bytes[..12]).unwrap();
+        assert_eq!((old.protocol_version, old.config_version), (Some(0x10000), None));
+        assert_eq!(LearnerInfo::decode(&bytes[..12]).unwrap().encode(), bytes.slice(..12));
+        assert_eq!(LearnerInfo::decode(&bytes[..8]).unwrap().protocol_version, None);
+        assert!(LearnerInfo::decode(&bytes[..7]).is_err());
+    }
+
+    #[test]
+    fn fixed_payloads_round_trip_and_reject_short_input() {
+        let li = LeaderInfo { protocol_version: LEARNER_PROTOCOL_VERSION };
+        assert_eq!(&li.encode()[..], &[0, 1, 0, 0]);
+        assert_eq!(LeaderInfo::decode(&li.encode()), Ok(li));
+        assert!(LeaderInfo::decode(&[0, 1, 0]).is_err());
+        let ae = AckEpoch { current_epoch: -1 };
+        assert_eq!(AckEpoch::decode(&ae.encode()), Ok(ae));
+        assert!(AckEpoch::decode(&[]).is_err());
+        let rq = RevalidateRequest { session_id: 0x0100_0000_0000_0001, timeout_ms: 30000 };
+        assert_eq!(RevalidateRequest::decode(&rq.encode()), Ok(rq));
+        assert!(RevalidateRequest::decode(&rq.encode()[..11]).is_err());
+        let rp = RevalidateReply { session_id: 9, valid: true };
+        assert_eq!(rp.encode().len(), 9);
+        assert_eq!(RevalidateReply::decode(&rp.encode()), Ok(rp));
+        assert!(RevalidateReply::decode(&[0; 8]).is_err());
+        assert!(RevalidateReply::decode(&[0, 0, 0, 0, 0, 0, 0, 9, 7]).unwrap().valid);
+    }
+
+    #[test]
+    fn ping_lists_have_no_count_and_no_partial_entries() {
+        let touches = vec![
+            SessionTouch { session_id: 1, timeout_ms: 2 },
+            SessionTouch { session_id: -3, timeout_ms: 4 },
+        ];
+        let bytes = SessionTouch::encode_list(&touches);
+        assert_eq!(bytes.len(), 24);
+        assert_eq!(SessionTouch::decode_list(&bytes), Ok(touches));
+        assert_eq!(SessionTouch::decode_list(&[]), Ok(vec![]));
+        assert!(SessionTouch::decode_list(&bytes[..13]).is_err());
+    }
+
+    #[test]
+    fn forwarded_request_keeps_its_body() {
+        let r = ForwardedRequest { session_id: 5, cxid: 6, op: 1, body: Bytes::from_static(b"rec") };
+        assert_eq!(ForwardedRequest::decode(&r.encode()), Ok(r));
+        assert!(ForwardedRequest::decode(&Bytes::from_static(&[0; 15])).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_are_total(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = LearnerInfo::decode(&bytes);
+            let _ = LeaderInfo::decode(&bytes);
+            let _ = AckEpoch::decode(&bytes);
+            let _ = SessionTouch::decode_list(&bytes);
+            let _ = ForwardedRequest::decode(&Bytes::from(bytes.clone()));
+            let _ = RevalidateRequest::decode(&bytes);
+            let _ = RevalidateReply::decode(&bytes);
+        }
+    }
+}
