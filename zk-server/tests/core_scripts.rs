@@ -100,7 +100,7 @@ impl Script {
         let mut cmd = Cmd::from_case(tc);
         let tc = &mut cmd;
         if tc.directive == "start" {
-            let voters: Vec<u64> = tc.try_take_args("voters").unwrap().unwrap_or_else(|| vec![0]);
+            let voters: Vec<i64> = tc.try_take_args("voters").unwrap().unwrap_or_else(|| vec![0]);
             let snapshots = tc.take_flag("snapshots").unwrap();
             let role: Option<String> = tc.try_take_arg("role").unwrap();
             let epoch: u32 = tc.try_take_arg("epoch").unwrap().unwrap_or(1);
@@ -285,7 +285,7 @@ impl Script {
                 },
             },
             "ack" => {
-                let sid: u64 = tc.take_arg("sid").unwrap();
+                let sid: i64 = tc.take_arg("sid").unwrap();
                 let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
                 Event::Ack { sid, zxid }
             }

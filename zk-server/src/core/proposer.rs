@@ -7,30 +7,37 @@
 //! voter logs proposals in zxid order, so an ACK of Z covers every earlier proposal too.
 
 use super::zxid::Zxid;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use zk_proto::{Txn, TxnHeader};
+use zk_quorum::quorum::QuorumVerifier;
 
 /// A server id (myid).
-pub type ServerId = u64;
+pub type ServerId = i64;
 
-/// The voters whose ACKs count, with a majority rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The voters whose ACKs count, and the rule that says when they are a quorum (majority, or
+/// Apache's hierarchical groups and weights: zk-quorum's verifier decides).
+#[derive(Debug, Clone)]
 pub struct VoterSet {
     me: ServerId,
-    voters: BTreeSet<ServerId>,
+    verifier: QuorumVerifier,
 }
 
 impl VoterSet {
     /// Just this server: standalone.
     pub fn solo(me: ServerId) -> VoterSet {
-        VoterSet { me, voters: BTreeSet::from([me]) }
+        VoterSet { me, verifier: QuorumVerifier::majority([me], []) }
     }
 
-    /// This server and the other voters (observers are not voters).
+    /// This server and the other voters, by majority (observers are not voters).
     pub fn new(me: ServerId, voters: impl IntoIterator<Item = ServerId>) -> VoterSet {
-        let mut v: BTreeSet<ServerId> = voters.into_iter().collect();
-        v.insert(me);
-        VoterSet { me, voters: v }
+        let mut v: Vec<ServerId> = voters.into_iter().collect();
+        v.push(me);
+        VoterSet { me, verifier: QuorumVerifier::majority(v, []) }
+    }
+
+    /// This server under the ensemble's own verifier (which may be hierarchical).
+    pub fn with_verifier(me: ServerId, verifier: QuorumVerifier) -> VoterSet {
+        VoterSet { me, verifier }
     }
 
     /// This server's id.
@@ -40,18 +47,17 @@ impl VoterSet {
 
     /// Whether this server is the only voter (the inline-commit fast path is valid only then).
     pub fn is_solo(&self) -> bool {
-        self.voters.len() == 1
+        self.verifier.voters().len() == 1 && self.verifier.is_voter(self.me)
     }
 
     /// Whether `sid` votes.
     pub fn is_voter(&self, sid: ServerId) -> bool {
-        self.voters.contains(&sid)
+        self.verifier.is_voter(sid)
     }
 
-    /// Whether the voters among `sids` are more than half of all voters.
+    /// Whether the voters among `sids` form a quorum.
     pub fn is_quorum<'a>(&self, sids: impl Iterator<Item = &'a ServerId>) -> bool {
-        let n = sids.filter(|s| self.voters.contains(s)).count();
-        n > self.voters.len() / 2
+        self.verifier.contains_quorum(sids.copied())
     }
 }
 
