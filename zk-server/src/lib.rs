@@ -11,6 +11,7 @@ pub mod config;
 pub mod conn;
 pub mod core;
 pub mod driver;
+pub mod ensemble;
 pub mod fourlw;
 pub mod log;
 pub mod server;

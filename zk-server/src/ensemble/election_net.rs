@@ -1,0 +1,329 @@
+//! The election port: one TCP connection per peer carrying Apache's election messages, kept the
+//! way Apache's connection manager keeps them.
+//!
+//! - Only a connection initiated by the larger server id survives. A server dials every peer it
+//!   has something to say to; to a larger peer it sends the handshake and closes (the peer dials
+//!   back); an accepted connection from a smaller peer is closed and dialled back.
+//! - Each peer has a one-message outbox holding the newest notification for it: an election only
+//!   cares about the latest vote, and a peer that reconnects gets it again.
+//! - Every message is framed (i32 length, at most [`MAX_ELECTION_MESSAGE_LEN`]); a bad frame or an
+//!   undecodable notification closes that connection with one log line, and the others carry on.
+//!
+//! The election itself (zk_quorum::election) sees only `(sid, Notification)` pairs in and out.
+
+use bytes::BytesMut;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+use zk_quorum::election::{keeps_initiated_connection, on_accepted_connection, AcceptedConnection};
+use zk_quorum::wire::handshake::{MAX_ELECTION_MESSAGE_LEN, MAX_HANDSHAKE_ADDR_LEN};
+use zk_quorum::wire::{
+    decode_election_frame, decode_handshake, encode_election_frame, ElectionHandshake, HostPort, Notification,
+};
+
+/// How long a connect or a handshake may take (Apache's cnxTimeout default).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// Pause between two attempts to reach a peer that is down.
+const REDIAL_PAUSE: Duration = Duration::from_millis(500);
+
+/// Notifications received and not yet taken by the election: enough for every peer's latest
+/// several times over; a reader waits when it is full.
+const INBOX: usize = 1024;
+
+/// A received notification.
+pub type Received = (i64, Notification);
+
+/// The election port's connections.
+#[derive(Clone)]
+pub struct ElectionNet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    my_sid: i64,
+    my_addr: HostPort,
+    peers: HashMap<i64, SocketAddr>,
+    /// The newest message for each peer (None: nothing to say yet).
+    outboxes: HashMap<i64, watch::Sender<Option<Arc<Vec<u8>>>>>,
+    /// Per peer: the generation of its newest connection (a newer one replaces the older), and
+    /// whether that connection is up.
+    connections: Mutex<HashMap<i64, (u64, bool)>>,
+    inbox: mpsc::Sender<Received>,
+}
+
+impl ElectionNet {
+    /// Listens on `listen` (this server's election address) and keeps connections to `peers`
+    /// (their election addresses). Returns the network and the stream of received notifications.
+    ///
+    /// Errors: the election port cannot be bound.
+    pub async fn start(
+        my_sid: i64,
+        listen: SocketAddr,
+        my_addr: HostPort,
+        peers: HashMap<i64, SocketAddr>,
+    ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
+        let listener = TcpListener::bind(listen).await?;
+        let (tx, rx) = mpsc::channel(INBOX);
+        let mut outboxes = HashMap::new();
+        let mut receivers = Vec::new();
+        for &sid in peers.keys() {
+            let (otx, orx) = watch::channel(None);
+            outboxes.insert(sid, otx);
+            receivers.push((sid, orx));
+        }
+        let net = ElectionNet {
+            inner: Arc::new(Inner {
+                my_sid,
+                my_addr,
+                peers,
+                outboxes,
+                connections: Mutex::new(HashMap::new()),
+                inbox: tx,
+            }),
+        };
+        // One dialer per peer: it (re)connects whenever there is something to say and no
+        // connection the rule keeps.
+        for (sid, orx) in receivers {
+            tokio::spawn(net.clone().dial_loop(sid, orx));
+        }
+        tokio::spawn(net.clone().accept_loop(listener));
+        info!("election port listening on {listen}");
+        Ok((net, rx))
+    }
+
+    /// Makes `n` the message for `to` (replacing any not yet sent). Unknown peers are ignored.
+    pub fn send(&self, to: i64, n: &Notification) {
+        let Some(tx) = self.inner.outboxes.get(&to) else {
+            debug!("no election peer {to}");
+            return;
+        };
+        let mut frame = Vec::new();
+        if let Err(e) = encode_election_frame(&n.encode(), &mut frame) {
+            warn!("notification for {to} not sent: {e}");
+            return;
+        }
+        tx.send_replace(Some(Arc::new(frame)));
+    }
+
+    async fn accept_loop(self, listener: TcpListener) {
+        loop {
+            let (stream, remote) = match listener.accept().await {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!("election port accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let net = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = net.on_accepted(stream).await {
+                    debug!("election connection from {remote} closed: {e}");
+                }
+            });
+        }
+    }
+
+    async fn on_accepted(self, mut stream: TcpStream) -> Result<(), String> {
+        let _ = stream.set_nodelay(true);
+        let mut buf = BytesMut::with_capacity(512);
+        let hs = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            loop {
+                match decode_handshake(&buf) {
+                    Ok(Some((hs, used))) => {
+                        let _ = bytes::Buf::advance(&mut buf, used);
+                        return Ok(hs);
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("bad handshake: {e}")),
+                }
+                if buf.len() > 16 + MAX_HANDSHAKE_ADDR_LEN {
+                    return Err("handshake too long".into());
+                }
+                match stream.read_buf(&mut buf).await {
+                    Ok(0) => return Err("closed during the handshake".into()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("read: {e}")),
+                }
+            }
+        })
+        .await
+        .map_err(|_| "handshake timed out".to_string())??;
+        let sid = hs.sid;
+        if !self.inner.peers.contains_key(&sid) {
+            return Err(format!("server id {sid} is not in the configuration"));
+        }
+        match on_accepted_connection(self.inner.my_sid, sid) {
+            AcceptedConnection::Keep => self.run_connection(sid, stream, buf).await,
+            AcceptedConnection::CloseAndDialBack => {
+                // Our dialer reaches it: its outbox wakes it when we have something to say, and
+                // the election resends our vote to a peer that speaks up.
+                drop(stream);
+                if let Some(tx) = self.inner.outboxes.get(&sid) {
+                    tx.send_modify(|_| {});
+                }
+                Ok(())
+            }
+            AcceptedConnection::Close => Err(format!("a peer claims our own id {sid}")),
+        }
+    }
+
+    async fn dial_loop(self, sid: i64, mut outbox: watch::Receiver<Option<Arc<Vec<u8>>>>) {
+        let Some(&addr) = self.inner.peers.get(&sid) else { return };
+        loop {
+            // Wait for something to say.
+            if outbox.borrow_and_update().is_none() && outbox.changed().await.is_err() {
+                return;
+            }
+            let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    debug!("election peer {sid} at {addr}: {e}");
+                    tokio::time::sleep(REDIAL_PAUSE).await;
+                    continue;
+                }
+                Err(_) => {
+                    debug!("election peer {sid} at {addr}: connect timed out");
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let hs = match ElectionHandshake::v1(self.inner.my_sid, self.inner.my_addr.clone()).encode() {
+                Ok(h) => h,
+                Err(e) => {
+                    warn!("cannot encode the election handshake: {e}");
+                    return;
+                }
+            };
+            let mut stream = stream;
+            if stream.write_all(&hs).await.is_err() {
+                tokio::time::sleep(REDIAL_PAUSE).await;
+                continue;
+            }
+            if keeps_initiated_connection(self.inner.my_sid, sid) {
+                if let Err(e) = self.clone().run_connection(sid, stream, BytesMut::new()).await {
+                    debug!("election connection to {sid} closed: {e}");
+                }
+            } else {
+                // The larger peer dials back. Prompt it again only while it has not, and not
+                // more often than every few pauses.
+                drop(stream);
+                tokio::time::sleep(REDIAL_PAUSE).await;
+                while self.is_up(sid) {
+                    if outbox.changed().await.is_err() {
+                        return;
+                    }
+                }
+                let _ = tokio::time::timeout(REDIAL_PAUSE * 3, outbox.changed()).await;
+                continue;
+            }
+            tokio::time::sleep(REDIAL_PAUSE).await;
+        }
+    }
+
+    fn is_up(&self, sid: i64) -> bool {
+        self.inner.connections.lock().unwrap_or_else(|e| e.into_inner()).get(&sid).is_some_and(|c| c.1)
+    }
+
+    fn is_current(inner: &Inner, sid: i64, generation: u64) -> bool {
+        inner
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&sid)
+            .is_some_and(|c| c.0 == generation)
+    }
+
+    /// Carries messages both ways on a kept connection until it fails or a newer one replaces it.
+    async fn run_connection(&self, sid: i64, stream: TcpStream, buf: BytesMut) -> Result<(), String> {
+        let generation = {
+            let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
+            let e = g.entry(sid).or_insert((0, false));
+            e.0 += 1;
+            e.1 = true;
+            e.0
+        };
+        let result = self.carry(sid, generation, stream, buf).await;
+        let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = g.get_mut(&sid) {
+            if e.0 == generation {
+                e.1 = false;
+            }
+        }
+        result
+    }
+
+    async fn carry(
+        &self,
+        sid: i64,
+        generation: u64,
+        stream: TcpStream,
+        mut buf: BytesMut,
+    ) -> Result<(), String> {
+        debug!("election connection with {sid} up");
+        let Some(outbox) = self.inner.outboxes.get(&sid) else { return Err("unknown peer".into()) };
+        let mut outbox = outbox.subscribe();
+        let (mut rd, mut wr) = stream.into_split();
+        let inner = self.inner.clone();
+        let writer = tokio::spawn(async move {
+            // The newest message first (a peer that reconnects gets our vote again), then each new one.
+            loop {
+                let msg = outbox.borrow_and_update().clone();
+                if let Some(frame) = msg {
+                    if wr.write_all(&frame).await.is_err() {
+                        return;
+                    }
+                }
+                if outbox.changed().await.is_err() {
+                    return;
+                }
+                if !ElectionNet::is_current(&inner, sid, generation) {
+                    return;
+                }
+            }
+        });
+        let result = loop {
+            loop {
+                match decode_election_frame(&mut buf) {
+                    Ok(Some(payload)) => match Notification::decode(&payload) {
+                        Ok(n) => {
+                            if self.inner.inbox.send((sid, n)).await.is_err() {
+                                writer.abort();
+                                return Ok(());
+                            }
+                        }
+                        Err(e) => {
+                            writer.abort();
+                            return Err(format!("undecodable notification: {e}"));
+                        }
+                    },
+                    Ok(None) => break,
+                    Err(e) => {
+                        writer.abort();
+                        return Err(format!("bad frame: {e}"));
+                    }
+                }
+            }
+            if buf.len() > MAX_ELECTION_MESSAGE_LEN + 4 {
+                break Err("frame too long".to_string());
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) => break Err("closed by the peer".to_string()),
+                Ok(_) => {}
+                Err(e) => break Err(format!("read: {e}")),
+            }
+            if !ElectionNet::is_current(&self.inner, sid, generation) {
+                break Err("replaced by a newer connection".to_string());
+            }
+        };
+        writer.abort();
+        result
+    }
+}

@@ -1,0 +1,5 @@
+//! Running as a member of an ensemble: the election and quorum ports at the edge, around
+//! zk-quorum's state machines.
+
+pub mod election;
+pub mod election_net;
