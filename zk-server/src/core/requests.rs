@@ -1,0 +1,271 @@
+//! Client requests after the handshake: writes into the write path (or to the leader, on a
+//! learner), reads in session order, auth; replies and watch events as frames.
+
+use super::*;
+
+impl ServerCore {
+    pub(super) fn on_request(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        xid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        received_us: u64,
+    ) {
+        self.stats.packets_received += 1;
+        let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
+        else {
+            // A request before the session exists or after the connection went: nothing to answer.
+            self.actions.push_back(Action::ReleasePermit);
+            return;
+        };
+        let learner = matches!(self.role, Role::Learner { .. });
+        if learner {
+            // The leader decides expiry: it hears of this session in the next PING reply.
+            if let Some(c) = self.conns.get(conn) {
+                self.touched.insert(sid, c.timeout_ms);
+            }
+        }
+        if !self.db.expiry_mut().touch(sid, now.mono_ms()) && !self.db.sessions().contains(sid) {
+            // Apache drops requests of sessions it no longer knows; the client times out.
+            debug!("dropping request for unknown session 0x{sid:x}");
+            self.actions.push_back(Action::ReleasePermit);
+            return;
+        }
+        // A closing session's reads still get answers, in order (SESSIONEXPIRED); its writes never
+        // reach the log. (Apache does either, depending on a race between its threads.)
+        if self.db.expiry().is_closing(sid) && is_write_op(op) {
+            debug!("dropping write (op {op}) of closing session 0x{sid:x}");
+            self.actions.push_back(Action::ReleasePermit);
+            return;
+        }
+        // A client may send createSession after its handshake: Apache preps it as a write whose
+        // body does not decode (MARSHALLINGERROR, a zxid used); zk-proto refuses the opcode.
+        let body = match body {
+            Err(RequestError::Unknown(o)) if o == OpCode::CreateSession.code() => {
+                Err(RequestError::Decode(DecodeError::InvalidValue {
+                    what: "createSession request",
+                    value: o as i64,
+                }))
+            }
+            b => b,
+        };
+        match &body {
+            Err(RequestError::Unknown(_)) => {
+                warn!("session 0x{sid:x} sent unknown opcode {op}; closing");
+                self.reply(
+                    conn,
+                    ReplyHeader { xid, zxid: -1, err: ErrorCode::Unimplemented.code() },
+                    &Body::Empty,
+                );
+                self.actions.push_back(Action::Close { conn });
+                return;
+            }
+            Ok(Request::Auth(packet)) => {
+                let packet = packet.clone();
+                self.on_auth(conn, xid, packet);
+                return;
+            }
+            _ => {}
+        }
+        if learner && (is_write_op(op) || op == OpCode::Sync.code()) {
+            return self.forward(conn, sid, xid, op, body, received_us);
+        }
+        if is_write_op(op) {
+            let Some(zxid) = self.next_zxid() else {
+                self.actions.push_back(Action::ReleasePermit);
+                return;
+            };
+            let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+            let txn = match &body {
+                // Apache reads a client's deleteContainer path from the whole request buffer, so
+                // it is never a valid path: BADARGUMENTS, logged as a failed write.
+                _ if opcode == OpCode::DeleteContainer => {
+                    Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
+                }
+                Ok(req) => {
+                    if opcode == OpCode::CloseSession {
+                        self.db.expiry_mut().set_closing(sid);
+                    }
+                    let auth = self.conns.get(conn).map(|c| c.auth.clone()).unwrap_or_default();
+                    let ctx = RequestCtx { session: sid, cxid: xid, auth: &auth };
+                    self.db.prep(&ctx, req, zxid, now.wall_ms)
+                }
+                Err(e) => {
+                    info!("session 0x{sid:x}: undecodable {opcode:?} request: {e}");
+                    Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() })
+                }
+            };
+            let txn_type = zk_tree::txn_type(opcode, &txn).code();
+            let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
+            self.propose(Proposal { hdr, txn, internal: false });
+            self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+        } else {
+            let r = PendingRead { conn, xid, op, body, received_us };
+            if self.queues.is_idle(sid) {
+                self.execute_read(now, r);
+            } else {
+                self.queues.push_read(sid, r);
+            }
+        }
+    }
+
+    /// Learner: a write (or sync) of a local client goes to the leader; its place in the
+    /// session's queue holds later requests back until the commit (or the leader's SYNC) arrives.
+    pub(super) fn forward(
+        &mut self,
+        conn: ConnId,
+        sid: SessionId,
+        xid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        received_us: u64,
+    ) {
+        let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        let mut bytes = BytesMut::new();
+        match &body {
+            Ok(Request::Sync(r)) => {
+                r.write(&mut bytes);
+                self.syncs_forwarded.push_back((sid, xid));
+                self.sync_paths.insert((sid, xid), r.path.clone());
+            }
+            Ok(r) => r.encode(&mut bytes),
+            // The leader finds it undecodable too, and logs the failed write as Apache does.
+            Err(_) => {}
+        }
+        let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
+        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body: bytes.freeze(), auth });
+    }
+
+    /// Learner: the leader answered a forwarded sync: answer the client, in its session's order.
+    pub(super) fn complete_sync(&mut self, now: Now, sid: SessionId, cxid: i32) {
+        let path = self.sync_paths.remove(&(sid, cxid)).unwrap_or_default();
+        if let Some(w) = self.queues.complete_write(sid, cxid) {
+            let last = self.db.last_applied_zxid();
+            self.reply(w.conn, ReplyHeader { xid: cxid, zxid: last, err: 0 }, &Body::Path(path));
+            self.run_ready_reads(now, sid);
+        }
+    }
+
+    pub(super) fn on_auth(&mut self, conn: ConnId, xid: i32, packet: AuthPacket) {
+        let Some(c) = self.conns.get(conn) else { return };
+        let remote = c.remote.ip().to_canonical().to_string();
+        match zk_tree::authenticate_conn(&packet.scheme, &packet.auth, self.db.config(), &remote) {
+            Ok(entry) => {
+                let Some(c) = self.conns.get_mut(conn) else { return };
+                // Kept in insertion order; whoAmI lists them in Apache's set order.
+                let mut added = Vec::with_capacity(2);
+                if entry.is_super {
+                    added.push(Id { scheme: "super".into(), id: String::new() });
+                }
+                added.push(entry.id);
+                c.auth.is_super |= entry.is_super;
+                for id in added {
+                    if !c.auth.ids.contains(&id) {
+                        c.auth.ids.push(id);
+                    }
+                }
+                info!("auth success for scheme {} from {}", packet.scheme, c.remote);
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::Empty);
+            }
+            Err(code) => {
+                self.stats.auth_failed += 1;
+                warn!("auth failed for scheme {}", packet.scheme);
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: code.code() }, &Body::Empty);
+                self.actions.push_back(Action::Close { conn });
+            }
+        }
+    }
+
+    pub(super) fn execute_read(&mut self, now: Now, r: PendingRead) {
+        let PendingRead { conn, xid, op, body, received_us } = r;
+        let Some(c) = self.conns.get(conn) else {
+            self.actions.push_back(Action::ReleasePermit);
+            return;
+        };
+        let auth = c.auth.clone();
+        let sid = c.session.unwrap_or(0);
+        let last = self.db.last_applied_zxid();
+        if self.db.expiry().is_closing(sid) || !self.db.sessions().contains(sid) {
+            let err = ErrorCode::SessionExpired.code();
+            self.reply(conn, ReplyHeader { xid, zxid: last, err }, &Body::Empty);
+            return;
+        }
+        let req = match body {
+            Ok(r) => r,
+            Err(e) => {
+                info!("session 0x{sid:x}: undecodable request (op {op}): {e}");
+                let err = ErrorCode::MarshallingError.code();
+                self.reply(conn, ReplyHeader { xid, zxid: last, err }, &Body::Empty);
+                return;
+            }
+        };
+        match req {
+            Request::Ping => {
+                self.reply(conn, ReplyHeader { xid: xid::PING, zxid: last, err: 0 }, &Body::Empty);
+                return;
+            }
+            Request::Sasl(_) => {
+                // No SASL mechanism is configured: like Apache, answer with a null token.
+                info!("session 0x{sid:x} sent a SASL token; SASL is not configured");
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::NullBuffer);
+                return;
+            }
+            _ => {}
+        }
+        let answer = reads::read(&mut self.db, conn, sid, &auth, req);
+        for ev in &answer.events {
+            self.deliver_event(conn, ev, None);
+        }
+        let op_code = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        let latency = Duration::from_micros(now.mono_us.saturating_sub(received_us));
+        self.stats.record_latency(latency);
+        if let Some(c) = self.conns.get(conn) {
+            c.stats.record(op_code, xid, last, latency, now.wall_ms);
+        }
+        let (err, body) = match answer.result {
+            Ok(b) => (0, b),
+            Err(e) => (e.code(), Body::Empty),
+        };
+        self.reply(conn, ReplyHeader { xid, zxid: last, err }, &body);
+    }
+
+    /// Runs the reads of `sid` that no longer wait for a write.
+    pub(super) fn run_ready_reads(&mut self, now: Now, sid: SessionId) {
+        for r in self.queues.take_ready_reads(sid) {
+            self.execute_read(now, r);
+        }
+    }
+
+    pub(super) fn deliver_event(&mut self, watcher: WatcherId, event: &WatcherEvent, acl: Option<&[Acl]>) {
+        let Some(c) = self.conns.get(watcher) else { return };
+        if let Some(acl) = acl {
+            if zk_tree::acl::check_acl(self.db.config(), acl, perms::READ, &c.auth).is_err() {
+                return;
+            }
+        }
+        write_frame(&mut self.buf, |b| {
+            ReplyHeader { xid: xid::NOTIFICATION, zxid: -1, err: 0 }.write(b);
+            event.write(b);
+        });
+        let frame = self.buf.split().freeze();
+        self.stats.packets_sent += 1;
+        self.actions.push_back(Action::Frame { conn: watcher, frame });
+    }
+
+    /// Queues a reply. One to a connection that is gone is dropped by the driver, which frees its
+    /// permit then.
+    pub(super) fn reply(&mut self, conn: ConnId, hdr: ReplyHeader, body: &Body) {
+        write_frame(&mut self.buf, |b| {
+            hdr.write(b);
+            if hdr.err == 0 {
+                body.encode(b);
+            }
+        });
+        let frame = self.buf.split().freeze();
+        self.stats.packets_sent += 1;
+        self.actions.push_back(Action::Reply { conn, frame });
+    }
+}

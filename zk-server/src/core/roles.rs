@@ -1,0 +1,147 @@
+//! Roles in an ensemble: switching between them, the leader's side of learners (forwarded
+//! requests and syncs), and what a learner reports to its leader.
+
+use super::*;
+
+impl ServerCore {
+    /// Changes the role. Leaving a serving role (or changing leaders) closes every client
+    /// connection, as Apache's servers do when their ensemble changes: clients reconnect and
+    /// carry on with their sessions elsewhere. `db` replaces the database when given (a server
+    /// reloads its state from disk before it leads or syncs); a new leader's proposer starts at
+    /// its epoch's first zxid with `voters` counting ACKs, and every session gets a fresh
+    /// timeout on this server's clock.
+    pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
+        if role != self.role {
+            info!("role: {:?} -> {role:?}", self.role);
+            self.drop_clients();
+        }
+        if let Some(db) = db {
+            self.db = db;
+        }
+        self.role = role;
+        self.syncs_waiting.clear();
+        self.syncs_forwarded.clear();
+        self.sync_paths.clear();
+        self.touched.clear();
+        match role {
+            Role::Leader { epoch } => {
+                let start = Zxid { epoch, counter: 0 }.to_i64().max(self.db.last_applied_zxid());
+                self.proposer = Proposer::new(start, voters, CounterRule::StopAtEpochEnd);
+                self.db.start_leading(now.mono_ms());
+            }
+            Role::Standalone => {
+                self.proposer = Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::Wrap);
+                self.db.start_leading(now.mono_ms());
+            }
+            Role::Down | Role::Learner { .. } => {
+                self.proposer =
+                    Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::StopAtEpochEnd);
+            }
+        }
+    }
+
+    /// Closes every client connection and forgets what they had queued (their permits freed).
+    pub(super) fn drop_clients(&mut self) {
+        let conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
+        for conn in conns {
+            self.db.remove_watcher(conn);
+            self.conns.remove(conn);
+            self.actions.push_back(Action::Close { conn });
+        }
+        for _ in 0..self.queues.len() {
+            self.actions.push_back(Action::ReleasePermit);
+        }
+        self.queues = SessionQueues::default();
+        self.connecting.clear();
+    }
+
+    /// Learner: the sessions with requests since the last call, for the leader (PING replies).
+    pub fn take_touched(&mut self) -> Vec<(SessionId, i32)> {
+        self.touched.drain().collect()
+    }
+
+    /// Leader: a learner's client request. Preps and proposes it as the leader's own clients'
+    /// requests are, in the order the learner sent them; the learner answers its client when it
+    /// applies the commit. A sync is answered once everything proposed before it is committed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_forwarded(
+        &mut self,
+        now: Now,
+        from: u64,
+        session: SessionId,
+        cxid: i32,
+        op: i32,
+        body: Result<Request, RequestError>,
+        auth: Vec<Id>,
+    ) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            debug!("a forwarded request reached a server that does not lead; dropped");
+            return;
+        }
+        if op == OpCode::Sync.code() {
+            let after = self.proposer.last_zxid().to_i64();
+            if after <= self.proposer.committed() {
+                self.actions.push_back(Action::SyncReady { to: from });
+            } else {
+                self.syncs_waiting.push_back((after, from));
+            }
+            return;
+        }
+        if !is_write_op(op) {
+            debug!("learner {from} forwarded a read (op {op}); dropped");
+            return;
+        }
+        if self.db.expiry().is_closing(session) && op != OpCode::CloseSession.code() {
+            // As for the leader's own clients: a closing session's writes never reach the log.
+            return;
+        }
+        let Some(zxid) = self.next_zxid() else { return };
+        let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
+        let ids = AuthIds { is_super: auth.iter().any(|id| id.scheme == "super"), ids: auth };
+        let txn = match &body {
+            _ if opcode == OpCode::DeleteContainer => {
+                Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
+            }
+            Ok(req) => {
+                if opcode == OpCode::CloseSession {
+                    self.db.expiry_mut().set_closing(session);
+                }
+                let ctx = RequestCtx { session, cxid, auth: &ids };
+                self.db.prep(&ctx, req, zxid, now.wall_ms)
+            }
+            Err(e) => {
+                info!("session 0x{session:x}: undecodable forwarded {opcode:?} request: {e}");
+                Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() })
+            }
+        };
+        let txn_type = zk_tree::txn_type(opcode, &txn).code();
+        let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type };
+        // Nobody here waits for it: the learner that forwarded it answers.
+        self.propose(Proposal { hdr, txn, internal: true });
+    }
+
+    /// Leader: a learner's client asked for a new session (its id carries the learner's server
+    /// id). Proposed like the leader's own; the learner answers the client at commit.
+    pub(super) fn on_forwarded_create_session(
+        &mut self,
+        now: Now,
+        session: SessionId,
+        cxid: i32,
+        timeout_ms: i32,
+    ) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            debug!("a forwarded createSession reached a server that does not lead; dropped");
+            return;
+        }
+        let Some(zxid) = self.next_zxid() else { return };
+        let txn = self.db.prep_create_session(session, timeout_ms);
+        let hdr = TxnHeader {
+            client_id: session,
+            cxid,
+            zxid,
+            time: now.wall_ms,
+            txn_type: OpCode::CreateSession.code(),
+        };
+        self.propose(Proposal { hdr, txn, internal: true });
+    }
+}

@@ -1,0 +1,123 @@
+//! Connections and sessions: handshakes (new sessions proposed, resumed ones checked), binding a
+//! session to its connection, connections going away.
+
+use super::*;
+
+impl ServerCore {
+    pub(super) fn on_connect(
+        &mut self,
+        now: Now,
+        conn: ConnId,
+        remote: SocketAddr,
+        req: ConnectRequest,
+        stats: Arc<ConnStats>,
+    ) {
+        let auth = AuthIds {
+            ids: vec![Id { scheme: "ip".into(), id: remote.ip().to_canonical().to_string() }],
+            is_super: false,
+        };
+        let timeout_ms = self.settings.negotiate_timeout(req.time_out);
+        if self.role == Role::Down {
+            // Not serving (electing or syncing): Apache closes the socket; the client tries the
+            // next server of its list.
+            debug!("refusing a connection from {remote}: not serving");
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
+        self.conns.open(
+            conn,
+            ConnState {
+                remote,
+                session: None,
+                auth,
+                read_only_byte: req.read_only.is_some(),
+                stats,
+                timeout_ms,
+            },
+        );
+        if req.last_zxid_seen > self.db.last_applied_zxid() {
+            info!(
+                "refusing session from {remote}: client has seen zxid 0x{:x}, ours is 0x{:x}",
+                req.last_zxid_seen,
+                self.db.last_applied_zxid()
+            );
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
+        if req.session_id == 0 {
+            let sid = self.next_session;
+            self.next_session += 1;
+            if let Role::Learner { .. } = self.role {
+                // Sessions are global: the leader proposes the createSession; the answer goes out
+                // when its commit is applied here.
+                self.connecting.insert(sid, (conn, timeout_ms));
+                let body = Bytes::copy_from_slice(&timeout_ms.to_be_bytes());
+                let op = OpCode::CreateSession.code();
+                self.actions.push_back(Action::Forward { session: sid, cxid: 0, op, body, auth: Vec::new() });
+                return;
+            }
+            let Some(zxid) = self.next_zxid() else { return };
+            let txn = self.db.prep_create_session(sid, timeout_ms);
+            let hdr = TxnHeader {
+                client_id: sid,
+                cxid: 0,
+                zxid,
+                time: now.wall_ms,
+                txn_type: OpCode::CreateSession.code(),
+            };
+            self.connecting.insert(sid, (conn, timeout_ms));
+            self.propose(Proposal { hdr, txn, internal: false });
+            return;
+        }
+        let sid = req.session_id;
+        let valid = req.passwd.as_ref() == zk_tree::session_password(sid)
+            && self.db.sessions().contains(sid)
+            && !self.db.expiry().is_closing(sid);
+        if !valid {
+            info!("refusing session 0x{sid:x} from {remote}: expired, closing or wrong password");
+            self.send_connect_response(conn, 0, 0, Bytes::from_static(&[0; 16]));
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
+        self.db.expiry_mut().touch(sid, now.mono_ms());
+        self.bind(conn, sid);
+        self.send_connect_response(
+            conn,
+            timeout_ms,
+            sid,
+            Bytes::copy_from_slice(&zk_tree::session_password(sid)),
+        );
+        debug!("session 0x{sid:x} resumed from {remote}");
+    }
+
+    pub(super) fn bind(&mut self, conn: ConnId, sid: SessionId) {
+        if let Some(old) = self.conns.bind(conn, sid) {
+            debug!("session 0x{sid:x} moved to a new connection; closing the old one");
+            self.db.remove_watcher(old);
+            self.conns.remove(old);
+            self.actions.push_back(Action::Close { conn: old });
+        }
+        self.actions.push_back(Action::SessionReady { conn });
+    }
+
+    pub(super) fn send_connect_response(&mut self, conn: ConnId, timeout_ms: i32, sid: i64, passwd: Bytes) {
+        let Some(c) = self.conns.get(conn) else { return };
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            time_out: timeout_ms,
+            session_id: sid,
+            passwd,
+            read_only: c.read_only_byte.then_some(false),
+        };
+        write_frame(&mut self.buf, |b| resp.write(b));
+        let frame = self.buf.split().freeze();
+        self.stats.packets_sent += 1;
+        self.actions.push_back(Action::Frame { conn, frame });
+    }
+
+    pub(super) fn on_closed(&mut self, conn: ConnId) {
+        if self.conns.remove(conn).is_some() {
+            self.db.remove_watcher(conn);
+        }
+    }
+}

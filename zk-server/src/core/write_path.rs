@@ -1,0 +1,231 @@
+//! The write path: zxids, proposals, the batch handed to the log, commits counted by ACKs, apply
+//! in zxid order, and taking proposals back when the log's disk is full.
+
+use super::*;
+
+impl ServerCore {
+    /// The next zxid, or None when the epoch is exhausted (the core then stops: an ensemble
+    /// needs a new election to pick a new epoch).
+    pub(super) fn next_zxid(&mut self) -> Option<i64> {
+        match self.proposer.next_zxid() {
+            Ok(z) => Some(z.to_i64()),
+            Err(e) => {
+                self.stop(format!(
+                    "zxid counter exhausted in epoch {} (last zxid {}); a new epoch is needed",
+                    e.0.epoch, e.0
+                ));
+                None
+            }
+        }
+    }
+
+    pub(super) fn propose(&mut self, p: Proposal) {
+        if !self.proposer.voters().is_solo() {
+            self.actions.push_back(Action::Propose { proposal: Box::new(p.clone()) });
+        }
+        self.proposer.propose(p);
+    }
+
+    /// Preps and proposes a request the server issues itself (session expiry, reaping): cxid 0,
+    /// with the super identity, as Apache's own requests carry no ACL restrictions.
+    pub(super) fn propose_internal(&mut self, now: Now, session: SessionId, req: &Request) {
+        let Some(zxid) = self.next_zxid() else { return };
+        let auth = AuthIds { ids: vec![], is_super: true };
+        let ctx = RequestCtx { session, cxid: 0, auth: &auth };
+        let txn = self.db.prep(&ctx, req, zxid, now.wall_ms);
+        let txn_type = zk_tree::txn_type(req.op(), &txn).code();
+        let hdr = TxnHeader { client_id: session, cxid: 0, zxid, time: now.wall_ms, txn_type };
+        self.propose(Proposal { hdr, txn, internal: true });
+    }
+
+    pub(super) fn propose_close_session(&mut self, now: Now, sid: SessionId) {
+        self.db.expiry_mut().set_closing(sid);
+        self.propose_internal(now, sid, &Request::CloseSession);
+    }
+
+    pub(super) fn reap_containers(&mut self, now: Now) {
+        let per_tick = (self.settings.container_max_per_minute as u64
+            * self.settings.container_check_interval_ms
+            / 60_000)
+            .max(1) as usize;
+        // Container and TTL ages are against znode mtimes, which are wall-clock times.
+        for path in self.db.reapable(now.wall_ms, per_tick) {
+            debug!("reaping {path}");
+            let req = Request::DeleteContainer(DeleteRequest { path, version: -1 });
+            self.propose_internal(now, 0, &req);
+        }
+    }
+
+    /// Hands the proposals made since the last call to the log as one batch. They are committed
+    /// once a quorum has them durable ([`Event::Durable`] for this server, [`Event::Ack`] for the
+    /// others).
+    pub(super) fn flush(&mut self) {
+        let n = self.proposer.unhanded().count();
+        if n == 0 {
+            return;
+        }
+        let batch: Vec<(&TxnHeader, &Txn)> = self.proposer.unhanded().map(|p| (&p.hdr, &p.txn)).collect();
+        let records = match zk_log::RecordBatch::encode(&batch) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stop(format!("transaction log failed: {e}"));
+                return;
+            }
+        };
+        // A few writes with nothing else in flight (a lone client's write) may be written and
+        // synced on the driver's thread, which saves the two thread hand-offs of the queue. Only
+        // valid when this server's durability alone is the quorum.
+        let inline =
+            self.proposer.handed() == 0 && n <= INLINE_RECORDS_MAX && self.proposer.voters().is_solo();
+        self.proposer.mark_all_handed();
+        if let Some(s) = self.snapshots.as_mut() {
+            s.bytes_since = s.bytes_since.saturating_add(records.bytes());
+        }
+        self.actions.push_back(Action::Persist { records, inline });
+    }
+
+    /// Everything through `zxid` is durable here: it counts as this server's ACK.
+    pub(super) fn on_durable(&mut self, now: Now, zxid: i64) {
+        if let Some(since) = self.disk_full_since_ms.take() {
+            self.stats.disk_full = false;
+            info!(
+                "transaction log has space again: writes accepted (refused for {:.1?})",
+                Duration::from_millis(now.mono_ms().saturating_sub(since))
+            );
+        }
+        let me = self.proposer.voters().me();
+        if self.proposer.ack(me, zxid).is_some() {
+            self.commit_ready(now);
+        }
+    }
+
+    pub(super) fn on_log_failed(&mut self, now: Now, e: zk_log::LogError) {
+        if e.is_storage_full() {
+            return self.refuse_proposals(now, e);
+        }
+        self.stop(format!(
+            "transaction log failed: {e}; stopping with {} unacknowledged transactions",
+            self.proposer.in_flight()
+        ));
+    }
+
+    /// The log refused a batch for a full disk. Everything durable before it was committed already,
+    /// so every proposal still uncommitted is taken back: its changes leave prep's view, the zxid
+    /// counter returns to the last committed zxid, the clients get SYSTEMERROR (the write was not
+    /// applied; a session being created is closed, a refused closeSession leaves the session
+    /// open), and the log takes batches again. The next write tries the disk again, so the server
+    /// recovers by itself when space returns.
+    pub(super) fn refuse_proposals(&mut self, now: Now, e: zk_log::LogError) {
+        let base = self.db.last_applied_zxid();
+        let refused = self.proposer.take_back_uncommitted();
+        self.db.abandon_after(base);
+        self.stats.writes_refused += refused.len() as u64;
+        if self.disk_full_since_ms.is_none() {
+            self.disk_full_since_ms = Some(now.mono_ms());
+            self.stats.disk_full = true;
+            error!(
+                "transaction log is out of space ({e}): refusing writes until space is freed \
+                 (last durable zxid 0x{base:x}; {} pending writes refused)",
+                refused.len()
+            );
+        } else {
+            debug!("transaction log still out of space: {} writes refused", refused.len());
+        }
+        let err = ErrorCode::SystemError.code();
+        for p in refused {
+            let sid = p.hdr.client_id;
+            if p.hdr.txn_type == OpCode::CreateSession.code() {
+                // The session was never created: the client sees the connection drop and tries
+                // again.
+                if let Some((conn, _)) = self.connecting.remove(&sid) {
+                    self.actions.push_back(Action::Close { conn });
+                }
+            } else if p.internal {
+                if p.hdr.txn_type == OpCode::CloseSession.code() {
+                    // An expiry: try again after one tick.
+                    self.db.expiry_mut().reopen(sid, 0, now.mono_ms());
+                }
+            } else if let Some(w) = self.queues.complete_write(sid, p.hdr.cxid) {
+                if w.op == OpCode::CloseSession {
+                    let t = self.db.sessions().timeout_ms(sid).unwrap_or(0);
+                    self.db.expiry_mut().reopen(sid, t, now.mono_ms());
+                }
+                self.reply(w.conn, ReplyHeader { xid: w.cxid, zxid: base, err }, &Body::Empty);
+                self.run_ready_reads(now, sid);
+            }
+        }
+        self.actions.push_back(Action::ResumeLog);
+    }
+
+    pub(super) fn commit_ready(&mut self, now: Now) {
+        let tell_followers = !self.proposer.voters().is_solo();
+        while let Some(p) = self.proposer.pop_committed() {
+            if tell_followers {
+                self.actions.push_back(Action::Commit { zxid: p.hdr.zxid });
+            }
+            self.apply(now, p);
+        }
+        let committed = self.proposer.committed();
+        while self.syncs_waiting.front().is_some_and(|&(after, _)| after <= committed) {
+            if let Some((_, to)) = self.syncs_waiting.pop_front() {
+                self.actions.push_back(Action::SyncReady { to });
+            }
+        }
+    }
+
+    /// Applies a committed transaction: watch events first, then the reply.
+    pub(super) fn apply(&mut self, now: Now, p: Proposal) {
+        let applied = self.db.apply(&p.hdr, &p.txn);
+        if let Some(s) = self.snapshots.as_mut() {
+            s.since += 1;
+        }
+        for d in applied.events {
+            self.deliver_event(d.watcher, &d.event, d.acl.as_deref().map(|v| v.as_slice()));
+        }
+        let zxid = self.db.last_applied_zxid();
+        let sid = p.hdr.client_id;
+        if let Outcome::SessionCreated = applied.outcome {
+            // Its expiry starts now, on this server's clock.
+            self.db.expiry_mut().touch(sid, now.mono_ms());
+            if let Some((conn, timeout_ms)) = self.connecting.remove(&sid) {
+                if self.conns.contains(conn) {
+                    self.bind(conn, sid);
+                    let pw = Bytes::copy_from_slice(&zk_tree::session_password(sid));
+                    self.send_connect_response(conn, timeout_ms, sid, pw);
+                    debug!("session 0x{sid:x} established");
+                }
+            }
+            return;
+        }
+        let closed = matches!(applied.outcome, Outcome::SessionClosed);
+        if !p.internal {
+            if let Some(w) = self.queues.complete_write(sid, p.hdr.cxid) {
+                let (err, body) = write_reply(w.op, &applied.outcome);
+                let latency = Duration::from_micros(now.mono_us.saturating_sub(w.received_us));
+                self.stats.record_latency(latency);
+                if let Some(c) = self.conns.get(w.conn) {
+                    c.stats.record(w.op, w.cxid, zxid, latency, now.wall_ms);
+                }
+                self.reply(w.conn, ReplyHeader { xid: w.cxid, zxid, err: err.code() }, &body);
+            }
+        }
+        if closed {
+            self.session_gone(now, sid);
+        } else if !p.internal {
+            self.run_ready_reads(now, sid);
+        }
+    }
+
+    /// The session's closeSession was applied: requests still queued behind it are answered
+    /// SESSIONEXPIRED (as Apache answers a closing session), then its connection is closed.
+    pub(super) fn session_gone(&mut self, _now: Now, sid: SessionId) {
+        let last = self.db.last_applied_zxid();
+        for r in self.queues.remove_session(sid) {
+            let err = ErrorCode::SessionExpired.code();
+            self.reply(r.conn, ReplyHeader { xid: r.xid, zxid: last, err }, &Body::Empty);
+        }
+        if let Some(conn) = self.conns.unbind_session(sid) {
+            self.actions.push_back(Action::Close { conn });
+        }
+    }
+}
