@@ -18,20 +18,31 @@
 #![deny(missing_docs)]
 
 pub mod apache;
+mod base;
 pub mod conformance;
+pub mod epoch;
 mod error;
 pub mod fault;
 mod file;
 pub mod format;
 mod log;
+mod reader;
+mod sink;
 pub mod snapshot;
 mod storage;
 mod writer;
 
+pub use base::BASE_FILE;
+pub use epoch::{EpochStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE};
 pub use error::LogError;
-pub use fault::{FaultFile, FaultStorage};
-pub use file::{FileStorage, MappedFile, LOCK_FILE};
+pub use fault::{FaultFile, FaultReadFile, FaultStorage};
+pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
-pub use storage::{move_to_trash, remove_gradually, Storage, StorageFile, REMOVE_STEP_BYTES, TRASH_PREFIX};
-pub use writer::{LogWriter, SubmitError};
+pub use reader::LogReader;
+pub use sink::{DurableReport, TxnSink, TxnSource};
+pub use storage::{
+    move_to_trash, read_small_file, remove_gradually, replace_file, Storage, StorageFile, StorageRead,
+    REMOVE_STEP_BYTES, TMP_SUFFIX, TRASH_PREFIX,
+};
+pub use writer::{LogWriter, SubmitError, WriterReport};
