@@ -6,10 +6,16 @@
 //! with msync/fdatasync; every record carries its length, zxid and a CRC32. docs/log-format.md
 //! gives every byte, the fsync protocol and the crash cases.
 //!
-//! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), purge,
-//!   and recovery when opened.
+//! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), reset
+//!   for a received snapshot (Zab SNAP), purge, and recovery when opened; its base
+//!   ([`SegmentLog::base_zxid`]) says from where on it holds every transaction.
 //! - [`LogWriter`]: the log on its own thread behind a bounded queue; one sync per group of
-//!   batches, reported as "durable through zxid Z".
+//!   batches, reported as "durable through zxid Z"; truncations and resets queued in order with
+//!   batches ([`WriterReport`]).
+//! - [`LogReader`]: reads durable records by zxid range from other threads while the log is
+//!   written (a Zab leader's DIFF).
+//! - [`TxnSink`] / [`TxnSource`]: the seam the write path (server core, Zab) persists through.
+//! - [`EpochStore`]: Zab's acceptedEpoch and currentEpoch files.
 //! - [`Storage`]: the backend seam, with the real disk ([`FileStorage`]) and a seeded
 //!   fault-injecting in-memory disk ([`FaultStorage`]); [`conformance`] is the suite both pass.
 //!
