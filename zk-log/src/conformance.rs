@@ -113,6 +113,7 @@ pub fn run_all<S: Storage>(fresh: &mut dyn FnMut() -> S) {
     reset_and_continue(fresh());
     interrupted_reset_is_finished(fresh());
     truncate_below_base_refused(fresh());
+    base_of_an_epoch_log(fresh());
     reader_sees_durable_records_only(fresh());
     writer_truncate_and_reset_in_order(fresh());
     epoch_files(fresh());
@@ -246,6 +247,36 @@ pub fn truncate_below_base_refused<S: Storage>(s: S) {
     let log = open(&s, opts);
     assert_eq!(log.base_zxid(), 100);
     assert_samples(&log, 101, 110, 90);
+}
+
+/// A log that starts in epoch 1 (a server that joined an ensemble from scratch) holds
+/// everything from 0 on: a restart from the empty snapshot at 0 replays it. After a purge its
+/// base is the zxid before its first record, also after reopening (the marker says so: without
+/// it, a first record in a later epoch would look like it directly follows 0).
+pub fn base_of_an_epoch_log<S: Storage>(s: S) {
+    let opts = small_options();
+    let e1 = 1i64 << 32;
+    let mut log = open(&s, opts);
+    for z in (e1 + 1..=e1 + 200).step_by(4) {
+        log.append(&sample_batch(z, z + 3, 100)).expect("append");
+        log.sync().expect("sync");
+    }
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), 0);
+    assert_eq!(log.reconcile_with_snapshot(0).expect("no gap from the empty snapshot"), Some(1));
+    let first = log.read_from(1).expect("read").next().expect("a record").expect("reads");
+    assert_eq!(first.header.zxid, e1 + 1);
+    let segs = log.segment_names();
+    let cut = crate::format::parse_segment_name(&segs[2]).expect("name");
+    log.purge_before(cut).expect("purge");
+    assert_eq!(log.base_zxid(), cut - 1);
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), cut - 1);
+    assert!(matches!(log.reconcile_with_snapshot(0), Err(LogError::NotInLog { .. })));
+    assert!(matches!(log.read_from(1), Err(LogError::NotInLog { .. })));
+    assert_eq!(log.reconcile_with_snapshot(cut - 1).expect("covered"), Some(cut));
 }
 
 /// A reader sees synced records only; truncation, reset and purge withdraw what they remove;

@@ -1046,11 +1046,17 @@ impl<S: Storage> SegmentLog<S> {
         if gone == 0 {
             return Ok(Vec::new());
         }
-        // The base moves up first, durably: a marker left from a reset must not claim, after
-        // the segments that followed it are gone, that the log still starts right after it.
-        let base = self.segments[gone].first_zxid - 1;
-        write_marker(&self.storage, &BaseMarker { base, doomed: Vec::new() })?;
-        self.marker = Some(base);
+        // The base moves up first, durably: a marker left from a reset (or none, which stands
+        // for 0) must not claim, after the segments that followed it are gone, that the log
+        // still starts right after it. When the new first record does not follow the marker
+        // anyway (always so for epoch 0, hence for a standalone server), the base is already
+        // right without a write.
+        let first_kept = self.segments[gone].first_zxid;
+        let base = first_kept - 1;
+        if base_of(Some(first_kept), self.marker) != base {
+            write_marker(&self.storage, &BaseMarker { base, doomed: Vec::new() })?;
+            self.marker = Some(base);
+        }
         if let Some(sh) = &self.view {
             let mut v = sh.write();
             let n = gone.min(v.segments.len());
