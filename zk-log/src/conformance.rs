@@ -115,6 +115,7 @@ pub fn run_all<S: Storage>(fresh: &mut dyn FnMut() -> S) {
     truncate_below_base_refused(fresh());
     base_of_an_epoch_log(fresh());
     reader_sees_durable_records_only(fresh());
+    reader_reads_long_ranges(fresh());
     writer_truncate_and_reset_in_order(fresh());
     epoch_files(fresh());
 }
@@ -327,6 +328,29 @@ pub fn reader_sees_durable_records_only<S: Storage>(s: S) {
     // A reader outlives its log, still reading what was published last.
     drop(log);
     assert_reader_samples(&r, 501, 520, 100, 100);
+}
+
+/// A range longer than one hold of the readers' lock ([`crate::READ_HOLD_BYTES`]) across many
+/// segments is read whole, in order, in one call.
+pub fn reader_reads_long_ranges<S: Storage>(s: S) {
+    let mut log = open(&s, LogOptions { prealloc_bytes: 16 << 10, segment_bytes_max: 64 << 10 });
+    let size = 3000;
+    let mut bytes = 0;
+    for z in (1..=1200).step_by(10) {
+        let b = sample_batch(z, z + 9, size);
+        bytes += b.bytes();
+        log.append(&b).expect("append");
+        log.sync().expect("sync");
+    }
+    assert!(log.segment_names().len() > 4, "{:?}", log.segment_names());
+    assert!(bytes > 3 * crate::READ_HOLD_BYTES, "{bytes} bytes fit in too few holds");
+    let r = log.reader();
+    let got = r.read_range(5, 1190, usize::MAX).expect("read");
+    assert_eq!(got.len(), 1186, "one call returns the whole range");
+    for (e, z) in got.iter().zip(5..) {
+        let (h, t) = sample_txn(z, size);
+        assert_eq!((&e.header, &e.txn), (&h, &t), "zxid {z}");
+    }
 }
 
 /// Truncations and resets queued on the writer run in order with batches, each reported when

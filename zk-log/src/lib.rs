@@ -45,7 +45,7 @@ pub use fault::{FaultFile, FaultReadFile, FaultStorage};
 pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
-pub use reader::LogReader;
+pub use reader::{LogReader, READ_HOLD_BYTES};
 pub use sink::{DurableReport, TxnSink, TxnSource};
 pub use storage::{
     move_to_trash, read_small_file, remove_gradually, replace_file, Storage, StorageFile, StorageRead,

@@ -935,6 +935,7 @@ impl<S: Storage> SegmentLog<S> {
             let mut v = sh.write();
             v.segments.clear();
             v.base = zxid;
+            v.withdrawals += 1;
             sh.note_durable(&v);
         }
         self.active = None;
@@ -1062,6 +1063,7 @@ impl<S: Storage> SegmentLog<S> {
             let n = gone.min(v.segments.len());
             v.segments.drain(..n);
             v.base = base;
+            v.withdrawals += 1;
             sh.note_durable(&v);
         }
         let mut trashed = Vec::new();
@@ -1153,6 +1155,7 @@ impl<S: Storage> SegmentLog<S> {
     fn withdraw_after(&self, si: usize, cut: u64, last: i64, records: u64) {
         let Some(sh) = &self.view else { return };
         let mut v = sh.write();
+        v.withdrawals += 1;
         v.segments.truncate(si + 1);
         if let Some(vs) = v.segments.get_mut(si) {
             if vs.end > cut {

@@ -40,6 +40,9 @@ pub(crate) struct View<S: Storage> {
     pub base: i64,
     /// A prefix of the log's segments, with their durable parts.
     pub segments: Vec<ViewSegment<S>>,
+    /// Bumped by every truncation, reset and purge: a reader that let go of the lock part way
+    /// through a range does not resume at an offset that may have been cut and rewritten.
+    pub withdrawals: u64,
 }
 
 impl<S: Storage> View<S> {
@@ -59,11 +62,19 @@ pub(crate) struct ReadShared<S: Storage> {
     view: RwLock<View<S>>,
     /// `view.durable_zxid()`, readable without the lock.
     durable: AtomicI64,
+    /// Runs between two holds of the lock in one read (unit tests change the log there).
+    #[cfg(test)]
+    between_holds: tests::Hook,
 }
 
 impl<S: Storage> ReadShared<S> {
     pub fn new(base: i64) -> Self {
-        ReadShared { view: RwLock::new(View { base, segments: Vec::new() }), durable: AtomicI64::new(base) }
+        ReadShared {
+            view: RwLock::new(View { base, segments: Vec::new(), withdrawals: 0 }),
+            durable: AtomicI64::new(base),
+            #[cfg(test)]
+            between_holds: tests::Hook::default(),
+        }
     }
 
     /// The view, for the log to change. A panic while it was held leaves a view that is at
@@ -112,6 +123,11 @@ impl<S: Storage> Clone for LogReader<S> {
     }
 }
 
+/// Record bytes [`LogReader::read_range`] copies per hold of the view's read lock: bounds how
+/// long a publication after a sync (or a truncation) can wait for a reader, page faults from a
+/// cold file included.
+pub const READ_HOLD_BYTES: u64 = 256 << 10;
+
 /// Raw records copied out under the lock: (zxid, file shown, offset, payload).
 type RawRecord = (i64, usize, u64, Vec<u8>);
 
@@ -128,7 +144,7 @@ impl<S: Storage> LogReader<S> {
 
     /// The zxid above which the log holds every transaction (see
     /// [`crate::SegmentLog::base_zxid`]): reads from above it are answered from the log, reads
-    /// from it or below are [`LogError::NotInLog`].
+    /// from it or below are [`LogError::NotInLog`] unless it is 0 (nothing was ever dropped).
     pub fn base_zxid(&self) -> i64 {
         self.shared.read().base
     }
@@ -143,40 +159,78 @@ impl<S: Storage> LogReader<S> {
     /// the last entry returned may be below what was asked for. To read a long range, call
     /// again from the last zxid returned plus one. Each record's checksum is verified again.
     ///
-    /// The view's read lock is held while the records' bytes are copied (not while they are
-    /// decoded); a sync's publication waits for it, so keep `max_entries` modest (hundreds).
+    /// The view's read lock is held while record bytes are copied, [`READ_HOLD_BYTES`] at a time
+    /// (not while they are decoded): a sync's publication waits for it, and a copy from a cold
+    /// part of the file waits for the disk. If the log truncates, resets or purges between two
+    /// holds, the records copied so far are returned (fewer than asked for); the next call
+    /// from the last zxid plus one continues or reports `NotInLog`.
     ///
-    /// Errors: [`LogError::NotInLog`] if `from` is at or below [`Self::base_zxid`] (the records
-    /// asked for were purged, or precede a reset: the caller falls back to a snapshot);
+    /// Errors: [`LogError::NotInLog`] if `from` is at or below a nonzero [`Self::base_zxid`]
+    /// (the records asked for were purged, or precede a reset: the caller falls back to a
+    /// snapshot);
     /// [`LogError::Corrupt`] naming file and offset for a record that no longer checks out;
     /// [`LogError::Io`] if the backend fails.
     pub fn read_range(&self, from: i64, through: i64, max_entries: usize) -> Result<Vec<LogEntry>, LogError> {
         let max_entries = max_entries.max(1);
         let mut names: Vec<String> = Vec::new();
         let mut raw: Vec<RawRecord> = Vec::new();
-        {
+        let mut through = through;
+        // Where the previous hold of the lock stopped: (segment's first zxid, offset, the
+        // view's withdrawal count then).
+        let mut cursor: Option<(i64, u64, u64)> = None;
+        loop {
+            #[cfg(test)]
+            if cursor.is_some() {
+                self.shared.between_holds.run();
+            }
             let view = self.shared.read();
-            let durable = view.durable_zxid();
-            if from <= view.base {
-                return Err(LogError::NotInLog {
-                    zxid: from,
-                    first: view.first_zxid().unwrap_or(0),
-                    last: durable,
-                });
-            }
-            let through = through.min(durable);
-            if from > through {
-                return Ok(Vec::new());
-            }
-            let si = view.segments.partition_point(|s| s.first_zxid <= from).saturating_sub(1);
-            'segments: for seg in &view.segments[si..] {
+            let (si, start) = match cursor {
+                None => {
+                    let durable = view.durable_zxid();
+                    if from <= view.base && view.base > 0 {
+                        return Err(LogError::NotInLog {
+                            zxid: from,
+                            first: view.first_zxid().unwrap_or(0),
+                            last: durable,
+                        });
+                    }
+                    through = through.min(durable);
+                    if from > through {
+                        return Ok(Vec::new());
+                    }
+                    let si = view.segments.partition_point(|s| s.first_zxid <= from).saturating_sub(1);
+                    let Some(seg) = view.segments.get(si) else { return Ok(Vec::new()) };
+                    (si, seek_in_index(&seg.index, from))
+                }
+                Some((first, off, withdrawals)) => {
+                    // Something was truncated, reset or purged since the last hold: the offset
+                    // may no longer be a record's. What was copied is returned; the caller
+                    // continues from its last zxid and seeks afresh.
+                    if view.withdrawals != withdrawals {
+                        break;
+                    }
+                    match view.segments.iter().position(|s| s.first_zxid == first) {
+                        Some(i) => (i, off),
+                        None => break,
+                    }
+                }
+            };
+            cursor = None;
+            let mut budget = READ_HOLD_BYTES;
+            'segments: for (i, seg) in view.segments.iter().enumerate().skip(si) {
                 if seg.records == 0 || seg.first_zxid > through {
                     continue;
                 }
-                let mut off = seek_in_index(&seg.index, from);
-                names.push(seg.shown.clone());
+                let mut off = if i == si { start } else { SEGMENT_HEADER_BYTES };
+                if names.last() != Some(&seg.shown) {
+                    names.push(seg.shown.clone());
+                }
                 let file_no = names.len() - 1;
                 while off < seg.end {
+                    if budget == 0 {
+                        cursor = Some((seg.first_zxid, off, view.withdrawals));
+                        break 'segments;
+                    }
                     let corrupt = |offset: u64, reason: String| LogError::Corrupt {
                         file: seg.shown.clone(),
                         offset,
@@ -194,6 +248,7 @@ impl<S: Storage> LogReader<S> {
                     }
                     let at = off;
                     off += RECORD_HEADER_BYTES + h.len as u64;
+                    budget = budget.saturating_sub(RECORD_HEADER_BYTES);
                     if zxid < from {
                         continue;
                     }
@@ -204,11 +259,15 @@ impl<S: Storage> LogReader<S> {
                     if record_crc(h.len, h.zxid, &payload) != h.crc {
                         return Err(corrupt(at, "record checksum mismatch on re-read".into()));
                     }
+                    budget = budget.saturating_sub(h.len as u64);
                     raw.push((zxid, file_no, at, payload));
                     if raw.len() >= max_entries {
                         break 'segments;
                     }
                 }
+            }
+            if cursor.is_none() {
+                break;
             }
         }
         let mut out = Vec::with_capacity(raw.len());
@@ -229,5 +288,75 @@ impl<S: Storage> LogReader<S> {
             out.push(LogEntry { header, txn });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::conformance::{sample_batch, sample_txn};
+    use crate::{FaultStorage, LogOptions, SegmentLog};
+    use std::sync::Mutex;
+
+    type HookFn = Box<dyn FnMut() + Send>;
+
+    /// A closure run between two holds of the view lock.
+    #[derive(Default)]
+    pub(super) struct Hook(Mutex<Option<HookFn>>);
+
+    impl std::fmt::Debug for Hook {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Hook")
+        }
+    }
+
+    impl Hook {
+        pub(super) fn run(&self) {
+            if let Some(h) = self.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                h();
+            }
+        }
+    }
+
+    /// A truncation (and a different history appended at the same offsets) between two holds of
+    /// one long read: the read returns what it copied before, never bytes from the new history
+    /// read at an old record's offset.
+    #[test]
+    fn a_read_spanning_holds_stops_at_a_truncation() {
+        let s = FaultStorage::new(1);
+        let mut log =
+            SegmentLog::open(s, LogOptions { prealloc_bytes: 64 << 10, segment_bytes_max: 4 << 20 })
+                .expect("open");
+        for z in (1..=1000).step_by(10) {
+            log.append(&sample_batch(z, z + 9, 2000)).expect("append");
+        }
+        log.sync().expect("sync");
+        let r = log.reader();
+        let log = std::sync::Arc::new(Mutex::new(log));
+        let in_hook = log.clone();
+        let mut fired = false;
+        *r.shared.between_holds.0.lock().expect("hook") = Some(Box::new(move || {
+            if fired {
+                return;
+            }
+            fired = true;
+            // Cut back into what the reader has copied and rewrite it with other (larger) sizes,
+            // so the offset the reader stopped at lies inside the new history.
+            let mut l = in_hook.lock().expect("log");
+            l.truncate_after(10).expect("truncate");
+            l.append(&sample_batch(11, 1000, 5000)).expect("append");
+            l.sync().expect("sync");
+        }));
+        let got = r.read_range(1, 1000, usize::MAX).expect("read");
+        assert!(!got.is_empty() && got.len() < 1000, "stopped at the truncation: {} entries", got.len());
+        for (e, z) in got.iter().zip(1..) {
+            let (h, t) = sample_txn(z, 2000);
+            assert_eq!((&e.header, &e.txn), (&h, &t), "zxid {z} is from the history before the cut");
+        }
+        // The next call, from where this one stopped, reads the new history.
+        let next = got.len() as i64 + 1;
+        let more = r.read_range(next, 1000, usize::MAX).expect("read on");
+        assert_eq!(more.first().map(|e| e.header.zxid), Some(next));
+        let (h, t) = sample_txn(next, if next <= 10 { 2000 } else { 5000 });
+        assert_eq!((&more[0].header, &more[0].txn), (&h, &t));
     }
 }

@@ -1,7 +1,7 @@
 //! Readers on other threads while the writer thread appends, rolls segments, truncates, resets
 //! and purges them, on the real disk (reads go through read-only mappings): every read returns
-//! records in zxid order without a hole, each exactly as appended, and nothing ever faults
-//! (a read of a cut mapping would be SIGBUS and kill the test).
+//! records in zxid order without a hole, each whole (checksum) and the one of its zxid, and
+//! nothing ever faults (a read of a cut mapping would be SIGBUS and kill the test).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,9 +9,14 @@ use zk_log::conformance::{sample_batch, sample_txn};
 use zk_log::fault::SplitMix64;
 use zk_log::{FileStorage, LogError, LogOptions, LogWriter, SegmentLog, WriterReport};
 
-/// Every record's content is a function of its zxid alone, so a record truncated and appended
-/// again is the same record, and readers can check any record they meet.
+/// Records are about this big; each truncation or reset changes the size of what is appended
+/// after it, so that a reader resuming at an offset from before a truncation would land inside a
+/// different record and fail its checks. A record's header is a function of its zxid alone.
 const SIZE: usize = 120;
+
+fn size_of_generation(gen: u64) -> usize {
+    SIZE + 13 * (gen % 20) as usize
+}
 
 #[test]
 fn readers_follow_a_busy_writer() {
@@ -50,7 +55,8 @@ fn readers_follow_a_busy_writer() {
                 } else {
                     base + 1 + rng.upto((durable - base - 1) as u64) as i64
                 };
-                let max = 1 + rng.upto(300) as usize;
+                // Up to several holds of the view lock per call (READ_HOLD_BYTES).
+                let max = 1 + rng.upto(5000) as usize;
                 match r.read_range(from, durable + 10, max) {
                     Ok(got) => {
                         assert!(got.len() <= max);
@@ -61,8 +67,10 @@ fn readers_follow_a_busy_writer() {
                             if let Some(p) = prev {
                                 assert!(z == p + 1 || (z >> 32) > (p >> 32), "zxid {z} after {p}");
                             }
-                            let (h, txn) = sample_txn(z, SIZE);
-                            assert_eq!((&e.header, &e.txn), (&h, &txn), "content of zxid {z}");
+                            // The checksum was verified by the read; the header (zxid, type,
+                            // cxid, time) must be this zxid's whatever the generation.
+                            let (h, _) = sample_txn(z, SIZE);
+                            assert_eq!(e.header, h, "header of zxid {z}");
                             prev = Some(z);
                         }
                         entries_read.fetch_add(got.len() as u64, Ordering::Relaxed);
@@ -79,10 +87,11 @@ fn readers_follow_a_busy_writer() {
     let mut rng = SplitMix64::new(99);
     let mut next = 1i64;
     let mut floor = 0i64;
+    let mut gen = 0u64;
     let (mut truncations, mut purges, mut resets) = (0, 0, 0);
     for _ in 0..3000 {
         let n = 1 + rng.upto(8) as i64;
-        w.submit(sample_batch(next, next + n - 1, SIZE)).expect("submit");
+        w.submit(sample_batch(next, next + n - 1, size_of_generation(gen))).expect("submit");
         next += n;
         match rng.upto(99) {
             0..=2 if next > 40 => {
@@ -92,6 +101,7 @@ fn readers_follow_a_busy_writer() {
                 w.truncate_after(to).expect("truncate");
                 next = to + 1;
                 truncations += 1;
+                gen += 1;
             }
             3..=5 if next > 600 => {
                 w.purge_before(next - 500).expect("purge");
@@ -104,6 +114,7 @@ fn readers_follow_a_busy_writer() {
                 next = to + 1;
                 floor = to;
                 resets += 1;
+                gen += 1;
             }
             _ => {}
         }
