@@ -10,8 +10,10 @@
 //! done for the directory's pending operations. Everything later is dropped. The same seed always
 //! gives the same crash, so a failing case is reproduced by its seed.
 //!
-//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk) and fail
-//! syncs with EIO.
+//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk), fail
+//! syncs with EIO, and cut the power after a given number of operations
+//! ([`FaultStorage::fail_after`]), so a test can stop a multi-step job (a reset, a truncation, an
+//! epoch update) at every step in turn.
 
 use crate::storage::{Storage, StorageFile, StorageRead};
 use std::collections::{BTreeMap, HashMap};
