@@ -86,6 +86,12 @@ enum Job {
 /// After any other error the callback receives it once and the thread stops: batches queued
 /// behind the failed one are dropped unwritten, [`LogWriter::submit`] returns
 /// [`LogError::WriterStopped`], and [`LogWriter::shutdown`] hands the log back.
+///
+/// Truncations and resets (Zab's TRUNC and SNAP: [`LogWriter::truncate_after`],
+/// [`LogWriter::reset_to`]) queue with the batches and end a group: the batches before one are
+/// synced and reported, then it is done, durably, and reported ([`WriterReport`]), and only then
+/// are the batches after it appended. Other threads read the durable records meanwhile through
+/// [`LogWriter::reader`], without ever waiting for a sync.
 #[derive(Debug)]
 pub struct LogWriter<S: Storage> {
     tx: Option<SyncSender<Job>>,
