@@ -5,7 +5,10 @@
 //! [`Storage`] trait, so a new backend is covered by adding one call.
 
 use crate::format::{RecordBatch, SEGMENT_HEADER_BYTES};
-use crate::{LogError, LogOptions, LogWriter, SegmentLog, Storage, StorageFile};
+use crate::{
+    EpochStore, LogError, LogOptions, LogReader, LogWriter, SegmentLog, Storage, StorageFile, WriterReport,
+    ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE,
+};
 use bytes::Bytes;
 use zk_proto::{
     CloseSessionTxn, CreateSessionTxn, CreateTxn, DeleteTxn, ErrorTxn, OpCode, SetDataTxn, Txn, TxnHeader,
@@ -107,6 +110,362 @@ pub fn run_all<S: Storage>(fresh: &mut dyn FnMut() -> S) {
     missing_segment_is_a_gap(fresh());
     stray_segments(fresh());
     writer_group_commit(fresh());
+    reset_and_continue(fresh());
+    interrupted_reset_is_finished(fresh());
+    truncate_below_base_refused(fresh());
+    base_of_an_epoch_log(fresh());
+    reader_sees_durable_records_only(fresh());
+    reader_reads_long_ranges(fresh());
+    writer_truncate_and_reset_in_order(fresh());
+    epoch_files(fresh());
+}
+
+/// Reads `from..=through` through `reader` in chunks of `chunk`, checking every entry against
+/// the sample txn of its zxid (payload size `size`) and that zxids run without a hole.
+pub fn assert_reader_samples<S: Storage>(
+    reader: &LogReader<S>,
+    from: i64,
+    through: i64,
+    size: usize,
+    chunk: usize,
+) {
+    let mut next = from;
+    while next <= through {
+        let got = reader.read_range(next, through, chunk).expect("read_range");
+        assert!(!got.is_empty(), "nothing read from {next} through {through}");
+        assert!(got.len() <= chunk.max(1), "{} entries for a limit of {chunk}", got.len());
+        for e in got {
+            let (h, t) = sample_txn(next, size);
+            assert_eq!(e.header, h, "header of zxid {next}");
+            assert_eq!(e.txn, t, "body of zxid {next}");
+            next += 1;
+        }
+    }
+    assert_eq!(next, through + 1);
+}
+
+/// A reset empties the log durably and lets it continue above the reset zxid, in the same or a
+/// later epoch; the base survives reopening, recovery from the snapshot at the reset zxid finds
+/// no gap, and no old record is ever read again.
+pub fn reset_and_continue<S: Storage>(s: S) {
+    let opts = small_options();
+    let mut log = open(&s, opts);
+    for z in (1..=120).step_by(4) {
+        log.append(&sample_batch(z, z + 3, 100)).expect("append");
+        log.sync().expect("sync");
+    }
+    // Unsynced records go too.
+    log.append(&sample_batch(121, 125, 100)).expect("append");
+    assert!(log.segment_names().len() > 2);
+    // A snapshot behind the log's end (the leader's history is shorter than ours).
+    log.reset_to(60).expect("reset");
+    assert_eq!((log.first_zxid(), log.last_zxid(), log.durable_zxid(), log.base_zxid()), (None, 60, 60, 60));
+    assert!(log.segment_names().is_empty());
+    assert!(matches!(log.read_from(60), Err(LogError::NotInLog { .. })));
+    assert!(log.read_from(61).expect("above the base").next().is_none());
+    assert!(matches!(log.append(&sample_batch(60, 61, 100)), Err(LogError::OutOfOrder { .. })));
+    log.append(&sample_batch(61, 70, 77)).expect("append after reset");
+    log.sync().expect("sync");
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), 60);
+    assert_samples(&log, 61, 70, 77);
+    assert_eq!(log.reconcile_with_snapshot(60).expect("no gap"), Some(61));
+    assert!(matches!(log.reconcile_with_snapshot(59), Err(LogError::NotInLog { .. })));
+    // A snapshot far ahead, then the next epoch: the first zxid does not follow by one, and
+    // that is no gap.
+    let e3 = 3i64 << 32;
+    log.reset_to(e3 - 5).expect("reset");
+    let e4 = 4i64 << 32;
+    log.append(&sample_batch(e4 + 1, e4 + 40, 100)).expect("next epoch");
+    log.sync().expect("sync");
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), e3 - 5);
+    assert_eq!(log.first_zxid(), Some(e4 + 1));
+    assert_eq!(log.reconcile_with_snapshot(e3 - 5).expect("no gap"), Some(e3 - 4));
+    let first = log.read_from(e3 - 4).expect("above the base").next().expect("a record").expect("reads");
+    assert_eq!(first.header.zxid, e4 + 1, "replay from the snapshot starts at the next epoch");
+    assert_samples(&log, e4 + 1, e4 + 40, 100);
+    assert!(matches!(log.read_from(61), Err(LogError::NotInLog { .. })));
+    // Reset with nothing appended since, then reopen: empty, base kept, and a snapshot at the
+    // base replays nothing; a newer snapshot than the log resets the log to it.
+    log.reset_to(e4 + 50).expect("reset");
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!((log.first_zxid(), log.last_zxid(), log.base_zxid()), (None, e4 + 50, e4 + 50));
+    assert_eq!(log.reconcile_with_snapshot(e4 + 50).expect("nothing to replay"), None);
+    assert_eq!(log.reconcile_with_snapshot(e4 + 70).expect("log behind the snapshot"), None);
+    assert_eq!((log.last_zxid(), log.base_zxid()), (e4 + 70, e4 + 70));
+    drop(log);
+    let log = open(&s, opts);
+    assert_eq!(log.base_zxid(), e4 + 70);
+    let names: Vec<String> = s.list().expect("list").into_iter().filter(|n| n.starts_with("log.0")).collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// A reset whose marker was durable when the process stopped is finished by the next open:
+/// every segment it named is removed, a segment it did not name is kept.
+pub fn interrupted_reset_is_finished<S: Storage>(s: S) {
+    let opts = small_options();
+    let mut log = open(&s, opts);
+    for z in (1..=80).step_by(4) {
+        log.append(&sample_batch(z, z + 3, 100)).expect("append");
+        log.sync().expect("sync");
+    }
+    let doomed = log.segment_names();
+    drop(log);
+    // As if the process stopped right after the reset's marker became durable.
+    crate::base::write_marker(&s, &crate::base::BaseMarker { base: 200, doomed: doomed.clone() })
+        .expect("marker");
+    let log = open(&s, opts);
+    assert_eq!(log.recovery().reset_finished, doomed);
+    assert_eq!((log.first_zxid(), log.last_zxid(), log.base_zxid()), (None, 200, 200));
+    drop(log);
+    let mut log = open(&s, opts);
+    assert!(log.recovery().reset_finished.is_empty(), "the marker no longer names segments");
+    log.append(&sample_batch(201, 230, 100)).expect("append");
+    log.sync().expect("sync");
+    drop(log);
+    let log = open(&s, opts);
+    assert_samples(&log, 201, 230, 100);
+}
+
+/// Below the base, records are in a snapshot; truncating there is refused. A truncation that
+/// removes every record is a reset to its zxid.
+pub fn truncate_below_base_refused<S: Storage>(s: S) {
+    let opts = small_options();
+    let mut log = open(&s, opts);
+    log.reset_to(100).expect("reset");
+    log.append(&sample_batch(101, 140, 100)).expect("append");
+    log.sync().expect("sync");
+    assert!(matches!(log.truncate_after(99), Err(LogError::NotInLog { .. })));
+    log.truncate_after(100).expect("truncate to the base");
+    assert_eq!((log.first_zxid(), log.last_zxid(), log.base_zxid()), (None, 100, 100));
+    log.append(&sample_batch(101, 110, 90)).expect("append");
+    log.sync().expect("sync");
+    drop(log);
+    let log = open(&s, opts);
+    assert_eq!(log.base_zxid(), 100);
+    assert_samples(&log, 101, 110, 90);
+}
+
+/// A log that starts in epoch 1 (a server that joined an ensemble from scratch) holds
+/// everything from 0 on: a restart from the empty snapshot at 0 replays it. After a purge its
+/// base is the zxid before its first record, also after reopening (the marker says so: without
+/// it, a first record in a later epoch would look like it directly follows 0).
+pub fn base_of_an_epoch_log<S: Storage>(s: S) {
+    let opts = small_options();
+    let e1 = 1i64 << 32;
+    let mut log = open(&s, opts);
+    for z in (e1 + 1..=e1 + 200).step_by(4) {
+        log.append(&sample_batch(z, z + 3, 100)).expect("append");
+        log.sync().expect("sync");
+    }
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), 0);
+    assert_eq!(log.reconcile_with_snapshot(0).expect("no gap from the empty snapshot"), Some(1));
+    let first = log.read_from(1).expect("read").next().expect("a record").expect("reads");
+    assert_eq!(first.header.zxid, e1 + 1);
+    let segs = log.segment_names();
+    let cut = crate::format::parse_segment_name(&segs[2]).expect("name");
+    log.purge_before(cut).expect("purge");
+    assert_eq!(log.base_zxid(), cut - 1);
+    drop(log);
+    let mut log = open(&s, opts);
+    assert_eq!(log.base_zxid(), cut - 1);
+    assert!(matches!(log.reconcile_with_snapshot(0), Err(LogError::NotInLog { .. })));
+    assert!(matches!(log.read_from(1), Err(LogError::NotInLog { .. })));
+    assert_eq!(log.reconcile_with_snapshot(cut - 1).expect("covered"), Some(cut));
+}
+
+/// A reader sees synced records only; truncation, reset and purge withdraw what they remove;
+/// reads from at or below the base are `NotInLog`.
+pub fn reader_sees_durable_records_only<S: Storage>(s: S) {
+    let opts = small_options();
+    let mut log = open(&s, opts);
+    log.append(&sample_batch(1, 10, 100)).expect("append");
+    log.sync().expect("sync");
+    log.append(&sample_batch(11, 12, 100)).expect("append unsynced");
+    // A reader made while records are unsynced does not see them.
+    let r = log.reader();
+    assert!(r.durable_zxid() <= 10, "{}", r.durable_zxid());
+    log.sync().expect("sync");
+    assert_eq!(r.durable_zxid(), 12);
+    assert_reader_samples(&r, 1, 12, 100, 5);
+    for z in (13..=300).step_by(3) {
+        log.append(&sample_batch(z, z + 2, 100)).expect("append");
+        assert_eq!(r.durable_zxid(), z - 1, "unsynced records are not published");
+        log.sync().expect("sync");
+    }
+    let r2 = r.clone();
+    assert_reader_samples(&r2, 1, 300, 100, 64);
+    assert_reader_samples(&r, 150, 160, 100, 1000);
+    // `through` is cut to the durable end; past the end is empty.
+    assert_eq!(r.read_range(298, 10_000, 100).expect("read").len(), 3);
+    assert!(r.read_range(301, 10_000, 100).expect("read").is_empty());
+    // Truncation withdraws.
+    log.truncate_after(200).expect("truncate");
+    assert_eq!(r.durable_zxid(), 200);
+    assert_eq!(r.read_range(190, 10_000, 100).expect("read").len(), 11);
+    // Purge: below the new base is NotInLog.
+    let segs = log.segment_names();
+    let cut = crate::format::parse_segment_name(&segs[3]).expect("name");
+    log.purge_before(cut).expect("purge");
+    assert_eq!(r.base_zxid(), cut - 1);
+    assert_eq!(r.first_zxid(), Some(cut));
+    assert!(matches!(r.read_range(cut - 1, 200, 10), Err(LogError::NotInLog { .. })));
+    assert_reader_samples(&r, cut, 200, 100, 7);
+    // Reset: nothing old is readable, new records are.
+    log.reset_to(500).expect("reset");
+    assert_eq!((r.durable_zxid(), r.base_zxid(), r.first_zxid()), (500, 500, None));
+    assert!(matches!(r.read_range(cut, 200, 10), Err(LogError::NotInLog { .. })));
+    assert!(r.read_range(501, 600, 10).expect("read").is_empty());
+    log.append(&sample_batch(501, 520, 100)).expect("append");
+    log.sync().expect("sync");
+    assert_reader_samples(&r, 501, 520, 100, 6);
+    // A reader outlives its log, still reading what was published last.
+    drop(log);
+    assert_reader_samples(&r, 501, 520, 100, 100);
+}
+
+/// A range longer than one hold of the readers' lock ([`crate::READ_HOLD_BYTES`]) across many
+/// segments is read whole, in order, in one call.
+pub fn reader_reads_long_ranges<S: Storage>(s: S) {
+    let mut log = open(&s, LogOptions { prealloc_bytes: 16 << 10, segment_bytes_max: 64 << 10 });
+    let size = 3000;
+    let mut bytes = 0;
+    for z in (1..=1200).step_by(10) {
+        let b = sample_batch(z, z + 9, size);
+        bytes += b.bytes();
+        log.append(&b).expect("append");
+        log.sync().expect("sync");
+    }
+    assert!(log.segment_names().len() > 4, "{:?}", log.segment_names());
+    assert!(bytes > 3 * crate::READ_HOLD_BYTES, "{bytes} bytes fit in too few holds");
+    let r = log.reader();
+    let got = r.read_range(5, 1190, usize::MAX).expect("read");
+    assert_eq!(got.len(), 1186, "one call returns the whole range");
+    for (e, z) in got.iter().zip(5..) {
+        let (h, t) = sample_txn(z, size);
+        assert_eq!((&e.header, &e.txn), (&h, &t), "zxid {z}");
+    }
+}
+
+/// Truncations and resets queued on the writer run in order with batches, each reported when
+/// durable, and what was queued after them follows them.
+pub fn writer_truncate_and_reset_in_order<S: Storage>(s: S) {
+    let log = open(&s, small_options());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = LogWriter::spawn_with_reports(log, 8, move |r| {
+        let _ = tx.send(r);
+    })
+    .expect("spawn");
+    let reader = w.reader();
+    for z in (1..=100).step_by(2) {
+        w.submit(sample_batch(z, z + 1, 100)).expect("submit");
+    }
+    // Queued right behind batches, and followed by batches that must come after it.
+    w.truncate_after(60).expect("queue truncate");
+    w.submit(sample_batch(61, 80, 50)).expect("submit");
+    w.reset_to(1000).expect("queue reset");
+    w.submit(sample_batch(1001, 1010, 70)).expect("submit");
+    w.submit(sample_batch(1011, 1020, 70)).expect("submit");
+    assert!(matches!(w.truncate_after(-1), Err(LogError::NotInLog { .. })));
+    let mut seen = Vec::new();
+    while !matches!(seen.last(), Some(WriterReport::Durable(1020))) {
+        let r = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a report");
+        if let WriterReport::Failed(e) = &r {
+            panic!("writer failed: {e}");
+        }
+        seen.push(r);
+    }
+    let pos = |want: &dyn Fn(&WriterReport) -> bool| seen.iter().position(want).expect("report present");
+    let t = pos(&|r| matches!(r, WriterReport::Truncated(60)));
+    let z = pos(&|r| matches!(r, WriterReport::Reset(1000)));
+    let durable_100 = pos(&|r| matches!(r, WriterReport::Durable(100)));
+    assert!(durable_100 < t && t < z, "{seen:?}");
+    // The batch queued after the truncation is reported between it and the reset.
+    assert!(seen[t + 1..z].iter().any(|r| matches!(r, WriterReport::Durable(80))), "{seen:?}");
+    assert!(seen[z + 1..].iter().all(|r| matches!(r, WriterReport::Durable(d) if *d > 1000)), "{seen:?}");
+    // Durable reports rise between barriers.
+    for w2 in seen.windows(2) {
+        if let (WriterReport::Durable(a), WriterReport::Durable(b)) = (&w2[0], &w2[1]) {
+            assert!(a < b, "{seen:?}");
+        }
+    }
+    assert_eq!(reader.base_zxid(), 1000);
+    assert_reader_samples(&reader, 1001, 1020, 70, 8);
+    let log = w.shutdown().expect("shutdown");
+    assert_eq!((log.base_zxid(), log.last_zxid()), (1000, 1020));
+    drop(log);
+    let log = open(&s, small_options());
+    assert_eq!(log.base_zxid(), 1000);
+    assert_eq!(log.first_zxid(), Some(1001));
+    assert!(matches!(log.read_from(80), Err(LogError::NotInLog { .. })));
+}
+
+/// The epoch files: created from the last zxid, updated durably in Apache's format, checked at
+/// start as Apache checks them.
+pub fn epoch_files<S: Storage>(s: S) {
+    let e5 = 5i64 << 32;
+    let mut ep = EpochStore::open(s.clone(), e5 + 3).expect("open fresh");
+    assert_eq!((ep.accepted(), ep.current()), (5, 5));
+    let read = |name: &str| {
+        let f = s.open(name).expect("open");
+        let mut b = vec![0u8; f.len().expect("len") as usize];
+        f.read_at(0, &mut b).expect("read");
+        b
+    };
+    assert_eq!(read(CURRENT_EPOCH_FILE), b"5");
+    ep.set_accepted(7).expect("accept");
+    assert!(matches!(ep.set_current(8), Err(LogError::Epoch { .. })), "current above accepted");
+    ep.set_current(7).expect("current");
+    assert!(matches!(ep.set_accepted(6), Err(LogError::Epoch { .. })), "accepted goes back");
+    assert!(matches!(ep.set_current(6), Err(LogError::Epoch { .. })), "current goes back");
+    ep.set_accepted(12).expect("accept");
+    assert_eq!((read(ACCEPTED_EPOCH_FILE), read(CURRENT_EPOCH_FILE)), (b"12".to_vec(), b"7".to_vec()));
+    drop(ep);
+    let ep = EpochStore::open(s.clone(), 7i64 << 32).expect("reopen");
+    assert_eq!((ep.accepted(), ep.current()), (12, 7));
+    drop(ep);
+    // A log holding epoch 9 while currentEpoch says 7: refused, naming the file...
+    match EpochStore::open(s.clone(), (9i64 << 32) + 1) {
+        Err(LogError::Epoch { file, reason }) => {
+            assert!(file.ends_with(CURRENT_EPOCH_FILE), "{file}");
+            assert!(reason.contains("older"), "{reason}");
+        }
+        other => panic!("expected an epoch error, got {other:?}"),
+    }
+    // ...unless an interrupted update shows (the temp file of one): finished with its value.
+    let mut f = s.create("currentEpoch.tmp").expect("create");
+    f.set_len(1).expect("len");
+    f.write_at(0, b"9").expect("write");
+    f.sync().expect("sync");
+    drop(f);
+    let ep = EpochStore::open(s.clone(), (9i64 << 32) + 1).expect("repaired");
+    assert_eq!((ep.accepted(), ep.current()), (12, 9));
+    assert!(!s.list().expect("list").iter().any(|n| n.ends_with(".tmp")), "temp removed");
+    assert_eq!(read(CURRENT_EPOCH_FILE), b"9");
+    drop(ep);
+    // acceptedEpoch below currentEpoch, and garbage, are refused by name.
+    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"8").expect("write");
+    match EpochStore::open(s.clone(), 1) {
+        Err(LogError::Epoch { file, .. }) => assert!(file.ends_with(ACCEPTED_EPOCH_FILE), "{file}"),
+        other => panic!("expected an epoch error, got {other:?}"),
+    }
+    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"1x").expect("write");
+    match EpochStore::open(s.clone(), 1) {
+        Err(LogError::Epoch { file, reason }) => {
+            assert!(file.ends_with(ACCEPTED_EPOCH_FILE), "{file}");
+            assert!(reason.contains("byte 1"), "{reason}");
+        }
+        other => panic!("expected an epoch error, got {other:?}"),
+    }
+    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"9\n").expect("write");
+    let ep = EpochStore::open(s.clone(), 1).expect("a trailing newline is accepted");
+    assert_eq!((ep.accepted(), ep.current()), (9, 9));
 }
 
 /// Appended batches read back identically, before and after reopening.

@@ -83,6 +83,15 @@ pub enum LogError {
     /// kernel may have dropped the dirty pages it failed to write.
     #[error("transaction log unusable after an earlier failure: {0}")]
     Poisoned(String),
+    /// An epoch file (acceptedEpoch, currentEpoch) that does not hold an epoch, or epochs that
+    /// contradict each other or the log; also a refused epoch update that would make them so.
+    #[error("epoch file {file}: {reason}")]
+    Epoch {
+        /// The epoch file concerned.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The background writer has stopped (after an error, or shut down).
     #[error("log writer has stopped")]
     WriterStopped,
@@ -106,9 +115,10 @@ impl From<LogError> for io::Error {
             LogError::Io { op, file, source } => {
                 io::Error::new(source.kind(), format!("{op} {file}: {source}"))
             }
-            LogError::Corrupt { .. } | LogError::ZxidGap { .. } | LogError::UnsupportedVersion { .. } => {
-                io::Error::new(io::ErrorKind::InvalidData, e)
-            }
+            LogError::Corrupt { .. }
+            | LogError::ZxidGap { .. }
+            | LogError::UnsupportedVersion { .. }
+            | LogError::Epoch { .. } => io::Error::new(io::ErrorKind::InvalidData, e),
             LogError::OutOfOrder { .. } | LogError::RecordTooLarge { .. } | LogError::NotInLog { .. } => {
                 io::Error::new(io::ErrorKind::InvalidInput, e)
             }

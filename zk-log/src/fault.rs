@@ -10,10 +10,12 @@
 //! done for the directory's pending operations. Everything later is dropped. The same seed always
 //! gives the same crash, so a failing case is reproduced by its seed.
 //!
-//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk) and fail
-//! syncs with EIO.
+//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk), fail
+//! syncs with EIO, and cut the power after a given number of operations
+//! ([`FaultStorage::fail_after`]), so a test can stop a multi-step job (a reset, a truncation, an
+//! epoch update) at every step in turn.
 
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{Storage, StorageFile, StorageRead};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -114,10 +116,25 @@ struct State {
     rng: SplitMix64,
     capacity: Option<u64>,
     fail_sync: bool,
+    /// Mutating operations left before the power fails (see `FaultStorage::fail_after`).
+    power_left: Option<u64>,
     crashes: u64,
 }
 
 impl State {
+    /// Counts one mutating operation against an armed power failure: fails it (and every later
+    /// one) once the budget is spent.
+    fn power(&mut self) -> io::Result<()> {
+        match self.power_left {
+            Some(0) => Err(io::Error::from_raw_os_error(libc::EIO)),
+            Some(n) => {
+                self.power_left = Some(n - 1);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     fn used_bytes(&self) -> u64 {
         self.inodes.values().map(|i| i.current.len().max(i.durable.len()) as u64).sum()
     }
@@ -154,6 +171,7 @@ impl FaultStorage {
                 rng: SplitMix64::new(seed),
                 capacity: None,
                 fail_sync: false,
+                power_left: None,
                 crashes: 0,
             })),
         }
@@ -173,6 +191,20 @@ impl FaultStorage {
     /// Makes every later `sync` and `sync_dir` fail with EIO (until set back to false).
     pub fn set_fail_sync(&self, fail: bool) {
         self.lock().fail_sync = fail;
+    }
+
+    /// Arms a power failure: after `ops` more mutating operations (create, rename, remove,
+    /// directory sync, write, length change, allocation, sync) have succeeded, every further one
+    /// fails with EIO, as if the machine had stopped there, until [`Self::crash`] (which also
+    /// disarms it). `None` disarms. Lets a test stop the log in the middle of a multi-step job
+    /// (a truncation, a reset, an epoch update) and check what a restart sees.
+    pub fn fail_after(&self, ops: Option<u64>) {
+        self.lock().power_left = ops;
+    }
+
+    /// Whether an armed power failure has struck (its budget is spent).
+    pub fn power_failed(&self) -> bool {
+        self.lock().power_left == Some(0)
     }
 
     /// Simulates power loss: unsynced operations are dropped, except a random in-order prefix of
@@ -213,6 +245,7 @@ impl FaultStorage {
         st.inodes.retain(|ino, _| live.contains(ino));
         st.generation += 1;
         st.crashes += 1;
+        st.power_left = None;
     }
 
     /// How many crashes this disk went through.
@@ -246,6 +279,11 @@ fn check_name(name: &str) -> io::Result<()> {
 
 impl Storage for FaultStorage {
     type File = FaultFile;
+    type ReadFile = FaultReadFile;
+
+    fn open_read(&self, name: &str) -> io::Result<FaultReadFile> {
+        self.open(name).map(FaultReadFile)
+    }
 
     fn create(&self, name: &str) -> io::Result<FaultFile> {
         check_name(name)?;
@@ -253,6 +291,7 @@ impl Storage for FaultStorage {
         if st.current_dir.contains_key(name) {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{name} exists")));
         }
+        st.power()?;
         let ino = st.next_ino;
         st.next_ino += 1;
         st.inodes.insert(ino, Inode::default());
@@ -278,6 +317,7 @@ impl Storage for FaultStorage {
         if !st.current_dir.contains_key(from) {
             return Err(io::Error::new(io::ErrorKind::NotFound, format!("{from} not found")));
         }
+        st.power()?;
         let op = DirOp::Rename(from.to_string(), to.to_string());
         apply_dir_op(&mut st.current_dir, &op);
         st.pending_dir.push(op);
@@ -290,6 +330,7 @@ impl Storage for FaultStorage {
         if !st.current_dir.contains_key(name) {
             return Err(io::Error::new(io::ErrorKind::NotFound, format!("{name} not found")));
         }
+        st.power()?;
         let op = DirOp::Remove(name.to_string());
         apply_dir_op(&mut st.current_dir, &op);
         st.pending_dir.push(op);
@@ -305,6 +346,7 @@ impl Storage for FaultStorage {
         if st.fail_sync {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
+        st.power()?;
         st.durable_dir = st.current_dir.clone();
         st.pending_dir.clear();
         Ok(())
@@ -338,6 +380,22 @@ impl FaultFile {
     }
 }
 
+/// A read-only handle on a [`FaultStorage`]. It reads the file's current bytes (removed or not,
+/// as an unlinked file stays readable through an open descriptor), so it reaches as far as the
+/// file does now; after a simulated crash it fails like every older handle.
+#[derive(Debug)]
+pub struct FaultReadFile(FaultFile);
+
+impl StorageRead for FaultReadFile {
+    fn len(&self) -> u64 {
+        self.0.with(|st, ino| Ok(node(st, ino).current.len() as u64)).unwrap_or(0)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        StorageFile::read_at(&self.0, offset, buf)
+    }
+}
+
 fn node(st: &mut State, ino: u64) -> &mut Inode {
     st.inodes.get_mut(&ino).expect("checked by FaultFile::with")
 }
@@ -361,6 +419,7 @@ impl StorageFile for FaultFile {
             if len <= cur {
                 return Ok(());
             }
+            st.power()?;
             if let Some(cap) = st.capacity {
                 if st.used_bytes() + (len - cur) > cap {
                     return Err(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -383,6 +442,7 @@ impl StorageFile for FaultFile {
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.with(|st, ino| {
             let cur = node(st, ino).current.len() as u64;
+            st.power()?;
             if let Some(cap) = st.capacity {
                 if len > cur && st.used_bytes() + (len - cur) > cap {
                     return Err(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -406,6 +466,8 @@ impl StorageFile for FaultFile {
             if data.is_empty() {
                 return Ok(());
             }
+            st.power()?;
+            let n = node(st, ino);
             let op = FileOp::Write { offset, data: data.to_vec() };
             apply_op(&mut n.current, &op);
             n.pending.push(op);
@@ -432,6 +494,7 @@ impl StorageFile for FaultFile {
             if st.fail_sync {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             }
+            st.power()?;
             sync_node(node(st, ino));
             Ok(())
         })

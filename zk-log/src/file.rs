@@ -13,8 +13,8 @@
 //! `LOCK` file to keep a second zkrs process out.
 #![allow(unsafe_code)]
 
-use crate::storage::{Storage, StorageFile};
-use memmap2::MmapMut;
+use crate::storage::{Storage, StorageFile, StorageRead};
+use memmap2::{Mmap, MmapMut};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -79,6 +79,25 @@ impl FileStorage {
 
 impl Storage for FileStorage {
     type File = MappedFile;
+    type ReadFile = MappedReadFile;
+
+    fn open_read(&self, name: &str) -> io::Result<MappedReadFile> {
+        let file = OpenOptions::new().read(true).open(self.path_of(name)?)?;
+        let len = file.metadata()?.len();
+        let map = if len == 0 {
+            None
+        } else {
+            let n = usize::try_from(len)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
+            // SAFETY: a read-only shared mapping of exactly the file's current length, in a
+            // directory this process holds the exclusive lock on (the handle keeps the lock
+            // alive), so no other process cuts the file. Within this process the log never cuts
+            // or rewrites a range it has published to readers without first withdrawing it, and
+            // readers only touch published ranges (see `Storage::open_read`).
+            Some(unsafe { memmap2::MmapOptions::new().len(n).map(&file)? })
+        };
+        Ok(MappedReadFile { map, len, _dir: self.inner.clone() })
+    }
 
     fn create(&self, name: &str) -> io::Result<MappedFile> {
         let f = OpenOptions::new().read(true).write(true).create_new(true).open(self.path_of(name)?)?;
@@ -119,6 +138,35 @@ impl Storage for FileStorage {
 
     fn display_name(&self, name: &str) -> String {
         self.inner.dir.join(name).display().to_string()
+    }
+}
+
+/// A read-only mapping of a file, fixed at the length the file had when it was opened; see
+/// [`Storage::open_read`]. It keeps the directory's lock alive, so no other process can take
+/// the directory (and cut the mapped file) while the handle lives.
+#[derive(Debug)]
+pub struct MappedReadFile {
+    map: Option<Mmap>,
+    len: u64,
+    _dir: Arc<DirInner>,
+}
+
+impl StorageRead for MappedReadFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the mapped length"))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let map = self.map.as_ref().ok_or_else(|| io::Error::other("file has no mapping"))?;
+        buf.copy_from_slice(&map[offset as usize..end as usize]);
+        Ok(())
     }
 }
 

@@ -6,10 +6,16 @@
 //! with msync/fdatasync; every record carries its length, zxid and a CRC32. docs/log-format.md
 //! gives every byte, the fsync protocol and the crash cases.
 //!
-//! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), purge,
-//!   and recovery when opened.
+//! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), reset
+//!   for a received snapshot (Zab SNAP), purge, and recovery when opened; its base
+//!   ([`SegmentLog::base_zxid`]) says from where on it holds every transaction.
 //! - [`LogWriter`]: the log on its own thread behind a bounded queue; one sync per group of
-//!   batches, reported as "durable through zxid Z".
+//!   batches, reported as "durable through zxid Z"; truncations and resets queued in order with
+//!   batches ([`WriterReport`]).
+//! - [`LogReader`]: reads durable records by zxid range from other threads while the log is
+//!   written (a Zab leader's DIFF).
+//! - [`TxnSink`] / [`TxnSource`]: the seam the write path (server core, Zab) persists through.
+//! - [`EpochStore`]: Zab's acceptedEpoch and currentEpoch files.
 //! - [`Storage`]: the backend seam, with the real disk ([`FileStorage`]) and a seeded
 //!   fault-injecting in-memory disk ([`FaultStorage`]); [`conformance`] is the suite both pass.
 //!
@@ -18,20 +24,31 @@
 #![deny(missing_docs)]
 
 pub mod apache;
+mod base;
 pub mod conformance;
+pub mod epoch;
 mod error;
 pub mod fault;
 mod file;
 pub mod format;
 mod log;
+mod reader;
+mod sink;
 pub mod snapshot;
 mod storage;
 mod writer;
 
+pub use base::BASE_FILE;
+pub use epoch::{EpochStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE};
 pub use error::LogError;
-pub use fault::{FaultFile, FaultStorage};
-pub use file::{FileStorage, MappedFile, LOCK_FILE};
+pub use fault::{FaultFile, FaultReadFile, FaultStorage};
+pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
-pub use storage::{move_to_trash, remove_gradually, Storage, StorageFile, REMOVE_STEP_BYTES, TRASH_PREFIX};
-pub use writer::{LogWriter, SubmitError};
+pub use reader::{LogReader, READ_HOLD_BYTES};
+pub use sink::{DurableReport, TxnSink, TxnSource};
+pub use storage::{
+    move_to_trash, read_small_file, remove_gradually, replace_file, Storage, StorageFile, StorageRead,
+    REMOVE_STEP_BYTES, TMP_SUFFIX, TRASH_PREFIX,
+};
+pub use writer::{LogWriter, SubmitError, WriterReport};

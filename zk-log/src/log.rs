@@ -1,12 +1,15 @@
 //! The segmented transaction log: append, group-commit sync, read, truncate, purge, and recovery.
 
+use crate::base::{read_marker, write_marker, BaseMarker, BASE_FILE};
 use crate::error::LogError;
 use crate::format::{
     check_segment_header, decode_payload, encode_segment_header, parse_segment_name, payload_zxid,
     record_crc, segment_name, zxid_follows, HeaderCheck, RecordBatch, RecordHeader, FORMAT_VERSION,
     RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
-use crate::storage::{Storage, StorageFile};
+use crate::reader::{LogReader, ReadShared, ViewSegment};
+use crate::storage::{Storage, StorageFile, StorageRead, TMP_SUFFIX};
+use std::sync::Arc;
 use zk_proto::{Txn, TxnHeader};
 
 /// One index entry is kept per this many records of a segment; a lookup reads at most this many
@@ -46,6 +49,9 @@ pub struct RecoveryReport {
     pub truncated_tail: Option<(String, u64, u64)>,
     /// Segment files removed because they held no record (a crash while one was being started).
     pub removed_segments: Vec<String>,
+    /// Segments removed to finish a reset (or a truncation that emptied the log) that a crash
+    /// interrupted after it was decided.
+    pub reset_finished: Vec<String>,
 }
 
 /// One transaction read back from the log.
@@ -115,6 +121,22 @@ pub struct SegmentLog<S: Storage> {
     spare_pending: bool,
     /// The last preparation failed: no new one until a segment has been started without it.
     spare_failed: bool,
+    /// The base zxid recorded in [`BASE_FILE`], if the log has one (see [`Self::base_zxid`]).
+    marker: Option<i64>,
+    /// What readers see, once a [`LogReader`] was asked for.
+    view: Option<Arc<ReadShared<S>>>,
+}
+
+/// The base of a log whose first record is `first` (None: empty) given its marker: the marker's
+/// base if the first record directly follows it, else the zxid before the first record (the
+/// marker is then older than the segments, as after a crash in the middle of a purge).
+fn base_of(first: Option<i64>, marker: Option<i64>) -> i64 {
+    let m = marker.unwrap_or(0);
+    match first {
+        None => m,
+        Some(f) if f > m && zxid_follows(m, f) => m,
+        Some(f) => f - 1,
+    }
 }
 
 /// A spare file is prepared in steps of this many bytes (see [`SparePrep::run`]).
@@ -313,10 +335,37 @@ impl<S: Storage> SegmentLog<S> {
                 .remove(SPARE_FILE)
                 .map_err(|e| LogError::io("remove", storage.display_name(SPARE_FILE), e))?;
         }
+        let base_tmp = format!("{BASE_FILE}{TMP_SUFFIX}");
+        if names.contains(&base_tmp) {
+            // A marker update that did not reach its rename: the old marker stands.
+            Self::remove_file(&storage, &base_tmp)?;
+        }
+        let mut report = RecoveryReport::default();
+        let mut marker = read_marker(&storage)?;
+        let mut names = names;
+        if let Some(m) = marker.as_mut().filter(|m| !m.doomed.is_empty()) {
+            // A reset was decided (its marker is durable) but a crash came before every segment
+            // it removes was gone: finish it, exactly as it would have finished.
+            for n in m.doomed.iter().filter(|n| names.contains(n)) {
+                let trash = crate::storage::move_to_trash(&storage, n)
+                    .map_err(|e| LogError::io("rename for removal", storage.display_name(n), e))?;
+                crate::storage::remove_gradually(&storage, &trash)
+                    .map_err(|e| LogError::io("remove", storage.display_name(&trash), e))?;
+                report.reset_finished.push(n.clone());
+            }
+            tracing::warn!(
+                base = m.base,
+                removed = ?report.reset_finished,
+                "finished a log reset that a crash interrupted"
+            );
+            names.retain(|n| !m.doomed.contains(n));
+            m.doomed.clear();
+            write_marker(&storage, m)?;
+        }
+        let marker = marker.map(|m| m.base);
         let mut segs: Vec<(i64, String)> =
             names.into_iter().filter_map(|n| parse_segment_name(&n).map(|z| (z, n))).collect();
         segs.sort();
-        let mut report = RecoveryReport::default();
         let mut metas: Vec<SegmentMeta> = Vec::with_capacity(segs.len());
         let mut active = None;
         let mut prev: Option<i64> = None;
@@ -435,7 +484,8 @@ impl<S: Storage> SegmentLog<S> {
             metas.push(meta);
             active = Some(file);
         }
-        let last_zxid = metas.last().map_or(0, |m| m.last_zxid);
+        let base = base_of(metas.first().map(|m| m.first_zxid), marker);
+        let last_zxid = metas.last().map_or(base, |m| m.last_zxid);
         report.segments = metas.len();
         report.records = metas.iter().map(|m| m.records).sum();
         Ok(SegmentLog {
@@ -451,6 +501,8 @@ impl<S: Storage> SegmentLog<S> {
             spare: None,
             spare_pending: false,
             spare_failed: false,
+            marker,
+            view: None,
         })
     }
 
@@ -508,9 +560,23 @@ impl<S: Storage> SegmentLog<S> {
         &self.report
     }
 
-    /// Zxid of the last record appended (0 when the log holds none).
+    /// Zxid of the last record appended; when the log holds none, its [`Self::base_zxid`] (0 for
+    /// a new log). The next append must be above it.
     pub fn last_zxid(&self) -> i64 {
         self.last_zxid
+    }
+
+    /// The zxid above which the log holds every transaction this server has logged: 0 for a
+    /// log that was only ever appended to, the zxid of the last [`Self::reset_to`] (or of a
+    /// truncation that emptied the log) while the first record follows it directly, and
+    /// otherwise the zxid just before the oldest record (after a purge). Recovery replays a
+    /// snapshot taken at S only if the base is at most S ([`Self::reconcile_with_snapshot`]);
+    /// reads from at or below a nonzero base are [`LogError::NotInLog`].
+    ///
+    /// The base survives restarts through the marker file `log.base`, which a reset writes
+    /// before it removes anything (docs/log-format.md).
+    pub fn base_zxid(&self) -> i64 {
+        base_of(self.segments.first().map(|s| s.first_zxid), self.marker)
     }
 
     /// Zxid through which every appended record is durable.
@@ -709,6 +775,7 @@ impl<S: Storage> SegmentLog<S> {
         }
         self.unsynced = false;
         self.durable_zxid = self.last_zxid;
+        self.publish();
         Ok(())
     }
 
@@ -742,6 +809,7 @@ impl<S: Storage> SegmentLog<S> {
         }
         self.unsynced = false;
         self.durable_zxid = self.last_zxid;
+        self.publish();
         Ok(())
     }
 
@@ -767,21 +835,45 @@ impl<S: Storage> SegmentLog<S> {
         Ok((off, before, n))
     }
 
-    /// Removes every record with a zxid above `zxid` (Zab's TRUNC). Later segments are removed
-    /// newest first, then the segment holding `zxid` is cut and synced, so a crash part-way leaves
-    /// a shorter log that is still contiguous; the caller repeats the truncation after a restart.
+    /// Removes every record with a zxid above `zxid` (Zab's TRUNC), durably: when it returns,
+    /// the cut is on disk. Later segments are removed newest first (a directory sync after each),
+    /// then the segment holding `zxid` is cut and synced, so a crash part-way leaves a shorter
+    /// log that is still contiguous and ends at a segment boundary; the caller repeats the
+    /// truncation after a restart. If no record at or below `zxid` is held, the log empties:
+    /// that is a reset to `zxid` ([`Self::reset_to`]), atomic as a reset is. Readers stop
+    /// seeing the removed records before any file is touched. A `zxid` at or past the end
+    /// changes nothing.
     ///
-    /// Errors: [`LogError::NotInLog`] if `zxid` is negative; [`LogError::Io`] on a backend failure
-    /// (the log is then poisoned).
+    /// Errors: [`LogError::NotInLog`] if `zxid` is negative or below [`Self::base_zxid`] (those
+    /// transactions are no longer in the log but in a snapshot, which a truncation cannot
+    /// reach); [`LogError::Io`] on a backend failure (the log is then poisoned).
     pub fn truncate_after(&mut self, zxid: i64) -> Result<(), LogError> {
         self.check_usable()?;
-        if zxid < 0 {
+        if zxid < 0 || zxid < self.base_zxid() {
             return Err(self.not_in_log(zxid));
         }
         if zxid >= self.last_zxid {
             return Ok(());
         }
-        while self.segments.last().is_some_and(|s| s.first_zxid > zxid) {
+        let keep = self.segments.partition_point(|s| s.first_zxid <= zxid);
+        if keep == 0 {
+            let trash = self.reset_deferred(zxid)?;
+            self.remove_trash(trash);
+            return Ok(());
+        }
+        let si = keep - 1;
+        let (cut, before, n) = self.locate_after(si, zxid)?;
+        // The segment's first zxid is <= zxid, so a record precedes the cut; anything else means the
+        // file changed under us.
+        let Some(last) = before else {
+            return Err(LogError::Corrupt {
+                file: self.storage.display_name(&self.segments[si].name),
+                offset: cut,
+                reason: "no record before the cut".into(),
+            });
+        };
+        self.withdraw_after(si, cut, last, n);
+        while self.segments.len() > keep {
             let seg = self.segments.pop().expect("checked");
             self.active = None;
             if let Err(e) = Self::remove_file(&self.storage, &seg.name) {
@@ -789,24 +881,8 @@ impl<S: Storage> SegmentLog<S> {
             }
         }
         self.unsynced = false;
-        let Some(si) = self.segments.len().checked_sub(1) else {
-            // Nothing at or below `zxid` was held: the log is empty, as it will be after reopening.
-            self.last_zxid = 0;
-            self.durable_zxid = 0;
-            return Ok(());
-        };
-        let (cut, before, n) = self.locate_after(si, zxid)?;
         let seg = &mut self.segments[si];
         let shown = self.storage.display_name(&seg.name);
-        // The segment's first zxid is <= zxid, so a record precedes the cut; anything else means the
-        // file changed under us.
-        let Some(last) = before else {
-            return Err(LogError::Corrupt {
-                file: shown,
-                offset: cut,
-                reason: "no record before the cut".into(),
-            });
-        };
         let mut file = match self.active.take() {
             Some(f) => f,
             None => self.storage.open(&seg.name).map_err(|e| LogError::io("open", shown.clone(), e))?,
@@ -821,7 +897,123 @@ impl<S: Storage> SegmentLog<S> {
         self.active = Some(file);
         self.last_zxid = last;
         self.durable_zxid = last;
+        self.publish();
         Ok(())
+    }
+
+    /// Empties the log for a snapshot received at `zxid` (Zab's SNAP): every segment is removed,
+    /// durably, and the log continues with any zxid above `zxid` (`zxid + 1`, or the first of a
+    /// later epoch); [`Self::base_zxid`] becomes `zxid`, also across restarts.
+    ///
+    /// The reset is atomic: a marker naming `zxid` and the segments to remove is written and
+    /// synced first (temp file, sync, rename, directory sync); once it is durable the reset is
+    /// decided, and a crash before the segments are gone leaves a log that the next
+    /// [`Self::open`] finishes resetting. A crash before it leaves the log as it was. Readers stop
+    /// seeing the old records before any file is touched.
+    ///
+    /// Order the caller must keep (docs/log-format.md, "Reset"): the snapshot at `zxid` is
+    /// durable before the reset is asked for, and the reset has returned before anything is
+    /// appended above `zxid` or acknowledged to the leader.
+    ///
+    /// Errors: [`LogError::NotInLog`] for a negative `zxid`; [`LogError::Io`] on a backend
+    /// failure (the log is then poisoned; reopening finishes or forgets the reset, depending on
+    /// whether its marker became durable).
+    pub fn reset_to(&mut self, zxid: i64) -> Result<(), LogError> {
+        let trash = self.reset_deferred(zxid)?;
+        self.remove_trash(trash);
+        Ok(())
+    }
+
+    /// [`Self::reset_to`], leaving the removed segments as trash files (renamed, the rename
+    /// durable) whose names it returns, for the caller to remove off the commit path.
+    pub(crate) fn reset_deferred(&mut self, zxid: i64) -> Result<Vec<String>, LogError> {
+        self.check_usable()?;
+        if zxid < 0 {
+            return Err(self.not_in_log(zxid));
+        }
+        if let Some(sh) = &self.view {
+            let mut v = sh.write();
+            v.segments.clear();
+            v.base = zxid;
+            v.withdrawals += 1;
+            sh.note_durable(&v);
+        }
+        self.active = None;
+        let doomed = self.segment_names();
+        let mut trash = Vec::with_capacity(doomed.len());
+        if !doomed.is_empty() {
+            let decided = BaseMarker { base: zxid, doomed: doomed.clone() };
+            if let Err(e) = write_marker(&self.storage, &decided) {
+                return Err(self.poison(e));
+            }
+            for n in &doomed {
+                let t = format!("{}{n}", crate::storage::TRASH_PREFIX);
+                if let Err(e) = self.storage.rename(n, &t) {
+                    return Err(self.poison(LogError::io(
+                        "rename for removal",
+                        self.storage.display_name(n),
+                        e,
+                    )));
+                }
+                trash.push(t);
+            }
+            if let Err(e) = self.storage.sync_dir() {
+                return Err(self.poison(LogError::io("sync directory", self.storage.display_name("."), e)));
+            }
+        }
+        // The segments are gone durably: the marker no longer names any, so that a later
+        // segment of the same name is never taken for one of them.
+        if let Err(e) = write_marker(&self.storage, &BaseMarker { base: zxid, doomed: Vec::new() }) {
+            return Err(self.poison(e));
+        }
+        self.segments.clear();
+        self.marker = Some(zxid);
+        self.last_zxid = zxid;
+        self.durable_zxid = zxid;
+        self.unsynced = false;
+        self.publish();
+        Ok(trash)
+    }
+
+    /// Removes trash files now; a failure only leaves them for the next open.
+    fn remove_trash(&self, trash: Vec<String>) {
+        for t in trash {
+            if let Err(e) = self.storage.remove(&t) {
+                tracing::warn!("removing {t} failed (removed at the next open): {e}");
+            }
+        }
+    }
+
+    /// Fits the log to the snapshot recovery loaded, taken at `snapshot_zxid`, and says where
+    /// replay starts: `Some(snapshot_zxid + 1)` when the log holds transactions after the
+    /// snapshot (read them with [`Self::read_from`]), `None` when it holds none.
+    ///
+    /// A log that ends before the snapshot (a crash after a received snapshot was made durable
+    /// and before the log's reset was, or a log that lost its tail) is reset to
+    /// `snapshot_zxid`, with a `warn`: everything it holds is covered by the snapshot, and the
+    /// next append must follow the snapshot, not the log's old end.
+    ///
+    /// Errors: [`LogError::NotInLog`] if the log's base is above `snapshot_zxid`: the
+    /// transactions right after the snapshot are not in the log (purged, or the log was reset
+    /// to a newer snapshot that is missing), so replaying would skip them; [`LogError::Io`]
+    /// from the reset.
+    pub fn reconcile_with_snapshot(&mut self, snapshot_zxid: i64) -> Result<Option<i64>, LogError> {
+        let base = self.base_zxid();
+        if base > snapshot_zxid {
+            return Err(self.not_in_log(snapshot_zxid + 1));
+        }
+        if self.last_zxid > snapshot_zxid {
+            return Ok(Some(snapshot_zxid + 1));
+        }
+        if self.last_zxid < snapshot_zxid {
+            tracing::warn!(
+                "the transaction log ends at {:#x}, before the snapshot at {snapshot_zxid:#x}; \
+                 resetting it to the snapshot",
+                self.last_zxid
+            );
+            self.reset_to(snapshot_zxid)?;
+        }
+        Ok(None)
     }
 
     /// Removes segments all of whose records are below `zxid` (the newest segment is always kept),
@@ -848,6 +1040,32 @@ impl<S: Storage> SegmentLog<S> {
     /// Errors: [`LogError::Io`] if a rename fails; segments trashed before it stay trashed.
     pub fn purge_before_deferred(&mut self, zxid: i64) -> Result<Vec<(String, String)>, LogError> {
         self.check_usable()?;
+        let mut gone = 0;
+        while gone + 1 < self.segments.len() && self.segments[gone + 1].first_zxid <= zxid {
+            gone += 1;
+        }
+        if gone == 0 {
+            return Ok(Vec::new());
+        }
+        // The base moves up first, durably: a marker left from a reset (or none, which stands
+        // for 0) must not claim, after the segments that followed it are gone, that the log
+        // still starts right after it. When the new first record does not follow the marker
+        // anyway (always so for epoch 0, hence for a standalone server), the base is already
+        // right without a write.
+        let first_kept = self.segments[gone].first_zxid;
+        let base = first_kept - 1;
+        if base_of(Some(first_kept), self.marker) != base {
+            write_marker(&self.storage, &BaseMarker { base, doomed: Vec::new() })?;
+            self.marker = Some(base);
+        }
+        if let Some(sh) = &self.view {
+            let mut v = sh.write();
+            let n = gone.min(v.segments.len());
+            v.segments.drain(..n);
+            v.base = base;
+            v.withdrawals += 1;
+            sh.note_durable(&v);
+        }
         let mut trashed = Vec::new();
         while self.segments.len() > 1 && self.segments[1].first_zxid <= zxid {
             let name = self.segments[0].name.clone();
@@ -859,6 +1077,97 @@ impl<S: Storage> SegmentLog<S> {
         Ok(trashed)
     }
 
+    /// A read handle for other threads: it sees every record whose sync has completed, and
+    /// nothing this log has begun to truncate, reset or purge (see [`LogReader`]). The first
+    /// call starts publishing the log's durable state after every sync (a short write lock and
+    /// a few field updates); later calls share it.
+    pub fn reader(&mut self) -> LogReader<S> {
+        if let Some(sh) = &self.view {
+            return LogReader::new(sh.clone());
+        }
+        let sh = Arc::new(ReadShared::new(self.base_zxid()));
+        self.view = Some(sh.clone());
+        self.publish();
+        LogReader::new(sh)
+    }
+
+    /// Brings the readers' view up to the log's durable state: every segment but a newest one
+    /// holding unsynced records (older segments are always wholly durable: a roll syncs). Only
+    /// the view's newest segment and new ones can have changed since the last publication;
+    /// truncations, resets and purges withdraw what they remove before they remove it.
+    fn publish(&mut self) {
+        let Some(sh) = self.view.clone() else { return };
+        let upto = if self.unsynced { self.segments.len().saturating_sub(1) } else { self.segments.len() };
+        let mut v = sh.write();
+        v.base = self.base_zxid();
+        let start = v.segments.len().saturating_sub(1);
+        for i in start..upto {
+            let seg = &self.segments[i];
+            if let Some(vs) = v.segments.get_mut(i) {
+                debug_assert_eq!(vs.name, seg.name, "the view is a prefix of the log");
+                if vs.end == seg.end {
+                    continue;
+                }
+                if seg.end > vs.file.len() {
+                    // The file grew past what this handle maps.
+                    match self.storage.open_read(&seg.name) {
+                        Ok(f) => vs.file = f,
+                        Err(e) => {
+                            tracing::warn!("log readers cannot see {} yet: {e}", vs.shown);
+                            break;
+                        }
+                    }
+                }
+                vs.end = seg.end;
+                vs.last_zxid = seg.last_zxid;
+                vs.records = seg.records;
+                if vs.index.len() > seg.index.len() {
+                    vs.index.truncate(seg.index.len());
+                } else {
+                    let have = vs.index.len();
+                    vs.index.extend_from_slice(&seg.index[have..]);
+                }
+            } else {
+                let shown = self.storage.display_name(&seg.name);
+                match self.storage.open_read(&seg.name) {
+                    Ok(file) => v.segments.push(ViewSegment {
+                        name: seg.name.clone(),
+                        shown,
+                        first_zxid: seg.first_zxid,
+                        last_zxid: seg.last_zxid,
+                        end: seg.end,
+                        records: seg.records,
+                        index: seg.index.clone(),
+                        file,
+                    }),
+                    Err(e) => {
+                        tracing::warn!("log readers cannot see {shown} yet: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+        sh.note_durable(&v);
+    }
+
+    /// Before a truncation touches a file: readers keep segments `..=si` only, the last of them
+    /// cut at `cut` (after `records` records, the last being `last`).
+    fn withdraw_after(&self, si: usize, cut: u64, last: i64, records: u64) {
+        let Some(sh) = &self.view else { return };
+        let mut v = sh.write();
+        v.withdrawals += 1;
+        v.segments.truncate(si + 1);
+        if let Some(vs) = v.segments.get_mut(si) {
+            if vs.end > cut {
+                vs.end = cut;
+                vs.last_zxid = last;
+                vs.records = records;
+                vs.index.truncate(records.div_ceil(INDEX_STRIDE) as usize);
+            }
+        }
+        sh.note_durable(&v);
+    }
+
     fn not_in_log(&self, zxid: i64) -> LogError {
         LogError::NotInLog { zxid, first: self.first_zxid().unwrap_or(0), last: self.last_zxid }
     }
@@ -866,8 +1175,9 @@ impl<S: Storage> SegmentLog<S> {
     /// Iterates over the records with zxid >= `zxid`, oldest first, including appended records
     /// whose sync has not completed yet. Each record's checksum is verified again as it is read.
     ///
-    /// Errors: [`LogError::NotInLog`] if the log holds records but its oldest is above `zxid`
-    /// (records the caller asked for were purged); a `zxid` past the end gives an empty iterator.
+    /// Errors: [`LogError::NotInLog`] if `zxid` is at or below a nonzero [`Self::base_zxid`]
+    /// (records the caller asked for were purged, or precede a reset); a `zxid` past the end
+    /// gives an empty iterator.
     /// The iterator yields [`LogError::Corrupt`] for a record that no longer checks out.
     pub fn read_from(&self, zxid: i64) -> Result<LogIter<'_, S>, LogError> {
         let mut it = LogIter {
@@ -878,14 +1188,17 @@ impl<S: Storage> SegmentLog<S> {
             from: zxid,
             payload: Vec::new(),
         };
-        let Some(first) = self.first_zxid() else { return Ok(it) };
-        if zxid < first {
+        let base = self.base_zxid();
+        if base > 0 && zxid <= base {
             return Err(self.not_in_log(zxid));
+        }
+        if self.segments.is_empty() {
+            return Ok(it);
         }
         if zxid > self.last_zxid {
             return Ok(it);
         }
-        let si = self.segments.partition_point(|s| s.first_zxid <= zxid) - 1;
+        let si = self.segments.partition_point(|s| s.first_zxid <= zxid).saturating_sub(1);
         it.seg = si;
         it.off = self.segments[si].seek_start(zxid).1;
         Ok(it)

@@ -23,6 +23,9 @@ pub trait Storage: Clone + Send + std::fmt::Debug + 'static {
     /// An open file of this backend.
     type File: StorageFile;
 
+    /// A read-only handle of this backend, shareable between threads (see [`Self::open_read`]).
+    type ReadFile: StorageRead;
+
     /// Creates a new empty file `name`.
     ///
     /// Errors: `AlreadyExists` if it exists; any I/O error of the backend.
@@ -32,6 +35,18 @@ pub trait Storage: Clone + Send + std::fmt::Debug + 'static {
     ///
     /// Errors: `NotFound` if there is no such file; any I/O error of the backend.
     fn open(&self, name: &str) -> io::Result<Self::File>;
+
+    /// Opens the existing file `name` for reading only, with a handle that may be shared by many
+    /// threads while another handle of the same file is written. The handle reads the file's
+    /// current bytes; see [`StorageRead::len`] for how far it reaches.
+    ///
+    /// The caller must not read, through this handle, a range that another handle is cutting
+    /// off at the same time: the file backend reads through a mapping, and bytes past the end of
+    /// the file fault (SIGBUS). The log keeps this rule by withdrawing a range from its readers
+    /// before it cuts or removes it.
+    ///
+    /// Errors: `NotFound` if there is no such file; any I/O error of the backend.
+    fn open_read(&self, name: &str) -> io::Result<Self::ReadFile>;
 
     /// Renames `from` to `to`, replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
@@ -114,6 +129,73 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
         let _ = offset;
     }
 }
+
+/// A read-only handle of a [`Storage`] file, usable from several threads at once.
+pub trait StorageRead: Send + Sync + std::fmt::Debug + 'static {
+    /// How far this handle can read: bytes at or past this offset are out of its reach even if
+    /// the file has grown since (the file backend maps the length the file had when the handle
+    /// was opened; open a new handle to see more).
+    fn len(&self) -> u64;
+
+    /// Whether the handle reaches no byte.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` from `offset`.
+    ///
+    /// Errors: `UnexpectedEof` if the range is not inside [`Self::len`] (or the file is shorter
+    /// now); any I/O error of the backend.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+}
+
+/// Writes `data` as the whole content of `name`, atomically as far as a crash can tell: the
+/// bytes go to `<name>.tmp` (any leftover of that name is replaced), which is synced, and the
+/// directory synced so the temp file itself is durable (it tells a reader after a crash that an
+/// update was under way); then it is renamed over `name` and the directory synced again. After
+/// a crash `name` holds either its old content or `data`, never a mix.
+///
+/// Errors: any I/O error; `name` then still holds its old content (a temp file may be left).
+pub fn replace_file<S: Storage>(storage: &S, name: &str, data: &[u8]) -> io::Result<()> {
+    let tmp = format!("{name}{TMP_SUFFIX}");
+    match storage.remove(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = storage.create(&tmp)?;
+    f.set_len(data.len() as u64)?;
+    f.write_at(0, data)?;
+    f.sync()?;
+    drop(f);
+    storage.sync_dir()?;
+    storage.rename(&tmp, name)?;
+    storage.sync_dir()
+}
+
+/// Reads the whole of the small file `name`; `Ok(None)` if it does not exist.
+///
+/// Errors: any I/O error other than `NotFound`; `InvalidData` if it is longer than `max_bytes`.
+pub fn read_small_file<S: Storage>(storage: &S, name: &str, max_bytes: u64) -> io::Result<Option<Vec<u8>>> {
+    let f = match storage.open(name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = f.len()?;
+    if len > max_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{len} bytes, more than the {max_bytes} such a file can hold"),
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    f.read_at(0, &mut buf)?;
+    Ok(Some(buf))
+}
+
+/// Suffix of the temp file [`replace_file`] writes before renaming it into place.
+pub const TMP_SUFFIX: &str = ".tmp";
 
 /// Prefix of a file renamed for removal: it holds nothing anyone needs and is removed gradually
 /// ([`remove_gradually`]); one left by a crash is removed when its directory is opened again.

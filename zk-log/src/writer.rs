@@ -3,6 +3,7 @@
 use crate::error::LogError;
 use crate::format::RecordBatch;
 use crate::log::SegmentLog;
+use crate::reader::LogReader;
 use crate::storage::Storage;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -18,6 +19,38 @@ pub enum SubmitError {
     Stopped(RecordBatch),
 }
 
+/// What the writer thread reports, in the order of the jobs it did.
+///
+/// Every report is made after what it describes is durable, and before the writer starts the
+/// next job: a `Truncated` or `Reset` report is followed only by `Durable` reports for batches
+/// queued after the truncation or reset.
+#[derive(Debug)]
+pub enum WriterReport {
+    /// Every record through this zxid is durable (the log's durable end moved forward).
+    Durable(i64),
+    /// A [`LogWriter::truncate_after`] is done and on disk: the log now ends at this zxid (the
+    /// zxid asked for, or the log's end if that was lower).
+    Truncated(i64),
+    /// A [`LogWriter::reset_to`] is done and on disk: the log holds no record and continues
+    /// above this zxid.
+    Reset(i64),
+    /// The error that stopped the writer, or a full disk that made it refuse (see
+    /// [`LogWriter`]).
+    Failed(LogError),
+}
+
+impl WriterReport {
+    /// The report as the durability-only callback of [`LogWriter::spawn`] sees it: `Ok(z)` for
+    /// `Durable(z)`, `Truncated(z)` and `Reset(z)` (in each case the log ends, durably, at `z`;
+    /// after a truncation or reset that may be below an earlier report), `Err` for `Failed`.
+    pub fn into_durable(self) -> Result<i64, LogError> {
+        match self {
+            WriterReport::Durable(z) | WriterReport::Truncated(z) | WriterReport::Reset(z) => Ok(z),
+            WriterReport::Failed(e) => Err(e),
+        }
+    }
+}
+
 /// Work for the writer thread.
 #[derive(Debug)]
 enum Job {
@@ -29,6 +62,10 @@ enum Job {
     Resume,
     /// Prepare the next append (after an inline commit).
     Prepare,
+    /// Remove every record above this zxid (Zab TRUNC); a barrier between batches.
+    Truncate(i64),
+    /// Remove every record; continue above this zxid (Zab SNAP); a barrier between batches.
+    Reset(i64),
 }
 
 /// Owns a [`SegmentLog`] on a dedicated thread and makes queued batches durable.
@@ -49,6 +86,12 @@ enum Job {
 /// After any other error the callback receives it once and the thread stops: batches queued
 /// behind the failed one are dropped unwritten, [`LogWriter::submit`] returns
 /// [`LogError::WriterStopped`], and [`LogWriter::shutdown`] hands the log back.
+///
+/// Truncations and resets (Zab's TRUNC and SNAP: [`LogWriter::truncate_after`],
+/// [`LogWriter::reset_to`]) queue with the batches and end a group: the batches before one are
+/// synced and reported, then it is done, durably, and reported ([`WriterReport`]), and only then
+/// are the batches after it appended. Other threads read the durable records meanwhile through
+/// [`LogWriter::reader`], without ever waiting for a sync.
 #[derive(Debug)]
 pub struct LogWriter<S: Storage> {
     tx: Option<SyncSender<Job>>,
@@ -62,7 +105,8 @@ struct Shared<S: Storage> {
     /// The log. The thread holds the lock while it appends and syncs a group (and while it
     /// purges); [`LogWriter::commit_inline`] takes it only when it is free.
     log: Mutex<SegmentLog<S>>,
-    /// Batches in the queue, not yet taken by the thread.
+    /// Batches, truncations and resets in the queue, not yet taken by the thread (a job is
+    /// taken while the thread holds the log's lock).
     queued: AtomicUsize,
     /// Set while the thread refuses batches after a full disk.
     refusing: AtomicBool,
@@ -83,16 +127,33 @@ impl<S: Storage> LogWriter<S> {
     /// `queue_batches_max` batches (at least 1).
     ///
     /// `on_durable` receives `Ok(z)` each time every record through zxid `z` is durable, or the
-    /// error that stopped the writer.
+    /// error that stopped the writer: each [`WriterReport`] through
+    /// [`WriterReport::into_durable`]. A caller that queues truncations or resets should use
+    /// [`Self::spawn_with_reports`], which tells them apart from durability.
     ///
     /// Errors: the thread could not be spawned.
     pub fn spawn<F>(
         log: SegmentLog<S>,
         queue_batches_max: usize,
-        on_durable: F,
+        mut on_durable: F,
     ) -> std::io::Result<LogWriter<S>>
     where
         F: FnMut(Result<i64, LogError>) + Send + 'static,
+    {
+        Self::spawn_with_reports(log, queue_batches_max, move |r| on_durable(r.into_durable()))
+    }
+
+    /// Starts the writer thread like [`Self::spawn`], with a callback that receives every
+    /// [`WriterReport`] in job order, on the writer thread (hand it on; do not block long).
+    ///
+    /// Errors: the thread could not be spawned.
+    pub fn spawn_with_reports<F>(
+        log: SegmentLog<S>,
+        queue_batches_max: usize,
+        on_report: F,
+    ) -> std::io::Result<LogWriter<S>>
+    where
+        F: FnMut(WriterReport) + Send + 'static,
     {
         let (tx, rx) = mpsc::sync_channel(queue_batches_max.max(1));
         let shared = Arc::new(Shared {
@@ -104,7 +165,7 @@ impl<S: Storage> LogWriter<S> {
         let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
             .name("zk-log-writer".into())
-            .spawn(move || run(&for_thread, rx, on_durable, queue_batches_max.max(1)))?;
+            .spawn(move || run(&for_thread, rx, on_report, queue_batches_max.max(1)))?;
         Ok(LogWriter { tx: Some(tx), thread: Some(thread), shared })
     }
 
@@ -159,6 +220,56 @@ impl<S: Storage> LogWriter<S> {
     pub fn purge_before(&self, zxid: i64) -> Result<(), LogError> {
         let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
         tx.send(Job::PurgeBefore(zxid)).map_err(|_| LogError::WriterStopped)
+    }
+
+    /// Queues a truncation after `zxid` (Zab TRUNC; see [`SegmentLog::truncate_after`]), in
+    /// order with batches: everything queued before it is appended, synced and reported first,
+    /// then the truncation is done and made durable and reported as
+    /// [`WriterReport::Truncated`], and only then is anything queued after it appended. Waits
+    /// while the queue is full. Readers stop seeing the removed records before they go.
+    ///
+    /// Errors: [`LogError::NotInLog`] at once for a negative `zxid`; [`LogError::WriterStopped`]
+    /// if the writer thread has stopped. A truncation that fails on the thread (an I/O error,
+    /// or a `zxid` below the log's base) is reported as [`WriterReport::Failed`] and stops the
+    /// writer.
+    pub fn truncate_after(&self, zxid: i64) -> Result<(), LogError> {
+        if zxid < 0 {
+            return Err(LogError::NotInLog { zxid, first: 0, last: 0 });
+        }
+        self.send_counted(Job::Truncate(zxid))
+    }
+
+    /// Queues a reset to `zxid` (Zab SNAP; see [`SegmentLog::reset_to`]): in order with
+    /// batches, like [`Self::truncate_after`]; every segment is removed durably, reported as
+    /// [`WriterReport::Reset`], and the batches queued after it may start at any zxid above
+    /// `zxid`. The snapshot at `zxid` must be durable before this is called. Waits while the
+    /// queue is full.
+    ///
+    /// Errors: [`LogError::NotInLog`] at once for a negative `zxid`; [`LogError::WriterStopped`]
+    /// if the writer thread has stopped. A failure on the thread is reported as
+    /// [`WriterReport::Failed`] and stops the writer.
+    pub fn reset_to(&self, zxid: i64) -> Result<(), LogError> {
+        if zxid < 0 {
+            return Err(LogError::NotInLog { zxid, first: 0, last: 0 });
+        }
+        self.send_counted(Job::Reset(zxid))
+    }
+
+    /// Sends a job that orders with batches, counted in `queued` (see `write_loop`).
+    fn send_counted(&self, job: Job) -> Result<(), LogError> {
+        let tx = self.tx.as_ref().ok_or(LogError::WriterStopped)?;
+        self.shared.queued.fetch_add(1, SeqCst);
+        tx.send(job).map_err(|_| {
+            self.shared.queued.fetch_sub(1, SeqCst);
+            LogError::WriterStopped
+        })
+    }
+
+    /// A read handle on the log's durable records for other threads (see [`LogReader`]); it
+    /// keeps working while the writer appends, syncs, rolls, truncates, resets and purges, and
+    /// never waits for a sync. Taking it waits for the writer's current group, once.
+    pub fn reader(&self) -> LogReader<S> {
+        self.shared.lock().reader()
     }
 
     /// Ends the refusal that follows a full disk: batches queued after this call are written
@@ -217,9 +328,9 @@ impl<S: Storage> Drop for LogWriter<S> {
     }
 }
 
-fn run<S: Storage, F>(sh: &Shared<S>, rx: Receiver<Job>, on_durable: F, group_batches_max: usize)
+fn run<S: Storage, F>(sh: &Shared<S>, rx: Receiver<Job>, on_report: F, group_batches_max: usize)
 where
-    F: FnMut(Result<i64, LogError>),
+    F: FnMut(WriterReport),
 {
     // A helper thread does the slow file work off the commit path: it prepares spare segment
     // files (starting a segment then costs a rename, not a whole allocation step of zero-filling
@@ -252,7 +363,7 @@ where
             (None, None)
         }
     };
-    write_loop(sh, rx, on_durable, group_batches_max, spares.as_ref());
+    write_loop(sh, rx, on_report, group_batches_max, spares.as_ref());
     // Dropping the job queue ends the helper after its current job; joining it keeps it from
     // touching the directory after the log has been handed back.
     drop(spares);
@@ -292,26 +403,72 @@ fn tend_spares<S: Storage>(log: &mut SegmentLog<S>, spares: Option<&Spares<S>>) 
     }
 }
 
+/// Runs a truncation or reset job and reports it. Returns false when it failed: the writer
+/// then stops, as after any write error (the log is poisoned, or the request was invalid).
+fn run_barrier<S: Storage, F>(sh: &Shared<S>, job: Job, on_report: &mut F, spares: Option<&Spares<S>>) -> bool
+where
+    F: FnMut(WriterReport),
+{
+    let mut log = sh.lock();
+    sh.queued.fetch_sub(1, SeqCst);
+    let res = match job {
+        Job::Truncate(z) => log.truncate_after(z).map(|()| WriterReport::Truncated(log.last_zxid())),
+        Job::Reset(z) => log.reset_deferred(z).map(|trash| {
+            for t in trash {
+                remove_trash(&log, t, spares);
+            }
+            WriterReport::Reset(z)
+        }),
+        _ => unreachable!("only truncations and resets are barriers"),
+    };
+    if res.is_ok() {
+        log.prepare_next();
+        tend_spares(&mut log, spares);
+    }
+    drop(log);
+    match res {
+        Ok(r) => {
+            on_report(r);
+            true
+        }
+        Err(e) => {
+            sh.stopped.store(true, SeqCst);
+            on_report(WriterReport::Failed(e));
+            false
+        }
+    }
+}
+
 fn write_loop<S: Storage, F>(
     sh: &Shared<S>,
     rx: Receiver<Job>,
-    mut on_durable: F,
+    mut on_report: F,
     group_batches_max: usize,
     spares: Option<&Spares<S>>,
 ) where
-    F: FnMut(Result<i64, LogError>),
+    F: FnMut(WriterReport),
 {
     tend_spares(&mut sh.lock(), spares);
-    let take = |job: &Job| {
-        if matches!(job, Job::Batch(_)) {
-            sh.queued.fetch_sub(1, SeqCst);
-        }
+    // Jobs that order with batches are counted in `queued` until the thread holds the log's
+    // lock to do them, so that an inline commit never slips in ahead of one (it needs both the
+    // count at zero and the lock free).
+    let take = || {
+        sh.queued.fetch_sub(1, SeqCst);
     };
-    while let Ok(first) = rx.recv() {
-        take(&first);
-        let first = match first {
+    // A truncation or reset met while gathering a group: it runs once the group is durable.
+    let mut barrier: Option<Job> = None;
+    loop {
+        let next = match barrier.take() {
+            Some(job) => job,
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        let first = match next {
             Job::Batch(b) if !sh.refusing.load(SeqCst) => b,
             Job::Batch(b) => {
+                take();
                 tracing::debug!(
                     "dropping a batch from zxid {:?}: the log is refusing after a full disk",
                     b.first_zxid
@@ -332,19 +489,29 @@ fn write_loop<S: Storage, F>(
                 sh.refusing.store(false, SeqCst);
                 continue;
             }
+            // Truncations and resets run even while refusing: they only free space, and the
+            // owner may need one to recover.
+            job @ (Job::Truncate(_) | Job::Reset(_)) => {
+                if !run_barrier(sh, job, &mut on_report, spares) {
+                    return;
+                }
+                continue;
+            }
         };
         let mut log = sh.lock();
+        take();
         let mut failed = log.append(&first).err();
         let mut taken = 1;
         let mut purge_after: Option<i64> = None;
         // Everything that queued up while the previous sync ran goes into this sync. Bounded by
-        // the queue's capacity so a steady stream cannot postpone the sync forever.
+        // the queue's capacity so a steady stream cannot postpone the sync forever. A truncation
+        // or reset ends the group: what follows it must not be appended before it is done.
         while failed.is_none() && taken < group_batches_max {
             match rx.try_recv() {
                 Ok(job) => {
-                    take(&job);
                     match job {
                         Job::Batch(b) => {
+                            take();
                             failed = log.append(&b).err();
                             taken += 1;
                         }
@@ -354,6 +521,10 @@ fn write_loop<S: Storage, F>(
                         // The sync below prepares the next append anyway; a stray resume
                         // changes nothing when not refusing.
                         Job::Prepare | Job::Resume => {}
+                        job @ (Job::Truncate(_) | Job::Reset(_)) => {
+                            barrier = Some(job);
+                            break;
+                        }
                     }
                 }
                 Err(_) => break,
@@ -364,7 +535,7 @@ fn write_loop<S: Storage, F>(
         if let Err(e) = log.sync() {
             sh.stopped.store(true, SeqCst);
             drop(log);
-            on_durable(Err(failed.take().unwrap_or(e)));
+            on_report(WriterReport::Failed(failed.take().unwrap_or(e)));
             return;
         }
         let durable = log.durable_zxid();
@@ -374,23 +545,23 @@ fn write_loop<S: Storage, F>(
             }
             drop(log);
             if durable > before {
-                on_durable(Ok(durable));
+                on_report(WriterReport::Durable(durable));
             }
             if e.is_storage_full() {
                 tracing::warn!(
                     "transaction log refused a batch: {e}; refusing writes until the server resumes"
                 );
                 sh.refusing.store(true, SeqCst);
-                on_durable(Err(e));
+                on_report(WriterReport::Failed(e));
                 continue;
             }
             sh.stopped.store(true, SeqCst);
-            on_durable(Err(e));
+            on_report(WriterReport::Failed(e));
             return;
         }
         drop(log);
         if durable > before {
-            on_durable(Ok(durable));
+            on_report(WriterReport::Durable(durable));
         }
         // While the caller acknowledges, take the next append's page fault, then purge.
         let mut log = sh.lock();
@@ -402,6 +573,26 @@ fn write_loop<S: Storage, F>(
     }
 }
 
+/// Hands a trash file to the helper thread for gradual removal, or removes it at once when the
+/// helper is busy or gone.
+fn remove_trash<S: Storage>(log: &SegmentLog<S>, trash: String, spares: Option<&Spares<S>>) {
+    let inline = match spares {
+        Some(sp) => match sp.prep_tx.try_send(HelperJob::Remove(trash)) {
+            Ok(()) => None,
+            Err(
+                TrySendError::Full(HelperJob::Remove(t)) | TrySendError::Disconnected(HelperJob::Remove(t)),
+            ) => Some(t),
+            Err(_) => None,
+        },
+        None => Some(trash),
+    };
+    if let Some(t) = inline {
+        if let Err(e) = log.storage().remove(&t) {
+            tracing::warn!("removing log file {t} failed (removed at the next start): {e}");
+        }
+    }
+}
+
 fn purge<S: Storage>(log: &mut SegmentLog<S>, zxid: i64, spares: Option<&Spares<S>>) {
     match log.purge_before_deferred(zxid) {
         Ok(trashed) if trashed.is_empty() => {}
@@ -409,24 +600,7 @@ fn purge<S: Storage>(log: &mut SegmentLog<S>, zxid: i64, spares: Option<&Spares<
             let names: Vec<&str> = trashed.iter().map(|(n, _)| n.as_str()).collect();
             tracing::info!("purged {} log segment(s) before zxid 0x{zxid:x}: {names:?}", names.len());
             for (_, trash) in trashed {
-                let inline = match spares {
-                    Some(sp) => match sp.prep_tx.try_send(HelperJob::Remove(trash)) {
-                        Ok(()) => None,
-                        Err(
-                            TrySendError::Full(HelperJob::Remove(t))
-                            | TrySendError::Disconnected(HelperJob::Remove(t)),
-                        ) => Some(t),
-                        Err(_) => None,
-                    },
-                    None => Some(trash),
-                };
-                if let Some(t) = inline {
-                    if let Err(e) = log.storage().remove(&t) {
-                        tracing::warn!(
-                            "removing purged log segment {t} failed (removed at the next start): {e}"
-                        );
-                    }
-                }
+                remove_trash(log, trash, spares);
             }
         }
         Err(e) => tracing::warn!("purging log segments before zxid 0x{zxid:x} failed (kept): {e}"),

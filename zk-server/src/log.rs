@@ -2,57 +2,25 @@
 //!
 //! The core hands each batch of new proposals to a [`TxnSink`] and commits them only when the sink
 //! reports them durable, through the channel given when the sink was made. With zk-log's
-//! [`LogWriter`] batches that arrive while a sync runs go out together in the next one: group
+//! `LogWriter` batches that arrive while a sync runs go out together in the next one: group
 //! commit. Standalone zkrs runs Zab's write path as a quorum of one, so "durable on a quorum" means
 //! durable in this server's log.
 
 use std::time::{Duration, Instant};
 use tracing::info;
-use zk_log::{FileStorage, LogError, LogOptions, LogWriter, RecordBatch, SegmentLog, Storage, SubmitError};
+use zk_log::{FileStorage, LogError, LogOptions, SegmentLog};
 use zk_tree::Recovery;
 
-/// Durability reports: `Ok(z)` when every transaction through zxid `z` is durable, or the error that
-/// stopped the log.
-pub type DurableReport = Result<i64, LogError>;
-
-/// A queue into the transaction log.
-pub trait TxnSink: Send {
-    /// Queues a batch without waiting. `Full` hands the batch back: try again after a report.
-    fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError>;
-    /// Makes `batch` durable on the caller's thread if the log is idle, returning the zxid now
-    /// durable (or the error); `None` when it is busy and the batch must be queued.
-    fn commit_inline(&mut self, batch: &RecordBatch) -> Option<Result<i64, LogError>>;
-    /// Asks for the log records before `zxid` to be removed (a snapshot covers them).
-    fn purge_before(&mut self, zxid: i64);
-    /// After a full-disk refusal: the core has taken back every transaction after the last
-    /// durable one; batches submitted from now on are written again.
-    fn resume(&mut self);
-}
-
-impl<S: Storage + Send + 'static> TxnSink for LogWriter<S> {
-    fn try_submit(&mut self, batch: RecordBatch) -> Result<(), SubmitError> {
-        LogWriter::try_submit(self, batch)
-    }
-    fn commit_inline(&mut self, batch: &RecordBatch) -> Option<Result<i64, LogError>> {
-        LogWriter::commit_inline(self, batch)
-    }
-    fn purge_before(&mut self, zxid: i64) {
-        if let Err(e) = LogWriter::purge_before(self, zxid) {
-            tracing::warn!("log purge not queued: {e}");
-        }
-    }
-    fn resume(&mut self) {
-        // A stopped writer is noticed at the next submit.
-        let _ = LogWriter::resume(self);
-    }
-}
+// The seam lives in zk-log, so that the Zab code can name it without depending on zk-server.
+pub use zk_log::{DurableReport, TxnSink};
 
 /// Opens (and recovers) the log in `dir` and replays what it holds after the snapshot `rec` started
 /// from, idempotently.
 ///
 /// Errors: the directory cannot be used; the log is corrupt before its tail, has a zxid gap, or was
 /// written by a newer format (each names the file and offset); or the log no longer holds the
-/// transactions right after the snapshot.
+/// transactions right after the snapshot. A log that ends before the snapshot is reset to it
+/// (zk-log's `SegmentLog::reconcile_with_snapshot`).
 pub fn open_and_replay(
     dir: &std::path::Path,
     opts: LogOptions,
@@ -63,26 +31,16 @@ pub fn open_and_replay(
         file: dir.display().to_string(),
         source,
     })?;
-    let log = SegmentLog::open(storage, opts)?;
+    let mut log = SegmentLog::open(storage, opts)?;
     let report = log.recovery();
     if report != &Default::default() {
         info!("log recovery: {report:?}");
     }
-    let Some(first) = log.first_zxid() else {
+    // Fits the log to the snapshot: errors if transactions right after it are missing (replaying
+    // would skip them); resets a log that ends before it (the next append follows the snapshot).
+    let Some(from) = log.reconcile_with_snapshot(rec.start_zxid())? else {
         return Ok(log);
     };
-    let start = rec.start_zxid();
-    if log.last_zxid() < start {
-        return Err(LogError::NotInLog { zxid: start, first, last: log.last_zxid() });
-    }
-    if log.last_zxid() == start {
-        return Ok(log);
-    }
-    let from = start + 1;
-    if first > from {
-        // The transactions right after the snapshot are gone: replaying would skip them.
-        return Err(LogError::NotInLog { zxid: from, first, last: log.last_zxid() });
-    }
     let started = Instant::now();
     let mut last_note = Instant::now();
     for entry in log.read_from(from)? {
