@@ -138,7 +138,7 @@ impl ElectionNet {
             loop {
                 match decode_handshake(&buf) {
                     Ok(Some((hs, used))) => {
-                        let _ = bytes::Buf::advance(&mut buf, used);
+                        bytes::Buf::advance(&mut buf, used);
                         return Ok(hs);
                     }
                     Ok(None) => {}
