@@ -3,3 +3,4 @@
 
 pub mod election;
 pub mod election_net;
+pub mod peer_net;
