@@ -23,3 +23,4 @@ pub mod config;
 pub mod election;
 pub mod quorum;
 pub mod wire;
+pub mod zab;

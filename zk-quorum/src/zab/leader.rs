@@ -1,0 +1,964 @@
+//! The leader's side of Zab: discovery, synchronisation of each learner, and broadcast.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use zk_proto::Id;
+
+use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
+use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
+use crate::wire::{
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
+    RevalidateRequest, SessionTouch,
+};
+
+/// What the server must do for the leader, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaderAction {
+    /// Write `packet` on connection `conn`.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The packet.
+        packet: QuorumPacket,
+    },
+    /// Write `bytes` as they are on `conn`: the snapshot stream that follows a SNAP packet.
+    SendRaw {
+        /// The connection.
+        conn: ConnId,
+        /// A piece of the snapshot stream.
+        bytes: Bytes,
+    },
+    /// Close `conn`; the machine has forgotten it already.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Write the `acceptedEpoch` file durably, then call [`Leader::epoch_persisted`].
+    PersistAcceptedEpoch(u32),
+    /// Write the `currentEpoch` file durably, then call [`Leader::epoch_persisted`].
+    PersistCurrentEpoch(u32),
+    /// Read the log and answer with [`Leader::log_read`]: the last record at or before `from_zxid`
+    /// (the anchor, which tells whether the learner's last zxid is in our history), then every
+    /// record after it through `through_zxid`, in order. [`Leader::log_read_failed`] when the log
+    /// no longer reaches back to `from_zxid`.
+    ReadLog {
+        /// Request id, echoed in the answer.
+        req: u64,
+        /// The learner's last zxid.
+        from_zxid: i64,
+        /// The last committed zxid to include.
+        through_zxid: i64,
+    },
+    /// Serialise the database exactly as of `zxid` (everything committed through it applied,
+    /// nothing later) in Apache's snapshot stream format and pass it through
+    /// [`Leader::snapshot_bytes`].
+    SerializeSnapshot {
+        /// Request id, echoed in the answer.
+        req: u64,
+        /// The state the stream must hold (the SNAP packet's zxid).
+        zxid: i64,
+    },
+    /// A quorum acknowledged NEWLEADER: serve writes with zxids of this epoch (counter from 1).
+    Established {
+        /// The new epoch.
+        epoch: u32,
+    },
+    /// A voter logged the proposal `zxid` durably (the leader's own too, from
+    /// [`Leader::local_durable`]): the server's proposer counts it and commits on a quorum, in zxid
+    /// order, then calls [`Leader::committed`]. The machine never commits by itself.
+    Ack {
+        /// Who acknowledged.
+        sid: i64,
+        /// The proposal.
+        zxid: i64,
+    },
+    /// A learner's REQUEST for the server to prepare (writes, sync, createSession, closeSession).
+    Forwarded {
+        /// The learner's sid.
+        sid: i64,
+        /// Its connection (where a SYNC answer goes, via [`Leader::sync_ready`]).
+        conn: ConnId,
+        /// The request.
+        request: ForwardedRequest,
+        /// The client's identities, from the packet's authinfo.
+        authinfo: Vec<Id>,
+    },
+    /// Sessions a learner saw activity on since its previous PING reply.
+    Touch {
+        /// Session ids and timeouts.
+        sessions: Vec<SessionTouch>,
+    },
+    /// A learner asks whether a session may live on; answer with [`Leader::revalidate_reply`].
+    Revalidate {
+        /// The connection to answer on.
+        conn: ConnId,
+        /// Session id.
+        session: i64,
+        /// Timeout the client asked for, in milliseconds.
+        timeout: i32,
+    },
+    /// Stop leading and go back to LOOKING: the followers heard from within syncLimit no longer
+    /// make a quorum with us, or discovery/sync did not finish within initLimit. The machine is
+    /// inert afterwards.
+    StepDown {
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+/// Where the leader itself is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Collecting FOLLOWERINFOs until a quorum (us included) fixes the new epoch.
+    Discovery,
+    /// The new epoch is fixed; `acceptedEpoch` is being written.
+    PersistingAccepted,
+    /// LEADERINFO sent; collecting ACKEPOCHs.
+    AwaitAckEpochs,
+    /// A quorum acknowledged the epoch; `currentEpoch` is being written.
+    PersistingCurrent,
+    /// Learners are being synced; collecting NEWLEADER acknowledgements.
+    AwaitNewLeaderAcks,
+    /// Serving.
+    Established,
+    /// Stepped down; every input is ignored.
+    Stopped,
+}
+
+/// Where one learner connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LearnerPhase {
+    /// Connected; FOLLOWERINFO/OBSERVERINFO expected.
+    AwaitInfo,
+    /// Its info is in; waiting for the epoch to be fixed and persisted.
+    AwaitEpoch,
+    /// LEADERINFO sent; ACKEPOCH expected.
+    AwaitAckEpoch,
+    /// ACKEPOCH in; waiting for the epoch quorum and our `currentEpoch`.
+    AwaitSyncStart,
+    /// Waiting for the server's [`Leader::log_read`].
+    ReadingLog { req: u64, through: i64 },
+    /// Streaming a snapshot of state `zxid`.
+    Snapshotting { req: u64, zxid: i64 },
+    /// Sync stream and NEWLEADER queued; its ACK expected.
+    AwaitNewLeaderAck,
+    /// NEWLEADER acknowledged; UPTODATE follows once we are established.
+    AwaitUpToDate,
+    /// UPTODATE sent: broadcast.
+    Active,
+}
+
+#[derive(Debug, Clone)]
+struct LearnerConn {
+    sid: i64,
+    observer: bool,
+    phase: LearnerPhase,
+    /// The learner's last zxid (from ACKEPOCH).
+    peer_zxid: i64,
+    /// When we last received anything.
+    last_heard_ms: u64,
+    /// While we wait on the learner before it is active: when we give up.
+    deadline_ms: Option<u64>,
+}
+
+impl LearnerConn {
+    /// Receives live proposals, commits and informs: its sync stream is queued.
+    fn attached(&self) -> bool {
+        matches!(
+            self.phase,
+            LearnerPhase::AwaitNewLeaderAck | LearnerPhase::AwaitUpToDate | LearnerPhase::Active
+        )
+    }
+
+    /// Acknowledged NEWLEADER: a follower counts for the leader's quorum from then on.
+    fn synced(&self) -> bool {
+        matches!(self.phase, LearnerPhase::AwaitUpToDate | LearnerPhase::Active)
+    }
+}
+
+/// How a learner is brought up to date.
+enum SyncPlan {
+    /// DIFF: the learner's history is a prefix of ours; send what follows.
+    Diff,
+    /// TRUNC(zxid): the learner has records we do not; cut them, then send what follows zxid.
+    Trunc(i64),
+    /// SNAP: the learner's history cannot be reconciled record by record.
+    Snap,
+}
+
+/// The leader's Zab state machine (discovery, sync, broadcast), one per leadership.
+///
+/// Persist before send: LEADERINFO goes out only after `acceptedEpoch` is durable
+/// ([`LeaderAction::PersistAcceptedEpoch`], then [`Leader::epoch_persisted`]), and syncing starts
+/// only after `currentEpoch` is. The leader's own log is assumed durable at start (it was read from
+/// disk); its new proposals count for it only once [`Leader::local_durable`] says so.
+///
+/// Per learner the order on the wire is: LEADERINFO; DIFF, TRUNC or SNAP (+ snapshot stream); the
+/// PROPOSAL+COMMIT pairs it misses; the proposals still outstanding (followers only); NEWLEADER last
+/// (ZK-3104); then live traffic; UPTODATE once a quorum acknowledged NEWLEADER.
+#[derive(Debug)]
+pub struct Leader {
+    cfg: ZabConfig,
+    local: LocalState,
+    phase: Phase,
+    /// The new epoch, once fixed.
+    epoch: Option<u32>,
+    /// Highest acceptedEpoch seen so far (ours included), while the epoch is open.
+    max_accepted: u32,
+    /// Voters that sent FOLLOWERINFO (and us).
+    epoch_set: BTreeSet<i64>,
+    /// Voters whose ACKEPOCH counted (and us).
+    ack_epoch_set: BTreeSet<i64>,
+    /// Voters that acknowledged NEWLEADER (and us).
+    new_leader_set: BTreeSet<i64>,
+    /// When the current discovery/sync wait gives up.
+    phase_deadline_ms: Option<u64>,
+    learners: BTreeMap<ConnId, LearnerConn>,
+    /// The latest committed proposals, ascending, at most `committed_log_max`.
+    window: VecDeque<(i64, Bytes)>,
+    /// Proposals made and not yet committed, ascending.
+    outstanding: VecDeque<(i64, Bytes)>,
+    last_committed: i64,
+    last_proposed: i64,
+    /// The leader's own log is durable through here.
+    self_durable: i64,
+    next_req: u64,
+    next_ping_ms: Option<u64>,
+    actions: VecDeque<LeaderAction>,
+}
+
+impl Leader {
+    /// A leader freshly out of the election. `recent` is the tail of its log (ascending, ending at
+    /// `local.last_logged_zxid`), the DIFF window; everything in the log becomes the new epoch's
+    /// initial history. With a single voter the epoch is fixed at once.
+    pub fn new(cfg: ZabConfig, local: LocalState, recent: Vec<(i64, Bytes)>, now_ms: u64) -> Leader {
+        let mut window: VecDeque<(i64, Bytes)> = recent.into();
+        let ascending = window.iter().zip(window.iter().skip(1)).all(|(a, b)| a.0 < b.0);
+        let ends_right = window.back().is_none_or(|last| last.0 == local.last_logged_zxid);
+        if !ascending || !ends_right {
+            tracing::warn!(
+                sid = cfg.my_sid,
+                last_logged = local.last_logged_zxid,
+                "recent log tail is not ascending or does not end at the last logged zxid; syncing from the log instead"
+            );
+            window.clear();
+        }
+        while window.len() > cfg.committed_log_max {
+            window.pop_front();
+        }
+        let mut epoch_set = BTreeSet::new();
+        epoch_set.insert(cfg.my_sid);
+        let mut leader = Leader {
+            max_accepted: local.accepted_epoch,
+            local,
+            phase: Phase::Discovery,
+            epoch: None,
+            epoch_set,
+            ack_epoch_set: BTreeSet::new(),
+            new_leader_set: BTreeSet::new(),
+            phase_deadline_ms: Some(now_ms.saturating_add(cfg.init_ms())),
+            learners: BTreeMap::new(),
+            window,
+            outstanding: VecDeque::new(),
+            last_committed: local.last_logged_zxid,
+            last_proposed: local.last_logged_zxid,
+            self_durable: local.last_logged_zxid,
+            next_req: 1,
+            next_ping_ms: None,
+            actions: VecDeque::new(),
+            cfg,
+        };
+        tracing::info!(sid = leader.cfg.my_sid, "leading: discovery");
+        leader.maybe_fix_epoch();
+        leader
+    }
+
+    /// The new epoch, once fixed.
+    pub fn epoch(&self) -> Option<u32> {
+        self.epoch
+    }
+
+    /// Whether a quorum acknowledged NEWLEADER (and the machine has not stepped down).
+    pub fn is_established(&self) -> bool {
+        self.phase == Phase::Established
+    }
+
+    /// Whether the machine stepped down.
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    /// The last zxid proposed (or logged before the epoch began).
+    pub fn last_proposed(&self) -> i64 {
+        self.last_proposed
+    }
+
+    /// The last zxid committed (or logged before the epoch began).
+    pub fn last_committed(&self) -> i64 {
+        self.last_committed
+    }
+
+    /// A learner connected to our quorum port. It has initLimit to introduce itself.
+    pub fn learner_connected(&mut self, conn: ConnId, now_ms: u64) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        if self.learners.contains_key(&conn) {
+            self.reject(conn, "connection id reused".into());
+            return;
+        }
+        self.learners.insert(
+            conn,
+            LearnerConn {
+                sid: i64::MIN,
+                observer: false,
+                phase: LearnerPhase::AwaitInfo,
+                peer_zxid: 0,
+                last_heard_ms: now_ms,
+                deadline_ms: Some(now_ms.saturating_add(self.cfg.init_ms())),
+            },
+        );
+    }
+
+    /// A learner's connection closed (or failed). Its pending log read or snapshot is forgotten.
+    pub fn learner_disconnected(&mut self, conn: ConnId, _now_ms: u64) {
+        if let Some(l) = self.learners.remove(&conn) {
+            tracing::info!(sid = self.cfg.my_sid, learner = l.sid, conn, "learner disconnected");
+        }
+    }
+
+    /// A packet arrived on `conn`. Malformed or out-of-phase packets close the connection.
+    pub fn handle_packet(&mut self, conn: ConnId, pkt: QuorumPacket, now_ms: u64) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        let Some(l) = self.learners.get_mut(&conn) else {
+            // Closed already (by us): whatever was in flight is moot.
+            return;
+        };
+        l.last_heard_ms = now_ms;
+        let phase = l.phase;
+        let kind = match pkt.kind() {
+            Ok(k) => k,
+            Err(e) => return self.reject(conn, e.to_string()),
+        };
+        match (phase, kind) {
+            (LearnerPhase::AwaitInfo, PacketType::FollowerInfo | PacketType::ObserverInfo) => {
+                self.on_learner_info(conn, kind == PacketType::ObserverInfo, &pkt, now_ms)
+            }
+            (LearnerPhase::AwaitAckEpoch, PacketType::AckEpoch) => self.on_ack_epoch(conn, &pkt, now_ms),
+            (LearnerPhase::AwaitNewLeaderAck, PacketType::Ack) => {
+                self.on_new_leader_ack(conn, pkt.zxid, now_ms)
+            }
+            (LearnerPhase::AwaitUpToDate | LearnerPhase::Active, _) => {
+                self.on_broadcast_packet(conn, kind, pkt)
+            }
+            (phase, kind) => self.reject(conn, format!("unexpected {kind:?} in phase {phase:?}")),
+        }
+    }
+
+    /// The `acceptedEpoch` or `currentEpoch` write asked for is durable.
+    pub fn epoch_persisted(&mut self, now_ms: u64) {
+        match self.phase {
+            Phase::PersistingAccepted => {
+                let epoch = self.epoch.unwrap_or(0);
+                self.local.accepted_epoch = epoch;
+                self.phase = Phase::AwaitAckEpochs;
+                self.phase_deadline_ms = Some(now_ms.saturating_add(self.cfg.init_ms()));
+                self.ack_epoch_set.insert(self.cfg.my_sid);
+                let waiting: Vec<ConnId> = self.conns_in(LearnerPhase::AwaitEpoch);
+                for conn in waiting {
+                    self.send_leader_info(conn, now_ms);
+                }
+                self.maybe_epoch_acked();
+            }
+            Phase::PersistingCurrent => {
+                let epoch = self.epoch.unwrap_or(0);
+                self.local.current_epoch = epoch;
+                self.phase = Phase::AwaitNewLeaderAcks;
+                self.phase_deadline_ms = Some(now_ms.saturating_add(self.cfg.init_ms()));
+                self.new_leader_set.insert(self.cfg.my_sid);
+                for conn in self.conns_in(LearnerPhase::AwaitSyncStart) {
+                    self.start_sync(conn, now_ms);
+                }
+                self.maybe_established(now_ms);
+            }
+            _ => {
+                tracing::warn!(sid = self.cfg.my_sid, phase = ?self.phase, "epoch_persisted with no epoch write pending")
+            }
+        }
+    }
+
+    /// Answers [`LeaderAction::ReadLog`]: the anchor record (the last at or before `from_zxid`),
+    /// then every record after it through `through_zxid`.
+    pub fn log_read(&mut self, req: u64, entries: Vec<(i64, Bytes)>, now_ms: u64) {
+        let Some((conn, through)) = self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::ReadingLog { req: r, through } if r == req => Some((*c, through)),
+            _ => None,
+        }) else {
+            return;
+        };
+        let peer = self.learners[&conn].peer_zxid;
+        let ascending = entries.iter().zip(entries.iter().skip(1)).all(|(a, b)| a.0 < b.0);
+        let anchor = match entries.first() {
+            Some(first) if ascending && first.0 <= peer && entries.last().is_some_and(|l| l.0 == through) => {
+                first.0
+            }
+            _ => {
+                tracing::info!(
+                    sid = self.cfg.my_sid,
+                    conn,
+                    peer,
+                    "log does not cover the learner's history; SNAP"
+                );
+                return self.send_snap(conn, now_ms);
+            }
+        };
+        let head = if anchor == peer {
+            QuorumPacket::new(PacketType::Diff, self.last_committed, None)
+        } else if epoch_of(anchor) == epoch_of(peer) {
+            QuorumPacket::new(PacketType::Trunc, anchor, None)
+        } else {
+            return self.send_snap(conn, now_ms);
+        };
+        if !self.window_covers_after(through) {
+            // More than the window was committed while the server read: start over from a snapshot.
+            return self.send_snap(conn, now_ms);
+        }
+        self.send(conn, head);
+        for (zxid, payload) in entries.into_iter().skip(1) {
+            self.send_pair(conn, zxid, payload);
+        }
+        self.finish_sync(conn, through, now_ms);
+    }
+
+    /// The log no longer holds what [`LeaderAction::ReadLog`] asked for: sync by snapshot.
+    pub fn log_read_failed(&mut self, req: u64, now_ms: u64) {
+        let conn = self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::ReadingLog { req: r, .. } if r == req => Some(*c),
+            _ => None,
+        });
+        if let Some(conn) = conn {
+            self.send_snap(conn, now_ms);
+        }
+    }
+
+    /// A piece of the snapshot stream asked for by [`LeaderAction::SerializeSnapshot`]; `last` ends
+    /// it, after which the learner gets what was committed since and NEWLEADER.
+    pub fn snapshot_bytes(&mut self, req: u64, chunk: Bytes, last: bool, now_ms: u64) {
+        let Some((conn, zxid)) = self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::Snapshotting { req: r, zxid } if r == req => Some((*c, zxid)),
+            _ => None,
+        }) else {
+            return;
+        };
+        if !chunk.is_empty() {
+            self.actions.push_back(LeaderAction::SendRaw { conn, bytes: chunk });
+        }
+        if last {
+            if !self.window_covers_after(zxid) {
+                return self.reject(conn, "too much committed while the snapshot streamed".into());
+            }
+            self.finish_sync(conn, zxid, now_ms);
+        }
+    }
+
+    /// Our own new proposal (only once established): logged by the server, sent to every attached
+    /// follower. `zxid` must be of our epoch and above the last proposal.
+    pub fn propose(&mut self, zxid: i64, payload: Bytes, _now_ms: u64) {
+        if self.phase != Phase::Established {
+            tracing::warn!(sid = self.cfg.my_sid, zxid, "proposal while not established ignored");
+            return;
+        }
+        if Some(epoch_of(zxid)) != self.epoch || zxid <= self.last_proposed || counter_of(zxid) == 0 {
+            tracing::warn!(
+                sid = self.cfg.my_sid,
+                zxid,
+                last = self.last_proposed,
+                "out-of-order proposal ignored"
+            );
+            return;
+        }
+        self.last_proposed = zxid;
+        self.outstanding.push_back((zxid, payload.clone()));
+        let followers: Vec<ConnId> =
+            self.learners.iter().filter(|(_, l)| l.attached() && !l.observer).map(|(c, _)| *c).collect();
+        for conn in followers {
+            self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload.clone())));
+        }
+    }
+
+    /// Our own log is durable through `zxid`: each outstanding proposal up to it is acknowledged by
+    /// us ([`LeaderAction::Ack`] with our sid), in order.
+    pub fn local_durable(&mut self, zxid: i64, _now_ms: u64) {
+        if zxid <= self.self_durable {
+            return;
+        }
+        let newly: Vec<i64> = self
+            .outstanding
+            .iter()
+            .map(|(z, _)| *z)
+            .filter(|z| *z > self.self_durable && *z <= zxid)
+            .collect();
+        self.self_durable = zxid;
+        for z in newly {
+            self.actions.push_back(LeaderAction::Ack { sid: self.cfg.my_sid, zxid: z });
+        }
+    }
+
+    /// The server committed every proposal through `zxid` (in order): COMMIT to attached followers,
+    /// INFORM (with the payload) to attached observers.
+    pub fn committed(&mut self, zxid: i64, _now_ms: u64) {
+        while let Some((z, _)) = self.outstanding.front() {
+            if *z > zxid {
+                break;
+            }
+            let Some((z, payload)) = self.outstanding.pop_front() else { break };
+            self.last_committed = z;
+            let targets: Vec<(ConnId, bool)> =
+                self.learners.iter().filter(|(_, l)| l.attached()).map(|(c, l)| (*c, l.observer)).collect();
+            for (conn, observer) in targets {
+                let packet = if observer {
+                    QuorumPacket::new(PacketType::Inform, z, Some(payload.clone()))
+                } else {
+                    QuorumPacket::new(PacketType::Commit, z, None)
+                };
+                self.send(conn, packet);
+            }
+            self.window.push_back((z, payload));
+            while self.window.len() > self.cfg.committed_log_max {
+                self.window.pop_front();
+            }
+        }
+    }
+
+    /// Everything proposed before a sync forwarded on `conn` is committed: answer it with SYNC.
+    pub fn sync_ready(&mut self, conn: ConnId, _now_ms: u64) {
+        if self.learners.get(&conn).is_some_and(|l| l.attached()) {
+            self.send(conn, QuorumPacket::new(PacketType::Sync, 0, None));
+        }
+    }
+
+    /// The server's verdict on a [`LeaderAction::Revalidate`].
+    pub fn revalidate_reply(&mut self, conn: ConnId, session: i64, valid: bool) {
+        if self.learners.contains_key(&conn) {
+            let data = RevalidateReply { session_id: session, valid }.encode();
+            self.send(conn, QuorumPacket::new(PacketType::Revalidate, -1, Some(data)));
+        }
+    }
+
+    /// Acts on every deadline passed: discovery/sync waits (initLimit), learners silent too long,
+    /// pings every tickTime/2 and the quorum check that goes with them.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        if let Some(deadline) = self.phase_deadline_ms {
+            if now_ms >= deadline && self.phase != Phase::Established {
+                let reason = format!("no quorum within initLimit in {:?}", self.phase);
+                return self.step_down(reason);
+            }
+        }
+        let sync_ms = self.cfg.sync_ms();
+        let expired: Vec<(ConnId, String)> = self
+            .learners
+            .iter()
+            .filter_map(|(c, l)| {
+                if l.phase == LearnerPhase::Active {
+                    (now_ms >= l.last_heard_ms.saturating_add(sync_ms))
+                        .then(|| (*c, format!("learner {} silent for syncLimit", l.sid)))
+                } else {
+                    l.deadline_ms
+                        .filter(|d| now_ms >= *d)
+                        .map(|_| (*c, format!("learner {} made no progress within initLimit", l.sid)))
+                }
+            })
+            .collect();
+        for (conn, reason) in expired {
+            self.reject(conn, reason);
+        }
+        if self.phase == Phase::Established {
+            if let Some(ping) = self.next_ping_ms {
+                if now_ms >= ping {
+                    self.next_ping_ms = Some(now_ms.saturating_add(self.ping_interval_ms()));
+                    let mut alive = BTreeSet::from([self.cfg.my_sid]);
+                    for l in self.learners.values() {
+                        if l.synced() && !l.observer && now_ms < l.last_heard_ms.saturating_add(sync_ms) {
+                            alive.insert(l.sid);
+                        }
+                    }
+                    if !self.cfg.verifier.contains_quorum(alive.iter().copied()) {
+                        return self.step_down(format!("only {alive:?} heard within syncLimit: no quorum"));
+                    }
+                    let active: Vec<ConnId> = self.conns_in(LearnerPhase::Active);
+                    for conn in active {
+                        self.send(conn, QuorumPacket::new(PacketType::Ping, self.last_proposed, None));
+                    }
+                }
+            }
+        }
+    }
+
+    /// When to call [`Self::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.phase == Phase::Stopped {
+            return None;
+        }
+        let sync_ms = self.cfg.sync_ms();
+        let learner = self
+            .learners
+            .values()
+            .filter_map(|l| {
+                if l.phase == LearnerPhase::Active {
+                    Some(l.last_heard_ms.saturating_add(sync_ms))
+                } else {
+                    l.deadline_ms
+                }
+            })
+            .min();
+        let phase = if self.phase == Phase::Established { None } else { self.phase_deadline_ms };
+        [learner, phase, self.next_ping_ms].into_iter().flatten().min()
+    }
+
+    /// The next thing to do, in order.
+    pub fn poll_action(&mut self) -> Option<LeaderAction> {
+        self.actions.pop_front()
+    }
+
+    fn ping_interval_ms(&self) -> u64 {
+        (self.cfg.tick_ms / 2).max(1)
+    }
+
+    fn conns_in(&self, phase: LearnerPhase) -> Vec<ConnId> {
+        self.learners.iter().filter(|(_, l)| l.phase == phase).map(|(c, _)| *c).collect()
+    }
+
+    fn send(&mut self, conn: ConnId, packet: QuorumPacket) {
+        self.actions.push_back(LeaderAction::Send { conn, packet });
+    }
+
+    fn send_pair(&mut self, conn: ConnId, zxid: i64, payload: Bytes) {
+        self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload)));
+        self.send(conn, QuorumPacket::new(PacketType::Commit, zxid, None));
+    }
+
+    /// Closes a connection for bad or untimely input; the leader keeps leading.
+    fn reject(&mut self, conn: ConnId, reason: String) {
+        let sid = self.learners.remove(&conn).map(|l| l.sid);
+        tracing::warn!(me = self.cfg.my_sid, conn, learner = ?sid, %reason, "closing learner connection");
+        self.actions.push_back(LeaderAction::Close { conn, reason });
+    }
+
+    fn step_down(&mut self, reason: String) {
+        tracing::warn!(sid = self.cfg.my_sid, %reason, "stepping down");
+        self.phase = Phase::Stopped;
+        self.learners.clear();
+        self.actions.push_back(LeaderAction::StepDown { reason });
+    }
+
+    fn on_learner_info(&mut self, conn: ConnId, observer: bool, pkt: &QuorumPacket, now_ms: u64) {
+        let info = match LearnerInfo::decode(pkt.data.as_deref().unwrap_or(&[])) {
+            Ok(i) => i,
+            Err(e) => return self.reject(conn, e.to_string()),
+        };
+        let sid = info.sid;
+        if sid == self.cfg.my_sid {
+            return self.reject(conn, format!("learner claims our own sid {sid}"));
+        }
+        if !observer && !self.cfg.verifier.is_voter(sid) {
+            return self.reject(conn, format!("FOLLOWERINFO from {sid}, not a voter"));
+        }
+        if info.config_version.is_some_and(|v| v > self.cfg.verifier.version()) {
+            return self.reject(conn, format!("learner {sid} has a newer config"));
+        }
+        // A reconnecting learner replaces its old connection (which may not have timed out yet).
+        let old: Vec<ConnId> =
+            self.learners.iter().filter(|(c, l)| **c != conn && l.sid == sid).map(|(c, _)| *c).collect();
+        for c in old {
+            self.reject(c, format!("learner {sid} reconnected"));
+        }
+        let accepted = epoch_of(pkt.zxid);
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.sid = sid;
+            l.observer = observer;
+            l.phase = LearnerPhase::AwaitEpoch;
+            l.deadline_ms = None;
+        }
+        if self.phase == Phase::Discovery {
+            // Observers do not count for the quorum, but their epoch still raises the new one, so
+            // that they never see a LEADERINFO below what they accepted.
+            self.max_accepted = self.max_accepted.max(accepted);
+            if !observer {
+                self.epoch_set.insert(sid);
+            }
+            self.maybe_fix_epoch();
+        } else if !matches!(self.phase, Phase::PersistingAccepted) {
+            self.send_leader_info(conn, now_ms);
+        }
+    }
+
+    fn maybe_fix_epoch(&mut self) {
+        if self.phase != Phase::Discovery
+            || !self.cfg.verifier.contains_quorum(self.epoch_set.iter().copied())
+        {
+            return;
+        }
+        if self.max_accepted >= MAX_EPOCH {
+            return self.step_down("epoch space exhausted".into());
+        }
+        let epoch = self.max_accepted + 1;
+        tracing::info!(sid = self.cfg.my_sid, epoch, voters = ?self.epoch_set, "new epoch fixed");
+        self.epoch = Some(epoch);
+        self.phase = Phase::PersistingAccepted;
+        self.actions.push_back(LeaderAction::PersistAcceptedEpoch(epoch));
+    }
+
+    fn send_leader_info(&mut self, conn: ConnId, now_ms: u64) {
+        let epoch = self.epoch.unwrap_or(0);
+        let data = LeaderInfo { protocol_version: LEARNER_PROTOCOL_VERSION }.encode();
+        self.send(conn, QuorumPacket::new(PacketType::LeaderInfo, make_zxid(epoch, 0), Some(data)));
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::AwaitAckEpoch;
+            l.deadline_ms = Some(now_ms.saturating_add(self.cfg.init_ms()));
+        }
+    }
+
+    fn on_ack_epoch(&mut self, conn: ConnId, pkt: &QuorumPacket, now_ms: u64) {
+        let ack = match AckEpoch::decode(pkt.data.as_deref().unwrap_or(&[])) {
+            Ok(a) => a,
+            Err(e) => return self.reject(conn, e.to_string()),
+        };
+        let peer_zxid = pkt.zxid;
+        if peer_zxid < 0 {
+            return self.reject(conn, format!("ACKEPOCH with negative zxid {peer_zxid:#x}"));
+        }
+        let (sid, observer) = {
+            let l = &self.learners[&conn];
+            (l.sid, l.observer)
+        };
+        if ack.current_epoch != -1 {
+            let ours = (i64::from(self.local.current_epoch), self.local.last_logged_zxid);
+            if (i64::from(ack.current_epoch), peer_zxid) > ours {
+                return self.reject(
+                    conn,
+                    format!("learner {sid} is ahead of us: epoch {} zxid {peer_zxid:#x}", ack.current_epoch),
+                );
+            }
+        }
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.peer_zxid = peer_zxid;
+            l.phase = LearnerPhase::AwaitSyncStart;
+            l.deadline_ms = None;
+        }
+        match self.phase {
+            Phase::AwaitAckEpochs => {
+                // A learner that had already accepted this epoch answers -1 and is not counted.
+                if ack.current_epoch != -1 && !observer {
+                    self.ack_epoch_set.insert(sid);
+                }
+                self.maybe_epoch_acked();
+            }
+            Phase::AwaitNewLeaderAcks | Phase::Established => self.start_sync(conn, now_ms),
+            _ => {}
+        }
+    }
+
+    fn maybe_epoch_acked(&mut self) {
+        if self.phase == Phase::AwaitAckEpochs
+            && self.cfg.verifier.contains_quorum(self.ack_epoch_set.iter().copied())
+        {
+            let epoch = self.epoch.unwrap_or(0);
+            self.phase = Phase::PersistingCurrent;
+            self.actions.push_back(LeaderAction::PersistCurrentEpoch(epoch));
+        }
+    }
+
+    /// Window holds every committed record after `zxid`.
+    fn window_covers_after(&self, zxid: i64) -> bool {
+        zxid >= self.last_committed || self.window.front().is_some_and(|(f, _)| *f <= zxid)
+    }
+
+    /// Chooses DIFF, TRUNC, a log read or SNAP for a learner whose ACKEPOCH said `peer_zxid`.
+    fn start_sync(&mut self, conn: ConnId, now_ms: u64) {
+        let peer = self.learners[&conn].peer_zxid;
+        let last = self.last_committed;
+        let plan = if peer == last {
+            SyncPlan::Diff
+        } else if counter_of(peer) == 0 && peer != 0 {
+            // An epoch-start zxid names no record: we cannot tell what precedes it on the learner.
+            SyncPlan::Snap
+        } else if peer > last {
+            SyncPlan::Trunc(last)
+        } else if self.window.front().is_some_and(|(f, _)| *f <= peer) {
+            match self.window.binary_search_by_key(&peer, |(z, _)| *z) {
+                Ok(_) => SyncPlan::Diff,
+                Err(i) => {
+                    // The learner has a zxid we never committed. Truncating to the record before it
+                    // is safe only within one epoch: both histories came from that epoch's leader.
+                    let prev = self.window[i - 1].0;
+                    if epoch_of(prev) == epoch_of(peer) {
+                        SyncPlan::Trunc(prev)
+                    } else {
+                        SyncPlan::Snap
+                    }
+                }
+            }
+        } else if peer != 0 && self.local.first_logged_zxid.is_some_and(|f| f <= peer) {
+            let req = self.take_req();
+            self.actions.push_back(LeaderAction::ReadLog { req, from_zxid: peer, through_zxid: last });
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.phase = LearnerPhase::ReadingLog { req, through: last };
+            }
+            return;
+        } else {
+            SyncPlan::Snap
+        };
+        let from = match plan {
+            SyncPlan::Diff => {
+                self.send(conn, QuorumPacket::new(PacketType::Diff, last, None));
+                peer
+            }
+            SyncPlan::Trunc(z) => {
+                self.send(conn, QuorumPacket::new(PacketType::Trunc, z, None));
+                z
+            }
+            SyncPlan::Snap => return self.send_snap(conn, now_ms),
+        };
+        self.finish_sync(conn, from.min(last), now_ms);
+    }
+
+    fn take_req(&mut self) -> u64 {
+        let r = self.next_req;
+        self.next_req = self.next_req.wrapping_add(1);
+        r
+    }
+
+    fn send_snap(&mut self, conn: ConnId, _now_ms: u64) {
+        let req = self.take_req();
+        let zxid = self.last_committed;
+        self.send(conn, QuorumPacket::new(PacketType::Snap, zxid, None));
+        self.actions.push_back(LeaderAction::SerializeSnapshot { req, zxid });
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::Snapshotting { req, zxid };
+        }
+    }
+
+    /// After the DIFF/TRUNC/SNAP head and whatever the log gave: the committed records after
+    /// `from` from the window, the outstanding proposals (followers), NEWLEADER last.
+    fn finish_sync(&mut self, conn: ConnId, from: i64, now_ms: u64) {
+        let pairs: Vec<(i64, Bytes)> = self.window.iter().filter(|(z, _)| *z > from).cloned().collect();
+        for (zxid, payload) in pairs {
+            self.send_pair(conn, zxid, payload);
+        }
+        let observer = self.learners.get(&conn).is_some_and(|l| l.observer);
+        if !observer {
+            let proposals: Vec<(i64, Bytes)> = self.outstanding.iter().cloned().collect();
+            for (zxid, payload) in proposals {
+                self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload)));
+            }
+        }
+        let epoch = self.epoch.unwrap_or(0);
+        let config = self.cfg.config_string.clone();
+        self.send(conn, QuorumPacket::new(PacketType::NewLeader, make_zxid(epoch, 0), Some(config)));
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::AwaitNewLeaderAck;
+            l.deadline_ms = Some(now_ms.saturating_add(self.cfg.init_ms()));
+        }
+    }
+
+    fn on_new_leader_ack(&mut self, conn: ConnId, zxid: i64, now_ms: u64) {
+        let epoch = self.epoch.unwrap_or(0);
+        if zxid != make_zxid(epoch, 0) {
+            // ZK-4685: the NEWLEADER acknowledgement must be the first packet after NEWLEADER.
+            return self.reject(conn, format!("ACK {zxid:#x} where the NEWLEADER ACK was due"));
+        }
+        let (sid, observer) = {
+            let Some(l) = self.learners.get_mut(&conn) else { return };
+            l.phase = LearnerPhase::AwaitUpToDate;
+            l.deadline_ms = None;
+            (l.sid, l.observer)
+        };
+        if self.phase == Phase::Established {
+            return self.send_up_to_date(conn);
+        }
+        if !observer {
+            self.new_leader_set.insert(sid);
+        }
+        self.maybe_established(now_ms);
+    }
+
+    fn maybe_established(&mut self, now_ms: u64) {
+        if self.phase != Phase::AwaitNewLeaderAcks
+            || !self.cfg.verifier.contains_quorum(self.new_leader_set.iter().copied())
+        {
+            return;
+        }
+        let epoch = self.epoch.unwrap_or(0);
+        tracing::info!(sid = self.cfg.my_sid, epoch, quorum = ?self.new_leader_set, "established");
+        self.phase = Phase::Established;
+        self.phase_deadline_ms = None;
+        self.last_proposed = self.last_proposed.max(make_zxid(epoch, 0));
+        self.next_ping_ms = Some(now_ms.saturating_add(self.ping_interval_ms()));
+        self.actions.push_back(LeaderAction::Established { epoch });
+        for conn in self.conns_in(LearnerPhase::AwaitUpToDate) {
+            self.send_up_to_date(conn);
+        }
+    }
+
+    fn send_up_to_date(&mut self, conn: ConnId) {
+        self.send(conn, QuorumPacket::new(PacketType::UpToDate, -1, None));
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::Active;
+        }
+    }
+
+    fn on_broadcast_packet(&mut self, conn: ConnId, kind: PacketType, pkt: QuorumPacket) {
+        let (sid, observer) = {
+            let l = &self.learners[&conn];
+            (l.sid, l.observer)
+        };
+        match kind {
+            PacketType::Ack => {
+                if counter_of(pkt.zxid) == 0 {
+                    // The ACK after UPTODATE (or a repeated NEWLEADER ACK): nothing to count.
+                    return;
+                }
+                if observer {
+                    return self.reject(conn, "observers do not ACK".into());
+                }
+                if pkt.zxid > self.last_proposed {
+                    return self.reject(conn, format!("ACK of unproposed zxid {:#x}", pkt.zxid));
+                }
+                if pkt.zxid > self.last_committed {
+                    self.actions.push_back(LeaderAction::Ack { sid, zxid: pkt.zxid });
+                }
+            }
+            PacketType::Ping => match SessionTouch::decode_list(pkt.data.as_deref().unwrap_or(&[])) {
+                Ok(sessions) if sessions.is_empty() => {}
+                Ok(sessions) => self.actions.push_back(LeaderAction::Touch { sessions }),
+                Err(e) => self.reject(conn, e.to_string()),
+            },
+            PacketType::Request => match ForwardedRequest::decode(&pkt.data.clone().unwrap_or_default()) {
+                Ok(request) => self.actions.push_back(LeaderAction::Forwarded {
+                    sid,
+                    conn,
+                    request,
+                    authinfo: pkt.authinfo.unwrap_or_default(),
+                }),
+                Err(e) => self.reject(conn, e.to_string()),
+            },
+            PacketType::Revalidate => match RevalidateRequest::decode(pkt.data.as_deref().unwrap_or(&[])) {
+                Ok(r) => self.actions.push_back(LeaderAction::Revalidate {
+                    conn,
+                    session: r.session_id,
+                    timeout: r.timeout_ms,
+                }),
+                Err(e) => self.reject(conn, e.to_string()),
+            },
+            other => self.reject(conn, format!("unexpected {other:?} from a synced learner")),
+        }
+    }
+}
