@@ -28,11 +28,16 @@
 //! child array at the same point; a child gone by the time its turn comes is skipped. The stream
 //! is therefore always in pre-order, and every node is captured as it was at some moment after
 //! the begin zxid `S`. The learner replays every txn above `S` idempotently, which fixes up the
-//! rest; two cases need care because the ACL map went out before the nodes:
-//! - a node carrying an ACL list that was not in use at begin got it by a txn above `S`; if the
-//!   node itself was created above `S` (czxid > S) it is left out with its subtree (the replayed
-//!   creates bring them back), otherwise it is written with key -1 and the replayed setACL sets
-//!   the real list.
+//! rest. Because the ACL map goes out before the nodes, a node may carry a list that is not in
+//! it: a list not in use at begin, which the node therefore got by a txn above `S`.
+//! - If the node was created above `S` (czxid > S) it is left out with its subtree, whose nodes
+//!   were all created after it: the replayed creates bring them back.
+//! - Otherwise (a setACL above `S` gave it the list) it is written with key -1, and the replayed
+//!   setACL sets the real list.
+//!
+//! The cursor holds a reference to each list in the map until the signature is written, so a
+//! list's address keeps naming it; a list released meanwhile leaves the ACL table at the
+//! table's next sweep instead of at once.
 //!
 //! Sessions go out in the order Apache's copy of its session map iterates (Java HashMap order of
 //! `Long` keys; ties inside one bucket, which Apache orders by insertion, by id). ACL lists are
@@ -79,10 +84,10 @@ use zk_proto::{perms, Acl, Id, StatPersisted};
 pub const SIGNATURE: &str = "BenWasHere";
 /// The ACL key meaning world:anyone with every permission, never in the ACL map.
 pub const OPEN_ACL_KEY: i64 = -1;
-/// Default bound on one string, buffer or ACL list in the stream: Apache's default jute.maxbuffer
-/// (0xfffff) plus its extra allowance (1024, the 3.8 minimum), past which an Apache learner
-/// refuses the stream too. A leader running with a larger jute.maxbuffer needs learners with a
-/// matching limit ([`ApacheSnapLoader::with_max_field_bytes`]).
+/// Default bound on one string, buffer or ACL list in the stream: Apache's default
+/// jute.maxbuffer (0xfffff), which bounds every path, data and ACL a leader accepted from a
+/// client, plus 1 KiB of slack. A leader running with a larger jute.maxbuffer needs learners
+/// with a matching limit ([`ApacheSnapLoader::with_max_field_bytes`]).
 pub const DEFAULT_MAX_FIELD_BYTES: u32 = 0xfffff + 1024;
 
 /// Bytes of a StatPersisted: 4 × i64, 3 × i32, 2 × i64.

@@ -554,3 +554,55 @@ proptest! {
         let _ = l.finish();
     }
 }
+
+#[test]
+fn empty_acl_list_gets_a_key_of_its_own() {
+    // Clients cannot make one (INVALIDACL), but a tree may hold one (an empty list allows all);
+    // it is keyed like any other list, never -1, so it comes back empty.
+    let mut d = Driver::new();
+    d.zxid += 1;
+    let txn = Txn::Create(zk_proto::CreateTxn {
+        path: "/bare".into(),
+        data: None,
+        acl: Vec::new(),
+        ephemeral: false,
+        parent_cversion: -1,
+    });
+    d.commit(0, OpCode::Create, txn);
+    assert_eq!(d.db.tree().get("/bare").map(|n| n.acl.len()), Some(0));
+    let bytes = d.db.apache_snap_to_vec();
+    let (_, acls, nodes, _) = items(&bytes);
+    let key = nodes.iter().find(|n| n.0 == "/bare").map(|n| n.1).expect("/bare written");
+    assert!(acls.contains(&(key, Vec::new())), "{acls:?}");
+    let (db, _) = load_apache_snap(cfg(), d.db.last_applied_zxid(), &bytes).expect("load");
+    assert_same(&db, &d.db);
+}
+
+#[test]
+fn steps_are_bounded() {
+    let mut d = Driver::new();
+    d.open(1, 5000);
+    for i in 0..300 {
+        d.create(1, &format!("/p{}", i % 7), None, open_acl(), 0);
+        d.create(1, &format!("/p{}/c{i}", i % 7), Some(b"12345678"), acl_choice(i as u8), 0);
+    }
+    let mut cur = d.db.apache_snap_begin();
+    let mut out = Vec::new();
+    let mut steps = 0;
+    loop {
+        let (before_len, before_nodes) = (out.len(), cur.nodes_written());
+        let done = d.db.apache_snap_step(&mut cur, &mut out, 10);
+        steps += 1;
+        assert!(cur.nodes_written() - before_nodes <= 10);
+        // Ten items of at most a path, eight bytes of data, a key and a stat each, plus the
+        // counts and the signature.
+        assert!(out.len() - before_len <= 10 * (4 + 16 + 4 + 8 + 8 + STAT_BYTES) + 40);
+        if done {
+            break;
+        }
+    }
+    // Discovery walks the slots 40 at a time, then sessions, lists and nodes go 10 at a time.
+    assert!(steps >= 300 / 10, "{steps} steps");
+    assert_eq!(cur.nodes_written(), d.db.tree().len() as u64);
+    assert_eq!(out, d.db.apache_snap_to_vec());
+}
