@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod acl;
+pub mod apache_snap;
 mod apply;
 mod database;
 pub mod expiry;
