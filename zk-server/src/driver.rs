@@ -4,8 +4,9 @@
 //! (`crate::core::ServerCore`); what is here only moves bytes and reads clocks.
 
 use crate::core::{Action, ConnId, Event, Now, ServerCore};
+use crate::ensemble::quorum::{Effect, Input, Quorum};
 use crate::fourlw;
-use crate::log::{DurableReport, TxnSink};
+use crate::log::TxnSink;
 use crate::settings::Settings;
 use crate::snapshots::SnapJob;
 use crate::stats::ConnStats;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::{debug, error, info, warn};
+use zk_log::WriterReport;
 use zk_proto::{ConnectRequest, Request, RequestError};
 
 /// What the driver sends a connection's writer.
@@ -124,6 +126,10 @@ pub struct Driver {
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
     stop: Option<String>,
+    /// The ensemble part, when this server is one of several.
+    quorum: Option<Quorum>,
+    /// Where a snapshot received from a leader is written before the log is reset to it.
+    snapshot_storage: Option<zk_log::FileStorage>,
 }
 
 fn wall_ms() -> i64 {
@@ -152,6 +158,23 @@ impl Driver {
             permits,
             dead: Vec::new(),
             stop: None,
+            quorum: None,
+            snapshot_storage: None,
+        }
+    }
+
+    /// Makes this server a member of an ensemble: `quorum` elects and replicates, and snapshots
+    /// received from a leader are written to `snapshots` before the log is reset to them.
+    pub fn with_quorum(mut self, quorum: Quorum, snapshots: zk_log::FileStorage) -> Driver {
+        self.quorum = Some(quorum);
+        self.snapshot_storage = Some(snapshots);
+        self
+    }
+
+    async fn quorum_input(q: &mut Option<Quorum>) -> Input {
+        match q {
+            Some(q) => q.next().await,
+            None => std::future::pending().await,
         }
     }
 
@@ -172,8 +195,10 @@ impl Driver {
     pub async fn run(
         mut self,
         mut inbox: mpsc::Receiver<DriverMsg>,
-        mut durable: mpsc::Receiver<DurableReport>,
+        mut durable: mpsc::Receiver<WriterReport>,
     ) -> Result<(), String> {
+        // The first election's effects (the core stops serving until it has a role).
+        self.pump_all().await;
         // One timer, moved only when the core's next deadline moves (re-arming a timer on every
         // wake-up showed in profiles of small requests).
         let far = || tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -207,13 +232,18 @@ impl Driver {
                         }
                     }
                 }
+                input = Self::quorum_input(&mut self.quorum) => {
+                    if let Some(q) = self.quorum.as_mut() {
+                        q.on_input(input, self.core.database()).await;
+                    }
+                }
                 _ = &mut sleep, if armed.is_some() => {
                     // Fired: re-arm after the timers ran, even if the deadline reads the same.
                     armed = None;
                 }
             }
             self.core.handle_timeout(Self::now(self.origin));
-            self.pump();
+            self.pump_all().await;
             if let Some(reason) = self.stop.take() {
                 return Err(reason);
             }
@@ -223,7 +253,7 @@ impl Driver {
 
     /// At shutdown: waits (bounded) until what was handed to the log is durable, and commits it,
     /// so clients that are still connected get their answers.
-    async fn shutdown(&mut self, durable: &mut mpsc::Receiver<DurableReport>) -> Result<(), String> {
+    async fn shutdown(&mut self, durable: &mut mpsc::Receiver<WriterReport>) -> Result<(), String> {
         self.pump();
         let deadline = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
         while self.core.in_flight() > 0 && self.stop.is_none() {
@@ -240,11 +270,26 @@ impl Driver {
         }
     }
 
-    fn on_log_report(&mut self, report: Option<DurableReport>) {
+    fn on_log_report(&mut self, report: Option<WriterReport>) {
         let now = Self::now(self.origin);
         match report {
-            Some(Ok(zxid)) => self.core.handle(now, Event::Durable { zxid }),
-            Some(Err(error)) => {
+            Some(WriterReport::Durable(zxid)) => {
+                self.core.handle(now, Event::Durable { zxid });
+                if let Some(q) = self.quorum.as_mut() {
+                    q.durable(zxid);
+                }
+            }
+            Some(WriterReport::Truncated(zxid)) => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.truncated(zxid, self.core.database());
+                }
+            }
+            Some(WriterReport::Reset(zxid)) => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.reset_done(zxid);
+                }
+            }
+            Some(WriterReport::Failed(error)) => {
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();
@@ -294,6 +339,70 @@ impl Driver {
         false
     }
 
+    /// Carries out every action of the core and every effect of the ensemble part, until neither
+    /// has more.
+    async fn pump_all(&mut self) {
+        loop {
+            self.pump();
+            let Some(q) = self.quorum.as_mut() else { return };
+            q.touch(self.core.take_touched());
+            q.settle(self.core.database()).await;
+            let effects = q.take_effects();
+            if effects.is_empty() {
+                return;
+            }
+            for e in effects {
+                self.effect(e);
+            }
+        }
+    }
+
+    fn effect(&mut self, e: Effect) {
+        let now = Self::now(self.origin);
+        match e {
+            Effect::Core(ev) => self.core.handle(now, ev),
+            Effect::SetRole(role, voters, db) => self.core.set_role(role, voters, db.map(|b| *b), now),
+            Effect::Persist(batch) => self.persist(batch, false),
+            Effect::Truncate(zxid) => {
+                if let Err(e) = self.log.truncate_after(zxid) {
+                    self.core.handle(now, Event::LogFailed { error: e });
+                }
+            }
+            Effect::Reset(zxid) => {
+                // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
+                // a crash between the two restarts from the snapshot.
+                if let Err(e) = self.write_snapshot() {
+                    self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
+                    return;
+                }
+                if let Err(e) = self.log.reset_to(zxid) {
+                    self.core.handle(now, Event::LogFailed { error: e });
+                }
+            }
+        }
+    }
+
+    /// Writes the core's database as a snapshot file, whole, on this thread (a learner that
+    /// received a snapshot serves nobody until it is written).
+    fn write_snapshot(&self) -> Result<(), zk_log::LogError> {
+        let Some(storage) = self.snapshot_storage.as_ref() else { return Ok(()) };
+        let db = self.core.database();
+        let mut cur = db.snapshot_begin();
+        let mut w = zk_log::snapshot::SnapshotWriter::create(storage, cur.start_zxid())?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        loop {
+            buf.clear();
+            let done = db.snapshot_step(&mut cur, &mut buf, crate::core::NODES_PER_STEP);
+            w.write(&buf)?;
+            if done {
+                break;
+            }
+        }
+        let info = w.finish()?;
+        info!("wrote snapshot {} received from the leader", info.name);
+        Ok(())
+    }
+
     /// Carries out every action the core has, including those that carrying one out produces.
     fn pump(&mut self) {
         loop {
@@ -327,18 +436,25 @@ impl Driver {
             }
             Action::ReleasePermit => self.permits.add_permits(1),
             Action::Persist { records, inline } => self.persist(records, inline),
-            // No quorum layer yet: a standalone server's voter set is itself, so the core emits
-            // neither (a voter set of one never proposes to or commits for anyone).
-            Action::Propose { proposal } => {
-                debug!("proposal 0x{:x} has no follower to go to", proposal.hdr.zxid)
+            // A standalone server's voter set is itself: its core never proposes to anyone.
+            Action::Propose { proposal } => match self.quorum.as_mut() {
+                Some(q) => q.propose(&proposal.hdr, &proposal.txn),
+                None => debug!("proposal 0x{:x} has no follower to go to", proposal.hdr.zxid),
+            },
+            Action::Commit { zxid } => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.committed(zxid);
+                }
             }
-            Action::Commit { zxid } => debug!("commit 0x{zxid:x} has no follower to go to"),
-            // Only learners forward, and only leaders answer learners' syncs: neither role runs
-            // under this driver yet.
-            Action::Forward { session, cxid, .. } => {
-                debug!("request 0x{session:x}/{cxid} has no leader to go to")
+            Action::Forward { session, cxid, op, body, auth } => match self.quorum.as_mut() {
+                Some(q) => q.forward(session, cxid, op, body, auth),
+                None => debug!("request 0x{session:x}/{cxid} has no leader to go to"),
+            },
+            Action::SyncReady { to } => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.sync_ready(to);
+                }
             }
-            Action::SyncReady { to } => debug!("sync for learner connection {to} has no learner to go to"),
             Action::ResumeLog => self.log.resume(),
             Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
             Action::Snapshot(job) => self.snapshot_job(job),

@@ -63,13 +63,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if cfg.is_distributed() {
-        let msg = "server.N lines found: replicated mode is not available yet in zkrs; \
-                   remove them to run standalone";
-        error!("{msg}");
-        eprintln!("zkrs-server: {msg}");
-        return ExitCode::from(2);
-    }
     let settings = match Settings::from_config(&cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -91,7 +84,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = rt.block_on(zk_server::server::run(settings, shutdown_signal()));
+    let ensemble = cfg.is_distributed().then(|| cfg.clone());
+    let result = rt.block_on(zk_server::server::run(settings, ensemble, shutdown_signal()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

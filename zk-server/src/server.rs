@@ -3,7 +3,8 @@
 use crate::conn;
 use crate::core::{CoreConfig, CounterRule, Now, ServerCore, SnapshotSettings, VoterSet};
 use crate::driver::{Driver, DriverMsg};
-use crate::log::{open_and_replay, DurableReport};
+use crate::ensemble::quorum::{EnsembleSettings, Quorum};
+use crate::log::open_and_replay;
 use crate::settings::Settings;
 use crate::snapshots;
 use std::collections::HashMap;
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{info, warn};
+use zk_log::TxnSink;
 use zk_tree::{Recovery, TreeConfig};
 
 /// Messages the core's inbox holds before connection readers wait.
@@ -77,9 +79,11 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Runs a standalone server until `shutdown` resolves.
+/// Runs a server until `shutdown` resolves: standalone, or, given the parsed configuration of an
+/// ensemble (`ensemble`), as a member of it.
 pub async fn run(
     settings: Settings,
+    ensemble: Option<crate::config::ServerConfig>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
     let settings = Arc::new(settings);
@@ -96,7 +100,14 @@ pub async fn run(
     let snap_dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
     let snap_storage =
         snapshots::open_dir(&snap_dir).map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
-    let db = snapshots::load_newest(&snap_storage, tree_cfg)
+    let ensemble = match ensemble {
+        Some(cfg) => Some(
+            EnsembleSettings::from_config(&cfg, tree_cfg.clone())
+                .map_err(|reason| StartError::Stopped { reason })?,
+        ),
+        None => None,
+    };
+    let db = snapshots::load_newest(&snap_storage, tree_cfg.clone())
         .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
     let mut rec = Recovery::new(db);
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
@@ -115,8 +126,8 @@ pub async fn run(
     // The writer thread reports durability into the core's select loop. Reports are one per
     // group of batches, and the log's queue holds at most LOG_QUEUE batches.
     const LOG_QUEUE: usize = 64;
-    let (durable_tx, durable_rx) = mpsc::channel::<DurableReport>(LOG_QUEUE * 2 + 8);
-    let writer = zk_log::LogWriter::spawn(log, LOG_QUEUE, move |report| {
+    let (durable_tx, durable_rx) = mpsc::channel::<zk_log::WriterReport>(LOG_QUEUE * 2 + 8);
+    let writer = zk_log::LogWriter::spawn_with_reports(log, LOG_QUEUE, move |report| {
         let _ = durable_tx.blocking_send(report);
     })
     .map_err(|source| StartError::Log {
@@ -129,8 +140,9 @@ pub async fn run(
     })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
-    let snap_tx = snapshots::spawn_writer(snap_storage, settings.snap_retain_count as usize, core_tx.clone())
-        .map_err(|source| StartError::Log {
+    let snap_tx =
+        snapshots::spawn_writer(snap_storage.clone(), settings.snap_retain_count as usize, core_tx.clone())
+            .map_err(|source| StartError::Log {
             dir: snap_dir.clone(),
             source: zk_log::LogError::Io {
                 op: "start the snapshot thread",
@@ -138,11 +150,14 @@ pub async fn run(
                 source,
             },
         })?;
+    let server_id = ensemble.as_ref().map_or(0, |e| e.my_sid);
+    let last_logged = writer.source().durable_zxid();
+    let source = writer.source();
     let cfg = CoreConfig {
         settings: settings.clone(),
-        server_id: 0,
-        // Standalone: a quorum of one.
-        voters: VoterSet::solo(0),
+        server_id: server_id as u8,
+        // Standalone: a quorum of one. An ensemble member starts down until it has a role.
+        voters: VoterSet::solo(server_id),
         counter_rule: CounterRule::Wrap,
         snapshots: Some(SnapshotSettings {
             snap_count: settings.snap_count,
@@ -155,8 +170,19 @@ pub async fn run(
         seed: seed(now),
     };
     let core = ServerCore::new(cfg, db, now);
-    let driver =
+    let mut driver =
         Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone());
+    if let Some(ens) = ensemble {
+        let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
+            .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
+        let (storage, cfg) = (snap_storage.clone(), tree_cfg.clone());
+        let reload: Box<dyn Fn(&dyn zk_log::TxnSource) -> Result<zk_tree::Database, String> + Send> =
+            Box::new(move |src| reload_database(&storage, cfg.clone(), src));
+        let quorum = Quorum::start(ens, epochs, source, reload, origin).await.map_err(|e| {
+            StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") }
+        })?;
+        driver = driver.with_quorum(quorum, snap_storage.clone());
+    }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
     info!("serving clients on {} (standalone; log in {})", settings.client_addr, log_dir.display());
 
@@ -215,6 +241,28 @@ fn core_result(ended: Result<Result<(), String>, tokio::task::JoinError>) -> Res
         Ok(Err(reason)) => Err(StartError::Stopped { reason }),
         Err(e) => Err(StartError::Stopped { reason: format!("the core task failed: {e}") }),
     }
+}
+
+/// The database as this server's disk has it: the newest snapshot, then every logged transaction
+/// after it (read through `source` while the log writer runs).
+fn reload_database(
+    storage: &zk_log::FileStorage,
+    cfg: TreeConfig,
+    source: &dyn zk_log::TxnSource,
+) -> Result<zk_tree::Database, String> {
+    let db = snapshots::load_newest(storage, cfg)?;
+    let mut rec = Recovery::new(db);
+    let last = source.durable_zxid();
+    let mut from = rec.start_zxid().max(source.base_zxid()) + 1;
+    while from <= last {
+        let entries = source.read_range(from, last, 100_000).map_err(|e| e.to_string())?;
+        let Some(end) = entries.last().map(|e| e.header.zxid) else { break };
+        for e in &entries {
+            rec.replay(&e.header, &e.txn);
+        }
+        from = end + 1;
+    }
+    Ok(rec.finish(0))
 }
 
 /// A seed for the core's randomness (the spread of snapshot thresholds): different on every

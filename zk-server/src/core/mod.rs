@@ -460,7 +460,9 @@ impl ServerCore {
                 }
             }
             Event::Committed { hdr, txn } => {
-                if matches!(self.role, Role::Learner { .. }) {
+                // A learner applies its leader's commits, and so does one still syncing (Down):
+                // the DIFF it receives is committed history.
+                if matches!(self.role, Role::Learner { .. } | Role::Down) {
                     self.apply(now, Proposal { hdr, txn, internal: false });
                 } else {
                     warn!("a commit from a leader reached a server that is not a learner; ignored");

@@ -4,3 +4,5 @@
 pub mod election;
 pub mod election_net;
 pub mod peer_net;
+pub mod quorum;
+pub mod settings;

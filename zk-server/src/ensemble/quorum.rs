@@ -1,0 +1,748 @@
+//! This server's part in an ensemble: elections, then leading or learning with zk-quorum's Zab
+//! machines, around the same server core and log as a standalone server.
+//!
+//! The driver (`crate::driver`) owns the core and the log; this part owns the election and
+//! quorum ports, the epoch files and the Zab machine of the moment. It turns what those say into
+//! [`Effect`]s the driver carries out on the core and the log, and takes the core's quorum actions
+//! (proposals, commits, forwarded requests, sync answers) and the log's reports in.
+//!
+//! Every change of role goes through LOOKING: the core stops serving (clients reconnect
+//! elsewhere), the database is reloaded from the snapshot and the whole log on disk (a leader's
+//! history is everything it logged; a learner's is then put right by DIFF, TRUNC or SNAP), and an
+//! election runs.
+
+use super::election_net::{ElectionNet, Received};
+use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
+use crate::core::{Event, Role, VoterSet};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tracing::{debug, error, info, warn};
+use zk_log::{EpochStore, FileStorage, TxnSource};
+use zk_proto::jute::{Jute, Reader};
+use zk_proto::{OpCode, Request, Txn, TxnHeader};
+use zk_quorum::config::QuorumConfig;
+use zk_quorum::election::{ElectionConfig, FastLeaderElection, PeerData};
+use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::wire::{ForwardedRequest, PeerState};
+use zk_quorum::zab::{Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig};
+use zk_tree::apache_snap::ApacheSnapLoader;
+use zk_tree::{Database, TreeConfig};
+
+/// The most log records a leader reads back for one DIFF before it sends a snapshot instead.
+const DIFF_RECORDS_MAX: usize = 1_000_000;
+
+/// Connections accepted on the quorum port and not yet taken by the loop.
+const ACCEPT_QUEUE: usize = 64;
+
+/// Events from the peer connections not yet handled.
+const PEER_EVENTS: usize = 16 * 1024;
+
+/// How this server is placed in its ensemble.
+#[derive(Debug, Clone)]
+pub struct EnsembleSettings {
+    /// myid.
+    pub my_sid: i64,
+    /// The servers, as the notifications and NEWLEADER carry them.
+    pub config: QuorumConfig,
+    /// Whether this server is an observer.
+    pub observer: bool,
+    /// tickTime, ms.
+    pub tick_ms: u64,
+    /// initLimit, ticks.
+    pub init_limit: u64,
+    /// syncLimit, ticks.
+    pub sync_limit: u64,
+    /// Where this server's election port listens.
+    pub election_listen: SocketAddr,
+    /// Every other server's election address.
+    pub election_peers: HashMap<i64, SocketAddr>,
+    /// Where this server's quorum port listens (it accepts learners while it leads).
+    pub quorum_listen: SocketAddr,
+    /// Every server's quorum address.
+    pub quorum_addrs: HashMap<i64, SocketAddr>,
+    /// The largest quorum packet accepted.
+    pub max_packet: usize,
+    /// How a database received by SNAP is set up.
+    pub tree_cfg: TreeConfig,
+}
+
+/// What the driver does for this part.
+#[derive(Debug)]
+pub enum Effect {
+    /// Hand the core this event.
+    Core(Event),
+    /// Change the core's role (and its database, when given).
+    SetRole(Role, VoterSet, Option<Box<Database>>),
+    /// Append these records (a learner logging its leader's proposals).
+    Persist(zk_log::RecordBatch),
+    /// Cut the log after this zxid (TRUNC); report back with [`Quorum::truncated`].
+    Truncate(i64),
+    /// Drop the whole log: it continues above this zxid (SNAP); report back with
+    /// [`Quorum::reset_done`].
+    Reset(i64),
+}
+
+/// What woke the loop up.
+#[derive(Debug)]
+pub enum Input {
+    /// A notification on the election port.
+    Election(Received),
+    /// Something on a quorum connection.
+    Peer(PeerEvent),
+    /// A learner connected to the quorum port.
+    Accepted(TcpStream),
+    /// A machine's timer is due.
+    Timer,
+}
+
+enum State {
+    Looking(Box<FastLeaderElection>),
+    Leading(Box<Leader>),
+    Learning { learner: Box<Learner>, conn: PeerConn },
+}
+
+/// A snapshot received by SNAP, loaded by the connection's reader.
+type Received_ = Arc<Mutex<Option<Database>>>;
+
+/// This server's part in the ensemble. See the module docs.
+pub struct Quorum {
+    s: EnsembleSettings,
+    verifier: QuorumVerifier,
+    origin: Instant,
+    net: ElectionNet,
+    election_rx: mpsc::Receiver<Received>,
+    epochs: EpochStore<FileStorage>,
+    source: Box<dyn TxnSource>,
+    /// Reloads the database from disk (the newest snapshot plus the log after it).
+    reload: Box<dyn Fn(&dyn TxnSource) -> Result<Database, String> + Send>,
+    state: State,
+    accepted_rx: mpsc::Receiver<TcpStream>,
+    peer_tx: mpsc::Sender<PeerEvent>,
+    peer_rx: mpsc::Receiver<PeerEvent>,
+    outboxes: HashMap<PeerConn, mpsc::Sender<Outgoing>>,
+    next_conn: PeerConn,
+    /// The snapshot the current learner connection received.
+    received: Received_,
+    effects: Vec<Effect>,
+}
+
+impl Quorum {
+    /// Binds the election and quorum ports and starts looking for a leader.
+    ///
+    /// Errors: a port cannot be bound.
+    pub async fn start(
+        s: EnsembleSettings,
+        epochs: EpochStore<FileStorage>,
+        source: Box<dyn TxnSource>,
+        reload: Box<dyn Fn(&dyn TxnSource) -> Result<Database, String> + Send>,
+        origin: Instant,
+    ) -> std::io::Result<Quorum> {
+        let my_addr = zk_quorum::wire::HostPort {
+            host: s.election_listen.ip().to_string(),
+            port: s.election_listen.port(),
+        };
+        let (net, election_rx) =
+            ElectionNet::start(s.my_sid, s.election_listen, my_addr, s.election_peers.clone()).await?;
+        let listener = TcpListener::bind(s.quorum_listen).await?;
+        let (acc_tx, accepted_rx) = mpsc::channel(ACCEPT_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        if acc_tx.send(stream).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        warn!("quorum port accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        info!("quorum port listening on {}", s.quorum_listen);
+        let verifier = QuorumVerifier::from_config(&s.config);
+        let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENTS);
+        let mut q = Quorum {
+            state: State::Looking(Box::new(FastLeaderElection::new(
+                ElectionConfig::new(s.my_sid, &s.config),
+                PeerData { last_logged_zxid: 0, current_epoch: 0 },
+                0,
+            ))),
+            s,
+            verifier,
+            origin,
+            net,
+            election_rx,
+            epochs,
+            source,
+            reload,
+            accepted_rx,
+            peer_tx,
+            peer_rx,
+            outboxes: HashMap::new(),
+            next_conn: 1,
+            received: Arc::new(Mutex::new(None)),
+            effects: Vec::new(),
+        };
+        q.look("starting");
+        Ok(q)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// The effects produced so far, for the driver to carry out in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// The role Apache's `srvr` would print.
+    pub fn mode(&self) -> &'static str {
+        match &self.state {
+            State::Looking(_) => "looking",
+            State::Leading(l) if l.is_established() => "leader",
+            State::Leading(_) => "looking",
+            State::Learning { learner, .. } if learner.is_up_to_date() => {
+                if self.s.observer {
+                    "observer"
+                } else {
+                    "follower"
+                }
+            }
+            State::Learning { .. } => "looking",
+        }
+    }
+
+    /// Waits for the next input.
+    pub async fn next(&mut self) -> Input {
+        let deadline = match &self.state {
+            State::Looking(f) => f.poll_timeout(),
+            State::Leading(l) => l.poll_timeout(),
+            State::Learning { learner, .. } => learner.poll_timeout(),
+        };
+        let wait = deadline.map(|t| Duration::from_millis(t.saturating_sub(self.now_ms())));
+        tokio::select! {
+            biased;
+            Some(e) = self.peer_rx.recv() => Input::Peer(e),
+            Some(r) = self.election_rx.recv() => Input::Election(r),
+            Some(s) = self.accepted_rx.recv() => Input::Accepted(s),
+            _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => Input::Timer,
+        }
+    }
+
+    /// Handles an input; then call [`Self::take_effects`].
+    pub async fn on_input(&mut self, input: Input, core_db: &Database) {
+        let now = self.now_ms();
+        match input {
+            Input::Election(r) => match &mut self.state {
+                State::Looking(f) => f.handle_notification(r.0, r.1, now),
+                // Leaders and learners answer a looking peer with their vote: a fresh election
+                // machine settled on the current leader would; Apache answers from its vote.
+                _ => self.answer_looking_peer(r),
+            },
+            Input::Accepted(stream) => {
+                if let State::Leading(l) = &mut self.state {
+                    let conn = self.next_conn;
+                    self.next_conn += 1;
+                    let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), None);
+                    self.outboxes.insert(conn, out);
+                    l.learner_connected(conn, now);
+                } else {
+                    debug!("quorum connection refused: not leading");
+                }
+            }
+            Input::Peer(PeerEvent::Packet(conn, pkt)) => match &mut self.state {
+                State::Leading(l) => l.handle_packet(conn, pkt, now),
+                State::Learning { learner, conn: c } if *c == conn => learner.handle_packet(pkt, now),
+                _ => {}
+            },
+            Input::Peer(PeerEvent::SnapshotReceived(conn)) => self.snapshot_received(conn),
+            Input::Peer(PeerEvent::Closed(conn, why)) => {
+                self.outboxes.remove(&conn);
+                match &mut self.state {
+                    State::Leading(l) => {
+                        debug!("learner connection {conn} closed: {why}");
+                        l.learner_disconnected(conn, now);
+                    }
+                    State::Learning { conn: c, .. } if *c == conn => {
+                        warn!("connection to the leader closed: {why}");
+                        self.look("lost the leader");
+                    }
+                    _ => {}
+                }
+            }
+            Input::Timer => match &mut self.state {
+                State::Looking(f) => f.handle_timeout(now),
+                State::Leading(l) => l.handle_timeout(now),
+                State::Learning { learner, .. } => learner.handle_timeout(now),
+            },
+        }
+        self.drain(core_db).await;
+    }
+
+    fn answer_looking_peer(&mut self, r: Received) {
+        let (from, n) = r;
+        if n.state != PeerState::Looking {
+            return;
+        }
+        let (leader, epoch, state) = match &self.state {
+            State::Leading(l) => (self.s.my_sid, l.epoch().unwrap_or(0), PeerState::Leading),
+            State::Learning { learner, .. } => (
+                learner.leader_sid(),
+                learner.epoch().unwrap_or(0),
+                if self.s.observer { PeerState::Observing } else { PeerState::Following },
+            ),
+            State::Looking(_) => return,
+        };
+        let reply = zk_quorum::wire::Notification {
+            state,
+            leader,
+            zxid: self.source.durable_zxid(),
+            election_epoch: n.election_epoch,
+            peer_epoch: i64::from(epoch),
+            version: zk_quorum::wire::notification::NOTIFICATION_VERSION,
+            config: Some(Bytes::from(self.s.config.to_config_string())),
+        };
+        self.net.send(from, &reply);
+    }
+
+    /// Back to LOOKING: the core stops serving, and a new election starts.
+    fn look(&mut self, why: &str) {
+        info!("looking for a leader ({why})");
+        for (_, out) in self.outboxes.drain() {
+            drop(out);
+        }
+        let me = self.s.my_sid;
+        self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), None));
+        let data =
+            PeerData { last_logged_zxid: self.source.durable_zxid(), current_epoch: self.epochs.current() };
+        let now = self.now_ms();
+        let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
+        fle.start_election(data, now);
+        self.state = State::Looking(Box::new(fle));
+    }
+
+    fn local_state(&self) -> LocalState {
+        let base = self.source.base_zxid();
+        let last = self.source.durable_zxid();
+        LocalState {
+            accepted_epoch: self.epochs.accepted() as u32,
+            current_epoch: self.epochs.current() as u32,
+            last_logged_zxid: last,
+            first_logged_zxid: (last > base).then_some(base + 1),
+        }
+    }
+
+    fn zab_config(&self) -> ZabConfig {
+        let mut cfg = ZabConfig::new(
+            self.s.my_sid,
+            self.verifier.clone(),
+            self.s.tick_ms,
+            self.s.init_limit,
+            self.s.sync_limit,
+        );
+        cfg.config_string = Bytes::from(self.s.config.to_config_string());
+        cfg
+    }
+
+    /// Reloads the database from disk and hands it to the core (still down).
+    fn reload_database(&mut self) -> bool {
+        match (self.reload)(self.source.as_ref()) {
+            Ok(db) => {
+                let me = self.s.my_sid;
+                self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), Some(Box::new(db))));
+                true
+            }
+            Err(e) => {
+                error!("cannot reload the database from disk: {e}");
+                false
+            }
+        }
+    }
+
+    /// Carries out what the machine of the moment asks, until it has nothing more.
+    async fn drain(&mut self, core_db: &Database) {
+        loop {
+            let progressed = match &mut self.state {
+                State::Looking(f) => match f.poll_action() {
+                    Some(zk_quorum::election::ElectionAction::Send { to, notification }) => {
+                        self.net.send(to, &notification);
+                        true
+                    }
+                    Some(zk_quorum::election::ElectionAction::Decided { leader, state, .. }) => {
+                        self.decided(leader, state).await;
+                        true
+                    }
+                    None => false,
+                },
+                State::Leading(l) => match l.poll_action() {
+                    Some(a) => {
+                        self.leader_action(a, core_db);
+                        true
+                    }
+                    None => false,
+                },
+                State::Learning { learner, .. } => match learner.poll_action() {
+                    Some(a) => {
+                        self.learner_action(a);
+                        true
+                    }
+                    None => false,
+                },
+            };
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    async fn decided(&mut self, leader: i64, state: PeerState) {
+        info!("election: leader {leader}, this server {state:?}");
+        if !self.reload_database() {
+            self.look("reload failed");
+            return;
+        }
+        let now = self.now_ms();
+        match state {
+            PeerState::Leading => {
+                let local = self.local_state();
+                let recent = self.recent_history(local.last_logged_zxid);
+                self.state = State::Leading(Box::new(Leader::new(self.zab_config(), local, recent, now)));
+            }
+            PeerState::Following | PeerState::Observing => {
+                let Some(&addr) = self.s.quorum_addrs.get(&leader) else {
+                    self.look("the leader has no quorum address");
+                    return;
+                };
+                let limit = Duration::from_millis(self.s.tick_ms * self.s.init_limit.max(1));
+                let stream = match peer_net::connect(addr, limit).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!("cannot reach leader {leader} at {addr}: {e}");
+                        self.look("leader unreachable");
+                        return;
+                    }
+                };
+                let conn = self.next_conn;
+                self.next_conn += 1;
+                let slot = self.received.clone();
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let cfg = self.s.tree_cfg.clone();
+                let sinks: SnapshotSinkFactory = Box::new(move |zxid| {
+                    Box::new(SnapSink::new(cfg.clone(), zxid, slot.clone())) as Box<dyn SnapshotSink>
+                });
+                let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
+                self.outboxes.insert(conn, out);
+                let observer = state == PeerState::Observing;
+                let mut learner = Learner::new(self.zab_config(), leader, observer, self.local_state(), now);
+                learner.connected(now);
+                self.state = State::Learning { learner: Box::new(learner), conn };
+            }
+            PeerState::Looking => self.look("undecided"),
+        }
+    }
+
+    /// The last committed proposals of the log, for the leader's DIFF window.
+    fn recent_history(&self, last: i64) -> Vec<(i64, Bytes)> {
+        let window = zk_quorum::zab::DEFAULT_COMMITTED_LOG_MAX as i64;
+        let from = (last - window + 1).max(self.source.base_zxid() + 1);
+        match self.source.read_range(from, last, zk_quorum::zab::DEFAULT_COMMITTED_LOG_MAX) {
+            Ok(entries) => entries.into_iter().map(|e| (e.header.zxid, payload(&e.header, &e.txn))).collect(),
+            Err(e) => {
+                debug!("no recent history for DIFF: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    fn send(&mut self, conn: PeerConn, out: Outgoing) {
+        let Some(tx) = self.outboxes.get(&conn) else { return };
+        if tx.try_send(out).is_err() {
+            warn!("quorum connection {conn} is not reading what it is sent; closing it");
+            self.outboxes.remove(&conn);
+        }
+    }
+
+    fn leader_action(&mut self, a: LeaderAction, core_db: &Database) {
+        let now = self.now_ms();
+        match a {
+            LeaderAction::Send { conn, packet } => self.send(conn, Outgoing::Packet(packet)),
+            LeaderAction::SendRaw { conn, bytes } => self.send(conn, Outgoing::Raw(bytes)),
+            LeaderAction::Close { conn, reason } => {
+                info!("closing learner connection {conn}: {reason}");
+                self.outboxes.remove(&conn);
+            }
+            LeaderAction::PersistAcceptedEpoch(e) => {
+                if let Err(err) = self.epochs.set_accepted(i64::from(e)) {
+                    error!("cannot write acceptedEpoch: {err}");
+                    return self.look("epoch file failed");
+                }
+                if let State::Leading(l) = &mut self.state {
+                    l.epoch_persisted(now);
+                }
+            }
+            LeaderAction::PersistCurrentEpoch(e) => {
+                if let Err(err) = self.epochs.set_current(i64::from(e)) {
+                    error!("cannot write currentEpoch: {err}");
+                    return self.look("epoch file failed");
+                }
+                if let State::Leading(l) = &mut self.state {
+                    l.epoch_persisted(now);
+                }
+            }
+            LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
+                let got = self.source.read_range(from_zxid + 1, through_zxid, DIFF_RECORDS_MAX);
+                if let State::Leading(l) = &mut self.state {
+                    match got {
+                        Ok(entries) if entries.len() < DIFF_RECORDS_MAX => {
+                            let v = entries
+                                .into_iter()
+                                .map(|e| (e.header.zxid, payload(&e.header, &e.txn)))
+                                .collect();
+                            l.log_read(req, v, now);
+                        }
+                        _ => l.log_read_failed(req, now),
+                    }
+                }
+            }
+            LeaderAction::SerializeSnapshot { req, zxid } => {
+                // Serialized whole, from the core's applied state (at least `zxid`): the learner
+                // replays the proposals that follow idempotently, as Apache's fuzzy snapshots.
+                let bytes = Bytes::from(core_db.apache_snap_to_vec());
+                debug!("SNAP at 0x{zxid:x}: {} bytes", bytes.len());
+                if let State::Leading(l) = &mut self.state {
+                    l.snapshot_bytes(req, bytes, true, now);
+                }
+            }
+            LeaderAction::Established { epoch } => {
+                info!("leading epoch {epoch}: serving");
+                let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
+                self.effects.push(Effect::SetRole(Role::Leader { epoch }, voters, None));
+            }
+            LeaderAction::Ack { sid, zxid } => self.effects.push(Effect::Core(Event::Ack { sid, zxid })),
+            LeaderAction::Forwarded { conn, request, authinfo, .. } => {
+                self.effects.push(Effect::Core(forwarded_event(conn, request, authinfo)))
+            }
+            LeaderAction::Touch { sessions } => self.effects.push(Effect::Core(Event::Touch {
+                sessions: sessions.into_iter().map(|t| (t.session_id, t.timeout_ms)).collect(),
+            })),
+            LeaderAction::Revalidate { conn, session, .. } => {
+                let valid = core_db.sessions().contains(session) && !core_db.expiry().is_closing(session);
+                if let State::Leading(l) = &mut self.state {
+                    l.revalidate_reply(conn, session, valid);
+                }
+            }
+            LeaderAction::StepDown { reason } => {
+                warn!("stepping down: {reason}");
+                self.look("stepped down");
+            }
+        }
+    }
+
+    fn learner_action(&mut self, a: LearnerAction) {
+        let now = self.now_ms();
+        let conn = match &self.state {
+            State::Learning { conn, .. } => *conn,
+            _ => return,
+        };
+        match a {
+            LearnerAction::Send(p) => self.send(conn, Outgoing::Packet(p)),
+            LearnerAction::PersistAcceptedEpoch(e) | LearnerAction::PersistCurrentEpoch(e) => {
+                let res = if matches!(a, LearnerAction::PersistAcceptedEpoch(_)) {
+                    self.epochs.set_accepted(i64::from(e))
+                } else {
+                    self.epochs.set_current(i64::from(e))
+                };
+                if let Err(err) = res {
+                    error!("cannot write an epoch file: {err}");
+                    return self.look("epoch file failed");
+                }
+                if let State::Learning { learner, .. } = &mut self.state {
+                    learner.epoch_persisted(now);
+                }
+            }
+            LearnerAction::Truncate { after_zxid } => self.effects.push(Effect::Truncate(after_zxid)),
+            // The connection's reader is loading it already; see `snapshot_received`.
+            LearnerAction::ReceiveSnapshot { zxid } => debug!("receiving a snapshot at 0x{zxid:x}"),
+            LearnerAction::Log { payload, .. } => match decode_payload(&payload) {
+                Some((hdr, txn)) => match zk_log::RecordBatch::encode(&[(&hdr, &txn)]) {
+                    Ok(b) => self.effects.push(Effect::Persist(b)),
+                    Err(e) => {
+                        error!("cannot log proposal 0x{:x}: {e}", hdr.zxid);
+                        self.look("log failed");
+                    }
+                },
+                None => self.look("undecodable proposal"),
+            },
+            LearnerAction::Commit { payload, .. } => match decode_payload(&payload) {
+                Some((hdr, txn)) => self.effects.push(Effect::Core(Event::Committed { hdr, txn })),
+                None => self.look("undecodable commit"),
+            },
+            LearnerAction::SyncDone => self.effects.push(Effect::Core(Event::SyncDone)),
+            LearnerAction::Revalidated { session, valid } => {
+                debug!("session 0x{session:x} revalidated: {valid}")
+            }
+            LearnerAction::UpToDate => {
+                info!("up to date with leader: serving");
+                let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
+                self.effects.push(Effect::SetRole(Role::Learner { observer: self.s.observer }, voters, None));
+            }
+            LearnerAction::Disconnect { reason } => {
+                warn!("leaving the leader: {reason}");
+                self.look("disconnected");
+            }
+        }
+    }
+
+    fn snapshot_received(&mut self, conn: PeerConn) {
+        let db = self.received.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let State::Learning { conn: c, .. } = &self.state else { return };
+        if *c != conn {
+            return;
+        }
+        match db {
+            Some(db) => {
+                let zxid = db.last_applied_zxid();
+                let me = self.s.my_sid;
+                self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), Some(Box::new(db))));
+                self.effects.push(Effect::Reset(zxid));
+            }
+            None => self.look("the snapshot did not load"),
+        }
+    }
+
+    /// The log was cut after `zxid` (TRUNC): the database is reloaded from disk.
+    pub fn truncated(&mut self, zxid: i64, core_db: &Database) {
+        let _ = core_db;
+        if !self.reload_database() {
+            return self.look("reload failed");
+        }
+        let now = self.now_ms();
+        if let State::Learning { learner, .. } = &mut self.state {
+            learner.truncated(zxid, now);
+        }
+    }
+
+    /// The log was reset to a received snapshot's zxid (SNAP).
+    pub fn reset_done(&mut self, zxid: i64) {
+        let now = self.now_ms();
+        if let State::Learning { learner, .. } = &mut self.state {
+            learner.snapshot_loaded(zxid, now);
+        }
+    }
+
+    /// The log has everything through `zxid` durable.
+    pub fn durable(&mut self, zxid: i64) {
+        let now = self.now_ms();
+        match &mut self.state {
+            State::Leading(l) => l.local_durable(zxid, now),
+            State::Learning { learner, .. } => learner.durable(zxid, now),
+            State::Looking(_) => {}
+        }
+    }
+
+    /// The core proposed this (leader): to the learners.
+    pub fn propose(&mut self, hdr: &TxnHeader, txn: &Txn) {
+        let now = self.now_ms();
+        if let State::Leading(l) = &mut self.state {
+            l.propose(hdr.zxid, payload(hdr, txn), now);
+        }
+    }
+
+    /// The core committed this (leader): COMMIT and INFORM.
+    pub fn committed(&mut self, zxid: i64) {
+        let now = self.now_ms();
+        if let State::Leading(l) = &mut self.state {
+            l.committed(zxid, now);
+        }
+    }
+
+    /// A learner's sync may be answered.
+    pub fn sync_ready(&mut self, to: u64) {
+        let now = self.now_ms();
+        if let State::Leading(l) = &mut self.state {
+            l.sync_ready(to, now);
+        }
+    }
+
+    /// The core forwards a client's request (learner).
+    pub fn forward(&mut self, session: i64, cxid: i32, op: i32, body: Bytes, auth: Vec<zk_proto::Id>) {
+        if let State::Learning { learner, .. } = &mut self.state {
+            learner.forward_with_auth(ForwardedRequest { session_id: session, cxid, op, body }, auth);
+        }
+    }
+
+    /// Sessions the core's clients touched (learner), for the next PING answer.
+    pub fn touch(&mut self, touched: Vec<(i64, i32)>) {
+        if let State::Learning { learner, .. } = &mut self.state {
+            for (s, t) in touched {
+                learner.touch(s, t);
+            }
+        }
+    }
+
+    /// Runs whatever the calls above queued in the machine.
+    pub async fn settle(&mut self, core_db: &Database) {
+        self.drain(core_db).await;
+    }
+}
+
+/// The PROPOSAL data of a transaction: its jute header and body.
+pub fn payload(hdr: &TxnHeader, txn: &Txn) -> Bytes {
+    let mut b = BytesMut::with_capacity(128);
+    hdr.write(&mut b);
+    txn.encode(&mut b);
+    b.freeze()
+}
+
+fn decode_payload(p: &Bytes) -> Option<(TxnHeader, Txn)> {
+    zk_log::format::decode_payload(p.clone()).ok()
+}
+
+/// A learner's REQUEST as the core takes it.
+fn forwarded_event(conn: PeerConn, r: ForwardedRequest, auth: Vec<zk_proto::Id>) -> Event {
+    if r.op == OpCode::CreateSession.code() {
+        let timeout_ms = if r.body.len() >= 4 {
+            i32::from_be_bytes([r.body[0], r.body[1], r.body[2], r.body[3]])
+        } else {
+            0
+        };
+        return Event::ForwardedCreateSession { session: r.session_id, cxid: r.cxid, timeout_ms };
+    }
+    let mut rd = Reader::new(r.body.clone());
+    let body = Request::decode(r.op, &mut rd);
+    Event::Forwarded { from: conn, session: r.session_id, cxid: r.cxid, op: r.op, body, auth }
+}
+
+/// Loads the snapshot stream after SNAP into a database, in the reader's task.
+struct SnapSink {
+    loader: Option<ApacheSnapLoader>,
+    slot: Received_,
+}
+
+impl SnapSink {
+    fn new(cfg: TreeConfig, zxid: i64, slot: Received_) -> SnapSink {
+        SnapSink { loader: Some(ApacheSnapLoader::new(cfg, zxid)), slot }
+    }
+}
+
+impl SnapshotSink for SnapSink {
+    fn feed(&mut self, bytes: &[u8]) -> Result<(usize, bool), String> {
+        let Some(loader) = self.loader.as_mut() else { return Ok((0, true)) };
+        let fed = loader.feed(bytes).map_err(|e| e.to_string())?;
+        if fed.done {
+            if let Some(l) = self.loader.take() {
+                let db = l.finish().map_err(|e| e.to_string())?;
+                *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(db);
+            }
+        }
+        Ok((fed.consumed, fed.done))
+    }
+}

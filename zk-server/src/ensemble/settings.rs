@@ -1,0 +1,81 @@
+//! An ensemble member's settings, resolved from zoo.cfg.
+
+use super::quorum::EnsembleSettings;
+use crate::config::{PeerType, ServerConfig};
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use zk_quorum::config::QuorumConfig;
+use zk_tree::TreeConfig;
+
+fn resolve(host: &str, port: u16, what: &str) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{what}: cannot resolve host {host}"))
+}
+
+impl EnsembleSettings {
+    /// Resolves this server's place in the ensemble `cfg` lists.
+    ///
+    /// Errors name the key: no myid, an unresolvable host, a configuration zk-quorum cannot
+    /// read.
+    pub fn from_config(cfg: &ServerConfig, tree_cfg: TreeConfig) -> Result<EnsembleSettings, String> {
+        let my_id =
+            cfg.my_id.ok_or("myid: the myid file is required when server.N lines list an ensemble")?;
+        let me = cfg
+            .servers
+            .get(&my_id)
+            .ok_or_else(|| format!("myid: server id {my_id} has no server.{my_id} line"))?;
+        // The configuration as Apache writes it into notifications and NEWLEADER.
+        let mut lines = Vec::new();
+        for s in cfg.servers.values() {
+            let kind = if s.peer_type == PeerType::Observer { "observer" } else { "participant" };
+            let mut line = format!("server.{}={}:{}:{}:{kind}", s.id, s.host, s.quorum_port, s.election_port);
+            if let Some(c) = &s.client {
+                let host = if c.host.is_empty() { "0.0.0.0" } else { c.host.as_str() };
+                line.push_str(&format!(";{host}:{}", c.port));
+            }
+            lines.push(line);
+        }
+        for (g, members) in &cfg.groups {
+            let m: Vec<String> = members.iter().map(u64::to_string).collect();
+            lines.push(format!("group.{g}={}", m.join(":")));
+        }
+        for (sid, w) in &cfg.weights {
+            lines.push(format!("weight.{sid}={w}"));
+        }
+        lines.push("version=0".into());
+        let config = QuorumConfig::parse(&lines.join("\n")).map_err(|e| format!("server.N: {e}"))?;
+        let mut election_peers = HashMap::new();
+        let mut quorum_addrs = HashMap::new();
+        for s in cfg.servers.values() {
+            let sid = s.id as i64;
+            quorum_addrs.insert(sid, resolve(&s.host, s.quorum_port, &format!("server.{}", s.id))?);
+            if s.id != my_id {
+                election_peers.insert(sid, resolve(&s.host, s.election_port, &format!("server.{}", s.id))?);
+            }
+        }
+        let mine = |port: u16| -> Result<SocketAddr, String> {
+            if cfg.quorum_listen_on_all_ips {
+                Ok(SocketAddr::from(([0, 0, 0, 0], port)))
+            } else {
+                resolve(&me.host, port, &format!("server.{my_id}"))
+            }
+        };
+        Ok(EnsembleSettings {
+            my_sid: my_id as i64,
+            config,
+            observer: me.peer_type == PeerType::Observer,
+            tick_ms: u64::from(cfg.tick_time_ms),
+            init_limit: u64::from(cfg.init_limit),
+            sync_limit: u64::from(cfg.sync_limit),
+            election_listen: mine(me.election_port)?,
+            election_peers,
+            quorum_listen: mine(me.quorum_port)?,
+            quorum_addrs,
+            max_packet: cfg.jute_max_buffer as usize + 1024,
+            tree_cfg,
+        })
+    }
+}
