@@ -474,9 +474,15 @@ pub enum ApacheSnapError {
         /// Bytes read.
         offset: u64,
     },
-    /// The tree the stream describes could not be built.
-    #[error("SNAP stream: {0}")]
-    Build(#[from] SnapshotError),
+    /// The tree the stream describes could not be built (the checks above leave nothing the
+    /// snapshot loader refuses; kept typed rather than assumed away).
+    #[error("SNAP stream, by byte {offset}: {source}")]
+    Build {
+        /// Stream bytes read when the builder refused.
+        offset: u64,
+        /// The builder's error (its own offsets are into zkrs's snapshot content).
+        source: SnapshotError,
+    },
 }
 
 fn malformed(offset: u64, reason: impl Into<String>) -> ApacheSnapError {
@@ -637,7 +643,7 @@ pub struct ApacheSnapLoader {
     /// ancestors' paths (itself included) and whether that one was left out.
     chain: String,
     chain_marks: Vec<(usize, bool)>,
-    builder: Option<ContentBuilder>,
+    builder: ContentBuilder,
     loader: SnapshotLoader,
     stats: ApacheSnapStats,
     failed: Option<ApacheSnapError>,
@@ -657,7 +663,7 @@ impl ApacheSnapLoader {
             acls: HashMap::new(),
             chain: String::new(),
             chain_marks: Vec::new(),
-            builder: Some(ContentBuilder::new(zxid, 0)),
+            builder: ContentBuilder::new(zxid, 0),
             loader: SnapshotLoader::new(cfg),
             stats: ApacheSnapStats::default(),
             failed: None,
@@ -835,7 +841,7 @@ impl ApacheSnapLoader {
                 };
             }
             Item::Session(id, timeout) => {
-                self.builder_mut().session(id, timeout);
+                self.builder.session(id, timeout);
                 self.stats.sessions += 1;
                 if let Stage::Sessions(left) = self.stage {
                     self.stage = if left > 1 { Stage::Sessions(left - 1) } else { Stage::AclCount };
@@ -924,8 +930,7 @@ impl ApacheSnapLoader {
             return Ok(());
         };
         let zk_path = if path.is_empty() { "/" } else { path };
-        let b = self.builder.as_mut().expect("the builder lives until finish");
-        b.node(zk_path, data, acl, &stat);
+        self.builder.node(zk_path, data, acl, &stat);
         self.stats.nodes += 1;
         if self.stats.nodes.is_multiple_of(NODES_PER_FLUSH) {
             self.flush()?;
@@ -933,15 +938,12 @@ impl ApacheSnapLoader {
         Ok(())
     }
 
-    fn builder_mut(&mut self) -> &mut ContentBuilder {
-        self.builder.as_mut().expect("the builder lives until finish")
-    }
-
     /// Hands the content built so far to the snapshot loader.
     fn flush(&mut self) -> Result<(), ApacheSnapError> {
-        let content = self.builder_mut().take();
+        let content = self.builder.take();
         if !content.is_empty() {
-            self.loader.feed(&content)?;
+            let offset = self.offset;
+            self.loader.feed(&content).map_err(|source| ApacheSnapError::Build { offset, source })?;
         }
         Ok(())
     }
@@ -958,9 +960,12 @@ impl ApacheSnapLoader {
         if self.stage != Stage::Done {
             return Err(ApacheSnapError::Incomplete { offset: self.offset() });
         }
-        let b = self.builder.take().expect("the builder lives until finish");
-        self.loader.feed(&b.finish())?;
-        Ok(self.loader.finish()?)
+        // `self` goes with this call: an empty builder stands in for the one finished.
+        let b = std::mem::replace(&mut self.builder, ContentBuilder::new(0, 0));
+        let offset = self.offset;
+        let build = |source| ApacheSnapError::Build { offset, source };
+        self.loader.feed(&b.finish()).map_err(build)?;
+        self.loader.finish().map_err(build)
     }
 }
 

@@ -23,7 +23,14 @@
 //!    NEWLEADER packet after it;
 //! 5. checks it as the golden test does, and with `ZKRS_WRITE_GOLDEN=1` saves it over the file.
 //!
-//! The Java processes are killed and the directory removed on every path (a Drop guard), and
+//! `apache_loads_a_zkrs_stream` (ignored: it starts a JVM) goes the other way. Apache's
+//! snapshot files hold the same serialization, so a stream zkrs writes, wrapped as
+//! `snapshot.<zxid>` (FileHeader, the stream up to the signature, the Adler-32 seal), is put in
+//! a standalone Apache's dataDir; Apache must load it and serve every node with the data, Stat,
+//! ACL and child list (in order) that zkrs's own learner side loads from the same stream. That
+//! is Apache's DataTree reader, the code an Apache learner runs on a SNAP.
+//!
+//! The Java processes are killed and the directories removed on every path (a Drop guard), and
 //! every wait is bounded.
 
 use std::io::{Read, Write};
@@ -285,7 +292,7 @@ impl Drop for Ensemble {
 impl Ensemble {
     fn logs(&self) -> String {
         let mut out = String::new();
-        for i in 1..=2 {
+        for i in 1..=self.servers.len() {
             let log = std::fs::read_to_string(self.dir.join(format!("s{i}/out.log"))).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             out +=
@@ -367,8 +374,8 @@ impl Client {
         read_exact(&mut self.s, n as usize)
     }
 
-    /// Sends a request; panics unless the reply's err is 0.
-    fn call(&mut self, op: i32, body: &[u8], what: &str) {
+    /// Sends a request; panics unless the reply's err is 0. Returns the reply's body.
+    fn call(&mut self, op: i32, body: &[u8], what: &str) -> Vec<u8> {
         self.xid += 1;
         let mut f = Vec::new();
         put_i32(&mut f, self.xid);
@@ -378,6 +385,7 @@ impl Client {
         let r = self.read_frame();
         let err = i32::from_be_bytes(r[12..16].try_into().expect("4 bytes"));
         assert_eq!(err, 0, "{what} failed");
+        r[16..].to_vec()
     }
 
     fn write(&mut self, w: &Op) {
@@ -442,6 +450,27 @@ fn recv_packet(s: &mut TcpStream) -> Vec<u8> {
     b
 }
 
+const JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// Starts an Apache server on `dir/zoo.cfg`, its output in `dir/out.log`.
+fn start_java(dir: &Path, props: &[&str]) -> Child {
+    let log = std::fs::File::create(dir.join("out.log")).expect("log");
+    Command::new("java")
+        .arg("-Xmx256m")
+        .args(props)
+        .args([
+            "-cp",
+            &format!("/etc/zookeeper/conf:{JAR}"),
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+        ])
+        .arg(dir.join("zoo.cfg"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("start java")
+}
+
 fn srvr(port: u16) -> String {
     let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)) else {
         return String::new();
@@ -454,12 +483,11 @@ fn srvr(port: u16) -> String {
 }
 
 #[test]
-#[ignore = "starts two Apache ZooKeeper JVMs (about a minute); run with --ignored"]
+#[ignore = "needs Apache ZooKeeper installed; starts two JVMs; run with --ignored"]
 // The capture runs real processes: its waits are bounded by the wall clock.
 #[allow(clippy::disallowed_methods)]
 fn capture_apache_snap_stream() {
-    let jar = "/usr/share/java/zookeeper.jar";
-    assert!(Path::new(jar).exists(), "Apache ZooKeeper is not installed ({jar})");
+    assert!(Path::new(JAR).exists(), "Apache ZooKeeper is not installed ({JAR})");
     let dir = std::env::temp_dir().join(format!("zkrs-snapcap-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut ens = Ensemble { dir: dir.clone(), servers: Vec::new() };
@@ -480,21 +508,7 @@ fn capture_apache_snap_stream() {
             cfg += &format!("server.{}=127.0.0.1:{}:{}\n", j + 1, quorum[j], election[j]);
         }
         std::fs::write(sdir.join("zoo.cfg"), cfg).expect("zoo.cfg");
-        let log = std::fs::File::create(sdir.join("out.log")).expect("log");
-        let child = Command::new("java")
-            .args([
-                "-Xmx256m",
-                "-Dzookeeper.snapshotSizeFactor=-1",
-                "-cp",
-                &format!("/etc/zookeeper/conf:{jar}"),
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-            ])
-            .arg(sdir.join("zoo.cfg"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start java");
+        let child = start_java(&sdir, &["-Dzookeeper.snapshotSizeFactor=-1"]);
         ens.servers.push(child);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
@@ -568,5 +582,146 @@ fn capture_apache_snap_stream() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN);
         std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
         std::fs::write(&path, &transcript).expect("write golden");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other way: Apache reads what zkrs writes
+
+/// Adler-32, as the seal of Apache's snapshot files.
+fn adler32(b: &[u8]) -> u32 {
+    let (mut a, mut s) = (1u32, 0u32);
+    for &x in b {
+        a = (a + x as u32) % 65521;
+        s = (s + a) % 65521;
+    }
+    (s << 16) | a
+}
+
+/// A zkrs tree with every kind of node, built through prep and apply.
+fn zkrs_tree() -> Database {
+    use zk_proto::{CreateRequest, CreateTtlRequest, OpCode, Request, SetAclRequest, Txn, TxnHeader};
+    let mut db = Database::new(cfg());
+    let auth =
+        zk_tree::AuthIds { ids: vec![Id { scheme: "ip".into(), id: "127.0.0.1".into() }], is_super: false };
+    let session = 0x0100_0000_0000_0001;
+    let mut zxid = 0x5_0000_0000i64;
+    let apply = |db: &mut Database, op: OpCode, txn: Txn, zxid: i64| {
+        let time = 1_700_000_000_000 + zxid;
+        let txn_type = zk_tree::txn_type(op, &txn).code();
+        db.apply(&TxnHeader { client_id: session, cxid: 1, zxid, time, txn_type }, &txn);
+    };
+    zxid += 1;
+    let txn = db.prep_create_session(session, 60_000);
+    apply(&mut db, OpCode::CreateSession, txn, zxid);
+    let mut run = |db: &mut Database, req: Request| {
+        zxid += 1;
+        let ctx = zk_tree::RequestCtx { session, cxid: 1, auth: &auth };
+        let txn = db.prep(&ctx, &req, zxid, 1_700_000_000_000 + zxid);
+        apply(db, req.op(), txn, zxid);
+    };
+    let create = |path: &str, data: Option<&'static [u8]>, acl: Acls, flags: i32| {
+        let data = data.map(bytes::Bytes::from_static);
+        let acl = acl_list(acl);
+        match flags {
+            4 => Request::CreateContainer(CreateRequest { path: path.into(), data, acl, flags }),
+            5 => Request::CreateTtl(CreateTtlRequest { path: path.into(), data, acl, flags, ttl: TTL_MS }),
+            _ => Request::Create(CreateRequest { path: path.into(), data, acl, flags }),
+        }
+    };
+    for (p, d, a, f) in [
+        ("/a", Some(&b"hello"[..]), Acls::Open, 0),
+        ("/a/b", None, Acls::Open, 0),
+        ("/a/b/c", Some(&b""[..]), Acls::DigestIp, 0),
+        ("/a/s-", Some(&b"seq"[..]), Acls::Open, 2),
+        ("/e", Some(&b"eph"[..]), Acls::Open, 1),
+        ("/cont", None, Acls::Open, 4),
+        ("/ttl", Some(&b"t"[..]), Acls::Open, 5),
+        ("/\u{fc}n\u{ef}", Some(&b"u"[..]), Acls::Read, 0),
+    ] {
+        run(&mut db, create(p, d, a, f));
+    }
+    for i in 0..20 {
+        run(&mut db, create(&format!("/a/n{i}"), Some(b"n"), Acls::Open, 0));
+    }
+    run(
+        &mut db,
+        Request::SetAcl(SetAclRequest { path: "/a".into(), acl: acl_list(Acls::Read), version: -1 }),
+    );
+    assert_eq!(db.tree().len(), 4 + 8 + 20, "every create applied");
+    db
+}
+
+/// Paths of the tree, parents first.
+fn all_paths(db: &Database) -> Vec<String> {
+    let mut v: Vec<String> = db.tree().iter().map(|(p, _)| p.to_string()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs Apache ZooKeeper installed; starts a JVM; run with --ignored"]
+// Real processes: waits are bounded by the wall clock.
+#[allow(clippy::disallowed_methods)]
+fn apache_loads_a_zkrs_stream() {
+    use zk_proto::{GetAclResponse, GetChildrenResponse, GetDataResponse};
+    assert!(Path::new(JAR).exists(), "Apache ZooKeeper is not installed ({JAR})");
+    let db = zkrs_tree();
+    let stream = db.apache_snap_to_vec();
+    // Apache's snapshot file holds the same serialization: FileHeader{"ZKSN", 2, dbid -1}, the
+    // sessions and tree without the signature, then the seal (Adler-32 as a long, and "/").
+    let body = &stream[..stream.len() - (4 + "BenWasHere".len())];
+    let mut file = Vec::new();
+    put_i32(&mut file, i32::from_be_bytes(*b"ZKSN"));
+    put_i32(&mut file, 2);
+    put_i64(&mut file, -1);
+    file.extend_from_slice(body);
+    let seal = adler32(&file) as i64;
+    put_i64(&mut file, seal);
+    put_buf(&mut file, Some(b"/"));
+    let dir = std::env::temp_dir().join(format!("zkrs-snapload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut ens = Ensemble { dir: dir.clone(), servers: Vec::new() };
+    let sdir = dir.join("s1");
+    std::fs::create_dir_all(sdir.join("data/version-2")).expect("mkdir");
+    let snap_name = format!("snapshot.{:x}", db.last_applied_zxid());
+    std::fs::write(sdir.join("data/version-2").join(snap_name), &file).expect("snapshot");
+    let port = free_port();
+    let zoo_cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={port}\nadmin.enableServer=false\n\
+         4lw.commands.whitelist=*\nextendedTypesEnabled=true\n",
+        sdir.join("data").display()
+    );
+    std::fs::write(sdir.join("zoo.cfg"), zoo_cfg).expect("zoo.cfg");
+    ens.servers.push(start_java(&sdir, &[]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !srvr(port).contains("Mode: standalone") {
+        assert!(std::time::Instant::now() < deadline, "Apache did not start\n{}", ens.logs());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // What Apache serves must be what zkrs holds: the tree as loaded back from the same stream
+    // (a learner's child order is the stream's, so this one is compared in order).
+    let (want, _) =
+        zk_tree::apache_snap::load_apache_snap(cfg(), db.last_applied_zxid(), &stream).expect("load");
+    let mut c = Client::connect(port);
+    for path in all_paths(&want) {
+        let n = want.tree().get(&path).expect("node");
+        let mut req = Vec::new();
+        put_buf(&mut req, Some(path.as_bytes()));
+        req.push(0);
+        let r: GetDataResponse = zk_proto::jute::from_bytes(c.call(4, &req, &path)).expect("getData reply");
+        assert_eq!(r.data.as_deref(), n.data(), "data of {path}");
+        assert_eq!(r.stat, n.client_stat(true), "stat of {path}\n{}", ens.logs());
+        let mut req = Vec::new();
+        put_buf(&mut req, Some(path.as_bytes()));
+        let r: GetAclResponse = zk_proto::jute::from_bytes(c.call(6, &req, &path)).expect("getACL reply");
+        // This client has no ADMIN where a digest id appears, so Apache masks it, as zkrs does.
+        assert_eq!(r.acl, zk_tree::acl::mask_digests(&n.acl), "acl of {path}");
+        let mut req = Vec::new();
+        put_buf(&mut req, Some(path.as_bytes()));
+        req.push(0);
+        let r: GetChildrenResponse =
+            zk_proto::jute::from_bytes(c.call(8, &req, &path)).expect("getChildren reply");
+        assert_eq!(r.children, want.tree().child_names(n), "children of {path}");
     }
 }
