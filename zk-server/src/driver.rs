@@ -281,7 +281,7 @@ impl Driver {
             }
             Some(WriterReport::Truncated(zxid)) => {
                 if let Some(q) = self.quorum.as_mut() {
-                    q.truncated(zxid, self.core.database());
+                    q.truncated(zxid);
                 }
             }
             Some(WriterReport::Reset(zxid)) => {

@@ -48,6 +48,9 @@ pub struct View<'a> {
     pub uptime_ms: i64,
     /// The connection asking: Apache counts it among the connections and lists it.
     pub asker: SocketAddr,
+    /// The server's mode as `srvr` and `mntr` print it (`standalone`, `leader`, `follower`,
+    /// `observer`), or None while it is not serving (electing or syncing).
+    pub mode: Option<&'static str>,
 }
 
 impl View<'_> {
@@ -100,7 +103,7 @@ fn summary(out: &mut String, v: &View<'_>) {
     let _ = writeln!(out, "Connections: {}", v.connection_count());
     let _ = writeln!(out, "Outstanding: {}", v.outstanding);
     let _ = writeln!(out, "Zxid: 0x{:x}", v.last_zxid);
-    let _ = writeln!(out, "Mode: standalone");
+    let _ = writeln!(out, "Mode: {}", v.mode.unwrap_or("standalone"));
     let _ = writeln!(out, "Node count: {}", v.db.node_count());
 }
 
@@ -133,6 +136,10 @@ fn max_fds() -> u64 {
 /// The answer to `cmd` (already checked against the whitelist).
 pub fn render(cmd: &str, v: &View<'_>) -> String {
     let mut out = String::new();
+    if v.mode.is_none() && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk") {
+        // As Apache answers while it elects or syncs.
+        return "This ZooKeeper instance is not currently serving requests\n".into();
+    }
     match cmd {
         "ruok" => out.push_str("imok"),
         "isro" => out.push_str("rw"),
@@ -233,7 +240,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             let (min, avg, max) = v.stats.latency_ms();
             let lines: Vec<(&str, String)> = vec![
                 ("zk_version", version()),
-                ("zk_server_state", "standalone".into()),
+                ("zk_server_state", v.mode.unwrap_or("standalone").into()),
                 ("zk_ephemerals_count", v.db.ephemerals_count().to_string()),
                 ("zk_num_alive_connections", v.connection_count().to_string()),
                 ("zk_avg_latency", java_double(avg)),

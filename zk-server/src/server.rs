@@ -176,8 +176,8 @@ pub async fn run(
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
             .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
         let (storage, cfg) = (snap_storage.clone(), tree_cfg.clone());
-        let reload: Box<dyn Fn(&dyn zk_log::TxnSource) -> Result<zk_tree::Database, String> + Send> =
-            Box::new(move |src| reload_database(&storage, cfg.clone(), src));
+        let reload: crate::ensemble::quorum::Reload =
+            Box::new(move |src, cut| reload_database(&storage, cfg.clone(), src, cut));
         let quorum = Quorum::start(ens, epochs, source, reload, origin).await.map_err(|e| {
             StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") }
         })?;
@@ -245,11 +245,25 @@ fn core_result(ended: Result<Result<(), String>, tokio::task::JoinError>) -> Res
 
 /// The database as this server's disk has it: the newest snapshot, then every logged transaction
 /// after it (read through `source` while the log writer runs).
+///
+/// After a truncation of the log at `cut`, snapshots taken past it hold transactions that are
+/// gone from the ensemble's history: they are removed first (durably), so that neither this load
+/// nor a later start can bring those transactions back (ZOOKEEPER-2832).
 fn reload_database(
     storage: &zk_log::FileStorage,
     cfg: TreeConfig,
     source: &dyn zk_log::TxnSource,
+    cut: Option<i64>,
 ) -> Result<zk_tree::Database, String> {
+    if let Some(cut) = cut {
+        for (zxid, name) in zk_log::snapshot::list_snapshots(storage).map_err(|e| e.to_string())? {
+            if zxid > cut {
+                info!("removing snapshot {name}: it is past the truncation at 0x{cut:x}");
+                let trash = zk_log::move_to_trash(storage, &name).map_err(|e| format!("{name}: {e}"))?;
+                let _ = zk_log::remove_gradually(storage, &trash);
+            }
+        }
+    }
     let db = snapshots::load_newest(storage, cfg)?;
     let mut rec = Recovery::new(db);
     let last = source.durable_zxid();

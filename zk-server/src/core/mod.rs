@@ -506,7 +506,11 @@ impl ServerCore {
                 }
             }
         }
-        self.snapshot_step(now);
+        // No snapshot while down: the database may be about to be replaced (a learner's TRUNC or
+        // SNAP), and a snapshot of it could outlive what it held.
+        if self.role != Role::Down {
+            self.snapshot_step(now);
+        }
     }
 
     /// When [`Self::handle_timeout`] is next due, in monotonic ms (now or earlier: at once).
@@ -601,6 +605,13 @@ impl ServerCore {
             last_zxid: self.db.last_applied_zxid(),
             uptime_ms: now.mono_ms().saturating_sub(self.started_ms) as i64,
             asker,
+            mode: match self.role {
+                Role::Standalone => Some("standalone"),
+                Role::Leader { .. } => Some("leader"),
+                Role::Learner { observer: false } => Some("follower"),
+                Role::Learner { observer: true } => Some("observer"),
+                Role::Down => None,
+            },
         }
     }
 

@@ -106,6 +106,10 @@ enum State {
     Learning { learner: Box<Learner>, conn: PeerConn },
 }
 
+/// Reloads the database from disk: the newest snapshot and the log after it. Given the zxid the
+/// log was just cut after, snapshots past it are discarded first.
+pub type Reload = Box<dyn Fn(&dyn TxnSource, Option<i64>) -> Result<Database, String> + Send>;
+
 /// A snapshot received by SNAP, loaded by the connection's reader.
 type Received_ = Arc<Mutex<Option<Database>>>;
 
@@ -119,7 +123,7 @@ pub struct Quorum {
     epochs: EpochStore<FileStorage>,
     source: Box<dyn TxnSource>,
     /// Reloads the database from disk (the newest snapshot plus the log after it).
-    reload: Box<dyn Fn(&dyn TxnSource) -> Result<Database, String> + Send>,
+    reload: Reload,
     state: State,
     accepted_rx: mpsc::Receiver<TcpStream>,
     peer_tx: mpsc::Sender<PeerEvent>,
@@ -139,7 +143,7 @@ impl Quorum {
         s: EnsembleSettings,
         epochs: EpochStore<FileStorage>,
         source: Box<dyn TxnSource>,
-        reload: Box<dyn Fn(&dyn TxnSource) -> Result<Database, String> + Send>,
+        reload: Reload,
         origin: Instant,
     ) -> std::io::Result<Quorum> {
         let my_addr = zk_quorum::wire::HostPort {
@@ -352,9 +356,10 @@ impl Quorum {
         cfg
     }
 
-    /// Reloads the database from disk and hands it to the core (still down).
-    fn reload_database(&mut self) -> bool {
-        match (self.reload)(self.source.as_ref()) {
+    /// Reloads the database from disk and hands it to the core (still down); `cut` as for
+    /// [`Reload`].
+    fn reload_database(&mut self, cut: Option<i64>) -> bool {
+        match (self.reload)(self.source.as_ref(), cut) {
             Ok(db) => {
                 let me = self.s.my_sid;
                 self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), Some(Box::new(db))));
@@ -405,7 +410,7 @@ impl Quorum {
 
     async fn decided(&mut self, leader: i64, state: PeerState) {
         info!("election: leader {leader}, this server {state:?}");
-        if !self.reload_database() {
+        if !self.reload_database(None) {
             self.look("reload failed");
             return;
         }
@@ -619,9 +624,8 @@ impl Quorum {
     }
 
     /// The log was cut after `zxid` (TRUNC): the database is reloaded from disk.
-    pub fn truncated(&mut self, zxid: i64, core_db: &Database) {
-        let _ = core_db;
-        if !self.reload_database() {
+    pub fn truncated(&mut self, zxid: i64) {
+        if !self.reload_database(Some(zxid)) {
             return self.look("reload failed");
         }
         let now = self.now_ms();
