@@ -81,9 +81,7 @@ impl Ensemble {
     }
 
     fn mode(&self, i: usize) -> Option<String> {
-        if self.members[i].child.is_none() {
-            return None;
-        }
+        self.members[i].child.as_ref()?;
         let text = srvr(self.members[i].client)?;
         text.lines().find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
     }
