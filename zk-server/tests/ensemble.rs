@@ -13,7 +13,15 @@ use support::client::RawClient;
 use support::{free_port, zkrs_binary};
 use zk_proto::*;
 
+/// Which server a member runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Zkrs,
+    Apache,
+}
+
 struct Member {
+    kind: Kind,
     dir: PathBuf,
     client: SocketAddr,
     child: Option<Child>,
@@ -27,6 +35,16 @@ struct Ensemble {
 
 impl Ensemble {
     fn start(n: usize) -> Ensemble {
+        let mut e = Ensemble::configure(&vec![Kind::Zkrs; n]);
+        for i in 0..n {
+            e.launch(i);
+        }
+        e
+    }
+
+    /// Writes the members' configurations without starting them.
+    fn configure(kinds: &[Kind]) -> Ensemble {
+        let n = kinds.len();
         let root = tempfile::tempdir().expect("temp dir");
         let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
         let lines: String = ports
@@ -41,18 +59,14 @@ impl Ensemble {
             std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
             let cfg = format!(
                 "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
-                 4lw.commands.whitelist=*\n{lines}",
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{lines}",
                 dir.join("data").display()
             );
             std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
             let client = format!("127.0.0.1:{c}").parse().expect("addr");
-            members.push(Member { dir, client, child: None });
+            members.push(Member { kind: kinds[i], dir, client, child: None });
         }
-        let mut e = Ensemble { _root: root, members };
-        for i in 0..n {
-            e.launch(i);
-        }
-        e
+        Ensemble { _root: root, members }
     }
 
     fn launch(&mut self, i: usize) {
@@ -62,9 +76,25 @@ impl Ensemble {
             .append(true)
             .open(m.dir.join("server.log"))
             .expect("log");
-        let child = Command::new(zkrs_binary())
-            .arg(m.dir.join("zoo.cfg"))
-            .env("RUST_LOG", "info")
+        let mut cmd = match m.kind {
+            Kind::Zkrs => {
+                let mut c = Command::new(zkrs_binary());
+                c.arg(m.dir.join("zoo.cfg")).env("RUST_LOG", "info");
+                c
+            }
+            Kind::Apache => {
+                support::assert_apache_installed();
+                let mut c = Command::new("java");
+                c.arg("-Xmx256m")
+                    .arg("-cp")
+                    .arg(support::APACHE_CLASSPATH)
+                    .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+                    .arg(m.dir.join("zoo.cfg"))
+                    .current_dir(&m.dir);
+                c
+            }
+        };
+        let child = cmd
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null())
@@ -220,4 +250,55 @@ fn three_servers_replicate_and_lose_no_acknowledged_write_when_the_leader_dies()
     assert!(trees[0].0.contains(&"after".to_string()), "{:?}", trees[0].0);
     assert_eq!(trees[0], trees[1], "servers 1 and 2 differ");
     assert_eq!(trees[1], trees[2], "servers 2 and 3 differ\n{}", e.logs());
+}
+
+fn set_data(c: &mut RawClient, path: &str, data: &[u8]) -> ErrorCode {
+    c.set_data(path, data, -1).err()
+}
+
+/// A mixed ensemble: Apache ZooKeeper 3.8 followers under a zkrs leader, then, with the zkrs
+/// server killed, an Apache leader with the zkrs server back as its follower. Writes made through
+/// every member are on every member.
+#[test]
+fn zkrs_and_apache_servers_replicate_to_each_other() {
+    let mut e = Ensemble::configure(&[Kind::Apache, Kind::Apache, Kind::Zkrs]);
+    // zkrs first, so that it is up when the Apache servers vote: with equal histories the
+    // largest id (3, zkrs) is the leader Apache's rules pick.
+    e.launch(2);
+    e.launch(0);
+    e.launch(1);
+    let leader = e.wait_for_leader();
+    assert_eq!(leader, 2, "the zkrs server (id 3) leads\n{}", e.logs());
+    let mut a1 = e.client(0);
+    assert_eq!(a1.create("/mix", b"via apache 1", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut a2 = e.client(1);
+    assert_eq!(a2.create("/mix/a2", b"", CreateMode::EphemeralSequential).err(), ErrorCode::Ok);
+    let mut z = e.client(2);
+    assert_eq!(set_data(&mut z, "/mix", b"via zkrs"), ErrorCode::Ok);
+    for i in 0..3 {
+        let mut c = e.client(i);
+        assert_eq!(children(&mut c, "/mix"), ["a20000000000"], "member {}", i + 1);
+    }
+    // The ephemeral goes with its session, everywhere.
+    drop(a2.close());
+    for i in 0..3 {
+        let mut c = e.client(i);
+        assert!(children(&mut c, "/mix").is_empty(), "member {}", i + 1);
+    }
+
+    // The zkrs leader dies: Apache 2 leads; zkrs comes back as its follower and catches up.
+    e.kill(2);
+    let leader = e.wait_for_leader();
+    assert_eq!(leader, 1, "Apache's server 2 takes over\n{}", e.logs());
+    // Apache's follower closed its clients when it lost its leader, as zkrs's do.
+    let mut a1 = e.client(0);
+    assert_eq!(a1.create("/mix/while-away", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    e.launch(2);
+    e.wait_for_leader();
+    assert_eq!(e.mode(2).as_deref(), Some("follower"));
+    let mut z = e.client(2);
+    assert_eq!(z.create("/mix/via-zkrs-follower", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let trees: Vec<Vec<String>> = (0..3).map(|i| children(&mut e.client(i), "/mix")).collect();
+    assert_eq!(trees[0], ["via-zkrs-follower", "while-away"]);
+    assert!(trees.iter().all(|t| *t == trees[0]), "{trees:?}\n{}", e.logs());
 }
