@@ -31,7 +31,13 @@
 //! a quorum) equal ours, we decide at once, without the finalize wait. This cannot change the
 //! outcome: votes only grow within a round and every voter's vote is at least its own initial vote,
 //! so when all voters hold the same vote it is the best initial vote of the whole ensemble and no
-//! better one can arrive.
+//! better one can arrive. The same holds for the voters that can vote at all: the caller may say
+//! which peers are down ([`FastLeaderElection::set_peers_down`]: their election port refuses
+//! connections), and when every other voter agrees (still a quorum), we decide at once too. A dead
+//! leader is thus replaced without the 200 ms wait. Should a server that was down come up with a
+//! better vote within what would have been the wait, Apache would pick it and we do not; the
+//! choice is still safe (the agreeing quorum holds every committed transaction, and the leader has
+//! the newest history among it), and that server follows the established leader.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -175,6 +181,8 @@ pub struct FastLeaderElection {
     round_votes: BTreeMap<i64, Vote>,
     /// Votes of servers past the election (Apache's `outofelection`).
     settled_votes: BTreeMap<i64, Vote>,
+    /// Peers the caller knows to be down (their election port refuses connections).
+    peers_down: std::collections::BTreeSet<i64>,
     /// The last decided vote (initially our own), what we answer with once out of the election.
     current_vote: Vote,
     notification_interval_ms: u64,
@@ -211,6 +219,7 @@ impl FastLeaderElection {
             notification_interval_ms: 0,
             deadline_ms: None,
             finalizing: false,
+            peers_down: std::collections::BTreeSet::new(),
             actions: VecDeque::new(),
             loopback: VecDeque::new(),
         };
@@ -505,16 +514,33 @@ impl FastLeaderElection {
         true
     }
 
-    /// zkrs' speed-up: decides at once when every voter's vote of this round equals ours.
+    /// Tells the machine which peers are down (connections to their election port refused), for
+    /// the early decision (see the module docs). While it waits to finalize, a change may let it
+    /// decide at once.
+    pub fn set_peers_down(&mut self, down: std::collections::BTreeSet<i64>) {
+        if down == self.peers_down {
+            return;
+        }
+        self.peers_down = down;
+        if self.state == PeerState::Looking && self.finalizing {
+            let _ = self.decide_if_unanimous();
+        }
+    }
+
+    /// zkrs' speed-up: decides at once when the vote of this round of every voter that is not
+    /// known to be down equals ours, and those voters are a quorum.
     fn decide_if_unanimous(&mut self) -> bool {
         if !self.config.decide_early_when_unanimous {
             return false;
         }
         let mine = self.proposal();
-        let unanimous = self
+        let live: Vec<i64> = self
             .all_voters()
-            .iter()
-            .all(|v| self.round_votes.get(v).is_some_and(|vote| vote.agrees_with(&mine)));
+            .into_iter()
+            .filter(|v| *v == self.config.my_sid || !self.peers_down.contains(v))
+            .collect();
+        let unanimous = self.is_quorum(&live)
+            && live.iter().all(|v| self.round_votes.get(v).is_some_and(|vote| vote.agrees_with(&mine)));
         if unanimous {
             self.decide(mine);
         }

@@ -195,6 +195,37 @@ fn unanimity_decides_without_waiting_unless_disabled() {
     }
 }
 
+/// A dead leader is replaced at once: when every voter that is not down agrees (and they are a
+/// quorum), there is nobody left to wait for. Down voters that would leave less than a quorum
+/// change nothing.
+#[test]
+fn agreement_of_every_live_voter_decides_without_waiting() {
+    let down = |v: &[i64]| v.iter().copied().collect::<std::collections::BTreeSet<i64>>();
+    // Three voters, 3 (the old leader) down: 1 and 2 agree on 2.
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(5, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, 7, 1, 1), 10);
+    drain(&mut fle);
+    assert_eq!(fle.poll_timeout(), Some(210), "a quorum agrees: the finalize wait");
+    fle.set_peers_down(down(&[3]));
+    assert_eq!(decided(&drain(&mut fle)), Some((2, PeerState::Following)), "decided without waiting");
+
+    // Known down before the votes arrive: decided on the vote that completes the live set.
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[]), data(7, 1), 0);
+    fle.set_peers_down(down(&[3]));
+    drain(&mut fle);
+    fle.handle_notification(1, looking(2, 7, 1, 1), 10);
+    assert_eq!(decided(&drain(&mut fle)), Some((2, PeerState::Leading)));
+
+    // Five voters, three down: the two live ones are no quorum, whatever they agree.
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3, 4, 5], &[]), data(5, 1), 0);
+    fle.set_peers_down(down(&[3, 4, 5]));
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, 7, 1, 1), 10);
+    assert_eq!(decided(&drain(&mut fle)), None);
+    assert_eq!(fle.state(), PeerState::Looking);
+}
+
 #[test]
 fn silence_resends_with_a_doubling_interval_up_to_the_cap() {
     let mut cfg = config(2, &[1, 2], &[]);

@@ -32,6 +32,8 @@ pub async fn decide(
 ) -> Result<Decision, &'static str> {
     let started = Instant::now();
     let now_ms = || origin.elapsed().as_millis() as u64;
+    let mut down = net.peers_down();
+    fle.set_peers_down(down.borrow_and_update().clone());
     loop {
         while let Some(a) = fle.poll_action() {
             match a {
@@ -56,6 +58,7 @@ pub async fn decide(
                 None => return Err("the election port stopped"),
             },
             _ = tokio::time::sleep(wait) => fle.handle_timeout(now_ms()),
+            Ok(()) = down.changed() => fle.set_peers_down(down.borrow_and_update().clone()),
         }
     }
 }

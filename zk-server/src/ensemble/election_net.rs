@@ -56,6 +56,9 @@ struct Inner {
     /// whether that connection is up.
     connections: Mutex<HashMap<i64, (u64, bool)>>,
     inbox: mpsc::Sender<Received>,
+    /// Peers whose election port refused our last connection attempt (and that have no live
+    /// connection to us): the election may decide without waiting for them.
+    down: watch::Sender<std::collections::BTreeSet<i64>>,
 }
 
 impl ElectionNet {
@@ -86,6 +89,7 @@ impl ElectionNet {
                 outboxes,
                 connections: Mutex::new(HashMap::new()),
                 inbox: tx,
+                down: watch::channel(std::collections::BTreeSet::new()).0,
             }),
         };
         // One dialer per peer: it (re)connects whenever there is something to say and no
@@ -96,6 +100,15 @@ impl ElectionNet {
         tokio::spawn(net.clone().accept_loop(listener));
         info!("election port listening on {listen}");
         Ok((net, rx))
+    }
+
+    /// The peers known to be down, and a way to wait for that to change.
+    pub fn peers_down(&self) -> watch::Receiver<std::collections::BTreeSet<i64>> {
+        self.inner.down.subscribe()
+    }
+
+    fn mark(&self, sid: i64, down: bool) {
+        self.inner.down.send_if_modified(|set| if down { set.insert(sid) } else { set.remove(&sid) });
     }
 
     /// Makes `n` the message for `to` (replacing any not yet sent). Unknown peers are ignored.
@@ -186,6 +199,9 @@ impl ElectionNet {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     debug!("election peer {sid} at {addr}: {e}");
+                    if !self.is_up(sid) {
+                        self.mark(sid, true);
+                    }
                     tokio::time::sleep(REDIAL_PAUSE).await;
                     continue;
                 }
@@ -194,6 +210,7 @@ impl ElectionNet {
                     continue;
                 }
             };
+            self.mark(sid, false);
             let _ = stream.set_nodelay(true);
             let hs = match ElectionHandshake::v1(self.inner.my_sid, self.inner.my_addr.clone()).encode() {
                 Ok(h) => h,
@@ -250,6 +267,7 @@ impl ElectionNet {
             e.1 = true;
             e.0
         };
+        self.mark(sid, false);
         let result = self.carry(sid, generation, stream, buf).await;
         let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = g.get_mut(&sid) {

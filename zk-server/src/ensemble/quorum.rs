@@ -98,6 +98,8 @@ pub enum Input {
     Accepted(TcpStream),
     /// A machine's timer is due.
     Timer,
+    /// The set of peers known to be down changed.
+    PeersDown,
 }
 
 enum State {
@@ -120,6 +122,7 @@ pub struct Quorum {
     origin: Instant,
     net: ElectionNet,
     election_rx: mpsc::Receiver<Received>,
+    down_rx: tokio::sync::watch::Receiver<std::collections::BTreeSet<i64>>,
     epochs: EpochStore<FileStorage>,
     source: Box<dyn TxnSource>,
     /// Reloads the database from disk (the newest snapshot plus the log after it).
@@ -178,6 +181,7 @@ impl Quorum {
                 PeerData { last_logged_zxid: 0, current_epoch: 0 },
                 0,
             ))),
+            down_rx: net.peers_down(),
             s,
             verifier,
             origin,
@@ -237,6 +241,7 @@ impl Quorum {
             Some(e) = self.peer_rx.recv() => Input::Peer(e),
             Some(r) = self.election_rx.recv() => Input::Election(r),
             Some(s) = self.accepted_rx.recv() => Input::Accepted(s),
+            Ok(()) = self.down_rx.changed() => Input::PeersDown,
             _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => Input::Timer,
         }
     }
@@ -280,6 +285,12 @@ impl Quorum {
                         self.look("lost the leader");
                     }
                     _ => {}
+                }
+            }
+            Input::PeersDown => {
+                let down = self.down_rx.borrow_and_update().clone();
+                if let State::Looking(f) = &mut self.state {
+                    f.set_peers_down(down);
                 }
             }
             Input::Timer => match &mut self.state {
@@ -330,6 +341,7 @@ impl Quorum {
         let now = self.now_ms();
         let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
         fle.start_election(data, now);
+        fle.set_peers_down(self.down_rx.borrow().clone());
         self.state = State::Looking(Box::new(fle));
     }
 
