@@ -6,6 +6,7 @@
 #
 #   bench/failover.sh              # 10 rounds each, tickTime=2000 (Apache's default)
 #   ROUNDS=20 TICK=500 bench/failover.sh
+#   IMPLS=zkrs bench/failover.sh   # one side only
 #
 # Prints the median, min and max per implementation.
 set -euo pipefail
@@ -19,7 +20,7 @@ ZKRS=$PWD/target/release/zkrs-server
 CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-python3 - "$WORK" "$ZKRS" "$CP" "$ROUNDS" "$TICK" <<'PY'
+python3 - "$WORK" "$ZKRS" "$CP" "$ROUNDS" "$TICK" "${IMPLS:-zkrs apache}" <<'PY'
 import os, socket, struct, subprocess, sys, time, statistics
 work, zkrs, cp, rounds, tick = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 
@@ -112,7 +113,7 @@ def run(kind):
     for p in procs: p.kill()
     return times
 
-res = {k: run(k) for k in ("zkrs", "apache")}
+res = {k: run(k) for k in sys.argv[6].split()}
 print(f"Failover, kill -9 of the leader to the first write acknowledged for a new session on a survivor; "
       f"3 servers, tickTime={tick}, {rounds} rounds:\n")
 print("| server | median ms | min ms | max ms |\n|---|---:|---:|---:|")

@@ -225,12 +225,18 @@ impl ElectionNet {
                 continue;
             }
             if keeps_initiated_connection(self.inner.my_sid, sid) {
+                let began = std::time::Instant::now();
                 if let Err(e) = self.clone().run_connection(sid, stream, BytesMut::new()).await {
                     debug!("election connection to {sid} closed: {e}");
                 }
+                // Dial again at once: a peer that died refuses at once, and the election may
+                // decide without it; only a connection that keeps failing straight away waits.
+                if began.elapsed() < REDIAL_PAUSE / 5 {
+                    tokio::time::sleep(REDIAL_PAUSE).await;
+                }
             } else {
-                // The larger peer dials back. Prompt it again only while it has not, and not
-                // more often than every few pauses.
+                // The larger peer dials back. While its connection is up, wait; once it is lost
+                // (noticed when there is something to say), prompt it again at once.
                 drop(stream);
                 tokio::time::sleep(REDIAL_PAUSE).await;
                 while self.is_up(sid) {
@@ -238,10 +244,7 @@ impl ElectionNet {
                         return;
                     }
                 }
-                let _ = tokio::time::timeout(REDIAL_PAUSE * 3, outbox.changed()).await;
-                continue;
             }
-            tokio::time::sleep(REDIAL_PAUSE).await;
         }
     }
 
@@ -269,11 +272,18 @@ impl ElectionNet {
         };
         self.mark(sid, false);
         let result = self.carry(sid, generation, stream, buf).await;
-        let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = g.get_mut(&sid) {
-            if e.0 == generation {
-                e.1 = false;
+        {
+            let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = g.get_mut(&sid) {
+                if e.0 == generation {
+                    e.1 = false;
+                }
             }
+        }
+        // Wake the peer's dialer: it tries the peer again at once, and marks it down if its port
+        // refuses (the election then need not wait for it).
+        if let Some(tx) = self.inner.outboxes.get(&sid) {
+            tx.send_modify(|_| {});
         }
         result
     }

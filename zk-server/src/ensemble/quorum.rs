@@ -39,6 +39,13 @@ const DIFF_RECORDS_MAX: usize = 1_000_000;
 /// Connections accepted on the quorum port and not yet taken by the loop.
 const ACCEPT_QUEUE: usize = 64;
 
+/// Connections a learner makes to a leader that closes them before its handshake, before it
+/// elects again.
+const LEARNER_CONNECT_TRIES: u32 = 5;
+
+/// Learners held while this server still elects.
+const PARKED_MAX: usize = 64;
+
 /// Events from the peer connections not yet handled.
 const PEER_EVENTS: usize = 16 * 1024;
 
@@ -105,7 +112,7 @@ pub enum Input {
 enum State {
     Looking(Box<FastLeaderElection>),
     Leading(Box<Leader>),
-    Learning { learner: Box<Learner>, conn: PeerConn },
+    Learning { learner: Box<Learner>, conn: PeerConn, attempt: u32 },
 }
 
 /// Reloads the database from disk: the newest snapshot and the log after it. Given the zxid the
@@ -135,6 +142,10 @@ pub struct Quorum {
     next_conn: PeerConn,
     /// The snapshot the current learner connection received.
     received: Received_,
+    /// Learners that connected while this server was still electing: a learner may decide
+    /// before its leader does. They are handed to the leader if this server leads, and dropped
+    /// otherwise, or when older than initLimit.
+    parked: Vec<(TcpStream, u64)>,
     effects: Vec<Effect>,
 }
 
@@ -196,6 +207,7 @@ impl Quorum {
             outboxes: HashMap::new(),
             next_conn: 1,
             received: Arc::new(Mutex::new(None)),
+            parked: Vec::new(),
             effects: Vec::new(),
         };
         q.look("starting");
@@ -256,20 +268,17 @@ impl Quorum {
                 // machine settled on the current leader would; Apache answers from its vote.
                 _ => self.answer_looking_peer(r),
             },
-            Input::Accepted(stream) => {
-                if let State::Leading(l) = &mut self.state {
-                    let conn = self.next_conn;
-                    self.next_conn += 1;
-                    let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), None);
-                    self.outboxes.insert(conn, out);
-                    l.learner_connected(conn, now);
-                } else {
-                    debug!("quorum connection refused: not leading");
+            Input::Accepted(stream) => match &self.state {
+                State::Leading(_) => self.admit_learner(stream, now),
+                State::Looking(_) if self.parked.len() < PARKED_MAX => {
+                    debug!("a learner connected before the election here ended; holding it");
+                    self.parked.push((stream, now));
                 }
-            }
+                _ => debug!("quorum connection refused: not leading"),
+            },
             Input::Peer(PeerEvent::Packet(conn, pkt)) => match &mut self.state {
                 State::Leading(l) => l.handle_packet(conn, pkt, now),
-                State::Learning { learner, conn: c } if *c == conn => learner.handle_packet(pkt, now),
+                State::Learning { learner, conn: c, .. } if *c == conn => learner.handle_packet(pkt, now),
                 _ => {}
             },
             Input::Peer(PeerEvent::SnapshotReceived(conn)) => self.snapshot_received(conn),
@@ -280,9 +289,16 @@ impl Quorum {
                         debug!("learner connection {conn} closed: {why}");
                         l.learner_disconnected(conn, now);
                     }
-                    State::Learning { conn: c, .. } if *c == conn => {
-                        warn!("connection to the leader closed: {why}");
-                        self.look("lost the leader");
+                    State::Learning { conn: c, learner, attempt } if *c == conn => {
+                        let (leader, attempt) = (learner.leader_sid(), *attempt);
+                        if learner.epoch().is_none() && attempt < LEARNER_CONNECT_TRIES {
+                            debug!("leader {leader} closed before its handshake ({why}); trying again");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            self.follow(leader, self.s.observer, attempt + 1).await;
+                        } else {
+                            warn!("connection to the leader closed: {why}");
+                            self.look("lost the leader");
+                        }
                     }
                     _ => {}
                 }
@@ -300,6 +316,15 @@ impl Quorum {
             },
         }
         self.drain(core_db).await;
+    }
+
+    fn admit_learner(&mut self, stream: TcpStream, now: u64) {
+        let State::Leading(l) = &mut self.state else { return };
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), None);
+        self.outboxes.insert(conn, out);
+        l.learner_connected(conn, now);
     }
 
     fn answer_looking_peer(&mut self, r: Received) {
@@ -432,38 +457,51 @@ impl Quorum {
                 let local = self.local_state();
                 let recent = self.recent_history(local.last_logged_zxid);
                 self.state = State::Leading(Box::new(Leader::new(self.zab_config(), local, recent, now)));
+                let limit = self.s.tick_ms * self.s.init_limit.max(1);
+                for (stream, at) in std::mem::take(&mut self.parked) {
+                    if now.saturating_sub(at) <= limit {
+                        self.admit_learner(stream, now);
+                    }
+                }
             }
             PeerState::Following | PeerState::Observing => {
-                let Some(&addr) = self.s.quorum_addrs.get(&leader) else {
-                    self.look("the leader has no quorum address");
-                    return;
-                };
-                let limit = Duration::from_millis(self.s.tick_ms * self.s.init_limit.max(1));
-                let stream = match peer_net::connect(addr, limit).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        warn!("cannot reach leader {leader} at {addr}: {e}");
-                        self.look("leader unreachable");
-                        return;
-                    }
-                };
-                let conn = self.next_conn;
-                self.next_conn += 1;
-                let slot = self.received.clone();
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                let cfg = self.s.tree_cfg.clone();
-                let sinks: SnapshotSinkFactory = Box::new(move |zxid| {
-                    Box::new(SnapSink::new(cfg.clone(), zxid, slot.clone())) as Box<dyn SnapshotSink>
-                });
-                let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
-                self.outboxes.insert(conn, out);
-                let observer = state == PeerState::Observing;
-                let mut learner = Learner::new(self.zab_config(), leader, observer, self.local_state(), now);
-                learner.connected(now);
-                self.state = State::Learning { learner: Box::new(learner), conn };
+                self.parked.clear();
+                self.follow(leader, state == PeerState::Observing, 0).await;
             }
             PeerState::Looking => self.look("undecided"),
         }
+    }
+
+    /// Connects to `leader`'s quorum port and starts learning from it. `attempt` counts the
+    /// connections the leader closed before it said anything: a learner may decide before its
+    /// leader does, so it tries a few times (as Apache's learners do) before electing again.
+    async fn follow(&mut self, leader: i64, observer: bool, attempt: u32) {
+        let now = self.now_ms();
+        let Some(&addr) = self.s.quorum_addrs.get(&leader) else {
+            self.look("the leader has no quorum address");
+            return;
+        };
+        let limit = Duration::from_millis(self.s.tick_ms * self.s.init_limit.max(1));
+        let stream = match peer_net::connect(addr, limit).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("cannot reach leader {leader} at {addr}: {e}");
+                self.look("leader unreachable");
+                return;
+            }
+        };
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let slot = self.received.clone();
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let cfg = self.s.tree_cfg.clone();
+        let sinks: SnapshotSinkFactory =
+            Box::new(move |zxid| Box::new(SnapSink::new(cfg.clone(), zxid, slot.clone())) as Box<dyn SnapshotSink>);
+        let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
+        self.outboxes.insert(conn, out);
+        let mut learner = Learner::new(self.zab_config(), leader, observer, self.local_state(), now);
+        learner.connected(now);
+        self.state = State::Learning { learner: Box::new(learner), conn, attempt };
     }
 
     /// The last committed proposals of the log, for the leader's DIFF window.
