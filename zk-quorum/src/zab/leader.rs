@@ -739,7 +739,9 @@ impl Leader {
             let l = &self.learners[&conn];
             (l.sid, l.observer)
         };
-        if ack.current_epoch != -1 {
+        // Only while the epoch is being acknowledged: once a quorum has, a learner ahead of us
+        // holds nothing committed that we lack, and the sync cuts it back (TRUNC).
+        if ack.current_epoch != -1 && self.phase == Phase::AwaitAckEpochs {
             let ours = (i64::from(self.local.current_epoch), self.local.last_logged_zxid);
             if (i64::from(ack.current_epoch), peer_zxid) > ours {
                 return self.reject(

@@ -1,0 +1,1120 @@
+//! Deterministic whole-ensemble simulation of Zab (the `zab` leader and learner machines).
+//!
+//! One seed drives everything: message delays, crashes (with unsynced log records lost or partly
+//! kept), restarts, partitions, log purges and client writes. Time is simulated in 10 ms steps. The
+//! election is a deterministic stand-in (the live looking voters of one side of the network that
+//! form a quorum pick the best (currentEpoch, lastLoggedZxid, sid) among them; a looking server
+//! that can reach a leader joins it): Zab's safety must not depend on which leader is picked.
+//!
+//! The server model around each machine: a log (a snapshot base plus records, each record durable
+//! only once a sync op completed; a crash keeps a random prefix of the unsynced ones, the rest torn
+//! away), epoch files written atomically, a database that is the list of applied transactions, and
+//! at the leader a tiny proposer that commits in zxid order on a quorum of ACKs (its own after its
+//! log sync).
+//!
+//! Checkers:
+//! - at most one leader is established per epoch;
+//! - the committed chain (every write acknowledged to a client, and each new epoch's initial
+//!   history) only grows: every established leader's history starts with it (no acknowledged write
+//!   lost), every commit extends it consistently;
+//! - a learner's database is a prefix-consistent copy of the chain whenever it is up to date and at
+//!   each commit after that;
+//! - a restarted server's epochs are consistent with its log (Apache refuses to start otherwise);
+//! - once healed and quiet, one leader is established, every server is synced, and all logs and
+//!   databases equal the committed chain.
+//!
+//! `ZAB_SEEDS=N` runs N seeds per configuration (default 120 + 100); `ZAB_SEED=S` runs one, verbosely.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::wire::QuorumPacket;
+use zk_quorum::zab::{
+    epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig,
+};
+
+type Hist = Vec<(i64, Bytes)>;
+
+const STEP_MS: u64 = 10;
+
+#[derive(Debug, Clone)]
+struct Params {
+    voters: Vec<i64>,
+    observers: Vec<i64>,
+    fault_ms: u64,
+    quiet_ms: u64,
+    crash_p: f64,
+    partition_p: f64,
+    propose_p: f64,
+    purge_p: f64,
+    window: usize,
+    max_delay_ms: u64,
+}
+
+impl Params {
+    fn three() -> Params {
+        Params {
+            voters: vec![1, 2, 3],
+            observers: vec![],
+            fault_ms: 6_000,
+            quiet_ms: 8_000,
+            crash_p: 0.004,
+            partition_p: 0.002,
+            propose_p: 0.3,
+            purge_p: 0.01,
+            window: 6,
+            max_delay_ms: 25,
+        }
+    }
+
+    fn five() -> Params {
+        Params { voters: vec![1, 2, 3, 4, 5], observers: vec![6], ..Params::three() }
+    }
+}
+
+#[derive(Debug)]
+enum Msg {
+    Packet(QuorumPacket),
+    Raw(Bytes),
+    Closed,
+}
+
+#[derive(Debug, Default)]
+struct Pipe {
+    queue: VecDeque<(u64, Msg)>,
+    last_at: u64,
+}
+
+#[derive(Debug)]
+struct Conn {
+    leader: i64,
+    learner: i64,
+    leader_gen: u64,
+    learner_gen: u64,
+    to_learner: Pipe,
+    to_leader: Pipe,
+}
+
+#[derive(Debug)]
+enum DiskOp {
+    Sync(i64),
+    Accepted(u32),
+    Current(u32),
+    Truncate(i64),
+    Install(i64, Hist),
+}
+
+enum Role {
+    Down,
+    Looking,
+    Leading(Box<Leader>),
+    Following(Box<Learner>, ConnId),
+}
+
+#[derive(Default)]
+struct Proposer {
+    established: Option<u32>,
+    next_counter: u32,
+    outstanding: BTreeMap<i64, (Bytes, BTreeSet<i64>)>,
+}
+
+struct Server {
+    sid: i64,
+    observer: bool,
+    accepted: u32,
+    current: u32,
+    /// Durable snapshot: the history through its last zxid.
+    base: Hist,
+    /// Log records after the base; `synced` of them are durable.
+    log: Hist,
+    synced: usize,
+    db: Hist,
+    disk: VecDeque<(u64, u64, DiskOp)>,
+    role: Role,
+    gen: u64,
+    since_ms: u64,
+    inbox: VecDeque<Msg>,
+    snap: Option<(i64, Vec<u8>)>,
+    installing: bool,
+    up_to_date: bool,
+    proposer: Proposer,
+}
+
+impl Server {
+    fn last_zxid(&self) -> i64 {
+        self.log.last().or(self.base.last()).map_or(0, |r| r.0)
+    }
+
+    fn history(&self) -> Hist {
+        self.base.iter().chain(self.log.iter()).cloned().collect()
+    }
+
+    fn local(&self) -> LocalState {
+        LocalState {
+            accepted_epoch: self.accepted,
+            current_epoch: self.current,
+            last_logged_zxid: self.last_zxid(),
+            first_logged_zxid: self.log.first().map(|r| r.0),
+        }
+    }
+
+    fn is_up(&self) -> bool {
+        !matches!(self.role, Role::Down)
+    }
+}
+
+struct Sim {
+    rng: StdRng,
+    now: u64,
+    p: Params,
+    verifier: QuorumVerifier,
+    servers: BTreeMap<i64, Server>,
+    conns: BTreeMap<ConnId, Conn>,
+    next_conn: ConnId,
+    next_gen: u64,
+    /// One side of the current partition, and when it heals.
+    partition: Option<(BTreeSet<i64>, u64)>,
+    down_until: BTreeMap<i64, u64>,
+    /// The committed chain.
+    chain: Hist,
+    epoch_leader: BTreeMap<u32, i64>,
+    verbose: bool,
+    stats: Stats,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    established: u64,
+    commits: u64,
+    crashes: u64,
+    partitions: u64,
+    diffs: u64,
+    truncs: u64,
+    snaps: u64,
+    log_reads: u64,
+    epoch_behind_log: u64,
+}
+
+type R = Result<(), String>;
+
+impl Sim {
+    fn new(seed: u64, p: Params, verbose: bool) -> Sim {
+        let verifier = QuorumVerifier::majority(p.voters.clone(), p.observers.clone());
+        let mut servers = BTreeMap::new();
+        for sid in p.voters.iter().chain(p.observers.iter()) {
+            servers.insert(
+                *sid,
+                Server {
+                    sid: *sid,
+                    observer: p.observers.contains(sid),
+                    accepted: 0,
+                    current: 0,
+                    base: vec![],
+                    log: vec![],
+                    synced: 0,
+                    db: vec![],
+                    disk: VecDeque::new(),
+                    role: Role::Looking,
+                    gen: 0,
+                    since_ms: 0,
+                    inbox: VecDeque::new(),
+                    snap: None,
+                    installing: false,
+                    up_to_date: false,
+                    proposer: Proposer::default(),
+                },
+            );
+        }
+        Sim {
+            rng: StdRng::seed_from_u64(seed),
+            now: 0,
+            p,
+            verifier,
+            servers,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            next_gen: 1,
+            partition: None,
+            down_until: BTreeMap::new(),
+            chain: vec![],
+            epoch_leader: BTreeMap::new(),
+            verbose,
+            stats: Stats::default(),
+        }
+    }
+
+    fn cfg(&self, sid: i64) -> ZabConfig {
+        let mut c = ZabConfig::new(sid, self.verifier.clone(), 100, 10, 5);
+        c.committed_log_max = self.p.window;
+        c.config_string = Bytes::from_static(b"version=0");
+        c
+    }
+
+    fn log(&self, what: impl FnOnce() -> String) {
+        if self.verbose {
+            println!("{:>6} {}", self.now, what());
+        }
+    }
+
+    fn run(&mut self) -> R {
+        let end_faults = self.p.fault_ms;
+        while self.now < end_faults {
+            self.step(true)?;
+        }
+        self.partition = None;
+        let down: Vec<i64> = self.down_until.keys().copied().collect();
+        for sid in down {
+            self.restart(sid)?;
+        }
+        let end = end_faults + self.p.quiet_ms;
+        while self.now < end {
+            self.step(false)?;
+            if self.converged() {
+                return self.check_converged();
+            }
+        }
+        self.check_converged()
+    }
+
+    fn step(&mut self, faults: bool) -> R {
+        self.now += STEP_MS;
+        if faults {
+            self.faults()?;
+        }
+        let due: Vec<i64> =
+            self.down_until.iter().filter(|(_, t)| **t <= self.now).map(|(s, _)| *s).collect();
+        for sid in due {
+            self.restart(sid)?;
+        }
+        if let Some((_, until)) = &self.partition {
+            if *until <= self.now {
+                self.log(|| "partition heals".into());
+                self.partition = None;
+            }
+        }
+        self.deliver()?;
+        self.disk()?;
+        self.timeouts()?;
+        self.elect()?;
+        if faults && self.rng.gen_bool(self.p.propose_p) {
+            self.propose()?;
+        }
+        Ok(())
+    }
+
+    fn faults(&mut self) -> R {
+        let sids: Vec<i64> = self.servers.keys().copied().collect();
+        for sid in sids {
+            if self.servers[&sid].is_up() && self.rng.gen_bool(self.p.crash_p) {
+                self.crash(sid);
+            }
+            if self.rng.gen_bool(self.p.purge_p) {
+                self.purge(sid);
+            }
+        }
+        if self.partition.is_none() && self.rng.gen_bool(self.p.partition_p) {
+            let side: BTreeSet<i64> =
+                self.servers.keys().copied().filter(|_| self.rng.gen_bool(0.5)).collect();
+            let until = self.now + self.rng.gen_range(200..2_000);
+            self.log(|| format!("partition {side:?} until {until}"));
+            self.stats.partitions += 1;
+            self.partition = Some((side, until));
+        }
+        Ok(())
+    }
+
+    /// A snapshot is taken and the log before it purged: only synced records move.
+    fn purge(&mut self, sid: i64) {
+        let s = self.servers.get_mut(&sid).unwrap();
+        if s.synced > 3 {
+            let k = s.synced - 3;
+            let moved: Vec<(i64, Bytes)> = s.log.drain(..k).collect();
+            s.base.extend(moved);
+            s.synced -= k;
+        }
+    }
+
+    fn crash(&mut self, sid: i64) {
+        self.stats.crashes += 1;
+        let keep = {
+            let s = &self.servers[&sid];
+            let unsynced = s.log.len() - s.synced;
+            s.synced + self.rng.gen_range(0..=unsynced)
+        };
+        let down_for = self.rng.gen_range(100..1_500);
+        self.log(|| format!("crash {sid} (keeps {keep} log records), down for {down_for}"));
+        self.drop_role(sid);
+        let s = self.servers.get_mut(&sid).unwrap();
+        s.log.truncate(keep);
+        s.synced = keep;
+        s.db.clear();
+        s.disk.clear();
+        s.role = Role::Down;
+        self.down_until.insert(sid, self.now + down_for);
+    }
+
+    fn restart(&mut self, sid: i64) -> R {
+        self.down_until.remove(&sid);
+        let s = self.servers.get_mut(&sid).unwrap();
+        if !matches!(s.role, Role::Down) {
+            return Ok(());
+        }
+        let last_epoch = epoch_of(s.last_zxid());
+        if s.accepted < last_epoch || s.accepted < s.current {
+            return Err(format!(
+                "server {sid} cannot start: acceptedEpoch {} currentEpoch {} last zxid {:#x}",
+                s.accepted,
+                s.current,
+                s.last_zxid()
+            ));
+        }
+        if s.current < last_epoch {
+            // A crash after the synced records were durable but before currentEpoch was written
+            // (the order ZK-4643 requires), when the sync carried records of an epoch the server
+            // never joined. Apache 3.8 refuses to start here; starting with the lower epoch only
+            // ranks the server lower in elections, which is safe.
+            self.stats.epoch_behind_log += 1;
+        }
+        s.db = s.history();
+        s.role = Role::Looking;
+        s.since_ms = self.now;
+        self.log(|| format!("restart {sid}"));
+        Ok(())
+    }
+
+    /// Ends the server's current role: its connections close (the peer hears it when reachable).
+    fn drop_role(&mut self, sid: i64) {
+        let ids: Vec<ConnId> =
+            self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
+        for id in ids {
+            self.close_side(id, sid);
+        }
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        let s = self.servers.get_mut(&sid).unwrap();
+        s.gen = gen;
+        // As Apache after an election: the database is reloaded from the log, so it holds every
+        // logged record (a DIFF sync takes the log, not the applied state, as the learner's history).
+        s.db = s.history();
+        s.role = Role::Looking;
+        s.since_ms = self.now;
+        s.inbox.clear();
+        s.snap = None;
+        s.installing = false;
+        s.up_to_date = false;
+        s.proposer = Proposer::default();
+    }
+
+    /// `sid` closes its end of `id`: the other end gets a close after what is in flight.
+    fn close_side(&mut self, id: ConnId, sid: i64) {
+        let now = self.now;
+        if let Some(c) = self.conns.get_mut(&id) {
+            if c.leader == sid {
+                c.to_leader.queue.clear();
+                c.leader_gen = 0;
+                let at = c.to_learner.last_at.max(now + 1);
+                c.to_learner.queue.push_back((at, Msg::Closed));
+            } else {
+                c.to_learner.queue.clear();
+                c.learner_gen = 0;
+                let at = c.to_leader.last_at.max(now + 1);
+                c.to_leader.queue.push_back((at, Msg::Closed));
+            }
+            if c.leader_gen == 0 && c.learner_gen == 0 {
+                self.conns.remove(&id);
+            }
+        }
+    }
+
+    fn send(&mut self, id: ConnId, to_leader: bool, msg: Msg) {
+        let delay = self.rng.gen_range(1..=self.p.max_delay_ms);
+        let now = self.now;
+        if let Some(c) = self.conns.get_mut(&id) {
+            let (pipe, open) = if to_leader {
+                (&mut c.to_leader, c.leader_gen != 0)
+            } else {
+                (&mut c.to_learner, c.learner_gen != 0)
+            };
+            if open {
+                let at = pipe.last_at.max(now + delay);
+                pipe.last_at = at;
+                pipe.queue.push_back((at, msg));
+            }
+        }
+    }
+
+    fn deliver(&mut self) -> R {
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            for to_leader in [true, false] {
+                while let Some(c) = self.conns.get_mut(&id) {
+                    let (a, b) = (c.leader, c.learner);
+                    let pipe = if to_leader { &mut c.to_leader } else { &mut c.to_learner };
+                    if pipe.queue.front().is_none_or(|(at, _)| *at > self.now) {
+                        break;
+                    }
+                    if !reachable(&self.partition, a, b) {
+                        break;
+                    }
+                    let (_, msg) = pipe.queue.pop_front().unwrap();
+                    let gen = if to_leader { c.leader_gen } else { c.learner_gen };
+                    let target = if to_leader { a } else { b };
+                    if gen == 0 || self.servers[&target].gen != gen {
+                        continue;
+                    }
+                    if to_leader {
+                        self.at_leader(target, id, msg)?;
+                    } else {
+                        self.servers.get_mut(&target).unwrap().inbox.push_back(msg);
+                        self.pump(target)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn at_leader(&mut self, sid: i64, id: ConnId, msg: Msg) -> R {
+        let now = self.now;
+        let closed = matches!(msg, Msg::Closed);
+        {
+            let Role::Leading(l) = &mut self.servers.get_mut(&sid).unwrap().role else { return Ok(()) };
+            match msg {
+                Msg::Packet(p) => l.handle_packet(id, p, now),
+                Msg::Closed => l.learner_disconnected(id, now),
+                Msg::Raw(_) => return Err("raw bytes sent to a leader".into()),
+            }
+        }
+        if closed {
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.leader_gen = 0;
+            }
+            self.conns.remove(&id);
+        }
+        self.drain(sid)
+    }
+
+    /// Feeds a learner what arrived, except while it reads or installs a snapshot.
+    fn pump(&mut self, sid: i64) -> R {
+        loop {
+            let now = self.now;
+            let s = self.servers.get_mut(&sid).unwrap();
+            if s.installing {
+                return Ok(());
+            }
+            let Some(msg) = s.inbox.pop_front() else { return Ok(()) };
+            if let Some((zxid, buf)) = &mut s.snap {
+                let zxid = *zxid;
+                match msg {
+                    Msg::Raw(b) => buf.extend_from_slice(&b),
+                    Msg::Closed => {
+                        self.drop_role(sid);
+                        return Ok(());
+                    }
+                    Msg::Packet(p) => return Err(format!("packet {p:?} inside a snapshot stream")),
+                }
+                if let Some(hist) = decode_snapshot(buf) {
+                    if hist.last().map_or(0, |r| r.0) != zxid {
+                        return Err(format!("snapshot of {zxid:#x} holds {:?}", hist.last().map(|r| r.0)));
+                    }
+                    s.snap = None;
+                    s.installing = true;
+                    let gen = s.gen;
+                    let at = self.disk_time(sid);
+                    self.servers.get_mut(&sid).unwrap().disk.push_back((
+                        at,
+                        gen,
+                        DiskOp::Install(zxid, hist),
+                    ));
+                }
+                continue;
+            }
+            match msg {
+                Msg::Packet(p) => {
+                    let Role::Following(l, _) = &mut s.role else { return Ok(()) };
+                    l.handle_packet(p, now);
+                    self.drain(sid)?;
+                }
+                Msg::Raw(_) => return Err("raw bytes outside a snapshot".into()),
+                Msg::Closed => {
+                    self.log(|| format!("{sid}: leader closed the connection"));
+                    self.drop_role(sid);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn disk_time(&mut self, sid: i64) -> u64 {
+        let d = self.rng.gen_range(1..=20);
+        let last = self.servers[&sid].disk.back().map_or(0, |o| o.0);
+        last.max(self.now + d)
+    }
+
+    fn push_disk(&mut self, sid: i64, op: DiskOp) {
+        let at = self.disk_time(sid);
+        let s = self.servers.get_mut(&sid).unwrap();
+        let gen = s.gen;
+        s.disk.push_back((at, gen, op));
+    }
+
+    fn disk(&mut self) -> R {
+        let sids: Vec<i64> = self.servers.keys().copied().collect();
+        for sid in sids {
+            loop {
+                let now = self.now;
+                let s = self.servers.get_mut(&sid).unwrap();
+                if s.disk.front().is_none_or(|o| o.0 > now) {
+                    break;
+                }
+                let (_, gen, op) = s.disk.pop_front().unwrap();
+                let live = gen == s.gen;
+                match op {
+                    DiskOp::Sync(upto) => {
+                        let n = s.log.iter().take_while(|r| r.0 <= upto).count();
+                        s.synced = s.synced.max(n);
+                        if live {
+                            match &mut s.role {
+                                Role::Leading(l) => l.local_durable(upto, now),
+                                Role::Following(l, _) => l.durable(upto, now),
+                                _ => {}
+                            }
+                        }
+                    }
+                    DiskOp::Accepted(e) => {
+                        s.accepted = e;
+                        if live {
+                            epoch_persisted(&mut s.role, now);
+                        }
+                    }
+                    DiskOp::Current(e) => {
+                        s.current = e;
+                        if live {
+                            epoch_persisted(&mut s.role, now);
+                        }
+                    }
+                    DiskOp::Truncate(z) => {
+                        s.base.retain(|r| r.0 <= z);
+                        s.log.retain(|r| r.0 <= z);
+                        s.synced = s.log.len();
+                        s.db = s.history();
+                        if live {
+                            if let Role::Following(l, _) = &mut s.role {
+                                l.truncated(z, now);
+                            }
+                        }
+                    }
+                    DiskOp::Install(z, hist) => {
+                        s.base = hist.clone();
+                        s.log.clear();
+                        s.synced = 0;
+                        if live {
+                            s.db = hist;
+                            s.installing = false;
+                            if let Role::Following(l, _) = &mut s.role {
+                                l.snapshot_loaded(z, now);
+                            }
+                        }
+                    }
+                }
+                if live {
+                    self.drain(sid)?;
+                    self.pump(sid)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn timeouts(&mut self) -> R {
+        let sids: Vec<i64> = self.servers.keys().copied().collect();
+        for sid in sids {
+            let now = self.now;
+            match &mut self.servers.get_mut(&sid).unwrap().role {
+                Role::Leading(l) if l.poll_timeout().is_some_and(|t| t <= now) => l.handle_timeout(now),
+                Role::Following(l, _) if l.poll_timeout().is_some_and(|t| t <= now) => l.handle_timeout(now),
+                _ => continue,
+            }
+            self.drain(sid)?;
+        }
+        Ok(())
+    }
+
+    fn elect(&mut self) -> R {
+        let sides: Vec<BTreeSet<i64>> = match &self.partition {
+            None => vec![self.servers.keys().copied().collect()],
+            Some((side, _)) => {
+                let other = self.servers.keys().copied().filter(|s| !side.contains(s)).collect();
+                vec![side.clone(), other]
+            }
+        };
+        for side in sides {
+            let lookers: Vec<i64> = side
+                .iter()
+                .copied()
+                .filter(|s| {
+                    let sv = &self.servers[s];
+                    matches!(sv.role, Role::Looking) && sv.since_ms + 50 <= self.now
+                })
+                .collect();
+            if lookers.is_empty() {
+                continue;
+            }
+            let leader = side
+                .iter()
+                .copied()
+                .filter(|s| matches!(&self.servers[s].role, Role::Leading(l) if !l.is_stopped()))
+                .max_by_key(|s| match &self.servers[s].role {
+                    Role::Leading(l) => l.epoch().unwrap_or(0),
+                    _ => 0,
+                });
+            let leader = match leader {
+                Some(l) => l,
+                None => {
+                    let voters: Vec<i64> =
+                        lookers.iter().copied().filter(|s| self.verifier.is_voter(*s)).collect();
+                    if !self.verifier.contains_quorum(voters.iter().copied()) {
+                        continue;
+                    }
+                    let best = voters
+                        .iter()
+                        .copied()
+                        .max_by_key(|s| {
+                            let sv = &self.servers[s];
+                            (sv.current, sv.last_zxid(), *s)
+                        })
+                        .unwrap();
+                    self.lead(best)?;
+                    best
+                }
+            };
+            for s in lookers {
+                if s != leader {
+                    self.follow(s, leader)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lead(&mut self, sid: i64) -> R {
+        self.drop_role(sid);
+        let cfg = self.cfg(sid);
+        let now = self.now;
+        let s = self.servers.get_mut(&sid).unwrap();
+        let local = s.local();
+        let skip = s.log.len().saturating_sub(self.p.window);
+        let recent: Hist = s.log[skip..].to_vec();
+        s.db = s.history();
+        s.role = Role::Leading(Box::new(Leader::new(cfg, local, recent, now)));
+        self.log(|| format!("{sid} leads with {local:?}"));
+        self.drain(sid)
+    }
+
+    fn follow(&mut self, sid: i64, leader: i64) -> R {
+        self.drop_role(sid);
+        let cfg = self.cfg(sid);
+        let now = self.now;
+        let id = self.next_conn;
+        self.next_conn += 1;
+        let (leader_gen, learner_gen) = (self.servers[&leader].gen, self.servers[&sid].gen);
+        self.conns.insert(
+            id,
+            Conn {
+                leader,
+                learner: sid,
+                leader_gen,
+                learner_gen,
+                to_learner: Pipe::default(),
+                to_leader: Pipe::default(),
+            },
+        );
+        let s = self.servers.get_mut(&sid).unwrap();
+        let local = s.local();
+        let mut learner = Learner::new(cfg, leader, s.observer, local, now);
+        learner.connected(now);
+        s.role = Role::Following(Box::new(learner), id);
+        self.log(|| format!("{sid} follows {leader} on conn {id} with {local:?}"));
+        if let Role::Leading(l) = &mut self.servers.get_mut(&leader).unwrap().role {
+            l.learner_connected(id, now);
+        }
+        self.drain(leader)?;
+        self.drain(sid)
+    }
+
+    fn propose(&mut self) -> R {
+        let leaders: Vec<i64> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| {
+                s.proposer.established.is_some() && matches!(&s.role, Role::Leading(l) if l.is_established())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for sid in leaders {
+            let now = self.now;
+            let s = self.servers.get_mut(&sid).unwrap();
+            let epoch = s.proposer.established.unwrap();
+            s.proposer.next_counter += 1;
+            let zxid = make_zxid(epoch, s.proposer.next_counter);
+            let payload = Bytes::from(format!("w{sid}.{epoch}.{}", s.proposer.next_counter));
+            s.log.push((zxid, payload.clone()));
+            s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
+            if let Role::Leading(l) = &mut s.role {
+                l.propose(zxid, payload, now);
+            }
+            self.push_disk(sid, DiskOp::Sync(zxid));
+            self.drain(sid)?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self, sid: i64) -> R {
+        loop {
+            let mut leader_actions = Vec::new();
+            let mut learner_actions = Vec::new();
+            match &mut self.servers.get_mut(&sid).unwrap().role {
+                Role::Leading(l) => {
+                    while let Some(a) = l.poll_action() {
+                        leader_actions.push(a);
+                    }
+                }
+                Role::Following(l, id) => {
+                    let id = *id;
+                    while let Some(a) = l.poll_action() {
+                        learner_actions.push((id, a));
+                    }
+                }
+                _ => return Ok(()),
+            }
+            if leader_actions.is_empty() && learner_actions.is_empty() {
+                return Ok(());
+            }
+            for a in leader_actions {
+                self.leader_action(sid, a)?;
+                if !matches!(self.servers[&sid].role, Role::Leading(_)) {
+                    return Ok(());
+                }
+            }
+            for (id, a) in learner_actions {
+                self.learner_action(sid, id, a)?;
+                if !matches!(self.servers[&sid].role, Role::Following(..)) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn leader_action(&mut self, sid: i64, a: LeaderAction) -> R {
+        let now = self.now;
+        match a {
+            LeaderAction::Send { conn, packet } => {
+                match packet.kind() {
+                    Ok(zk_quorum::wire::PacketType::Diff) => self.stats.diffs += 1,
+                    Ok(zk_quorum::wire::PacketType::Trunc) => self.stats.truncs += 1,
+                    Ok(zk_quorum::wire::PacketType::Snap) => self.stats.snaps += 1,
+                    _ => {}
+                }
+                self.send(conn, false, Msg::Packet(packet))
+            }
+            LeaderAction::SendRaw { conn, bytes } => self.send(conn, false, Msg::Raw(bytes)),
+            LeaderAction::Close { conn, reason } => {
+                self.log(|| format!("{sid} closes conn {conn}: {reason}"));
+                self.close_side(conn, sid);
+            }
+            LeaderAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
+            LeaderAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
+            LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
+                self.stats.log_reads += 1;
+                let s = self.servers.get_mut(&sid).unwrap();
+                let Role::Leading(l) = &mut s.role else { return Ok(()) };
+                let anchor = s.log.iter().rposition(|r| r.0 <= from_zxid);
+                match anchor {
+                    None => l.log_read_failed(req, now),
+                    Some(i) => {
+                        let entries: Hist =
+                            s.log[i..].iter().filter(|r| r.0 <= through_zxid).cloned().collect();
+                        l.log_read(req, entries, now);
+                    }
+                }
+            }
+            LeaderAction::SerializeSnapshot { req, zxid } => {
+                let s = self.servers.get_mut(&sid).unwrap();
+                if s.db.last().map_or(0, |r| r.0) != zxid {
+                    return Err(format!(
+                        "{sid}: snapshot of {zxid:#x} asked with the database at {:?}",
+                        s.db.last()
+                    ));
+                }
+                let bytes = encode_snapshot(&s.db);
+                let half = bytes.len() / 2;
+                let Role::Leading(l) = &mut s.role else { return Ok(()) };
+                l.snapshot_bytes(req, bytes.slice(..half), false, now);
+                l.snapshot_bytes(req, bytes.slice(half..), true, now);
+            }
+            LeaderAction::Established { epoch } => {
+                self.stats.established += 1;
+                if let Some(other) = self.epoch_leader.insert(epoch, sid) {
+                    return Err(format!("epoch {epoch} established by {other} and {sid}"));
+                }
+                let s = self.servers.get_mut(&sid).unwrap();
+                s.proposer.established = Some(epoch);
+                s.proposer.next_counter = 0;
+                let db = s.db.clone();
+                self.log(|| format!("{sid} established epoch {epoch} with {} txns", db.len()));
+                if db.len() < self.chain.len() || db[..self.chain.len()] != self.chain[..] {
+                    return Err(format!(
+                        "leader {sid} of epoch {epoch} lost committed txns: chain ends {:?}, its history {:?}",
+                        self.chain.last(),
+                        db.iter().map(|r| r.0).collect::<Vec<_>>()
+                    ));
+                }
+                self.chain = db;
+            }
+            LeaderAction::Ack { sid: from, zxid } => {
+                let s = self.servers.get_mut(&sid).unwrap();
+                if let Some((_, acks)) = s.proposer.outstanding.get_mut(&zxid) {
+                    acks.insert(from);
+                }
+                self.try_commit(sid)?;
+            }
+            LeaderAction::Forwarded { .. } | LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {
+            }
+            LeaderAction::StepDown { reason } => {
+                self.log(|| format!("{sid} steps down: {reason}"));
+                self.drop_role(sid);
+            }
+        }
+        Ok(())
+    }
+
+    fn try_commit(&mut self, sid: i64) -> R {
+        loop {
+            let now = self.now;
+            let s = self.servers.get_mut(&sid).unwrap();
+            let Some((&zxid, (_, acks))) = s.proposer.outstanding.iter().next() else { return Ok(()) };
+            if !self.verifier.contains_quorum(acks.iter().copied()) {
+                return Ok(());
+            }
+            let (payload, _) = s.proposer.outstanding.remove(&zxid).unwrap();
+            s.db.push((zxid, payload.clone()));
+            let n = s.db.len();
+            if let Role::Leading(l) = &mut s.role {
+                l.committed(zxid, now);
+            }
+            self.stats.commits += 1;
+            if n != self.chain.len() + 1 || self.chain[..] != self.servers[&sid].db[..n - 1] {
+                return Err(format!(
+                    "leader {sid} commits {zxid:#x} on a history that is not the committed chain"
+                ));
+            }
+            self.chain.push((zxid, payload));
+        }
+    }
+
+    fn learner_action(&mut self, sid: i64, conn: ConnId, a: LearnerAction) -> R {
+        match a {
+            LearnerAction::Send(p) => self.send(conn, true, Msg::Packet(p)),
+            LearnerAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
+            LearnerAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
+            LearnerAction::Truncate { after_zxid } => self.push_disk(sid, DiskOp::Truncate(after_zxid)),
+            LearnerAction::ReceiveSnapshot { zxid } => {
+                self.servers.get_mut(&sid).unwrap().snap = Some((zxid, Vec::new()));
+            }
+            LearnerAction::Log { zxid, payload } => {
+                let s = self.servers.get_mut(&sid).unwrap();
+                if zxid <= s.last_zxid() {
+                    return Err(format!("{sid}: Log {zxid:#x} after {:#x}", s.last_zxid()));
+                }
+                s.log.push((zxid, payload));
+                self.push_disk(sid, DiskOp::Sync(zxid));
+            }
+            LearnerAction::Commit { zxid, payload } => {
+                let s = self.servers.get_mut(&sid).unwrap();
+                if s.db.last().is_some_and(|r| r.0 >= zxid) {
+                    return Err(format!("{sid}: Commit {zxid:#x} after {:?}", s.db.last()));
+                }
+                s.db.push((zxid, payload));
+                if s.up_to_date {
+                    let i = s.db.len() - 1;
+                    if i < self.chain.len() && self.chain[i] != s.db[i] {
+                        return Err(format!(
+                            "{sid}: committed {zxid:#x} at {i}, the chain has {:?}",
+                            self.chain[i]
+                        ));
+                    }
+                }
+            }
+            LearnerAction::UpToDate => {
+                let s = self.servers.get_mut(&sid).unwrap();
+                s.up_to_date = true;
+                let n = s.db.len().min(self.chain.len());
+                if s.db[..n] != self.chain[..n] {
+                    return Err(format!("{sid}: up to date with a database that diverges from the chain"));
+                }
+            }
+            LearnerAction::SyncDone | LearnerAction::Revalidated { .. } => {}
+            LearnerAction::Disconnect { reason } => {
+                self.log(|| format!("{sid} disconnects: {reason}"));
+                self.drop_role(sid);
+            }
+        }
+        Ok(())
+    }
+
+    fn converged(&self) -> bool {
+        let leaders: Vec<&Server> = self
+            .servers
+            .values()
+            .filter(|s| matches!(&s.role, Role::Leading(l) if l.is_established()))
+            .collect();
+        if leaders.len() != 1 {
+            return false;
+        }
+        let leader = leaders[0];
+        if !leader.proposer.outstanding.is_empty() || leader.synced != leader.log.len() {
+            return false;
+        }
+        self.servers.values().all(|s| {
+            s.sid == leader.sid
+                || (s.up_to_date
+                    && s.db.len() == leader.db.len()
+                    && s.synced == s.log.len()
+                    && s.disk.is_empty())
+        })
+    }
+
+    fn check_converged(&self) -> R {
+        if !self.converged() {
+            let states: Vec<String> = self
+                .servers
+                .values()
+                .map(|s| {
+                    let role = match &s.role {
+                        Role::Down => "down".to_string(),
+                        Role::Looking => "looking".into(),
+                        Role::Leading(l) => format!("leading(est={})", l.is_established()),
+                        Role::Following(l, _) => {
+                            format!("following {} (up={})", l.leader_sid(), l.is_up_to_date())
+                        }
+                    };
+                    format!("{}: {role} db {} log {}", s.sid, s.db.len(), s.history().len())
+                })
+                .collect();
+            return Err(format!("no convergence after the quiet period: {states:?}"));
+        }
+        for s in self.servers.values() {
+            if s.history() != self.chain {
+                return Err(format!(
+                    "{}: log {:?} differs from the chain {:?}",
+                    s.sid,
+                    s.history().iter().map(|r| r.0).collect::<Vec<_>>(),
+                    self.chain.iter().map(|r| r.0).collect::<Vec<_>>()
+                ));
+            }
+            if s.db != self.chain {
+                return Err(format!("{}: database differs from the chain", s.sid));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reachable(partition: &Option<(BTreeSet<i64>, u64)>, a: i64, b: i64) -> bool {
+    match partition {
+        None => true,
+        Some((side, _)) => side.contains(&a) == side.contains(&b),
+    }
+}
+
+fn epoch_persisted(role: &mut Role, now: u64) {
+    match role {
+        Role::Leading(l) => l.epoch_persisted(now),
+        Role::Following(l, _) => l.epoch_persisted(now),
+        _ => {}
+    }
+}
+
+/// The sim's snapshot stream: u32 total length, then (i64 zxid, u32 len, bytes) records.
+fn encode_snapshot(h: &Hist) -> Bytes {
+    let mut out = vec![0u8; 4];
+    for (z, p) in h {
+        out.extend_from_slice(&z.to_be_bytes());
+        out.extend_from_slice(&(p.len() as u32).to_be_bytes());
+        out.extend_from_slice(p);
+    }
+    let n = out.len() as u32;
+    out[..4].copy_from_slice(&n.to_be_bytes());
+    Bytes::from(out)
+}
+
+fn decode_snapshot(buf: &[u8]) -> Option<Hist> {
+    let n = u32::from_be_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+    if buf.len() < n {
+        return None;
+    }
+    let mut h = Vec::new();
+    let mut pos = 4;
+    while pos < n {
+        let z = i64::from_be_bytes(buf[pos..pos + 8].try_into().ok()?);
+        let len = u32::from_be_bytes(buf[pos + 8..pos + 12].try_into().ok()?) as usize;
+        h.push((z, Bytes::copy_from_slice(&buf[pos + 12..pos + 12 + len])));
+        pos += 12 + len;
+    }
+    Some(h)
+}
+
+fn run_seed(seed: u64, p: Params, verbose: bool) -> Result<Stats, String> {
+    let mut sim = Sim::new(seed, p, verbose);
+    sim.run().map(|_| sim.stats.clone()).map_err(|e| format!("t={} {e}", sim.now))
+}
+
+fn seeds(default: u64) -> u64 {
+    std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn run_many(name: &str, p: Params, n: u64, base: u64) {
+    if let Some(seed) = std::env::var("ZAB_SEED").ok().and_then(|s| s.parse::<u64>().ok()) {
+        let r = run_seed(seed, p, true);
+        println!("{name} seed {seed}: {r:?}");
+        assert!(r.is_ok());
+        return;
+    }
+    let mut total = Stats::default();
+    let mut failures = Vec::new();
+    for seed in base..base + n {
+        match run_seed(seed, p.clone(), false) {
+            Ok(s) => {
+                total.established += s.established;
+                total.commits += s.commits;
+                total.crashes += s.crashes;
+                total.partitions += s.partitions;
+                total.diffs += s.diffs;
+                total.truncs += s.truncs;
+                total.snaps += s.snaps;
+                total.log_reads += s.log_reads;
+                total.epoch_behind_log += s.epoch_behind_log;
+            }
+            Err(e) => {
+                println!("{name}: seed {seed} failed (ZAB_SEED={seed} to replay): {e}");
+                failures.push(seed);
+            }
+        }
+    }
+    println!("{name}: {n} seeds, {total:?}");
+    assert!(failures.is_empty(), "{name}: failing seeds {failures:?}");
+    assert!(total.commits > 0 && total.established > 0);
+}
+
+#[test]
+fn three_voters() {
+    run_many("three voters", Params::three(), seeds(120), 0);
+}
+
+#[test]
+fn five_voters_and_an_observer() {
+    run_many("five voters + observer", Params::five(), seeds(100), 10_000);
+}
