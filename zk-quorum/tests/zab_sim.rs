@@ -52,6 +52,7 @@ struct Params {
     purge_p: f64,
     window: usize,
     max_delay_ms: u64,
+    max_disk_ms: u64,
 }
 
 impl Params {
@@ -67,7 +68,13 @@ impl Params {
             purge_p: 0.01,
             window: 6,
             max_delay_ms: 25,
+            max_disk_ms: 20,
         }
+    }
+
+    /// Slow disks and frequent crashes: wide windows between "logged" and "durable".
+    fn crashy() -> Params {
+        Params { crash_p: 0.008, max_disk_ms: 150, propose_p: 0.2, fault_ms: 5_000, ..Params::three() }
     }
 
     fn five() -> Params {
@@ -549,7 +556,7 @@ impl Sim {
     }
 
     fn disk_time(&mut self, sid: i64) -> u64 {
-        let d = self.rng.gen_range(1..=20);
+        let d = self.rng.gen_range(1..=self.p.max_disk_ms);
         let last = self.servers[&sid].disk.back().map_or(0, |o| o.0);
         last.max(self.now + d)
     }
@@ -1112,6 +1119,11 @@ fn run_many(name: &str, p: Params, n: u64, base: u64) {
 #[test]
 fn three_voters() {
     run_many("three voters", Params::three(), seeds(120), 0);
+}
+
+#[test]
+fn three_voters_crashing_on_slow_disks() {
+    run_many("three voters, slow disks", Params::crashy(), seeds(80), 20_000);
 }
 
 #[test]

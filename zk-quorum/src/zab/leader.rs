@@ -681,6 +681,13 @@ impl Leader {
             self.reject(c, format!("learner {sid} reconnected"));
         }
         let accepted = epoch_of(pkt.zxid);
+        if let Some(epoch) = self.epoch.filter(|e| accepted > *e) {
+            // It accepted a later epoch from a leader attempt that failed, and would refuse ours
+            // forever (Apache loops here: the learner re-elects us and is refused again). zkrs steps
+            // down instead, so that the next discovery includes its epoch; each retry raises the
+            // epoch, so this ends.
+            return self.step_down(format!("learner {sid} accepted epoch {accepted}, above ours {epoch}"));
+        }
         if let Some(l) = self.learners.get_mut(&conn) {
             l.sid = sid;
             l.observer = observer;
