@@ -52,6 +52,7 @@ struct Params {
     purge_p: f64,
     window: usize,
     max_delay_ms: u64,
+    min_disk_ms: u64,
     max_disk_ms: u64,
 }
 
@@ -68,6 +69,7 @@ impl Params {
             purge_p: 0.01,
             window: 6,
             max_delay_ms: 25,
+            min_disk_ms: 1,
             max_disk_ms: 20,
         }
     }
@@ -139,7 +141,10 @@ struct Server {
     log: Hist,
     synced: usize,
     db: Hist,
+    /// Log operations (appends' syncs, truncation, snapshot install), in order.
     disk: VecDeque<(u64, u64, DiskOp)>,
+    /// Epoch file writes: other files, synced independently of the log.
+    meta: VecDeque<(u64, u64, DiskOp)>,
     role: Role,
     gen: u64,
     since_ms: u64,
@@ -224,6 +229,7 @@ impl Sim {
                     synced: 0,
                     db: vec![],
                     disk: VecDeque::new(),
+                    meta: VecDeque::new(),
                     role: Role::Looking,
                     gen: 0,
                     since_ms: 0,
@@ -345,20 +351,28 @@ impl Sim {
     }
 
     fn crash(&mut self, sid: i64) {
-        self.stats.crashes += 1;
         let keep = {
             let s = &self.servers[&sid];
             let unsynced = s.log.len() - s.synced;
             s.synced + self.rng.gen_range(0..=unsynced)
         };
         let down_for = self.rng.gen_range(100..1_500);
+        self.crash_keeping(sid, keep, down_for);
+    }
+
+    /// Crashes `sid` keeping the first `keep` log records (at least the synced ones).
+    fn crash_keeping(&mut self, sid: i64, keep: usize, down_for: u64) {
+        self.stats.crashes += 1;
+        let keep = keep.max(self.servers[&sid].synced).min(self.servers[&sid].log.len());
         self.log(|| format!("crash {sid} (keeps {keep} log records), down for {down_for}"));
+        let s = self.servers.get_mut(&sid).unwrap();
+        s.disk.clear();
+        s.meta.clear();
         self.drop_role(sid);
         let s = self.servers.get_mut(&sid).unwrap();
         s.log.truncate(keep);
         s.synced = keep;
         s.db.clear();
-        s.disk.clear();
         s.role = Role::Down;
         self.down_until.insert(sid, self.now + down_for);
     }
@@ -401,7 +415,18 @@ impl Sim {
         }
         let gen = self.next_gen;
         self.next_gen += 1;
+        let now = self.now;
         let s = self.servers.get_mut(&sid).unwrap();
+        // A server leaving a role finishes its disk work first (ZK-4541, -4712: flush on every
+        // shutdown), so that the next role starts from what is really on disk.
+        loop {
+            let log_at = s.disk.front().map_or(u64::MAX, |o| o.0);
+            let meta_at = s.meta.front().map_or(u64::MAX, |o| o.0);
+            let lane = if meta_at < log_at { &mut s.meta } else { &mut s.disk };
+            let Some((_, _, op)) = lane.pop_front() else { break };
+            apply_op(s, op, false, now);
+        }
+        s.synced = s.log.len();
         s.gen = gen;
         // As Apache after an election: the database is reloaded from the log, so it holds every
         // logged record (a DIFF sync takes the log, not the applied state, as the learner's history).
@@ -504,14 +529,13 @@ impl Sim {
         self.drain(sid)
     }
 
-    /// Feeds a learner what arrived, except while it reads or installs a snapshot.
+    /// Feeds a learner what arrived; raw bytes go to the snapshot being read.
     fn pump(&mut self, sid: i64) -> R {
         loop {
             let now = self.now;
             let s = self.servers.get_mut(&sid).unwrap();
-            if s.installing {
-                return Ok(());
-            }
+            // Only reading the raw stream stops the packet flow: packets that follow it are fed
+            // in while the snapshot installs, and the learner machine must hold them.
             let Some(msg) = s.inbox.pop_front() else { return Ok(()) };
             if let Some((zxid, buf)) = &mut s.snap {
                 let zxid = *zxid;
@@ -556,12 +580,19 @@ impl Sim {
     }
 
     fn disk_time(&mut self, sid: i64) -> u64 {
-        let d = self.rng.gen_range(1..=self.p.max_disk_ms);
+        let d = self.rng.gen_range(self.p.min_disk_ms..=self.p.max_disk_ms);
         let last = self.servers[&sid].disk.back().map_or(0, |o| o.0);
         last.max(self.now + d)
     }
 
     fn push_disk(&mut self, sid: i64, op: DiskOp) {
+        if matches!(op, DiskOp::Accepted(_) | DiskOp::Current(_)) {
+            let d = self.rng.gen_range(1..=5);
+            let s = self.servers.get_mut(&sid).unwrap();
+            let at = s.meta.back().map_or(0, |o| o.0).max(self.now + d);
+            s.meta.push_back((at, s.gen, op));
+            return;
+        }
         let at = self.disk_time(sid);
         let s = self.servers.get_mut(&sid).unwrap();
         let gen = s.gen;
@@ -574,59 +605,15 @@ impl Sim {
             loop {
                 let now = self.now;
                 let s = self.servers.get_mut(&sid).unwrap();
-                if s.disk.front().is_none_or(|o| o.0 > now) {
+                let log_at = s.disk.front().map_or(u64::MAX, |o| o.0);
+                let meta_at = s.meta.front().map_or(u64::MAX, |o| o.0);
+                if log_at.min(meta_at) > now {
                     break;
                 }
-                let (_, gen, op) = s.disk.pop_front().unwrap();
+                let lane = if meta_at < log_at { &mut s.meta } else { &mut s.disk };
+                let (_, gen, op) = lane.pop_front().unwrap();
                 let live = gen == s.gen;
-                match op {
-                    DiskOp::Sync(upto) => {
-                        let n = s.log.iter().take_while(|r| r.0 <= upto).count();
-                        s.synced = s.synced.max(n);
-                        if live {
-                            match &mut s.role {
-                                Role::Leading(l) => l.local_durable(upto, now),
-                                Role::Following(l, _) => l.durable(upto, now),
-                                _ => {}
-                            }
-                        }
-                    }
-                    DiskOp::Accepted(e) => {
-                        s.accepted = e;
-                        if live {
-                            epoch_persisted(&mut s.role, now);
-                        }
-                    }
-                    DiskOp::Current(e) => {
-                        s.current = e;
-                        if live {
-                            epoch_persisted(&mut s.role, now);
-                        }
-                    }
-                    DiskOp::Truncate(z) => {
-                        s.base.retain(|r| r.0 <= z);
-                        s.log.retain(|r| r.0 <= z);
-                        s.synced = s.log.len();
-                        s.db = s.history();
-                        if live {
-                            if let Role::Following(l, _) = &mut s.role {
-                                l.truncated(z, now);
-                            }
-                        }
-                    }
-                    DiskOp::Install(z, hist) => {
-                        s.base = hist.clone();
-                        s.log.clear();
-                        s.synced = 0;
-                        if live {
-                            s.db = hist;
-                            s.installing = false;
-                            if let Role::Following(l, _) = &mut s.role {
-                                l.snapshot_loaded(z, now);
-                            }
-                        }
-                    }
-                }
+                apply_op(s, op, live, now);
                 if live {
                     self.drain(sid)?;
                     self.pump(sid)?;
@@ -990,7 +977,8 @@ impl Sim {
                 || (s.up_to_date
                     && s.db.len() == leader.db.len()
                     && s.synced == s.log.len()
-                    && s.disk.is_empty())
+                    && s.disk.is_empty()
+                    && s.meta.is_empty())
         })
     }
 
@@ -1027,6 +1015,215 @@ impl Sim {
             }
         }
         Ok(())
+    }
+}
+
+/// Scripted runs (the §5 scenarios) drive the same simulator without random faults.
+impl Sim {
+    /// Gives `sid` a durable state before the run: epochs and a history, in the log or (purged)
+    /// all in the snapshot base.
+    fn preload(&mut self, sid: i64, accepted: u32, current: u32, hist: Hist, purged: bool) {
+        let s = self.servers.get_mut(&sid).unwrap();
+        s.accepted = accepted;
+        s.current = current;
+        if purged {
+            s.base = hist;
+        } else {
+            s.synced = hist.len();
+            s.log = hist;
+        }
+        s.db = s.history();
+    }
+
+    fn established_leader(&self) -> Option<i64> {
+        self.servers
+            .values()
+            .find(|s| matches!(&s.role, Role::Leading(l) if l.is_established()))
+            .map(|s| s.sid)
+    }
+
+    fn run_until(&mut self, max_ms: u64, what: &str, cond: impl Fn(&Sim) -> bool) -> R {
+        let end = self.now + max_ms;
+        while self.now < end {
+            self.step(false)?;
+            if cond(self) {
+                return Ok(());
+            }
+        }
+        Err(format!("t={}: no {what} within {max_ms} ms", self.now))
+    }
+
+    /// Restarts everyone, waits for quiet, checks that all logs equal the committed chain.
+    fn finish(&mut self) -> R {
+        let down: Vec<i64> = self.down_until.keys().copied().collect();
+        for sid in down {
+            self.restart(sid)?;
+        }
+        let _ = self.run_until(self.p.quiet_ms, "convergence", |s| s.converged());
+        self.check_converged()
+    }
+}
+
+const FOREVER: u64 = u64::MAX / 4;
+
+fn hist(epoch: u32, from: u32, to: u32, tag: &str) -> Hist {
+    (from..=to).map(|c| (make_zxid(epoch, c), Bytes::from(format!("{tag}{epoch}.{c}")))).collect()
+}
+
+fn scenario(name: &str, p: Params, script: impl FnOnce(&mut Sim) -> R) {
+    let verbose = std::env::var("ZAB_VERBOSE").is_ok();
+    let mut sim = Sim::new(7, p, verbose);
+    if let Err(e) = script(&mut sim) {
+        panic!("{name}: {e} (ZAB_VERBOSE=1 to trace)");
+    }
+}
+
+fn slow_disks() -> Params {
+    Params { min_disk_ms: 200, max_disk_ms: 200, ..Params::three() }
+}
+
+/// ZK-3911, -4646, -4785: the NEWLEADER ACK of a follower synced by DIFF counts towards the new
+/// epoch's quorum, so the DIFF txns must be durable before it. Here the leader and that follower
+/// crash the moment the epoch is established, losing every unsynced record; the follower then
+/// leads, and must still hold the whole initial history.
+#[test]
+fn zk_3911_newleader_ack_waits_for_durable_diff_txns() {
+    scenario("ZK-3911", slow_disks(), |sim| {
+        let h = hist(1, 1, 5, "t");
+        sim.preload(1, 1, 1, h.clone(), false);
+        sim.preload(2, 1, 1, h[..2].to_vec(), false);
+        sim.crash_keeping(3, 0, FOREVER);
+        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+        sim.crash_keeping(1, 0, FOREVER);
+        sim.crash_keeping(2, 0, FOREVER);
+        sim.restart(2)?;
+        sim.restart(3)?;
+        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+        sim.finish()
+    });
+}
+
+/// ZK-3642: a snapshot received by SNAP is durable before the NEWLEADER ACK, so the same crash
+/// right after establishment loses nothing.
+#[test]
+fn zk_3642_snap_is_durable_before_the_newleader_ack() {
+    scenario("ZK-3642", slow_disks(), |sim| {
+        sim.preload(1, 1, 1, hist(1, 1, 5, "t"), true);
+        sim.crash_keeping(3, 0, FOREVER);
+        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+        if sim.stats.snaps == 0 {
+            return Err("no SNAP sync happened".into());
+        }
+        sim.crash_keeping(1, 0, FOREVER);
+        sim.crash_keeping(2, 0, FOREVER);
+        sim.restart(2)?;
+        sim.restart(3)?;
+        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+        sim.finish()
+    });
+}
+
+/// ZK-2832: a learner with an uncommitted txn above the leader's SNAP zxid must not keep it (nor
+/// replay it after a restart): the snapshot resets its log.
+#[test]
+fn zk_2832_no_stale_txn_survives_a_snap() {
+    scenario("ZK-2832", Params::three(), |sim| {
+        let committed = hist(1, 1, 3, "t");
+        let mut leader = committed.clone();
+        leader.extend(hist(2, 1, 2, "t"));
+        let mut stale = committed.clone();
+        stale.extend(hist(1, 4, 4, "stale"));
+        sim.preload(1, 2, 2, leader, true);
+        sim.preload(2, 1, 1, stale, false);
+        sim.crash_keeping(3, 0, FOREVER);
+        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+        if sim.stats.snaps == 0 {
+            return Err("no SNAP sync happened".into());
+        }
+        sim.crash_keeping(2, usize::MAX, 100);
+        sim.crash_keeping(1, 0, FOREVER);
+        sim.restart(2)?;
+        sim.restart(3)?;
+        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+        sim.finish()
+    });
+}
+
+/// ZK-2355 (and the learner side of ZK-3023): a follower crashing in the middle of a DIFF sync,
+/// with part of it logged and part torn, resyncs from what its log really holds.
+#[test]
+fn zk_2355_crash_in_the_middle_of_a_diff_sync() {
+    let mut p = slow_disks();
+    p.min_disk_ms = 30;
+    p.max_disk_ms = 60;
+    scenario("ZK-2355", p, |sim| {
+        let h = hist(1, 1, 40, "t");
+        sim.preload(1, 1, 1, h.clone(), false);
+        sim.preload(2, 1, 1, h[..30].to_vec(), false);
+        sim.crash_keeping(3, 0, FOREVER);
+        sim.run_until(3_000, "half a sync", |s| {
+            let f = &s.servers[&2];
+            f.synced > 32 && f.log.len() > f.synced
+        })?;
+        if sim.established_leader().is_some() {
+            return Err("established before the crash".into());
+        }
+        let keep = sim.servers[&2].synced + 1;
+        sim.crash_keeping(2, keep, 300);
+        sim.finish()
+    });
+}
+
+/// Applies a completed disk operation; `live` when the role that asked for it still runs (then
+/// it hears back).
+fn apply_op(s: &mut Server, op: DiskOp, live: bool, now: u64) {
+    match op {
+        DiskOp::Sync(upto) => {
+            let n = s.log.iter().take_while(|r| r.0 <= upto).count();
+            s.synced = s.synced.max(n);
+            if live {
+                match &mut s.role {
+                    Role::Leading(l) => l.local_durable(upto, now),
+                    Role::Following(l, _) => l.durable(upto, now),
+                    _ => {}
+                }
+            }
+        }
+        DiskOp::Accepted(e) => {
+            s.accepted = e;
+            if live {
+                epoch_persisted(&mut s.role, now);
+            }
+        }
+        DiskOp::Current(e) => {
+            s.current = e;
+            if live {
+                epoch_persisted(&mut s.role, now);
+            }
+        }
+        DiskOp::Truncate(z) => {
+            s.base.retain(|r| r.0 <= z);
+            s.log.retain(|r| r.0 <= z);
+            s.synced = s.log.len();
+            s.db = s.history();
+            if live {
+                if let Role::Following(l, _) = &mut s.role {
+                    l.truncated(z, now);
+                }
+            }
+        }
+        DiskOp::Install(z, hist) => {
+            s.base = hist.clone();
+            s.log.clear();
+            s.synced = 0;
+            if live {
+                s.db = hist;
+                s.installing = false;
+                if let Role::Following(l, _) = &mut s.role {
+                    l.snapshot_loaded(z, now);
+                }
+            }
+        }
     }
 }
 
