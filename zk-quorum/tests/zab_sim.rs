@@ -1,16 +1,21 @@
 //! Deterministic whole-ensemble simulation of Zab (the `zab` leader and learner machines).
 //!
-//! One seed drives everything: message delays, crashes (with unsynced log records lost or partly
-//! kept), restarts, partitions, log purges and client writes. Time is simulated in 10 ms steps. The
-//! election is a deterministic stand-in (the live looking voters of one side of the network that
-//! form a quorum pick the best (currentEpoch, lastLoggedZxid, sid) among them; a looking server
-//! that can reach a leader joins it): Zab's safety must not depend on which leader is picked.
+//! One seed drives everything: message delays (per-connection FIFO, reordering only across
+//! connections), crashes (unsynced log records lost, or a random prefix of them kept with the rest
+//! torn away), restarts, partitions (TCP does not drop: traffic across one waits, and connections
+//! end by timeouts), log purges and client writes. Time is simulated in 10 ms steps.
+//!
+//! Elections: either the crate's Fast Leader Election machines over a simulated election network,
+//! or a deterministic stand-in (the live looking voters of one side of the network that form a
+//! quorum pick the best (currentEpoch, lastLoggedZxid, sid) among them; a looking server that can
+//! reach a leader joins it). Zab's safety must not depend on which leader is picked.
 //!
 //! The server model around each machine: a log (a snapshot base plus records, each record durable
-//! only once a sync op completed; a crash keeps a random prefix of the unsynced ones, the rest torn
-//! away), epoch files written atomically, a database that is the list of applied transactions, and
-//! at the leader a tiny proposer that commits in zxid order on a quorum of ACKs (its own after its
-//! log sync).
+//! only once a sync op completed), epoch files written atomically and synced apart from the log,
+//! a database that is the list of applied transactions (reloaded from the log at every role
+//! change, as Apache does after an election), disk work flushed when a role ends, and at the
+//! leader a tiny proposer that commits in zxid order on a quorum of ACKs (its own after its log
+//! sync).
 //!
 //! Checkers:
 //! - at most one leader is established per epoch;
@@ -18,20 +23,25 @@
 //!   history) only grows: every established leader's history starts with it (no acknowledged write
 //!   lost), every commit extends it consistently;
 //! - a learner's database is a prefix-consistent copy of the chain whenever it is up to date and at
-//!   each commit after that;
-//! - a restarted server's epochs are consistent with its log (Apache refuses to start otherwise);
+//!   each commit after that; commits and log appends come in zxid order;
+//! - a restarted server's epochs are consistent with its log (acceptedEpoch covers every record;
+//!   a currentEpoch below the last record's epoch, which Apache refuses, is counted);
 //! - once healed and quiet, one leader is established, every server is synced, and all logs and
-//!   databases equal the committed chain.
+//!   databases equal the committed chain (this also checks liveness).
 //!
-//! `ZAB_SEEDS=N` runs N seeds per configuration (default 120 + 100); `ZAB_SEED=S` runs one, verbosely.
+//! `ZAB_SEEDS=N` runs N seeds per configuration (default 200 each) and prints each failing seed;
+//! `ZAB_SEED=S` replays one with a trace; `ZAB_VERBOSE=1` traces the named scenarios.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_quorum::election::{
+    ElectionAction, ElectionConfig, ElectionTimings, FastLeaderElection, PeerData, Vote,
+};
 use zk_quorum::quorum::QuorumVerifier;
-use zk_quorum::wire::QuorumPacket;
+use zk_quorum::wire::{Notification, PeerState, QuorumPacket};
 use zk_quorum::zab::{
     epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig,
 };
@@ -54,6 +64,8 @@ struct Params {
     max_delay_ms: u64,
     min_disk_ms: u64,
     max_disk_ms: u64,
+    /// Elect with the Fast Leader Election machines (else the deterministic stand-in).
+    fle: bool,
 }
 
 impl Params {
@@ -71,6 +83,7 @@ impl Params {
             max_delay_ms: 25,
             min_disk_ms: 1,
             max_disk_ms: 20,
+            fle: false,
         }
     }
 
@@ -153,6 +166,10 @@ struct Server {
     installing: bool,
     up_to_date: bool,
     proposer: Proposer,
+    /// The election machine (FLE mode), alive while the server is up.
+    fle: Option<FastLeaderElection>,
+    /// FLE decided to follow this vote, since then: connect once its leader leads with it.
+    wants: Option<(Vote, u64)>,
 }
 
 impl Server {
@@ -195,6 +212,10 @@ struct Sim {
     epoch_leader: BTreeMap<u32, i64>,
     verbose: bool,
     stats: Stats,
+    /// Election notifications in flight: (deliver at, from, to, notification).
+    election_net: Vec<(u64, i64, i64, Notification)>,
+    /// Last delivery time per (from, to): one TCP connection per pair keeps order.
+    election_last: BTreeMap<(i64, i64), u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -238,6 +259,8 @@ impl Sim {
                     installing: false,
                     up_to_date: false,
                     proposer: Proposer::default(),
+                    fle: None,
+                    wants: None,
                 },
             );
         }
@@ -256,7 +279,128 @@ impl Sim {
             epoch_leader: BTreeMap::new(),
             verbose,
             stats: Stats::default(),
+            election_net: Vec::new(),
+            election_last: BTreeMap::new(),
         }
+    }
+
+    fn peer_data(&self, sid: i64) -> PeerData {
+        let s = &self.servers[&sid];
+        PeerData { last_logged_zxid: s.last_zxid(), current_epoch: i64::from(s.current) }
+    }
+
+    /// A role ended: back to LOOKING (a new election round in FLE mode).
+    fn looking(&mut self, sid: i64) -> R {
+        self.drop_role(sid);
+        if !self.p.fle {
+            return Ok(());
+        }
+        let data = self.peer_data(sid);
+        let now = self.now;
+        let fle_cfg = ElectionConfig {
+            my_sid: sid,
+            verifier: self.verifier.clone(),
+            config_string: Bytes::from_static(b"version=0"),
+            timings: ElectionTimings::default(),
+            decide_early_when_unanimous: true,
+        };
+        let s = self.servers.get_mut(&sid).unwrap();
+        s.wants = None;
+        match &mut s.fle {
+            Some(f) => f.start_election(data, now),
+            None => s.fle = Some(FastLeaderElection::new(fle_cfg, data, now)),
+        }
+        self.drain_election(sid)
+    }
+
+    fn drain_election(&mut self, sid: i64) -> R {
+        loop {
+            let Some(a) = self.servers.get_mut(&sid).unwrap().fle.as_mut().and_then(|f| f.poll_action())
+            else {
+                return Ok(());
+            };
+            match a {
+                ElectionAction::Send { to, notification } => {
+                    let d = self.rng.gen_range(1..=self.p.max_delay_ms);
+                    let last = self.election_last.entry((sid, to)).or_insert(0);
+                    let at = (*last).max(self.now + d);
+                    *last = at;
+                    self.election_net.push((at, sid, to, notification));
+                }
+                ElectionAction::Decided { leader, state, vote } => {
+                    if !matches!(self.servers[&sid].role, Role::Looking) {
+                        continue;
+                    }
+                    self.log(|| format!("{sid} decides {state:?} for {leader}"));
+                    if state == PeerState::Leading {
+                        self.lead(sid)?;
+                    } else {
+                        self.servers.get_mut(&sid).unwrap().wants = Some((vote, self.now));
+                    }
+                }
+            }
+        }
+    }
+
+    /// FLE mode: notifications, election timeouts, and learners connecting to their leader.
+    fn elect_fle(&mut self) -> R {
+        let now = self.now;
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < self.election_net.len() {
+            if self.election_net[i].0 <= now {
+                due.push(self.election_net.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        for (_, from, to, n) in due {
+            if !reachable(&self.partition, from, to) || !self.servers[&to].is_up() {
+                continue;
+            }
+            if let Some(f) = self.servers.get_mut(&to).unwrap().fle.as_mut() {
+                f.handle_notification(from, n, now);
+            }
+            self.drain_election(to)?;
+        }
+        let sids: Vec<i64> = self.servers.keys().copied().collect();
+        for sid in sids.iter().copied() {
+            let s = self.servers.get_mut(&sid).unwrap();
+            if let Some(f) = s.fle.as_mut() {
+                if f.poll_timeout().is_some_and(|t| t <= now) {
+                    f.handle_timeout(now);
+                    self.drain_election(sid)?;
+                }
+            }
+        }
+        let init_ms = self.cfg(0).init_ms();
+        for sid in sids {
+            let s = &self.servers[&sid];
+            let Some((vote, since)) = s.wants else { continue };
+            if !matches!(s.role, Role::Looking) {
+                continue;
+            }
+            let leader = vote.leader;
+            // Only the leadership this election chose: were we to join a later one, our vote
+            // (what we answer newcomers with) would disagree with the leader's and no newcomer
+            // could ever see a quorum agree on it.
+            let l = &self.servers[&leader];
+            let same = l.fle.as_ref().is_some_and(|f| {
+                let v = f.current_vote();
+                v.leader == vote.leader
+                    && v.peer_epoch == vote.peer_epoch
+                    && v.election_epoch == vote.election_epoch
+            });
+            let leads = same && matches!(&l.role, Role::Leading(l) if !l.is_stopped());
+            if leads && reachable(&self.partition, sid, leader) {
+                self.servers.get_mut(&sid).unwrap().wants = None;
+                self.follow(sid, leader)?;
+            } else if now >= since + init_ms {
+                self.log(|| format!("{sid} gives up on leader {leader}"));
+                self.looking(sid)?;
+            }
+        }
+        Ok(())
     }
 
     fn cfg(&self, sid: i64) -> ZabConfig {
@@ -272,7 +416,19 @@ impl Sim {
         }
     }
 
+    /// Every server starts looking.
+    fn start(&mut self) -> R {
+        let sids: Vec<i64> = self.servers.keys().copied().collect();
+        for sid in sids {
+            if self.servers[&sid].is_up() {
+                self.looking(sid)?;
+            }
+        }
+        Ok(())
+    }
+
     fn run(&mut self) -> R {
+        self.start()?;
         let end_faults = self.p.fault_ms;
         while self.now < end_faults {
             self.step(true)?;
@@ -374,6 +530,8 @@ impl Sim {
         s.synced = keep;
         s.db.clear();
         s.role = Role::Down;
+        s.fle = None;
+        s.wants = None;
         self.down_until.insert(sid, self.now + down_for);
     }
 
@@ -403,7 +561,7 @@ impl Sim {
         s.role = Role::Looking;
         s.since_ms = self.now;
         self.log(|| format!("restart {sid}"));
-        Ok(())
+        self.looking(sid)
     }
 
     /// Ends the server's current role: its connections close (the peer hears it when reachable).
@@ -542,7 +700,7 @@ impl Sim {
                 match msg {
                     Msg::Raw(b) => buf.extend_from_slice(&b),
                     Msg::Closed => {
-                        self.drop_role(sid);
+                        self.looking(sid)?;
                         return Ok(());
                     }
                     Msg::Packet(p) => return Err(format!("packet {p:?} inside a snapshot stream")),
@@ -572,7 +730,7 @@ impl Sim {
                 Msg::Raw(_) => return Err("raw bytes outside a snapshot".into()),
                 Msg::Closed => {
                     self.log(|| format!("{sid}: leader closed the connection"));
-                    self.drop_role(sid);
+                    self.looking(sid)?;
                     return Ok(());
                 }
             }
@@ -638,6 +796,9 @@ impl Sim {
     }
 
     fn elect(&mut self) -> R {
+        if self.p.fle {
+            return self.elect_fle();
+        }
         let sides: Vec<BTreeSet<i64>> = match &self.partition {
             None => vec![self.servers.keys().copied().collect()],
             Some((side, _)) => {
@@ -879,7 +1040,7 @@ impl Sim {
             }
             LeaderAction::StepDown { reason } => {
                 self.log(|| format!("{sid} steps down: {reason}"));
-                self.drop_role(sid);
+                self.looking(sid)?;
             }
         }
         Ok(())
@@ -953,7 +1114,7 @@ impl Sim {
             LearnerAction::SyncDone | LearnerAction::Revalidated { .. } => {}
             LearnerAction::Disconnect { reason } => {
                 self.log(|| format!("{sid} disconnects: {reason}"));
-                self.drop_role(sid);
+                self.looking(sid)?;
             }
         }
         Ok(())
@@ -983,6 +1144,19 @@ impl Sim {
     }
 
     fn check_converged(&self) -> R {
+        if self.verbose {
+            for s in self.servers.values() {
+                if let Some(f) = &s.fle {
+                    println!(
+                        "{}: election {:?} vote {:?} round {}",
+                        s.sid,
+                        f.state(),
+                        f.current_vote(),
+                        f.logical_clock()
+                    );
+                }
+            }
+        }
         if !self.converged() {
             let states: Vec<String> = self
                 .servers
@@ -1315,15 +1489,25 @@ fn run_many(name: &str, p: Params, n: u64, base: u64) {
 
 #[test]
 fn three_voters() {
-    run_many("three voters", Params::three(), seeds(120), 0);
+    run_many("three voters", Params::three(), seeds(200), 0);
 }
 
 #[test]
 fn three_voters_crashing_on_slow_disks() {
-    run_many("three voters, slow disks", Params::crashy(), seeds(80), 20_000);
+    run_many("three voters, slow disks", Params::crashy(), seeds(200), 20_000);
+}
+
+#[test]
+fn three_voters_electing_with_fle() {
+    run_many("three voters, FLE", Params { fle: true, ..Params::three() }, seeds(200), 30_000);
+}
+
+#[test]
+fn five_voters_and_an_observer_electing_with_fle() {
+    run_many("five voters + observer, FLE", Params { fle: true, ..Params::five() }, seeds(200), 40_000);
 }
 
 #[test]
 fn five_voters_and_an_observer() {
-    run_many("five voters + observer", Params::five(), seeds(100), 10_000);
+    run_many("five voters + observer", Params::five(), seeds(200), 10_000);
 }
