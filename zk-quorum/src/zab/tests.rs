@@ -728,3 +728,41 @@ fn learner_leaves_a_silent_leader_and_malformed_input() {
         assert!(learner_actions(&mut l).is_empty());
     }
 }
+
+#[test]
+fn a_follower_that_does_not_ack_within_sync_limit_is_dropped() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    l.propose(z(6, 2), tx(z(6, 2)), 20);
+    leader_actions(&mut l);
+    // It keeps answering pings and ACKs the first proposal only.
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 300);
+    for t in [100, 200, 300, 400, 500] {
+        l.handle_packet(20, pkt(T::Ping, z(6, 2), None), t);
+    }
+    leader_actions(&mut l);
+    // e6:2 was proposed at 20: due by 520.
+    l.handle_timeout(519);
+    assert!(!closes(&leader_actions(&mut l), 20));
+    l.handle_timeout(520);
+    let a = leader_actions(&mut l);
+    assert!(
+        a.iter().any(|a| matches!(a, LeaderAction::Close { conn: 20, reason } if reason.contains("ACKed"))),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn a_single_voter_ensemble_establishes_by_itself() {
+    let mut c = cfg(1);
+    c.verifier = QuorumVerifier::majority([1], []);
+    let mut l = Leader::new(c, local(2, 2, z(2, 7), Some(z(2, 1))), txs(&[z(2, 7)]), 0);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(3)]);
+    l.epoch_persisted(1);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(3)]);
+    l.epoch_persisted(2);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Established { epoch: 3 }]);
+    l.propose(z(3, 1), tx(z(3, 1)), 3);
+    l.local_durable(z(3, 1), 4);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(3, 1) }]);
+}
