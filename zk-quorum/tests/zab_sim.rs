@@ -41,7 +41,8 @@ use zk_quorum::election::{
     ElectionAction, ElectionConfig, ElectionTimings, FastLeaderElection, PeerData, Vote,
 };
 use zk_quorum::quorum::QuorumVerifier;
-use zk_quorum::wire::{Notification, PeerState, QuorumPacket};
+use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
+use zk_quorum::wire::{Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
 use zk_quorum::zab::{
     epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig,
 };
@@ -620,6 +621,17 @@ impl Sim {
     }
 
     fn send(&mut self, id: ConnId, to_leader: bool, msg: Msg) {
+        // Every packet crosses the wire as Apache's bytes and is decoded back.
+        let msg = match msg {
+            Msg::Packet(p) => {
+                let mut buf = bytes::BytesMut::from(&p.to_vec()[..]);
+                let decoded = QuorumPacketDecoder::new(JUTE_MAXBUFFER_DEFAULT).decode(&mut buf);
+                assert!(buf.is_empty(), "packet {p:?} left bytes behind");
+                assert_eq!(decoded, Ok(Some(p.clone())), "packet does not round-trip");
+                Msg::Packet(p)
+            }
+            other => other,
+        };
         let delay = self.rng.gen_range(1..=self.p.max_delay_ms);
         let now = self.now;
         if let Some(c) = self.conns.get_mut(&id) {
