@@ -766,3 +766,122 @@ fn a_single_voter_ensemble_establishes_by_itself() {
     l.local_durable(z(3, 1), 4);
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(3, 1) }]);
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Mostly well-formed packets of every phase (so that runs get deep), some garbage.
+    fn arb_packet() -> impl Strategy<Value = QuorumPacket> {
+        prop_oneof![
+            3 => (2i64..4, 4u32..8).prop_map(|(sid, e)| follower_info(sid, e)),
+            3 => (0u32..6, prop_oneof![Just(5), Just(-1)]).prop_map(|(c, cur)| ack_epoch(z(5, c), cur)),
+            3 => (5u32..7, 0u32..4).prop_map(|(e, c)| pkt(T::Ack, z(e, c), None)),
+            2 => (5u32..8).prop_map(leader_info),
+            2 => (0u32..6).prop_map(|c| pkt(T::Diff, z(5, c), None)),
+            1 => (0u32..6).prop_map(|c| pkt(T::Trunc, z(5, c), None)),
+            1 => (0u32..6).prop_map(|c| pkt(T::Snap, z(5, c), None)),
+            3 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Proposal, z(e, c), Some(tx(z(e, c))))),
+            3 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Commit, z(e, c), None)),
+            2 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Inform, z(e, c), Some(tx(z(e, c))))),
+            2 => (5u32..8).prop_map(newleader_pkt),
+            1 => Just(pkt(T::UpToDate, -1, None)),
+            1 => Just(pkt(T::Ping, 0, None)),
+            4 => arb_garbage(),
+        ]
+    }
+
+    fn arb_garbage() -> impl Strategy<Value = QuorumPacket> {
+        (
+            0i32..22,
+            prop_oneof![Just(0i64), Just(-1i64), 0i64..(8i64 << 32), any::<i64>()],
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..30)),
+        )
+            .prop_map(|(t, zxid, data)| QuorumPacket {
+                packet_type: t,
+                zxid,
+                data: data.map(Bytes::from),
+                authinfo: None,
+            })
+    }
+
+    #[derive(Debug, Clone)]
+    enum Ev {
+        Packet(u64, QuorumPacket),
+        Connect(u64),
+        Disconnect(u64),
+        Persisted,
+        Durable(i64),
+        Timeout(u64),
+        Propose,
+        Commit,
+        Loaded(i64),
+        Truncated(i64),
+    }
+
+    fn arb_event() -> impl Strategy<Value = Ev> {
+        prop_oneof![
+            6 => (20u64..23, arb_packet()).prop_map(|(c, p)| Ev::Packet(c, p)),
+            1 => (20u64..23).prop_map(Ev::Connect),
+            1 => (20u64..23).prop_map(Ev::Disconnect),
+            1 => Just(Ev::Persisted),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Durable),
+            1 => (0u64..5000).prop_map(Ev::Timeout),
+            1 => Just(Ev::Propose),
+            1 => Just(Ev::Commit),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Loaded),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Truncated),
+        ]
+    }
+
+    proptest! {
+        /// Any input in any order: no panic, and the leader only leaves its role by StepDown.
+        #[test]
+        fn leader_survives_any_input(events in proptest::collection::vec(arb_event(), 0..60)) {
+            let mut l = Leader::new(cfg(1), local(5, 5, z(5, 3), Some(z(5, 1))), txs(&[z(5, 2), z(5, 3)]), 0);
+            let mut now = 0;
+            let mut counter = 0;
+            for e in events {
+                now += 7;
+                match e {
+                    Ev::Packet(c, p) => l.handle_packet(c, p, now),
+                    Ev::Connect(c) => l.learner_connected(c, now),
+                    Ev::Disconnect(c) => l.learner_disconnected(c, now),
+                    Ev::Persisted => l.epoch_persisted(now),
+                    Ev::Durable(zx) => l.local_durable(zx, now),
+                    Ev::Timeout(d) => l.handle_timeout(now + d),
+                    Ev::Propose => {
+                        counter += 1;
+                        l.propose(z(l.epoch().unwrap_or(6), counter), tx(counter.into()), now)
+                    }
+                    Ev::Commit => l.committed(l.last_proposed(), now),
+                    Ev::Loaded(zx) => l.log_read(1, txs(&[zx]), now),
+                    Ev::Truncated(zx) => l.snapshot_bytes(1, tx(zx), zx % 2 == 0, now),
+                }
+                let stepped = leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::StepDown { .. }));
+                prop_assert_eq!(stepped && !l.is_stopped(), false);
+            }
+        }
+
+        /// Same for a learner.
+        #[test]
+        fn learner_survives_any_input(events in proptest::collection::vec(arb_event(), 0..60)) {
+            let mut l = learner(false, local(5, 5, z(5, 3), Some(z(5, 1))));
+            let mut now = 0;
+            for e in events {
+                now += 7;
+                match e {
+                    Ev::Packet(_, p) => l.handle_packet(p, now),
+                    Ev::Connect(_) => l.connected(now),
+                    Ev::Disconnect(_) | Ev::Propose | Ev::Commit => l.touch(now as i64, 1),
+                    Ev::Persisted => l.epoch_persisted(now),
+                    Ev::Durable(zx) => l.durable(zx, now),
+                    Ev::Timeout(d) => l.handle_timeout(now + d),
+                    Ev::Loaded(zx) => l.snapshot_loaded(zx, now),
+                    Ev::Truncated(zx) => l.truncated(zx, now),
+                }
+                learner_actions(&mut l);
+            }
+        }
+    }
+}
