@@ -316,7 +316,9 @@ impl QuorumConfig {
 mod tests {
     use super::*;
 
-    /// [cap] The 138-byte config of the captured 182-byte notification (ZAB-FACTS §1).
+    /// The 138-byte config of the captured 182-byte notification in ZAB-FACTS §1, whose quote elides
+    /// the lines of servers 2 and 3; they follow server 1's pattern, which the length confirms. Real
+    /// captures are in tests/golden.
     const CAPTURED: &str =
         "server.1=127.0.0.1:28881:38881:participant\nserver.2=127.0.0.1:28882:38882:participant\n\
                             server.3=127.0.0.1:28883:38883:participant\nversion=0";

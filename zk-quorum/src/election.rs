@@ -19,7 +19,13 @@
 //! - non-voters (observers) propose `i64::MIN` for leader, zxid and epoch and are never counted; a
 //!   notification from one is answered at once with our current vote;
 //! - silence for the notification interval (200 ms, doubling to 60 s) re-sends our vote to everyone;
-//! - once decided, the machine keeps answering LOOKING peers with the decided vote and our state.
+//! - once decided, the machine keeps answering LOOKING peers with the decided vote and our state;
+//! - during a reconfiguration, the pending configuration's voters take part too and a decision needs
+//!   a quorum in both configurations ([`ElectionConfig::pending_verifier`]).
+//!
+//! Not here (yet): adopting a newer configuration carried in a notification (Apache does, with
+//! `reconfigEnabled`, and restarts the election; a caller can compare the version of the decoded
+//! config with its own and build a new machine), and Apache's two-server "oracle" quorum option.
 //!
 //! One deliberate speed-up over Apache: when votes from every voter of the configuration (not just
 //! a quorum) equal ours, we decide at once, without the finalize wait. This cannot change the
@@ -64,6 +70,9 @@ pub struct ElectionConfig {
     pub my_sid: i64,
     /// Who votes and what a quorum is.
     pub verifier: QuorumVerifier,
+    /// A newer configuration being moved to (Apache's last seen config during a reconfig), if any:
+    /// its voters are sent notifications and counted too, and a decision needs a quorum in both.
+    pub pending_verifier: Option<QuorumVerifier>,
     /// The config string sent in every notification (Apache compares its version with its own).
     pub config_string: Bytes,
     /// Timing knobs.
@@ -78,6 +87,7 @@ impl ElectionConfig {
         ElectionConfig {
             my_sid,
             verifier: QuorumVerifier::from_config(config),
+            pending_verifier: None,
             config_string: Bytes::from(config.to_config_string()),
             timings: ElectionTimings::default(),
             decide_early_when_unanimous: true,
@@ -217,7 +227,8 @@ impl FastLeaderElection {
         self.settled_votes.clear();
         self.finalizing = false;
         self.loopback.clear();
-        self.initial = if self.is_voter(self.config.my_sid) {
+        // Only the current configuration makes us a candidate, as Apache's initial vote.
+        self.initial = if self.config.verifier.is_voter(self.config.my_sid) {
             (self.config.my_sid, data.last_logged_zxid, data.current_epoch)
         } else {
             (i64::MIN, i64::MIN, i64::MIN)
@@ -306,8 +317,27 @@ impl FastLeaderElection {
         &self.config
     }
 
+    /// A voter of the current or the pending configuration (Apache's `validVoter`).
     fn is_voter(&self, sid: i64) -> bool {
         self.config.verifier.is_voter(sid)
+            || self.config.pending_verifier.as_ref().is_some_and(|p| p.is_voter(sid))
+    }
+
+    /// Voters of the current and the pending configuration.
+    fn all_voters(&self) -> Vec<i64> {
+        let mut voters: Vec<i64> = self.config.verifier.voters().iter().copied().collect();
+        if let Some(p) = &self.config.pending_verifier {
+            voters.extend(p.voters().iter().copied());
+            voters.sort_unstable();
+            voters.dedup();
+        }
+        voters
+    }
+
+    /// A quorum in the current configuration, and in the pending one if any.
+    fn is_quorum(&self, acks: &[i64]) -> bool {
+        self.config.verifier.contains_quorum(acks.iter().copied())
+            && self.config.pending_verifier.as_ref().is_none_or(|p| p.contains_quorum(acks.iter().copied()))
     }
 
     fn vote_of_round(&self, leader: i64, zxid: i64, peer_epoch: i64) -> Vote {
@@ -348,8 +378,7 @@ impl FastLeaderElection {
     /// Our proposal to every voter; the copy to ourselves is looped back.
     fn broadcast(&mut self) {
         let n = self.notification(self.proposal, self.logical_clock, PeerState::Looking);
-        let voters: Vec<i64> = self.config.verifier.voters().iter().copied().collect();
-        for sid in voters {
+        for sid in self.all_voters() {
             if sid == self.config.my_sid {
                 self.loopback.push_back(n.clone());
             } else {
@@ -443,8 +472,9 @@ impl FastLeaderElection {
             },
         );
         let mine = self.proposal();
-        let agreeing = self.round_votes.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| *sid);
-        if !self.config.verifier.contains_quorum(agreeing) {
+        let agreeing: Vec<i64> =
+            self.round_votes.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| *sid).collect();
+        if !self.is_quorum(&agreeing) {
             return;
         }
         if !self.decide_if_unanimous() {
@@ -482,9 +512,7 @@ impl FastLeaderElection {
         }
         let mine = self.proposal();
         let unanimous = self
-            .config
-            .verifier
-            .voters()
+            .all_voters()
             .iter()
             .all(|v| self.round_votes.get(v).is_some_and(|vote| vote.agrees_with(&mine)));
         if unanimous {
@@ -520,8 +548,9 @@ impl FastLeaderElection {
     /// A quorum of `votes` agrees with `vote`, and the leader it names is known to lead (or is us, in
     /// the same round).
     fn has_settled_quorum(&self, votes: &BTreeMap<i64, Vote>, vote: &Vote) -> bool {
-        let agreeing = votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| *sid);
-        if !self.config.verifier.contains_quorum(agreeing) {
+        let agreeing: Vec<i64> =
+            votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| *sid).collect();
+        if !self.is_quorum(&agreeing) {
             return false;
         }
         if vote.leader != self.config.my_sid {
@@ -534,7 +563,7 @@ impl FastLeaderElection {
     fn decide(&mut self, vote: Vote) {
         let state = if vote.leader == self.config.my_sid {
             PeerState::Leading
-        } else if self.is_voter(self.config.my_sid) {
+        } else if self.config.verifier.is_voter(self.config.my_sid) {
             PeerState::Following
         } else {
             PeerState::Observing

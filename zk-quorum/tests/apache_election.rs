@@ -1,10 +1,18 @@
 //! Real peer check: two Apache ZooKeeper 3.8 servers and our election machine elect a leader together.
 //!
 //! Our third peer is `FastLeaderElection` driven by a small std-thread/TCP transport that speaks the
-//! election port's handshake and framing. Checked: our machine decodes Apache's notifications, Apache
-//! accepts ours, and all three agree on the leader. The bytes Apache sends first (handshake and first
-//! notification) are checked to decode and re-encode identically; with `ZKQ_CAPTURE_DIR` set they are
-//! also written there (this is how `tests/golden/` was made).
+//! election port's handshake and framing. Scenarios:
+//! - our peer has the highest sid (all fresh): both Apache servers vote for it, it decides LEADING;
+//! - our peer has the lowest sid but a newer epoch: Apache must still elect it (vote order);
+//! - as a pre-3.5 peer (bare-sid handshake, 40-byte notifications): Apache takes its legacy path;
+//! - our peer has the lowest sid and meets an established Apache leader: it decides FOLLOWING the
+//!   right leader (Apache's `srvr` modes agree), then does the learner handshake on the leader's
+//!   quorum port with this crate's packet codec, through SNAP, NEWLEADER and UPTODATE.
+//!
+//! Everything Apache sends is checked to decode and re-encode identically; with `ZKQ_CAPTURE_DIR` set
+//! the first bytes are also written there (this is how `tests/golden/` was made). Apache's logs are
+//! printed when a check fails. Every wait is bounded; the Java processes are killed and their
+//! directories removed on every path (a drop guard).
 //!
 //! Skips (with a message, not a failure) only when /usr/share/java/zookeeper.jar is missing.
 // This file is the I/O edge (threads, sockets, a clock), which the library itself must never touch.
@@ -27,13 +35,19 @@ use zk_quorum::election::{
     keeps_initiated_connection, on_accepted_connection, AcceptedConnection, ElectionAction, ElectionConfig,
     FastLeaderElection, PeerData,
 };
+use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
+use zk_quorum::wire::payload::LEARNER_PROTOCOL_VERSION;
 use zk_quorum::wire::{
-    decode_election_frame, decode_handshake, encode_election_frame, ElectionHandshake, HandshakeVersion,
-    HostPort, Notification, PeerState,
+    decode_election_frame, decode_handshake, encode_election_frame, AckEpoch, ElectionHandshake,
+    HandshakeVersion, HostPort, LeaderInfo, LearnerInfo, Notification, PacketType, PeerState, QuorumPacket,
+    QuorumPacketDecoder,
 };
 
+mod support;
+use support::parse_snapshot_stream;
+
 const JAR: &str = "/usr/share/java/zookeeper.jar";
-const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar";
 /// Every wait in this file is bounded by this, per scenario.
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -261,16 +275,17 @@ struct OurPeer {
     _stop_on_drop: StopFlag,
     start: Instant,
     seen: Observed,
+    /// Speak as a pre-3.5 peer: a bare-sid handshake and 40-byte notifications.
+    legacy: bool,
 }
 
 impl OurPeer {
-    fn start(my_sid: i64, config: &QuorumConfig, ports: &BTreeMap<i64, Ports>) -> OurPeer {
+    fn start(my_sid: i64, data: PeerData, config: &QuorumConfig, ports: &BTreeMap<i64, Ports>) -> OurPeer {
         let start = Instant::now();
         let (events_tx, events_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let listener = TcpListener::bind(("127.0.0.1", ports[&my_sid].election)).unwrap();
         spawn_listener(my_sid, listener, events_tx.clone(), stop.clone());
-        let data = PeerData { last_logged_zxid: 0, current_epoch: 0 };
         let fle = FastLeaderElection::new(ElectionConfig::new(my_sid, config), data, 0);
         let peer_election = ports
             .iter()
@@ -291,6 +306,7 @@ impl OurPeer {
             _stop_on_drop: StopFlag(stop),
             start,
             seen: Observed::default(),
+            legacy: false,
         }
     }
 
@@ -306,7 +322,12 @@ impl OurPeer {
         else {
             return;
         };
-        let hs = ElectionHandshake::v1(self.my_sid, self.my_election.clone()).encode().unwrap();
+        let hs = if self.legacy {
+            ElectionHandshake { version: HandshakeVersion::Legacy, sid: self.my_sid, addresses: Vec::new() }
+        } else {
+            ElectionHandshake::v1(self.my_sid, self.my_election.clone())
+        };
+        let hs = hs.encode().unwrap();
         if stream.write_all(&hs).is_err() {
             return;
         }
@@ -341,7 +362,12 @@ impl OurPeer {
                 match action {
                     ElectionAction::Send { to, notification } => {
                         let mut frame = Vec::new();
-                        encode_election_frame(&notification.encode(), &mut frame).unwrap();
+                        let mut payload = notification.encode();
+                        if self.legacy {
+                            // The 40-byte form: Apache reads the peer epoch and ignores the last 4 bytes.
+                            payload.truncate(40);
+                        }
+                        encode_election_frame(&payload, &mut frame).unwrap();
                         self.last_frame.insert(to, frame.clone());
                         if self.conns.contains_key(&to) {
                             self.write(to, &frame);
@@ -452,8 +478,13 @@ fn dump_logs(servers: &[ApacheServer]) -> String {
     servers.iter().map(|s| format!("--- Apache server {} ---\n{}", s.sid, s.log_tail())).collect()
 }
 
-#[test]
-fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
+/// A server that has never logged anything, as the Apache servers here are.
+const FRESH: PeerData = PeerData { last_logged_zxid: 0, current_epoch: 0 };
+
+/// Starts our peer as `my_sid` with `data`, then Apache as the two other sids, and checks that both
+/// Apache servers come to vote for our peer and that our machine decides LEADING. Apache then waits for
+/// us to lead on the quorum port, which this crate does not serve yet; the vote is what is checked.
+fn apache_elects_our_peer(my_sid: i64, data: PeerData, legacy: bool, label: &str) {
     if !jar_present() {
         eprintln!("SKIPPED: {JAR} is missing (Debian package `zookeeper`)");
         return;
@@ -461,19 +492,66 @@ fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
     let ports = ports_for(&[1, 2, 3]);
     let config = quorum_config(&ports);
     // Our peer listens before Apache starts, so Apache hears from it while still looking.
-    let mut ours = OurPeer::start(3, &config, &ports);
-    let servers = [ApacheServer::start(1, &ports), ApacheServer::start(2, &ports)];
-    // Apache then waits for us to lead on the quorum port, which this crate does not serve yet: it is
-    // enough that both Apache servers name us and that we decide LEADING.
+    let mut ours = OurPeer::start(my_sid, data, &config, &ports);
+    ours.legacy = legacy;
+    let apache_sids: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != my_sid).collect();
+    let servers = [ApacheServer::start(apache_sids[0], &ports), ApacheServer::start(apache_sids[1], &ports)];
     let names_us = |seen: &Observed, sid: i64| {
-        seen.notifications.get(&sid).is_some_and(|ns| ns.iter().any(|n| n.leader == 3))
+        seen.notifications.get(&sid).is_some_and(|ns| {
+            ns.iter().any(|n| {
+                (n.leader, n.zxid, n.peer_epoch) == (my_sid, data.last_logged_zxid, data.current_epoch)
+            })
+        })
     };
     let ok = ours.run(SCENARIO_TIMEOUT, |seen| {
-        seen.decided.is_some() && names_us(seen, 1) && names_us(seen, 2) && seen.first_payloads.len() == 2
+        seen.decided.is_some()
+            && apache_sids.iter().all(|s| names_us(seen, *s))
+            && seen.first_payloads.len() == 2
     });
-    assert!(ok, "no agreement on our peer: decided {:?}\n{}", ours.seen.decided, dump_logs(&servers));
-    assert_eq!(ours.seen.decided, Some((3, PeerState::Leading)));
-    check_and_capture(&ours.seen, &config, "leader3");
+    assert!(
+        ok,
+        "no agreement on our peer: decided {:?}, received {:?}\n{}",
+        ours.seen.decided,
+        ours.seen.notifications,
+        dump_logs(&servers)
+    );
+    assert_eq!(ours.seen.decided, Some((my_sid, PeerState::Leading)));
+    if legacy {
+        // Apache took the legacy path for our messages, not merely tolerated them.
+        for server in &servers {
+            let log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
+            assert!(
+                log.contains("Backward compatibility mode (36 bits)"),
+                "Apache {}:\n{}",
+                server.sid,
+                server.log_tail()
+            );
+        }
+    }
+    check_and_capture(&ours.seen, &config, label);
+}
+
+#[test]
+fn apache_servers_elect_our_peer_when_it_has_the_highest_sid() {
+    apache_elects_our_peer(3, FRESH, false, "leader3");
+}
+
+#[test]
+fn apache_servers_elect_our_peer_with_the_lowest_sid_when_its_epoch_is_newer() {
+    // Apache's servers are fresh (epoch 0, zxid 0): a higher peer epoch must beat their higher sids,
+    // which checks that Apache reads our zxid and peer epoch fields as we mean them.
+    apache_elects_our_peer(
+        1,
+        PeerData { last_logged_zxid: (1 << 32) | 2, current_epoch: 1 },
+        false,
+        "leader1",
+    );
+}
+
+#[test]
+fn apache_accepts_a_pre_3_5_peer_and_its_40_byte_notifications() {
+    // As the highest sid, every connection our peer keeps is one it dialled with a bare sid.
+    apache_elects_our_peer(3, PeerData { last_logged_zxid: 7, current_epoch: 0 }, true, "legacy3");
 }
 
 #[test]
@@ -484,19 +562,175 @@ fn our_peer_follows_the_apache_leader_when_it_has_the_lowest_sid() {
     }
     let ports = ports_for(&[1, 2, 3]);
     let config = quorum_config(&ports);
-    let mut ours = OurPeer::start(1, &config, &ports);
+    // Apache 2 and 3 first elect 3 between themselves (they need each other for a quorum), so that
+    // our peer meets an established leader: had our peer voted while 3 was still starting, it and
+    // Apache 2 would rightly have elected 2. Our machine must then join through the votes of servers
+    // past the election (FOLLOWING from 2, LEADING from 3).
     let servers = [ApacheServer::start(2, &ports), ApacheServer::start(3, &ports)];
-    let decided = ours.run(SCENARIO_TIMEOUT, |seen| seen.decided.is_some() && seen.first_payloads.len() == 2);
-    assert!(decided, "our peer did not decide\n{}", dump_logs(&servers));
-    assert_eq!(ours.seen.decided, Some((3, PeerState::Following)));
-    // Apache's own view, through srvr: 3 leads, 2 follows. Keep our machine answering meanwhile.
+    let deadline = Instant::now() + SCENARIO_TIMEOUT;
     let mut modes = (None, None);
-    let agreed = ours.run(SCENARIO_TIMEOUT, |_| {
+    while modes != (Some("follower".to_owned()), Some("leader".to_owned())) {
+        assert!(Instant::now() < deadline, "Apache modes {modes:?}\n{}", dump_logs(&servers));
+        thread::sleep(Duration::from_millis(100));
         modes = (servers[0].mode(), servers[1].mode());
-        modes == (Some("follower".to_owned()), Some("leader".to_owned()))
+    }
+    let mut ours = OurPeer::start(1, FRESH, &config, &ports);
+    // Apache answers our LOOKING vote with its settled one (FOLLOWING from 2, LEADING from 3). On
+    // connecting it may first re-send the last vote it queued for us during its own election (a stale
+    // LOOKING one): the machine may decide on either; the outcome must be the same.
+    let sent_state = |seen: &Observed, sid: i64, state: PeerState| {
+        seen.notifications.get(&sid).is_some_and(|ns| ns.iter().any(|n| n.state == state && n.leader == 3))
+    };
+    let decided = ours.run(SCENARIO_TIMEOUT, |seen| {
+        seen.decided.is_some()
+            && sent_state(seen, 2, PeerState::Following)
+            && sent_state(seen, 3, PeerState::Leading)
     });
-    assert!(agreed, "Apache modes {modes:?}\n{}", dump_logs(&servers));
+    assert!(
+        decided,
+        "decided {:?}, received {:?}\n{}",
+        ours.seen.decided,
+        ours.seen.notifications,
+        dump_logs(&servers)
+    );
+    assert_eq!(ours.seen.decided, Some((3, PeerState::Following)));
     // Both Apache servers have larger sids, so the connections that survive are the ones they dial.
     assert_eq!(ours.seen.handshakes.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
     check_and_capture(&ours.seen, &config, "follower1");
+
+    // Having decided to follow 3, our peer does the learner's side of discovery and synchronisation
+    // on Apache 3's quorum port with this crate's packet codec, up to UPTODATE.
+    let leader_quorum = SocketAddr::from(([127, 0, 0, 1], ports[&3].quorum));
+    let sync = follow_apache_leader(leader_quorum, 1, &config)
+        .unwrap_or_else(|e| panic!("{e}\n{}", dump_logs(&servers)));
+    let kinds: Vec<PacketType> = sync.packets.iter().map(|(p, _)| p.kind().unwrap()).collect();
+    // The leader is established (its lastProcessedZxid is newEpoch << 32) and our log is empty: SNAP.
+    assert_eq!(kinds[..2], [PacketType::LeaderInfo, PacketType::Snap], "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&PacketType::UpToDate), "{kinds:?}");
+    let (paths, _) = sync.snapshot.as_ref().expect("a SNAP is followed by the snapshot");
+    assert!(paths.iter().any(|p| p == "/zookeeper/config"), "{paths:?}");
+    if let Ok(dir) = std::env::var("ZKQ_CAPTURE_DIR") {
+        for (i, (packet, raw)) in sync.packets.iter().enumerate() {
+            let name = format!("follower1-quorum-{i}-type{}.bin", packet.packet_type);
+            std::fs::write(Path::new(&dir).join(name), raw).unwrap();
+        }
+        if let Some((_, raw)) = &sync.snapshot {
+            std::fs::write(Path::new(&dir).join("follower1-quorum-snapshot.bin"), raw).unwrap();
+        }
+    }
+}
+
+/// What an Apache leader sent our learner.
+struct LearnerSync {
+    /// Every packet, with its bytes.
+    packets: Vec<(QuorumPacket, Vec<u8>)>,
+    /// After a SNAP: the node paths of the snapshot stream, and its bytes.
+    snapshot: Option<(Vec<String>, Vec<u8>)>,
+}
+
+fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), String> {
+    let mut chunk = [0u8; 4096];
+    match stream.read(&mut chunk) {
+        Ok(0) => Err("the leader closed the connection".into()),
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(())
+        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
+        Err(e) => Err(format!("read: {e}")),
+    }
+}
+
+/// Reads one packet (and its raw bytes) with a deadline; checks it re-encodes to the same bytes.
+fn read_packet(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    deadline: Instant,
+) -> Result<(QuorumPacket, Vec<u8>), String> {
+    let decoder = QuorumPacketDecoder::new(JUTE_MAXBUFFER_DEFAULT);
+    loop {
+        let before = buf.clone();
+        if let Some(packet) =
+            decoder.decode(buf).map_err(|e| format!("Apache sent a packet we refuse: {e}"))?
+        {
+            let raw = before[..before.len() - buf.len()].to_vec();
+            assert_eq!(packet.to_vec(), raw, "packet re-encodes differently");
+            return Ok((packet, raw));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for a quorum packet; have {:02x?}", &buf[..]));
+        }
+        read_more(stream, buf)?;
+    }
+}
+
+/// The learner's handshake with an Apache leader, as a fresh follower (accepted and current epoch 0,
+/// empty log): FOLLOWERINFO, LEADERINFO, ACKEPOCH, then the leader's sync traffic up to NEWLEADER,
+/// ACK, UPTODATE. Returns everything the leader sent, checking each step.
+fn follow_apache_leader(
+    leader: SocketAddr,
+    my_sid: i64,
+    config: &QuorumConfig,
+) -> Result<LearnerSync, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut stream =
+        TcpStream::connect_timeout(&leader, Duration::from_secs(5)).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = BytesMut::new();
+    let mut packets = Vec::new();
+    let mut snapshot = None;
+    let send = |stream: &mut TcpStream, p: QuorumPacket| {
+        stream.write_all(&p.to_vec()).map_err(|e| format!("write: {e}"))
+    };
+
+    let info = LearnerInfo::new(my_sid, config.version);
+    send(&mut stream, QuorumPacket::new(PacketType::FollowerInfo, 0, Some(info.encode())))?;
+    let (leader_info, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+    assert_eq!(leader_info.kind(), Ok(PacketType::LeaderInfo), "{leader_info:?}");
+    let new_epoch = leader_info.zxid >> 32;
+    assert!(new_epoch >= 1 && leader_info.zxid & 0xffff_ffff == 0, "{leader_info:?}");
+    let li = LeaderInfo::decode(leader_info.data.as_deref().unwrap_or_default()).unwrap();
+    assert_eq!(li.protocol_version, LEARNER_PROTOCOL_VERSION);
+    assert_eq!(leader_info.authinfo, None, "Apache sends a null authinfo");
+    packets.push((leader_info, raw));
+
+    // newEpoch > our acceptedEpoch (0): ACKEPOCH carries our current epoch and last zxid.
+    send(
+        &mut stream,
+        QuorumPacket::new(PacketType::AckEpoch, 0, Some(AckEpoch { current_epoch: 0 }.encode())),
+    )?;
+    loop {
+        let (p, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+        let kind = p.kind().unwrap();
+        packets.push((p.clone(), raw));
+        match kind {
+            PacketType::Snap => loop {
+                // The snapshot follows unframed; walk it, reading more until it is whole.
+                match parse_snapshot_stream(buf.clone().freeze()) {
+                    Ok((paths, len)) => {
+                        snapshot = Some((paths, buf.split_to(len).to_vec()));
+                        break;
+                    }
+                    Err(e) if Instant::now() > deadline => return Err(format!("snapshot stream: {e}")),
+                    Err(_) => read_more(&mut stream, &mut buf)?,
+                }
+            },
+            PacketType::NewLeader => {
+                assert_eq!(p.zxid, new_epoch << 32);
+                assert_eq!(p.data.as_deref(), Some(config.to_config_string().as_bytes()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    send(&mut stream, QuorumPacket::new(PacketType::Ack, new_epoch << 32, None))?;
+    loop {
+        let (p, raw) = read_packet(&mut stream, &mut buf, deadline)?;
+        let kind = p.kind().unwrap();
+        packets.push((p, raw));
+        if kind == PacketType::UpToDate {
+            break;
+        }
+    }
+    Ok(LearnerSync { packets, snapshot })
 }

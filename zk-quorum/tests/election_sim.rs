@@ -152,6 +152,7 @@ fn run(seed: u64, faults: NetworkFaults, horizon_ms: u64) -> Outcome {
                 let config = ElectionConfig {
                     my_sid: *sid,
                     verifier: verifier.clone(),
+                    pending_verifier: None,
                     config_string: Bytes::from_static(b"version=0"),
                     timings,
                     decide_early_when_unanimous: true,

@@ -6,11 +6,17 @@
 //! epoch 0), round 1. `looking` is server 2's first notification to our peer 1: its initial vote, for
 //! itself. `votes-3` is server 2's first notification to our peer 3 (another run, other ports), sent
 //! after it had already switched to 3: Apache keeps only the newest queued message per peer.
+//! The `quorum-*` files are an Apache leader's side of the learner handshake (see below).
+
+mod support;
 
 use bytes::Bytes;
 use zk_quorum::config::QuorumConfig;
+use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
+use zk_quorum::wire::payload::LEARNER_PROTOCOL_VERSION;
 use zk_quorum::wire::{
-    decode_handshake, ElectionHandshake, HandshakeVersion, HostPort, Notification, PeerState,
+    decode_handshake, ElectionHandshake, HandshakeVersion, HostPort, LeaderInfo, Notification, PacketType,
+    PeerState, QuorumPacket, QuorumPacketDecoder,
 };
 
 const HANDSHAKE_SID2: &[u8] = include_bytes!("golden/apache380-handshake-sid2.bin");
@@ -56,4 +62,66 @@ fn looking_notification_from_apache_decodes_and_reencodes() {
 #[test]
 fn switched_notification_from_apache_decodes_and_reencodes() {
     check_notification(NOTIFICATION_VOTES_3, CONFIG_VOTES_3, 3);
+}
+
+// The leader's side of a learner handshake with Apache 3.8.0 leader 3 (new epoch 1, already
+// established), our fresh follower 1 having sent FOLLOWERINFO and ACKEPOCH: LEADERINFO, SNAP, the
+// snapshot stream, NEWLEADER (after which we ACKed), UPTODATE. Back to back, as on the wire.
+const LEADERINFO: &[u8] = include_bytes!("golden/apache380-quorum-leaderinfo.bin");
+const SNAP: &[u8] = include_bytes!("golden/apache380-quorum-snap.bin");
+const SNAPSHOT_STREAM: &[u8] = include_bytes!("golden/apache380-quorum-snapshot-stream.bin");
+const NEWLEADER: &[u8] = include_bytes!("golden/apache380-quorum-newleader.bin");
+const UPTODATE: &[u8] = include_bytes!("golden/apache380-quorum-uptodate.bin");
+const CONFIG_QUORUM: &str = include_str!("golden/apache380-config-quorum.txt");
+
+fn decode_one(bytes: &[u8]) -> QuorumPacket {
+    let mut buf = bytes::BytesMut::from(bytes);
+    let packet = QuorumPacketDecoder::new(JUTE_MAXBUFFER_DEFAULT).decode(&mut buf).unwrap().unwrap();
+    assert!(buf.is_empty(), "one packet per file");
+    assert_eq!(packet.to_vec(), bytes, "re-encodes byte for byte");
+    packet
+}
+
+#[test]
+fn quorum_packets_from_an_apache_leader_decode_and_reencode() {
+    let epoch_start = 1i64 << 32;
+    let li = decode_one(LEADERINFO);
+    assert_eq!((li.kind(), li.zxid, li.authinfo.as_ref()), (Ok(PacketType::LeaderInfo), epoch_start, None));
+    assert_eq!(
+        LeaderInfo::decode(li.data.as_deref().unwrap()).unwrap().protocol_version,
+        LEARNER_PROTOCOL_VERSION
+    );
+    // SNAP: zxid = the leader's last processed zxid (the epoch start, set once it was established).
+    let snap = decode_one(SNAP);
+    assert_eq!(
+        (snap.kind(), snap.zxid, snap.data.as_ref(), snap.authinfo.as_ref()),
+        (Ok(PacketType::Snap), epoch_start, None, None)
+    );
+    let nl = decode_one(NEWLEADER);
+    assert_eq!((nl.kind(), nl.zxid), (Ok(PacketType::NewLeader), epoch_start));
+    assert_eq!(nl.data.as_deref(), Some(CONFIG_QUORUM.as_bytes()));
+    let up = decode_one(UPTODATE);
+    assert_eq!(
+        (up.kind(), up.zxid, up.data.as_ref(), up.authinfo.as_ref()),
+        (Ok(PacketType::UpToDate), -1, None, None)
+    );
+}
+
+#[test]
+fn the_snapshot_stream_after_snap_is_walkable_and_the_packets_around_it_split_cleanly() {
+    let (paths, len) = support::parse_snapshot_stream(Bytes::from_static(SNAPSHOT_STREAM)).unwrap();
+    assert_eq!(len, SNAPSHOT_STREAM.len());
+    assert_eq!(paths, ["", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"]);
+    // The whole stream as the learner saw it: the packet decoder takes SNAP, the caller the snapshot,
+    // then the decoder the rest.
+    let mut stream = bytes::BytesMut::new();
+    for part in [SNAP, SNAPSHOT_STREAM, NEWLEADER, UPTODATE] {
+        stream.extend_from_slice(part);
+    }
+    let decoder = QuorumPacketDecoder::new(JUTE_MAXBUFFER_DEFAULT);
+    assert_eq!(decoder.decode(&mut stream).unwrap().unwrap().kind(), Ok(PacketType::Snap));
+    let _ = stream.split_to(SNAPSHOT_STREAM.len());
+    assert_eq!(decoder.decode(&mut stream).unwrap().unwrap().kind(), Ok(PacketType::NewLeader));
+    assert_eq!(decoder.decode(&mut stream).unwrap().unwrap().kind(), Ok(PacketType::UpToDate));
+    assert!(stream.is_empty());
 }

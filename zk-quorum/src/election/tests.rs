@@ -8,6 +8,7 @@ fn config(my_sid: i64, voters: &[i64], observers: &[i64]) -> ElectionConfig {
     ElectionConfig {
         my_sid,
         verifier: QuorumVerifier::majority(voters.iter().copied(), observers.iter().copied()),
+        pending_verifier: None,
         config_string: Bytes::from_static(CONFIG),
         timings: ElectionTimings::default(),
         decide_early_when_unanimous: true,
@@ -343,4 +344,23 @@ fn connection_rule_keeps_the_larger_initiator() {
     assert_eq!(on_accepted_connection(2, 2), AcceptedConnection::Close);
     assert!(keeps_initiated_connection(3, 2));
     assert!(!keeps_initiated_connection(1, 2));
+}
+
+#[test]
+fn a_pending_configuration_needs_its_own_quorum_and_hears_every_vote() {
+    // Current {1, 2, 3}, moving to {1, 2, 3, 4, 5}: 4 and 5 get our notifications and count, and
+    // deciding needs 3 of the 5 as well as 2 of the 3.
+    let mut cfg = config(1, &[1, 2, 3], &[]);
+    cfg.pending_verifier = Some(QuorumVerifier::majority([1, 2, 3, 4, 5], []));
+    let mut fle = FastLeaderElection::new(cfg, data(0, 0), 0);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 1), (3, 1), (4, 1), (5, 1)]);
+    fle.handle_notification(5, looking(5, 0, 1, 0), 1);
+    drain(&mut fle);
+    fle.handle_notification(4, looking(5, 0, 1, 0), 2);
+    // {1, 4, 5} is a quorum of the pending configuration but holds only 1 of the current one.
+    assert_eq!(fle.poll_timeout(), Some(202));
+    fle.handle_notification(2, looking(5, 0, 1, 0), 3);
+    assert_eq!(fle.poll_timeout(), Some(203)); // finalize wait: both quorums hold
+    fle.handle_timeout(203);
+    assert_eq!(decided(&drain(&mut fle)), Some((5, PeerState::Following)));
 }
