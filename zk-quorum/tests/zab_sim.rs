@@ -301,6 +301,7 @@ impl Sim {
         let fle_cfg = ElectionConfig {
             my_sid: sid,
             verifier: self.verifier.clone(),
+            pending_verifier: None,
             config_string: Bytes::from_static(b"version=0"),
             timings: ElectionTimings::default(),
             decide_early_when_unanimous: true,
