@@ -82,7 +82,7 @@ fn our_learner_follows_an_apache_leader_to_uptodate() {
 fn our_leader_sends_apaches_bytes() {
     let mut l = Leader::new(cfg(3), fresh(), vec![], 0);
     let mut sent: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut pump = |l: &mut Leader, sent: &mut Vec<(u64, Vec<u8>)>| {
+    let pump = |l: &mut Leader, sent: &mut Vec<(u64, Vec<u8>)>| {
         while let Some(a) = l.poll_action() {
             match a {
                 LeaderAction::Send { conn, packet } => sent.push((conn, packet.to_vec())),
