@@ -162,6 +162,11 @@ struct LearnerConn {
     last_heard_ms: u64,
     /// While we wait on the learner before it is active: when we give up.
     deadline_ms: Option<u64>,
+    /// A follower's oldest proposal not acknowledged yet, and since when we wait: more than
+    /// syncLimit and it is dropped (Apache's `SyncLimitCheck`).
+    ack_due: Option<(i64, u64)>,
+    /// When its sync stream was queued (it gets the outstanding proposals then).
+    attached_ms: u64,
 }
 
 impl LearnerConn {
@@ -219,8 +224,8 @@ pub struct Leader {
     learners: BTreeMap<ConnId, LearnerConn>,
     /// The latest committed proposals, ascending, at most `committed_log_max`.
     window: VecDeque<(i64, Bytes)>,
-    /// Proposals made and not yet committed, ascending.
-    outstanding: VecDeque<(i64, Bytes)>,
+    /// Proposals made and not yet committed, ascending, with when they were made.
+    outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
     last_proposed: i64,
     /// The leader's own log is durable through here.
@@ -319,6 +324,8 @@ impl Leader {
                 peer_zxid: 0,
                 last_heard_ms: now_ms,
                 deadline_ms: Some(now_ms.saturating_add(self.cfg.init_ms())),
+                ack_due: None,
+                attached_ms: now_ms,
             },
         );
     }
@@ -468,7 +475,7 @@ impl Leader {
 
     /// Our own new proposal (only once established): logged by the server, sent to every attached
     /// follower. `zxid` must be of our epoch and above the last proposal.
-    pub fn propose(&mut self, zxid: i64, payload: Bytes, _now_ms: u64) {
+    pub fn propose(&mut self, zxid: i64, payload: Bytes, now_ms: u64) {
         if self.phase != Phase::Established {
             tracing::warn!(sid = self.cfg.my_sid, zxid, "proposal while not established ignored");
             return;
@@ -483,10 +490,13 @@ impl Leader {
             return;
         }
         self.last_proposed = zxid;
-        self.outstanding.push_back((zxid, payload.clone()));
+        self.outstanding.push_back((zxid, payload.clone(), now_ms));
         let followers: Vec<ConnId> =
             self.learners.iter().filter(|(_, l)| l.attached() && !l.observer).map(|(c, _)| *c).collect();
         for conn in followers {
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.ack_due.get_or_insert((zxid, now_ms));
+            }
             self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload.clone())));
         }
     }
@@ -500,7 +510,7 @@ impl Leader {
         let newly: Vec<i64> = self
             .outstanding
             .iter()
-            .map(|(z, _)| *z)
+            .map(|(z, _, _)| *z)
             .filter(|z| *z > self.self_durable && *z <= zxid)
             .collect();
         self.self_durable = zxid;
@@ -512,11 +522,11 @@ impl Leader {
     /// The server committed every proposal through `zxid` (in order): COMMIT to attached followers,
     /// INFORM (with the payload) to attached observers.
     pub fn committed(&mut self, zxid: i64, _now_ms: u64) {
-        while let Some((z, _)) = self.outstanding.front() {
+        while let Some((z, _, _)) = self.outstanding.front() {
             if *z > zxid {
                 break;
             }
-            let Some((z, payload)) = self.outstanding.pop_front() else { break };
+            let Some((z, payload, _)) = self.outstanding.pop_front() else { break };
             self.last_committed = z;
             let targets: Vec<(ConnId, bool)> =
                 self.learners.iter().filter(|(_, l)| l.attached()).map(|(c, l)| (*c, l.observer)).collect();
@@ -568,8 +578,13 @@ impl Leader {
             .iter()
             .filter_map(|(c, l)| {
                 if l.phase == LearnerPhase::Active {
-                    (now_ms >= l.last_heard_ms.saturating_add(sync_ms))
-                        .then(|| (*c, format!("learner {} silent for syncLimit", l.sid)))
+                    if now_ms >= l.last_heard_ms.saturating_add(sync_ms) {
+                        Some((*c, format!("learner {} silent for syncLimit", l.sid)))
+                    } else {
+                        l.ack_due.filter(|(_, t)| now_ms >= t.saturating_add(sync_ms)).map(|(z, _)| {
+                            (*c, format!("learner {} has not ACKed {z:#x} within syncLimit", l.sid))
+                        })
+                    }
                 } else {
                     l.deadline_ms
                         .filter(|d| now_ms >= *d)
@@ -613,7 +628,8 @@ impl Leader {
             .values()
             .filter_map(|l| {
                 if l.phase == LearnerPhase::Active {
-                    Some(l.last_heard_ms.saturating_add(sync_ms))
+                    let silent = l.last_heard_ms.saturating_add(sync_ms);
+                    Some(l.ack_due.map_or(silent, |(_, t)| silent.min(t.saturating_add(sync_ms))))
                 } else {
                     l.deadline_ms
                 }
@@ -681,6 +697,13 @@ impl Leader {
             self.reject(c, format!("learner {sid} reconnected"));
         }
         let accepted = epoch_of(pkt.zxid);
+        if let Some(epoch) = self.epoch.filter(|e| accepted > *e) {
+            // It accepted a later epoch from a leader attempt that failed, and would refuse ours
+            // forever (Apache loops here: the learner re-elects us and is refused again). zkrs steps
+            // down instead, so that the next discovery includes its epoch; each retry raises the
+            // epoch, so this ends.
+            return self.step_down(format!("learner {sid} accepted epoch {accepted}, above ours {epoch}"));
+        }
         if let Some(l) = self.learners.get_mut(&conn) {
             l.sid = sid;
             l.observer = observer;
@@ -739,7 +762,9 @@ impl Leader {
             let l = &self.learners[&conn];
             (l.sid, l.observer)
         };
-        if ack.current_epoch != -1 {
+        // Only while the epoch is being acknowledged: once a quorum has, a learner ahead of us
+        // holds nothing committed that we lack, and the sync cuts it back (TRUNC).
+        if ack.current_epoch != -1 && self.phase == Phase::AwaitAckEpochs {
             let ours = (i64::from(self.local.current_epoch), self.local.last_logged_zxid);
             if (i64::from(ack.current_epoch), peer_zxid) > ours {
                 return self.reject(
@@ -855,7 +880,11 @@ impl Leader {
         }
         let observer = self.learners.get(&conn).is_some_and(|l| l.observer);
         if !observer {
-            let proposals: Vec<(i64, Bytes)> = self.outstanding.iter().cloned().collect();
+            let proposals: Vec<(i64, Bytes)> =
+                self.outstanding.iter().map(|(z, p, _)| (*z, p.clone())).collect();
+            if let (Some(l), Some((first, _))) = (self.learners.get_mut(&conn), proposals.first()) {
+                l.ack_due = Some((*first, now_ms));
+            }
             for (zxid, payload) in proposals {
                 self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload)));
             }
@@ -864,6 +893,7 @@ impl Leader {
         let config = self.cfg.config_string.clone();
         self.send(conn, QuorumPacket::new(PacketType::NewLeader, make_zxid(epoch, 0), Some(config)));
         if let Some(l) = self.learners.get_mut(&conn) {
+            l.attached_ms = now_ms;
             l.phase = LearnerPhase::AwaitNewLeaderAck;
             l.deadline_ms = Some(now_ms.saturating_add(self.cfg.init_ms()));
         }
@@ -931,6 +961,15 @@ impl Leader {
                 }
                 if pkt.zxid > self.last_proposed {
                     return self.reject(conn, format!("ACK of unproposed zxid {:#x}", pkt.zxid));
+                }
+                let next_due =
+                    self.outstanding.iter().find(|(z, _, _)| *z > pkt.zxid).map(|(z, _, t)| (*z, *t));
+                if let Some(l) = self.learners.get_mut(&conn) {
+                    if l.ack_due.is_some_and(|(z, _)| pkt.zxid >= z) {
+                        // The clock for the next one runs from when it was proposed, or from now if
+                        // the learner only got it at its sync.
+                        l.ack_due = next_due.map(|(z, t)| (z, t.max(l.attached_ms)));
+                    }
                 }
                 if pkt.zxid > self.last_committed {
                     self.actions.push_back(LeaderAction::Ack { sid, zxid: pkt.zxid });

@@ -244,6 +244,7 @@ impl Learner {
                 // ZK-4685: this ACK is the first packet after NEWLEADER; proposal ACKs follow it.
                 self.send(QuorumPacket::new(PacketType::Ack, make_zxid(self.new_epoch, 0), None));
                 self.flush_acks();
+                self.process_held();
             }
             _ => {
                 tracing::warn!(sid = self.cfg.my_sid, phase = ?self.phase, "epoch_persisted with no epoch write pending")
@@ -350,7 +351,13 @@ impl Learner {
         self.blocked = None;
         self.pending.clear();
         self.to_ack.clear();
-        while self.blocked.is_none() && self.phase != Phase::Stopped {
+        self.process_held();
+    }
+
+    /// Packets held during a truncation or before the NEWLEADER ACK, in arrival order, until
+    /// something blocks again.
+    fn process_held(&mut self) {
+        while self.blocked.is_none() && !matches!(self.phase, Phase::Stopped | Phase::NewLeaderPending) {
             let Some(pkt) = self.held.pop_front() else { break };
             self.process(pkt);
         }
@@ -389,7 +396,16 @@ impl Learner {
             (Phase::Syncing | Phase::NewLeaderPending, PacketType::Ping) => {
                 // Not answered before the NEWLEADER ACK: that ACK must be our next packet.
             }
-            (Phase::NewLeaderPending | Phase::AwaitUpToDate | Phase::Broadcast, k) => self.on_live(k, pkt),
+            (Phase::NewLeaderPending, _) => {
+                // Live traffic waits for our NEWLEADER ACK: a proposal of the new epoch must not
+                // reach the log before `currentEpoch` does (a restart would find a log newer than its
+                // epoch), and its ACK must follow the NEWLEADER ACK (ZK-4685).
+                if self.held.len() >= MAX_LEARNER_QUEUE {
+                    return self.disconnect("too many packets before the NEWLEADER ACK".into());
+                }
+                self.held.push_back(pkt);
+            }
+            (Phase::AwaitUpToDate | Phase::Broadcast, k) => self.on_live(k, pkt),
             (phase, kind) => self.disconnect(format!("unexpected {kind:?} in phase {phase:?}")),
         }
     }

@@ -19,6 +19,25 @@
 //!
 //! Malformed or out-of-phase input never panics: the connection it came on is closed (one
 //! `tracing::warn` line) and the machine keeps its role.
+//!
+//! What the server must keep true around the machines (the simulation in `tests/zab_sim.rs` models
+//! exactly this):
+//! - at the start of each role (after an election) its database holds every record of its log, as
+//!   Apache's reload does: a DIFF sync treats the learner's log, not only what it applied, as its
+//!   history;
+//! - when a role ends, pending log and epoch writes are finished (or, for a snapshot being
+//!   installed, finished or dropped whole) before [`LocalState`] is read for the next one;
+//! - a crash between the synced records and `currentEpoch` (the order ZK-4643 requires) can leave
+//!   `currentEpoch` below the epoch of the last logged zxid when the sync carried records of an
+//!   epoch the server never joined: Apache 3.8 refuses to start then; starting with the lower
+//!   epoch only ranks the server lower in elections, which is safe. `acceptedEpoch` always covers
+//!   every logged record.
+//!
+//! Two deliberate departures from Apache, both invisible on the wire: a leader steps down when a
+//! learner has accepted a later epoch than the one it leads (Apache sends such a learner back to the
+//! election forever, so it never rejoins until the leader fails); and a learner holds live traffic
+//! that arrives between NEWLEADER and its NEWLEADER ACK, so that no record of the new epoch reaches
+//! its log before `currentEpoch` does.
 
 mod leader;
 mod learner;

@@ -1,1 +1,887 @@
+//! Scripted exchanges: one leader, learners 2 and 3 (voters) and 4 (observer); the exact packets
+//! and actions each rule of ZAB-FACTS §2 and each bug of §5 calls for.
 
+use bytes::Bytes;
+
+use super::*;
+use crate::wire::{
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType as T, QuorumPacket, RevalidateReply,
+    RevalidateRequest, SessionTouch,
+};
+
+const E5: u32 = 5;
+
+fn cfg(sid: i64) -> ZabConfig {
+    let mut c = ZabConfig::new(sid, QuorumVerifier::majority([1, 2, 3], [4]), 100, 10, 5);
+    c.config_string = Bytes::from_static(b"version=0");
+    c.committed_log_max = 3;
+    c
+}
+
+fn z(epoch: u32, counter: u32) -> i64 {
+    make_zxid(epoch, counter)
+}
+
+fn tx(zxid: i64) -> Bytes {
+    Bytes::from(format!("txn {zxid:#x}"))
+}
+
+fn txs(zxids: &[i64]) -> Vec<(i64, Bytes)> {
+    zxids.iter().map(|z| (*z, tx(*z))).collect()
+}
+
+fn pkt(t: T, zxid: i64, data: Option<Bytes>) -> QuorumPacket {
+    QuorumPacket::new(t, zxid, data)
+}
+
+fn local(accepted: u32, current: u32, last: i64, first: Option<i64>) -> LocalState {
+    LocalState {
+        accepted_epoch: accepted,
+        current_epoch: current,
+        last_logged_zxid: last,
+        first_logged_zxid: first,
+    }
+}
+
+fn leader_actions(l: &mut Leader) -> Vec<LeaderAction> {
+    std::iter::from_fn(|| l.poll_action()).collect()
+}
+
+fn learner_actions(l: &mut Learner) -> Vec<LearnerAction> {
+    std::iter::from_fn(|| l.poll_action()).collect()
+}
+
+fn send(conn: ConnId, t: T, zxid: i64, data: Option<Bytes>) -> LeaderAction {
+    LeaderAction::Send { conn, packet: pkt(t, zxid, data) }
+}
+
+fn pair(conn: ConnId, zxid: i64) -> [LeaderAction; 2] {
+    [send(conn, T::Proposal, zxid, Some(tx(zxid))), send(conn, T::Commit, zxid, None)]
+}
+
+fn new_leader(conn: ConnId, epoch: u32) -> LeaderAction {
+    send(conn, T::NewLeader, z(epoch, 0), Some(Bytes::from_static(b"version=0")))
+}
+
+fn follower_info(sid: i64, accepted: u32) -> QuorumPacket {
+    pkt(T::FollowerInfo, z(accepted, 0), Some(LearnerInfo::new(sid, 0).encode()))
+}
+
+fn ack_epoch(last: i64, current: i32) -> QuorumPacket {
+    pkt(T::AckEpoch, last, Some(AckEpoch { current_epoch: current }.encode()))
+}
+
+fn closes(actions: &[LeaderAction], conn: ConnId) -> bool {
+    actions.iter().any(|a| matches!(a, LeaderAction::Close { conn: c, .. } if *c == conn))
+}
+
+/// Leader 1 (epoch 5 history ending at `last`, window `recent`) established in epoch 6 with
+/// follower 2 on conn 20, which had the same history (empty DIFF).
+fn established(recent: &[i64], last: i64, first: Option<i64>) -> Leader {
+    let mut l = Leader::new(cfg(1), local(E5, E5, last, first), txs(recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
+    l.epoch_persisted(2);
+    let li = Some(LeaderInfo { protocol_version: 0x10000 }.encode());
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::LeaderInfo, z(6, 0), li)]);
+    l.handle_packet(20, ack_epoch(last, E5 as i32), 3);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(4);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Diff, last, None), new_leader(20, 6)]);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![LeaderAction::Established { epoch: 6 }, send(20, T::UpToDate, -1, None)]
+    );
+    assert!(l.is_established());
+    l
+}
+
+/// A learner joining an established leader on `conn`: FOLLOWERINFO/OBSERVERINFO and ACKEPOCH; the
+/// sync actions that follow.
+fn join(l: &mut Leader, conn: ConnId, sid: i64, peer_last: i64, now: u64) -> Vec<LeaderAction> {
+    l.learner_connected(conn, now);
+    let info = if sid == 4 {
+        pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(sid, 0).encode()))
+    } else {
+        follower_info(sid, E5)
+    };
+    l.handle_packet(conn, info, now);
+    let li = leader_actions(l);
+    assert_eq!(li.len(), 1, "{li:?}");
+    l.handle_packet(conn, ack_epoch(peer_last, E5 as i32), now);
+    leader_actions(l)
+}
+
+#[test]
+fn discovery_waits_for_a_quorum_and_persists_each_epoch_before_sending() {
+    let mut l = Leader::new(cfg(1), local(3, 3, z(3, 1), Some(z(3, 1))), txs(&[z(3, 1)]), 0);
+    assert!(leader_actions(&mut l).is_empty());
+    // The observer's epoch raises the new one but does not make a quorum.
+    l.learner_connected(40, 0);
+    l.handle_packet(40, pkt(T::ObserverInfo, z(4, 0), Some(LearnerInfo::new(4, 0).encode())), 1);
+    assert!(leader_actions(&mut l).is_empty());
+    l.learner_connected(20, 1);
+    l.handle_packet(20, follower_info(2, 2), 2);
+    // 1 + max(3, 4, 2); nothing is sent before acceptedEpoch is durable.
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(5)]);
+    l.epoch_persisted(3);
+    let li = || Some(LeaderInfo { protocol_version: 0x10000 }.encode());
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(20, T::LeaderInfo, z(5, 0), li()), send(40, T::LeaderInfo, z(5, 0), li())]
+    );
+    // A learner that had accepted this epoch already answers -1: not counted.
+    l.learner_connected(30, 3);
+    l.handle_packet(30, follower_info(3, 5), 3);
+    assert_eq!(leader_actions(&mut l), vec![send(30, T::LeaderInfo, z(5, 0), li())]);
+    l.handle_packet(30, ack_epoch(z(3, 1), -1), 4);
+    assert!(leader_actions(&mut l).is_empty());
+    // The observer's ACKEPOCH does not count either; follower 2's does.
+    l.handle_packet(40, ack_epoch(z(3, 1), 3), 4);
+    assert!(leader_actions(&mut l).is_empty());
+    l.handle_packet(20, ack_epoch(z(3, 1), 3), 5);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(5)]);
+    // Sync starts only once currentEpoch is durable; NEWLEADER ends each sync.
+    l.epoch_persisted(6);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            send(20, T::Diff, z(3, 1), None),
+            new_leader(20, 5),
+            send(30, T::Diff, z(3, 1), None),
+            new_leader(30, 5),
+            send(40, T::Diff, z(3, 1), None),
+            new_leader(40, 5),
+        ]
+    );
+    // The observer's NEWLEADER ACK does not establish; a follower's does.
+    l.handle_packet(40, pkt(T::Ack, z(5, 0), None), 7);
+    assert!(leader_actions(&mut l).is_empty());
+    l.handle_packet(30, pkt(T::Ack, z(5, 0), None), 8);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            LeaderAction::Established { epoch: 5 },
+            send(30, T::UpToDate, -1, None),
+            send(40, T::UpToDate, -1, None),
+        ]
+    );
+    // A late NEWLEADER ACK gets UPTODATE at once.
+    l.handle_packet(20, pkt(T::Ack, z(5, 0), None), 9);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::UpToDate, -1, None)]);
+}
+
+#[test]
+fn a_learner_ahead_of_the_leader_is_refused_during_discovery_only() {
+    let mut l =
+        Leader::new(cfg(1), local(5, 5, z(5, 3), Some(z(5, 1))), txs(&[z(5, 1), z(5, 2), z(5, 3)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, 5), 0);
+    l.epoch_persisted(1);
+    leader_actions(&mut l);
+    l.handle_packet(20, ack_epoch(z(5, 4), 5), 2);
+    let a = leader_actions(&mut l);
+    assert!(closes(&a, 20), "{a:?}");
+    assert!(!l.is_stopped());
+    // Once established, the same learner is cut back instead (TRUNC).
+    let mut l = established(&[z(5, 1), z(5, 2), z(5, 3)], z(5, 3), Some(z(5, 1)));
+    assert_eq!(join(&mut l, 30, 3, z(5, 4), 10), vec![send(30, T::Trunc, z(5, 3), None), new_leader(30, 6)]);
+}
+
+#[test]
+fn sync_by_empty_diff_trunc_and_diff_from_the_window() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    assert_eq!(join(&mut l, 30, 3, z(5, 6), 10), vec![send(30, T::Diff, z(5, 6), None), new_leader(30, 6)]);
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    assert_eq!(join(&mut l, 30, 3, z(5, 9), 10), vec![send(30, T::Trunc, z(5, 6), None), new_leader(30, 6)]);
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    let mut want = vec![send(30, T::Diff, z(5, 6), None)];
+    want.extend(pair(30, z(5, 5)));
+    want.extend(pair(30, z(5, 6)));
+    want.push(new_leader(30, 6));
+    assert_eq!(join(&mut l, 30, 3, z(5, 4), 10), want);
+}
+
+#[test]
+fn unknown_zxid_truncates_within_its_epoch_and_snaps_across_epochs() {
+    // The learner logged e4:7, which never committed: the leader went from e4:5 to epoch 5.
+    let recent = [z(4, 5), z(5, 1), z(5, 2)];
+    let mut l = established(&recent, z(5, 2), Some(z(4, 1)));
+    let mut want = vec![send(30, T::Trunc, z(4, 5), None)];
+    want.extend(pair(30, z(5, 1)));
+    want.extend(pair(30, z(5, 2)));
+    want.push(new_leader(30, 6));
+    assert_eq!(join(&mut l, 30, 3, z(4, 7), 10), want);
+    // e4:2 with e3:5 before it: the histories may differ before e4, so SNAP.
+    let recent = [z(3, 5), z(5, 1), z(5, 2)];
+    let mut l = established(&recent, z(5, 2), Some(z(3, 1)));
+    assert_eq!(
+        join(&mut l, 30, 3, z(4, 2), 10),
+        vec![send(30, T::Snap, z(5, 2), None), LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 2) }]
+    );
+    l.snapshot_bytes(1, Bytes::from_static(b"abc"), false, 11);
+    l.snapshot_bytes(1, Bytes::from_static(b"def"), true, 12);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            LeaderAction::SendRaw { conn: 30, bytes: Bytes::from_static(b"abc") },
+            LeaderAction::SendRaw { conn: 30, bytes: Bytes::from_static(b"def") },
+            new_leader(30, 6),
+        ]
+    );
+}
+
+#[test]
+fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 2), 10),
+        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 2), through_zxid: z(5, 6) }]
+    );
+    // A proposal made meanwhile is queued for the learner after its sync, before NEWLEADER.
+    l.propose(z(6, 1), tx(z(6, 1)), 11);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Proposal, z(6, 1), Some(tx(z(6, 1))))]);
+    l.log_read(1, txs(&[z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 12);
+    let mut want = vec![send(30, T::Diff, z(5, 6), None)];
+    for c in 3..=6 {
+        want.extend(pair(30, z(5, c)));
+    }
+    want.push(send(30, T::Proposal, z(6, 1), Some(tx(z(6, 1)))));
+    want.push(new_leader(30, 6));
+    assert_eq!(leader_actions(&mut l), want);
+
+    // The log's record before the learner's unknown zxid, same epoch: TRUNC to it.
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    join(&mut l, 30, 3, z(5, 2), 10);
+    l.log_read(1, txs(&[z(5, 1), z(5, 4), z(5, 5), z(5, 6)]), 12);
+    let a = leader_actions(&mut l);
+    assert_eq!(a[0], send(30, T::Trunc, z(5, 1), None));
+    assert_eq!(a.len(), 1 + 2 * 3 + 1);
+
+    // Purged meanwhile: SNAP.
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    join(&mut l, 30, 3, z(5, 2), 10);
+    l.log_read_failed(1, 12);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(30, T::Snap, z(5, 6), None), LeaderAction::SerializeSnapshot { req: 2, zxid: z(5, 6) }]
+    );
+
+    // Older than the log: SNAP at once; an empty learner too.
+    for peer in [z(4, 9), 0] {
+        let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+        assert_eq!(
+            join(&mut l, 30, 3, peer, 10),
+            vec![send(30, T::Snap, z(5, 6), None), LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 6) }]
+        );
+    }
+}
+
+#[test]
+fn zk_3104_newleader_follows_every_sync_packet_and_outstanding_proposal() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    l.propose(z(6, 2), tx(z(6, 2)), 10);
+    leader_actions(&mut l);
+    l.committed(z(6, 1), 11);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Commit, z(6, 1), None)]);
+    let mut want = vec![send(30, T::Diff, z(6, 1), None)];
+    want.extend(pair(30, z(5, 6)));
+    want.extend(pair(30, z(6, 1)));
+    want.push(send(30, T::Proposal, z(6, 2), Some(tx(z(6, 2)))));
+    want.push(new_leader(30, 6));
+    assert_eq!(join(&mut l, 30, 3, z(5, 5), 12), want);
+    // The observer gets the committed history but no outstanding proposal.
+    let mut want = vec![send(40, T::Diff, z(6, 1), None)];
+    want.extend(pair(40, z(5, 6)));
+    want.extend(pair(40, z(6, 1)));
+    want.push(new_leader(40, 6));
+    assert_eq!(join(&mut l, 40, 4, z(5, 5), 12), want);
+    // Proposals after NEWLEADER go out live, to followers only.
+    l.propose(z(6, 3), tx(z(6, 3)), 13);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            send(20, T::Proposal, z(6, 3), Some(tx(z(6, 3)))),
+            send(30, T::Proposal, z(6, 3), Some(tx(z(6, 3))))
+        ]
+    );
+    // Commit: COMMIT to followers, INFORM with the payload to the observer.
+    l.committed(z(6, 2), 14);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            send(20, T::Commit, z(6, 2), None),
+            send(30, T::Commit, z(6, 2), None),
+            send(40, T::Inform, z(6, 2), Some(tx(z(6, 2)))),
+        ]
+    );
+}
+
+#[test]
+fn broadcast_acks_are_reported_never_committed_by_the_machine() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    // Out-of-order or foreign-epoch proposals are refused.
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    l.propose(z(7, 1), tx(z(7, 1)), 10);
+    assert!(leader_actions(&mut l).is_empty());
+    l.local_durable(z(6, 1), 11);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(6, 1) }]);
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 12);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 2, zxid: z(6, 1) }]);
+    l.committed(z(6, 1), 13);
+    leader_actions(&mut l);
+    // A late ACK of a committed proposal and the ACK after UPTODATE are ignored.
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 14);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 14);
+    assert!(leader_actions(&mut l).is_empty());
+    // An ACK of something never proposed closes the connection; the leader stays.
+    l.handle_packet(20, pkt(T::Ack, z(6, 9), None), 15);
+    assert!(closes(&leader_actions(&mut l), 20));
+    assert!(l.is_established());
+}
+
+#[test]
+fn pings_requests_revalidation_and_sync_answers() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    assert_eq!(l.poll_timeout(), Some(55));
+    l.handle_timeout(55);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Ping, z(6, 0), None)]);
+    let touches = vec![SessionTouch { session_id: 7, timeout_ms: 4000 }];
+    l.handle_packet(20, pkt(T::Ping, z(6, 0), Some(SessionTouch::encode_list(&touches))), 56);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Touch { sessions: touches }]);
+    let req = ForwardedRequest { session_id: 7, cxid: 1, op: 9, body: Bytes::new() };
+    let mut p = pkt(T::Request, -1, Some(req.encode()));
+    p.authinfo = Some(vec![zk_proto::Id { scheme: "ip".into(), id: "10.0.0.1".into() }]);
+    l.handle_packet(20, p.clone(), 57);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![LeaderAction::Forwarded { sid: 2, conn: 20, request: req, authinfo: p.authinfo.unwrap() }]
+    );
+    l.sync_ready(20, 58);
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Sync, 0, None)]);
+    let rv = RevalidateRequest { session_id: 7, timeout_ms: 4000 }.encode();
+    l.handle_packet(20, pkt(T::Revalidate, -1, Some(rv)), 59);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![LeaderAction::Revalidate { conn: 20, session: 7, timeout: 4000 }]
+    );
+    l.revalidate_reply(20, 7, true);
+    let reply = RevalidateReply { session_id: 7, valid: true }.encode();
+    assert_eq!(leader_actions(&mut l), vec![send(20, T::Revalidate, -1, Some(reply))]);
+}
+
+#[test]
+fn leader_steps_down_without_a_quorum_heard_within_sync_limit() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    // Follower 2 last spoke at 5; syncLimit is 500 ms. Pings keep going until then.
+    let mut now = 5;
+    while let Some(t) = l.poll_timeout() {
+        now = t;
+        l.handle_timeout(now);
+        let a = leader_actions(&mut l);
+        if a.iter().any(|a| matches!(a, LeaderAction::StepDown { .. })) {
+            assert!(closes(&a, 20), "the silent learner is dropped first: {a:?}");
+            break;
+        }
+        assert!(now < 600, "{a:?}");
+    }
+    assert_eq!(now, 505);
+    assert!(l.is_stopped());
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn discovery_and_sync_each_wait_at_most_init_limit() {
+    let mut l = Leader::new(cfg(1), local(5, 5, 0, None), vec![], 0);
+    assert_eq!(l.poll_timeout(), Some(1000));
+    l.handle_timeout(999);
+    assert!(leader_actions(&mut l).is_empty());
+    l.handle_timeout(1000);
+    assert!(matches!(leader_actions(&mut l)[..], [LeaderAction::StepDown { .. }]));
+    // The NEWLEADER wait restarts the clock at currentEpoch's write.
+    let mut l = Leader::new(cfg(1), local(5, 5, 0, None), vec![], 0);
+    l.learner_connected(20, 900);
+    l.handle_packet(20, follower_info(2, 5), 900);
+    l.epoch_persisted(900);
+    l.handle_packet(20, ack_epoch(0, 5), 950);
+    l.epoch_persisted(990);
+    leader_actions(&mut l);
+    assert_eq!(l.poll_timeout(), Some(1990));
+    l.handle_timeout(1990);
+    assert!(leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::StepDown { .. })));
+}
+
+#[test]
+fn malformed_or_untimely_packets_close_only_their_connection() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    let cases: Vec<QuorumPacket> = vec![
+        QuorumPacket { packet_type: 99, zxid: 0, data: None, authinfo: None },
+        pkt(T::FollowerInfo, 0, Some(Bytes::from_static(&[0, 1]))),
+        pkt(T::AckEpoch, 0, None),
+        pkt(T::Proposal, z(6, 1), None),
+    ];
+    for (i, p) in cases.into_iter().enumerate() {
+        let conn = 100 + i as u64;
+        l.learner_connected(conn, 10);
+        if i >= 2 {
+            l.handle_packet(conn, follower_info(3, 5), 10);
+            leader_actions(&mut l);
+        }
+        l.handle_packet(conn, p, 11);
+        assert!(closes(&leader_actions(&mut l), conn), "case {i}");
+    }
+    // FOLLOWERINFO from a non-voter, from our own sid; a bad PING list from a synced follower.
+    l.learner_connected(200, 12);
+    l.handle_packet(200, follower_info(9, 5), 12);
+    assert!(closes(&leader_actions(&mut l), 200));
+    l.learner_connected(201, 12);
+    l.handle_packet(201, follower_info(1, 5), 12);
+    assert!(closes(&leader_actions(&mut l), 201));
+    l.handle_packet(20, pkt(T::Ping, 0, Some(Bytes::from_static(&[1, 2, 3]))), 13);
+    assert!(closes(&leader_actions(&mut l), 20));
+    assert!(l.is_established());
+    // The wrong ACK where the NEWLEADER ACK is due (ZK-4685) closes too.
+    join(&mut l, 30, 3, z(5, 1), 14);
+    l.handle_packet(30, pkt(T::Ack, z(6, 1), None), 15);
+    assert!(closes(&leader_actions(&mut l), 30));
+}
+
+#[test]
+fn a_learner_that_accepted_a_later_epoch_makes_the_leader_step_down() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.learner_connected(30, 10);
+    l.handle_packet(30, follower_info(3, 7), 10);
+    assert!(matches!(leader_actions(&mut l)[..], [LeaderAction::StepDown { .. }]));
+}
+
+// ---- learner ----
+
+fn learner(observer: bool, st: LocalState) -> Learner {
+    let sid = if observer { 4 } else { 2 };
+    let mut l = Learner::new(cfg(sid), 1, observer, st, 0);
+    l.connected(0);
+    l
+}
+
+fn lsend(t: T, zxid: i64, data: Option<Bytes>) -> LearnerAction {
+    LearnerAction::Send(pkt(t, zxid, data))
+}
+
+fn leader_info(epoch: u32) -> QuorumPacket {
+    pkt(T::LeaderInfo, z(epoch, 0), Some(LeaderInfo { protocol_version: 0x10000 }.encode()))
+}
+
+fn newleader_pkt(epoch: u32) -> QuorumPacket {
+    pkt(T::NewLeader, z(epoch, 0), Some(Bytes::from_static(b"version=0")))
+}
+
+/// A follower at (accepted 5, current 5, last e5:3) through LEADERINFO(6) and ACKEPOCH.
+fn discovered(observer: bool) -> Learner {
+    let mut l = learner(observer, local(5, 5, z(5, 3), Some(z(5, 1))));
+    let kind = if observer { T::ObserverInfo } else { T::FollowerInfo };
+    let sid = if observer { 4 } else { 2 };
+    assert_eq!(learner_actions(&mut l), vec![lsend(kind, z(5, 0), Some(LearnerInfo::new(sid, 0).encode()))]);
+    l.handle_packet(leader_info(6), 1);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistAcceptedEpoch(6)]);
+    l.epoch_persisted(2);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![lsend(T::AckEpoch, z(5, 3), Some(AckEpoch { current_epoch: 5 }.encode()))]
+    );
+    l
+}
+
+#[test]
+fn learner_discovery_epochs() {
+    discovered(false);
+    // Equal: -1 at once, nothing persisted.
+    let mut l = learner(false, local(6, 5, z(5, 3), None));
+    learner_actions(&mut l);
+    l.handle_packet(leader_info(6), 1);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![lsend(T::AckEpoch, z(5, 3), Some(AckEpoch { current_epoch: -1 }.encode()))]
+    );
+    // Lower: back to the election.
+    let mut l = learner(false, local(7, 5, z(5, 3), None));
+    learner_actions(&mut l);
+    l.handle_packet(leader_info(6), 1);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
+    assert!(l.is_stopped());
+}
+
+#[test]
+fn zk_3911_4643_4685_newleader_ack_after_durable_txns_then_current_epoch() {
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Diff, z(5, 5), None), 3);
+    l.handle_packet(pkt(T::Proposal, z(5, 4), Some(tx(z(5, 4)))), 3);
+    l.handle_packet(pkt(T::Commit, z(5, 4), None), 3);
+    l.handle_packet(pkt(T::Proposal, z(5, 5), Some(tx(z(5, 5)))), 3);
+    l.handle_packet(newleader_pkt(6), 3);
+    // A live proposal right behind NEWLEADER waits for our ACK; a PING is not answered before it.
+    l.handle_packet(pkt(T::Proposal, z(6, 1), Some(tx(z(6, 1)))), 4);
+    l.handle_packet(pkt(T::Ping, z(6, 1), None), 4);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Log { zxid: z(5, 4), payload: tx(z(5, 4)) },
+            LearnerAction::Commit { zxid: z(5, 4), payload: tx(z(5, 4)) },
+            LearnerAction::Log { zxid: z(5, 5), payload: tx(z(5, 5)) },
+        ]
+    );
+    // Not all durable yet: no currentEpoch, no ACK (ZK-3911, -4646).
+    l.durable(z(5, 4), 5);
+    assert!(learner_actions(&mut l).is_empty());
+    l.durable(z(5, 5), 6);
+    // Txns durable, then currentEpoch (ZK-4643).
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(7);
+    // The NEWLEADER ACK first (ZK-4685), then the outstanding proposal's ACK, then live traffic.
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            lsend(T::Ack, z(6, 0), None),
+            lsend(T::Ack, z(5, 5), None),
+            LearnerAction::Log { zxid: z(6, 1), payload: tx(z(6, 1)) },
+        ]
+    );
+    // ZK-4394: the COMMIT of a proposal received before NEWLEADER applies normally.
+    l.handle_packet(pkt(T::Commit, z(5, 5), None), 8);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::Commit { zxid: z(5, 5), payload: tx(z(5, 5)) }]);
+    l.handle_packet(pkt(T::UpToDate, -1, None), 9);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::UpToDate, lsend(T::Ack, z(6, 0), None)]);
+    assert!(l.is_up_to_date());
+    // Proposals are ACKed once durable, in order.
+    l.handle_packet(pkt(T::Proposal, z(6, 2), Some(tx(z(6, 2)))), 10);
+    learner_actions(&mut l);
+    l.durable(z(6, 2), 11);
+    assert_eq!(learner_actions(&mut l), vec![lsend(T::Ack, z(6, 1), None), lsend(T::Ack, z(6, 2), None)]);
+}
+
+#[test]
+fn zk_3642_snap_is_durable_before_the_newleader_ack() {
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Snap, z(5, 9), None), 3);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::ReceiveSnapshot { zxid: z(5, 9) }]);
+    // The server reads the stream, then keeps feeding packets; they wait for the load.
+    l.handle_packet(pkt(T::Proposal, z(5, 10), Some(tx(z(5, 10)))), 4);
+    l.handle_packet(pkt(T::Commit, z(5, 10), None), 4);
+    l.handle_packet(newleader_pkt(6), 4);
+    assert!(learner_actions(&mut l).is_empty());
+    l.snapshot_loaded(z(5, 9), 5);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Log { zxid: z(5, 10), payload: tx(z(5, 10)) },
+            LearnerAction::Commit { zxid: z(5, 10), payload: tx(z(5, 10)) },
+        ]
+    );
+    l.durable(z(5, 10), 6);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistCurrentEpoch(6)]);
+}
+
+#[test]
+fn zk_2832_trunc_cuts_before_anything_follows_and_no_stale_txn_is_committed() {
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Trunc, z(5, 2), None), 3);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::Truncate { after_zxid: z(5, 2) }]);
+    // e5:3 was ours and is gone: a new e5:3 from the leader is logged after the cut.
+    l.handle_packet(pkt(T::Proposal, z(5, 3), Some(Bytes::from_static(b"new"))), 4);
+    l.handle_packet(pkt(T::Commit, z(5, 3), None), 4);
+    assert!(learner_actions(&mut l).is_empty());
+    l.truncated(z(5, 2), 5);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Log { zxid: z(5, 3), payload: Bytes::from_static(b"new") },
+            LearnerAction::Commit { zxid: z(5, 3), payload: Bytes::from_static(b"new") },
+        ]
+    );
+    // A TRUNC beyond our log is a protocol violation.
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Trunc, z(5, 4), None), 3);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
+}
+
+#[test]
+fn zk_4925_a_commit_out_of_order_disconnects() {
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Diff, z(5, 5), None), 3);
+    l.handle_packet(pkt(T::Proposal, z(5, 4), Some(tx(z(5, 4)))), 3);
+    l.handle_packet(pkt(T::Proposal, z(5, 5), Some(tx(z(5, 5)))), 3);
+    l.handle_packet(pkt(T::Commit, z(5, 5), None), 3);
+    let a = learner_actions(&mut l);
+    assert!(matches!(a.last(), Some(LearnerAction::Disconnect { .. })), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, LearnerAction::Commit { .. })));
+    // A proposal not after the last logged one, too.
+    let mut l = discovered(false);
+    l.handle_packet(pkt(T::Diff, z(5, 5), None), 3);
+    l.handle_packet(pkt(T::Proposal, z(5, 3), Some(tx(z(5, 3)))), 3);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
+}
+
+/// A follower synced by an empty DIFF and up to date in epoch 6.
+fn up_to_date(observer: bool) -> Learner {
+    let mut l = discovered(observer);
+    l.handle_packet(pkt(T::Diff, z(5, 3), None), 3);
+    l.handle_packet(newleader_pkt(6), 3);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(4);
+    assert_eq!(learner_actions(&mut l), vec![lsend(T::Ack, z(6, 0), None)]);
+    l.handle_packet(pkt(T::UpToDate, -1, None), 5);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::UpToDate, lsend(T::Ack, z(6, 0), None)]);
+    l
+}
+
+#[test]
+fn learner_pings_requests_and_answers() {
+    let mut l = discovered(false);
+    // Requests before UPTODATE wait for it.
+    let req = ForwardedRequest { session_id: 7, cxid: 1, op: 9, body: Bytes::new() };
+    l.forward(req.clone());
+    l.touch(7, 4000);
+    l.touch(8, 3000);
+    l.handle_packet(pkt(T::Diff, z(5, 3), None), 3);
+    l.handle_packet(newleader_pkt(6), 3);
+    l.epoch_persisted(4);
+    learner_actions(&mut l);
+    l.handle_packet(pkt(T::UpToDate, -1, None), 5);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::UpToDate,
+            lsend(T::Ack, z(6, 0), None),
+            lsend(T::Request, -1, Some(req.encode()))
+        ]
+    );
+    l.handle_packet(pkt(T::Ping, z(6, 4), None), 6);
+    let touches =
+        [SessionTouch { session_id: 7, timeout_ms: 4000 }, SessionTouch { session_id: 8, timeout_ms: 3000 }];
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![lsend(T::Ping, z(6, 4), Some(SessionTouch::encode_list(&touches)))]
+    );
+    l.handle_packet(pkt(T::Ping, z(6, 4), None), 7);
+    assert_eq!(learner_actions(&mut l), vec![lsend(T::Ping, z(6, 4), Some(Bytes::new()))]);
+    l.handle_packet(pkt(T::Sync, 0, None), 8);
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::SyncDone]);
+    l.revalidate(7, 4000);
+    let rv = RevalidateRequest { session_id: 7, timeout_ms: 4000 }.encode();
+    assert_eq!(learner_actions(&mut l), vec![lsend(T::Revalidate, -1, Some(rv))]);
+    l.handle_packet(
+        pkt(T::Revalidate, -1, Some(RevalidateReply { session_id: 7, valid: false }.encode())),
+        9,
+    );
+    assert_eq!(learner_actions(&mut l), vec![LearnerAction::Revalidated { session: 7, valid: false }]);
+}
+
+#[test]
+fn observers_apply_informs_and_never_ack() {
+    let mut l = up_to_date(true);
+    l.handle_packet(pkt(T::Inform, z(6, 1), Some(tx(z(6, 1)))), 6);
+    l.durable(z(6, 1), 7);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Log { zxid: z(6, 1), payload: tx(z(6, 1)) },
+            LearnerAction::Commit { zxid: z(6, 1), payload: tx(z(6, 1)) },
+        ]
+    );
+    l.handle_packet(pkt(T::Proposal, z(6, 2), Some(tx(z(6, 2)))), 8);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
+}
+
+#[test]
+fn learner_leaves_a_silent_leader_and_malformed_input() {
+    let mut l = up_to_date(false);
+    assert_eq!(l.poll_timeout(), Some(505));
+    l.handle_packet(pkt(T::Ping, z(6, 0), None), 100);
+    learner_actions(&mut l);
+    assert_eq!(l.poll_timeout(), Some(600));
+    l.handle_timeout(599);
+    assert!(learner_actions(&mut l).is_empty());
+    l.handle_timeout(600);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
+    assert_eq!(l.poll_timeout(), None);
+    // Before UPTODATE the limit is initLimit.
+    let l = discovered(false);
+    assert_eq!(l.poll_timeout(), Some(1001));
+    for bad in [
+        QuorumPacket { packet_type: 0, zxid: 0, data: None, authinfo: None },
+        pkt(T::Proposal, z(7, 1), Some(tx(z(7, 1)))),
+        pkt(T::Commit, z(6, 9), None),
+        pkt(T::UpToDate, -1, None),
+        pkt(T::Revalidate, -1, Some(Bytes::from_static(&[1]))),
+    ] {
+        let mut l = up_to_date(false);
+        l.handle_packet(bad.clone(), 6);
+        assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]), "{bad:?}");
+        l.handle_packet(pkt(T::Ping, 0, None), 7);
+        assert!(learner_actions(&mut l).is_empty());
+    }
+}
+
+#[test]
+fn a_follower_that_does_not_ack_within_sync_limit_is_dropped() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    l.propose(z(6, 2), tx(z(6, 2)), 20);
+    leader_actions(&mut l);
+    // It keeps answering pings and ACKs the first proposal only.
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 300);
+    for t in [100, 200, 300, 400, 500] {
+        l.handle_packet(20, pkt(T::Ping, z(6, 2), None), t);
+    }
+    leader_actions(&mut l);
+    // e6:2 was proposed at 20: due by 520.
+    l.handle_timeout(519);
+    assert!(!closes(&leader_actions(&mut l), 20));
+    l.handle_timeout(520);
+    let a = leader_actions(&mut l);
+    assert!(
+        a.iter().any(|a| matches!(a, LeaderAction::Close { conn: 20, reason } if reason.contains("ACKed"))),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn a_single_voter_ensemble_establishes_by_itself() {
+    let mut c = cfg(1);
+    c.verifier = QuorumVerifier::majority([1], []);
+    let mut l = Leader::new(c, local(2, 2, z(2, 7), Some(z(2, 1))), txs(&[z(2, 7)]), 0);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(3)]);
+    l.epoch_persisted(1);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(3)]);
+    l.epoch_persisted(2);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Established { epoch: 3 }]);
+    l.propose(z(3, 1), tx(z(3, 1)), 3);
+    l.local_durable(z(3, 1), 4);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(3, 1) }]);
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Mostly well-formed packets of every phase (so that runs get deep), some garbage.
+    fn arb_packet() -> impl Strategy<Value = QuorumPacket> {
+        prop_oneof![
+            3 => (2i64..4, 4u32..8).prop_map(|(sid, e)| follower_info(sid, e)),
+            3 => (0u32..6, prop_oneof![Just(5), Just(-1)]).prop_map(|(c, cur)| ack_epoch(z(5, c), cur)),
+            3 => (5u32..7, 0u32..4).prop_map(|(e, c)| pkt(T::Ack, z(e, c), None)),
+            2 => (5u32..8).prop_map(leader_info),
+            2 => (0u32..6).prop_map(|c| pkt(T::Diff, z(5, c), None)),
+            1 => (0u32..6).prop_map(|c| pkt(T::Trunc, z(5, c), None)),
+            1 => (0u32..6).prop_map(|c| pkt(T::Snap, z(5, c), None)),
+            3 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Proposal, z(e, c), Some(tx(z(e, c))))),
+            3 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Commit, z(e, c), None)),
+            2 => (5u32..7, 0u32..8).prop_map(|(e, c)| pkt(T::Inform, z(e, c), Some(tx(z(e, c))))),
+            2 => (5u32..8).prop_map(newleader_pkt),
+            1 => Just(pkt(T::UpToDate, -1, None)),
+            1 => Just(pkt(T::Ping, 0, None)),
+            4 => arb_garbage(),
+        ]
+    }
+
+    fn arb_garbage() -> impl Strategy<Value = QuorumPacket> {
+        (
+            0i32..22,
+            prop_oneof![Just(0i64), Just(-1i64), 0i64..(8i64 << 32), any::<i64>()],
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..30)),
+        )
+            .prop_map(|(t, zxid, data)| QuorumPacket {
+                packet_type: t,
+                zxid,
+                data: data.map(Bytes::from),
+                authinfo: None,
+            })
+    }
+
+    #[derive(Debug, Clone)]
+    enum Ev {
+        Packet(u64, QuorumPacket),
+        Connect(u64),
+        Disconnect(u64),
+        Persisted,
+        Durable(i64),
+        Timeout(u64),
+        Propose,
+        Commit,
+        Loaded(i64),
+        Truncated(i64),
+    }
+
+    fn arb_event() -> impl Strategy<Value = Ev> {
+        prop_oneof![
+            6 => (20u64..23, arb_packet()).prop_map(|(c, p)| Ev::Packet(c, p)),
+            1 => (20u64..23).prop_map(Ev::Connect),
+            1 => (20u64..23).prop_map(Ev::Disconnect),
+            1 => Just(Ev::Persisted),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Durable),
+            1 => (0u64..5000).prop_map(Ev::Timeout),
+            1 => Just(Ev::Propose),
+            1 => Just(Ev::Commit),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Loaded),
+            1 => (0i64..(8i64 << 32)).prop_map(Ev::Truncated),
+        ]
+    }
+
+    proptest! {
+        /// Any input in any order: no panic, and the leader only leaves its role by StepDown.
+        #[test]
+        fn leader_survives_any_input(events in proptest::collection::vec(arb_event(), 0..60)) {
+            let mut l = Leader::new(cfg(1), local(5, 5, z(5, 3), Some(z(5, 1))), txs(&[z(5, 2), z(5, 3)]), 0);
+            let mut now = 0;
+            let mut counter = 0;
+            for e in events {
+                now += 7;
+                match e {
+                    Ev::Packet(c, p) => l.handle_packet(c, p, now),
+                    Ev::Connect(c) => l.learner_connected(c, now),
+                    Ev::Disconnect(c) => l.learner_disconnected(c, now),
+                    Ev::Persisted => l.epoch_persisted(now),
+                    Ev::Durable(zx) => l.local_durable(zx, now),
+                    Ev::Timeout(d) => l.handle_timeout(now + d),
+                    Ev::Propose => {
+                        counter += 1;
+                        l.propose(z(l.epoch().unwrap_or(6), counter), tx(counter.into()), now)
+                    }
+                    Ev::Commit => l.committed(l.last_proposed(), now),
+                    Ev::Loaded(zx) => l.log_read(1, txs(&[zx]), now),
+                    Ev::Truncated(zx) => l.snapshot_bytes(1, tx(zx), zx % 2 == 0, now),
+                }
+                let stepped = leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::StepDown { .. }));
+                prop_assert_eq!(stepped && !l.is_stopped(), false);
+            }
+        }
+
+        /// Same for a learner.
+        #[test]
+        fn learner_survives_any_input(events in proptest::collection::vec(arb_event(), 0..60)) {
+            let mut l = learner(false, local(5, 5, z(5, 3), Some(z(5, 1))));
+            let mut now = 0;
+            for e in events {
+                now += 7;
+                match e {
+                    Ev::Packet(_, p) => l.handle_packet(p, now),
+                    Ev::Connect(_) => l.connected(now),
+                    Ev::Disconnect(_) | Ev::Propose | Ev::Commit => l.touch(now as i64, 1),
+                    Ev::Persisted => l.epoch_persisted(now),
+                    Ev::Durable(zx) => l.durable(zx, now),
+                    Ev::Timeout(d) => l.handle_timeout(now + d),
+                    Ev::Loaded(zx) => l.snapshot_loaded(zx, now),
+                    Ev::Truncated(zx) => l.truncated(zx, now),
+                }
+                learner_actions(&mut l);
+            }
+        }
+    }
+}
