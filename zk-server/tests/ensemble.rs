@@ -262,10 +262,15 @@ fn set_data(c: &mut RawClient, path: &str, data: &[u8]) -> ErrorCode {
 #[test]
 fn zkrs_and_apache_servers_replicate_to_each_other() {
     let mut e = Ensemble::configure(&[Kind::Apache, Kind::Apache, Kind::Zkrs]);
-    // zkrs first, so that it is up when the Apache servers vote: with equal histories the
-    // largest id (3, zkrs) is the leader Apache's rules pick.
+    // zkrs and Apache's server 1 first: with equal histories the largest id (3, zkrs) is the
+    // leader Apache's rules pick; then Apache's server 2 joins the established ensemble.
     e.launch(2);
     e.launch(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while e.mode(2).as_deref() != Some("leader") {
+        assert!(Instant::now() < deadline, "zkrs did not lead\n{}", e.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     e.launch(1);
     let leader = e.wait_for_leader();
     assert_eq!(leader, 2, "the zkrs server (id 3) leads\n{}", e.logs());

@@ -495,8 +495,9 @@ impl Quorum {
         let slot = self.received.clone();
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let cfg = self.s.tree_cfg.clone();
-        let sinks: SnapshotSinkFactory =
-            Box::new(move |zxid| Box::new(SnapSink::new(cfg.clone(), zxid, slot.clone())) as Box<dyn SnapshotSink>);
+        let sinks: SnapshotSinkFactory = Box::new(move |zxid| {
+            Box::new(SnapSink::new(cfg.clone(), zxid, slot.clone())) as Box<dyn SnapshotSink>
+        });
         let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
         self.outboxes.insert(conn, out);
         let mut learner = Learner::new(self.zab_config(), leader, observer, self.local_state(), now);
@@ -553,17 +554,11 @@ impl Quorum {
                 }
             }
             LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
-                let got = self.source.read_range(from_zxid + 1, through_zxid, DIFF_RECORDS_MAX);
+                let got = read_anchored(self.source.as_ref(), from_zxid, through_zxid);
                 if let State::Leading(l) = &mut self.state {
                     match got {
-                        Ok(entries) if entries.len() < DIFF_RECORDS_MAX => {
-                            let v = entries
-                                .into_iter()
-                                .map(|e| (e.header.zxid, payload(&e.header, &e.txn)))
-                                .collect();
-                            l.log_read(req, v, now);
-                        }
-                        _ => l.log_read_failed(req, now),
+                        Some(v) => l.log_read(req, v, now),
+                        None => l.log_read_failed(req, now),
                     }
                 }
             }
@@ -746,6 +741,41 @@ impl Quorum {
     pub async fn settle(&mut self, core_db: &Database) {
         self.drain(core_db).await;
     }
+}
+
+/// The records a DIFF needs: the anchor (the last record at or before `from`, the learner's
+/// last zxid) and every record after it through `through`; None when the log no longer reaches
+/// back that far, or the range is too long for a DIFF (the leader then sends a snapshot).
+fn read_anchored(src: &dyn TxnSource, from: i64, through: i64) -> Option<Vec<(i64, Bytes)>> {
+    let to_payloads = |v: Vec<zk_log::LogEntry>| {
+        v.into_iter().map(|e| (e.header.zxid, payload(&e.header, &e.txn))).collect()
+    };
+    let mut v: Vec<(i64, Bytes)> = to_payloads(src.read_range(from, through, DIFF_RECORDS_MAX).ok()?);
+    if v.len() >= DIFF_RECORDS_MAX {
+        return None;
+    }
+    if v.first().map(|e| e.0) == Some(from) {
+        return Some(v);
+    }
+    // The learner's last zxid is not in our log: the anchor is the last record before it, in
+    // its epoch or an earlier one (zxids are dense within an epoch, not across epochs).
+    let mut epoch = from >> 32;
+    while epoch >= 0 {
+        let start = (epoch << 32).max(src.base_zxid() + 1);
+        if start <= from {
+            let before = src.read_range(start, from, DIFF_RECORDS_MAX).ok()?;
+            if let Some(last) = before.into_iter().filter(|e| e.header.zxid <= from).last() {
+                v.insert(0, (last.header.zxid, payload(&last.header, &last.txn)));
+                return Some(v);
+            }
+        }
+        if start <= src.base_zxid() + 1 {
+            break;
+        }
+        epoch -= 1;
+    }
+    // Nothing at or before `from` is left in the log (purged, or `from` precedes it).
+    None
 }
 
 /// The PROPOSAL data of a transaction: its jute header and body.
