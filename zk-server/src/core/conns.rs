@@ -2,7 +2,7 @@
 //! identities, its counters) and which connection each session is on.
 
 use crate::stats::ConnStats;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use zk_tree::{AuthIds, SessionId, WatcherId};

@@ -10,7 +10,8 @@
 //! (taken by the connection reader before the request reaches the core).
 
 use super::conns::ConnId;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::HashMap;
+use std::collections::VecDeque;
 use zk_proto::{OpCode, Request, RequestError};
 use zk_tree::SessionId;
 

@@ -42,7 +42,9 @@ impl ServerCore {
 
     /// Closes every client connection and forgets what they had queued (their permits freed).
     pub(super) fn drop_clients(&mut self) {
-        let conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
+        // In id order, so that the actions are the same on every run.
+        let mut conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
+        conns.sort_unstable();
         for conn in conns {
             self.db.remove_watcher(conn);
             self.conns.remove(conn);
