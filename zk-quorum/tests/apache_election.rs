@@ -519,7 +519,16 @@ fn apache_elects_our_peer(my_sid: i64, data: PeerData, legacy: bool, label: &str
     if legacy {
         // Apache took the legacy path for our messages, not merely tolerated them.
         for server in &servers {
-            let log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
+            // Apache logs from its own threads: give the line a moment to reach the file.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut log = String::new();
+            while Instant::now() < deadline {
+                log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
+                if log.contains("Backward compatibility mode (36 bits)") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             assert!(
                 log.contains("Backward compatibility mode (36 bits)"),
                 "Apache {}:\n{}",

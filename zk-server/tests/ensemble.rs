@@ -307,3 +307,48 @@ fn zkrs_and_apache_servers_replicate_to_each_other() {
     assert_eq!(trees[0], ["via-zkrs-follower", "while-away"]);
     assert!(trees.iter().all(|t| *t == trees[0]), "{trees:?}\n{}", e.logs());
 }
+
+/// kazoo with a three-server connect string keeps its session, lock, election candidacy,
+/// ephemeral and watch across the death of the leader.
+#[test]
+fn kazoo_carries_on_across_the_leaders_death() {
+    const PYTHON: &str = "/usr/bin/python3";
+    let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
+    assert!(
+        probe.status.success(),
+        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
+    );
+    let mut e = Ensemble::start(3);
+    let leader = e.wait_for_leader();
+    let hosts: Vec<String> = e.members.iter().map(|m| m.client.to_string()).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (kill, killed) = (dir.path().join("kill"), dir.path().join("killed"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_failover.py");
+    let mut child = Command::new(PYTHON)
+        .arg(script)
+        .arg(hosts.join(","))
+        .arg(&kill)
+        .arg(&killed)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kazoo");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !kill.exists() {
+        assert!(Instant::now() < deadline, "the kazoo script never got ready");
+        if let Ok(Some(status)) = child.try_wait() {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "kazoo exited early ({status}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    e.kill(leader);
+    std::fs::write(&killed, b"").expect("marker");
+    let out = child.wait_with_output().expect("kazoo output");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());
+}
