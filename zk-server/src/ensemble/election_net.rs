@@ -230,15 +230,24 @@ impl ElectionNet {
                     debug!("election connection to {sid} closed: {e}");
                 }
                 // Dial again at once: a peer that died refuses at once, and the election may
-                // decide without it; only a connection that keeps failing straight away waits.
+                // decide without it. A connection that failed straight away (a dying peer's
+                // port can still take one) is tried again after a short pause.
                 if began.elapsed() < REDIAL_PAUSE / 5 {
-                    tokio::time::sleep(REDIAL_PAUSE).await;
+                    tokio::time::sleep(REDIAL_PAUSE / 20).await;
                 }
             } else {
-                // The larger peer dials back. While its connection is up, wait; once it is lost
-                // (noticed when there is something to say), prompt it again at once.
+                // The larger peer dials back. Wait (a pause at most) for it to; while its
+                // connection is up, wait; once one it made is lost, prompt it again at once.
                 drop(stream);
-                tokio::time::sleep(REDIAL_PAUSE).await;
+                let prompted = self.generation(sid);
+                let deadline = tokio::time::Instant::now() + REDIAL_PAUSE;
+                while !self.is_up(sid) && self.generation(sid) == prompted {
+                    match tokio::time::timeout_at(deadline, outbox.changed()).await {
+                        Err(_) => break,
+                        Ok(Err(_)) => return,
+                        Ok(Ok(())) => {}
+                    }
+                }
                 while self.is_up(sid) {
                     if outbox.changed().await.is_err() {
                         return;
@@ -246,6 +255,11 @@ impl ElectionNet {
                 }
             }
         }
+    }
+
+    /// How many connections the peer has had (each new one replaces the last).
+    fn generation(&self, sid: i64) -> u64 {
+        self.inner.connections.lock().unwrap_or_else(|e| e.into_inner()).get(&sid).map_or(0, |c| c.0)
     }
 
     fn is_up(&self, sid: i64) -> bool {
