@@ -294,10 +294,31 @@ impl ElectionNet {
                 }
             }
         }
-        // Wake the peer's dialer: it tries the peer again at once, and marks it down if its port
-        // refuses (the election then need not wait for it).
+        // Wake the peer's dialer, and probe the peer's port once right away: a peer that died
+        // refuses at once and is marked down, so the election need not wait for it.
         if let Some(tx) = self.inner.outboxes.get(&sid) {
             tx.send_modify(|_| {});
+        }
+        if !self.is_up(sid) {
+            if let Some(&addr) = self.inner.peers.get(&sid) {
+                let net = self.clone();
+                tokio::spawn(async move {
+                    // A dying peer's port may still complete a connection for a few
+                    // milliseconds: probe a few times before concluding anything.
+                    for _ in 0..20 {
+                        if net.is_up(sid) {
+                            return;
+                        }
+                        let probe = tokio::time::timeout(REDIAL_PAUSE, TcpStream::connect(addr)).await;
+                        if matches!(probe, Ok(Err(_))) {
+                            debug!("election peer {sid} refuses connections: down");
+                            net.mark(sid, true);
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                });
+            }
         }
         result
     }

@@ -263,6 +263,10 @@ impl Quorum {
         let now = self.now_ms();
         match input {
             Input::Election(r) => match &mut self.state {
+                State::Looking(f) if tracing::enabled!(tracing::Level::TRACE) => {
+                    tracing::trace!("notification from {}: {:?}", r.0, r.1);
+                    f.handle_notification(r.0, r.1, now)
+                }
                 State::Looking(f) => f.handle_notification(r.0, r.1, now),
                 // Leaders and learners answer a looking peer with their vote: a fresh election
                 // machine settled on the current leader would; Apache answers from its vote.
