@@ -44,22 +44,31 @@ impl Ensemble {
 
     /// Writes the members' configurations without starting them.
     fn configure(kinds: &[Kind]) -> Ensemble {
+        Ensemble::configure_with(kinds, &[])
+    }
+
+    /// As [`Self::configure`], the members at `observers` (indexes) being observers.
+    fn configure_with(kinds: &[Kind], observers: &[usize]) -> Ensemble {
         let n = kinds.len();
         let root = tempfile::tempdir().expect("temp dir");
         let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
         let lines: String = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, q, e))| format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1))
+            .map(|(i, (_, q, e))| {
+                let kind = if observers.contains(&i) { ":observer" } else { "" };
+                format!("server.{}=127.0.0.1:{q}:{e}{kind}\n", i + 1)
+            })
             .collect();
         let mut members = Vec::new();
         for (i, (c, _, _)) in ports.iter().enumerate() {
             let dir = root.path().join(format!("s{}", i + 1));
             std::fs::create_dir_all(dir.join("data")).expect("mkdir");
             std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
+            let peer_type = if observers.contains(&i) { "peerType=observer\n" } else { "" };
             let cfg = format!(
                 "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
-                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{lines}",
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{peer_type}{lines}",
                 dir.join("data").display()
             );
             std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
@@ -129,7 +138,8 @@ impl Ensemble {
                 .collect();
             let leaders: Vec<usize> =
                 (0..modes.len()).filter(|&i| modes[i].as_deref() == Some("leader")).collect();
-            if leaders.len() == 1 && live.iter().all(|m| matches!(m.as_deref(), Some("leader" | "follower")))
+            if leaders.len() == 1
+                && live.iter().all(|m| matches!(m.as_deref(), Some("leader" | "follower" | "observer")))
             {
                 return leaders[0];
             }
@@ -351,4 +361,31 @@ fn kazoo_carries_on_across_the_leaders_death() {
     let out = child.wait_with_output().expect("kazoo output");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());
+}
+
+/// An observer learns the committed history without voting: writes through it reach the
+/// ensemble, reads on it see the ensemble's writes after sync, its sessions' ephemerals go with
+/// them, and the leader's commits reach it (INFORM).
+#[test]
+fn an_observer_serves_reads_and_forwards_writes() {
+    let mut e = Ensemble::configure_with(&[Kind::Zkrs; 4], &[3]);
+    for i in 0..4 {
+        e.launch(i);
+    }
+    e.wait_for_leader();
+    assert_eq!(e.mode(3).as_deref(), Some("observer"));
+    let mut obs = e.client(3);
+    assert_eq!(obs.create("/via-observer", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    assert_eq!(obs.create("/obs-eph", b"", CreateMode::Ephemeral).err(), ErrorCode::Ok);
+    let mut voter = e.client(0);
+    assert_eq!(children(&mut voter, "/"), ["obs-eph", "via-observer", "zookeeper"]);
+    assert_eq!(set_data(&mut voter, "/via-observer", b"y"), ErrorCode::Ok);
+    let r = obs.call(Request::Sync(SyncRequest { path: "/via-observer".into() }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let r = obs.get_data("/via-observer", false);
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let data: Option<bytes::Bytes> = r.decode();
+    assert_eq!(data.as_deref(), Some(&b"y"[..]));
+    drop(obs.close());
+    assert_eq!(children(&mut voter, "/"), ["via-observer", "zookeeper"]);
 }
