@@ -328,7 +328,16 @@ impl Driver {
             DriverMsg::FourLetter { cmd, asker, reply } => {
                 let limit = self.settings.global_outstanding_limit as usize;
                 let outstanding = limit - self.permits.available_permits().min(limit);
-                let text = fourlw::render(&cmd, &self.core.view(asker, outstanding, now));
+                let mut view = self.core.view(asker, outstanding, now);
+                if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
+                    view.quorum = Some(fourlw::QuorumFigures {
+                        learners: c.learners,
+                        synced_followers: c.synced_followers,
+                        synced_observers: c.synced_observers,
+                        pending_syncs: self.core.pending_syncs(),
+                    });
+                }
+                let text = fourlw::render(&cmd, &view);
                 self.core.reset_counters(&cmd);
                 let _ = reply.send(text);
                 return false;

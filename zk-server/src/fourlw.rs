@@ -48,6 +48,8 @@ pub struct View<'a> {
     pub uptime_ms: i64,
     /// The connection asking: Apache counts it among the connections and lists it.
     pub asker: SocketAddr,
+    /// A leader's learners and the syncs it owes them (`mntr`'s leader-only lines).
+    pub quorum: Option<QuorumFigures>,
     /// The server's mode as `srvr` and `mntr` print it (`standalone`, `leader`, `follower`,
     /// `observer`), or None while it is not serving (electing or syncing).
     pub mode: Option<&'static str>,
@@ -131,6 +133,19 @@ fn max_fds() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// What a leader reports of its learners.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuorumFigures {
+    /// Learner connections.
+    pub learners: usize,
+    /// Followers synced and taking proposals.
+    pub synced_followers: usize,
+    /// Observers synced.
+    pub synced_observers: usize,
+    /// Learners' syncs waiting for earlier proposals to commit.
+    pub pending_syncs: usize,
 }
 
 /// The answer to `cmd` (already checked against the whitelist).
@@ -263,6 +278,14 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 ("zk_log_disk_full", u8::from(v.stats.disk_full).to_string()),
                 ("zk_writes_refused_disk_full", v.stats.writes_refused.to_string()),
             ];
+            let mut lines = lines;
+            if let Some(q) = v.quorum {
+                lines.push(("zk_learners", q.learners.to_string()));
+                lines.push(("zk_synced_followers", q.synced_followers.to_string()));
+                lines.push(("zk_synced_non_voting_followers", "0".into()));
+                lines.push(("zk_synced_observers", q.synced_observers.to_string()));
+                lines.push(("zk_pending_syncs", q.pending_syncs.to_string()));
+            }
             for (k, val) in lines {
                 let _ = writeln!(out, "{k}\t{val}");
             }

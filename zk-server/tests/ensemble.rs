@@ -148,6 +148,20 @@ impl Ensemble {
         }
     }
 
+    /// Waits until `mntr` on member `i` has the line `key\tvalue`.
+    fn wait_mntr(&self, i: usize, key: &str, value: &str) {
+        let want = format!("{key}\t{value}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = four(self.members[i].client, "mntr").unwrap_or_default();
+            if text.lines().any(|l| l == want) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "mntr of member {} never had {want:?}:\n{text}", i + 1);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn logs(&self) -> String {
         self.members
             .iter()
@@ -175,10 +189,15 @@ impl Drop for Ensemble {
 
 /// `srvr`, or None when the server does not answer (down, or starting).
 fn srvr(addr: SocketAddr) -> Option<String> {
+    four(addr, "srvr")
+}
+
+/// A four-letter word's answer, or None when the server does not answer.
+fn four(addr: SocketAddr, word: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"srvr").ok()?;
+    s.write_all(word.as_bytes()).ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     Some(out)
@@ -208,6 +227,10 @@ fn three_servers_replicate_and_lose_no_acknowledged_write_when_the_leader_dies()
     let mut e = Ensemble::start(3);
     let leader = e.wait_for_leader();
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    // The leader reports its quorum as Apache's mntr does.
+    e.wait_mntr(leader, "zk_server_state", "leader");
+    e.wait_mntr(leader, "zk_synced_followers", "2");
+    e.wait_mntr(followers[0], "zk_server_state", "follower");
 
     // Writes through a follower are seen on every server after sync.
     let mut a = e.client(followers[0]);
@@ -372,8 +395,10 @@ fn an_observer_serves_reads_and_forwards_writes() {
     for i in 0..4 {
         e.launch(i);
     }
-    e.wait_for_leader();
+    let leader = e.wait_for_leader();
     assert_eq!(e.mode(3).as_deref(), Some("observer"));
+    e.wait_mntr(leader, "zk_synced_observers", "1");
+    e.wait_mntr(leader, "zk_synced_followers", "2");
     let mut obs = e.client(3);
     assert_eq!(obs.create("/via-observer", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
     assert_eq!(obs.create("/obs-eph", b"", CreateMode::Ephemeral).err(), ErrorCode::Ok);

@@ -110,6 +110,17 @@ pub enum LeaderAction {
 }
 
 /// Where the leader itself is.
+/// How many learners a leader has, for monitoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LearnerCounts {
+    /// Connections from learners, in any phase.
+    pub learners: usize,
+    /// Followers synced and taking proposals.
+    pub synced_followers: usize,
+    /// Observers synced and taking INFORMs.
+    pub synced_observers: usize,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Collecting FOLLOWERINFOs until a quorum (us included) fixes the new epoch.
@@ -304,6 +315,22 @@ impl Leader {
     /// The last zxid committed (or logged before the epoch began).
     pub fn last_committed(&self) -> i64 {
         self.last_committed
+    }
+
+    /// Learners connected, and of them the followers and the observers taking part in broadcast
+    /// (what Apache's `mntr` reports as learners, synced_followers and synced_observers).
+    pub fn learner_counts(&self) -> LearnerCounts {
+        let active = |observer: bool| {
+            self.learners
+                .values()
+                .filter(|l| l.observer == observer && l.phase == LearnerPhase::Active)
+                .count()
+        };
+        LearnerCounts {
+            learners: self.learners.len(),
+            synced_followers: active(false),
+            synced_observers: active(true),
+        }
     }
 
     /// A learner connected to our quorum port. It has initLimit to introduce itself.

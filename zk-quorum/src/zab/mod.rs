@@ -44,7 +44,7 @@ mod learner;
 #[cfg(test)]
 mod tests;
 
-pub use leader::{Leader, LeaderAction};
+pub use leader::{Leader, LeaderAction, LearnerCounts};
 pub use learner::{Learner, LearnerAction};
 
 use bytes::Bytes;

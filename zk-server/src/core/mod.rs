@@ -605,6 +605,7 @@ impl ServerCore {
             last_zxid: self.db.last_applied_zxid(),
             uptime_ms: now.mono_ms().saturating_sub(self.started_ms) as i64,
             asker,
+            quorum: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } => Some("leader"),
@@ -613,6 +614,11 @@ impl ServerCore {
                 Role::Down => None,
             },
         }
+    }
+
+    /// Leader: learners' syncs waiting for earlier proposals to commit.
+    pub fn pending_syncs(&self) -> usize {
+        self.syncs_waiting.len()
     }
 
     /// Resets the counters `crst` (connections') or `srst` (the server's) resets.

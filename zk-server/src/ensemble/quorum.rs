@@ -246,6 +246,14 @@ impl Quorum {
         }
     }
 
+    /// The leader's learner counts, when this server leads.
+    pub fn learner_counts(&self) -> Option<zk_quorum::zab::LearnerCounts> {
+        match &self.state {
+            State::Leading(l) if l.is_established() => Some(l.learner_counts()),
+            _ => None,
+        }
+    }
+
     /// Waits for the next input.
     pub async fn next(&mut self) -> Input {
         let deadline = match &self.state {
