@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Ensemble throughput, zkrs and Apache ZooKeeper 3.8 side by side: a 3-server ensemble of each on
+# loopback (the idle one paused with SIGSTOP), each workload spread over all three servers (one
+# zkrs-bench process per server, run together); ops/s summed, latency percentiles the worst of
+# the three. Writes go through followers to the leader, so this measures replication.
+#
+#   bench/ensemble.sh                 # 10 s per workload
+#   DURATION=5 bench/ensemble.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10}
+WORK=$(mktemp -d /tmp/zkrs-ensemble.XXXXXX)
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; pkill -9 -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+cargo build --release -q -p zk-server --bins
+ZKRS=$PWD/target/release/zkrs-server
+BENCH=$PWD/target/release/zkrs-bench
+CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+[ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
+port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+mode() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null | awk '/^Mode:/ {print $2}'; }
+
+declare -A CPORT PIDS
+start_ensemble() { # kind
+  local kind=$1 lines="" q e
+  for i in 1 2 3; do q=$(port_free); e=$(port_free); CPORT[$kind$i]=$(port_free); lines+="server.$i=127.0.0.1:$q:$e"$'\n'; done
+  for i in 1 2 3; do
+    local d=$WORK/$kind/$i; mkdir -p "$d/data"; echo $i > "$d/data/myid"
+    printf 'tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n%s' \
+      "$d" "${CPORT[$kind$i]}" "$lines" > "$d/zoo.cfg"
+    if [ "$kind" = zkrs ]; then RUST_LOG=warn "$ZKRS" "$d/zoo.cfg" > "$d/server.log" 2>&1 &
+    else (cd "$d" && exec java -Xmx2g -cp "$CP" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg") > "$d/server.log" 2>&1 &
+    fi
+    PIDS[$kind$i]=$!
+  done
+  for _ in $(seq 1 1200); do
+    local n=0; for i in 1 2 3; do case $(mode "${CPORT[$kind$i]}") in leader|follower) n=$((n+1));; esac; done
+    [ $n = 3 ] && return 0; sleep 0.1
+  done
+  echo "$kind ensemble did not settle" >&2; exit 1
+}
+pause() { for i in 1 2 3; do kill -"$2" "${PIDS[$1$i]}"; done; }
+
+start_ensemble zkrs; start_ensemble apache
+RESULTS=$WORK/results.jsonl
+# get first: it creates the keys set and mixed then find (three bench processes creating them at
+# once on a fresh ensemble race for them).
+for load in "get 2 100" "set 2 100" "create 2 100" "mixed 2 100"; do
+  set -- $load
+  for kind in apache zkrs; do
+    other=zkrs; [ $kind = zkrs ] && other=apache
+    pause $other STOP
+    echo "== $kind: $1, 3 servers x $2 connections x $3 in flight" >&2
+    benches=()
+    for i in 1 2 3; do
+      "$BENCH" --server 127.0.0.1:${CPORT[$kind$i]} --workload "$1" --conns "$2" --inflight "$3" \
+        --duration "$DURATION" --json > "$WORK/out.$kind.$i" 2>/dev/null &
+      benches+=($!)
+    done
+    wait "${benches[@]}" || true
+    for i in 1 2 3; do sed "s/^{/{\"impl\":\"$kind\",\"member\":$i,/" "$WORK/out.$kind.$i" >> "$RESULTS"; done
+    pause $other CONT
+  done
+done
+python3 - "$RESULTS" "$DURATION" <<'PY'
+import json, sys, datetime, os
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"Run {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores; {sys.argv[2]} s per workload; "
+      "3-server ensembles, each workload on all three servers at once.\n")
+print("| workload | per server | Apache ops/s | zkrs ops/s | ratio | Apache worst p50/p99 us | zkrs worst p50/p99 us |")
+print("|---|---|---:|---:|---:|---:|---:|")
+agg = {}
+for r in rows:
+    a = agg.setdefault((r["workload"], r["conns"], r["inflight"]), {}).setdefault(r["impl"], {"ops": 0, "p50": 0, "p99": 0, "n": 0, "errors": 0})
+    a["ops"] += r["ops_per_sec"]; a["p50"] = max(a["p50"], r["p50_us"]); a["p99"] = max(a["p99"], r["p99_us"]); a["n"] += 1
+    a["errors"] += r.get("errors", 0) or 0
+for (w, c, i), d in agg.items():
+    a, z = d.get("apache"), d.get("zkrs")
+    if not (a and z and a["n"] == 3 and z["n"] == 3):
+        print(f"| {w} | {c} x {i} | (a bench process gave no result: apache {a and a['n']}, zkrs {z and z['n']} of 3) |")
+        continue
+    print(f"| {w} | {c} x {i} | {a['ops']:.0f} | {z['ops']:.0f} | {z['ops']/a['ops']:.2f}x | {a['p50']}/{a['p99']} | {z['p50']}/{z['p99']} |")
+errs = [f"{w} on {k}: {v['errors']}" for (w, _, _), d in agg.items() for k, v in d.items() if v["errors"]]
+print("\nReplies with errors: " + ("; ".join(errs) if errs else "none") + ".")
+PY
