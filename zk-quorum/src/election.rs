@@ -38,6 +38,11 @@
 //! better vote within what would have been the wait, Apache would pick it and we do not; the
 //! choice is still safe (the agreeing quorum holds every committed transaction, and the leader has
 //! the newest history among it), and that server follows the established leader.
+//!
+//! A second deviation only adds messages: a LOOKING peer of this round whose vote is worse than
+//! ours gets our vote back at once (Apache stays silent until its silence timer re-sends, 200 ms
+//! later). A server that lost the leader a moment after its peer would otherwise miss the peer's
+//! vote (it arrived while it still followed) and wait for that re-send.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -429,6 +434,12 @@ impl FastLeaderElection {
         let offered = (n.leader, n.zxid, n.peer_epoch);
         if self.finalizing {
             if !self.is_better(offered, self.proposal) {
+                if n.state == PeerState::Looking
+                    && n.election_epoch == self.logical_clock
+                    && self.is_better(self.proposal, offered)
+                {
+                    self.answer_worse_vote(from_sid);
+                }
                 // Apache consumes and drops it, and waits the full finalize time again. We only look
                 // at it first for the unanimity speed-up: a vote equal to ours joins the round's votes.
                 if self.records_agreement(from_sid, &n) && self.decide_if_unanimous() {
@@ -468,6 +479,8 @@ impl FastLeaderElection {
         } else if self.is_better(offered, self.proposal) {
             self.proposal = offered;
             self.broadcast();
+        } else if self.is_better(self.proposal, offered) {
+            self.answer_worse_vote(from_sid);
         }
         self.round_votes.insert(
             from_sid,
@@ -490,6 +503,19 @@ impl FastLeaderElection {
             self.finalizing = true;
             self.deadline_ms = Some(now_ms.saturating_add(self.config.timings.finalize_wait_ms));
         }
+    }
+
+    /// zkrs's second deviation (messages only): a LOOKING peer of this round that proposes a vote
+    /// worse than ours gets ours back at once. Apache sends nothing then, and the peer learns our
+    /// vote only when our silence timer re-sends it (200 ms); a peer that started looking a moment
+    /// after us (it lost the leader later) would otherwise wait that long. Our vote is current, so
+    /// this only brings forward a message Apache would send later.
+    fn answer_worse_vote(&mut self, to: i64) {
+        if to == self.config.my_sid {
+            return;
+        }
+        let reply = self.notification(self.proposal, self.logical_clock, PeerState::Looking);
+        self.send(to, reply);
     }
 
     /// During the finalize wait: if `n` is a LOOKING vote of this round equal to ours, records it and

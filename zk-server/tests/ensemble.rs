@@ -11,6 +11,22 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::client::RawClient;
 use support::{free_port, zkrs_binary};
+
+/// A free loopback port never handed out before in this process. The tests here run ensembles
+/// side by side; two of them given the same port (one test's port released, the next test's
+/// probe finding it free before the first server bound it) would have servers of different
+/// ensembles talk to each other.
+fn unique_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let p = free_port();
+        if !given.contains(&p) {
+            given.push(p);
+            return p;
+        }
+    }
+}
 use zk_proto::*;
 
 /// Which server a member runs.
@@ -51,7 +67,8 @@ impl Ensemble {
     fn configure_with(kinds: &[Kind], observers: &[usize]) -> Ensemble {
         let n = kinds.len();
         let root = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| (free_port(), free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16, u16)> =
+            (0..n).map(|_| (unique_port(), unique_port(), unique_port())).collect();
         let lines: String = ports
             .iter()
             .enumerate()
@@ -281,7 +298,7 @@ fn three_servers_replicate_and_lose_no_acknowledged_write_when_the_leader_dies()
         })
         .collect();
     assert!(trees[0].0.contains(&"after".to_string()), "{:?}", trees[0].0);
-    assert_eq!(trees[0], trees[1], "servers 1 and 2 differ");
+    assert_eq!(trees[0], trees[1], "servers 1 and 2 differ\n{}", e.logs());
     assert_eq!(trees[1], trees[2], "servers 2 and 3 differ\n{}", e.logs());
 }
 

@@ -77,9 +77,10 @@ fn a_better_vote_in_the_same_round_is_adopted_and_broadcast() {
     fle.handle_notification(2, looking(2, 6, 1, 1), 10);
     assert_eq!(summary(&drain(&mut fle)), vec![(2, 2), (3, 2), (4, 2), (5, 2)]);
     assert_eq!(fle.proposal().leader, 2);
-    // Lower epoch but higher zxid: worse; nothing is sent.
+    // Lower epoch but higher zxid: worse; its sender gets our vote back (zkrs; Apache sends
+    // nothing and lets its silence timer re-send later).
     fle.handle_notification(3, looking(3, 100, 1, 0), 20);
-    assert!(drain(&mut fle).is_empty());
+    assert_eq!(summary(&drain(&mut fle)), vec![(3, 2)]);
     // Same epoch and zxid, higher sid: better.
     fle.handle_notification(4, looking(4, 6, 1, 1), 30);
     assert_eq!(fle.proposal().leader, 4);
@@ -161,10 +162,10 @@ fn a_better_vote_during_the_finalize_wait_resumes_the_election() {
     fle.handle_notification(2, looking(2, 0, 1, 1), 10);
     drain(&mut fle);
     assert_eq!(fle.poll_timeout(), Some(210)); // {1, 2} agree on 2
-                                               // A worse vote is dropped and restarts the wait.
+                                               // A worse vote restarts the wait; its sender gets our vote back.
     fle.handle_notification(3, looking(1, 0, 1, 1), 100);
     assert_eq!(fle.poll_timeout(), Some(300));
-    assert!(drain(&mut fle).is_empty());
+    assert_eq!(summary(&drain(&mut fle)), vec![(3, 2)]);
     // A better one resumes: we switch to 3 and broadcast; no decision at the old deadline.
     fle.handle_notification(3, looking(3, 0, 1, 1), 150);
     assert_eq!(summary(&drain(&mut fle)), vec![(2, 3), (3, 3)]);

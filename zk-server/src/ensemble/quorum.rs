@@ -43,9 +43,6 @@ const ACCEPT_QUEUE: usize = 64;
 /// elects again.
 const LEARNER_CONNECT_TRIES: u32 = 5;
 
-/// How old a LOOKING vote received before this server started looking may be and still count.
-const EARLY_VOTE_MS: u64 = 1_000;
-
 /// Learners held while this server still elects.
 const PARKED_MAX: usize = 64;
 
@@ -149,8 +146,6 @@ pub struct Quorum {
     /// before its leader does. They are handed to the leader if this server leads, and dropped
     /// otherwise, or when older than initLimit.
     parked: Vec<(TcpStream, u64)>,
-    /// LOOKING votes received while this server still led or followed, by sender, with when.
-    early_votes: HashMap<i64, (zk_quorum::wire::Notification, u64)>,
     effects: Vec<Effect>,
 }
 
@@ -213,7 +208,6 @@ impl Quorum {
             next_conn: 1,
             received: Arc::new(Mutex::new(None)),
             parked: Vec::new(),
-            early_votes: HashMap::new(),
             effects: Vec::new(),
         };
         q.look("starting");
@@ -350,10 +344,7 @@ impl Quorum {
         if n.state != PeerState::Looking {
             return;
         }
-        // A peer that lost the leader a moment before this server did: its vote is kept for
-        // the election this server is about to start, so that it need not wait for the peer to
-        // send it again.
-        self.early_votes.insert(from, (n.clone(), self.now_ms()));
+
         let (leader, epoch, state) = match &self.state {
             State::Leading(l) => (self.s.my_sid, l.epoch().unwrap_or(0), PeerState::Leading),
             State::Learning { learner, .. } => (
@@ -389,11 +380,7 @@ impl Quorum {
         let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
         fle.start_election(data, now);
         fle.set_peers_down(self.down_rx.borrow().clone());
-        for (from, (n, at)) in std::mem::take(&mut self.early_votes) {
-            if now.saturating_sub(at) <= EARLY_VOTE_MS {
-                fle.handle_notification(from, n, now);
-            }
-        }
+
         self.state = State::Looking(Box::new(fle));
     }
 
