@@ -299,6 +299,9 @@ impl Driver {
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();
+                    if let Some(q) = self.quorum.as_mut() {
+                        q.log_refused();
+                    }
                 }
                 self.core.handle(now, Event::LogFailed { error })
             }

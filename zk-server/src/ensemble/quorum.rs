@@ -142,6 +142,11 @@ pub struct Quorum {
     next_conn: PeerConn,
     /// The snapshot the current learner connection received.
     received: Received_,
+    /// An election's decision, carried out once the log has made durable every record handed to
+    /// it (`requested`).
+    decision: Option<(i64, PeerState)>,
+    /// The last zxid handed to the log (a learner's logged proposal, or the leader's own).
+    requested: i64,
     /// Learners that connected while this server was still electing: a learner may decide
     /// before its leader does. They are handed to the leader if this server leads, and dropped
     /// otherwise, or when older than initLimit.
@@ -207,6 +212,8 @@ impl Quorum {
             outboxes: HashMap::new(),
             next_conn: 1,
             received: Arc::new(Mutex::new(None)),
+            decision: None,
+            requested: 0,
             parked: Vec::new(),
             effects: Vec::new(),
         };
@@ -380,6 +387,7 @@ impl Quorum {
         let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
         fle.start_election(data, now);
         fle.set_peers_down(self.down_rx.borrow().clone());
+        self.decision = None;
 
         self.state = State::Looking(Box::new(fle));
     }
@@ -433,10 +441,24 @@ impl Quorum {
                         true
                     }
                     Some(zk_quorum::election::ElectionAction::Decided { leader, state, .. }) => {
-                        self.decided(leader, state).await;
+                        // The database is reloaded from the log, and the log's last zxid is what
+                        // the leader (or this server, leading) syncs from: both must be the same
+                        // zxid, so appends still queued from the last term finish first.
+                        self.decision = Some((leader, state));
                         true
                     }
-                    None => false,
+                    None => {
+                        if self.decision.is_some() && self.source.durable_zxid() >= self.requested {
+                            if let Some((leader, state)) = self.decision.take() {
+                                self.decided(leader, state).await;
+                                true
+                            } else {
+                                false
+                            }
+                        } else {
+                            false
+                        }
+                    }
                 },
                 State::Leading(l) => match l.poll_action() {
                     Some(a) => {
@@ -637,7 +659,10 @@ impl Quorum {
             LearnerAction::ReceiveSnapshot { zxid } => debug!("receiving a snapshot at 0x{zxid:x}"),
             LearnerAction::Log { payload, .. } => match decode_payload(&payload) {
                 Some((hdr, txn)) => match zk_log::RecordBatch::encode(&[(&hdr, &txn)]) {
-                    Ok(b) => self.effects.push(Effect::Persist(b)),
+                    Ok(b) => {
+                        self.requested = self.requested.max(hdr.zxid);
+                        self.effects.push(Effect::Persist(b))
+                    }
                     Err(e) => {
                         error!("cannot log proposal 0x{:x}: {e}", hdr.zxid);
                         self.look("log failed");
@@ -684,6 +709,7 @@ impl Quorum {
 
     /// The log was cut after `zxid` (TRUNC): the database is reloaded from disk.
     pub fn truncated(&mut self, zxid: i64) {
+        self.requested = self.requested.min(zxid);
         if !self.reload_database(Some(zxid)) {
             return self.look("reload failed");
         }
@@ -695,10 +721,17 @@ impl Quorum {
 
     /// The log was reset to a received snapshot's zxid (SNAP).
     pub fn reset_done(&mut self, zxid: i64) {
+        self.requested = zxid;
         let now = self.now_ms();
         if let State::Learning { learner, .. } = &mut self.state {
             learner.snapshot_loaded(zxid, now);
         }
+    }
+
+    /// The log refused records (a full disk): they will never be durable, so an election's
+    /// decision waits no longer for them.
+    pub fn log_refused(&mut self) {
+        self.requested = self.source.durable_zxid();
     }
 
     /// The log has everything through `zxid` durable.
@@ -713,6 +746,8 @@ impl Quorum {
 
     /// The core proposed this (leader): to the learners.
     pub fn propose(&mut self, hdr: &TxnHeader, txn: &Txn) {
+        // The core hands it to the log as well.
+        self.requested = self.requested.max(hdr.zxid);
         let now = self.now_ms();
         if let State::Leading(l) = &mut self.state {
             l.propose(hdr.zxid, payload(hdr, txn), now);
