@@ -103,7 +103,12 @@ fn normalise(stdout: &str, stderr: &str, code: i32) -> Run {
     let mut events = Vec::new();
     for l in stdout.lines() {
         if l.starts_with("WatchedEvent ") {
-            events.push(l.to_owned());
+            // zkCli.sh prints the Closed event of `quit` from its event thread, and the JVM may
+            // exit before it does (seen on a loaded machine): whether that line shows is a race
+            // in the reference, so it is left out of the comparison.
+            if l != "WatchedEvent state:Closed type:None path:null" {
+                events.push(l.to_owned());
+            }
             continue;
         }
         // Java's logger lines and banners that are not output of the commands.
