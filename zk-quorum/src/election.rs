@@ -133,6 +133,19 @@ pub struct Vote {
 }
 
 impl Vote {
+    /// The vote a LOOKING notification carries, as this round's votes record it (Apache keeps
+    /// no version there).
+    fn looking(n: &Notification) -> Vote {
+        Vote {
+            leader: n.leader,
+            zxid: n.zxid,
+            election_epoch: n.election_epoch,
+            peer_epoch: n.peer_epoch,
+            state: PeerState::Looking,
+            version: 0,
+        }
+    }
+
     /// Apache's vote equality: when either vote is a LOOKING one, all of leader, zxid, election epoch
     /// and peer epoch must match; between votes of servers past the election, leader and peer epoch
     /// (only the leader when exactly one of them has a non-zero version, for rolling upgrades).
@@ -482,17 +495,7 @@ impl FastLeaderElection {
         } else if self.is_better(self.proposal, offered) {
             self.answer_worse_vote(from_sid);
         }
-        self.round_votes.insert(
-            from_sid,
-            Vote {
-                leader: n.leader,
-                zxid: n.zxid,
-                election_epoch: n.election_epoch,
-                peer_epoch: n.peer_epoch,
-                state: PeerState::Looking,
-                version: 0,
-            },
-        );
+        self.round_votes.insert(from_sid, Vote::looking(n));
         let mine = self.proposal();
         let agreeing: Vec<i64> =
             self.round_votes.iter().filter(|(_, v)| v.agrees_with(&mine)).map(|(sid, _)| *sid).collect();
@@ -525,14 +528,7 @@ impl FastLeaderElection {
         if n.state != PeerState::Looking || n.election_epoch != self.logical_clock || n.zxid == -1 {
             return false;
         }
-        let vote = Vote {
-            leader: n.leader,
-            zxid: n.zxid,
-            election_epoch: n.election_epoch,
-            peer_epoch: n.peer_epoch,
-            state: PeerState::Looking,
-            version: 0,
-        };
+        let vote = Vote::looking(n);
         if !vote.agrees_with(&self.proposal()) {
             return false;
         }
