@@ -404,19 +404,7 @@ impl Driver {
     /// received a snapshot serves nobody until it is written).
     fn write_snapshot(&self) -> Result<(), zk_log::LogError> {
         let Some(storage) = self.snapshot_storage.as_ref() else { return Ok(()) };
-        let db = self.core.database();
-        let mut cur = db.snapshot_begin();
-        let mut w = zk_log::snapshot::SnapshotWriter::create(storage, cur.start_zxid())?;
-        let mut buf = Vec::with_capacity(1 << 20);
-        loop {
-            buf.clear();
-            let done = db.snapshot_step(&mut cur, &mut buf, crate::core::NODES_PER_STEP);
-            w.write(&buf)?;
-            if done {
-                break;
-            }
-        }
-        let info = w.finish()?;
+        let info = crate::snapshots::write_whole(storage, self.core.database(), crate::core::NODES_PER_STEP)?;
         info!("wrote snapshot {} received from the leader", info.name);
         Ok(())
     }

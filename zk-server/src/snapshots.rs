@@ -124,6 +124,28 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
     Ok(db)
 }
 
+/// Writes `db` whole as a snapshot file on the calling thread, `nodes_per_step` nodes a chunk
+/// (import, and a learner installing a leader's snapshot: nothing is served meanwhile).
+///
+/// Errors: the file cannot be created, written or made durable.
+pub fn write_whole(
+    storage: &FileStorage,
+    db: &Database,
+    nodes_per_step: usize,
+) -> Result<zk_log::snapshot::SnapshotInfo, LogError> {
+    let mut cur = db.snapshot_begin();
+    let mut w = SnapshotWriter::create(storage, cur.start_zxid())?;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let done = db.snapshot_step(&mut cur, &mut buf, nodes_per_step);
+        w.write(&buf)?;
+        if done {
+            return w.finish();
+        }
+    }
+}
+
 /// Starts the snapshot thread and returns its job queue. It hands every chunk's buffer back once
 /// written (the core reuses it, and counts it as room for the next chunk), and tells the driver
 /// when a snapshot is done and which log records older snapshots no longer need.

@@ -15,7 +15,7 @@ use zk_log::format::{
     check_segment_header, decode_payload, record_crc, zxid_follows, HeaderCheck, RecordHeader,
     RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
-use zk_log::snapshot::{list_snapshots, read_snapshot_bytes, SnapshotInfo, SnapshotWriter, SNAP_DIR_NAME};
+use zk_log::snapshot::{list_snapshots, read_snapshot_bytes, SnapshotInfo, SNAP_DIR_NAME};
 use zk_log::{FileStorage, LogError};
 use zk_proto::{perms, Acl, Id};
 use zk_tree::snapshot::{ContentParser, ContentRecord};
@@ -257,18 +257,7 @@ pub fn import_apache(
     let db = rec.finish(0);
 
     // Write it as our snapshot, streamed in steps so the content is never whole in memory.
-    let mut cur = db.snapshot_begin();
-    let mut w = SnapshotWriter::create(&storage, cur.start_zxid())?;
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let done = db.snapshot_step(&mut cur, &mut buf, 16_384);
-        w.write(&buf)?;
-        if done {
-            break;
-        }
-    }
-    let written = w.finish()?;
+    let written = crate::snapshots::write_whole(&storage, &db, 16_384)?;
     let report = ImportReport {
         apache_snapshot: snap_path,
         snapshot_nodes,

@@ -6,15 +6,13 @@
 #![allow(clippy::disallowed_methods)]
 
 mod support;
-#[path = "../src/tools.rs"]
-#[allow(dead_code)]
-mod tools;
 
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use support::client::RawClient;
 use support::Target;
 use zk_proto::*;
+use zk_server::tools;
 
 struct Served {
     data: Option<Bytes>,

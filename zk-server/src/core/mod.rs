@@ -396,11 +396,6 @@ impl ServerCore {
         self.role
     }
 
-    /// Whether the core asked to stop ([`Action::Stop`]); it handles nothing after that.
-    pub fn is_stopped(&self) -> bool {
-        self.stopped
-    }
-
     /// Handles one event.
     pub fn handle(&mut self, now: Now, ev: Event) {
         if self.stopped {

@@ -210,7 +210,7 @@ impl ServerCore {
             }
         }
         if closed {
-            self.session_gone(now, sid);
+            self.session_gone(sid);
         } else if !p.internal {
             self.run_ready_reads(now, sid);
         }
@@ -218,7 +218,7 @@ impl ServerCore {
 
     /// The session's closeSession was applied: requests still queued behind it are answered
     /// SESSIONEXPIRED (as Apache answers a closing session), then its connection is closed.
-    pub(super) fn session_gone(&mut self, _now: Now, sid: SessionId) {
+    pub(super) fn session_gone(&mut self, sid: SessionId) {
         let last = self.db.last_applied_zxid();
         for r in self.queues.remove_session(sid) {
             let err = ErrorCode::SessionExpired.code();

@@ -120,7 +120,7 @@ enum State {
 pub type Reload = Box<dyn Fn(&dyn TxnSource, Option<i64>) -> Result<Database, String> + Send>;
 
 /// A snapshot received by SNAP, loaded by the connection's reader.
-type Received_ = Arc<Mutex<Option<Database>>>;
+type SnapshotSlot = Arc<Mutex<Option<Database>>>;
 
 /// This server's part in the ensemble. See the module docs.
 pub struct Quorum {
@@ -141,7 +141,7 @@ pub struct Quorum {
     outboxes: HashMap<PeerConn, mpsc::Sender<Outgoing>>,
     next_conn: PeerConn,
     /// The snapshot the current learner connection received.
-    received: Received_,
+    received: SnapshotSlot,
     /// An election's decision, carried out once the log has made durable every record handed to
     /// it (`requested`).
     decision: Option<(i64, PeerState)>,
@@ -857,11 +857,11 @@ fn forwarded_event(conn: PeerConn, r: ForwardedRequest, auth: Vec<zk_proto::Id>)
 /// Loads the snapshot stream after SNAP into a database, in the reader's task.
 struct SnapSink {
     loader: Option<ApacheSnapLoader>,
-    slot: Received_,
+    slot: SnapshotSlot,
 }
 
 impl SnapSink {
-    fn new(cfg: TreeConfig, zxid: i64, slot: Received_) -> SnapSink {
+    fn new(cfg: TreeConfig, zxid: i64, slot: SnapshotSlot) -> SnapSink {
         SnapSink { loader: Some(ApacheSnapLoader::new(cfg, zxid)), slot }
     }
 }
