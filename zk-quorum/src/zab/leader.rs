@@ -462,6 +462,9 @@ impl Leader {
             // More than the window was committed while the server read: start over from a snapshot.
             return self.send_snap(conn, now_ms);
         }
+        let mode =
+            if head.packet_type == PacketType::Diff as i32 { PacketType::Diff } else { PacketType::Trunc };
+        self.log_sync(conn, mode, head.zxid, entries.len().saturating_sub(1));
         self.send(conn, head);
         for (zxid, payload) in entries.into_iter().skip(1) {
             self.send_pair(conn, zxid, payload);
@@ -870,16 +873,31 @@ impl Leader {
         };
         let from = match plan {
             SyncPlan::Diff => {
+                self.log_sync(conn, PacketType::Diff, last, 0);
                 self.send(conn, QuorumPacket::new(PacketType::Diff, last, None));
                 peer
             }
             SyncPlan::Trunc(z) => {
+                self.log_sync(conn, PacketType::Trunc, z, 0);
                 self.send(conn, QuorumPacket::new(PacketType::Trunc, z, None));
                 z
             }
             SyncPlan::Snap => return self.send_snap(conn, now_ms),
         };
         self.finish_sync(conn, from.min(last), now_ms);
+    }
+
+    /// One line per sync, naming the mode: operators (and the real-process tests) read it.
+    fn log_sync(&self, conn: ConnId, mode: PacketType, zxid: i64, txns: usize) {
+        let learner = self.learners.get(&conn).map(|l| l.sid);
+        tracing::info!(
+            sid = self.cfg.my_sid,
+            conn,
+            learner = ?learner,
+            zxid = format_args!("{zxid:#x}"),
+            txns,
+            "syncing learner by {mode:?}"
+        );
     }
 
     fn take_req(&mut self) -> u64 {
@@ -891,6 +909,7 @@ impl Leader {
     fn send_snap(&mut self, conn: ConnId, _now_ms: u64) {
         let req = self.take_req();
         let zxid = self.last_committed;
+        self.log_sync(conn, PacketType::Snap, zxid, 0);
         self.send(conn, QuorumPacket::new(PacketType::Snap, zxid, None));
         self.actions.push_back(LeaderAction::SerializeSnapshot { req, zxid });
         if let Some(l) = self.learners.get_mut(&conn) {
