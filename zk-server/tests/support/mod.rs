@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod ensemble;
 pub mod transcript;
 
 use std::io::{Read, Write};
