@@ -263,6 +263,9 @@ pub struct ServerConfig {
     pub commit_log_count: u32,
     /// `leaderServes` (default yes): whether the leader accepts client connections.
     pub leader_serves: bool,
+    /// `cnxTimeout`, ms (default 5000): how long a connection to a peer's election port may take
+    /// to open and exchange its handshake.
+    pub cnx_timeout_ms: u32,
     /// Four-letter words enabled: `4lw.commands.whitelist` plus `srvr` always, plus `isro` when
     /// read-only mode is enabled.
     pub four_letter_words: BTreeSet<String>,
@@ -585,7 +588,7 @@ const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:partici
 
 /// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL/TLS between servers,
 /// JVM pause monitor, multiple addresses per server, the quorum oracle).
-const APACHE_KEYS_IGNORED: [&str; 13] = [
+const APACHE_KEYS_IGNORED: [&str; 12] = [
     "quorum.cnxn.threads.size",
     "quorum.auth.learner.saslLoginContext",
     "quorum.auth.server.saslLoginContext",
@@ -598,7 +601,6 @@ const APACHE_KEYS_IGNORED: [&str; 13] = [
     "multiAddress.reachabilityCheckEnabled",
     "oraclePath",
     "sslQuorumReloadCertFiles",
-    "observerMasterPort",
 ];
 
 /// Boolean keys Apache reads that zkrs cannot honour when true (they need TLS or SASL between
@@ -887,6 +889,7 @@ impl ServerConfig {
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
             commit_log_count: DEFAULT_COMMIT_LOG_COUNT,
             leader_serves: true,
+            cnx_timeout_ms: 5000,
             four_letter_words: ["srvr".to_string()].into_iter().collect(),
             extended_types_enabled: false,
             super_digest: None,
@@ -1014,7 +1017,16 @@ impl ServerConfig {
                         }
                     }
                 }
-                "syncEnabled" => cfg.sync_enabled = bool_value(&src, key, value, line)?,
+                "syncEnabled" => {
+                    cfg.sync_enabled = bool_value(&src, key, value, line)?;
+                    if !cfg.sync_enabled {
+                        return Err(src.err(
+                            key,
+                            at,
+                            "false is not supported: zkrs observers always log and snapshot; remove it",
+                        ));
+                    }
+                }
                 "dynamicConfigFile" => raw.dynamic_config_file = Some((value.to_string(), line)),
                 "autopurge.snapRetainCount" => {
                     let v = int_value(&src, key, value, line)?;
@@ -1032,8 +1044,39 @@ impl ServerConfig {
                     cfg.purge_interval_hours = int_value(&src, key, value, line)?.max(0) as u32;
                 }
                 "standaloneEnabled" => cfg.standalone_enabled = bool_value(&src, key, value, line)?,
-                "reconfigEnabled" => cfg.reconfig_enabled = bool_value(&src, key, value, line)?,
-                "localSessionsEnabled" => cfg.local_sessions_enabled = bool_value(&src, key, value, line)?,
+                "reconfigEnabled" => {
+                    cfg.reconfig_enabled = bool_value(&src, key, value, line)?;
+                    if cfg.reconfig_enabled {
+                        return Err(src.err(
+                            key,
+                            at,
+                            "true is not supported yet: zkrs has no dynamic reconfiguration; remove it or set it \
+                             to false",
+                        ));
+                    }
+                }
+                "localSessionsEnabled" => {
+                    cfg.local_sessions_enabled = bool_value(&src, key, value, line)?;
+                    if cfg.local_sessions_enabled {
+                        return Err(src.err(
+                            key,
+                            at,
+                            "true is not supported: zkrs sessions are all global; remove it or set it to false",
+                        ));
+                    }
+                }
+                "observerMasterPort" => {
+                    return Err(src.err(
+                        key,
+                        at,
+                        "is not supported: zkrs followers do not serve observers (observers sync from the \
+                         leader); remove it",
+                    ));
+                }
+                "cnxTimeout" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.cnx_timeout_ms = positive(&src, key, v.into(), line)? as u32;
+                }
                 "localSessionsUpgradingEnabled" => {
                     cfg.local_sessions_upgrading_enabled = bool_value(&src, key, value, line)?
                 }
@@ -1747,9 +1790,9 @@ mod tests {
             "dataLogDir=/tmp/zkrs-log\nclientPortAddress=127.0.0.2\nmaxClientCnxns=0\n\
              minSessionTimeout=1000\nmaxSessionTimeout=5000\nclientPortListenBacklog=128\n\
              initLimit=10\nsyncLimit=5\nconnectToLearnerMasterLimit=7\nelectionAlg=3\n\
-             peerType=observer\nstandaloneEnabled=true\nreconfigEnabled=TRUE\n\
-             localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\nautopurge.snapRetainCount=5\n\
-             autopurge.purgeInterval=24\nsyncEnabled=false\nquorumListenOnAllIPs=true\nsnapCount=0x100\nsnapSizeLimitInKb=2048\n\
+             peerType=observer\nstandaloneEnabled=true\nreconfigEnabled=FALSE\n\
+             localSessionsEnabled=false\nlocalSessionsUpgradingEnabled=true\nautopurge.snapRetainCount=5\n\
+             autopurge.purgeInterval=24\nsyncEnabled=true\ncnxTimeout=0x200\nquorumListenOnAllIPs=true\nsnapCount=0x100\nsnapSizeLimitInKb=2048\n\
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
@@ -1766,9 +1809,10 @@ mod tests {
         assert_eq!((c.init_limit, c.sync_limit, c.connect_to_learner_master_limit), (10, 5, 7));
         assert_eq!(c.effective_connect_to_learner_master_limit(), 7);
         assert_eq!(c.peer_type, PeerType::Observer);
-        assert!(c.reconfig_enabled && c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert!(!c.reconfig_enabled && !c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert_eq!(c.cnx_timeout_ms, 512);
         assert_eq!((c.snap_retain_count, c.purge_interval_hours), (5, 24));
-        assert!(!c.sync_enabled && c.quorum_listen_on_all_ips);
+        assert!(c.sync_enabled && c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 256);
         assert_eq!(c.snap_size_limit_kb, 2048);
         assert_eq!(c.pre_alloc_size_kb, 1024);
@@ -1900,6 +1944,20 @@ mod tests {
             Some(4),
             "negative",
         );
+    }
+
+    #[test]
+    fn values_zkrs_cannot_honour_are_refused() {
+        let cases = [
+            ("reconfigEnabled=true\n", "reconfigEnabled", "dynamic reconfiguration"),
+            ("syncEnabled=false\n", "syncEnabled", "always log"),
+            ("localSessionsEnabled=true\n", "localSessionsEnabled", "global"),
+            ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
+            ("cnxTimeout=0\n", "cnxTimeout", ""),
+        ];
+        for (text, key, says) in cases {
+            assert_err(&bad(&with(text)), key, Some(4), says);
+        }
     }
 
     #[test]

@@ -105,8 +105,14 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let listen: SocketAddr = format!("127.0.0.1:{e}").parse().expect("addr");
                 let (net, mut inbox) =
-                    ElectionNet::start(sid, listen, HostPort { host: "127.0.0.1".into(), port: e }, peers)
-                        .await
+                    ElectionNet::start(
+                    sid,
+                    listen,
+                    HostPort { host: "127.0.0.1".into(), port: e },
+                    peers,
+                    super::election_net::DEFAULT_CNX_TIMEOUT,
+                )
+                .await
                         .expect("election port");
                 let data = PeerData { last_logged_zxid: zxid, current_epoch: epoch };
                 let mut fle = FastLeaderElection::new(ElectionConfig::new(sid, &cfg), data, 0);

@@ -27,8 +27,9 @@ use zk_quorum::wire::{
     decode_election_frame, decode_handshake, encode_election_frame, ElectionHandshake, HostPort, Notification,
 };
 
-/// How long a connect or a handshake may take (Apache's cnxTimeout default).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(5000);
+/// How long a connect or a handshake may take unless zoo.cfg says otherwise (Apache's
+/// `cnxTimeout` default).
+pub const DEFAULT_CNX_TIMEOUT: Duration = Duration::from_millis(5000);
 
 /// Pause between two attempts to reach a peer that is down.
 const REDIAL_PAUSE: Duration = Duration::from_millis(500);
@@ -49,6 +50,8 @@ pub struct ElectionNet {
 struct Inner {
     my_sid: i64,
     my_addr: HostPort,
+    /// `cnxTimeout`: the longest a connect or a handshake may take.
+    cnx_timeout: Duration,
     peers: HashMap<i64, SocketAddr>,
     /// The newest message for each peer (None: nothing to say yet).
     outboxes: HashMap<i64, watch::Sender<Option<Arc<Vec<u8>>>>>,
@@ -71,6 +74,7 @@ impl ElectionNet {
         listen: SocketAddr,
         my_addr: HostPort,
         peers: HashMap<i64, SocketAddr>,
+        cnx_timeout: Duration,
     ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
         let listener = TcpListener::bind(listen).await?;
         let (tx, rx) = mpsc::channel(INBOX);
@@ -85,6 +89,7 @@ impl ElectionNet {
             inner: Arc::new(Inner {
                 my_sid,
                 my_addr,
+                cnx_timeout,
                 peers,
                 outboxes,
                 connections: Mutex::new(HashMap::new()),
@@ -147,7 +152,7 @@ impl ElectionNet {
     async fn on_accepted(self, mut stream: TcpStream) -> Result<(), String> {
         let _ = stream.set_nodelay(true);
         let mut buf = BytesMut::with_capacity(512);
-        let hs = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let hs = tokio::time::timeout(self.inner.cnx_timeout, async {
             loop {
                 match decode_handshake(&buf) {
                     Ok(Some((hs, used))) => {
@@ -195,7 +200,7 @@ impl ElectionNet {
             if outbox.borrow_and_update().is_none() && outbox.changed().await.is_err() {
                 return;
             }
-            let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            let stream = match tokio::time::timeout(self.inner.cnx_timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     debug!("election peer {sid} at {addr}: {e}");

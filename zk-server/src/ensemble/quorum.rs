@@ -76,6 +76,12 @@ pub struct EnsembleSettings {
     pub max_packet: usize,
     /// How a database received by SNAP is set up.
     pub tree_cfg: TreeConfig,
+    /// `cnxTimeout`: the longest an election connection may take to open and shake hands.
+    pub cnx_timeout: Duration,
+    /// `commitLogCount`: committed proposals a leader keeps in memory to sync learners by DIFF.
+    pub committed_log_max: usize,
+    /// `leaderServes`: whether this server serves clients while it leads.
+    pub leader_serves: bool,
 }
 
 /// What the driver does for this part.
@@ -170,7 +176,8 @@ impl Quorum {
             port: s.election_listen.port(),
         };
         let (net, election_rx) =
-            ElectionNet::start(s.my_sid, s.election_listen, my_addr, s.election_peers.clone()).await?;
+            ElectionNet::start(s.my_sid, s.election_listen, my_addr, s.election_peers.clone(), s.cnx_timeout)
+                .await?;
         let listener = TcpListener::bind(s.quorum_listen).await?;
         let (acc_tx, accepted_rx) = mpsc::channel(ACCEPT_QUEUE);
         tokio::spawn(async move {
@@ -412,6 +419,7 @@ impl Quorum {
             self.s.sync_limit,
         );
         cfg.config_string = Bytes::from(self.s.config.to_config_string());
+        cfg.committed_log_max = self.s.committed_log_max;
         cfg
     }
 

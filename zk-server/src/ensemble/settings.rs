@@ -76,6 +76,9 @@ impl EnsembleSettings {
             quorum_addrs,
             max_packet: cfg.jute_max_buffer as usize + 1024,
             tree_cfg,
+            cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
+            committed_log_max: cfg.commit_log_count as usize,
+            leader_serves: cfg.leader_serves,
         })
     }
 }
