@@ -1058,11 +1058,13 @@ impl ServerConfig {
                 "localSessionsEnabled" => {
                     cfg.local_sessions_enabled = bool_value(&src, key, value, line)?;
                     if cfg.local_sessions_enabled {
-                        return Err(src.err(
-                            key,
-                            at,
-                            "true is not supported: zkrs sessions are all global; remove it or set it to false",
-                        ));
+                        // Apache 3.8's read-only mode needs it (a read-only server makes local
+                        // sessions only), so configurations carry it; zkrs's read-only sessions
+                        // are local either way and every other session is global.
+                        tracing::warn!(
+                            "{key}=true (line {line}): zkrs makes every session global, except a \
+                             read-only server's, which are local to it"
+                        );
                     }
                 }
                 "observerMasterPort" => {
@@ -1791,7 +1793,7 @@ mod tests {
              minSessionTimeout=1000\nmaxSessionTimeout=5000\nclientPortListenBacklog=128\n\
              initLimit=10\nsyncLimit=5\nconnectToLearnerMasterLimit=7\nelectionAlg=3\n\
              peerType=observer\nstandaloneEnabled=true\nreconfigEnabled=FALSE\n\
-             localSessionsEnabled=false\nlocalSessionsUpgradingEnabled=true\nautopurge.snapRetainCount=5\n\
+             localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\nautopurge.snapRetainCount=5\n\
              autopurge.purgeInterval=24\nsyncEnabled=true\ncnxTimeout=0x200\nquorumListenOnAllIPs=true\nsnapCount=0x100\nsnapSizeLimitInKb=2048\n\
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
@@ -1809,7 +1811,7 @@ mod tests {
         assert_eq!((c.init_limit, c.sync_limit, c.connect_to_learner_master_limit), (10, 5, 7));
         assert_eq!(c.effective_connect_to_learner_master_limit(), 7);
         assert_eq!(c.peer_type, PeerType::Observer);
-        assert!(!c.reconfig_enabled && !c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert!(!c.reconfig_enabled && c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
         assert_eq!(c.cnx_timeout_ms, 512);
         assert_eq!((c.snap_retain_count, c.purge_interval_hours), (5, 24));
         assert!(c.sync_enabled && c.quorum_listen_on_all_ips);
@@ -1951,7 +1953,6 @@ mod tests {
         let cases = [
             ("reconfigEnabled=true\n", "reconfigEnabled", "dynamic reconfiguration"),
             ("syncEnabled=false\n", "syncEnabled", "always log"),
-            ("localSessionsEnabled=true\n", "localSessionsEnabled", "global"),
             ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
             ("cnxTimeout=0\n", "cnxTimeout", ""),
         ];

@@ -157,7 +157,12 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
     }
     match cmd {
         "ruok" => out.push_str("imok"),
-        "isro" => out.push_str("rw"),
+        // Apache: "null" with no server running, "ro" from its read-only server, "rw" otherwise.
+        "isro" => out.push_str(match v.mode {
+            None => "null",
+            Some("read-only") => "ro",
+            Some(_) => "rw",
+        }),
         "srvr" => {
             let _ = writeln!(out, "Zookeeper version: {}", version());
             summary(&mut out, v);

@@ -57,6 +57,10 @@ pub struct Settings {
     pub purge_interval_hours: u32,
     /// The `conf` four-letter word's text.
     pub conf_text: String,
+    /// `leaderServes`: whether the leader of an ensemble takes client connections.
+    pub leader_serves: bool,
+    /// `readonlymode.enabled`: whether a server cut off from its quorum serves read-only clients.
+    pub read_only_mode: bool,
 }
 
 impl Settings {
@@ -133,6 +137,8 @@ impl Settings {
             snap_retain_count: cfg.snap_retain_count,
             purge_interval_hours: cfg.purge_interval_hours,
             conf_text: cfg.conf_text(&status),
+            leader_serves: cfg.leader_serves,
+            read_only_mode: cfg.read_only_mode_enabled,
         })
     }
 }

@@ -191,7 +191,7 @@ impl Script {
                     time_out: timeout,
                     session_id: session,
                     passwd,
-                    read_only: Some(false),
+                    read_only: Some(tc.take_flag("ro").unwrap()),
                 };
                 let remote = format!("127.0.0.1:{}", 40000 + conn).parse().unwrap();
                 Event::Connect { conn, remote, req, stats: Arc::new(ConnStats::new()) }
@@ -353,6 +353,8 @@ impl Script {
                 let role = match tc.take_arg::<String>("role").unwrap().as_str() {
                     "down" => Role::Down,
                     "standalone" => Role::Standalone,
+                    "read-only" => Role::ReadOnly,
+                    "follower" => Role::Learner { observer: false },
                     other => panic!("set-role: {other}"),
                 };
                 let now = self.now;
@@ -395,7 +397,8 @@ impl Script {
                 if self.connected.insert(conn) {
                     let resp = ConnectResponse::read(&mut r).expect("connect response");
                     let s = self.session_name(resp.session_id);
-                    format!("connected conn={conn} session={s} timeout={}", resp.time_out)
+                    let ro = if resp.read_only == Some(true) { " read-only" } else { "" };
+                    format!("connected conn={conn} session={s} timeout={}{ro}", resp.time_out)
                 } else {
                     let hdr = ReplyHeader::read(&mut r).expect("header");
                     assert_eq!(hdr.xid, xid::NOTIFICATION);

@@ -203,3 +203,101 @@ fn an_observer_serves_reads_and_forwards_writes() {
     drop(obs.close());
     assert_eq!(children(&mut voter, "/"), ["via-observer", "zookeeper"]);
 }
+
+/// How a server answers a handshake: "closed" (no answer), or the response's fields.
+fn handshake_outcome(addr: std::net::SocketAddr, read_only: Option<bool>) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let req = zk_proto::jute::to_bytes(&ConnectRequest { time_out: 10_000, read_only, ..Default::default() });
+    let mut out = (req.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&req);
+    if s.write_all(&out).is_err() {
+        return "closed".into();
+    }
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    if got.len() < 4 {
+        return format!("closed after {} bytes", got.len());
+    }
+    match zk_proto::jute::from_bytes::<ConnectResponse>(bytes::Bytes::copy_from_slice(&got[4..])) {
+        Ok(r) => format!("session {} timeout {} read-only {:?}", r.session_id != 0, r.time_out, r.read_only),
+        Err(_) => format!("{} bytes {:02x?}", got.len(), got),
+    }
+}
+
+/// What a read-only server did in [`read_only_scenario`], as comparable lines.
+fn read_only_scenario(kind: Kind) -> Vec<String> {
+    let mut e = Ensemble::configure(&[kind; 3]);
+    // Apache 3.8's read-only server makes local sessions only: without them it answers a
+    // read-only client's handshake with a NOTREADONLY reply header instead of a session.
+    e.append_config("readonlymode.enabled=true\nlocalSessionsEnabled=true\n");
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader();
+    let mut c = e.client(leader);
+    assert_eq!(c.create("/ro", b"v", CreateMode::Persistent).err(), ErrorCode::Ok);
+    drop(c);
+    // The survivor: a follower; the other two stop.
+    let s = (0..3).find(|&i| i != leader).unwrap();
+    for i in (0..3).filter(|&i| i != s) {
+        e.kill(i);
+    }
+    let addr = e.members[s].client;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while four(addr, "isro").as_deref() != Some("ro") {
+        assert!(Instant::now() < deadline, "never read-only:\n{}", e.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut seen = Vec::new();
+    let mode = srvr(addr).unwrap_or_default();
+    seen.push(mode.lines().find(|l| l.starts_with("Mode:")).unwrap_or("no mode").to_string());
+    // A client that does not accept a read-only server is refused.
+    seen.push(format!("read-write client: {}", handshake_outcome(addr, Some(false))));
+    seen.push(format!("read-only client: {}", handshake_outcome(addr, Some(true))));
+    let mut c = RawClient::connect_with(
+        addr,
+        ConnectRequest { time_out: 10_000, read_only: Some(true), ..Default::default() },
+    )
+    .expect("read-only session");
+    seen.push(format!("session flagged read-only: {:?}", c.session.read_only));
+    let r = c.get_data("/ro", false);
+    let data = if r.err() == ErrorCode::Ok { r.decode::<GetDataResponse>().data } else { None };
+    seen.push(format!("get /ro: {:?} {:?}", r.err(), data));
+    seen.push(format!("exists /none: {:?}", c.exists("/none", false).err()));
+    seen.push(format!("create: {:?}", c.create("/w", b"", CreateMode::Persistent).err()));
+    seen.push(format!("setData: {:?}", c.set_data("/ro", b"x", -1).err()));
+    seen.push(format!("delete: {:?}", c.delete("/ro", -1).err()));
+    let r = c.call(Request::Sync(SyncRequest { path: "/ro".into() }));
+    seen.push(format!("sync: {:?}", r.err()));
+    let r = c.call(Request::GetChildren(GetChildrenRequest { path: "/".into(), watch: false }));
+    let mut kids: Vec<String> = if r.err() == ErrorCode::Ok { r.decode() } else { Vec::new() };
+    kids.sort();
+    seen.push(format!("children of /: {kids:?}"));
+    // The quorum comes back: the survivor serves read-write again, and has what it had.
+    for i in (0..3).filter(|&i| i != s) {
+        e.launch(i);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while four(addr, "isro").as_deref() != Some("rw") {
+        assert!(Instant::now() < deadline, "never read-write again:\n{}", e.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    e.wait_for_leader();
+    let mut c = e.client(s);
+    let r = c.get_data("/ro", false);
+    seen.push(format!("after: get /ro {:?}", r.err()));
+    seen.push(format!("after: create {:?}", c.create("/w", b"", CreateMode::Persistent).err()));
+    seen
+}
+
+#[test]
+fn a_server_cut_off_from_its_quorum_serves_read_only_clients_as_apache_does() {
+    let apache = read_only_scenario(Kind::Apache);
+    let zkrs = read_only_scenario(Kind::Zkrs);
+    assert_eq!(zkrs, apache);
+    // Not equal by accident (both empty, both failing the same way).
+    assert!(zkrs.contains(&"create: NotReadOnly".to_string()), "{zkrs:#?}");
+    assert!(zkrs.contains(&"after: create Ok".to_string()), "{zkrs:#?}");
+}

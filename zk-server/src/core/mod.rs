@@ -94,6 +94,10 @@ pub enum Role {
         /// Whether it is an observer.
         observer: bool,
     },
+    /// Cut off from its quorum with `readonlymode.enabled`: serves clients that accept a
+    /// read-only server from its applied state, in sessions of its own that nothing else knows
+    /// and that end with this role; writes and syncs get NOTREADONLY; nothing is logged.
+    ReadOnly,
 }
 
 /// What the core is told.
@@ -325,6 +329,8 @@ pub struct ServerCore {
     buf: BytesMut,
     rng: StdRng,
     next_session: i64,
+    /// Read-only role: the sessions it made (id to timeout), known to no other server.
+    ro_sessions: HashMap<SessionId, i32>,
     started_ms: u64,
     /// Set while the log refuses writes for a full disk (since the first refusal, mono ms).
     disk_full_since_ms: Option<u64>,
@@ -362,6 +368,7 @@ impl ServerCore {
             touched: HashMap::new(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
+            ro_sessions: HashMap::new(),
             next_reap_ms: now_ms + cfg.settings.container_check_interval_ms.max(10),
             next_purge_ms: (purge_hours > 0).then(|| now_ms + purge_hours * 3_600_000),
             settings: cfg.settings,
@@ -503,7 +510,9 @@ impl ServerCore {
         }
         // No snapshot while down: the database may be about to be replaced (a learner's TRUNC or
         // SNAP), and a snapshot of it could outlive what it held.
-        if self.role != Role::Down {
+        if self.role == Role::ReadOnly {
+            self.expire_read_only_sessions(ms);
+        } else if self.role != Role::Down {
             self.snapshot_step(now);
         }
     }
@@ -520,10 +529,17 @@ impl ServerCore {
                 t = t.min(e);
             }
         }
+        if self.role == Role::ReadOnly {
+            if let Some(e) = self.db.expiry().next_expiry() {
+                t = t.min(e);
+            }
+        }
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
         }
-        if let Some(s) = &self.snapshots {
+        // Snapshots step only while serving writes or applying commits (as handle_timeout).
+        let snapshots_step = !matches!(self.role, Role::Down | Role::ReadOnly);
+        if let Some(s) = self.snapshots.as_ref().filter(|_| snapshots_step) {
             if s.can_step() || s.due() {
                 t = 0;
             }
@@ -603,9 +619,11 @@ impl ServerCore {
             quorum: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
+                Role::Leader { .. } if !self.settings.leader_serves => None,
                 Role::Leader { .. } => Some("leader"),
                 Role::Learner { observer: false } => Some("follower"),
                 Role::Learner { observer: true } => Some("observer"),
+                Role::ReadOnly => Some("read-only"),
                 Role::Down => None,
             },
         }

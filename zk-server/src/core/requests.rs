@@ -27,7 +27,7 @@ impl ServerCore {
                 self.touched.insert(sid, c.timeout_ms);
             }
         }
-        if !self.db.expiry_mut().touch(sid, now.mono_ms()) && !self.db.sessions().contains(sid) {
+        if !self.db.expiry_mut().touch(sid, now.mono_ms()) && !self.session_known(sid) {
             // Apache drops requests of sessions it no longer knows; the client times out.
             debug!("dropping request for unknown session 0x{sid:x}");
             self.actions.push_back(Action::ReleasePermit);
@@ -69,6 +69,9 @@ impl ServerCore {
             }
             _ => {}
         }
+        if self.role == Role::ReadOnly && (is_write_op(op) || op == OpCode::Sync.code()) {
+            return self.refuse_read_only(conn, sid, xid, op);
+        }
         if learner && (is_write_op(op) || op == OpCode::Sync.code()) {
             return self.forward(conn, sid, xid, op, body, received_us);
         }
@@ -109,6 +112,19 @@ impl ServerCore {
                 self.queues.push_read(sid, r);
             }
         }
+    }
+
+    /// Read-only: a write or a sync gets NOTREADONLY (as of the last applied zxid); a
+    /// closeSession ends the session here, the only server that knows it.
+    fn refuse_read_only(&mut self, conn: ConnId, sid: SessionId, xid: i32, op: i32) {
+        let last = self.db.last_applied_zxid();
+        if op == OpCode::CloseSession.code() {
+            self.reply(conn, ReplyHeader { xid, zxid: last, err: 0 }, &Body::Empty);
+            self.end_read_only_session(sid);
+            return;
+        }
+        let err = ErrorCode::NotReadOnly.code();
+        self.reply(conn, ReplyHeader { xid, zxid: last, err }, &Body::Empty);
     }
 
     /// Learner: a write (or sync) of a local client goes to the leader; its place in the
@@ -188,7 +204,7 @@ impl ServerCore {
         let auth = c.auth.clone();
         let sid = c.session.unwrap_or(0);
         let last = self.db.last_applied_zxid();
-        if self.db.expiry().is_closing(sid) || !self.db.sessions().contains(sid) {
+        if self.db.expiry().is_closing(sid) || !self.session_known(sid) {
             let err = ErrorCode::SessionExpired.code();
             self.reply(conn, ReplyHeader { xid, zxid: last, err }, &Body::Empty);
             return;

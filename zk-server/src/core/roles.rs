@@ -14,6 +14,10 @@ impl ServerCore {
         if role != self.role {
             info!("role: {:?} -> {role:?}", self.role);
             self.drop_clients();
+            // A read-only term's sessions end with it.
+            for (sid, _) in self.ro_sessions.drain() {
+                self.db.expiry_mut().remove(sid);
+            }
         }
         if let Some(db) = db {
             self.db = db;
@@ -37,7 +41,53 @@ impl ServerCore {
                 self.proposer =
                     Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::StopAtEpochEnd);
             }
+            Role::ReadOnly => {
+                self.proposer =
+                    Proposer::new(self.db.last_applied_zxid(), voters, CounterRule::StopAtEpochEnd);
+                // Only the sessions this role makes are tracked (and expire) here.
+                self.db.expiry_mut().restart_all(std::iter::empty(), now.mono_ms());
+            }
         }
+    }
+
+    /// Read-only: ends the sessions of its own whose time ran out (nothing to propose: no other
+    /// server knows them).
+    pub(super) fn expire_read_only_sessions(&mut self, now_ms: u64) {
+        if self.db.expiry().next_expiry().is_none_or(|t| t > now_ms) {
+            return;
+        }
+        for sid in self.db.expiry_mut().expired(now_ms) {
+            self.db.expiry_mut().remove(sid);
+            if self.ro_sessions.remove(&sid).is_some() {
+                info!("read-only session 0x{sid:x} expired");
+                self.end_read_only_session(sid);
+            }
+        }
+    }
+
+    /// Read-only: forgets session `sid` and closes its connection.
+    pub(super) fn end_read_only_session(&mut self, sid: SessionId) {
+        self.ro_sessions.remove(&sid);
+        self.db.expiry_mut().remove(sid);
+        if let Some(conn) = self.conns.unbind_session(sid) {
+            self.actions.push_back(Action::Close { conn });
+        }
+    }
+
+    /// Whether client connections are taken: not while down, nor while leading with
+    /// `leaderServes=no`.
+    pub(super) fn serves_clients(&self) -> bool {
+        match self.role {
+            Role::Down => false,
+            Role::Leader { .. } => self.settings.leader_serves,
+            Role::Standalone | Role::Learner { .. } | Role::ReadOnly => true,
+        }
+    }
+
+    /// Whether `sid` is a session this server serves: a replicated one, or one of its read-only
+    /// role.
+    pub(super) fn session_known(&self, sid: SessionId) -> bool {
+        self.db.sessions().contains(sid) || self.ro_sessions.contains_key(&sid)
     }
 
     /// Closes every client connection and forgets what they had queued (their permits freed).

@@ -17,10 +17,17 @@ impl ServerCore {
             is_super: false,
         };
         let timeout_ms = self.settings.negotiate_timeout(req.time_out);
-        if self.role == Role::Down {
-            // Not serving (electing or syncing): Apache closes the socket; the client tries the
-            // next server of its list.
+        if !self.serves_clients() {
+            // Not serving (electing or syncing, or a leader with leaderServes=no): Apache closes
+            // the socket; the client tries the next server of its list.
             debug!("refusing a connection from {remote}: not serving");
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
+        if self.role == Role::ReadOnly && req.read_only != Some(true) {
+            info!(
+                "refusing a session from {remote}: this server is read-only and the client did not allow it"
+            );
             self.actions.push_back(Action::Close { conn });
             return;
         }
@@ -42,6 +49,16 @@ impl ServerCore {
                 self.db.last_applied_zxid()
             );
             self.actions.push_back(Action::Close { conn });
+            return;
+        }
+        if req.session_id == 0 && self.role == Role::ReadOnly {
+            // A session of this read-only term only: nothing to propose, nothing logged.
+            let sid = self.next_session;
+            self.next_session += 1;
+            self.ro_sessions.insert(sid, timeout_ms);
+            self.db.expiry_mut().track(sid, timeout_ms);
+            self.serve_session(now, conn, sid, timeout_ms);
+            info!("read-only session 0x{sid:x} for {remote}");
             return;
         }
         if req.session_id == 0 {
@@ -70,8 +87,16 @@ impl ServerCore {
             return;
         }
         let sid = req.session_id;
+        if self.role == Role::ReadOnly && self.db.sessions().contains(sid) {
+            // A session of the ensemble cannot be renewed here: nothing this server does for it
+            // would reach the leader. Apache closes the socket; the client tries elsewhere.
+            info!("refusing session 0x{sid:x} from {remote}: a global session, and this server is read-only");
+            self.conns.remove(conn);
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
         let valid = req.passwd.as_ref() == zk_tree::session_password(sid)
-            && self.db.sessions().contains(sid)
+            && self.session_known(sid)
             && !self.db.expiry().is_closing(sid);
         if !valid {
             info!("refusing session 0x{sid:x} from {remote}: expired, closing or wrong password");
@@ -79,15 +104,16 @@ impl ServerCore {
             self.actions.push_back(Action::Close { conn });
             return;
         }
+        self.serve_session(now, conn, sid, timeout_ms);
+        debug!("session 0x{sid:x} resumed from {remote}");
+    }
+
+    /// Binds a live session to `conn` and answers the handshake.
+    fn serve_session(&mut self, now: Now, conn: ConnId, sid: SessionId, timeout_ms: i32) {
         self.db.expiry_mut().touch(sid, now.mono_ms());
         self.bind(conn, sid);
-        self.send_connect_response(
-            conn,
-            timeout_ms,
-            sid,
-            Bytes::copy_from_slice(&zk_tree::session_password(sid)),
-        );
-        debug!("session 0x{sid:x} resumed from {remote}");
+        let passwd = Bytes::copy_from_slice(&zk_tree::session_password(sid));
+        self.send_connect_response(conn, timeout_ms, sid, passwd);
     }
 
     pub(super) fn bind(&mut self, conn: ConnId, sid: SessionId) {
@@ -107,7 +133,7 @@ impl ServerCore {
             time_out: timeout_ms,
             session_id: sid,
             passwd,
-            read_only: c.read_only_byte.then_some(false),
+            read_only: c.read_only_byte.then_some(self.role == Role::ReadOnly),
         };
         write_frame(&mut self.buf, |b| resp.write(b));
         let frame = self.buf.split().freeze();

@@ -104,16 +104,15 @@ mod tests {
             let (zxid, epoch) = data[(sid - 1) as usize];
             tasks.push(tokio::spawn(async move {
                 let listen: SocketAddr = format!("127.0.0.1:{e}").parse().expect("addr");
-                let (net, mut inbox) =
-                    ElectionNet::start(
+                let (net, mut inbox) = ElectionNet::start(
                     sid,
                     listen,
                     HostPort { host: "127.0.0.1".into(), port: e },
                     peers,
-                    super::election_net::DEFAULT_CNX_TIMEOUT,
+                    crate::ensemble::election_net::DEFAULT_CNX_TIMEOUT,
                 )
                 .await
-                        .expect("election port");
+                .expect("election port");
                 let data = PeerData { last_logged_zxid: zxid, current_epoch: epoch };
                 let mut fle = FastLeaderElection::new(ElectionConfig::new(sid, &cfg), data, 0);
                 let d =

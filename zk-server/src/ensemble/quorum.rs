@@ -46,6 +46,9 @@ const LEARNER_CONNECT_TRIES: u32 = 5;
 /// Learners held while this server still elects.
 const PARKED_MAX: usize = 64;
 
+/// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
+const READ_ONLY_DELAY_MS: u64 = 2000;
+
 /// Events from the peer connections not yet handled.
 const PEER_EVENTS: usize = 16 * 1024;
 
@@ -80,8 +83,8 @@ pub struct EnsembleSettings {
     pub cnx_timeout: Duration,
     /// `commitLogCount`: committed proposals a leader keeps in memory to sync learners by DIFF.
     pub committed_log_max: usize,
-    /// `leaderServes`: whether this server serves clients while it leads.
-    pub leader_serves: bool,
+    /// `readonlymode.enabled`: serve read-only clients while cut off from the quorum.
+    pub read_only_mode: bool,
 }
 
 /// What the driver does for this part.
@@ -157,6 +160,9 @@ pub struct Quorum {
     /// before its leader does. They are handed to the leader if this server leads, and dropped
     /// otherwise, or when older than initLimit.
     parked: Vec<(TcpStream, u64)>,
+    /// With `readonlymode.enabled`: when this server, still looking, starts serving read-only
+    /// clients.
+    read_only_at: Option<u64>,
     effects: Vec<Effect>,
 }
 
@@ -222,6 +228,7 @@ impl Quorum {
             decision: None,
             requested: 0,
             parked: Vec::new(),
+            read_only_at: None,
             effects: Vec::new(),
         };
         q.look("starting");
@@ -265,7 +272,10 @@ impl Quorum {
     /// Waits for the next input.
     pub async fn next(&mut self) -> Input {
         let deadline = match &self.state {
-            State::Looking(f) => f.poll_timeout(),
+            State::Looking(f) => match (f.poll_timeout(), self.read_only_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             State::Leading(l) => l.poll_timeout(),
             State::Learning { learner, .. } => learner.poll_timeout(),
         };
@@ -336,7 +346,15 @@ impl Quorum {
                 }
             }
             Input::Timer => match &mut self.state {
-                State::Looking(f) => f.handle_timeout(now),
+                State::Looking(f) => {
+                    f.handle_timeout(now);
+                    if self.read_only_at.is_some_and(|t| t <= now) {
+                        self.read_only_at = None;
+                        info!("no quorum yet: serving read-only clients");
+                        let me = self.s.my_sid;
+                        self.effects.push(Effect::SetRole(Role::ReadOnly, VoterSet::solo(me), None));
+                    }
+                }
                 State::Leading(l) => l.handle_timeout(now),
                 State::Learning { learner, .. } => learner.handle_timeout(now),
             },
@@ -395,7 +413,8 @@ impl Quorum {
         fle.start_election(data, now);
         fle.set_peers_down(self.down_rx.borrow().clone());
         self.decision = None;
-
+        // As Apache: read-only service starts once the election took max(2 s, a tick).
+        self.read_only_at = self.s.read_only_mode.then(|| now + self.s.tick_ms.max(READ_ONLY_DELAY_MS));
         self.state = State::Looking(Box::new(fle));
     }
 
@@ -491,6 +510,7 @@ impl Quorum {
 
     async fn decided(&mut self, leader: i64, state: PeerState) {
         info!("election: leader {leader}, this server {state:?}");
+        self.read_only_at = None;
         if !self.reload_database(None) {
             self.look("reload failed");
             return;

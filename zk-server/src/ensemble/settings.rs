@@ -78,7 +78,7 @@ impl EnsembleSettings {
             tree_cfg,
             cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
             committed_log_max: cfg.commit_log_count as usize,
-            leader_serves: cfg.leader_serves,
+            read_only_mode: cfg.read_only_mode_enabled,
         })
     }
 }

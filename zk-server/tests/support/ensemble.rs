@@ -100,6 +100,16 @@ impl Ensemble {
         Ensemble { _root: root, members }
     }
 
+    /// Appends `lines` to every member's zoo.cfg (before they are launched).
+    pub fn append_config(&self, lines: &str) {
+        use std::io::Write;
+        for m in &self.members {
+            let mut f =
+                std::fs::OpenOptions::new().append(true).open(m.dir.join("zoo.cfg")).expect("zoo.cfg");
+            f.write_all(lines.as_bytes()).expect("zoo.cfg");
+        }
+    }
+
     pub fn launch(&mut self, i: usize) {
         let m = &mut self.members[i];
         let log = std::fs::OpenOptions::new()
@@ -116,6 +126,12 @@ impl Ensemble {
             Kind::Apache => {
                 super::assert_apache_installed();
                 let mut c = Command::new("java");
+                // Apache reads read-only mode from a system property only (a zoo.cfg key becomes
+                // "zookeeper.readonlymode.enabled", which nothing reads); zkrs reads the key.
+                let cfg = std::fs::read_to_string(m.dir.join("zoo.cfg")).unwrap_or_default();
+                if cfg.lines().any(|l| l.trim() == "readonlymode.enabled=true") {
+                    c.arg("-Dreadonlymode.enabled=true");
+                }
                 c.arg("-Xmx256m")
                     .arg("-cp")
                     .arg(super::APACHE_CLASSPATH)
