@@ -301,3 +301,45 @@ fn a_server_cut_off_from_its_quorum_serves_read_only_clients_as_apache_does() {
     assert!(zkrs.contains(&"create: NotReadOnly".to_string()), "{zkrs:#?}");
     assert!(zkrs.contains(&"after: create Ok".to_string()), "{zkrs:#?}");
 }
+
+/// What an ensemble with `leaderServes=no` does, as comparable lines.
+fn leader_serves_no_scenario(kind: Kind) -> Vec<String> {
+    let mut e = Ensemble::configure(&[kind; 3]);
+    e.append_config("leaderServes=no\n");
+    for i in 0..3 {
+        e.launch(i);
+    }
+    // The leader answers srvr as not serving, so find it by elimination.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (leader, followers) = loop {
+        let modes: Vec<Option<String>> = (0..3).map(|i| e.mode(i)).collect();
+        let followers: Vec<usize> = (0..3).filter(|&i| modes[i].as_deref() == Some("follower")).collect();
+        if followers.len() == 2 {
+            break ((0..3).find(|i| !followers.contains(i)).unwrap(), followers);
+        }
+        assert!(Instant::now() < deadline, "no two followers: {modes:?}\n{}", e.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let addr = e.members[leader].client;
+    let mut seen = vec![
+        format!("leader srvr: {}", srvr(addr).unwrap_or_default().lines().next().unwrap_or("")),
+        format!("leader isro: {}", four(addr, "isro").unwrap_or_default()),
+        format!("leader handshake: {}", handshake_outcome(addr, Some(false))),
+    ];
+    let mut a = e.client(followers[0]);
+    seen.push(format!("create via follower: {:?}", a.create("/ls", b"1", CreateMode::Persistent).err()));
+    let mut b = e.client(followers[1]);
+    let r = b.call(Request::Sync(SyncRequest { path: "/ls".into() }));
+    seen.push(format!("sync on the other: {:?}", r.err()));
+    seen.push(format!("read on the other: {:?}", b.get_data("/ls", false).err()));
+    seen
+}
+
+#[test]
+fn a_leader_with_leader_serves_no_takes_no_clients_as_apache_does() {
+    let zkrs = leader_serves_no_scenario(Kind::Zkrs);
+    let apache = leader_serves_no_scenario(Kind::Apache);
+    assert_eq!(zkrs, apache);
+    assert!(zkrs.contains(&"create via follower: Ok".to_string()), "{zkrs:#?}");
+    assert!(zkrs[0].contains("not currently serving"), "{zkrs:#?}");
+}
