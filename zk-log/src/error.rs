@@ -52,6 +52,12 @@ pub enum LogError {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// A payload handed over already encoded does not start with a transaction header.
+    #[error("a transaction payload of {bytes} bytes has no complete txn header")]
+    BadPayload {
+        /// Its length.
+        bytes: usize,
+    },
     /// An append whose first zxid does not follow the log's last one (or is not positive).
     #[error("zxid {got:#x} cannot follow {last:#x} in the log")]
     OutOfOrder {
@@ -119,9 +125,10 @@ impl From<LogError> for io::Error {
             | LogError::ZxidGap { .. }
             | LogError::UnsupportedVersion { .. }
             | LogError::Epoch { .. } => io::Error::new(io::ErrorKind::InvalidData, e),
-            LogError::OutOfOrder { .. } | LogError::RecordTooLarge { .. } | LogError::NotInLog { .. } => {
-                io::Error::new(io::ErrorKind::InvalidInput, e)
-            }
+            LogError::OutOfOrder { .. }
+            | LogError::RecordTooLarge { .. }
+            | LogError::NotInLog { .. }
+            | LogError::BadPayload { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
             LogError::Poisoned(_) | LogError::WriterStopped => io::Error::other(e),
         }
     }

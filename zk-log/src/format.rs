@@ -203,7 +203,26 @@ impl RecordBatch {
     /// batch's last zxid; [`LogError::RecordTooLarge`] if the encoding exceeds
     /// [`MAX_PAYLOAD_BYTES`]. The batch is unchanged on error.
     pub fn push(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), LogError> {
-        let zxid = hdr.zxid;
+        let start = self.begin(hdr.zxid)?;
+        hdr.write(&mut self.buf);
+        txn.encode(&mut self.buf);
+        self.seal(start, hdr.zxid)
+    }
+
+    /// Appends one transaction already encoded as a payload (a jute TxnHeader then the txn, as
+    /// a PROPOSAL carries it): no decoding and encoding again.
+    ///
+    /// Errors: [`LogError::BadPayload`] if the payload does not start with a TxnHeader; otherwise
+    /// as [`Self::push`]. The batch is unchanged on error.
+    pub fn push_payload(&mut self, payload: &[u8]) -> Result<(), LogError> {
+        let zxid = payload_zxid(payload).ok_or(LogError::BadPayload { bytes: payload.len() })?;
+        let start = self.begin(zxid)?;
+        self.buf.extend_from_slice(payload);
+        self.seal(start, zxid)
+    }
+
+    /// Checks `zxid` follows the batch and reserves its record header; returns where it starts.
+    fn begin(&mut self, zxid: i64) -> Result<usize, LogError> {
         if zxid <= 0 {
             return Err(LogError::OutOfOrder { last: self.last_zxid.unwrap_or(0), got: zxid });
         }
@@ -214,8 +233,12 @@ impl RecordBatch {
         }
         let start = self.buf.len();
         self.buf.extend_from_slice(&[0u8; RECORD_HEADER_BYTES as usize]);
-        hdr.write(&mut self.buf);
-        txn.encode(&mut self.buf);
+        Ok(start)
+    }
+
+    /// Fills in the record header of the payload written after `start`, or takes it back when
+    /// too large.
+    fn seal(&mut self, start: usize, zxid: i64) -> Result<(), LogError> {
         let payload_len = self.buf.len() - start - RECORD_HEADER_BYTES as usize;
         if payload_len > MAX_PAYLOAD_BYTES as usize || start > u32::MAX as usize {
             self.buf.truncate(start);
@@ -295,5 +318,18 @@ mod tests {
             .map(|(z, p)| (z, decode_payload(bytes::Bytes::copy_from_slice(p)).expect("decode")))
             .collect();
         assert_eq!(back, vec![(h1.zxid, (h1, t1)), (h2.zxid, (h2, t2))]);
+        // The same payloads pushed as they are make the same bytes, record headers and all.
+        let mut again = RecordBatch::new();
+        for (_, p) in batch.payloads() {
+            again.push_payload(p).expect("push payload");
+        }
+        assert_eq!((again.buf, again.records), (batch.buf.clone(), batch.records.clone()));
+        // Refused without a change: out of order, and a payload with no header.
+        let mut b = RecordBatch::new();
+        let second = batch.payloads().nth(1).expect("two").1.to_vec();
+        b.push_payload(&second).expect("first");
+        assert!(matches!(b.push_payload(&second), Err(LogError::OutOfOrder { .. })));
+        assert!(matches!(b.push_payload(&second[..10]), Err(LogError::BadPayload { bytes: 10 })));
+        assert_eq!(b.len(), 1);
     }
 }

@@ -443,9 +443,9 @@ impl Driver {
             Action::ReleasePermit => self.permits.add_permits(1),
             Action::Persist { records, inline } => self.persist(records, inline),
             // A standalone server's voter set is itself: its core never proposes to anyone.
-            Action::Propose { proposal } => match self.quorum.as_mut() {
-                Some(q) => q.propose(&proposal.hdr, &proposal.txn),
-                None => debug!("proposal 0x{:x} has no follower to go to", proposal.hdr.zxid),
+            Action::Propose { payloads } => match self.quorum.as_mut() {
+                Some(q) => q.propose(payloads),
+                None => debug!("{} proposals have no follower to go to", payloads.len()),
             },
             Action::Commit { zxid } => {
                 if let Some(q) = self.quorum.as_mut() {

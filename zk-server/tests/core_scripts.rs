@@ -423,9 +423,14 @@ impl Script {
                 }
                 s
             }
-            Action::Propose { proposal } => {
-                format!("propose {}", self.txn_text(&proposal.hdr, &proposal.txn))
-            }
+            Action::Propose { payloads } => payloads
+                .into_iter()
+                .map(|(_, p)| {
+                    let (hdr, txn) = zk_log::format::decode_payload(p).expect("proposal payload");
+                    format!("propose {}", self.txn_text(&hdr, &txn))
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
             Action::Commit { zxid } => format!("commit 0x{zxid:x}"),
             Action::Forward { session, cxid, op, body, auth } => {
                 let s = self.session_name(session);

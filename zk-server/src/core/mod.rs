@@ -247,11 +247,11 @@ pub enum Action {
         /// sync on its own thread (saving two thread hand-offs) instead of queueing.
         inline: bool,
     },
-    /// Send this proposal to the other voters and the observers (ensemble leader only).
+    /// Send these proposals to the other voters and the observers (ensemble leader only).
     Propose {
-        /// The proposal (boxed: the other actions are much smaller, and every action is moved
-        /// through the queue).
-        proposal: Box<Proposal>,
+        /// Each proposal's zxid and PROPOSAL data (its jute TxnHeader and txn), in zxid order:
+        /// the bytes of the log batch handed over just before, not encoded a second time.
+        payloads: Vec<(i64, Bytes)>,
     },
     /// `zxid` is committed: tell the followers (ensemble leader only).
     Commit {

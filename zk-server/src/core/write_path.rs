@@ -20,9 +20,6 @@ impl ServerCore {
     }
 
     pub(super) fn propose(&mut self, p: Proposal) {
-        if !self.proposer.voters().is_solo() {
-            self.actions.push_back(Action::Propose { proposal: Box::new(p.clone()) });
-        }
         self.proposer.propose(p);
     }
 
@@ -80,6 +77,11 @@ impl ServerCore {
         self.proposer.mark_all_handed();
         if let Some(s) = self.snapshots.as_mut() {
             s.bytes_since = s.bytes_since.saturating_add(records.bytes());
+        }
+        if !self.proposer.voters().is_solo() {
+            // The learners get the bytes just encoded for the log.
+            let payloads = records.payloads().map(|(z, p)| (z, Bytes::copy_from_slice(p))).collect();
+            self.actions.push_back(Action::Propose { payloads });
         }
         self.actions.push_back(Action::Persist { records, inline });
     }

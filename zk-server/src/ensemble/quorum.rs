@@ -685,19 +685,24 @@ impl Quorum {
             LearnerAction::Truncate { after_zxid } => self.effects.push(Effect::Truncate(after_zxid)),
             // The connection's reader is loading it already; see `snapshot_received`.
             LearnerAction::ReceiveSnapshot { zxid } => debug!("receiving a snapshot at 0x{zxid:x}"),
-            LearnerAction::Log { payload, .. } => match decode_payload(&payload) {
-                Some((hdr, txn)) => match zk_log::RecordBatch::encode(&[(&hdr, &txn)]) {
-                    Ok(b) => {
-                        self.requested = self.requested.max(hdr.zxid);
+            LearnerAction::Log { zxid, payload } => {
+                // Logged as it came: decoded only when it commits.
+                if zk_log::format::payload_zxid(&payload) != Some(zxid) {
+                    warn!("proposal 0x{zxid:x} carries a txn header of another zxid");
+                    return self.look("malformed proposal");
+                }
+                let mut b = zk_log::RecordBatch::new();
+                match b.push_payload(&payload) {
+                    Ok(()) => {
+                        self.requested = self.requested.max(zxid);
                         self.effects.push(Effect::Persist(b))
                     }
                     Err(e) => {
-                        error!("cannot log proposal 0x{:x}: {e}", hdr.zxid);
+                        error!("cannot log proposal 0x{zxid:x}: {e}");
                         self.look("log failed");
                     }
-                },
-                None => self.look("undecodable proposal"),
-            },
+                }
+            }
             LearnerAction::Commit { payload, .. } => match decode_payload(&payload) {
                 Some((hdr, txn)) => self.effects.push(Effect::Core(Event::Committed { hdr, txn })),
                 None => self.look("undecodable commit"),
@@ -772,13 +777,15 @@ impl Quorum {
         }
     }
 
-    /// The core proposed this (leader): to the learners.
-    pub fn propose(&mut self, hdr: &TxnHeader, txn: &Txn) {
-        // The core hands it to the log as well.
-        self.requested = self.requested.max(hdr.zxid);
+    /// The core proposed these (leader), each as its encoded payload: to the learners.
+    pub fn propose(&mut self, payloads: Vec<(i64, Bytes)>) {
         let now = self.now_ms();
-        if let State::Leading(l) = &mut self.state {
-            l.propose(hdr.zxid, payload(hdr, txn), now);
+        for (zxid, payload) in payloads {
+            // The core hands it to the log as well.
+            self.requested = self.requested.max(zxid);
+            if let State::Leading(l) = &mut self.state {
+                l.propose(zxid, payload, now);
+            }
         }
     }
 
