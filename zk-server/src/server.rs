@@ -172,6 +172,7 @@ pub async fn run(
     let core = ServerCore::new(cfg, db, now);
     let mut driver =
         Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone());
+    let ensemble_mode = ensemble.is_some();
     if let Some(ens) = ensemble {
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
             .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
@@ -184,7 +185,8 @@ pub async fn run(
         driver = driver.with_quorum(quorum, snap_storage.clone());
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
-    info!("serving clients on {} (standalone; log in {})", settings.client_addr, log_dir.display());
+    let how = if ensemble_mode { "as an ensemble member" } else { "standalone" };
+    info!("serving clients on {} ({how}; log in {})", settings.client_addr, log_dir.display());
 
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_id: u64 = 1;

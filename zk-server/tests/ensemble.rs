@@ -343,3 +343,85 @@ fn a_leader_with_leader_serves_no_takes_no_clients_as_apache_does() {
     assert!(zkrs.contains(&"create via follower: Ok".to_string()), "{zkrs:#?}");
     assert!(zkrs[0].contains("not currently serving"), "{zkrs:#?}");
 }
+
+/// Member `i`'s quorum and election ports, from its zoo.cfg.
+fn peer_ports(e: &Ensemble, i: usize) -> (u16, u16) {
+    let cfg = std::fs::read_to_string(e.members[i].dir.join("zoo.cfg")).expect("zoo.cfg");
+    let line = cfg.lines().find(|l| l.starts_with(&format!("server.{}=", i + 1))).expect("server line");
+    let mut parts = line.split('=').nth(1).expect("value").split(':').skip(1);
+    let q = parts.next().and_then(|p| p.parse().ok()).expect("quorum port");
+    let e = parts.next().and_then(|p| p.split(|c| c == ':' || c == ';').next()?.parse().ok()).expect("port");
+    (q, e)
+}
+
+/// Opens a connection to `port`, writes `bytes`, and lingers briefly for the server to read them.
+fn send_raw(port: u16, bytes: &[u8]) {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return };
+    let _ = s.write_all(bytes);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut sink = [0u8; 4096];
+    let _ = std::io::Read::read(&mut s, &mut sink);
+}
+
+#[test]
+fn hostile_quorum_and_election_traffic_changes_nothing() {
+    use zk_quorum::wire::handshake::{ElectionHandshake, HostPort, PROTOCOL_VERSION_V1};
+    use zk_quorum::wire::payload::LearnerInfo;
+    use zk_quorum::wire::{PacketType, QuorumPacket};
+    let e = Ensemble::start(3);
+    let leader = e.wait_for_leader();
+    let mut noise = Vec::with_capacity(4096);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..4096 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.push(x as u8);
+    }
+    let handshake = |sid: i64| {
+        ElectionHandshake::v1(sid, HostPort { host: "127.0.0.1".into(), port: 1 })
+            .encode()
+            .expect("handshake")
+    };
+    for i in 0..3 {
+        let (_, election) = peer_ports(&e, i);
+        // Noise; an address length far past any limit; an unknown server; a known one whose
+        // election frame is garbage, or whose frame length is absurd.
+        send_raw(election, &noise);
+        let mut huge = PROTOCOL_VERSION_V1.to_be_bytes().to_vec();
+        huge.extend_from_slice(&7i64.to_be_bytes());
+        huge.extend_from_slice(&i32::MAX.to_be_bytes());
+        send_raw(election, &huge);
+        let mut unknown = handshake(99);
+        unknown.extend_from_slice(&[0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+        send_raw(election, &unknown);
+        let other = ((i + 1) % 3 + 1) as i64;
+        let mut garbage_frame = handshake(other);
+        garbage_frame.extend_from_slice(&[0, 0, 0, 5, 9, 9, 9, 9, 9]);
+        send_raw(election, &garbage_frame);
+        let mut absurd = handshake(other);
+        absurd.extend_from_slice(&i32::MAX.to_be_bytes());
+        send_raw(election, &absurd);
+    }
+    let (quorum, _) = peer_ports(&e, leader);
+    send_raw(quorum, &noise);
+    let mut unknown_type = QuorumPacket::new(PacketType::Ping, 0, None);
+    unknown_type.packet_type = 77;
+    send_raw(quorum, &unknown_type.to_vec());
+    let stranger = QuorumPacket::new(PacketType::FollowerInfo, 0, Some(LearnerInfo::new(99, 0).encode()));
+    send_raw(quorum, &stranger.to_vec());
+    let mut bad_len = PacketType::FollowerInfo.to_wire().to_be_bytes().to_vec();
+    bad_len.extend_from_slice(&0i64.to_be_bytes());
+    bad_len.extend_from_slice(&i32::MAX.to_be_bytes());
+    send_raw(quorum, &bad_len);
+    // Nothing changed: the same leader, every server serving, writes through each follower.
+    assert_eq!(e.wait_for_leader(), leader, "{}", e.logs());
+    for i in (0..3).filter(|&i| i != leader) {
+        let mut c = e.client(i);
+        assert_eq!(c.create(&format!("/after-{i}"), b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    let mut c = e.client(leader);
+    assert_eq!(children(&mut c, "/").len(), 3, "{}", e.logs());
+    assert!(!e.logs().contains("panicked"), "{}", e.logs());
+}

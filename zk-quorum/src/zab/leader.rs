@@ -12,6 +12,14 @@ use crate::wire::{
     RevalidateRequest, SessionTouch,
 };
 
+/// The sid of a connection whose FOLLOWERINFO or OBSERVERINFO has not arrived.
+const UNKNOWN_SID: i64 = i64::MIN;
+
+/// A learner's sid once it said one.
+fn known(sid: i64) -> Option<i64> {
+    (sid != UNKNOWN_SID).then_some(sid)
+}
+
 /// What the server must do for the leader, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaderAction {
@@ -345,7 +353,7 @@ impl Leader {
         self.learners.insert(
             conn,
             LearnerConn {
-                sid: i64::MIN,
+                sid: UNKNOWN_SID,
                 observer: false,
                 phase: LearnerPhase::AwaitInfo,
                 peer_zxid: 0,
@@ -360,7 +368,7 @@ impl Leader {
     /// A learner's connection closed (or failed). Its pending log read or snapshot is forgotten.
     pub fn learner_disconnected(&mut self, conn: ConnId, _now_ms: u64) {
         if let Some(l) = self.learners.remove(&conn) {
-            tracing::info!(sid = self.cfg.my_sid, learner = l.sid, conn, "learner disconnected");
+            tracing::debug!(sid = self.cfg.my_sid, learner = ?known(l.sid), conn, "learner disconnected");
         }
     }
 
@@ -693,7 +701,7 @@ impl Leader {
 
     /// Closes a connection for bad or untimely input; the leader keeps leading.
     fn reject(&mut self, conn: ConnId, reason: String) {
-        let sid = self.learners.remove(&conn).map(|l| l.sid);
+        let sid = self.learners.remove(&conn).and_then(|l| known(l.sid));
         tracing::warn!(me = self.cfg.my_sid, conn, learner = ?sid, %reason, "closing learner connection");
         self.actions.push_back(LeaderAction::Close { conn, reason });
     }
@@ -889,7 +897,7 @@ impl Leader {
 
     /// One line per sync, naming the mode: operators (and the real-process tests) read it.
     fn log_sync(&self, conn: ConnId, mode: PacketType, zxid: i64, txns: usize) {
-        let learner = self.learners.get(&conn).map(|l| l.sid);
+        let learner = self.learners.get(&conn).and_then(|l| known(l.sid));
         tracing::info!(
             sid = self.cfg.my_sid,
             conn,

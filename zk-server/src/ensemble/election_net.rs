@@ -38,6 +38,16 @@ const REDIAL_PAUSE: Duration = Duration::from_millis(500);
 /// several times over; a reader waits when it is full.
 const INBOX: usize = 1024;
 
+/// Why an accepted election connection ended.
+#[derive(Debug)]
+enum Ended {
+    /// The ordinary way: the peer closed, a read failed, a newer connection replaced it (logged
+    /// at debug).
+    Closed(String),
+    /// Input no server sends: a bad handshake or frame, an unknown id (one warning each).
+    Refused(String),
+}
+
 /// A received notification.
 pub type Received = (i64, Notification);
 
@@ -142,14 +152,16 @@ impl ElectionNet {
             };
             let net = self.clone();
             tokio::spawn(async move {
-                if let Err(e) = net.on_accepted(stream).await {
-                    debug!("election connection from {remote} closed: {e}");
+                match net.on_accepted(stream).await {
+                    Ok(()) => {}
+                    Err(Ended::Closed(why)) => debug!("election connection from {remote} closed: {why}"),
+                    Err(Ended::Refused(why)) => warn!("election connection from {remote} dropped: {why}"),
                 }
             });
         }
     }
 
-    async fn on_accepted(self, mut stream: TcpStream) -> Result<(), String> {
+    async fn on_accepted(self, mut stream: TcpStream) -> Result<(), Ended> {
         let _ = stream.set_nodelay(true);
         let mut buf = BytesMut::with_capacity(512);
         let hs = tokio::time::timeout(self.inner.cnx_timeout, async {
@@ -160,23 +172,23 @@ impl ElectionNet {
                         return Ok(hs);
                     }
                     Ok(None) => {}
-                    Err(e) => return Err(format!("bad handshake: {e}")),
+                    Err(e) => return Err(Ended::Refused(format!("bad handshake: {e}"))),
                 }
                 if buf.len() > 16 + MAX_HANDSHAKE_ADDR_LEN {
-                    return Err("handshake too long".into());
+                    return Err(Ended::Refused("handshake too long".into()));
                 }
                 match stream.read_buf(&mut buf).await {
-                    Ok(0) => return Err("closed during the handshake".into()),
+                    Ok(0) => return Err(Ended::Closed("closed during the handshake".into())),
                     Ok(_) => {}
-                    Err(e) => return Err(format!("read: {e}")),
+                    Err(e) => return Err(Ended::Closed(format!("read: {e}"))),
                 }
             }
         })
         .await
-        .map_err(|_| "handshake timed out".to_string())??;
+        .map_err(|_| Ended::Closed("handshake timed out".to_string()))??;
         let sid = hs.sid;
         if !self.inner.peers.contains_key(&sid) {
-            return Err(format!("server id {sid} is not in the configuration"));
+            return Err(Ended::Refused(format!("server id {sid} is not in the configuration")));
         }
         match on_accepted_connection(self.inner.my_sid, sid) {
             AcceptedConnection::Keep => self.run_connection(sid, stream, buf).await,
@@ -189,7 +201,7 @@ impl ElectionNet {
                 }
                 Ok(())
             }
-            AcceptedConnection::Close => Err(format!("a peer claims our own id {sid}")),
+            AcceptedConnection::Close => Err(Ended::Refused(format!("a peer claims our own id {sid}"))),
         }
     }
 
@@ -231,8 +243,10 @@ impl ElectionNet {
             }
             if keeps_initiated_connection(self.inner.my_sid, sid) {
                 let began = std::time::Instant::now();
-                if let Err(e) = self.clone().run_connection(sid, stream, BytesMut::new()).await {
-                    debug!("election connection to {sid} closed: {e}");
+                match self.clone().run_connection(sid, stream, BytesMut::new()).await {
+                    Ok(()) => {}
+                    Err(Ended::Closed(why)) => debug!("election connection to {sid} closed: {why}"),
+                    Err(Ended::Refused(why)) => warn!("election connection to {sid} dropped: {why}"),
                 }
                 // Dial again at once: a peer that died refuses at once, and the election may
                 // decide without it. A connection that failed straight away (a dying peer's
@@ -281,7 +295,7 @@ impl ElectionNet {
     }
 
     /// Carries messages both ways on a kept connection until it fails or a newer one replaces it.
-    async fn run_connection(&self, sid: i64, stream: TcpStream, buf: BytesMut) -> Result<(), String> {
+    async fn run_connection(&self, sid: i64, stream: TcpStream, buf: BytesMut) -> Result<(), Ended> {
         let generation = {
             let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
             let e = g.entry(sid).or_insert((0, false));
@@ -334,9 +348,11 @@ impl ElectionNet {
         generation: u64,
         stream: TcpStream,
         mut buf: BytesMut,
-    ) -> Result<(), String> {
+    ) -> Result<(), Ended> {
         debug!("election connection with {sid} up");
-        let Some(outbox) = self.inner.outboxes.get(&sid) else { return Err("unknown peer".into()) };
+        let Some(outbox) = self.inner.outboxes.get(&sid) else {
+            return Err(Ended::Refused("unknown peer".into()));
+        };
         let mut outbox = outbox.subscribe();
         let (mut rd, mut wr) = stream.into_split();
         let inner = self.inner.clone();
@@ -369,26 +385,28 @@ impl ElectionNet {
                         }
                         Err(e) => {
                             writer.abort();
-                            return Err(format!("undecodable notification: {e}"));
+                            return Err(Ended::Refused(format!(
+                                "server {sid}: undecodable notification: {e}"
+                            )));
                         }
                     },
                     Ok(None) => break,
                     Err(e) => {
                         writer.abort();
-                        return Err(format!("bad frame: {e}"));
+                        return Err(Ended::Refused(format!("server {sid}: bad frame: {e}")));
                     }
                 }
             }
             if buf.len() > MAX_ELECTION_MESSAGE_LEN + 4 {
-                break Err("frame too long".to_string());
+                break Err(Ended::Refused(format!("server {sid}: frame too long")));
             }
             match rd.read_buf(&mut buf).await {
-                Ok(0) => break Err("closed by the peer".to_string()),
+                Ok(0) => break Err(Ended::Closed("closed by the peer".to_string())),
                 Ok(_) => {}
-                Err(e) => break Err(format!("read: {e}")),
+                Err(e) => break Err(Ended::Closed(format!("read: {e}"))),
             }
             if !ElectionNet::is_current(&self.inner, sid, generation) {
-                break Err("replaced by a newer connection".to_string());
+                break Err(Ended::Closed("replaced by a newer connection".to_string()));
             }
         };
         writer.abort();

@@ -322,7 +322,7 @@ impl Quorum {
                 self.outboxes.remove(&conn);
                 match &mut self.state {
                     State::Leading(l) => {
-                        debug!("learner connection {conn} closed: {why}");
+                        info!("learner connection {conn} closed: {why}");
                         l.learner_disconnected(conn, now);
                     }
                     State::Learning { conn: c, learner, attempt } if *c == conn => {
