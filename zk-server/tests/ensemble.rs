@@ -350,7 +350,7 @@ fn peer_ports(e: &Ensemble, i: usize) -> (u16, u16) {
     let line = cfg.lines().find(|l| l.starts_with(&format!("server.{}=", i + 1))).expect("server line");
     let mut parts = line.split('=').nth(1).expect("value").split(':').skip(1);
     let q = parts.next().and_then(|p| p.parse().ok()).expect("quorum port");
-    let e = parts.next().and_then(|p| p.split(|c| c == ':' || c == ';').next()?.parse().ok()).expect("port");
+    let e = parts.next().and_then(|p| p.split([':', ';']).next()?.parse().ok()).expect("port");
     (q, e)
 }
 
