@@ -425,3 +425,47 @@ fn hostile_quorum_and_election_traffic_changes_nothing() {
     assert_eq!(children(&mut c, "/").len(), 3, "{}", e.logs());
     assert!(!e.logs().contains("panicked"), "{}", e.logs());
 }
+
+#[test]
+fn a_learner_with_nothing_gets_a_large_tree_streamed_while_writes_go_on() {
+    let mut e = Ensemble::start(3);
+    let leader = e.wait_for_leader();
+    let late = (0..3).find(|&i| i != leader).unwrap();
+    let other = (0..3).find(|&i| i != leader && i != late).unwrap();
+    e.kill(late);
+    std::fs::remove_dir_all(e.members[late].dir.join("data/zkrs-log")).ok();
+    std::fs::remove_dir_all(e.members[late].dir.join("data/zkrs-snap")).ok();
+    // A tree of many steps of the stream (a step is 1,024 nodes).
+    let mut c = e.client(leader);
+    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let n = 12_000;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let xids: Vec<i32> = chunk.iter().map(|k| c.send(&create_req(&format!("/big/n{k:05}")))).collect();
+        for x in xids {
+            assert_eq!(c.recv(x).expect("reply").err(), ErrorCode::Ok);
+        }
+    }
+    // The empty learner comes back while a client keeps writing through the other follower.
+    e.launch(late);
+    let mut w = e.client(other);
+    let mut written = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while e.mode(late).as_deref() != Some("follower") {
+        assert!(Instant::now() < deadline, "never synced:\n{}", e.logs());
+        assert_eq!(
+            w.create(&format!("/big/w{written:05}"), b"", CreateMode::Persistent).err(),
+            ErrorCode::Ok
+        );
+        written += 1;
+    }
+    for k in 0..50 {
+        assert_eq!(w.create(&format!("/big/x{k:05}"), b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    let want = n + written + 50;
+    for i in 0..3 {
+        let mut c = e.client(i);
+        assert_eq!(children(&mut c, "/big").len(), want, "member {}\n{}", i + 1, e.logs());
+    }
+    let log = std::fs::read_to_string(e.members[leader].dir.join("server.log")).unwrap_or_default();
+    assert!(log.contains("syncing learner by Snap"), "{log}");
+}

@@ -12,6 +12,10 @@ use crate::wire::{
     RevalidateRequest, SessionTouch,
 };
 
+/// The most bytes of committed proposals the leader holds past `committed_log_max` for learners
+/// whose log read or snapshot is under way; past it they are sent a snapshot again.
+pub const SYNC_WINDOW_BYTES_MAX: usize = 64 << 20;
+
 /// The sid of a connection whose FOLLOWERINFO or OBSERVERINFO has not arrived.
 const UNKNOWN_SID: i64 = i64::MIN;
 
@@ -241,8 +245,11 @@ pub struct Leader {
     /// When the current discovery/sync wait gives up.
     phase_deadline_ms: Option<u64>,
     learners: BTreeMap<ConnId, LearnerConn>,
-    /// The latest committed proposals, ascending, at most `committed_log_max`.
+    /// The latest committed proposals, ascending: at most `committed_log_max`, or more while a
+    /// learner's log read or snapshot still needs them (up to [`SYNC_WINDOW_BYTES_MAX`]).
     window: VecDeque<(i64, Bytes)>,
+    /// Payload bytes in `window`.
+    window_bytes: usize,
     /// Proposals made and not yet committed, ascending, with when they were made.
     outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
@@ -273,6 +280,7 @@ impl Leader {
         while window.len() > cfg.committed_log_max {
             window.pop_front();
         }
+        let window_bytes = window.iter().map(|(_, p)| p.len()).sum();
         let mut epoch_set = BTreeSet::new();
         epoch_set.insert(cfg.my_sid);
         let mut leader = Leader {
@@ -286,6 +294,7 @@ impl Leader {
             phase_deadline_ms: Some(now_ms.saturating_add(cfg.init_ms())),
             learners: BTreeMap::new(),
             window,
+            window_bytes,
             outstanding: VecDeque::new(),
             last_committed: local.last_logged_zxid,
             last_proposed: local.last_logged_zxid,
@@ -576,11 +585,43 @@ impl Leader {
                 };
                 self.send(conn, packet);
             }
+            self.window_bytes += payload.len();
             self.window.push_back((z, payload));
-            while self.window.len() > self.cfg.committed_log_max {
-                self.window.pop_front();
+            self.trim_window();
+        }
+    }
+
+    /// Drops the oldest committed proposals beyond `committed_log_max`, except those a learner
+    /// being synced from a log read or a snapshot will need once that ends (as Apache queues the
+    /// proposals for a learner it streams a snapshot to), within [`SYNC_WINDOW_BYTES_MAX`].
+    fn trim_window(&mut self) {
+        let needed_after = self
+            .learners
+            .values()
+            .filter_map(|l| match l.phase {
+                LearnerPhase::ReadingLog { through, .. } => Some(through),
+                LearnerPhase::Snapshotting { zxid, .. } => Some(zxid),
+                _ => None,
+            })
+            .min();
+        while self.window.len() > self.cfg.committed_log_max {
+            let Some(&(front, _)) = self.window.front() else { break };
+            if needed_after.is_some_and(|z| front > z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
+                break;
+            }
+            if let Some((_, p)) = self.window.pop_front() {
+                self.window_bytes -= p.len();
             }
         }
+    }
+
+    /// The connection a snapshot stream asked for by [`LeaderAction::SerializeSnapshot`] goes
+    /// to, while that learner still waits for it.
+    pub fn snapshot_conn(&self, req: u64) -> Option<ConnId> {
+        self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::Snapshotting { req: r, .. } if r == req => Some(*c),
+            _ => None,
+        })
     }
 
     /// Everything proposed before a sync forwarded on `conn` is committed: answer it with SYNC.

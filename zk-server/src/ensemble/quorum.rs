@@ -46,6 +46,30 @@ const LEARNER_CONNECT_TRIES: u32 = 5;
 /// Learners held while this server still elects.
 const PARKED_MAX: usize = 64;
 
+/// Sessions, ACL lists or nodes serialized in one step of a SNAP stream.
+const SNAP_STEP_ITEMS: usize = 1024;
+
+/// Steps of a SNAP stream that may wait in its connection's outbox.
+const SNAP_STEPS_QUEUED: usize = 4;
+
+/// How soon a SNAP stream whose connection is still sending looks again.
+const SNAP_RETRY: Duration = Duration::from_millis(2);
+
+/// Whether `conn`'s outbox has (almost) nothing left to send: a snapshot stream takes its next
+/// step only then, so that at most a few steps of it wait in memory.
+fn outbox_idle(outboxes: &HashMap<PeerConn, mpsc::Sender<Outgoing>>, conn: PeerConn) -> bool {
+    outboxes.get(&conn).is_some_and(|tx| tx.capacity() + SNAP_STEPS_QUEUED >= tx.max_capacity())
+}
+
+/// A SNAP stream under way: the leader machine's request, the learner's connection, where the
+/// serialization stands, and the bytes sent so far.
+struct SnapStream {
+    req: u64,
+    conn: PeerConn,
+    cursor: zk_tree::apache_snap::ApacheSnapCursor,
+    bytes: u64,
+}
+
 /// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
 const READ_ONLY_DELAY_MS: u64 = 2000;
 
@@ -116,6 +140,8 @@ pub enum Input {
     Timer,
     /// The set of peers known to be down changed.
     PeersDown,
+    /// A snapshot stream to a learner may take its next step.
+    SnapshotStep,
 }
 
 enum State {
@@ -163,6 +189,9 @@ pub struct Quorum {
     /// With `readonlymode.enabled`: when this server, still looking, starts serving read-only
     /// clients.
     read_only_at: Option<u64>,
+    /// SNAP streams under way (leader): each serialized a step at a time between events, from
+    /// the core's live database, so that the leader keeps serving while a large tree streams.
+    snap_streams: Vec<SnapStream>,
     effects: Vec<Effect>,
 }
 
@@ -229,6 +258,7 @@ impl Quorum {
             requested: 0,
             parked: Vec::new(),
             read_only_at: None,
+            snap_streams: Vec::new(),
             effects: Vec::new(),
         };
         q.look("starting");
@@ -280,12 +310,22 @@ impl Quorum {
             State::Learning { learner, .. } => learner.poll_timeout(),
         };
         let wait = deadline.map(|t| Duration::from_millis(t.saturating_sub(self.now_ms())));
+        // A stream whose connection has room steps at once (after any event already waiting);
+        // one whose connection is still sending looks again shortly.
+        let snap_wait = (!self.snap_streams.is_empty()).then(|| {
+            if self.snap_streams.iter().any(|s| outbox_idle(&self.outboxes, s.conn)) {
+                Duration::ZERO
+            } else {
+                SNAP_RETRY
+            }
+        });
         tokio::select! {
             biased;
             Some(e) = self.peer_rx.recv() => Input::Peer(e),
             Some(r) = self.election_rx.recv() => Input::Election(r),
             Some(s) = self.accepted_rx.recv() => Input::Accepted(s),
             Ok(()) = self.down_rx.changed() => Input::PeersDown,
+            _ = tokio::time::sleep(snap_wait.unwrap_or_default()), if snap_wait.is_some() => Input::SnapshotStep,
             _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => Input::Timer,
         }
     }
@@ -345,6 +385,7 @@ impl Quorum {
                     f.set_peers_down(down);
                 }
             }
+            Input::SnapshotStep => self.step_snapshots(core_db, now),
             Input::Timer => match &mut self.state {
                 State::Looking(f) => {
                     f.handle_timeout(now);
@@ -401,6 +442,7 @@ impl Quorum {
     /// Back to LOOKING: the core stops serving, and a new election starts.
     fn look(&mut self, why: &str) {
         info!("looking for a leader ({why})");
+        self.snap_streams.clear();
         for (_, out) in self.outboxes.drain() {
             drop(out);
         }
@@ -511,6 +553,7 @@ impl Quorum {
     async fn decided(&mut self, leader: i64, state: PeerState) {
         info!("election: leader {leader}, this server {state:?}");
         self.read_only_at = None;
+        self.snap_streams.clear();
         if !self.reload_database(None) {
             self.look("reload failed");
             return;
@@ -582,6 +625,38 @@ impl Quorum {
         }
     }
 
+    /// One step of every snapshot stream whose connection has room.
+    fn step_snapshots(&mut self, core_db: &Database, now: u64) {
+        let State::Leading(l) = &mut self.state else {
+            self.snap_streams.clear();
+            return;
+        };
+        let mut i = 0;
+        while i < self.snap_streams.len() {
+            let s = &mut self.snap_streams[i];
+            if l.snapshot_conn(s.req) != Some(s.conn) {
+                // The learner left, or failed its sync: nobody waits for the rest.
+                self.snap_streams.remove(i);
+                continue;
+            }
+            if !outbox_idle(&self.outboxes, s.conn) {
+                i += 1;
+                continue;
+            }
+            let mut out = Vec::with_capacity(64 * 1024);
+            let done = core_db.apache_snap_step(&mut s.cursor, &mut out, SNAP_STEP_ITEMS);
+            s.bytes += out.len() as u64;
+            let (req, conn, bytes) = (s.req, s.conn, s.bytes);
+            l.snapshot_bytes(req, Bytes::from(out), done, now);
+            if done {
+                debug!("SNAP to connection {conn} streamed: {bytes} bytes");
+                self.snap_streams.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     fn send(&mut self, conn: PeerConn, out: Outgoing) {
         let Some(tx) = self.outboxes.get(&conn) else { return };
         if tx.try_send(out).is_err() {
@@ -627,12 +702,20 @@ impl Quorum {
                 }
             }
             LeaderAction::SerializeSnapshot { req, zxid } => {
-                // Serialized whole, from the core's applied state (at least `zxid`): the learner
-                // replays the proposals that follow idempotently, as Apache's fuzzy snapshots.
-                let bytes = Bytes::from(core_db.apache_snap_to_vec());
-                debug!("SNAP at 0x{zxid:x}: {} bytes", bytes.len());
-                if let State::Leading(l) = &mut self.state {
-                    l.snapshot_bytes(req, bytes, true, now);
+                // From the core's live state (at least `zxid`), a step at a time while writes go
+                // on: the learner replays the proposals after `zxid` idempotently, as it does
+                // Apache's fuzzy snapshots. The leader holds those proposals until it ends.
+                let conn = match &self.state {
+                    State::Leading(l) => l.snapshot_conn(req),
+                    _ => None,
+                };
+                if let Some(conn) = conn {
+                    let cursor = core_db.apache_snap_begin();
+                    debug!(
+                        "SNAP at 0x{zxid:x} to connection {conn}: streaming from 0x{:x}",
+                        cursor.begin_zxid()
+                    );
+                    self.snap_streams.push(SnapStream { req, conn, cursor, bytes: 0 });
                 }
             }
             LeaderAction::Established { epoch } => {
