@@ -6,12 +6,12 @@
 // Real servers on real time: deadlines read the clock.
 #![allow(clippy::disallowed_methods)]
 
-// The shared support defines `both!` for the single-server tests; this file has one ensemble test.
-#[allow(unused_macros)]
-mod support;
+// Shared with zk-ffi's C read-only test.
+#[path = "support/ensemble.rs"]
+mod ensemble;
 
+use ensemble::RoEnsemble;
 use std::time::{Duration, Instant};
-use support::ensemble::RoEnsemble;
 use zk_client::{acl, Client, CreateMode, Error, SessionState};
 
 const T: Duration = Duration::from_secs(10);
@@ -30,20 +30,16 @@ async fn wait_state(client: &Client, want: SessionState, e: &RoEnsemble) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_read_only_then_read_write() {
-    let mut e = RoEnsemble::start().await;
-    e.wait_serving();
+    let mut e = RoEnsemble::start();
     // Written through member 3, which applies the write before answering, so it holds the data.
     let writer =
         Client::builder(&e.members[2].client.to_string()).session_timeout(T).connect().await.unwrap();
     writer.create("/ro", b"before", &acl::open_unsafe(), CreateMode::Persistent).await.unwrap();
     writer.close().await.unwrap();
 
-    // Member 3 loses its peers: 1 and 2 die, and the links to them stay cut when they come back.
-    for p in &e.partition {
-        p.block();
-    }
-    e.kill(0);
-    e.kill(1);
+    // Member 3 comes back alone, cut off from the other two for good, and goes read-only.
+    e.cut_off_member_3();
+    e.launch(2);
     e.wait_isro(2, "ro");
 
     let client = Client::builder(&e.connect_string())

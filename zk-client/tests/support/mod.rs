@@ -9,8 +9,6 @@
 // Real servers and sockets on real time: deadlines read the clock, the proxy runs on threads.
 #![allow(clippy::disallowed_methods)]
 
-pub mod ensemble;
-
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
