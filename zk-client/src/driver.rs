@@ -1,10 +1,15 @@
 //! The tokio task that runs one [`Session`]: owns the socket and the clock, feeds the core, and
 //! routes its events to the futures and streams the [`crate::Client`] handed out.
 
-use crate::core::{Event, Op, OpId, Response, Session, SessionState, WatchedEvent, WatcherId};
+use crate::core::{
+    Event, HostPort, Op, OpId, Response, Session, SessionState, WatchedEvent, WatcherId, RW_PROBE_MAX_ANSWER,
+    RW_PROBE_REQUEST, RW_PROBE_TIMEOUT,
+};
 use crate::error::Error;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,6 +69,33 @@ async fn write_some(wr: &mut Option<OwnedWriteHalf>, buf: &[u8]) -> std::io::Res
     }
 }
 
+/// A read-write probe running alongside the session: its id and what the server answered.
+type ProbeFuture = Pin<Box<dyn Future<Output = (u64, Option<Vec<u8>>)> + Send>>;
+
+/// Asks `hp` whether it serves writes: connects, sends `isro`, reads until the server closes.
+/// `None` when any step fails or takes longer than [`RW_PROBE_TIMEOUT`].
+async fn probe(hp: HostPort) -> Option<Vec<u8>> {
+    let mut s = tokio::time::timeout(RW_PROBE_TIMEOUT, TcpStream::connect((hp.host.as_str(), hp.port)))
+        .await
+        .ok()?
+        .ok()?;
+    let answer = async {
+        s.write_all(RW_PROBE_REQUEST).await?;
+        let mut buf = Vec::with_capacity(RW_PROBE_MAX_ANSWER);
+        // Bounded: a server sending more than an answer's worth is cut off.
+        (&mut s).take(RW_PROBE_MAX_ANSWER as u64).read_to_end(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    };
+    tokio::time::timeout(RW_PROBE_TIMEOUT, answer).await.ok()?.ok()
+}
+
+async fn probe_done(p: &mut Option<ProbeFuture>) -> (u64, Option<Vec<u8>>) {
+    match p {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -80,6 +112,7 @@ impl Driver {
         let mut pending: HashMap<OpId, PendingOp> = HashMap::new();
         let mut watchers: HashMap<WatcherId, WatchSink> = HashMap::new();
         let mut handles_alive = true;
+        let mut probing: Option<ProbeFuture> = None;
         loop {
             // Everything the core produced: frames out, a close, events.
             while let Some(f) = self.core.poll_transmit() {
@@ -127,6 +160,13 @@ impl Driver {
                     continue;
                 }
             }
+            if probing.is_none() {
+                if let Some(p) = self.core.poll_probe(Instant::now()) {
+                    tracing::debug!("probing {} for being read-write", p.host);
+                    let id = p.id;
+                    probing = Some(Box::pin(async move { (id, probe(p.host).await) }));
+                }
+            }
             let deadline = self.core.poll_timeout();
             let can_take = handles_alive && self.core.has_capacity();
             tokio::select! {
@@ -165,6 +205,10 @@ impl Driver {
                             }
                         }
                     }
+                }
+                (id, answer) = probe_done(&mut probing) => {
+                    probing = None;
+                    self.core.handle_probe_answer(Instant::now(), id, answer.as_deref());
                 }
                 _ = sleep_until(deadline) => self.core.handle_timeout(Instant::now()),
             }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering}
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
-use zk_client::core::{Event, Op, OpId, Response, Session, SessionState, WatcherId};
+use zk_client::core::{Event, Op, OpId, Response, RwProbe, Session, SessionState, WatcherId};
 use zk_proto::{ErrorCode, EventType, KeeperState};
 
 /// How a finished operation reaches the application.
@@ -565,6 +565,35 @@ impl Handle {
         }
     }
 
+    /// A read-write probe to run now, if the core (connected read-only) wants one.
+    fn due_probe(&self, sh: &mut Shared, now: Instant) -> Option<RwProbe> {
+        if sh.conn.is_some() && !sh.io_stop {
+            sh.core.poll_probe(now)
+        } else {
+            None
+        }
+    }
+
+    /// Runs probe `p` (blocking, as Apache's C client does from zookeeper_interest: a second each
+    /// for connecting and for the answer) and reports the answer to the core. When the server
+    /// serves writes the core drops the read-only connection: the watchers get the
+    /// ZOO_CONNECTING_STATE session event and the next dial goes to that server.
+    fn probe(&self, p: RwProbe) {
+        let answer = ask_isro(&p.host);
+        let mut sh = self.lock();
+        let was_read_only = sh.core.state() == SessionState::ConnectedReadOnly;
+        sh.core.handle_probe_answer(Instant::now(), p.id, answer.as_deref());
+        if was_read_only && sh.core.state() != SessionState::ConnectedReadOnly {
+            log::log(
+                self.log_callback(),
+                log::INFO,
+                "zookeeper_interest",
+                format_args!("r/w server found at {}", p.host),
+            );
+        }
+        self.pump(&mut sh);
+    }
+
     /// Dials `hp` (blocking, bounded by the core's connect timeout) and reports to the core.
     fn dial(&self, hp: zk_client::core::HostPort, limit: Duration) {
         let text = hp.to_string();
@@ -672,6 +701,11 @@ impl Handle {
                     let limit = sh.core.connect_timeout();
                     drop(sh);
                     self.dial(hp, limit);
+                    continue;
+                }
+                if let Some(p) = self.due_probe(&mut sh, now) {
+                    drop(sh);
+                    self.probe(p);
                     continue;
                 }
                 // Write eagerly: most frames go out without waiting for POLLOUT.
@@ -852,6 +886,11 @@ impl Handle {
             sh = self.lock();
             self.pump(&mut sh);
         }
+        if let Some(p) = self.due_probe(&mut sh, now) {
+            drop(sh);
+            self.probe(p);
+            sh = self.lock();
+        }
         self.on_writable(&mut sh);
         self.pump(&mut sh);
         match sh.conn.as_ref() {
@@ -959,4 +998,18 @@ fn c_state(s: KeeperState) -> c_int {
 /// A Stat for a C out-parameter.
 pub fn stat_of(s: &zk_proto::Stat) -> Stat {
     Stat::from(s)
+}
+
+/// Asks `hp` whether it serves writes: connects, sends `isro`, reads what the server sends before
+/// closing (bounded). `None` when any step fails or times out.
+fn ask_isro(hp: &zk_client::core::HostPort) -> Option<Vec<u8>> {
+    use zk_client::core::{RW_PROBE_MAX_ANSWER, RW_PROBE_REQUEST, RW_PROBE_TIMEOUT};
+    let addrs = (hp.host.as_str(), hp.port).to_socket_addrs().ok()?;
+    let mut s = addrs.into_iter().find_map(|a| TcpStream::connect_timeout(&a, RW_PROBE_TIMEOUT).ok())?;
+    s.set_write_timeout(Some(RW_PROBE_TIMEOUT)).ok()?;
+    s.set_read_timeout(Some(RW_PROBE_TIMEOUT)).ok()?;
+    s.write_all(RW_PROBE_REQUEST).ok()?;
+    let mut answer = Vec::with_capacity(RW_PROBE_MAX_ANSWER);
+    s.take(RW_PROBE_MAX_ANSWER as u64).read_to_end(&mut answer).ok()?;
+    Some(answer)
 }

@@ -107,6 +107,8 @@ pub(crate) fn init(
     let mut cfg = Config::new(cs.hosts, Duration::from_millis(recv_timeout.max(1) as u64));
     cfg.chroot = cs.chroot;
     cfg.can_be_read_only = flags & 1 != 0;
+    // Apache's C client looks for a read-write server first 200 ms into a read-only connection.
+    cfg.rw_probe_min = Duration::from_millis(200);
     cfg.max_pending = 100_000;
     if !clientid.is_null() {
         // SAFETY: a valid clientid_t per the API.

@@ -9,13 +9,23 @@
 //!    `poll_timeout()` passes; submit user operations with `submit(op, now)`.
 //! 3. After each of those calls: write every `poll_transmit()` frame in order, close the socket if
 //!    `poll_close()` says so, and deliver every `poll_event()`.
+//! 4. While connected to a read-only server: when `poll_probe(now)` returns an [`RwProbe`], open a
+//!    separate TCP connection to its server, send [`RW_PROBE_REQUEST`], read the answer until the
+//!    server closes (at most [`RW_PROBE_MAX_ANSWER`] bytes, within [`RW_PROBE_TIMEOUT`]) and report
+//!    it with `handle_probe_answer(now, id, ..)` (`None` when the probe failed). When a server
+//!    answers that it serves writes, the core drops the read-only connection (`poll_close`) and
+//!    its next `poll_connect` names that server.
 //!
 //! The core owns the handshake (resuming with session id, password and last zxid seen), xid
 //! assignment and in-order reply matching, pings at a third of the negotiated timeout, the read
 //! timeout (two thirds without hearing anything), rotation through the connect string's servers
 //! (shuffled once), the chroot, the watch registry with Apache's trigger rules, SetWatches and auth
-//! replay after a reconnect, and the terminal states (expired, auth failed, closed), which are
-//! reported and never retried away.
+//! replay after a reconnect, the terminal states (expired, auth failed, closed), which are
+//! reported and never retried away, and, like Apache's clients, the search for a read-write server
+//! while connected read-only: probes with `isro` at intervals doubling from `rw_probe_min` up to
+//! `rw_probe_max`, rotating through the other servers. A session created by a read-only server
+//! is only valid there, so until a read-write server has accepted the session (or credentials were
+//! given to resume one) the handshake asks for a new session (id 0), as Apache's clients do.
 //!
 //! Like Apache's client, an operation in flight or queued when the connection drops completes with
 //! CONNECTIONLOSS (it may or may not have been applied); the session is only known expired when a
@@ -47,6 +57,14 @@ pub type OpId = u64;
 
 /// Apache's client never lets more than this pass between pings, whatever the timeout.
 const MAX_PING_INTERVAL: Duration = Duration::from_secs(10);
+/// The four-letter word a read-write probe sends; a server answers `rw` or `ro`.
+pub const RW_PROBE_REQUEST: &[u8] = b"isro";
+/// How long a driver may spend on one probe (connecting, then reading the answer): Apache's
+/// clients give the probe's socket one second.
+pub const RW_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest probe answer a driver needs to read ("rw" or "ro", perhaps with a newline).
+pub const RW_PROBE_MAX_ANSWER: usize = 16;
+
 /// Apache's client splits SetWatches so no packet carries more than this many bytes of paths.
 const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
 
@@ -97,6 +115,12 @@ pub struct Config {
     pub max_frame: u32,
     /// Upper bound of the random pause before redialling after a failure (Apache uses 1 s).
     pub reconnect_delay_max: Duration,
+    /// While connected read-only, the first probe for a read-write server comes this long after
+    /// the connection; each probe doubles the pause before the next one (Apache's Java client
+    /// starts at 100 ms, its C client at 200 ms).
+    pub rw_probe_min: Duration,
+    /// The longest pause between two probes for a read-write server (60 s in Apache's clients).
+    pub rw_probe_max: Duration,
 }
 
 impl Config {
@@ -111,6 +135,8 @@ impl Config {
             max_pending: 10_000,
             max_frame: zk_proto::DEFAULT_MAX_FRAME,
             reconnect_delay_max: Duration::from_secs(1),
+            rw_probe_min: Duration::from_millis(100),
+            rw_probe_max: Duration::from_secs(60),
         }
     }
 }
@@ -191,6 +217,35 @@ pub enum Event {
     State(SessionState),
 }
 
+/// A question for the driver while the session is connected read-only: does `host` serve writes?
+/// See the module docs (step 4) for how to run it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwProbe {
+    /// Names this probe in `handle_probe_answer`; answers to older probes are ignored.
+    pub id: u64,
+    /// The server to ask.
+    pub host: HostPort,
+}
+
+/// A probe the driver is running.
+#[derive(Debug, Clone)]
+struct ProbeInFlight {
+    id: u64,
+    host: HostPort,
+    /// Past this the probe counts as failed (the driver lost it).
+    deadline: Instant,
+}
+
+/// The search for a read-write server while connected read-only.
+#[derive(Debug, Clone)]
+struct RwSearch {
+    /// The pause before the next probe; doubled at each probe up to `rw_probe_max`.
+    interval: Duration,
+    /// When the next probe is due.
+    next_at: Instant,
+    in_flight: Option<ProbeInFlight>,
+}
+
 /// Why `submit` refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("too many operations pending ({0})")]
@@ -264,6 +319,14 @@ pub struct Session {
     current: Option<HostPort>,
     /// Try servers in connect-string order (`set_keep_host_order`).
     keep_order: bool,
+    /// Whether the session id is one a read-write server accepted (or the application gave), so
+    /// reconnecting resumes it; a read-only server's session is valid on that server only.
+    seen_rw: bool,
+    /// Looking for a read-write server (connected read-only, more than one server listed).
+    rw_search: Option<RwSearch>,
+    /// A server that answered `rw`: the next dial goes there.
+    rw_target: Option<HostPort>,
+    next_probe_id: u64,
 }
 
 impl Session {
@@ -282,6 +345,7 @@ impl Session {
             None => (0, Bytes::from_static(&[0; 16])),
         };
         let decoder = FrameDecoder::new(cfg.max_frame);
+        let seen_rw = cfg.session.is_some();
         Session {
             negotiated: cfg.session_timeout,
             decoder,
@@ -309,6 +373,10 @@ impl Session {
             rng,
             current: None,
             keep_order: false,
+            seen_rw,
+            rw_search: None,
+            rw_target: None,
+            next_probe_id: 1,
         }
     }
 
@@ -431,8 +499,14 @@ impl Session {
     pub fn poll_connect(&mut self, now: Instant) -> Option<HostPort> {
         match self.phase {
             Phase::Idle { retry_at } if now >= retry_at && !self.hosts.is_empty() => {
-                let host = self.hosts[self.next_host].clone();
-                self.next_host = (self.next_host + 1) % self.hosts.len();
+                let host = match self.rw_target.take() {
+                    Some(h) => h,
+                    None => {
+                        let h = self.hosts[self.next_host].clone();
+                        self.next_host = (self.next_host + 1) % self.hosts.len();
+                        h
+                    }
+                };
                 self.current = Some(host.clone());
                 self.phase = Phase::Dialing { deadline: now + self.connect_timeout() };
                 self.close_requested = false;
@@ -453,7 +527,7 @@ impl Session {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
             time_out: self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32,
-            session_id: self.session_id,
+            session_id: if self.seen_rw { self.session_id } else { 0 },
             passwd: self.password.clone(),
             read_only: Some(self.cfg.can_be_read_only),
         };
@@ -510,6 +584,12 @@ impl Session {
     /// drops a connection silent for two thirds of it, and gives up a dial or handshake past the
     /// connect timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(search) = &mut self.rw_search {
+            if search.in_flight.as_ref().is_some_and(|p| now >= p.deadline) {
+                tracing::debug!("read-write probe got no answer in time");
+                search.in_flight = None;
+            }
+        }
         match self.phase {
             Phase::Dialing { deadline } | Phase::Handshake { deadline } if now >= deadline => {
                 tracing::debug!("connect attempt timed out");
@@ -533,9 +613,74 @@ impl Session {
             Phase::Idle { retry_at } => Some(retry_at),
             Phase::Dialing { deadline } | Phase::Handshake { deadline } => Some(deadline),
             Phase::Open { last_send, last_recv } => {
-                Some((last_recv + self.read_timeout()).min(last_send + self.ping_interval()))
+                let t = (last_recv + self.read_timeout()).min(last_send + self.ping_interval());
+                let probe = self.rw_search.as_ref().map(|s| match &s.in_flight {
+                    Some(p) => p.deadline,
+                    None => s.next_at,
+                });
+                Some(probe.map_or(t, |p| t.min(p)))
             }
             Phase::Terminal => None,
+        }
+    }
+
+    /// A read-write probe to run now, if one is due: only while connected read-only, one at a time,
+    /// at intervals doubling from `rw_probe_min` to `rw_probe_max`, each to the next server in the
+    /// rotation other than the one connected to. Report the answer with `handle_probe_answer`.
+    pub fn poll_probe(&mut self, now: Instant) -> Option<RwProbe> {
+        if self.state != SessionState::ConnectedReadOnly || self.closing {
+            return None;
+        }
+        let search = self.rw_search.as_mut()?;
+        if search.in_flight.is_some() || now < search.next_at {
+            return None;
+        }
+        search.interval = (search.interval * 2).min(self.cfg.rw_probe_max);
+        search.next_at = now + search.interval;
+        // The next server in the rotation that is not the one already known to be read-only.
+        let n = self.hosts.len();
+        let host = (0..n)
+            .map(|i| &self.hosts[(self.next_host + i) % n])
+            .position(|h| Some(h) != self.current.as_ref());
+        let i = (self.next_host + host?) % n;
+        self.next_host = (i + 1) % n;
+        let host = self.hosts[i].clone();
+        let id = self.next_probe_id;
+        self.next_probe_id += 1;
+        tracing::info!("checking {host} for being read-write (next check in {:?})", search.interval);
+        // Generous: the driver's own limit is RW_PROBE_TIMEOUT, for connecting and for reading.
+        search.in_flight =
+            Some(ProbeInFlight { id, host: host.clone(), deadline: now + RW_PROBE_TIMEOUT * 3 });
+        Some(RwProbe { id, host })
+    }
+
+    /// The answer to probe `id`: what the server sent before closing, or `None` when the probe
+    /// failed (refused, timed out, reset). A server answering `rw` makes the core leave the
+    /// read-only server for it: operations in flight complete with CONNECTIONLOSS, the state goes
+    /// to Disconnected, `poll_close` asks for the connection to be closed and `poll_connect` names
+    /// that server at once. Any other answer keeps the search going. Answers to probes the core no
+    /// longer waits for (the connection changed meanwhile) are ignored.
+    pub fn handle_probe_answer(&mut self, now: Instant, id: u64, answer: Option<&[u8]>) {
+        let Some(search) = &mut self.rw_search else { return };
+        if search.in_flight.as_ref().is_none_or(|p| p.id != id) {
+            return;
+        }
+        let Some(probe) = search.in_flight.take() else { return };
+        let read_write = answer.is_some_and(|a| a.trim_ascii() == b"rw");
+        if !read_write || self.state != SessionState::ConnectedReadOnly || !self.hosts.contains(&probe.host) {
+            tracing::debug!(
+                "{} is not a read-write server ({:?})",
+                probe.host,
+                answer.map(String::from_utf8_lossy)
+            );
+            return;
+        }
+        tracing::info!("read-write server found at {}, leaving the read-only server", probe.host);
+        self.lose_connection(now, true);
+        self.rw_target = Some(probe.host);
+        // Not a failure: dial the read-write server at once.
+        if matches!(self.phase, Phase::Idle { .. }) {
+            self.phase = Phase::Idle { retry_at: now };
         }
     }
 
@@ -678,6 +823,12 @@ impl Session {
         self.password = resp.passwd;
         self.phase = Phase::Open { last_send: now, last_recv: now };
         let read_only = resp.read_only == Some(true);
+        self.seen_rw |= !read_only;
+        self.rw_search = (read_only && self.hosts.len() > 1).then(|| RwSearch {
+            interval: self.cfg.rw_probe_min,
+            next_at: now + self.cfg.rw_probe_min,
+            in_flight: None,
+        });
         self.set_state(if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected });
         // Replay in Apache's order: credentials first, then watches, then what the user queued.
         for i in 0..self.auths.len() {
@@ -878,6 +1029,7 @@ impl Session {
         let jitter_ms = self.cfg.reconnect_delay_max.as_millis().min(u64::MAX as u128) as u64;
         let delay = Duration::from_millis(if jitter_ms == 0 { 0 } else { self.rng.gen_range(0..jitter_ms) });
         self.phase = Phase::Idle { retry_at: now + delay };
+        self.rw_search = None;
         self.close_requested |= close;
         self.recv.clear();
         self.transmit.clear();
@@ -895,6 +1047,7 @@ impl Session {
 
     fn terminate(&mut self, code: ErrorCode, state: SessionState) {
         self.phase = Phase::Terminal;
+        self.rw_search = None;
         self.close_requested = true;
         self.transmit.clear();
         self.fail_outstanding(code);

@@ -43,6 +43,11 @@ impl Harness {
 
     /// Dials, checks the ConnectRequest, answers it.
     fn connect(&mut self, session_id: i64) -> ConnectRequest {
+        self.connect_as(session_id, false)
+    }
+
+    /// Dials, checks the ConnectRequest, answers it as a read-only server when `read_only`.
+    fn connect_as(&mut self, session_id: i64, read_only: bool) -> ConnectRequest {
         assert!(self.s.poll_connect(self.now).is_some());
         self.s.handle_connected(self.now);
         let f = self.s.poll_transmit().expect("connect request");
@@ -52,7 +57,7 @@ impl Harness {
             time_out: 6000,
             session_id,
             passwd: Bytes::from_static(&[9; 16]),
-            read_only: Some(false),
+            read_only: Some(read_only),
         };
         let bytes = frame(|o| resp.write(o));
         self.s.handle_bytes(self.now, &bytes);
@@ -473,3 +478,5 @@ fn keep_host_order_and_replace_hosts() {
     assert!(h.s.set_hosts(vec![hp("e")], h.now));
     assert!(!h.s.poll_close());
 }
+
+mod read_only;
