@@ -1,7 +1,7 @@
-//! Read-only mode against a real Apache ZooKeeper 3.8 ensemble: a client that accepts read-only
-//! servers reads from a partitioned member, is refused writes, and moves to a read-write server
-//! once one is back, found by its `isro` probes (the read-only member stays cut off meanwhile, so
-//! nothing but the probes can lead the client away from it).
+//! Read-only mode against real ensembles, Apache ZooKeeper 3.8 and zkrs: a client that accepts
+//! read-only servers reads from a partitioned member, is refused writes, and moves to a read-write
+//! server once one is back, found by its `isro` probes (the read-only member stays cut off
+//! meanwhile, so nothing but the probes can lead the client away from it).
 
 // Real servers on real time: deadlines read the clock.
 #![allow(clippy::disallowed_methods)]
@@ -9,8 +9,9 @@
 // Shared with zk-ffi's C read-only test.
 #[path = "support/ensemble.rs"]
 mod ensemble;
+mod support;
 
-use ensemble::RoEnsemble;
+use ensemble::{RoEnsemble, RoServer};
 use std::time::{Duration, Instant};
 use zk_client::{acl, Client, CreateMode, Error, SessionState};
 
@@ -30,7 +31,16 @@ async fn wait_state(client: &Client, want: SessionState) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_read_only_then_read_write() {
-    let mut e = RoEnsemble::start();
+    read_only_then_read_write(RoServer::Apache).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkrs_read_only_then_read_write() {
+    read_only_then_read_write(RoServer::Zkrs(support::zkrs_binary())).await;
+}
+
+async fn read_only_then_read_write(server: RoServer) {
+    let mut e = RoEnsemble::start(server);
     // Written through member 3, which applies the write before answering, so it holds the data.
     let writer =
         Client::builder(&e.members[2].client.to_string()).session_timeout(T).connect().await.unwrap();

@@ -1,5 +1,5 @@
 //! Read-only mode through libzkrs: a C program (mt, Apache's zookeeper.h) connects with
-//! ZOO_READONLY to a partitioned Apache 3.8 ensemble's read-only member, sees ZOO_READONLY_STATE,
+//! ZOO_READONLY to a partitioned ensemble's read-only member (Apache 3.8, and zkrs), sees ZOO_READONLY_STATE,
 //! reads, gets ZNOTREADONLY for writes, and once the read-write quorum is back (the read-only
 //! member staying cut off, so only the library's `isro` probes can find it) reaches
 //! ZOO_CONNECTED_STATE with the session events Apache's C client delivers, and writes.
@@ -10,7 +10,7 @@ mod support;
 #[path = "../../zk-client/tests/support/ensemble.rs"]
 mod ensemble;
 
-use ensemble::RoEnsemble;
+use ensemble::{RoEnsemble, RoServer};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,7 +20,16 @@ use support::*;
 
 #[test]
 fn c_client_leaves_read_only_for_read_write_on_apache() {
-    let mut e = RoEnsemble::start();
+    read_only_then_read_write(RoServer::Apache);
+}
+
+#[test]
+fn c_client_leaves_read_only_for_read_write_on_zkrs() {
+    read_only_then_read_write(RoServer::Zkrs(zkrs_server_binary()));
+}
+
+fn read_only_then_read_write(server: RoServer) {
+    let mut e = RoEnsemble::start(server);
     // Written through member 3 with Debian's cli_mt, so member 3 holds the data.
     let (ok, out) = run_on_libzkrs(
         Path::new("/usr/lib/zookeeper/bin/cli_mt"),

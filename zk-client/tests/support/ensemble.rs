@@ -1,10 +1,12 @@
-//! A three-server Apache ZooKeeper 3.8 ensemble on loopback ports with read-only mode enabled, whose
-//! third member can be cut off from the other two for good (the pattern of zk-server's
-//! tests/support/ensemble.rs, reduced to this). Self-contained: zk-ffi's tests use it too.
+//! A three-server ensemble (Apache ZooKeeper 3.8 or zkrs) on loopback ports with read-only mode
+//! enabled, whose third member can be cut off from the other two for good (the pattern of
+//! zk-server's tests/support/ensemble.rs, reduced to this). Self-contained: zk-ffi's tests use it
+//! too.
 //!
 //! Apache reads `readonlymode.enabled` as a JVM system property, not from zoo.cfg, and a read-only
 //! Apache server only creates sessions when `localSessionsEnabled=true` (a new global session is a
-//! write it refuses with NOTREADONLY), so the members run with both.
+//! write it refuses with NOTREADONLY), so the members run with both; zkrs reads the key from
+//! zoo.cfg.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -19,8 +21,18 @@ pub struct Member {
     child: Option<Child>,
 }
 
-/// Three Apache servers, killed on drop.
+/// Which server the members run.
+#[derive(Debug, Clone)]
+pub enum RoServer {
+    /// Apache ZooKeeper 3.8 (Debian's package).
+    Apache,
+    /// zkrs-server, this binary.
+    Zkrs(PathBuf),
+}
+
+/// Three servers, killed on drop.
 pub struct RoEnsemble {
+    server: RoServer,
     _root: tempfile::TempDir,
     /// The members, myid = index + 1.
     pub members: Vec<Member>,
@@ -34,9 +46,10 @@ fn free_port() -> u16 {
 
 impl RoEnsemble {
     /// Configures and starts the three servers and waits until they serve clients.
-    pub fn start() -> RoEnsemble {
+    pub fn start(server: RoServer) -> RoEnsemble {
         assert!(
-            std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
+            !matches!(server, RoServer::Apache)
+                || std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
             "Debian's zookeeper package is needed"
         );
         let root = tempfile::Builder::new().prefix("zk-ro-ensemble-").tempdir().unwrap();
@@ -49,7 +62,7 @@ impl RoEnsemble {
             let client = SocketAddr::from(([127, 0, 0, 1], free_port()));
             members.push(Member { dir, client, child: None });
         }
-        let mut e = RoEnsemble { _root: root, members, peer_ports };
+        let mut e = RoEnsemble { server, _root: root, members, peer_ports };
         for i in 0..3 {
             e.write_config(i, false);
             e.launch(i);
@@ -80,7 +93,8 @@ impl RoEnsemble {
         let m = &self.members[i];
         let cfg = format!(
             "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
-             4lw.commands.whitelist=*\nadmin.enableServer=false\nlocalSessionsEnabled=true\n{lines}",
+             4lw.commands.whitelist=*\nadmin.enableServer=false\nlocalSessionsEnabled=true\n\
+             readonlymode.enabled=true\n{lines}",
             m.dir.join("data").display(),
             m.client.port()
         );
@@ -98,19 +112,36 @@ impl RoEnsemble {
     }
 
     /// Starts member `i` (index) with read-only mode enabled. Debian's classpath gives Apache no
-    /// logger binding, so its output is dropped.
+    /// logger binding, so its output is dropped; zkrs logs to `server.log` in its directory.
     pub fn launch(&mut self, i: usize) {
         let m = &mut self.members[i];
         let cfg = m.dir.join("zoo.cfg");
-        let args = [
-            "-Dreadonlymode.enabled=true",
-            "-Xmx256m",
-            "-cp",
-            "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar",
-        ];
-        let mut cmd = Command::new("java");
-        cmd.args(args).arg("org.apache.zookeeper.server.quorum.QuorumPeerMain").arg(cfg);
-        cmd.current_dir(&m.dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let mut cmd = match &self.server {
+            RoServer::Apache => {
+                let args = [
+                    "-Dreadonlymode.enabled=true",
+                    "-Xmx256m",
+                    "-cp",
+                    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar",
+                ];
+                let mut cmd = Command::new("java");
+                cmd.args(args).arg("org.apache.zookeeper.server.quorum.QuorumPeerMain").arg(cfg);
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+                cmd
+            }
+            RoServer::Zkrs(bin) => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(m.dir.join("server.log"))
+                    .expect("server.log");
+                let mut cmd = Command::new(bin);
+                cmd.arg(cfg).env("RUST_LOG", "info");
+                cmd.stdout(log.try_clone().expect("server.log")).stderr(log);
+                cmd
+            }
+        };
+        cmd.current_dir(&m.dir).stdin(Stdio::null());
         m.child = Some(cmd.spawn().expect("start java"));
     }
 

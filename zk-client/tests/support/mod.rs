@@ -5,7 +5,7 @@
 //! a free loopback port with a fresh data directory. `ZKRS_TEST_SERVER=host:port` points every test
 //! at one running server instead (tests that must kill and restart the server are skipped then). A
 //! small TCP proxy that can cut and refuse connections stands in for network failures.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 // Real servers and sockets on real time: deadlines read the clock, the proxy runs on threads.
 #![allow(clippy::disallowed_methods)]
 

@@ -82,7 +82,8 @@ impl Drop for Server {
     }
 }
 
-fn zkrs_server_binary() -> PathBuf {
+/// The workspace's zkrs-server, built first when missing.
+pub fn zkrs_server_binary() -> PathBuf {
     let p = target_dir().join("zkrs-server");
     if !p.exists() {
         let st = Command::new(env!("CARGO"))
