@@ -189,6 +189,13 @@ pub enum Event {
         /// The negotiated timeout.
         timeout_ms: i32,
     },
+    /// Leader: a learner's client resumed this session there (REVALIDATE): it owns it now.
+    SessionOwner {
+        /// The session.
+        session: SessionId,
+        /// The learner's quorum connection.
+        from: u64,
+    },
     /// Leader: learners report these sessions alive (their PING replies).
     Touch {
         /// Session ids and timeouts.
@@ -267,6 +274,14 @@ pub enum Action {
         /// The client's identities.
         auth: Vec<Id>,
     },
+    /// Learner: a client resumed this session here: tell the leader (REVALIDATE), which makes
+    /// this server the session's owner.
+    Revalidate {
+        /// The session.
+        session: SessionId,
+        /// Its negotiated timeout.
+        timeout_ms: i32,
+    },
     /// Leader: everything proposed before a learner's forwarded sync is committed: send it SYNC.
     SyncReady {
         /// The learner's quorum connection.
@@ -340,6 +355,10 @@ pub struct ServerCore {
     sync_paths: HashMap<(SessionId, i32), String>,
     /// Learner: sessions with requests since the leader last heard of them.
     touched: HashMap<SessionId, i32>,
+    /// Leader: which server each session is connected to (`None`: this one; `Some`: the
+    /// learner on that quorum connection), as Apache's session owners: a write arriving from
+    /// elsewhere comes from a connection the session has left (SESSIONMOVED).
+    owners: HashMap<SessionId, Option<u64>>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -360,6 +379,7 @@ impl ServerCore {
             syncs_forwarded: VecDeque::new(),
             sync_paths: HashMap::new(),
             touched: HashMap::new(),
+            owners: HashMap::new(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
             next_reap_ms: now_ms + cfg.settings.container_check_interval_ms.max(10),
@@ -448,6 +468,11 @@ impl ServerCore {
             }
             Event::ForwardedCreateSession { session, cxid, timeout_ms } => {
                 self.on_forwarded_create_session(now, session, cxid, timeout_ms)
+            }
+            Event::SessionOwner { session, from } => {
+                if matches!(self.role, Role::Leader { .. }) {
+                    self.owners.insert(session, Some(from));
+                }
             }
             Event::Touch { sessions } => {
                 for (sid, _) in sessions {

@@ -23,6 +23,7 @@ impl ServerCore {
         self.syncs_forwarded.clear();
         self.sync_paths.clear();
         self.touched.clear();
+        self.owners.clear();
         match role {
             Role::Leader { epoch } => {
                 let start = Zxid { epoch, counter: 0 }.to_i64().max(self.db.last_applied_zxid());
@@ -104,6 +105,9 @@ impl ServerCore {
             _ if opcode == OpCode::DeleteContainer => {
                 Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
             }
+            _ if !self.owned_by(session, Some(from)) => {
+                Txn::Error(ErrorTxn { err: ErrorCode::SessionMoved.code() })
+            }
             Ok(req) => {
                 if opcode == OpCode::CloseSession {
                     self.db.expiry_mut().set_closing(session);
@@ -120,6 +124,16 @@ impl ServerCore {
         let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type };
         // Nobody here waits for it: the learner that forwarded it answers.
         self.propose(Proposal { hdr, txn, internal: true });
+    }
+
+    /// Leader: whether a write of `session` arriving from `from` (`None`: this server's own
+    /// client) comes from the server the session is connected to. A session with no known owner
+    /// (new, or from before this leader) gets `from` as its owner.
+    pub(super) fn owned_by(&mut self, session: SessionId, from: Option<u64>) -> bool {
+        if !matches!(self.role, Role::Leader { .. }) {
+            return true;
+        }
+        *self.owners.entry(session).or_insert(from) == from
     }
 
     /// Leader: a learner's client asked for a new session (its id carries the learner's server

@@ -80,6 +80,13 @@ impl ServerCore {
             return;
         }
         self.db.expiry_mut().touch(sid, now.mono_ms());
+        match self.role {
+            Role::Leader { .. } => {
+                self.owners.insert(sid, None);
+            }
+            Role::Learner { .. } => self.actions.push_back(Action::Revalidate { session: sid, timeout_ms }),
+            _ => {}
+        }
         self.bind(conn, sid);
         self.send_connect_response(
             conn,
