@@ -196,6 +196,13 @@ pub enum Event {
         /// The learner's quorum connection.
         from: u64,
     },
+    /// Learner: the leader's answer to a [`Action::Revalidate`].
+    Revalidated {
+        /// The session.
+        session: SessionId,
+        /// Whether it may carry on here.
+        valid: bool,
+    },
     /// Leader: learners report these sessions alive (their PING replies).
     Touch {
         /// Session ids and timeouts.
@@ -334,6 +341,9 @@ pub struct ServerCore {
     proposer: Proposer,
     /// Sessions being created, by id: the connection waiting and its timeout.
     connecting: HashMap<SessionId, (ConnId, i32)>,
+    /// Learner: resumed sessions whose handshake waits for the leader's REVALIDATE answer, and
+    /// the connection that asked.
+    revalidating: HashMap<SessionId, ConnId>,
     snapshots: Option<SnapshotPolicy>,
     stats: ServerStats,
     actions: VecDeque<Action>,
@@ -389,6 +399,7 @@ impl ServerCore {
             conns: ConnRegistry::default(),
             queues: SessionQueues::default(),
             connecting: HashMap::new(),
+            revalidating: HashMap::new(),
             snapshots,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
@@ -474,6 +485,7 @@ impl ServerCore {
                     self.owners.insert(session, Some(from));
                 }
             }
+            Event::Revalidated { session, valid } => self.on_revalidated(now, session, valid),
             Event::Touch { sessions } => {
                 for (sid, _) in sessions {
                     self.db.expiry_mut().touch(sid, now.mono_ms());

@@ -56,6 +56,7 @@ impl ServerCore {
         }
         self.queues = SessionQueues::default();
         self.connecting.clear();
+        self.revalidating.clear();
     }
 
     /// Learner: the sessions with requests since the last call, for the leader (PING replies).

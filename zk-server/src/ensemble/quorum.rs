@@ -679,7 +679,8 @@ impl Quorum {
             },
             LearnerAction::SyncDone => self.effects.push(Effect::Core(Event::SyncDone)),
             LearnerAction::Revalidated { session, valid } => {
-                debug!("session 0x{session:x} revalidated: {valid}")
+                debug!("session 0x{session:x} revalidated: {valid}");
+                self.effects.push(Effect::Core(Event::Revalidated { session, valid }));
             }
             LearnerAction::UpToDate => {
                 info!("up to date with leader: serving");
