@@ -529,7 +529,7 @@ mod sc {
         ctx.call(&mut b, get_acl("/er"));
         ctx.auth(&mut b, "digest", b"alice:pw1");
         ctx.call(&mut b, set_data("/er", b"x", 0));
-        ctx.call(&mut a, get_data("/er", false));
+        synced_read(ctx, &mut a, get_data("/er", false));
     }
 
     /// Pins: reconfig through a follower and the leader while reconfig is disabled (each form:
