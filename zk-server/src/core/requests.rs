@@ -84,7 +84,7 @@ impl ServerCore {
                 _ if opcode == OpCode::DeleteContainer => {
                     Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
                 }
-                _ if !self.owned_by(sid, None) => {
+                _ if opcode != OpCode::CloseSession && !self.owned_by(sid, None) => {
                     Txn::Error(ErrorTxn { err: ErrorCode::SessionMoved.code() })
                 }
                 Ok(req) => {

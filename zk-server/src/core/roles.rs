@@ -106,7 +106,7 @@ impl ServerCore {
             _ if opcode == OpCode::DeleteContainer => {
                 Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
             }
-            _ if !self.owned_by(session, Some(from)) => {
+            _ if opcode != OpCode::CloseSession && !self.owned_by(session, Some(from)) => {
                 Txn::Error(ErrorTxn { err: ErrorCode::SessionMoved.code() })
             }
             Ok(req) => {
@@ -129,7 +129,8 @@ impl ServerCore {
 
     /// Leader: whether a write of `session` arriving from `from` (`None`: this server's own
     /// client) comes from the server the session is connected to. A session with no known owner
-    /// (new, or from before this leader) gets `from` as its owner.
+    /// (new, or from before this leader) gets `from` as its owner. closeSession is never checked,
+    /// as in Apache (whose expiry closes sessions wherever they are).
     pub(super) fn owned_by(&mut self, session: SessionId, from: Option<u64>) -> bool {
         if !matches!(self.role, Role::Leader { .. }) {
             return true;
