@@ -71,6 +71,11 @@ const ANCHORS: &[(&str, &[&str])] = &[
             "a2 <event NodeDataChanged SyncConnected \"/mv/d\"",
             "a2 <event NodeCreated SyncConnected \"/mv/none\"",
             "l exists \"/mv/eph\" watch=false -> zxid=* Ok",
+            "a2 setData \"/mv/d\" data=\"stale2\" v=-1 -> closed",
+            "a3 setData \"/mv/d\" data=\"stale3\" v=-1 -> closed",
+            "a4 setData \"/mv/d\" data=\"d2\" v=-1 -> zxid=* Ok",
+            "a4 closeSession -> zxid=* Ok",
+            "a5 <closed>",
         ],
     ),
     ("stale_versions", &["b setData \"/cv\" data=\"stale\" v=0 -> zxid=* BadVersion"]),
@@ -400,6 +405,8 @@ mod sc {
     /// Pins: a session moves from a follower to the other follower (same id and password, its
     /// last zxid): it keeps its ephemeral; the old connection is refused writes; setWatches on
     /// the new member re-registers the watches (one for a change made while moving fires at once).
+    /// Then on to the leader and back to a follower: each connection left behind (a follower's,
+    /// the leader's own) is refused writes; but closeSession through one is not refused.
     pub fn session_moves(ctx: &mut Ctx) {
         let mut l = ctx.connect_at("l", L, LONG);
         let mut a = ctx.connect_at("a", F1, LONG);
@@ -434,7 +441,32 @@ mod sc {
         ctx.call(&mut l, create("/mv/none", b"", CreateMode::Persistent));
         ctx.events(&mut a2, 2, EVENT_WAIT);
         synced_read(ctx, &mut l, exists("/mv/eph", false));
-        ctx.close_session(a2);
+        // On to the leader: the follower left behind has the session's write refused.
+        let rel = ctx.last_zxid(&mut a2);
+        ctx.at = L;
+        let mut a3 = ctx.reconnect("a3", &a2, LONG, rel);
+        ctx.call(&mut a2, set_data("/mv/d", b"stale2", -1));
+        ctx.closed_within(&mut a2, Duration::from_secs(3));
+        drop(a2);
+        // Back to a follower: the leader's own connection left behind is refused writes too.
+        let rel = ctx.last_zxid(&mut a3);
+        let mut r = ctx.connect_at("r", F1, LONG);
+        ctx.call(&mut r, sync("/"));
+        ctx.at = F1;
+        let mut a4 = ctx.reconnect("a4", &a3, LONG, rel);
+        ctx.call(&mut a3, set_data("/mv/d", b"stale3", -1));
+        ctx.closed_within(&mut a3, Duration::from_secs(3));
+        drop(a3);
+        ctx.call(&mut a4, set_data("/mv/d", b"d2", -1));
+        // closeSession is not refused, whichever connection it comes from (a server's session
+        // expiry closes sessions it does not own): the stale one ends the session.
+        let rel = ctx.last_zxid(&mut a4);
+        ctx.call(&mut c, sync("/"));
+        ctx.at = F2;
+        let mut a5 = ctx.reconnect("a5", &a4, LONG, rel);
+        ctx.call(&mut a4, Request::CloseSession);
+        ctx.closed_within(&mut a4, Duration::from_secs(5));
+        ctx.closed_within(&mut a5, Duration::from_secs(5));
         synced_read(ctx, &mut l, get_children2("/mv", false));
         synced_read(ctx, &mut c, get_children2("/mv", false));
     }
