@@ -42,6 +42,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("ephemerals_vanish_everywhere", sc::ephemerals_vanish_everywhere),
     ("sequential_across_members", sc::sequential_across_members),
     ("session_moves", sc::session_moves),
+    ("expiry_across_members", sc::expiry_across_members),
     ("stale_versions", sc::stale_versions),
     ("multi_through_follower", sc::multi_through_follower),
     ("errors_through_followers", sc::errors_through_followers),
@@ -76,6 +77,13 @@ const ANCHORS: &[(&str, &[&str])] = &[
             "a4 setData \"/mv/d\" data=\"d2\" v=-1 -> zxid=* Ok",
             "a4 closeSession -> zxid=* Ok",
             "a5 <closed>",
+        ],
+    ),
+    (
+        "expiry_across_members",
+        &[
+            "w <event NodeDeleted SyncConnected \"/ex/e\"",
+            "e2 connect -> protocolVersion=0 timeOut=0 session=0",
         ],
     ),
     ("stale_versions", &["b setData \"/cv\" data=\"stale\" v=0 -> zxid=* BadVersion"]),
@@ -424,6 +432,8 @@ mod sc {
         ctx.at = F2;
         let mut a2 = ctx.reconnect("a2", &a, LONG, rel);
         ctx.call(&mut a2, get_children2("/mv", false));
+        // The connection left behind still reads (reads are answered where they arrive).
+        ctx.call(&mut a, get_data("/mv/d", false));
         ctx.call(&mut a, set_data("/mv/d", b"old", -1));
         ctx.closed_within(&mut a, Duration::from_secs(3));
         drop(a);
@@ -469,6 +479,37 @@ mod sc {
         ctx.closed_within(&mut a5, Duration::from_secs(5));
         synced_read(ctx, &mut l, get_children2("/mv", false));
         synced_read(ctx, &mut c, get_children2("/mv", false));
+    }
+
+    /// Pins: a session on a follower whose client goes silent expires (the leader decides): its
+    /// ephemeral vanishes on every member, firing the watches set on another member; resuming
+    /// it afterwards on another member is refused.
+    pub fn expiry_across_members(ctx: &mut Ctx) {
+        let mut l = ctx.connect_at("l", L, LONG);
+        let mut w = ctx.connect_at("w", F2, LONG);
+        // The smallest timeout (two ticks): it expires soon after its client goes silent.
+        let mut e = ctx.connect_at("e", F1, 1_000);
+        ctx.call(&mut l, create("/ex", b"", CreateMode::Persistent));
+        ctx.call(&mut e, create("/ex/e", b"", CreateMode::Ephemeral));
+        ctx.call(&mut e, create("/ex/s-", b"", CreateMode::EphemeralSequential));
+        ctx.call(&mut w, sync("/ex"));
+        ctx.call(&mut w, exists("/ex/e", true));
+        ctx.call(&mut w, get_children2("/ex", true));
+        let rel = ctx.last_zxid(&mut e);
+        let (id, passwd) = (e.session_id, e.passwd.clone());
+        drop(e);
+        events_sorted(ctx, &mut w, 2);
+        synced_read(ctx, &mut l, get_children2("/ex", false));
+        let req = ConnectRequest {
+            time_out: 1_000,
+            session_id: id,
+            passwd,
+            last_zxid_seen: rel,
+            read_only: Some(false),
+            ..Default::default()
+        };
+        ctx.at = F2;
+        ctx.handshake("e2", &req);
     }
 
     /// Pins: conditional setData, delete, setACL and multi check with versions made stale by a
@@ -547,6 +588,9 @@ mod sc {
         }
         ctx.call(&mut a, create("/er/missing/x", b"", CreateMode::Persistent));
         ctx.call(&mut a, create("/zookeeper/x", b"", CreateMode::Persistent));
+        ctx.call(&mut a, create_container("/er-container"));
+        ctx.call(&mut b, create_ttl("/er-ttl", 5, 1000));
+        ctx.call(&mut b, create2("/er-ttl2", b"", 5));
         ctx.call(&mut b, delete("/zookeeper/config", -1));
         ctx.call(&mut b, delete("/zookeeper", -1));
         ctx.call(&mut a, create_acl("/er", Some(b""), vec![], 0));
