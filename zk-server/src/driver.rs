@@ -456,6 +456,11 @@ impl Driver {
                 Some(q) => q.forward(session, cxid, op, body, auth),
                 None => debug!("request 0x{session:x}/{cxid} has no leader to go to"),
             },
+            Action::Revalidate { session, timeout_ms } => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.revalidate(session, timeout_ms);
+                }
+            }
             Action::SyncReady { to } => {
                 if let Some(q) = self.quorum.as_mut() {
                     q.sync_ready(to);

@@ -122,7 +122,12 @@ pub async fn run(
     // Apache does on loading.
     let origin = std::time::Instant::now();
     let now = Driver::now(origin);
-    let db = rec.finish(now.mono_ms());
+    let mut db = rec.finish(now.mono_ms());
+    // An ensemble member's /zookeeper/config holds the membership, as Apache's members have it.
+    let config_node = ensemble.as_ref().map(|e| (e.config.to_config_string(), e.config.version));
+    if let Some((text, version)) = &config_node {
+        db.set_config_node(text, *version, now.wall_ms);
+    }
     // The writer thread reports durability into the core's select loop. Reports are one per
     // group of batches, and the log's queue holds at most LOG_QUEUE batches.
     const LOG_QUEUE: usize = 64;
@@ -177,8 +182,13 @@ pub async fn run(
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
             .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
         let (storage, cfg) = (snap_storage.clone(), tree_cfg.clone());
-        let reload: crate::ensemble::quorum::Reload =
-            Box::new(move |src, cut| reload_database(&storage, cfg.clone(), src, cut));
+        let reload: crate::ensemble::quorum::Reload = Box::new(move |src, cut| {
+            let mut db = reload_database(&storage, cfg.clone(), src, cut)?;
+            if let Some((text, version)) = &config_node {
+                db.set_config_node(text, *version, Driver::now(origin).wall_ms);
+            }
+            Ok(db)
+        });
         let quorum = Quorum::start(ens, epochs, source, reload, origin).await.map_err(|e| {
             StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") }
         })?;

@@ -438,6 +438,9 @@ impl Script {
                 let ids: Vec<String> = auth.iter().map(|i| format!("{}:{}", i.scheme, i.id)).collect();
                 format!("forward {s} cxid={cxid} {op} ({} bytes) auth={ids:?}", body.len())
             }
+            Action::Revalidate { session, timeout_ms } => {
+                format!("revalidate {} timeout={timeout_ms}", self.session_name(session))
+            }
             Action::SyncReady { to } => format!("sync-ready to={to}"),
             Action::ResumeLog => "resume-log".into(),
             Action::PurgeLogBefore { zxid } => format!("purge-log-before 0x{zxid:x}"),

@@ -754,7 +754,7 @@ mod sc {
             })),
         ];
         for (name, bytes) in cases {
-            let mut c = support::transcript::Conn::open(name, ctx.server.addr());
+            let mut c = support::transcript::Conn::open(name, ctx.addr());
             c.write_frame(&bytes);
             ctx.read_handshake(&mut c);
             ctx.closed_within(&mut c, Duration::from_millis(500));

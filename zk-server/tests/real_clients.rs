@@ -11,11 +11,10 @@
 #![allow(clippy::disallowed_methods)]
 mod support;
 
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::interactive::{Ended as Finished, Interactive};
 use support::*;
 
 const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
@@ -67,52 +66,11 @@ fn check(target: Target, scenario: &str, got: &str, expected: &str) {
     );
 }
 
-/// What a finished client process left behind.
-struct Finished {
-    /// Exit code; None when killed by a signal (including our timeout).
-    code: Option<i32>,
-    /// stdout and stderr interleaved, as a terminal would show them.
-    output: String,
-    timed_out: bool,
-}
-
-/// Creates the file both stdout and stderr of a client go to, so their lines interleave in order.
-fn output_file(dir: &Path, name: &str) -> (PathBuf, Stdio, Stdio) {
-    let path = dir.join(name);
-    let f = File::create(&path).unwrap();
-    let err = f.try_clone().unwrap();
-    (path, Stdio::from(f), Stdio::from(err))
-}
-
-/// Waits for `child` up to `timeout`, killing it when it overstays.
-fn wait_bounded(child: &mut Child, timeout: Duration) -> (Option<i32>, bool) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return (status.code(), false);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let status = child.wait().unwrap();
-            return (status.code(), true);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs `cmd` with `stdin` fed at once and closed, collecting interleaved output.
-fn run(mut cmd: Command, stdin: &[u8], dir: &Path, name: &str) -> Finished {
-    let (path, out, err) = output_file(dir, name);
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    // A client that exits early closes its stdin; the scenario then fails on its transcript.
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    let (code, timed_out) = wait_bounded(&mut child, CLIENT_TIMEOUT);
-    Finished { code, output: std::fs::read_to_string(&path).unwrap_or_default(), timed_out }
+fn run(cmd: Command, stdin: &[u8], dir: &Path, name: &str) -> Finished {
+    let mut c = Interactive::start(cmd, dir, name);
+    c.send_bytes(stdin);
+    c.finish(CLIENT_TIMEOUT)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -537,15 +495,10 @@ fn settle(path: &Path) {
 /// Drives cli_mt one command at a time: each command is sent only after the previous one completed,
 /// so the transcript's order is the protocol's order (cli_mt prints from its completion thread).
 fn cli_mt_session(server: &ServerProc, commands: &[&str]) -> String {
-    let (path, out, err) = output_file(server.dir.path(), "cli_mt.out");
-    let mut child = Command::new(CLI_MT)
-        .arg(server.connect_string())
-        .stdin(Stdio::piped())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("start cli_mt");
-    let mut stdin = child.stdin.take().unwrap();
+    let mut cmd = Command::new(CLI_MT);
+    cmd.arg(server.connect_string());
+    let mut child = Interactive::start(cmd, server.dir.path(), "cli_mt.out");
+    let path = child.path.clone();
     let mut failure = None;
     if !wait_output(&path, |o| o.contains("Got a new session id")) {
         failure = Some("TIMEOUT waiting for the session".to_string());
@@ -555,8 +508,7 @@ fn cli_mt_session(server: &ServerProc, commands: &[&str]) -> String {
             break;
         }
         let before = replies(&read_so_far(&path));
-        writeln!(stdin, "{cmd}").unwrap();
-        stdin.flush().unwrap();
+        child.send(cmd);
         // cli_mt runs these synchronously on its main thread (exists prints only an error), so the
         // next command cannot overtake them.
         if matches!(*cmd, "quit" | "myid") || cmd.starts_with("exists ") || cmd.starts_with("wexists ") {
@@ -568,9 +520,8 @@ fn cli_mt_session(server: &ServerProc, commands: &[&str]) -> String {
             failure = Some(format!("TIMEOUT waiting for `{cmd}` to complete"));
         }
     }
-    drop(stdin);
-    let (code, timed_out) = wait_bounded(&mut child, Duration::from_secs(10));
-    let mut transcript = normalize_cli_mt(&read_so_far(&path));
+    let Finished { code, output, timed_out } = child.finish(Duration::from_secs(10));
+    let mut transcript = normalize_cli_mt(&output);
     if let Some(f) = failure {
         transcript.push_str(&format!("\n{f}"));
     }

@@ -45,6 +45,14 @@ impl Database {
         }
     }
 
+    /// Writes an ensemble's membership into /zookeeper/config as an Apache member does when it
+    /// loads its database: `text` as the data, the configuration's `version` as mzxid, `wall_ms`
+    /// as mtime, and -1 as the stat's version (Apache passes -1 through as the version itself).
+    pub fn set_config_node(&mut self, text: &str, version: i64, wall_ms: i64) {
+        let data = Some(bytes::Bytes::copy_from_slice(text.as_bytes()));
+        let _ = self.tree.set_data("/zookeeper/config", data, -1, version, wall_ms, &mut Vec::new());
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &TreeConfig {
         &self.cfg

@@ -193,6 +193,20 @@ pub enum Event {
         /// The negotiated timeout.
         timeout_ms: i32,
     },
+    /// Leader: a learner's client resumed this session there (REVALIDATE): it owns it now.
+    SessionOwner {
+        /// The session.
+        session: SessionId,
+        /// The learner's quorum connection.
+        from: u64,
+    },
+    /// Learner: the leader's answer to a [`Action::Revalidate`].
+    Revalidated {
+        /// The session.
+        session: SessionId,
+        /// Whether it may carry on here.
+        valid: bool,
+    },
     /// Leader: learners report these sessions alive (their PING replies).
     Touch {
         /// Session ids and timeouts.
@@ -271,6 +285,14 @@ pub enum Action {
         /// The client's identities.
         auth: Vec<Id>,
     },
+    /// Learner: a client resumed this session here: tell the leader (REVALIDATE), which makes
+    /// this server the session's owner.
+    Revalidate {
+        /// The session.
+        session: SessionId,
+        /// Its negotiated timeout.
+        timeout_ms: i32,
+    },
     /// Leader: everything proposed before a learner's forwarded sync is committed: send it SYNC.
     SyncReady {
         /// The learner's quorum connection.
@@ -323,6 +345,9 @@ pub struct ServerCore {
     proposer: Proposer,
     /// Sessions being created, by id: the connection waiting and its timeout.
     connecting: HashMap<SessionId, (ConnId, i32)>,
+    /// Learner: resumed sessions whose handshake waits for the leader's REVALIDATE answer, and
+    /// the connection that asked.
+    revalidating: HashMap<SessionId, ConnId>,
     snapshots: Option<SnapshotPolicy>,
     stats: ServerStats,
     actions: VecDeque<Action>,
@@ -346,6 +371,10 @@ pub struct ServerCore {
     sync_paths: HashMap<(SessionId, i32), String>,
     /// Learner: sessions with requests since the leader last heard of them.
     touched: HashMap<SessionId, i32>,
+    /// Leader: which server each session is connected to (`None`: this one; `Some`: the
+    /// learner on that quorum connection), as Apache's session owners: a write arriving from
+    /// elsewhere comes from a connection the session has left (SESSIONMOVED).
+    owners: HashMap<SessionId, Option<u64>>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -366,6 +395,7 @@ impl ServerCore {
             syncs_forwarded: VecDeque::new(),
             sync_paths: HashMap::new(),
             touched: HashMap::new(),
+            owners: HashMap::new(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
             ro_sessions: HashMap::new(),
@@ -376,6 +406,7 @@ impl ServerCore {
             conns: ConnRegistry::default(),
             queues: SessionQueues::default(),
             connecting: HashMap::new(),
+            revalidating: HashMap::new(),
             snapshots,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
@@ -456,6 +487,12 @@ impl ServerCore {
             Event::ForwardedCreateSession { session, cxid, timeout_ms } => {
                 self.on_forwarded_create_session(now, session, cxid, timeout_ms)
             }
+            Event::SessionOwner { session, from } => {
+                if matches!(self.role, Role::Leader { .. }) {
+                    self.owners.insert(session, Some(from));
+                }
+            }
+            Event::Revalidated { session, valid } => self.on_revalidated(now, session, valid),
             Event::Touch { sessions } => {
                 for (sid, _) in sessions {
                     self.db.expiry_mut().touch(sid, now.mono_ms());

@@ -87,6 +87,9 @@ impl ServerCore {
                 _ if opcode == OpCode::DeleteContainer => {
                     Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
                 }
+                _ if opcode != OpCode::CloseSession && !self.owned_by(sid, None) => {
+                    Txn::Error(ErrorTxn { err: ErrorCode::SessionMoved.code() })
+                }
                 Ok(req) => {
                     if opcode == OpCode::CloseSession {
                         self.db.expiry_mut().set_closing(sid);
@@ -274,6 +277,13 @@ impl ServerCore {
     /// Queues a reply. One to a connection that is gone is dropped by the driver, which frees its
     /// permit then.
     pub(super) fn reply(&mut self, conn: ConnId, hdr: ReplyHeader, body: &Body) {
+        if hdr.err == ErrorCode::SessionMoved.code() {
+            // The session lives on another server now: Apache answers nothing and closes this
+            // connection (the client reconnects to where its session went).
+            self.actions.push_back(Action::ReleasePermit);
+            self.actions.push_back(Action::Close { conn });
+            return;
+        }
         write_frame(&mut self.buf, |b| {
             hdr.write(b);
             if hdr.err == 0 {

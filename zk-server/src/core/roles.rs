@@ -27,6 +27,7 @@ impl ServerCore {
         self.syncs_forwarded.clear();
         self.sync_paths.clear();
         self.touched.clear();
+        self.owners.clear();
         match role {
             Role::Leader { epoch } => {
                 let start = Zxid { epoch, counter: 0 }.to_i64().max(self.db.last_applied_zxid());
@@ -105,6 +106,7 @@ impl ServerCore {
         }
         self.queues = SessionQueues::default();
         self.connecting.clear();
+        self.revalidating.clear();
     }
 
     /// Learner: the sessions with requests since the last call, for the leader (PING replies).
@@ -154,6 +156,9 @@ impl ServerCore {
             _ if opcode == OpCode::DeleteContainer => {
                 Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
             }
+            _ if opcode != OpCode::CloseSession && !self.owned_by(session, Some(from)) => {
+                Txn::Error(ErrorTxn { err: ErrorCode::SessionMoved.code() })
+            }
             Ok(req) => {
                 if opcode == OpCode::CloseSession {
                     self.db.expiry_mut().set_closing(session);
@@ -170,6 +175,17 @@ impl ServerCore {
         let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type };
         // Nobody here waits for it: the learner that forwarded it answers.
         self.propose(Proposal { hdr, txn, internal: true });
+    }
+
+    /// Leader: whether a write of `session` arriving from `from` (`None`: this server's own
+    /// client) comes from the server the session is connected to. A session with no known owner
+    /// (new, or from before this leader) gets `from` as its owner. closeSession is never checked,
+    /// as in Apache (whose expiry closes sessions wherever they are).
+    pub(super) fn owned_by(&mut self, session: SessionId, from: Option<u64>) -> bool {
+        if !matches!(self.role, Role::Leader { .. }) {
+            return true;
+        }
+        *self.owners.entry(session).or_insert(from) == from
     }
 
     /// Leader: a learner's client asked for a new session (its id carries the learner's server

@@ -104,8 +104,42 @@ impl ServerCore {
             self.actions.push_back(Action::Close { conn });
             return;
         }
+        match self.role {
+            Role::Leader { .. } => {
+                self.owners.insert(sid, None);
+            }
+            Role::Learner { .. } => {
+                // As Apache's followers: the handshake is answered once the leader has made this
+                // server the session's owner, so that no write of the session through the
+                // server it left can be taken after that.
+                if let Some(old) = self.revalidating.insert(sid, conn) {
+                    self.actions.push_back(Action::Close { conn: old });
+                }
+                self.actions.push_back(Action::Revalidate { session: sid, timeout_ms });
+                return;
+            }
+            _ => {}
+        }
+        self.resume(now, conn, sid, timeout_ms);
+    }
+
+    /// Learner: the leader answered whether a resumed session may carry on here.
+    pub(super) fn on_revalidated(&mut self, now: Now, sid: SessionId, valid: bool) {
+        let Some(conn) = self.revalidating.remove(&sid) else { return };
+        let Some(timeout_ms) = self.conns.get(conn).map(|c| c.timeout_ms) else { return };
+        if valid {
+            self.resume(now, conn, sid, timeout_ms);
+        } else {
+            info!("refusing session 0x{sid:x}: the leader does not know it");
+            self.send_connect_response(conn, 0, 0, Bytes::from_static(&[0; 16]));
+            self.actions.push_back(Action::Close { conn });
+        }
+    }
+
+    /// Binds a resumed session to `conn` and answers its handshake.
+    fn resume(&mut self, now: Now, conn: ConnId, sid: SessionId, timeout_ms: i32) {
         self.serve_session(now, conn, sid, timeout_ms);
-        debug!("session 0x{sid:x} resumed from {remote}");
+        debug!("session 0x{sid:x} resumed on connection {conn}");
     }
 
     /// Binds a live session to `conn` and answers the handshake.

@@ -221,6 +221,7 @@ impl ServerCore {
     /// The session's closeSession was applied: requests still queued behind it are answered
     /// SESSIONEXPIRED (as Apache answers a closing session), then its connection is closed.
     pub(super) fn session_gone(&mut self, sid: SessionId) {
+        self.owners.remove(&sid);
         let last = self.db.last_applied_zxid();
         for r in self.queues.remove_session(sid) {
             let err = ErrorCode::SessionExpired.code();

@@ -732,6 +732,9 @@ impl Quorum {
             })),
             LeaderAction::Revalidate { conn, session, .. } => {
                 let valid = core_db.sessions().contains(session) && !core_db.expiry().is_closing(session);
+                if valid {
+                    self.effects.push(Effect::Core(Event::SessionOwner { session, from: conn }));
+                }
                 if let State::Leading(l) = &mut self.state {
                     l.revalidate_reply(conn, session, valid);
                 }
@@ -792,7 +795,8 @@ impl Quorum {
             },
             LearnerAction::SyncDone => self.effects.push(Effect::Core(Event::SyncDone)),
             LearnerAction::Revalidated { session, valid } => {
-                debug!("session 0x{session:x} revalidated: {valid}")
+                debug!("session 0x{session:x} revalidated: {valid}");
+                self.effects.push(Effect::Core(Event::Revalidated { session, valid }));
             }
             LearnerAction::UpToDate => {
                 info!("up to date with leader: serving");
@@ -892,6 +896,13 @@ impl Quorum {
     pub fn forward(&mut self, session: i64, cxid: i32, op: i32, body: Bytes, auth: Vec<zk_proto::Id>) {
         if let State::Learning { learner, .. } = &mut self.state {
             learner.forward_with_auth(ForwardedRequest { session_id: session, cxid, op, body }, auth);
+        }
+    }
+
+    /// A client resumed `session` here (learner): the leader makes this server its owner.
+    pub fn revalidate(&mut self, session: i64, timeout_ms: i32) {
+        if let State::Learning { learner, .. } = &mut self.state {
+            learner.revalidate(session, timeout_ms);
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod ensemble;
+pub mod interactive;
 pub mod transcript;
 
 use std::io::{Read, Write};

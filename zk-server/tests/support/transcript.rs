@@ -144,10 +144,13 @@ impl Conn {
     }
 }
 
-/// The state of one scenario run against one server.
-pub struct Ctx<'a> {
-    /// The server under test.
-    pub server: &'a ServerProc,
+/// The state of one scenario run against one server (or one ensemble).
+pub struct Ctx {
+    /// The client addresses of the servers under test: one for a standalone server, an ensemble's
+    /// members otherwise.
+    pub servers: Vec<SocketAddr>,
+    /// Which of `servers` new connections go to.
+    pub at: usize,
     lines: Vec<String>,
     sessions: HashMap<i64, String>,
     now_ms: i64,
@@ -286,10 +289,44 @@ pub fn describe(req: &Request) -> String {
     }
 }
 
-impl<'a> Ctx<'a> {
+impl Ctx {
     /// A fresh context for `server`.
-    pub fn new(server: &'a ServerProc) -> Self {
-        Ctx { server, lines: Vec::new(), sessions: HashMap::new(), now_ms: wall_ms(), sort_events: false }
+    pub fn new(server: &ServerProc) -> Self {
+        Self::for_servers(vec![server.addr()])
+    }
+
+    /// A fresh context for an ensemble whose members serve clients at `servers`; connections go
+    /// to the first until [`Ctx::at`] or [`Ctx::connect_at`] picks another.
+    pub fn for_servers(servers: Vec<SocketAddr>) -> Self {
+        Ctx {
+            servers,
+            at: 0,
+            lines: Vec::new(),
+            sessions: HashMap::new(),
+            now_ms: wall_ms(),
+            sort_events: false,
+        }
+    }
+
+    /// The address new connections go to.
+    pub fn addr(&self) -> SocketAddr {
+        self.servers[self.at]
+    }
+
+    /// The transcript, taken out of the context.
+    pub fn into_lines(self) -> Vec<String> {
+        self.lines
+    }
+
+    /// Removes and returns the last line (to record something derived from it instead).
+    pub fn take_last_line(&mut self) -> Option<String> {
+        self.lines.pop()
+    }
+
+    /// Opens a new session on server `i` (an index into [`Ctx::servers`]) and records the answer.
+    pub fn connect_at(&mut self, name: &str, i: usize, timeout_ms: i32) -> Conn {
+        self.at = i;
+        self.connect(name, timeout_ms)
     }
 
     /// The transcript so far.
@@ -518,7 +555,7 @@ impl<'a> Ctx<'a> {
     /// Sends `req` as a handshake and records the answer: the response fields (normalised) or that
     /// the server closed without one.
     pub fn handshake(&mut self, name: &str, req: &ConnectRequest) -> Conn {
-        let mut c = Conn::open(name, self.server.addr());
+        let mut c = Conn::open(name, self.addr());
         c.write_frame(&jute::to_bytes(req));
         self.read_handshake(&mut c);
         c
@@ -984,39 +1021,55 @@ pub fn check_watches(path: &str, t: i32) -> Request {
     Request::CheckWatches(CheckWatchesRequest { path: path.into(), watcher_type: t })
 }
 
+/// Which halves of a differential test run: both, or the one `ZKRS_DIFF_ONLY` names.
+pub fn selected(label: &str) -> bool {
+    std::env::var("ZKRS_DIFF_ONLY").ok().is_none_or(|o| o == label)
+}
+
+/// Prints (`ZKRS_DIFF_PRINT`) and dumps (`ZKRS_DIFF_DUMP`) one transcript as asked.
+pub fn report(name: &str, label: &str, lines: &[String]) {
+    if std::env::var_os("ZKRS_DIFF_PRINT").is_some() {
+        println!("=== {name} on {label} ===\n{}", lines.join("\n"));
+    }
+    if let Some(dir) = std::env::var_os("ZKRS_DIFF_DUMP") {
+        let path = std::path::Path::new(&dir).join(format!("{name}.{label}.txt"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+}
+
+/// The failure message when zkrs's transcript of scenario `name` differs from Apache's.
+pub fn difference(name: &str, apache: &[String], zkrs: &[String]) -> Option<String> {
+    (apache != zkrs).then(|| {
+        format!(
+            "scenario {name}: zkrs differs from Apache ZooKeeper (- apache, + zkrs):\n{}",
+            line_diff(apache, zkrs)
+        )
+    })
+}
+
 /// Runs `scenario` against Apache ZooKeeper, then zkrs-server (each a fresh server with
 /// `extra_cfg`), and fails with a line diff when the transcripts differ.
 pub fn run(name: &str, extra_cfg: &str, scenario: fn(&mut Ctx)) {
-    let only = std::env::var("ZKRS_DIFF_ONLY").ok();
     let mut results: Vec<(Target, Vec<String>)> = Vec::new();
     for target in BOTH {
         let label = match target {
             Target::Apache => "apache",
             Target::Zkrs => "zkrs",
         };
-        if only.as_deref().is_some_and(|o| o != label) {
+        if !selected(label) {
             continue;
         }
         let server = start(target, extra_cfg);
         let mut ctx = Ctx::new(&server);
         scenario(&mut ctx);
-        let lines = ctx.lines;
-        if std::env::var_os("ZKRS_DIFF_PRINT").is_some() {
-            println!("=== {name} on {label} ===\n{}", lines.join("\n"));
-        }
-        if let Some(dir) = std::env::var_os("ZKRS_DIFF_DUMP") {
-            let path = std::path::Path::new(&dir).join(format!("{name}.{label}.txt"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(path, lines.join("\n") + "\n").unwrap();
-        }
+        let lines = ctx.into_lines();
+        report(name, label, &lines);
         results.push((target, lines));
     }
     if let [(_, a), (_, z)] = &results[..] {
-        if a != z {
-            panic!(
-                "scenario {name}: zkrs differs from Apache ZooKeeper (- apache, + zkrs):\n{}",
-                line_diff(a, z)
-            );
+        if let Some(d) = difference(name, a, z) {
+            panic!("{d}");
         }
     }
 }
