@@ -10,6 +10,7 @@
 pub mod codes;
 pub mod connect;
 pub mod frame;
+pub mod host_port;
 pub mod jute;
 pub mod path;
 pub mod records;
@@ -22,6 +23,7 @@ pub use codes::{
 };
 pub use connect::{ConnectRequest, ConnectResponse};
 pub use frame::{FrameDecoder, DEFAULT_MAX_FRAME};
+pub use host_port::{HostPort, HostPortError};
 pub use jute::{DecodeError, Jute, Reader};
 pub use records::*;
 pub use request::{Request, RequestError};

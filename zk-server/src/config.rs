@@ -12,7 +12,6 @@
 //! refuses to start.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Apache's default tick when zoo.cfg has no `tickTime` (ms).
@@ -137,23 +136,7 @@ pub enum PeerType {
 }
 
 /// A host (name or literal address, without brackets) and a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPort {
-    /// Host name or IP literal; IPv6 literals are stored without `[]`.
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-}
-
-impl fmt::Display for HostPort {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
+pub use zk_proto::HostPort;
 
 /// One `server.N=host:quorumPort:electionPort[:type][;[clientHost:]clientPort]` line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,7 +39,6 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
-use std::fmt;
 use std::time::{Duration, Instant};
 use zk_proto::jute::Jute;
 use zk_proto::{
@@ -69,23 +68,7 @@ pub const RW_PROBE_MAX_ANSWER: usize = 16;
 const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
 
 /// A server from the connect string.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct HostPort {
-    /// Host name or IP address (IPv6 without brackets).
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-}
-
-impl fmt::Display for HostPort {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
+pub use zk_proto::HostPort;
 
 /// A session to resume: what a previous client's `session_id()` and `session_password()` returned.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,8 +4,6 @@
 //! election address(es). After that both directions carry `i32 length + payload` frames whose payload
 //! is always a notification.
 
-use std::fmt;
-
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Protocol version of a 3.5+ handshake with one election address.
@@ -28,64 +26,8 @@ pub enum HandshakeVersion {
     V2,
 }
 
-/// A host and port as written in a handshake or a config line. IPv6 hosts are kept without their
-/// brackets; [`fmt::Display`] adds them back.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct HostPort {
-    /// Host name or address literal, without IPv6 brackets.
-    pub host: String,
-    /// Port number.
-    pub port: u16,
-}
-
-impl HostPort {
-    /// Parses `host:port` or `[v6addr]:port`. Errors name the offending text.
-    pub fn parse(s: &str) -> Result<HostPort, HandshakeError> {
-        let (host, port) = split_host_port(s).ok_or_else(|| HandshakeError::BadAddress(s.to_owned()))?;
-        let port: u16 = port.parse().map_err(|_| HandshakeError::BadPort(port.to_owned()))?;
-        Ok(HostPort { host: host.to_owned(), port })
-    }
-
-    /// True for `0.0.0.0` and `::`-style wildcard hosts, which a peer cannot be dialled back on:
-    /// Apache drops such addresses from a handshake.
-    pub fn is_wildcard(&self) -> bool {
-        match self.host.parse::<std::net::IpAddr>() {
-            Ok(ip) => ip.is_unspecified(),
-            Err(_) => false,
-        }
-    }
-}
-
-impl fmt::Display for HostPort {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
-
-/// Splits `host:port` / `[v6]:port` into its two parts; `None` unless there are exactly two.
-pub(crate) fn split_host_port(s: &str) -> Option<(&str, &str)> {
-    if let Some(rest) = s.strip_prefix('[') {
-        let close = rest.find(']')?;
-        let host = &rest[..close];
-        let port = rest[close + 1..].strip_prefix(':')?;
-        if port.contains(':') {
-            return None;
-        }
-        Some((host, port))
-    } else {
-        let mut parts = s.split(':');
-        let host = parts.next()?;
-        let port = parts.next()?;
-        if parts.next().is_some() {
-            return None;
-        }
-        Some((host, port))
-    }
-}
+pub(crate) use zk_proto::host_port::split_host_port;
+pub use zk_proto::HostPort;
 
 /// The first message on an election connection, from the initiator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +61,15 @@ pub enum HandshakeError {
     /// An address list to encode was empty or too long for the limit.
     #[error("cannot encode handshake: {0}")]
     Unencodable(&'static str),
+}
+
+impl From<zk_proto::HostPortError> for HandshakeError {
+    fn from(e: zk_proto::HostPortError) -> HandshakeError {
+        match e {
+            zk_proto::HostPortError::NotHostPort(s) => HandshakeError::BadAddress(s),
+            zk_proto::HostPortError::BadPort(s) => HandshakeError::BadPort(s),
+        }
+    }
 }
 
 impl ElectionHandshake {
@@ -198,6 +149,7 @@ pub fn decode_handshake(buf: &[u8]) -> Result<Option<(ElectionHandshake, usize)>
     }
     let text = std::str::from_utf8(&r[..addr_len]).map_err(|_| HandshakeError::AddressNotUtf8)?;
     let addresses = text.split('|').map(HostPort::parse).collect::<Result<Vec<_>, _>>()?;
+
     Ok(Some((ElectionHandshake { version, sid, addresses }, 20 + addr_len)))
 }
 
