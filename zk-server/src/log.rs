@@ -41,26 +41,47 @@ pub fn open_and_replay(
     let Some(from) = log.reconcile_with_snapshot(rec.start_zxid())? else {
         return Ok(log);
     };
-    let started = Instant::now();
-    let mut last_note = Instant::now();
+    let mut progress = ReplayProgress::start();
     for entry in log.read_from(from)? {
         let entry = entry?;
         rec.replay(&entry.header, &entry.txn);
-        if last_note.elapsed() >= Duration::from_secs(1) {
+        progress.note(rec);
+    }
+    progress.done(rec, &dir.display().to_string());
+    Ok(log)
+}
+
+/// Progress of a log replay for the person waiting on it: a line a second, and one at the end.
+pub struct ReplayProgress {
+    started: Instant,
+    last_note: Instant,
+}
+
+impl ReplayProgress {
+    /// A replay starts now.
+    pub fn start() -> ReplayProgress {
+        ReplayProgress { started: Instant::now(), last_note: Instant::now() }
+    }
+
+    /// After each replayed transaction: a line when a second has passed since the last.
+    pub fn note(&mut self, rec: &Recovery) {
+        if self.last_note.elapsed() >= Duration::from_secs(1) {
             info!(
                 "replaying the transaction log: {} transactions, at zxid 0x{:x}",
                 rec.replayed(),
                 rec.last_zxid()
             );
-            last_note = Instant::now();
+            self.last_note = Instant::now();
         }
     }
-    info!(
-        "replayed {} transactions from {} in {:.2?}; last zxid 0x{:x}",
-        rec.replayed(),
-        dir.display(),
-        started.elapsed(),
-        rec.last_zxid()
-    );
-    Ok(log)
+
+    /// The replay from `what` ended.
+    pub fn done(self, rec: &Recovery, what: &str) {
+        info!(
+            "replayed {} transactions from {what} in {:.2?}; last zxid 0x{:x}",
+            rec.replayed(),
+            self.started.elapsed(),
+            rec.last_zxid()
+        );
+    }
 }

@@ -280,14 +280,17 @@ fn reload_database(
     let mut rec = Recovery::new(db);
     let last = source.durable_zxid();
     let mut from = rec.start_zxid().max(source.base_zxid()) + 1;
+    let mut progress = crate::log::ReplayProgress::start();
     while from <= last {
         let entries = source.read_range(from, last, 100_000).map_err(|e| e.to_string())?;
         let Some(end) = entries.last().map(|e| e.header.zxid) else { break };
         for e in &entries {
             rec.replay(&e.header, &e.txn);
+            progress.note(&rec);
         }
         from = end + 1;
     }
+    progress.done(&rec, "the log");
     Ok(rec.finish(0))
 }
 
