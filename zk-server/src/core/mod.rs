@@ -523,7 +523,10 @@ impl ServerCore {
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
         }
-        if let Some(s) = &self.snapshots {
+        // No snapshot is started or stepped while down (see `handle_timeout`): one due then must
+        // not read as a deadline already passed, or the driver would spin on it until the role
+        // changes, starving the tasks that would change it (a learner's sync).
+        if let Some(s) = self.snapshots.as_ref().filter(|_| self.role != Role::Down) {
             if s.can_step() || s.due() {
                 t = 0;
             }
