@@ -281,7 +281,18 @@ fn create(c: &mut RawClient, path: &str) {
     assert_eq!(c.create(path, b"", CreateMode::Persistent).err(), ErrorCode::Ok, "create {path}");
 }
 
-/// Starts `n` zkrs servers and waits for a leader with every follower synced; returns it.
+/// Waits until member `i`'s transaction log (as `zkrs-server dump-log` prints it) contains
+/// `needle`: the record is written (it survives a SIGKILL).
+fn wait_logged(e: &Ensemble, i: usize, needle: &str) {
+    let log_dir = e.data_dir(i).join(zk_log::LOG_DIR_NAME);
+    wait_until(e, &format!("server {} to log {needle}", i + 1), || {
+        let mut out = Vec::new();
+        zk_server::tools::dump_log(&log_dir, &mut out).is_ok()
+            && String::from_utf8_lossy(&out).contains(needle)
+    });
+}
+
+/// Waits for a leader with every follower synced; returns it.
 fn settled(e: &Ensemble) -> usize {
     let leader = e.wait_for_leader();
     e.wait_mntr(leader, "zk_synced_followers", &(e.members.len() - 1).to_string());
@@ -412,6 +423,8 @@ fn a_follower_back_after_a_few_writes_is_synced_by_diff() {
     let f = (0..3).find(|&i| i != leader).expect("a follower");
     let mut c = e.client(leader);
     create(&mut c, "/d");
+    // The follower must have /d in its log: with an empty log it would be synced by SNAP.
+    wait_logged(&e, f, "\"/d\"");
     e.kill(f);
     for n in 0..20 {
         create(&mut c, &format!("/d/while-away-{n:02}"));
@@ -451,13 +464,7 @@ fn a_leader_with_an_uncommitted_proposal_is_synced_by_trunc_when_it_comes_back()
         e.stop(f);
     }
     let xid = c.send(&create_req("/t/never-acknowledged"));
-    // The proposal is in the leader's log once the log's own dump shows it.
-    let log_dir = e.data_dir(leader).join(zk_log::LOG_DIR_NAME);
-    wait_until(&e, "the leader to log the proposal", || {
-        let mut out = Vec::new();
-        zk_server::tools::dump_log(&log_dir, &mut out).is_ok()
-            && String::from_utf8_lossy(&out).contains("/t/never-acknowledged")
-    });
+    wait_logged(&e, leader, "/t/never-acknowledged");
     e.kill(leader);
     assert!(c.recv(xid).is_none_or(|r| r.err() != ErrorCode::Ok), "a write with no quorum acknowledged");
     for &f in &followers {
