@@ -504,8 +504,19 @@ fn a_follower_that_lost_its_data_is_synced_by_snap() {
     for n in 0..30 {
         create(&mut c, &format!("/s/while-away-{n:02}"));
     }
-    let data = e.data_dir(f);
-    for entry in std::fs::read_dir(&data).expect("data dir") {
+    wipe_data(&e, f);
+    let seen = e.sync_modes(leader, f + 1).len();
+    e.launch(f);
+    assert_eq!(next_sync_mode(&e, leader, f, seen), "Snap", "{}", e.logs());
+    assert_eq!(settled(&e), leader);
+    create(&mut e.client(f), "/s/through-the-new-follower");
+    let tree = equal_trees(&e, &[0, 1, 2]);
+    assert_eq!(tree.iter().filter(|z| z.path.starts_with("/s/")).count(), 61);
+}
+
+/// Empties member `i`'s data directory but for myid: a server that lost its disk.
+fn wipe_data(e: &Ensemble, i: usize) {
+    for entry in std::fs::read_dir(e.data_dir(i)).expect("data dir") {
         let path = entry.expect("entry").path();
         if path.file_name().is_some_and(|n| n != "myid") {
             if path.is_dir() {
@@ -515,13 +526,54 @@ fn a_follower_that_lost_its_data_is_synced_by_snap() {
             }
         }
     }
-    let seen = e.sync_modes(leader, f + 1).len();
-    e.launch(f);
-    assert_eq!(next_sync_mode(&e, leader, f, seen), "Snap", "{}", e.logs());
-    assert_eq!(settled(&e), leader);
-    create(&mut e.client(f), "/s/through-the-new-follower");
+}
+
+/// A follower far behind a leader whose log no longer reaches back to it is synced by SNAP.
+/// The leader's log is made short the way zkrs shortens a log for real: that server was itself
+/// synced by SNAP (its log restarts at the snapshot), after the stale follower went away.
+/// Servers A (stale), B and the first leader L: A stops; more writes; B loses its data and is
+/// synced by SNAP; more writes (B logs them); L dies and A returns: B, with the higher zxid,
+/// leads, and its log starts above A's last zxid, so neither its in-memory window nor its log
+/// can DIFF A. A ends with everything; L comes back; all equal.
+#[test]
+fn a_follower_behind_the_leaders_log_is_synced_by_snap() {
+    let mut e = Ensemble::start(3);
+    let first = settled(&e);
+    let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    let (a, b) = (others[0], others[1]);
+    let mut c = e.client(first);
+    create(&mut c, "/f");
+    for n in 0..20 {
+        create(&mut c, &format!("/f/early-{n:02}"));
+    }
+    wait_logged(&e, a, "/f/early-19");
+    e.kill(a);
+    for n in 0..20 {
+        create(&mut c, &format!("/f/middle-{n:02}"));
+    }
+    e.kill(b);
+    wipe_data(&e, b);
+    let seen = e.sync_modes(first, b + 1).len();
+    e.launch(b);
+    assert_eq!(next_sync_mode(&e, first, b, seen), "Snap", "{}", e.logs());
+    e.wait_mntr(first, "zk_synced_followers", "1");
+    let mut c = e.client(first);
+    for n in 0..20 {
+        create(&mut c, &format!("/f/late-{n:02}"));
+    }
+    wait_logged(&e, b, "/f/late-19");
+    e.kill(first);
+    e.launch(a);
+    let leader = e.wait_for_leader_among(&[a, b]);
+    assert_eq!(leader, b, "the server with the longest history leads\n{}", e.logs());
+    assert_eq!(e.sync_modes(b, a + 1), ["Snap"], "{}", e.logs());
+    for line in e.log(b).lines().filter(|l| l.contains("syncing learner")) {
+        eprintln!("server {}: {line}", b + 1);
+    }
+    e.launch(first);
+    assert_eq!(settled(&e), b);
     let tree = equal_trees(&e, &[0, 1, 2]);
-    assert_eq!(tree.iter().filter(|z| z.path.starts_with("/s/")).count(), 61);
+    assert_eq!(tree.iter().filter(|z| z.path.starts_with("/f/")).count(), 60);
 }
 
 /// Every server of a three-server ensemble restarted in turn (SIGKILL, then started again),
