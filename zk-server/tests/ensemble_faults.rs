@@ -48,13 +48,11 @@ struct WriterSpec {
     keep_session: bool,
     /// Create the ephemeral `/eph/<name>` on the first connection.
     ephemeral: bool,
-    /// Writes to send at most.
-    max: usize,
 }
 
 impl WriterSpec {
     fn new(name: &str, servers: Vec<SocketAddr>) -> WriterSpec {
-        WriterSpec { name: name.into(), servers, depth: 16, keep_session: false, ephemeral: false, max: 1500 }
+        WriterSpec { name: name.into(), servers, depth: 16, keep_session: false, ephemeral: false }
     }
 }
 
@@ -79,34 +77,58 @@ struct Outcome {
     client: Option<RawClient>,
 }
 
+/// What the writers share with the test.
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    /// Writes acknowledged, all writers together.
+    acked: AtomicUsize,
+    /// Writes sent, all writers together.
+    sent: AtomicUsize,
+    /// Writes the writers may send in all: the test raises it as it waits for more. The amount of
+    /// data written then depends on the test's steps, not on how fast the machine runs.
+    budget: AtomicUsize,
+}
+
+impl Shared {
+    /// Takes one write from the budget.
+    fn take(&self) -> bool {
+        let budget = self.budget.load(Ordering::SeqCst);
+        self.sent.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < budget).then_some(n + 1)).is_ok()
+    }
+}
+
 /// Writer threads running until [`Load::finish`].
 struct Load {
-    stop: Arc<AtomicBool>,
-    acked: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
+    /// How many writes beyond the number awaited the writers may send: what keeps them writing
+    /// while the test injects its next fault.
+    slack: usize,
     writers: Vec<JoinHandle<Outcome>>,
 }
 
 impl Load {
-    fn start(specs: Vec<WriterSpec>) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acked = Arc::new(AtomicUsize::new(0));
+    fn start(specs: Vec<WriterSpec>, slack: usize) -> Load {
+        let shared = Arc::new(Shared::default());
         let writers = specs
             .into_iter()
             .map(|spec| {
-                let (stop, acked) = (stop.clone(), acked.clone());
-                std::thread::spawn(move || write_loop(spec, &stop, &acked))
+                let shared = shared.clone();
+                std::thread::spawn(move || write_loop(spec, &shared))
             })
             .collect();
-        Load { stop, acked, writers }
+        Load { shared, slack, writers }
     }
 
     /// Writes acknowledged so far, all writers together.
     fn acked(&self) -> usize {
-        self.acked.load(Ordering::SeqCst)
+        self.shared.acked.load(Ordering::SeqCst)
     }
 
-    /// Waits until `n` writes in all were acknowledged.
+    /// Lets the writers send up to `n` plus the slack writes in all, and waits until `n` were
+    /// acknowledged.
     fn wait_acked(&self, e: &Ensemble, n: usize) {
+        self.shared.budget.fetch_max(n + self.slack, Ordering::SeqCst);
         wait_until(e, &format!("{n} acknowledged writes (have {})", self.acked()), || {
             assert!(
                 self.acked() >= n || self.writers.iter().any(|w| !w.is_finished()),
@@ -120,7 +142,7 @@ impl Load {
 
     /// Stops the writers and collects what they saw; each must have stayed connectable.
     fn finish(self) -> Vec<Outcome> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.shared.stop.store(true, Ordering::SeqCst);
         let outs: Vec<Outcome> = self.writers.into_iter().map(|w| w.join().expect("writer thread")).collect();
         for o in &outs {
             assert!(!o.gave_up, "writer {} found no server to take it back", o.name);
@@ -139,7 +161,7 @@ impl Load {
     }
 }
 
-fn write_loop(spec: WriterSpec, stop: &AtomicBool, counter: &AtomicUsize) -> Outcome {
+fn write_loop(spec: WriterSpec, shared: &Shared) -> Outcome {
     let mut out = Outcome {
         name: spec.name.clone(),
         session: 0,
@@ -158,7 +180,7 @@ fn write_loop(spec: WriterSpec, stop: &AtomicBool, counter: &AtomicUsize) -> Out
     let (mut next, mut turn) = (0usize, 0usize);
     let mut lost_at = Instant::now();
     loop {
-        let stopping = stop.load(Ordering::SeqCst) || next >= spec.max;
+        let stopping = shared.stop.load(Ordering::SeqCst);
         let Some(c) = conn.as_mut() else {
             if stopping {
                 break;
@@ -202,7 +224,7 @@ fn write_loop(spec: WriterSpec, stop: &AtomicBool, counter: &AtomicUsize) -> Out
             continue;
         };
         let mut broken = false;
-        while !stopping && in_flight.len() < spec.depth && next < spec.max {
+        while !stopping && in_flight.len() < spec.depth && shared.take() {
             let path = format!("/load/{}-{next:05}", spec.name);
             next += 1;
             match c.try_send_request(&create_req(&path)) {
@@ -215,19 +237,27 @@ fn write_loop(spec: WriterSpec, stop: &AtomicBool, counter: &AtomicUsize) -> Out
             }
         }
         let Some((xid, path)) = in_flight.pop_front() else {
-            if broken {
+            if stopping {
+                break;
+            }
+            // Out of budget: a read now and then keeps the session alive until there is more.
+            let alive = !broken
+                && c.try_send_request(&Request::Exists(ExistsRequest { path: "/".into(), watch: false }))
+                    .and_then(|xid| c.recv(xid))
+                    .is_some();
+            if !alive {
                 conn = None;
                 lost_at = Instant::now();
-                continue;
             }
-            break;
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
         };
         match c.recv(xid) {
             Some(r) => {
                 last_zxid = last_zxid.max(r.header.zxid);
                 if r.err() == ErrorCode::Ok {
                     out.acked.push(path);
-                    counter.fetch_add(1, Ordering::SeqCst);
+                    shared.acked.fetch_add(1, Ordering::SeqCst);
                 } else {
                     out.refused.push((path, r.err()));
                 }
@@ -324,6 +354,7 @@ fn five_servers_keep_every_acknowledged_write_when_the_leader_is_killed_under_pi
             .iter()
             .map(|&f| WriterSpec::new(&format!("s{}", f + 1), vec![e.members[f].client]))
             .collect(),
+        600,
     );
     load.wait_acked(&e, 300);
     e.kill(leader);
@@ -365,6 +396,7 @@ fn a_frozen_leader_is_replaced_and_rejoins_as_a_follower_when_thawed() {
             .iter()
             .map(|&f| WriterSpec::new(&format!("s{}", f + 1), vec![e.members[f].client]))
             .collect(),
+        600,
     );
     load.wait_acked(&e, 200);
     e.stop(leader);
@@ -599,12 +631,11 @@ fn a_rolling_restart_under_load_loses_nothing_and_keeps_the_sessions() {
                 depth: 4,
                 keep_session: true,
                 ephemeral: true,
-                max: 4000,
                 ..WriterSpec::new(&format!("w{k}"), servers)
             }
         })
         .collect();
-    let load = Load::start(specs);
+    let load = Load::start(specs, 1000);
     load.wait_acked(&e, 100);
     let mut order: Vec<usize> = (0..3).filter(|&i| i != first_leader).collect();
     order.push(first_leader);
