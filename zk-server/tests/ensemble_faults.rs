@@ -3,6 +3,9 @@
 //! up by each of the three sync modes (DIFF, TRUNC, SNAP, read from the leader's log), and a
 //! rolling restart of every server under load with sessions that must live through it.
 //!
+//! Ensembles use ports below the kernel's ephemeral range ([`stable_port`]), so that a server
+//! restarted on its ports never finds one taken by an outgoing connection meanwhile.
+//!
 //! Writes come from client threads that record which writes were acknowledged; an acknowledged
 //! write must end up on every server. Waits are polling loops with generous deadlines: the
 //! outcomes never depend on how fast the machine is.
@@ -345,7 +348,7 @@ fn next_sync_mode(e: &Ensemble, leader: usize, i: usize, seen: usize) -> String 
 /// ensemble takes writes again, and the killed server comes back, catches up, and ends equal.
 #[test]
 fn five_servers_keep_every_acknowledged_write_when_the_leader_is_killed_under_pipelined_load() {
-    let mut e = Ensemble::start(5);
+    let mut e = Ensemble::start_with_extra(5, "");
     let leader = settled(&e);
     let followers: Vec<usize> = (0..5).filter(|&i| i != leader).collect();
     create(&mut e.client(followers[0]), "/load");
@@ -384,7 +387,7 @@ fn five_servers_keep_every_acknowledged_write_when_the_leader_is_killed_under_pi
 /// old leader finds its followers gone, steps down, rejoins as a follower and catches up.
 #[test]
 fn a_frozen_leader_is_replaced_and_rejoins_as_a_follower_when_thawed() {
-    let e = Ensemble::start(3);
+    let e = Ensemble::start_with_extra(3, "");
     let leader = settled(&e);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     create(&mut e.client(leader), "/load");
@@ -450,7 +453,7 @@ fn a_frozen_leader_is_replaced_and_rejoins_as_a_follower_when_thawed() {
 /// last zxid is in the leader's recent history) and has the writes.
 #[test]
 fn a_follower_back_after_a_few_writes_is_synced_by_diff() {
-    let mut e = Ensemble::start(3);
+    let mut e = Ensemble::start_with_extra(3, "");
     let leader = settled(&e);
     let f = (0..3).find(|&i| i != leader).expect("a follower");
     let mut c = e.client(leader);
@@ -483,10 +486,7 @@ fn a_follower_back_after_a_few_writes_is_synced_by_diff() {
 /// (and logs the proposal) well before it would give up on them.
 #[test]
 fn a_leader_with_an_uncommitted_proposal_is_synced_by_trunc_when_it_comes_back() {
-    let mut e = Ensemble::configure_with_extra(&[Kind::Zkrs; 3], &[], "syncLimit=20\n");
-    for i in 0..3 {
-        e.launch(i);
-    }
+    let mut e = Ensemble::start_with_extra(3, "syncLimit=20\n");
     let leader = settled(&e);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let mut c = e.client(leader);
@@ -524,7 +524,7 @@ fn a_leader_with_an_uncommitted_proposal_is_synced_by_trunc_when_it_comes_back()
 /// reach that case.)
 #[test]
 fn a_follower_that_lost_its_data_is_synced_by_snap() {
-    let mut e = Ensemble::start(3);
+    let mut e = Ensemble::start_with_extra(3, "");
     let leader = settled(&e);
     let f = (0..3).find(|&i| i != leader).expect("a follower");
     let mut c = e.client(leader);
@@ -569,7 +569,7 @@ fn wipe_data(e: &Ensemble, i: usize) {
 /// can DIFF A. A ends with everything; L comes back; all equal.
 #[test]
 fn a_follower_behind_the_leaders_log_is_synced_by_snap() {
-    let mut e = Ensemble::start(3);
+    let mut e = Ensemble::start_with_extra(3, "");
     let first = settled(&e);
     let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
     let (a, b) = (others[0], others[1]);
@@ -615,7 +615,7 @@ fn a_follower_behind_the_leaders_log_is_synced_by_snap() {
 /// still there), and the trees are equal.
 #[test]
 fn a_rolling_restart_under_load_loses_nothing_and_keeps_the_sessions() {
-    let mut e = Ensemble::start(3);
+    let mut e = Ensemble::start_with_extra(3, "");
     let first_leader = settled(&e);
     let mut c = e.client(first_leader);
     create(&mut c, "/load");

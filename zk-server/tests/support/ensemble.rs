@@ -26,6 +26,36 @@ pub fn unique_port() -> u16 {
     }
 }
 
+/// A free loopback port below the kernel's ephemeral port range, never handed out before in this
+/// process. The kernel gives outgoing connections ports from that range only, so a port from here
+/// that a test server releases (killed, to be restarted) stays free for it; a [`unique_port`] may
+/// be taken meanwhile by any connection on the machine. Falls back to [`unique_port`] when the
+/// range leaves no room below it.
+pub fn stable_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u32, low.min(65_536));
+    if to < from + 1000 {
+        return unique_port();
+    }
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(given.len());
+        let p = (from + (h.finish() % u64::from(to - from)) as u32) as u16;
+        if !given.contains(&p) && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            given.push(p);
+            return p;
+        }
+    }
+    drop(given);
+    unique_port()
+}
+
 /// Which server a member runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -201,17 +231,48 @@ impl Ensemble {
     }
 
     /// As [`Self::configure_with`], with `extra` (zoo.cfg lines) appended to every member's
-    /// zoo.cfg.
+    /// zoo.cfg, and every port a [`stable_port`]: a member restarted on its ports never finds one
+    /// taken by an outgoing connection that the kernel gave it while the member was down.
     pub fn configure_with_extra(kinds: &[Kind], observers: &[usize], extra: &str) -> Ensemble {
-        let e = Ensemble::configure_with(kinds, observers);
-        for m in &e.members {
-            let path = m.dir.join("zoo.cfg");
-            let mut cfg = std::fs::read_to_string(&path).expect("zoo.cfg");
-            cfg.push_str(extra);
+        let n = kinds.len();
+        let root = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16, u16)> =
+            (0..n).map(|_| (stable_port(), stable_port(), stable_port())).collect();
+        let lines: String = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, q, e))| {
+                let kind = if observers.contains(&i) { ":observer" } else { "" };
+                format!("server.{}=127.0.0.1:{q}:{e}{kind}\n", i + 1)
+            })
+            .collect();
+        let mut members = Vec::new();
+        for (i, (c, _, _)) in ports.iter().enumerate() {
+            let dir = root.path().join(format!("s{}", i + 1));
+            std::fs::create_dir_all(dir.join("data")).expect("mkdir");
+            std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
+            let peer_type = if observers.contains(&i) { "peerType=observer\n" } else { "" };
+            let mut cfg = format!(
+                "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{peer_type}{lines}{extra}",
+                dir.join("data").display()
+            );
             if !cfg.ends_with('\n') {
                 cfg.push('\n');
             }
-            std::fs::write(&path, cfg).expect("zoo.cfg");
+            std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
+            let client = format!("127.0.0.1:{c}").parse().expect("addr");
+            members.push(Member { kind: kinds[i], dir, client, child: None });
+        }
+        Ensemble { _root: root, members }
+    }
+
+    /// `n` zkrs servers configured by [`Self::configure_with_extra`] (`extra` zoo.cfg lines), all
+    /// started.
+    pub fn start_with_extra(n: usize, extra: &str) -> Ensemble {
+        let mut e = Ensemble::configure_with_extra(&vec![Kind::Zkrs; n], &[], extra);
+        for i in 0..n {
+            e.launch(i);
         }
         e
     }
