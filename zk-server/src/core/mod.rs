@@ -574,7 +574,9 @@ impl ServerCore {
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
         }
-        // Snapshots step only while serving writes or applying commits (as handle_timeout).
+        // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
+        // due then must not read as a deadline already passed, or the driver would spin on it
+        // until the role changes, starving the tasks that would change it (a learner's sync).
         let snapshots_step = !matches!(self.role, Role::Down | Role::ReadOnly);
         if let Some(s) = self.snapshots.as_ref().filter(|_| snapshots_step) {
             if s.can_step() || s.due() {

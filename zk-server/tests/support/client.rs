@@ -69,6 +69,45 @@ impl RawClient {
         Some(c)
     }
 
+    /// As [`Self::connect_with`], but `None` instead of a panic when the server cannot be reached
+    /// or the connection breaks during the handshake (a server that is down, starting or being
+    /// killed), for clients that fail over.
+    pub fn try_connect_with(addr: SocketAddr, req: ConnectRequest) -> Option<RawClient> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+        stream.set_nodelay(true).ok()?;
+        let mut c = RawClient {
+            stream,
+            session: Default::default(),
+            next_xid: 1,
+            events: VecDeque::new(),
+            buf: BytesMut::new(),
+        };
+        c.try_send_frame(&jute::to_bytes(&req))?;
+        let frame = c.read_frame()?;
+        c.session = jute::from_bytes(frame).ok()?;
+        Some(c)
+    }
+
+    /// Sends `req` with the next xid and returns that xid; `None` when the connection is broken
+    /// (instead of the panic of [`Self::send`]).
+    pub fn try_send_request(&mut self, req: &Request) -> Option<i32> {
+        let xid = self.next_xid;
+        self.next_xid += 1;
+        let mut payload = Vec::new();
+        RequestHeader { xid, op: req.op().code() }.write(&mut payload);
+        req.encode(&mut payload);
+        self.try_send_frame(&payload)?;
+        Some(xid)
+    }
+
+    /// As [`Self::send_frame`]; `None` when the connection is broken.
+    pub fn try_send_frame(&mut self, payload: &[u8]) -> Option<()> {
+        let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(payload);
+        self.stream.write_all(&out).ok()
+    }
+
     /// Writes one length-prefixed frame.
     pub fn send_frame(&mut self, payload: &[u8]) {
         let mut out = (payload.len() as u32).to_be_bytes().to_vec();

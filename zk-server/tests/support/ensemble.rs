@@ -26,6 +26,36 @@ pub fn unique_port() -> u16 {
     }
 }
 
+/// A free loopback port below the kernel's ephemeral port range, never handed out before in this
+/// process. The kernel gives outgoing connections ports from that range only, so a port from here
+/// that a test server releases (killed, to be restarted) stays free for it; a [`unique_port`] may
+/// be taken meanwhile by any connection on the machine. Falls back to [`unique_port`] when the
+/// range leaves no room below it.
+pub fn stable_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u32, low.min(65_536));
+    if to < from + 1000 {
+        return unique_port();
+    }
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(given.len());
+        let p = (from + (h.finish() % u64::from(to - from)) as u32) as u16;
+        if !given.contains(&p) && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            given.push(p);
+            return p;
+        }
+    }
+    drop(given);
+    unique_port()
+}
+
 /// Which server a member runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
@@ -215,6 +245,147 @@ impl Ensemble {
     pub fn client(&self, i: usize) -> RawClient {
         RawClient::connect(self.members[i].client, 10_000)
     }
+
+    /// As [`Self::configure_with`], with `extra` (zoo.cfg lines) appended to every member's
+    /// zoo.cfg, and every port a [`stable_port`]: a member restarted on its ports never finds one
+    /// taken by an outgoing connection that the kernel gave it while the member was down.
+    pub fn configure_with_extra(kinds: &[Kind], observers: &[usize], extra: &str) -> Ensemble {
+        let n = kinds.len();
+        let root = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<(u16, u16, u16)> =
+            (0..n).map(|_| (stable_port(), stable_port(), stable_port())).collect();
+        let lines: String = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, q, e))| {
+                let kind = if observers.contains(&i) { ":observer" } else { "" };
+                format!("server.{}=127.0.0.1:{q}:{e}{kind}\n", i + 1)
+            })
+            .collect();
+        let mut members = Vec::new();
+        for (i, (c, _, _)) in ports.iter().enumerate() {
+            let dir = root.path().join(format!("s{}", i + 1));
+            std::fs::create_dir_all(dir.join("data")).expect("mkdir");
+            std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
+            let peer_type = if observers.contains(&i) { "peerType=observer\n" } else { "" };
+            let mut cfg = format!(
+                "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{peer_type}{lines}{extra}",
+                dir.join("data").display()
+            );
+            if !cfg.ends_with('\n') {
+                cfg.push('\n');
+            }
+            std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
+            let client = format!("127.0.0.1:{c}").parse().expect("addr");
+            members.push(Member { kind: kinds[i], dir, client, child: None });
+        }
+        Ensemble { _root: root, members }
+    }
+
+    /// `n` zkrs servers configured by [`Self::configure_with_extra`] (`extra` zoo.cfg lines), all
+    /// started.
+    pub fn start_with_extra(n: usize, extra: &str) -> Ensemble {
+        let mut e = Ensemble::configure_with_extra(&vec![Kind::Zkrs; n], &[], extra);
+        for i in 0..n {
+            e.launch(i);
+        }
+        e
+    }
+
+    /// The process id of member `i`, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].child.as_ref().map(Child::id)
+    }
+
+    /// Sends the signal named `signal` ("STOP", "CONT", "TERM", ...) to member `i`'s process,
+    /// with kill(1).
+    pub fn signal(&self, i: usize, signal: &str) {
+        let pid = self.pid(i).expect("the member runs");
+        let status =
+            Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid}: {status}");
+    }
+
+    /// Freezes member `i` (SIGSTOP): alive, its sockets open, answering nothing. Returns once
+    /// the kernel reports it stopped.
+    pub fn stop(&self, i: usize) {
+        self.signal(i, "STOP");
+        let stat = format!("/proc/{}/stat", self.pid(i).expect("the member runs"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            // The state is the field after the parenthesised command name.
+            let text = std::fs::read_to_string(&stat).unwrap_or_default();
+            let state = text.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+            if state == Some('T') {
+                return;
+            }
+            assert!(Instant::now() < deadline, "member {} did not stop: {text}", i + 1);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Thaws a member frozen by [`Self::stop`] (SIGCONT).
+    pub fn cont(&self, i: usize) {
+        self.signal(i, "CONT");
+    }
+
+    /// As [`Self::wait_for_leader`], looking only at the members `among` (the others may be
+    /// frozen, or cut off); returns the leader's index.
+    pub fn wait_for_leader_among(&self, among: &[usize]) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let modes: Vec<(usize, Option<String>)> = among.iter().map(|&i| (i, self.mode(i))).collect();
+            let leaders: Vec<usize> =
+                modes.iter().filter(|(_, m)| m.as_deref() == Some("leader")).map(|(i, _)| *i).collect();
+            if leaders.len() == 1
+                && modes.iter().all(|(_, m)| matches!(m.as_deref(), Some("leader" | "follower" | "observer")))
+            {
+                return leaders[0];
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no settled leader among {among:?}: {modes:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Member `i`'s whole server.log so far.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.members[i].dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Waits until member `i`'s server.log has a line containing `needle`; returns that line.
+    pub fn wait_log(&self, i: usize, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(line) = self.log(i).lines().find(|l| l.contains(needle)) {
+                return line.to_string();
+            }
+            assert!(Instant::now() < deadline, "member {} never logged {needle:?}\n{}", i + 1, self.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The sync modes ("Diff", "Trunc", "Snap") member `i`, as leader, logged choosing for the
+    /// learner with myid `sid`, oldest first (zk-quorum's "syncing learner by ..." info line).
+    pub fn sync_modes(&self, i: usize, sid: usize) -> Vec<String> {
+        let learner = format!("learner=Some({sid})");
+        self.log(i)
+            .lines()
+            .filter(|l| l.contains(&learner))
+            .filter_map(|l| l.split("syncing learner by ").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Member `i`'s data directory (myid, snapshots, the log).
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.members[i].dir.join("data")
+    }
 }
 
 impl Drop for Ensemble {
@@ -253,4 +424,57 @@ pub fn children(c: &mut RawClient, path: &str) -> Vec<String> {
 
 pub fn create_req(path: &str) -> Request {
     Request::Create(CreateRequest { path: path.into(), data: None, acl: super::client::open_acl(), flags: 0 })
+}
+
+/// One znode as [`dump_tree`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Znode {
+    /// Its path.
+    pub path: String,
+    /// Its data.
+    pub data: Option<bytes::Bytes>,
+    /// Its stat: zxids, times (the leader's), versions, owner, child count.
+    pub stat: Stat,
+}
+
+/// Every znode under `root` (itself included; `/zookeeper` left out), after a sync, in path
+/// order: two servers' dumps are equal when their trees are. Requests are pipelined a level at a
+/// time, in bounded batches.
+pub fn dump_tree(c: &mut RawClient, root: &str) -> Vec<Znode> {
+    let r = c.call(Request::Sync(SyncRequest { path: root.into() }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let mut out = Vec::new();
+    let mut level = vec![root.to_string()];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for batch in level.chunks(200) {
+            let xids: Vec<(i32, i32)> = batch
+                .iter()
+                .map(|p| {
+                    let d = c.send(&Request::GetData(GetDataRequest { path: p.clone(), watch: false }));
+                    let k =
+                        c.send(&Request::GetChildren(GetChildrenRequest { path: p.clone(), watch: false }));
+                    (d, k)
+                })
+                .collect();
+            for (p, (d, k)) in batch.iter().zip(xids) {
+                let d = c.recv(d).expect("server closed the connection");
+                let k = c.recv(k).expect("server closed the connection");
+                assert_eq!((d.err(), k.err()), (ErrorCode::Ok, ErrorCode::Ok), "{p}");
+                let body: GetDataResponse = d.decode();
+                let mut kids: Vec<String> = k.decode();
+                kids.sort();
+                for kid in kids {
+                    let child = if p == "/" { format!("/{kid}") } else { format!("{p}/{kid}") };
+                    if child != "/zookeeper" {
+                        next.push(child);
+                    }
+                }
+                out.push(Znode { path: p.clone(), data: body.data, stat: body.stat });
+            }
+        }
+        level = next;
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
