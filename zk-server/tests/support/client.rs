@@ -53,9 +53,23 @@ impl RawClient {
 
     /// Sends `req` as the handshake; `None` when the server closed without answering.
     pub fn connect_with(addr: SocketAddr, req: ConnectRequest) -> Option<RawClient> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-        stream.set_nodelay(true).unwrap();
+        let (mut c, resp) = Self::handshake(Self::open(addr).expect("connect"), &req)?;
+        c.session = resp.expect("connect response");
+        Some(c)
+    }
+
+    fn open(addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    /// Sends the handshake; `None` when the connection closed before an answer came.
+    fn handshake(
+        stream: TcpStream,
+        req: &ConnectRequest,
+    ) -> Option<(RawClient, Result<ConnectResponse, DecodeError>)> {
         let mut c = RawClient {
             stream,
             session: Default::default(),
@@ -63,29 +77,18 @@ impl RawClient {
             events: VecDeque::new(),
             buf: BytesMut::new(),
         };
-        c.send_frame(&jute::to_bytes(&req));
+        c.try_send_frame(&jute::to_bytes(req))?;
         let frame = c.read_frame()?;
-        c.session = jute::from_bytes(frame).expect("connect response");
-        Some(c)
+        let resp = jute::from_bytes(frame);
+        Some((c, resp))
     }
 
     /// As [`Self::connect_with`], but `None` instead of a panic when the server cannot be reached
     /// or the connection breaks during the handshake (a server that is down, starting or being
     /// killed), for clients that fail over.
     pub fn try_connect_with(addr: SocketAddr, req: ConnectRequest) -> Option<RawClient> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
-        stream.set_nodelay(true).ok()?;
-        let mut c = RawClient {
-            stream,
-            session: Default::default(),
-            next_xid: 1,
-            events: VecDeque::new(),
-            buf: BytesMut::new(),
-        };
-        c.try_send_frame(&jute::to_bytes(&req))?;
-        let frame = c.read_frame()?;
-        c.session = jute::from_bytes(frame).ok()?;
+        let (mut c, resp) = Self::handshake(Self::open(addr).ok()?, &req)?;
+        c.session = resp.ok()?;
         Some(c)
     }
 

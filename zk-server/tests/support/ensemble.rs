@@ -100,34 +100,7 @@ impl Ensemble {
 
     /// As [`Self::configure`], the members at `observers` (indexes) being observers.
     pub fn configure_with(kinds: &[Kind], observers: &[usize]) -> Ensemble {
-        let n = kinds.len();
-        let root = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<(u16, u16, u16)> =
-            (0..n).map(|_| (unique_port(), unique_port(), unique_port())).collect();
-        let lines: String = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, q, e))| {
-                let kind = if observers.contains(&i) { ":observer" } else { "" };
-                format!("server.{}=127.0.0.1:{q}:{e}{kind}\n", i + 1)
-            })
-            .collect();
-        let mut members = Vec::new();
-        for (i, (c, _, _)) in ports.iter().enumerate() {
-            let dir = root.path().join(format!("s{}", i + 1));
-            std::fs::create_dir_all(dir.join("data")).expect("mkdir");
-            std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).expect("myid");
-            let peer_type = if observers.contains(&i) { "peerType=observer\n" } else { "" };
-            let cfg = format!(
-                "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={c}\nclientPortAddress=127.0.0.1\n\
-                 4lw.commands.whitelist=*\nadmin.enableServer=false\n{peer_type}{lines}",
-                dir.join("data").display()
-            );
-            std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
-            let client = format!("127.0.0.1:{c}").parse().expect("addr");
-            members.push(Member { kind: kinds[i], dir, client, child: None });
-        }
-        Ensemble { _root: root, members }
+        Ensemble::configure_with_extra(kinds, observers, "")
     }
 
     /// Appends `lines` to every member's zoo.cfg (before they are launched).
