@@ -653,7 +653,7 @@ impl<S: Storage> SegmentLog<S> {
         if self.active.is_none() {
             self.start_segment(first, bytes)?;
         }
-        let prealloc = self.opts.prealloc_bytes;
+        let step = self.write_path_step();
         let seg = self.segments.last_mut().expect("a segment was just ensured");
         let file = self.active.as_mut().expect("a segment was just ensured");
         let shown = self.storage.display_name(&seg.name);
@@ -661,8 +661,7 @@ impl<S: Storage> SegmentLog<S> {
         let have = file.len().map_err(|e| LogError::io("stat", shown.clone(), e))?;
         if need > have {
             // Reserve before writing, so a full disk is an error here and never a SIGBUS later.
-            file.allocate(round_up(need, prealloc))
-                .map_err(|e| LogError::io("allocate", shown.clone(), e))?;
+            file.allocate(round_up(need, step)).map_err(|e| LogError::io("allocate", shown.clone(), e))?;
         }
         let base = seg.end;
         if let Err(e) = file.write_at(base, &batch.buf) {
@@ -684,7 +683,7 @@ impl<S: Storage> SegmentLog<S> {
     fn start_segment(&mut self, first: i64, batch_bytes: u64) -> Result<(), LogError> {
         let name = segment_name(first);
         let shown = self.storage.display_name(&name);
-        let size = round_up(SEGMENT_HEADER_BYTES + batch_bytes, self.opts.prealloc_bytes);
+        let size = round_up(SEGMENT_HEADER_BYTES + batch_bytes, self.write_path_step());
         if let Some(file) = self.spare.take() {
             if file.len().is_ok_and(|l| l >= size) {
                 return self.start_segment_from_spare(file, name, first);
@@ -716,6 +715,14 @@ impl<S: Storage> SegmentLog<S> {
         }
         self.push_new_segment(name, first, file);
         Ok(())
+    }
+
+    /// How much a file grows by when an append needs room there and then (a segment started
+    /// without a spare, as after a reset, or one outgrowing its allocation): `preAllocSize`, but
+    /// no more than one spare step, since zero-filling a whole 64 MiB allocation on the write path
+    /// holds that write (and every sync behind it) for tens of milliseconds.
+    fn write_path_step(&self) -> u64 {
+        self.opts.prealloc_bytes.min(SPARE_STEP_BYTES)
     }
 
     /// Makes `file`, whose header for `first` is durable, the newest segment, taking appends.
