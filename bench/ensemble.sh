@@ -39,6 +39,16 @@ start_ensemble() { # kind
   echo "$kind ensemble did not settle" >&2; exit 1
 }
 pause() { for i in 1 2 3; do kill -"$2" "${PIDS[$1$i]}"; done; }
+# A paused ensemble, resumed, may have to elect again (its leader heard nothing for longer than
+# syncLimit): wait until it serves again before timing it.
+settled() {
+  sleep 1
+  for _ in $(seq 1 600); do
+    local n=0; for i in 1 2 3; do case $(mode "${CPORT[$1$i]}") in leader|follower) n=$((n+1));; esac; done
+    [ $n = 3 ] && return 0; sleep 0.1
+  done
+  echo "$1 ensemble did not settle after being resumed" >&2; exit 1
+}
 
 start_ensemble zkrs; start_ensemble apache
 RESULTS=$WORK/results.jsonl
@@ -49,6 +59,7 @@ for load in "get 2 100" "set 2 100" "create 2 100" "mixed 2 100"; do
   for kind in apache zkrs; do
     other=zkrs; [ $kind = zkrs ] && other=apache
     pause $other STOP
+    settled $kind
     echo "== $kind: $1, 3 servers x $2 connections x $3 in flight" >&2
     benches=()
     for i in 1 2 3; do
