@@ -1,36 +1,51 @@
-//! Deterministic whole-ensemble simulation of Zab (the `zab` leader and learner machines).
+//! Deterministic whole-ensemble simulation of Zab: zk-quorum's leader, learner and election
+//! machines driven by one seed, over a simulated network and simulated disks, with one of two
+//! server backends behind the [`Store`] trait:
+//!
+//! - [`model::ModelStore`]: the log is a list of records, the database the list of applied
+//!   transactions, snapshots a toy encoding. Fast: it runs many seeds.
+//! - [`stack::StackStore`]: the real stack. zk-log's `SegmentLog`, snapshot files and
+//!   `EpochStore` on `FaultStorage` (a crash drops or tears what was not synced), zk-tree's
+//!   `Database` applying real transactions prepared by `Database::prep`, SNAP shipping zk-tree's
+//!   Apache snapshot stream, the database reloaded from snapshot plus log at every role change.
 //!
 //! One seed drives everything: message delays (per-connection FIFO, reordering only across
-//! connections), crashes (unsynced log records lost, or a random prefix of them kept with the rest
-//! torn away), restarts, partitions (TCP does not drop: traffic across one waits, and connections
-//! end by timeouts), log purges and client writes. Time is simulated in 10 ms steps.
+//! connections), connection drops, crashes (unsynced writes lost or torn), restarts, partitions
+//! (TCP does not drop: traffic across one waits, and connections end by timeouts), log purges,
+//! wall-clock jumps (only the wall time jumps; every timeout runs on the monotonic clock),
+//! lost and duplicated election notifications, and client operations (see [`client`]). Time is
+//! simulated in 10 ms steps.
 //!
 //! Elections: either the crate's Fast Leader Election machines over a simulated election network,
 //! or a deterministic stand-in (the live looking voters of one side of the network that form a
 //! quorum pick the best (currentEpoch, lastLoggedZxid, sid) among them; a looking server that can
 //! reach a leader joins it). Zab's safety must not depend on which leader is picked.
 //!
-//! The server model around each machine: a log (a snapshot base plus records, each record durable
-//! only once a sync op completed), epoch files written atomically and synced apart from the log,
-//! a database that is the list of applied transactions (reloaded from the log at every role
-//! change, as Apache does after an election), disk work flushed when a role ends, and at the
-//! leader a tiny proposer that commits in zxid order on a quorum of ACKs (its own after its log
-//! sync).
+//! Around each machine: disk operations complete after a simulated delay (log syncs in order,
+//! epoch files apart), disk work is flushed when a role ends (ZK-4541, -4712), the database is
+//! reloaded from disk at every role change, and the leader commits in zxid order on a quorum of
+//! ACKs (its own after its log sync).
 //!
 //! Checkers:
 //! - at most one leader is established per epoch;
-//! - the committed chain (every write acknowledged to a client, and each new epoch's initial
-//!   history) only grows: every established leader's history starts with it (no acknowledged write
-//!   lost), every commit extends it consistently;
-//! - a learner's database is a prefix-consistent copy of the chain whenever it is up to date and at
-//!   each commit after that; commits and log appends come in zxid order;
-//! - a restarted server's epochs are consistent with its log (acceptedEpoch covers every record;
-//!   a currentEpoch below the last record's epoch, which Apache refuses, is counted);
-//! - once healed and quiet, one leader is established, every server is synced, and all logs and
-//!   databases equal the committed chain (this also checks liveness).
+//! - the committed chain (every write acknowledged, and each new epoch's initial history) only
+//!   grows: every established leader's history starts with it (no acknowledged write lost), every
+//!   commit extends it consistently; a learner commits in zxid order and, once up to date, the
+//!   chain's transaction at each zxid (same bytes);
+//! - a restarted server's epochs are consistent with its log;
+//! - once healed and quiet: one leader is established, every server is synced, every log holds
+//!   the chain's records (zxid and bytes) above its snapshot base, and every database equals the
+//!   one the chain builds (this also checks liveness);
+//! - clients (stack backend): every acknowledged write is in the chain, and each key's history
+//!   of creates, conditional sets and synced reads is linearizable ([`linear`]).
 //!
-//! `ZAB_SEEDS=N` runs N seeds per configuration (default 200 each) and prints each failing seed;
-//! `ZAB_SEED=S` replays one with a trace; `ZAB_VERBOSE=1` traces the named scenarios.
+//! `ZAB_SEEDS=N` runs N seeds per configuration and prints each failing seed as a replay
+//! command; `ZAB_SEED=S` replays one with a trace; `ZAB_VERBOSE=1` traces the named scenarios.
+
+pub mod client;
+pub mod linear;
+pub mod model;
+pub mod stack;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -42,35 +57,145 @@ use zk_quorum::election::{
 };
 use zk_quorum::quorum::QuorumVerifier;
 use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
-use zk_quorum::wire::{Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
+use zk_quorum::wire::{ForwardedRequest, Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
 use zk_quorum::zab::{
     epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig,
 };
 
-type Hist = Vec<(i64, Bytes)>;
+use client::{Clients, Done};
+
+/// A history: (zxid, PROPOSAL data) in zxid order.
+pub type Hist = Vec<(i64, Bytes)>;
+
+/// A checker's verdict: Err names the violation.
+pub type R = Result<(), String>;
 
 const STEP_MS: u64 = 10;
 
+/// What a crash keeps of the writes that were not synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Only what was synced.
+    Durable,
+    /// Everything written (as if synced just before).
+    All,
+    /// A random in-order part, possibly torn (drawn from the seed).
+    Random,
+    /// Some but not all of what was not synced, the last of it torn where the backend can.
+    Part,
+}
+
+/// One server's disk and state machine: everything the simulation does not share.
+///
+/// Disk operations are called when their simulated delay has passed; whatever they make durable
+/// must survive [`Store::crash`]; the rest may not.
+pub trait Store: Sized {
+    /// A fresh, empty server; `seed` draws its disk faults.
+    fn open(sid: i64, seed: u64) -> Self;
+    /// (acceptedEpoch, currentEpoch) as on disk.
+    fn epochs(&self) -> (u32, u32);
+    /// The last logged zxid (the snapshot's when the log holds nothing after it).
+    fn last_zxid(&self) -> i64;
+    /// The zxid through which the log is durable.
+    fn durable_zxid(&self) -> i64;
+    /// The records the log holds (after its snapshot base), as PROPOSAL data.
+    fn logged(&self) -> Hist;
+    /// The longest suffix of its history the server can show record by record: its log, or
+    /// more where the snapshot keeps records.
+    fn history(&self) -> Hist {
+        self.logged()
+    }
+    /// Appends a record (not durable until [`Store::sync`]).
+    fn append(&mut self, zxid: i64, payload: Bytes) -> R;
+    /// Makes every appended record durable.
+    fn sync(&mut self) -> R;
+    /// Writes acceptedEpoch (`accepted`) or currentEpoch, durably.
+    fn set_epoch(&mut self, accepted: bool, epoch: u32) -> R;
+    /// TRUNC: removes every record above `zxid` durably and reloads the database.
+    fn truncate(&mut self, zxid: i64, now_ms: u64) -> R;
+    /// SNAP at `zxid` announced: the next bytes fed are its stream.
+    fn receive(&mut self, zxid: i64);
+    /// Feeds snapshot stream bytes; true once the whole snapshot arrived.
+    fn feed(&mut self, bytes: &[u8]) -> Result<bool, String>;
+    /// Makes the received snapshot durable and resets the log to it; with `live`, it becomes
+    /// the database.
+    fn install(&mut self, zxid: i64, live: bool) -> R;
+    /// The database serialized for a SNAP, which must be at `zxid`.
+    fn snapshot(&self, zxid: i64) -> Result<Bytes, String>;
+    /// Applies a committed transaction; returns the client answer it carries, if any.
+    fn commit(&mut self, zxid: i64, payload: &Bytes) -> Result<Option<Done>, String>;
+    /// The zxid of the last transaction the database applied.
+    fn applied_zxid(&self) -> i64;
+    /// Reloads the database from disk (snapshot and log).
+    fn reload(&mut self, now_ms: u64) -> R;
+    /// Power loss: `keep` says what of the unsynced writes survives.
+    fn crash(&mut self, keep: Keep, rng: &mut StdRng);
+    /// Start after a crash: reopens (recovers) the disk; true when the epoch files were behind
+    /// the log and had to be repaired (see `Stats::epoch_behind_log`).
+    fn restart(&mut self, now_ms: u64) -> Result<bool, String>;
+    /// Takes a snapshot of the database and purges the log before it.
+    fn purge(&mut self) -> R;
+    /// The leader prepares a client's write for zxid `zxid` at wall time `wall_ms`.
+    fn prep(&mut self, zxid: i64, wall_ms: i64, req: &ForwardedRequest) -> Result<Bytes, String>;
+    /// A read of `path` from the applied state (None when the backend has no tree).
+    fn read(&mut self, path: &str) -> Option<client::Reply>;
+    /// A canonical dump of the database.
+    fn dump(&self) -> String;
+    /// The dump of the database the chain builds.
+    fn reference_dump(chain: &Hist) -> String;
+    /// Transactions for preloaded histories: one per (zxid, tag), valid in sequence.
+    fn make_hist(recs: &[(i64, String)]) -> Hist;
+    /// Gives a fresh server a durable state: epochs and a history, in the log or (`purged`) all
+    /// in a snapshot.
+    fn preload(&mut self, accepted: u32, current: u32, hist: &Hist, purged: bool) -> R;
+    /// Checks the database against the committed chain when a learner becomes up to date.
+    fn check_applied(&self, chain: &Hist) -> R;
+}
+
+/// One configuration of the simulation.
 #[derive(Debug, Clone)]
-struct Params {
-    voters: Vec<i64>,
-    observers: Vec<i64>,
-    fault_ms: u64,
-    quiet_ms: u64,
-    crash_p: f64,
-    partition_p: f64,
-    propose_p: f64,
-    purge_p: f64,
-    window: usize,
-    max_delay_ms: u64,
-    min_disk_ms: u64,
-    max_disk_ms: u64,
+pub struct Params {
+    /// Voting members.
+    pub voters: Vec<i64>,
+    /// Observers.
+    pub observers: Vec<i64>,
+    /// Faults happen during the first `fault_ms`.
+    pub fault_ms: u64,
+    /// Then the network heals, everyone restarts, and the ensemble must converge within this.
+    pub quiet_ms: u64,
+    /// Per server and step.
+    pub crash_p: f64,
+    /// Per step.
+    pub partition_p: f64,
+    /// Background write per step (each established leader).
+    pub propose_p: f64,
+    /// Snapshot and log purge, per server and step.
+    pub purge_p: f64,
+    /// The leader's committed-log window (DIFF reach).
+    pub window: usize,
+    /// Network delay bound.
+    pub max_delay_ms: u64,
+    /// Disk delay bounds.
+    pub min_disk_ms: u64,
+    /// Disk delay bounds.
+    pub max_disk_ms: u64,
     /// Elect with the Fast Leader Election machines (else the deterministic stand-in).
-    fle: bool,
+    pub fle: bool,
+    /// Election notification lost / delivered twice, each.
+    pub elect_loss_p: f64,
+    /// Election notification delivered twice.
+    pub elect_dup_p: f64,
+    /// A quorum connection drops, per connection and step.
+    pub conn_drop_p: f64,
+    /// A server's wall clock jumps (by up to an hour either way), per server and step.
+    pub clock_jump_p: f64,
+    /// Simulated clients (they need a backend with a tree).
+    pub clients: usize,
 }
 
 impl Params {
-    fn three() -> Params {
+    /// Three voters, the stand-in election.
+    pub fn three() -> Params {
         Params {
             voters: vec![1, 2, 3],
             observers: vec![],
@@ -85,16 +210,42 @@ impl Params {
             min_disk_ms: 1,
             max_disk_ms: 20,
             fle: false,
+            elect_loss_p: 0.0,
+            elect_dup_p: 0.0,
+            conn_drop_p: 0.0,
+            clock_jump_p: 0.0,
+            clients: 0,
         }
     }
 
     /// Slow disks and frequent crashes: wide windows between "logged" and "durable".
-    fn crashy() -> Params {
+    pub fn crashy() -> Params {
         Params { crash_p: 0.008, max_disk_ms: 150, propose_p: 0.2, fault_ms: 5_000, ..Params::three() }
     }
 
-    fn five() -> Params {
+    /// Five voters and an observer.
+    pub fn five() -> Params {
         Params { voters: vec![1, 2, 3, 4, 5], observers: vec![6], ..Params::three() }
+    }
+
+    /// The real-stack runs: shorter, with clients, every network fault and clock jumps.
+    pub fn stack(fle: bool) -> Params {
+        Params {
+            fault_ms: 2_500,
+            quiet_ms: 6_000,
+            crash_p: 0.006,
+            partition_p: 0.003,
+            propose_p: 0.05,
+            purge_p: 0.01,
+            max_disk_ms: 60,
+            fle,
+            elect_loss_p: 0.1,
+            elect_dup_p: 0.1,
+            conn_drop_p: 0.0005,
+            clock_jump_p: 0.002,
+            clients: 3,
+            ..Params::three()
+        }
     }
 }
 
@@ -127,7 +278,7 @@ enum DiskOp {
     Accepted(u32),
     Current(u32),
     Truncate(i64),
-    Install(i64, Hist),
+    Install(i64),
 }
 
 enum Role {
@@ -142,19 +293,16 @@ struct Proposer {
     established: Option<u32>,
     next_counter: u32,
     outstanding: BTreeMap<i64, (Bytes, BTreeSet<i64>)>,
+    /// Forwarded syncs: answered once everything proposed before them is committed.
+    syncs: Vec<(ConnId, i64)>,
+    /// The leader's own clients' syncs: the zxid they wait for.
+    local_syncs: Vec<i64>,
 }
 
-struct Server {
+struct Server<S: Store> {
     sid: i64,
     observer: bool,
-    accepted: u32,
-    current: u32,
-    /// Durable snapshot: the history through its last zxid.
-    base: Hist,
-    /// Log records after the base; `synced` of them are durable.
-    log: Hist,
-    synced: usize,
-    db: Hist,
+    store: S,
     /// Log operations (appends' syncs, truncation, snapshot install), in order.
     disk: VecDeque<(u64, u64, DiskOp)>,
     /// Epoch file writes: other files, synced independently of the log.
@@ -163,7 +311,8 @@ struct Server {
     gen: u64,
     since_ms: u64,
     inbox: VecDeque<Msg>,
-    snap: Option<(i64, Vec<u8>)>,
+    /// Receiving a snapshot at this zxid.
+    snap: Option<i64>,
     installing: bool,
     up_to_date: bool,
     proposer: Proposer,
@@ -171,37 +320,42 @@ struct Server {
     fle: Option<FastLeaderElection>,
     /// FLE decided to follow this vote, since then: connect once its leader leads with it.
     wants: Option<(Vote, u64)>,
+    /// Wall clock = monotonic time + this (it jumps).
+    wall_offset_ms: i64,
 }
 
-impl Server {
-    fn last_zxid(&self) -> i64 {
-        self.log.last().or(self.base.last()).map_or(0, |r| r.0)
-    }
-
-    fn history(&self) -> Hist {
-        self.base.iter().chain(self.log.iter()).cloned().collect()
-    }
-
+impl<S: Store> Server<S> {
     fn local(&self) -> LocalState {
+        let (accepted, current) = self.store.epochs();
         LocalState {
-            accepted_epoch: self.accepted,
-            current_epoch: self.current,
-            last_logged_zxid: self.last_zxid(),
-            first_logged_zxid: self.log.first().map(|r| r.0),
+            accepted_epoch: accepted,
+            current_epoch: current,
+            last_logged_zxid: self.store.last_zxid(),
+            first_logged_zxid: self.store.logged().first().map(|r| r.0),
         }
     }
 
     fn is_up(&self) -> bool {
         !matches!(self.role, Role::Down)
     }
+
+    /// Serving clients: an established leader, or a learner up to date.
+    fn serving(&self) -> bool {
+        match &self.role {
+            Role::Leading(l) => l.is_established() && self.proposer.established.is_some(),
+            Role::Following(..) => self.up_to_date,
+            _ => false,
+        }
+    }
 }
 
-struct Sim {
+/// The simulation of one ensemble.
+pub struct Sim<S: Store> {
     rng: StdRng,
     now: u64,
     p: Params,
     verifier: QuorumVerifier,
-    servers: BTreeMap<i64, Server>,
+    servers: BTreeMap<i64, Server<S>>,
     conns: BTreeMap<ConnId, Conn>,
     next_conn: ConnId,
     next_gen: u64,
@@ -212,15 +366,18 @@ struct Sim {
     chain: Hist,
     epoch_leader: BTreeMap<u32, i64>,
     verbose: bool,
-    stats: Stats,
+    /// What happened, summed over a run.
+    pub stats: Stats,
     /// Election notifications in flight: (deliver at, from, to, notification).
     election_net: Vec<(u64, i64, i64, Notification)>,
     /// Last delivery time per (from, to): one TCP connection per pair keeps order.
     election_last: BTreeMap<(i64, i64), u64>,
+    clients: Clients,
 }
 
+/// What happened in runs (summed over seeds by [`run_many`]).
 #[derive(Debug, Default, Clone)]
-struct Stats {
+pub struct Stats {
     established: u64,
     commits: u64,
     crashes: u64,
@@ -230,12 +387,44 @@ struct Stats {
     snaps: u64,
     log_reads: u64,
     epoch_behind_log: u64,
+    conn_drops: u64,
+    clock_jumps: u64,
+    elect_lost: u64,
+    elect_dup: u64,
+    client_ops: u64,
+    client_acked: u64,
+    client_unknown: u64,
+    client_reads: u64,
 }
 
-type R = Result<(), String>;
+impl Stats {
+    fn add(&mut self, s: &Stats) {
+        self.established += s.established;
+        self.commits += s.commits;
+        self.crashes += s.crashes;
+        self.partitions += s.partitions;
+        self.diffs += s.diffs;
+        self.truncs += s.truncs;
+        self.snaps += s.snaps;
+        self.log_reads += s.log_reads;
+        self.epoch_behind_log += s.epoch_behind_log;
+        self.conn_drops += s.conn_drops;
+        self.clock_jumps += s.clock_jumps;
+        self.elect_lost += s.elect_lost;
+        self.elect_dup += s.elect_dup;
+        self.client_ops += s.client_ops;
+        self.client_acked += s.client_acked;
+        self.client_unknown += s.client_unknown;
+        self.client_reads += s.client_reads;
+    }
+}
 
-impl Sim {
-    fn new(seed: u64, p: Params, verbose: bool) -> Sim {
+/// Wall clocks start here (2023-11-14), ms since the Unix epoch.
+const WALL_ORIGIN_MS: i64 = 1_700_000_000_000;
+
+impl<S: Store> Sim<S> {
+    /// A new ensemble; every disk fault and delay is drawn from `seed`.
+    pub fn new(seed: u64, p: Params, verbose: bool) -> Sim<S> {
         let verifier = QuorumVerifier::majority(p.voters.clone(), p.observers.clone());
         let mut servers = BTreeMap::new();
         for sid in p.voters.iter().chain(p.observers.iter()) {
@@ -244,12 +433,7 @@ impl Sim {
                 Server {
                     sid: *sid,
                     observer: p.observers.contains(sid),
-                    accepted: 0,
-                    current: 0,
-                    base: vec![],
-                    log: vec![],
-                    synced: 0,
-                    db: vec![],
+                    store: S::open(*sid, seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (*sid as u64)),
                     disk: VecDeque::new(),
                     meta: VecDeque::new(),
                     role: Role::Looking,
@@ -262,9 +446,11 @@ impl Sim {
                     proposer: Proposer::default(),
                     fle: None,
                     wants: None,
+                    wall_offset_ms: 0,
                 },
             );
         }
+        let clients = Clients::new(p.clients);
         Sim {
             rng: StdRng::seed_from_u64(seed),
             now: 0,
@@ -282,17 +468,27 @@ impl Sim {
             stats: Stats::default(),
             election_net: Vec::new(),
             election_last: BTreeMap::new(),
+            clients,
         }
+    }
+
+    fn server(&mut self, sid: i64) -> &mut Server<S> {
+        self.servers.get_mut(&sid).expect("a configured server")
+    }
+
+    /// The wall clock of `sid`, which may have jumped.
+    fn wall_ms(&self, sid: i64) -> i64 {
+        WALL_ORIGIN_MS + self.now as i64 + self.servers[&sid].wall_offset_ms
     }
 
     fn peer_data(&self, sid: i64) -> PeerData {
         let s = &self.servers[&sid];
-        PeerData { last_logged_zxid: s.last_zxid(), current_epoch: i64::from(s.current) }
+        PeerData { last_logged_zxid: s.store.last_zxid(), current_epoch: i64::from(s.store.epochs().1) }
     }
 
     /// A role ended: back to LOOKING (a new election round in FLE mode).
     fn looking(&mut self, sid: i64) -> R {
-        self.drop_role(sid);
+        self.drop_role(sid)?;
         if !self.p.fle {
             return Ok(());
         }
@@ -306,7 +502,7 @@ impl Sim {
             timings: ElectionTimings::default(),
             decide_early_when_unanimous: true,
         };
-        let s = self.servers.get_mut(&sid).unwrap();
+        let s = self.server(sid);
         s.wants = None;
         match &mut s.fle {
             Some(f) => f.start_election(data, now),
@@ -316,18 +512,28 @@ impl Sim {
     }
 
     fn drain_election(&mut self, sid: i64) -> R {
-        loop {
-            let Some(a) = self.servers.get_mut(&sid).unwrap().fle.as_mut().and_then(|f| f.poll_action())
-            else {
+        // Bounded: a machine emits a bounded number of actions per input.
+        for _ in 0..10_000 {
+            let Some(a) = self.server(sid).fle.as_mut().and_then(|f| f.poll_action()) else {
                 return Ok(());
             };
             match a {
                 ElectionAction::Send { to, notification } => {
-                    let d = self.rng.gen_range(1..=self.p.max_delay_ms);
-                    let last = self.election_last.entry((sid, to)).or_insert(0);
-                    let at = (*last).max(self.now + d);
-                    *last = at;
-                    self.election_net.push((at, sid, to, notification));
+                    // Notifications ride connections that drop and are re-dialled: one may be
+                    // lost, or re-sent (the newest per peer is sent again on reconnect).
+                    if self.rng.gen_bool(self.p.elect_loss_p) {
+                        self.stats.elect_lost += 1;
+                        continue;
+                    }
+                    let copies = if self.rng.gen_bool(self.p.elect_dup_p) { 2 } else { 1 };
+                    self.stats.elect_dup += copies - 1;
+                    for _ in 0..copies {
+                        let d = self.rng.gen_range(1..=self.p.max_delay_ms);
+                        let last = self.election_last.entry((sid, to)).or_insert(0);
+                        let at = (*last).max(self.now + d);
+                        *last = at;
+                        self.election_net.push((at, sid, to, notification.clone()));
+                    }
                 }
                 ElectionAction::Decided { leader, state, vote } => {
                     if !matches!(self.servers[&sid].role, Role::Looking) {
@@ -337,37 +543,33 @@ impl Sim {
                     if state == PeerState::Leading {
                         self.lead(sid)?;
                     } else {
-                        self.servers.get_mut(&sid).unwrap().wants = Some((vote, self.now));
+                        let now = self.now;
+                        self.server(sid).wants = Some((vote, now));
                     }
                 }
             }
         }
+        Err(format!("{sid}: the election machine does not stop emitting actions"))
     }
 
     /// FLE mode: notifications, election timeouts, and learners connecting to their leader.
     fn elect_fle(&mut self) -> R {
         let now = self.now;
-        let mut due = Vec::new();
-        let mut i = 0;
-        while i < self.election_net.len() {
-            if self.election_net[i].0 <= now {
-                due.push(self.election_net.remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.election_net).into_iter().partition(|m| m.0 <= now);
+        self.election_net = later;
         for (_, from, to, n) in due {
             if !reachable(&self.partition, from, to) || !self.servers[&to].is_up() {
                 continue;
             }
-            if let Some(f) = self.servers.get_mut(&to).unwrap().fle.as_mut() {
+            if let Some(f) = self.server(to).fle.as_mut() {
                 f.handle_notification(from, n, now);
             }
             self.drain_election(to)?;
         }
         let sids: Vec<i64> = self.servers.keys().copied().collect();
         for sid in sids.iter().copied() {
-            let s = self.servers.get_mut(&sid).unwrap();
+            let s = self.server(sid);
             if let Some(f) = s.fle.as_mut() {
                 if f.poll_timeout().is_some_and(|t| t <= now) {
                     f.handle_timeout(now);
@@ -395,7 +597,7 @@ impl Sim {
             });
             let leads = same && matches!(&l.role, Role::Leading(l) if !l.is_stopped());
             if leads && reachable(&self.partition, sid, leader) {
-                self.servers.get_mut(&sid).unwrap().wants = None;
+                self.server(sid).wants = None;
                 self.follow(sid, leader)?;
             } else if now >= since + init_ms {
                 self.log(|| format!("{sid} gives up on leader {leader}"));
@@ -429,7 +631,8 @@ impl Sim {
         Ok(())
     }
 
-    fn run(&mut self) -> R {
+    /// One whole run: faults, then healing and quiet, then the final checks.
+    pub fn run(&mut self) -> R {
         self.start()?;
         let end_faults = self.p.fault_ms;
         while self.now < end_faults {
@@ -443,11 +646,12 @@ impl Sim {
         let end = end_faults + self.p.quiet_ms;
         while self.now < end {
             self.step(false)?;
-            if self.converged() {
-                return self.check_converged();
+            if self.converged() && self.clients.idle() {
+                break;
             }
         }
-        self.check_converged()
+        self.check_converged()?;
+        self.check_clients()
     }
 
     fn step(&mut self, faults: bool) -> R {
@@ -471,19 +675,39 @@ impl Sim {
         self.timeouts()?;
         self.elect()?;
         if faults && self.rng.gen_bool(self.p.propose_p) {
-            self.propose()?;
+            self.propose_background()?;
         }
-        Ok(())
+        self.drive_clients(faults)
     }
 
     fn faults(&mut self) -> R {
         let sids: Vec<i64> = self.servers.keys().copied().collect();
         for sid in sids {
             if self.servers[&sid].is_up() && self.rng.gen_bool(self.p.crash_p) {
-                self.crash(sid);
+                let down_for = self.rng.gen_range(100..1_500);
+                self.crash(sid, Keep::Random, down_for)?;
             }
-            if self.rng.gen_bool(self.p.purge_p) {
-                self.purge(sid);
+            if self.servers[&sid].snap.is_none() && self.rng.gen_bool(self.p.purge_p) {
+                self.server(sid).store.purge()?;
+            }
+            if self.rng.gen_bool(self.p.clock_jump_p) {
+                let jump = self.rng.gen_range(-3_600_000..=3_600_000);
+                self.log(|| format!("{sid}: wall clock jumps {jump} ms"));
+                self.stats.clock_jumps += 1;
+                self.server(sid).wall_offset_ms += jump;
+            }
+        }
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            if self.rng.gen_bool(self.p.conn_drop_p) {
+                // A TCP connection breaks: both ends see it end; the learner looks for a leader
+                // again and the leader hears the close.
+                let learner = self.conns[&id].learner;
+                if matches!(self.servers[&learner].role, Role::Following(_, c) if c == id) {
+                    self.log(|| format!("connection {id} drops"));
+                    self.stats.conn_drops += 1;
+                    self.looking(learner)?;
+                }
             }
         }
         if self.partition.is_none() && self.rng.gen_bool(self.p.partition_p) {
@@ -497,77 +721,68 @@ impl Sim {
         Ok(())
     }
 
-    /// A snapshot is taken and the log before it purged: only synced records move.
-    fn purge(&mut self, sid: i64) {
-        let s = self.servers.get_mut(&sid).unwrap();
-        if s.synced > 3 {
-            let k = s.synced - 3;
-            let moved: Vec<(i64, Bytes)> = s.log.drain(..k).collect();
-            s.base.extend(moved);
-            s.synced -= k;
-        }
-    }
-
-    fn crash(&mut self, sid: i64) {
-        let keep = {
-            let s = &self.servers[&sid];
-            let unsynced = s.log.len() - s.synced;
-            s.synced + self.rng.gen_range(0..=unsynced)
-        };
-        let down_for = self.rng.gen_range(100..1_500);
-        self.crash_keeping(sid, keep, down_for);
-    }
-
-    /// Crashes `sid` keeping the first `keep` log records (at least the synced ones).
-    fn crash_keeping(&mut self, sid: i64, keep: usize, down_for: u64) {
+    /// Crashes `sid`: its disk keeps what `keep` says of the unsynced writes; back after
+    /// `down_for` ms.
+    pub fn crash(&mut self, sid: i64, keep: Keep, down_for: u64) -> R {
         self.stats.crashes += 1;
-        let keep = keep.max(self.servers[&sid].synced).min(self.servers[&sid].log.len());
-        self.log(|| format!("crash {sid} (keeps {keep} log records), down for {down_for}"));
-        let s = self.servers.get_mut(&sid).unwrap();
+        self.log(|| format!("crash {sid} (keeps {keep:?}), down for {down_for}"));
+        self.clients.server_lost(sid, &mut self.stats);
+        let ids: Vec<ConnId> =
+            self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
+        for id in ids {
+            self.close_side(id, sid);
+        }
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        let s = self.servers.get_mut(&sid).expect("a configured server");
         s.disk.clear();
         s.meta.clear();
-        self.drop_role(sid);
-        let s = self.servers.get_mut(&sid).unwrap();
-        s.log.truncate(keep);
-        s.synced = keep;
-        s.db.clear();
+        s.store.crash(keep, &mut self.rng);
+        s.gen = gen;
         s.role = Role::Down;
         s.fle = None;
         s.wants = None;
+        s.inbox.clear();
+        s.snap = None;
+        s.installing = false;
+        s.up_to_date = false;
+        s.proposer = Proposer::default();
         self.down_until.insert(sid, self.now + down_for);
+        Ok(())
     }
 
-    fn restart(&mut self, sid: i64) -> R {
+    /// Starts a crashed server: its disk is recovered and its database reloaded.
+    pub fn restart(&mut self, sid: i64) -> R {
         self.down_until.remove(&sid);
-        let s = self.servers.get_mut(&sid).unwrap();
+        let now = self.now;
+        let s = self.server(sid);
         if !matches!(s.role, Role::Down) {
             return Ok(());
         }
-        let last_epoch = epoch_of(s.last_zxid());
-        if s.accepted < last_epoch || s.accepted < s.current {
-            return Err(format!(
-                "server {sid} cannot start: acceptedEpoch {} currentEpoch {} last zxid {:#x}",
-                s.accepted,
-                s.current,
-                s.last_zxid()
-            ));
-        }
-        if s.current < last_epoch {
+        if s.store.restart(now).map_err(|e| format!("server {sid} cannot start: {e}"))? {
             // A crash after the synced records were durable but before currentEpoch was written
             // (the order ZK-4643 requires), when the sync carried records of an epoch the server
-            // never joined. Apache 3.8 refuses to start here; starting with the lower epoch only
-            // ranks the server lower in elections, which is safe.
+            // never joined. Apache 3.8 refuses to start here; see the backends for what they do.
             self.stats.epoch_behind_log += 1;
         }
-        s.db = s.history();
+        let s = self.server(sid);
+        let (accepted, current) = s.store.epochs();
+        let last = s.store.last_zxid();
+        if accepted < epoch_of(last) || accepted < current {
+            return Err(format!(
+                "server {sid} cannot start: acceptedEpoch {accepted} currentEpoch {current} last zxid {last:#x}"
+            ));
+        }
+        s.store.reload(now)?;
         s.role = Role::Looking;
-        s.since_ms = self.now;
+        s.since_ms = now;
         self.log(|| format!("restart {sid}"));
         self.looking(sid)
     }
 
     /// Ends the server's current role: its connections close (the peer hears it when reachable).
-    fn drop_role(&mut self, sid: i64) {
+    fn drop_role(&mut self, sid: i64) -> R {
+        self.clients.server_lost(sid, &mut self.stats);
         let ids: Vec<ConnId> =
             self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
         for id in ids {
@@ -576,28 +791,31 @@ impl Sim {
         let gen = self.next_gen;
         self.next_gen += 1;
         let now = self.now;
-        let s = self.servers.get_mut(&sid).unwrap();
+        let s = self.server(sid);
         // A server leaving a role finishes its disk work first (ZK-4541, -4712: flush on every
         // shutdown), so that the next role starts from what is really on disk.
-        loop {
+        while let Some((_, _, op)) = {
             let log_at = s.disk.front().map_or(u64::MAX, |o| o.0);
             let meta_at = s.meta.front().map_or(u64::MAX, |o| o.0);
             let lane = if meta_at < log_at { &mut s.meta } else { &mut s.disk };
-            let Some((_, _, op)) = lane.pop_front() else { break };
-            apply_op(s, op, false, now);
+            lane.pop_front()
+        } {
+            apply_op(s, op, false, now)?;
         }
-        s.synced = s.log.len();
+        s.store.sync()?;
         s.gen = gen;
-        // As Apache after an election: the database is reloaded from the log, so it holds every
-        // logged record (a DIFF sync takes the log, not the applied state, as the learner's history).
-        s.db = s.history();
+        // As Apache after an election: the database is reloaded from disk, so it holds every
+        // logged record (a DIFF sync takes the log, not the applied state, as the learner's
+        // history).
+        s.store.reload(now)?;
         s.role = Role::Looking;
-        s.since_ms = self.now;
+        s.since_ms = now;
         s.inbox.clear();
         s.snap = None;
         s.installing = false;
         s.up_to_date = false;
         s.proposer = Proposer::default();
+        Ok(())
     }
 
     /// `sid` closes its end of `id`: the other end gets a close after what is in flight.
@@ -662,7 +880,7 @@ impl Sim {
                     if !reachable(&self.partition, a, b) {
                         break;
                     }
-                    let (_, msg) = pipe.queue.pop_front().unwrap();
+                    let Some((_, msg)) = pipe.queue.pop_front() else { break };
                     let gen = if to_leader { c.leader_gen } else { c.learner_gen };
                     let target = if to_leader { a } else { b };
                     if gen == 0 || self.servers[&target].gen != gen {
@@ -671,7 +889,7 @@ impl Sim {
                     if to_leader {
                         self.at_leader(target, id, msg)?;
                     } else {
-                        self.servers.get_mut(&target).unwrap().inbox.push_back(msg);
+                        self.server(target).inbox.push_back(msg);
                         self.pump(target)?;
                     }
                 }
@@ -684,7 +902,7 @@ impl Sim {
         let now = self.now;
         let closed = matches!(msg, Msg::Closed);
         {
-            let Role::Leading(l) = &mut self.servers.get_mut(&sid).unwrap().role else { return Ok(()) };
+            let Role::Leading(l) = &mut self.server(sid).role else { return Ok(()) };
             match msg {
                 Msg::Packet(p) => l.handle_packet(id, p, now),
                 Msg::Closed => l.learner_disconnected(id, now),
@@ -704,33 +922,23 @@ impl Sim {
     fn pump(&mut self, sid: i64) -> R {
         loop {
             let now = self.now;
-            let s = self.servers.get_mut(&sid).unwrap();
+            let s = self.server(sid);
             // Only reading the raw stream stops the packet flow: packets that follow it are fed
             // in while the snapshot installs, and the learner machine must hold them.
             let Some(msg) = s.inbox.pop_front() else { return Ok(()) };
-            if let Some((zxid, buf)) = &mut s.snap {
-                let zxid = *zxid;
-                match msg {
-                    Msg::Raw(b) => buf.extend_from_slice(&b),
+            if let Some(zxid) = s.snap {
+                let done = match msg {
+                    Msg::Raw(b) => s.store.feed(&b).map_err(|e| format!("{sid}: snapshot: {e}"))?,
                     Msg::Closed => {
                         self.looking(sid)?;
                         return Ok(());
                     }
                     Msg::Packet(p) => return Err(format!("packet {p:?} inside a snapshot stream")),
-                }
-                if let Some(hist) = decode_snapshot(buf) {
-                    if hist.last().map_or(0, |r| r.0) != zxid {
-                        return Err(format!("snapshot of {zxid:#x} holds {:?}", hist.last().map(|r| r.0)));
-                    }
+                };
+                if done {
                     s.snap = None;
                     s.installing = true;
-                    let gen = s.gen;
-                    let at = self.disk_time(sid);
-                    self.servers.get_mut(&sid).unwrap().disk.push_back((
-                        at,
-                        gen,
-                        DiskOp::Install(zxid, hist),
-                    ));
+                    self.push_disk(sid, DiskOp::Install(zxid));
                 }
                 continue;
             }
@@ -759,13 +967,14 @@ impl Sim {
     fn push_disk(&mut self, sid: i64, op: DiskOp) {
         if matches!(op, DiskOp::Accepted(_) | DiskOp::Current(_)) {
             let d = self.rng.gen_range(1..=5);
-            let s = self.servers.get_mut(&sid).unwrap();
-            let at = s.meta.back().map_or(0, |o| o.0).max(self.now + d);
+            let now = self.now;
+            let s = self.server(sid);
+            let at = s.meta.back().map_or(0, |o| o.0).max(now + d);
             s.meta.push_back((at, s.gen, op));
             return;
         }
         let at = self.disk_time(sid);
-        let s = self.servers.get_mut(&sid).unwrap();
+        let s = self.server(sid);
         let gen = s.gen;
         s.disk.push_back((at, gen, op));
     }
@@ -775,16 +984,16 @@ impl Sim {
         for sid in sids {
             loop {
                 let now = self.now;
-                let s = self.servers.get_mut(&sid).unwrap();
+                let s = self.server(sid);
                 let log_at = s.disk.front().map_or(u64::MAX, |o| o.0);
                 let meta_at = s.meta.front().map_or(u64::MAX, |o| o.0);
                 if log_at.min(meta_at) > now {
                     break;
                 }
                 let lane = if meta_at < log_at { &mut s.meta } else { &mut s.disk };
-                let (_, gen, op) = lane.pop_front().unwrap();
+                let Some((_, gen, op)) = lane.pop_front() else { break };
                 let live = gen == s.gen;
-                apply_op(s, op, live, now);
+                apply_op(s, op, live, now)?;
                 if live {
                     self.drain(sid)?;
                     self.pump(sid)?;
@@ -798,7 +1007,7 @@ impl Sim {
         let sids: Vec<i64> = self.servers.keys().copied().collect();
         for sid in sids {
             let now = self.now;
-            match &mut self.servers.get_mut(&sid).unwrap().role {
+            match &mut self.server(sid).role {
                 Role::Leading(l) if l.poll_timeout().is_some_and(|t| t <= now) => l.handle_timeout(now),
                 Role::Following(l, _) if l.poll_timeout().is_some_and(|t| t <= now) => l.handle_timeout(now),
                 _ => continue,
@@ -847,14 +1056,12 @@ impl Sim {
                     if !self.verifier.contains_quorum(voters.iter().copied()) {
                         continue;
                     }
-                    let best = voters
-                        .iter()
-                        .copied()
-                        .max_by_key(|s| {
-                            let sv = &self.servers[s];
-                            (sv.current, sv.last_zxid(), *s)
-                        })
-                        .unwrap();
+                    let Some(best) = voters.iter().copied().max_by_key(|s| {
+                        let sv = &self.servers[s];
+                        (sv.store.epochs().1, sv.store.last_zxid(), *s)
+                    }) else {
+                        continue;
+                    };
                     self.lead(best)?;
                     best
                 }
@@ -869,21 +1076,21 @@ impl Sim {
     }
 
     fn lead(&mut self, sid: i64) -> R {
-        self.drop_role(sid);
+        self.drop_role(sid)?;
         let cfg = self.cfg(sid);
         let now = self.now;
-        let s = self.servers.get_mut(&sid).unwrap();
+        let window = self.p.window;
+        let s = self.server(sid);
         let local = s.local();
-        let skip = s.log.len().saturating_sub(self.p.window);
-        let recent: Hist = s.log[skip..].to_vec();
-        s.db = s.history();
+        let logged = s.store.logged();
+        let recent: Hist = logged[logged.len().saturating_sub(window)..].to_vec();
         s.role = Role::Leading(Box::new(Leader::new(cfg, local, recent, now)));
         self.log(|| format!("{sid} leads with {local:?}"));
         self.drain(sid)
     }
 
     fn follow(&mut self, sid: i64, leader: i64) -> R {
-        self.drop_role(sid);
+        self.drop_role(sid)?;
         let cfg = self.cfg(sid);
         let now = self.now;
         let id = self.next_conn;
@@ -900,51 +1107,55 @@ impl Sim {
                 to_leader: Pipe::default(),
             },
         );
-        let s = self.servers.get_mut(&sid).unwrap();
+        let s = self.server(sid);
         let local = s.local();
         let mut learner = Learner::new(cfg, leader, s.observer, local, now);
         learner.connected(now);
         s.role = Role::Following(Box::new(learner), id);
         self.log(|| format!("{sid} follows {leader} on conn {id} with {local:?}"));
-        if let Role::Leading(l) = &mut self.servers.get_mut(&leader).unwrap().role {
+        if let Role::Leading(l) = &mut self.server(leader).role {
             l.learner_connected(id, now);
         }
         self.drain(leader)?;
         self.drain(sid)
     }
 
-    fn propose(&mut self) -> R {
-        let leaders: Vec<i64> = self
-            .servers
-            .iter()
-            .filter(|(_, s)| {
-                s.proposer.established.is_some() && matches!(&s.role, Role::Leading(l) if l.is_established())
-            })
-            .map(|(k, _)| *k)
-            .collect();
+    /// A write nobody waits for, at every established leader.
+    fn propose_background(&mut self) -> R {
+        let leaders: Vec<i64> =
+            self.servers.iter().filter(|(_, s)| s.serving() && s.is_leading()).map(|(k, _)| *k).collect();
         for sid in leaders {
-            let now = self.now;
-            let s = self.servers.get_mut(&sid).unwrap();
-            let epoch = s.proposer.established.unwrap();
-            s.proposer.next_counter += 1;
-            let zxid = make_zxid(epoch, s.proposer.next_counter);
-            let payload = Bytes::from(format!("w{sid}.{epoch}.{}", s.proposer.next_counter));
-            s.log.push((zxid, payload.clone()));
-            s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
-            if let Role::Leading(l) = &mut s.role {
-                l.propose(zxid, payload, now);
-            }
-            self.push_disk(sid, DiskOp::Sync(zxid));
-            self.drain(sid)?;
+            let n = self.servers[&sid].proposer.next_counter + 1;
+            let req = client::background_write(sid, n);
+            self.propose(sid, req)?;
         }
         Ok(())
     }
 
+    /// The leader `sid` prepares, logs and proposes a write.
+    fn propose(&mut self, sid: i64, req: ForwardedRequest) -> R {
+        let now = self.now;
+        let wall = self.wall_ms(sid);
+        let s = self.server(sid);
+        let Some(epoch) = s.proposer.established else { return Ok(()) };
+        s.proposer.next_counter += 1;
+        let zxid = make_zxid(epoch, s.proposer.next_counter);
+        let payload = s.store.prep(zxid, wall, &req)?;
+        s.store.append(zxid, payload.clone())?;
+        s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
+        if let Role::Leading(l) = &mut s.role {
+            l.propose(zxid, payload, now);
+        }
+        self.push_disk(sid, DiskOp::Sync(zxid));
+        self.drain(sid)
+    }
+
     fn drain(&mut self, sid: i64) -> R {
-        loop {
+        // Bounded: each round consumes actions the machine emitted for finite input.
+        for _ in 0..100_000 {
             let mut leader_actions = Vec::new();
             let mut learner_actions = Vec::new();
-            match &mut self.servers.get_mut(&sid).unwrap().role {
+            match &mut self.server(sid).role {
                 Role::Leading(l) => {
                     while let Some(a) = l.poll_action() {
                         leader_actions.push(a);
@@ -974,6 +1185,7 @@ impl Sim {
                 }
             }
         }
+        Err(format!("{sid}: the Zab machine does not stop emitting actions"))
     }
 
     fn leader_action(&mut self, sid: i64, a: LeaderAction) -> R {
@@ -997,27 +1209,21 @@ impl Sim {
             LeaderAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
             LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
                 self.stats.log_reads += 1;
-                let s = self.servers.get_mut(&sid).unwrap();
+                let s = self.server(sid);
+                let logged = s.store.logged();
                 let Role::Leading(l) = &mut s.role else { return Ok(()) };
-                let anchor = s.log.iter().rposition(|r| r.0 <= from_zxid);
-                match anchor {
+                match logged.iter().rposition(|r| r.0 <= from_zxid) {
                     None => l.log_read_failed(req, now),
                     Some(i) => {
                         let entries: Hist =
-                            s.log[i..].iter().filter(|r| r.0 <= through_zxid).cloned().collect();
+                            logged[i..].iter().filter(|r| r.0 <= through_zxid).cloned().collect();
                         l.log_read(req, entries, now);
                     }
                 }
             }
             LeaderAction::SerializeSnapshot { req, zxid } => {
-                let s = self.servers.get_mut(&sid).unwrap();
-                if s.db.last().map_or(0, |r| r.0) != zxid {
-                    return Err(format!(
-                        "{sid}: snapshot of {zxid:#x} asked with the database at {:?}",
-                        s.db.last()
-                    ));
-                }
-                let bytes = encode_snapshot(&s.db);
+                let s = self.server(sid);
+                let bytes = s.store.snapshot(zxid).map_err(|e| format!("{sid}: {e}"))?;
                 let half = bytes.len() / 2;
                 let Role::Leading(l) = &mut s.role else { return Ok(()) };
                 l.snapshot_bytes(req, bytes.slice(..half), false, now);
@@ -1028,29 +1234,22 @@ impl Sim {
                 if let Some(other) = self.epoch_leader.insert(epoch, sid) {
                     return Err(format!("epoch {epoch} established by {other} and {sid}"));
                 }
-                let s = self.servers.get_mut(&sid).unwrap();
+                let s = self.server(sid);
                 s.proposer.established = Some(epoch);
                 s.proposer.next_counter = 0;
-                let db = s.db.clone();
-                self.log(|| format!("{sid} established epoch {epoch} with {} txns", db.len()));
-                if db.len() < self.chain.len() || db[..self.chain.len()] != self.chain[..] {
-                    return Err(format!(
-                        "leader {sid} of epoch {epoch} lost committed txns: chain ends {:?}, its history {:?}",
-                        self.chain.last(),
-                        db.iter().map(|r| r.0).collect::<Vec<_>>()
-                    ));
-                }
-                self.chain = db;
+                let logged = s.store.history();
+                self.log(|| format!("{sid} established epoch {epoch} with {} logged txns", logged.len()));
+                self.new_epoch_history(sid, epoch, logged)?;
             }
             LeaderAction::Ack { sid: from, zxid } => {
-                let s = self.servers.get_mut(&sid).unwrap();
+                let s = self.server(sid);
                 if let Some((_, acks)) = s.proposer.outstanding.get_mut(&zxid) {
                     acks.insert(from);
                 }
                 self.try_commit(sid)?;
             }
-            LeaderAction::Forwarded { .. } | LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {
-            }
+            LeaderAction::Forwarded { conn, request, .. } => self.forwarded(sid, conn, request)?,
+            LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {}
             LeaderAction::StepDown { reason } => {
                 self.log(|| format!("{sid} steps down: {reason}"));
                 self.looking(sid)?;
@@ -1059,28 +1258,55 @@ impl Sim {
         Ok(())
     }
 
+    /// A new epoch is established with the leader's log: its history must extend the committed
+    /// chain (no acknowledged write lost), and becomes the chain.
+    fn new_epoch_history(&mut self, sid: i64, epoch: u32, logged: Hist) -> R {
+        // The log may start after a snapshot: the chain's records up to the log's first record
+        // are in the snapshot (checked by the database comparison at the end).
+        let first = logged.first().map_or(i64::MAX, |r| r.0);
+        let last = self.servers[&sid].store.last_zxid();
+        let kept: Hist = self.chain.iter().filter(|r| r.0 < first && r.0 <= last).cloned().collect();
+        let mut history = kept;
+        history.extend(logged);
+        if history.len() < self.chain.len() || history[..self.chain.len()] != self.chain[..] {
+            return Err(format!(
+                "leader {sid} of epoch {epoch} lost committed txns: chain ends {:?}, its history {:?}",
+                self.chain.last().map(|r| r.0),
+                history.iter().map(|r| r.0).collect::<Vec<_>>()
+            ));
+        }
+        self.chain = history;
+        Ok(())
+    }
+
     fn try_commit(&mut self, sid: i64) -> R {
+        // Bounded by the outstanding proposals.
         loop {
             let now = self.now;
-            let s = self.servers.get_mut(&sid).unwrap();
-            let Some((&zxid, (_, acks))) = s.proposer.outstanding.iter().next() else { return Ok(()) };
+            let s = &self.servers[&sid];
+            let Some((&zxid, (_, acks))) = s.proposer.outstanding.iter().next() else { break };
             if !self.verifier.contains_quorum(acks.iter().copied()) {
-                return Ok(());
+                break;
             }
-            let (payload, _) = s.proposer.outstanding.remove(&zxid).unwrap();
-            s.db.push((zxid, payload.clone()));
-            let n = s.db.len();
+            let s = self.server(sid);
+            let Some((payload, _)) = s.proposer.outstanding.remove(&zxid) else { break };
+            if s.store.applied_zxid() >= zxid {
+                return Err(format!("leader {sid} commits {zxid:#x} after {:#x}", s.store.applied_zxid()));
+            }
+            let done = s.store.commit(zxid, &payload)?;
             if let Role::Leading(l) = &mut s.role {
                 l.committed(zxid, now);
             }
             self.stats.commits += 1;
-            if n != self.chain.len() + 1 || self.chain[..] != self.servers[&sid].db[..n - 1] {
-                return Err(format!(
-                    "leader {sid} commits {zxid:#x} on a history that is not the committed chain"
-                ));
+            if self.chain.last().is_some_and(|r| r.0 >= zxid) {
+                return Err(format!("leader {sid} commits {zxid:#x} behind the chain's end"));
             }
-            self.chain.push((zxid, payload));
+            self.chain.push((zxid, payload.clone()));
+            if let Some(d) = done {
+                self.clients.completed(sid, zxid, &payload, d, &mut self.stats);
+            }
         }
+        self.answer_syncs(sid)
     }
 
     fn learner_action(&mut self, sid: i64, conn: ConnId, a: LearnerAction) -> R {
@@ -1090,41 +1316,44 @@ impl Sim {
             LearnerAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
             LearnerAction::Truncate { after_zxid } => self.push_disk(sid, DiskOp::Truncate(after_zxid)),
             LearnerAction::ReceiveSnapshot { zxid } => {
-                self.servers.get_mut(&sid).unwrap().snap = Some((zxid, Vec::new()));
+                let s = self.server(sid);
+                s.snap = Some(zxid);
+                s.store.receive(zxid);
             }
             LearnerAction::Log { zxid, payload } => {
-                let s = self.servers.get_mut(&sid).unwrap();
-                if zxid <= s.last_zxid() {
-                    return Err(format!("{sid}: Log {zxid:#x} after {:#x}", s.last_zxid()));
+                let s = self.server(sid);
+                if zxid <= s.store.last_zxid() {
+                    return Err(format!("{sid}: Log {zxid:#x} after {:#x}", s.store.last_zxid()));
                 }
-                s.log.push((zxid, payload));
+                s.store.append(zxid, payload)?;
                 self.push_disk(sid, DiskOp::Sync(zxid));
             }
             LearnerAction::Commit { zxid, payload } => {
-                let s = self.servers.get_mut(&sid).unwrap();
-                if s.db.last().is_some_and(|r| r.0 >= zxid) {
-                    return Err(format!("{sid}: Commit {zxid:#x} after {:?}", s.db.last()));
+                let s = self.server(sid);
+                if s.store.applied_zxid() >= zxid {
+                    return Err(format!("{sid}: Commit {zxid:#x} after {:#x}", s.store.applied_zxid()));
                 }
-                s.db.push((zxid, payload));
+                let done = s.store.commit(zxid, &payload)?;
                 if s.up_to_date {
-                    let i = s.db.len() - 1;
-                    if i < self.chain.len() && self.chain[i] != s.db[i] {
-                        return Err(format!(
-                            "{sid}: committed {zxid:#x} at {i}, the chain has {:?}",
-                            self.chain[i]
-                        ));
+                    if let Some(r) = self.chain.iter().find(|r| r.0 == zxid) {
+                        if r.1 != payload {
+                            return Err(format!("{sid}: committed {zxid:#x} differs from the chain's"));
+                        }
+                    } else if self.chain.last().is_some_and(|r| r.0 > zxid) {
+                        return Err(format!("{sid}: committed {zxid:#x}, which the chain skips"));
                     }
+                }
+                if let Some(d) = done {
+                    self.clients.completed(sid, zxid, &payload, d, &mut self.stats);
                 }
             }
             LearnerAction::UpToDate => {
-                let s = self.servers.get_mut(&sid).unwrap();
+                let s = self.servers.get_mut(&sid).expect("a configured server");
                 s.up_to_date = true;
-                let n = s.db.len().min(self.chain.len());
-                if s.db[..n] != self.chain[..n] {
-                    return Err(format!("{sid}: up to date with a database that diverges from the chain"));
-                }
+                s.store.check_applied(&self.chain).map_err(|e| format!("{sid}: up to date, but {e}"))?;
             }
-            LearnerAction::SyncDone | LearnerAction::Revalidated { .. } => {}
+            LearnerAction::SyncDone => self.clients.sync_done(sid, &mut self.servers, &mut self.stats),
+            LearnerAction::Revalidated { .. } => {}
             LearnerAction::Disconnect { reason } => {
                 self.log(|| format!("{sid} disconnects: {reason}"));
                 self.looking(sid)?;
@@ -1133,8 +1362,10 @@ impl Sim {
         Ok(())
     }
 
-    fn converged(&self) -> bool {
-        let leaders: Vec<&Server> = self
+    /// Whether the ensemble is quiet: one leader established, nothing outstanding, every
+    /// server synced with the same applied zxid.
+    pub fn converged(&self) -> bool {
+        let leaders: Vec<&Server<S>> = self
             .servers
             .values()
             .filter(|s| matches!(&s.role, Role::Leading(l) if l.is_established()))
@@ -1143,14 +1374,15 @@ impl Sim {
             return false;
         }
         let leader = leaders[0];
-        if !leader.proposer.outstanding.is_empty() || leader.synced != leader.log.len() {
+        if !leader.proposer.outstanding.is_empty() || leader.store.durable_zxid() != leader.store.last_zxid()
+        {
             return false;
         }
         self.servers.values().all(|s| {
             s.sid == leader.sid
                 || (s.up_to_date
-                    && s.db.len() == leader.db.len()
-                    && s.synced == s.log.len()
+                    && s.store.applied_zxid() == leader.store.applied_zxid()
+                    && s.store.durable_zxid() == s.store.last_zxid()
                     && s.disk.is_empty()
                     && s.meta.is_empty())
         })
@@ -1183,53 +1415,91 @@ impl Sim {
                             format!("following {} (up={})", l.leader_sid(), l.is_up_to_date())
                         }
                     };
-                    format!("{}: {role} db {} log {}", s.sid, s.db.len(), s.history().len())
+                    format!(
+                        "{}: {role} applied {:#x} log {:#x}",
+                        s.sid,
+                        s.store.applied_zxid(),
+                        s.store.last_zxid()
+                    )
                 })
                 .collect();
             return Err(format!("no convergence after the quiet period: {states:?}"));
         }
+        let reference = S::reference_dump(&self.chain);
+        let chain_last = self.chain.last().map_or(0, |r| r.0);
         for s in self.servers.values() {
-            if s.history() != self.chain {
+            let logged = s.store.history();
+            let first = logged.first().map_or(i64::MAX, |r| r.0);
+            let expected: Vec<&(i64, Bytes)> = self.chain.iter().filter(|r| r.0 >= first).collect();
+            if s.store.last_zxid() != chain_last || logged.iter().collect::<Vec<_>>() != expected {
                 return Err(format!(
-                    "{}: log {:?} differs from the chain {:?}",
+                    "{}: log {:?} (last {:#x}) differs from the chain {:?}",
                     s.sid,
-                    s.history().iter().map(|r| r.0).collect::<Vec<_>>(),
+                    logged.iter().map(|r| r.0).collect::<Vec<_>>(),
+                    s.store.last_zxid(),
                     self.chain.iter().map(|r| r.0).collect::<Vec<_>>()
                 ));
             }
-            if s.db != self.chain {
-                return Err(format!("{}: database differs from the chain", s.sid));
+            let dump = s.store.dump();
+            if dump != reference {
+                return Err(format!(
+                    "{}: database differs from the chain's:\n{}",
+                    s.sid,
+                    first_difference(&dump, &reference)
+                ));
             }
         }
         Ok(())
     }
 }
 
-/// Scripted runs (the §5 scenarios) drive the same simulator without random faults.
-impl Sim {
-    /// Gives `sid` a durable state before the run: epochs and a history, in the log or (purged)
-    /// all in the snapshot base.
-    fn preload(&mut self, sid: i64, accepted: u32, current: u32, hist: Hist, purged: bool) {
-        let s = self.servers.get_mut(&sid).unwrap();
-        s.accepted = accepted;
-        s.current = current;
-        if purged {
-            s.base = hist;
-        } else {
-            s.synced = hist.len();
-            s.log = hist;
+impl<S: Store> Server<S> {
+    fn is_leading(&self) -> bool {
+        matches!(self.role, Role::Leading(_))
+    }
+}
+
+/// The first line where two dumps differ, for failure messages.
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {i}: {x:?} vs the chain's {y:?}");
         }
-        s.db = s.history();
+    }
+    format!("{} lines vs the chain's {}", a.lines().count(), b.lines().count())
+}
+
+/// Scripted runs (the named scenarios) drive the same simulator without random faults.
+impl<S: Store> Sim<S> {
+    /// Gives `sid` a durable state before the run: epochs and a history, in the log or (purged)
+    /// all in a snapshot.
+    pub fn preload(&mut self, sid: i64, accepted: u32, current: u32, hist: &Hist, purged: bool) -> R {
+        let s = self.server(sid);
+        s.store.preload(accepted, current, hist, purged)?;
+        s.store.reload(0)
     }
 
-    fn established_leader(&self) -> Option<i64> {
+    /// The established leader, if any.
+    pub fn established_leader(&self) -> Option<i64> {
         self.servers
             .values()
             .find(|s| matches!(&s.role, Role::Leading(l) if l.is_established()))
             .map(|s| s.sid)
     }
 
-    fn run_until(&mut self, max_ms: u64, what: &str, cond: impl Fn(&Sim) -> bool) -> R {
+    /// SNAP syncs so far.
+    pub fn snaps(&self) -> u64 {
+        self.stats.snaps
+    }
+
+    /// (durable zxid, last logged zxid) of `sid`.
+    pub fn log_state(&self, sid: i64) -> (i64, i64) {
+        let s = &self.servers[&sid].store;
+        (s.durable_zxid(), s.last_zxid())
+    }
+
+    /// Steps (without random faults) until `cond` holds, at most `max_ms`.
+    pub fn run_until(&mut self, max_ms: u64, what: &str, cond: impl Fn(&Sim<S>) -> bool) -> R {
         let end = self.now + max_ms;
         while self.now < end {
             self.step(false)?;
@@ -1240,8 +1510,8 @@ impl Sim {
         Err(format!("t={}: no {what} within {max_ms} ms", self.now))
     }
 
-    /// Restarts everyone, waits for quiet, checks that all logs equal the committed chain.
-    fn finish(&mut self) -> R {
+    /// Restarts everyone, waits for quiet, checks that every server holds the committed chain.
+    pub fn finish(&mut self) -> R {
         let down: Vec<i64> = self.down_until.keys().copied().collect();
         for sid in down {
             self.restart(sid)?;
@@ -1251,123 +1521,12 @@ impl Sim {
     }
 }
 
-const FOREVER: u64 = u64::MAX / 4;
-
-fn hist(epoch: u32, from: u32, to: u32, tag: &str) -> Hist {
-    (from..=to).map(|c| (make_zxid(epoch, c), Bytes::from(format!("{tag}{epoch}.{c}")))).collect()
-}
-
-fn scenario(name: &str, p: Params, script: impl FnOnce(&mut Sim) -> R) {
-    let verbose = std::env::var("ZAB_VERBOSE").is_ok();
-    let mut sim = Sim::new(7, p, verbose);
-    if let Err(e) = script(&mut sim) {
-        panic!("{name}: {e} (ZAB_VERBOSE=1 to trace)");
-    }
-}
-
-fn slow_disks() -> Params {
-    Params { min_disk_ms: 200, max_disk_ms: 200, ..Params::three() }
-}
-
-/// ZK-3911, -4646, -4785: the NEWLEADER ACK of a follower synced by DIFF counts towards the new
-/// epoch's quorum, so the DIFF txns must be durable before it. Here the leader and that follower
-/// crash the moment the epoch is established, losing every unsynced record; the follower then
-/// leads, and must still hold the whole initial history.
-#[test]
-fn zk_3911_newleader_ack_waits_for_durable_diff_txns() {
-    scenario("ZK-3911", slow_disks(), |sim| {
-        let h = hist(1, 1, 5, "t");
-        sim.preload(1, 1, 1, h.clone(), false);
-        sim.preload(2, 1, 1, h[..2].to_vec(), false);
-        sim.crash_keeping(3, 0, FOREVER);
-        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
-        sim.crash_keeping(1, 0, FOREVER);
-        sim.crash_keeping(2, 0, FOREVER);
-        sim.restart(2)?;
-        sim.restart(3)?;
-        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
-        sim.finish()
-    });
-}
-
-/// ZK-3642: a snapshot received by SNAP is durable before the NEWLEADER ACK, so the same crash
-/// right after establishment loses nothing.
-#[test]
-fn zk_3642_snap_is_durable_before_the_newleader_ack() {
-    scenario("ZK-3642", slow_disks(), |sim| {
-        sim.preload(1, 1, 1, hist(1, 1, 5, "t"), true);
-        sim.crash_keeping(3, 0, FOREVER);
-        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
-        if sim.stats.snaps == 0 {
-            return Err("no SNAP sync happened".into());
-        }
-        sim.crash_keeping(1, 0, FOREVER);
-        sim.crash_keeping(2, 0, FOREVER);
-        sim.restart(2)?;
-        sim.restart(3)?;
-        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
-        sim.finish()
-    });
-}
-
-/// ZK-2832: a learner with an uncommitted txn above the leader's SNAP zxid must not keep it (nor
-/// replay it after a restart): the snapshot resets its log.
-#[test]
-fn zk_2832_no_stale_txn_survives_a_snap() {
-    scenario("ZK-2832", Params::three(), |sim| {
-        let committed = hist(1, 1, 3, "t");
-        let mut leader = committed.clone();
-        leader.extend(hist(2, 1, 2, "t"));
-        let mut stale = committed.clone();
-        stale.extend(hist(1, 4, 4, "stale"));
-        sim.preload(1, 2, 2, leader, true);
-        sim.preload(2, 1, 1, stale, false);
-        sim.crash_keeping(3, 0, FOREVER);
-        sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
-        if sim.stats.snaps == 0 {
-            return Err("no SNAP sync happened".into());
-        }
-        sim.crash_keeping(2, usize::MAX, 100);
-        sim.crash_keeping(1, 0, FOREVER);
-        sim.restart(2)?;
-        sim.restart(3)?;
-        sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
-        sim.finish()
-    });
-}
-
-/// ZK-2355 (and the learner side of ZK-3023): a follower crashing in the middle of a DIFF sync,
-/// with part of it logged and part torn, resyncs from what its log really holds.
-#[test]
-fn zk_2355_crash_in_the_middle_of_a_diff_sync() {
-    let mut p = slow_disks();
-    p.min_disk_ms = 30;
-    p.max_disk_ms = 60;
-    scenario("ZK-2355", p, |sim| {
-        let h = hist(1, 1, 40, "t");
-        sim.preload(1, 1, 1, h.clone(), false);
-        sim.preload(2, 1, 1, h[..30].to_vec(), false);
-        sim.crash_keeping(3, 0, FOREVER);
-        sim.run_until(3_000, "half a sync", |s| {
-            let f = &s.servers[&2];
-            f.synced > 32 && f.log.len() > f.synced
-        })?;
-        if sim.established_leader().is_some() {
-            return Err("established before the crash".into());
-        }
-        let keep = sim.servers[&2].synced + 1;
-        sim.crash_keeping(2, keep, 300);
-        sim.finish()
-    });
-}
-
 /// Applies a completed disk operation; `live` when the role that asked for it still runs (then
 /// it hears back).
-fn apply_op(s: &mut Server, op: DiskOp, live: bool, now: u64) {
+fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> R {
     match op {
         DiskOp::Sync(upto) => {
-            let n = s.log.iter().take_while(|r| r.0 <= upto).count();
-            s.synced = s.synced.max(n);
+            s.store.sync()?;
             if live {
                 match &mut s.role {
                     Role::Leading(l) => l.local_durable(upto, now),
@@ -1376,35 +1535,27 @@ fn apply_op(s: &mut Server, op: DiskOp, live: bool, now: u64) {
                 }
             }
         }
-        DiskOp::Accepted(e) => {
-            s.accepted = e;
+        DiskOp::Accepted(e) | DiskOp::Current(e) => {
+            s.store.set_epoch(matches!(op, DiskOp::Accepted(_)), e)?;
             if live {
-                epoch_persisted(&mut s.role, now);
-            }
-        }
-        DiskOp::Current(e) => {
-            s.current = e;
-            if live {
-                epoch_persisted(&mut s.role, now);
+                match &mut s.role {
+                    Role::Leading(l) => l.epoch_persisted(now),
+                    Role::Following(l, _) => l.epoch_persisted(now),
+                    _ => {}
+                }
             }
         }
         DiskOp::Truncate(z) => {
-            s.base.retain(|r| r.0 <= z);
-            s.log.retain(|r| r.0 <= z);
-            s.synced = s.log.len();
-            s.db = s.history();
+            s.store.truncate(z, now)?;
             if live {
                 if let Role::Following(l, _) = &mut s.role {
                     l.truncated(z, now);
                 }
             }
         }
-        DiskOp::Install(z, hist) => {
-            s.base = hist.clone();
-            s.log.clear();
-            s.synced = 0;
+        DiskOp::Install(z) => {
+            s.store.install(z, live)?;
             if live {
-                s.db = hist;
                 s.installing = false;
                 if let Role::Following(l, _) = &mut s.role {
                     l.snapshot_loaded(z, now);
@@ -1412,6 +1563,7 @@ fn apply_op(s: &mut Server, op: DiskOp, live: bool, now: u64) {
             }
         }
     }
+    Ok(())
 }
 
 fn reachable(partition: &Option<(BTreeSet<i64>, u64)>, a: i64, b: i64) -> bool {
@@ -1421,106 +1573,60 @@ fn reachable(partition: &Option<(BTreeSet<i64>, u64)>, a: i64, b: i64) -> bool {
     }
 }
 
-fn epoch_persisted(role: &mut Role, now: u64) {
-    match role {
-        Role::Leading(l) => l.epoch_persisted(now),
-        Role::Following(l, _) => l.epoch_persisted(now),
-        _ => {}
+/// A history for preloading: one record per counter `from..=to` of `epoch`, tagged.
+pub fn hist<S: Store>(recs: &[(u32, u32, u32, &str)]) -> Hist {
+    let mut v = Vec::new();
+    for (epoch, from, to, tag) in recs {
+        for c in *from..=*to {
+            v.push((make_zxid(*epoch, c), format!("{tag}{epoch}.{c}")));
+        }
+    }
+    S::make_hist(&v)
+}
+
+/// Runs one scenario script; panics with its error.
+pub fn scenario<S: Store>(name: &str, p: Params, script: impl FnOnce(&mut Sim<S>) -> R) {
+    let verbose = std::env::var("ZAB_VERBOSE").is_ok();
+    let mut sim = Sim::<S>::new(7, p, verbose);
+    if let Err(e) = script(&mut sim) {
+        panic!("{name}: {e} (ZAB_VERBOSE=1 to trace)");
     }
 }
 
-/// The sim's snapshot stream: u32 total length, then (i64 zxid, u32 len, bytes) records.
-fn encode_snapshot(h: &Hist) -> Bytes {
-    let mut out = vec![0u8; 4];
-    for (z, p) in h {
-        out.extend_from_slice(&z.to_be_bytes());
-        out.extend_from_slice(&(p.len() as u32).to_be_bytes());
-        out.extend_from_slice(p);
-    }
-    let n = out.len() as u32;
-    out[..4].copy_from_slice(&n.to_be_bytes());
-    Bytes::from(out)
-}
-
-fn decode_snapshot(buf: &[u8]) -> Option<Hist> {
-    let n = u32::from_be_bytes(buf.get(..4)?.try_into().ok()?) as usize;
-    if buf.len() < n {
-        return None;
-    }
-    let mut h = Vec::new();
-    let mut pos = 4;
-    while pos < n {
-        let z = i64::from_be_bytes(buf[pos..pos + 8].try_into().ok()?);
-        let len = u32::from_be_bytes(buf[pos + 8..pos + 12].try_into().ok()?) as usize;
-        h.push((z, Bytes::copy_from_slice(&buf[pos + 12..pos + 12 + len])));
-        pos += 12 + len;
-    }
-    Some(h)
-}
-
-fn run_seed(seed: u64, p: Params, verbose: bool) -> Result<Stats, String> {
-    let mut sim = Sim::new(seed, p, verbose);
+fn run_seed<S: Store>(seed: u64, p: Params, verbose: bool) -> Result<Stats, String> {
+    let mut sim = Sim::<S>::new(seed, p, verbose);
     sim.run().map(|_| sim.stats.clone()).map_err(|e| format!("t={} {e}", sim.now))
 }
 
-fn seeds(default: u64) -> u64 {
+/// Seeds per configuration: `ZAB_SEEDS`, else `default`.
+pub fn seeds(default: u64) -> u64 {
     std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-fn run_many(name: &str, p: Params, n: u64, base: u64) {
+/// Runs `n` seeds from `base` (or the one `ZAB_SEED` names, traced); prints each failing seed
+/// with the command that replays it, then fails.
+pub fn run_many<S: Store>(test: &str, name: &str, p: Params, n: u64, base: u64) -> Stats {
     if let Some(seed) = std::env::var("ZAB_SEED").ok().and_then(|s| s.parse::<u64>().ok()) {
-        let r = run_seed(seed, p, true);
+        let r = run_seed::<S>(seed, p, true);
         println!("{name} seed {seed}: {r:?}");
         assert!(r.is_ok());
-        return;
+        return r.unwrap_or_default();
     }
     let mut total = Stats::default();
     let mut failures = Vec::new();
     for seed in base..base + n {
-        match run_seed(seed, p.clone(), false) {
-            Ok(s) => {
-                total.established += s.established;
-                total.commits += s.commits;
-                total.crashes += s.crashes;
-                total.partitions += s.partitions;
-                total.diffs += s.diffs;
-                total.truncs += s.truncs;
-                total.snaps += s.snaps;
-                total.log_reads += s.log_reads;
-                total.epoch_behind_log += s.epoch_behind_log;
-            }
+        match run_seed::<S>(seed, p.clone(), false) {
+            Ok(s) => total.add(&s),
             Err(e) => {
-                println!("{name}: seed {seed} failed (ZAB_SEED={seed} to replay): {e}");
+                println!(
+                    "{name}: seed {seed} failed; replay: ZAB_SEED={seed} cargo test -p zk-quorum --test zab_sim {test} -- --nocapture\n  {e}"
+                );
                 failures.push(seed);
             }
         }
     }
-    println!("{name}: {n} seeds, {total:?}");
+    println!("{name}: {n} seeds from {base}, {} failed, {total:?}", failures.len());
     assert!(failures.is_empty(), "{name}: failing seeds {failures:?}");
     assert!(total.commits > 0 && total.established > 0);
-}
-
-#[test]
-fn three_voters() {
-    run_many("three voters", Params::three(), seeds(200), 0);
-}
-
-#[test]
-fn three_voters_crashing_on_slow_disks() {
-    run_many("three voters, slow disks", Params::crashy(), seeds(200), 20_000);
-}
-
-#[test]
-fn three_voters_electing_with_fle() {
-    run_many("three voters, FLE", Params { fle: true, ..Params::three() }, seeds(200), 30_000);
-}
-
-#[test]
-fn five_voters_and_an_observer_electing_with_fle() {
-    run_many("five voters + observer, FLE", Params { fle: true, ..Params::five() }, seeds(200), 40_000);
-}
-
-#[test]
-fn five_voters_and_an_observer() {
-    run_many("five voters + observer", Params::five(), seeds(200), 10_000);
+    total
 }
