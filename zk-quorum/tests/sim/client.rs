@@ -216,9 +216,16 @@ impl Clients {
         servers: &mut BTreeMap<i64, Server<S>>,
         stats: &mut Stats,
     ) {
-        let Some(c) = self.list.iter().position(|c| {
-            c.pending.as_ref().is_some_and(|p| p.server == sid && matches!(p.op, Op::SyncGet(_)))
-        }) else {
+        // Syncs are answered in the order they were sent (FIFO on the learner's connection).
+        let Some(c) = (0..self.list.len())
+            .filter(|&c| {
+                self.list[c]
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.server == sid && matches!(p.op, Op::SyncGet(_)))
+            })
+            .min_by_key(|&c| self.list[c].pending.as_ref().map_or(u64::MAX, |p| p.invoked))
+        else {
             return;
         };
         let Some(Op::SyncGet(k)) = self.list[c].pending.as_ref().map(|p| p.op) else { return };

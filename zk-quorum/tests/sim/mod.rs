@@ -111,8 +111,10 @@ pub trait Store: Sized {
     fn sync(&mut self) -> R;
     /// Writes acceptedEpoch (`accepted`) or currentEpoch, durably.
     fn set_epoch(&mut self, accepted: bool, epoch: u32) -> R;
-    /// TRUNC: removes every record above `zxid` durably and reloads the database.
-    fn truncate(&mut self, zxid: i64, now_ms: u64) -> R;
+    /// TRUNC: removes every record above `zxid` durably and reloads the database. Returns
+    /// false when the server could only go further back (its records up to `zxid` were only
+    /// in a snapshot that holds more): it must then sync again from what it has.
+    fn truncate(&mut self, zxid: i64, now_ms: u64) -> Result<bool, String>;
     /// SNAP at `zxid` announced: the next bytes fed are its stream.
     fn receive(&mut self, zxid: i64);
     /// Feeds snapshot stream bytes; true once the whole snapshot arrived.
@@ -322,6 +324,10 @@ struct Server<S: Store> {
     wants: Option<(Vote, u64)>,
     /// Wall clock = monotonic time + this (it jumps).
     wall_offset_ms: i64,
+    /// A NEWLEADER arrived (its zxid, and the last zxid logged then) and is not ACKed yet.
+    newleader: Option<(i64, i64)>,
+    /// This role ACKed a NEWLEADER.
+    acked_newleader: bool,
 }
 
 impl<S: Store> Server<S> {
@@ -373,6 +379,11 @@ pub struct Sim<S: Store> {
     /// Last delivery time per (from, to): one TCP connection per pair keeps order.
     election_last: BTreeMap<(i64, i64), u64>,
     clients: Clients,
+    /// Scripted runs: clients keep issuing operations.
+    pub scripted_clients: bool,
+    /// Every proposal: zxid -> (the proposer's previous zxid, data). One leader per epoch
+    /// makes a zxid name one proposal.
+    proposals: BTreeMap<i64, (i64, Bytes)>,
 }
 
 /// What happened in runs (summed over seeds by [`run_many`]).
@@ -447,6 +458,8 @@ impl<S: Store> Sim<S> {
                     fle: None,
                     wants: None,
                     wall_offset_ms: 0,
+                    newleader: None,
+                    acked_newleader: false,
                 },
             );
         }
@@ -469,6 +482,8 @@ impl<S: Store> Sim<S> {
             election_net: Vec::new(),
             election_last: BTreeMap::new(),
             clients,
+            scripted_clients: false,
+            proposals: BTreeMap::new(),
         }
     }
 
@@ -636,7 +651,7 @@ impl<S: Store> Sim<S> {
         self.start()?;
         let end_faults = self.p.fault_ms;
         while self.now < end_faults {
-            self.step(true)?;
+            self.step(true, true)?;
         }
         self.partition = None;
         let down: Vec<i64> = self.down_until.keys().copied().collect();
@@ -645,7 +660,7 @@ impl<S: Store> Sim<S> {
         }
         let end = end_faults + self.p.quiet_ms;
         while self.now < end {
-            self.step(false)?;
+            self.step(false, false)?;
             if self.converged() && self.clients.idle() {
                 break;
             }
@@ -654,7 +669,7 @@ impl<S: Store> Sim<S> {
         self.check_clients()
     }
 
-    fn step(&mut self, faults: bool) -> R {
+    fn step(&mut self, faults: bool, clients: bool) -> R {
         self.now += STEP_MS;
         if faults {
             self.faults()?;
@@ -677,7 +692,7 @@ impl<S: Store> Sim<S> {
         if faults && self.rng.gen_bool(self.p.propose_p) {
             self.propose_background()?;
         }
-        self.drive_clients(faults)
+        self.drive_clients(clients)
     }
 
     fn faults(&mut self) -> R {
@@ -746,6 +761,8 @@ impl<S: Store> Sim<S> {
         s.snap = None;
         s.installing = false;
         s.up_to_date = false;
+        s.newleader = None;
+        s.acked_newleader = false;
         s.proposer = Proposer::default();
         self.down_until.insert(sid, self.now + down_for);
         Ok(())
@@ -814,6 +831,8 @@ impl<S: Store> Sim<S> {
         s.snap = None;
         s.installing = false;
         s.up_to_date = false;
+        s.newleader = None;
+        s.acked_newleader = false;
         s.proposer = Proposer::default();
         Ok(())
     }
@@ -944,6 +963,9 @@ impl<S: Store> Sim<S> {
             }
             match msg {
                 Msg::Packet(p) => {
+                    if p.kind() == Ok(zk_quorum::wire::PacketType::NewLeader) {
+                        s.newleader = Some((p.zxid, s.store.last_zxid()));
+                    }
                     let Role::Following(l, _) = &mut s.role else { return Ok(()) };
                     l.handle_packet(p, now);
                     self.drain(sid)?;
@@ -993,7 +1015,13 @@ impl<S: Store> Sim<S> {
                 let lane = if meta_at < log_at { &mut s.meta } else { &mut s.disk };
                 let Some((_, gen, op)) = lane.pop_front() else { break };
                 let live = gen == s.gen;
-                apply_op(s, op, live, now)?;
+                if !apply_op(s, op, live, now)? {
+                    if live {
+                        self.log(|| format!("{sid}: truncation reached into a snapshot; syncing again"));
+                        self.looking(sid)?;
+                    }
+                    continue;
+                }
                 if live {
                     self.drain(sid)?;
                     self.pump(sid)?;
@@ -1141,7 +1169,12 @@ impl<S: Store> Sim<S> {
         s.proposer.next_counter += 1;
         let zxid = make_zxid(epoch, s.proposer.next_counter);
         let payload = s.store.prep(zxid, wall, &req)?;
+        let prev = s.store.last_zxid();
         s.store.append(zxid, payload.clone())?;
+        if self.proposals.insert(zxid, (prev, payload.clone())).is_some() {
+            return Err(format!("{zxid:#x} proposed twice"));
+        }
+        let s = self.server(sid);
         s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
         if let Role::Leading(l) = &mut s.role {
             l.propose(zxid, payload, now);
@@ -1261,13 +1294,7 @@ impl<S: Store> Sim<S> {
     /// A new epoch is established with the leader's log: its history must extend the committed
     /// chain (no acknowledged write lost), and becomes the chain.
     fn new_epoch_history(&mut self, sid: i64, epoch: u32, logged: Hist) -> R {
-        // The log may start after a snapshot: the chain's records up to the log's first record
-        // are in the snapshot (checked by the database comparison at the end).
-        let first = logged.first().map_or(i64::MAX, |r| r.0);
-        let last = self.servers[&sid].store.last_zxid();
-        let kept: Hist = self.chain.iter().filter(|r| r.0 < first && r.0 <= last).cloned().collect();
-        let mut history = kept;
-        history.extend(logged);
+        let history = self.history_of(sid, &logged)?;
         if history.len() < self.chain.len() || history[..self.chain.len()] != self.chain[..] {
             return Err(format!(
                 "leader {sid} of epoch {epoch} lost committed txns: chain ends {:?}, its history {:?}",
@@ -1277,6 +1304,35 @@ impl<S: Store> Sim<S> {
         }
         self.chain = history;
         Ok(())
+    }
+
+    /// The whole history of `sid`, whose log (or model history) is `logged`: the records it
+    /// shows, preceded by those its snapshot covers, found through the proposals' predecessor
+    /// links (the snapshot's content is checked against them by the database comparison).
+    fn history_of(&self, sid: i64, logged: &Hist) -> Result<Hist, String> {
+        let last = self.servers[&sid].store.last_zxid();
+        let mut full = Vec::new();
+        let mut z = last;
+        // Bounded: predecessor links strictly decrease.
+        while z != 0 {
+            let Some((prev, payload)) = self.proposals.get(&z) else {
+                return Err(format!("{sid}: holds {z:#x}, which nobody proposed"));
+            };
+            full.push((z, payload.clone()));
+            if *prev >= z {
+                return Err(format!("{sid}: predecessor of {z:#x} is {prev:#x}"));
+            }
+            z = *prev;
+        }
+        full.reverse();
+        let tail = &full[full.len().saturating_sub(logged.len())..];
+        if tail != &logged[..] {
+            return Err(format!(
+                "{sid}: log {:?} is not the history its last zxid {last:#x} names",
+                logged.iter().map(|r| r.0).collect::<Vec<_>>()
+            ));
+        }
+        Ok(full)
     }
 
     fn try_commit(&mut self, sid: i64) -> R {
@@ -1311,9 +1367,27 @@ impl<S: Store> Sim<S> {
 
     fn learner_action(&mut self, sid: i64, conn: ConnId, a: LearnerAction) -> R {
         match a {
-            LearnerAction::Send(p) => self.send(conn, true, Msg::Packet(p)),
+            LearnerAction::Send(p) => {
+                self.check_newleader_ack(sid, &p)?;
+                self.send(conn, true, Msg::Packet(p))
+            }
             LearnerAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
-            LearnerAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
+            LearnerAction::PersistCurrentEpoch(e) => {
+                // ZK-4643: the synced transactions it committed are durable before currentEpoch
+                // is written (outstanding proposals of the sync may follow: the NEWLEADER ACK
+                // waits for them, see `check_newleader_ack`).
+                let s = &self.servers[&sid];
+                if let Some((_, logged)) = s.newleader {
+                    let logged = logged.min(s.store.applied_zxid());
+                    if s.store.durable_zxid() < logged {
+                        return Err(format!(
+                            "{sid}: currentEpoch {e} written with the log durable only through {:#x} of {logged:#x} (ZK-4643)",
+                            s.store.durable_zxid()
+                        ));
+                    }
+                }
+                self.push_disk(sid, DiskOp::Current(e))
+            }
             LearnerAction::Truncate { after_zxid } => self.push_disk(sid, DiskOp::Truncate(after_zxid)),
             LearnerAction::ReceiveSnapshot { zxid } => {
                 let s = self.server(sid);
@@ -1322,8 +1396,16 @@ impl<S: Store> Sim<S> {
             }
             LearnerAction::Log { zxid, payload } => {
                 let s = self.server(sid);
-                if zxid <= s.store.last_zxid() {
-                    return Err(format!("{sid}: Log {zxid:#x} after {:#x}", s.store.last_zxid()));
+                let last = s.store.last_zxid();
+                if zxid <= last {
+                    return Err(format!("{sid}: Log {zxid:#x} after {last:#x}"));
+                }
+                // ZK-4925: no holes. Zxids are dense within an epoch, and an epoch's first
+                // transaction has counter 1.
+                let follows =
+                    if epoch_of(zxid) == epoch_of(last) { zxid == last + 1 } else { zxid & 0xffff_ffff == 1 };
+                if !follows {
+                    return Err(format!("{sid}: Log {zxid:#x} after {last:#x} leaves a hole (ZK-4925)"));
                 }
                 s.store.append(zxid, payload)?;
                 self.push_disk(sid, DiskOp::Sync(zxid));
@@ -1426,12 +1508,9 @@ impl<S: Store> Sim<S> {
             return Err(format!("no convergence after the quiet period: {states:?}"));
         }
         let reference = S::reference_dump(&self.chain);
-        let chain_last = self.chain.last().map_or(0, |r| r.0);
         for s in self.servers.values() {
             let logged = s.store.history();
-            let first = logged.first().map_or(i64::MAX, |r| r.0);
-            let expected: Vec<&(i64, Bytes)> = self.chain.iter().filter(|r| r.0 >= first).collect();
-            if s.store.last_zxid() != chain_last || logged.iter().collect::<Vec<_>>() != expected {
+            if self.history_of(s.sid, &logged)? != self.chain {
                 return Err(format!(
                     "{}: log {:?} (last {:#x}) differs from the chain {:?}",
                     s.sid,
@@ -1459,6 +1538,38 @@ impl<S: Store> Server<S> {
     }
 }
 
+impl<S: Store> Sim<S> {
+    /// ZK-4685, -3911, -4646: the first ACK a learner sends after NEWLEADER acknowledges it, and
+    /// by then what the sync logged is durable and currentEpoch is the new epoch.
+    fn check_newleader_ack(&mut self, sid: i64, p: &QuorumPacket) -> R {
+        if p.kind() != Ok(zk_quorum::wire::PacketType::Ack) {
+            return Ok(());
+        }
+        let s = self.server(sid);
+        let Some((zxid, logged)) = s.newleader.take() else { return Ok(()) };
+        // What the sync committed (applied by now, ZK-4394); outstanding proposals it carried
+        // are ACKed one by one once durable.
+        let logged = logged.min(s.store.applied_zxid());
+        if p.zxid != zxid {
+            return Err(format!("{sid}: first ACK after NEWLEADER {zxid:#x} is for {:#x} (ZK-4685)", p.zxid));
+        }
+        if s.store.durable_zxid() < logged {
+            return Err(format!(
+                "{sid}: NEWLEADER ACKed with the log durable through {:#x} of {logged:#x} (ZK-3911)",
+                s.store.durable_zxid()
+            ));
+        }
+        if i64::from(s.store.epochs().1) != epoch_of(zxid) as i64 {
+            return Err(format!(
+                "{sid}: NEWLEADER ACKed before currentEpoch {} was written (ZK-4643)",
+                epoch_of(zxid)
+            ));
+        }
+        s.acked_newleader = true;
+        Ok(())
+    }
+}
+
 /// The first line where two dumps differ, for failure messages.
 fn first_difference(a: &str, b: &str) -> String {
     for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
@@ -1474,6 +1585,15 @@ impl<S: Store> Sim<S> {
     /// Gives `sid` a durable state before the run: epochs and a history, in the log or (purged)
     /// all in a snapshot.
     pub fn preload(&mut self, sid: i64, accepted: u32, current: u32, hist: &Hist, purged: bool) -> R {
+        let mut prev = 0;
+        for (z, p) in hist {
+            if let Some((_, q)) = self.proposals.insert(*z, (prev, p.clone())) {
+                if q != *p {
+                    return Err(format!("{z:#x} preloaded with two payloads"));
+                }
+            }
+            prev = *z;
+        }
         let s = self.server(sid);
         s.store.preload(accepted, current, hist, purged)?;
         s.store.reload(0)
@@ -1502,7 +1622,7 @@ impl<S: Store> Sim<S> {
     pub fn run_until(&mut self, max_ms: u64, what: &str, cond: impl Fn(&Sim<S>) -> bool) -> R {
         let end = self.now + max_ms;
         while self.now < end {
-            self.step(false)?;
+            self.step(false, self.scripted_clients)?;
             if cond(self) {
                 return Ok(());
             }
@@ -1523,7 +1643,8 @@ impl<S: Store> Sim<S> {
 
 /// Applies a completed disk operation; `live` when the role that asked for it still runs (then
 /// it hears back).
-fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> R {
+/// Returns false when the role must end (a truncation that could not stop at its zxid).
+fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> Result<bool, String> {
     match op {
         DiskOp::Sync(upto) => {
             s.store.sync()?;
@@ -1546,7 +1667,9 @@ fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> R 
             }
         }
         DiskOp::Truncate(z) => {
-            s.store.truncate(z, now)?;
+            if !s.store.truncate(z, now)? {
+                return Ok(false);
+            }
             if live {
                 if let Role::Following(l, _) = &mut s.role {
                     l.truncated(z, now);
@@ -1563,7 +1686,7 @@ fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> R 
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn reachable(partition: &Option<(BTreeSet<i64>, u64)>, a: i64, b: i64) -> bool {

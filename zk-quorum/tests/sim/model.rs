@@ -73,12 +73,12 @@ impl Store for ModelStore {
         Ok(())
     }
 
-    fn truncate(&mut self, zxid: i64, _now_ms: u64) -> R {
+    fn truncate(&mut self, zxid: i64, _now_ms: u64) -> Result<bool, String> {
         self.base.retain(|r| r.0 <= zxid);
         self.log.retain(|r| r.0 <= zxid);
         self.synced = self.log.len();
         self.db = self.history();
-        Ok(())
+        Ok(true)
     }
 
     fn receive(&mut self, _zxid: i64) {

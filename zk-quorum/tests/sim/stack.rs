@@ -197,16 +197,30 @@ impl Store for StackStore {
         r.map_err(e("epoch file"))
     }
 
-    fn truncate(&mut self, zxid: i64, now_ms: u64) -> R {
-        self.log()?.truncate_after(zxid).map_err(e("truncate"))?;
+    fn truncate(&mut self, zxid: i64, now_ms: u64) -> Result<bool, String> {
         // Snapshots past the cut hold transactions the ensemble dropped (ZK-2832).
+        let mut kept = 0;
         for (z, name) in list_snapshots(&self.snap_disk).map_err(e("list snapshots"))? {
             if z > zxid {
                 let trash = zk_log::move_to_trash(&self.snap_disk, &name).map_err(e("remove snapshot"))?;
                 zk_log::remove_gradually(&self.snap_disk, &trash).map_err(e("remove snapshot"))?;
+            } else {
+                kept = kept.max(z);
             }
         }
-        self.reload(now_ms)
+        let log = self.log()?;
+        let complete = zxid >= log.base_zxid();
+        if complete {
+            log.truncate_after(zxid).map_err(e("truncate"))?;
+        } else {
+            // The records up to `zxid` were only in a snapshot that also held later ones (a SNAP
+            // from a leader whose epoch never became established): back to the newest snapshot
+            // left, from which the server syncs again. zk-server's driver reports the log's
+            // NotInLog here as a log failure instead (see the report).
+            log.reset_to(kept).map_err(e("reset"))?;
+        }
+        self.reload(now_ms)?;
+        Ok(complete)
     }
 
     fn receive(&mut self, zxid: i64) {
