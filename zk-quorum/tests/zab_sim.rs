@@ -80,3 +80,359 @@ fn stack_three_voters_electing_with_fle() {
         60_000,
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Named regression scenarios: one per bug of ZAB-FACTS.md §5, each run on the real stack and on
+// the model. Every run also goes through the general checkers (one leader per epoch, the
+// committed chain only grows, no holes, NEWLEADER ACK first and only once the sync is durable,
+// currentEpoch after the synced transactions, all logs and databases equal once quiet).
+
+const FOREVER: u64 = u64::MAX / 4;
+
+/// Runs `script` on both backends.
+macro_rules! on_both {
+    ($name:expr, $params:expr, $script:ident) => {
+        scenario::<StackStore>(concat!($name, " (stack)"), $params, $script::<StackStore>);
+        scenario::<ModelStore>(concat!($name, " (model)"), $params, $script::<ModelStore>);
+    };
+}
+
+fn slow_disks() -> Params {
+    Params { min_disk_ms: 200, max_disk_ms: 200, ..Params::three() }
+}
+
+fn jittery_disks() -> Params {
+    Params { min_disk_ms: 20, max_disk_ms: 120, ..Params::three() }
+}
+
+/// Server 1 leads with a longer history than server 2 (3 is down); the moment the epoch is
+/// established both crash losing everything unsynced; 2 then leads and must hold the whole
+/// initial history of the epoch.
+fn crash_at_establishment<S: Store>(sim: &mut Sim<S>) -> R {
+    let h = hist::<S>(&[(1, 1, 5, "t")]);
+    sim.preload(1, 1, 1, &h, false)?;
+    sim.preload(2, 1, 1, &h[..2].to_vec(), false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    sim.crash(2, Keep::Durable, FOREVER)?;
+    sim.restart(2)?;
+    sim.restart(3)?;
+    sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+    sim.finish()
+}
+
+/// ZK-3911: the NEWLEADER ACK of a follower synced by DIFF counts towards the new epoch's
+/// quorum, so the DIFF txns must be durable before it.
+#[test]
+fn zk_3911_newleader_ack_waits_for_durable_diff_txns() {
+    on_both!("ZK-3911", slow_disks(), crash_at_establishment);
+}
+
+/// ZK-4646: the NEWLEADER ACK raced the asynchronous log write; with disk delays that vary per
+/// write, the ACK must still follow the last synced record.
+#[test]
+fn zk_4646_newleader_ack_after_the_log_write() {
+    on_both!("ZK-4646", jittery_disks(), crash_at_establishment);
+}
+
+/// ZK-4785: appending and syncing the DIFF is synchronous with the ACK: a sync longer than the
+/// whole handshake still comes first.
+#[test]
+fn zk_4785_diff_sync_is_durable_before_any_ack() {
+    on_both!(
+        "ZK-4785",
+        Params { min_disk_ms: 400, max_disk_ms: 400, ..Params::three() },
+        crash_at_establishment
+    );
+}
+
+fn snap_then_crash<S: Store>(sim: &mut Sim<S>) -> R {
+    sim.preload(1, 1, 1, &hist::<S>(&[(1, 1, 5, "t")]), true)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    if sim.stats.snaps == 0 {
+        return Err("no SNAP sync happened".into());
+    }
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    sim.crash(2, Keep::Durable, FOREVER)?;
+    sim.restart(2)?;
+    sim.restart(3)?;
+    sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+    sim.finish()
+}
+
+/// ZK-3642: a snapshot received by SNAP is durable before the NEWLEADER ACK, so the same crash
+/// right after establishment loses nothing.
+#[test]
+fn zk_3642_snap_is_durable_before_the_newleader_ack() {
+    on_both!("ZK-3642", slow_disks(), snap_then_crash);
+}
+
+fn stale_txn_above_snap<S: Store>(sim: &mut Sim<S>) -> R {
+    let leader = hist::<S>(&[(1, 1, 3, "t"), (2, 1, 2, "t")]);
+    let stale = hist::<S>(&[(1, 1, 3, "t"), (1, 4, 4, "stale")]);
+    sim.preload(1, 2, 2, &leader, true)?;
+    sim.preload(2, 1, 1, &stale, false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    if sim.stats.snaps == 0 {
+        return Err("no SNAP sync happened".into());
+    }
+    sim.crash(2, Keep::All, 100)?;
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    sim.restart(2)?;
+    sim.restart(3)?;
+    sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
+    sim.finish()
+}
+
+/// ZK-2832: a learner with an uncommitted txn above the leader's SNAP zxid must not keep it (nor
+/// replay it after a restart): the snapshot resets its log.
+#[test]
+fn zk_2832_no_stale_txn_survives_a_snap() {
+    on_both!("ZK-2832", Params::three(), stale_txn_above_snap);
+}
+
+fn stale_txn_truncated<S: Store>(sim: &mut Sim<S>) -> R {
+    let leader = hist::<S>(&[(1, 1, 3, "t"), (2, 1, 2, "t")]);
+    let stale = hist::<S>(&[(1, 1, 3, "t"), (1, 4, 4, "stale")]);
+    sim.preload(1, 2, 2, &leader, false)?;
+    sim.preload(2, 1, 1, &stale, false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    if sim.stats.truncs == 0 {
+        return Err("no TRUNC sync happened".into());
+    }
+    sim.restart(3)?;
+    sim.finish()
+}
+
+/// ZK-2678: the database is no longer rebuilt on every sync, so a TRUNC must reload it: the
+/// truncated txn may not stay applied (the final database comparison catches it).
+#[test]
+fn zk_2678_database_reloaded_after_trunc() {
+    on_both!("ZK-2678", Params::three(), stale_txn_truncated);
+}
+
+fn crash_mid_diff<S: Store>(sim: &mut Sim<S>) -> R {
+    let h = hist::<S>(&[(1, 1, 40, "t")]);
+    sim.preload(1, 1, 1, &h, false)?;
+    sim.preload(2, 1, 1, &h[..30].to_vec(), false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    let mid = zk_quorum::zab::make_zxid(1, 32);
+    // The DIFF's records are logged, not all durable yet.
+    sim.run_until(3_000, "half a sync", |s| {
+        let (durable, last) = s.log_state(2);
+        last > mid && last > durable
+    })?;
+    if sim.established_leader().is_some() {
+        return Err("established before the crash".into());
+    }
+    sim.crash(2, Keep::Part, 300)?;
+    sim.finish()
+}
+
+/// ZK-2355: a follower crashing in the middle of a DIFF sync, with part of it logged and part
+/// torn, resyncs from what its log really holds.
+#[test]
+fn zk_2355_crash_in_the_middle_of_a_diff_sync() {
+    on_both!("ZK-2355", Params { min_disk_ms: 30, max_disk_ms: 60, ..Params::three() }, crash_mid_diff);
+}
+
+/// ZK-3023: DIFF txns logged asynchronously after the NEWLEADER ACK: a follower crashing right
+/// after its ACK still holds the whole sync.
+#[test]
+fn zk_3023_diff_txns_durable_at_the_ack() {
+    on_both!("ZK-3023", slow_disks(), crash_after_newleader_ack);
+}
+
+fn crash_after_newleader_ack<S: Store>(sim: &mut Sim<S>) -> R {
+    let h = hist::<S>(&[(1, 1, 20, "t")]);
+    sim.preload(1, 1, 1, &h, false)?;
+    sim.preload(2, 1, 1, &h[..5].to_vec(), false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "NEWLEADER ACK", |s| s.view(2).acked_newleader)?;
+    sim.crash(2, Keep::Durable, 200)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    sim.restart(3)?;
+    sim.run_until(5_000, "new leader", |s| s.established_leader().is_some_and(|l| l != 1))?;
+    sim.finish()
+}
+
+/// A learner joins an established leader while proposals are in flight and commits land
+/// around its NEWLEADER.
+fn join_with_proposals_in_flight<S: Store>(sim: &mut Sim<S>) -> R {
+    sim.preload(1, 1, 1, &hist::<S>(&[(1, 1, 8, "t")]), false)?;
+    sim.preload(2, 1, 1, &hist::<S>(&[(1, 1, 8, "t")]), false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    let leader = sim.established_leader().ok_or("no leader")?;
+    for _ in 0..5 {
+        sim.write(leader)?;
+    }
+    sim.restart(3)?;
+    let mut acked = false;
+    // Writes keep coming while 3 syncs.
+    for _ in 0..30 {
+        sim.write(leader)?;
+        sim.run_for(20)?;
+        acked |= sim.view(3).acked_newleader;
+    }
+    sim.run_until(3_000, "3 up to date", |s| s.view(3).up_to_date)?;
+    if !acked && !sim.view(3).acked_newleader {
+        return Err("3 never ACKed a NEWLEADER".into());
+    }
+    sim.finish()
+}
+
+/// ZK-3104: NEWLEADER is queued after every packet of the sync (proposals outstanding at the
+/// sync included); the learner's commit-order and no-hole checks see the stream.
+#[test]
+fn zk_3104_newleader_after_all_sync_traffic() {
+    on_both!("ZK-3104", jittery_disks(), join_with_proposals_in_flight);
+}
+
+/// ZK-4394: a COMMIT arriving after NEWLEADER for a proposal of the sync must find it (only
+/// committed txns are applied before the ACK).
+#[test]
+fn zk_4394_commit_after_newleader_for_a_synced_proposal() {
+    on_both!(
+        "ZK-4394",
+        Params { min_disk_ms: 50, max_disk_ms: 150, ..Params::three() },
+        join_with_proposals_in_flight
+    );
+}
+
+/// ZK-4685: the first ACK after NEWLEADER is the NEWLEADER ACK, even with proposals ACKed
+/// around it (checked on every learner packet).
+#[test]
+fn zk_4685_newleader_ack_comes_first() {
+    on_both!(
+        "ZK-4685",
+        Params { min_disk_ms: 1, max_disk_ms: 40, ..Params::three() },
+        join_with_proposals_in_flight
+    );
+}
+
+fn crash_at_current_epoch<S: Store>(sim: &mut Sim<S>) -> R {
+    let leader = hist::<S>(&[(1, 1, 3, "t"), (2, 1, 3, "t")]);
+    sim.preload(1, 2, 2, &leader, false)?;
+    sim.preload(2, 1, 1, &leader[..3].to_vec(), false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "currentEpoch 3 at 2", |s| s.view(2).epochs.1 == 3)?;
+    sim.crash(2, Keep::Durable, 100)?;
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    sim.restart(2)?;
+    sim.restart(3)?;
+    if sim.stats.epoch_behind_log != 0 {
+        return Err("currentEpoch was behind the log".into());
+    }
+    sim.finish()
+}
+
+/// ZK-4643: currentEpoch is written only once the synced txns are durable: a crash right after
+/// it leaves a server whose epoch vouches for records it really has.
+#[test]
+fn zk_4643_current_epoch_after_durable_txns() {
+    on_both!("ZK-4643", slow_disks(), crash_at_current_epoch);
+}
+
+fn leader_lost_then_followers_crash<S: Store>(sim: &mut Sim<S>) -> R {
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    let leader = sim.established_leader().ok_or("no leader")?;
+    for _ in 0..6 {
+        sim.write(leader)?;
+        sim.run_for(30)?;
+    }
+    sim.crash(leader, Keep::Durable, FOREVER)?;
+    let others: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != leader).collect();
+    sim.run_until(3_000, "followers leave", |s| others.iter().all(|o| s.view(*o).looking))?;
+    for o in &others {
+        sim.crash(*o, Keep::Durable, 100)?;
+    }
+    sim.finish()
+}
+
+/// ZK-4541: a follower leaving its role flushes what it logged (the next role, and a crash
+/// after it, start from what is really on disk).
+#[test]
+fn zk_4541_flush_on_follower_shutdown() {
+    on_both!(
+        "ZK-4541",
+        Params { min_disk_ms: 100, max_disk_ms: 100, ..Params::three() },
+        leader_lost_then_followers_crash
+    );
+}
+
+/// ZK-4712: the same flush when the role ends by the follower's own timeout path.
+#[test]
+fn zk_4712_flush_on_every_shutdown() {
+    on_both!("ZK-4712", jittery_disks(), leader_lost_then_followers_crash);
+}
+
+fn diff_from_the_log_window<S: Store>(sim: &mut Sim<S>) -> R {
+    let h = hist::<S>(&[(1, 1, 30, "t")]);
+    sim.preload(1, 1, 1, &h, false)?;
+    sim.preload(2, 1, 1, &h[..10].to_vec(), false)?;
+    sim.preload(3, 1, 1, &h[..28].to_vec(), false)?;
+    sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    let leader = sim.established_leader().ok_or("no leader")?;
+    for _ in 0..5 {
+        sim.write(leader)?;
+    }
+    sim.crash(2, Keep::Durable, 50)?;
+    if sim.stats.log_reads == 0 {
+        return Err("no DIFF read from the log".into());
+    }
+    sim.finish()
+}
+
+/// ZK-4925: txns of a sync missing from the committed log spread holes; every learner's log
+/// stays gapless (checked at each append) with DIFFs from the committed-log window and from the
+/// disk log.
+#[test]
+fn zk_4925_no_holes_in_synced_logs() {
+    on_both!("ZK-4925", Params { window: 2, ..Params::three() }, diff_from_the_log_window);
+}
+
+fn crash_between_epoch_files<S: Store>(sim: &mut Sim<S>) -> R {
+    let h = hist::<S>(&[(1, 1, 3, "t")]);
+    sim.preload(1, 1, 1, &h, false)?;
+    sim.preload(2, 1, 1, &h, false)?;
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.run_until(3_000, "acceptedEpoch ahead of currentEpoch at 2", |s| {
+        let (a, c) = s.view(2).epochs;
+        a > c
+    })?;
+    sim.crash(2, Keep::Durable, 100)?;
+    sim.restart(3)?;
+    sim.finish()
+}
+
+/// ZK-1549 (ZK-1653: start fails on an inconsistent epoch): a crash between acceptedEpoch and
+/// currentEpoch leaves them unequal; the server starts (acceptedEpoch >= currentEpoch is checked
+/// at every restart) and rejoins.
+#[test]
+fn zk_1549_restart_between_the_epoch_files() {
+    on_both!("ZK-1549", slow_disks(), crash_between_epoch_files);
+}
+
+/// ZK-3875: servers diverged after crash/restart cycles under conditional writes. Clients run
+/// creates, conditional setData and synced reads while the leader crashes (torn tails) five
+/// times; the histories must be linearizable and every tree equal at the end.
+#[test]
+fn zk_3875_crash_cycles_under_conditional_writes() {
+    scenario::<StackStore>("ZK-3875 (stack)", Params { clients: 3, ..Params::three() }, |sim| {
+        sim.scripted_clients = true;
+        for _ in 0..5 {
+            sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+            sim.run_for(400)?;
+            let leader = sim.established_leader().ok_or("no leader")?;
+            sim.crash(leader, Keep::Random, 200)?;
+        }
+        sim.run_until(1_000, "", |_| false).ok();
+        sim.finish_with_clients()
+    });
+}

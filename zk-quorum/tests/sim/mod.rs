@@ -389,23 +389,40 @@ pub struct Sim<S: Store> {
 /// What happened in runs (summed over seeds by [`run_many`]).
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
-    established: u64,
-    commits: u64,
-    crashes: u64,
-    partitions: u64,
-    diffs: u64,
-    truncs: u64,
-    snaps: u64,
-    log_reads: u64,
-    epoch_behind_log: u64,
-    conn_drops: u64,
-    clock_jumps: u64,
-    elect_lost: u64,
-    elect_dup: u64,
-    client_ops: u64,
-    client_acked: u64,
-    client_unknown: u64,
-    client_reads: u64,
+    /// Epochs established.
+    pub established: u64,
+    /// Proposals committed.
+    pub commits: u64,
+    /// Crashes.
+    pub crashes: u64,
+    /// Partitions.
+    pub partitions: u64,
+    /// DIFF syncs.
+    pub diffs: u64,
+    /// TRUNC syncs.
+    pub truncs: u64,
+    /// SNAP syncs.
+    pub snaps: u64,
+    /// DIFFs read from the leader's log.
+    pub log_reads: u64,
+    /// Restarts with currentEpoch below the last record's epoch.
+    pub epoch_behind_log: u64,
+    /// Quorum connections dropped.
+    pub conn_drops: u64,
+    /// Wall-clock jumps.
+    pub clock_jumps: u64,
+    /// Election notifications lost.
+    pub elect_lost: u64,
+    /// Election notifications delivered twice.
+    pub elect_dup: u64,
+    /// Client operations started.
+    pub client_ops: u64,
+    /// Client writes acknowledged.
+    pub client_acked: u64,
+    /// Client operations that ended unknown.
+    pub client_unknown: u64,
+    /// Client reads answered.
+    pub client_reads: u64,
 }
 
 impl Stats {
@@ -536,11 +553,13 @@ impl<S: Store> Sim<S> {
                 ElectionAction::Send { to, notification } => {
                     // Notifications ride connections that drop and are re-dialled: one may be
                     // lost, or re-sent (the newest per peer is sent again on reconnect).
-                    if self.rng.gen_bool(self.p.elect_loss_p) {
+                    // Only while faults run: healed means no loss.
+                    let faulty = self.now < self.p.fault_ms;
+                    if faulty && self.rng.gen_bool(self.p.elect_loss_p) {
                         self.stats.elect_lost += 1;
                         continue;
                     }
-                    let copies = if self.rng.gen_bool(self.p.elect_dup_p) { 2 } else { 1 };
+                    let copies = if faulty && self.rng.gen_bool(self.p.elect_dup_p) { 2 } else { 1 };
                     self.stats.elect_dup += copies - 1;
                     for _ in 0..copies {
                         let d = self.rng.gen_range(1..=self.p.max_delay_ms);
@@ -1580,6 +1599,19 @@ fn first_difference(a: &str, b: &str) -> String {
     format!("{} lines vs the chain's {}", a.lines().count(), b.lines().count())
 }
 
+/// A server as a scripted run sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// (acceptedEpoch, currentEpoch) on disk; (0, 0) while down.
+    pub epochs: (u32, u32),
+    /// Looking for a leader.
+    pub looking: bool,
+    /// A learner up to date with its leader.
+    pub up_to_date: bool,
+    /// This role ACKed a NEWLEADER.
+    pub acked_newleader: bool,
+}
+
 /// Scripted runs (the named scenarios) drive the same simulator without random faults.
 impl<S: Store> Sim<S> {
     /// Gives `sid` a durable state before the run: epochs and a history, in the log or (purged)
@@ -1607,15 +1639,44 @@ impl<S: Store> Sim<S> {
             .map(|s| s.sid)
     }
 
-    /// SNAP syncs so far.
-    pub fn snaps(&self) -> u64 {
-        self.stats.snaps
+    /// What a scripted run looks at in a server.
+    pub fn view(&self, sid: i64) -> View {
+        let s = &self.servers[&sid];
+        View {
+            epochs: if s.is_up() { s.store.epochs() } else { (0, 0) },
+            looking: matches!(s.role, Role::Looking),
+            up_to_date: s.up_to_date,
+            acked_newleader: s.acked_newleader,
+        }
+    }
+
+    /// The leader `sid` proposes a write nobody waits for.
+    pub fn write(&mut self, sid: i64) -> R {
+        let n = self.servers[&sid].proposer.next_counter + 1;
+        self.propose(sid, client::background_write(sid, n))
+    }
+
+    /// [`Self::finish`], then the client checks.
+    pub fn finish_with_clients(&mut self) -> R {
+        self.scripted_clients = false;
+        let _ = self.run_until(3_000, "clients idle", |s| s.clients.idle());
+        self.finish()?;
+        self.check_clients()
     }
 
     /// (durable zxid, last logged zxid) of `sid`.
     pub fn log_state(&self, sid: i64) -> (i64, i64) {
         let s = &self.servers[&sid].store;
         (s.durable_zxid(), s.last_zxid())
+    }
+
+    /// Steps (without random faults) for `ms`.
+    pub fn run_for(&mut self, ms: u64) -> R {
+        let end = self.now + ms;
+        while self.now < end {
+            self.step(false, self.scripted_clients)?;
+        }
+        Ok(())
     }
 
     /// Steps (without random faults) until `cond` holds, at most `max_ms`.

@@ -53,6 +53,33 @@ fn decode(payload: &Bytes) -> Result<(TxnHeader, Txn), String> {
     zk_log::format::decode_payload(payload.clone()).map_err(e("undecodable proposal"))
 }
 
+/// The session of writes nobody waits for (background writes, preloaded histories).
+const SERVER_SESSION: i64 = 0;
+
+/// The leader's prep of a request, as zk-server's core does it: a createSession for a new
+/// session, `Database::prep` for the rest. The first write of [`SERVER_SESSION`] creates it.
+fn prep_txn(
+    db: &mut Database,
+    zxid: i64,
+    wall_ms: i64,
+    req: &ForwardedRequest,
+) -> Result<(TxnHeader, Txn), String> {
+    let fresh_server_session = req.session_id == SERVER_SESSION && !db.sessions().contains(SERVER_SESSION);
+    let (op, txn) = if req.op == OpCode::CreateSession.code() || fresh_server_session {
+        let timeout = req.body.get(..4).map_or(30_000, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let timeout = if fresh_server_session { 30_000 } else { timeout };
+        (OpCode::CreateSession, db.prep_create_session(req.session_id, timeout))
+    } else {
+        let request = Request::decode(req.op, &mut Reader::new(req.body.clone())).map_err(e("request"))?;
+        let op = OpCode::from_i32(req.op).ok_or("unknown op")?;
+        let auth = AuthIds::default();
+        let ctx = RequestCtx { session: req.session_id, cxid: req.cxid, auth: &auth };
+        (op, db.prep(&ctx, &request, zxid, wall_ms))
+    };
+    let txn_type = zk_tree::txn_type(op, &txn).code();
+    Ok((TxnHeader { client_id: req.session_id, cxid: req.cxid, zxid, time: wall_ms, txn_type }, txn))
+}
+
 /// See the module doc.
 #[derive(Debug)]
 pub struct StackStore {
@@ -364,24 +391,7 @@ impl Store for StackStore {
     }
 
     fn prep(&mut self, zxid: i64, wall_ms: i64, req: &ForwardedRequest) -> Result<Bytes, String> {
-        let (op, txn) = if req.op == OpCode::CreateSession.code() {
-            let timeout = req.body.get(..4).map_or(0, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            (OpCode::CreateSession, self.db.prep_create_session(req.session_id, timeout))
-        } else {
-            let request =
-                Request::decode(req.op, &mut Reader::new(req.body.clone())).map_err(e("request"))?;
-            let op = OpCode::from_i32(req.op).ok_or("unknown op")?;
-            let auth = AuthIds::default();
-            let ctx = RequestCtx { session: req.session_id, cxid: req.cxid, auth: &auth };
-            (op, self.db.prep(&ctx, &request, zxid, wall_ms))
-        };
-        let hdr = TxnHeader {
-            client_id: req.session_id,
-            cxid: req.cxid,
-            zxid,
-            time: wall_ms,
-            txn_type: zk_tree::txn_type(op, &txn).code(),
-        };
+        let (hdr, txn) = prep_txn(&mut self.db, zxid, wall_ms, req)?;
         Ok(payload(&hdr, &txn))
     }
 
@@ -410,17 +420,18 @@ impl Store for StackStore {
         let mut db = Database::new(tree_config());
         let mut out = Vec::new();
         for (zxid, tag) in recs {
-            let request = Request::Create(zk_proto::CreateRequest {
+            let mut body = BytesMut::new();
+            zk_proto::CreateRequest {
                 path: format!("/{tag}"),
                 data: Some(Bytes::from(tag.clone())),
                 acl: super::client::open_acl(),
                 flags: 0,
-            });
-            let auth = AuthIds::default();
-            let ctx = RequestCtx { session: 0, cxid: 0, auth: &auth };
-            let txn = db.prep(&ctx, &request, *zxid, 0);
-            let hdr =
-                TxnHeader { client_id: 0, cxid: 0, zxid: *zxid, time: 0, txn_type: OpCode::Create.code() };
+            }
+            .write(&mut body);
+            let req =
+                ForwardedRequest { session_id: 0, cxid: 0, op: OpCode::Create.code(), body: body.freeze() };
+            let (hdr, txn) = prep_txn(&mut db, *zxid, 0, &req).expect("a preloaded create preps");
+            assert!(!matches!(txn, Txn::Error(_)), "preloaded {tag} does not prep: {txn:?}");
             db.apply(&hdr, &txn);
             out.push((*zxid, payload(&hdr, &txn)));
         }
