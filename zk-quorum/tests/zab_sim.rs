@@ -65,7 +65,7 @@ fn stack_three_voters() {
         "stack_three_voters",
         "stack, three voters",
         Params::stack(false),
-        seeds(100),
+        seeds(20),
         50_000,
     );
 }
@@ -76,7 +76,7 @@ fn stack_three_voters_electing_with_fle() {
         "stack_three_voters_electing_with_fle",
         "stack, three voters, FLE",
         Params::stack(true),
-        seeds(100),
+        seeds(20),
         60_000,
     );
 }
@@ -114,6 +114,11 @@ fn crash_at_establishment<S: Store>(sim: &mut Sim<S>) -> R {
     sim.preload(2, 1, 1, &h[..2].to_vec(), false)?;
     sim.crash(3, Keep::Durable, FOREVER)?;
     sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
+    leader_and_follower_crash(sim)
+}
+
+/// 1 (the leader) and 2 crash losing everything unsynced; 2 and 3 restart and 2 must lead.
+fn leader_and_follower_crash<S: Store>(sim: &mut Sim<S>) -> R {
     sim.crash(1, Keep::Durable, FOREVER)?;
     sim.crash(2, Keep::Durable, FOREVER)?;
     sim.restart(2)?;
@@ -154,12 +159,7 @@ fn snap_then_crash<S: Store>(sim: &mut Sim<S>) -> R {
     if sim.stats.snaps == 0 {
         return Err("no SNAP sync happened".into());
     }
-    sim.crash(1, Keep::Durable, FOREVER)?;
-    sim.crash(2, Keep::Durable, FOREVER)?;
-    sim.restart(2)?;
-    sim.restart(3)?;
-    sim.run_until(3_000, "new leader", |s| s.established_leader() == Some(2))?;
-    sim.finish()
+    leader_and_follower_crash(sim)
 }
 
 /// ZK-3642: a snapshot received by SNAP is durable before the NEWLEADER ACK, so the same crash

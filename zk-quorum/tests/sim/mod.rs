@@ -760,29 +760,15 @@ impl<S: Store> Sim<S> {
     pub fn crash(&mut self, sid: i64, keep: Keep, down_for: u64) -> R {
         self.stats.crashes += 1;
         self.log(|| format!("crash {sid} (keeps {keep:?}), down for {down_for}"));
-        self.clients.server_lost(sid, &mut self.stats);
-        let ids: Vec<ConnId> =
-            self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
-        for id in ids {
-            self.close_side(id, sid);
-        }
-        let gen = self.next_gen;
-        self.next_gen += 1;
+        let gen = self.end_role(sid);
         let s = self.servers.get_mut(&sid).expect("a configured server");
         s.disk.clear();
         s.meta.clear();
         s.store.crash(keep, &mut self.rng);
-        s.gen = gen;
+        s.reset_role(gen);
         s.role = Role::Down;
         s.fle = None;
         s.wants = None;
-        s.inbox.clear();
-        s.snap = None;
-        s.installing = false;
-        s.up_to_date = false;
-        s.newleader = None;
-        s.acked_newleader = false;
-        s.proposer = Proposer::default();
         self.down_until.insert(sid, self.now + down_for);
         Ok(())
     }
@@ -818,14 +804,7 @@ impl<S: Store> Sim<S> {
 
     /// Ends the server's current role: its connections close (the peer hears it when reachable).
     fn drop_role(&mut self, sid: i64) -> R {
-        self.clients.server_lost(sid, &mut self.stats);
-        let ids: Vec<ConnId> =
-            self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
-        for id in ids {
-            self.close_side(id, sid);
-        }
-        let gen = self.next_gen;
-        self.next_gen += 1;
+        let gen = self.end_role(sid);
         let now = self.now;
         let s = self.server(sid);
         // A server leaving a role finishes its disk work first (ZK-4541, -4712: flush on every
@@ -839,21 +818,29 @@ impl<S: Store> Sim<S> {
             apply_op(s, op, false, now)?;
         }
         s.store.sync()?;
-        s.gen = gen;
         // As Apache after an election: the database is reloaded from disk, so it holds every
         // logged record (a DIFF sync takes the log, not the applied state, as the learner's
         // history).
         s.store.reload(now)?;
+        s.reset_role(gen);
         s.role = Role::Looking;
         s.since_ms = now;
-        s.inbox.clear();
-        s.snap = None;
-        s.installing = false;
-        s.up_to_date = false;
-        s.newleader = None;
-        s.acked_newleader = false;
-        s.proposer = Proposer::default();
         Ok(())
+    }
+
+    /// A role ends (crash or not): its clients' operations end unknown, its connections close,
+    /// and it gets a new generation (returned), so that late disk completions and packets of
+    /// the old role are not taken for the new one's.
+    fn end_role(&mut self, sid: i64) -> u64 {
+        self.clients.server_lost(sid, &mut self.stats);
+        let ids: Vec<ConnId> =
+            self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
+        for id in ids {
+            self.close_side(id, sid);
+        }
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        gen
     }
 
     /// `sid` closes its end of `id`: the other end gets a close after what is in flight.
@@ -1552,6 +1539,18 @@ impl<S: Store> Sim<S> {
 }
 
 impl<S: Store> Server<S> {
+    /// Forgets the state of the role that ended; `gen` is the next role's.
+    fn reset_role(&mut self, gen: u64) {
+        self.gen = gen;
+        self.inbox.clear();
+        self.snap = None;
+        self.installing = false;
+        self.up_to_date = false;
+        self.newleader = None;
+        self.acked_newleader = false;
+        self.proposer = Proposer::default();
+    }
+
     fn is_leading(&self) -> bool {
         matches!(self.role, Role::Leading(_))
     }
