@@ -436,3 +436,34 @@ fn zk_3875_crash_cycles_under_conditional_writes() {
         sim.finish_with_clients()
     });
 }
+
+fn trunc_below_a_received_snapshot<S: Store>(sim: &mut Sim<S>) -> R {
+    let long = hist::<S>(&[(1, 1, 3, "t"), (2, 1, 4, "t")]);
+    sim.preload(3, 2, 2, &long, true)?;
+    // 1 ranks first once back (a later currentEpoch), with a shorter history.
+    sim.preload(1, 5, 5, &long[..5].to_vec(), false)?;
+    sim.crash(1, Keep::Durable, FOREVER)?;
+    let top = zk_quorum::zab::make_zxid(2, 4);
+    // 2 installs 3's snapshot, and 3 crashes before the epoch is established.
+    sim.run_until(3_000, "2 holds 3's snapshot", |s| s.log_state(2).1 == top && !s.view(2).acked_newleader)?;
+    if sim.established_leader().is_some() {
+        return Err("established before the crash".into());
+    }
+    sim.crash(3, Keep::Durable, FOREVER)?;
+    sim.restart(1)?;
+    sim.run_until(5_000, "leader 1", |s| s.established_leader() == Some(1))?;
+    if sim.stats.truncs == 0 {
+        return Err("no TRUNC sync happened".into());
+    }
+    sim.restart(3)?;
+    sim.finish()
+}
+
+/// Found by this simulation (seed 55058 of the stack runs): a learner whose log was reset to a
+/// SNAP from a leader whose epoch never got established, then told by the next leader to TRUNC
+/// below that snapshot. Its log cannot truncate into a snapshot (zk-log's NotInLog): it must
+/// drop the snapshot and sync again from what it has left, not fail.
+#[test]
+fn trunc_below_a_snapshot_from_a_failed_epoch() {
+    on_both!("TRUNC below a snapshot", slow_disks(), trunc_below_a_received_snapshot);
+}
