@@ -3,8 +3,9 @@
 //!
 //! By default (CI, debug build) the model runs 200 seeds in each of its five configurations and
 //! the real stack 20 in each of its three-voter ones and 5 with five voters and an observer
-//! (1,045 seeds; 64 s on two busy cores in debug, the whole binary: the stack's fault-injecting
-//! disk zero-fills every snapshot reservation, which is slow unoptimized).
+//! (1,045 seeds). The whole binary in debug takes 30 s on two cores (64 s with one of them
+//! busy); most of it is the stack runs, whose fault-injecting disk zero-fills every snapshot
+//! reservation, slow unoptimized.
 //!
 //! - `ZAB_SEEDS=N` sets the seeds per configuration, e.g. the long run of the real stack:
 //!   `ZAB_SEEDS=50000 cargo test --release -p zk-quorum --test zab_sim stack_ -- --nocapture`;
