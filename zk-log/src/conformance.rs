@@ -430,27 +430,33 @@ pub fn epoch_files<S: Storage>(s: S) {
     let ep = EpochStore::open(s.clone(), 7i64 << 32).expect("reopen");
     assert_eq!((ep.accepted(), ep.current()), (12, 7));
     drop(ep);
-    // A log holding epoch 9 while currentEpoch says 7: refused, naming the file...
-    match EpochStore::open(s.clone(), (9i64 << 32) + 1) {
+    // A log holding epoch 13 while currentEpoch says 7 and acceptedEpoch 12: refused, naming the
+    // file...
+    match EpochStore::open(s.clone(), (13i64 << 32) + 1) {
         Err(LogError::Epoch { file, reason }) => {
             assert!(file.ends_with(CURRENT_EPOCH_FILE), "{file}");
             assert!(reason.contains("older"), "{reason}");
         }
         other => panic!("expected an epoch error, got {other:?}"),
     }
-    // ...unless an interrupted update shows (the temp file of one): finished with its value.
-    let mut f = s.create("currentEpoch.tmp").expect("create");
-    f.set_len(1).expect("len");
-    f.write_at(0, b"9").expect("write");
-    f.sync().expect("sync");
-    drop(f);
+    // ...but epoch 9, accepted, is one whose currentEpoch update had not begun: finished.
     let ep = EpochStore::open(s.clone(), (9i64 << 32) + 1).expect("repaired");
     assert_eq!((ep.accepted(), ep.current()), (12, 9));
-    assert!(!s.list().expect("list").iter().any(|n| n.ends_with(".tmp")), "temp removed");
     assert_eq!(read(CURRENT_EPOCH_FILE), b"9");
     drop(ep);
+    // An interrupted update (the temp file of one) is finished with its value.
+    let mut f = s.create("currentEpoch.tmp").expect("create");
+    f.set_len(2).expect("len");
+    f.write_at(0, b"11").expect("write");
+    f.sync().expect("sync");
+    drop(f);
+    let ep = EpochStore::open(s.clone(), (10i64 << 32) + 1).expect("repaired");
+    assert_eq!((ep.accepted(), ep.current()), (12, 11));
+    assert!(!s.list().expect("list").iter().any(|n| n.ends_with(".tmp")), "temp removed");
+    assert_eq!(read(CURRENT_EPOCH_FILE), b"11");
+    drop(ep);
     // acceptedEpoch below currentEpoch, and garbage, are refused by name.
-    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"8").expect("write");
+    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"10").expect("write");
     match EpochStore::open(s.clone(), 1) {
         Err(LogError::Epoch { file, .. }) => assert!(file.ends_with(ACCEPTED_EPOCH_FILE), "{file}"),
         other => panic!("expected an epoch error, got {other:?}"),
@@ -463,9 +469,9 @@ pub fn epoch_files<S: Storage>(s: S) {
         }
         other => panic!("expected an epoch error, got {other:?}"),
     }
-    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"9\n").expect("write");
+    crate::replace_file(&s, ACCEPTED_EPOCH_FILE, b"11\n").expect("write");
     let ep = EpochStore::open(s.clone(), 1).expect("a trailing newline is accepted");
-    assert_eq!((ep.accepted(), ep.current()), (9, 9));
+    assert_eq!((ep.accepted(), ep.current()), (11, 11));
 }
 
 /// Appended batches read back identically, before and after reopening.

@@ -74,11 +74,15 @@ impl<S: Storage> EpochStore<S> {
     ///   when a crash interrupted the currentEpoch update that follows them, which a
     ///   `currentEpoch.tmp` left behind shows: the epoch becomes the temp file's value if it
     ///   holds a whole, high enough one (the update was complete but for its rename), else the
-    ///   epoch of `last_zxid`, and is written back. Without the temp file it is an error.
+    ///   epoch of `last_zxid`, and is written back. Without the temp file, the update was
+    ///   interrupted before it began if acceptedEpoch covers that epoch (only its leader makes
+    ///   its zxids, and the initial history it synced came before them): currentEpoch becomes it.
+    ///   Otherwise it is an error.
     /// - Leftover temp files are removed once the checks pass.
     ///
     /// Errors: [`LogError::Epoch`] naming the file when it does not hold a decimal epoch, when
-    /// currentEpoch is below the epoch of `last_zxid` with no interrupted update to explain it,
+    /// currentEpoch is below the epoch of `last_zxid` and acceptedEpoch too, with no interrupted
+    /// update to explain it,
     /// or when acceptedEpoch is below currentEpoch; [`LogError::Io`] if the backend fails.
     pub fn open(storage: S, last_zxid: i64) -> Result<EpochStore<S>, LogError> {
         let last_epoch = epoch_of(last_zxid.max(0));
@@ -86,8 +90,23 @@ impl<S: Storage> EpochStore<S> {
         let current_tmp = format!("{CURRENT_EPOCH_FILE}{TMP_SUFFIX}");
         let accepted_tmp = format!("{ACCEPTED_EPOCH_FILE}{TMP_SUFFIX}");
         let mut store = EpochStore { storage, accepted: 0, current: 0, poisoned: None };
+        let accepted_on_disk = read_epoch(&store.storage, ACCEPTED_EPOCH_FILE)?;
         let current = match read_epoch(&store.storage, CURRENT_EPOCH_FILE)? {
             None => {
+                store.write(CURRENT_EPOCH_FILE, last_epoch)?;
+                last_epoch
+            }
+            Some(c) if c < last_epoch && !names.contains(&current_tmp) && accepted_on_disk >= Some(last_epoch) => {
+                // A crash after records of epoch `last_epoch` were durable and before the
+                // currentEpoch update began. Only that epoch's leader makes its zxids, and a
+                // learner logs its sync stream in order, the history that leader started from
+                // before anything of its own: a record of the epoch means the whole initial
+                // history is here, which is what currentEpoch says (Apache covers the same window
+                // with its updatingEpoch file).
+                tracing::warn!(
+                    "currentEpoch was {c}, behind the last zxid {last_zxid:#x} of accepted epoch \
+                     {last_epoch}: the update was interrupted before it began; finishing it"
+                );
                 store.write(CURRENT_EPOCH_FILE, last_epoch)?;
                 last_epoch
             }
@@ -114,7 +133,7 @@ impl<S: Storage> EpochStore<S> {
             }
             Some(c) => c,
         };
-        let accepted = match read_epoch(&store.storage, ACCEPTED_EPOCH_FILE)? {
+        let accepted = match accepted_on_disk {
             Some(a) => a,
             None => {
                 store.write(ACCEPTED_EPOCH_FILE, last_epoch)?;

@@ -636,12 +636,13 @@ fn seeded_power_failures_inside_truncate_reset_and_epoch_writes() {
 
 /// The learner's order at NEWLEADER: the synced transactions of the new epoch are durable, then
 /// currentEpoch is written. The power fails at every operation of that write in turn: a restart
-/// either finishes the update (the temp file shows it was under way) or refuses with an error
-/// naming currentEpoch (the crash came before the temp file existed, as Apache refuses too); it
-/// never reads a torn value, and acceptedEpoch is untouched.
+/// always finishes the update, from the temp file when it shows the update under way, else
+/// because the log holds records of an epoch acceptedEpoch covers (the update had not begun:
+/// Apache covers that window with its updatingEpoch file); it never reads a torn value, and
+/// acceptedEpoch is untouched.
 #[test]
 fn power_failure_inside_a_learners_current_epoch_write() {
-    let (mut finished, mut refused, mut kept) = (0, 0, 0);
+    let (mut finished, mut kept) = (0, 0);
     for seed in 0..40u64 {
         for ops in 0..8u64 {
             let s = FaultStorage::new(seed * 31 + ops);
@@ -669,21 +670,12 @@ fn power_failure_inside_a_learners_current_epoch_write() {
                         finished += 1;
                     }
                 }
-                Err(LogError::Epoch { file, reason }) => {
-                    assert!(!done, "seed {seed}/{ops}: an acknowledged currentEpoch was lost: {reason}");
-                    assert!(file.ends_with("currentEpoch") && reason.contains("older"), "{file}: {reason}");
-                    assert!(
-                        s.contents("currentEpoch").as_deref() == Some(b"0"),
-                        "seed {seed}/{ops}: old value"
-                    );
-                    refused += 1;
-                }
-                Err(e) => panic!("seed {seed}/{ops}: {e}"),
+                Err(e) => panic!("seed {seed}/{ops}: a restart refused: {e}"),
             }
         }
     }
-    eprintln!("{finished} updates finished at restart, {refused} refused, {kept} completed before the crash");
-    assert!(finished > 0 && refused > 0 && kept > 0);
+    eprintln!("{finished} updates finished at restart, {kept} completed before the crash");
+    assert!(finished > 0 && kept > 0);
 }
 
 /// One job given to the writer in the writer crash test.
