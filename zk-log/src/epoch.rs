@@ -96,7 +96,11 @@ impl<S: Storage> EpochStore<S> {
                 store.write(CURRENT_EPOCH_FILE, last_epoch)?;
                 last_epoch
             }
-            Some(c) if c < last_epoch && !names.contains(&current_tmp) && accepted_on_disk >= Some(last_epoch) => {
+            Some(c)
+                if c < last_epoch
+                    && !names.contains(&current_tmp)
+                    && accepted_on_disk >= Some(last_epoch) =>
+            {
                 // A crash after records of epoch `last_epoch` were durable and before the
                 // currentEpoch update began. Only that epoch's leader makes its zxids, and a
                 // learner logs its sync stream in order, the history that leader started from

@@ -397,6 +397,19 @@ impl Driver {
                     self.core.handle(now, Event::LogFailed { error: e });
                 }
             }
+            Effect::ResyncBelow(cut) => {
+                let Some(storage) = self.snapshot_storage.as_ref() else { return };
+                // Snapshots past the cut go first (durably): a crash after the reset must not
+                // restart from one of them.
+                match crate::snapshots::discard_after(storage, cut) {
+                    Ok(newest) => {
+                        if let Err(e) = self.log.reset_to(newest) {
+                            self.core.handle(now, Event::LogFailed { error: e });
+                        }
+                    }
+                    Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
+                }
+            }
         }
     }
 

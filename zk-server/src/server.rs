@@ -268,13 +268,7 @@ fn reload_database(
     cut: Option<i64>,
 ) -> Result<zk_tree::Database, String> {
     if let Some(cut) = cut {
-        for (zxid, name) in zk_log::snapshot::list_snapshots(storage).map_err(|e| e.to_string())? {
-            if zxid > cut {
-                info!("removing snapshot {name}: it is past the truncation at 0x{cut:x}");
-                let trash = zk_log::move_to_trash(storage, &name).map_err(|e| format!("{name}: {e}"))?;
-                let _ = zk_log::remove_gradually(storage, &trash);
-            }
-        }
+        snapshots::discard_after(storage, cut)?;
     }
     let db = snapshots::load_newest(storage, cfg)?;
     let mut rec = Recovery::new(db);

@@ -71,6 +71,25 @@ pub fn load_newest(storage: &FileStorage, cfg: TreeConfig) -> Result<Database, S
     Ok(Database::new(cfg))
 }
 
+/// Removes (durably, through the trash) every snapshot taken past `cut`: after the log is cut
+/// there, they hold transactions gone from the ensemble's history (ZOOKEEPER-2832). Returns the
+/// zxid of the newest snapshot left, 0 when none is.
+///
+/// Errors: the directory cannot be listed, or a snapshot cannot be moved away.
+pub fn discard_after(storage: &FileStorage, cut: i64) -> Result<i64, String> {
+    let mut newest = 0;
+    for (zxid, name) in list_snapshots(storage).map_err(|e| e.to_string())? {
+        if zxid > cut {
+            info!("removing snapshot {name}: it is past the truncation at 0x{cut:x}");
+            let trash = zk_log::move_to_trash(storage, &name).map_err(|e| format!("{name}: {e}"))?;
+            let _ = zk_log::remove_gradually(storage, &trash);
+        } else {
+            newest = newest.max(zxid);
+        }
+    }
+    Ok(newest)
+}
+
 /// Why a snapshot did not load: skip it (damaged: try an older one) or stop start-up.
 enum Fail {
     Skip(String),
@@ -309,5 +328,23 @@ mod tests {
         assert_eq!(p.delay(10_000_000, Duration::from_secs(3)), Duration::ZERO, "behind: no wait");
         assert_eq!(p.delay(0, Duration::ZERO), Duration::ZERO);
         assert_eq!(Pace::new(0).delay(u64::MAX, Duration::ZERO), Duration::ZERO, "unpaced");
+    }
+
+    #[test]
+    fn discarding_after_a_cut_keeps_the_older_snapshots() {
+        use zk_log::snapshot::{list_snapshots, snapshot_name};
+        use zk_log::{Storage, StorageFile};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let storage = open_dir(dir.path()).expect("open");
+        let zxids = [0x1_0000_0003_i64, 0x2_0000_0001, 0x3_0000_0005];
+        for z in zxids {
+            let mut f = storage.create(&snapshot_name(z)).expect("create");
+            f.sync().expect("sync");
+        }
+        assert_eq!(discard_after(&storage, 0x2_0000_0004).expect("discard"), 0x2_0000_0001);
+        let left: Vec<i64> = list_snapshots(&storage).expect("list").into_iter().map(|(z, _)| z).collect();
+        assert_eq!(left, zxids[..2]);
+        assert_eq!(discard_after(&storage, 0x1_0000_0000).expect("discard"), 0, "none left");
+        assert!(list_snapshots(&storage).expect("list").is_empty());
     }
 }

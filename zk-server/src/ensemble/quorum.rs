@@ -125,6 +125,11 @@ pub enum Effect {
     /// Drop the whole log: it continues above this zxid (SNAP); report back with
     /// [`Quorum::reset_done`].
     Reset(i64),
+    /// A TRUNC below where this log starts (its start is a snapshot received from a leader whose
+    /// epoch never became established): remove the snapshots past this zxid, reset the log to the
+    /// newest snapshot left, and report back with [`Quorum::reset_done`]; this server then syncs
+    /// again from that older state.
+    ResyncBelow(i64),
 }
 
 /// What woke the loop up.
@@ -767,6 +772,15 @@ impl Quorum {
                 if let State::Learning { learner, .. } = &mut self.state {
                     learner.epoch_persisted(now);
                 }
+            }
+            LearnerAction::Truncate { after_zxid } if after_zxid < self.source.base_zxid() => {
+                warn!(
+                    "told to truncate after 0x{after_zxid:x}, below the start of this log (0x{:x}, a \
+                     snapshot from an epoch that failed): dropping what is past it and syncing again",
+                    self.source.base_zxid()
+                );
+                self.effects.push(Effect::ResyncBelow(after_zxid));
+                self.look("truncation below the log's start");
             }
             LearnerAction::Truncate { after_zxid } => self.effects.push(Effect::Truncate(after_zxid)),
             // The connection's reader is loading it already; see `snapshot_received`.
