@@ -21,3 +21,9 @@ fi
 
 echo "== cargo test --workspace"
 cargo test --workspace "$@"
+
+# The full-stack Zab simulation (zk-quorum's machines over zk-log on the fault-injecting disk and
+# zk-tree databases) at a CI size: 350 seeds in each of its three configurations, in release (the
+# debug run above covers the in-memory model's 1,000 seeds and a few dozen of these).
+echo "== the full-stack Zab simulation, 1,050 seeds (release)"
+ZAB_SEEDS=350 cargo test --release -p zk-quorum --test zab_sim stack_
