@@ -175,10 +175,11 @@ async fn read_loop(
             };
             stats.received.fetch_add(1, Relaxed);
             let received = Instant::now();
-            let mut r = Reader::new(frame);
+            let mut r = Reader::new(frame.clone());
             let Ok(hdr) = RequestHeader::read(&mut r) else {
                 return "request shorter than its header".into();
             };
+            let raw = frame.slice(frame.len() - r.remaining()..);
             let body = Request::decode(hdr.op, &mut r);
             // Wait while this connection's outbox is nearly full of frames the client has not read.
             let Some(outbox) = room.upgrade() else {
@@ -195,7 +196,7 @@ async fn read_loop(
                 Ok(p) => p.forget(),
                 Err(_) => return "server shutting down".into(),
             }
-            let msg = DriverMsg::Request { conn: id, xid: hdr.xid, op: hdr.op, body, received };
+            let msg = DriverMsg::Request { conn: id, xid: hdr.xid, op: hdr.op, body, raw, received };
             if driver.send(msg).await.is_err() {
                 return "server shutting down".into();
             }

@@ -63,6 +63,8 @@ pub enum DriverMsg {
         op: i32,
         /// The decoded body, or why it did not decode.
         body: Result<Request, RequestError>,
+        /// The body's bytes as the client sent them (a learner forwards them as they are).
+        raw: bytes::Bytes,
         /// When it was read.
         received: Instant,
     },
@@ -320,8 +322,8 @@ impl Driver {
                 self.ready.insert(conn, ready);
                 Event::Connect { conn, remote, req, stats }
             }
-            DriverMsg::Request { conn, xid, op, body, received } => {
-                Event::Request { conn, xid, op, body, received_us: self.mono_us(received) }
+            DriverMsg::Request { conn, xid, op, body, raw, received } => {
+                Event::Request { conn, xid, op, body, raw, received_us: self.mono_us(received) }
             }
             DriverMsg::Closed { conn } => {
                 self.outboxes.remove(&conn);

@@ -165,7 +165,16 @@ impl Script {
             let conn: u64 = tc.take_arg("conn").unwrap();
             let xid: i32 = tc.try_take_arg("xid").unwrap().unwrap_or(xid::PING);
             s.ops.insert((conn, xid), op);
-            Event::Request { conn, xid, op: op.code(), body: Ok(body), received_us: s.now.mono_us }
+            let mut raw = bytes::BytesMut::new();
+            body.encode(&mut raw);
+            Event::Request {
+                conn,
+                xid,
+                op: op.code(),
+                body: Ok(body),
+                raw: raw.freeze(),
+                received_us: s.now.mono_us,
+            }
         };
         let path = |tc: &mut Cmd| -> String { tc.take_arg("path").unwrap() };
         let data = |tc: &mut Cmd| -> Option<Bytes> {
@@ -250,6 +259,7 @@ impl Script {
                     xid,
                     op,
                     body: Err(RequestError::Decode(DecodeError::InvalidValue { what, value: 0 })),
+                    raw: Bytes::new(),
                     received_us: self.now.mono_us,
                 }
             }
@@ -262,6 +272,7 @@ impl Script {
                     xid,
                     op,
                     body: Err(RequestError::Unknown(op)),
+                    raw: Bytes::new(),
                     received_us: self.now.mono_us,
                 }
             }

@@ -124,6 +124,9 @@ pub enum Event {
         op: i32,
         /// The decoded body, or why it did not decode.
         body: Result<Request, RequestError>,
+        /// The body's bytes as the client sent them: a learner forwards a write as it came,
+        /// without encoding it again.
+        raw: Bytes,
         /// When it was read, µs on the same clock as [`Now::mono_us`].
         received_us: u64,
     },
@@ -444,8 +447,8 @@ impl ServerCore {
         }
         match ev {
             Event::Connect { conn, remote, req, stats } => self.on_connect(now, conn, remote, req, stats),
-            Event::Request { conn, xid, op, body, received_us } => {
-                self.on_request(now, conn, xid, op, body, received_us)
+            Event::Request { conn, xid, op, body, raw, received_us } => {
+                self.on_request(now, conn, xid, op, body, raw, received_us)
             }
             Event::Closed { conn } => self.on_closed(conn),
             Event::Durable { zxid } => self.on_durable(now, zxid),

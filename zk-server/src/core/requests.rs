@@ -4,6 +4,8 @@
 use super::*;
 
 impl ServerCore {
+    // The fields of `Event::Request`, as they come.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_request(
         &mut self,
         now: Now,
@@ -11,6 +13,7 @@ impl ServerCore {
         xid: i32,
         op: i32,
         body: Result<Request, RequestError>,
+        raw: Bytes,
         received_us: u64,
     ) {
         self.stats.packets_received += 1;
@@ -73,7 +76,7 @@ impl ServerCore {
             return self.refuse_read_only(conn, sid, xid, op);
         }
         if learner && (is_write_op(op) || op == OpCode::Sync.code()) {
-            return self.forward(conn, sid, xid, op, body, received_us);
+            return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
             let Some(zxid) = self.next_zxid() else {
@@ -132,6 +135,7 @@ impl ServerCore {
 
     /// Learner: a write (or sync) of a local client goes to the leader; its place in the
     /// session's queue holds later requests back until the commit (or the leader's SYNC) arrives.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn forward(
         &mut self,
         conn: ConnId,
@@ -139,23 +143,24 @@ impl ServerCore {
         xid: i32,
         op: i32,
         body: Result<Request, RequestError>,
+        raw: Bytes,
         received_us: u64,
     ) {
         let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
-        let mut bytes = BytesMut::new();
-        match &body {
+        // A request that decoded goes to the leader as the client sent it; one that did not goes
+        // empty (the leader finds it undecodable too, and logs the failed write as Apache does).
+        let body = match &body {
             Ok(Request::Sync(r)) => {
-                r.write(&mut bytes);
                 self.syncs_forwarded.push_back((sid, xid));
                 self.sync_paths.insert((sid, xid), r.path.clone());
+                raw
             }
-            Ok(r) => r.encode(&mut bytes),
-            // The leader finds it undecodable too, and logs the failed write as Apache does.
-            Err(_) => {}
-        }
+            Ok(_) => raw,
+            Err(_) => Bytes::new(),
+        };
         let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
         self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
-        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body: bytes.freeze(), auth });
+        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body, auth });
     }
 
     /// Learner: the leader answered a forwarded sync: answer the client, in its session's order.
