@@ -371,14 +371,15 @@ impl Driver {
             if effects.is_empty() {
                 return;
             }
+            // One reading of the clocks for the batch: effects are carried out in microseconds.
+            let now = Self::now(self.origin);
             for e in effects {
-                self.effect(e);
+                self.effect(e, now);
             }
         }
     }
 
-    fn effect(&mut self, e: Effect) {
-        let now = Self::now(self.origin);
+    fn effect(&mut self, e: Effect, now: Now) {
         match e {
             Effect::Core(ev) => self.core.handle(now, ev),
             Effect::SetRole(role, voters, db) => self.core.set_role(role, voters, db.map(|b| *b), now),

@@ -302,7 +302,10 @@ fn a_server_cut_off_from_its_quorum_serves_read_only_clients_as_apache_does() {
         .filter(|(z, a)| z != a)
         .map(|(z, a)| format!("zkrs {z:?} / apache {a:?}"))
         .collect();
-    assert!(differ.is_empty() && zkrs.len() == apache.len(), "{differ:#?}\nzkrs {zkrs:#?}\napache {apache:#?}");
+    assert!(
+        differ.is_empty() && zkrs.len() == apache.len(),
+        "{differ:#?}\nzkrs {zkrs:#?}\napache {apache:#?}"
+    );
     // Not equal by accident (both empty, both failing the same way).
     assert!(zkrs.contains(&"create: NotReadOnly".to_string()), "{zkrs:#?}");
     assert!(zkrs.contains(&"after: create Ok".to_string()), "{zkrs:#?}");

@@ -70,6 +70,12 @@ struct SnapStream {
     bytes: u64,
 }
 
+/// How long the machine's timer waits when the machine has no deadline.
+const IDLE_WAIT: Duration = Duration::from_secs(3600);
+
+/// `Quorum::timer_at` once the timer went off: no deadline is this, so the next wait sets it.
+const TIMER_FIRED: u64 = u64::MAX;
+
 /// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
 const READ_ONLY_DELAY_MS: u64 = 2000;
 
@@ -197,6 +203,11 @@ pub struct Quorum {
     /// SNAP streams under way (leader): each serialized a step at a time between events, from
     /// the core's live database, so that the leader keeps serving while a large tree streams.
     snap_streams: Vec<SnapStream>,
+    /// The machine's timer, moved only when its deadline (ms since `origin`) moves: a new timer
+    /// for every wait read the clock and touched the timer wheel at every packet.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// What `timer` is set for; [`TIMER_FIRED`] once it went off, so that it is set again.
+    timer_at: Option<u64>,
     effects: Vec<Effect>,
 }
 
@@ -264,6 +275,8 @@ impl Quorum {
             parked: Vec::new(),
             read_only_at: None,
             snap_streams: Vec::new(),
+            timer: Box::pin(tokio::time::sleep(IDLE_WAIT)),
+            timer_at: None,
             effects: Vec::new(),
         };
         q.look("starting");
@@ -314,7 +327,14 @@ impl Quorum {
             State::Leading(l) => l.poll_timeout(),
             State::Learning { learner, .. } => learner.poll_timeout(),
         };
-        let wait = deadline.map(|t| Duration::from_millis(t.saturating_sub(self.now_ms())));
+        if deadline != self.timer_at {
+            let at = match deadline {
+                Some(t) => self.origin + Duration::from_millis(t),
+                None => Instant::now() + IDLE_WAIT,
+            };
+            self.timer.as_mut().reset(tokio::time::Instant::from_std(at));
+            self.timer_at = deadline;
+        }
         // A stream whose connection has room steps at once (after any event already waiting);
         // one whose connection is still sending looks again shortly.
         let snap_wait = (!self.snap_streams.is_empty()).then(|| {
@@ -331,7 +351,10 @@ impl Quorum {
             Some(s) = self.accepted_rx.recv() => Input::Accepted(s),
             Ok(()) = self.down_rx.changed() => Input::PeersDown,
             _ = tokio::time::sleep(snap_wait.unwrap_or_default()), if snap_wait.is_some() => Input::SnapshotStep,
-            _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => Input::Timer,
+            _ = &mut self.timer => {
+                self.timer_at = Some(TIMER_FIRED);
+                Input::Timer
+            }
         }
     }
 
@@ -507,6 +530,8 @@ impl Quorum {
 
     /// Carries out what the machine of the moment asks, until it has nothing more.
     async fn drain(&mut self, core_db: &Database) {
+        // The clock is read once, and again only after waiting on something.
+        let mut now = self.now_ms();
         loop {
             let progressed = match &mut self.state {
                 State::Looking(f) => match f.poll_action() {
@@ -525,6 +550,7 @@ impl Quorum {
                         if self.decision.is_some() && self.source.durable_zxid() >= self.requested {
                             if let Some((leader, state)) = self.decision.take() {
                                 self.decided(leader, state).await;
+                                now = self.now_ms();
                                 true
                             } else {
                                 false
@@ -536,14 +562,19 @@ impl Quorum {
                 },
                 State::Leading(l) => match l.poll_action() {
                     Some(a) => {
-                        self.leader_action(a, core_db);
+                        // Reading the log back for a DIFF may take a while.
+                        let slow = matches!(a, LeaderAction::ReadLog { .. });
+                        self.leader_action(a, core_db, now);
+                        if slow {
+                            now = self.now_ms();
+                        }
                         true
                     }
                     None => false,
                 },
                 State::Learning { learner, .. } => match learner.poll_action() {
                     Some(a) => {
-                        self.learner_action(a);
+                        self.learner_action(a, now);
                         true
                     }
                     None => false,
@@ -670,8 +701,7 @@ impl Quorum {
         }
     }
 
-    fn leader_action(&mut self, a: LeaderAction, core_db: &Database) {
-        let now = self.now_ms();
+    fn leader_action(&mut self, a: LeaderAction, core_db: &Database, now: u64) {
         match a {
             LeaderAction::Send { conn, packet } => self.send(conn, Outgoing::Packet(packet)),
             LeaderAction::SendRaw { conn, bytes } => self.send(conn, Outgoing::Raw(bytes)),
@@ -751,8 +781,7 @@ impl Quorum {
         }
     }
 
-    fn learner_action(&mut self, a: LearnerAction) {
-        let now = self.now_ms();
+    fn learner_action(&mut self, a: LearnerAction, now: u64) {
         let conn = match &self.state {
             State::Learning { conn, .. } => *conn,
             _ => return,
