@@ -221,20 +221,23 @@ impl Driver {
             }
             tokio::select! {
                 biased;
+                // One reading of the clocks for everything that arrived together.
                 report = durable.recv() => {
-                    self.on_log_report(report);
+                    let now = Self::now(self.origin);
+                    self.on_log_report(report, now);
                     while let Ok(more) = durable.try_recv() {
-                        self.on_log_report(Some(more));
+                        self.on_log_report(Some(more), now);
                     }
                 }
                 msg = inbox.recv() => {
                     let Some(msg) = msg else { break };
-                    if self.on_msg(msg) {
+                    let now = Self::now(self.origin);
+                    if self.on_msg(msg, now) {
                         break;
                     }
                     for _ in 1..BATCH_MAX {
                         let Ok(m) = inbox.try_recv() else { break };
-                        if self.on_msg(m) {
+                        if self.on_msg(m, now) {
                             return self.shutdown(&mut durable).await;
                         }
                     }
@@ -266,7 +269,7 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
         while self.core.in_flight() > 0 && self.stop.is_none() {
             match tokio::time::timeout_at(deadline, durable.recv()).await {
-                Ok(Some(report)) => self.on_log_report(Some(report)),
+                Ok(Some(report)) => self.on_log_report(Some(report), Self::now(self.origin)),
                 Ok(None) | Err(_) => break,
             }
             self.pump();
@@ -278,8 +281,7 @@ impl Driver {
         }
     }
 
-    fn on_log_report(&mut self, report: Option<WriterReport>) {
-        let now = Self::now(self.origin);
+    fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
         match report {
             Some(WriterReport::Durable(zxid)) => {
                 self.core.handle(now, Event::Durable { zxid });
@@ -313,8 +315,7 @@ impl Driver {
     }
 
     /// Handles one message; true to shut down.
-    fn on_msg(&mut self, msg: DriverMsg) -> bool {
-        let now = Self::now(self.origin);
+    fn on_msg(&mut self, msg: DriverMsg, now: Now) -> bool {
         let ev = match msg {
             DriverMsg::Shutdown => return true,
             DriverMsg::Connect { conn, remote, req, out, stats, ready } => {
