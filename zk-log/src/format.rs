@@ -285,12 +285,22 @@ impl RecordBatch {
     /// Each record's zxid and payload (the jute TxnHeader and txn, as [`decode_payload`] reads
     /// them), in order: the bytes a leader can send its learners without encoding them again.
     pub fn payloads(&self) -> impl Iterator<Item = (i64, &[u8])> + '_ {
-        self.records.iter().map(|&(zxid, start)| {
-            let at = start as usize;
-            let len = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
-            let from = at + RECORD_HEADER_BYTES as usize;
-            (zxid, &self.buf[from..from + len])
-        })
+        self.records.iter().map(|&(zxid, start)| (zxid, &self.buf[self.payload_range(start)]))
+    }
+
+    /// As [`Self::payloads`], owned: every payload a slice of one copy of the batch, so handing
+    /// them on (to the learners) costs one allocation for the whole batch.
+    pub fn shared_payloads(&self) -> Vec<(i64, bytes::Bytes)> {
+        let all = bytes::Bytes::copy_from_slice(&self.buf);
+        self.records.iter().map(|&(zxid, start)| (zxid, all.slice(self.payload_range(start)))).collect()
+    }
+
+    /// Where the payload of the record starting at `start` lies in the buffer.
+    fn payload_range(&self, start: u32) -> std::ops::Range<usize> {
+        let at = start as usize;
+        let len = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let from = at + RECORD_HEADER_BYTES as usize;
+        from..from + len
     }
 }
 
@@ -318,6 +328,10 @@ mod tests {
             .map(|(z, p)| (z, decode_payload(bytes::Bytes::copy_from_slice(p)).expect("decode")))
             .collect();
         assert_eq!(back, vec![(h1.zxid, (h1, t1)), (h2.zxid, (h2, t2))]);
+        let shared: Vec<(i64, Vec<u8>)> =
+            batch.shared_payloads().into_iter().map(|(z, p)| (z, p.to_vec())).collect();
+        let borrowed: Vec<(i64, Vec<u8>)> = batch.payloads().map(|(z, p)| (z, p.to_vec())).collect();
+        assert_eq!(shared, borrowed);
         // The same payloads pushed as they are make the same bytes, record headers and all.
         let mut again = RecordBatch::new();
         for (_, p) in batch.payloads() {

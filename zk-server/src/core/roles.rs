@@ -58,10 +58,11 @@ impl ServerCore {
             return;
         }
         for sid in self.db.expiry_mut().expired(now_ms) {
-            self.db.expiry_mut().remove(sid);
-            if self.ro_sessions.remove(&sid).is_some() {
+            if self.ro_sessions.contains_key(&sid) {
                 info!("read-only session 0x{sid:x} expired");
                 self.end_read_only_session(sid);
+            } else {
+                self.db.expiry_mut().remove(sid);
             }
         }
     }

@@ -80,8 +80,7 @@ impl ServerCore {
         }
         if !self.proposer.voters().is_solo() {
             // The learners get the bytes just encoded for the log.
-            let payloads = records.payloads().map(|(z, p)| (z, Bytes::copy_from_slice(p))).collect();
-            self.actions.push_back(Action::Propose { payloads });
+            self.actions.push_back(Action::Propose { payloads: records.shared_payloads() });
         }
         self.actions.push_back(Action::Persist { records, inline });
     }
