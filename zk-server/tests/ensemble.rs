@@ -239,8 +239,13 @@ fn read_only_scenario(kind: Kind) -> Vec<String> {
     let mut c = e.client(leader);
     assert_eq!(c.create("/ro", b"v", CreateMode::Persistent).err(), ErrorCode::Ok);
     drop(c);
-    // The survivor: a follower; the other two stop.
+    // The survivor: a follower; the other two stop once it has applied /ro (the create was
+    // acknowledged when the leader and either follower had it, so it may not have yet).
     let s = (0..3).find(|&i| i != leader).unwrap();
+    let mut f = e.client(s);
+    assert_eq!(f.call(Request::Sync(SyncRequest { path: "/ro".into() })).err(), ErrorCode::Ok);
+    assert_eq!(f.get_data("/ro", false).err(), ErrorCode::Ok);
+    drop(f);
     for i in (0..3).filter(|&i| i != s) {
         e.kill(i);
     }
