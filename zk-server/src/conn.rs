@@ -2,7 +2,7 @@
 //! for the driver and a writer that batches the driver's frames onto the socket.
 
 use crate::core::ConnId;
-use crate::driver::{DriverMsg, Out};
+use crate::driver::{Backlog, DriverMsg, Out, Outbox};
 use crate::fourlw;
 use crate::settings::Settings;
 use crate::stats::ConnStats;
@@ -30,6 +30,14 @@ const OUTBOX_ROOM_FOR_NEXT: usize = 1024;
 
 /// Bytes the writer gathers into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Unwritten bytes above which the reader takes no new request from the connection. With the
+/// requests already in the server (the global outstanding limit bounds them), this bounds the
+/// memory a client that does not read its replies can hold.
+const BACKLOG_READ_PAUSE: usize = 1024 * 1024;
+
+/// How long what is queued for a connection the server has closed may take to be written.
+const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Serves one accepted connection until either side closes it.
 pub async fn serve(
@@ -83,14 +91,16 @@ pub async fn serve(
 
     let stats = Arc::new(ConnStats::new());
     stats.received.fetch_add(1, Relaxed);
+    // Replies: at most one for each request in the server; events: the rest.
     let capacity = settings.global_outstanding_limit as usize + OUTBOX_EVENTS;
     let (out_tx, out_rx) = mpsc::channel(capacity);
+    let backlog = Arc::new(Backlog::default());
     let (ready_tx, ready_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(wr, out_rx, permits.clone(), stats.clone()));
+    let writer = tokio::spawn(write_loop(wr, out_rx, backlog.clone(), stats.clone()));
     // Weak, so that the outbox closes (and the writer ends) when the driver drops its sender.
     let room = out_tx.downgrade();
-    let msg =
-        DriverMsg::Connect { conn: id, remote, req, out: out_tx, stats: stats.clone(), ready: ready_tx };
+    let out = Outbox { tx: out_tx, backlog: backlog.clone() };
+    let msg = DriverMsg::Connect { conn: id, remote, req, out, stats: stats.clone(), ready: ready_tx };
     if driver.send(msg).await.is_err() {
         return;
     }
@@ -100,7 +110,16 @@ pub async fn serve(
         return;
     }
 
-    let cx = ReaderCtx { id, driver: &driver, permits: &permits, stats: &stats, room: &room };
+    let room_for_next = (settings.global_outstanding_limit as usize + OUTBOX_ROOM_FOR_NEXT).min(capacity);
+    let cx = ReaderCtx {
+        id,
+        driver: &driver,
+        permits: &permits,
+        stats: &stats,
+        room: &room,
+        room_for_next,
+        backlog: &backlog,
+    };
     let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
     drop(room);
     debug!("connection {remote} reader stopped: {reason}");
@@ -157,6 +176,11 @@ struct ReaderCtx<'a> {
     /// The connection's own outbox, used only to wait for room in it; weak so it never keeps the
     /// outbox open by itself.
     room: &'a mpsc::WeakSender<Out>,
+    /// Free outbox slots wanted before the next request: room for a reply to every request the
+    /// server may still hold, and for a burst of events.
+    room_for_next: usize,
+    /// Bytes queued for the connection and not yet written.
+    backlog: &'a Backlog,
 }
 
 async fn read_loop(
@@ -165,7 +189,7 @@ async fn read_loop(
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
 ) -> String {
-    let ReaderCtx { id, driver, permits, stats, room } = cx;
+    let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog } = cx;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -181,17 +205,22 @@ async fn read_loop(
             };
             let raw = frame.slice(frame.len() - r.remaining()..);
             let body = Request::decode(hdr.op, &mut r);
-            // Wait while this connection's outbox is nearly full of frames the client has not read.
+            // Wait while the client has not read what it was sent: too many bytes, or an outbox
+            // nearly full of frames.
+            backlog.room(BACKLOG_READ_PAUSE).await;
             let Some(outbox) = room.upgrade() else {
                 return "connection closed by the server".into();
             };
-            match outbox.reserve_many(OUTBOX_ROOM_FOR_NEXT).await {
+            if backlog.is_closed() {
+                return "connection closed by the server".into();
+            }
+            match outbox.reserve_many(room_for_next).await {
                 Ok(slots) => drop(slots),
                 Err(_) => return "connection closed by the server".into(),
             }
             drop(outbox);
             // Every request holds one permit of the global outstanding limit until its reply is
-            // written, so a flood of requests waits here instead of piling up in memory.
+            // queued, so a flood of requests waits here instead of piling up in memory.
             match permits.acquire().await {
                 Ok(p) => p.forget(),
                 Err(_) => return "server shutting down".into(),
@@ -212,23 +241,19 @@ async fn read_loop(
 async fn write_loop(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Out>,
-    permits: Arc<Semaphore>,
+    backlog: Arc<Backlog>,
     stats: Arc<ConnStats>,
 ) {
     let mut batch = BytesMut::with_capacity(64 * 1024);
     let mut closing = false;
+    // Once the driver has closed the connection, what is left gets CLOSE_FLUSH to be written: a
+    // client that does not read is not waited for.
+    let mut deadline: Option<tokio::time::Instant> = None;
     while !closing {
         let Some(first) = rx.recv().await else { break };
-        let mut replies = 0usize;
         let mut frames = 0u64;
         let mut take = |out: Out, batch: &mut BytesMut| match out {
-            Out::Reply(b) => {
-                replies += 1;
-                frames += 1;
-                batch.extend_from_slice(&b);
-                false
-            }
-            Out::Frame(b) => {
+            Out::Reply(b) | Out::Frame(b) => {
                 frames += 1;
                 batch.extend_from_slice(&b);
                 false
@@ -242,18 +267,29 @@ async fn write_loop(
                 Err(_) => break,
             }
         }
-        let res = write_all(&mut wr, &mut batch).await;
-        permits.add_permits(replies);
+        let len = batch.len();
+        let res = loop {
+            if let Some(at) = deadline {
+                break match tokio::time::timeout_at(at, write_all(&mut wr, &mut batch)).await {
+                    Ok(res) => res,
+                    Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+                };
+            }
+            tokio::select! {
+                res = write_all(&mut wr, &mut batch) => break res,
+                () = backlog.closed() => deadline = Some(tokio::time::Instant::now() + CLOSE_FLUSH),
+            }
+        };
+        backlog.written(len);
         stats.sent.fetch_add(frames, Relaxed);
         if res.is_err() {
             break;
         }
     }
-    // Replies that will never be written still hold permits.
     rx.close();
     while let Ok(out) = rx.try_recv() {
-        if matches!(out, Out::Reply(_)) {
-            permits.add_permits(1);
+        if let Out::Reply(b) | Out::Frame(b) = out {
+            backlog.written(b.len());
         }
     }
     let _ = wr.shutdown().await;

@@ -13,10 +13,11 @@ use crate::stats::ConnStats;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tracing::{debug, error, info, warn};
 use zk_log::WriterReport;
 use zk_proto::{ConnectRequest, Request, RequestError};
@@ -24,7 +25,7 @@ use zk_proto::{ConnectRequest, Request, RequestError};
 /// What the driver sends a connection's writer.
 #[derive(Debug)]
 pub enum Out {
-    /// A reply to a request: frees one outstanding-request permit once written.
+    /// A reply to a request (its outstanding-request permit was freed when it was queued).
     Reply(Bytes),
     /// A frame that answers no request (watch events, the handshake answer).
     Frame(Bytes),
@@ -32,8 +33,76 @@ pub enum Out {
     Close,
 }
 
-/// A connection's outbox.
-pub type Outbox = mpsc::Sender<Out>;
+/// A connection's outbox: the queue of frames for its writer, and the count of their bytes.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    /// Frames for the writer, in order.
+    pub tx: mpsc::Sender<Out>,
+    /// Bytes queued and not yet written to the socket.
+    pub backlog: Arc<Backlog>,
+}
+
+/// Bytes queued for one connection and not yet written: the reader takes no new request while
+/// there are too many, so a client that does not read its replies stops being read from, without
+/// holding anything another connection needs.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    bytes: AtomicUsize,
+    drained: Notify,
+    closed: AtomicBool,
+    closing: Notify,
+}
+
+impl Backlog {
+    /// Counts `n` more bytes queued.
+    pub fn queued(&self, n: usize) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes written (or dropped) and wakes a reader waiting for room.
+    pub fn written(&self, n: usize) {
+        self.bytes.fetch_sub(n, Ordering::Relaxed);
+        self.drained.notify_waiters();
+    }
+
+    /// Bytes queued now.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Waits until at most `limit` bytes are queued, or the driver has closed the connection.
+    pub async fn room(&self, limit: usize) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Registered before the check, so a drain between the check and the wait is not missed.
+            drained.as_mut().enable();
+            if self.bytes() <= limit || self.is_closed() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// The driver is done with the connection: what is queued gets a short time to be written.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.closing.notify_one();
+        self.drained.notify_waiters();
+    }
+
+    /// Whether [`Backlog::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once [`Backlog::close`] has been called.
+    pub async fn closed(&self) {
+        while !self.is_closed() {
+            self.closing.notified().await;
+        }
+    }
+}
 
 /// Messages into the driver from connections and the snapshot thread.
 #[derive(Debug)]
@@ -327,7 +396,9 @@ impl Driver {
                 Event::Request { conn, xid, op, body, raw, received_us: self.mono_us(received) }
             }
             DriverMsg::Closed { conn } => {
-                self.outboxes.remove(&conn);
+                if let Some(out) = self.outboxes.remove(&conn) {
+                    out.backlog.close();
+                }
                 self.ready.remove(&conn);
                 Event::Closed { conn }
             }
@@ -454,7 +525,8 @@ impl Driver {
             Action::Close { conn } => {
                 self.ready.remove(&conn);
                 if let Some(out) = self.outboxes.remove(&conn) {
-                    let _ = out.try_send(Out::Close);
+                    let _ = out.tx.try_send(Out::Close);
+                    out.backlog.close();
                 }
             }
             Action::ReleasePermit => self.permits.add_permits(1),
@@ -493,25 +565,32 @@ impl Driver {
         }
     }
 
-    /// Queues `out` for `conn`; a full outbox means the client stopped reading: close it.
+    /// Queues `out` for `conn`; a full outbox means the client stopped reading: close it. A reply
+    /// frees its request's outstanding permit here: the request is done with, and what waits to be
+    /// written is bounded by the connection's backlog, not by the permits every connection shares.
     fn send(&mut self, conn: ConnId, out: Out, is_reply: bool) {
-        let Some(tx) = self.outboxes.get(&conn) else {
-            if is_reply {
-                self.permits.add_permits(1);
-            }
+        if is_reply {
+            self.permits.add_permits(1);
+        }
+        let Some(outbox) = self.outboxes.get(&conn) else {
             return;
         };
-        if let Err(e) = tx.try_send(out) {
-            if is_reply {
-                self.permits.add_permits(1);
-            }
+        let len = match &out {
+            Out::Reply(b) | Out::Frame(b) => b.len(),
+            Out::Close => 0,
+        };
+        outbox.backlog.queued(len);
+        if let Err(e) = outbox.tx.try_send(out) {
+            outbox.backlog.written(len);
             if matches!(e, mpsc::error::TrySendError::Full(_)) {
                 warn!("closing connection {conn}: it is not reading what it is sent");
             } else {
                 debug!("connection {conn} already closed");
             }
             // Dropping the sender closes the outbox; the writer sees it and ends.
-            self.outboxes.remove(&conn);
+            if let Some(out) = self.outboxes.remove(&conn) {
+                out.backlog.close();
+            }
             self.dead.push(conn);
         }
     }

@@ -30,20 +30,21 @@ fn bare_check_is_answered() {
     assert_eq!(none.err(), ErrorCode::NoNode);
 }
 
-/// A client that pipelines requests but never reads its replies: once its requests hold all the
-/// outstanding-request permits it is no longer read from (nothing buffers without bound), and the
-/// server keeps serving everyone else.
+/// A client that pipelines requests but never reads its replies: once its unread replies pass a
+/// limit it is no longer read from (nothing buffers without bound), it holds none of the
+/// outstanding-request permits the other connections need, so the server keeps serving everyone
+/// else; and its connection is closed when its session expires, though it never reads.
 #[test]
 fn client_that_never_reads_does_not_stall_others() {
     let server = start(Target::Zkrs, "globalOutstandingLimit=100");
     let mut other = RawClient::connect(server.addr(), 30_000);
-    assert_eq!(other.create("/keep", b"v", CreateMode::Persistent).err(), ErrorCode::Ok);
-    let mut hog = RawClient::connect(server.addr(), 30_000);
-    hog.stream.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
     let big = vec![b'x'; 512 * 1024];
+    assert_eq!(other.create("/keep", &big, CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut hog = RawClient::connect(server.addr(), 4_000);
+    hog.stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut writes = 0;
-    // Pipelined large reads the hog never consumes: once the permits are used up the server stops
-    // reading from it rather than buffering without bound.
+    // Pipelined reads of a large value the hog never consumes: far more than the permits and the
+    // socket buffers hold.
     for _ in 0..2000 {
         let req = Request::GetData(GetDataRequest { path: "/keep".into(), watch: false });
         let mut payload = Vec::new();
@@ -56,15 +57,32 @@ fn client_that_never_reads_does_not_stall_others() {
         }
         writes += 1;
     }
-    assert!(writes > 0);
-    // Meanwhile another client is served normally, including large values.
-    assert_eq!(other.set_data("/keep", &big, -1).err(), ErrorCode::Ok);
-    let r = other.get_data("/keep", false);
-    assert_eq!(r.err(), ErrorCode::Ok);
-    let d: GetDataResponse = r.decode();
-    assert_eq!(d.data.map(|b| b.len()), Some(big.len()));
+    assert!(writes > 100, "the hog sent more requests than there are permits: {writes}");
+    // Meanwhile another client is served normally, many more requests than the permits.
+    for i in 0..300 {
+        let r = other.get_data("/keep", false);
+        assert_eq!(r.err(), ErrorCode::Ok, "read {i}");
+        let d: GetDataResponse = r.decode();
+        assert_eq!(d.data.map(|b| b.len()), Some(big.len()));
+    }
+    assert_eq!(other.set_data("/keep", b"small", -1).err(), ErrorCode::Ok);
     let srvr = server.four_letter("srvr");
     assert!(srvr.starts_with("Zookeeper version:"), "{srvr}");
+    // The hog's session expires (it is not read from, so its pings are not seen) and the server
+    // closes its connection even though the hog never drains what was queued for it.
+    let connections = |server: &ServerProc| {
+        let srvr = server.four_letter("srvr");
+        srvr.lines().find_map(|l| l.strip_prefix("Connections: ")?.trim().parse::<u32>().ok())
+    };
+    // The count includes the connection asking.
+    assert_eq!(connections(&server), Some(3), "the hog, the other and the asker");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while connections(&server) != Some(2) {
+        assert!(std::time::Instant::now() < deadline, "the hog's connection stays open");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(other.exists("/keep", false).err(), ErrorCode::Ok);
+    drop(hog);
 }
 
 /// Seeded random bytes — as handshakes, as frames after a valid handshake, with plausible and
