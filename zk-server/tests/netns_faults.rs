@@ -1,0 +1,96 @@
+//! Real-process fault testing: zkrs ensembles in network namespaces under a seeded schedule of
+//! partitions, slow links, kill -9, SIGSTOP, a full log disk and wall-clock jumps, with clients
+//! whose histories are checked (linearizable registers, session order, sequential creates, the
+//! lock recipe, ephemerals) and the servers' trees compared after healing. Each run leaves a
+//! report and a timeline under target/faults/.
+//!
+//! Needs root (network namespaces, tmpfs mounts). The CI-sized runs are below; longer ones, and
+//! runs against Apache ZooKeeper, are `bench/faults.sh`.
+// Clocks, threads and OS randomness are the harness's to use.
+#![allow(clippy::disallowed_methods)]
+mod faults;
+#[path = "../../zk-quorum/tests/sim/linear.rs"]
+mod linear;
+mod support;
+
+use faults::{run, RunConfig};
+use std::path::PathBuf;
+use support::ensemble::Kind;
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("FAULT_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/faults"))
+}
+
+fn check_run(cfg: RunConfig) {
+    let outcome = run(&cfg).unwrap_or_else(|e| panic!("the harness could not run seed {}: {e}", cfg.seed));
+    println!(
+        "seed {} on {} servers: {} operations, {} faults, report {}",
+        cfg.seed,
+        cfg.servers,
+        outcome.ops,
+        outcome.faults,
+        outcome.dir.join("report.md").display()
+    );
+    let failed: Vec<String> = outcome
+        .verdicts
+        .iter()
+        .filter(|v| !v.passed)
+        .map(|v| format!("{}: {}\n{}", v.name, v.summary, v.anomalies.join("\n")))
+        .collect();
+    assert!(failed.is_empty(), "anomalies (report {}):\n{}", outcome.dir.display(), failed.join("\n\n"));
+    assert!(outcome.ops > 100, "too few operations to mean anything: {}", outcome.ops);
+    assert!(outcome.faults > 3, "too few faults: {}", outcome.faults);
+}
+
+/// The CI-sized runs: fixed seeds, a three- and a five-server ensemble.
+#[test]
+fn zkrs_keeps_its_promises_under_seeded_faults() {
+    for (seed, servers) in [(1, 3), (2, 5)] {
+        check_run(RunConfig { kind: Kind::Zkrs, servers, seconds: 30, seed, out: out_dir() });
+    }
+}
+
+/// The long command (`bench/faults.sh`): FAULT_SEEDS (a count, or first..last), FAULT_SECS,
+/// FAULT_SERVERS, FAULT_TARGET (zkrs or apache).
+#[test]
+#[ignore = "long: run by bench/faults.sh"]
+fn seeded_fault_runs() {
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let seeds = env("FAULT_SEEDS", "10");
+    let seeds: Vec<u64> = match seeds.split_once("..") {
+        Some((a, b)) => (a.parse().expect("FAULT_SEEDS")..=b.parse().expect("FAULT_SEEDS")).collect(),
+        None => (100..100 + seeds.parse::<u64>().expect("FAULT_SEEDS")).collect(),
+    };
+    let seconds = env("FAULT_SECS", "60").parse().expect("FAULT_SECS");
+    let servers = env("FAULT_SERVERS", "5").parse().expect("FAULT_SERVERS");
+    let kind = match env("FAULT_TARGET", "zkrs").as_str() {
+        "apache" => Kind::Apache,
+        "zkrs" => Kind::Zkrs,
+        other => panic!("FAULT_TARGET={other}: zkrs or apache"),
+    };
+    let mut failed = Vec::new();
+    let (mut ops, mut faults) = (0, 0);
+    for &seed in &seeds {
+        match run(&RunConfig { kind, servers, seconds, seed, out: out_dir() }) {
+            Ok(o) => {
+                ops += o.ops;
+                faults += o.faults;
+                let bad: Vec<&str> = o.verdicts.iter().filter(|v| !v.passed).map(|v| v.name).collect();
+                println!(
+                    "seed {seed}: {} operations, {} faults: {}",
+                    o.ops,
+                    o.faults,
+                    if bad.is_empty() { "ok".to_string() } else { format!("ANOMALIES {bad:?}") }
+                );
+                if !bad.is_empty() {
+                    failed.push(format!("seed {seed}: {bad:?} ({})", o.dir.display()));
+                }
+            }
+            Err(e) => failed.push(format!("seed {seed}: harness: {e}")),
+        }
+    }
+    println!("{} runs, {ops} operations, {faults} faults, {} with anomalies", seeds.len(), failed.len());
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
