@@ -94,3 +94,69 @@ fn seeded_fault_runs() {
     println!("{} runs, {ops} operations, {faults} faults, {} with anomalies", seeds.len(), failed.len());
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// The checks find what they are for, on made-up records (no servers needed).
+#[test]
+fn checkers_catch_known_anomalies() {
+    use faults::check;
+    use faults::workload::{Ephemeral, History, Hold};
+    use linear::{Event, Op, Ret};
+    use std::collections::BTreeMap;
+
+    // A lost acknowledged write, among operations that do not matter to it.
+    let ev = |op, call, done, r| Event { op, call, done: Some((done, r)) };
+    let mut h = History::default();
+    h.keys.insert(
+        "/reg/k".into(),
+        vec![
+            ev(Op::Get, 0, 1, Ret::NoNode),
+            ev(Op::Create(1), 2, 3, Ret::Created),
+            Event { op: Op::Set(5, 0), call: 2, done: None },
+            ev(Op::Set(2, -1), 4, 5, Ret::Set(1)),
+            ev(Op::Get, 6, 7, Ret::Value(1, 0)),
+        ],
+    );
+    let v = check::linearizable(&h);
+    assert!(!v.passed);
+    // The minimal history still fails, and fails no more with any one operation left out.
+    let minimal = check::minimize(&h.keys["/reg/k"]);
+    assert!(linear::check(&minimal).is_err() && minimal.len() < 5, "{}", v.anomalies[0]);
+    for i in 0..minimal.len() {
+        let mut shorter = minimal.clone();
+        shorter.remove(i);
+        assert_eq!(linear::check(&shorter), Ok(()), "{shorter:?}");
+    }
+    h.keys.clear();
+    h.keys.insert(
+        "/reg/k".into(),
+        vec![ev(Op::Create(1), 0, 1, Ret::Created), ev(Op::Get, 2, 3, Ret::Value(1, 0))],
+    );
+    assert!(check::linearizable(&h).passed);
+
+    // Sequential names: a missing acknowledged one, and a gap.
+    h.seq_acked = vec!["/seq/n-0000000000".into(), "/seq/n-0000000001".into()];
+    assert!(check::sequential(&h, &["n-0000000000".into(), "n-0000000001".into()]).passed);
+    assert!(!check::sequential(&h, &["n-0000000000".into()]).passed);
+    assert!(
+        !check::sequential(&h, &["n-0000000000".into(), "n-0000000001".into(), "n-0000000003".into()]).passed
+    );
+
+    // Two lock holders at once; one after the other is fine.
+    let hold = |lane, from, to| Hold { lane, from, to };
+    assert!(check::mutual_exclusion(&[hold(0, 0, 10), hold(1, 10, 20), hold(0, 25, 30)]).passed);
+    assert!(!check::mutual_exclusion(&[hold(0, 0, 10), hold(1, 5, 20)]).passed);
+
+    // An ephemeral outliving its session; a live session's node missing.
+    h.ephemerals = vec![
+        Ephemeral { path: "/eph/gone".into(), acked: true, gone: true },
+        Ephemeral { path: "/eph/live".into(), acked: true, gone: false },
+    ];
+    assert!(check::ephemerals(&h, &["live".into()]).passed);
+    assert!(!check::ephemerals(&h, &["live".into(), "gone".into()]).passed);
+    assert!(!check::ephemerals(&h, &[]).passed);
+
+    // Trees that differ.
+    let tree = |v: &str| BTreeMap::from([("/a".to_string(), v.to_string())]);
+    assert!(check::trees_equal(&[(0, tree("x")), (1, tree("x"))]).passed);
+    assert!(!check::trees_equal(&[(0, tree("x")), (1, tree("y"))]).passed);
+}

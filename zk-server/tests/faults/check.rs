@@ -56,19 +56,27 @@ pub fn linearizable(history: &History) -> Verdict {
     )
 }
 
-/// Leaves out operations one at a time while the history stays non-linearizable.
+/// Leaves out operations one at a time while the history stays non-linearizable, until no single
+/// one can go.
 pub fn minimize(events: &[Event]) -> Vec<Event> {
+    let fails = |h: &[Event]| matches!(linear::check(h), Err(e) if !e.starts_with("search bound"));
     let mut h = events.to_vec();
-    let mut i = h.len();
-    while i > 0 {
-        i -= 1;
-        let mut shorter = h.clone();
-        shorter.remove(i);
-        if matches!(linear::check(&shorter), Err(e) if !e.starts_with("search bound")) {
-            h = shorter;
+    // Bounded: each pass that changes anything removes an operation.
+    loop {
+        let before = h.len();
+        let mut i = h.len();
+        while i > 0 {
+            i -= 1;
+            let mut shorter = h.clone();
+            shorter.remove(i);
+            if fails(&shorter) {
+                h = shorter;
+            }
+        }
+        if h.len() == before {
+            return h;
         }
     }
-    h
 }
 
 fn describe(events: &[Event]) -> String {

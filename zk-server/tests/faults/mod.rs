@@ -236,7 +236,21 @@ fn shuffled(rng: &mut Rng, n: usize) -> Vec<usize> {
     v
 }
 
-/// The faults, one at a time, until `until`.
+/// Faults of the network: one of these at a time.
+const NET_FAULTS: [&str; 4] = ["partition", "isolate-leader", "bridge", "slow"];
+/// Faults of one server's process, disk or clock.
+const SERVER_FAULTS: [&str; 6] =
+    ["kill", "kill-leader", "freeze", "freeze-leader", "disk-full", "clock-jump"];
+
+/// A fault in force, and what undoes it.
+struct Applied {
+    kind: &'static str,
+    pick: usize,
+    what: String,
+}
+
+/// The faults until `until`: one at a time, or (one pass in four) a network fault and a server
+/// fault together.
 fn nemesis(
     cluster: &mut Cluster,
     rng: &mut Rng,
@@ -245,90 +259,112 @@ fn nemesis(
     faketime: bool,
     faults: &mut Vec<FaultRecord>,
 ) -> Result<(), String> {
-    let n = cluster.len();
-    let mut kinds = vec![
-        "partition",
-        "isolate-leader",
-        "bridge",
-        "slow",
-        "kill",
-        "kill-leader",
-        "freeze",
-        "freeze-leader",
-        "disk-full",
-    ];
-    if faketime {
-        kinds.push("clock-jump");
-    }
-    // Bounded: one fault per pass, each pass at least a second.
+    let server_faults: Vec<&'static str> =
+        SERVER_FAULTS.iter().copied().filter(|k| faketime || *k != "clock-jump").collect();
+    // Bounded: one pass at a time, each at least a second.
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(800 + rng.below(1200)));
         if Instant::now() >= until {
             break;
         }
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
-        let leader = if kind.ends_with("leader") || kind == "disk-full" { cluster.leader() } else { None };
-        let pick = leader.unwrap_or_else(|| rng.below(n as u64) as usize);
-        let from = shared.now();
-        let what = match kind {
-            "partition" => {
-                let order = shuffled(rng, n);
-                let minority = 1 + rng.below(((n - 1) / 2) as u64) as usize;
-                let (a, b) = order.split_at(minority);
-                cluster.net.split(&[a.to_vec(), b.to_vec()])?;
-                format!("partition: {} | {}", names(a), names(b))
-            }
-            "isolate-leader" => {
-                let rest: Vec<usize> = (0..n).filter(|&i| i != pick).collect();
-                cluster.net.split(&[vec![pick], rest.clone()])?;
-                format!("isolate-leader: {} | {}", names(&[pick]), names(&rest))
-            }
-            "bridge" => {
-                let o = shuffled(rng, n);
-                let half = n / 2;
-                let (a, b) = (o[..=half].to_vec(), o[half..].to_vec());
-                cluster.net.split(&[a.clone(), b.clone()])?;
-                format!("bridge: {} | {} (server {} in both)", names(&a), names(&b), o[half] + 1)
-            }
-            "slow" => {
-                let count = 1 + rng.below(n as u64) as usize;
-                let chosen = &shuffled(rng, n)[..count];
-                for &i in chosen {
-                    cluster.net.slow(i)?;
-                }
-                format!("slow: links of {}", names(chosen))
-            }
-            "kill" | "kill-leader" => {
-                cluster.kill(pick);
-                format!("{kind}: kill -9 of server {}", pick + 1)
-            }
-            "freeze" | "freeze-leader" => {
-                cluster.freeze(pick)?;
-                format!("{kind}: SIGSTOP of server {}", pick + 1)
-            }
-            "disk-full" => {
-                let bytes = cluster.fill_disk(pick)?;
-                format!("disk-full: log disk of server {} filled ({} KiB of ballast)", pick + 1, bytes / 1024)
-            }
-            _ => {
-                let secs = (60 + rng.below(3600)) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
-                cluster.jump_clock(pick, secs)?;
-                format!("clock-jump: server {}'s wall clock moved {secs:+} s", pick + 1)
-            }
+        let net = NET_FAULTS[rng.below(NET_FAULTS.len() as u64) as usize];
+        let server = server_faults[rng.below(server_faults.len() as u64) as usize];
+        let kinds: Vec<&'static str> = match rng.below(8) {
+            0 | 1 => vec![net, server],
+            2..=4 => vec![net],
+            _ => vec![server],
         };
-        let hold = Duration::from_millis(1500 + rng.below(3000));
-        std::thread::sleep(hold);
-        match kind {
-            "kill" | "kill-leader" => cluster.launch(pick)?,
-            "freeze" | "freeze-leader" => cluster.thaw(pick)?,
-            "disk-full" => cluster.free_disk(pick),
-            "slow" => cluster.net.unslow()?,
-            "clock-jump" => cluster.reset_clocks(),
-            _ => cluster.net.heal()?,
+        let from = shared.now();
+        let mut applied = Vec::new();
+        for kind in kinds {
+            applied.push(apply(cluster, rng, kind)?);
         }
+        std::thread::sleep(Duration::from_millis(1500 + rng.below(3000)));
+        for a in applied.iter().rev() {
+            undo(cluster, a)?;
+        }
+        let what = applied.iter().map(|a| a.what.as_str()).collect::<Vec<_>>().join(" + ");
         faults.push(FaultRecord { from, to: shared.now(), what });
     }
     Ok(())
+}
+
+fn apply(cluster: &mut Cluster, rng: &mut Rng, kind: &'static str) -> Result<Applied, String> {
+    let n = cluster.len();
+    let leader = if kind.ends_with("leader") || kind == "disk-full" { cluster.leader() } else { None };
+    let pick = leader.unwrap_or_else(|| rng.below(n as u64) as usize);
+    let what = match kind {
+        "partition" => {
+            let order = shuffled(rng, n);
+            let minority = 1 + rng.below(((n - 1) / 2) as u64) as usize;
+            let (a, b) = order.split_at(minority);
+            cluster.net.split(&[a.to_vec(), b.to_vec()])?;
+            format!("partition: {} | {}", names(a), names(b))
+        }
+        "isolate-leader" => {
+            let rest: Vec<usize> = (0..n).filter(|&i| i != pick).collect();
+            cluster.net.split(&[vec![pick], rest.clone()])?;
+            format!("isolate-leader: {} | {}", names(&[pick]), names(&rest))
+        }
+        "bridge" => {
+            let o = shuffled(rng, n);
+            let half = n / 2;
+            let (a, b) = (o[..=half].to_vec(), o[half..].to_vec());
+            cluster.net.split(&[a.clone(), b.clone()])?;
+            format!("bridge: {} | {} (server {} in both)", names(&a), names(&b), o[half] + 1)
+        }
+        "slow" => {
+            let count = 1 + rng.below(n as u64) as usize;
+            let chosen = &shuffled(rng, n)[..count];
+            for &i in chosen {
+                cluster.net.slow(i)?;
+            }
+            format!("slow: links of {}", names(chosen))
+        }
+        "kill" | "kill-leader" => {
+            cluster.kill(pick);
+            format!("{kind}: kill -9 of server {}", pick + 1)
+        }
+        "freeze" | "freeze-leader" => {
+            if !cluster.running(pick) {
+                return Ok(Applied {
+                    kind: "none",
+                    pick,
+                    what: format!("{kind}: server {} is down", pick + 1),
+                });
+            }
+            cluster.freeze(pick)?;
+            format!("{kind}: SIGSTOP of server {}", pick + 1)
+        }
+        "disk-full" => {
+            let bytes = cluster.fill_disk(pick)?;
+            format!("disk-full: log disk of server {} filled ({} KiB of ballast)", pick + 1, bytes / 1024)
+        }
+        _ => {
+            let secs = (60 + rng.below(3600)) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
+            cluster.jump_clock(pick, secs)?;
+            format!("clock-jump: server {}'s wall clock moved {secs:+} s", pick + 1)
+        }
+    };
+    Ok(Applied { kind, pick, what })
+}
+
+fn undo(cluster: &mut Cluster, a: &Applied) -> Result<(), String> {
+    match a.kind {
+        "kill" | "kill-leader" => cluster.launch(a.pick),
+        "freeze" | "freeze-leader" => cluster.thaw(a.pick),
+        "disk-full" => {
+            cluster.free_disk(a.pick);
+            Ok(())
+        }
+        "slow" => cluster.net.unslow(),
+        "clock-jump" => {
+            cluster.reset_clocks();
+            Ok(())
+        }
+        "none" => Ok(()),
+        _ => cluster.net.heal(),
+    }
 }
 
 fn names(ids: &[usize]) -> String {

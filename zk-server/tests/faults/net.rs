@@ -52,8 +52,9 @@ impl Net {
     pub fn create(n: usize) -> Result<Net, String> {
         let run_no = RUNS.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        // Interface names have at most 15 bytes: "zf" + 5 digits + run + role + index.
-        let prefix = format!("zf{:05}{}", pid % 100_000, run_no % 10);
+        // Interface names have at most 15 bytes: "zf" + the pid in hex (pid_max is at most 2^22)
+        // + the run + a role letter + the index.
+        let prefix = format!("zf{pid:06x}{}", run_no % 10);
         let subnet = (200 + (run_no % 50) as u8, (pid % 250) as u8);
         let mut net = Net {
             prefix,
@@ -63,6 +64,7 @@ impl Net {
             slowed: BTreeSet::new(),
             shaper: Shaper::TokenBucket,
         };
+        sweep_stale();
         net.remove_all();
         let br = net.bridge();
         run("ip", &["link", "add", &br, "type", "bridge"])?;
@@ -187,6 +189,31 @@ impl Net {
             let _ = run("ip", &["link", "del", &format!("{}h{i}", self.prefix)]);
         }
         let _ = run("ip", &["link", "del", &self.bridge()]);
+    }
+}
+
+/// Removes what runs whose process is gone (killed before their cleanup ran) left behind.
+fn sweep_stale() {
+    let Ok(out) = Command::new("ip").args(["-o", "link", "show"]).output() else { return };
+    let links = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return };
+    let spaces = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stale = |name: &str| -> bool {
+        let Some(hex) = name.strip_prefix("zf").and_then(|r| r.get(..6)) else { return false };
+        let Ok(pid) = u32::from_str_radix(hex, 16) else { return false };
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    };
+    for ns in spaces.lines().filter_map(|l| l.split_whitespace().next()) {
+        if stale(ns) {
+            let _ = run("ip", &["netns", "del", ns]);
+        }
+    }
+    // "7: zf00a1b20br: <...>" or "8: zf00a1b20h1@if2: <...>"
+    for l in links.lines() {
+        let Some(name) = l.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n)) else { continue };
+        if stale(name) {
+            let _ = run("ip", &["link", "del", name]);
+        }
     }
 }
 
