@@ -536,7 +536,7 @@ fn a_follower_that_lost_its_data_is_synced_by_snap() {
     for n in 0..30 {
         create(&mut c, &format!("/s/while-away-{n:02}"));
     }
-    wipe_data(&e, f);
+    e.wipe_data(f);
     let seen = e.sync_modes(leader, f + 1).len();
     e.launch(f);
     assert_eq!(next_sync_mode(&e, leader, f, seen), "Snap", "{}", e.logs());
@@ -544,20 +544,6 @@ fn a_follower_that_lost_its_data_is_synced_by_snap() {
     create(&mut e.client(f), "/s/through-the-new-follower");
     let tree = equal_trees(&e, &[0, 1, 2]);
     assert_eq!(tree.iter().filter(|z| z.path.starts_with("/s/")).count(), 61);
-}
-
-/// Empties member `i`'s data directory but for myid: a server that lost its disk.
-fn wipe_data(e: &Ensemble, i: usize) {
-    for entry in std::fs::read_dir(e.data_dir(i)).expect("data dir") {
-        let path = entry.expect("entry").path();
-        if path.file_name().is_some_and(|n| n != "myid") {
-            if path.is_dir() {
-                std::fs::remove_dir_all(&path).expect("rm -r");
-            } else {
-                std::fs::remove_file(&path).expect("rm");
-            }
-        }
-    }
 }
 
 /// A follower far behind a leader whose log no longer reaches back to it is synced by SNAP.
@@ -584,7 +570,7 @@ fn a_follower_behind_the_leaders_log_is_synced_by_snap() {
         create(&mut c, &format!("/f/middle-{n:02}"));
     }
     e.kill(b);
-    wipe_data(&e, b);
+    e.wipe_data(b);
     let seen = e.sync_modes(first, b + 1).len();
     e.launch(b);
     assert_eq!(next_sync_mode(&e, first, b, seen), "Snap", "{}", e.logs());

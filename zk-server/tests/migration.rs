@@ -28,21 +28,6 @@ fn stop_gracefully(e: &mut Ensemble, i: usize) {
     }
 }
 
-/// Empties member `i`'s data directory but for its myid.
-fn empty_data_dir(e: &Ensemble, i: usize) {
-    let data = e.members[i].dir.join("data");
-    for entry in std::fs::read_dir(&data).expect("data dir").flatten() {
-        if entry.file_name() != "myid" {
-            let p = entry.path();
-            if p.is_dir() {
-                std::fs::remove_dir_all(&p).expect("remove");
-            } else {
-                std::fs::remove_file(&p).expect("remove");
-            }
-        }
-    }
-}
-
 /// Waits until every member serves and reports the same last zxid (the writer is paused).
 fn wait_in_step(e: &Ensemble) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -175,7 +160,7 @@ fn rolling_migration_from_apache_to_zkrs_and_back() {
         for i in order {
             let step = format!("server {} replaced by {label}", i + 1);
             stop_gracefully(&mut e, i);
-            empty_data_dir(&e, i);
+            e.wipe_data(i);
             e.members[i].kind = to;
             e.launch(i);
             // Writes go on while it syncs; then a pause to compare the trees.

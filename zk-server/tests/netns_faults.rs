@@ -13,9 +13,8 @@ mod faults;
 mod linear;
 mod support;
 
-use faults::{run, RunConfig};
+use faults::{run, RunConfig, Target};
 use std::path::PathBuf;
-use support::ensemble::Kind;
 
 fn out_dir() -> PathBuf {
     std::env::var_os("FAULT_OUT")
@@ -48,12 +47,12 @@ fn check_run(cfg: RunConfig) {
 #[test]
 fn zkrs_keeps_its_promises_under_seeded_faults() {
     for (seed, servers) in [(1, 3), (2, 5)] {
-        check_run(RunConfig { kind: Kind::Zkrs, servers, seconds: 30, seed, out: out_dir() });
+        check_run(RunConfig { target: Target::Zkrs, servers, seconds: 30, seed, out: out_dir() });
     }
 }
 
 /// The long command (`bench/faults.sh`): FAULT_SEEDS (a count, or first..last), FAULT_SECS,
-/// FAULT_SERVERS, FAULT_TARGET (zkrs or apache).
+/// FAULT_SERVERS, FAULT_TARGET (zkrs, apache, or mixed: Apache and zkrs servers in one ensemble).
 #[test]
 #[ignore = "long: run by bench/faults.sh"]
 fn seeded_fault_runs() {
@@ -65,15 +64,16 @@ fn seeded_fault_runs() {
     };
     let seconds = env("FAULT_SECS", "60").parse().expect("FAULT_SECS");
     let servers = env("FAULT_SERVERS", "5").parse().expect("FAULT_SERVERS");
-    let kind = match env("FAULT_TARGET", "zkrs").as_str() {
-        "apache" => Kind::Apache,
-        "zkrs" => Kind::Zkrs,
-        other => panic!("FAULT_TARGET={other}: zkrs or apache"),
+    let target = match env("FAULT_TARGET", "zkrs").as_str() {
+        "apache" => Target::Apache,
+        "zkrs" => Target::Zkrs,
+        "mixed" => Target::Mixed,
+        other => panic!("FAULT_TARGET={other}: zkrs, apache or mixed"),
     };
     let mut failed = Vec::new();
     let (mut ops, mut faults) = (0, 0);
     for &seed in &seeds {
-        match run(&RunConfig { kind, servers, seconds, seed, out: out_dir() }) {
+        match run(&RunConfig { target, servers, seconds, seed, out: out_dir() }) {
             Ok(o) => {
                 ops += o.ops;
                 faults += o.faults;

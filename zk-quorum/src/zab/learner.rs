@@ -368,6 +368,18 @@ impl Learner {
             Ok(k) => k,
             Err(e) => return self.disconnect(e.to_string()),
         };
+        if self.phase == Phase::AwaitSyncMode
+            && matches!(kind, PacketType::Diff | PacketType::Trunc | PacketType::Snap)
+        {
+            // One line per sync, as the leader logs its side: with a leader of another
+            // implementation (Apache's logs nothing by default), this is where the mode shows.
+            tracing::info!(
+                sid = self.cfg.my_sid,
+                leader = self.leader_sid,
+                zxid = format_args!("{:#x}", pkt.zxid),
+                "synced by the leader with {kind:?}"
+            );
+        }
         match (self.phase, kind) {
             (Phase::AwaitLeaderInfo, PacketType::LeaderInfo) => self.on_leader_info(&pkt),
             (Phase::AwaitSyncMode, PacketType::Diff) => self.phase = Phase::Syncing,

@@ -39,9 +39,12 @@ const DIFF_RECORDS_MAX: usize = 1_000_000;
 /// Connections accepted on the quorum port and not yet taken by the loop.
 const ACCEPT_QUEUE: usize = 64;
 
-/// Connections a learner makes to a leader that closes them before its handshake, before it
-/// elects again.
+/// Connections a learner tries to a leader that refuses them or closes them before its
+/// handshake, before it elects again.
 const LEARNER_CONNECT_TRIES: u32 = 5;
+
+/// The pause between those tries.
+const LEARNER_CONNECT_RETRY: Duration = Duration::from_millis(100);
 
 /// Learners held while this server still elects.
 const PARKED_MAX: usize = 64;
@@ -397,7 +400,7 @@ impl Quorum {
                         let (leader, attempt) = (learner.leader_sid(), *attempt);
                         if learner.epoch().is_none() && attempt < LEARNER_CONNECT_TRIES {
                             debug!("leader {leader} closed before its handshake ({why}); trying again");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            tokio::time::sleep(LEARNER_CONNECT_RETRY).await;
                             self.follow(leader, self.s.observer, attempt + 1).await;
                         } else {
                             warn!("connection to the leader closed: {why}");
@@ -625,12 +628,25 @@ impl Quorum {
             return;
         };
         let limit = Duration::from_millis(self.s.tick_ms * self.s.init_limit.max(1));
-        let stream = match peer_net::connect(addr, limit).await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!("cannot reach leader {leader} at {addr}: {e}");
-                self.look("leader unreachable");
-                return;
+        // A leader just elected may not listen yet (an Apache leader waits out its election's
+        // finalize time first): a refused connection is tried again a few times, as Apache's
+        // learners do, before electing again. Electing again at once would start a new round
+        // every few milliseconds, and each new round restarts the election on Apache's servers,
+        // so their leader would never get to listen.
+        let mut attempt = attempt;
+        let stream = loop {
+            match peer_net::connect(addr, limit).await {
+                Ok(s) => break s,
+                Err(e) if attempt + 1 < LEARNER_CONNECT_TRIES => {
+                    debug!("cannot reach leader {leader} at {addr} yet: {e}");
+                    attempt += 1;
+                    tokio::time::sleep(LEARNER_CONNECT_RETRY).await;
+                }
+                Err(e) => {
+                    warn!("cannot reach leader {leader} at {addr}: {e}");
+                    self.look("leader unreachable");
+                    return;
+                }
             }
         };
         let conn = self.next_conn;

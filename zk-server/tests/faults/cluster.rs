@@ -22,19 +22,20 @@ pub struct Node {
     log_disk: PathBuf,
     child: Option<Child>,
     frozen: bool,
+    /// Which server it runs.
+    kind: Kind,
+    /// Whether it runs under libfaketime (zkrs servers, where it is installed).
+    faketime: bool,
     /// The wall-clock offset given to libfaketime, seconds.
     clock_offset: i64,
 }
 
 /// The servers, their network, their directories.
 pub struct Cluster {
-    /// Which server runs.
-    pub kind: Kind,
     /// The network the servers are in.
     pub net: Net,
     nodes: Vec<Node>,
     _root: tempfile::TempDir,
-    faketime: bool,
 }
 
 /// The client port every server listens on, in its own namespace.
@@ -42,21 +43,33 @@ pub const CLIENT_PORT: u16 = 2181;
 
 impl Cluster {
     /// Makes the network, writes each server's configuration and mounts its log disk; starts
-    /// nothing. `faketime`: run the servers under libfaketime (wall-clock jumps).
-    pub fn create(kind: Kind, n: usize, faketime: bool) -> Result<Cluster, String> {
+    /// nothing. `kinds`: each server's implementation. `faketime`: run the zkrs servers under
+    /// libfaketime (wall-clock jumps; Apache's JVM is never run under it: its clock reads through
+    /// the library made it about thirty times slower here, which would measure the library).
+    pub fn create(kinds: &[Kind], faketime: bool) -> Result<Cluster, String> {
+        let n = kinds.len();
         let net = Net::create(n)?;
         let root = tempfile::Builder::new().prefix("zkrs-faults-").tempdir().map_err(|e| e.to_string())?;
         let servers: String =
             (0..n).map(|i| format!("server.{}={}:2888:3888;{CLIENT_PORT}\n", i + 1, net.addr(i))).collect();
         let mut nodes = Vec::new();
-        for i in 0..n {
+        for (i, &kind) in kinds.iter().enumerate() {
             let dir = root.path().join(format!("s{}", i + 1));
             let data = dir.join("data");
             let log_disk = dir.join("log");
             std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
             std::fs::create_dir_all(&log_disk).map_err(|e| e.to_string())?;
             std::fs::write(data.join("myid"), format!("{}\n", i + 1)).map_err(|e| e.to_string())?;
-            run("mount", &["-t", "tmpfs", "-o", &format!("size={LOG_DISK_MIB}m"), "tmpfs", path(&log_disk)])?;
+            if let Err(e) = run(
+                "mount",
+                &["-t", "tmpfs", "-o", &format!("size={LOG_DISK_MIB}m"), "tmpfs", path(&log_disk)],
+            ) {
+                for n in &nodes {
+                    let n: &Node = n;
+                    let _ = run("umount", &["-l", path(&n.log_disk)]);
+                }
+                return Err(e);
+            }
             let cfg = format!(
                 "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\ndataLogDir={}\n\
                  clientPort={CLIENT_PORT}\n4lw.commands.whitelist=*\nadmin.enableServer=false\n\
@@ -66,9 +79,10 @@ impl Cluster {
             );
             std::fs::write(dir.join("zoo.cfg"), cfg).map_err(|e| e.to_string())?;
             std::fs::write(dir.join("clock"), "+0\n").map_err(|e| e.to_string())?;
-            nodes.push(Node { dir, log_disk, child: None, frozen: false, clock_offset: 0 });
+            let faketime = faketime && kind == Kind::Zkrs;
+            nodes.push(Node { dir, log_disk, child: None, frozen: false, kind, faketime, clock_offset: 0 });
         }
-        Ok(Cluster { kind, net, nodes, _root: root, faketime })
+        Ok(Cluster { net, nodes, _root: root })
     }
 
     /// Number of servers.
@@ -100,7 +114,7 @@ impl Cluster {
             .map_err(|e| e.to_string())?;
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &ns]);
-        match self.kind {
+        match node.kind {
             Kind::Zkrs => {
                 cmd.arg(support::zkrs_binary()).arg(node.dir.join("zoo.cfg")).env("RUST_LOG", "info");
             }
@@ -111,7 +125,7 @@ impl Cluster {
                     .arg(node.dir.join("zoo.cfg"));
             }
         }
-        if self.faketime {
+        if node.faketime {
             // Only the wall clock moves: a monotonic clock never jumps back, and a forward jump of
             // it is what a frozen process already sees.
             cmd.env("LD_PRELOAD", FAKETIME_LIB)
@@ -202,10 +216,10 @@ impl Cluster {
 
     /// Moves server `i`'s wall clock by `secs` (libfaketime re-reads the offset within a second).
     pub fn jump_clock(&mut self, i: usize, secs: i64) -> Result<(), String> {
-        if !self.faketime {
-            return Err("libfaketime is not in use".into());
-        }
         let node = &mut self.nodes[i];
+        if !node.faketime {
+            return Err(format!("server {} does not run under libfaketime", i + 1));
+        }
         node.clock_offset += secs;
         let spec = if node.clock_offset >= 0 {
             format!("+{}\n", node.clock_offset)
@@ -213,6 +227,21 @@ impl Cluster {
             format!("{}\n", node.clock_offset)
         };
         std::fs::write(node.dir.join("clock"), spec).map_err(|e| e.to_string())
+    }
+
+    /// The servers whose wall clock can be jumped.
+    pub fn clock_servers(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].faketime).collect()
+    }
+
+    /// Whether any server is Apache ZooKeeper.
+    pub fn has_apache(&self) -> bool {
+        self.nodes.iter().any(|n| n.kind == Kind::Apache)
+    }
+
+    /// Server `i`'s implementation.
+    pub fn kind(&self, i: usize) -> Kind {
+        self.nodes[i].kind
     }
 
     /// Puts every wall clock back.

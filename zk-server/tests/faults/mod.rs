@@ -32,11 +32,44 @@ pub struct FaultRecord {
     pub what: String,
 }
 
+/// Which servers a run has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// zkrs only.
+    Zkrs,
+    /// Apache ZooKeeper 3.8 only.
+    Apache,
+    /// Both: odd-numbered servers Apache, even-numbered zkrs (so either may lead).
+    Mixed,
+}
+
+impl Target {
+    /// Its name in reports and FAULT_TARGET.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Zkrs => "zkrs",
+            Target::Apache => "apache",
+            Target::Mixed => "mixed",
+        }
+    }
+
+    fn kinds(self, n: usize) -> Vec<Kind> {
+        (0..n)
+            .map(|i| match self {
+                Target::Zkrs => Kind::Zkrs,
+                Target::Apache => Kind::Apache,
+                Target::Mixed if i % 2 == 0 => Kind::Apache,
+                Target::Mixed => Kind::Zkrs,
+            })
+            .collect()
+    }
+}
+
 /// A run's settings.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Which servers.
-    pub kind: Kind,
+    pub target: Target,
     /// How many (3 or 5).
     pub servers: usize,
     /// Seconds of traffic under faults.
@@ -65,20 +98,16 @@ const LOCK_WORKERS: usize = 2;
 /// Runs one seeded schedule. Errors: the harness itself could not do its work (no root, a
 /// command failed); what the servers did wrong is in the verdicts.
 pub fn run(cfg: &RunConfig) -> Result<RunOutcome, String> {
-    let target = match cfg.kind {
-        Kind::Zkrs => "zkrs",
-        Kind::Apache => "apache",
-    };
+    let target = cfg.target.name();
     let dir = cfg.out.join(format!("{target}-n{}-seed{}", cfg.servers, cfg.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // FAULT_FAKETIME=0 leaves libfaketime out even where it is installed. Apache's JVM is left out
-    // always: under libfaketime it ran at about a thirtieth of its speed here (its clock reads go
-    // through the library), which would measure the library, not the server.
-    let faketime = cfg.kind == Kind::Zkrs
-        && std::path::Path::new(FAKETIME_LIB).exists()
-        && std::env::var("FAULT_FAKETIME").as_deref() != Ok("0");
-    let mut cluster = Cluster::create(cfg.kind, cfg.servers, faketime)?;
+    // FAULT_FAKETIME=0 leaves libfaketime out even where it is installed (Apache's servers never
+    // run under it: see Cluster::create).
+    let faketime =
+        std::path::Path::new(FAKETIME_LIB).exists() && std::env::var("FAULT_FAKETIME").as_deref() != Ok("0");
+    let mut cluster = Cluster::create(&cfg.target.kinds(cfg.servers), faketime)?;
+    let faketime = !cluster.clock_servers().is_empty();
     let n = cluster.len();
     for i in 0..n {
         cluster.launch(i)?;
@@ -99,6 +128,10 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome, String> {
             }
         },
         clock_jumps: faketime,
+        members: (0..n)
+            .map(|i| format!("{} {}", i + 1, if cluster.kind(i) == Kind::Apache { "apache" } else { "zkrs" }))
+            .collect::<Vec<_>>()
+            .join(", "),
     };
     report::write(&dir, &info, &faults, &history, &verdicts).map_err(|e| e.to_string())?;
     Ok(RunOutcome { verdicts, dir, ops: history.ops.len(), faults: faults.len() })
@@ -108,7 +141,7 @@ type Driven = (Arc<Shared>, Vec<FaultRecord>, Vec<Verdict>);
 
 fn drive(cfg: &RunConfig, cluster: &mut Cluster, faketime: bool) -> Result<Driven, String> {
     let n = cluster.len();
-    let boot = if cfg.kind == Kind::Apache { 120 } else { 60 };
+    let boot = if cluster.has_apache() { 120 } else { 60 };
     cluster.wait_all_serving(Duration::from_secs(boot))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -341,6 +374,15 @@ fn apply(cluster: &mut Cluster, rng: &mut Rng, kind: &'static str) -> Result<App
             format!("disk-full: log disk of server {} filled ({} KiB of ballast)", pick + 1, bytes / 1024)
         }
         _ => {
+            let clocks = cluster.clock_servers();
+            if clocks.is_empty() {
+                return Ok(Applied {
+                    kind: "none",
+                    pick,
+                    what: "clock-jump: no server under libfaketime".into(),
+                });
+            }
+            let pick = clocks[rng.below(clocks.len() as u64) as usize];
             let secs = (60 + rng.below(3600)) as i64 * if rng.below(2) == 0 { 1 } else { -1 };
             cluster.jump_clock(pick, secs)?;
             format!("clock-jump: server {}'s wall clock moved {secs:+} s", pick + 1)

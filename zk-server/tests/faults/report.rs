@@ -21,6 +21,8 @@ pub struct RunInfo<'a> {
     pub shaper: &'a str,
     /// Whether wall clocks could be jumped.
     pub clock_jumps: bool,
+    /// Each server's implementation ("1 apache, 2 zkrs, 3 apache").
+    pub members: String,
 }
 
 /// Writes report.md and timeline.svg into `dir`.
@@ -35,6 +37,7 @@ pub fn write(
     let passed = verdicts.iter().all(|v| v.passed);
     let _ = writeln!(md, "# Fault run: {} ({} servers), seed {}\n", info.target, info.servers, info.seed);
     let _ = writeln!(md, "Verdict: **{}**\n", if passed { "no anomalies" } else { "ANOMALIES FOUND" });
+    let _ = writeln!(md, "Servers: {}.\n", info.members);
     let _ = writeln!(
         md,
         "{} s of traffic under faults; slow links by {}; wall-clock jumps {}. \

@@ -355,6 +355,49 @@ impl Ensemble {
             .collect()
     }
 
+    /// The sync modes ("Diff", "Trunc", "Snap") zkrs member `i`, as learner, logged receiving
+    /// from its leader, oldest first (zk-quorum's "synced by the leader with ..." info line): how a
+    /// test sees what an Apache leader chose.
+    pub fn received_sync_modes(&self, i: usize) -> Vec<String> {
+        self.log(i)
+            .lines()
+            .filter_map(|l| l.split("synced by the leader with ").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Member `i`'s last zxid, as `srvr` reports it.
+    pub fn zxid(&self, i: usize) -> Option<i64> {
+        let text = srvr(self.members[i].client)?;
+        let hex = text.lines().find_map(|l| l.strip_prefix("Zxid: "))?;
+        i64::from_str_radix(hex.trim().trim_start_matches("0x"), 16).ok()
+    }
+
+    /// Whether Apache member `i`'s transaction log files (dataDir/version-2/log.*) contain
+    /// `needle`: the record is on its disk.
+    pub fn apache_logged(&self, i: usize, needle: &str) -> bool {
+        let Ok(dir) = std::fs::read_dir(self.data_dir(i).join("version-2")) else { return false };
+        dir.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("log."))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .any(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+    }
+
+    /// Empties member `i`'s data directory but for myid: a server that lost its disk.
+    pub fn wipe_data(&self, i: usize) {
+        for entry in std::fs::read_dir(self.data_dir(i)).expect("data dir") {
+            let path = entry.expect("entry").path();
+            if path.file_name().is_some_and(|n| n != "myid") {
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path).expect("rm -r");
+                } else {
+                    std::fs::remove_file(&path).expect("rm");
+                }
+            }
+        }
+    }
+
     /// Member `i`'s data directory (myid, snapshots, the log).
     pub fn data_dir(&self, i: usize) -> PathBuf {
         self.members[i].dir.join("data")
