@@ -53,182 +53,129 @@ fn caught_up(e: &Ensemble, leader: usize, i: usize) {
     );
 }
 
-/// The mode the zkrs server `i` is synced with next, beyond the `seen` it logged before.
-fn next_received(e: &Ensemble, i: usize, seen: usize) -> String {
-    let mut modes = Vec::new();
-    wait_until(e, &format!("server {} to be synced", i + 1), || {
-        modes = e.received_sync_modes(i);
-        modes.len() > seen
-    });
-    modes[seen].clone()
+/// The sync modes server 1 was given so far: read from its own log when it is zkrs, from its
+/// leader's (`leader`, zkrs then) when it is Apache.
+fn modes(e: &Ensemble, learner: Kind, leader: usize) -> Vec<String> {
+    match learner {
+        Kind::Zkrs => e.received_sync_modes(0),
+        Kind::Apache => e.sync_modes(leader, 1),
+    }
 }
 
-/// The mode the zkrs leader `leader` chooses next for the learner `i`.
-fn next_chosen(e: &Ensemble, leader: usize, i: usize, seen: usize) -> String {
-    let mut modes = Vec::new();
-    wait_until(e, &format!("server {} to sync server {}", leader + 1, i + 1), || {
-        modes = e.sync_modes(leader, i + 1);
-        modes.len() > seen
+/// The next mode server 1 is given, beyond the `seen` before.
+fn next_mode(e: &Ensemble, learner: Kind, leader: usize, seen: usize) -> String {
+    let mut got = Vec::new();
+    wait_until(e, "server 1 to be synced", || {
+        got = modes(e, learner, leader);
+        got.len() > seen
     });
-    modes[seen].clone()
+    got[seen].clone()
 }
 
-/// Server 3 (the largest id: it leads a fresh ensemble) is Apache; server 1, zkrs, is its
-/// follower, brought back by DIFF, then SNAP. Then TRUNC: server 1 is made to lead (servers 2 and 3
-/// restarted after it), logs a proposal its frozen followers never see, dies; the Apache servers
-/// elect one of them, take a write, and the zkrs server comes back to be truncated.
-#[test]
-fn an_apache_leader_syncs_a_zkrs_follower_by_diff_snap_and_trunc() {
-    let mut e =
-        Ensemble::configure_with_extra(&[Kind::Zkrs, Kind::Apache, Kind::Apache], &[], "syncLimit=20\n");
+/// Whether server 1 (of kind `kind`) has `needle` in its transaction log.
+fn logged(e: &Ensemble, kind: Kind, needle: &str) -> bool {
+    match kind {
+        Kind::Apache => e.apache_logged(0, needle),
+        Kind::Zkrs => {
+            let mut out = Vec::new();
+            zk_server::tools::dump_log(&e.data_dir(0).join(zk_log::LOG_DIR_NAME), &mut out).is_ok()
+                && String::from_utf8_lossy(&out).contains(needle)
+        }
+    }
+}
+
+/// Server 1 is of kind `learner`, servers 2 and 3 of the other. Server 3 (the largest id) leads
+/// a fresh ensemble; server 1 is brought back by DIFF, then (its disk lost) by SNAP. Then TRUNC:
+/// server 1 is made to lead, logs a proposal its frozen followers never see, and dies; servers 2
+/// and 3 elect one of them, and server 1 comes back to be truncated.
+fn syncs_by_diff_snap_and_trunc(learner: Kind) {
+    let other = if learner == Kind::Zkrs { Kind::Apache } else { Kind::Zkrs };
+    let mut e = Ensemble::configure_with_extra(&[learner, other, other], &[], "syncLimit=20\n");
     for i in 0..3 {
         e.launch(i);
     }
     let leader = e.wait_for_leader();
     assert_eq!(leader, 2, "the largest id leads\n{}", e.logs());
-    let z = 0;
     let mut c = e.client(leader);
     create(&mut c, "/d");
-    caught_up(&e, leader, z);
+    caught_up(&e, leader, 0);
 
-    // DIFF: a few writes while the zkrs follower is away.
-    e.kill(z);
+    // DIFF: a few writes while server 1 is away.
+    e.kill(0);
     for n in 0..20 {
         create(&mut c, &format!("/d/while-away-{n:02}"));
     }
-    let seen = e.received_sync_modes(z).len();
-    e.launch(z);
-    assert_eq!(next_received(&e, z, seen), "Diff", "{}", e.logs());
-    caught_up(&e, leader, z);
-    create(&mut e.client(z), "/d/through-zkrs");
+    let seen = modes(&e, learner, leader).len();
+    e.launch(0);
+    assert_eq!(next_mode(&e, learner, leader, seen), "Diff", "{}", e.logs());
+    caught_up(&e, leader, 0);
+    create(&mut e.client(0), "/d/through-server-1");
 
-    // SNAP: the zkrs follower lost its disk.
-    e.kill(z);
+    // SNAP: server 1 lost its disk.
+    e.kill(0);
     create(&mut c, "/d/while-wiped");
-    e.wipe_data(z);
-    let seen = e.received_sync_modes(z).len();
-    e.launch(z);
-    assert_eq!(next_received(&e, z, seen), "Snap", "{}", e.logs());
-    caught_up(&e, leader, z);
+    e.wipe_data(0);
+    let seen = modes(&e, learner, leader).len();
+    e.launch(0);
+    assert_eq!(next_mode(&e, learner, leader, seen), "Snap", "{}", e.logs());
+    caught_up(&e, leader, 0);
     let paths = equal_trees(&e);
     assert_eq!(paths.iter().filter(|p| p.starts_with("/d/")).count(), 22);
 
-    // TRUNC: the zkrs server leads with a proposal nobody else logs, and dies.
-    // Server 1 is made to lead by being ahead: a write committed by the leader and server 1
-    // while server 2 is frozen (and then killed, the proposal unread in its socket), then the
-    // leader goes too; server 1's longer history wins the election.
+    // TRUNC. Server 1 is made to lead by being ahead: a write committed by the leader and
+    // server 1 while server 2 is frozen (then killed, the proposal unread in its socket), then
+    // the leader goes too; server 1's longer history wins the election.
     e.stop(1);
     create(&mut c, "/d/past-server-2");
     e.kill(1);
     e.kill(2);
     e.launch(1);
-    wait_until(&e, "the zkrs server to lead", || e.mode(z).as_deref() == Some("leader"));
+    wait_until(&e, "server 1 to lead", || e.mode(0).as_deref() == Some("leader"));
     e.launch(2);
     e.wait_for_leader();
-    let mut zc = e.client(z);
-    create(&mut zc, "/t");
-    caught_up(&e, z, 1);
-    caught_up(&e, z, 2);
+    let mut first = e.client(0);
+    create(&mut first, "/t");
+    caught_up(&e, 0, 1);
+    caught_up(&e, 0, 2);
     e.stop(1);
     e.stop(2);
-    let xid = zc.send(&create_req("/t/never-acknowledged"));
-    let log_dir = e.data_dir(z).join(zk_log::LOG_DIR_NAME);
-    wait_until(&e, "the zkrs leader to log its proposal", || {
-        let mut out = Vec::new();
-        zk_server::tools::dump_log(&log_dir, &mut out).is_ok()
-            && String::from_utf8_lossy(&out).contains("/t/never-acknowledged")
-    });
-    e.kill(z);
-    assert!(zc.recv(xid).is_none_or(|r| r.err() != ErrorCode::Ok), "acknowledged without a quorum");
+    let xid = first.send(&create_req("/t/never-acknowledged"));
+    wait_until(&e, "server 1 to log its proposal", || logged(&e, learner, "/t/never-acknowledged"));
+    e.kill(0);
+    assert!(first.recv(xid).is_none_or(|r| r.err() != ErrorCode::Ok), "acknowledged without a quorum");
     // Killed, not thawed: the proposal in their sockets' buffers dies with them.
     for i in [1, 2] {
         e.kill(i);
         e.launch(i);
     }
-    let apache_leader = e.wait_for_leader_among(&[1, 2]);
-    // Back before the new epoch has a write: with one, Apache sends a SNAP instead (it never
-    // sends a TRUNC whose next proposal is of another epoch).
-    let seen = e.received_sync_modes(z).len();
-    e.launch(z);
-    assert_eq!(next_received(&e, z, seen), "Trunc", "{}", e.logs());
-    create(&mut e.client(apache_leader), "/t/after");
-    caught_up(&e, apache_leader, z);
+    let new_leader = e.wait_for_leader_among(&[1, 2]);
+    // Apache's leader never sends a TRUNC whose next proposal is of a later epoch (it sends a
+    // SNAP then), so server 1 comes back to it before the new epoch has a write; a zkrs leader is
+    // given one first, so its TRUNC to the Apache learner is followed by the new epoch's DIFF.
+    if learner == Kind::Apache {
+        create(&mut e.client(new_leader), "/t/after");
+    }
+    let seen = modes(&e, learner, new_leader).len();
+    e.launch(0);
+    assert_eq!(next_mode(&e, learner, new_leader, seen), "Trunc", "{}", e.logs());
+    if learner == Kind::Zkrs {
+        create(&mut e.client(new_leader), "/t/after");
+    }
+    caught_up(&e, new_leader, 0);
     let paths = equal_trees(&e);
     assert!(paths.iter().any(|p| p == "/t/after"), "{paths:?}");
     assert!(!paths.iter().any(|p| p == "/t/never-acknowledged"), "the unacknowledged proposal survived");
 }
 
-/// The mirror image: server 3, zkrs, leads; server 1, Apache, is its follower, brought back by
-/// DIFF, then SNAP (zkrs writes Apache's snapshot stream). Then TRUNC: Apache's server 1 is made to
-/// lead, logs a proposal nobody else sees, dies; the zkrs servers elect one of them, which
-/// truncates the Apache server when it comes back.
+/// An Apache 3.8 leader brings a zkrs follower back by DIFF, SNAP and TRUNC.
+#[test]
+fn an_apache_leader_syncs_a_zkrs_follower_by_diff_snap_and_trunc() {
+    syncs_by_diff_snap_and_trunc(Kind::Zkrs);
+}
+
+/// A zkrs leader brings an Apache 3.8 follower back by DIFF, SNAP (Apache's snapshot stream,
+/// written by zkrs) and TRUNC.
 #[test]
 fn a_zkrs_leader_syncs_an_apache_follower_by_diff_snap_and_trunc() {
-    let mut e =
-        Ensemble::configure_with_extra(&[Kind::Apache, Kind::Zkrs, Kind::Zkrs], &[], "syncLimit=20\n");
-    for i in 0..3 {
-        e.launch(i);
-    }
-    let leader = e.wait_for_leader();
-    assert_eq!(leader, 2, "the largest id leads\n{}", e.logs());
-    let a = 0;
-    let mut c = e.client(leader);
-    create(&mut c, "/d");
-    caught_up(&e, leader, a);
-
-    e.kill(a);
-    for n in 0..20 {
-        create(&mut c, &format!("/d/while-away-{n:02}"));
-    }
-    let seen = e.sync_modes(leader, a + 1).len();
-    e.launch(a);
-    assert_eq!(next_chosen(&e, leader, a, seen), "Diff", "{}", e.logs());
-    caught_up(&e, leader, a);
-    create(&mut e.client(a), "/d/through-apache");
-
-    e.kill(a);
-    create(&mut c, "/d/while-wiped");
-    e.wipe_data(a);
-    let seen = e.sync_modes(leader, a + 1).len();
-    e.launch(a);
-    assert_eq!(next_chosen(&e, leader, a, seen), "Snap", "{}", e.logs());
-    caught_up(&e, leader, a);
-    let paths = equal_trees(&e);
-    assert_eq!(paths.iter().filter(|p| p.starts_with("/d/")).count(), 22);
-
-    // TRUNC: the Apache server leads with a proposal nobody else logs, and dies.
-    // Server 1 is made to lead by being ahead: a write committed by the leader and server 1
-    // while server 2 is frozen (and then killed, the proposal unread in its socket), then the
-    // leader goes too; server 1's longer history wins the election.
-    e.stop(1);
-    create(&mut c, "/d/past-server-2");
-    e.kill(1);
-    e.kill(2);
-    e.launch(1);
-    wait_until(&e, "the Apache server to lead", || e.mode(a).as_deref() == Some("leader"));
-    e.launch(2);
-    e.wait_for_leader();
-    let mut ac = e.client(a);
-    create(&mut ac, "/t");
-    caught_up(&e, a, 1);
-    caught_up(&e, a, 2);
-    e.stop(1);
-    e.stop(2);
-    let xid = ac.send(&create_req("/t/never-acknowledged"));
-    wait_until(&e, "the Apache leader to log its proposal", || e.apache_logged(a, "/t/never-acknowledged"));
-    e.kill(a);
-    assert!(ac.recv(xid).is_none_or(|r| r.err() != ErrorCode::Ok), "acknowledged without a quorum");
-    for i in [1, 2] {
-        e.kill(i);
-        e.launch(i);
-    }
-    let zkrs_leader = e.wait_for_leader_among(&[1, 2]);
-    create(&mut e.client(zkrs_leader), "/t/after");
-    let seen = e.sync_modes(zkrs_leader, a + 1).len();
-    e.launch(a);
-    assert_eq!(next_chosen(&e, zkrs_leader, a, seen), "Trunc", "{}", e.logs());
-    caught_up(&e, zkrs_leader, a);
-    let paths = equal_trees(&e);
-    assert!(paths.iter().any(|p| p == "/t/after"), "{paths:?}");
-    assert!(!paths.iter().any(|p| p == "/t/never-acknowledged"), "the unacknowledged proposal survived");
+    syncs_by_diff_snap_and_trunc(Kind::Apache);
 }
