@@ -266,9 +266,12 @@ pub struct ServerConfig {
     pub admin_server_address: String,
     /// `admin.serverPort` (default 8080).
     pub admin_server_port: u16,
-    /// `metricsProvider.className` (default Apache's `DefaultMetricsProvider`); parsed, not used.
+    /// `admin.commandURL` (default `/commands`): where the AdminServer's commands are served.
+    pub admin_command_url: String,
+    /// `metricsProvider.className` (default Apache's `DefaultMetricsProvider`); Apache's
+    /// `PrometheusMetricsProvider` turns on the `/metrics` endpoint.
     pub metrics_provider_class_name: String,
-    /// The other `metricsProvider.*` keys, prefix removed; parsed, not used.
+    /// The other `metricsProvider.*` keys, prefix removed (`httpHost`, `httpPort` are used).
     pub metrics_provider: BTreeMap<String, String>,
     /// `znode.container.checkIntervalMs` (zkrs key; a JVM property in Apache; default 60000).
     pub container_check_interval_ms: u32,
@@ -881,6 +884,7 @@ impl ServerConfig {
             admin_enable_server: true,
             admin_server_address: "0.0.0.0".to_string(),
             admin_server_port: DEFAULT_ADMIN_SERVER_PORT,
+            admin_command_url: "/commands".to_string(),
             metrics_provider_class_name: "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
                 .to_string(),
             metrics_provider: BTreeMap::new(),
@@ -1161,6 +1165,7 @@ impl ServerConfig {
                     cfg.admin_enable_server = value != "false";
                 }
                 "admin.serverAddress" => cfg.admin_server_address = value.to_string(),
+                "admin.commandURL" => cfg.admin_command_url = value.to_string(),
                 "admin.serverPort" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.admin_server_port = port_value(&src, key, v, at)?;
@@ -1781,7 +1786,7 @@ mod tests {
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
-             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nmetricsProvider.className=x.Y\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nadmin.commandURL=/cmds\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
              snapshot.writeMBPerSecond=0\n",
@@ -1811,6 +1816,7 @@ mod tests {
         assert!(c.four_letter_allowed("isro") && c.four_letter_allowed("srvr"));
         assert!(!c.admin_enable_server);
         assert_eq!((c.admin_server_address.as_str(), c.admin_server_port), ("127.0.0.1", 9090));
+        assert_eq!(c.admin_command_url, "/cmds");
         assert_eq!(c.metrics_provider_class_name, "x.Y");
         assert_eq!(c.metrics_provider.get("httpPort").map(String::as_str), Some("7000"));
         assert_eq!(c.container_check_interval_ms, 1000);

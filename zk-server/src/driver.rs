@@ -151,6 +151,13 @@ pub enum DriverMsg {
         /// Where the text goes.
         reply: oneshot::Sender<String>,
     },
+    /// An AdminServer command, `/ready` or `/metrics` to answer.
+    Admin {
+        /// What is asked.
+        ask: crate::admin::AdminAsk,
+        /// Where the answer goes.
+        reply: oneshot::Sender<crate::admin::AdminReply>,
+    },
     /// A report from the snapshot thread.
     Snapshot(SnapshotReport),
     /// Stop: the process is shutting down.
@@ -403,20 +410,14 @@ impl Driver {
                 Event::Closed { conn }
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
-                let limit = self.settings.global_outstanding_limit as usize;
-                let outstanding = limit - self.permits.available_permits().min(limit);
-                let mut view = self.core.view(asker, outstanding, now);
-                if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
-                    view.quorum = Some(fourlw::QuorumFigures {
-                        learners: c.learners,
-                        synced_followers: c.synced_followers,
-                        synced_observers: c.synced_observers,
-                        pending_syncs: self.core.pending_syncs(),
-                    });
-                }
-                let text = fourlw::render(&cmd, &view);
+                let text = fourlw::render(&cmd, &self.view(Some(asker), now));
                 self.core.reset_counters(&cmd);
                 let _ = reply.send(text);
+                return false;
+            }
+            DriverMsg::Admin { ask, reply } => {
+                let answer = self.admin(ask, now);
+                let _ = reply.send(answer);
                 return false;
             }
             DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
@@ -429,6 +430,51 @@ impl Driver {
         };
         self.core.handle(now, ev);
         false
+    }
+
+    /// The view the four-letter words and the AdminServer render: the core's, with the ensemble
+    /// part's figures.
+    fn view(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+        let limit = self.settings.global_outstanding_limit as usize;
+        let outstanding = limit - self.permits.available_permits().min(limit);
+        let mut view = self.core.view(asker, outstanding, now);
+        if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
+            view.quorum = Some(fourlw::QuorumFigures {
+                learners: c.learners,
+                synced_followers: c.synced_followers,
+                synced_observers: c.synced_observers,
+                pending_syncs: self.core.pending_syncs(),
+            });
+        }
+        view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        view
+    }
+
+    /// Answers an AdminServer or metrics request.
+    fn admin(&mut self, ask: crate::admin::AdminAsk, now: Now) -> crate::admin::AdminReply {
+        use crate::admin::{commands, AdminAsk, AdminReply, Readiness};
+        match ask {
+            AdminAsk::Command { name, args } => {
+                let json = commands::run(&name, &args, &self.view(None, now));
+                if let Some(word) = commands::reset_word(&name) {
+                    if json.get("error").is_some_and(serde_json::Value::is_null) {
+                        self.core.reset_counters(word);
+                    }
+                }
+                AdminReply::Json(json)
+            }
+            AdminAsk::Metrics => AdminReply::Metrics(fourlw::monitor_values(&self.view(None, now))),
+            AdminAsk::Ready => {
+                let view = self.view(None, now);
+                let role = view.mode.unwrap_or("looking");
+                let serving = matches!(role, "standalone" | "leader" | "follower" | "observer");
+                let has_leader = match &view.ensemble {
+                    Some(e) => serving && e.leader_sid.is_some(),
+                    None => serving,
+                };
+                AdminReply::Ready(Readiness { serving, role, has_leader })
+            }
+        }
     }
 
     /// Carries out every action of the core and every effect of the ensemble part, until neither
