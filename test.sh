@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every zkrs test. Installs what the tests compare against when it is missing: Apache ZooKeeper
 # (Debian's zookeeper), its C client tools (zookeeper-bin), its C headers and library
-# (libzookeeper-mt-dev) and the Python client kazoo (python3-kazoo).
+# (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
+# AdminServer needs on its class path (libservlet-api-java) and the Prometheus project's text
+# parser (python3-prometheus-client).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,6 +13,8 @@ need=()
 [ -f /usr/include/zookeeper/zookeeper.h ] || need+=(libzookeeper-mt-dev)
 /usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ -f /usr/share/java/servlet-api.jar ] || need+=(libservlet-api-java)
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""

@@ -250,7 +250,7 @@ async fn handle(
         {
             let mut html = String::new();
             for name in commands::primary_names() {
-                html.push_str(&format!("<a href=\"{command_url}/{name}\">{name}</a><br/>\n"));
+                html.push_str(&format!("<a href=\"{command_url}/{name}\">{name}</a>\n<br/>\n"));
             }
             response(StatusCode::OK, "text/html", html)
         }
