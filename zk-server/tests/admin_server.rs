@@ -205,7 +205,7 @@ fn every_command_has_apaches_fields_and_types() {
 }
 
 #[test]
-fn ready_flips_when_the_server_stops_serving() {
+fn ready_standalone_and_while_electing() {
     let (p1, p2, p3) = (free_port(), free_port(), free_port());
     let peers = format!(
         "initLimit=5\nsyncLimit=2\nserver.1=127.0.0.1:{p1}:{p2}\nserver.2=127.0.0.1:{p3}:{}",
@@ -333,4 +333,79 @@ fn metrics_parse_with_apaches_names_and_types() {
     assert_eq!(families["writes_refused_disk_full"][0], "counter");
     assert_eq!(http(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "GET", "/other").0, 404);
     drop(c);
+}
+
+/// Gives member `i` its own AdminServer port.
+fn admin_on(e: &support::ensemble::Ensemble, i: usize) -> SocketAddr {
+    use std::io::Write as _;
+    let port = support::ensemble::stable_port();
+    let mut f = std::fs::OpenOptions::new().append(true).open(e.members[i].dir.join("zoo.cfg")).unwrap();
+    write!(f, "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n").unwrap();
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[test]
+fn ensemble_commands_match_an_apache_member_and_ready_flips() {
+    use support::ensemble::{Ensemble, Kind};
+    assert_apache_installed();
+    let mut e = Ensemble::configure(&[Kind::Apache, Kind::Zkrs, Kind::Zkrs]);
+    let admin: Vec<SocketAddr> = (0..3).map(|i| admin_on(&e, i)).collect();
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader();
+    // /ready is zkrs's (Apache has none).
+    for (i, &addr) in admin.iter().enumerate().skip(1) {
+        let (status, _, body) = http(addr, "GET", "/ready");
+        assert_eq!(status, 200, "member {i}: {body}");
+        let ready: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(ready["details"]["hasLeader"], true, "member {i}: {body}");
+    }
+    // A zkrs follower, compared with Apache's member: a follower too, or the leader (whose srvr
+    // adds the leader-only proposal_stats).
+    let zkrs = if leader == 1 { 2 } else { 1 };
+    for cmd in ["leader", "voting_view", "zabstate", "observers", "server_stats", "stats", "configuration"] {
+        let (mut a, z) = (json_of(admin[0], cmd), json_of(admin[zkrs], cmd));
+        if leader == 0 {
+            a.as_object_mut().unwrap().remove("proposal_stats");
+        }
+        assert_eq!(shape(&z), shape(&a), "{cmd}: fields and types\napache {a:#}\nzkrs {z:#}");
+    }
+    assert!(json_of(admin[leader], "server_stats").get("proposal_stats").is_some(), "the leader's srvr");
+    for (i, &addr) in admin.iter().enumerate() {
+        let l = json_of(addr, "leader");
+        assert_eq!(l["leader_id"], leader as i64 + 1, "member {i}: {l}");
+        assert_eq!(l["is_leader"], i == leader, "member {i}: {l}");
+        let z = json_of(addr, "zabstate");
+        assert_eq!(z["zabstate"], "broadcast", "member {i}: {z}");
+        assert_eq!(z["myid"], i as i64 + 1, "member {i}: {z}");
+    }
+    // The same view, each server filling in its own client address.
+    let mut views = Vec::new();
+    for i in [0, zkrs] {
+        let mut v = json_of(admin[i], "voting_view");
+        let own = &mut v["current_config"][(i + 1).to_string()]["client_address"];
+        assert_eq!(*own, e.members[i].client.to_string(), "member {i}'s own client address");
+        *own = "".into();
+        views.push(v["current_config"].clone());
+    }
+    assert_eq!(views[1], views[0], "voting_view");
+
+    // Left alone, a zkrs member stops serving: not ready.
+    let others: Vec<usize> = (0..3).filter(|&i| i != zkrs).collect();
+    for i in others {
+        e.kill(i);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, body) = http(admin[zkrs], "GET", "/ready");
+        if status == 503 {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["status"], "fail");
+            assert_eq!(v["details"]["hasLeader"], false);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still ready alone: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

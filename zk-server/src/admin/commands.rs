@@ -154,7 +154,7 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("observers".into(), json!([]));
         }
         "voting_view" => {
-            let view = v.ensemble.as_ref().map(|e| e.voting_view()).unwrap_or_default();
+            let view = v.ensemble.as_ref().map(|e| e.voting_view(v.settings.client_addr)).unwrap_or_default();
             m.insert("current_config".into(), Value::Object(view));
         }
         "watches" => {

@@ -94,8 +94,10 @@ impl EnsembleView {
         spec.addresses.first().map(|a| host_port(&a.host, a.quorum_port))
     }
 
-    /// `voting_view`'s `current_config`: every voter by sid.
-    pub fn voting_view(&self) -> Map<String, Value> {
+    /// `voting_view`'s `current_config`: every voter by sid. A server line without a client
+    /// address shows none, except this server's own, which is where it listens (`own_client`),
+    /// as in Apache.
+    pub fn voting_view(&self, own_client: std::net::SocketAddr) -> Map<String, Value> {
         self.config
             .servers
             .values()
@@ -106,7 +108,11 @@ impl EnsembleView {
                         s.addresses.iter().map(|a| host_port(&a.host, a.quorum_port)).collect::<Vec<_>>(),
                     "election_addresses":
                         s.addresses.iter().map(|a| host_port(&a.host, a.election_port)).collect::<Vec<_>>(),
-                    "client_address": s.client.as_ref().map(|c| host_port(&c.host, c.port)).unwrap_or_default(),
+                    "client_address": match &s.client {
+                        Some(c) => host_port(&c.host, c.port),
+                        None if s.sid == self.my_sid => host_port(&own_client.ip().to_string(), own_client.port()),
+                        None => String::new(),
+                    },
                     "learner_type": "participant",
                 });
                 (s.sid.to_string(), view)
@@ -117,13 +123,20 @@ impl EnsembleView {
     fn addresses(&self, port: impl Fn(&zk_quorum::config::ServerAddress) -> u16) -> Value {
         let addrs = self.config.servers.get(&self.my_sid).map(|s| s.addresses.as_slice()).unwrap_or_default();
         let all: Vec<String> = addrs.iter().map(|a| host_port(&a.host, port(a))).collect();
+        let one = all.first().cloned().unwrap_or_default();
+        // Apache's MultipleAddresses as Jackson writes it. A server's own addresses count as
+        // reachable (Apache probes them; they are this process's).
         json!({
             "empty": addrs.is_empty(),
             "all_addresses": all,
+            "all_reachable_addresses": all,
+            "one": one,
+            "reachable_address": one,
             "wildcard_addresses": addrs.iter().map(|a| host_port("0.0.0.0", port(a))).collect::<Vec<_>>(),
             "all_ports": addrs.iter().map(&port).collect::<Vec<_>>(),
             "all_host_strings": addrs.iter().map(|a| a.host.clone()).collect::<Vec<_>>(),
-            "one": all.first().cloned().unwrap_or_default(),
+            "all_reachable_addresses_or_all": all,
+            "reachable_or_one": one,
         })
     }
 
