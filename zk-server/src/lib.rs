@@ -19,4 +19,5 @@ pub mod server;
 pub mod settings;
 pub mod snapshots;
 pub mod stats;
+pub mod status;
 pub mod tools;

@@ -17,6 +17,8 @@ use zk_server::config::ServerConfig;
 use zk_server::settings::Settings;
 
 const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
+       zkrs-server status [path/to/zoo.cfg]   (a running server's mode, zxid, connections; exit 1 if down)\n\
+       zkrs-server version\n\
        zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
@@ -100,6 +102,14 @@ fn main() -> ExitCode {
 /// The offline subcommands; `None` when `args` asks for the server.
 fn run_tool(args: &[String]) -> Option<ExitCode> {
     use std::path::Path;
+    match args {
+        [cmd] if cmd == "version" => {
+            println!("zkrs-server {}", zk_server::fourlw::version());
+            return Some(ExitCode::SUCCESS);
+        }
+        [cmd, rest @ ..] if cmd == "status" && rest.len() <= 1 => return Some(status(rest.first())),
+        _ => {}
+    }
     let mut out = std::io::stdout().lock();
     let result = match args {
         [cmd, apache_data, apache_log, dest] if cmd == "import" => {
@@ -160,6 +170,44 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
             ExitCode::from(1)
         }
     })
+}
+
+/// `status [zoo.cfg]`: as zkServer.sh's `status`, asks the server the configuration names (the
+/// embedded defaults without one) and prints its mode; exit 1 when it does not answer.
+fn status(path: Option<&String>) -> ExitCode {
+    let cfg = match path {
+        None => ServerConfig::standalone_default("zkrs-data"),
+        Some(p) => match ServerConfig::from_file(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("zkrs-server status: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    if let Some(p) = path {
+        println!("Using config: {p}");
+    }
+    let addr = match zk_server::status::client_addr(&cfg) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("Client port found: {}. Client address: {}. Client SSL: false.", addr.port(), addr.ip());
+    match zk_server::status::query(addr) {
+        Ok(s) => {
+            println!("Mode: {}", s.mode);
+            println!("Zxid: {}", s.zxid);
+            println!("Connections: {}", s.connections);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.
