@@ -25,17 +25,43 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
-(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG\n\
-(default info).";
+(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG,\n\
+else the zoo.cfg's logLevel (default info); logFormat=json writes one JSON object a line.";
+
+/// Sets up logging: RUST_LOG, else the zoo.cfg's `logLevel`, else info; the zoo.cfg's `logFormat`
+/// (`json`: one JSON object a line). The configuration is read here a first time, before logging
+/// exists, only for these two keys; its warnings are logged when it is read again.
+fn init_logging(args: &[String]) {
+    use zk_server::config::LogFormat;
+    let cfg = match args {
+        [path] if !path.starts_with('-') && !matches!(path.as_str(), "version" | "status") => {
+            ServerConfig::from_file(path).ok()
+        }
+        _ => None,
+    };
+    let level = cfg.as_ref().and_then(|c| c.log_level.clone()).unwrap_or_else(|| "info".to_string());
+    let mut bad_level = None;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
+        .unwrap_or_else(|e| {
+            bad_level = Some(format!("logLevel={level}: {e}; logging at info"));
+            tracing_subscriber::EnvFilter::new("info")
+        });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if cfg.is_some_and(|c| c.log_format == LogFormat::Json) {
+        builder.json().with_current_span(false).init();
+    } else {
+        use std::io::IsTerminal;
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    if let Some(msg) = bad_level {
+        tracing::warn!("{msg}");
+    }
+}
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
-
     let args: Vec<String> = std::env::args().skip(1).collect();
+    init_logging(&args);
     if let Some(code) = run_tool(&args) {
         return code;
     }

@@ -67,6 +67,9 @@ pub struct Settings {
     /// `metricsProvider.httpPort`), when `metricsProvider.className` names Apache's
     /// `PrometheusMetricsProvider`.
     pub metrics_addr: Option<SocketAddr>,
+    /// Requests answered this long after they arrived (or longer) are logged; `None` = off
+    /// (`slowRequestThresholdMs`).
+    pub slow_request: Option<std::time::Duration>,
     /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), or `None`
     /// when the server started from its embedded defaults.
     pub initial_config: Option<String>,
@@ -177,6 +180,8 @@ impl Settings {
             admin,
             metrics_addr,
             initial_config,
+            slow_request: (cfg.slow_request_threshold_ms > 0)
+                .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
             client_addr: SocketAddr::new(ip, client.port),
             tick_ms: cfg.tick_time_ms as i64,
             min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,
