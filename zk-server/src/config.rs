@@ -277,6 +277,8 @@ pub struct ServerConfig {
     pub admin_server_port: u16,
     /// `admin.commandURL` (default `/commands`): where the AdminServer's commands are served.
     pub admin_command_url: String,
+    /// `admin.idleTimeout`, ms (default 30000): how long the AdminServer waits for a request.
+    pub admin_idle_timeout_ms: u32,
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
@@ -902,6 +904,7 @@ impl ServerConfig {
             admin_server_address: "0.0.0.0".to_string(),
             admin_server_port: DEFAULT_ADMIN_SERVER_PORT,
             admin_command_url: "/commands".to_string(),
+            admin_idle_timeout_ms: 30_000,
             slow_request_threshold_ms: 0,
             log_format: LogFormat::Text,
             log_level: None,
@@ -1186,6 +1189,20 @@ impl ServerConfig {
                 }
                 "admin.serverAddress" => cfg.admin_server_address = value.to_string(),
                 "admin.commandURL" => cfg.admin_command_url = value.to_string(),
+                "admin.idleTimeout" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.admin_idle_timeout_ms = positive(&src, key, v.into(), line)? as u32;
+                }
+                "admin.forceHttps" | "admin.portUnification" | "admin.needClientAuth" => {
+                    if value.eq_ignore_ascii_case("true") {
+                        return Err(src.err(
+                            key,
+                            at,
+                            "true is not supported yet: the zkrs AdminServer serves plain HTTP only; remove it \
+                             or set admin.enableServer=false",
+                        ));
+                    }
+                }
                 "slowRequestThresholdMs" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;
@@ -1824,7 +1841,7 @@ mod tests {
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
-             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nadmin.commandURL=/cmds\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nadmin.commandURL=/cmds\nadmin.idleTimeout=5000\nadmin.forceHttps=false\n\
              slowRequestThresholdMs=250\nlogFormat=json\nlogLevel=warn\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
@@ -1856,6 +1873,7 @@ mod tests {
         assert!(!c.admin_enable_server);
         assert_eq!((c.admin_server_address.as_str(), c.admin_server_port), ("127.0.0.1", 9090));
         assert_eq!(c.admin_command_url, "/cmds");
+        assert_eq!(c.admin_idle_timeout_ms, 5000);
         assert_eq!(c.slow_request_threshold_ms, 250);
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.log_level.as_deref(), Some("warn"));
@@ -1986,6 +2004,8 @@ mod tests {
             ("syncEnabled=false\n", "syncEnabled", "always log"),
             ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
             ("cnxTimeout=0\n", "cnxTimeout", ""),
+            ("admin.forceHttps=true\n", "admin.forceHttps", "plain HTTP"),
+            ("admin.portUnification=TRUE\n", "admin.portUnification", "plain HTTP"),
         ];
         for (text, key, says) in cases {
             assert_err(&bad(&with(text)), key, Some(4), says);

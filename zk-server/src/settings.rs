@@ -82,6 +82,8 @@ pub struct AdminSettings {
     pub addr: SocketAddr,
     /// `admin.commandURL`, without a trailing `/`.
     pub command_url: String,
+    /// `admin.idleTimeout`: how long a connection may take to send a request's headers.
+    pub idle_timeout: std::time::Duration,
 }
 
 /// The `metricsProvider.className` that turns on the Prometheus endpoint.
@@ -110,7 +112,8 @@ fn http_endpoints(
         if !url.starts_with('/') {
             url.insert(0, '/');
         }
-        Some(AdminSettings { addr, command_url: url })
+        let idle_timeout = std::time::Duration::from_millis(cfg.admin_idle_timeout_ms.into());
+        Some(AdminSettings { addr, command_url: url, idle_timeout })
     } else {
         None
     };

@@ -26,8 +26,8 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// How long a request waits for the driver's answer.
 pub const DRIVER_WAIT: Duration = Duration::from_secs(10);
 
-/// How long a connection may take to send a request's headers, idle keep-alive time included
-/// (Apache's `admin.idleTimeout` default).
+/// How long a metrics connection may take to send a request's headers, idle keep-alive time
+/// included (the AdminServer's is `admin.idleTimeout`, default the same).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which endpoints a server offers.
@@ -46,7 +46,8 @@ pub async fn spawn_admin(settings: &AdminSettings, core: mpsc::Sender<DriverMsg>
         Ok(listener) => {
             let local = listener.local_addr().ok();
             tracing::info!("AdminServer on http://{}{}", settings.addr, settings.command_url);
-            tokio::spawn(serve(listener, Routes::Admin { command_url: settings.command_url.clone() }, core));
+            let routes = Routes::Admin { command_url: settings.command_url.clone() };
+            tokio::spawn(serve(listener, routes, settings.idle_timeout, core));
             local
         }
         Err(e) => {
@@ -61,11 +62,11 @@ pub async fn spawn_metrics(addr: SocketAddr, core: mpsc::Sender<DriverMsg>) -> s
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tracing::info!("Prometheus metrics on http://{addr}/metrics");
-    tokio::spawn(serve(listener, Routes::Metrics, core));
+    tokio::spawn(serve(listener, Routes::Metrics, IDLE_TIMEOUT, core));
     Ok(local)
 }
 
-async fn serve(listener: TcpListener, routes: Routes, core: mpsc::Sender<DriverMsg>) {
+async fn serve(listener: TcpListener, routes: Routes, idle: Duration, core: mpsc::Sender<DriverMsg>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let routes = Arc::new(routes);
     loop {
@@ -86,7 +87,7 @@ async fn serve(listener: TcpListener, routes: Routes, core: mpsc::Sender<DriverM
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(IDLE_TIMEOUT)
+                .header_read_timeout(idle)
                 .max_buf_size(64 * 1024)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
