@@ -186,6 +186,9 @@ pub enum SnapshotReport {
 /// Messages handled per wake-up before timers and the log get a turn.
 const BATCH_MAX: usize = 1024;
 
+/// Batches whose persist time is measured at once; past this a new batch goes unmeasured.
+const PERSIST_TIMES_MAX: usize = 4096;
+
 /// How long shutdown waits for the log to make what it was handed durable.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
@@ -203,6 +206,13 @@ pub struct Driver {
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
+    /// zkrs's own timings for `/metrics`.
+    timings: crate::admin::metrics::Timings,
+    /// The last zxid of each batch handed to the log and not yet durable, with when it was
+    /// handed over (for the log persist time), oldest first; at most [`PERSIST_TIMES_MAX`].
+    persist_started: VecDeque<(i64, Instant)>,
+    /// When the snapshot being written began.
+    snapshot_started: Option<Instant>,
     stop: Option<String>,
     /// The ensemble part, when this server is one of several.
     quorum: Option<Quorum>,
@@ -235,6 +245,9 @@ impl Driver {
             snapshot_jobs,
             permits,
             dead: Vec::new(),
+            timings: Default::default(),
+            persist_started: VecDeque::new(),
+            snapshot_started: None,
             stop: None,
             quorum: None,
             snapshot_storage: None,
@@ -360,22 +373,33 @@ impl Driver {
     fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
         match report {
             Some(WriterReport::Durable(zxid)) => {
+                let at = Instant::now();
+                while let Some(&(last, started)) = self.persist_started.front() {
+                    if last > zxid {
+                        break;
+                    }
+                    self.timings.log_persisted(at.saturating_duration_since(started));
+                    self.persist_started.pop_front();
+                }
                 self.core.handle(now, Event::Durable { zxid });
                 if let Some(q) = self.quorum.as_mut() {
                     q.durable(zxid);
                 }
             }
             Some(WriterReport::Truncated(zxid)) => {
+                self.persist_started.clear();
                 if let Some(q) = self.quorum.as_mut() {
                     q.truncated(zxid);
                 }
             }
             Some(WriterReport::Reset(zxid)) => {
+                self.persist_started.clear();
                 if let Some(q) = self.quorum.as_mut() {
                     q.reset_done(zxid);
                 }
             }
             Some(WriterReport::Failed(error)) => {
+                self.persist_started.clear();
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();
@@ -422,6 +446,11 @@ impl Driver {
             }
             DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
+                if let Some(started) = self.snapshot_started.take() {
+                    if ok {
+                        self.timings.snapshot_taken(started.elapsed());
+                    }
+                }
                 Event::SnapshotDone { ok, purge_logs_before }
             }
             DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }) => {
@@ -463,7 +492,9 @@ impl Driver {
                 }
                 AdminReply::Json(json)
             }
-            AdminAsk::Metrics => AdminReply::Metrics(fourlw::monitor_values(&self.view(None, now))),
+            AdminAsk::Metrics => {
+                AdminReply::Metrics(fourlw::monitor_values(&self.view(None, now)), self.timings.clone())
+            }
             AdminAsk::Ready => {
                 let view = self.view(None, now);
                 let role = view.mode.unwrap_or("looking");
@@ -642,14 +673,23 @@ impl Driver {
     }
 
     fn persist(&mut self, records: zk_log::RecordBatch, inline: bool) {
+        let started = Instant::now();
         if inline && self.log_backlog.is_empty() {
             if let Some(res) = self.log.commit_inline(&records) {
+                if res.is_ok() {
+                    self.timings.log_persisted(started.elapsed());
+                }
                 let now = Self::now(self.origin);
                 match res {
                     Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
                     Err(error) => self.core.handle(now, Event::LogFailed { error }),
                 }
                 return;
+            }
+        }
+        if let Some(last) = records.last_zxid() {
+            if self.persist_started.len() < PERSIST_TIMES_MAX {
+                self.persist_started.push_back((last, started));
             }
         }
         self.log_backlog.push_back(records);
@@ -677,6 +717,9 @@ impl Driver {
 
     fn snapshot_job(&mut self, job: SnapJob) {
         let Some(tx) = self.snapshot_jobs.as_ref() else { return };
+        if matches!(job, SnapJob::Begin { .. }) {
+            self.snapshot_started = Some(Instant::now());
+        }
         // The core keeps within the thread's queue (chunk credits), so Full is a bug.
         match tx.try_send(job) {
             Ok(()) => {}

@@ -276,18 +276,31 @@ fn metrics_parse_with_apaches_names_and_types() {
         &format!(
             "admin.enableServer=true\nadmin.serverPort={admin_port}\n\
              metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
-             metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort={metrics_port}"
+             metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort={metrics_port}\nsnapCount=2"
         ),
     );
     let mut c = RawClient::connect(zkrs.addr(), 30_000);
     assert_eq!(c.create("/m", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
-    let (status, head, text) = http(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "GET", "/metrics");
+    let metrics_addr = SocketAddr::from(([127, 0, 0, 1], metrics_port));
+    // snapCount=2: a snapshot follows within a few transactions.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    let snapshots_timed = |text: &str| {
+        text.lines().any(|l| l.starts_with("zkrs_snapshot_seconds_count ") && !l.ends_with(" 0"))
+    };
+    while !snapshots_timed(&http(metrics_addr, "GET", "/metrics").2) {
+        assert!(std::time::Instant::now() < deadline, "no snapshot timed");
+        assert_eq!(c.set_data("/m", b"y", -1).err(), ErrorCode::Ok);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(20 * n.min(10)));
+    }
+    let (status, head, text) = http(metrics_addr, "GET", "/metrics");
     assert_eq!(status, 200, "{head}\n{text}");
     // Parsed by the Prometheus project's own Python client (Debian's python3-prometheus-client).
     let script = "import sys, json\n\
         from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse\n\
         out = {}\n\
-        for f in parse(sys.stdin.read()):\n    out[f.name] = [f.type, [s.value for s in f.samples]]\n\
+        for f in parse(sys.stdin.read()):\n    out[f.name] = [f.type, {s.name: s.value for s in f.samples}]\n\
         print(json.dumps(out))\n";
     let mut py = std::process::Command::new("/usr/bin/python3")
         .args(["-c", script])
@@ -326,12 +339,19 @@ fn metrics_parse_with_apaches_names_and_types() {
     ] {
         assert_eq!(families[name][0], "gauge", "{name} in:\n{text}");
     }
-    assert_eq!(families["znode_count"][1][0], 6.0, "/, /zookeeper, its config and quota, /m");
-    assert_eq!(families["num_alive_connections"][1][0], 1.0);
+    assert_eq!(families["znode_count"][1]["znode_count"], 6.0, "/, /zookeeper, its config and quota, /m");
+    assert_eq!(families["num_alive_connections"][1]["num_alive_connections"], 1.0);
     // zkrs's own.
     assert_eq!(families["log_disk_full"][0], "gauge");
     assert_eq!(families["writes_refused_disk_full"][0], "counter");
-    assert_eq!(http(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "GET", "/other").0, 404);
+    assert_eq!(families["writes_refused_disk_full"][1]["writes_refused_disk_full_total"], 0.0);
+    assert_eq!(families["zkrs_snapshot_seconds"][0], "histogram");
+    let persist = &families["zkrs_log_persist_seconds"];
+    assert_eq!(persist[0], "histogram", "{text}");
+    // The session's creation and the create, each made durable before its answer.
+    assert!(persist[1]["zkrs_log_persist_seconds_count"].as_f64() >= Some(2.0), "{text}");
+    assert!(persist[1]["zkrs_log_persist_seconds_sum"].as_f64() > Some(0.0), "{text}");
+    assert_eq!(http(metrics_addr, "GET", "/other").0, 404);
     drop(c);
 }
 

@@ -234,8 +234,8 @@ async fn handle(
     let path = req.uri().path();
     let mut r = match routes {
         Routes::Metrics if path == "/metrics" => match ask(core, AdminAsk::Metrics).await {
-            Some(AdminReply::Metrics(values)) => {
-                response(StatusCode::OK, metrics::CONTENT_TYPE, metrics::render(values))
+            Some(AdminReply::Metrics(values, timings)) => {
+                response(StatusCode::OK, metrics::CONTENT_TYPE, metrics::render(values, &timings))
             }
             _ => unavailable(),
         },

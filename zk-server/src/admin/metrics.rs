@@ -6,8 +6,44 @@ use crate::fourlw::MntrValue;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// zkrs's own timings, kept by the driver across scrapes (each histogram is shared: a clone
+/// observes into the same buckets).
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// From a batch of transactions handed to the log to its durability report (queueing, append
+    /// and sync), seconds.
+    pub log_persist: Histogram,
+    /// From a snapshot's start to its end (written at `snapshot.writeMBPerSecond`), seconds.
+    pub snapshot: Histogram,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            // 50 µs to about 3.3 s.
+            log_persist: Histogram::new(exponential_buckets(0.000_05, 2.0, 17)),
+            // 10 ms to about 10 min.
+            snapshot: Histogram::new(exponential_buckets(0.01, 2.0, 17)),
+        }
+    }
+}
+
+impl Timings {
+    /// Records one batch made durable after `d`.
+    pub fn log_persisted(&self, d: Duration) {
+        self.log_persist.observe(d.as_secs_f64());
+    }
+
+    /// Records one snapshot written in `d`.
+    pub fn snapshot_taken(&self, d: Duration) {
+        self.snapshot.observe(d.as_secs_f64());
+    }
+}
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -28,9 +64,19 @@ fn help(name: &str) -> String {
     }
 }
 
-/// The exposition text of `values` (from [`crate::fourlw::monitor_values`]).
-pub fn render(values: Vec<(&'static str, MntrValue)>) -> String {
+/// The exposition text of `values` (from [`crate::fourlw::monitor_values`]) and `timings`.
+pub fn render(values: Vec<(&'static str, MntrValue)>, timings: &Timings) -> String {
     let mut registry = Registry::default();
+    registry.register(
+        "zkrs_log_persist_seconds",
+        "zkrs: time from a batch of transactions handed to the log to its durability (queue, append, sync)",
+        timings.log_persist.clone(),
+    );
+    registry.register(
+        "zkrs_snapshot_seconds",
+        "zkrs: time to write a snapshot, paced by snapshot.writeMBPerSecond",
+        timings.snapshot.clone(),
+    );
     for (key, value) in values {
         let name = key.strip_prefix("zk_").unwrap_or(key);
         if SKIPPED.contains(&name) {
@@ -67,13 +113,21 @@ mod tests {
 
     #[test]
     fn gauges_counters_and_skipped() {
-        let text = render(vec![
-            ("zk_version", MntrValue::Text("3.8.0".into())),
-            ("zk_znode_count", MntrValue::Int(5)),
-            ("zk_avg_latency", MntrValue::Float(0.5)),
-            ("zk_writes_refused_disk_full", MntrValue::Int(2)),
-            ("zk_last_proposal_size", MntrValue::Int(-1)),
-        ]);
+        let timings = Timings::default();
+        timings.log_persisted(Duration::from_micros(120));
+        let text = render(
+            vec![
+                ("zk_version", MntrValue::Text("3.8.0".into())),
+                ("zk_znode_count", MntrValue::Int(5)),
+                ("zk_avg_latency", MntrValue::Float(0.5)),
+                ("zk_writes_refused_disk_full", MntrValue::Int(2)),
+                ("zk_last_proposal_size", MntrValue::Int(-1)),
+            ],
+            &timings,
+        );
+        assert!(text.contains("# TYPE zkrs_log_persist_seconds histogram\n"), "{text}");
+        assert!(text.contains("zkrs_log_persist_seconds_count 1\n"), "{text}");
+        assert!(text.contains("zkrs_snapshot_seconds_count 0\n"), "{text}");
         assert!(text.contains("# TYPE znode_count gauge\nznode_count 5\n"), "{text}");
         assert!(text.contains("# TYPE avg_latency gauge\navg_latency 0.5\n"), "{text}");
         assert!(

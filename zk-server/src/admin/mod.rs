@@ -37,8 +37,8 @@ pub enum AdminReply {
     Json(Value),
     /// Readiness.
     Ready(Readiness),
-    /// `mntr`'s figures.
-    Metrics(Vec<(&'static str, MntrValue)>),
+    /// `mntr`'s figures and zkrs's own timings.
+    Metrics(Vec<(&'static str, MntrValue)>, metrics::Timings),
 }
 
 /// Whether the server serves clients, and in which role.
