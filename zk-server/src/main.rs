@@ -68,7 +68,10 @@ fn main() -> ExitCode {
     let cfg = match args.as_slice() {
         [] => {
             info!("no zoo.cfg given: using the embedded standalone defaults");
-            ServerConfig::standalone_default("zkrs-data")
+            let mut cfg = ServerConfig::standalone_default("zkrs-data");
+            // Clients are served on the loopback address only; so is the AdminServer.
+            cfg.admin_server_address = "127.0.0.1".to_string();
+            cfg
         }
         [flag] if flag == "-h" || flag == "--help" => {
             println!("{USAGE}");
