@@ -497,10 +497,12 @@ impl Driver {
             }
             AdminAsk::Ready => {
                 let view = self.view(None, now);
-                let role = view.mode.unwrap_or("looking");
-                let serving = matches!(role, "standalone" | "leader" | "follower" | "observer");
+                // A leader with leaderServes=no takes no clients: a leader, but not ready for them.
+                let leading = view.ensemble.as_ref().is_some_and(|e| e.leading);
+                let role = view.mode.unwrap_or(if leading { "leader" } else { "looking" });
+                let serving = view.mode.is_some_and(|m| m != "read-only");
                 let has_leader = match &view.ensemble {
-                    Some(e) => serving && e.leader_sid.is_some(),
+                    Some(e) => e.leader_sid.is_some(),
                     None => serving,
                 };
                 AdminReply::Ready(Readiness { serving, role, has_leader })

@@ -429,3 +429,35 @@ fn ensemble_commands_match_an_apache_member_and_ready_flips() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn ready_is_503_on_a_leader_that_takes_no_clients() {
+    use support::ensemble::{Ensemble, Kind};
+    let mut e = Ensemble::configure(&[Kind::Zkrs; 3]);
+    e.append_config("leaderServes=no\n");
+    let admin: Vec<SocketAddr> = (0..3).map(|i| admin_on(&e, i)).collect();
+    for i in 0..3 {
+        e.launch(i);
+    }
+    // The leader answers srvr as not serving: it is the one that is not a follower.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let leader = loop {
+        let modes: Vec<Option<String>> = (0..3).map(|i| e.mode(i)).collect();
+        let followers: Vec<usize> = (0..3).filter(|&i| modes[i].as_deref() == Some("follower")).collect();
+        if followers.len() == 2 {
+            break (0..3).find(|i| !followers.contains(i)).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no two followers: {modes:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for (i, &addr) in admin.iter().enumerate() {
+        let (status, _, body) = http(addr, "GET", "/ready");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["details"]["hasLeader"], true, "member {i}: {body}");
+        if i == leader {
+            assert_eq!((status, v["details"]["role"].as_str()), (503, Some("leader")), "{body}");
+        } else {
+            assert_eq!((status, v["details"]["role"].as_str()), (200, Some("follower")), "{body}");
+        }
+    }
+}

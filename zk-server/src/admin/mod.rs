@@ -44,11 +44,12 @@ pub enum AdminReply {
 /// Whether the server serves clients, and in which role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Readiness {
-    /// Serving read-write requests: standalone, or a leader or learner of an established quorum.
+    /// Serving clients read-write: standalone, or a leader (unless `leaderServes=no`) or learner
+    /// of an established quorum.
     pub serving: bool,
     /// `standalone`, `leader`, `follower`, `observer`, `read-only` or `looking`.
     pub role: &'static str,
-    /// Whether this server knows a serving leader (itself included).
+    /// Whether this server has an established leader (itself included).
     pub has_leader: bool,
 }
 
