@@ -3,7 +3,7 @@
 # (Debian's zookeeper), its C client tools (zookeeper-bin), its C headers and library
 # (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
 # AdminServer needs on its class path (libservlet-api-java) and the Prometheus project's text
-# parser (python3-prometheus-client).
+# parser (python3-prometheus-client), and systemd-analyze (systemd) for the Debian package's unit.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,6 +15,7 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 [ -f /usr/share/java/servlet-api.jar ] || need+=(libservlet-api-java)
 /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""
