@@ -129,6 +129,15 @@ pub fn dir_size(path: &std::path::Path) -> u64 {
         .sum()
 }
 
+/// The bytes of zkrs's snapshots (under dataDir) and of its transaction log (under dataLogDir):
+/// what Apache reports of its version-2 directories.
+pub fn data_sizes(settings: &Settings) -> (u64, u64) {
+    (
+        dir_size(&settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME)),
+        dir_size(&settings.log_root.join(zk_log::LOG_DIR_NAME)),
+    )
+}
+
 /// Open file descriptors of this process.
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
@@ -200,8 +209,9 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
         "srst" => out.push_str("Server stats reset.\n"),
         "gtmk" | "stmk" => out.push('0'),
         "dirs" => {
-            let _ = writeln!(out, "datadir_size: {}", dir_size(&v.settings.data_dir));
-            let _ = writeln!(out, "logdir_size: {}", dir_size(&v.settings.data_log_dir));
+            let (data, log) = data_sizes(v.settings);
+            let _ = writeln!(out, "datadir_size: {data}");
+            let _ = writeln!(out, "logdir_size: {log}");
         }
         "wchs" => {
             let by_watcher = v.db.watches_by_watcher();

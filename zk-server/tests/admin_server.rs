@@ -179,6 +179,11 @@ fn every_command_has_apaches_fields_and_types() {
         };
         assert_eq!(values(&z), values(&a), "{cmd} {field}");
     }
+    // dirs and srvr measure where zkrs keeps its log (a preallocated segment by now).
+    let dirs = json_of(z_addr, "dirs");
+    assert!(dirs["logdir_size"].as_u64() > Some(0), "{dirs}");
+    let srvr = json_of(z_addr, "srvr");
+    assert!(srvr["server_stats"]["log_dir_size"].as_u64() > Some(0), "{srvr}");
     // crst above reset the connection's last operation ("NA" then, as Apache): one more read.
     assert_eq!(clients[1].get_data("/w", false).err(), ErrorCode::Ok);
     let z = json_of(z_addr, "connections");

@@ -99,8 +99,9 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("digests".into(), json!([]));
         }
         "dirs" => {
-            m.insert("datadir_size".into(), json!(fourlw::dir_size(&v.settings.data_dir)));
-            m.insert("logdir_size".into(), json!(fourlw::dir_size(&v.settings.data_log_dir)));
+            let (data, log) = fourlw::data_sizes(v.settings);
+            m.insert("datadir_size".into(), json!(data));
+            m.insert("logdir_size".into(), json!(log));
         }
         "dump" => dump(&mut m, v),
         "environment" | "system_properties" => {
@@ -291,6 +292,7 @@ fn monitor(m: &mut Map<String, Value>, v: &View<'_>) {
 
 fn server_stats(m: &mut Map<String, Value>, v: &View<'_>) {
     let (min, avg, max) = v.stats.latency_ms();
+    let (data_size, log_size) = fourlw::data_sizes(v.settings);
     m.insert("version".into(), json!(fourlw::version()));
     m.insert("read_only".into(), json!(v.mode == Some("read-only")));
     let stats = json!({
@@ -298,8 +300,8 @@ fn server_stats(m: &mut Map<String, Value>, v: &View<'_>) {
         "packets_received": v.stats.packets_received,
         "fsync_threshold_exceed_count": 0,
         "client_response_stats": { "last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1 },
-        "data_dir_size": fourlw::dir_size(&v.settings.data_dir),
-        "log_dir_size": fourlw::dir_size(&v.settings.data_log_dir),
+        "data_dir_size": data_size,
+        "log_dir_size": log_size,
         "server_state": v.mode.unwrap_or("standalone"),
         "last_processed_zxid": v.last_zxid,
         "outstanding_requests": v.outstanding,
