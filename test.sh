@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every zkrs test. Installs what the tests compare against when it is missing: Apache ZooKeeper
 # (Debian's zookeeper), its C client tools (zookeeper-bin), its C headers and library
-# (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), and libfaketime (the fault
-# harness's clock jumps).
+# (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
+# AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
+# (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit, and
+# libfaketime (the fault harness's clock jumps).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,8 +14,11 @@ need=()
 [ -f /usr/include/zookeeper/zookeeper.h ] || need+=(libzookeeper-mt-dev)
 /usr/bin/python3 -c 'import kazoo' 2>/dev/null || need+=(python3-kazoo)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ -f /usr/share/java/servlet-api.jar ] || need+=(libservlet-api-java)
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The fault harness jumps servers' wall clocks with it.
-[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
+[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need+=(libfaketime)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""

@@ -29,7 +29,7 @@ wait_serving() {
 }
 start() { # binary dir port
   mkdir -p "$2/data"
-  printf 'tickTime=2000\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n' "$2" "$3" > "$2/zoo.cfg"
+  printf 'tickTime=2000\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n' "$2" "$3" > "$2/zoo.cfg"
   RUST_LOG=warn "$1" "$2/zoo.cfg" > "$2/server.log" 2>&1 & echo $!
 }
 RESULTS="$WORK/results.jsonl"

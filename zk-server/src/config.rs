@@ -36,6 +36,15 @@ pub const DEFAULT_GLOBAL_OUTSTANDING_LIMIT: u32 = 1000;
 pub const DEFAULT_COMMIT_LOG_COUNT: u32 = 500;
 /// Default `jute.maxbuffer`: largest frame accepted, bytes.
 pub const DEFAULT_JUTE_MAX_BUFFER: u32 = 0xfffff;
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
 /// Default `admin.serverPort`.
 pub const DEFAULT_ADMIN_SERVER_PORT: u16 = 8080;
 /// Default `znode.container.checkIntervalMs`.
@@ -266,9 +275,22 @@ pub struct ServerConfig {
     pub admin_server_address: String,
     /// `admin.serverPort` (default 8080).
     pub admin_server_port: u16,
-    /// `metricsProvider.className` (default Apache's `DefaultMetricsProvider`); parsed, not used.
+    /// `admin.commandURL` (default `/commands`): where the AdminServer's commands are served.
+    pub admin_command_url: String,
+    /// `admin.idleTimeout`, ms (default 30000): how long the AdminServer waits for a request.
+    pub admin_idle_timeout_ms: u32,
+    /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
+    /// more after it arrived is logged at WARN.
+    pub slow_request_threshold_ms: u32,
+    /// `logFormat` (zkrs key): `text` (default) or `json` (one JSON object a line).
+    pub log_format: LogFormat,
+    /// `logLevel` (zkrs key): the log filter (`info`, `warn`, `zk_server=debug,info`, ...) when
+    /// RUST_LOG is not set; `None` = info.
+    pub log_level: Option<String>,
+    /// `metricsProvider.className` (default Apache's `DefaultMetricsProvider`); Apache's
+    /// `PrometheusMetricsProvider` turns on the `/metrics` endpoint.
     pub metrics_provider_class_name: String,
-    /// The other `metricsProvider.*` keys, prefix removed; parsed, not used.
+    /// The other `metricsProvider.*` keys, prefix removed (`httpHost`, `httpPort` are used).
     pub metrics_provider: BTreeMap<String, String>,
     /// `znode.container.checkIntervalMs` (zkrs key; a JVM property in Apache; default 60000).
     pub container_check_interval_ms: u32,
@@ -881,6 +903,11 @@ impl ServerConfig {
             admin_enable_server: true,
             admin_server_address: "0.0.0.0".to_string(),
             admin_server_port: DEFAULT_ADMIN_SERVER_PORT,
+            admin_command_url: "/commands".to_string(),
+            admin_idle_timeout_ms: 30_000,
+            slow_request_threshold_ms: 0,
+            log_format: LogFormat::Text,
+            log_level: None,
             metrics_provider_class_name: "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
                 .to_string(),
             metrics_provider: BTreeMap::new(),
@@ -1161,6 +1188,39 @@ impl ServerConfig {
                     cfg.admin_enable_server = value != "false";
                 }
                 "admin.serverAddress" => cfg.admin_server_address = value.to_string(),
+                "admin.commandURL" => cfg.admin_command_url = value.to_string(),
+                "admin.idleTimeout" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.admin_idle_timeout_ms = positive(&src, key, v.into(), line)? as u32;
+                }
+                "admin.forceHttps" | "admin.portUnification" | "admin.needClientAuth" => {
+                    if value.eq_ignore_ascii_case("true") {
+                        return Err(src.err(
+                            key,
+                            at,
+                            "true is not supported yet: the zkrs AdminServer serves plain HTTP only; remove it \
+                             or set admin.enableServer=false",
+                        ));
+                    }
+                }
+                "slowRequestThresholdMs" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;
+                }
+                "logFormat" => {
+                    cfg.log_format = match value {
+                        "text" => LogFormat::Text,
+                        "json" => LogFormat::Json,
+                        _ => {
+                            return Err(src.err(
+                                key,
+                                Some(line),
+                                format!("\"{value}\" is neither text nor json"),
+                            ))
+                        }
+                    }
+                }
+                "logLevel" => cfg.log_level = Some(value.to_string()),
                 "admin.serverPort" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.admin_server_port = port_value(&src, key, v, at)?;
@@ -1781,7 +1841,8 @@ mod tests {
              preAllocSize=1024\nglobalOutstandingLimit=10\ncommitLogCount=600\nleaderServes=no\n\
              extendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              jute.maxbuffer=4194304\nreadonlymode.enabled=true\nadmin.enableServer=false\n\
-             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nmetricsProvider.className=x.Y\n\
+             admin.serverAddress=127.0.0.1\nadmin.serverPort=9090\nadmin.commandURL=/cmds\nadmin.idleTimeout=5000\nadmin.forceHttps=false\n\
+             slowRequestThresholdMs=250\nlogFormat=json\nlogLevel=warn\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
              snapshot.writeMBPerSecond=0\n",
@@ -1811,6 +1872,11 @@ mod tests {
         assert!(c.four_letter_allowed("isro") && c.four_letter_allowed("srvr"));
         assert!(!c.admin_enable_server);
         assert_eq!((c.admin_server_address.as_str(), c.admin_server_port), ("127.0.0.1", 9090));
+        assert_eq!(c.admin_command_url, "/cmds");
+        assert_eq!(c.admin_idle_timeout_ms, 5000);
+        assert_eq!(c.slow_request_threshold_ms, 250);
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.log_level.as_deref(), Some("warn"));
         assert_eq!(c.metrics_provider_class_name, "x.Y");
         assert_eq!(c.metrics_provider.get("httpPort").map(String::as_str), Some("7000"));
         assert_eq!(c.container_check_interval_ms, 1000);
@@ -1938,6 +2004,8 @@ mod tests {
             ("syncEnabled=false\n", "syncEnabled", "always log"),
             ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
             ("cnxTimeout=0\n", "cnxTimeout", ""),
+            ("admin.forceHttps=true\n", "admin.forceHttps", "plain HTTP"),
+            ("admin.portUnification=TRUE\n", "admin.portUnification", "plain HTTP"),
         ];
         for (text, key, says) in cases {
             assert_err(&bad(&with(text)), key, Some(4), says);

@@ -151,6 +151,13 @@ pub enum DriverMsg {
         /// Where the text goes.
         reply: oneshot::Sender<String>,
     },
+    /// An AdminServer command, `/ready` or `/metrics` to answer.
+    Admin {
+        /// What is asked.
+        ask: crate::admin::AdminAsk,
+        /// Where the answer goes.
+        reply: oneshot::Sender<crate::admin::AdminReply>,
+    },
     /// A report from the snapshot thread.
     Snapshot(SnapshotReport),
     /// Stop: the process is shutting down.
@@ -179,6 +186,9 @@ pub enum SnapshotReport {
 /// Messages handled per wake-up before timers and the log get a turn.
 const BATCH_MAX: usize = 1024;
 
+/// Batches whose persist time is measured at once; past this a new batch goes unmeasured.
+const PERSIST_TIMES_MAX: usize = 4096;
+
 /// How long shutdown waits for the log to make what it was handed durable.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
@@ -196,6 +206,13 @@ pub struct Driver {
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
+    /// zkrs's own timings for `/metrics`.
+    timings: crate::admin::metrics::Timings,
+    /// The last zxid of each batch handed to the log and not yet durable, with when it was
+    /// handed over (for the log persist time), oldest first; at most [`PERSIST_TIMES_MAX`].
+    persist_started: VecDeque<(i64, Instant)>,
+    /// When the snapshot being written began.
+    snapshot_started: Option<Instant>,
     stop: Option<String>,
     /// The ensemble part, when this server is one of several.
     quorum: Option<Quorum>,
@@ -228,6 +245,9 @@ impl Driver {
             snapshot_jobs,
             permits,
             dead: Vec::new(),
+            timings: Default::default(),
+            persist_started: VecDeque::new(),
+            snapshot_started: None,
             stop: None,
             quorum: None,
             snapshot_storage: None,
@@ -353,22 +373,33 @@ impl Driver {
     fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
         match report {
             Some(WriterReport::Durable(zxid)) => {
+                let at = Instant::now();
+                while let Some(&(last, started)) = self.persist_started.front() {
+                    if last > zxid {
+                        break;
+                    }
+                    self.timings.log_persisted(at.saturating_duration_since(started));
+                    self.persist_started.pop_front();
+                }
                 self.core.handle(now, Event::Durable { zxid });
                 if let Some(q) = self.quorum.as_mut() {
                     q.durable(zxid);
                 }
             }
             Some(WriterReport::Truncated(zxid)) => {
+                self.persist_started.clear();
                 if let Some(q) = self.quorum.as_mut() {
                     q.truncated(zxid);
                 }
             }
             Some(WriterReport::Reset(zxid)) => {
+                self.persist_started.clear();
                 if let Some(q) = self.quorum.as_mut() {
                     q.reset_done(zxid);
                 }
             }
             Some(WriterReport::Failed(error)) => {
+                self.persist_started.clear();
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();
@@ -403,24 +434,23 @@ impl Driver {
                 Event::Closed { conn }
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
-                let limit = self.settings.global_outstanding_limit as usize;
-                let outstanding = limit - self.permits.available_permits().min(limit);
-                let mut view = self.core.view(asker, outstanding, now);
-                if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
-                    view.quorum = Some(fourlw::QuorumFigures {
-                        learners: c.learners,
-                        synced_followers: c.synced_followers,
-                        synced_observers: c.synced_observers,
-                        pending_syncs: self.core.pending_syncs(),
-                    });
-                }
-                let text = fourlw::render(&cmd, &view);
+                let text = fourlw::render(&cmd, &self.view(Some(asker), now));
                 self.core.reset_counters(&cmd);
                 let _ = reply.send(text);
                 return false;
             }
+            DriverMsg::Admin { ask, reply } => {
+                let answer = self.admin(ask, now);
+                let _ = reply.send(answer);
+                return false;
+            }
             DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
+                if let Some(started) = self.snapshot_started.take() {
+                    if ok {
+                        self.timings.snapshot_taken(started.elapsed());
+                    }
+                }
                 Event::SnapshotDone { ok, purge_logs_before }
             }
             DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }) => {
@@ -429,6 +459,55 @@ impl Driver {
         };
         self.core.handle(now, ev);
         false
+    }
+
+    /// The view the four-letter words and the AdminServer render: the core's, with the ensemble
+    /// part's figures.
+    fn view(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+        let limit = self.settings.global_outstanding_limit as usize;
+        let outstanding = limit - self.permits.available_permits().min(limit);
+        let mut view = self.core.view(asker, outstanding, now);
+        if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
+            view.quorum = Some(fourlw::QuorumFigures {
+                learners: c.learners,
+                synced_followers: c.synced_followers,
+                synced_observers: c.synced_observers,
+                pending_syncs: self.core.pending_syncs(),
+            });
+        }
+        view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        view
+    }
+
+    /// Answers an AdminServer or metrics request.
+    fn admin(&mut self, ask: crate::admin::AdminAsk, now: Now) -> crate::admin::AdminReply {
+        use crate::admin::{commands, AdminAsk, AdminReply, Readiness};
+        match ask {
+            AdminAsk::Command { name, args } => {
+                let json = commands::run(&name, &args, &self.view(None, now));
+                if let Some(word) = commands::reset_word(&name) {
+                    if json.get("error").is_some_and(serde_json::Value::is_null) {
+                        self.core.reset_counters(word);
+                    }
+                }
+                AdminReply::Json(json)
+            }
+            AdminAsk::Metrics => {
+                AdminReply::Metrics(fourlw::monitor_values(&self.view(None, now)), self.timings.clone())
+            }
+            AdminAsk::Ready => {
+                let view = self.view(None, now);
+                // A leader with leaderServes=no takes no clients: a leader, but not ready for them.
+                let leading = view.ensemble.as_ref().is_some_and(|e| e.leading);
+                let role = view.mode.unwrap_or(if leading { "leader" } else { "looking" });
+                let serving = view.mode.is_some_and(|m| m != "read-only");
+                let has_leader = match &view.ensemble {
+                    Some(e) => e.leader_sid.is_some(),
+                    None => serving,
+                };
+                AdminReply::Ready(Readiness { serving, role, has_leader })
+            }
+        }
     }
 
     /// Carries out every action of the core and every effect of the ensemble part, until neither
@@ -596,14 +675,23 @@ impl Driver {
     }
 
     fn persist(&mut self, records: zk_log::RecordBatch, inline: bool) {
+        let started = Instant::now();
         if inline && self.log_backlog.is_empty() {
             if let Some(res) = self.log.commit_inline(&records) {
+                if res.is_ok() {
+                    self.timings.log_persisted(started.elapsed());
+                }
                 let now = Self::now(self.origin);
                 match res {
                     Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
                     Err(error) => self.core.handle(now, Event::LogFailed { error }),
                 }
                 return;
+            }
+        }
+        if let Some(last) = records.last_zxid() {
+            if self.persist_started.len() < PERSIST_TIMES_MAX {
+                self.persist_started.push_back((last, started));
             }
         }
         self.log_backlog.push_back(records);
@@ -631,6 +719,9 @@ impl Driver {
 
     fn snapshot_job(&mut self, job: SnapJob) {
         let Some(tx) = self.snapshot_jobs.as_ref() else { return };
+        if matches!(job, SnapJob::Begin { .. }) {
+            self.snapshot_started = Some(Instant::now());
+        }
         // The core keeps within the thread's queue (chunk credits), so Full is a bug.
         match tx.try_send(job) {
             Ok(()) => {}

@@ -46,24 +46,32 @@ pub struct View<'a> {
     pub last_zxid: i64,
     /// Time since start.
     pub uptime_ms: i64,
-    /// The connection asking: Apache counts it among the connections and lists it.
-    pub asker: SocketAddr,
+    /// The connection asking a four-letter word: Apache counts it among the connections and
+    /// lists it. `None` for the AdminServer, whose HTTP requests are no client connections.
+    pub asker: Option<SocketAddr>,
     /// A leader's learners and the syncs it owes them (`mntr`'s leader-only lines).
     pub quorum: Option<QuorumFigures>,
     /// The server's mode as `srvr` and `mntr` print it (`standalone`, `leader`, `follower`,
     /// `observer`), or None while it is not serving (electing or syncing).
     pub mode: Option<&'static str>,
+    /// The ensemble as this member sees it (the AdminServer's `leader`, `voting_view`,
+    /// `zabstate`); `None` standalone.
+    pub ensemble: Option<crate::admin::EnsembleView>,
+    /// The wall clock, ms since the Unix epoch.
+    pub wall_ms: i64,
 }
 
 impl View<'_> {
     /// Connections, the asking one included.
     fn connection_count(&self) -> usize {
-        self.conns.len() + 1
+        self.conns.len() + usize::from(self.asker.is_some())
     }
 
     /// The asking connection's line in `stat` and `cons`: it has sent one frame (the word).
     fn asker_line(&self, out: &mut String) {
-        let _ = writeln!(out, " /{}[0](queued=0,recved=1,sent=0)", self.asker);
+        if let Some(asker) = self.asker {
+            let _ = writeln!(out, " /{asker}[0](queued=0,recved=1,sent=0)");
+        }
     }
 }
 
@@ -109,7 +117,8 @@ fn summary(out: &mut String, v: &View<'_>) {
     let _ = writeln!(out, "Node count: {}", v.db.node_count());
 }
 
-fn dir_size(path: &std::path::Path) -> u64 {
+/// Bytes of the files under `path`, recursively (`dirs`).
+pub fn dir_size(path: &std::path::Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(path) else { return 0 };
     rd.flatten()
         .map(|e| match e.metadata() {
@@ -120,11 +129,22 @@ fn dir_size(path: &std::path::Path) -> u64 {
         .sum()
 }
 
-fn open_fds() -> usize {
+/// The bytes of zkrs's snapshots (under dataDir) and of its transaction log (under dataLogDir):
+/// what Apache reports of its version-2 directories.
+pub fn data_sizes(settings: &Settings) -> (u64, u64) {
+    (
+        dir_size(&settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME)),
+        dir_size(&settings.log_root.join(zk_log::LOG_DIR_NAME)),
+    )
+}
+
+/// Open file descriptors of this process.
+pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
-fn max_fds() -> u64 {
+/// The open-file limit of this process.
+pub fn max_fds() -> u64 {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|s| {
@@ -189,8 +209,9 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
         "srst" => out.push_str("Server stats reset.\n"),
         "gtmk" | "stmk" => out.push('0'),
         "dirs" => {
-            let _ = writeln!(out, "datadir_size: {}", dir_size(&v.settings.data_dir));
-            let _ = writeln!(out, "logdir_size: {}", dir_size(&v.settings.data_log_dir));
+            let (data, log) = data_sizes(v.settings);
+            let _ = writeln!(out, "datadir_size: {data}");
+            let _ = writeln!(out, "logdir_size: {log}");
         }
         "wchs" => {
             let by_watcher = v.db.watches_by_watcher();
@@ -244,60 +265,109 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
         }
         "envi" => {
             out.push_str("Environment:\n");
-            let _ = writeln!(out, "zookeeper.version={}", version());
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            let _ = writeln!(out, "host.name={}", host.trim());
-            let _ = writeln!(out, "os.name={}", std::env::consts::OS);
-            let _ = writeln!(out, "os.arch={}", std::env::consts::ARCH);
-            let osrel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            let _ = writeln!(out, "os.version={}", osrel.trim());
-            let _ = writeln!(out, "user.name={}", std::env::var("USER").unwrap_or_default());
-            let _ = writeln!(out, "user.home={}", std::env::var("HOME").unwrap_or_default());
-            let dir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-            let _ = writeln!(out, "user.dir={dir}");
+            for (k, val) in environment() {
+                let _ = writeln!(out, "{k}={val}");
+            }
         }
         "mntr" => {
-            let (min, avg, max) = v.stats.latency_ms();
-            let lines: Vec<(&str, String)> = vec![
-                ("zk_version", version()),
-                ("zk_server_state", v.mode.unwrap_or("standalone").into()),
-                ("zk_ephemerals_count", v.db.ephemerals_count().to_string()),
-                ("zk_num_alive_connections", v.connection_count().to_string()),
-                ("zk_avg_latency", java_double(avg)),
-                ("zk_outstanding_requests", v.outstanding.to_string()),
-                ("zk_znode_count", v.db.node_count().to_string()),
-                ("zk_global_sessions", v.db.sessions().len().to_string()),
-                ("zk_local_sessions", "0".into()),
-                ("zk_packets_sent", v.stats.packets_sent.to_string()),
-                ("zk_packets_received", v.stats.packets_received.to_string()),
-                ("zk_watch_count", v.db.watch_count().to_string()),
-                ("zk_auth_failed_count", v.stats.auth_failed.to_string()),
-                ("zk_min_latency", min.to_string()),
-                ("zk_max_latency", max.to_string()),
-                ("zk_approximate_data_size", v.db.approximate_data_size().to_string()),
-                ("zk_open_file_descriptor_count", open_fds().to_string()),
-                ("zk_max_file_descriptor_count", max_fds().to_string()),
-                ("zk_uptime", v.uptime_ms.to_string()),
-                ("zk_last_proposal_size", "-1".into()),
-                // zkrs's own: the log refuses writes while its disk is full.
-                ("zk_log_disk_full", u8::from(v.stats.disk_full).to_string()),
-                ("zk_writes_refused_disk_full", v.stats.writes_refused.to_string()),
-            ];
-            let mut lines = lines;
-            if let Some(q) = v.quorum {
-                lines.push(("zk_learners", q.learners.to_string()));
-                lines.push(("zk_synced_followers", q.synced_followers.to_string()));
-                lines.push(("zk_synced_non_voting_followers", "0".into()));
-                lines.push(("zk_synced_observers", q.synced_observers.to_string()));
-                lines.push(("zk_pending_syncs", q.pending_syncs.to_string()));
-            }
-            for (k, val) in lines {
+            for (k, val) in monitor_values(v) {
                 let _ = writeln!(out, "{k}\t{val}");
             }
         }
         _ => {}
     }
     out
+}
+
+/// `envi`'s entries: the ones of Apache's list that a process without a JVM has.
+pub fn environment() -> Vec<(String, String)> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let osrel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let dir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    vec![
+        ("zookeeper.version".into(), version()),
+        ("host.name".into(), host.trim().to_string()),
+        ("os.name".into(), std::env::consts::OS.to_string()),
+        ("os.arch".into(), std::env::consts::ARCH.to_string()),
+        ("os.version".into(), osrel.trim().to_string()),
+        ("user.name".into(), std::env::var("USER").unwrap_or_default()),
+        ("user.home".into(), std::env::var("HOME").unwrap_or_default()),
+        ("user.dir".into(), dir),
+    ]
+}
+
+/// One `mntr` value: a whole number, a fraction or text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MntrValue {
+    /// A count or size.
+    Int(i64),
+    /// A mean (avg_latency).
+    Float(f64),
+    /// Text (version, server_state).
+    Text(String),
+}
+
+impl std::fmt::Display for MntrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MntrValue::Int(n) => write!(f, "{n}"),
+            MntrValue::Float(x) => f.write_str(&java_double(*x)),
+            MntrValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl MntrValue {
+    /// The value as the AdminServer's JSON carries it.
+    pub fn into_json(self) -> serde_json::Value {
+        match self {
+            MntrValue::Int(n) => n.into(),
+            MntrValue::Float(x) => x.into(),
+            MntrValue::Text(t) => t.into(),
+        }
+    }
+}
+
+/// `mntr`'s keys and values, in its order: the four-letter word prints them, the AdminServer's
+/// `monitor` and the Prometheus endpoint serve them.
+pub fn monitor_values(v: &View<'_>) -> Vec<(&'static str, MntrValue)> {
+    use MntrValue::{Float, Int, Text};
+    let n = |x: usize| Int(x as i64);
+    let u = |x: u64| Int(x.min(i64::MAX as u64) as i64);
+    let (min, avg, max) = v.stats.latency_ms();
+    let mut lines: Vec<(&'static str, MntrValue)> = vec![
+        ("zk_version", Text(version())),
+        ("zk_server_state", Text(v.mode.unwrap_or("standalone").into())),
+        ("zk_ephemerals_count", n(v.db.ephemerals_count())),
+        ("zk_num_alive_connections", n(v.connection_count())),
+        ("zk_avg_latency", Float(avg)),
+        ("zk_outstanding_requests", n(v.outstanding)),
+        ("zk_znode_count", n(v.db.node_count())),
+        ("zk_global_sessions", n(v.db.sessions().len())),
+        ("zk_local_sessions", Int(0)),
+        ("zk_packets_sent", u(v.stats.packets_sent)),
+        ("zk_packets_received", u(v.stats.packets_received)),
+        ("zk_watch_count", n(v.db.watch_count())),
+        ("zk_auth_failed_count", u(v.stats.auth_failed)),
+        ("zk_min_latency", u(min)),
+        ("zk_max_latency", u(max)),
+        ("zk_approximate_data_size", u(v.db.approximate_data_size())),
+        ("zk_open_file_descriptor_count", n(open_fds())),
+        ("zk_max_file_descriptor_count", u(max_fds())),
+        ("zk_uptime", Int(v.uptime_ms)),
+        ("zk_last_proposal_size", Int(-1)),
+        // zkrs's own: the log refuses writes while its disk is full.
+        ("zk_log_disk_full", Int(i64::from(v.stats.disk_full))),
+        ("zk_writes_refused_disk_full", u(v.stats.writes_refused)),
+    ];
+    if let Some(q) = v.quorum {
+        lines.push(("zk_learners", n(q.learners)));
+        lines.push(("zk_synced_followers", n(q.synced_followers)));
+        lines.push(("zk_synced_non_voting_followers", Int(0)));
+        lines.push(("zk_synced_observers", n(q.synced_observers)));
+        lines.push(("zk_pending_syncs", n(q.pending_syncs)));
+    }
+    lines
 }
 
 /// Watches are kept per connection; Apache prints the connection's session id.

@@ -1,5 +1,5 @@
 //! zk-server: the zkrs-server binary's library — configuration, connections, the request pipeline,
-//! four-letter words.
+//! four-letter words, the AdminServer and the Prometheus endpoint.
 //!
 //! This is the only zkrs crate that owns sockets, files and threads for the server. The state
 //! machine lives in zk-tree and the wire format in zk-proto; this crate wires them to the network.
@@ -7,6 +7,7 @@
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 
+pub mod admin;
 pub mod config;
 pub mod conn;
 pub mod core;
@@ -18,4 +19,5 @@ pub mod server;
 pub mod settings;
 pub mod snapshots;
 pub mod stats;
+pub mod status;
 pub mod tools;

@@ -17,30 +17,61 @@ use zk_server::config::ServerConfig;
 use zk_server::settings::Settings;
 
 const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
+       zkrs-server status [path/to/zoo.cfg]   (a running server's mode, zxid, connections; exit 1 if down)\n\
+       zkrs-server version\n\
        zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
-(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG\n\
-(default info).";
+(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG,\n\
+else the zoo.cfg's logLevel (default info); logFormat=json writes one JSON object a line.";
+
+/// Sets up logging: RUST_LOG, else the zoo.cfg's `logLevel`, else info; the zoo.cfg's `logFormat`
+/// (`json`: one JSON object a line). The configuration is read here a first time, before logging
+/// exists, only for these two keys; its warnings are logged when it is read again.
+fn init_logging(args: &[String]) {
+    use zk_server::config::LogFormat;
+    let cfg = match args {
+        [path] if !path.starts_with('-') && !matches!(path.as_str(), "version" | "status") => {
+            ServerConfig::from_file(path).ok()
+        }
+        _ => None,
+    };
+    let level = cfg.as_ref().and_then(|c| c.log_level.clone()).unwrap_or_else(|| "info".to_string());
+    let mut bad_level = None;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
+        .unwrap_or_else(|e| {
+            bad_level = Some(format!("logLevel={level}: {e}; logging at info"));
+            tracing_subscriber::EnvFilter::new("info")
+        });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if cfg.is_some_and(|c| c.log_format == LogFormat::Json) {
+        builder.json().with_current_span(false).init();
+    } else {
+        use std::io::IsTerminal;
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    if let Some(msg) = bad_level {
+        tracing::warn!("{msg}");
+    }
+}
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
-
     let args: Vec<String> = std::env::args().skip(1).collect();
+    init_logging(&args);
     if let Some(code) = run_tool(&args) {
         return code;
     }
     let cfg = match args.as_slice() {
         [] => {
             info!("no zoo.cfg given: using the embedded standalone defaults");
-            ServerConfig::standalone_default("zkrs-data")
+            let mut cfg = ServerConfig::standalone_default("zkrs-data");
+            // Clients are served on the loopback address only; so is the AdminServer.
+            cfg.admin_server_address = "127.0.0.1".to_string();
+            cfg
         }
         [flag] if flag == "-h" || flag == "--help" => {
             println!("{USAGE}");
@@ -100,6 +131,14 @@ fn main() -> ExitCode {
 /// The offline subcommands; `None` when `args` asks for the server.
 fn run_tool(args: &[String]) -> Option<ExitCode> {
     use std::path::Path;
+    match args {
+        [cmd] if cmd == "version" => {
+            println!("zkrs-server {}", zk_server::fourlw::version());
+            return Some(ExitCode::SUCCESS);
+        }
+        [cmd, rest @ ..] if cmd == "status" && rest.len() <= 1 => return Some(status(rest.first())),
+        _ => {}
+    }
     let mut out = std::io::stdout().lock();
     let result = match args {
         [cmd, apache_data, apache_log, dest] if cmd == "import" => {
@@ -160,6 +199,44 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
             ExitCode::from(1)
         }
     })
+}
+
+/// `status [zoo.cfg]`: as zkServer.sh's `status`, asks the server the configuration names (the
+/// embedded defaults without one) and prints its mode; exit 1 when it does not answer.
+fn status(path: Option<&String>) -> ExitCode {
+    let cfg = match path {
+        None => ServerConfig::standalone_default("zkrs-data"),
+        Some(p) => match ServerConfig::from_file(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("zkrs-server status: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    if let Some(p) = path {
+        println!("Using config: {p}");
+    }
+    let addr = match zk_server::status::client_addr(&cfg) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("Client port found: {}. Client address: {}. Client SSL: false.", addr.port(), addr.ip());
+    match zk_server::status::query(addr) {
+        Ok(s) => {
+            println!("Mode: {}", s.mode);
+            println!("Zxid: {}", s.zxid);
+            println!("Connections: {}", s.connections);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

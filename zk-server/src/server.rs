@@ -195,6 +195,14 @@ pub async fn run(
         driver = driver.with_quorum(quorum, snap_storage.clone());
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
+    if let Some(admin) = &settings.admin {
+        crate::admin::http::spawn_admin(admin, core_tx.clone()).await;
+    }
+    if let Some(addr) = settings.metrics_addr {
+        crate::admin::http::spawn_metrics(addr, core_tx.clone())
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+    }
     let how = if ensemble_mode { "as an ensemble member" } else { "standalone" };
     info!("serving clients on {} ({how}; log in {})", settings.client_addr, log_dir.display());
 

@@ -61,6 +61,75 @@ pub struct Settings {
     pub leader_serves: bool,
     /// `readonlymode.enabled`: whether a server cut off from its quorum serves read-only clients.
     pub read_only_mode: bool,
+    /// The AdminServer (`admin.*`), or `None` when `admin.enableServer=false`.
+    pub admin: Option<AdminSettings>,
+    /// Where the Prometheus `/metrics` endpoint listens (`metricsProvider.httpHost`,
+    /// `metricsProvider.httpPort`), when `metricsProvider.className` names Apache's
+    /// `PrometheusMetricsProvider`.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Requests answered this long after they arrived (or longer) are logged; `None` = off
+    /// (`slowRequestThresholdMs`).
+    pub slow_request: Option<std::time::Duration>,
+    /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), or `None`
+    /// when the server started from its embedded defaults.
+    pub initial_config: Option<String>,
+}
+
+/// Where and how the AdminServer serves.
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    /// `admin.serverAddress` and `admin.serverPort`.
+    pub addr: SocketAddr,
+    /// `admin.commandURL`, without a trailing `/`.
+    pub command_url: String,
+    /// `admin.idleTimeout`: how long a connection may take to send a request's headers.
+    pub idle_timeout: std::time::Duration,
+}
+
+/// The `metricsProvider.className` that turns on the Prometheus endpoint.
+pub const PROMETHEUS_PROVIDER: &str = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+
+/// `host` and `port` as a socket address: an IP literal, or a name resolved once now.
+fn resolve(key: &str, host: &str, port: u16) -> Result<SocketAddr, String> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{key}: cannot resolve host {host}"))
+}
+
+/// The AdminServer's and the metrics endpoint's settings from the parsed configuration.
+fn http_endpoints(
+    cfg: &crate::config::ServerConfig,
+) -> Result<(Option<AdminSettings>, Option<SocketAddr>), String> {
+    let admin = if cfg.admin_enable_server {
+        let addr = resolve("admin.serverAddress", &cfg.admin_server_address, cfg.admin_server_port)?;
+        let mut url = cfg.admin_command_url.trim_end_matches('/').to_string();
+        if !url.starts_with('/') {
+            url.insert(0, '/');
+        }
+        let idle_timeout = std::time::Duration::from_millis(cfg.admin_idle_timeout_ms.into());
+        Some(AdminSettings { addr, command_url: url, idle_timeout })
+    } else {
+        None
+    };
+    let metrics = if cfg.metrics_provider_class_name == PROMETHEUS_PROVIDER {
+        let host = cfg.metrics_provider.get("httpHost").map_or("0.0.0.0", String::as_str);
+        let port = match cfg.metrics_provider.get("httpPort") {
+            None => 7000,
+            Some(p) => {
+                p.trim().parse::<u16>().map_err(|_| format!("metricsProvider.httpPort={p}: not a port"))?
+            }
+        };
+        Some(resolve("metricsProvider.httpHost", host, port)?)
+    } else {
+        None
+    };
+    Ok((admin, metrics))
 }
 
 impl Settings {
@@ -108,7 +177,14 @@ impl Settings {
             snap_dir_bytes: crate::config::directory_size_bytes(&cfg.snap_dir()),
             log_dir_bytes: crate::config::directory_size_bytes(&cfg.log_dir()),
         };
+        let (admin, metrics_addr) = http_endpoints(cfg)?;
+        let initial_config = cfg.config_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
         Ok(Settings {
+            admin,
+            metrics_addr,
+            initial_config,
+            slow_request: (cfg.slow_request_threshold_ms > 0)
+                .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
             client_addr: SocketAddr::new(ip, client.port),
             tick_ms: cfg.tick_time_ms as i64,
             min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,

@@ -149,6 +149,21 @@ impl ConnStats {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = LastOp::default();
     }
 
+    /// The last request's figures, or `None` before the first one was answered.
+    pub fn last_request(&self) -> Option<LastRequest> {
+        let l = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        (l.count > 0).then(|| LastRequest {
+            op: l.op.map(op_abbrev).unwrap_or("NA"),
+            cxid: l.cxid,
+            zxid: l.zxid,
+            at_wall_ms: l.at_wall_ms,
+            latency_ms: l.latency_ms,
+            min_ms: l.min_ms,
+            avg_ms: l.total_ms.checked_div(l.count).unwrap_or(0),
+            max_ms: l.max_ms,
+        })
+    }
+
     /// The `cons` details after the queued/recved/sent counts, or `None` before the handshake.
     pub fn details(&self) -> Option<String> {
         let sid = self.session.load(Relaxed);
@@ -172,6 +187,27 @@ impl ConnStats {
         }
         Some(s)
     }
+}
+
+/// A connection's last request and its latencies, as `cons` shows them.
+#[derive(Debug, Clone, Copy)]
+pub struct LastRequest {
+    /// The operation's four-letter abbreviation.
+    pub op: &'static str,
+    /// Its cxid.
+    pub cxid: i32,
+    /// The zxid of its reply.
+    pub zxid: i64,
+    /// When it was answered, ms since the Unix epoch.
+    pub at_wall_ms: i64,
+    /// Its latency, ms.
+    pub latency_ms: u64,
+    /// The connection's smallest latency, ms.
+    pub min_ms: u64,
+    /// The connection's mean latency, ms.
+    pub avg_ms: u64,
+    /// The connection's largest latency, ms.
+    pub max_ms: u64,
 }
 
 impl Default for ConnStats {

@@ -644,7 +644,7 @@ impl ServerCore {
 
     /// What the four-letter words report, as seen by `asker`, with `outstanding` requests in
     /// flight (the driver counts them).
-    pub fn view(&self, asker: SocketAddr, outstanding: usize, now: Now) -> fourlw::View<'_> {
+    pub fn view(&self, asker: Option<SocketAddr>, outstanding: usize, now: Now) -> fourlw::View<'_> {
         fourlw::View {
             settings: &self.settings,
             stats: &self.stats,
@@ -659,6 +659,8 @@ impl ServerCore {
             uptime_ms: now.mono_ms().saturating_sub(self.started_ms) as i64,
             asker,
             quorum: None,
+            ensemble: None,
+            wall_ms: now.wall_ms,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,

@@ -245,10 +245,7 @@ impl ServerCore {
         }
         let op_code = OpCode::from_i32(op).unwrap_or(OpCode::Error);
         let latency = Duration::from_micros(now.mono_us.saturating_sub(received_us));
-        self.stats.record_latency(latency);
-        if let Some(c) = self.conns.get(conn) {
-            c.stats.record(op_code, xid, last, latency, now.wall_ms);
-        }
+        self.note_answered(conn, op_code, xid, last, latency, now);
         let (err, body) = match answer.result {
             Ok(b) => (0, b),
             Err(e) => (e.code(), Body::Empty),
@@ -281,6 +278,32 @@ impl ServerCore {
 
     /// Queues a reply. One to a connection that is gone is dropped by the driver, which frees its
     /// permit then.
+    /// Counts a request answered `latency` after it arrived, in the server's and its connection's
+    /// figures, and logs it when it took `slowRequestThresholdMs` or more.
+    pub(super) fn note_answered(
+        &mut self,
+        conn: ConnId,
+        op: OpCode,
+        cxid: i32,
+        zxid: i64,
+        latency: Duration,
+        now: Now,
+    ) {
+        self.stats.record_latency(latency);
+        let Some(c) = self.conns.get(conn) else { return };
+        c.stats.record(op, cxid, zxid, latency, now.wall_ms);
+        if self.settings.slow_request.is_some_and(|t| latency >= t) {
+            warn!(
+                "slow request: {} ({:?}) from {} session 0x{:x} cxid 0x{cxid:x} zxid 0x{zxid:x} answered after {} ms",
+                crate::stats::op_abbrev(op),
+                op,
+                c.remote,
+                c.stats.session.load(std::sync::atomic::Ordering::Relaxed),
+                latency.as_millis()
+            );
+        }
+    }
+
     pub(super) fn reply(&mut self, conn: ConnId, hdr: ReplyHeader, body: &Body) {
         if hdr.err == ErrorCode::SessionMoved.code() {
             // The session lives on another server now: Apache answers nothing and closes this

@@ -203,10 +203,7 @@ impl ServerCore {
             if let Some(w) = self.queues.complete_write(sid, p.hdr.cxid) {
                 let (err, body) = write_reply(w.op, &applied.outcome);
                 let latency = Duration::from_micros(now.mono_us.saturating_sub(w.received_us));
-                self.stats.record_latency(latency);
-                if let Some(c) = self.conns.get(w.conn) {
-                    c.stats.record(w.op, w.cxid, zxid, latency, now.wall_ms);
-                }
+                self.note_answered(w.conn, w.op, w.cxid, zxid, latency, now);
                 self.reply(w.conn, ReplyHeader { xid: w.cxid, zxid, err: err.code() }, &body);
             }
         }

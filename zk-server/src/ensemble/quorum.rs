@@ -312,6 +312,29 @@ impl Quorum {
         }
     }
 
+    /// The ensemble as the AdminServer shows it (`leader`, `voting_view`, `zabstate`).
+    pub fn admin_view(&self) -> crate::admin::EnsembleView {
+        let (leading, leader_sid, zab_state) = match &self.state {
+            State::Looking(_) => (false, None, "election"),
+            State::Leading(l) if l.is_established() => (true, Some(self.s.my_sid), "broadcast"),
+            State::Leading(l) if l.epoch().is_some() => (false, None, "synchronization"),
+            State::Leading(_) => (false, None, "discovery"),
+            State::Learning { learner, .. } if learner.is_up_to_date() => {
+                (false, Some(learner.leader_sid()), "broadcast")
+            }
+            State::Learning { learner, .. } if learner.epoch().is_some() => (false, None, "synchronization"),
+            State::Learning { .. } => (false, None, "discovery"),
+        };
+        crate::admin::EnsembleView {
+            my_sid: self.s.my_sid,
+            leading,
+            leader_sid,
+            observer: self.s.observer,
+            zab_state,
+            config: self.s.config.clone(),
+        }
+    }
+
     /// The leader's learner counts, when this server leads.
     pub fn learner_counts(&self) -> Option<zk_quorum::zab::LearnerCounts> {
         match &self.state {

@@ -23,8 +23,11 @@ pub enum Target {
     Zkrs,
 }
 
-/// The Java class path of Debian's ZooKeeper; the jar's manifest names its dependencies.
-pub const APACHE_CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+/// The Java class path of Debian's ZooKeeper; the jar's manifest names its dependencies. The
+/// servlet API (Debian's libservlet-api-java) is added so that Apache's AdminServer can start
+/// where a test enables it (the stock class path lacks it).
+pub const APACHE_CLASSPATH: &str =
+    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/servlet-api.jar";
 
 /// A running server process, killed and its directory removed on drop.
 pub struct ServerProc {

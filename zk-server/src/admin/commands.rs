@@ -1,0 +1,379 @@
+//! The AdminServer's commands: the JSON answers Apache ZooKeeper 3.8's AdminServer gives, with its
+//! command names, aliases, field names and value types, rendered from the same view of the server
+//! the four-letter words read ([`View`]).
+//!
+//! Every answer is a JSON object: the command's fields, then `"command"` (the primary name) and
+//! `"error"` (null, or why the command could not run), as Apache's `CommandResponse` has them.
+
+use crate::fourlw::{self, View};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// One command: its primary name first, then its aliases, and whether it needs a serving server
+/// (Apache answers "not currently serving" for those while it elects or syncs).
+struct Spec {
+    names: &'static [&'static str],
+    server_required: bool,
+}
+
+const SPECS: &[Spec] = &[
+    Spec { names: &["connection_stat_reset", "crst"], server_required: true },
+    Spec { names: &["configuration", "conf", "config"], server_required: true },
+    Spec { names: &["connections", "cons"], server_required: true },
+    Spec { names: &["hash"], server_required: true },
+    Spec { names: &["dirs"], server_required: true },
+    Spec { names: &["dump"], server_required: true },
+    Spec { names: &["environment", "env", "envi"], server_required: false },
+    Spec { names: &["get_trace_mask", "gtmk"], server_required: false },
+    Spec { names: &["initial_configuration", "icfg"], server_required: true },
+    Spec { names: &["is_read_only", "isro"], server_required: true },
+    Spec { names: &["last_snapshot", "lsnp"], server_required: true },
+    Spec { names: &["leader", "lead"], server_required: true },
+    Spec { names: &["monitor", "mntr"], server_required: false },
+    Spec { names: &["observer_connection_stat_reset", "orst"], server_required: true },
+    Spec { names: &["ruok"], server_required: true },
+    Spec { names: &["set_trace_mask", "stmk"], server_required: false },
+    Spec { names: &["server_stats", "srvr"], server_required: true },
+    Spec { names: &["stats", "stat"], server_required: true },
+    Spec { names: &["stat_reset", "srst"], server_required: true },
+    Spec { names: &["observers", "obsr"], server_required: true },
+    Spec { names: &["system_properties", "sysp"], server_required: false },
+    Spec { names: &["voting_view"], server_required: true },
+    Spec { names: &["watches", "wchc"], server_required: true },
+    Spec { names: &["watches_by_path", "wchp"], server_required: true },
+    Spec { names: &["watch_summary", "wchs"], server_required: true },
+    Spec { names: &["zabstate"], server_required: false },
+];
+
+fn spec(name: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| s.names.contains(&name))
+}
+
+/// The primary name `name` stands for, if it names a command.
+pub fn primary_name(name: &str) -> Option<&'static str> {
+    spec(name).map(|s| s.names[0])
+}
+
+/// Every command's primary name, sorted (the listing at the command URL).
+pub fn primary_names() -> Vec<&'static str> {
+    let mut v: Vec<_> = SPECS.iter().map(|s| s.names[0]).collect();
+    v.sort_unstable();
+    v
+}
+
+/// The counters a command asks the core to reset after answering: `crst` the connections',
+/// `srst` the server's (the four-letter words' names).
+pub fn reset_word(name: &str) -> Option<&'static str> {
+    match primary_name(name)? {
+        "connection_stat_reset" => Some("crst"),
+        "stat_reset" => Some("srst"),
+        _ => None,
+    }
+}
+
+/// An answer carrying only `"command"` and `"error"`: an unknown command, or one that cannot run.
+pub fn error_response(command: &str, error: &str) -> Value {
+    json!({ "command": command, "error": error })
+}
+
+/// Runs the command `name` (a primary name or an alias) with the query's `args`.
+pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
+    let Some(spec) = spec(name) else {
+        return error_response(name, &format!("Unknown command: {name}"));
+    };
+    if spec.server_required && v.mode.is_none() {
+        return error_response(name, "This ZooKeeper instance is not currently serving requests");
+    }
+    let primary = spec.names[0];
+    let mut m = Map::new();
+    let mut error: Option<String> = None;
+    match primary {
+        "ruok" | "connection_stat_reset" | "observer_connection_stat_reset" | "stat_reset" => {}
+        "configuration" => configuration(&mut m, v),
+        "connections" => {
+            m.insert("connections".into(), connections(v, false));
+            m.insert("secure_connections".into(), json!([]));
+        }
+        "hash" => {
+            // zkrs keeps no digest log (Apache's digest.enabled feature), so there are none to list.
+            m.insert("digests".into(), json!([]));
+        }
+        "dirs" => {
+            let (data, log) = fourlw::data_sizes(v.settings);
+            m.insert("datadir_size".into(), json!(data));
+            m.insert("logdir_size".into(), json!(log));
+        }
+        "dump" => dump(&mut m, v),
+        "environment" | "system_properties" => {
+            for (k, val) in fourlw::environment() {
+                m.insert(k, json!(val));
+            }
+        }
+        "get_trace_mask" => {
+            m.insert("tracemask".into(), json!(0));
+        }
+        "set_trace_mask" => match args.iter().find(|(k, _)| k == "traceMask") {
+            None => error = Some("setTraceMask requires long traceMask argument".into()),
+            Some((_, raw)) => match raw.parse::<i64>() {
+                // zkrs has no trace levels: the mask reads back as 0, as `gtmk` says.
+                Ok(_) => {
+                    m.insert("tracemask".into(), json!(0));
+                }
+                Err(_) => error = Some(format!("setTraceMask requires long traceMask argument, got {raw}")),
+            },
+        },
+        "initial_configuration" => {
+            m.insert("initial_configuration".into(), json!(v.settings.initial_config));
+        }
+        "is_read_only" => {
+            m.insert("read_only".into(), json!(v.mode == Some("read-only")));
+        }
+        "last_snapshot" => {
+            let (zxid, timestamp) = last_snapshot(v);
+            m.insert("zxid".into(), json!(format!("{:x}", zxid)));
+            m.insert("timestamp".into(), json!(timestamp));
+        }
+        "leader" => match &v.ensemble {
+            Some(e) => {
+                m.insert("is_leader".into(), json!(e.leading));
+                m.insert("leader_id".into(), json!(e.leader_sid.unwrap_or(-1)));
+                let ip = e.leader_sid.and_then(|sid| e.leader_host(sid)).unwrap_or_default();
+                m.insert("leader_ip".into(), json!(ip));
+            }
+            None => error = Some("server is not initialized".into()),
+        },
+        "monitor" => monitor(&mut m, v),
+        "server_stats" => server_stats(&mut m, v),
+        "stats" => {
+            server_stats(&mut m, v);
+            m.insert("connections".into(), connections(v, true));
+            m.insert("secure_connections".into(), json!([]));
+        }
+        "observers" => {
+            let synced = v.quorum.map_or(0, |q| q.synced_observers);
+            m.insert("synced_observers".into(), json!(synced));
+            m.insert("observers".into(), json!([]));
+        }
+        "voting_view" => {
+            let view = v.ensemble.as_ref().map(|e| e.voting_view(v.settings.client_addr)).unwrap_or_default();
+            m.insert("current_config".into(), Value::Object(view));
+        }
+        "watches" => {
+            let mut out = Map::new();
+            for (watcher, paths) in v.db.watches_by_watcher() {
+                out.insert(session_of(v, watcher).to_string(), json!(paths));
+            }
+            m.insert("session_id_to_watched_paths".into(), Value::Object(out));
+        }
+        "watches_by_path" => {
+            let mut out = Map::new();
+            for (path, watchers) in v.db.watches_by_path() {
+                let sids: Vec<i64> = watchers.into_iter().map(|w| session_of(v, w)).collect();
+                out.insert(path, json!(sids));
+            }
+            m.insert("path_to_session_ids".into(), Value::Object(out));
+        }
+        "watch_summary" => {
+            m.insert("num_connections".into(), json!(v.db.watches_by_watcher().len()));
+            m.insert("num_paths".into(), json!(v.db.watched_path_count()));
+            m.insert("num_total_watches".into(), json!(v.db.data_watch_count()));
+        }
+        "zabstate" => zabstate(&mut m, v),
+        _ => {}
+    }
+    m.insert("command".into(), json!(primary));
+    m.insert("error".into(), error.map_or(Value::Null, Value::String));
+    Value::Object(m)
+}
+
+/// The session a watcher (connection) is bound to; 0 for one without a session.
+fn session_of(v: &View<'_>, watcher: u64) -> i64 {
+    v.conns.iter().find(|c| c.id == watcher).map_or(0, |c| c.stats.session.load(Relaxed))
+}
+
+fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
+    let s = v.settings;
+    m.insert("client_port".into(), json!(s.client_addr.port()));
+    m.insert("data_dir".into(), json!(s.data_dir.display().to_string()));
+    m.insert("data_log_dir".into(), json!(s.data_log_dir.display().to_string()));
+    m.insert("tick_time".into(), json!(s.tick_ms));
+    m.insert("max_client_cnxns".into(), json!(s.max_client_cnxns));
+    m.insert("min_session_timeout".into(), json!(s.min_session_timeout_ms));
+    m.insert("max_session_timeout".into(), json!(s.max_session_timeout_ms));
+    m.insert("server_id".into(), json!(v.ensemble.as_ref().map_or(0, |e| e.my_sid)));
+    // zkrs listens with the OS's default backlog: Apache's "not set" value.
+    m.insert("client_port_listen_backlog".into(), json!(-1));
+}
+
+/// Every client connection, as Apache's `getConnectionInfo(brief)` lists it.
+fn connections(v: &View<'_>, brief: bool) -> Value {
+    let list: Vec<Value> = v
+        .conns
+        .iter()
+        .map(|c| {
+            let st = &c.stats;
+            let mut info = Map::new();
+            info.insert("remote_socket_address".into(), json!(c.remote.to_string()));
+            // SelectionKey.OP_READ: every zkrs connection reads.
+            info.insert("interest_ops".into(), json!(1));
+            info.insert("outstanding_requests".into(), json!(0));
+            info.insert("packets_received".into(), json!(st.received.load(Relaxed)));
+            info.insert("packets_sent".into(), json!(st.sent.load(Relaxed)));
+            if !brief {
+                let last = st.last_request();
+                info.insert("session_id".into(), json!(st.session.load(Relaxed)));
+                info.insert("last_operation".into(), json!(last.map_or("NA", |l| l.op)));
+                info.insert("established".into(), json!(st.established_ms));
+                info.insert("session_timeout".into(), json!(st.timeout_ms.load(Relaxed)));
+                info.insert("last_cxid".into(), json!(last.map_or(-1, |l| i64::from(l.cxid))));
+                info.insert("last_zxid".into(), json!(last.map_or(-1, |l| l.zxid)));
+                info.insert("last_response_time".into(), json!(last.map_or(0, |l| l.at_wall_ms)));
+                info.insert("last_latency".into(), json!(last.map_or(0, |l| l.latency_ms)));
+                info.insert("min_latency".into(), json!(last.map_or(0, |l| l.min_ms)));
+                info.insert("avg_latency".into(), json!(last.map_or(0, |l| l.avg_ms)));
+                info.insert("max_latency".into(), json!(last.map_or(0, |l| l.max_ms)));
+            }
+            Value::Object(info)
+        })
+        .collect();
+    Value::Array(list)
+}
+
+fn dump(m: &mut Map<String, Value>, v: &View<'_>) {
+    // Apache keys each session by the tick its expiry falls in. zkrs's expiry tracker does not
+    // list its deadlines, so a session is keyed by the latest its deadline can be: now plus its
+    // timeout, rounded up to the tick.
+    let tick = v.settings.tick_ms.max(1);
+    let mut by_expiry: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for (sid, timeout) in v.db.sessions().iter() {
+        let at = v.wall_ms.saturating_add(i64::from(timeout));
+        let bucket = (at / tick + 1).saturating_mul(tick);
+        by_expiry.entry(bucket).or_default().push(sid);
+    }
+    let expiry: Map<String, Value> =
+        by_expiry.into_iter().map(|(k, sids)| (k.to_string(), json!(sids))).collect();
+    let eph: Map<String, Value> =
+        v.db.ephemerals_by_session()
+            .into_iter()
+            .map(|(sid, paths)| (sid.to_string(), json!(paths)))
+            .collect();
+    m.insert("expiry_time_to_session_ids".into(), Value::Object(expiry));
+    m.insert("session_id_to_ephemeral_paths".into(), Value::Object(eph));
+}
+
+/// The newest snapshot's zxid and modification time (seconds), or -1 and -1 when there is none.
+fn last_snapshot(v: &View<'_>) -> (i64, i64) {
+    let dir = v.settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let Ok(entries) = std::fs::read_dir(&dir) else { return (-1, -1) };
+    let newest = entries
+        .flatten()
+        .filter_map(|e| {
+            let zxid = zk_log::snapshot::parse_snapshot_name(&e.file_name().to_string_lossy())?;
+            Some((zxid, e.path()))
+        })
+        .max_by_key(|(zxid, _)| *zxid);
+    let Some((zxid, path)) = newest else { return (-1, -1) };
+    let secs = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(-1, |d| d.as_secs() as i64);
+    (zxid, secs)
+}
+
+/// `mntr` as JSON: the same figures as the four-letter word, named without its `zk_` prefix, with
+/// numbers as numbers.
+fn monitor(m: &mut Map<String, Value>, v: &View<'_>) {
+    for (key, value) in fourlw::monitor_values(v) {
+        let key = key.strip_prefix("zk_").unwrap_or(key).to_string();
+        m.insert(key, value.into_json());
+    }
+}
+
+fn server_stats(m: &mut Map<String, Value>, v: &View<'_>) {
+    let (min, avg, max) = v.stats.latency_ms();
+    let (data_size, log_size) = fourlw::data_sizes(v.settings);
+    m.insert("version".into(), json!(fourlw::version()));
+    m.insert("read_only".into(), json!(v.mode == Some("read-only")));
+    let stats = json!({
+        "packets_sent": v.stats.packets_sent,
+        "packets_received": v.stats.packets_received,
+        "fsync_threshold_exceed_count": 0,
+        "client_response_stats": { "last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1 },
+        "data_dir_size": data_size,
+        "log_dir_size": log_size,
+        "server_state": v.mode.unwrap_or("standalone"),
+        "last_processed_zxid": v.last_zxid,
+        "outstanding_requests": v.outstanding,
+        "avg_latency": avg,
+        "max_latency": max,
+        "min_latency": min,
+        "num_alive_client_connections": v.conns.len(),
+        "auth_failed_count": v.stats.auth_failed,
+        "non_mtlsremote_conn_count": 0,
+        "non_mtlslocal_conn_count": 0,
+        "provider_null": false,
+        "uptime": v.uptime_ms,
+    });
+    m.insert("server_stats".into(), stats);
+    m.insert(
+        "client_response".into(),
+        json!({ "last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1 }),
+    );
+    if v.quorum.is_some() {
+        // A leader's proposal sizes: zkrs does not track them (mntr's last_proposal_size is -1
+        // too), and -1 is what Apache reports before the first.
+        m.insert(
+            "proposal_stats".into(),
+            json!({ "last_buffer_size": -1, "min_buffer_size": -1, "max_buffer_size": -1 }),
+        );
+    }
+    m.insert("node_count".into(), json!(v.db.node_count()));
+}
+
+fn zabstate(m: &mut Map<String, Value>, v: &View<'_>) {
+    match &v.ensemble {
+        Some(e) => {
+            m.insert("myid".into(), json!(e.my_sid));
+            m.insert("is_leader".into(), json!(e.leading));
+            m.insert("quorum_address".into(), e.quorum_address());
+            m.insert("election_address".into(), e.election_address());
+            m.insert("client_address".into(), json!(v.settings.client_addr.to_string()));
+            m.insert("voting".into(), json!(!e.observer));
+            let zxid = v.last_zxid;
+            m.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));
+            m.insert("zab_epoch".into(), json!(zxid >> 32));
+            m.insert("zab_counter".into(), json!(zxid & 0xffff_ffff));
+            m.insert("zabstate".into(), json!(e.zab_state));
+        }
+        None => {
+            m.insert("voting".into(), json!(false));
+            m.insert("zabstate".into(), json!(""));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_aliases() {
+        assert_eq!(primary_name("mntr"), Some("monitor"));
+        assert_eq!(primary_name("conf"), Some("configuration"));
+        assert_eq!(primary_name("config"), Some("configuration"));
+        assert_eq!(primary_name("obsr"), Some("observers"));
+        assert_eq!(primary_name("nope"), None);
+        assert_eq!(reset_word("crst"), Some("crst"));
+        assert_eq!(reset_word("stat_reset"), Some("srst"));
+        assert_eq!(reset_word("stats"), None);
+        let names = primary_names();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted and distinct: {names:?}");
+    }
+
+    #[test]
+    fn unknown_command_is_apaches_error() {
+        let v = error_response("x", "Unknown command: x");
+        assert_eq!(v.to_string(), r#"{"command":"x","error":"Unknown command: x"}"#);
+    }
+}
