@@ -150,7 +150,7 @@ fn timeline(info: &RunInfo<'_>, faults: &[FaultRecord], history: &History, verdi
             r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
             x0 + 2.0,
             y + 10.0,
-            escape(f.what.split(':').next().unwrap_or(""))
+            escape(&label(&f.what))
         );
     }
     for lane in 0..lanes {
@@ -187,6 +187,11 @@ fn timeline(info: &RunInfo<'_>, faults: &[FaultRecord], history: &History, verdi
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// A fault's short name: "kill", or "partition+kill" for two at once.
+fn label(what: &str) -> String {
+    what.split(" + ").map(|part| part.split(':').next().unwrap_or("")).collect::<Vec<_>>().join("+")
 }
 
 fn escape(t: &str) -> String {
