@@ -117,9 +117,19 @@ pub fn sequential(history: &History, children: &[String]) -> Verdict {
             anomalies.push(format!("acknowledged {name} is missing"));
         }
     }
-    let acked: BTreeSet<&String> = history.seq_acked.iter().collect();
-    if acked.len() != history.seq_acked.len() {
-        anomalies.push("one sequence number was acknowledged twice".into());
+    let mut counts: BTreeMap<&String, usize> = BTreeMap::new();
+    for name in &history.seq_acked {
+        *counts.entry(name).or_default() += 1;
+    }
+    let twice: Vec<&&String> = counts.iter().filter(|(_, n)| **n > 1).map(|(k, _)| k).collect();
+    if !twice.is_empty() {
+        let some: Vec<&str> = twice.iter().take(10).map(|s| s.as_str()).collect();
+        anomalies.push(format!(
+            "{} names were acknowledged to two creates (a create acknowledged and then lost, its number given again): {}{}",
+            twice.len(),
+            some.join(", "),
+            if twice.len() > some.len() { ", ..." } else { "" }
+        ));
     }
     let mut numbers: Vec<i64> = children.iter().filter_map(|c| c.strip_prefix("n-")?.parse().ok()).collect();
     numbers.sort_unstable();
