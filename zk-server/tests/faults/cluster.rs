@@ -49,7 +49,10 @@ impl Cluster {
     pub fn create(kinds: &[Kind], faketime: bool) -> Result<Cluster, String> {
         let n = kinds.len();
         let net = Net::create(n)?;
+        sweep_stale_disks();
         let root = tempfile::Builder::new().prefix("zkrs-faults-").tempdir().map_err(|e| e.to_string())?;
+        // Whose run this is, for the sweep of a later run if this one is killed before its cleanup.
+        std::fs::write(root.path().join("pid"), std::process::id().to_string()).map_err(|e| e.to_string())?;
         let servers: String =
             (0..n).map(|i| format!("server.{}={}:2888:3888;{CLIENT_PORT}\n", i + 1, net.addr(i))).collect();
         let mut nodes = Vec::new();
@@ -307,6 +310,23 @@ impl Drop for Cluster {
         }
         for n in &self.nodes {
             let _ = run("umount", &["-l", path(&n.log_disk)]);
+        }
+    }
+}
+
+/// Unmounts and removes the log disks of runs whose process is gone.
+fn sweep_stale_disks() {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for mount in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
+        if !mount.contains("/zkrs-faults-") || !mount.ends_with("/log") {
+            continue;
+        }
+        let Some(root) = Path::new(mount).parent().and_then(Path::parent) else { continue };
+        let owner = std::fs::read_to_string(root.join("pid")).unwrap_or_default();
+        let alive = owner.trim().parse::<u32>().is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if !alive {
+            let _ = run("umount", &["-l", mount]);
+            let _ = std::fs::remove_dir_all(root);
         }
     }
 }
