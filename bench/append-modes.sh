@@ -16,7 +16,7 @@ cargo build --release -q -p zk-server --bins
 BENCH=target/release/zkrs-bench
 ZKRS=target/release/zkrs-server
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-srvr() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null || true; }
+srvr() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && timeout 2 cat <&3 ) 2>/dev/null || true; }
 wait_serving() {
   for _ in $(seq 1 600); do [[ $(srvr "$1") == Zookeeper* ]] && return 0; sleep 0.05; done
   echo "server on port $1 did not come up" >&2; return 1

@@ -29,8 +29,8 @@ ZKRS=target/release/zkrs-server
 [ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
 
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-srvr() { # port
-  ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null || true
+srvr() { # port; a server still starting may take the connection and never answer: 2 s at most
+  ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && timeout 2 cat <&3 ) 2>/dev/null || true
 }
 wait_serving() { # port; up to 5 minutes (a large tree takes Apache a while to load)
   for _ in $(seq 1 6000); do
@@ -126,6 +126,8 @@ restart() { # name dir port pid starter
   local t1=$(date +%s.%N)
   local count=$(srvr "$3" | awk '/Node count/ {print $3}')
   echo "{\"impl\":\"$1\",\"metric\":\"restart_s\",\"value\":$(awk "BEGIN{print $t1-$t0}"),\"znodes_after\":$count}" >> "$RESULTS"
+  sleep 2
+  echo "{\"impl\":\"$1\",\"metric\":\"rss_after_restart_mb\",\"value\":$(rss_mb $pid)}" >> "$RESULTS"
   kill -9 $pid
 }
 restart apache "$WORK/apache-mem" "$AP" "$APID"
@@ -186,4 +188,7 @@ if ("apache","rss_mb") in m:
 if ("apache","restart_s") in m:
     a, z = m[("apache","restart_s")], m[("zkrs","restart_s")]
     print(f"Restart after kill -9 to serving: Apache {a['value']:.2f} s ({a['znodes_after']} znodes after), zkrs {z['value']:.2f} s ({z['znodes_after']} znodes after).")
+if ("apache","rss_after_restart_mb") in m and ("zkrs","rss_after_restart_mb") in m:
+    a, z = m[("apache","rss_after_restart_mb")]["value"], m[("zkrs","rss_after_restart_mb")]["value"]
+    print(f"Resident memory 2 s after that restart: Apache {a} MB, zkrs {z} MB ({z/a:.2f}x).")
 PY
