@@ -26,8 +26,9 @@ pub enum AppendMode {
     /// in a multi-threaded process) and the next store fault: measured to cost a lone commit more.
     Mapped,
     /// `pwrite` of the same file (the kernel copies into the page cache); the mapping is only
-    /// read. The default: it measured faster for a lone commit on this project's machine
-    /// (bench/RESULTS.md).
+    /// read. The default: no slower for a lone commit in this project's alternating measurements
+    /// (bench/RESULTS.md), it keeps the log's pages out of the process's resident memory, and a
+    /// failed write is an error returned, not a SIGBUS.
     #[default]
     Pwrite,
 }

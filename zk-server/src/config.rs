@@ -240,8 +240,8 @@ pub struct ServerConfig {
     pub snapshot_write_mb_per_second: u32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
-    /// `AppendMode`; both keep the same format, syncs and recovery). `pwrite` measured faster for
-    /// a lone commit here (bench/RESULTS.md).
+    /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
+    /// bench/RESULTS.md (round 2) and docs/log-format.md.
     pub txn_log_append_mode: zk_log::AppendMode,
     /// `preAllocSize`, KiB (default 65536).
     pub pre_alloc_size_kb: u64,
