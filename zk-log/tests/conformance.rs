@@ -25,3 +25,28 @@ fn fault_backend_conforms() {
         });
     }
 }
+
+/// A log written in one append mode opens, recovers and takes appends in the other: the modes
+/// share the format, so an operator can switch `txnLog.appendMode` between restarts.
+#[test]
+fn a_log_switches_append_modes_between_opens() {
+    use zk_log::conformance::{assert_samples, sample_batch, small_options};
+    use zk_log::SegmentLog;
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path().join("zkrs-log");
+    let mut next = 1i64;
+    for round in 0..6 {
+        let mode = AppendMode::ALL[round % 2];
+        let s = FileStorage::open_dir_with(&dir, mode).expect("open dir");
+        let mut log = SegmentLog::open(s, small_options()).expect("log opens");
+        assert_eq!(log.last_zxid(), next - 1, "{mode}: every earlier record is there");
+        // Enough records to roll segments and cross preallocation steps in each mode.
+        log.append(&sample_batch(next, next + 9, 150)).expect("append");
+        log.sync().expect("sync");
+        next += 10;
+        log.append(&sample_batch(next, next + 9, 150)).expect("append");
+        log.sync().expect("sync");
+        next += 10;
+        assert_samples(&log, 1, next - 1, 150);
+    }
+}
