@@ -6,12 +6,18 @@
 #
 #   bench/compare.sh                 # defaults: 10 s per run
 #   DURATION=5 ZNODES=200000 bench/compare.sh
+#   MODE_ROUNDS=3 bench/compare.sh   # rounds of the unloaded set in each log append mode (below)
+#
+# zkrs runs with its default txnLog.appendMode; after the workloads, the unloaded set (1 x 1) is
+# also run on fresh zkrs servers in each append mode (pwrite, mmap), alternating, MODE_ROUNDS
+# times, and the table gives each mode's median p50 against round trip + fdatasync + 40 us.
 #
 # Results go to stdout (a Markdown table) and bench/last-run.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 ZNODES=${ZNODES:-1000000}
+MODE_ROUNDS=${MODE_ROUNDS:-3}
 VALUE=${VALUE:-100}
 WORK=$(mktemp -d /tmp/zkrs-compare.XXXXXX)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -23,8 +29,8 @@ ZKRS=target/release/zkrs-server
 [ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
 
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-srvr() { # port
-  ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null || true
+srvr() { # port; a server still starting may take the connection and never answer: 2 s at most
+  ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && timeout 2 cat <&3 ) 2>/dev/null || true
 }
 wait_serving() { # port; up to 5 minutes (a large tree takes Apache a while to load)
   for _ in $(seq 1 6000); do
@@ -37,8 +43,9 @@ write_cfg() { # dir port
   mkdir -p "$1/data"
   printf 'tickTime=2000\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n' "$1" "$2" > "$1/zoo.cfg"
 }
-start_zkrs() { # dir port
-  write_cfg "$1" "$2"; RUST_LOG=warn "$ZKRS" "$1/zoo.cfg" > "$1/server.log" 2>&1 & echo $!
+start_zkrs() { # dir port [extra zoo.cfg line]
+  write_cfg "$1" "$2"; [ -n "${3:-}" ] && echo "$3" >> "$1/zoo.cfg"
+  RUST_LOG=warn "$ZKRS" "$1/zoo.cfg" > "$1/server.log" 2>&1 & echo $!
 }
 start_apache() { # dir port
   write_cfg "$1" "$2"
@@ -71,19 +78,21 @@ done
 echo "== reference: loopback round trip (ping) and one fdatasync on the data disk" >&2
 "$BENCH" --server 127.0.0.1:$ZP --workload ping --conns 1 --inflight 1 --duration 3 --json 2>/dev/null \
   | sed 's/^{/{"impl":"zkrs","metric":"ping",/' >> "$RESULTS"
-python3 - "$WORK/zkrs/data" >> "$RESULTS" <<'PY'
-import os, sys, time, statistics
-# Like the log: a preallocated file overwritten in place, 150 bytes then fdatasync each time.
-path = os.path.join(sys.argv[1], "fdatasync-probe")
-fd = os.open(path, os.O_CREAT | os.O_RDWR)
-os.write(fd, b"\0" * (1 << 20)); os.fsync(fd)
-times = []
-for i in range(400):
-    os.pwrite(fd, b"x" * 150, i * 150)
-    t = time.perf_counter(); os.fdatasync(fd); times.append((time.perf_counter() - t) * 1e6)
-os.close(fd); os.unlink(path)
-print('{"impl":"disk","metric":"fdatasync_us","value":%d}' % statistics.median(times))
-PY
+echo "{\"impl\":\"disk\",\"metric\":\"fdatasync_us\",\"value\":$(python3 bench/fdatasync-probe.py "$WORK/zkrs/data")}" >> "$RESULTS"
+
+echo "== unloaded set in each log append mode, fresh servers, alternating" >&2
+kill -STOP "$APID" "$ZPID"
+for r in $(seq 1 "$MODE_ROUNDS"); do
+  for mode in pwrite mmap; do
+    MP=$(port_free); MPID=$(start_zkrs "$WORK/zkrs-$mode-$r" "$MP" "txnLog.appendMode=$mode")
+    wait_serving "$MP"
+    "$BENCH" --server 127.0.0.1:$MP --workload set --conns 1 --inflight 1 --duration "$DURATION" \
+      --value-size "$VALUE" --json 2>/dev/null \
+      | sed "s/^{/{\"impl\":\"zkrs\",\"metric\":\"set_1x1_mode\",\"mode\":\"$mode\",\"round\":$r,/" >> "$RESULTS"
+    kill -9 "$MPID"; wait "$MPID" 2>/dev/null || true; rm -rf "$WORK/zkrs-$mode-$r"
+  done
+done
+kill -CONT "$APID" "$ZPID"
 
 # Memory and restart are measured on fresh servers holding the same tree: the workloads above
 # leave each server with a different number of nodes (the faster one creates more).
@@ -117,6 +126,8 @@ restart() { # name dir port pid starter
   local t1=$(date +%s.%N)
   local count=$(srvr "$3" | awk '/Node count/ {print $3}')
   echo "{\"impl\":\"$1\",\"metric\":\"restart_s\",\"value\":$(awk "BEGIN{print $t1-$t0}"),\"znodes_after\":$count}" >> "$RESULTS"
+  sleep 2
+  echo "{\"impl\":\"$1\",\"metric\":\"rss_after_restart_mb\",\"value\":$(rss_mb $pid)}" >> "$RESULTS"
   kill -9 $pid
 }
 restart apache "$WORK/apache-mem" "$AP" "$APID"
@@ -157,10 +168,27 @@ if ("zkrs","ping") in m and ("disk","fdatasync_us") in m:
     if g and s1:
         print(f"Unloaded zkrs get p50 {g['p50_us']} us (target <= round trip + 25 = {rtt+25}); "
               f"set p50 {s1['p50_us']} us (target <= round trip + fdatasync + 40 = {rtt+fsync+40}).")
+modes = {}
+for r in rows:
+    if r.get("metric") == "set_1x1_mode":
+        modes.setdefault(r["mode"], []).append(r)
+if modes and ("zkrs","ping") in m and ("disk","fdatasync_us") in m:
+    import statistics
+    target = m[("zkrs","ping")]["p50_us"] + m[("disk","fdatasync_us")]["value"] + 40
+    print(f"\nUnloaded set (1 x 1) by log append mode, fresh servers, alternating (target <= {target} us):\n")
+    print("| txnLog.appendMode | rounds | p50 us, each round | median p50 us | median p99 us | median ops/s |")
+    print("|---|---:|---|---:|---:|---:|")
+    for mode, rs in modes.items():
+        p50s = [x["p50_us"] for x in rs]
+        print(f"| {mode} | {len(rs)} | {', '.join(map(str, p50s))} | {statistics.median(p50s):.0f} | "
+              f"{statistics.median(x['p99_us'] for x in rs):.0f} | {statistics.median(x['ops_per_sec'] for x in rs):.0f} |")
 if ("apache","rss_mb") in m:
     a, z = m[("apache","rss_mb")]["value"], m[("zkrs","rss_mb")]["value"]
     print(f"\nResident memory with {m[('apache','rss_mb')]['znodes']} znodes: Apache {a} MB, zkrs {z} MB ({z/a:.2f}x).")
 if ("apache","restart_s") in m:
     a, z = m[("apache","restart_s")], m[("zkrs","restart_s")]
     print(f"Restart after kill -9 to serving: Apache {a['value']:.2f} s ({a['znodes_after']} znodes after), zkrs {z['value']:.2f} s ({z['znodes_after']} znodes after).")
+if ("apache","rss_after_restart_mb") in m and ("zkrs","rss_after_restart_mb") in m:
+    a, z = m[("apache","rss_after_restart_mb")]["value"], m[("zkrs","rss_after_restart_mb")]["value"]
+    print(f"Resident memory 2 s after that restart: Apache {a} MB, zkrs {z} MB ({z/a:.2f}x).")
 PY

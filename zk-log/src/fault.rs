@@ -10,12 +10,19 @@
 //! done for the directory's pending operations. Everything later is dropped. The same seed always
 //! gives the same crash, so a failing case is reproduced by its seed.
 //!
+//! The disk takes the [`AppendMode`] the log writes with. Stored through a mapping
+//! ([`AppendMode::Mapped`]), a write is one pending operation. Written with `pwrite`
+//! ([`AppendMode::Pwrite`]), it is recorded as the page-cache pages it fills ([`FAULT_PAGE_BYTES`]
+//! each, aligned on the file's offsets), each its own pending operation, because that is how the
+//! kernel holds it until a sync: a crash then keeps a prefix of the pwrite's pages, the last of
+//! them torn at any byte, which is the torn pwrite of docs/log-format.md.
+//!
 //! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk), fail
 //! syncs with EIO, and cut the power after a given number of operations
 //! ([`FaultStorage::fail_after`]), so a test can stop a multi-step job (a reset, a truncation, an
 //! epoch update) at every step in turn.
 
-use crate::storage::{Storage, StorageFile, StorageRead};
+use crate::storage::{AppendMode, Storage, StorageFile, StorageRead};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -119,7 +126,11 @@ struct State {
     /// Mutating operations left before the power fails (see `FaultStorage::fail_after`).
     power_left: Option<u64>,
     crashes: u64,
+    mode: AppendMode,
 }
+
+/// The page size [`FaultStorage`] splits a pwrite into (see the module docs).
+pub const FAULT_PAGE_BYTES: u64 = 4096;
 
 impl State {
     /// Counts one mutating operation against an armed power failure: fails it (and every later
@@ -158,8 +169,14 @@ impl std::fmt::Debug for FaultStorage {
 }
 
 impl FaultStorage {
-    /// An empty disk whose crashes are drawn from `seed`.
+    /// An empty disk whose crashes are drawn from `seed`, written through mappings
+    /// ([`AppendMode::Mapped`]).
     pub fn new(seed: u64) -> FaultStorage {
+        Self::with_append_mode(seed, AppendMode::Mapped)
+    }
+
+    /// An empty disk whose crashes are drawn from `seed`, whose files write as `mode` says.
+    pub fn with_append_mode(seed: u64, mode: AppendMode) -> FaultStorage {
         FaultStorage {
             state: Arc::new(Mutex::new(State {
                 inodes: HashMap::new(),
@@ -173,6 +190,7 @@ impl FaultStorage {
                 fail_sync: false,
                 power_left: None,
                 crashes: 0,
+                mode,
             })),
         }
     }
@@ -366,6 +384,10 @@ impl Storage for FaultStorage {
     fn display_name(&self, name: &str) -> String {
         format!("fault:{name}")
     }
+
+    fn append_mode(&self) -> AppendMode {
+        self.lock().mode
+    }
 }
 
 /// A file on a [`FaultStorage`].
@@ -478,10 +500,29 @@ impl StorageFile for FaultFile {
                 return Ok(());
             }
             st.power()?;
+            let mode = st.mode;
             let n = node(st, ino);
-            let op = FileOp::Write { offset, data: data.to_vec() };
-            apply_op(&mut n.current, &op);
-            n.pending.push(op);
+            match mode {
+                AppendMode::Mapped => {
+                    let op = FileOp::Write { offset, data: data.to_vec() };
+                    apply_op(&mut n.current, &op);
+                    n.pending.push(op);
+                }
+                AppendMode::Pwrite => {
+                    // One pending operation per page the pwrite fills, in order.
+                    let mut at = offset;
+                    let mut rest = data;
+                    while !rest.is_empty() {
+                        let room = (FAULT_PAGE_BYTES - at % FAULT_PAGE_BYTES) as usize;
+                        let (piece, tail) = rest.split_at(room.min(rest.len()));
+                        let op = FileOp::Write { offset: at, data: piece.to_vec() };
+                        apply_op(&mut n.current, &op);
+                        n.pending.push(op);
+                        at += piece.len() as u64;
+                        rest = tail;
+                    }
+                }
+            }
             Ok(())
         })
     }
@@ -535,5 +576,27 @@ mod tests {
             assert_eq!(disk.contents("b"), None);
             assert_eq!(disk.unsynced_ops(), 0);
         }
+    }
+
+    #[test]
+    fn a_torn_pwrite_keeps_a_prefix_of_its_pages() {
+        let data: Vec<u8> = (0..3 * FAULT_PAGE_BYTES + 100).map(|i| (i % 251) as u8 + 1).collect();
+        let mut torn_inside = 0;
+        for seed in 0..200 {
+            let disk = FaultStorage::with_append_mode(seed, AppendMode::Pwrite);
+            let mut f = disk.create("a").unwrap();
+            f.allocate(5 * FAULT_PAGE_BYTES).unwrap();
+            disk.sync_dir().unwrap();
+            // Starts mid-page: pieces of 4000, 4096, 4096 and 196 bytes.
+            f.write_at(96, &data).unwrap();
+            assert_eq!(disk.unsynced_ops(), 4);
+            disk.crash();
+            let a = disk.contents("a").unwrap();
+            let kept = a[96..96 + data.len()].iter().zip(&data).take_while(|(x, y)| x == y).count();
+            assert!(a[96 + kept..].iter().all(|&b| b == 0), "seed {seed}: bytes after the prefix");
+            torn_inside +=
+                u32::from(kept > 0 && kept < data.len() && (96 + kept) as u64 % FAULT_PAGE_BYTES != 0);
+        }
+        assert!(torn_inside > 0, "no crash tore a page of the pwrite");
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! The log is a directory of segments (`log.<first zxid in 16 hex digits>`) in dataLogDir's
 //! [`LOG_DIR_NAME`] directory. Each segment is preallocated with fallocate in
-//! [`LogOptions::prealloc_bytes`] steps, written through a shared memory mapping, and made durable
-//! with msync/fdatasync; every record carries its length, zxid and a CRC32. docs/log-format.md
+//! [`LogOptions::prealloc_bytes`] steps, read through shared memory mappings, appended to through
+//! the mapping or with `pwrite` ([`AppendMode`], chosen with the [`FileStorage`] handle), and made
+//! durable with fdatasync; every record carries its length, zxid and a CRC32. docs/log-format.md
 //! gives every byte, the fsync protocol and the crash cases.
 //!
 //! - [`SegmentLog`]: append, group-commit sync, read from a zxid, truncate (Zab TRUNC), reset
@@ -41,14 +42,14 @@ mod writer;
 pub use base::BASE_FILE;
 pub use epoch::{EpochStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE};
 pub use error::LogError;
-pub use fault::{FaultFile, FaultReadFile, FaultStorage};
+pub use fault::{FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};
 pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
 pub use reader::{LogReader, READ_HOLD_BYTES};
 pub use sink::{DurableReport, TxnSink, TxnSource};
 pub use storage::{
-    move_to_trash, read_small_file, remove_gradually, replace_file, Storage, StorageFile, StorageRead,
-    REMOVE_STEP_BYTES, TMP_SUFFIX, TRASH_PREFIX,
+    move_to_trash, read_small_file, remove_gradually, replace_file, AppendMode, Storage, StorageFile,
+    StorageRead, REMOVE_STEP_BYTES, TMP_SUFFIX, TRASH_PREFIX,
 };
 pub use writer::{LogWriter, SubmitError, WriterReport};

@@ -482,7 +482,12 @@ impl<S: Storage> SegmentLog<S> {
                 continue;
             }
             metas.push(meta);
-            active = Some(file);
+            // Reopened rather than kept: the scan read the whole segment through this handle's
+            // mapping, and those pages would stay mapped into the process (resident, counted in
+            // its RSS: up to a segment, 64 MiB, for as long as the segment takes appends). A
+            // fresh handle maps the file without touching it; the page cache keeps the pages.
+            drop(file);
+            active = Some(storage.open(&name).map_err(|e| LogError::io("open", shown.clone(), e))?);
         }
         let base = base_of(metas.first().map(|m| m.first_zxid), marker);
         let last_zxid = metas.last().map_or(base, |m| m.last_zxid);

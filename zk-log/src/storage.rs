@@ -15,6 +15,48 @@
 
 use std::io;
 
+/// How a file backend writes the bytes the log appends. Both modes write the same bytes to the
+/// same file, synced with the same `fdatasync`; everything is still read through mappings
+/// (recovery, the index, readers), and the page cache is one, so a mapping sees what `pwrite`
+/// wrote. Only the path of an append differs (docs/log-format.md, "Append modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AppendMode {
+    /// Stores through the file's shared writable mapping (`memcpy` into the page cache). Syncing
+    /// pages dirtied through a mapping makes writeback write-protect them again (a TLB shootdown
+    /// in a multi-threaded process) and the next store fault: measured to cost a lone commit more.
+    Mapped,
+    /// `pwrite` of the same file (the kernel copies into the page cache); the mapping is only
+    /// read. The default: no slower for a lone commit in this project's alternating measurements
+    /// (bench/RESULTS.md), it keeps the log's pages out of the process's resident memory, and a
+    /// failed write is an error returned, not a SIGBUS.
+    #[default]
+    Pwrite,
+}
+
+impl AppendMode {
+    /// Every mode, for tests that cover them all.
+    pub const ALL: [AppendMode; 2] = [AppendMode::Mapped, AppendMode::Pwrite];
+
+    /// The mode's name as configuration spells it: `mmap` or `pwrite`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendMode::Mapped => "mmap",
+            AppendMode::Pwrite => "pwrite",
+        }
+    }
+
+    /// Parses a name given by [`Self::name`] (ASCII case ignored); `None` for anything else.
+    pub fn parse(s: &str) -> Option<AppendMode> {
+        AppendMode::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl std::fmt::Display for AppendMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A directory of files, the unit a log lives in.
 ///
 /// Names are plain file names (no separators). Handles are cheap to clone and refer to the same
@@ -64,6 +106,10 @@ pub trait Storage: Clone + Send + std::fmt::Debug + 'static {
 
     /// How `name` should be shown in log lines and errors (a full path for the file backend).
     fn display_name(&self, name: &str) -> String;
+
+    /// How files of this handle write ([`StorageFile::write_at`]): through the mapping or with
+    /// `pwrite`. Chosen when the handle is made; every file it opens or creates writes that way.
+    fn append_mode(&self) -> AppendMode;
 }
 
 /// One open file of a [`Storage`].
@@ -109,9 +155,11 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
     /// Sets the length to `len`, cutting or zero-extending. Not durable until [`Self::sync`].
     fn set_len(&mut self, len: u64) -> io::Result<()>;
 
-    /// Writes all of `data` at `offset`. The range must lie inside the current length (grow the
-    /// file with [`Self::allocate`] first): a write past the end is refused with `InvalidInput`,
-    /// because the file backend writes through a mapping of the file.
+    /// Writes all of `data` at `offset`, as the storage's [`AppendMode`] says: stored through the
+    /// mapping, or with `pwrite`. The range must lie inside the current length (grow the file
+    /// with [`Self::allocate`] first): a write past the end is refused with `InvalidInput` in
+    /// either mode, so that every byte written lies in reserved blocks (and, mapped, inside the
+    /// mapping).
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
 
     /// Fills `buf` from `offset`.

@@ -9,7 +9,19 @@
 use std::collections::BTreeMap;
 use zk_log::conformance::sample_txn;
 use zk_log::fault::SplitMix64;
-use zk_log::{EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog};
+use zk_log::{AppendMode, EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog};
+
+/// The disk for a seed: about half the seeds write with pwrite, the others through the mapping
+/// (drawn from a bit of the seed no test uses for anything else), so every seeded test covers
+/// both append modes.
+fn disk(seed: u64) -> FaultStorage {
+    FaultStorage::with_append_mode(seed, mode_of(seed))
+}
+
+/// The append mode [`disk`] gives a seed.
+fn mode_of(seed: u64) -> AppendMode {
+    AppendMode::ALL[(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 63) as usize]
+}
 
 /// What the test appended: zxid -> payload size (the content is a function of zxid and size).
 type Model = BTreeMap<i64, usize>;
@@ -72,7 +84,7 @@ fn one_record(zxid: i64, size: usize) -> RecordBatch {
 
 /// Runs one seed; returns (crashes, crashes whose recovery cut a torn tail).
 fn run_seed(seed: u64) -> (u64, u64) {
-    let s = FaultStorage::new(seed);
+    let s = disk(seed);
     let mut rng = SplitMix64::new(seed ^ 0x5EED_0FC0_FFEE);
     let opts = LogOptions { prealloc_bytes: 128 + rng.upto(2048), segment_bytes_max: 512 + rng.upto(6000) };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open empty");
@@ -161,15 +173,19 @@ fn seeded_crashes_keep_every_synced_record() {
         run_seed(seed);
         return;
     }
-    let (mut crashes, mut torn) = (0, 0);
+    // (crashes, torn tails cut) per append mode.
+    let mut counts = [(0u64, 0u64); AppendMode::ALL.len()];
     for seed in 0..1500 {
         let (c, t) = run_seed(seed);
-        crashes += c;
-        torn += t;
+        let m = AppendMode::ALL.iter().position(|&m| m == mode_of(seed)).expect("a mode");
+        counts[m].0 += c;
+        counts[m].1 += t;
     }
-    eprintln!("{crashes} simulated crashes, {torn} recoveries cut a torn tail");
-    // The suite must actually exercise torn tails, not only clean ends.
-    assert!(torn > crashes / 20, "only {torn} torn tails in {crashes} crashes");
+    for (mode, (crashes, torn)) in AppendMode::ALL.iter().zip(counts) {
+        eprintln!("{mode}: {crashes} simulated crashes, {torn} recoveries cut a torn tail");
+        // The suite must actually exercise torn tails in each mode, not only clean ends.
+        assert!(torn > crashes / 20, "{mode}: only {torn} torn tails in {crashes} crashes");
+    }
 }
 
 #[test]
@@ -177,7 +193,7 @@ fn crash_during_segment_start_and_roll() {
     // Tiny segments so that nearly every batch rolls, and a crash right after each append: the
     // crash lands between creating a segment, writing its header and syncing the directory.
     for seed in 0..300u64 {
-        let s = FaultStorage::new(seed);
+        let s = disk(seed);
         let opts = LogOptions { prealloc_bytes: 64, segment_bytes_max: 200 };
         let mut acked = 0;
         let mut model = Model::new();
@@ -211,7 +227,13 @@ fn crash_during_segment_start_and_roll() {
 
 #[test]
 fn full_disk_refuses_the_append_and_recovers_when_space_returns() {
-    let s = FaultStorage::new(7);
+    for mode in AppendMode::ALL {
+        full_disk_refuses_the_append_and_recovers_when_space_returns_in(mode);
+    }
+}
+
+fn full_disk_refuses_the_append_and_recovers_when_space_returns_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(7, mode);
     let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open");
     let mut z = 1;
@@ -246,7 +268,13 @@ fn full_disk_refuses_the_append_and_recovers_when_space_returns() {
 /// after `resume` the batches that follow the last durable zxid are written once space is back.
 #[test]
 fn writer_refuses_on_a_full_disk_and_resumes() {
-    let s = FaultStorage::new(11);
+    for mode in AppendMode::ALL {
+        writer_refuses_on_a_full_disk_and_resumes_in(mode);
+    }
+}
+
+fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(11, mode);
     let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
     let log = SegmentLog::open(s.clone(), opts).expect("open");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -299,7 +327,13 @@ fn writer_refuses_on_a_full_disk_and_resumes() {
 
 #[test]
 fn failed_sync_poisons_the_log() {
-    let s = FaultStorage::new(3);
+    for mode in AppendMode::ALL {
+        failed_sync_poisons_the_log_in(mode);
+    }
+}
+
+fn failed_sync_poisons_the_log_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(3, mode);
     let mut log = SegmentLog::open(s.clone(), LogOptions { prealloc_bytes: 4096, ..LogOptions::default() })
         .expect("open");
     let (h, t) = sample_txn(1, 100);
@@ -318,7 +352,13 @@ fn failed_sync_poisons_the_log() {
 /// with queued batches, and survives a crash like a queued commit.
 #[test]
 fn inline_commits_only_when_the_writer_is_idle() {
-    let s = FaultStorage::new(5);
+    for mode in AppendMode::ALL {
+        inline_commits_only_when_the_writer_is_idle_in(mode);
+    }
+}
+
+fn inline_commits_only_when_the_writer_is_idle_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(5, mode);
     let opts = LogOptions { prealloc_bytes: 4096, segment_bytes_max: 1 << 20 };
     let log = SegmentLog::open(s.clone(), opts).expect("open");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -475,7 +515,7 @@ fn verify_jobs(seed: u64, log: &mut SegmentLog<FaultStorage>, m: &mut JobModel, 
 }
 
 fn job_seed(seed: u64) -> u64 {
-    let s = FaultStorage::new(seed);
+    let s = disk(seed);
     let mut rng = SplitMix64::new(seed ^ 0x7E57_AB1E);
     let opts = LogOptions { prealloc_bytes: 128 + rng.upto(1024), segment_bytes_max: 400 + rng.upto(3000) };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open empty");
@@ -645,7 +685,7 @@ fn power_failure_inside_a_learners_current_epoch_write() {
     let (mut finished, mut kept) = (0, 0);
     for seed in 0..40u64 {
         for ops in 0..8u64 {
-            let s = FaultStorage::new(seed * 31 + ops);
+            let s = disk(seed * 31 + ops);
             let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
             let mut log = SegmentLog::open(s.clone(), opts).expect("open");
             let mut ep = EpochStore::open(s.clone(), 0).expect("epochs");
@@ -693,7 +733,7 @@ enum WJob {
 /// Returns what was in flight when the power failed: 0 nothing (all done), 1 batches, 2 a
 /// truncation, 3 a reset.
 fn writer_seed(seed: u64) -> usize {
-    let s = FaultStorage::new(seed);
+    let s = disk(seed);
     let mut rng = SplitMix64::new(seed ^ 0x0034_17E5);
     let opts = LogOptions { prealloc_bytes: 256 + rng.upto(1024), segment_bytes_max: 600 + rng.upto(3000) };
     let gen = seed; // content differs from other seeds' but is fixed within the run

@@ -247,6 +247,11 @@ pub struct ServerConfig {
     /// rate the log grew since the last snapshot when that is more, so that snapshots keep up with
     /// a busy log; 0 = as fast as the disk takes it.
     pub snapshot_write_mb_per_second: u32,
+    /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
+    /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
+    /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
+    /// bench/RESULTS.md (round 2) and docs/log-format.md.
+    pub txn_log_append_mode: zk_log::AppendMode,
     /// `preAllocSize`, KiB (default 65536).
     pub pre_alloc_size_kb: u64,
     /// `globalOutstandingLimit` (default 1000).
@@ -890,6 +895,7 @@ impl ServerConfig {
             snap_count: DEFAULT_SNAP_COUNT,
             snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
+            txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
             commit_log_count: DEFAULT_COMMIT_LOG_COUNT,
@@ -1131,6 +1137,12 @@ impl ServerConfig {
                 "snapshot.writeMBPerSecond" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_write_mb_per_second = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: how the transaction log's appends are written.
+                "txnLog.appendMode" => {
+                    cfg.txn_log_append_mode = zk_log::AppendMode::parse(value).ok_or_else(|| {
+                        src.err(key, at, format!("\"{value}\" is not an append mode (pwrite or mmap)"))
+                    })?;
                 }
                 "preAllocSize" => {
                     let v = java_parse_long(value)
@@ -1782,6 +1794,7 @@ mod tests {
         assert_eq!(c.snap_retain_count, 3);
         assert_eq!(c.purge_interval_hours, 0);
         assert_eq!(c.snapshot_write_mb_per_second, 10);
+        assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::default());
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
         assert_eq!(c.snap_size_limit_kb, 4_194_304);
@@ -1845,7 +1858,7 @@ mod tests {
              slowRequestThresholdMs=250\nlogFormat=json\nlogLevel=warn\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
-             snapshot.writeMBPerSecond=0\n",
+             snapshot.writeMBPerSecond=0\ntxnLog.appendMode=MMAP\n",
         ));
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/zkrs-log"));
         assert_eq!(c.client_address, Some(HostPort { host: "127.0.0.2".into(), port: 2181 }));
@@ -1883,6 +1896,7 @@ mod tests {
         assert_eq!(c.container_max_per_minute, 50);
         assert_eq!(c.container_max_never_used_interval_ms, 300_000);
         assert_eq!(c.snapshot_write_mb_per_second, 0);
+        assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::Mapped);
     }
 
     #[test]
@@ -1983,6 +1997,7 @@ mod tests {
             "znode.container.maxPerMinute",
             "znode.container.maxNeverUsedIntervalMs",
             "snapshot.writeMBPerSecond",
+            "txnLog.appendMode",
         ] {
             let e = bad(&with(&format!("# comment\n{key}=12abc\n")));
             assert_err(&e, key, Some(5), "12abc");

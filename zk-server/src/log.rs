@@ -8,14 +8,14 @@
 
 use std::time::{Duration, Instant};
 use tracing::info;
-use zk_log::{FileStorage, LogError, LogOptions, SegmentLog};
+use zk_log::{AppendMode, FileStorage, LogError, LogOptions, SegmentLog};
 use zk_tree::Recovery;
 
 // The seam lives in zk-log, so that the Zab code can name it without depending on zk-server.
 pub use zk_log::{DurableReport, TxnSink};
 
-/// Opens (and recovers) the log in `dir` and replays what it holds after the snapshot `rec` started
-/// from, idempotently.
+/// Opens (and recovers) the log in `dir`, appending as `mode` says (txnLog.appendMode), and replays
+/// what it holds after the snapshot `rec` started from, idempotently.
 ///
 /// Errors: the directory cannot be used; the log is corrupt before its tail, has a zxid gap, or was
 /// written by a newer format (each names the file and offset); or the log no longer holds the
@@ -23,15 +23,17 @@ pub use zk_log::{DurableReport, TxnSink};
 /// (zk-log's `SegmentLog::reconcile_with_snapshot`).
 pub fn open_and_replay(
     dir: &std::path::Path,
+    mode: AppendMode,
     opts: LogOptions,
     rec: &mut Recovery,
 ) -> Result<SegmentLog<FileStorage>, LogError> {
-    let storage = FileStorage::open_dir(dir).map_err(|source| LogError::Io {
+    let storage = FileStorage::open_dir_with(dir, mode).map_err(|source| LogError::Io {
         op: "open log directory",
         file: dir.display().to_string(),
         source,
     })?;
     let mut log = SegmentLog::open(storage, opts)?;
+    info!("transaction log appends with {mode} (txnLog.appendMode)");
     let report = log.recovery();
     if report != &Default::default() {
         info!("log recovery: {report:?}");

@@ -112,7 +112,7 @@ pub async fn run(
     let mut rec = Recovery::new(db);
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
-    let log = open_and_replay(&log_dir, opts, &mut rec)
+    let log = open_and_replay(&log_dir, settings.txn_log_append_mode, opts, &mut rec)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let replayed = rec.replayed();
     if rec.last_zxid() == 0 {

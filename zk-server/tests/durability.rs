@@ -10,8 +10,8 @@ use zk_proto::*;
 
 /// Acknowledged creates, sets and deletes — including ones still being pipelined when the process
 /// dies — are all present after kill -9; nothing unacknowledged is half-applied; zxids continue.
-fn acknowledged_writes_survive_kill_9(target: Target) {
-    let mut server = start(target, "");
+fn acknowledged_writes_survive_kill_9(target: Target, extra: &str) {
+    let mut server = start(target, extra);
     let mut c = RawClient::connect(server.addr(), 30_000);
     assert_eq!(c.create("/d", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
     for i in 0..50 {
@@ -80,21 +80,32 @@ fn acknowledged_writes_survive_kill_9(target: Target) {
     assert!(next.header.zxid > last_acked);
 }
 
+/// zoo.cfg lines selecting each of the log's append modes (zk-log's `AppendMode`).
+const APPEND_MODES: [&str; 2] = ["txnLog.appendMode=pwrite", "txnLog.appendMode=mmap"];
+
 #[test]
 fn zkrs_acknowledged_writes_survive_kill_9() {
-    acknowledged_writes_survive_kill_9(Target::Zkrs);
+    for mode in APPEND_MODES {
+        acknowledged_writes_survive_kill_9(Target::Zkrs, mode);
+    }
 }
 
 #[test]
 fn apache_acknowledged_writes_survive_kill_9() {
-    acknowledged_writes_survive_kill_9(Target::Apache);
+    acknowledged_writes_survive_kill_9(Target::Apache, "");
 }
 
 /// Repeated kill -9 under load, bounded in count and time: after each restart every write
 /// acknowledged so far is present and the zxids never go backwards.
 #[test]
 fn zkrs_repeated_crashes_lose_nothing_acknowledged() {
-    let mut server = start(Target::Zkrs, "");
+    for mode in APPEND_MODES {
+        repeated_crashes_lose_nothing_acknowledged(mode);
+    }
+}
+
+fn repeated_crashes_lose_nothing_acknowledged(extra: &str) {
+    let mut server = start(Target::Zkrs, extra);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut acked: Vec<String> = Vec::new();
     let mut last_zxid = 0;

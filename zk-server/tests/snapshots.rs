@@ -154,7 +154,14 @@ fn damaged_newest_snapshot_falls_back_to_the_older_one() {
 
 #[test]
 fn kill_9_during_snapshots_loses_nothing_acknowledged() {
-    let mut server = start(Target::Zkrs, "snapCount=50");
+    // In each of the log's append modes.
+    for mode in ["pwrite", "mmap"] {
+        kill_9_during_snapshots_in(mode);
+    }
+}
+
+fn kill_9_during_snapshots_in(mode: &str) {
+    let mut server = start(Target::Zkrs, &format!("snapCount=50\ntxnLog.appendMode={mode}"));
     let mut acked: Vec<(String, Vec<u8>)> = Vec::new();
     for round in 0..5 {
         let mut c = RawClient::connect(server.addr(), 30_000);
