@@ -41,7 +41,12 @@ pub fn linearizable(history: &History) -> Verdict {
             Err(_) => {
                 let minimal = minimize(events);
                 spans.extend(minimal.iter().map(|e| (e.call, e.done.map_or(e.call, |d| d.0))));
-                anomalies.push(format!("{key}: not linearizable; minimal history:\n{}", describe(&minimal)));
+                anomalies.push(format!(
+                    "{key}: not linearizable; the smallest failing history (every write kept, reads \
+                     left out while it still fails):\n{}\nthe whole history of {key}:\n{}",
+                    describe(&minimal),
+                    describe(events)
+                ));
             }
         }
     }
@@ -57,9 +62,15 @@ pub fn linearizable(history: &History) -> Verdict {
 }
 
 /// Leaves out operations one at a time while the history stays non-linearizable, until no single
-/// one can go.
+/// one can go. Writes that took effect (or may have) stay: without them the rest fails for the
+/// wrong reason (a set on a key whose create was left out), which shows nothing.
 pub fn minimize(events: &[Event]) -> Vec<Event> {
     let fails = |h: &[Event]| matches!(linear::check(h), Err(e) if !e.starts_with("search bound"));
+    let removable = |e: &Event| match (e.op, e.done) {
+        (linear::Op::Get, _) => true,
+        (_, None) => false,
+        (_, Some((_, r))) => !matches!(r, linear::Ret::Created | linear::Ret::Set(_)),
+    };
     let mut h = events.to_vec();
     // Bounded: each pass that changes anything removes an operation.
     loop {
@@ -67,6 +78,9 @@ pub fn minimize(events: &[Event]) -> Vec<Event> {
         let mut i = h.len();
         while i > 0 {
             i -= 1;
+            if !removable(&h[i]) {
+                continue;
+            }
             let mut shorter = h.clone();
             shorter.remove(i);
             if fails(&shorter) {
