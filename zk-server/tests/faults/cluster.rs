@@ -123,7 +123,12 @@ impl Cluster {
             }
             Kind::Apache => {
                 support::assert_apache_installed();
-                cmd.args(["java", "-Xmx256m", "-cp", support::APACHE_CLASSPATH])
+                // slf4j's simple binding (Debian's libslf4j-java, a dependency of the zookeeper
+                // package): Apache's log lines in server.log, with times, for reading a run.
+                let classpath = format!("{}:/usr/share/java/slf4j-simple.jar", support::APACHE_CLASSPATH);
+                cmd.args(["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.showDateTime=true"])
+                    .arg("-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ")
+                    .args(["-cp", &classpath])
                     .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
                     .arg(node.dir.join("zoo.cfg"));
             }
