@@ -179,3 +179,72 @@ fn an_apache_leader_syncs_a_zkrs_follower_by_diff_snap_and_trunc() {
 fn a_zkrs_leader_syncs_an_apache_follower_by_diff_snap_and_trunc() {
     syncs_by_diff_snap_and_trunc(Kind::Apache);
 }
+
+/// Syncs through an Apache follower under a zkrs leader while writes go on: every one is
+/// answered (the leader answers a learner's forwarded sync once what it proposed before is
+/// committed), and the read after it sees the writes acknowledged before the sync.
+#[test]
+fn syncs_through_an_apache_follower_under_a_zkrs_leader_are_answered() {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use std::sync::Arc;
+    let mut e = Ensemble::configure_with_extra(&[Kind::Apache, Kind::Zkrs, Kind::Zkrs], &[], "");
+    for i in 0..3 {
+        e.launch(i);
+    }
+    assert_eq!(e.wait_for_leader(), 2);
+    let mut w = e.client(2);
+    create(&mut w, "/s");
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicI64::new(0));
+    let writer = {
+        let (stop, acked, addr) = (stop.clone(), acked.clone(), e.members[2].client);
+        std::thread::spawn(move || {
+            let mut w = RawClient::connect(addr, 10_000);
+            let mut n = 0i64;
+            // Bounded by the stop flag.
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                assert_eq!(w.set_data("/s", &n.to_be_bytes(), -1).err(), ErrorCode::Ok);
+                acked.store(n, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut r = e.client(0);
+    for i in 0..2000 {
+        let before = acked.load(Ordering::Relaxed);
+        let s = r.call(Request::Sync(SyncRequest { path: "/s".into() }));
+        assert_eq!(s.err(), ErrorCode::Ok, "sync {i}");
+        let g = r.get_data("/s", false);
+        let d: GetDataResponse = g.decode();
+        let v = d.data.map(|b| i64::from_be_bytes(b.as_ref().try_into().unwrap_or([0; 8]))).unwrap_or(0);
+        assert!(v >= before, "sync {i}: read {v} after {before} was acknowledged");
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer");
+}
+
+/// A session on an Apache follower under a zkrs leader lives as long as its client pings: the
+/// follower reports the session's activity in its answers to the leader's pings, and the zkrs
+/// leader, which expires sessions, counts it.
+#[test]
+fn a_session_on_an_apache_follower_under_a_zkrs_leader_does_not_expire_while_it_pings() {
+    let mut e = Ensemble::configure_with_extra(&[Kind::Apache, Kind::Zkrs, Kind::Zkrs], &[], "");
+    for i in 0..3 {
+        e.launch(i);
+    }
+    assert_eq!(e.wait_for_leader(), 2);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let addr = e.members[0].client.to_string();
+        let c = zk_client::Client::connect(&addr, Duration::from_millis(4000)).await.expect("connect");
+        let sid = c.session_id();
+        c.create("/mine", b"", &zk_client::acl::open_unsafe(), zk_client::CreateMode::Ephemeral)
+            .await
+            .expect("create");
+        // Three session timeouts of pings and nothing else.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let stat = c.exists("/mine").await.expect("the session is alive");
+        assert_eq!(stat.map(|s| s.ephemeral_owner), Some(sid), "{}", e.logs());
+        let _ = c.close().await;
+    });
+}

@@ -219,11 +219,20 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, faketime: bool) -> Result<Drive
         std::thread::sleep(wait);
     }
     converge(cluster, Duration::from_secs(30));
+    // Each server read through a session of its own; a failed attempt is tried again (twice),
+    // and every failure is reported.
+    let mut read_failures = Vec::new();
     let dumps: Vec<(usize, BTreeMap<String, String>)> = rt.block_on(async {
         let mut out = Vec::new();
         for i in 0..n {
-            if let Ok(d) = dump(&cluster.connect_string(&[i])).await {
-                out.push((i, d));
+            for attempt in 1..=3 {
+                match dump(&cluster.connect_string(&[i])).await {
+                    Ok(d) => {
+                        out.push((i, d));
+                        break;
+                    }
+                    Err(e) => read_failures.push(format!("server {}, attempt {attempt}: {e}", i + 1)),
+                }
             }
         }
         out
@@ -250,7 +259,11 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, faketime: bool) -> Result<Drive
     let mut equal = check::trees_equal(&dumps);
     if dumped < n {
         equal.passed = false;
-        equal.anomalies.push(format!("only {dumped} of {n} servers could be read"));
+        equal
+            .anomalies
+            .push(format!("only {dumped} of {n} servers could be read: {}", read_failures.join("; ")));
+    } else if !read_failures.is_empty() {
+        equal.summary.push_str(&format!(" (reads tried again: {})", read_failures.join("; ")));
     }
     verdicts.push(equal);
     rt.block_on(async {
@@ -468,23 +481,37 @@ async fn final_reads(shared: &Shared, connect_to: &str) -> Result<(), String> {
 }
 
 /// Every znode a server has (but /zookeeper), path -> data and stat, read after a sync through
-/// a session on that server alone.
-async fn dump(connect_to: &str) -> Result<BTreeMap<String, String>, zk_client::Error> {
-    let c = Client::builder(connect_to).session_timeout(SESSION_TIMEOUT).connect().await?;
-    c.sync("/").await?;
-    let mut out = BTreeMap::new();
-    let mut todo = vec!["/".to_string()];
-    // Bounded by the tree: every path is visited once.
-    while let Some(p) = todo.pop() {
-        let (data, stat) = c.get_data(&p).await?;
-        out.insert(p.clone(), format!("{data:?} {stat:?}"));
-        for kid in c.get_children(&p).await? {
-            let child = if p == "/" { format!("/{kid}") } else { format!("{p}/{kid}") };
-            if child != "/zookeeper" {
-                todo.push(child);
+/// a session on that server alone. The error names the step that failed.
+async fn dump(connect_to: &str) -> Result<BTreeMap<String, String>, String> {
+    let step = |what: &'static str| move |e: zk_client::Error| format!("{what}: {e}");
+    let c = tokio::time::timeout(
+        SESSION_TIMEOUT * 2,
+        Client::builder(connect_to).session_timeout(SESSION_TIMEOUT).connect(),
+    )
+    .await
+    .map_err(|_| "connect: timed out".to_string())?
+    .map_err(step("connect"))?;
+    let res = async {
+        tokio::time::timeout(workload::OP_TIMEOUT, c.sync("/"))
+            .await
+            .map_err(|_| "sync: timed out".to_string())?
+            .map_err(step("sync"))?;
+        let mut out = BTreeMap::new();
+        let mut todo = vec!["/".to_string()];
+        // Bounded by the tree: every path is visited once.
+        while let Some(p) = todo.pop() {
+            let (data, stat) = c.get_data(&p).await.map_err(step("getData"))?;
+            out.insert(p.clone(), format!("{data:?} {stat:?}"));
+            for kid in c.get_children(&p).await.map_err(step("getChildren"))? {
+                let child = if p == "/" { format!("/{kid}") } else { format!("{p}/{kid}") };
+                if child != "/zookeeper" {
+                    todo.push(child);
+                }
             }
         }
+        Ok(out)
     }
+    .await;
     let _ = c.close().await;
-    Ok(out)
+    res
 }
