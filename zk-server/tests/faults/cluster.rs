@@ -299,6 +299,18 @@ impl Cluster {
         }
     }
 
+    /// Copies every server's data and transaction log directories into `out` (kept for a run
+    /// with anomalies: `zkrs-server dump-log` and Apache's tools read them).
+    pub fn save_data(&self, out: &Path) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            let to = out.join(format!("server{}-data", i + 1));
+            let _ = std::fs::create_dir_all(&to);
+            for from in [n.dir.join("data"), n.log_disk.join("txn")] {
+                let _ = run("cp", &["-a", path(&from), path(&to)]);
+            }
+        }
+    }
+
     /// Copies every server's log into `out`.
     pub fn save_logs(&self, out: &Path) {
         for (i, n) in self.nodes.iter().enumerate() {

@@ -115,6 +115,9 @@ pub fn run(cfg: &RunConfig) -> Result<RunOutcome, String> {
     let result = drive(cfg, &mut cluster, faketime);
     cluster.save_logs(&dir);
     let (shared, faults, verdicts) = result?;
+    if verdicts.iter().any(|v| !v.passed) {
+        cluster.save_data(&dir);
+    }
     let history = shared.history.lock().unwrap();
     let info = report::RunInfo {
         seed: cfg.seed,

@@ -91,7 +91,11 @@ pub fn write(
             let _ = writeln!(md, "```\n{a}\n```");
         }
     }
-    let _ = writeln!(md, "\nTimeline: timeline.svg. Server logs: server*.log.");
+    let _ = writeln!(
+        md,
+        "\nTimeline: timeline.svg. Server logs: server*.log.{}",
+        if passed { "" } else { " Data and log directories as the run left them: server*-data/." }
+    );
     std::fs::write(dir.join("report.md"), md)?;
     std::fs::write(dir.join("timeline.svg"), timeline(info, faults, history, verdicts))
 }
