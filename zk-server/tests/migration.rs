@@ -32,11 +32,7 @@ fn stop_gracefully(e: &mut Ensemble, i: usize) {
 fn wait_in_step(e: &Ensemble) {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let zxids: Vec<Option<String>> = (0..3)
-            .map(|i| {
-                srvr(e.members[i].client)?.lines().find_map(|l| l.strip_prefix("Zxid: ").map(str::to_string))
-            })
-            .collect();
+        let zxids: Vec<Option<i64>> = (0..3).map(|i| e.zxid(i)).collect();
         let serving = (0..3).all(|i| matches!(e.mode(i).as_deref(), Some("leader" | "follower")));
         if serving && zxids[0].is_some() && zxids.iter().all(|z| *z == zxids[0]) {
             return;

@@ -3,9 +3,12 @@
 //! filled), and, where libfaketime is installed, a wall clock the harness can jump.
 
 use super::net::{run, Net};
-use crate::support::{self, ensemble::Kind};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use crate::support::{
+    self,
+    ensemble::{four, Kind},
+};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -350,14 +353,4 @@ fn sweep_stale_disks() {
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("temp paths are UTF-8")
-}
-
-/// A four-letter word to `addr`, None when it does not answer within a second.
-pub fn four(addr: SocketAddr, word: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
-    s.write_all(word.as_bytes()).ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    (!out.is_empty()).then_some(out)
 }
