@@ -997,8 +997,7 @@ impl Leader {
     fn on_new_leader_ack(&mut self, conn: ConnId, zxid: i64, now_ms: u64) {
         let epoch = self.epoch.unwrap_or(0);
         if zxid != make_zxid(epoch, 0) {
-            // ZK-4685: the NEWLEADER acknowledgement must be the first packet after NEWLEADER.
-            return self.reject(conn, format!("ACK {zxid:#x} where the NEWLEADER ACK was due"));
+            return self.on_early_proposal_ack(conn, zxid);
         }
         let (sid, observer) = {
             let Some(l) = self.learners.get_mut(&conn) else { return };
@@ -1013,6 +1012,43 @@ impl Leader {
             self.new_leader_set.insert(sid);
         }
         self.maybe_established(now_ms);
+    }
+
+    /// An ACK other than the NEWLEADER ACK while that one is due. zkrs learners send the NEWLEADER
+    /// ACK first, but Apache learners before 3.8.5 / 3.9.2 may acknowledge a proposal sent during
+    /// the sync first (ZK-4685: their log thread races the NEWLEADER ACK). The proposal is durable
+    /// on the learner, so it counts like any proposal ACK, and the NEWLEADER ACK is still waited
+    /// for (initLimit). Apache's own leader logs such an ACK and ignores it; counting it costs
+    /// nothing and closing the connection, as we did, only made the learner sync again, forever.
+    /// Anything else (an unproposed zxid, an epoch's zero, an observer's ACK) closes the connection.
+    fn on_early_proposal_ack(&mut self, conn: ConnId, zxid: i64) {
+        let Some(l) = self.learners.get(&conn) else { return };
+        let (sid, observer) = (l.sid, l.observer);
+        if observer || counter_of(zxid) == 0 || zxid > self.last_proposed {
+            return self.reject(conn, format!("ACK {zxid:#x} where the NEWLEADER ACK was due"));
+        }
+        tracing::debug!(
+            sid = self.cfg.my_sid,
+            learner = sid,
+            zxid = format_args!("{zxid:#x}"),
+            "proposal ACK before the NEWLEADER ACK (ZK-4685): counted, still waiting for the NEWLEADER ACK"
+        );
+        self.count_proposal_ack(conn, sid, zxid);
+    }
+
+    /// A follower's ACK of proposal `zxid` (checked: proposed, not an observer's).
+    fn count_proposal_ack(&mut self, conn: ConnId, sid: i64, zxid: i64) {
+        let next_due = self.outstanding.iter().find(|(z, _, _)| *z > zxid).map(|(z, _, t)| (*z, *t));
+        if let Some(l) = self.learners.get_mut(&conn) {
+            if l.ack_due.is_some_and(|(z, _)| zxid >= z) {
+                // The clock for the next one runs from when it was proposed, or from now if
+                // the learner only got it at its sync.
+                l.ack_due = next_due.map(|(z, t)| (z, t.max(l.attached_ms)));
+            }
+        }
+        if zxid > self.last_committed {
+            self.actions.push_back(LeaderAction::Ack { sid, zxid });
+        }
     }
 
     fn maybe_established(&mut self, now_ms: u64) {
@@ -1057,18 +1093,7 @@ impl Leader {
                 if pkt.zxid > self.last_proposed {
                     return self.reject(conn, format!("ACK of unproposed zxid {:#x}", pkt.zxid));
                 }
-                let next_due =
-                    self.outstanding.iter().find(|(z, _, _)| *z > pkt.zxid).map(|(z, _, t)| (*z, *t));
-                if let Some(l) = self.learners.get_mut(&conn) {
-                    if l.ack_due.is_some_and(|(z, _)| pkt.zxid >= z) {
-                        // The clock for the next one runs from when it was proposed, or from now if
-                        // the learner only got it at its sync.
-                        l.ack_due = next_due.map(|(z, t)| (z, t.max(l.attached_ms)));
-                    }
-                }
-                if pkt.zxid > self.last_committed {
-                    self.actions.push_back(LeaderAction::Ack { sid, zxid: pkt.zxid });
-                }
+                self.count_proposal_ack(conn, sid, pkt.zxid);
             }
             PacketType::Ping => match SessionTouch::decode_list(pkt.data.as_deref().unwrap_or(&[])) {
                 Ok(sessions) if sessions.is_empty() => {}

@@ -455,6 +455,32 @@ fn malformed_or_untimely_packets_close_only_their_connection() {
 }
 
 #[test]
+fn zk_4685_a_proposal_ack_before_the_newleader_ack_counts_and_the_learner_stays() {
+    // An Apache 3.8.0 learner ACKs a proposal it got at its sync before it ACKs NEWLEADER.
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    let mut want = vec![send(30, T::Diff, z(5, 1), None), send(30, T::Proposal, z(6, 1), Some(tx(z(6, 1))))];
+    want.push(new_leader(30, 6));
+    assert_eq!(join(&mut l, 30, 3, z(5, 1), 11), want);
+    l.handle_packet(30, pkt(T::Ack, z(6, 1), None), 12);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 3, zxid: z(6, 1) }]);
+    // The NEWLEADER ACK still brings UPTODATE.
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 13);
+    assert_eq!(leader_actions(&mut l), vec![send(30, T::UpToDate, -1, None)]);
+    // An observer's ACK, or one of a zxid never proposed, still closes.
+    join(&mut l, 40, 4, z(5, 1), 14);
+    l.handle_packet(40, pkt(T::Ack, z(6, 1), None), 15);
+    assert!(closes(&leader_actions(&mut l), 40));
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    join(&mut l, 30, 3, z(5, 1), 11);
+    l.handle_packet(30, pkt(T::Ack, z(6, 2), None), 12);
+    assert!(closes(&leader_actions(&mut l), 30));
+}
+
+#[test]
 fn a_learner_that_accepted_a_later_epoch_makes_the_leader_step_down() {
     let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
     l.learner_connected(30, 10);
