@@ -6,13 +6,20 @@
 #
 #   bench/ensemble.sh                 # 10 s per workload
 #   DURATION=5 bench/ensemble.sh
+#   WORKLOADS="create set" SIDES=zkrs EXTRA_CFG='snapCount=100000000' bench/ensemble.sh
+#       # some workloads, one side only, extra zoo.cfg lines for both sides
+#   PERF_OUT=/tmp/prof SIDES=zkrs WORKLOADS=create bench/ensemble.sh
+#       # perf record of the servers during each run: /tmp/prof.<side>.<workload>
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
+WORKLOADS=${WORKLOADS:-get set create mixed}
+SIDES=${SIDES:-apache zkrs}
+EXTRA_CFG=${EXTRA_CFG:-}
 WORK=$(mktemp -d /tmp/zkrs-ensemble.XXXXXX)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; pkill -9 -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 cargo build --release -q -p zk-server --bins
-ZKRS=$PWD/target/release/zkrs-server
+ZKRS=${ZKRS_SERVER:-$PWD/target/release/zkrs-server}  # ZKRS_SERVER: another build, for A/B runs
 BENCH=$PWD/target/release/zkrs-bench
 CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
 [ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
@@ -25,8 +32,8 @@ start_ensemble() { # kind
   for i in 1 2 3; do q=$(port_free); e=$(port_free); CPORT[$kind$i]=$(port_free); lines+="server.$i=127.0.0.1:$q:$e"$'\n'; done
   for i in 1 2 3; do
     local d=$WORK/$kind/$i; mkdir -p "$d/data"; echo $i > "$d/data/myid"
-    printf 'tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n%s' \
-      "$d" "${CPORT[$kind$i]}" "$lines" > "$d/zoo.cfg"
+    printf 'tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n%s%s\n' \
+      "$d" "${CPORT[$kind$i]}" "$lines" "$EXTRA_CFG" > "$d/zoo.cfg"
     if [ "$kind" = zkrs ]; then RUST_LOG=warn "$ZKRS" "$d/zoo.cfg" > "$d/server.log" 2>&1 &
     else (cd "$d" && exec java -Xmx2g -cp "$CP" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg") > "$d/server.log" 2>&1 &
     fi
@@ -50,15 +57,15 @@ settled() {
   echo "$1 ensemble did not settle after being resumed" >&2; exit 1
 }
 
-start_ensemble zkrs; start_ensemble apache
+for kind in $SIDES; do start_ensemble "$kind"; done
 RESULTS=$WORK/results.jsonl
 # get first: it creates the keys set and mixed then find (three bench processes creating them at
 # once on a fresh ensemble race for them).
-for load in "get 2 100" "set 2 100" "create 2 100" "mixed 2 100"; do
-  set -- $load
-  for kind in apache zkrs; do
+for load in $WORKLOADS; do
+  set -- "$load" 2 100
+  for kind in $SIDES; do
     other=zkrs; [ $kind = zkrs ] && other=apache
-    pause $other STOP
+    [[ " $SIDES " == *" $other "* ]] && pause $other STOP
     settled $kind
     echo "== $kind: $1, 3 servers x $2 connections x $3 in flight" >&2
     benches=()
@@ -67,9 +74,15 @@ for load in "get 2 100" "set 2 100" "create 2 100" "mixed 2 100"; do
         --duration "$DURATION" --json > "$WORK/out.$kind.$i" 2>/dev/null &
       benches+=($!)
     done
+    if [ -n "${PERF_OUT:-}" ]; then
+      # Profile the three servers of this side over the middle of the run.
+      sleep $((DURATION / 4))
+      perf record -F 499 -g -o "$PERF_OUT.$kind.$1" -p "${PIDS[${kind}1]},${PIDS[${kind}2]},${PIDS[${kind}3]}" \
+        -- sleep $((DURATION / 2)) >/dev/null 2>&1 || echo "perf record failed" >&2
+    fi
     wait "${benches[@]}" || true
     for i in 1 2 3; do sed "s/^{/{\"impl\":\"$kind\",\"member\":$i,/" "$WORK/out.$kind.$i" >> "$RESULTS"; done
-    pause $other CONT
+    [[ " $SIDES " == *" $other "* ]] && pause $other CONT
   done
 done
 python3 - "$RESULTS" "$DURATION" <<'PY'
@@ -86,6 +99,13 @@ for r in rows:
     a["errors"] += r.get("errors", 0) or 0
 for (w, c, i), d in agg.items():
     a, z = d.get("apache"), d.get("zkrs")
+    if (a is None) != (z is None) and (a or z)["n"] == 3:
+        # One side only (SIDES): its figures, no ratio.
+        one = a or z
+        cells = [f"{one['ops']:.0f}", "-"] if a else ["-", f"{one['ops']:.0f}"]
+        lat = [f"{one['p50']}/{one['p99']}", "-"] if a else ["-", f"{one['p50']}/{one['p99']}"]
+        print(f"| {w} | {c} x {i} | {cells[0]} | {cells[1]} | - | {lat[0]} | {lat[1]} |")
+        continue
     if not (a and z and a["n"] == 3 and z["n"] == 3):
         print(f"| {w} | {c} x {i} | (a bench process gave no result: apache {a and a['n']}, zkrs {z and z['n']} of 3) |")
         continue

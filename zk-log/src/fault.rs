@@ -127,6 +127,11 @@ struct State {
     power_left: Option<u64>,
     crashes: u64,
     mode: AppendMode,
+    /// File writes that carried data, and file syncs (see `FaultStorage::io_counts`).
+    writes: u64,
+    syncs: u64,
+    /// How long each file sync takes (a test aid: lets work queue up behind it).
+    sync_delay: std::time::Duration,
 }
 
 /// The page size [`FaultStorage`] splits a pwrite into (see the module docs).
@@ -191,6 +196,9 @@ impl FaultStorage {
                 power_left: None,
                 crashes: 0,
                 mode,
+                writes: 0,
+                syncs: 0,
+                sync_delay: std::time::Duration::ZERO,
             })),
         }
     }
@@ -218,6 +226,19 @@ impl FaultStorage {
     /// (a truncation, a reset, an epoch update) and check what a restart sees.
     pub fn fail_after(&self, ops: Option<u64>) {
         self.lock().power_left = ops;
+    }
+
+    /// Makes every later file sync take `delay` (slept without holding the disk), so that work
+    /// queues up behind a sync as it does behind a real disk's.
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.lock().sync_delay = delay;
+    }
+
+    /// File writes that carried data and file syncs done so far (both successful), for tests
+    /// that count system calls the log would make.
+    pub fn io_counts(&self) -> (u64, u64) {
+        let st = self.lock();
+        (st.writes, st.syncs)
     }
 
     /// Whether an armed power failure has struck (its budget is spent).
@@ -500,6 +521,7 @@ impl StorageFile for FaultFile {
                 return Ok(());
             }
             st.power()?;
+            st.writes += 1;
             let mode = st.mode;
             let n = node(st, ino);
             match mode {
@@ -542,11 +564,16 @@ impl StorageFile for FaultFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        let delay = self.state.lock().unwrap_or_else(|e| e.into_inner()).sync_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         self.with(|st, ino| {
             if st.fail_sync {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             }
             st.power()?;
+            st.syncs += 1;
             sync_node(node(st, ino));
             Ok(())
         })

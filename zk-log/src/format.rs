@@ -257,6 +257,32 @@ impl RecordBatch {
         Ok(())
     }
 
+    /// Appends every record of `other` after this batch's, so that both go to the log in one
+    /// write (the log writer merges the batches of a group this way).
+    ///
+    /// Errors: [`LogError::OutOfOrder`] if `other`'s first zxid does not follow this batch's last;
+    /// [`LogError::RecordTooLarge`] if the merged batch would pass 4 GiB (record offsets are
+    /// u32). The batch is unchanged on error.
+    pub fn extend_from(&mut self, other: &RecordBatch) -> Result<(), LogError> {
+        let (Some(first), Some(last)) = (other.first_zxid, other.last_zxid) else {
+            return Ok(());
+        };
+        if let Some(mine) = self.last_zxid {
+            if !zxid_follows(mine, first) {
+                return Err(LogError::OutOfOrder { last: mine, got: first });
+            }
+        }
+        let base = self.buf.len();
+        if base + other.buf.len() > u32::MAX as usize {
+            return Err(LogError::RecordTooLarge { zxid: first, bytes: (base + other.buf.len()) as u64 });
+        }
+        self.buf.extend_from_slice(&other.buf);
+        self.records.extend(other.records.iter().map(|&(z, at)| (z, at + base as u32)));
+        self.first_zxid.get_or_insert(first);
+        self.last_zxid = Some(last);
+        Ok(())
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.records.len()

@@ -325,6 +325,46 @@ fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
     assert_eq!(log.last_zxid(), z + 1);
 }
 
+/// Batches that queue up behind a sync go to the log in one write: a follower submits a batch
+/// per PROPOSAL, and a write per batch was most of its system calls. A crash keeps a prefix.
+#[test]
+fn queued_batches_are_written_with_one_write_per_sync() {
+    for mode in AppendMode::ALL {
+        queued_batches_are_written_with_one_write_per_sync_in(mode);
+    }
+}
+
+fn queued_batches_are_written_with_one_write_per_sync_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(17, mode);
+    let opts = LogOptions { prealloc_bytes: 64 * 1024, segment_bytes_max: 16 << 20 };
+    let log = SegmentLog::open(s.clone(), opts).expect("open");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = zk_log::LogWriter::spawn(log, 256, move |r| {
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    })
+    .expect("spawn");
+    s.set_sync_delay(std::time::Duration::from_millis(2));
+    let (writes_before, syncs_before) = s.io_counts();
+    const BATCHES: i64 = 400;
+    for z in 1..=BATCHES {
+        w.submit(one_record(z, 120)).expect("submit");
+    }
+    let mut last = 0;
+    while last < BATCHES {
+        last = rx.recv().expect("report").expect("durable");
+    }
+    let (writes, syncs) = s.io_counts();
+    let (writes, syncs) = (writes - writes_before, syncs - syncs_before);
+    assert!(syncs < BATCHES as u64 / 4, "{mode}: batches did not queue behind the syncs ({syncs} syncs)");
+    // One data write per sync, and the odd segment header (written and synced on its own).
+    assert!(writes <= syncs, "{mode}: {writes} writes for {syncs} syncs of {BATCHES} batches");
+    let log = w.shutdown().expect("shutdown");
+    drop(log);
+    s.crash();
+    let log = SegmentLog::open(s.clone(), opts).expect("reopen");
+    assert_eq!((log.first_zxid(), log.last_zxid()), (Some(1), BATCHES));
+}
+
 #[test]
 fn failed_sync_poisons_the_log() {
     for mode in AppendMode::ALL {
