@@ -3,7 +3,8 @@
 //! or persistent-recursive. Setting a watch on a (watcher, path) replaces its mode, as in Apache.
 
 use crate::WatcherId;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use zk_proto::EventType;
 
 /// How a watch behaves when it fires.
@@ -20,7 +21,8 @@ pub enum WatchMode {
 /// One of the two watch tables.
 #[derive(Debug, Default)]
 pub struct WatchTable {
-    /// Path -> watchers on it (ordered by id so that firing order is deterministic).
+    /// Path -> watchers on it (ordered by id so that firing order is deterministic). foldhash,
+    /// seeded per table (hashbrown's default): every write looks its path up here, twice.
     by_path: HashMap<Box<str>, BTreeMap<WatcherId, WatchMode>>,
     /// Watcher -> paths it watches.
     by_watcher: HashMap<WatcherId, HashSet<Box<str>>>,
@@ -104,6 +106,9 @@ impl WatchTable {
     /// NodeChildrenChanged. Each watcher appears once, in discovery order.
     pub fn trigger(&mut self, path: &str, ty: EventType) -> Vec<WatcherId> {
         let mut fired = Vec::new();
+        if self.by_path.is_empty() {
+            return fired;
+        }
         let mut seen = HashSet::new();
         let mut at = Some(path);
         let mut first = true;
