@@ -40,7 +40,15 @@ fn three_voters_electing_with_fle() {
     run_many::<ModelStore>(
         "three_voters_electing_with_fle",
         "three voters, FLE",
-        Params { fle: true, elect_loss_p: 0.05, elect_dup_p: 0.05, conn_drop_p: 0.0005, ..Params::three() },
+        // Learners also ACK a proposal ahead of NEWLEADER now and then (ZK-4685, Apache < 3.8.5).
+        Params {
+            fle: true,
+            elect_loss_p: 0.05,
+            elect_dup_p: 0.05,
+            conn_drop_p: 0.0005,
+            early_proposal_ack_p: 0.5,
+            ..Params::three()
+        },
         seeds(200),
         30_000,
     );
@@ -323,6 +331,29 @@ fn zk_4685_newleader_ack_comes_first() {
         Params { min_disk_ms: 1, max_disk_ms: 40, ..Params::three() },
         join_with_proposals_in_flight
     );
+}
+
+/// ZK-4685 from the other side: learners that ACK a proposal of their sync before NEWLEADER, as
+/// Apache learners before 3.8.5 do. The leader counts the proposal and waits for the NEWLEADER
+/// ACK; nothing is lost and the learner is not sent back to sync again.
+#[test]
+fn zk_4685_a_leader_takes_a_proposal_ack_before_the_newleader_ack() {
+    on_both!(
+        "ZK-4685 leader",
+        Params { min_disk_ms: 1, max_disk_ms: 40, early_proposal_ack_p: 1.0, ..Params::three() },
+        join_acking_a_proposal_first
+    );
+}
+
+fn join_acking_a_proposal_first<S: Store>(sim: &mut Sim<S>) -> R {
+    join_with_proposals_in_flight(sim)?;
+    if sim.stats.early_proposal_acks == 0 {
+        return Err("no proposal ACK went ahead of a NEWLEADER ACK: the scenario tested nothing".into());
+    }
+    if sim.stats.leader_closes != 0 {
+        return Err(format!("the leader closed {} learner connections", sim.stats.leader_closes));
+    }
+    Ok(())
 }
 
 fn crash_at_current_epoch<S: Store>(sim: &mut Sim<S>) -> R {

@@ -59,7 +59,8 @@ use zk_quorum::quorum::QuorumVerifier;
 use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
 use zk_quorum::wire::{ForwardedRequest, Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
 use zk_quorum::zab::{
-    epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig,
+    counter_of, epoch_of, make_zxid, ConnId, Leader, LeaderAction, Learner, LearnerAction, LocalState,
+    ZabConfig,
 };
 
 use client::{Clients, Done};
@@ -193,6 +194,10 @@ pub struct Params {
     pub clock_jump_p: f64,
     /// Simulated clients (they need a backend with a tree).
     pub clients: usize,
+    /// Chance that a learner's NEWLEADER ACK reaches the wire behind the proposal ACK that
+    /// follows it, as Apache learners before 3.8.5 send them (ZK-4685): the leader must count
+    /// the proposal and keep waiting for the NEWLEADER ACK.
+    pub early_proposal_ack_p: f64,
 }
 
 impl Params {
@@ -217,6 +222,7 @@ impl Params {
             conn_drop_p: 0.0,
             clock_jump_p: 0.0,
             clients: 0,
+            early_proposal_ack_p: 0.0,
         }
     }
 
@@ -381,6 +387,8 @@ pub struct Sim<S: Store> {
     clients: Clients,
     /// Scripted runs: clients keep issuing operations.
     pub scripted_clients: bool,
+    /// A NEWLEADER ACK held back during one learner's drain (`Params::early_proposal_ack_p`).
+    held_newleader_ack: Option<(ConnId, QuorumPacket)>,
     /// Every proposal: zxid -> (the proposer's previous zxid, data). One leader per epoch
     /// makes a zxid name one proposal.
     proposals: BTreeMap<i64, (i64, Bytes)>,
@@ -423,6 +431,10 @@ pub struct Stats {
     pub client_unknown: u64,
     /// Client reads answered.
     pub client_reads: u64,
+    /// NEWLEADER ACKs sent behind a proposal ACK (`Params::early_proposal_ack_p`).
+    pub early_proposal_acks: u64,
+    /// Learner connections a leader closed.
+    pub leader_closes: u64,
 }
 
 impl Stats {
@@ -438,6 +450,8 @@ impl Stats {
         self.epoch_behind_log += s.epoch_behind_log;
         self.conn_drops += s.conn_drops;
         self.clock_jumps += s.clock_jumps;
+        self.early_proposal_acks += s.early_proposal_acks;
+        self.leader_closes += s.leader_closes;
         self.elect_lost += s.elect_lost;
         self.elect_dup += s.elect_dup;
         self.client_ops += s.client_ops;
@@ -500,6 +514,7 @@ impl<S: Store> Sim<S> {
             election_last: BTreeMap::new(),
             clients,
             scripted_clients: false,
+            held_newleader_ack: None,
             proposals: BTreeMap::new(),
         }
     }
@@ -1218,10 +1233,15 @@ impl<S: Store> Sim<S> {
                 }
             }
             for (id, a) in learner_actions {
-                self.learner_action(sid, id, a)?;
-                if !matches!(self.servers[&sid].role, Role::Following(..)) {
-                    return Ok(());
+                let r = self.learner_action(sid, id, a);
+                if r.is_err() || !matches!(self.servers[&sid].role, Role::Following(..)) {
+                    self.held_newleader_ack = None;
+                    return r;
                 }
+            }
+            // No proposal ACK followed in this batch: the held NEWLEADER ACK goes now.
+            if let Some((conn, p)) = self.held_newleader_ack.take() {
+                self.send(conn, true, Msg::Packet(p));
             }
         }
         Err(format!("{sid}: the Zab machine does not stop emitting actions"))
@@ -1241,6 +1261,7 @@ impl<S: Store> Sim<S> {
             }
             LeaderAction::SendRaw { conn, bytes } => self.send(conn, false, Msg::Raw(bytes)),
             LeaderAction::Close { conn, reason } => {
+                self.stats.leader_closes += 1;
                 self.log(|| format!("{sid} closes conn {conn}: {reason}"));
                 self.close_side(conn, sid);
             }
@@ -1374,7 +1395,28 @@ impl<S: Store> Sim<S> {
     fn learner_action(&mut self, sid: i64, conn: ConnId, a: LearnerAction) -> R {
         match a {
             LearnerAction::Send(p) => {
+                let is_ack = p.kind() == Ok(zk_quorum::wire::PacketType::Ack);
+                let newleader_ack = is_ack && self.servers[&sid].newleader.is_some_and(|(z, _)| z == p.zxid);
                 self.check_newleader_ack(sid, &p)?;
+                if newleader_ack
+                    && self.p.early_proposal_ack_p > 0.0
+                    && self.rng.gen_bool(self.p.early_proposal_ack_p)
+                {
+                    self.held_newleader_ack = Some((conn, p));
+                    return Ok(());
+                }
+                if is_ack && counter_of(p.zxid) != 0 {
+                    if let Some((held_conn, held)) = self.held_newleader_ack.take() {
+                        // ZK-4685 as Apache 3.8.0 learners do it: the proposal's ACK first.
+                        self.stats.early_proposal_acks += 1;
+                        self.send(conn, true, Msg::Packet(p));
+                        self.send(held_conn, true, Msg::Packet(held));
+                        return Ok(());
+                    }
+                }
+                if let Some((held_conn, held)) = self.held_newleader_ack.take() {
+                    self.send(held_conn, true, Msg::Packet(held));
+                }
                 self.send(conn, true, Msg::Packet(p))
             }
             LearnerAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
