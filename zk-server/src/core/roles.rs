@@ -146,14 +146,16 @@ impl ServerCore {
             debug!("learner {from} forwarded a read (op {op}); dropped");
             return;
         }
-        if self.db.expiry().is_closing(session) && op != OpCode::CloseSession.code() {
-            // As for the leader's own clients: a closing session's writes never reach the log.
-            return;
-        }
         let Some(zxid) = self.next_zxid() else { return };
         let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
         let ids = AuthIds { is_super: auth.iter().any(|id| id.scheme == "super"), ids: auth };
         let txn = match &body {
+            // A closing session's write is still proposed, as an error, as Apache's leader does:
+            // an Apache learner answers its forwarded writes strictly in order, at commit, and a
+            // write that never commits would hold back every write it forwards after it.
+            _ if self.db.expiry().is_closing(session) && opcode != OpCode::CloseSession => {
+                Txn::Error(ErrorTxn { err: ErrorCode::SessionExpired.code() })
+            }
             _ if opcode == OpCode::DeleteContainer => {
                 Txn::Error(ErrorTxn { err: ErrorCode::BadArguments.code() })
             }
