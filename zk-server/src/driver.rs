@@ -115,6 +115,8 @@ pub enum DriverMsg {
         remote: SocketAddr,
         /// The decoded handshake.
         req: ConnectRequest,
+        /// Identities the transport proved (a verified client certificate's `x509` id).
+        ids: Vec<zk_proto::Id>,
         /// Where to send frames for this connection.
         out: Outbox,
         /// Counters the connection task keeps.
@@ -418,10 +420,10 @@ impl Driver {
     fn on_msg(&mut self, msg: DriverMsg, now: Now) -> bool {
         let ev = match msg {
             DriverMsg::Shutdown => return true,
-            DriverMsg::Connect { conn, remote, req, out, stats, ready } => {
+            DriverMsg::Connect { conn, remote, req, ids, out, stats, ready } => {
                 self.outboxes.insert(conn, out);
                 self.ready.insert(conn, ready);
-                Event::Connect { conn, remote, req, stats }
+                Event::Connect { conn, remote, req, ids, stats }
             }
             DriverMsg::Request { conn, xid, op, body, raw, received } => {
                 Event::Request { conn, xid, op, body, raw, received_us: self.mono_us(received) }

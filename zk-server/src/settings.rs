@@ -9,6 +9,16 @@ use std::path::PathBuf;
 pub struct Settings {
     /// Where clients connect.
     pub client_addr: SocketAddr,
+    /// Where clients connect with TLS (secureClientPort), if anywhere.
+    pub secure_client_addr: Option<SocketAddr>,
+    /// The TLS context, when TLS is served (a secure port or port unification).
+    pub tls: Option<std::sync::Arc<crate::tls::ServerTls>>,
+    /// `client.portUnification`: the plain port also takes TLS connections.
+    pub port_unification: bool,
+    /// The `x509` auth scheme exists (TLS is served, or an `authProvider.N` line names it).
+    pub x509_enabled: bool,
+    /// `X509AuthenticationProvider.superUser`.
+    pub x509_super_user: Option<String>,
     /// The tick, ms: session expiry granularity.
     pub tick_ms: i64,
     /// Smallest session timeout granted, ms.
@@ -181,6 +191,18 @@ impl Settings {
             log_dir_bytes: crate::config::directory_size_bytes(&cfg.log_dir()),
         };
         let (admin, metrics_addr) = http_endpoints(cfg)?;
+        let secure_client_addr = match &cfg.secure_client_address {
+            Some(hp) if hp.host.is_empty() => {
+                Some(SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), hp.port))
+            }
+            Some(hp) => Some(resolve("secureClientPortAddress", &hp.host, hp.port)?),
+            None => None,
+        };
+        let tls = if cfg.ssl.wanted(secure_client_addr.is_some()) {
+            Some(std::sync::Arc::new(crate::tls::ServerTls::load(&cfg.ssl, cfg.config_file.as_deref())?))
+        } else {
+            None
+        };
         let initial_config = cfg.config_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
         Ok(Settings {
             admin,
@@ -189,6 +211,11 @@ impl Settings {
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
             client_addr: SocketAddr::new(ip, client.port),
+            secure_client_addr,
+            tls,
+            port_unification: cfg.ssl.port_unification,
+            x509_enabled: cfg.ssl.x509_enabled(cfg.secure_client_address.is_some()),
+            x509_super_user: cfg.ssl.x509_super_user.clone(),
             tick_ms: cfg.tick_time_ms as i64,
             min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,
             max_session_timeout_ms: cfg.max_session_timeout_ms.min(i32::MAX as u32) as i32,

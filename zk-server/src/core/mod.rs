@@ -111,6 +111,9 @@ pub enum Event {
         remote: SocketAddr,
         /// The decoded handshake.
         req: ConnectRequest,
+        /// Identities the transport proved: a verified client certificate's `x509:<subject>`
+        /// (and `super:<subject>` for the configured super user); empty on plain connections.
+        ids: Vec<Id>,
         /// Counters the connection task keeps.
         stats: Arc<ConnStats>,
     },
@@ -446,7 +449,9 @@ impl ServerCore {
             return;
         }
         match ev {
-            Event::Connect { conn, remote, req, stats } => self.on_connect(now, conn, remote, req, stats),
+            Event::Connect { conn, remote, req, ids, stats } => {
+                self.on_connect(now, conn, remote, req, ids, stats)
+            }
             Event::Request { conn, xid, op, body, raw, received_us } => {
                 self.on_request(now, conn, xid, op, body, raw, received_us)
             }

@@ -1,0 +1,433 @@
+//! The TLS client port: certificates made here with rcgen (an authority, a server certificate for
+//! localhost and 127.0.0.1, client certificates for alice, bob and an admin, and a stranger's from
+//! another authority), a zkrs-server with `secureClientPort` and PEM stores, and clients of every
+//! kind: zk-client, kazoo (`use_ssl=True`), `openssl s_client`. Checks `ssl.clientAuth`, the x509
+//! ACL ids (Apache's subject format), `X509AuthenticationProvider.superUser`,
+//! `client.portUnification`, `client.certReload` and start-up errors for unreadable stores.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
+mod support;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, KeyPair,
+};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+use zk_client::{Acl, Client, ClientTls, CreateMode, Error, Id};
+
+/// Debian's python, which has python3-kazoo; the `python3` on PATH may be another one.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// alice's subject as Apache's X509AuthenticationProvider names it (RFC 2253, most specific
+/// first): the `x509` ACL id a certificate made with C=US, O=Example, OU=Eng, CN=alice gets.
+const ALICE: &str = "CN=alice,OU=Eng,O=Example,C=US";
+const BOB: &str = "CN=bob,OU=Eng,O=Example,C=US";
+const ADMIN: &str = "CN=admin,O=Example";
+
+/// The certificates of one test, as PEM files in a directory of their own.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+struct Authority {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Authority {
+    fn new(name: &str) -> Authority {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        Authority { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
+    }
+
+    /// A certificate for `subject` (most general attribute first, as in `openssl -subj`): its PEM
+    /// and its private key's (PKCS#8).
+    fn issue(&self, subject: &[(DnType, &str)], server: bool) -> (String, String) {
+        let sans = if server { vec!["localhost".to_string(), "127.0.0.1".to_string()] } else { vec![] };
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        for (t, v) in subject {
+            params.distinguished_name.push(t.clone(), *v);
+        }
+        params.extended_key_usages = vec![if server {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+impl Pki {
+    /// The authority `ca.pem`; `server.pem` (key then certificate, Apache's PEM key store);
+    /// `alice`, `bob` and `admin` `.crt`/`.key`; `stranger` from another authority; and
+    /// `server2.pem`, a server certificate from that other authority (`ca2.pem`).
+    fn new() -> Pki {
+        let dir = tempfile::Builder::new().prefix("zkrs-tls-").tempdir().unwrap();
+        let pki = Pki { dir };
+        let ca = Authority::new("zkrs test CA");
+        let other = Authority::new("another CA");
+        pki.write("ca.pem", &ca.issuer.pem());
+        pki.write("ca2.pem", &other.issuer.pem());
+        let (cert, key) = ca.issue(&[(DnType::CommonName, "localhost")], true);
+        pki.write("server.pem", &format!("{key}{cert}"));
+        let (cert, key) = other.issue(&[(DnType::CommonName, "localhost")], true);
+        pki.write("server2.pem", &format!("{key}{cert}"));
+        let person = |cn| {
+            vec![
+                (DnType::CountryName, "US"),
+                (DnType::OrganizationName, "Example"),
+                (DnType::OrganizationalUnitName, "Eng"),
+                (DnType::CommonName, cn),
+            ]
+        };
+        for (name, subject, auth) in [
+            ("alice", person("alice"), &ca),
+            ("bob", person("bob"), &ca),
+            ("admin", vec![(DnType::OrganizationName, "Example"), (DnType::CommonName, "admin")], &ca),
+            ("stranger", person("alice"), &other),
+        ] {
+            let (cert, key) = auth.issue(&subject, false);
+            pki.write(&format!("{name}.crt"), &cert);
+            pki.write(&format!("{name}.key"), &key);
+        }
+        pki
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.path(name), text).unwrap();
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn p(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// zoo.cfg lines for a secure client port on `port` with these stores.
+    fn server_lines(&self, port: u16, client_auth: &str) -> String {
+        format!(
+            "secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n\
+             serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+             ssl.keyStore.location={}\nssl.keyStore.type=PEM\nssl.trustStore.location={}\n\
+             ssl.trustStore.type=PEM\nssl.clientAuth={client_auth}\n",
+            self.p("server.pem"),
+            self.p("ca.pem")
+        )
+    }
+
+    /// zk-client TLS trusting `ca.pem`, as `who` (`None`: no certificate).
+    fn client_tls(&self, who: Option<&str>) -> ClientTls {
+        let (crt, key) =
+            who.map(|w| (self.path(&format!("{w}.crt")), self.path(&format!("{w}.key")))).unzip();
+        let identity = crt.as_deref().zip(key.as_deref());
+        ClientTls::from_pem_files(&self.path("ca.pem"), identity).unwrap()
+    }
+}
+
+/// A zkrs server with a secure client port (and its plain port, which the harness waits on).
+fn secure_server(pki: &Pki, client_auth: &str, extra: &str) -> (ServerProc, u16) {
+    let port = free_port();
+    let server = start(Target::Zkrs, &format!("{}{extra}", pki.server_lines(port, client_auth)));
+    (server, port)
+}
+
+async fn tls_client(port: u16, tls: ClientTls) -> Result<Client, Error> {
+    Client::builder(&format!("127.0.0.1:{port}"))
+        .session_timeout(Duration::from_secs(4))
+        .reconnect_delay_max(Duration::from_millis(50))
+        .tls(tls)
+        .connect()
+        .await
+}
+
+fn x509(perms: i32, dn: &str) -> Acl {
+    Acl { perms, id: Id { scheme: "x509".into(), id: dn.into() } }
+}
+
+#[tokio::test]
+async fn zk_client_over_tls_with_x509_acls() {
+    let pki = Pki::new();
+    let (server, port) =
+        secure_server(&pki, "need", &format!("X509AuthenticationProvider.superUser={ADMIN}\n"));
+    let alice = tls_client(port, pki.client_tls(Some("alice"))).await.expect("alice over TLS");
+    let bob = tls_client(port, pki.client_tls(Some("bob"))).await.expect("bob over TLS");
+
+    alice.create("/alice", b"hers", &[x509(31, ALICE)], CreateMode::Persistent).await.unwrap();
+    assert_eq!(&alice.get_data("/alice").await.unwrap().0[..], b"hers");
+    assert_eq!(bob.get_data("/alice").await, Err(Error::NoAuth));
+    assert_eq!(bob.set_data("/alice", b"mine", -1).await, Err(Error::NoAuth));
+    // The ACL as stored: the subject string, exactly.
+    assert_eq!(alice.get_acl("/alice").await.unwrap().0, vec![x509(31, ALICE)]);
+
+    // `auth` expands to the certificate's id.
+    let auth = Acl { perms: 31, id: Id { scheme: "auth".into(), id: String::new() } };
+    bob.create("/bob", b"", &[auth], CreateMode::Persistent).await.unwrap();
+    assert_eq!(bob.get_acl("/bob").await.unwrap().0, vec![x509(31, BOB)]);
+    assert_eq!(alice.get_data("/bob").await, Err(Error::NoAuth));
+
+    // A malformed name is not an x509 id.
+    assert_eq!(
+        alice.create("/bad", b"", &[x509(31, "alice")], CreateMode::Persistent).await,
+        Err(Error::InvalidAcl)
+    );
+
+    // The super user's certificate opens everything.
+    let admin = tls_client(port, pki.client_tls(Some("admin"))).await.expect("admin over TLS");
+    assert_eq!(&admin.get_data("/alice").await.unwrap().0[..], b"hers");
+    admin.set_data("/bob", b"admin was here", -1).await.unwrap();
+
+    // A plain connection has no certificate, so no x509 id.
+    let plain = Client::builder(&server.connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(plain.get_data("/alice").await, Err(Error::NoAuth));
+    // Four-letter words work over TLS too; the plain port still answers them.
+    assert!(server.four_letter("srvr").contains("Zookeeper version"));
+    for c in [alice, bob, admin, plain] {
+        c.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn clients_without_a_trusted_certificate_are_refused_when_need() {
+    let pki = Pki::new();
+    let (_server, port) = secure_server(&pki, "need", "");
+    assert_eq!(tls_client(port, pki.client_tls(None)).await.err(), Some(Error::ConnectionLoss));
+    // Same subject as alice, but from an authority the server does not trust.
+    assert_eq!(tls_client(port, pki.client_tls(Some("stranger"))).await.err(), Some(Error::ConnectionLoss));
+    // A client that does not trust the server's authority gives up too.
+    let wrong_ca = ClientTls::from_pem_files(&pki.path("ca2.pem"), None).unwrap();
+    assert_eq!(tls_client(port, wrong_ca).await.err(), Some(Error::ConnectionLoss));
+    // And a plain client on the TLS port gets nothing.
+    let plain =
+        Client::builder(&format!("127.0.0.1:{port}")).session_timeout(Duration::from_secs(2)).connect().await;
+    assert_eq!(plain.err(), Some(Error::ConnectionLoss));
+    tls_client(port, pki.client_tls(Some("alice")))
+        .await
+        .expect("alice still gets in")
+        .close()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn want_serves_clients_without_certificates_and_port_unification_shares_the_plain_port() {
+    let pki = Pki::new();
+    // No secure port: TLS on the plain port, told apart by its first byte.
+    let extra = format!(
+        "client.portUnification=true\nssl.keyStore.location={}\nssl.trustStore.location={}\nssl.clientAuth=want\n",
+        pki.p("server.pem"),
+        pki.p("ca.pem")
+    );
+    let server = start(Target::Zkrs, &extra);
+    let anonymous = tls_client(server.port, pki.client_tls(None)).await.expect("TLS without a certificate");
+    let alice = tls_client(server.port, pki.client_tls(Some("alice"))).await.expect("alice over TLS");
+    let plain = Client::builder(&server.connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .await
+        .unwrap();
+    alice.create("/w", b"x", &[x509(31, ALICE)], CreateMode::Persistent).await.unwrap();
+    assert_eq!(anonymous.get_data("/w").await, Err(Error::NoAuth));
+    assert_eq!(plain.get_data("/w").await, Err(Error::NoAuth));
+    assert_eq!(&alice.get_data("/w").await.unwrap().0[..], b"x");
+    assert!(server.four_letter("ruok").contains("imok"));
+    // An untrusted certificate is still refused under want.
+    assert_eq!(
+        tls_client(server.port, pki.client_tls(Some("stranger"))).await.err(),
+        Some(Error::ConnectionLoss)
+    );
+}
+
+/// Runs `openssl s_client` against 127.0.0.1:`port`, sends `ruok` and returns what it printed.
+fn s_client(port: u16, args: &[String]) -> (String, String) {
+    let mut child = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-quiet")
+        .arg("-verify_return_error")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl is missing: install Debian's openssl (the README's test command does)");
+    child.stdin.take().unwrap().write_all(b"ruok").unwrap();
+    let out = wait_output(child, Duration::from_secs(20));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn openssl_s_client_handshakes() {
+    let pki = Pki::new();
+    let (_server, port) = secure_server(&pki, "need", "ssl.enabledProtocols=TLSv1.2\n");
+    let ca = ["-CAfile".to_string(), pki.p("ca.pem")];
+    let alice = ["-cert".to_string(), pki.p("alice.crt"), "-key".to_string(), pki.p("alice.key")];
+    let with_cert: Vec<String> = ca.iter().chain(&alice).cloned().collect();
+    let (out, err) = s_client(port, &with_cert);
+    assert_eq!(out, "imok", "s_client with a certificate: {err}");
+    // Only TLS 1.2 is enabled: a TLS 1.3-only client gets no answer.
+    let (out, _) = s_client(port, &[with_cert.clone(), vec!["-tls1_3".into()]].concat());
+    assert_eq!(out, "");
+    let (out, err) = s_client(port, &[with_cert, vec!["-tls1_2".into()]].concat());
+    assert_eq!(out, "imok", "{err}");
+    // Without a certificate the server ends the handshake.
+    let (out, _) = s_client(port, &ca);
+    assert_eq!(out, "");
+}
+
+#[test]
+fn kazoo_over_tls() {
+    let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
+    assert!(
+        probe.status.success(),
+        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
+    );
+    let pki = Pki::new();
+    let (_server, port) = secure_server(&pki, "need", "");
+    let script = r#"
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, Id, Permissions
+port, ca, d = sys.argv[1], sys.argv[2], sys.argv[3]
+def connect(who):
+    zk = KazooClient(hosts="127.0.0.1:" + port, use_ssl=True, verify_certs=True, ca=ca,
+                     certfile=d + "/" + who + ".crt", keyfile=d + "/" + who + ".key", timeout=5)
+    zk.start(timeout=10)
+    return zk
+alice, bob = connect("alice"), connect("bob")
+alice.create("/k", b"v", acl=[ACL(Permissions.ALL, Id("x509", sys.argv[4]))])
+print("alice reads", alice.get("/k")[0].decode())
+try:
+    bob.get("/k")
+    print("bob reads")
+except NoAuthError:
+    print("bob NOAUTH")
+print("acl", alice.get_acls("/k")[0][0].id.scheme, alice.get_acls("/k")[0][0].id.id)
+alice.stop(); bob.stop()
+"#;
+    let child = Command::new(PYTHON)
+        .args([
+            "-c",
+            script,
+            &port.to_string(),
+            &pki.p("ca.pem"),
+            &pki.dir.path().display().to_string(),
+            ALICE,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        format!("alice reads v\nbob NOAUTH\nacl x509 {ALICE}\n"),
+        "kazoo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn certificates_are_read_again_when_their_files_change() {
+    let pki = Pki::new();
+    // The server starts with the certificate from the authority clients do not trust.
+    std::fs::copy(pki.path("server.pem"), pki.path("good.pem")).unwrap();
+    std::fs::copy(pki.path("server2.pem"), pki.path("server.pem")).unwrap();
+    let (_server, port) = secure_server(&pki, "need", "client.certReload=true\n");
+    assert_eq!(tls_client(port, pki.client_tls(Some("alice"))).await.err(), Some(Error::ConnectionLoss));
+    // Swapped in place (a rename, as tools that replace certificates do).
+    std::fs::copy(pki.path("good.pem"), pki.path("next.pem")).unwrap();
+    std::fs::rename(pki.path("next.pem"), pki.path("server.pem")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tls_client(port, pki.client_tls(Some("alice"))).await {
+            Ok(c) => {
+                c.close().await.unwrap();
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "still refused after the reload: {e:?}"),
+        }
+    }
+}
+
+/// Starts zkrs-server on `cfg` and returns its exit status and what it printed, expecting it to
+/// refuse to start.
+fn refused(dir: &Path, cfg: &str) -> String {
+    let path = dir.join("zoo.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let child =
+        Command::new(zkrs_binary()).arg(&path).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(!out.status.success(), "started with {cfg}");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn bad_stores_are_start_up_errors_naming_the_key_and_line() {
+    let pki = Pki::new();
+    let data = pki.path("data");
+    let base = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nsecureClientPort={}\n",
+        data.display(),
+        free_port(),
+        free_port()
+    );
+    let out = refused(pki.dir.path(), &format!("{base}ssl.keyStore.location=/etc/zk/keystore.jks\n"));
+    assert!(out.contains("line 5") && out.contains("ssl.keyStore.location") && out.contains("PEM"), "{out}");
+    let out = refused(
+        pki.dir.path(),
+        &format!("{base}ssl.keyStore.location={}\nssl.keyStore.type=PKCS12\n", pki.p("server.pem")),
+    );
+    assert!(out.contains("line 6") && out.contains("ssl.keyStore.type"), "{out}");
+    let out = refused(
+        pki.dir.path(),
+        &format!(
+            "{base}ssl.keyStore.location={}\nssl.trustStore.location={}\n",
+            pki.p("nothere.pem"),
+            pki.p("ca.pem")
+        ),
+    );
+    assert!(out.contains("line 5") && out.contains("nothere.pem"), "{out}");
+    // A certificate file without its key.
+    let out = refused(
+        pki.dir.path(),
+        &format!(
+            "{base}ssl.keyStore.location={}\nssl.trustStore.location={}\n",
+            pki.p("ca.pem"),
+            pki.p("ca.pem")
+        ),
+    );
+    assert!(out.contains("ssl.keyStore.location") && out.contains("private key"), "{out}");
+    // need (the default) without a trust store.
+    let out = refused(pki.dir.path(), &format!("{base}ssl.keyStore.location={}\n", pki.p("server.pem")));
+    assert!(out.contains("ssl.trustStore.location"), "{out}");
+}
