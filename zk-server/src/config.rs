@@ -1477,8 +1477,12 @@ impl ServerConfig {
                 );
                 cfg.peer_type = me.peer_type;
             }
-        } else if cfg.client_address.is_none() {
-            return Err(src.err("clientPort", None, "is not set; a standalone server needs one"));
+        } else if cfg.client_address.is_none() && cfg.secure_client_address.is_none() {
+            return Err(src.err(
+                "clientPort",
+                None,
+                "is not set; a standalone server needs it or secureClientPort",
+            ));
         }
 
         // Four-letter words, after readonlymode.enabled is known.
@@ -2078,6 +2082,11 @@ mod tests {
         ));
         assert_eq!(c.secure_client_address, Some(HostPort { host: "127.0.0.1".into(), port: 2281 }));
         assert!(c.unknown.is_empty());
+        // The TLS port alone is enough.
+        let c = ok("tickTime=2000\ndataDir=/tmp/x\nsecureClientPort=2281\nssl.keyStore.location=/ks.pem\n\
+                    ssl.clientAuth=none\n");
+        assert_eq!(c.client_address, None);
+        assert_eq!(c.secure_client_address, Some(HostPort { host: "0.0.0.0".into(), port: 2281 }));
         let e = bad(&with("secureClientPortAddress=0.0.0.0\n"));
         assert_err(&e, "secureClientPortAddress", Some(4), "secureClientPort is not set");
     }

@@ -87,9 +87,12 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
     let settings = Arc::new(settings);
-    let listener = TcpListener::bind(settings.client_addr)
-        .await
-        .map_err(|source| StartError::Bind { addr: settings.client_addr, source })?;
+    let listener = match settings.client_addr {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
+        }
+        None => None,
+    };
     let secure_listener = match settings.secure_client_addr {
         Some(addr) => {
             Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
@@ -212,12 +215,14 @@ pub async fn run(
             .map_err(|source| StartError::Bind { addr, source })?;
     }
     let how = if ensemble_mode { "as an ensemble member" } else { "standalone" };
-    info!("serving clients on {} ({how}; log in {})", settings.client_addr, log_dir.display());
-    if let Some(addr) = settings.secure_client_addr {
-        info!("serving TLS clients on {addr}");
+    if let Some(addr) = settings.client_addr {
+        info!("serving clients on {addr} ({how}; log in {})", log_dir.display());
+        if settings.port_unification {
+            info!("client.portUnification: {addr} also takes TLS clients");
+        }
     }
-    if settings.port_unification {
-        info!("client.portUnification: {} also takes TLS clients", settings.client_addr);
+    if let Some(addr) = settings.secure_client_addr {
+        info!("serving TLS clients on {addr} ({how}; log in {})", log_dir.display());
     }
     let reload = settings.tls.clone().filter(|t| t.reload_wanted()).map(|tls| {
         tokio::spawn(async move {
@@ -240,7 +245,7 @@ pub async fn run(
             _ = &mut shutdown => break,
             // The core stopped by itself: a failure it cannot serve on after.
             ended = &mut core_task => return core_result(ended),
-            accepted = accept(&listener, secure_listener.as_ref()) => {
+            accepted = accept(listener.as_ref(), secure_listener.as_ref()) => {
                 let (stream, remote, port) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -289,18 +294,18 @@ const CERT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The next connection on either client port.
 async fn accept(
-    plain: &TcpListener,
+    plain: Option<&TcpListener>,
     secure: Option<&TcpListener>,
 ) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr, conn::Port)> {
-    let secure_accept = async {
-        match secure {
+    async fn on(l: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+        match l {
             Some(l) => l.accept().await,
             None => std::future::pending().await,
         }
-    };
+    }
     tokio::select! {
-        r = plain.accept() => r.map(|(s, a)| (s, a, conn::Port::Plain)),
-        r = secure_accept => r.map(|(s, a)| (s, a, conn::Port::Secure)),
+        r = on(plain) => r.map(|(s, a)| (s, a, conn::Port::Plain)),
+        r = on(secure) => r.map(|(s, a)| (s, a, conn::Port::Secure)),
     }
 }
 

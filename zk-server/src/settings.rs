@@ -7,8 +7,8 @@ use std::path::PathBuf;
 /// Settings of a running standalone server, in the units the code uses.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Where clients connect.
-    pub client_addr: SocketAddr,
+    /// Where clients connect (clientPort); `None` when only the TLS port is configured.
+    pub client_addr: Option<SocketAddr>,
     /// Where clients connect with TLS (secureClientPort), if anywhere.
     pub secure_client_addr: Option<SocketAddr>,
     /// The TLS context, when TLS is served (a secure port or port unification).
@@ -146,6 +146,12 @@ fn http_endpoints(
 }
 
 impl Settings {
+    /// The address this server gives as its client address (`voting_view`, `zabstate`): the
+    /// plain client port's, else the TLS port's.
+    pub fn advertised_client_addr(&self) -> SocketAddr {
+        self.client_addr.or(self.secure_client_addr).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
     /// Whether `cmd` may be answered.
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         match &self.four_letter_words {
@@ -166,27 +172,16 @@ impl Settings {
     ///
     /// Errors name the key when the configuration asks for something a standalone zkrs cannot do.
     pub fn from_config(cfg: &crate::config::ServerConfig) -> Result<Settings, String> {
-        let client =
-            cfg.client_address.as_ref().ok_or("clientPort is not set: a standalone server needs one")?;
-        let ip: std::net::IpAddr = if client.host.is_empty() {
-            std::net::Ipv4Addr::UNSPECIFIED.into()
-        } else {
-            match client.host.parse() {
-                Ok(ip) => ip,
-                Err(_) => {
-                    // A host name: resolve it once, as Apache does at start-up.
-                    use std::net::ToSocketAddrs;
-                    (client.host.as_str(), client.port)
-                        .to_socket_addrs()
-                        .ok()
-                        .and_then(|mut a| a.next())
-                        .map(|a| a.ip())
-                        .ok_or_else(|| format!("clientPortAddress: cannot resolve host {}", client.host))?
-                }
+        let client_addr = match &cfg.client_address {
+            Some(hp) if hp.host.is_empty() => {
+                Some(SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), hp.port))
             }
+            // A host name is resolved once, as Apache does at start-up.
+            Some(hp) => Some(resolve("clientPortAddress", &hp.host, hp.port)?),
+            None => None,
         };
         let status = crate::config::ConfStatus {
-            client_port: Some(client.port),
+            client_port: client_addr.map(|a| a.port()),
             snap_dir_bytes: crate::config::directory_size_bytes(&cfg.snap_dir()),
             log_dir_bytes: crate::config::directory_size_bytes(&cfg.log_dir()),
         };
@@ -198,6 +193,9 @@ impl Settings {
             Some(hp) => Some(resolve("secureClientPortAddress", &hp.host, hp.port)?),
             None => None,
         };
+        if client_addr.is_none() && secure_client_addr.is_none() {
+            return Err("clientPort is not set: a standalone server needs it or secureClientPort".into());
+        }
         let tls = if cfg.ssl.wanted(secure_client_addr.is_some()) {
             Some(std::sync::Arc::new(crate::tls::ServerTls::load(&cfg.ssl, cfg.config_file.as_deref())?))
         } else {
@@ -210,7 +208,7 @@ impl Settings {
             initial_config,
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
-            client_addr: SocketAddr::new(ip, client.port),
+            client_addr,
             secure_client_addr,
             tls,
             port_unification: cfg.ssl.port_unification,

@@ -379,6 +379,47 @@ async fn certificates_are_read_again_when_their_files_change() {
     }
 }
 
+/// A zkrs-server process started by hand, killed on drop.
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_server_with_only_the_tls_port() {
+    let pki = Pki::new();
+    let port = free_port();
+    let data = pki.path("data");
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nadmin.enableServer=false\n{}",
+        data.display(),
+        pki.server_lines(port, "need")
+    );
+    std::fs::write(pki.path("zoo.cfg"), cfg).unwrap();
+    let log = std::fs::File::create(pki.path("server.log")).unwrap();
+    let _server = Spawned(
+        Command::new(zkrs_binary())
+            .arg(pki.path("zoo.cfg"))
+            .stderr(log)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let alice = loop {
+        match tls_client(port, pki.client_tls(Some("alice"))).await {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < deadline, "no TLS session: {e:?}"),
+        }
+    };
+    alice.create("/only-tls", b"", &[x509(31, ALICE)], CreateMode::Persistent).await.unwrap();
+    alice.close().await.unwrap();
+}
+
 /// Starts zkrs-server on `cfg` and returns its exit status and what it printed, expecting it to
 /// refuse to start.
 fn refused(dir: &Path, cfg: &str) -> String {
