@@ -67,7 +67,15 @@ pub async fn serve_tcp(
     let accepted = match tokio::time::timeout(wait, tls.acceptor().accept(stream)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            info!("closing {remote}: TLS handshake failed: {e}");
+            // webpki verifies X.509 v3 certificates only; openssl 3.0's `x509 -req` without
+            // extensions makes v1 ones, which Java accepts: say what to do about it.
+            let hint = if e.to_string().contains("UnsupportedCertVersion") {
+                " (an X.509 v1 certificate: zkrs accepts v3 ones; reissue it with extensions, e.g. \
+                 openssl x509 -req ... -extfile <(echo basicConstraints=CA:FALSE))"
+            } else {
+                ""
+            };
+            info!("closing {remote}: TLS handshake failed: {e}{hint}");
             return;
         }
         Err(_) => {

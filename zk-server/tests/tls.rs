@@ -1,7 +1,9 @@
 //! The TLS client port: certificates made here with rcgen (an authority, a server certificate for
 //! localhost and 127.0.0.1, client certificates for alice, bob and an admin, and a stranger's from
 //! another authority), a zkrs-server with `secureClientPort` and PEM stores, and clients of every
-//! kind: zk-client, kazoo (`use_ssl=True`), `openssl s_client`. Checks `ssl.clientAuth`, the x509
+//! kind: zk-client, kazoo (`use_ssl=True`), Apache's Java client, `openssl s_client`. The kazoo and
+//! Java scenarios run against Apache ZooKeeper too (its Netty connection factory), with the same
+//! results. Checks `ssl.clientAuth`, the x509
 //! ACL ids (Apache's subject format), `X509AuthenticationProvider.superUser`,
 //! `client.portUnification`, `client.certReload` and start-up errors for unreadable stores.
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
@@ -302,58 +304,118 @@ fn openssl_s_client_handshakes() {
     assert_eq!(out, "");
 }
 
+/// One scenario with kazoo (`use_ssl=True`) against a server with a TLS port: alice's x509 ACL,
+/// bob refused, the super user let in, `auth` expanded to bob's certificate's id.
+const KAZOO_SCENARIO: &str = r#"
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import ACL, Id, Permissions
+port, ca, d, alice_dn = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+def connect(who):
+    zk = KazooClient(hosts="127.0.0.1:" + port, use_ssl=True, verify_certs=True, ca=ca,
+                     certfile=d + "/" + who + ".crt", keyfile=d + "/" + who + ".key", timeout=5)
+    zk.start(timeout=20)
+    return zk
+alice, bob, admin = connect("alice"), connect("bob"), connect("admin")
+alice.create("/k", b"v", acl=[ACL(Permissions.ALL, Id("x509", alice_dn))])
+print("alice reads", alice.get("/k")[0].decode())
+for name, zk in (("bob", bob), ("admin", admin)):
+    try:
+        print(name, "reads", zk.get("/k")[0].decode())
+    except NoAuthError:
+        print(name, "NOAUTH")
+acl = alice.get_acls("/k")[0][0]
+print("acl", acl.perms, acl.id.scheme, acl.id.id)
+bob.create("/b", b"", acl=[ACL(Permissions.READ, Id("auth", ""))])
+acl = bob.get_acls("/b")[0][0]
+print("auth acl", acl.perms, acl.id.scheme, acl.id.id)
+for zk in (alice, bob, admin):
+    zk.stop()
+"#;
+
 #[test]
-fn kazoo_over_tls() {
+fn kazoo_over_tls_on_both_servers() {
     let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
     assert!(
         probe.status.success(),
         "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
     );
-    let pki = Pki::new();
-    let (_server, port) = secure_server(&pki, "need", "");
-    let script = r#"
-import sys
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
-from kazoo.security import ACL, Id, Permissions
-port, ca, d = sys.argv[1], sys.argv[2], sys.argv[3]
-def connect(who):
-    zk = KazooClient(hosts="127.0.0.1:" + port, use_ssl=True, verify_certs=True, ca=ca,
-                     certfile=d + "/" + who + ".crt", keyfile=d + "/" + who + ".key", timeout=5)
-    zk.start(timeout=10)
-    return zk
-alice, bob = connect("alice"), connect("bob")
-alice.create("/k", b"v", acl=[ACL(Permissions.ALL, Id("x509", sys.argv[4]))])
-print("alice reads", alice.get("/k")[0].decode())
-try:
-    bob.get("/k")
-    print("bob reads")
-except NoAuthError:
-    print("bob NOAUTH")
-print("acl", alice.get_acls("/k")[0][0].id.scheme, alice.get_acls("/k")[0][0].id.id)
-alice.stop(); bob.stop()
-"#;
-    let child = Command::new(PYTHON)
-        .args([
-            "-c",
-            script,
-            &port.to_string(),
-            &pki.p("ca.pem"),
-            &pki.dir.path().display().to_string(),
-            ALICE,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        stdout,
-        format!("alice reads v\nbob NOAUTH\nacl x509 {ALICE}\n"),
-        "kazoo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for target in BOTH {
+        let pki = Pki::new();
+        let port = free_port();
+        let extra =
+            format!("{}X509AuthenticationProvider.superUser={ADMIN}\n", pki.server_lines(port, "need"));
+        let _server = start(target, &extra);
+        let dir = pki.dir.path().display().to_string();
+        let child = Command::new(PYTHON)
+            .args(["-c", KAZOO_SCENARIO, &port.to_string(), &pki.p("ca.pem"), &dir, ALICE])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(90));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("alice reads v\nbob NOAUTH\nadmin reads v\nacl 31 x509 {ALICE}\nauth acl 1 x509 {BOB}\n"),
+            "kazoo against {target:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Apache's Java client (zkCli.sh's class) over TLS with alice's certificate: `whoami` lists the
+/// same identities on both servers.
+#[test]
+fn java_client_over_tls_on_both_servers() {
+    assert_apache_installed();
+    for target in BOTH {
+        let pki = Pki::new();
+        pki.write(
+            "alice.pem",
+            &format!(
+                "{}{}",
+                std::fs::read_to_string(pki.path("alice.key")).unwrap(),
+                std::fs::read_to_string(pki.path("alice.crt")).unwrap()
+            ),
+        );
+        let port = free_port();
+        let _server = start(target, &pki.server_lines(port, "need"));
+        let child = Command::new("java")
+            .arg("-cp")
+            .arg(APACHE_CLASSPATH)
+            .arg("-Dzookeeper.client.secure=true")
+            .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
+            .arg(format!("-Dzookeeper.ssl.keyStore.location={}", pki.p("alice.pem")))
+            .arg("-Dzookeeper.ssl.keyStore.type=PEM")
+            .arg(format!("-Dzookeeper.ssl.trustStore.location={}", pki.p("ca.pem")))
+            .arg("-Dzookeeper.ssl.trustStore.type=PEM")
+            .args(["org.apache.zookeeper.ZooKeeperMain", "-server", &format!("127.0.0.1:{port}"), "whoami"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(90));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // whoami's lines are `scheme: id` after its header; the watcher's "SyncConnected" lines
+        // may land among them (another thread prints them).
+        let ids: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| *l != "Auth scheme: User")
+            .skip(1)
+            .filter(|l| {
+                l.split_once(": ").is_some_and(|(k, _)| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                })
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [format!("x509: {ALICE}").as_str(), "ip: 127.0.0.1"],
+            "zkCli whoami against {target:?}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[tokio::test]
