@@ -59,7 +59,7 @@ pub struct StoreConfig {
     pub location: Option<Setting<PathBuf>>,
     /// `.type`, as written.
     pub store_type: Option<Setting<String>>,
-    /// `.password`: decrypts the key (only unencrypted keys are read, so it is not needed).
+    /// `.password`: decrypts an encrypted PKCS#8 key (a key store's; a PEM trust store needs none).
     pub password: Option<Setting<Secret>>,
     /// `.passwordPath`: a file holding the password.
     pub password_path: Option<Setting<PathBuf>>,

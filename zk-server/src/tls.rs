@@ -1,5 +1,6 @@
 //! TLS for the client port, with rustls: the server's context built from the `ssl.*` keys
-//! (PEM key and trust stores, client certificate policy, protocol versions, cipher suites), read
+//! (PEM key and trust stores, the key decrypted with `ssl.keyStore.password` when it is an
+//! encrypted PKCS#8 one, client certificate policy, protocol versions, cipher suites), read
 //! again when the files change (`client.certReload`), and the identities a verified client
 //! certificate gives a connection (`x509:<subject>`, and `super:<subject>` for the configured super
 //! user).
@@ -126,28 +127,36 @@ fn provider(ssl: &SslConfig, file: Option<&Path>) -> Result<CryptoProvider, Stri
 /// Builds the rustls server context from the settings, reading the stores' files.
 ///
 /// Errors, each naming the key (and its zoo.cfg line): a file that cannot be read, a key store
-/// without exactly one private key or without a certificate, an encrypted private key, a trust
+/// without a private key or without a certificate, an encrypted private key without its password
+/// or with a wrong one, a trust
 /// store without certificates, a key that does not match its certificate, versions or suites
 /// that leave nothing to offer.
 pub fn build(ssl: &SslConfig, file: Option<&Path>) -> Result<ServerConfig, String> {
     let ks = ssl.key_store.location.as_ref().ok_or("ssl.keyStore.location is not set")?;
     let ks_at = place(file, "ssl.keyStore.location", ks.line);
     let pem = read_store(file, "ssl.keyStore.location", ks)?;
-    if contains(&pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----") {
-        return Err(format!(
-            "{ks_at}: the private key in {} is encrypted; zkrs reads unencrypted PKCS#8 keys (write one with \
-             openssl pkcs8 -topk8 -nocrypt -in key.pem, and keep the file readable by this server only)",
-            ks.value.display()
-        ));
-    }
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{ks_at}: {}: bad PEM: {e}", ks.value.display()))?;
     if chain.is_empty() {
         return Err(format!("{ks_at}: {} holds no CERTIFICATE block", ks.value.display()));
     }
-    let key = PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| format!("{ks_at}: {} holds no usable private key: {e}", ks.value.display()))?;
+    let key = match encrypted_key(&pem) {
+        Some(der) => {
+            let (password, key, line) = key_password(ssl, file)?.ok_or_else(|| {
+                format!(
+                    "{ks_at}: the private key in {} is encrypted and neither ssl.keyStore.password nor \
+                     ssl.keyStore.passwordPath is set",
+                    ks.value.display()
+                )
+            })?;
+            let at = place(file, key, line);
+            decrypt(&der, &password)
+                .map_err(|e| format!("{at}: cannot decrypt the private key in {}: {e}", ks.value.display()))?
+        }
+        None => PrivateKeyDer::from_pem_slice(&pem)
+            .map_err(|e| format!("{ks_at}: {} holds no usable private key: {e}", ks.value.display()))?,
+    };
 
     let provider = Arc::new(provider(ssl, file)?);
     let versions = versions(ssl, file)?;
@@ -179,8 +188,40 @@ pub fn build(ssl: &SslConfig, file: Option<&Path>) -> Result<ServerConfig, Strin
     builder.with_single_cert(chain, key).map_err(|e| format!("{ks_at}: {}: {e}", ks.value.display()))
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+const ENCRYPTED_BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+const ENCRYPTED_END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+
+/// The DER of the first `ENCRYPTED PRIVATE KEY` block of a PEM file, if it has one (a block
+/// whose base64 does not decode counts as none, and is then reported as no usable key).
+fn encrypted_key(pem: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let text = std::str::from_utf8(pem).ok()?;
+    let start = text.find(ENCRYPTED_BEGIN)? + ENCRYPTED_BEGIN.len();
+    let len = text[start..].find(ENCRYPTED_END)?;
+    let b64: String = text[start..start + len].chars().filter(|c| !c.is_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// Decrypts a PKCS#8 `EncryptedPrivateKeyInfo` (PBES2: PBKDF2 or scrypt, AES-CBC), as Apache's PEM
+/// key store does with `ssl.keyStore.password`.
+fn decrypt(der: &[u8], password: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der).map_err(|e| e.to_string())?;
+    let plain = info.decrypt(password.as_bytes()).map_err(|e| format!("{e} (a wrong password?)"))?;
+    Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()))
+}
+
+/// The key store's password, the key it came from and that key's line: `ssl.keyStore.passwordPath`'s
+/// file (less one trailing line break) when set, else `ssl.keyStore.password`, as Apache takes
+/// them.
+fn key_password(ssl: &SslConfig, file: Option<&Path>) -> Result<Option<(String, &'static str, u32)>, String> {
+    if let Some(p) = &ssl.key_store.password_path {
+        let key = "ssl.keyStore.passwordPath";
+        let text = std::fs::read_to_string(&p.value)
+            .map_err(|e| format!("{}: cannot read {}: {e}", place(file, key, p.line), p.value.display()))?;
+        let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
+        return Ok(Some((text, key, p.line)));
+    }
+    Ok(ssl.key_store.password.as_ref().map(|p| (p.value.0.clone(), "ssl.keyStore.password", p.line)))
 }
 
 fn stamps_of(ssl: &SslConfig) -> Vec<(PathBuf, Option<SystemTime>)> {

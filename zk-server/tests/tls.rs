@@ -494,6 +494,60 @@ fn refused(dir: &Path, cfg: &str) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// `pki`'s server key store with its key encrypted (PBES2, AES-256-CBC) under `password`, by
+/// openssl, as `ssl.keyStore.password` expects it: the file's path.
+fn encrypted_key_store(pki: &Pki, password: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl (the README's test command installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let server = pki.p("server.pem");
+    let pass = format!("pass:{password}");
+    let key = run(&["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", &server, "-passout", &pass]);
+    assert!(key.contains("ENCRYPTED PRIVATE KEY"));
+    let cert = run(&["x509", "-in", &server]);
+    pki.write("encrypted.pem", &format!("{key}{cert}"));
+    pki.p("encrypted.pem")
+}
+
+#[tokio::test]
+async fn encrypted_keys_with_their_password() {
+    let pki = Pki::new();
+    let store = encrypted_key_store(&pki, "s3cret");
+    pki.write("password.txt", "s3cret\n");
+    for how in [
+        "ssl.keyStore.password=s3cret\n".to_string(),
+        format!("ssl.keyStore.passwordPath={}\n", pki.p("password.txt")),
+    ] {
+        let port = free_port();
+        let lines = pki.server_lines(port, "need").replace(&pki.p("server.pem"), &store);
+        let _server = start(Target::Zkrs, &format!("{lines}{how}"));
+        let alice =
+            tls_client(port, pki.client_tls(Some("alice"))).await.unwrap_or_else(|e| panic!("{how}: {e:?}"));
+        alice.close().await.unwrap();
+    }
+    let base = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nsecureClientPort={}\nssl.keyStore.location={store}\n\
+         ssl.trustStore.location={}\n",
+        pki.path("data").display(),
+        free_port(),
+        free_port(),
+        pki.p("ca.pem")
+    );
+    let out = refused(pki.dir.path(), &format!("{base}ssl.keyStore.password=n0tThat\n"));
+    assert!(
+        out.contains("line 7") && out.contains("ssl.keyStore.password") && out.contains("decrypt"),
+        "{out}"
+    );
+    assert!(!out.contains("n0tThat"), "the password is never printed: {out}");
+    let out = refused(pki.dir.path(), &base);
+    assert!(out.contains("encrypted") && out.contains("ssl.keyStore.passwordPath"), "{out}");
+}
+
 #[test]
 fn bad_stores_are_start_up_errors_naming_the_key_and_line() {
     let pki = Pki::new();
