@@ -62,9 +62,9 @@ pub extern "C" fn zookeeper_init2(
 
 /// zookeeper_init over TLS, as Apache's C client declares it when built with OpenSSL, here on
 /// rustls: `cert` is `"ca"` (the file of the authority the servers' certificates chain to) or
-/// `"ca,cert,key,passwd"` (also this client's certificate chain and unencrypted private key, which
-/// a server with `ssl.clientAuth=need` asks for and maps to the `x509` id; the password is not
-/// used). The servers' certificates are checked against the authority, not against host names,
+/// `"ca,cert,key,passwd"` (also this client's certificate chain and private key, which a server
+/// with `ssl.clientAuth=need` asks for and maps to the `x509` id; `passwd` decrypts an encrypted
+/// PKCS#8 key and may be empty). The servers' certificates are checked against the authority, not against host names,
 /// as Apache's C client does. Returns NULL with errno EINVAL for a NULL or unusable `cert`
 /// (logged), otherwise as zookeeper_init.
 #[no_mangle]

@@ -84,8 +84,7 @@ impl ServerCertVerifier for ChainOnly {
 
 /// The client context for `zookeeper_init_ssl`'s certificate string: `"ca"` (the server's
 /// authority only) or `"ca,cert,key[,passwd]"` (also this client's certificate chain and its
-/// unencrypted private key; the password of an encrypted key cannot be used, so such a key is an
-/// error).
+/// private key, decrypted with `passwd` when it is an encrypted PKCS#8 one).
 ///
 /// Errors: a part missing, a file that cannot be read or holds nothing usable, or a key that does
 /// not match its certificate, in words for the log.
@@ -93,7 +92,8 @@ pub fn config_from_cert_string(spec: &str) -> Result<Arc<ClientConfig>, String> 
     let parts: Vec<&str> = spec.split(',').collect();
     let (ca, identity) = match parts.as_slice() {
         [ca] => (*ca, None),
-        [ca, cert, key] | [ca, cert, key, _] => (*ca, Some((*cert, *key))),
+        [ca, cert, key] => (*ca, Some((*cert, *key, ""))),
+        [ca, cert, key, passwd] => (*ca, Some((*cert, *key, *passwd))),
         _ => return Err(format!("\"{spec}\" is neither \"ca\" nor \"ca,cert,key,passwd\"")),
     };
     if ca.is_empty() {
@@ -114,21 +114,37 @@ pub fn config_from_cert_string(spec: &str) -> Result<Arc<ClientConfig>, String> 
         .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)));
     let config = match identity {
         None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
+        Some((cert, key, passwd)) => {
             let chain = certs("certificate", cert)?;
-            let pem = read_pem("key", key)?;
-            if pem.windows(9).any(|w| w == b"ENCRYPTED") {
-                return Err(format!(
-                    "key {key} is encrypted; libzkrs reads unencrypted keys (openssl pkcs8 -topk8 -nocrypt)"
-                ));
-            }
-            let key_der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("key {key}: {e}"))?;
+            let key_der = private_key(key, &read_pem("key", key)?, passwd)?;
             builder
                 .with_client_auth_cert(chain, key_der)
                 .map_err(|e| format!("certificate {cert} and key {key}: {e}"))?
         }
     };
     Ok(Arc::new(config))
+}
+
+/// The private key in the PEM text of file `path`: an unencrypted one (PKCS#8, PKCS#1 or SEC1),
+/// or an `ENCRYPTED PRIVATE KEY` (PKCS#8 with PBES2) decrypted with `passwd`, as the OpenSSL build
+/// of Apache's C client does.
+fn private_key(path: &str, pem: &[u8], passwd: &str) -> Result<PrivateKeyDer<'static>, String> {
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let text = String::from_utf8_lossy(pem);
+    let Some(begin) = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") else {
+        return PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("key {path}: {e}"));
+    };
+    if passwd.is_empty() {
+        return Err(format!("key {path} is encrypted and the certificate string has no passwd"));
+    }
+    let block = text[begin..].find(END).map(|n| &text[begin..begin + n + END.len()]);
+    let block = block.ok_or_else(|| format!("key {path}: unterminated ENCRYPTED PRIVATE KEY"))?;
+    let (_, der) = pkcs8::der::pem::decode_vec(block.as_bytes()).map_err(|e| format!("key {path}: {e}"))?;
+    let info =
+        pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| format!("key {path}: {e}"))?;
+    let plain =
+        info.decrypt(passwd).map_err(|e| format!("key {path}: cannot decrypt it with passwd: {e}"))?;
+    Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()))
 }
 
 /// The name sent in the TLS handshake for `host` (an address or a DNS name; the certificate is

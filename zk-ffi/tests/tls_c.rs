@@ -45,14 +45,21 @@ fn zookeeper_init_ssl_with_client_certificates() {
             path("ca.pem")
         ),
     );
-    let spec = |who: &str| {
-        format!("{},{},{},", path("ca.pem"), path(&format!("{who}.crt")), path(&format!("{who}.key")))
+    // bob's key is encrypted: the certificate string's passwd opens it.
+    let out = std::process::Command::new("openssl")
+        .args(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", &path("bob.key"), "-passout", "pass:bobpw"])
+        .output()
+        .expect("openssl (the README's test command installs it)");
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ENCRYPTED PRIVATE KEY"));
+    std::fs::write(path("bob.key"), &out.stdout).unwrap();
+    let spec = |who: &str, passwd: &str| {
+        format!("{},{},{},{passwd}", path("ca.pem"), path(&format!("{who}.crt")), path(&format!("{who}.key")))
     };
     let exe = compile_c("tls_test.c", true);
     let host = format!("127.0.0.1:{secure}");
     let (ok, out) = run_on_libzkrs(
         &exe,
-        &[&host, &spec("alice"), &spec("bob"), "CN=alice,O=Example"],
+        &[&host, &spec("alice", ""), &spec("bob", "bobpw"), "CN=alice,O=Example"],
         None,
         Duration::from_secs(60),
     );
