@@ -60,7 +60,7 @@ pub async fn serve_tcp(
     };
     let Some(tls) = tls else {
         let (rd, wr) = stream.into_split();
-        serve(rd, wr, remote, id, Vec::new(), driver, settings, permits).await;
+        serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits).await;
         return;
     };
     let wait = handshake_wait(&settings);
@@ -94,7 +94,7 @@ pub async fn serve_tcp(
         info!("authenticated {remote} by its certificate as x509:{}", x509.id);
     }
     let (rd, wr) = tokio::io::split(accepted);
-    serve(rd, wr, remote, id, ids, driver, settings, permits).await;
+    serve(rd, wr, port, remote, id, ids, driver, settings, permits).await;
 }
 
 /// How long a client may take to send its handshake (and its TLS handshake before that).
@@ -123,11 +123,13 @@ const BACKLOG_READ_PAUSE: usize = 1024 * 1024;
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Serves one connection, given the two halves of its (plain or TLS) stream, until either side
-/// closes it. `ids` are the identities its transport proved (a client certificate's).
+/// closes it. `port` is where it arrived; `ids` are the identities its transport proved (a client
+/// certificate's).
 #[allow(clippy::too_many_arguments)]
 pub async fn serve<R, W>(
     mut rd: R,
     wr: W,
+    port: Port,
     remote: SocketAddr,
     id: ConnId,
     ids: Vec<Id>,
@@ -177,7 +179,7 @@ pub async fn serve<R, W>(
         }
     };
 
-    let stats = Arc::new(ConnStats::new());
+    let stats = Arc::new(if port == Port::Secure { ConnStats::on_secure_port() } else { ConnStats::new() });
     stats.received.fetch_add(1, Relaxed);
     // Replies: at most one for each request in the server; events: the rest.
     let capacity = settings.global_outstanding_limit as usize + OUTBOX_EVENTS;

@@ -160,8 +160,15 @@ fn x509(perms: i32, dn: &str) -> Acl {
 #[tokio::test]
 async fn zk_client_over_tls_with_x509_acls() {
     let pki = Pki::new();
-    let (server, port) =
-        secure_server(&pki, "need", &format!("X509AuthenticationProvider.superUser={ADMIN}\n"));
+    let admin_port = free_port();
+    let (server, port) = secure_server(
+        &pki,
+        "need",
+        &format!(
+            "X509AuthenticationProvider.superUser={ADMIN}\nadmin.enableServer=true\nadmin.serverAddress=127.0.0.1\n\
+             admin.serverPort={admin_port}\n"
+        ),
+    );
     let alice = tls_client(port, pki.client_tls(Some("alice"))).await.expect("alice over TLS");
     let bob = tls_client(port, pki.client_tls(Some("bob"))).await.expect("bob over TLS");
 
@@ -198,9 +205,25 @@ async fn zk_client_over_tls_with_x509_acls() {
     assert_eq!(plain.get_data("/alice").await, Err(Error::NoAuth));
     // Four-letter words work over TLS too; the plain port still answers them.
     assert!(server.four_letter("srvr").contains("Zookeeper version"));
+    // The AdminServer lists the TLS port's connections apart, as Apache lists its secure factory's.
+    let cons = admin_get(admin_port, "/commands/connections");
+    let count = |key: &str| cons[key].as_array().map_or(0, Vec::len);
+    assert_eq!((count("connections"), count("secure_connections")), (1, 3), "{cons}");
     for c in [alice, bob, admin, plain] {
         c.close().await.unwrap();
     }
+}
+
+/// GET `path` from the AdminServer on 127.0.0.1:`port`: the JSON body.
+fn admin_get(port: u16, path: &str) -> serde_json::Value {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[tokio::test]

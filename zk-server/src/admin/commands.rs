@@ -91,8 +91,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
         "ruok" | "connection_stat_reset" | "observer_connection_stat_reset" | "stat_reset" => {}
         "configuration" => configuration(&mut m, v),
         "connections" => {
-            m.insert("connections".into(), connections(v, false));
-            m.insert("secure_connections".into(), json!([]));
+            m.insert("connections".into(), connections(v, false, false));
+            m.insert("secure_connections".into(), connections(v, false, true));
         }
         "hash" => {
             // zkrs keeps no digest log (Apache's digest.enabled feature), so there are none to list.
@@ -146,8 +146,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
         "server_stats" => server_stats(&mut m, v),
         "stats" => {
             server_stats(&mut m, v);
-            m.insert("connections".into(), connections(v, true));
-            m.insert("secure_connections".into(), json!([]));
+            m.insert("connections".into(), connections(v, true, false));
+            m.insert("secure_connections".into(), connections(v, true, true));
         }
         "observers" => {
             let synced = v.quorum.map_or(0, |q| q.synced_observers);
@@ -209,11 +209,13 @@ fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
     m.insert("client_port_listen_backlog".into(), json!(-1));
 }
 
-/// Every client connection, as Apache's `getConnectionInfo(brief)` lists it.
-fn connections(v: &View<'_>, brief: bool) -> Value {
+/// The client connections of one port (the TLS one when `secure`), as Apache's
+/// `getConnectionInfo(brief)` lists its factory's.
+fn connections(v: &View<'_>, brief: bool, secure: bool) -> Value {
     let list: Vec<Value> = v
         .conns
         .iter()
+        .filter(|c| c.stats.secure_port == secure)
         .map(|c| {
             let st = &c.stats;
             let mut info = Map::new();
