@@ -76,6 +76,7 @@ pub async fn serve_tcp(
                 ""
             };
             info!("closing {remote}: TLS handshake failed: {e}{hint}");
+            let _ = driver.try_send(DriverMsg::TlsFailed);
             return;
         }
         Err(_) => {

@@ -144,6 +144,9 @@ pub enum DriverMsg {
         /// The connection.
         conn: ConnId,
     },
+    /// A client failed the TLS handshake (no trusted certificate, say): counted in
+    /// `auth_failed_count`, as Apache counts a failed handshake.
+    TlsFailed,
     /// A four-letter word to answer.
     FourLetter {
         /// The word.
@@ -428,6 +431,7 @@ impl Driver {
             DriverMsg::Request { conn, xid, op, body, raw, received } => {
                 Event::Request { conn, xid, op, body, raw, received_us: self.mono_us(received) }
             }
+            DriverMsg::TlsFailed => Event::AuthFailed,
             DriverMsg::Closed { conn } => {
                 if let Some(out) = self.outboxes.remove(&conn) {
                     out.backlog.close();

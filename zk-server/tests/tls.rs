@@ -229,7 +229,7 @@ fn admin_get(port: u16, path: &str) -> serde_json::Value {
 #[tokio::test]
 async fn clients_without_a_trusted_certificate_are_refused_when_need() {
     let pki = Pki::new();
-    let (_server, port) = secure_server(&pki, "need", "");
+    let (server, port) = secure_server(&pki, "need", "");
     assert_eq!(tls_client(port, pki.client_tls(None)).await.err(), Some(Error::ConnectionLoss));
     // Same subject as alice, but from an authority the server does not trust.
     assert_eq!(tls_client(port, pki.client_tls(Some("stranger"))).await.err(), Some(Error::ConnectionLoss));
@@ -246,6 +246,14 @@ async fn clients_without_a_trusted_certificate_are_refused_when_need() {
         .close()
         .await
         .unwrap();
+    // Each failed handshake counts as a failed authentication, as in Apache.
+    let mntr = server.four_letter("mntr");
+    let failed: u64 = mntr
+        .lines()
+        .find_map(|l| l.strip_prefix("zk_auth_failed_count\t"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no zk_auth_failed_count in {mntr}"));
+    assert!(failed >= 3, "{mntr}");
 }
 
 #[tokio::test]

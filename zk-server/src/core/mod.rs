@@ -138,6 +138,9 @@ pub enum Event {
         /// The connection.
         conn: ConnId,
     },
+    /// A client's authentication failed before it had a connection here (its TLS handshake):
+    /// counted with the failed addauths.
+    AuthFailed,
     /// This server's log has every transaction through `zxid` durable.
     Durable {
         /// The zxid.
@@ -456,6 +459,7 @@ impl ServerCore {
                 self.on_request(now, conn, xid, op, body, raw, received_us)
             }
             Event::Closed { conn } => self.on_closed(conn),
+            Event::AuthFailed => self.stats.auth_failed += 1,
             Event::Durable { zxid } => self.on_durable(now, zxid),
             Event::LogFailed { error } => self.on_log_failed(now, error),
             Event::Ack { sid, zxid } => {
