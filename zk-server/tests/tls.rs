@@ -278,6 +278,9 @@ async fn want_serves_clients_without_certificates_and_port_unification_shares_th
     assert_eq!(plain.get_data("/w").await, Err(Error::NoAuth));
     assert_eq!(&alice.get_data("/w").await.unwrap().0[..], b"x");
     assert!(server.four_letter("ruok").contains("imok"));
+    // A four-letter word in TLS on the shared port, with and without a certificate (want).
+    let ca = ["-CAfile".to_string(), pki.p("ca.pem")];
+    assert_eq!(s_client(server.port, &ca).0, "imok");
     // An untrusted certificate is still refused under want.
     assert_eq!(
         tls_client(server.port, pki.client_tls(Some("stranger"))).await.err(),
