@@ -33,6 +33,8 @@ mod error;
 pub mod recipes;
 #[cfg(feature = "tokio")]
 pub mod tls;
+#[cfg(feature = "rustls")]
+pub mod tls_verify;
 
 #[cfg(feature = "tokio")]
 pub use client::{

@@ -90,14 +90,38 @@ impl ClientTls {
     /// Errors: a file that cannot be read, holds no certificate (or key), or a key that does not
     /// match its certificate.
     pub fn from_pem_files(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<ClientTls, TlsConfigError> {
+        Self::pem_files(ca, identity, true)
+    }
+
+    /// [`ClientTls::from_pem_files`] checking the servers' certificate chains and not the names
+    /// in them, as Apache's C client and kazoo do, and its Java client with
+    /// `zookeeper.ssl.hostnameVerification=false`.
+    ///
+    /// Errors: as [`ClientTls::from_pem_files`].
+    pub fn from_pem_files_any_name(
+        ca: &Path,
+        identity: Option<(&Path, &Path)>,
+    ) -> Result<ClientTls, TlsConfigError> {
+        Self::pem_files(ca, identity, false)
+    }
+
+    fn pem_files(
+        ca: &Path,
+        identity: Option<(&Path, &Path)>,
+        check_names: bool,
+    ) -> Result<ClientTls, TlsConfigError> {
         let mut roots = RootCertStore::empty();
         for cert in certs(ca, &read_pem(ca)?)? {
             roots.add(cert)?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots);
+        let builder = ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+        let builder = if check_names {
+            builder.with_root_certificates(roots)
+        } else {
+            let verifier = crate::tls_verify::ChainOnly::new(roots)?;
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+        };
         let config = match identity {
             None => builder.with_no_client_auth(),
             Some((cert_path, key_path)) => {

@@ -63,6 +63,23 @@ fn zkrs_cli_with_the_java_clients_tls_settings() {
     let out =
         cli().env("CLIENT_JVMFLAGS", flags.join(" ")).args(["-server", &server, "whoami"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("x509: CN=alice,O=Example"));
+    // The server's certificate names 127.0.0.1 only: as localhost it is refused, unless host
+    // names are not checked (zookeeper.ssl.hostnameVerification=false).
+    let by_name = format!("localhost:{secure}");
+    let whoami = |props: &str| {
+        let out = cli()
+            .args(["-server", &by_name, "-timeout", "3000", "-client-configuration", props, "whoami"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("x509: CN=alice,O=Example")
+    };
+    assert!(!whoami(&path("client.properties")));
+    std::fs::write(
+        path("any-name.properties"),
+        format!("{settings}zookeeper.ssl.hostnameVerification=false\n"),
+    )
+    .unwrap();
+    assert!(whoami(&path("any-name.properties")));
     // Secure without a trust store: refused before connecting.
     std::fs::write(path("bad.properties"), "zookeeper.client.secure=true\n").unwrap();
     let out = cli()

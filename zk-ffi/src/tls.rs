@@ -5,16 +5,13 @@
 //! As Apache's C client, the server's certificate chain is checked against the CA file and its
 //! host name is not (a cluster is usually reached by address; the C client never checked names).
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
+use zk_client::tls_verify::ChainOnly;
 
 /// Largest PEM file read: certificates and keys are a few KiB each.
 const MAX_PEM_BYTES: u64 = 4 * 1024 * 1024;
@@ -38,50 +35,6 @@ fn certs(what: &str, path: &str) -> Result<Vec<CertificateDer<'static>>, String>
     Ok(certs)
 }
 
-/// Checks the chain as webpki does and accepts any name in it, as Apache's C client does.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
 /// The client context for `zookeeper_init_ssl`'s certificate string: `"ca"` (the server's
 /// authority only) or `"ca,cert,key[,passwd]"` (also this client's certificate chain and its
 /// private key, decrypted with `passwd` when it is an encrypted PKCS#8 one).
@@ -103,15 +56,13 @@ pub fn config_from_cert_string(spec: &str) -> Result<Arc<ClientConfig>, String> 
     for c in certs("CA file", ca)? {
         roots.add(c).map_err(|e| format!("CA file {ca}: {e}"))?;
     }
+    let verifier = ChainOnly::new(roots).map_err(|e| format!("CA file {ca}: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .map_err(|e| format!("CA file {ca}: {e}"))?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)));
+        .with_custom_certificate_verifier(Arc::new(verifier));
     let config = match identity {
         None => builder.with_no_client_auth(),
         Some((cert, key, passwd)) => {

@@ -55,7 +55,8 @@ pub fn load(file: Option<&Path>) -> Result<HashMap<String, String>, String> {
 
 /// TLS as the settings ask for it: `None` unless `zookeeper.client.secure=true`; then the PEM
 /// trust store (`zookeeper.ssl.trustStore.location`) and, when set, the PEM key store holding this
-/// client's key and certificate chain (`zookeeper.ssl.keyStore.location`).
+/// client's key and certificate chain (`zookeeper.ssl.keyStore.location`); server names checked
+/// unless `zookeeper.ssl.hostnameVerification=false`.
 ///
 /// Errors: a secure client without a trust store, a store type other than PEM, an unreadable or
 /// unusable file, each naming the property.
@@ -74,15 +75,18 @@ pub fn tls(props: &HashMap<String, String>) -> Result<Option<ClientTls>, String>
     {
         eprintln!("zookeeper.ssl.keyStore.password is not used: zkrs-cli reads unencrypted keys");
     }
-    if get("zookeeper.ssl.hostnameVerification").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
-        eprintln!("zookeeper.ssl.hostnameVerification=false is not honoured: zkrs-cli checks server names");
-    }
+    let check_names =
+        !get("zookeeper.ssl.hostnameVerification").is_some_and(|v| v.eq_ignore_ascii_case("false"));
     let ca = get("zookeeper.ssl.trustStore.location")
         .ok_or("zookeeper.client.secure=true needs zookeeper.ssl.trustStore.location (a PEM file of CA certificates)")?;
     let key_store = get("zookeeper.ssl.keyStore.location").map(Path::new);
-    ClientTls::from_pem_files(Path::new(ca), key_store.map(|k| (k, k)))
-        .map(Some)
-        .map_err(|e| format!("zookeeper.ssl.*: {e}"))
+    let identity = key_store.map(|k| (k, k));
+    let tls = if check_names {
+        ClientTls::from_pem_files(Path::new(ca), identity)
+    } else {
+        ClientTls::from_pem_files_any_name(Path::new(ca), identity)
+    };
+    tls.map(Some).map_err(|e| format!("zookeeper.ssl.*: {e}"))
 }
 
 #[cfg(test)]
