@@ -1315,12 +1315,6 @@ impl ServerConfig {
             let host = raw.secure_client_port_address.as_ref().map_or("0.0.0.0", |(h, _)| h.as_str());
             cfg.secure_client_address = Some(HostPort { host: strip_brackets(host), port });
         }
-        if cfg.ssl.port_unification && cfg.client_address.is_none() {
-            return Err(src.err("client.portUnification", None, "is true but clientPort is not set"));
-        }
-        if cfg.ssl.wanted(cfg.secure_client_address.is_some()) {
-            cfg.ssl.validate().map_err(|(key, line, message)| src.err(key, line, message))?;
-        }
 
         // Ticks and session timeouts.
         let (tick, tick_line) = raw.tick_time;
@@ -1483,6 +1477,14 @@ impl ServerConfig {
                 None,
                 "is not set; a standalone server needs it or secureClientPort",
             ));
+        }
+
+        // TLS, once every source of the client address (clientPort, server.N) is known.
+        if cfg.ssl.port_unification && cfg.client_address.is_none() {
+            return Err(src.err("client.portUnification", None, "is true but clientPort is not set"));
+        }
+        if cfg.ssl.wanted(cfg.secure_client_address.is_some()) {
+            cfg.ssl.validate().map_err(|(key, line, message)| src.err(key, line, message))?;
         }
 
         // Four-letter words, after readonlymode.enabled is known.
