@@ -3,8 +3,8 @@
 # (Debian's zookeeper), its C client tools (zookeeper-bin), its C headers and library
 # (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
-# (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit, and
-# libfaketime (the fault harness's clock jumps).
+# (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
+# libfaketime (the fault harness's clock jumps), and openssl (s_client against the TLS port).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,6 +19,8 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # The fault harness jumps servers' wall clocks with it.
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need+=(libfaketime)
+# The TLS tests run `openssl s_client` against the secure client port.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""

@@ -241,6 +241,14 @@ ZOOAPI zhandle_t *zookeeper_init(const char *host, watcher_fn fn, int recv_timeo
 ZOOAPI zhandle_t *zookeeper_init2(const char *host, watcher_fn fn, int recv_timeout,
                                   const clientid_t *clientid, void *context, int flags,
                                   log_callback_fn log_callback);
+/* zookeeper_init over TLS (Apache's C client has it when built with OpenSSL; libzkrs always, on
+ * rustls). `cert` is "ca" or "ca,cert,key,passwd": the PEM file of the servers' certificate
+ * authority, and optionally this client's certificate chain and private key (`passwd` decrypts
+ * an encrypted PKCS#8 key; empty for a plain one). Server certificates are checked against the authority, not host names.
+ * Returns NULL with errno EINVAL when `cert` cannot be used. */
+ZOOAPI zhandle_t *zookeeper_init_ssl(const char *host, const char *cert, watcher_fn fn,
+                                     int recv_timeout, const clientid_t *clientid, void *context,
+                                     int flags);
 /* Ends the session and frees the handle; pending calls complete with ZCLOSING. */
 ZOOAPI int zookeeper_close(zhandle_t *zh);
 

@@ -35,6 +35,7 @@ pub struct ClientBuilder {
     session: Option<SessionCredentials>,
     max_pending: usize,
     reconnect_delay_max: Duration,
+    tls: Option<crate::tls::ClientTls>,
 }
 
 impl ClientBuilder {
@@ -68,6 +69,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Connects with TLS (to a server's secure client port); plain TCP by default.
+    pub fn tls(mut self, tls: crate::tls::ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Starts the session task and waits until the first connection is established.
     ///
     /// Errors: BADARGUMENTS for a malformed connect string; SESSIONEXPIRED when resuming a session
@@ -90,7 +97,14 @@ impl ClientBuilder {
             password: Bytes::new(),
             timeout: self.session_timeout,
         }));
-        let driver = Driver { core, rx, state_tx, events_tx: events_tx.clone(), shared: shared.clone() };
+        let driver = Driver {
+            core,
+            rx,
+            state_tx,
+            events_tx: events_tx.clone(),
+            shared: shared.clone(),
+            tls: self.tls,
+        };
         tokio::spawn(driver.run());
         let client = Client { tx, state: state_rx, events: events_tx, shared };
         let mut st = client.state.clone();
@@ -209,6 +223,7 @@ impl Client {
             session: None,
             max_pending: 10_000,
             reconnect_delay_max: Duration::from_secs(1),
+            tls: None,
         }
     }
 

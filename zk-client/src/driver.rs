@@ -6,15 +6,20 @@ use crate::core::{
     RW_PROBE_REQUEST, RW_PROBE_TIMEOUT,
 };
 use crate::error::Error;
+use crate::tls::ClientTls;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The reading half of a connection, plain or TLS.
+type ReadHalf = Box<dyn AsyncRead + Unpin + Send>;
+/// The writing half of a connection, plain or TLS.
+type WriteHalf = Box<dyn AsyncWrite + Unpin + Send>;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// Where a registered watcher's events go.
@@ -51,19 +56,25 @@ pub(crate) struct Driver {
     pub state_tx: watch::Sender<SessionState>,
     pub events_tx: broadcast::Sender<SessionState>,
     pub shared: Arc<Mutex<Shared>>,
+    /// TLS for every connection (and read-write probe), when set.
+    pub tls: Option<ClientTls>,
 }
 
 const READ_CHUNK: usize = 64 * 1024;
 
-async fn read_some(rd: &mut Option<OwnedReadHalf>, buf: &mut [u8]) -> std::io::Result<usize> {
+async fn read_some(rd: &mut Option<ReadHalf>, buf: &mut [u8]) -> std::io::Result<usize> {
     match rd {
         Some(r) => r.read(buf).await,
         None => std::future::pending().await,
     }
 }
 
-async fn write_some(wr: &mut Option<OwnedWriteHalf>, buf: &[u8]) -> std::io::Result<usize> {
+/// Writes some of `buf` (returning how much), or, when it is empty, flushes what TLS still holds
+/// of earlier writes (returning 0; nothing to do on plain TCP). One poll of either is cancel-safe,
+/// unlike a write followed by a flush in one future.
+async fn write_some(wr: &mut Option<WriteHalf>, buf: &[u8]) -> std::io::Result<usize> {
     match wr {
+        Some(w) if buf.is_empty() => w.flush().await.map(|()| 0),
         Some(w) => w.write(buf).await,
         None => std::future::pending().await,
     }
@@ -72,18 +83,40 @@ async fn write_some(wr: &mut Option<OwnedWriteHalf>, buf: &[u8]) -> std::io::Res
 /// A read-write probe running alongside the session: its id and what the server answered.
 type ProbeFuture = Pin<Box<dyn Future<Output = (u64, Option<Vec<u8>>)> + Send>>;
 
+/// Connects to `hp`, with TLS when `tls` is set: the two halves of the stream.
+async fn dial(hp: &HostPort, tls: Option<&ClientTls>) -> std::io::Result<(ReadHalf, WriteHalf)> {
+    let s = TcpStream::connect((hp.host.as_str(), hp.port)).await?;
+    let _ = s.set_nodelay(true);
+    match tls {
+        None => {
+            let (r, w) = s.into_split();
+            Ok((Box::new(r), Box::new(w)))
+        }
+        Some(tls) => {
+            let (connector, name) = tls.connector_for(&hp.host).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{} is not a TLS server name", hp.host),
+                )
+            })?;
+            let stream = connector.connect(name, s).await?;
+            let (r, w) = tokio::io::split(stream);
+            Ok((Box::new(r), Box::new(w)))
+        }
+    }
+}
+
 /// Asks `hp` whether it serves writes: connects, sends `isro`, reads until the server closes.
 /// `None` when any step fails or takes longer than [`RW_PROBE_TIMEOUT`].
-async fn probe(hp: HostPort) -> Option<Vec<u8>> {
-    let mut s = tokio::time::timeout(RW_PROBE_TIMEOUT, TcpStream::connect((hp.host.as_str(), hp.port)))
-        .await
-        .ok()?
-        .ok()?;
+async fn probe(hp: HostPort, tls: Option<ClientTls>) -> Option<Vec<u8>> {
+    let (mut rd, mut wr) =
+        tokio::time::timeout(RW_PROBE_TIMEOUT, dial(&hp, tls.as_ref())).await.ok()?.ok()?;
     let answer = async {
-        s.write_all(RW_PROBE_REQUEST).await?;
+        wr.write_all(RW_PROBE_REQUEST).await?;
+        wr.flush().await?;
         let mut buf = Vec::with_capacity(RW_PROBE_MAX_ANSWER);
         // Bounded: a server sending more than an answer's worth is cut off.
-        (&mut s).take(RW_PROBE_MAX_ANSWER as u64).read_to_end(&mut buf).await?;
+        (&mut rd).take(RW_PROBE_MAX_ANSWER as u64).read_to_end(&mut buf).await?;
         Ok::<_, std::io::Error>(buf)
     };
     tokio::time::timeout(RW_PROBE_TIMEOUT, answer).await.ok()?.ok()
@@ -105,14 +138,16 @@ async fn sleep_until(at: Option<Instant>) {
 
 impl Driver {
     pub async fn run(mut self) {
-        let mut rd: Option<OwnedReadHalf> = None;
-        let mut wr: Option<OwnedWriteHalf> = None;
+        let mut rd: Option<ReadHalf> = None;
+        let mut wr: Option<WriteHalf> = None;
         let mut wbuf = BytesMut::new();
         let mut rbuf = vec![0u8; READ_CHUNK];
         let mut pending: HashMap<OpId, PendingOp> = HashMap::new();
         let mut watchers: HashMap<WatcherId, WatchSink> = HashMap::new();
         let mut handles_alive = true;
         let mut probing: Option<ProbeFuture> = None;
+        // Bytes handed to the connection since its last flush (TLS may still hold some).
+        let mut unflushed = false;
         loop {
             // Everything the core produced: frames out, a close, events.
             while let Some(f) = self.core.poll_transmit() {
@@ -137,11 +172,8 @@ impl Driver {
                 let now = Instant::now();
                 if let Some(hp) = self.core.poll_connect(now) {
                     let limit = self.core.connect_timeout();
-                    let dial = TcpStream::connect((hp.host.clone(), hp.port));
-                    match tokio::time::timeout(limit, dial).await {
-                        Ok(Ok(s)) => {
-                            let _ = s.set_nodelay(true);
-                            let (r, w) = s.into_split();
+                    match tokio::time::timeout(limit, dial(&hp, self.tls.as_ref())).await {
+                        Ok(Ok((r, w))) => {
                             rd = Some(r);
                             wr = Some(w);
                             wbuf.clear();
@@ -164,7 +196,8 @@ impl Driver {
                 if let Some(p) = self.core.poll_probe(Instant::now()) {
                     tracing::debug!("probing {} for being read-write", p.host);
                     let id = p.id;
-                    probing = Some(Box::pin(async move { (id, probe(p.host).await) }));
+                    let tls = self.tls.clone();
+                    probing = Some(Box::pin(async move { (id, probe(p.host, tls).await) }));
                 }
             }
             let deadline = self.core.poll_timeout();
@@ -182,10 +215,16 @@ impl Driver {
                         Ok(n) => self.core.handle_bytes(now, &rbuf[..n]),
                     }
                 }
-                w = write_some(&mut wr, &wbuf), if !wbuf.is_empty() => {
+                w = write_some(&mut wr, &wbuf), if !wbuf.is_empty() || unflushed => {
                     match w {
-                        Ok(n) => wbuf.advance(n),
-                        Err(_) => {
+                        // A flush: everything is out.
+                        Ok(0) if wbuf.is_empty() => unflushed = false,
+                        Ok(n) if n > 0 => {
+                            wbuf.advance(n);
+                            unflushed = true;
+                        }
+                        // Err, or a socket that takes no more bytes.
+                        _ => {
                             rd = None;
                             wr = None;
                             wbuf.clear();

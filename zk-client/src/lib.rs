@@ -31,6 +31,10 @@ mod error;
 #[cfg(feature = "tokio")]
 #[allow(clippy::disallowed_methods)]
 pub mod recipes;
+#[cfg(feature = "tokio")]
+pub mod tls;
+#[cfg(feature = "rustls")]
+pub mod tls_verify;
 
 #[cfg(feature = "tokio")]
 pub use client::{
@@ -38,6 +42,8 @@ pub use client::{
 };
 pub use core::{MultiOp, ReadOp, SessionCredentials, SessionState, WatchedEvent};
 pub use error::{Error, Result};
+#[cfg(feature = "tokio")]
+pub use tls::{ClientTls, TlsConfigError};
 pub use zk_proto::{
     Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, OpResult, Stat, WatcherType,
 };

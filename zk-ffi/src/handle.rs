@@ -142,7 +142,31 @@ impl SyncSlot {
 /// The connection the core runs on.
 pub struct Conn {
     pub stream: TcpStream,
+    /// Frames not yet written (plaintext; TLS encrypts them as they go out).
     pub wbuf: Vec<u8>,
+    /// The TLS session over `stream`, for a handle made by zookeeper_init_ssl.
+    pub tls: Option<rustls::ClientConnection>,
+}
+
+impl Conn {
+    /// Whether there is something to write: frames, or TLS records.
+    pub fn wants_write(&self) -> bool {
+        !self.wbuf.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
+    /// Closing: one best-effort blocking write of what is left (a final closeSession), a TLS
+    /// close_notify, then shutdown.
+    fn finish(mut self) {
+        let _ = self.stream.set_nonblocking(false);
+        let _ = self.stream.set_write_timeout(Some(Duration::from_millis(100)));
+        match self.tls.as_mut() {
+            Some(tls) => crate::tls::finish(tls, &mut self.stream, &self.wbuf),
+            None => {
+                let _ = self.stream.write_all(&self.wbuf);
+            }
+        }
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// State behind the `shared` lock.
@@ -239,6 +263,8 @@ pub struct Handle {
     pub completion_thread: Mutex<Option<ThreadId>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     pub auth_mutex: AuthMutex,
+    /// TLS for every connection (zookeeper_init_ssl); plain TCP when `None`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// The mutex zoo_lock_auth/zoo_unlock_auth take (a pthread mutex: locked and unlocked by separate
@@ -267,6 +293,7 @@ impl Handle {
         context: *mut c_void,
         log_cb: log_callback_fn,
         threaded: bool,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> std::io::Result<Arc<Handle>> {
         let mut fds = [0 as c_int; 2];
         // SAFETY: fds is a valid out-array of two ints.
@@ -301,6 +328,7 @@ impl Handle {
             completion_thread: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             auth_mutex: AuthMutex(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)),
+            tls,
         });
         {
             let sh = h.lock();
@@ -544,12 +572,9 @@ impl Handle {
             }
         }
         if sh.core.poll_close() {
-            if let Some(mut c) = sh.conn.take() {
-                // A final closeSession may still be buffered: one best-effort write.
-                let _ = c.stream.set_nonblocking(false);
-                let _ = c.stream.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = c.stream.write_all(&c.wbuf);
-                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+            if let Some(c) = sh.conn.take() {
+                // A final closeSession may still be buffered.
+                c.finish();
             }
             self.fd.store(-1, Ordering::Release);
         }
@@ -579,7 +604,7 @@ impl Handle {
     /// serves writes the core drops the read-only connection: the watchers get the
     /// ZOO_CONNECTING_STATE session event and the next dial goes to that server.
     fn probe(&self, p: RwProbe) {
-        let answer = ask_isro(&p.host);
+        let answer = ask_isro(&p.host, self.tls.as_ref());
         let mut sh = self.lock();
         let was_read_only = sh.core.state() == SessionState::ConnectedReadOnly;
         sh.core.handle_probe_answer(Instant::now(), p.id, answer.as_deref());
@@ -609,15 +634,31 @@ impl Handle {
                 }
             }
         }
+        // TLS: the handshake, blocking like the connect and bounded by the same limit.
+        let result = result.and_then(|mut s| {
+            let tls = match &self.tls {
+                Some(cfg) => {
+                    s.set_read_timeout(Some(limit))?;
+                    s.set_write_timeout(Some(limit))?;
+                    let tls = crate::tls::handshake(cfg, &hp.host, &mut s)
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+                    s.set_read_timeout(None)?;
+                    s.set_write_timeout(None)?;
+                    Some(tls)
+                }
+                None => None,
+            };
+            Ok((s, tls))
+        });
         let mut sh = self.lock();
         let now = Instant::now();
         self.set_current_server(&text);
         match result {
-            Ok(s) if !sh.io_stop => {
+            Ok((s, tls)) if !sh.io_stop => {
                 let _ = s.set_nodelay(true);
                 let _ = s.set_nonblocking(true);
                 self.fd.store(s.as_raw_fd(), Ordering::Release);
-                sh.conn = Some(Conn { stream: s, wbuf: Vec::new() });
+                sh.conn = Some(Conn { stream: s, wbuf: Vec::new(), tls });
                 if self.state.load(Ordering::Acquire) == value::CONNECTING {
                     self.state.store(value::ASSOCIATING, Ordering::Release);
                 }
@@ -639,6 +680,13 @@ impl Handle {
 
     /// Reads what the socket has; reports a closed or failed socket to the core.
     fn on_readable(&self, sh: &mut Shared) {
+        let Shared { conn, core, .. } = sh;
+        if let Some(Conn { tls: Some(tls), stream, .. }) = conn.as_mut() {
+            if !crate::tls::read_available(tls, stream, |b| core.handle_bytes(Instant::now(), b)) {
+                self.lost(sh);
+            }
+            return;
+        }
         let mut buf = [0u8; 64 * 1024];
         loop {
             let Some(c) = sh.conn.as_mut() else { return };
@@ -665,6 +713,12 @@ impl Handle {
 
     fn on_writable(&self, sh: &mut Shared) {
         let Some(c) = sh.conn.as_mut() else { return };
+        if let Some(tls) = c.tls.as_mut() {
+            if !crate::tls::write_available(tls, &mut c.stream, &mut c.wbuf) {
+                self.lost(sh);
+            }
+            return;
+        }
         while !c.wbuf.is_empty() {
             match c.stream.write(&c.wbuf) {
                 Ok(n) => {
@@ -712,7 +766,7 @@ impl Handle {
                 self.on_writable(&mut sh);
                 self.pump(&mut sh);
                 let fd = sh.conn.as_ref().map_or(-1, |c| c.stream.as_raw_fd());
-                let want_write = sh.conn.as_ref().is_some_and(|c| !c.wbuf.is_empty());
+                let want_write = sh.conn.as_ref().is_some_and(Conn::wants_write);
                 let t = sh.core.poll_timeout().map_or(1000, |d| {
                     d.saturating_duration_since(Instant::now()).as_millis().min(1000) as c_int
                 });
@@ -822,10 +876,7 @@ impl Handle {
                 while let Some(f) = sh.core.poll_transmit() {
                     c.wbuf.extend_from_slice(&f);
                 }
-                let _ = c.stream.set_nonblocking(false);
-                let _ = c.stream.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = c.stream.write_all(&c.wbuf);
-                let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                c.finish();
             }
             this.fd.store(-1, Ordering::Release);
             let pend: Vec<Pending> = sh.pending.drain().map(|(_, p)| p).collect();
@@ -897,7 +948,7 @@ impl Handle {
             Some(c) => {
                 *fd = c.stream.as_raw_fd();
                 // Apache's bits: ZOOKEEPER_READ is 2, ZOOKEEPER_WRITE is 1.
-                *interest = 2 | if c.wbuf.is_empty() { 0 } else { 1 };
+                *interest = 2 | if c.wants_write() { 1 } else { 0 };
             }
             None => {
                 *fd = -1;
@@ -1002,12 +1053,15 @@ pub fn stat_of(s: &zk_proto::Stat) -> Stat {
 
 /// Asks `hp` whether it serves writes: connects, sends `isro`, reads what the server sends before
 /// closing (bounded). `None` when any step fails or times out.
-fn ask_isro(hp: &zk_client::core::HostPort) -> Option<Vec<u8>> {
+fn ask_isro(hp: &zk_client::core::HostPort, tls: Option<&Arc<rustls::ClientConfig>>) -> Option<Vec<u8>> {
     use zk_client::core::{RW_PROBE_MAX_ANSWER, RW_PROBE_REQUEST, RW_PROBE_TIMEOUT};
     let addrs = (hp.host.as_str(), hp.port).to_socket_addrs().ok()?;
     let mut s = addrs.into_iter().find_map(|a| TcpStream::connect_timeout(&a, RW_PROBE_TIMEOUT).ok())?;
     s.set_write_timeout(Some(RW_PROBE_TIMEOUT)).ok()?;
     s.set_read_timeout(Some(RW_PROBE_TIMEOUT)).ok()?;
+    if let Some(cfg) = tls {
+        return crate::tls::ask(cfg, &hp.host, s, RW_PROBE_REQUEST, RW_PROBE_MAX_ANSWER);
+    }
     s.write_all(RW_PROBE_REQUEST).ok()?;
     let mut answer = Vec::with_capacity(RW_PROBE_MAX_ANSWER);
     s.take(RW_PROBE_MAX_ANSWER as u64).read_to_end(&mut answer).ok()?;

@@ -6,7 +6,8 @@
 //! - [`jute`]: deallocate_*/allocate_*; [`log`]: logLevel, streams, callbacks, log_message;
 //! - [`handle`]: zhandle_t, its I/O and completion threads, and single-threaded driving;
 //! - [`api`]: the zoo_* calls; [`lifecycle`]: init/close and the handle accessors;
-//! - [`deliver`]: results into C callbacks and caller-owned memory.
+//! - [`deliver`]: results into C callbacks and caller-owned memory;
+//! - [`tls`]: zookeeper_init_ssl's certificate string and TLS on the I/O thread's socket (rustls).
 //!
 //! Architecture invariant: every byte on the wire comes from the session core; this crate only
 //! moves bytes, runs callbacks and converts between C and Rust types.
@@ -35,3 +36,4 @@ pub mod jute;
 pub mod lifecycle;
 #[allow(unsafe_code)] // Exported log symbols; calls the C log callback and writes to a C FILE.
 pub mod log;
+pub mod tls;

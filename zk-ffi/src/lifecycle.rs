@@ -57,7 +57,40 @@ pub extern "C" fn zookeeper_init2(
     log_callback: abi::log_callback_fn,
 ) -> *mut c_void {
     let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
-    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded)
+    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None)
+}
+
+/// zookeeper_init over TLS, as Apache's C client declares it when built with OpenSSL, here on
+/// rustls: `cert` is `"ca"` (the file of the authority the servers' certificates chain to) or
+/// `"ca,cert,key,passwd"` (also this client's certificate chain and private key, which a server
+/// with `ssl.clientAuth=need` asks for and maps to the `x509` id; `passwd` decrypts an encrypted
+/// PKCS#8 key and may be empty). The servers' certificates are checked against the authority, not against host names,
+/// as Apache's C client does. Returns NULL with errno EINVAL for a NULL or unusable `cert`
+/// (logged), otherwise as zookeeper_init.
+#[no_mangle]
+pub extern "C" fn zookeeper_init_ssl(
+    host: *const c_char,
+    cert: *const c_char,
+    watcher: abi::watcher_fn,
+    recv_timeout: c_int,
+    clientid: *const clientid_t,
+    context: *mut c_void,
+    flags: c_int,
+) -> *mut c_void {
+    let Some(spec) = cstr(cert) else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let tls = match crate::tls::config_from_cert_string(&spec) {
+        Ok(t) => t,
+        Err(e) => {
+            log::log(None, log::ERROR, "zookeeper_init_ssl", format_args!("{e}"));
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+    };
+    let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
+    init(host, watcher, recv_timeout, clientid, context, flags, None, threaded, Some(tls))
 }
 
 pub(crate) fn init(
@@ -69,6 +102,7 @@ pub(crate) fn init(
     flags: c_int,
     log_callback: abi::log_callback_fn,
     threaded: bool,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) -> *mut c_void {
     let host_text = cstr(host);
     log::log(
@@ -123,7 +157,7 @@ pub(crate) fn init(
     if DETERMINISTIC.load(Ordering::Relaxed) {
         core.set_keep_host_order(true);
     }
-    match Handle::start(core, watcher, context, log_callback, threaded) {
+    match Handle::start(core, watcher, context, log_callback, threaded, tls) {
         Ok(h) => Arc::into_raw(h) as *mut c_void,
         Err(e) => {
             set_errno(e.raw_os_error().unwrap_or(libc::ENOMEM));

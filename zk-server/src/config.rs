@@ -190,9 +190,12 @@ pub struct ServerConfig {
     /// this server's `server.N` client address. `None` when no client port is configured anywhere
     /// (only possible for an ensemble member, standalone refuses it).
     pub client_address: Option<HostPort>,
-    /// `secureClientPortAddress:secureClientPort`; always `None` in an accepted config, because zkrs
-    /// refuses TLS for now (kept so the refusal can be lifted without touching the parser).
+    /// `secureClientPortAddress:secureClientPort` (host `0.0.0.0` when no address): where clients
+    /// connect with TLS; `None` without a secure client port.
     pub secure_client_address: Option<HostPort>,
+    /// The TLS settings (`ssl.*`, `client.portUnification`, `client.certReload`,
+    /// `X509AuthenticationProvider.superUser`); validated when TLS is served.
+    pub ssl: crate::ssl_config::SslConfig,
     /// `maxClientCnxns`: connections per client IP; 0 or negative means unlimited (as in Apache).
     pub max_client_cnxns: i32,
     /// `minSessionTimeout`, ms; defaults to 2 ticks.
@@ -870,6 +873,7 @@ impl ServerConfig {
             data_dir,
             client_address: Some(HostPort { host: "127.0.0.1".to_string(), port: 2181 }),
             secure_client_address: None,
+            ssl: crate::ssl_config::SslConfig::default(),
             max_client_cnxns: DEFAULT_MAX_CLIENT_CNXNS,
             min_session_timeout_ms: tick * 2,
             max_session_timeout_ms: tick * 20,
@@ -1251,6 +1255,7 @@ impl ServerConfig {
                     cfg.container_max_never_used_interval_ms = u64::try_from(v)
                         .map_err(|_| src.err(key, at, format!("{v} must not be negative")))?;
                 }
+                k if cfg.ssl.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
                 k if APACHE_FEATURES_REFUSED.contains(&k) => {
                     if bool_value(&src, k, value, line)? {
                         return Err(src.err(k, at, "is not supported by zkrs; remove it or set it to false"));
@@ -1306,12 +1311,9 @@ impl ServerConfig {
                 ));
             }
         } else {
-            port_value(&src, "secureClientPort", secure_port, secure_line)?;
-            return Err(src.err(
-                "secureClientPort",
-                secure_line,
-                "TLS client connections are not supported by zkrs yet; remove secureClientPort",
-            ));
+            let port = port_value(&src, "secureClientPort", secure_port, secure_line)?;
+            let host = raw.secure_client_port_address.as_ref().map_or("0.0.0.0", |(h, _)| h.as_str());
+            cfg.secure_client_address = Some(HostPort { host: strip_brackets(host), port });
         }
 
         // Ticks and session timeouts.
@@ -1469,8 +1471,20 @@ impl ServerConfig {
                 );
                 cfg.peer_type = me.peer_type;
             }
-        } else if cfg.client_address.is_none() {
-            return Err(src.err("clientPort", None, "is not set; a standalone server needs one"));
+        } else if cfg.client_address.is_none() && cfg.secure_client_address.is_none() {
+            return Err(src.err(
+                "clientPort",
+                None,
+                "is not set; a standalone server needs it or secureClientPort",
+            ));
+        }
+
+        // TLS, once every source of the client address (clientPort, server.N) is known.
+        if cfg.ssl.port_unification && cfg.client_address.is_none() {
+            return Err(src.err("client.portUnification", None, "is true but clientPort is not set"));
+        }
+        if cfg.ssl.wanted(cfg.secure_client_address.is_some()) {
+            cfg.ssl.validate().map_err(|(key, line, message)| src.err(key, line, message))?;
         }
 
         // Four-letter words, after readonlymode.enabled is known.
@@ -1535,7 +1549,8 @@ impl ServerConfig {
         let log = java_absolute_path(&self.data_log_dir, cwd);
         // Writing into a String cannot fail.
         let _ = writeln!(s, "clientPort={port}");
-        let _ = writeln!(s, "secureClientPort=-1");
+        let secure = self.secure_client_address.as_ref().map_or(-1, |a| i32::from(a.port));
+        let _ = writeln!(s, "secureClientPort={secure}");
         let _ = writeln!(s, "dataDir={data}/version-2");
         let _ = writeln!(s, "dataDirSize={}", status.log_dir_bytes);
         let _ = writeln!(s, "dataLogDir={log}/version-2");
@@ -2053,7 +2068,27 @@ mod tests {
         assert_err(&e, "clientPortAddress", Some(2), "clientPort is not set");
         assert_err(&bad("dataDir=/tmp/x\n"), "clientPort", None, "not set");
         let e = bad(&with("secureClientPort=2281\n"));
-        assert_err(&e, "secureClientPort", Some(4), "TLS");
+        assert_err(&e, "ssl.keyStore.location", None, "not set");
+        let e = bad(&with("secureClientPort=2281\nssl.keyStore.location=/ks.jks\n"));
+        assert_err(&e, "ssl.keyStore.location", Some(5), "only PEM");
+        let e = bad(&with(
+            "secureClientPort=2281\nssl.keyStore.location=/ks.pem\nssl.trustStore.type=PKCS12\n\
+                           ssl.trustStore.location=/t\n",
+        ));
+        assert_err(&e, "ssl.trustStore.type", Some(6), "only PEM");
+        let e = bad(&with("ssl.clientAuth=sometimes\n"));
+        assert_err(&e, "ssl.clientAuth", Some(4), "need, want, none");
+        let c = ok(&with(
+            "secureClientPort=2281\nsecureClientPortAddress=127.0.0.1\nssl.keyStore.location=/ks.pem\n\
+                          ssl.clientAuth=none\n",
+        ));
+        assert_eq!(c.secure_client_address, Some(HostPort { host: "127.0.0.1".into(), port: 2281 }));
+        assert!(c.unknown.is_empty());
+        // The TLS port alone is enough.
+        let c = ok("tickTime=2000\ndataDir=/tmp/x\nsecureClientPort=2281\nssl.keyStore.location=/ks.pem\n\
+                    ssl.clientAuth=none\n");
+        assert_eq!(c.client_address, None);
+        assert_eq!(c.secure_client_address, Some(HostPort { host: "0.0.0.0".into(), port: 2281 }));
         let e = bad(&with("secureClientPortAddress=0.0.0.0\n"));
         assert_err(&e, "secureClientPortAddress", Some(4), "secureClientPort is not set");
     }

@@ -1,5 +1,7 @@
-//! One client connection: the handshake or a four-letter word, then a reader that decodes requests
-//! for the driver and a writer that batches the driver's frames onto the socket.
+//! One client connection: TLS first on the secure port (or when port unification sees a TLS
+//! record), then the handshake or a four-letter word, then a reader that decodes requests for the
+//! driver and a writer that batches the driver's frames onto the socket. Past TLS, plain and
+//! secure connections run the same code over the two halves of their stream.
 
 use crate::core::ConnId;
 use crate::driver::{Backlog, DriverMsg, Out, Outbox};
@@ -11,13 +13,95 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use zk_proto::jute::{self, Jute, Reader};
-use zk_proto::{ConnectRequest, FrameDecoder, Request, RequestHeader};
+use zk_proto::{ConnectRequest, FrameDecoder, Id, Request, RequestHeader};
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello): what port
+/// unification tells TLS by. A ZooKeeper handshake starts with its length's high byte (0 for any
+/// frame under 16 MiB) and a four-letter word with a letter.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Where a connection arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The plain client port (clientPort), which also takes TLS with `client.portUnification`.
+    Plain,
+    /// The TLS client port (secureClientPort).
+    Secure,
+}
+
+/// Serves one accepted TCP connection until either side closes it: TLS first when it arrived on
+/// the secure port or, with port unification, when its first byte starts a TLS record.
+pub async fn serve_tcp(
+    stream: TcpStream,
+    port: Port,
+    remote: SocketAddr,
+    id: ConnId,
+    driver: mpsc::Sender<DriverMsg>,
+    settings: Arc<Settings>,
+    permits: Arc<Semaphore>,
+) {
+    let _ = stream.set_nodelay(true);
+    let tls = match (&settings.tls, port) {
+        (Some(tls), Port::Secure) => Some(tls.clone()),
+        (Some(tls), Port::Plain) if settings.port_unification => {
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(tls.detection_timeout(), stream.peek(&mut first)).await {
+                Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => Some(tls.clone()),
+                Ok(Ok(1)) => None,
+                _ => return,
+            }
+        }
+        _ => None,
+    };
+    let Some(tls) = tls else {
+        let (rd, wr) = stream.into_split();
+        serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits).await;
+        return;
+    };
+    let wait = handshake_wait(&settings);
+    let accepted = match tokio::time::timeout(wait, tls.acceptor().accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            // webpki verifies X.509 v3 certificates only; openssl 3.0's `x509 -req` without
+            // extensions makes v1 ones, which Java accepts: say what to do about it.
+            let hint = if e.to_string().contains("UnsupportedCertVersion") {
+                " (an X.509 v1 certificate: zkrs accepts v3 ones; reissue it with extensions, e.g. \
+                 openssl x509 -req ... -extfile <(echo basicConstraints=CA:FALSE))"
+            } else {
+                ""
+            };
+            info!("closing {remote}: TLS handshake failed: {e}{hint}");
+            let _ = driver.try_send(DriverMsg::TlsFailed);
+            return;
+        }
+        Err(_) => {
+            info!("closing {remote}: no TLS handshake within {} ms", wait.as_millis());
+            return;
+        }
+    };
+    let ids = match tls.peer_ids(accepted.get_ref().1.peer_certificates()) {
+        Ok(ids) => ids,
+        Err(e) => {
+            warn!("closing {remote}: client certificate: {e}");
+            return;
+        }
+    };
+    if let Some(x509) = ids.iter().find(|i| i.scheme == "x509") {
+        info!("authenticated {remote} by its certificate as x509:{}", x509.id);
+    }
+    let (rd, wr) = tokio::io::split(accepted);
+    serve(rd, wr, port, remote, id, ids, driver, settings, permits).await;
+}
+
+/// How long a client may take to send its handshake (and its TLS handshake before that).
+fn handshake_wait(settings: &Settings) -> Duration {
+    Duration::from_millis(settings.max_session_timeout_ms.max(1000) as u64)
+}
 
 /// Frames a connection's outbox holds beyond its replies (which the outstanding limit bounds):
 /// room for bursts of watch events. A client that lets more pile up is not reading and is closed.
@@ -39,19 +123,26 @@ const BACKLOG_READ_PAUSE: usize = 1024 * 1024;
 /// How long what is queued for a connection the server has closed may take to be written.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
-/// Serves one accepted connection until either side closes it.
-pub async fn serve(
-    stream: TcpStream,
+/// Serves one connection, given the two halves of its (plain or TLS) stream, until either side
+/// closes it. `port` is where it arrived; `ids` are the identities its transport proved (a client
+/// certificate's).
+#[allow(clippy::too_many_arguments)]
+pub async fn serve<R, W>(
+    mut rd: R,
+    wr: W,
+    port: Port,
     remote: SocketAddr,
     id: ConnId,
+    ids: Vec<Id>,
     driver: mpsc::Sender<DriverMsg>,
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
-) {
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+) where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    let handshake_wait = Duration::from_millis(settings.max_session_timeout_ms.max(1000) as u64);
+    let handshake_wait = handshake_wait(&settings);
 
     // The first four bytes are either a four-letter word or the handshake's length.
     if !matches!(
@@ -89,7 +180,7 @@ pub async fn serve(
         }
     };
 
-    let stats = Arc::new(ConnStats::new());
+    let stats = Arc::new(if port == Port::Secure { ConnStats::on_secure_port() } else { ConnStats::new() });
     stats.received.fetch_add(1, Relaxed);
     // Replies: at most one for each request in the server; events: the rest.
     let capacity = settings.global_outstanding_limit as usize + OUTBOX_EVENTS;
@@ -100,7 +191,7 @@ pub async fn serve(
     // Weak, so that the outbox closes (and the writer ends) when the driver drops its sender.
     let room = out_tx.downgrade();
     let out = Outbox { tx: out_tx, backlog: backlog.clone() };
-    let msg = DriverMsg::Connect { conn: id, remote, req, out, stats: stats.clone(), ready: ready_tx };
+    let msg = DriverMsg::Connect { conn: id, remote, req, ids, out, stats: stats.clone(), ready: ready_tx };
     if driver.send(msg).await.is_err() {
         return;
     }
@@ -127,8 +218,8 @@ pub async fn serve(
     let _ = writer.await;
 }
 
-async fn read_at_least(
-    rd: &mut tokio::net::tcp::OwnedReadHalf,
+async fn read_at_least<R: AsyncRead + Unpin>(
+    rd: &mut R,
     buf: &mut BytesMut,
     n: usize,
 ) -> std::io::Result<bool> {
@@ -140,8 +231,8 @@ async fn read_at_least(
     Ok(true)
 }
 
-async fn answer_four_letter(
-    mut wr: OwnedWriteHalf,
+async fn answer_four_letter<W: AsyncWrite + Unpin>(
+    mut wr: W,
     word: &str,
     driver: &mpsc::Sender<DriverMsg>,
     settings: &Settings,
@@ -183,8 +274,8 @@ struct ReaderCtx<'a> {
     backlog: &'a Backlog,
 }
 
-async fn read_loop(
-    rd: &mut tokio::net::tcp::OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    rd: &mut R,
     buf: &mut BytesMut,
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
@@ -238,8 +329,8 @@ async fn read_loop(
     }
 }
 
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<Out>,
     backlog: Arc<Backlog>,
     stats: Arc<ConnStats>,
@@ -295,7 +386,7 @@ async fn write_loop(
     let _ = wr.shutdown().await;
 }
 
-async fn write_all(wr: &mut OwnedWriteHalf, batch: &mut BytesMut) -> std::io::Result<()> {
+async fn write_all<W: AsyncWrite + Unpin>(wr: &mut W, batch: &mut BytesMut) -> std::io::Result<()> {
     while batch.has_remaining() {
         let n = wr.write(batch).await?;
         if n == 0 {
@@ -304,5 +395,6 @@ async fn write_all(wr: &mut OwnedWriteHalf, batch: &mut BytesMut) -> std::io::Re
         batch.advance(n);
     }
     batch.clear();
-    Ok(())
+    // TLS keeps what the socket did not take in its own buffer until flushed (a no-op on TCP).
+    wr.flush().await
 }

@@ -115,6 +115,8 @@ pub enum DriverMsg {
         remote: SocketAddr,
         /// The decoded handshake.
         req: ConnectRequest,
+        /// Identities the transport proved (a verified client certificate's `x509` id).
+        ids: Vec<zk_proto::Id>,
         /// Where to send frames for this connection.
         out: Outbox,
         /// Counters the connection task keeps.
@@ -142,6 +144,9 @@ pub enum DriverMsg {
         /// The connection.
         conn: ConnId,
     },
+    /// A client failed the TLS handshake (no trusted certificate, say): counted in
+    /// `auth_failed_count`, as Apache counts a failed handshake.
+    TlsFailed,
     /// A four-letter word to answer.
     FourLetter {
         /// The word.
@@ -418,14 +423,15 @@ impl Driver {
     fn on_msg(&mut self, msg: DriverMsg, now: Now) -> bool {
         let ev = match msg {
             DriverMsg::Shutdown => return true,
-            DriverMsg::Connect { conn, remote, req, out, stats, ready } => {
+            DriverMsg::Connect { conn, remote, req, ids, out, stats, ready } => {
                 self.outboxes.insert(conn, out);
                 self.ready.insert(conn, ready);
-                Event::Connect { conn, remote, req, stats }
+                Event::Connect { conn, remote, req, ids, stats }
             }
             DriverMsg::Request { conn, xid, op, body, raw, received } => {
                 Event::Request { conn, xid, op, body, raw, received_us: self.mono_us(received) }
             }
+            DriverMsg::TlsFailed => Event::AuthFailed,
             DriverMsg::Closed { conn } => {
                 if let Some(out) = self.outboxes.remove(&conn) {
                     out.backlog.close();

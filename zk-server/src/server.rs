@@ -87,12 +87,23 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
     let settings = Arc::new(settings);
-    let listener = TcpListener::bind(settings.client_addr)
-        .await
-        .map_err(|source| StartError::Bind { addr: settings.client_addr, source })?;
+    let listener = match settings.client_addr {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
+        }
+        None => None,
+    };
+    let secure_listener = match settings.secure_client_addr {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
+        }
+        None => None,
+    };
     let tree_cfg = TreeConfig {
         extended_types_enabled: settings.extended_types_enabled,
         super_digest: settings.super_digest.clone(),
+        x509_enabled: settings.x509_enabled,
+        x509_super_user: settings.x509_super_user.clone(),
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
         ..TreeConfig::default()
@@ -204,7 +215,27 @@ pub async fn run(
             .map_err(|source| StartError::Bind { addr, source })?;
     }
     let how = if ensemble_mode { "as an ensemble member" } else { "standalone" };
-    info!("serving clients on {} ({how}; log in {})", settings.client_addr, log_dir.display());
+    if let Some(addr) = settings.client_addr {
+        info!("serving clients on {addr} ({how}; log in {})", log_dir.display());
+        if settings.port_unification {
+            info!("client.portUnification: {addr} also takes TLS clients");
+        }
+    }
+    if let Some(addr) = settings.secure_client_addr {
+        info!("serving TLS clients on {addr} ({how}; log in {})", log_dir.display());
+    }
+    let reload = settings.tls.clone().filter(|t| t.reload_wanted()).map(|tls| {
+        tokio::spawn(async move {
+            // Polling the files' times: a change is picked up within CERT_POLL, with no watcher
+            // thread or platform-specific notification.
+            let mut every = tokio::time::interval(CERT_POLL);
+            loop {
+                every.tick().await;
+                let tls = tls.clone();
+                let _ = tokio::task::spawn_blocking(move || tls.reload_if_changed()).await;
+            }
+        })
+    });
 
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_id: u64 = 1;
@@ -214,8 +245,8 @@ pub async fn run(
             _ = &mut shutdown => break,
             // The core stopped by itself: a failure it cannot serve on after.
             ended = &mut core_task => return core_result(ended),
-            accepted = listener.accept() => {
-                let (stream, remote) = match accepted {
+            accepted = accept(listener.as_ref(), secure_listener.as_ref()) => {
+                let (stream, remote, port) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         // Out of descriptors and the like: keep serving the others.
@@ -238,7 +269,7 @@ pub async fn run(
                 next_id += 1;
                 let (core_tx, settings, permits, per_ip) = (core_tx.clone(), settings.clone(), permits.clone(), per_ip.clone());
                 tokio::spawn(async move {
-                    conn::serve(stream, remote, id, core_tx, settings, permits).await;
+                    conn::serve_tcp(stream, port, remote, id, core_tx, settings, permits).await;
                     let mut m = per_ip.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(n) = m.get_mut(&ip) {
                         *n -= 1;
@@ -251,8 +282,31 @@ pub async fn run(
         }
     }
     info!("shutting down");
+    if let Some(task) = reload {
+        task.abort();
+    }
     let _ = core_tx.send(DriverMsg::Shutdown).await;
     core_result(core_task.await)
+}
+
+/// How often the TLS stores' files are checked for changes (`client.certReload`).
+const CERT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The next connection on either client port.
+async fn accept(
+    plain: Option<&TcpListener>,
+    secure: Option<&TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr, conn::Port)> {
+    async fn on(l: Option<&TcpListener>) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+        match l {
+            Some(l) => l.accept().await,
+            None => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        r = on(plain) => r.map(|(s, a)| (s, a, conn::Port::Plain)),
+        r = on(secure) => r.map(|(s, a)| (s, a, conn::Port::Secure)),
+    }
 }
 
 fn core_result(ended: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), StartError> {

@@ -7,8 +7,18 @@ use std::path::PathBuf;
 /// Settings of a running standalone server, in the units the code uses.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Where clients connect.
-    pub client_addr: SocketAddr,
+    /// Where clients connect (clientPort); `None` when only the TLS port is configured.
+    pub client_addr: Option<SocketAddr>,
+    /// Where clients connect with TLS (secureClientPort), if anywhere.
+    pub secure_client_addr: Option<SocketAddr>,
+    /// The TLS context, when TLS is served (a secure port or port unification).
+    pub tls: Option<std::sync::Arc<crate::tls::ServerTls>>,
+    /// `client.portUnification`: the plain port also takes TLS connections.
+    pub port_unification: bool,
+    /// The `x509` auth scheme exists (TLS is served, or an `authProvider.N` line names it).
+    pub x509_enabled: bool,
+    /// `X509AuthenticationProvider.superUser`.
+    pub x509_super_user: Option<String>,
     /// The tick, ms: session expiry granularity.
     pub tick_ms: i64,
     /// Smallest session timeout granted, ms.
@@ -136,6 +146,12 @@ fn http_endpoints(
 }
 
 impl Settings {
+    /// The address this server gives as its client address (`voting_view`, `zabstate`): the
+    /// plain client port's, else the TLS port's.
+    pub fn advertised_client_addr(&self) -> SocketAddr {
+        self.client_addr.or(self.secure_client_addr).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
     /// Whether `cmd` may be answered.
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         match &self.four_letter_words {
@@ -156,31 +172,35 @@ impl Settings {
     ///
     /// Errors name the key when the configuration asks for something a standalone zkrs cannot do.
     pub fn from_config(cfg: &crate::config::ServerConfig) -> Result<Settings, String> {
-        let client =
-            cfg.client_address.as_ref().ok_or("clientPort is not set: a standalone server needs one")?;
-        let ip: std::net::IpAddr = if client.host.is_empty() {
-            std::net::Ipv4Addr::UNSPECIFIED.into()
-        } else {
-            match client.host.parse() {
-                Ok(ip) => ip,
-                Err(_) => {
-                    // A host name: resolve it once, as Apache does at start-up.
-                    use std::net::ToSocketAddrs;
-                    (client.host.as_str(), client.port)
-                        .to_socket_addrs()
-                        .ok()
-                        .and_then(|mut a| a.next())
-                        .map(|a| a.ip())
-                        .ok_or_else(|| format!("clientPortAddress: cannot resolve host {}", client.host))?
-                }
+        let client_addr = match &cfg.client_address {
+            Some(hp) if hp.host.is_empty() => {
+                Some(SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), hp.port))
             }
+            // A host name is resolved once, as Apache does at start-up.
+            Some(hp) => Some(resolve("clientPortAddress", &hp.host, hp.port)?),
+            None => None,
         };
         let status = crate::config::ConfStatus {
-            client_port: Some(client.port),
+            client_port: client_addr.map(|a| a.port()),
             snap_dir_bytes: crate::config::directory_size_bytes(&cfg.snap_dir()),
             log_dir_bytes: crate::config::directory_size_bytes(&cfg.log_dir()),
         };
         let (admin, metrics_addr) = http_endpoints(cfg)?;
+        let secure_client_addr = match &cfg.secure_client_address {
+            Some(hp) if hp.host.is_empty() => {
+                Some(SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), hp.port))
+            }
+            Some(hp) => Some(resolve("secureClientPortAddress", &hp.host, hp.port)?),
+            None => None,
+        };
+        if client_addr.is_none() && secure_client_addr.is_none() {
+            return Err("clientPort is not set: a standalone server needs it or secureClientPort".into());
+        }
+        let tls = if cfg.ssl.wanted(secure_client_addr.is_some()) {
+            Some(std::sync::Arc::new(crate::tls::ServerTls::load(&cfg.ssl, cfg.config_file.as_deref())?))
+        } else {
+            None
+        };
         let initial_config = cfg.config_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
         Ok(Settings {
             admin,
@@ -188,7 +208,12 @@ impl Settings {
             initial_config,
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
-            client_addr: SocketAddr::new(ip, client.port),
+            client_addr,
+            secure_client_addr,
+            tls,
+            port_unification: cfg.ssl.port_unification,
+            x509_enabled: cfg.ssl.x509_enabled(cfg.secure_client_address.is_some()),
+            x509_super_user: cfg.ssl.x509_super_user.clone(),
             tick_ms: cfg.tick_time_ms as i64,
             min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,
             max_session_timeout_ms: cfg.max_session_timeout_ms.min(i32::MAX as u32) as i32,

@@ -89,6 +89,9 @@ pub struct ConnStats {
     pub timeout_ms: AtomicI32,
     /// When the connection was established, ms since the epoch.
     pub established_ms: i64,
+    /// It arrived on the TLS client port (secureClientPort): the AdminServer lists it under
+    /// `secure_connections`, as Apache lists its secure factory's.
+    pub secure_port: bool,
     last: Mutex<LastOp>,
 }
 
@@ -117,8 +120,14 @@ impl ConnStats {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0),
+            secure_port: false,
             last: Mutex::new(LastOp::default()),
         }
+    }
+
+    /// Fresh counters for a connection opened now on the TLS client port.
+    pub fn on_secure_port() -> Self {
+        ConnStats { secure_port: true, ..ConnStats::new() }
     }
 
     /// Records the session once bound.

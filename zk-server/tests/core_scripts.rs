@@ -203,7 +203,7 @@ impl Script {
                     read_only: Some(tc.take_flag("ro").unwrap()),
                 };
                 let remote = format!("127.0.0.1:{}", 40000 + conn).parse().unwrap();
-                Event::Connect { conn, remote, req, stats: Arc::new(ConnStats::new()) }
+                Event::Connect { conn, remote, req, ids: vec![], stats: Arc::new(ConnStats::new()) }
             }
             "create" | "create2" => {
                 let p = path(tc);

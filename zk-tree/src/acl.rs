@@ -136,13 +136,14 @@ fn provider_valid(cfg: &TreeConfig, scheme: &str, id: &str) -> bool {
     match scheme {
         "ip" => ip_valid(id),
         "digest" if cfg.digest_enabled => java::split_drop_trailing(id, ':').len() == 2,
+        "x509" if cfg.x509_enabled => crate::x509::x509_id_valid(id),
         _ => false,
     }
 }
 
 /// Whether ids of this scheme are "authenticated" ones that the `auth` scheme expands to.
 fn provider_authenticated(cfg: &TreeConfig, scheme: &str) -> bool {
-    scheme == "digest" && cfg.digest_enabled
+    (scheme == "digest" && cfg.digest_enabled) || (scheme == "x509" && cfg.x509_enabled)
 }
 
 /// Apache's `fixupACL`: drops duplicates, then checks each entry and expands `auth`.
@@ -207,6 +208,11 @@ pub fn check_acl(cfg: &TreeConfig, acl: &[Acl], perm: i32, auth: &AuthIds) -> Re
             let hit = match cid.scheme.as_str() {
                 "digest" if cfg.digest_enabled => cid.id == a.id.id,
                 "ip" => ip_matches(&cid.id, &a.id.id),
+                // Apache's X509AuthenticationProvider.matches: the same name, or the caller is
+                // the configured super user.
+                "x509" if cfg.x509_enabled => {
+                    cid.id == a.id.id || cfg.x509_super_user.as_deref() == Some(cid.id.as_str())
+                }
                 _ => false,
             };
             if hit {
@@ -377,6 +383,34 @@ mod tests {
         assert_eq!(check_acl(&c, &a, perms::ADMIN, &who(&[id("super", "")])), Ok(()));
         // Either bit of a combined request suffices.
         assert_eq!(check_acl(&c, &a, READ_OR_ADMIN, &bob), Ok(()));
+    }
+
+    #[test]
+    fn x509_scheme() {
+        let off = cfg();
+        let alice_dn = "CN=alice,O=Example";
+        let alice = who(&[id("ip", "127.0.0.1"), id("x509", alice_dn)]);
+        // Without a TLS port there is no x509 provider.
+        assert_eq!(fixup_acl(&off, &alice, &[acl(31, "x509", alice_dn)]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            check_acl(&off, &[acl(31, "x509", alice_dn)], perms::READ, &alice),
+            Err(ErrorCode::NoAuth)
+        );
+        let on = TreeConfig { x509_enabled: true, x509_super_user: Some("CN=admin".into()), ..cfg() };
+        assert!(fixup_acl(&on, &alice, &[acl(31, "x509", alice_dn)]).is_ok());
+        assert_eq!(fixup_acl(&on, &alice, &[acl(31, "x509", "alice")]), Err(ErrorCode::InvalidAcl));
+        // `auth` expands to the certificate's id.
+        assert_eq!(fixup_acl(&on, &alice, &[acl(3, "auth", "")]).unwrap(), vec![acl(3, "x509", alice_dn)]);
+        let a = vec![acl(perms::READ, "x509", alice_dn)];
+        assert_eq!(check_acl(&on, &a, perms::READ, &alice), Ok(()));
+        let bob = who(&[id("x509", "CN=bob,O=Example")]);
+        assert_eq!(check_acl(&on, &a, perms::READ, &bob), Err(ErrorCode::NoAuth));
+        // Exact strings: no normalisation of case or spaces.
+        assert_eq!(
+            check_acl(&on, &a, perms::READ, &who(&[id("x509", "CN=alice, O=Example")])),
+            Err(ErrorCode::NoAuth)
+        );
+        assert_eq!(check_acl(&on, &a, perms::READ, &who(&[id("x509", "CN=admin")])), Ok(()));
     }
 
     #[test]

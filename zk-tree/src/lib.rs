@@ -26,6 +26,7 @@ pub mod session;
 pub mod snapshot;
 pub mod tree;
 pub mod watch;
+pub mod x509;
 
 pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
 pub use database::Database;
@@ -71,6 +72,13 @@ pub struct TreeConfig {
     /// Refuse writes that break a quota's hard limit with QUOTAEXCEEDED (zookeeper.enforceQuota,
     /// default false: quotas are only counted).
     pub enforce_quota: bool,
+    /// The `x509` scheme is available: the server has a TLS client port, whose verified client
+    /// certificates give `x509:<subject>` ids (Apache registers its X509AuthenticationProvider
+    /// then).
+    pub x509_enabled: bool,
+    /// `X509AuthenticationProvider.superUser`: the certificate subject that is super; an
+    /// `x509` ACL entry also matches it.
+    pub x509_super_user: Option<String>,
 }
 
 impl Default for TreeConfig {
@@ -83,6 +91,8 @@ impl Default for TreeConfig {
             container_max_never_used_ms: 0,
             exists_requires_read: false,
             enforce_quota: false,
+            x509_enabled: false,
+            x509_super_user: None,
         }
     }
 }

@@ -10,9 +10,16 @@
 //! ("Node does not exist: /x", "KeeperErrorCode = ... for /x") on stderr. Times are printed in UTC
 //! in Java's `Date.toString` format (zkCli.sh prints the JVM's local zone; the same on UTC hosts).
 //!
+//! TLS as Apache's Java client takes it: `zookeeper.client.secure=true` with PEM
+//! `zookeeper.ssl.trustStore.location` and `zookeeper.ssl.keyStore.location`, from the
+//! `-client-configuration` file or `-D` flags in `CLIENT_JVMFLAGS`/`JVMFLAGS`.
+//!
 //! Known differences from zkCli.sh: a node created without data holds empty data (zkCli.sh sends
 //! null, which it reads back as "null"); `removewatches -l` always asks the server; the session is
 //! closed when a one-shot command exits (zkCli.sh leaves it to expire).
+
+#[path = "zkrs_cli/client_config.rs"]
+mod client_config;
 
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
@@ -409,6 +416,7 @@ struct Shell {
     host: String,
     timeout: Duration,
     read_only: bool,
+    tls: Option<zk_client::ClientTls>,
     client: Option<Client>,
     print_watches: Arc<AtomicBool>,
     history: VecDeque<(u64, String)>,
@@ -422,7 +430,11 @@ impl Shell {
             let _ = self.rt.block_on(old.close());
         }
         self.host = host.to_owned();
-        let builder = Client::builder(host).session_timeout(self.timeout).can_be_read_only(self.read_only);
+        let mut builder =
+            Client::builder(host).session_timeout(self.timeout).can_be_read_only(self.read_only);
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(tls.clone());
+        }
         let client = self.rt.block_on(builder.connect()).map_err(|e| failed(e, ""))?;
         let state = if client.state() == SessionState::ConnectedReadOnly {
             KeeperState::ConnectedReadOnly
@@ -1081,6 +1093,7 @@ struct Options {
     server: String,
     timeout: Duration,
     read_only: bool,
+    client_configuration: Option<std::path::PathBuf>,
     command: Vec<String>,
 }
 
@@ -1089,6 +1102,7 @@ fn parse_argv(argv: Vec<String>) -> Options {
         server: "localhost:2181".into(),
         timeout: Duration::from_millis(30_000),
         read_only: false,
+        client_configuration: None,
         command: Vec::new(),
     };
     let mut it = argv.into_iter();
@@ -1103,9 +1117,7 @@ fn parse_argv(argv: Vec<String>) -> Options {
             "-r" => o.read_only = true,
             // Accepted for zkCli.sh compatibility: this shell always waits for the connection.
             "-waitforconnection" => {}
-            "-client-configuration" => {
-                it.next();
-            }
+            "-client-configuration" => o.client_configuration = it.next().map(Into::into),
             _ => {
                 o.command.push(a);
                 o.command.extend(it.by_ref());
@@ -1198,11 +1210,21 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let tls = match client_config::load(opts.client_configuration.as_deref())
+        .and_then(|p| client_config::tls(&p))
+    {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
     let mut shell = Shell {
         rt: rt.clone(),
         host: opts.server.clone(),
         timeout: opts.timeout,
         read_only: opts.read_only,
+        tls,
         client: None,
         print_watches: Arc::new(AtomicBool::new(true)),
         history: VecDeque::new(),

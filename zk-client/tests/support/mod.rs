@@ -60,9 +60,12 @@ struct Managed {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// zoo.cfg lines added to the defaults.
+    extra: String,
 }
 
-fn free_port() -> u16 {
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -101,9 +104,15 @@ impl TestServer {
         if let Ok(addr) = std::env::var("ZKRS_TEST_SERVER") {
             return TestServer { addr, target, managed: None };
         }
+        Self::start_with(target, "")
+    }
+
+    /// Starts `target` as [`TestServer::start`] does, with `extra` zoo.cfg lines (never an
+    /// external server: the lines matter).
+    pub fn start_with(target: Target, extra: &str) -> TestServer {
         let dir = tempfile::Builder::new().prefix("zk-client-test-").tempdir().unwrap();
         let port = free_port();
-        let mut m = Managed { target, port, dir, child: None };
+        let mut m = Managed { target, port, dir, child: None, extra: extra.to_string() };
         m.spawn();
         TestServer { addr: format!("127.0.0.1:{port}"), target, managed: Some(m) }
     }
@@ -144,9 +153,10 @@ impl Managed {
         let cfg = format!(
             "tickTime=500\nminSessionTimeout=1000\nmaxSessionTimeout=30000\ndataDir={}\n\
              clientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n\
-             admin.enableServer=false\nextendedTypesEnabled=true\n{}",
+             admin.enableServer=false\nextendedTypesEnabled=true\n{}{}",
             data.display(),
             self.port,
+            self.extra,
             // A JVM property for Apache (below), a zoo.cfg key for zkrs.
             if self.target == Target::Zkrs { "znode.container.checkIntervalMs=500\n" } else { "" },
         );

@@ -99,6 +99,11 @@ pub fn zkrs_server_binary() -> PathBuf {
 /// Starts `target` standalone on a free port and waits until it serves (`srvr` answers with
 /// statistics; Apache answers `ruok` before it accepts sessions).
 pub fn start(target: Target) -> Server {
+    start_with(target, "")
+}
+
+/// [`start`] with `extra` zoo.cfg lines.
+pub fn start_with(target: Target, extra: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let data = dir.path().join("data");
@@ -107,7 +112,7 @@ pub fn start(target: Target) -> Server {
     std::fs::write(
         &cfg,
         format!(
-            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\n{extra}",
             data.display()
         ),
     )

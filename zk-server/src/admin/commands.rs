@@ -91,8 +91,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
         "ruok" | "connection_stat_reset" | "observer_connection_stat_reset" | "stat_reset" => {}
         "configuration" => configuration(&mut m, v),
         "connections" => {
-            m.insert("connections".into(), connections(v, false));
-            m.insert("secure_connections".into(), json!([]));
+            m.insert("connections".into(), connections(v, false, false));
+            m.insert("secure_connections".into(), connections(v, false, true));
         }
         "hash" => {
             // zkrs keeps no digest log (Apache's digest.enabled feature), so there are none to list.
@@ -146,8 +146,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
         "server_stats" => server_stats(&mut m, v),
         "stats" => {
             server_stats(&mut m, v);
-            m.insert("connections".into(), connections(v, true));
-            m.insert("secure_connections".into(), json!([]));
+            m.insert("connections".into(), connections(v, true, false));
+            m.insert("secure_connections".into(), connections(v, true, true));
         }
         "observers" => {
             let synced = v.quorum.map_or(0, |q| q.synced_observers);
@@ -155,7 +155,11 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("observers".into(), json!([]));
         }
         "voting_view" => {
-            let view = v.ensemble.as_ref().map(|e| e.voting_view(v.settings.client_addr)).unwrap_or_default();
+            let view = v
+                .ensemble
+                .as_ref()
+                .map(|e| e.voting_view(v.settings.advertised_client_addr()))
+                .unwrap_or_default();
             m.insert("current_config".into(), Value::Object(view));
         }
         "watches" => {
@@ -193,7 +197,7 @@ fn session_of(v: &View<'_>, watcher: u64) -> i64 {
 
 fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
     let s = v.settings;
-    m.insert("client_port".into(), json!(s.client_addr.port()));
+    m.insert("client_port".into(), json!(s.client_addr.map_or(-1, |a| i32::from(a.port()))));
     m.insert("data_dir".into(), json!(s.data_dir.display().to_string()));
     m.insert("data_log_dir".into(), json!(s.data_log_dir.display().to_string()));
     m.insert("tick_time".into(), json!(s.tick_ms));
@@ -205,11 +209,13 @@ fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
     m.insert("client_port_listen_backlog".into(), json!(-1));
 }
 
-/// Every client connection, as Apache's `getConnectionInfo(brief)` lists it.
-fn connections(v: &View<'_>, brief: bool) -> Value {
+/// The client connections of one port (the TLS one when `secure`), as Apache's
+/// `getConnectionInfo(brief)` lists its factory's.
+fn connections(v: &View<'_>, brief: bool, secure: bool) -> Value {
     let list: Vec<Value> = v
         .conns
         .iter()
+        .filter(|c| c.stats.secure_port == secure)
         .map(|c| {
             let st = &c.stats;
             let mut info = Map::new();
@@ -338,7 +344,7 @@ fn zabstate(m: &mut Map<String, Value>, v: &View<'_>) {
             m.insert("is_leader".into(), json!(e.leading));
             m.insert("quorum_address".into(), e.quorum_address());
             m.insert("election_address".into(), e.election_address());
-            m.insert("client_address".into(), json!(v.settings.client_addr.to_string()));
+            m.insert("client_address".into(), json!(v.settings.advertised_client_addr().to_string()));
             m.insert("voting".into(), json!(!e.observer));
             let zxid = v.last_zxid;
             m.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));

@@ -111,6 +111,9 @@ pub enum Event {
         remote: SocketAddr,
         /// The decoded handshake.
         req: ConnectRequest,
+        /// Identities the transport proved: a verified client certificate's `x509:<subject>`
+        /// (and `super:<subject>` for the configured super user); empty on plain connections.
+        ids: Vec<Id>,
         /// Counters the connection task keeps.
         stats: Arc<ConnStats>,
     },
@@ -135,6 +138,9 @@ pub enum Event {
         /// The connection.
         conn: ConnId,
     },
+    /// A client's authentication failed before it had a connection here (its TLS handshake):
+    /// counted with the failed addauths.
+    AuthFailed,
     /// This server's log has every transaction through `zxid` durable.
     Durable {
         /// The zxid.
@@ -446,11 +452,14 @@ impl ServerCore {
             return;
         }
         match ev {
-            Event::Connect { conn, remote, req, stats } => self.on_connect(now, conn, remote, req, stats),
+            Event::Connect { conn, remote, req, ids, stats } => {
+                self.on_connect(now, conn, remote, req, ids, stats)
+            }
             Event::Request { conn, xid, op, body, raw, received_us } => {
                 self.on_request(now, conn, xid, op, body, raw, received_us)
             }
             Event::Closed { conn } => self.on_closed(conn),
+            Event::AuthFailed => self.stats.auth_failed += 1,
             Event::Durable { zxid } => self.on_durable(now, zxid),
             Event::LogFailed { error } => self.on_log_failed(now, error),
             Event::Ack { sid, zxid } => {

@@ -175,6 +175,12 @@ impl ServerCore {
 
     pub(super) fn on_auth(&mut self, conn: ConnId, xid: i32, packet: AuthPacket) {
         let Some(c) = self.conns.get(conn) else { return };
+        // addauth x509 re-checks the connection's certificate (Apache): it succeeds when the
+        // connection has one (its ids are there since the TLS handshake) and fails otherwise.
+        if packet.scheme == "x509" && c.auth.ids.iter().any(|i| i.scheme == "x509") {
+            self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::Empty);
+            return;
+        }
         let remote = c.remote.ip().to_canonical().to_string();
         match zk_tree::authenticate_conn(&packet.scheme, &packet.auth, self.db.config(), &remote) {
             Ok(entry) => {

@@ -10,12 +10,13 @@ impl ServerCore {
         conn: ConnId,
         remote: SocketAddr,
         req: ConnectRequest,
+        transport_ids: Vec<Id>,
         stats: Arc<ConnStats>,
     ) {
-        let auth = AuthIds {
-            ids: vec![Id { scheme: "ip".into(), id: remote.ip().to_canonical().to_string() }],
-            is_super: false,
-        };
+        let mut ids = vec![Id { scheme: "ip".into(), id: remote.ip().to_canonical().to_string() }];
+        let is_super = transport_ids.iter().any(|i| i.scheme == "super");
+        ids.extend(transport_ids);
+        let auth = AuthIds { ids, is_super };
         let timeout_ms = self.settings.negotiate_timeout(req.time_out);
         if !self.serves_clients() {
             // Not serving (electing or syncing, or a leader with leaderServes=no): Apache closes

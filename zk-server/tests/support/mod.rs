@@ -25,9 +25,12 @@ pub enum Target {
 
 /// The Java class path of Debian's ZooKeeper; the jar's manifest names its dependencies. The
 /// servlet API (Debian's libservlet-api-java) is added so that Apache's AdminServer can start
-/// where a test enables it (the stock class path lacks it).
+/// where a test enables it, and Netty's codec and resolver (Debian's libnetty-java, a dependency
+/// of the zookeeper package) so that its TLS port and TLS client work (the stock class path lacks
+/// all three).
 pub const APACHE_CLASSPATH: &str =
-    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/servlet-api.jar";
+    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/servlet-api.jar:\
+     /usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar";
 
 /// A running server process, killed and its directory removed on drop.
 pub struct ServerProc {

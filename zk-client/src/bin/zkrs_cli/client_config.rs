@@ -1,0 +1,114 @@
+//! The Java client's TLS settings, read where zkCli.sh users keep them: the
+//! `-client-configuration` properties file and the `-D` flags of `CLIENT_JVMFLAGS` / `JVMFLAGS`
+//! (zkCli.sh hands those to the JVM as system properties). The file wins over the flags, as in
+//! Apache's `ZKClientConfig`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use zk_client::ClientTls;
+
+/// Largest client configuration file read.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// `key=value` (or `key: value`) lines of a Java properties file, without comments; enough of
+/// the format for client settings (no line continuations or escapes).
+fn properties(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let at = l.find(['=', ':'])?;
+            Some((l[..at].trim().to_string(), l[at + 1..].trim().to_string()))
+        })
+        .collect()
+}
+
+/// `-Dkey=value` words of JVM flags.
+fn system_properties(flags: &str) -> HashMap<String, String> {
+    flags
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("-D"))
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+/// The client settings: `CLIENT_JVMFLAGS` and `JVMFLAGS` system properties, then the file.
+///
+/// Errors: the file cannot be read.
+pub fn load(file: Option<&Path>) -> Result<HashMap<String, String>, String> {
+    let mut props = HashMap::new();
+    for var in ["JVMFLAGS", "CLIENT_JVMFLAGS"] {
+        if let Ok(flags) = std::env::var(var) {
+            props.extend(system_properties(&flags));
+        }
+    }
+    if let Some(path) = file {
+        let read_err = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+        let len = std::fs::metadata(path).map_err(read_err)?.len();
+        if len > MAX_CONFIG_BYTES {
+            return Err(format!("{}: {len} bytes is too large for a client configuration", path.display()));
+        }
+        props.extend(properties(&std::fs::read_to_string(path).map_err(read_err)?));
+    }
+    Ok(props)
+}
+
+/// TLS as the settings ask for it: `None` unless `zookeeper.client.secure=true`; then the PEM
+/// trust store (`zookeeper.ssl.trustStore.location`) and, when set, the PEM key store holding this
+/// client's key and certificate chain (`zookeeper.ssl.keyStore.location`); server names checked
+/// unless `zookeeper.ssl.hostnameVerification=false`.
+///
+/// Errors: a secure client without a trust store, a store type other than PEM, an unreadable or
+/// unusable file, each naming the property.
+pub fn tls(props: &HashMap<String, String>) -> Result<Option<ClientTls>, String> {
+    let get = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    if !get("zookeeper.client.secure").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    for key in ["zookeeper.ssl.keyStore.type", "zookeeper.ssl.trustStore.type"] {
+        if let Some(t) = get(key).filter(|t| !t.eq_ignore_ascii_case("PEM")) {
+            return Err(format!("{key}={t}: zkrs-cli reads PEM stores only"));
+        }
+    }
+    if get("zookeeper.ssl.keyStore.password").is_some()
+        || get("zookeeper.ssl.keyStore.passwordPath").is_some()
+    {
+        eprintln!("zookeeper.ssl.keyStore.password is not used: zkrs-cli reads unencrypted keys");
+    }
+    let check_names =
+        !get("zookeeper.ssl.hostnameVerification").is_some_and(|v| v.eq_ignore_ascii_case("false"));
+    let ca = get("zookeeper.ssl.trustStore.location")
+        .ok_or("zookeeper.client.secure=true needs zookeeper.ssl.trustStore.location (a PEM file of CA certificates)")?;
+    let key_store = get("zookeeper.ssl.keyStore.location").map(Path::new);
+    let identity = key_store.map(|k| (k, k));
+    let tls = if check_names {
+        ClientTls::from_pem_files(Path::new(ca), identity)
+    } else {
+        ClientTls::from_pem_files_any_name(Path::new(ca), identity)
+    };
+    tls.map(Some).map_err(|e| format!("zookeeper.ssl.*: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_and_flags() {
+        let p = properties(
+            "# c\nzookeeper.client.secure = true\n!x\nzookeeper.ssl.trustStore.location:/ca.pem\nbad\n",
+        );
+        assert_eq!(p.get("zookeeper.client.secure").map(String::as_str), Some("true"));
+        assert_eq!(p.get("zookeeper.ssl.trustStore.location").map(String::as_str), Some("/ca.pem"));
+        assert_eq!(p.len(), 2);
+        let f = system_properties("-Xmx1g -Dzookeeper.client.secure=true -Dfoo");
+        assert_eq!(f.len(), 1);
+        assert_eq!(tls(&HashMap::new()).unwrap().map(|_| ()), None);
+        let secure: HashMap<String, String> =
+            [("zookeeper.client.secure".to_string(), "true".to_string())].into();
+        assert!(tls(&secure).unwrap_err().contains("trustStore.location"));
+        let mut jks = secure.clone();
+        jks.insert("zookeeper.ssl.trustStore.type".into(), "JKS".into());
+        assert!(tls(&jks).unwrap_err().contains("PEM"));
+    }
+}
