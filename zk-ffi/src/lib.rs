@@ -5,7 +5,8 @@
 //! - [`abi`]: the C structs, field for field; [`consts`]: the exported data symbols;
 //! - [`jute`]: deallocate_*/allocate_*; [`log`]: logLevel, streams, callbacks, log_message;
 //! - [`handle`]: zhandle_t, its I/O and completion threads, and single-threaded driving;
-//! - [`api`]: the zoo_* calls; [`lifecycle`]: init/close and the handle accessors;
+//! - [`api`]: the zoo_* calls of Apache's API; [`ext`]: libzkrs's additions (zkrs_ext.h);
+//! - [`lifecycle`]: init/close and the handle accessors;
 //! - [`deliver`]: results into C callbacks and caller-owned memory.
 //!
 //! Architecture invariant: every byte on the wire comes from the session core; this crate only
@@ -26,6 +27,8 @@ pub mod api;
 pub mod consts;
 #[allow(unsafe_code)] // Writes results into memory the caller owns; calls C completion functions.
 pub mod deliver;
+#[allow(unsafe_code)] // libzkrs's own zoo_* calls (the source of zkrs_ext.h): as `api`.
+pub mod ext;
 #[allow(missing_docs)]
 #[allow(unsafe_code)] // C pointers (contexts, callbacks) carried across threads: `unsafe impl Send`.
 pub mod handle;
