@@ -5,7 +5,7 @@ use crate::core::ConnId;
 use crate::driver::{Backlog, DriverMsg, Out, Outbox};
 use crate::fourlw;
 use crate::settings::Settings;
-use crate::stats::ConnStats;
+use crate::stats::{ConnCounters, ConnStats};
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,6 +47,7 @@ pub async fn serve(
     driver: mpsc::Sender<DriverMsg>,
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
@@ -119,6 +120,7 @@ pub async fn serve(
         room: &room,
         room_for_next,
         backlog: &backlog,
+        counters: &counters,
     };
     let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
     drop(room);
@@ -181,6 +183,8 @@ struct ReaderCtx<'a> {
     room_for_next: usize,
     /// Bytes queued for the connection and not yet written.
     backlog: &'a Backlog,
+    /// Where a drop by the client is counted.
+    counters: &'a ConnCounters,
 }
 
 async fn read_loop(
@@ -189,7 +193,7 @@ async fn read_loop(
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
 ) -> String {
-    let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog } = cx;
+    let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog, counters } = cx;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -230,11 +234,17 @@ async fn read_loop(
                 return "server shutting down".into();
             }
         }
-        match rd.read_buf(buf).await {
-            Ok(0) => return "closed by client".into(),
-            Ok(_) => {}
-            Err(e) => return format!("read error: {e}"),
+        let reason = match rd.read_buf(buf).await {
+            Ok(0) => "closed by client".to_string(),
+            Ok(_) => continue,
+            Err(e) => format!("read error: {e}"),
+        };
+        // The server closes a connection by closing its outbox (after closeSession, say): only
+        // an end the client chose while it was still served is a drop.
+        if !backlog.is_closed() {
+            counters.drop_one();
         }
+        return reason;
     }
 }
 
