@@ -4,7 +4,7 @@
 //! libzkrs.so installed as libzookeeper_mt.so.2 (the library carries that soname). Module map:
 //! - [`abi`]: the C structs, field for field; [`consts`]: the exported data symbols;
 //! - [`jute`]: deallocate_*/allocate_*; [`log`]: logLevel, streams, callbacks, log_message;
-//! - [`handle`]: zhandle_t, its I/O and completion threads, and single-threaded driving;
+//! - `handle`: zhandle_t, its I/O and completion threads, and single-threaded driving;
 //! - [`api`]: the zoo_* calls of Apache's API; [`ext`]: libzkrs's additions (zkrs_ext.h);
 //! - [`lifecycle`]: init/close and the handle accessors;
 //! - [`deliver`]: results into C callbacks and caller-owned memory.

@@ -81,7 +81,8 @@ pub use fault::{FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};
 pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
 pub use log::{
-    LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, SyncTimes, INDEX_STRIDE, LOG_DIR_NAME,
+    LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, SparePrep, SyncTimes, INDEX_STRIDE,
+    LOG_DIR_NAME,
 };
 pub use reader::{LogReader, READ_HOLD_BYTES};
 pub use sink::{DurableReport, TxnSink, TxnSource};

@@ -190,7 +190,7 @@ impl<S: Storage> SparePrep<S> {
     /// Creates and prepares the spare file. Errors (a full disk, say) are handed to
     /// [`SegmentLog::install_spare`], which then starts segments the slow way.
     ///
-    /// The space is reserved and zero-filled one [`SPARE_STEP_BYTES`] step at a time, each step
+    /// The space is reserved and zero-filled one step (`SPARE_STEP_BYTES`) at a time, each step
     /// synced, with a short pause between steps: the disk never holds more than one step of this
     /// file's writes ahead of the log's own syncs, so commits do not stall behind a burst of
     /// zeros (measured here: a 64 MiB burst held commits up for 80 ms).
