@@ -587,7 +587,16 @@ fn metrics_of_an_ensemble_member() {
         assert_eq!(c.create(&format!("/q{i}"), b"", CreateMode::Persistent).err(), ErrorCode::Ok);
     }
     let value = sample_value;
-    let (lf, text) = parsed_metrics(metrics[leader]);
+    // Under load a follower may still be syncing when the leader is found: wait for both.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (lf, text) = loop {
+        let (f, text) = parsed_metrics(metrics[leader]);
+        if value(&f, "learners", "learners") == 2.0 && value(&f, "commit_count", "commit_count") >= 6.0 {
+            break (f, text);
+        }
+        assert!(std::time::Instant::now() < deadline, "the leader never had both learners:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     for (name, kind) in DASHBOARD.iter().chain(&[("quorum_size", "gauge"), ("leader_uptime", "gauge")]) {
         assert_eq!(lf[name][0], *kind, "{name} on the leader:\n{text}");
     }
@@ -606,7 +615,14 @@ fn metrics_of_an_ensemble_member() {
     assert!(value(&lf, "looking_count", "looking_count") >= 1.0, "{text}");
     assert!(value(&lf, "election_time", "election_time_count") >= 1.0, "{text}");
     for i in (0..3).filter(|&i| i != leader) {
-        let (f, text) = parsed_metrics(metrics[i]);
+        let (f, text) = loop {
+            let (f, text) = parsed_metrics(metrics[i]);
+            if f.get("quorum_size").is_some() {
+                break (f, text);
+            }
+            assert!(std::time::Instant::now() < deadline, "member {i} never served:\n{text}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
         assert_eq!(value(&f, "quorum_size", "quorum_size"), 3.0, "member {i}: {text}");
         assert!(f.get("leader_uptime").is_none(), "member {i} does not lead: {text}");
         assert_eq!(value(&f, "commit_count", "commit_count"), 0.0, "member {i} sends no COMMIT: {text}");
