@@ -12,5 +12,5 @@ ${CC:-cc} -O2 -fPIC -c "$here/csrc/st_mode.c" -o "$out/st_mode.o"
 ${CC:-cc} -shared -o "$out/libzookeeper_st.so.2" "$out/st_mode.o" \
     -Wl,--whole-archive "$archive" -Wl,--no-whole-archive \
     -Wl,--version-script="$here/st.map" -Wl,-soname,libzookeeper_st.so.2 \
-    -Wl,--gc-sections -lpthread -ldl -lm
+    -Wl,--gc-sections -Wl,-z,relro -Wl,-z,now -lpthread -ldl -lm
 rm -f "$out/st_mode.o"

@@ -36,7 +36,7 @@ chmod 755 "$prefix/lib/libzookeeper_st.so.2"
 ln -sf libzookeeper_st.so.2 "$prefix/lib/libzookeeper_st.so"
 install -m 644 "$root"/include/zookeeper/*.h "$prefix/include/zookeeper/"
 pc() {
-    sed -e "s|@PREFIX@|$prefix|" -e "s|@NAME@|$2|" -e "s|@DESC@|$3|" -e "s|@LIB@|$4|" -e "s|@CFLAGS@|$5|" \
+    sed -e "s|@PREFIX@|$prefix|" -e "s|@LIBDIR@|\${prefix}/lib|" -e "s|@NAME@|$2|" -e "s|@DESC@|$3|" -e "s|@LIB@|$4|" -e "s|@CFLAGS@|$5|" \
         "$here/zkrs.pc.in" > "$prefix/lib/pkgconfig/$1.pc"
 }
 pc zkrs zkrs "ZooKeeper C client API on the zkrs session core (multi-threaded)" zkrs -DTHREADED

@@ -166,9 +166,10 @@ typedef struct zoo_op {
             const char *path;
             int version;
         } check_op;
-        /* libzkrs addition, for zoo_amulti_read / zoo_multi_read only. These two members are
-         * smaller than create_op, so the union's size and every other member's offset are the
-         * same as in Apache's header: programs built against either header agree on zoo_op_t. */
+        /* libzkrs addition, for zoo_amulti_read / zoo_multi_read only (zkrs_ext.h). These two
+         * members are smaller than create_op, so the union's size and every other member's
+         * offset are the same as in Apache's header: programs built against either header agree
+         * on zoo_op_t. */
         struct {
             const char *path;
             char *buf;            /* receives the data, at most buflen bytes (truncated) */
@@ -193,12 +194,6 @@ ZOOAPI void zoo_delete_op_init(zoo_op_t *op, const char *path, int version);
 ZOOAPI void zoo_set_op_init(zoo_op_t *op, const char *path, const char *buffer, int buflen,
                             int version, struct Stat *stat);
 ZOOAPI void zoo_check_op_init(zoo_op_t *op, const char *path, int version);
-/* libzkrs additions: the reads of a multiRead (op type 4 = getData, 8 = getChildren; no watch is
- * left). zoo_amulti / zoo_multi refuse them (ZUNIMPLEMENTED). */
-ZOOAPI void zoo_get_data_op_init(zoo_op_t *op, const char *path, char *buf, int buflen,
-                                 struct Stat *stat);
-ZOOAPI void zoo_get_children_op_init(zoo_op_t *op, const char *path,
-                                     struct String_vector *strings);
 
 /* One result of a multi: err, and for creates the path in the op's buffer.
  * For a multiRead getData: value = the op's buf, valuelen = bytes copied (-1 for null data),
@@ -361,29 +356,8 @@ ZOOAPI int zoo_aremove_watches(zhandle_t *zh, const char *path, ZooWatcherType w
 ZOOAPI int zoo_aremove_all_watches(zhandle_t *zh, const char *path, ZooWatcherType wtype,
                                    int local, void_completion_t *completion, const void *data);
 
-/* ---- libzkrs additions: the 3.6+ server operations Apache's C client lacks ---- */
-
-/* addWatch modes. */
-#define ZOO_ADD_WATCH_PERSISTENT 0
-#define ZOO_ADD_WATCH_PERSISTENT_RECURSIVE 1
-/* Leaves a persistent (or persistent recursive) watcher on path; it stays until removed. */
-ZOOAPI int zoo_aadd_watch(zhandle_t *zh, const char *path, int mode, watcher_fn watcher,
-                          void *watcherCtx, void_completion_t completion, const void *data);
-/* The session's ephemeral nodes under a path prefix. */
-ZOOAPI int zoo_aget_ephemerals(zhandle_t *zh, const char *prefix, strings_completion_t completion,
-                               const void *data);
-/* multiRead (server opcode 22, ZooKeeper 3.6+): count reads built with zoo_get_data_op_init /
- * zoo_get_children_op_init, answered independently and seen at one point of the server's
- * history. Before the completion runs, results[i].err holds each read's own outcome (e.g.
- * ZNONODE for one missing node while the others are ZOK) and the ops' out-buffers are filled;
- * the completion's rc is ZOK unless the request as a whole failed (e.g. ZCONNECTIONLOSS), in
- * which case every results[i].err is that rc too. Every getChildren op's String_vector is left
- * valid for deallocate_String_vector (empty when its read failed). ops, results and the ops'
- * buffers must stay valid until the completion. Returns ZBADARGUMENTS (completion not called)
- * for a bad path, an op of another kind, a negative count or NULL arrays. */
-ZOOAPI int zoo_amulti_read(zhandle_t *zh, int count, const zoo_op_t *ops,
-                           zoo_op_result_t *results, void_completion_t completion,
-                           const void *data);
+/* libzkrs's additions (addWatch, getEphemerals, multiRead, getAllChildrenNumber, whoAmI) are
+ * declared in zkrs_ext.h, generated from the Rust by cbindgen. */
 
 #ifdef THREADED
 /* ---- synchronous calls (mt library only): block until the result ---- */
@@ -434,18 +408,6 @@ ZOOAPI int zoo_remove_watches(zhandle_t *zh, const char *path, ZooWatcherType wt
                               watcher_fn watcher, void *watcherCtx, int local);
 ZOOAPI int zoo_remove_all_watches(zhandle_t *zh, const char *path, ZooWatcherType wtype,
                                   int local);
-
-/* libzkrs additions, synchronous. */
-ZOOAPI int zoo_add_watch(zhandle_t *zh, const char *path, int mode, watcher_fn watcher,
-                         void *watcherCtx);
-ZOOAPI int zoo_get_ephemerals(zhandle_t *zh, const char *prefix, struct String_vector *strings);
-ZOOAPI int zoo_get_all_children_number(zhandle_t *zh, const char *path, int *count);
-/* The identities the server knows this session by; free with deallocate_ClientInfo_vector. */
-ZOOAPI int zoo_whoami(zhandle_t *zh, struct ClientInfo_vector *infos);
-/* Sync zoo_amulti_read: ZOK with each read's outcome in results[i].err, or the request's error
- * (then in every results[i].err as well; argument errors leave results untouched). */
-ZOOAPI int zoo_multi_read(zhandle_t *zh, int count, const zoo_op_t *ops,
-                          zoo_op_result_t *results);
 #endif /* THREADED */
 
 #ifdef __cplusplus

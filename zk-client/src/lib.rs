@@ -12,6 +12,25 @@
 //! Features: `tokio` (default) builds [`Client`] and [`recipes`]; without it the crate is the
 //! sans-IO core alone, with no async runtime (zk-ffi builds libzkrs that way). `cli` (default)
 //! builds the `zkrs-cli` shell.
+//!
+//! # Example
+//!
+//! Connect, create a node, read it back (with the default `tokio` feature):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_client::{acl, Client};
+//! use zk_proto::CreateMode;
+//!
+//! # async fn example() -> zk_client::Result<()> {
+//! let client = Client::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+//! client.create("/app", b"v1", &acl::open_unsafe(), CreateMode::Persistent).await?;
+//! let (data, stat) = client.get_data("/app").await?;
+//! assert_eq!((&data[..], stat.version), (&b"v1"[..], 0));
+//! client.close().await?;
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 // Without `tokio`, the links above to the async API lead nowhere; the text still says what it is.
 #![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]

@@ -203,6 +203,8 @@ pub struct zoo_op_result_t {
     pub stat: *mut Stat,
 }
 
+/// `zhandle_t`, opaque to C: a handle from zookeeper_init (an `Arc<Handle>` behind the pointer).
+pub type zhandle_t = c_void;
 /// `watcher_fn`.
 pub type watcher_fn = Option<
     unsafe extern "C" fn(zh: *mut c_void, type_: c_int, state: c_int, path: *const c_char, ctx: *mut c_void),

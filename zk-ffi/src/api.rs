@@ -5,9 +5,7 @@
 //! from the call itself and the completion is never called, as with Apache's client.
 
 use crate::abi::{self, err, zoo_op_result_t, zoo_op_t, ACL_vector, Stat, String_vector};
-use crate::deliver::{
-    copy_truncated, fill_acl, fill_multi, fill_multi_read, fill_strings, malloc_str, multi_read_rc,
-};
+use crate::deliver::{copy_truncated, fill_acl, fill_multi, fill_strings};
 use crate::handle::{
     side_matches, Completion, Handle, Pending, Removal, SyncSlot, WatchEntry, WatchSide, Watcher,
 };
@@ -16,8 +14,8 @@ use libc::{c_char, c_int, c_void};
 use std::ffi::CStr;
 use std::ptr::null;
 use std::sync::Arc;
-use zk_client::core::{MultiOp, Op, ReadOp, Response, CONFIG_NODE};
-use zk_proto::{Acl, AddWatchMode, CreateMode, Id, WatcherType};
+use zk_client::core::{MultiOp, Op, Response, CONFIG_NODE};
+use zk_proto::{Acl, CreateMode, Id, WatcherType};
 
 /// The handle behind a zhandle_t pointer.
 pub(crate) fn handle<'a>(zh: *mut c_void) -> Option<&'a Handle> {
@@ -38,7 +36,7 @@ pub(crate) fn cstr(p: *const c_char) -> Option<String> {
     unsafe { CStr::from_ptr(p) }.to_str().ok().map(str::to_owned)
 }
 
-fn path_arg(p: *const c_char) -> Result<String, c_int> {
+pub(crate) fn path_arg(p: *const c_char) -> Result<String, c_int> {
     let s = cstr(p).ok_or(err::ZBADARGUMENTS)?;
     zk_proto::path::validate_path(&s).map_err(|_| err::ZBADARGUMENTS)?;
     Ok(s)
@@ -113,7 +111,7 @@ fn create_op(
     Ok(Op::CreateNullable { path, data, acl: acl_arg(acl), mode, ttl, with_stat })
 }
 
-fn pending(completion: Completion, data: *const c_void) -> Pending {
+pub(crate) fn pending(completion: Completion, data: *const c_void) -> Pending {
     Pending { completion, data, watch: None }
 }
 
@@ -121,12 +119,17 @@ fn watch_entry(h: &Handle, watch: c_int, path: &str, side: WatchSide) -> Option<
     (watch != 0).then(|| WatchEntry { watcher: h.global_watcher(), path: path.to_owned(), side })
 }
 
-fn wentry(watcher: abi::watcher_fn, ctx: *mut c_void, path: &str, side: WatchSide) -> Option<WatchEntry> {
+pub(crate) fn wentry(
+    watcher: abi::watcher_fn,
+    ctx: *mut c_void,
+    path: &str,
+    side: WatchSide,
+) -> Option<WatchEntry> {
     watcher.map(|_| WatchEntry { watcher: Watcher { func: watcher, ctx }, path: path.to_owned(), side })
 }
 
 /// Submits and returns the call's rc.
-fn go(zh: *mut c_void, op: Result<Op, c_int>, p: Pending) -> c_int {
+pub(crate) fn go(zh: *mut c_void, op: Result<Op, c_int>, p: Pending) -> c_int {
     let Some(h) = handle(zh) else { return err::ZBADARGUMENTS };
     match op {
         Ok(op) => h.submit(op, p),
@@ -135,7 +138,11 @@ fn go(zh: *mut c_void, op: Result<Op, c_int>, p: Pending) -> c_int {
 }
 
 /// Runs a sync call: submit, then wait for the I/O thread's answer.
-fn sync(zh: *mut c_void, op: Result<Op, c_int>, watch: Option<WatchEntry>) -> Result<Response, c_int> {
+pub(crate) fn sync(
+    zh: *mut c_void,
+    op: Result<Op, c_int>,
+    watch: Option<WatchEntry>,
+) -> Result<Response, c_int> {
     let h = handle(zh).ok_or(err::ZBADARGUMENTS)?;
     let op = op?;
     if !h.threaded {
@@ -623,51 +630,6 @@ pub extern "C" fn zoo_amulti(
     )
 }
 
-/// The reads of a multiRead: only ops from zoo_get_data_op_init / zoo_get_children_op_init
-/// (ZBADARGUMENTS for any other kind, a negative count or NULL arrays).
-fn read_ops(count: c_int, ops: *const zoo_op_t, results: *mut zoo_op_result_t) -> Result<Vec<ReadOp>, c_int> {
-    if count < 0 || (count > 0 && (ops.is_null() || results.is_null())) {
-        return Err(err::ZBADARGUMENTS);
-    }
-    let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count as usize {
-        // SAFETY: i < count entries at ops.
-        let op = unsafe { &*ops.add(i) };
-        // SAFETY: each arm reads the union member its type selects.
-        let r = unsafe {
-            match op.type_ {
-                4 => ReadOp::GetData(path_arg(op.u.get_data_op.path)?),
-                8 => ReadOp::GetChildren(path_arg(op.u.get_children_op.path)?),
-                _ => return Err(err::ZBADARGUMENTS),
-            }
-        };
-        out.push(r);
-    }
-    Ok(out)
-}
-
-/// multiRead (opcode 22): the reads are answered independently, each into its `results` entry
-/// (and the op's out-buffers) before the completion, whose rc is ZOK unless the request as a whole
-/// failed. Argument errors are returned here and the completion is not called.
-#[no_mangle]
-pub extern "C" fn zoo_amulti_read(
-    zh: *mut c_void,
-    count: c_int,
-    ops: *const zoo_op_t,
-    results: *mut zoo_op_result_t,
-    completion: abi::void_completion_t,
-    data: *const c_void,
-) -> c_int {
-    go(
-        zh,
-        read_ops(count, ops, results).map(Op::MultiRead),
-        pending(
-            Completion::Multi { cb: completion, read: true, ops, results, count: count.max(0) as usize },
-            data,
-        ),
-    )
-}
-
 /// Removes local watchers matching (path, type, watcher); None matches any watcher function.
 fn remove_local(h: &Handle, path: &str, wtype: c_int, w: Option<Watcher>) -> usize {
     h.lock().remove_watchers(path, wtype, w)
@@ -775,7 +737,7 @@ pub extern "C" fn zoo_aremove_all_watches(
 
 // ---------------------------------------------------------------- sync
 
-fn rc(r: Result<Response, c_int>) -> c_int {
+pub(crate) fn rc(r: Result<Response, c_int>) -> c_int {
     crate::deliver::rc_of(&r)
 }
 
@@ -1222,30 +1184,6 @@ pub extern "C" fn zoo_multi(
     }
 }
 
-/// Sync multiRead: ZOK with each op's outcome in its `results` entry, or the request's error
-/// (then also in every entry).
-#[no_mangle]
-pub extern "C" fn zoo_multi_read(
-    zh: *mut c_void,
-    count: c_int,
-    ops: *const zoo_op_t,
-    results: *mut zoo_op_result_t,
-) -> c_int {
-    if handle(zh).is_none() {
-        return err::ZBADARGUMENTS;
-    }
-    let op = match read_ops(count, ops, results) {
-        Ok(r) => Op::MultiRead(r),
-        Err(e) => return e,
-    };
-    let n = count.max(0) as usize;
-    // SAFETY: ops/results hold count entries per the API (checked non-NULL by read_ops).
-    match sync(zh, Ok(op), None) {
-        Ok(Response::Multi(res)) => unsafe { fill_multi_read(ops, results, n, Ok(&res)) },
-        other => unsafe { fill_multi_read(ops, results, n, Err(multi_read_rc(&other))) },
-    }
-}
-
 /// Sync zoo_aremove_watches.
 #[no_mangle]
 pub extern "C" fn zoo_remove_watches(
@@ -1292,132 +1230,4 @@ pub extern "C" fn zoo_remove_all_watches(
         return err::ZOK;
     }
     rc(sync(zh, Ok(Op::RemoveWatches { path: p, kind }), None))
-}
-
-// ---------------------------------------------------------------- beyond Apache's C client
-
-/// Adds a persistent (`mode` 0) or persistent-recursive (`mode` 1) watch on `path`: `watcher`
-/// gets every event until the watch is removed with zoo_remove_all_watches(ZWATCHTYPE_ANY) or the
-/// session ends. Errors: ZBADARGUMENTS for a bad path, mode or NULL watcher.
-#[no_mangle]
-pub extern "C" fn zoo_aadd_watch(
-    zh: *mut c_void,
-    path: *const c_char,
-    mode: c_int,
-    watcher: abi::watcher_fn,
-    ctx: *mut c_void,
-    completion: abi::void_completion_t,
-    data: *const c_void,
-) -> c_int {
-    let p = match path_arg(path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let (Some(mode), Some(_)) = (AddWatchMode::from_i32(mode), watcher) else { return err::ZBADARGUMENTS };
-    let w = wentry(watcher, ctx, &p, WatchSide::Persistent);
-    go(
-        zh,
-        Ok(Op::AddWatch { path: p, mode }),
-        Pending { completion: Completion::Void(completion), data, watch: w },
-    )
-}
-
-/// Sync zoo_aadd_watch.
-#[no_mangle]
-pub extern "C" fn zoo_add_watch(
-    zh: *mut c_void,
-    path: *const c_char,
-    mode: c_int,
-    watcher: abi::watcher_fn,
-    ctx: *mut c_void,
-) -> c_int {
-    let p = match path_arg(path) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let (Some(mode), Some(_)) = (AddWatchMode::from_i32(mode), watcher) else { return err::ZBADARGUMENTS };
-    let w = wentry(watcher, ctx, &p, WatchSide::Persistent);
-    rc(sync(zh, Ok(Op::AddWatch { path: p, mode }), w))
-}
-
-/// The session's ephemeral nodes under `prefix` ("/" for all); completion as getChildren's.
-#[no_mangle]
-pub extern "C" fn zoo_aget_ephemerals(
-    zh: *mut c_void,
-    prefix: *const c_char,
-    completion: abi::strings_completion_t,
-    data: *const c_void,
-) -> c_int {
-    go(
-        zh,
-        path_arg(prefix).map(|prefix| Op::GetEphemerals { prefix }),
-        pending(Completion::Strings(completion), data),
-    )
-}
-
-/// Sync zoo_aget_ephemerals: `strings` gets malloc'd memory.
-#[no_mangle]
-pub extern "C" fn zoo_get_ephemerals(
-    zh: *mut c_void,
-    prefix: *const c_char,
-    strings: *mut String_vector,
-) -> c_int {
-    if strings.is_null() {
-        return err::ZBADARGUMENTS;
-    }
-    match sync(zh, path_arg(prefix).map(|prefix| Op::GetEphemerals { prefix }), None) {
-        Ok(Response::Paths(p)) => {
-            // SAFETY: the caller's String_vector out-pointer.
-            fill_strings(unsafe { &mut *strings }, &p);
-            err::ZOK
-        }
-        other => rc(other),
-    }
-}
-
-/// The number of all descendants of `path`, in `*count`.
-#[no_mangle]
-pub extern "C" fn zoo_get_all_children_number(
-    zh: *mut c_void,
-    path: *const c_char,
-    count: *mut c_int,
-) -> c_int {
-    if count.is_null() {
-        return err::ZBADARGUMENTS;
-    }
-    match sync(zh, path_arg(path).map(|path| Op::GetAllChildrenNumber { path }), None) {
-        Ok(Response::Count(n)) => {
-            // SAFETY: the caller's int out-pointer.
-            unsafe { *count = n };
-            err::ZOK
-        }
-        other => rc(other),
-    }
-}
-
-/// The identities the server holds for this session; `infos` gets malloc'd memory (free with
-/// deallocate_ClientInfo_vector).
-#[no_mangle]
-pub extern "C" fn zoo_whoami(zh: *mut c_void, infos: *mut abi::ClientInfo_vector) -> c_int {
-    if infos.is_null() {
-        return err::ZBADARGUMENTS;
-    }
-    match sync(zh, Ok(Op::WhoAmI), None) {
-        Ok(Response::WhoAmI(list)) => {
-            // SAFETY: the caller's out-pointer; allocate_ClientInfo_vector callocs the array.
-            unsafe {
-                let v = &mut *infos;
-                if crate::jute::allocate_ClientInfo_vector(v, list.len() as i32) != 0 {
-                    return err::ZSYSTEMERROR;
-                }
-                for (i, c) in list.iter().enumerate() {
-                    let e = &mut *v.data.add(i);
-                    e.authScheme = malloc_str(&c.auth_scheme);
-                    e.user = malloc_str(&c.user);
-                }
-            }
-            err::ZOK
-        }
-        other => rc(other),
-    }
 }

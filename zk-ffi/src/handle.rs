@@ -10,7 +10,7 @@
 //! Locks: `shared` (core, pending calls, watchers, socket) is never held while application code
 //! runs; `jobs` is held only to push or pop.
 
-use crate::abi::{self, clientid_t, err, log_callback_fn, watcher_fn, Stat};
+use crate::abi::{self, clientid_t, err, log_callback_fn, watcher_fn};
 use crate::consts::value;
 use crate::log;
 use libc::{c_char, c_int, c_void};
@@ -1044,11 +1044,6 @@ fn c_state(s: KeeperState) -> c_int {
         KeeperState::Disconnected => value::CONNECTING,
         _ => value::CONNECTED,
     }
-}
-
-/// A Stat for a C out-parameter.
-pub fn stat_of(s: &zk_proto::Stat) -> Stat {
-    Stat::from(s)
 }
 
 /// Asks `hp` whether it serves writes: connects, sends `isro`, reads what the server sends before

@@ -1,6 +1,6 @@
 //! Handle life cycle, server list, auth, context and watcher, and the small helpers of the ABI.
 
-use crate::abi::{self, clientid_t, err, zoo_op_t, ACL_vector, Stat, String_vector};
+use crate::abi::{self, clientid_t, err, zoo_op_t, ACL_vector, Stat};
 use crate::api::{cstr, handle};
 use crate::consts::value;
 use crate::handle::{fn_to_usize, Completion, Handle, Pending};
@@ -440,7 +440,7 @@ pub extern "C" fn zoo_htonll(v: i64) -> i64 {
     v.to_be()
 }
 
-fn op_mut<'a>(op: *mut zoo_op_t) -> Option<&'a mut zoo_op_t> {
+pub(crate) fn op_mut<'a>(op: *mut zoo_op_t) -> Option<&'a mut zoo_op_t> {
     // SAFETY: a writable zoo_op_t or NULL per the API.
     (!op.is_null()).then(|| unsafe { &mut *op })
 }
@@ -512,36 +512,6 @@ pub extern "C" fn zoo_set_op_init(
     if let Some(o) = op_mut(op) {
         o.type_ = 5;
         o.u.set_op = abi::zoo_set_op { path, data: buffer, datalen: buflen, version, stat };
-    }
-}
-
-/// Fills `op` as a getData for zoo_amulti_read / zoo_multi_read: the data is copied into `buf`
-/// (at most `buflen` bytes, silently truncated) and the node's Stat into `stat` (may be NULL).
-#[no_mangle]
-pub extern "C" fn zoo_get_data_op_init(
-    op: *mut zoo_op_t,
-    path: *const c_char,
-    buf: *mut c_char,
-    buflen: c_int,
-    stat: *mut Stat,
-) {
-    if let Some(o) = op_mut(op) {
-        o.type_ = 4;
-        o.u.get_data_op = abi::zoo_get_data_op { path, buf, buflen, stat };
-    }
-}
-
-/// Fills `op` as a getChildren for zoo_amulti_read / zoo_multi_read: `strings` receives malloc'd
-/// child names (free with deallocate_String_vector); it is emptied when the op fails.
-#[no_mangle]
-pub extern "C" fn zoo_get_children_op_init(
-    op: *mut zoo_op_t,
-    path: *const c_char,
-    strings: *mut String_vector,
-) {
-    if let Some(o) = op_mut(op) {
-        o.type_ = 8;
-        o.u.get_children_op = abi::zoo_get_children_op { path, strings };
     }
 }
 

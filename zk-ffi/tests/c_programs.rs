@@ -98,13 +98,12 @@ fn null_data_servers_watch_removal_bad_input_on_apache_zookeeper() {
     gaps(Target::Apache);
 }
 
-/// multiRead through libzkrs's own additions, so built against include/ (Apache's header lacks
-/// them) and linked with libzkrs directly: two existing nodes and a missing one, null data,
-/// truncation, String_vectors freed with deallocate_String_vector, bad input refused.
-fn multi_read(target: Target) {
+/// Builds tests/c/<program>.c against include/ (libzkrs's additions are declared in zkrs_ext.h,
+/// which Apache's headers lack), links it with libzkrs directly and runs it on `target`.
+fn additions_program(program: &str, target: Target) {
     let server = start(target);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = std::env::temp_dir().join(format!("zkrs-{}-multi_read_test-{target:?}", std::process::id()));
+    let exe = std::env::temp_dir().join(format!("zkrs-{}-{program}-{target:?}", std::process::id()));
     let o = std::process::Command::new("gcc")
         .arg("-Wall")
         .arg("-Werror")
@@ -112,7 +111,7 @@ fn multi_read(target: Target) {
         .arg(format!("-I{}", root.parent().unwrap().join("include").display()))
         .arg("-o")
         .arg(&exe)
-        .arg(root.join("tests/c/multi_read_test.c"))
+        .arg(root.join(format!("tests/c/{program}.c")))
         .arg(libzkrs())
         .arg("-lpthread")
         .output()
@@ -123,6 +122,12 @@ fn multi_read(target: Target) {
     assert!(ok && out.contains("ALL OK"), "{target:?}:\n{out}");
 }
 
+/// multiRead: two existing nodes and a missing one, null data, truncation, String_vectors freed
+/// with deallocate_String_vector, bad input refused.
+fn multi_read(target: Target) {
+    additions_program("multi_read_test", target);
+}
+
 #[test]
 fn multi_read_on_zkrs_server() {
     multi_read(Target::Zkrs);
@@ -131,4 +136,16 @@ fn multi_read_on_zkrs_server() {
 #[test]
 fn multi_read_on_apache_zookeeper() {
     multi_read(Target::Apache);
+}
+
+/// The other additions: persistent and recursive watches and their removal, getEphemerals,
+/// getAllChildrenNumber and whoAmI, each as Apache's server answers them too.
+#[test]
+fn additions_on_zkrs_server() {
+    additions_program("ext_test", Target::Zkrs);
+}
+
+#[test]
+fn additions_on_apache_zookeeper() {
+    additions_program("ext_test", Target::Apache);
 }

@@ -230,9 +230,15 @@ fn install_script_into_prefix() {
     ] {
         assert_eq!(std::fs::read_link(lib.join(link)).unwrap(), Path::new(to), "{link}");
     }
-    for h in
-        ["zookeeper.h", "zookeeper.jute.h", "zookeeper_log.h", "zookeeper_version.h", "proto.h", "recordio.h"]
-    {
+    for h in [
+        "zookeeper.h",
+        "zookeeper.jute.h",
+        "zookeeper_log.h",
+        "zookeeper_version.h",
+        "proto.h",
+        "recordio.h",
+        "zkrs_ext.h",
+    ] {
         assert!(prefix.path().join("include/zookeeper").join(h).is_file(), "{h}");
     }
     let pc = Command::new("pkg-config")

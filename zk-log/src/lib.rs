@@ -22,6 +22,41 @@
 //!
 //! Architecture invariant: no tokio and no knowledge of the tree or the server. The crate sees
 //! transactions only as zk-proto records and does its I/O on the caller's (or its own) threads.
+//!
+//! # Example
+//!
+//! Two transactions made durable with one sync, then read back after the log is reopened:
+//!
+//! ```
+//! use zk_log::{FileStorage, LogOptions, SegmentLog};
+//! use zk_proto::{CreateSessionTxn, CreateTxn, OpCode, Txn, TxnHeader};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let header = |zxid, txn_type: OpCode| TxnHeader {
+//!     client_id: 0x100,
+//!     cxid: zxid as i32,
+//!     zxid,
+//!     time: 1_700_000_000_000,
+//!     txn_type: txn_type.code(),
+//! };
+//! let session = Txn::CreateSession(CreateSessionTxn { time_out: 30_000 });
+//! let create = Txn::Create(CreateTxn {
+//!     path: "/app".into(),
+//!     data: Some("v1".into()),
+//!     acl: vec![],
+//!     ephemeral: false,
+//!     parent_cversion: 1,
+//! });
+//! {
+//!     let mut log = SegmentLog::open(FileStorage::open_dir(dir.path())?, LogOptions::default())?;
+//!     let (h1, h2) = (header(1, OpCode::CreateSession), header(2, OpCode::Create));
+//!     assert_eq!(log.commit(&[(&h1, &session), (&h2, &create)])?, 2);
+//! }
+//! let log = SegmentLog::open(FileStorage::open_dir(dir.path())?, LogOptions::default())?;
+//! let zxids: Vec<i64> = log.read_from(1)?.map(|e| e.map(|e| e.header.zxid)).collect::<Result<_, _>>()?;
+//! assert_eq!(zxids, [1, 2]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 pub mod apache;
@@ -45,7 +80,10 @@ pub use error::LogError;
 pub use fault::{FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};
 pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
 pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
-pub use log::{LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, INDEX_STRIDE, LOG_DIR_NAME};
+pub use log::{
+    LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, SparePrep, SyncTimes, INDEX_STRIDE,
+    LOG_DIR_NAME,
+};
 pub use reader::{LogReader, READ_HOLD_BYTES};
 pub use sink::{DurableReport, TxnSink, TxnSource};
 pub use storage::{

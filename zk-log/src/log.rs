@@ -9,7 +9,9 @@ use crate::format::{
 };
 use crate::reader::{LogReader, ReadShared, ViewSegment};
 use crate::storage::{Storage, StorageFile, StorageRead, TMP_SUFFIX};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use zk_proto::{Txn, TxnHeader};
 
 /// One index entry is kept per this many records of a segment; a lookup reads at most this many
@@ -125,6 +127,35 @@ pub struct SegmentLog<S: Storage> {
     marker: Option<i64>,
     /// What readers see, once a [`LogReader`] was asked for.
     view: Option<Arc<ReadShared<S>>>,
+    /// How many syncs ran and how long they took, for metrics.
+    sync_times: Arc<SyncTimes>,
+}
+
+/// How many of a log's syncs ran and how long they took in all: the figure Apache ZooKeeper
+/// reports as `fsynctime`. Shared ([`SegmentLog::sync_times`]) so that another thread reads it
+/// while the log is synced on its own; only syncs that wrote something and succeeded count.
+#[derive(Debug, Default)]
+pub struct SyncTimes {
+    count: AtomicU64,
+    total_us: AtomicU64,
+}
+
+impl SyncTimes {
+    /// Counts one sync that took `d`.
+    pub fn record(&self, d: Duration) {
+        self.total_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    /// Syncs counted so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    /// Their time added up.
+    pub fn total(&self) -> Duration {
+        Duration::from_micros(self.total_us.load(Relaxed))
+    }
 }
 
 /// The base of a log whose first record is `first` (None: empty) given its marker: the marker's
@@ -159,7 +190,7 @@ impl<S: Storage> SparePrep<S> {
     /// Creates and prepares the spare file. Errors (a full disk, say) are handed to
     /// [`SegmentLog::install_spare`], which then starts segments the slow way.
     ///
-    /// The space is reserved and zero-filled one [`SPARE_STEP_BYTES`] step at a time, each step
+    /// The space is reserved and zero-filled one step (`SPARE_STEP_BYTES`) at a time, each step
     /// synced, with a short pause between steps: the disk never holds more than one step of this
     /// file's writes ahead of the log's own syncs, so commits do not stall behind a burst of
     /// zeros (measured here: a 64 MiB burst held commits up for 80 ms).
@@ -508,6 +539,7 @@ impl<S: Storage> SegmentLog<S> {
             spare_failed: false,
             marker,
             view: None,
+            sync_times: Arc::default(),
         })
     }
 
@@ -779,16 +811,24 @@ impl<S: Storage> SegmentLog<S> {
             return Ok(());
         }
         if let Some(f) = self.active.as_mut() {
+            let started = Instant::now();
             if let Err(e) = f.sync() {
                 let name = self.segments.last().map(|s| s.name.as_str()).unwrap_or("");
                 let e = LogError::io("sync", self.storage.display_name(name), e);
                 return Err(self.poison(e));
             }
+            self.sync_times.record(started.elapsed());
         }
         self.unsynced = false;
         self.durable_zxid = self.last_zxid;
         self.publish();
         Ok(())
+    }
+
+    /// The log's sync count and time, shared: it keeps counting after the log moves to a
+    /// [`crate::LogWriter`]'s thread.
+    pub fn sync_times(&self) -> Arc<SyncTimes> {
+        Arc::clone(&self.sync_times)
     }
 
     /// Prepares the newest segment for the next append (see [`StorageFile::prepare_write`]): call

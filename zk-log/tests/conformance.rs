@@ -50,3 +50,21 @@ fn a_log_switches_append_modes_between_opens() {
         assert_samples(&log, 1, next - 1, 150);
     }
 }
+
+/// Every sync that made appends durable is counted, in the shared figures a metrics reader holds
+/// while the log is written elsewhere; a sync with nothing to write is not.
+#[test]
+fn syncs_are_counted_and_timed() {
+    use zk_log::conformance::{sample_batch, small_options};
+    use zk_log::SegmentLog;
+    let mut log = SegmentLog::open(FaultStorage::with_append_mode(7, AppendMode::ALL[0]), small_options())
+        .expect("log opens");
+    let times = log.sync_times();
+    log.append(&sample_batch(1, 3, 100)).expect("append");
+    log.sync().expect("sync");
+    log.sync().expect("nothing new to sync");
+    log.append(&sample_batch(4, 4, 100)).expect("append");
+    log.sync().expect("sync");
+    assert_eq!(times.count(), 2);
+    assert!(times.total() <= std::time::Duration::from_secs(60));
+}

@@ -5,6 +5,28 @@
 //! ([`connect`]), framing bounded by `jute.maxbuffer` ([`frame`]), and path validation ([`path`]).
 //!
 //! This crate does no I/O and knows nothing of tokio; every other zkrs crate builds on it.
+//!
+//! # Example
+//!
+//! A create request encoded as it goes on the wire, and read back:
+//!
+//! ```
+//! use bytes::Bytes;
+//! use zk_proto::{perms, Acl, CreateMode, CreateRequest, Id, Jute, Reader};
+//!
+//! zk_proto::path::validate_path("/app/config").expect("an absolute path");
+//! let request = CreateRequest {
+//!     path: "/app/config".into(),
+//!     data: Some(Bytes::from_static(b"v1")),
+//!     acl: vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+//!     flags: CreateMode::Persistent as i32,
+//! };
+//! let mut wire = Vec::new();
+//! request.write(&mut wire);
+//! let back = CreateRequest::read(&mut Reader::new(Bytes::from(wire))).expect("decodes");
+//! assert_eq!(back.path, "/app/config");
+//! assert_eq!(back.data.as_deref(), Some(&b"v1"[..]));
+//! ```
 #![deny(missing_docs)]
 
 pub mod codes;

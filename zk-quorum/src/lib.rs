@@ -17,6 +17,26 @@
 //! the tests run whole ensembles deterministically from one seed. Every decoder is total: bad
 //! lengths, unknown types and truncated input give a typed error, never a panic, and no decoder
 //! allocates more than the input it was given can hold.
+//!
+//! # Example
+//!
+//! The quorum of a zoo.cfg's `server.N` lines (two participants and an observer do not make a
+//! three-voter ensemble):
+//!
+//! ```
+//! use zk_quorum::config::QuorumConfig;
+//! use zk_quorum::quorum::QuorumVerifier;
+//!
+//! let config = QuorumConfig::parse(
+//!     "server.1=10.0.0.1:2888:3888\n\
+//!      server.2=10.0.0.2:2888:3888\n\
+//!      server.3=10.0.0.3:2888:3888:observer\n",
+//! )?;
+//! let verifier = QuorumVerifier::from_config(&config);
+//! assert!(verifier.contains_quorum([1, 2]));
+//! assert!(!verifier.contains_quorum([1, 3]), "an observer's ack does not count");
+//! # Ok::<(), zk_quorum::config::ConfigError>(())
+//! ```
 #![deny(missing_docs)]
 
 pub mod config;

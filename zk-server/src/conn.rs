@@ -7,7 +7,7 @@ use crate::core::ConnId;
 use crate::driver::{Backlog, DriverMsg, Out, Outbox};
 use crate::fourlw;
 use crate::settings::Settings;
-use crate::stats::ConnStats;
+use crate::stats::{ConnCounters, ConnStats};
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -36,6 +36,7 @@ pub enum Port {
 
 /// Serves one accepted TCP connection until either side closes it: TLS first when it arrived on
 /// the secure port or, with port unification, when its first byte starts a TLS record.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve_tcp(
     stream: TcpStream,
     port: Port,
@@ -44,6 +45,7 @@ pub async fn serve_tcp(
     driver: mpsc::Sender<DriverMsg>,
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
 ) {
     let _ = stream.set_nodelay(true);
     let tls = match (&settings.tls, port) {
@@ -60,7 +62,7 @@ pub async fn serve_tcp(
     };
     let Some(tls) = tls else {
         let (rd, wr) = stream.into_split();
-        serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits).await;
+        serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits, counters).await;
         return;
     };
     let wait = handshake_wait(&settings);
@@ -95,7 +97,7 @@ pub async fn serve_tcp(
         info!("authenticated {remote} by its certificate as x509:{}", x509.id);
     }
     let (rd, wr) = tokio::io::split(accepted);
-    serve(rd, wr, port, remote, id, ids, driver, settings, permits).await;
+    serve(rd, wr, port, remote, id, ids, driver, settings, permits, counters).await;
 }
 
 /// How long a client may take to send its handshake (and its TLS handshake before that).
@@ -137,6 +139,7 @@ pub async fn serve<R, W>(
     driver: mpsc::Sender<DriverMsg>,
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
 ) where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -210,6 +213,7 @@ pub async fn serve<R, W>(
         room: &room,
         room_for_next,
         backlog: &backlog,
+        counters: &counters,
     };
     let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
     drop(room);
@@ -272,6 +276,8 @@ struct ReaderCtx<'a> {
     room_for_next: usize,
     /// Bytes queued for the connection and not yet written.
     backlog: &'a Backlog,
+    /// Where a drop by the client is counted.
+    counters: &'a ConnCounters,
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(
@@ -280,7 +286,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
 ) -> String {
-    let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog } = cx;
+    let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog, counters } = cx;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -321,11 +327,17 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return "server shutting down".into();
             }
         }
-        match rd.read_buf(buf).await {
-            Ok(0) => return "closed by client".into(),
-            Ok(_) => {}
-            Err(e) => return format!("read error: {e}"),
+        let reason = match rd.read_buf(buf).await {
+            Ok(0) => "closed by client".to_string(),
+            Ok(_) => continue,
+            Err(e) => format!("read error: {e}"),
+        };
+        // The server closes a connection by closing its outbox (after closeSession, say): only
+        // an end the client chose while it was still served is a drop.
+        if !backlog.is_closed() {
+            counters.drop_one();
         }
+        return reason;
     }
 }
 

@@ -9,7 +9,7 @@ use crate::fourlw;
 use crate::log::TxnSink;
 use crate::settings::Settings;
 use crate::snapshots::SnapJob;
-use crate::stats::ConnStats;
+use crate::stats::{ConnCounters, ConnStats};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -211,8 +211,8 @@ pub struct Driver {
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
-    /// zkrs's own timings for `/metrics`.
-    timings: crate::admin::metrics::Timings,
+    /// What `/metrics` exports beyond `mntr`'s values.
+    metrics: crate::admin::metrics::Figures,
     /// The last zxid of each batch handed to the log and not yet durable, with when it was
     /// handed over (for the log persist time), oldest first; at most [`PERSIST_TIMES_MAX`].
     persist_started: VecDeque<(i64, Instant)>,
@@ -250,13 +250,23 @@ impl Driver {
             snapshot_jobs,
             permits,
             dead: Vec::new(),
-            timings: Default::default(),
+            metrics: Default::default(),
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
             quorum: None,
             snapshot_storage: None,
         }
+    }
+
+    /// Has `/metrics` read the log's sync times and the listener's connection counts.
+    pub fn with_metric_sources(
+        mut self,
+        sync: Arc<zk_log::SyncTimes>,
+        connections: Arc<ConnCounters>,
+    ) -> Driver {
+        self.metrics = crate::admin::metrics::Figures::with_sources(sync, connections);
+        self
     }
 
     /// Makes this server a member of an ensemble: `quorum` elects and replicates, and snapshots
@@ -383,7 +393,7 @@ impl Driver {
                     if last > zxid {
                         break;
                     }
-                    self.timings.log_persisted(at.saturating_duration_since(started));
+                    self.metrics.log_persisted(at.saturating_duration_since(started));
                     self.persist_started.pop_front();
                 }
                 self.core.handle(now, Event::Durable { zxid });
@@ -454,7 +464,7 @@ impl Driver {
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
                 if let Some(started) = self.snapshot_started.take() {
                     if ok {
-                        self.timings.snapshot_taken(started.elapsed());
+                        self.metrics.snapshot_taken(started.elapsed());
                     }
                 }
                 Event::SnapshotDone { ok, purge_logs_before }
@@ -499,7 +509,14 @@ impl Driver {
                 AdminReply::Json(json)
             }
             AdminAsk::Metrics => {
-                AdminReply::Metrics(fourlw::monitor_values(&self.view(None, now)), self.timings.clone())
+                let view = self.view(None, now);
+                let values = fourlw::monitor_values(&view);
+                let serving = view.mode.is_some();
+                let mut figures = Box::new(self.metrics.clone());
+                if let Some(q) = &self.quorum {
+                    figures.quorum = q.metrics(serving);
+                }
+                AdminReply::Metrics(values, figures)
             }
             AdminAsk::Ready => {
                 let view = self.view(None, now);
@@ -685,7 +702,7 @@ impl Driver {
         if inline && self.log_backlog.is_empty() {
             if let Some(res) = self.log.commit_inline(&records) {
                 if res.is_ok() {
-                    self.timings.log_persisted(started.elapsed());
+                    self.metrics.log_persisted(started.elapsed());
                 }
                 let now = Self::now(self.origin);
                 match res {

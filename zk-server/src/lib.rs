@@ -3,6 +3,23 @@
 //!
 //! This is the only zkrs crate that owns sockets, files and threads for the server. The state
 //! machine lives in zk-tree and the wire format in zk-proto; this crate wires them to the network.
+//!
+//! # Example
+//!
+//! A standalone server from a zoo.cfg, run until Ctrl-C (what `zkrs-server zoo.cfg` does):
+//!
+//! ```no_run
+//! use zk_server::config::ServerConfig;
+//! use zk_server::settings::Settings;
+//!
+//! let cfg = ServerConfig::parse("tickTime=2000\ndataDir=/var/lib/zkrs\nclientPort=2181\n", None)?;
+//! let settings = Settings::from_config(&cfg)?;
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! runtime.block_on(zk_server::server::run(settings, None, async {
+//!     tokio::signal::ctrl_c().await.ok();
+//! }))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]

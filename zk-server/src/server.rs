@@ -7,6 +7,7 @@ use crate::ensemble::quorum::{EnsembleSettings, Quorum};
 use crate::log::open_and_replay;
 use crate::settings::Settings;
 use crate::snapshots;
+use crate::stats::ConnCounters;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -143,6 +144,7 @@ pub async fn run(
     // group of batches, and the log's queue holds at most LOG_QUEUE batches.
     const LOG_QUEUE: usize = 64;
     let (durable_tx, durable_rx) = mpsc::channel::<zk_log::WriterReport>(LOG_QUEUE * 2 + 8);
+    let sync_times = log.sync_times();
     let writer = zk_log::LogWriter::spawn_with_reports(log, LOG_QUEUE, move |report| {
         let _ = durable_tx.blocking_send(report);
     })
@@ -186,8 +188,10 @@ pub async fn run(
         seed: seed(now),
     };
     let core = ServerCore::new(cfg, db, now);
+    let connections = Arc::new(ConnCounters::default());
     let mut driver =
-        Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone());
+        Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
+            .with_metric_sources(sync_times, connections.clone());
     let ensemble_mode = ensemble.is_some();
     if let Some(ens) = ensemble {
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
@@ -250,6 +254,7 @@ pub async fn run(
                     Ok(a) => a,
                     Err(e) => {
                         // Out of descriptors and the like: keep serving the others.
+                        connections.reject();
                         warn!("accept failed: {e}");
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                         continue;
@@ -260,6 +265,7 @@ pub async fn run(
                     let mut m = per_ip.lock().unwrap_or_else(|e| e.into_inner());
                     let n = m.entry(ip).or_insert(0);
                     if settings.max_client_cnxns > 0 && *n >= settings.max_client_cnxns {
+                        connections.reject();
                         warn!("too many connections from {ip}: max is {}", settings.max_client_cnxns);
                         continue;
                     }
@@ -268,8 +274,9 @@ pub async fn run(
                 let id = next_id;
                 next_id += 1;
                 let (core_tx, settings, permits, per_ip) = (core_tx.clone(), settings.clone(), permits.clone(), per_ip.clone());
+                let connections = connections.clone();
                 tokio::spawn(async move {
-                    conn::serve_tcp(stream, port, remote, id, core_tx, settings, permits).await;
+                    conn::serve_tcp(stream, port, remote, id, core_tx, settings, permits, connections).await;
                     let mut m = per_ip.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(n) = m.get_mut(&ip) {
                         *n -= 1;

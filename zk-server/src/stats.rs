@@ -6,6 +6,38 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zk_proto::OpCode;
 
+/// Client connections the listener refused and the clients dropped, counted where it happens
+/// (the accept loop, each connection's reader) and read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct ConnCounters {
+    rejected: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl ConnCounters {
+    /// A connection refused: over `maxClientCnxns`, or `accept` failed (Apache's
+    /// `connection_rejected`).
+    pub fn reject(&self) {
+        self.rejected.fetch_add(1, Relaxed);
+    }
+
+    /// A connection whose client closed it or broke it (EOF or a read error) while the server
+    /// still served it (Apache's `connection_drop_count`).
+    pub fn drop_one(&self) {
+        self.dropped.fetch_add(1, Relaxed);
+    }
+
+    /// Connections refused so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Relaxed)
+    }
+
+    /// Connections dropped by their clients so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Relaxed)
+    }
+}
+
 /// Server-wide statistics, owned by the core task.
 #[derive(Debug)]
 pub struct ServerStats {

@@ -8,6 +8,41 @@
 //! Architecture invariant: this crate is pure and deterministic. It never reads a clock (time is an
 //! argument), does no I/O and starts no threads; the same txns applied to the same state give the
 //! same state and the same watch events.
+//!
+//! # Example
+//!
+//! A session and a create prepped into transactions and applied in zxid order, then a read:
+//!
+//! ```
+//! use zk_proto::{perms, Acl, CreateRequest, Id, OpCode, Request, TxnHeader};
+//! use zk_tree::{AuthIds, Database, RequestCtx, TreeConfig};
+//!
+//! let mut db = Database::new(TreeConfig::default());
+//! let (session, now_ms) = (0x100, 1_700_000_000_000);
+//! let header = |zxid, txn_type: OpCode| TxnHeader {
+//!     client_id: session,
+//!     cxid: zxid as i32,
+//!     zxid,
+//!     time: now_ms,
+//!     txn_type: txn_type.code(),
+//! };
+//! let txn = db.prep_create_session(session, 30_000);
+//! db.apply(&header(1, OpCode::CreateSession), &txn);
+//!
+//! let auth = AuthIds::default();
+//! let request = Request::Create(CreateRequest {
+//!     path: "/app".into(),
+//!     data: Some("v1".into()),
+//!     acl: vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+//!     flags: 0,
+//! });
+//! let txn = db.prep(&RequestCtx { session, cxid: 2, auth: &auth }, &request, 2, now_ms);
+//! db.apply(&header(2, zk_tree::txn_type(request.op(), &txn)), &txn);
+//!
+//! let (data, stat) = db.get_data("/app", &auth, None).expect("created");
+//! assert_eq!(data.as_deref(), Some(&b"v1"[..]));
+//! assert_eq!(stat.czxid, 2);
+//! ```
 #![deny(missing_docs)]
 
 pub mod acl;

@@ -1,7 +1,7 @@
 /* multiRead through libzkrs's additions (zoo_amulti_read, zoo_multi_read and the two op helpers),
  * built against include/ and run against a server. Usage: multi_read_test host:port.
  * Prints one line per check; "ALL OK" at the end when every check passed. */
-#include <zookeeper/zookeeper.h>
+#include <zookeeper/zkrs_ext.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

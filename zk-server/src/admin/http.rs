@@ -234,8 +234,8 @@ async fn handle(
     let path = req.uri().path();
     let mut r = match routes {
         Routes::Metrics if path == "/metrics" => match ask(core, AdminAsk::Metrics).await {
-            Some(AdminReply::Metrics(values, timings)) => {
-                response(StatusCode::OK, metrics::CONTENT_TYPE, metrics::render(values, &timings))
+            Some(AdminReply::Metrics(values, figures)) => {
+                response(StatusCode::OK, metrics::CONTENT_TYPE, metrics::render(values, &figures))
             }
             _ => unavailable(),
         },

@@ -37,8 +37,8 @@ pub enum AdminReply {
     Json(Value),
     /// Readiness.
     Ready(Readiness),
-    /// `mntr`'s figures and zkrs's own timings.
-    Metrics(Vec<(&'static str, MntrValue)>, metrics::Timings),
+    /// `mntr`'s figures and the rest of what `/metrics` exports.
+    Metrics(Vec<(&'static str, MntrValue)>, Box<metrics::Figures>),
 }
 
 /// Whether the server serves clients, and in which role.

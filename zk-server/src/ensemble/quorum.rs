@@ -13,6 +13,7 @@
 
 use super::election_net::{ElectionNet, Received};
 use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
+use crate::admin::metrics::QuorumMetrics;
 use crate::core::{Event, Role, VoterSet};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
@@ -28,7 +29,7 @@ use zk_proto::{OpCode, Request, Txn, TxnHeader};
 use zk_quorum::config::QuorumConfig;
 use zk_quorum::election::{ElectionConfig, FastLeaderElection, PeerData};
 use zk_quorum::quorum::QuorumVerifier;
-use zk_quorum::wire::{ForwardedRequest, PeerState};
+use zk_quorum::wire::{ForwardedRequest, PacketType, PeerState};
 use zk_quorum::zab::{Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig};
 use zk_tree::apache_snap::ApacheSnapLoader;
 use zk_tree::{Database, TreeConfig};
@@ -212,6 +213,12 @@ pub struct Quorum {
     /// What `timer` is set for; [`TIMER_FIRED`] once it went off, so that it is set again.
     timer_at: Option<u64>,
     effects: Vec<Effect>,
+    /// Apache's ensemble metrics, as this server counts them.
+    metrics: QuorumMetrics,
+    /// When the current election started (ms since `origin`), for `election_time`.
+    looking_since: u64,
+    /// When this server started leading (ms since `origin`), while it leads.
+    leading_since: Option<u64>,
 }
 
 impl Quorum {
@@ -281,6 +288,9 @@ impl Quorum {
             timer: Box::pin(tokio::time::sleep(IDLE_WAIT)),
             timer_at: None,
             effects: Vec::new(),
+            metrics: QuorumMetrics::default(),
+            looking_since: 0,
+            leading_since: None,
         };
         q.look("starting");
         Ok(q)
@@ -293,6 +303,17 @@ impl Quorum {
     /// The effects produced so far, for the driver to carry out in order.
     pub fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.effects)
+    }
+
+    /// Apache's ensemble metrics now; the gauges (`quorum_size`, `leader_uptime`) only while
+    /// this server is `serving` clients, as Apache registers them with a running server.
+    pub fn metrics(&self, serving: bool) -> QuorumMetrics {
+        let mut m = self.metrics.clone();
+        if serving {
+            m.quorum_size = Some(self.verifier.voters().len() as u64);
+            m.leader_uptime_ms = self.leading_since.map(|since| self.now_ms().saturating_sub(since));
+        }
+        m
     }
 
     /// The role Apache's `srvr` would print.
@@ -505,6 +526,9 @@ impl Quorum {
         let data =
             PeerData { last_logged_zxid: self.source.durable_zxid(), current_epoch: self.epochs.current() };
         let now = self.now_ms();
+        self.metrics.looking_count += 1;
+        self.looking_since = now;
+        self.leading_since = None;
         let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
         fle.start_election(data, now);
         fle.set_peers_down(self.down_rx.borrow().clone());
@@ -621,8 +645,13 @@ impl Quorum {
             return;
         }
         let now = self.now_ms();
+        // As Apache: the election's time is counted by the servers that then lead or follow.
+        if matches!(state, PeerState::Leading | PeerState::Following) {
+            self.metrics.election_time.record(Duration::from_millis(now.saturating_sub(self.looking_since)));
+        }
         match state {
             PeerState::Leading => {
+                self.leading_since = Some(now);
                 let local = self.local_state();
                 let recent = self.recent_history(local.last_logged_zxid);
                 self.state = State::Leading(Box::new(Leader::new(self.zab_config(), local, recent, now)));
@@ -742,7 +771,17 @@ impl Quorum {
 
     fn leader_action(&mut self, a: LeaderAction, core_db: &Database, now: u64) {
         match a {
-            LeaderAction::Send { conn, packet } => self.send(conn, Outgoing::Packet(packet)),
+            LeaderAction::Send { conn, packet } => {
+                // A learner's sync opens with one of these: Apache counts SNAP apart from the rest.
+                match packet.packet_type {
+                    t if t == PacketType::Snap as i32 => self.metrics.snap_count += 1,
+                    t if t == PacketType::Diff as i32 || t == PacketType::Trunc as i32 => {
+                        self.metrics.diff_count += 1
+                    }
+                    _ => {}
+                }
+                self.send(conn, Outgoing::Packet(packet))
+            }
             LeaderAction::SendRaw { conn, bytes } => self.send(conn, Outgoing::Raw(bytes)),
             LeaderAction::Close { conn, reason } => {
                 info!("closing learner connection {conn}: {reason}");
@@ -954,6 +993,7 @@ impl Quorum {
             self.requested = self.requested.max(zxid);
             if let State::Leading(l) = &mut self.state {
                 l.propose(zxid, payload, now);
+                self.metrics.proposal_count += 1;
             }
         }
     }
@@ -963,6 +1003,7 @@ impl Quorum {
         let now = self.now_ms();
         if let State::Leading(l) = &mut self.state {
             l.committed(zxid, now);
+            self.metrics.commit_count += 1;
         }
     }
 
