@@ -39,8 +39,12 @@ pub fn soname_dir() -> tempfile::TempDir {
 /// (so the loader decides which library runs it).
 pub fn compile_c(name: &str, mt: bool) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
+    // A path of its own per call: two tests compiling the same program to one path race, and a
+    // program run while another gcc rewrites it fails with ETXTBSY ("Text file busy").
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out =
-        std::env::temp_dir().join(format!("zkrs-{}-{}", std::process::id(), name.trim_end_matches(".c")));
+        std::env::temp_dir().join(format!("zkrs-{}-{n}-{}", std::process::id(), name.trim_end_matches(".c")));
     let mut cmd = Command::new("gcc");
     cmd.arg("-Wall").arg("-o").arg(&out).arg(&src);
     if mt {
