@@ -11,6 +11,7 @@
 //!
 //! The election itself (zk_quorum::election) sees only `(sid, Notification)` pairs in and out.
 
+use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -62,6 +63,8 @@ struct Inner {
     my_addr: HostPort,
     /// `cnxTimeout`: the longest a connect or a handshake may take.
     cnx_timeout: Duration,
+    /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
+    tls: Option<Arc<PeerTls>>,
     peers: HashMap<i64, SocketAddr>,
     /// The newest message for each peer (None: nothing to say yet).
     outboxes: HashMap<i64, watch::Sender<Option<Arc<Vec<u8>>>>>,
@@ -76,7 +79,8 @@ struct Inner {
 
 impl ElectionNet {
     /// Listens on `listen` (this server's election address) and keeps connections to `peers`
-    /// (their election addresses). Returns the network and the stream of received notifications.
+    /// (their election addresses), with TLS as `tls` says (None: plain). Returns the network and
+    /// the stream of received notifications.
     ///
     /// Errors: the election port cannot be bound.
     pub async fn start(
@@ -85,6 +89,7 @@ impl ElectionNet {
         my_addr: HostPort,
         peers: HashMap<i64, SocketAddr>,
         cnx_timeout: Duration,
+        tls: Option<Arc<PeerTls>>,
     ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
         let listener = TcpListener::bind(listen).await?;
         let (tx, rx) = mpsc::channel(INBOX);
@@ -100,6 +105,7 @@ impl ElectionNet {
                 my_sid,
                 my_addr,
                 cnx_timeout,
+                tls,
                 peers,
                 outboxes,
                 connections: Mutex::new(HashMap::new()),
@@ -161,8 +167,13 @@ impl ElectionNet {
         }
     }
 
-    async fn on_accepted(self, mut stream: TcpStream) -> Result<(), Ended> {
-        let _ = stream.set_nodelay(true);
+    async fn on_accepted(self, tcp: TcpStream) -> Result<(), Ended> {
+        let mut stream = peer_tls::accept(self.inner.tls.as_deref(), tcp, self.inner.cnx_timeout)
+            .await
+            .map_err(|e| match e {
+                SetupError::Gone(why) => Ended::Closed(why),
+                SetupError::Refused(why) => Ended::Refused(why),
+            })?;
         let mut buf = BytesMut::with_capacity(512);
         let hs = tokio::time::timeout(self.inner.cnx_timeout, async {
             loop {
@@ -228,7 +239,19 @@ impl ElectionNet {
                 }
             };
             self.mark(sid, false);
-            let _ = stream.set_nodelay(true);
+            let mut stream =
+                match peer_tls::connect(self.inner.tls.as_deref(), stream, sid, self.inner.cnx_timeout).await
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        match e {
+                            SetupError::Gone(why) => debug!("election connection to {sid}: {why}"),
+                            SetupError::Refused(why) => warn!("election connection to {sid} refused: {why}"),
+                        }
+                        tokio::time::sleep(REDIAL_PAUSE).await;
+                        continue;
+                    }
+                };
             let hs = match ElectionHandshake::v1(self.inner.my_sid, self.inner.my_addr.clone()).encode() {
                 Ok(h) => h,
                 Err(e) => {
@@ -236,8 +259,7 @@ impl ElectionNet {
                     return;
                 }
             };
-            let mut stream = stream;
-            if stream.write_all(&hs).await.is_err() {
+            if stream.write_all(&hs).await.is_err() || stream.flush().await.is_err() {
                 tokio::time::sleep(REDIAL_PAUSE).await;
                 continue;
             }
@@ -295,7 +317,7 @@ impl ElectionNet {
     }
 
     /// Carries messages both ways on a kept connection until it fails or a newer one replaces it.
-    async fn run_connection(&self, sid: i64, stream: TcpStream, buf: BytesMut) -> Result<(), Ended> {
+    async fn run_connection(&self, sid: i64, stream: PeerStream, buf: BytesMut) -> Result<(), Ended> {
         let generation = {
             let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
             let e = g.entry(sid).or_insert((0, false));
@@ -346,7 +368,7 @@ impl ElectionNet {
         &self,
         sid: i64,
         generation: u64,
-        stream: TcpStream,
+        stream: PeerStream,
         mut buf: BytesMut,
     ) -> Result<(), Ended> {
         debug!("election connection with {sid} up");
@@ -354,14 +376,14 @@ impl ElectionNet {
             return Err(Ended::Refused("unknown peer".into()));
         };
         let mut outbox = outbox.subscribe();
-        let (mut rd, mut wr) = stream.into_split();
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let inner = self.inner.clone();
         let writer = tokio::spawn(async move {
             // The newest message first (a peer that reconnects gets our vote again), then each new one.
             loop {
                 let msg = outbox.borrow_and_update().clone();
                 if let Some(frame) = msg {
-                    if wr.write_all(&frame).await.is_err() {
+                    if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                         return;
                     }
                 }
