@@ -265,3 +265,33 @@ fn ssl_quorum_without_a_key_store_is_a_start_up_error_naming_the_key() {
         "{text}"
     );
 }
+
+#[test]
+fn apache_and_zkrs_servers_form_one_ensemble_over_tls() {
+    let pki = Pki::new();
+    let mut e = Ensemble::configure(&[Kind::Apache, Kind::Apache, Kind::Zkrs]);
+    for i in 0..3 {
+        append(&e, i, &format!("sslQuorum=true\n{}", pki.lines(&format!("s{}.pem", i + 1))));
+    }
+    // zkrs and Apache's server 1 first: with equal histories the largest id (3, zkrs) leads; then
+    // Apache's server 2 joins the established ensemble.
+    e.launch(2);
+    e.launch(0);
+    e.wait_mode(2, "leader");
+    e.launch(1);
+    assert_eq!(e.wait_for_leader(), 2, "{}", e.logs());
+    // zkrs takes TLS only (no portUnification), so Apache's learners came in over TLS.
+    assert!(e.log(2).contains("TLS handshake complete with 127.0.0.1"), "{}", e.logs());
+    write_and_read(&e, 0, "/via-apache", &[0, 1, 2]);
+    write_and_read(&e, 2, "/via-zkrs", &[0, 1, 2]);
+
+    // The zkrs leader dies: an Apache server leads, and zkrs follows it over TLS.
+    e.kill(2);
+    let leader = e.wait_for_leader_among(&[0, 1]);
+    write_and_read(&e, leader, "/while-away", &[0, 1]);
+    e.launch(2);
+    e.wait_for_leader();
+    assert_eq!(e.mode(2).as_deref(), Some("follower"), "{}", e.logs());
+    let mut c = e.client(2);
+    assert_eq!(children(&mut c, "/"), ["via-apache", "via-zkrs", "while-away", "zookeeper"], "{}", e.logs());
+}

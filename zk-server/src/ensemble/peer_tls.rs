@@ -150,6 +150,13 @@ fn check_names(chain: Option<&[CertificateDer<'_>]>, ip: IpAddr, host: Option<&s
     })
 }
 
+/// One line per member connection set up with TLS, as Apache logs its quorum handshakes.
+fn log_handshake(ip: IpAddr, conn: &rustls::CommonState) {
+    let version = conn.protocol_version().and_then(|v| v.as_str()).unwrap_or("?");
+    let suite = conn.negotiated_cipher_suite().and_then(|s| s.suite().as_str()).unwrap_or("?");
+    tracing::info!("TLS handshake complete with {ip}: {version} {suite}");
+}
+
 impl PeerTls {
     /// The quorum's TLS for `cfg`: None when neither `sslQuorum` nor `portUnification` is set.
     ///
@@ -217,6 +224,7 @@ pub async fn accept(
     if t.check_accepting {
         check_names(stream.get_ref().1.peer_certificates(), ip, None).map_err(SetupError::Refused)?;
     }
+    log_handshake(ip, stream.get_ref().1);
     Ok(PeerStream::Tls(Box::new(stream.into())))
 }
 
@@ -244,5 +252,6 @@ pub async fn connect(
         check_names(stream.get_ref().1.peer_certificates(), ip, t.hosts.get(&sid).map(String::as_str))
             .map_err(SetupError::Refused)?;
     }
+    log_handshake(ip, stream.get_ref().1);
     Ok(PeerStream::Tls(Box::new(stream.into())))
 }
