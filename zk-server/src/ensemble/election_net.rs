@@ -11,7 +11,7 @@
 //!
 //! The election itself (zk_quorum::election) sees only `(sid, Notification)` pairs in and out.
 
-use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
+use super::peer_tls::{self, PeerStream, PeerTls, SetupError, MAX_PENDING_SETUPS};
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 use zk_quorum::election::{keeps_initiated_connection, on_accepted_connection, AcceptedConnection};
 use zk_quorum::wire::handshake::{MAX_ELECTION_MESSAGE_LEN, MAX_HANDSHAKE_ADDR_LEN};
@@ -147,7 +147,9 @@ impl ElectionNet {
     }
 
     async fn accept_loop(self, listener: TcpListener) {
+        let pending = Arc::new(Semaphore::new(MAX_PENDING_SETUPS));
         loop {
+            let Ok(permit) = pending.clone().acquire_owned().await else { return };
             let (stream, remote) = match listener.accept().await {
                 Ok(a) => a,
                 Err(e) => {
@@ -158,7 +160,7 @@ impl ElectionNet {
             };
             let net = self.clone();
             tokio::spawn(async move {
-                match net.on_accepted(stream).await {
+                match net.on_accepted(stream, permit).await {
                     Ok(()) => {}
                     Err(Ended::Closed(why)) => debug!("election connection from {remote} closed: {why}"),
                     Err(Ended::Refused(why)) => warn!("election connection from {remote} dropped: {why}"),
@@ -167,7 +169,9 @@ impl ElectionNet {
         }
     }
 
-    async fn on_accepted(self, tcp: TcpStream) -> Result<(), Ended> {
+    /// Sets up an accepted connection and reads the election handshake, holding `setup` (one of
+    /// the port's [`MAX_PENDING_SETUPS`]) until then.
+    async fn on_accepted(self, tcp: TcpStream, setup: OwnedSemaphorePermit) -> Result<(), Ended> {
         let mut stream = peer_tls::accept(self.inner.tls.as_deref(), tcp, self.inner.cnx_timeout)
             .await
             .map_err(|e| match e {
@@ -197,6 +201,7 @@ impl ElectionNet {
         })
         .await
         .map_err(|_| Ended::Closed("handshake timed out".to_string()))??;
+        drop(setup);
         let sid = hs.sid;
         if !self.inner.peers.contains_key(&sid) {
             return Err(Ended::Refused(format!("server id {sid} is not in the configuration")));

@@ -33,6 +33,11 @@ use zk_client::tls_verify::ChainOnly;
 /// begins with it.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
+/// Connections one port sets up at once (a TLS handshake, port unification's wait for the first
+/// byte, the election handshake): past it the port accepts no more until one is done, so peers
+/// that connect and never finish hold a bounded number of tasks and buffers.
+pub const MAX_PENDING_SETUPS: usize = 64;
+
 /// A connection between ensemble members, plain or TLS.
 #[derive(Debug)]
 pub enum PeerStream {
@@ -221,8 +226,11 @@ pub async fn accept(
         Ok(Err(e)) => return Err(handshake_error(e, !t.take_plain)),
         Ok(Ok(s)) => s,
     };
-    if t.check_accepting {
-        check_names(stream.get_ref().1.peer_certificates(), ip, None).map_err(SetupError::Refused)?;
+    // A peer without a certificate got this far only with clientAuth want or none; as in Apache,
+    // there is then no name to check.
+    let chain = stream.get_ref().1.peer_certificates();
+    if t.check_accepting && chain.is_some() {
+        check_names(chain, ip, None).map_err(SetupError::Refused)?;
     }
     log_handshake(ip, stream.get_ref().1);
     Ok(PeerStream::Tls(Box::new(stream.into())))
@@ -254,4 +262,43 @@ pub async fn connect(
     }
     log_handshake(ip, stream.get_ref().1);
     Ok(PeerStream::Tls(Box::new(stream.into())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert(sans: &[&str]) -> CertificateDer<'static> {
+        let params = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .expect("params");
+        let key = rcgen::KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("cert").der().clone()
+    }
+
+    /// The names Apache's hostname verification accepts: the address, or the host dialled.
+    #[test]
+    fn a_certificate_must_name_the_address_or_the_host_dialled() {
+        let ip: IpAddr = "127.0.0.1".parse().expect("ip");
+        let by_ip = [cert(&["127.0.0.1"])];
+        assert_eq!(check_names(Some(&by_ip), ip, None), Ok(()));
+        assert_eq!(check_names(Some(&by_ip), ip, Some("zk1.example")), Ok(()));
+        let by_name = [cert(&["zk1.example"])];
+        assert_eq!(check_names(Some(&by_name), ip, Some("zk1.example")), Ok(()));
+        let e = check_names(Some(&by_name), ip, None).unwrap_err();
+        assert!(e.contains("does not name 127.0.0.1"), "{e}");
+        let e = check_names(Some(&by_name), ip, Some("zk2.example")).unwrap_err();
+        assert!(e.contains("neither 127.0.0.1 nor zk2.example"), "{e}");
+        assert!(check_names(None, ip, None).is_err());
+        assert!(check_names(Some(&[CertificateDer::from(vec![1u8, 2, 3])]), ip, None).is_err());
+    }
+
+    /// Without quorum TLS every accepted connection stays plain, with nothing read from it.
+    #[tokio::test]
+    async fn without_quorum_tls_connections_stay_plain() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _peer = TcpStream::connect(addr).await.expect("connect");
+        let (tcp, _) = listener.accept().await.expect("accept");
+        assert!(matches!(accept(None, tcp, Duration::from_secs(1)).await, Ok(PeerStream::Plain(_))));
+    }
 }

@@ -254,12 +254,17 @@ impl Quorum {
         // Apache's leader gives a learner initLimit ticks to connect and sync.
         let handshake_limit = Duration::from_millis(s.tick_ms * s.init_limit.max(1));
         tokio::spawn(async move {
+            let pending = Arc::new(tokio::sync::Semaphore::new(peer_tls::MAX_PENDING_SETUPS));
             loop {
+                let Ok(permit) = pending.clone().acquire_owned().await else { return };
                 match listener.accept().await {
                     Ok((stream, remote)) => {
                         // Each handshake in its own task: a slow peer holds up no other.
                         let (tls, acc_tx) = (tls.clone(), acc_tx.clone());
                         tokio::spawn(async move {
+                            // Held until the connection is handed over: the hand-over queue
+                            // is bounded too.
+                            let _setup = permit;
                             match peer_tls::accept(tls.as_deref(), stream, handshake_limit).await {
                                 Ok(s) => {
                                     let _ = acc_tx.send(s).await;
