@@ -84,6 +84,19 @@ impl Pki {
     }
 }
 
+/// An ensemble of `kinds` configured for quorum TLS, each member with its own certificate
+/// (`s<id>.pem`): `sslQuorum=true` for the members at `dialling_tls`, and `portUnification=true`
+/// for all when `unified`. Nothing is launched.
+fn tls_ensemble(pki: &Pki, kinds: &[Kind], dialling_tls: &[usize], unified: bool) -> Ensemble {
+    let e = Ensemble::configure(kinds);
+    for i in 0..kinds.len() {
+        let ssl = if dialling_tls.contains(&i) { "sslQuorum=true\n" } else { "" };
+        let unification = if unified { "portUnification=true\n" } else { "" };
+        append(&e, i, &format!("{unification}{ssl}{}", pki.lines(&format!("s{}.pem", i + 1))));
+    }
+    e
+}
+
 /// Appends `lines` to member `i`'s zoo.cfg.
 fn append(e: &Ensemble, i: usize, lines: &str) {
     use std::io::Write;
@@ -131,10 +144,7 @@ fn stays_out(e: &Ensemble, i: usize, wait: Duration) {
 #[test]
 fn three_servers_with_ssl_quorum_replicate_and_survive_the_leader() {
     let pki = Pki::new();
-    let mut e = Ensemble::configure(&[Kind::Zkrs; 3]);
-    for i in 0..3 {
-        append(&e, i, &format!("sslQuorum=true\n{}", pki.lines(&format!("s{}.pem", i + 1))));
-    }
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs; 3], &[0, 1, 2], false);
     for i in 0..3 {
         e.launch(i);
     }
@@ -176,12 +186,9 @@ fn quorum_ports(e: &Ensemble, i: usize) -> Vec<u16> {
 #[test]
 fn a_server_without_a_trusted_certificate_or_without_tls_stays_out() {
     let pki = Pki::new();
-    let mut e = Ensemble::configure(&[Kind::Zkrs; 3]);
-    for i in 0..2 {
-        append(&e, i, &format!("sslQuorum=true\n{}", pki.lines(&format!("s{}.pem", i + 1))));
-    }
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs; 3], &[0, 1, 2], false);
     // Server 3 first shows a certificate from another authority.
-    append(&e, 2, &format!("sslQuorum=true\n{}", pki.lines("rogue.pem")));
+    set_tls(&e, 2, &format!("sslQuorum=true\n{}", pki.lines("rogue.pem")));
     for i in 0..3 {
         e.launch(i);
     }
@@ -217,12 +224,8 @@ fn a_server_without_a_trusted_certificate_or_without_tls_stays_out() {
 #[test]
 fn port_unification_lets_tls_and_plain_members_switch_one_at_a_time() {
     let pki = Pki::new();
-    let mut e = Ensemble::configure(&[Kind::Zkrs; 3]);
     // Mid-switch: servers 1 and 2 dial with TLS, server 3 still plain; all take both.
-    for i in 0..3 {
-        let ssl = if i < 2 { "sslQuorum=true\n" } else { "" };
-        append(&e, i, &format!("portUnification=true\n{ssl}{}", pki.lines(&format!("s{}.pem", i + 1))));
-    }
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs; 3], &[0, 1], true);
     for i in 0..3 {
         e.launch(i);
     }
@@ -269,10 +272,7 @@ fn ssl_quorum_without_a_key_store_is_a_start_up_error_naming_the_key() {
 #[test]
 fn apache_and_zkrs_servers_form_one_ensemble_over_tls() {
     let pki = Pki::new();
-    let mut e = Ensemble::configure(&[Kind::Apache, Kind::Apache, Kind::Zkrs]);
-    for i in 0..3 {
-        append(&e, i, &format!("sslQuorum=true\n{}", pki.lines(&format!("s{}.pem", i + 1))));
-    }
+    let mut e = tls_ensemble(&pki, &[Kind::Apache, Kind::Apache, Kind::Zkrs], &[0, 1, 2], false);
     // zkrs and Apache's server 1 first: with equal histories the largest id (3, zkrs) leads; then
     // Apache's server 2 joins the established ensemble.
     e.launch(2);
@@ -294,4 +294,29 @@ fn apache_and_zkrs_servers_form_one_ensemble_over_tls() {
     assert_eq!(e.mode(2).as_deref(), Some("follower"), "{}", e.logs());
     let mut c = e.client(2);
     assert_eq!(children(&mut c, "/"), ["via-apache", "via-zkrs", "while-away", "zookeeper"], "{}", e.logs());
+}
+
+#[test]
+fn apache_and_zkrs_switch_to_tls_together_under_port_unification() {
+    let pki = Pki::new();
+    // Mid-switch: the zkrs servers dial with TLS, Apache's still plain; all take both.
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs, Kind::Zkrs, Kind::Apache], &[0, 1], true);
+    // Apache (id 3) leads: zkrs learners reach its unified quorum port with TLS.
+    e.launch(2);
+    e.launch(0);
+    e.wait_mode(2, "leader");
+    e.launch(1);
+    assert_eq!(e.wait_for_leader(), 2, "{}", e.logs());
+    write_and_read(&e, 0, "/one", &[0, 1, 2]);
+    assert!(e.log(0).contains("TLS handshake complete with 127.0.0.1"), "{}", e.logs());
+
+    // Apache dies and a zkrs server leads; Apache comes back and follows it, dialling plain.
+    e.kill(2);
+    let leader = e.wait_for_leader_among(&[0, 1]);
+    write_and_read(&e, leader, "/two", &[0, 1]);
+    e.launch(2);
+    e.wait_for_leader();
+    assert_eq!(e.mode(2).as_deref(), Some("follower"), "{}", e.logs());
+    let mut c = e.client(2);
+    assert_eq!(children(&mut c, "/"), ["one", "two", "zookeeper"], "{}", e.logs());
 }
