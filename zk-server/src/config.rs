@@ -205,6 +205,9 @@ pub struct ServerConfig {
     /// `portUnification`: this server's quorum and election ports take TLS and plain connections
     /// alike (for switching an ensemble to or from `sslQuorum` one server at a time).
     pub quorum_port_unification: bool,
+    /// `sslQuorumReloadCertFiles`: the `ssl.quorum.*` stores are read again when their files
+    /// change.
+    pub ssl_quorum_reload: bool,
     /// `maxClientCnxns`: connections per client IP; 0 or negative means unlimited (as in Apache).
     pub max_client_cnxns: i32,
     /// `minSessionTimeout`, ms; defaults to 2 ticks.
@@ -608,10 +611,9 @@ impl Source<'_> {
 const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:participant|observer]\
      [;[clientHost:]clientPort]";
 
-/// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL between servers, the
-/// quorum certificates' reload, JVM pause monitor, multiple addresses per server, the quorum
-/// oracle).
-const APACHE_KEYS_IGNORED: [&str; 12] = [
+/// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL between servers, JVM
+/// pause monitor, multiple addresses per server, the quorum oracle).
+const APACHE_KEYS_IGNORED: [&str; 11] = [
     "quorum.cnxn.threads.size",
     "quorum.auth.learner.saslLoginContext",
     "quorum.auth.server.saslLoginContext",
@@ -623,7 +625,6 @@ const APACHE_KEYS_IGNORED: [&str; 12] = [
     "multiAddress.reachabilityCheckTimeoutMs",
     "multiAddress.reachabilityCheckEnabled",
     "oraclePath",
-    "sslQuorumReloadCertFiles",
 ];
 
 /// Boolean keys Apache reads that zkrs cannot honour when true (they need SASL between servers,
@@ -885,6 +886,7 @@ impl ServerConfig {
             ssl_quorum: crate::ssl_config::SslConfig::quorum(),
             ssl_quorum_enabled: false,
             quorum_port_unification: false,
+            ssl_quorum_reload: false,
             max_client_cnxns: DEFAULT_MAX_CLIENT_CNXNS,
             min_session_timeout_ms: tick * 2,
             max_session_timeout_ms: tick * 20,
@@ -1077,6 +1079,7 @@ impl ServerConfig {
                 "standaloneEnabled" => cfg.standalone_enabled = bool_value(&src, key, value, line)?,
                 "sslQuorum" => cfg.ssl_quorum_enabled = bool_value(&src, key, value, line)?,
                 "portUnification" => cfg.quorum_port_unification = bool_value(&src, key, value, line)?,
+                "sslQuorumReloadCertFiles" => cfg.ssl_quorum_reload = bool_value(&src, key, value, line)?,
                 "reconfigEnabled" => {
                     cfg.reconfig_enabled = bool_value(&src, key, value, line)?;
                     if cfg.reconfig_enabled {
@@ -2137,6 +2140,8 @@ mod tests {
         assert_err(&e, "ssl.quorum.trustStore.location", None, "not set");
         assert_err(&bad(&with("ssl.quorum.clientAuth=maybe\n")), "ssl.quorum.clientAuth", Some(4), "need");
         assert_err(&bad(&with("sslQuorum=yes\n")), "sslQuorum", Some(4), "'true' or 'false'");
+        let e = bad(&with("sslQuorumReloadCertFiles=yes\n"));
+        assert_err(&e, "sslQuorumReloadCertFiles", Some(4), "'true' or 'false'");
         let c = ok(&with(
             "sslQuorum=true\nportUnification=true\nssl.quorum.keyStore.location=/ks.pem\n\
              ssl.quorum.trustStore.location=/ca.pem\nssl.quorum.hostnameVerification=false\n\

@@ -26,7 +26,7 @@ pub struct ServerTls {
     ssl: SslConfig,
     config_file: Option<PathBuf>,
     /// The stores' files and their modification times when last read.
-    stamps: Mutex<Vec<(PathBuf, Option<SystemTime>)>>,
+    stamps: StoreStamps,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -255,24 +255,65 @@ fn key_password(ssl: &SslConfig, file: Option<&Path>) -> Result<Option<(String, 
     Ok(ssl.key_store.password.as_ref().map(|p| (p.value.0.clone(), ssl.key("keyStore.password"), p.line)))
 }
 
-fn stamps_of(ssl: &SslConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
-    [&ssl.key_store.location, &ssl.trust_store.location]
-        .into_iter()
-        .flatten()
-        .map(|l| (l.value.clone(), std::fs::metadata(&l.value).and_then(|m| m.modified()).ok()))
-        .collect()
+/// How often the stores' files are looked at when reloading is asked for.
+const CERT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `reload` (on the blocking pool: it reads files) every [`CERT_POLL`]. Polling the files'
+/// times picks a change up within that, with no watcher thread or platform-specific notification.
+pub(crate) fn poll_stores(reload: impl Fn() -> bool + Send + Sync + 'static) -> tokio::task::JoinHandle<()> {
+    let reload = Arc::new(reload);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(CERT_POLL);
+        loop {
+            every.tick().await;
+            let reload = reload.clone();
+            let _ = tokio::task::spawn_blocking(move || reload()).await;
+        }
+    })
+}
+
+/// The key and trust stores' files and their modification times, to tell when they change.
+pub(crate) struct StoreStamps {
+    seen: Mutex<Vec<(PathBuf, Option<SystemTime>)>>,
+}
+
+impl StoreStamps {
+    fn of(ssl: &SslConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
+        [&ssl.key_store.location, &ssl.trust_store.location]
+            .into_iter()
+            .flatten()
+            .map(|l| (l.value.clone(), std::fs::metadata(&l.value).and_then(|m| m.modified()).ok()))
+            .collect()
+    }
+
+    /// The stores' times now (taken before their files are read, so a change meanwhile is seen
+    /// next time).
+    pub(crate) fn new(ssl: &SslConfig) -> StoreStamps {
+        StoreStamps { seen: Mutex::new(StoreStamps::of(ssl)) }
+    }
+
+    /// Whether a store's file changed since the last call (or [`Self::new`]).
+    pub(crate) fn changed(&self, ssl: &SslConfig) -> bool {
+        let now = StoreStamps::of(ssl);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == now {
+            return false;
+        }
+        *seen = now;
+        true
+    }
 }
 
 impl ServerTls {
     /// Reads the stores and builds the context. Errors: as [`build`].
     pub fn load(ssl: &SslConfig, config_file: Option<&Path>) -> Result<ServerTls, String> {
-        let stamps = stamps_of(ssl);
+        let stamps = StoreStamps::new(ssl);
         let cfg = build(ssl, config_file)?;
         Ok(ServerTls {
             current: RwLock::new(Arc::new(cfg)),
             ssl: ssl.clone(),
             config_file: config_file.map(Path::to_path_buf),
-            stamps: Mutex::new(stamps),
+            stamps,
         })
     }
 
@@ -296,13 +337,8 @@ impl ServerTls {
     /// returns whether the context was replaced. A new context that does not build is logged and
     /// the old one kept (a half-written file is read again on the next change).
     pub fn reload_if_changed(&self) -> bool {
-        let now = stamps_of(&self.ssl);
-        {
-            let mut seen = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
-            if *seen == now {
-                return false;
-            }
-            *seen = now;
+        if !self.stamps.changed(&self.ssl) {
+            return false;
         }
         match build(&self.ssl, self.config_file.as_deref()) {
             Ok(cfg) => {

@@ -320,3 +320,19 @@ fn apache_and_zkrs_switch_to_tls_together_under_port_unification() {
     let mut c = e.client(2);
     assert_eq!(children(&mut c, "/"), ["one", "two", "zookeeper"], "{}", e.logs());
 }
+
+#[test]
+fn ssl_quorum_reload_cert_files_lets_a_server_in_once_its_certificate_is_replaced() {
+    let pki = Pki::new();
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs; 3], &[0, 1, 2], false);
+    set_tls(&e, 2, &format!("sslQuorum=true\nsslQuorumReloadCertFiles=true\n{}", pki.lines("rogue.pem")));
+    for i in 0..3 {
+        e.launch(i);
+    }
+    e.wait_for_leader_among(&[0, 1]);
+    stays_out(&e, 2, Duration::from_secs(3));
+    // The file it reads is replaced with a certificate of the right authority: no restart.
+    pki.write("rogue.pem", &std::fs::read_to_string(pki.path("s3.pem")).expect("s3.pem"));
+    e.wait_for_leader();
+    assert!(e.log(2).contains("quorum TLS key and trust stores read again"), "{}", e.logs());
+}

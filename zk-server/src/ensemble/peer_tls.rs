@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -107,8 +107,10 @@ fn handshake_error(e: io::Error, plain_refused: bool) -> SetupError {
 
 /// The quorum's TLS contexts and policy, built once at start-up.
 pub struct PeerTls {
-    acceptor: tokio_rustls::TlsAcceptor,
-    connector: tokio_rustls::TlsConnector,
+    /// The contexts new connections use.
+    current: RwLock<Contexts>,
+    /// With `sslQuorumReloadCertFiles`: the stores' times when last read, and how to read them.
+    reload: Option<(crate::tls::StoreStamps, SslConfig, Option<std::path::PathBuf>)>,
     /// `sslQuorum`: dial with TLS, and refuse plain connections unless `take_plain`.
     dial_tls: bool,
     /// `portUnification`: plain connections are taken too.
@@ -162,6 +164,34 @@ fn log_handshake(ip: IpAddr, conn: &rustls::CommonState) {
     tracing::info!("TLS handshake complete with {ip}: {version} {suite}");
 }
 
+/// The two sides' contexts, replaced together when the stores are read again.
+#[derive(Clone)]
+struct Contexts {
+    acceptor: tokio_rustls::TlsAcceptor,
+    connector: tokio_rustls::TlsConnector,
+}
+
+/// Reads the stores and builds both sides' contexts. Errors: as [`crate::tls::build`].
+fn contexts(ssl: &SslConfig, file: Option<&std::path::Path>) -> Result<Contexts, String> {
+    let server = crate::tls::build(ssl, file)?;
+    let (provider, versions) = crate::tls::suites_and_versions(ssl, file)?;
+    let (roots, ts_at) = crate::tls::trust_roots(ssl, file)?;
+    let (chain, key) = crate::tls::key_pair(ssl, file)?;
+    // The chain is checked in the handshake, the names right after it (see check_names).
+    let verifier = ChainOnly::new(roots).map_err(|e| format!("{ts_at}: {e}"))?;
+    let client = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("{p}protocol / {p}enabledProtocols / {p}ciphersuites: {e}", p = ssl.prefix))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| format!("{}: {e}", ssl.key("keyStore.location")))?;
+    Ok(Contexts {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+    })
+}
+
 impl PeerTls {
     /// The quorum's TLS for `cfg`: None when neither `sslQuorum` nor `portUnification` is set.
     ///
@@ -170,24 +200,13 @@ impl PeerTls {
         if !cfg.ssl_quorum_enabled && !cfg.quorum_port_unification {
             return Ok(None);
         }
-        let ssl: &SslConfig = &cfg.ssl_quorum;
-        let file = cfg.config_file.as_deref();
-        let server = crate::tls::build(ssl, file)?;
-        let (provider, versions) = crate::tls::suites_and_versions(ssl, file)?;
-        let (roots, ts_at) = crate::tls::trust_roots(ssl, file)?;
-        let (chain, key) = crate::tls::key_pair(ssl, file)?;
-        // The chain is checked in the handshake, the names right after it (see check_names).
-        let verifier = ChainOnly::new(roots).map_err(|e| format!("{ts_at}: {e}"))?;
-        let client = ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&versions)
-            .map_err(|e| format!("{p}protocol / {p}enabledProtocols / {p}ciphersuites: {e}", p = ssl.prefix))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| format!("{}: {e}", ssl.key("keyStore.location")))?;
+        let ssl = &cfg.ssl_quorum;
+        let file = cfg.config_file.clone();
+        let stamps = cfg.ssl_quorum_reload.then(|| crate::tls::StoreStamps::new(ssl));
+        let current = contexts(ssl, file.as_deref())?;
         Ok(Some(Arc::new(PeerTls {
-            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
-            connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+            current: RwLock::new(current),
+            reload: stamps.map(|s| (s, ssl.clone(), file)),
             dial_tls: cfg.ssl_quorum_enabled,
             take_plain: cfg.quorum_port_unification,
             check_dialled: ssl.hostname_verification,
@@ -195,6 +214,39 @@ impl PeerTls {
             detection_timeout: Duration::from_millis(ssl.handshake_detection_timeout_ms.into()),
             hosts: cfg.servers.values().map(|s| (s.id as i64, s.host.clone())).collect(),
         })))
+    }
+
+    fn current(&self) -> Contexts {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether `sslQuorumReloadCertFiles` asks for the stores to be watched.
+    pub fn reload_wanted(&self) -> bool {
+        self.reload.is_some()
+    }
+
+    /// Reads the stores again if a file changed since they were last read (with
+    /// `sslQuorumReloadCertFiles`); returns whether the contexts were replaced. Connections up
+    /// keep theirs; new ones use the new. Stores that do not load are logged and the old
+    /// contexts kept (a half-written file is read again on its next change).
+    pub fn reload_if_changed(&self) -> bool {
+        let Some((stamps, ssl, file)) = &self.reload else { return false };
+        if !stamps.changed(ssl) {
+            return false;
+        }
+        match contexts(ssl, file.as_deref()) {
+            Ok(c) => {
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = c;
+                tracing::info!("quorum TLS key and trust stores read again: new member connections use them");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "quorum TLS stores changed but cannot be used, keeping the previous ones: {e}"
+                );
+                false
+            }
+        }
     }
 }
 
@@ -221,7 +273,7 @@ pub async fn accept(
         }
     }
     let ip = tcp.peer_addr().map_err(|e| SetupError::Gone(e.to_string()))?.ip();
-    let stream = match tokio::time::timeout(limit, t.acceptor.accept(tcp)).await {
+    let stream = match tokio::time::timeout(limit, t.current().acceptor.accept(tcp)).await {
         Err(_) => return Err(SetupError::Gone("TLS handshake timed out".into())),
         Ok(Err(e)) => return Err(handshake_error(e, !t.take_plain)),
         Ok(Ok(s)) => s,
@@ -250,12 +302,16 @@ pub async fn connect(
     let _ = tcp.set_nodelay(true);
     let Some(t) = tls.filter(|t| t.dial_tls) else { return Ok(PeerStream::Plain(tcp)) };
     let ip = tcp.peer_addr().map_err(|e| SetupError::Gone(e.to_string()))?.ip();
-    let stream =
-        match tokio::time::timeout(limit, t.connector.connect(ServerName::IpAddress(ip.into()), tcp)).await {
-            Err(_) => return Err(SetupError::Gone("TLS handshake timed out".into())),
-            Ok(Err(e)) => return Err(handshake_error(e, false)),
-            Ok(Ok(s)) => s,
-        };
+    let stream = match tokio::time::timeout(
+        limit,
+        t.current().connector.connect(ServerName::IpAddress(ip.into()), tcp),
+    )
+    .await
+    {
+        Err(_) => return Err(SetupError::Gone("TLS handshake timed out".into())),
+        Ok(Err(e)) => return Err(handshake_error(e, false)),
+        Ok(Ok(s)) => s,
+    };
     if t.check_dialled {
         check_names(stream.get_ref().1.peer_certificates(), ip, t.hosts.get(&sid).map(String::as_str))
             .map_err(SetupError::Refused)?;

@@ -251,6 +251,10 @@ impl Quorum {
         let listener = TcpListener::bind(s.quorum_listen).await?;
         let (acc_tx, accepted_rx) = mpsc::channel(ACCEPT_QUEUE);
         let tls = s.tls.clone();
+        if let Some(t) = tls.clone().filter(|t| t.reload_wanted()) {
+            // For the life of the process, as the ports.
+            drop(crate::tls::poll_stores(move || t.reload_if_changed()));
+        }
         // Apache's leader gives a learner initLimit ticks to connect and sync.
         let handshake_limit = Duration::from_millis(s.tick_ms * s.init_limit.max(1));
         tokio::spawn(async move {
