@@ -131,14 +131,15 @@ fn write_and_read(e: &Ensemble, through: usize, path: &str, on: &[usize]) {
     }
 }
 
-/// Member `i` runs but serves no client for `wait`: it never found a leader.
+/// Member `i` runs (it answers `ruok`) but serves no client for `wait`: it never found a leader.
 fn stays_out(e: &Ensemble, i: usize, wait: Duration) {
     let until = Instant::now() + wait;
     while Instant::now() < until {
-        assert!(e.members[i].child.is_some());
         assert_eq!(e.mode(i), None, "server {} joined\n{}", i + 1, e.logs());
         std::thread::sleep(Duration::from_millis(200));
     }
+    let alive = four(e.members[i].client, "ruok");
+    assert_eq!(alive.as_deref(), Some("imok"), "server {} is not running\n{}", i + 1, e.logs());
 }
 
 #[test]
@@ -335,4 +336,18 @@ fn ssl_quorum_reload_cert_files_lets_a_server_in_once_its_certificate_is_replace
     pki.write("rogue.pem", &std::fs::read_to_string(pki.path("s3.pem")).expect("s3.pem"));
     e.wait_for_leader();
     assert!(e.log(2).contains("quorum TLS key and trust stores read again"), "{}", e.logs());
+}
+
+#[test]
+fn an_apache_server_with_an_untrusted_certificate_stays_out_of_a_zkrs_ensemble() {
+    let pki = Pki::new();
+    let mut e = tls_ensemble(&pki, &[Kind::Zkrs, Kind::Zkrs, Kind::Apache], &[0, 1, 2], false);
+    set_tls(&e, 2, &format!("sslQuorum=true\n{}", pki.lines("rogue.pem")));
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader_among(&[0, 1]);
+    write_and_read(&e, leader, "/zkrs-only", &[0, 1]);
+    stays_out(&e, 2, Duration::from_secs(4));
+    assert!((e.log(0) + &e.log(1)).contains("TLS handshake failed"), "{}", e.logs());
 }
