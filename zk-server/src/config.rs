@@ -196,6 +196,18 @@ pub struct ServerConfig {
     /// The TLS settings (`ssl.*`, `client.portUnification`, `client.certReload`,
     /// `X509AuthenticationProvider.superUser`); validated when TLS is served.
     pub ssl: crate::ssl_config::SslConfig,
+    /// The TLS settings between ensemble members (`ssl.quorum.*`); validated when `sslQuorum`
+    /// or `portUnification` is true.
+    pub ssl_quorum: crate::ssl_config::SslConfig,
+    /// `sslQuorum`: this server dials its peers' quorum and election ports with TLS, and its own
+    /// take only TLS (unless `portUnification`).
+    pub ssl_quorum_enabled: bool,
+    /// `portUnification`: this server's quorum and election ports take TLS and plain connections
+    /// alike (for switching an ensemble to or from `sslQuorum` one server at a time).
+    pub quorum_port_unification: bool,
+    /// `sslQuorumReloadCertFiles`: the `ssl.quorum.*` stores are read again when their files
+    /// change.
+    pub ssl_quorum_reload: bool,
     /// `maxClientCnxns`: connections per client IP; 0 or negative means unlimited (as in Apache).
     pub max_client_cnxns: i32,
     /// `minSessionTimeout`, ms; defaults to 2 ticks.
@@ -599,9 +611,9 @@ impl Source<'_> {
 const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:participant|observer]\
      [;[clientHost:]clientPort]";
 
-/// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL/TLS between servers,
-/// JVM pause monitor, multiple addresses per server, the quorum oracle).
-const APACHE_KEYS_IGNORED: [&str; 12] = [
+/// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL between servers, JVM
+/// pause monitor, multiple addresses per server, the quorum oracle).
+const APACHE_KEYS_IGNORED: [&str; 11] = [
     "quorum.cnxn.threads.size",
     "quorum.auth.learner.saslLoginContext",
     "quorum.auth.server.saslLoginContext",
@@ -613,14 +625,11 @@ const APACHE_KEYS_IGNORED: [&str; 12] = [
     "multiAddress.reachabilityCheckTimeoutMs",
     "multiAddress.reachabilityCheckEnabled",
     "oraclePath",
-    "sslQuorumReloadCertFiles",
 ];
 
-/// Boolean keys Apache reads that zkrs cannot honour when true (they need TLS or SASL between
-/// servers, or several addresses per server): false is accepted, true refused.
-const APACHE_FEATURES_REFUSED: [&str; 6] = [
-    "sslQuorum",
-    "portUnification",
+/// Boolean keys Apache reads that zkrs cannot honour when true (they need SASL between servers,
+/// or several addresses per server): false is accepted, true refused.
+const APACHE_FEATURES_REFUSED: [&str; 4] = [
     "quorum.auth.enableSasl",
     "quorum.auth.serverRequireSasl",
     "quorum.auth.learnerRequireSasl",
@@ -874,6 +883,10 @@ impl ServerConfig {
             client_address: Some(HostPort { host: "127.0.0.1".to_string(), port: 2181 }),
             secure_client_address: None,
             ssl: crate::ssl_config::SslConfig::default(),
+            ssl_quorum: crate::ssl_config::SslConfig::quorum(),
+            ssl_quorum_enabled: false,
+            quorum_port_unification: false,
+            ssl_quorum_reload: false,
             max_client_cnxns: DEFAULT_MAX_CLIENT_CNXNS,
             min_session_timeout_ms: tick * 2,
             max_session_timeout_ms: tick * 20,
@@ -1064,6 +1077,9 @@ impl ServerConfig {
                     cfg.purge_interval_hours = int_value(&src, key, value, line)?.max(0) as u32;
                 }
                 "standaloneEnabled" => cfg.standalone_enabled = bool_value(&src, key, value, line)?,
+                "sslQuorum" => cfg.ssl_quorum_enabled = bool_value(&src, key, value, line)?,
+                "portUnification" => cfg.quorum_port_unification = bool_value(&src, key, value, line)?,
+                "sslQuorumReloadCertFiles" => cfg.ssl_quorum_reload = bool_value(&src, key, value, line)?,
                 "reconfigEnabled" => {
                     cfg.reconfig_enabled = bool_value(&src, key, value, line)?;
                     if cfg.reconfig_enabled {
@@ -1256,6 +1272,7 @@ impl ServerConfig {
                         .map_err(|_| src.err(key, at, format!("{v} must not be negative")))?;
                 }
                 k if cfg.ssl.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
+                k if cfg.ssl_quorum.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
                 k if APACHE_FEATURES_REFUSED.contains(&k) => {
                     if bool_value(&src, k, value, line)? {
                         return Err(src.err(k, at, "is not supported by zkrs; remove it or set it to false"));
@@ -1484,7 +1501,10 @@ impl ServerConfig {
             return Err(src.err("client.portUnification", None, "is true but clientPort is not set"));
         }
         if cfg.ssl.wanted(cfg.secure_client_address.is_some()) {
-            cfg.ssl.validate().map_err(|(key, line, message)| src.err(key, line, message))?;
+            cfg.ssl.validate().map_err(|(key, line, message)| src.err(&key, line, message))?;
+        }
+        if cfg.ssl_quorum_enabled || cfg.quorum_port_unification {
+            cfg.ssl_quorum.validate().map_err(|(key, line, message)| src.err(&key, line, message))?;
         }
 
         // Four-letter words, after readonlymode.enabled is known.
@@ -2113,6 +2133,28 @@ mod tests {
     }
 
     #[test]
+    fn quorum_tls_keys() {
+        let e = bad(&with("sslQuorum=true\nssl.quorum.keyStore.location=/ks.jks\n"));
+        assert_err(&e, "ssl.quorum.keyStore.location", Some(5), "only PEM");
+        let e = bad(&with("ssl.quorum.keyStore.location=/ks.pem\nsslQuorum=true\n"));
+        assert_err(&e, "ssl.quorum.trustStore.location", None, "not set");
+        assert_err(&bad(&with("ssl.quorum.clientAuth=maybe\n")), "ssl.quorum.clientAuth", Some(4), "need");
+        assert_err(&bad(&with("sslQuorum=yes\n")), "sslQuorum", Some(4), "'true' or 'false'");
+        let e = bad(&with("sslQuorumReloadCertFiles=yes\n"));
+        assert_err(&e, "sslQuorumReloadCertFiles", Some(4), "'true' or 'false'");
+        let c = ok(&with(
+            "sslQuorum=true\nportUnification=true\nssl.quorum.keyStore.location=/ks.pem\n\
+             ssl.quorum.trustStore.location=/ca.pem\nssl.quorum.hostnameVerification=false\n\
+             ssl.keyStore.location=/client.pem\n",
+        ));
+        assert!(c.ssl_quorum_enabled && c.quorum_port_unification && !c.ssl_quorum.hostname_verification);
+        assert_eq!(c.ssl_quorum.key_store.location.as_ref().map(|l| l.line), Some(6));
+        // The client port's keys and the quorum's stay apart.
+        assert_eq!(c.ssl.key_store.location.as_ref().map(|l| l.line), Some(9));
+        assert!(c.ssl.trust_store.location.is_none());
+    }
+
+    #[test]
     fn other_value_errors() {
         assert_err(&bad(&with("electionAlg=1\n")), "electionAlg", Some(4), "only 3");
         assert_err(&bad(&with("peerType=leader\n")), "peerType", Some(4), "leader");
@@ -2123,7 +2165,7 @@ mod tests {
         assert_err(&bad(&with("admin.serverPort=65536\n")), "admin.serverPort", Some(4), "out of range");
         let e = bad(&with("DigestAuthenticationProvider.superDigest=nocolon\n"));
         assert_err(&e, "DigestAuthenticationProvider.superDigest", Some(4), "super:");
-        assert_err(&bad(&with("portUnification=true\n")), "portUnification", Some(4), "not supported");
+        assert_err(&bad(&with("portUnification=true\n")), "ssl.quorum.keyStore.location", None, "not set");
         assert_err(
             &bad(&with("multiAddress.enabled=true\n")),
             "multiAddress.enabled",

@@ -228,18 +228,11 @@ pub async fn run(
     if let Some(addr) = settings.secure_client_addr {
         info!("serving TLS clients on {addr} ({how}; log in {})", log_dir.display());
     }
-    let reload = settings.tls.clone().filter(|t| t.reload_wanted()).map(|tls| {
-        tokio::spawn(async move {
-            // Polling the files' times: a change is picked up within CERT_POLL, with no watcher
-            // thread or platform-specific notification.
-            let mut every = tokio::time::interval(CERT_POLL);
-            loop {
-                every.tick().await;
-                let tls = tls.clone();
-                let _ = tokio::task::spawn_blocking(move || tls.reload_if_changed()).await;
-            }
-        })
-    });
+    let reload = settings
+        .tls
+        .clone()
+        .filter(|t| t.reload_wanted())
+        .map(|tls| crate::tls::poll_stores(move || tls.reload_if_changed()));
 
     let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
     let mut next_id: u64 = 1;
@@ -295,9 +288,6 @@ pub async fn run(
     let _ = core_tx.send(DriverMsg::Shutdown).await;
     core_result(core_task.await)
 }
-
-/// How often the TLS stores' files are checked for changes (`client.certReload`).
-const CERT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The next connection on either client port.
 async fn accept(

@@ -1,9 +1,11 @@
-//! The zoo.cfg keys of the TLS client port, as Apache ZooKeeper names them (its X509Util and
+//! The zoo.cfg keys of TLS, as Apache ZooKeeper names them (its X509Util and
 //! NettyServerCnxnFactory read them as the JVM properties `zookeeper.<key>`, which zoo.cfg lines
-//! it does not know become): `ssl.keyStore.*`, `ssl.trustStore.*`, `ssl.clientAuth`,
-//! `ssl.protocol`, `ssl.enabledProtocols`, `ssl.ciphersuites`, `client.portUnification`,
-//! `client.certReload`, `X509AuthenticationProvider.superUser`. Parsing only: the files are read
-//! by `tls.rs`.
+//! it does not know become). One [`SslConfig`] per prefix, as Apache has one X509Util per prefix:
+//! `ssl.` for the client port (with `client.portUnification`, `client.certReload`,
+//! `X509AuthenticationProvider.superUser`), `ssl.quorum.` for the connections between ensemble
+//! members (`sslQuorum`). Under each prefix: `keyStore.*`, `trustStore.*`, `clientAuth`,
+//! `protocol`, `enabledProtocols`, `ciphersuites`, `hostnameVerification`. Parsing only: the files
+//! are read by `tls.rs`.
 
 use std::path::PathBuf;
 
@@ -65,9 +67,11 @@ pub struct StoreConfig {
     pub password_path: Option<Setting<PathBuf>>,
 }
 
-/// The TLS client port's settings, as written in zoo.cfg.
+/// The TLS settings under one prefix (`ssl.` or `ssl.quorum.`), as written in zoo.cfg.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SslConfig {
+    /// `ssl.` (the client port) or `ssl.quorum.` (between ensemble members).
+    pub prefix: &'static str,
     /// `ssl.keyStore.*`: this server's private key and certificate chain.
     pub key_store: StoreConfig,
     /// `ssl.trustStore.*`: the authorities client certificates must chain to.
@@ -91,11 +95,19 @@ pub struct SslConfig {
     pub x509_super_user: Option<String>,
     /// An `authProvider.N` line names Apache's X509AuthenticationProvider.
     pub x509_provider_named: bool,
+    /// `<prefix>hostnameVerification` (default true): a peer's certificate must name the address
+    /// it is reached at. Only the quorum's connections check names (Apache's client port never
+    /// does).
+    pub hostname_verification: bool,
+    /// `<prefix>clientHostnameVerification` (default true for the quorum): the accepting side also
+    /// checks the names in the connecting peer's certificate, when `hostnameVerification` is on.
+    pub client_hostname_verification: bool,
 }
 
 impl Default for SslConfig {
     fn default() -> Self {
         SslConfig {
+            prefix: CLIENT_PREFIX,
             key_store: StoreConfig::default(),
             trust_store: StoreConfig::default(),
             client_auth: Setting { value: ClientAuth::Need, line: 0 },
@@ -107,18 +119,22 @@ impl Default for SslConfig {
             handshake_detection_timeout_ms: 5000,
             x509_super_user: None,
             x509_provider_named: false,
+            hostname_verification: true,
+            client_hostname_verification: true,
         }
     }
 }
 
-/// Keys Apache reads for its client TLS that zkrs accepts and has no use for: hostname checks of
-/// clients (Apache's client port never makes them), reverse DNS, the TLS engine choice.
-const IGNORED: [&str; 4] = [
-    "ssl.hostnameVerification",
-    "ssl.clientHostnameVerification",
-    "ssl.allowReverseDnsLookup",
-    "ssl.sslProvider",
-];
+/// The prefix of the client port's keys.
+pub const CLIENT_PREFIX: &str = "ssl.";
+/// The prefix of the quorum's keys (Apache's QuorumX509Util).
+pub const QUORUM_PREFIX: &str = "ssl.quorum.";
+
+/// Keys (less the prefix) Apache reads for its client TLS that zkrs accepts and has no use for:
+/// hostname checks of clients (Apache's client port never makes them), reverse DNS, the TLS
+/// engine choice.
+const CLIENT_IGNORED: [&str; 4] =
+    ["hostnameVerification", "clientHostnameVerification", "allowReverseDnsLookup", "sslProvider"];
 
 /// Splits a comma-separated list as Java's `String.split(",")` then trim would, dropping empties.
 fn list(value: &str) -> Vec<String> {
@@ -134,28 +150,48 @@ fn bool_of(key: &str, value: &str) -> Result<bool, String> {
 }
 
 impl SslConfig {
-    /// Takes `key=value` (line `line`) when it is one of the TLS keys; `Ok(false)` when it is not.
+    /// The settings of the quorum's TLS (`ssl.quorum.*`), all defaults.
+    pub fn quorum() -> SslConfig {
+        SslConfig { prefix: QUORUM_PREFIX, ..SslConfig::default() }
+    }
+
+    /// The full name of a key under this prefix: `key("keyStore.location")`.
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.prefix)
+    }
+
+    fn is_client(&self) -> bool {
+        self.prefix == CLIENT_PREFIX
+    }
+
+    /// Takes `key=value` (line `line`) when it is one of this prefix's TLS keys (or, for the
+    /// client port, one of its other keys); `Ok(false)` when it is not.
     ///
-    /// Errors: a value Apache would refuse (`ssl.clientAuth` other than need, want or none), or a
+    /// Errors: a value Apache would refuse (`clientAuth` other than need, want or none), or a
     /// setting zkrs cannot honour (certificate revocation checks, a custom SSL context class, an
     /// `ssl.authProvider` other than x509), as a message for the key.
     pub fn take(&mut self, key: &str, value: &str, line: u32) -> Result<bool, String> {
+        match key.strip_prefix(self.prefix) {
+            Some(suffix) => self.take_prefixed(key, suffix, value, line),
+            None if self.is_client() => self.take_client(key, value, line),
+            None => Ok(false),
+        }
+    }
+
+    fn take_prefixed(&mut self, key: &str, suffix: &str, value: &str, line: u32) -> Result<bool, String> {
         let text = |v: &str| Setting { value: v.to_string(), line };
         let path = |v: &str| Setting { value: PathBuf::from(v), line };
-        match key {
-            "ssl.keyStore.location" => self.key_store.location = Some(path(value)),
-            "ssl.keyStore.type" => self.key_store.store_type = Some(text(value)),
-            "ssl.keyStore.password" => {
-                self.key_store.password = Some(Setting { value: Secret(value.to_string()), line })
-            }
-            "ssl.keyStore.passwordPath" => self.key_store.password_path = Some(path(value)),
-            "ssl.trustStore.location" => self.trust_store.location = Some(path(value)),
-            "ssl.trustStore.type" => self.trust_store.store_type = Some(text(value)),
-            "ssl.trustStore.password" => {
-                self.trust_store.password = Some(Setting { value: Secret(value.to_string()), line })
-            }
-            "ssl.trustStore.passwordPath" => self.trust_store.password_path = Some(path(value)),
-            "ssl.clientAuth" => {
+        let secret = |v: &str| Setting { value: Secret(v.to_string()), line };
+        match suffix {
+            "keyStore.location" => self.key_store.location = Some(path(value)),
+            "keyStore.type" => self.key_store.store_type = Some(text(value)),
+            "keyStore.password" => self.key_store.password = Some(secret(value)),
+            "keyStore.passwordPath" => self.key_store.password_path = Some(path(value)),
+            "trustStore.location" => self.trust_store.location = Some(path(value)),
+            "trustStore.type" => self.trust_store.store_type = Some(text(value)),
+            "trustStore.password" => self.trust_store.password = Some(secret(value)),
+            "trustStore.passwordPath" => self.trust_store.password_path = Some(path(value)),
+            "clientAuth" => {
                 let auth = match value.to_ascii_lowercase().as_str() {
                     // Apache: an empty value means need.
                     "" | "need" => ClientAuth::Need,
@@ -165,39 +201,60 @@ impl SslConfig {
                 };
                 self.client_auth = Setting { value: auth, line };
             }
-            "ssl.protocol" => self.protocol = Some(text(value)),
-            "ssl.enabledProtocols" => self.enabled_protocols = Some(Setting { value: list(value), line }),
-            "ssl.ciphersuites" => self.ciphersuites = Some(Setting { value: list(value), line }),
-            "client.portUnification" => self.port_unification = bool_of(key, value)?,
-            "client.certReload" => self.cert_reload = bool_of(key, value)?,
-            "ssl.handshakeDetectionTimeoutMillis" => {
+            "protocol" => self.protocol = Some(text(value)),
+            "enabledProtocols" => self.enabled_protocols = Some(Setting { value: list(value), line }),
+            "ciphersuites" => self.ciphersuites = Some(Setting { value: list(value), line }),
+            "handshakeDetectionTimeoutMillis" => {
                 let v: i64 = value.parse().map_err(|_| format!("\"{value}\" is not a number of ms"))?;
                 // Apache falls back to its default for values below 1.
                 self.handshake_detection_timeout_ms =
                     if v < 1 { 5000 } else { v.min(i64::from(u32::MAX)) as u32 };
             }
-            "X509AuthenticationProvider.superUser" => self.x509_super_user = Some(value.to_string()),
-            "ssl.authProvider" => {
-                if value != "x509" {
-                    return Err(format!(
-                        "\"{value}\" is not supported: zkrs maps client certificates with its x509 provider only"
-                    ));
-                }
-            }
-            "ssl.crl" | "ssl.ocsp" => {
+            "crl" | "ocsp" => {
                 if value.eq_ignore_ascii_case("true") {
                     return Err(
                         "true is not supported: zkrs does not check certificate revocation; remove it".into(),
                     );
                 }
             }
-            "ssl.context.supplier.class" => {
-                return Err(
-                    "is a Java class; zkrs builds its TLS context from ssl.keyStore.* and ssl.trustStore.*; \
-                     remove it"
-                        .into(),
-                )
+            "context.supplier.class" => {
+                return Err(format!(
+                    "is a Java class; zkrs builds its TLS context from {p}keyStore.* and {p}trustStore.*; \
+                     remove it",
+                    p = self.prefix
+                ))
             }
+            "authProvider" if self.is_client() => {
+                if value != "x509" {
+                    return Err(format!(
+                        "\"{value}\" is not supported: zkrs maps client certificates with its x509 provider only"
+                    ));
+                }
+            }
+            k if self.is_client() && CLIENT_IGNORED.contains(&k) => {
+                tracing::info!("{key}={value} (line {line}) does not apply to zkrs's client port; ignored");
+            }
+            "hostnameVerification" => self.hostname_verification = bool_of(key, value)?,
+            "clientHostnameVerification" => self.client_hostname_verification = bool_of(key, value)?,
+            "allowReverseDnsLookup" => {
+                if bool_of(key, value)? {
+                    tracing::warn!(
+                        "{key}=true (line {line}): zkrs makes no reverse DNS look-ups; a peer's certificate must \
+                         name its IP address (or, for the peer dialled, its host name as server.N writes it)"
+                    );
+                }
+            }
+            "sslProvider" => tracing::info!("{key}={value} (line {line}): zkrs always uses rustls; ignored"),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn take_client(&mut self, key: &str, value: &str, line: u32) -> Result<bool, String> {
+        match key {
+            "client.portUnification" => self.port_unification = bool_of(key, value)?,
+            "client.certReload" => self.cert_reload = bool_of(key, value)?,
+            "X509AuthenticationProvider.superUser" => self.x509_super_user = Some(value.to_string()),
             "serverCnxnFactory" => {
                 // Apache needs its Netty factory for TLS; zkrs has one connection layer that does both.
                 tracing::info!("serverCnxnFactory={value} (line {line}): zkrs's connection layer serves TLS and plain alike");
@@ -206,9 +263,6 @@ impl SslConfig {
                 && value.trim() == "org.apache.zookeeper.server.auth.X509AuthenticationProvider" =>
             {
                 self.x509_provider_named = true;
-            }
-            k if IGNORED.contains(&k) => {
-                tracing::info!("{k}={value} (line {line}) does not apply to zkrs's client port; ignored");
             }
             _ => return Ok(false),
         }
@@ -227,27 +281,32 @@ impl SslConfig {
 
     /// Checks what can be checked without reading files, when TLS is served. Errors: the key,
     /// its line and what is wrong.
-    pub fn validate(&self) -> Result<(), (&'static str, Option<u32>, String)> {
+    pub fn validate(&self) -> Result<(), (String, Option<u32>, String)> {
+        let user = if self.is_client() {
+            "a TLS client port (secureClientPort or client.portUnification)"
+        } else {
+            "TLS between ensemble members (sslQuorum or portUnification)"
+        };
         let Some(loc) = &self.key_store.location else {
             return Err((
-                "ssl.keyStore.location",
+                self.key("keyStore.location"),
                 None,
-                "is not set; a TLS client port (secureClientPort or client.portUnification) needs this server's \
-                 key and certificate chain in a PEM file"
-                    .into(),
+                format!("is not set; {user} needs this server's key and certificate chain in a PEM file"),
             ));
         };
-        store_type(&self.key_store, "ssl.keyStore", loc)?;
+        store_type(&self.key_store, &self.key("keyStore"), loc)?;
         if let Some(t) = &self.trust_store.location {
-            store_type(&self.trust_store, "ssl.trustStore", t)?;
-        } else if self.client_auth.value != ClientAuth::None {
+            store_type(&self.trust_store, &self.key("trustStore"), t)?;
+        } else if self.client_auth.value != ClientAuth::None || !self.is_client() {
+            // The quorum's connecting side checks the accepting side's chain whatever clientAuth says.
             let line = (self.client_auth.line > 0).then_some(self.client_auth.line);
             return Err((
-                "ssl.trustStore.location",
+                self.key("trustStore.location"),
                 line,
-                "is not set; client certificates (ssl.clientAuth need, the default, or want) are checked against \
-                 the authorities in this PEM file; set it, or ssl.clientAuth=none"
-                    .into(),
+                format!(
+                    "is not set; {user} checks peers' certificates against the authorities in this PEM file{}",
+                    if self.is_client() { ", unless ssl.clientAuth=none" } else { "" }
+                ),
             ));
         }
         Ok(())
@@ -258,12 +317,12 @@ impl SslConfig {
 /// an error naming the key, its line and how to convert the file.
 fn store_type(
     store: &StoreConfig,
-    prefix: &'static str,
+    prefix: &str,
     location: &Setting<PathBuf>,
-) -> Result<StoreType, (&'static str, Option<u32>, String)> {
+) -> Result<StoreType, (String, Option<u32>, String)> {
     let (key, line, kind) = match &store.store_type {
         Some(t) if !t.value.is_empty() => {
-            let key = if prefix == "ssl.keyStore" { "ssl.keyStore.type" } else { "ssl.trustStore.type" };
+            let key = format!("{prefix}.type");
             let kind = match t.value.to_ascii_uppercase().as_str() {
                 "PEM" => StoreType::Pem,
                 "JKS" => StoreType::Jks,
@@ -280,8 +339,7 @@ fn store_type(
             (key, t.line, kind)
         }
         _ => {
-            let key =
-                if prefix == "ssl.keyStore" { "ssl.keyStore.location" } else { "ssl.trustStore.location" };
+            let key = format!("{prefix}.location");
             let name = location.value.to_string_lossy().to_ascii_lowercase();
             let kind = if name.ends_with(".pem") {
                 StoreType::Pem
@@ -359,17 +417,35 @@ mod tests {
     }
 
     #[test]
+    fn prefixes_keep_the_client_and_the_quorum_apart() {
+        let mut client = SslConfig::default();
+        let mut quorum = SslConfig::quorum();
+        assert!(!client.take("ssl.quorum.keyStore.location", "/q.pem", 1).unwrap());
+        assert!(quorum.take("ssl.quorum.keyStore.location", "/q.pem", 1).unwrap());
+        assert!(!quorum.take("ssl.keyStore.location", "/c.pem", 2).unwrap());
+        assert!(!quorum.take("client.portUnification", "true", 3).unwrap());
+        assert!(quorum.take("ssl.quorum.hostnameVerification", "false", 4).unwrap());
+        assert!(!quorum.hostname_verification && client.hostname_verification);
+        let e = quorum.validate().unwrap_err();
+        assert_eq!((e.0.as_str(), e.1), ("ssl.quorum.trustStore.location", None));
+        assert!(quorum
+            .take("ssl.quorum.context.supplier.class", "x.Y", 5)
+            .unwrap_err()
+            .contains("ssl.quorum."));
+    }
+
+    #[test]
     fn stores_must_be_pem() {
         let e = with(&[]).validate().unwrap_err();
         assert_eq!(e.0, "ssl.keyStore.location");
         let e =
             with(&[("ssl.keyStore.location", "/k.p12"), ("ssl.clientAuth", "none")]).validate().unwrap_err();
-        assert_eq!((e.0, e.1), ("ssl.keyStore.location", Some(1)));
+        assert_eq!((e.0.as_str(), e.1), ("ssl.keyStore.location", Some(1)));
         assert!(e.2.contains("Pkcs12") && e.2.contains("openssl pkcs12"), "{}", e.2);
         let e = with(&[("ssl.keyStore.location", "/k.pem"), ("ssl.keyStore.type", "JKS")])
             .validate()
             .unwrap_err();
-        assert_eq!((e.0, e.1), ("ssl.keyStore.type", Some(2)));
+        assert_eq!((e.0.as_str(), e.1), ("ssl.keyStore.type", Some(2)));
         let e = with(&[("ssl.keyStore.location", "/k.crt")]).validate().unwrap_err();
         assert!(e.2.contains("set ssl.keyStore.type=PEM"), "{}", e.2);
         let e = with(&[("ssl.keyStore.location", "/k.crt"), ("ssl.keyStore.type", "pem")])

@@ -26,7 +26,7 @@ pub struct ServerTls {
     ssl: SslConfig,
     config_file: Option<PathBuf>,
     /// The stores' files and their modification times when last read.
-    stamps: Mutex<Vec<(PathBuf, Option<SystemTime>)>>,
+    stamps: StoreStamps,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -61,16 +61,15 @@ fn read_store(file: Option<&Path>, key: &str, loc: &Setting<PathBuf>) -> Result<
 /// The protocol versions `ssl.protocol` / `ssl.enabledProtocols` ask for, among those rustls has
 /// (TLS 1.2 and 1.3; older ones are dropped with a warning).
 fn versions(ssl: &SslConfig, file: Option<&Path>) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+    let (enabled, protocol) = (ssl.key("enabledProtocols"), ssl.key("protocol"));
     let (names, key, line): (Vec<String>, &str, u32) = match (&ssl.enabled_protocols, &ssl.protocol) {
-        (Some(list), _) => (list.value.clone(), "ssl.enabledProtocols", list.line),
+        (Some(list), _) => (list.value.clone(), &enabled, list.line),
         // Apache: TLSv1.3 (its default) enables 1.3 and 1.2; any other protocol only itself.
         (None, Some(p)) if p.value == "TLSv1.3" => {
-            (vec!["TLSv1.3".into(), "TLSv1.2".into()], "ssl.protocol", p.line)
+            (vec!["TLSv1.3".into(), "TLSv1.2".into()], &protocol, p.line)
         }
-        (None, Some(p)) if p.value == "TLS" => {
-            (vec!["TLSv1.3".into(), "TLSv1.2".into()], "ssl.protocol", p.line)
-        }
-        (None, Some(p)) => (vec![p.value.clone()], "ssl.protocol", p.line),
+        (None, Some(p)) if p.value == "TLS" => (vec!["TLSv1.3".into(), "TLSv1.2".into()], &protocol, p.line),
+        (None, Some(p)) => (vec![p.value.clone()], &protocol, p.line),
         (None, None) => return Ok(vec![&rustls::version::TLS13, &rustls::version::TLS12]),
     };
     let mut out = Vec::new();
@@ -107,7 +106,7 @@ fn java_name(suite: &SupportedCipherSuite) -> String {
 fn provider(ssl: &SslConfig, file: Option<&Path>) -> Result<CryptoProvider, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some(list) = &ssl.ciphersuites {
-        let at = place(file, "ssl.ciphersuites", list.line);
+        let at = place(file, &ssl.key("ciphersuites"), list.line);
         let mut chosen = Vec::new();
         for name in &list.value {
             match provider.cipher_suites.iter().find(|s| java_name(s) == *name) {
@@ -132,9 +131,67 @@ fn provider(ssl: &SslConfig, file: Option<&Path>) -> Result<CryptoProvider, Stri
 /// store without certificates, a key that does not match its certificate, versions or suites
 /// that leave nothing to offer.
 pub fn build(ssl: &SslConfig, file: Option<&Path>) -> Result<ServerConfig, String> {
-    let ks = ssl.key_store.location.as_ref().ok_or("ssl.keyStore.location is not set")?;
-    let ks_at = place(file, "ssl.keyStore.location", ks.line);
-    let pem = read_store(file, "ssl.keyStore.location", ks)?;
+    let (chain, key) = key_pair(ssl, file)?;
+    let ks_key = ssl.key("keyStore.location");
+    let ks_at =
+        ssl.key_store.location.as_ref().map_or(ks_key.clone(), |ks| {
+            format!("{}: {}", place(file, &ks_key, ks.line), ks.value.display())
+        });
+    let provider = Arc::new(provider(ssl, file)?);
+    let versions = versions(ssl, file)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("{p}protocol / {p}enabledProtocols / {p}ciphersuites: {e}", p = ssl.prefix))?;
+    let builder = if ssl.client_auth.value == ClientAuth::None {
+        builder.with_no_client_auth()
+    } else {
+        let (roots, ts_at) = trust_roots(ssl, file)?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+        let verifier = if ssl.client_auth.value == ClientAuth::Want {
+            verifier.allow_unauthenticated()
+        } else {
+            verifier
+        };
+        builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("{ts_at}: {e}"))?)
+    };
+    builder.with_single_cert(chain, key).map_err(|e| format!("{ks_at}: {e}"))
+}
+
+/// The crypto provider and protocol versions the settings ask for. Errors: as [`build`].
+pub(crate) fn suites_and_versions(
+    ssl: &SslConfig,
+    file: Option<&Path>,
+) -> Result<(Arc<CryptoProvider>, Vec<&'static SupportedProtocolVersion>), String> {
+    Ok((Arc::new(provider(ssl, file)?), versions(ssl, file)?))
+}
+
+/// The authorities of the trust store, and where its location is set (for errors). Errors: the
+/// key is not set, the file cannot be read or holds no certificate.
+pub(crate) fn trust_roots(ssl: &SslConfig, file: Option<&Path>) -> Result<(RootCertStore, String), String> {
+    let ts_key = ssl.key("trustStore.location");
+    let ts = ssl.trust_store.location.as_ref().ok_or_else(|| format!("{ts_key} is not set"))?;
+    let ts_at = place(file, &ts_key, ts.line);
+    let pem = read_store(file, &ts_key, ts)?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| format!("{ts_at}: {}: bad PEM: {e}", ts.value.display()))?;
+        roots.add(cert).map_err(|e| format!("{ts_at}: {}: {e}", ts.value.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{ts_at}: {} holds no CERTIFICATE block", ts.value.display()));
+    }
+    Ok((roots, ts_at))
+}
+
+/// This server's certificate chain and private key from the key store. Errors: as [`build`].
+pub(crate) fn key_pair(
+    ssl: &SslConfig,
+    file: Option<&Path>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let ks_key = ssl.key("keyStore.location");
+    let ks = ssl.key_store.location.as_ref().ok_or_else(|| format!("{ks_key} is not set"))?;
+    let ks_at = place(file, &ks_key, ks.line);
+    let pem = read_store(file, &ks_key, ks)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{ks_at}: {}: bad PEM: {e}", ks.value.display()))?;
@@ -145,12 +202,13 @@ pub fn build(ssl: &SslConfig, file: Option<&Path>) -> Result<ServerConfig, Strin
         Some(der) => {
             let (password, key, line) = key_password(ssl, file)?.ok_or_else(|| {
                 format!(
-                    "{ks_at}: the private key in {} is encrypted and neither ssl.keyStore.password nor \
-                     ssl.keyStore.passwordPath is set",
-                    ks.value.display()
+                    "{ks_at}: the private key in {} is encrypted and neither {p}keyStore.password nor \
+                     {p}keyStore.passwordPath is set",
+                    ks.value.display(),
+                    p = ssl.prefix
                 )
             })?;
-            let at = place(file, key, line);
+            let at = place(file, &key, line);
             decrypt(&der, &password)
                 .map_err(|e| format!("{at}: cannot decrypt the private key in {}: {e}", ks.value.display()))?
         }
@@ -158,34 +216,7 @@ pub fn build(ssl: &SslConfig, file: Option<&Path>) -> Result<ServerConfig, Strin
             .map_err(|e| format!("{ks_at}: {} holds no usable private key: {e}", ks.value.display()))?,
     };
 
-    let provider = Arc::new(provider(ssl, file)?);
-    let versions = versions(ssl, file)?;
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
-        .map_err(|e| format!("ssl.protocol / ssl.enabledProtocols / ssl.ciphersuites: {e}"))?;
-    let builder = if ssl.client_auth.value == ClientAuth::None {
-        builder.with_no_client_auth()
-    } else {
-        let ts = ssl.trust_store.location.as_ref().ok_or("ssl.trustStore.location is not set")?;
-        let ts_at = place(file, "ssl.trustStore.location", ts.line);
-        let pem = read_store(file, "ssl.trustStore.location", ts)?;
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| format!("{ts_at}: {}: bad PEM: {e}", ts.value.display()))?;
-            roots.add(cert).map_err(|e| format!("{ts_at}: {}: {e}", ts.value.display()))?;
-        }
-        if roots.is_empty() {
-            return Err(format!("{ts_at}: {} holds no CERTIFICATE block", ts.value.display()));
-        }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-        let verifier = if ssl.client_auth.value == ClientAuth::Want {
-            verifier.allow_unauthenticated()
-        } else {
-            verifier
-        };
-        builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("{ts_at}: {e}"))?)
-    };
-    builder.with_single_cert(chain, key).map_err(|e| format!("{ks_at}: {}: {e}", ks.value.display()))
+    Ok((chain, key))
 }
 
 const ENCRYPTED_BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
@@ -213,35 +244,76 @@ fn decrypt(der: &[u8], password: &str) -> Result<PrivateKeyDer<'static>, String>
 /// The key store's password, the key it came from and that key's line: `ssl.keyStore.passwordPath`'s
 /// file (less one trailing line break) when set, else `ssl.keyStore.password`, as Apache takes
 /// them.
-fn key_password(ssl: &SslConfig, file: Option<&Path>) -> Result<Option<(String, &'static str, u32)>, String> {
+fn key_password(ssl: &SslConfig, file: Option<&Path>) -> Result<Option<(String, String, u32)>, String> {
     if let Some(p) = &ssl.key_store.password_path {
-        let key = "ssl.keyStore.passwordPath";
+        let key = ssl.key("keyStore.passwordPath");
         let text = std::fs::read_to_string(&p.value)
-            .map_err(|e| format!("{}: cannot read {}: {e}", place(file, key, p.line), p.value.display()))?;
+            .map_err(|e| format!("{}: cannot read {}: {e}", place(file, &key, p.line), p.value.display()))?;
         let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
         return Ok(Some((text, key, p.line)));
     }
-    Ok(ssl.key_store.password.as_ref().map(|p| (p.value.0.clone(), "ssl.keyStore.password", p.line)))
+    Ok(ssl.key_store.password.as_ref().map(|p| (p.value.0.clone(), ssl.key("keyStore.password"), p.line)))
 }
 
-fn stamps_of(ssl: &SslConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
-    [&ssl.key_store.location, &ssl.trust_store.location]
-        .into_iter()
-        .flatten()
-        .map(|l| (l.value.clone(), std::fs::metadata(&l.value).and_then(|m| m.modified()).ok()))
-        .collect()
+/// How often the stores' files are looked at when reloading is asked for.
+const CERT_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `reload` (on the blocking pool: it reads files) every [`CERT_POLL`]. Polling the files'
+/// times picks a change up within that, with no watcher thread or platform-specific notification.
+pub(crate) fn poll_stores(reload: impl Fn() -> bool + Send + Sync + 'static) -> tokio::task::JoinHandle<()> {
+    let reload = Arc::new(reload);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(CERT_POLL);
+        loop {
+            every.tick().await;
+            let reload = reload.clone();
+            let _ = tokio::task::spawn_blocking(move || reload()).await;
+        }
+    })
+}
+
+/// The key and trust stores' files and their modification times, to tell when they change.
+pub(crate) struct StoreStamps {
+    seen: Mutex<Vec<(PathBuf, Option<SystemTime>)>>,
+}
+
+impl StoreStamps {
+    fn of(ssl: &SslConfig) -> Vec<(PathBuf, Option<SystemTime>)> {
+        [&ssl.key_store.location, &ssl.trust_store.location]
+            .into_iter()
+            .flatten()
+            .map(|l| (l.value.clone(), std::fs::metadata(&l.value).and_then(|m| m.modified()).ok()))
+            .collect()
+    }
+
+    /// The stores' times now (taken before their files are read, so a change meanwhile is seen
+    /// next time).
+    pub(crate) fn new(ssl: &SslConfig) -> StoreStamps {
+        StoreStamps { seen: Mutex::new(StoreStamps::of(ssl)) }
+    }
+
+    /// Whether a store's file changed since the last call (or [`Self::new`]).
+    pub(crate) fn changed(&self, ssl: &SslConfig) -> bool {
+        let now = StoreStamps::of(ssl);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == now {
+            return false;
+        }
+        *seen = now;
+        true
+    }
 }
 
 impl ServerTls {
     /// Reads the stores and builds the context. Errors: as [`build`].
     pub fn load(ssl: &SslConfig, config_file: Option<&Path>) -> Result<ServerTls, String> {
-        let stamps = stamps_of(ssl);
+        let stamps = StoreStamps::new(ssl);
         let cfg = build(ssl, config_file)?;
         Ok(ServerTls {
             current: RwLock::new(Arc::new(cfg)),
             ssl: ssl.clone(),
             config_file: config_file.map(Path::to_path_buf),
-            stamps: Mutex::new(stamps),
+            stamps,
         })
     }
 
@@ -265,13 +337,8 @@ impl ServerTls {
     /// returns whether the context was replaced. A new context that does not build is logged and
     /// the old one kept (a half-written file is read again on the next change).
     pub fn reload_if_changed(&self) -> bool {
-        let now = stamps_of(&self.ssl);
-        {
-            let mut seen = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
-            if *seen == now {
-                return false;
-            }
-            *seen = now;
+        if !self.stamps.changed(&self.ssl) {
+            return false;
         }
         match build(&self.ssl, self.config_file.as_deref()) {
             Ok(cfg) => {

@@ -88,11 +88,7 @@ fn zkrs_and_apache_servers_replicate_to_each_other() {
     // leader Apache's rules pick; then Apache's server 2 joins the established ensemble.
     e.launch(2);
     e.launch(0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while e.mode(2).as_deref() != Some("leader") {
-        assert!(Instant::now() < deadline, "zkrs did not lead\n{}", e.logs());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    e.wait_mode(2, "leader");
     e.launch(1);
     let leader = e.wait_for_leader();
     assert_eq!(leader, 2, "the zkrs server (id 3) leads\n{}", e.logs());

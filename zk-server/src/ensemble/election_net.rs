@@ -11,6 +11,7 @@
 //!
 //! The election itself (zk_quorum::election) sees only `(sid, Notification)` pairs in and out.
 
+use super::peer_tls::{self, PeerStream, PeerTls, SetupError, MAX_PENDING_SETUPS};
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 use zk_quorum::election::{keeps_initiated_connection, on_accepted_connection, AcceptedConnection};
 use zk_quorum::wire::handshake::{MAX_ELECTION_MESSAGE_LEN, MAX_HANDSHAKE_ADDR_LEN};
@@ -62,6 +63,8 @@ struct Inner {
     my_addr: HostPort,
     /// `cnxTimeout`: the longest a connect or a handshake may take.
     cnx_timeout: Duration,
+    /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
+    tls: Option<Arc<PeerTls>>,
     peers: HashMap<i64, SocketAddr>,
     /// The newest message for each peer (None: nothing to say yet).
     outboxes: HashMap<i64, watch::Sender<Option<Arc<Vec<u8>>>>>,
@@ -76,7 +79,8 @@ struct Inner {
 
 impl ElectionNet {
     /// Listens on `listen` (this server's election address) and keeps connections to `peers`
-    /// (their election addresses). Returns the network and the stream of received notifications.
+    /// (their election addresses), with TLS as `tls` says (None: plain). Returns the network and
+    /// the stream of received notifications.
     ///
     /// Errors: the election port cannot be bound.
     pub async fn start(
@@ -85,6 +89,7 @@ impl ElectionNet {
         my_addr: HostPort,
         peers: HashMap<i64, SocketAddr>,
         cnx_timeout: Duration,
+        tls: Option<Arc<PeerTls>>,
     ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
         let listener = TcpListener::bind(listen).await?;
         let (tx, rx) = mpsc::channel(INBOX);
@@ -100,6 +105,7 @@ impl ElectionNet {
                 my_sid,
                 my_addr,
                 cnx_timeout,
+                tls,
                 peers,
                 outboxes,
                 connections: Mutex::new(HashMap::new()),
@@ -141,7 +147,9 @@ impl ElectionNet {
     }
 
     async fn accept_loop(self, listener: TcpListener) {
+        let pending = Arc::new(Semaphore::new(MAX_PENDING_SETUPS));
         loop {
+            let Ok(permit) = pending.clone().acquire_owned().await else { return };
             let (stream, remote) = match listener.accept().await {
                 Ok(a) => a,
                 Err(e) => {
@@ -152,7 +160,7 @@ impl ElectionNet {
             };
             let net = self.clone();
             tokio::spawn(async move {
-                match net.on_accepted(stream).await {
+                match net.on_accepted(stream, permit).await {
                     Ok(()) => {}
                     Err(Ended::Closed(why)) => debug!("election connection from {remote} closed: {why}"),
                     Err(Ended::Refused(why)) => warn!("election connection from {remote} dropped: {why}"),
@@ -161,8 +169,15 @@ impl ElectionNet {
         }
     }
 
-    async fn on_accepted(self, mut stream: TcpStream) -> Result<(), Ended> {
-        let _ = stream.set_nodelay(true);
+    /// Sets up an accepted connection and reads the election handshake, holding `setup` (one of
+    /// the port's [`MAX_PENDING_SETUPS`]) until then.
+    async fn on_accepted(self, tcp: TcpStream, setup: OwnedSemaphorePermit) -> Result<(), Ended> {
+        let mut stream = peer_tls::accept(self.inner.tls.as_deref(), tcp, self.inner.cnx_timeout)
+            .await
+            .map_err(|e| match e {
+                SetupError::Gone(why) => Ended::Closed(why),
+                SetupError::Refused(why) => Ended::Refused(why),
+            })?;
         let mut buf = BytesMut::with_capacity(512);
         let hs = tokio::time::timeout(self.inner.cnx_timeout, async {
             loop {
@@ -186,6 +201,7 @@ impl ElectionNet {
         })
         .await
         .map_err(|_| Ended::Closed("handshake timed out".to_string()))??;
+        drop(setup);
         let sid = hs.sid;
         if !self.inner.peers.contains_key(&sid) {
             return Err(Ended::Refused(format!("server id {sid} is not in the configuration")));
@@ -228,7 +244,19 @@ impl ElectionNet {
                 }
             };
             self.mark(sid, false);
-            let _ = stream.set_nodelay(true);
+            let mut stream =
+                match peer_tls::connect(self.inner.tls.as_deref(), stream, sid, self.inner.cnx_timeout).await
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        match e {
+                            SetupError::Gone(why) => debug!("election connection to {sid}: {why}"),
+                            SetupError::Refused(why) => warn!("election connection to {sid} refused: {why}"),
+                        }
+                        tokio::time::sleep(REDIAL_PAUSE).await;
+                        continue;
+                    }
+                };
             let hs = match ElectionHandshake::v1(self.inner.my_sid, self.inner.my_addr.clone()).encode() {
                 Ok(h) => h,
                 Err(e) => {
@@ -236,8 +264,7 @@ impl ElectionNet {
                     return;
                 }
             };
-            let mut stream = stream;
-            if stream.write_all(&hs).await.is_err() {
+            if stream.write_all(&hs).await.is_err() || stream.flush().await.is_err() {
                 tokio::time::sleep(REDIAL_PAUSE).await;
                 continue;
             }
@@ -295,7 +322,7 @@ impl ElectionNet {
     }
 
     /// Carries messages both ways on a kept connection until it fails or a newer one replaces it.
-    async fn run_connection(&self, sid: i64, stream: TcpStream, buf: BytesMut) -> Result<(), Ended> {
+    async fn run_connection(&self, sid: i64, stream: PeerStream, buf: BytesMut) -> Result<(), Ended> {
         let generation = {
             let mut g = self.inner.connections.lock().unwrap_or_else(|e| e.into_inner());
             let e = g.entry(sid).or_insert((0, false));
@@ -346,7 +373,7 @@ impl ElectionNet {
         &self,
         sid: i64,
         generation: u64,
-        stream: TcpStream,
+        stream: PeerStream,
         mut buf: BytesMut,
     ) -> Result<(), Ended> {
         debug!("election connection with {sid} up");
@@ -354,14 +381,14 @@ impl ElectionNet {
             return Err(Ended::Refused("unknown peer".into()));
         };
         let mut outbox = outbox.subscribe();
-        let (mut rd, mut wr) = stream.into_split();
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let inner = self.inner.clone();
         let writer = tokio::spawn(async move {
             // The newest message first (a peer that reconnects gets our vote again), then each new one.
             loop {
                 let msg = outbox.borrow_and_update().clone();
                 if let Some(frame) = msg {
-                    if wr.write_all(&frame).await.is_err() {
+                    if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
                         return;
                     }
                 }

@@ -4,5 +4,6 @@
 pub mod election;
 pub mod election_net;
 pub mod peer_net;
+pub mod peer_tls;
 pub mod quorum;
 pub mod settings;

@@ -6,10 +6,10 @@
 //! again after it. Each connection has a bounded outbox: a peer that does not read what it is sent
 //! is cut off rather than let the outbox grow.
 
+use super::peer_tls::PeerStream;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -56,13 +56,12 @@ pub type SnapshotSinkFactory = Box<dyn FnMut(i64) -> Box<dyn SnapshotSink> + Sen
 /// `sinks` is given on a learner's connection, which may receive SNAP.
 pub fn spawn(
     conn: PeerConn,
-    stream: TcpStream,
+    stream: PeerStream,
     max_packet: usize,
     events: mpsc::Sender<PeerEvent>,
     sinks: Option<SnapshotSinkFactory>,
 ) -> mpsc::Sender<Outgoing> {
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel(OUTBOX_PACKETS);
     tokio::spawn(write_loop(wr, rx));
     tokio::spawn(async move {
@@ -82,7 +81,7 @@ pub async fn connect(addr: SocketAddr, timeout: std::time::Duration) -> std::io:
     }
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
+async fn write_loop(mut wr: WriteHalf<PeerStream>, mut rx: mpsc::Receiver<Outgoing>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -96,7 +95,8 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
                 next = rx.try_recv().ok();
             }
         }
-        if wr.write_all(&buf).await.is_err() {
+        // A TLS stream holds written records until flushed.
+        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
             return;
         }
         buf.clear();
@@ -106,7 +106,7 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>) {
 
 async fn read_loop(
     conn: PeerConn,
-    mut rd: OwnedReadHalf,
+    mut rd: ReadHalf<PeerStream>,
     max_packet: usize,
     events: &mpsc::Sender<PeerEvent>,
     mut sinks: Option<SnapshotSinkFactory>,
@@ -185,7 +185,7 @@ mod tests {
         let (etx, mut erx) = mpsc::channel(16);
         let client = tokio::spawn(async move {
             let s = connect(addr, std::time::Duration::from_secs(5)).await.expect("connect");
-            let out = spawn(1, s, 1 << 20, etx, None);
+            let out = spawn(1, PeerStream::Plain(s), 1 << 20, etx, None);
             out.send(Outgoing::Packet(QuorumPacket::new(PacketType::Snap, 0x100000005, None)))
                 .await
                 .expect("send");
@@ -200,7 +200,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(16);
         let _out = spawn(
             2,
-            stream,
+            PeerStream::Plain(stream),
             1 << 20,
             tx,
             Some(Box::new(|_zxid| Box::new(Fixed(100_000)) as Box<dyn SnapshotSink>)),

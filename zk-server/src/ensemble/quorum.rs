@@ -13,6 +13,7 @@
 
 use super::election_net::{ElectionNet, Received};
 use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
+use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
 use crate::admin::metrics::QuorumMetrics;
 use crate::core::{Event, Role, VoterSet};
 use bytes::{Bytes, BytesMut};
@@ -20,7 +21,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 use zk_log::{EpochStore, FileStorage, TxnSource};
@@ -119,6 +120,8 @@ pub struct EnsembleSettings {
     pub committed_log_max: usize,
     /// `readonlymode.enabled`: serve read-only clients while cut off from the quorum.
     pub read_only_mode: bool,
+    /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
+    pub tls: Option<Arc<PeerTls>>,
 }
 
 /// What the driver does for this part.
@@ -150,7 +153,7 @@ pub enum Input {
     /// Something on a quorum connection.
     Peer(PeerEvent),
     /// A learner connected to the quorum port.
-    Accepted(TcpStream),
+    Accepted(PeerStream),
     /// A machine's timer is due.
     Timer,
     /// The set of peers known to be down changed.
@@ -185,7 +188,7 @@ pub struct Quorum {
     /// Reloads the database from disk (the newest snapshot plus the log after it).
     reload: Reload,
     state: State,
-    accepted_rx: mpsc::Receiver<TcpStream>,
+    accepted_rx: mpsc::Receiver<PeerStream>,
     peer_tx: mpsc::Sender<PeerEvent>,
     peer_rx: mpsc::Receiver<PeerEvent>,
     outboxes: HashMap<PeerConn, mpsc::Sender<Outgoing>>,
@@ -200,7 +203,7 @@ pub struct Quorum {
     /// Learners that connected while this server was still electing: a learner may decide
     /// before its leader does. They are handed to the leader if this server leads, and dropped
     /// otherwise, or when older than initLimit.
-    parked: Vec<(TcpStream, u64)>,
+    parked: Vec<(PeerStream, u64)>,
     /// With `readonlymode.enabled`: when this server, still looking, starts serving read-only
     /// clients.
     read_only_at: Option<u64>,
@@ -236,18 +239,48 @@ impl Quorum {
             host: s.election_listen.ip().to_string(),
             port: s.election_listen.port(),
         };
-        let (net, election_rx) =
-            ElectionNet::start(s.my_sid, s.election_listen, my_addr, s.election_peers.clone(), s.cnx_timeout)
-                .await?;
+        let (net, election_rx) = ElectionNet::start(
+            s.my_sid,
+            s.election_listen,
+            my_addr,
+            s.election_peers.clone(),
+            s.cnx_timeout,
+            s.tls.clone(),
+        )
+        .await?;
         let listener = TcpListener::bind(s.quorum_listen).await?;
         let (acc_tx, accepted_rx) = mpsc::channel(ACCEPT_QUEUE);
+        let tls = s.tls.clone();
+        if let Some(t) = tls.clone().filter(|t| t.reload_wanted()) {
+            // For the life of the process, as the ports.
+            drop(crate::tls::poll_stores(move || t.reload_if_changed()));
+        }
+        // Apache's leader gives a learner initLimit ticks to connect and sync.
+        let handshake_limit = Duration::from_millis(s.tick_ms * s.init_limit.max(1));
         tokio::spawn(async move {
+            let pending = Arc::new(tokio::sync::Semaphore::new(peer_tls::MAX_PENDING_SETUPS));
             loop {
+                let Ok(permit) = pending.clone().acquire_owned().await else { return };
                 match listener.accept().await {
-                    Ok((stream, _)) => {
-                        if acc_tx.send(stream).await.is_err() {
-                            return;
-                        }
+                    Ok((stream, remote)) => {
+                        // Each handshake in its own task: a slow peer holds up no other.
+                        let (tls, acc_tx) = (tls.clone(), acc_tx.clone());
+                        tokio::spawn(async move {
+                            // Held until the connection is handed over: the hand-over queue
+                            // is bounded too.
+                            let _setup = permit;
+                            match peer_tls::accept(tls.as_deref(), stream, handshake_limit).await {
+                                Ok(s) => {
+                                    let _ = acc_tx.send(s).await;
+                                }
+                                Err(SetupError::Gone(why)) => {
+                                    debug!("quorum connection from {remote} closed: {why}")
+                                }
+                                Err(SetupError::Refused(why)) => {
+                                    warn!("quorum connection from {remote} refused: {why}")
+                                }
+                            }
+                        });
                     }
                     Err(e) => {
                         warn!("quorum port accept failed: {e}");
@@ -478,7 +511,7 @@ impl Quorum {
         self.drain(core_db).await;
     }
 
-    fn admit_learner(&mut self, stream: TcpStream, now: u64) {
+    fn admit_learner(&mut self, stream: PeerStream, now: u64) {
         let State::Leading(l) = &mut self.state else { return };
         let conn = self.next_conn;
         self.next_conn += 1;
@@ -686,7 +719,7 @@ impl Quorum {
         // every few milliseconds, and each new round restarts the election on Apache's servers,
         // so their leader would never get to listen.
         let mut attempt = attempt;
-        let stream = loop {
+        let tcp = loop {
             match peer_net::connect(addr, limit).await {
                 Ok(s) => break s,
                 Err(e) if attempt + 1 < LEARNER_CONNECT_TRIES => {
@@ -699,6 +732,14 @@ impl Quorum {
                     self.look("leader unreachable");
                     return;
                 }
+            }
+        };
+        let stream = match peer_tls::connect(self.s.tls.as_deref(), tcp, leader, limit).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("cannot set up the connection to leader {leader} at {addr}: {e}");
+                self.look("no secure connection to the leader");
+                return;
             }
         };
         let conn = self.next_conn;

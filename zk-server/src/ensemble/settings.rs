@@ -79,6 +79,7 @@ impl EnsembleSettings {
             cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
             committed_log_max: cfg.commit_log_count as usize,
             read_only_mode: cfg.read_only_mode_enabled,
+            tls: super::peer_tls::PeerTls::load(cfg)?,
         })
     }
 }

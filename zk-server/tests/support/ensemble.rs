@@ -189,6 +189,15 @@ impl Ensemble {
         }
     }
 
+    /// Waits (a minute at most) until member `i` reports `mode` (`leader`, `follower`, ...).
+    pub fn wait_mode(&self, i: usize, mode: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.mode(i).as_deref() != Some(mode) {
+            assert!(Instant::now() < deadline, "member {} never became {mode}\n{}", i + 1, self.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until `mntr` on member `i` has the line `key\tvalue`.
     pub fn wait_mntr(&self, i: usize, key: &str, value: &str) {
         let want = format!("{key}\t{value}");
