@@ -1,10 +1,12 @@
 //! The election port: the connection handshake, the message framing and the notifications.
 
 use bytes::{Bytes, BytesMut};
+use zk_quorum::wire::notification::NOTIFICATION_VERSION;
 use zk_quorum::wire::{decode_election_frame, decode_handshake, encode_election_frame, Notification};
 
-/// A notification payload: a decoded `Notification` re-encodes to bytes that decode to the same
-/// value, and re-encoding that gives the same bytes.
+/// A notification payload: a decoded `Notification` re-encodes (always in the version-2 form,
+/// which upgrades a legacy one: an absent config goes out empty) to bytes that decode to the same
+/// fields in that form, and re-encoding that gives the same bytes.
 pub fn notification(data: &[u8]) {
     let Ok(n) = Notification::decode(&Bytes::copy_from_slice(data)) else {
         return;
@@ -12,7 +14,12 @@ pub fn notification(data: &[u8]) {
     let encoded = n.encode();
     let again =
         Notification::decode(&Bytes::from(encoded.clone())).expect("a re-encoded notification decodes");
-    assert_eq!(again, n);
+    let upgraded = Notification {
+        version: NOTIFICATION_VERSION,
+        config: Some(n.config.clone().unwrap_or_default()),
+        ..n
+    };
+    assert_eq!(again, upgraded);
     assert_eq!(again.encode(), encoded, "encoding is stable");
 }
 
