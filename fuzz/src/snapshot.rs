@@ -45,7 +45,10 @@ pub fn content(data: &[u8]) {
 /// handed out matches the counts reported, and written again as a snapshot of the same zxid it
 /// reads back to the same content.
 pub fn file(data: &[u8]) {
-    let name = zk_log::snapshot::snapshot_name(1);
+    // The reader checks the file name against the header's start zxid (bytes 16..24); name the
+    // file after it so the checks past the name are reached.
+    let start = data.get(16..24).map_or(0, |b| i64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let name = zk_log::snapshot::snapshot_name(start);
     let mut content = Vec::new();
     let Ok(info) = read_snapshot_bytes(&name, data, &mut |c| {
         content.extend_from_slice(c);
