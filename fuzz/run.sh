@@ -29,7 +29,7 @@ build() {
 case "${1:-}" in
   list) echo "$targets"; exit 0 ;;
   build) build; exit 0 ;;
-  ""|-h|--help) sed -n '2,17p' "$0"; exit 2 ;;
+  ""|-h|--help) sed -n '2,16p' "$0"; exit 2 ;;
 esac
 t="$1"
 grep -qx "$t" <<<"$targets" || { echo "unknown target $t; fuzz/run.sh list" >&2; exit 2; }
