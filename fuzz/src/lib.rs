@@ -15,6 +15,7 @@ pub mod election;
 pub mod log;
 pub mod quorum;
 pub mod snapshot;
+pub mod x509;
 
 /// A target's body: any input in, a panic when a property fails.
 pub type Target = fn(&[u8]);
@@ -34,4 +35,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("apache_snap", snapshot::apache_snap),
     ("apache_files", snapshot::apache_files),
     ("zoo_cfg", config::zoo_cfg),
+    ("x509_subject", x509::subject),
 ];

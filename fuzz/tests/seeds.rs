@@ -142,6 +142,29 @@ fn write_built_seeds() {
     seed.extend_from_slice(&alog);
     put("apache_files", "log", &seed);
 
+    // Client certificates: a plain subject, and one with escapes and several attributes.
+    for (name, dn) in [
+        ("cert-cn", vec![(rcgen::DnType::CommonName, "client")]),
+        (
+            "cert-escapes",
+            vec![
+                (rcgen::DnType::CountryName, "NL"),
+                (rcgen::DnType::OrganizationName, "a, \"b\" + c"),
+                (rcgen::DnType::CommonName, " #lead"),
+            ],
+        ),
+    ] {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in dn {
+            params.distinguished_name.push(t, v);
+        }
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.self_signed(&key).expect("cert");
+        zk_server::x509::subject_dn(cert.der()).expect("the seed certificate's subject reads");
+        put("x509_subject", name, cert.der());
+    }
+
     // zoo.cfg: the Debian package's, and an ensemble's.
     let debian = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../zk-server/debian/zoo.cfg"))
         .expect("zoo.cfg");
