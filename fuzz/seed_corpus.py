@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpus (corpus/<target>/) from the golden bytes captured from
-Apache ZooKeeper 3.8 (zk-proto/tests/golden/frames.txt, zk-quorum/tests/golden/*.bin), a few
-hand-made inputs. Run it again after the golden files change; the output is deterministic.
+Apache ZooKeeper 3.8 (zk-proto/tests/golden/frames.txt, zk-quorum/tests/golden/*.bin) and a
+few hand-made inputs. Run it again after the golden files change; the output is deterministic.
 The seeds built with the crates (transactions, segments, snapshots, Apache files, zoo.cfg,
-certificates) are
-written by `cargo test -p zkrs-fuzz --test seeds -- --ignored`."""
+certificates) are written by `cargo test -p zkrs-fuzz --test seeds -- --ignored`."""
 
 import hashlib
 import os
