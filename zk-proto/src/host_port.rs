@@ -58,12 +58,14 @@ impl fmt::Display for HostPort {
 }
 
 /// Splits `host:port` or `[v6]:port` into its host (without brackets) and port texts; `None`
-/// unless there are exactly those two parts.
+/// unless there are exactly those two parts. A bracketed host holding another `[` is refused: it
+/// would print as `[[h]:port`'s `[h:port`, which does not parse back (found by fuzzing).
 pub fn split_host_port(s: &str) -> Option<(&str, &str)> {
     if let Some(rest) = s.strip_prefix('[') {
         let close = rest.find(']')?;
+        let host = &rest[..close];
         let port = rest[close + 1..].strip_prefix(':')?;
-        (!port.contains(':')).then_some((&rest[..close], port))
+        (!port.contains(':') && !host.contains('[')).then_some((host, port))
     } else {
         let mut parts = s.split(':');
         let (host, port) = (parts.next()?, parts.next()?);
@@ -85,6 +87,7 @@ mod tests {
         assert_eq!(HostPort::parse("a:b:c"), Err(HostPortError::NotHostPort("a:b:c".into())));
         assert_eq!(HostPort::parse("[::1]3888"), Err(HostPortError::NotHostPort("[::1]3888".into())));
         assert_eq!(HostPort::parse("h:99999"), Err(HostPortError::BadPort("99999".into())));
+        assert_eq!(HostPort::parse("[[55]:30"), Err(HostPortError::NotHostPort("[[55]:30".into())));
         assert!(HostPort::parse("0.0.0.0:1").unwrap().is_wildcard());
         assert!(HostPort::parse("[::]:1").unwrap().is_wildcard());
         assert!(!HostPort::parse("localhost:1").unwrap().is_wildcard());

@@ -98,6 +98,11 @@ pub fn name_rfc2253(mut rdns: &[u8]) -> Result<String, DnError> {
         let (set, rest) = expect(rdns, SET, "a relative distinguished name is not a SET")?;
         rdns = rest;
         let mut avas = set.content;
+        // SET SIZE (1..MAX): an empty one would print as nothing between commas, a name no x509
+        // ACL can hold (found by fuzzing).
+        if avas.is_empty() {
+            return Err(DnError("an empty relative distinguished name"));
+        }
         let mut rdn = String::new();
         while !avas.is_empty() {
             let (ava, rest) = expect(avas, SEQUENCE, "an attribute is not a SEQUENCE")?;
@@ -323,6 +328,8 @@ mod tests {
         }
         assert!(name_rfc2253(&[0x31, 0x85, 1, 1, 1, 1, 1]).is_err());
         assert!(name_rfc2253(&[0x31, 0x7f]).is_err());
+        // Found by fuzzing (fuzz/ `x509_subject`): two empty RDNs read as the name ",".
+        assert!(name_rfc2253(&[0x31, 0x00, 0x31, 0x00]).is_err());
         assert!(dotted_oid(&[0x80]).is_err());
         assert!(dotted_oid(&[0xff; 20]).is_err());
         let mut x = 0u32;

@@ -225,6 +225,16 @@ mod tests {
         assert!(decode_handshake(&bytes).unwrap().is_some());
     }
 
+    /// Found by fuzzing (fuzz/ `election_handshake`): the address `[[55]:30` was taken as host
+    /// `[55`, which prints as `[55:30` and so could not be sent back; it is refused now.
+    #[test]
+    fn bracketed_host_with_a_bracket_is_refused() {
+        let bytes = hex("ffffffffffff0001 0000000000000002 0000000f 5b5b35355d3a33307c3139313a3331373a");
+        assert!(matches!(decode_handshake(&bytes), Err(HandshakeError::BadAddress(_))));
+        let hs = ElectionHandshake::v1(2, HostPort::parse("[::1]:30").unwrap());
+        assert_eq!(decode_handshake(&hs.encode().unwrap()).unwrap().unwrap().0, hs);
+    }
+
     #[test]
     fn legacy_peer_sends_a_bare_sid() {
         let (hs, used) = decode_handshake(&5i64.to_be_bytes()).unwrap().unwrap();
