@@ -7,7 +7,8 @@
 #   bench/ensemble.sh                 # 10 s per workload
 #   DURATION=5 bench/ensemble.sh
 #   WORKLOADS="create set" SIDES=zkrs EXTRA_CFG='snapCount=100000000' bench/ensemble.sh
-#       # some workloads, one side only, extra zoo.cfg lines for both sides
+#       # some workloads, one side only, extra zoo.cfg lines for both sides. For ratios run all
+#       # four: Apache's JVM meets a workload run alone cold (its create rate about halves).
 #   PERF_OUT=/tmp/prof SIDES=zkrs WORKLOADS=create bench/ensemble.sh
 #       # perf record of the servers during each run: /tmp/prof.<side>.<workload>
 set -euo pipefail
