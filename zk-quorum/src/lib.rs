@@ -8,6 +8,8 @@
 //! - [`config`]: the quorum configuration as Apache writes it into notifications and `NEWLEADER`
 //!   (`server.N=...` lines, groups, weights, `version=<hex>`), both directions.
 //! - [`quorum`]: quorum verifiers (majority and hierarchical): "does this set of sids form a quorum".
+//! - [`reconfig`]: dynamic reconfiguration: the configuration a reconfig request asks for (or
+//!   Apache's error for it), and whom a leader hands over to when it leaves the voters.
 //! - [`election`]: Fast Leader Election as a sans-IO state machine (events in, actions out), plus the
 //!   connection rule of the election port.
 //!
@@ -42,5 +44,6 @@
 pub mod config;
 pub mod election;
 pub mod quorum;
+pub mod reconfig;
 pub mod wire;
 pub mod zab;

@@ -1080,17 +1080,7 @@ impl ServerConfig {
                 "sslQuorum" => cfg.ssl_quorum_enabled = bool_value(&src, key, value, line)?,
                 "portUnification" => cfg.quorum_port_unification = bool_value(&src, key, value, line)?,
                 "sslQuorumReloadCertFiles" => cfg.ssl_quorum_reload = bool_value(&src, key, value, line)?,
-                "reconfigEnabled" => {
-                    cfg.reconfig_enabled = bool_value(&src, key, value, line)?;
-                    if cfg.reconfig_enabled {
-                        return Err(src.err(
-                            key,
-                            at,
-                            "true is not supported yet: zkrs has no dynamic reconfiguration; remove it or set it \
-                             to false",
-                        ));
-                    }
-                }
+                "reconfigEnabled" => cfg.reconfig_enabled = bool_value(&src, key, value, line)?,
                 "localSessionsEnabled" => {
                     cfg.local_sessions_enabled = bool_value(&src, key, value, line)?;
                     if cfg.local_sessions_enabled {
@@ -2050,7 +2040,6 @@ mod tests {
     #[test]
     fn values_zkrs_cannot_honour_are_refused() {
         let cases = [
-            ("reconfigEnabled=true\n", "reconfigEnabled", "dynamic reconfiguration"),
             ("syncEnabled=false\n", "syncEnabled", "always log"),
             ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
             ("cnxTimeout=0\n", "cnxTimeout", ""),

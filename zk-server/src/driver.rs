@@ -643,6 +643,11 @@ impl Driver {
                     q.committed(zxid);
                 }
             }
+            Action::CommitAndActivate { zxid, designated, config } => {
+                if let Some(q) = self.quorum.as_mut() {
+                    q.committed_and_activate(zxid, designated, &config);
+                }
+            }
             Action::Forward { session, cxid, op, body, auth } => match self.quorum.as_mut() {
                 Some(q) => q.forward(session, cxid, op, body, auth),
                 None => debug!("request 0x{session:x}/{cxid} has no leader to go to"),

@@ -136,7 +136,12 @@ pub async fn run(
     let now = Driver::now(origin);
     let mut db = rec.finish(now.mono_ms());
     // An ensemble member's /zookeeper/config holds the membership, as Apache's members have it.
-    let config_node = ensemble.as_ref().map(|e| (e.config.to_config_string(), e.config.version));
+    // With reconfiguration on, the node holds the newest configuration the log has (the quorum
+    // layer adopts it and tells the core), not the one this server started from.
+    let config_node = ensemble
+        .as_ref()
+        .filter(|e| !e.reconfig_enabled)
+        .map(|e| (e.config.to_config_string(), e.config.version));
     if let Some((text, version)) = &config_node {
         db.set_config_node(text, *version, now.wall_ms);
     }

@@ -121,7 +121,11 @@ impl Script {
                 snapshot_now: false,
                 seed: 1,
             };
-            let tree = zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() };
+            let tree = zk_tree::TreeConfig {
+                tick_ms: settings.tick_ms,
+                super_digest: settings.super_digest.clone(),
+                ..Default::default()
+            };
             let mut db = zk_tree::Database::new(tree);
             db.start_leading(self.now.mono_ms());
             let voter_set = VoterSet::new(me, voters.iter().copied());
@@ -248,6 +252,57 @@ impl Script {
                 req(self, tc, OpCode::Sync, Request::Sync(r))
             }
             "close-session" => req(self, tc, OpCode::CloseSession, Request::CloseSession),
+            "addauth" => {
+                let r = AuthPacket {
+                    auth_type: 0,
+                    scheme: tc.take_arg("scheme").unwrap(),
+                    auth: Bytes::from(tc.take_arg::<String>("auth").unwrap().into_bytes()),
+                };
+                req(self, tc, OpCode::Auth, Request::Auth(r))
+            }
+            // Reconfiguration: the quorum layer's view, and a client's request (servers by id, at
+            // the ports `member_spec` gives them).
+            "membership" => {
+                let servers: Vec<i64> = tc.try_take_args("servers").unwrap().expect("servers");
+                let observers: Vec<i64> = tc.try_take_args("observers").unwrap().unwrap_or_default();
+                let version = hex(&tc.take_arg::<String>("version").unwrap());
+                let text = config_text(&servers, &observers, version);
+                Event::Membership(zk_server::core::Membership {
+                    config: zk_quorum::config::QuorumConfig::parse(&text).expect("config"),
+                    reconfig_enabled: !tc.take_flag("disabled").unwrap(),
+                    standalone_enabled: true,
+                })
+            }
+            "synced" => Event::SyncedFollowers(
+                tc.try_take_args::<i64>("sids").unwrap().unwrap_or_default().into_iter().collect(),
+            ),
+            "reconfig" => {
+                let join: Option<Vec<i64>> = tc.try_take_args("join").unwrap();
+                let observe: Option<Vec<i64>> = tc.try_take_args("observe").unwrap();
+                let mut joining: Vec<String> = join
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|n| format!("server.{n}={}", member_spec(*n, false)))
+                    .collect();
+                joining.extend(
+                    observe
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|n| format!("server.{n}={}", member_spec(*n, true))),
+                );
+                if tc.take_flag("malformed").unwrap() {
+                    joining.push("server.9=127.0.0.1".into());
+                }
+                let leave: Option<Vec<i64>> = tc.try_take_args("leave").unwrap();
+                let r = ReconfigRequest {
+                    joining_servers: (!joining.is_empty()).then(|| joining.join(",")),
+                    leaving_servers: leave
+                        .map(|l| l.iter().map(i64::to_string).collect::<Vec<_>>().join(",")),
+                    new_members: None,
+                    cur_config_id: tc.try_take_arg::<String>("id").unwrap().map(|z| hex(&z)).unwrap_or(-1),
+                };
+                req(self, tc, OpCode::Reconfig, Request::Reconfig(r))
+            }
             "ping" => req(self, tc, OpCode::Ping, Request::Ping),
             "undecodable" => {
                 let conn: u64 = tc.take_arg("conn").unwrap();
@@ -443,6 +498,9 @@ impl Script {
                 .collect::<Vec<_>>()
                 .join("\n"),
             Action::Commit { zxid } => format!("commit 0x{zxid:x}"),
+            Action::CommitAndActivate { zxid, designated, config } => {
+                format!("commit-and-activate 0x{zxid:x} designated={designated} {}", config_summary(&config))
+            }
             Action::Forward { session, cxid, op, body, auth } => {
                 let s = self.session_name(session);
                 let op = OpCode::from_i32(op).map(|o| format!("{o:?}")).unwrap_or_else(|| op.to_string());
@@ -514,10 +572,41 @@ impl Script {
             Some(OpCode::GetChildren) => {
                 let _ = write!(s, " {:?}", Vec::<String>::read(&mut r).expect("children"));
             }
+            Some(OpCode::Reconfig) => {
+                let d = Option::<Bytes>::read(&mut r).expect("data").unwrap_or_default();
+                let _ = write!(s, " {} {}", config_summary(&d), stat(&Stat::read(&mut r).expect("stat")));
+            }
             _ => {}
         }
         s
     }
+}
+
+/// Server `n`'s member spec in the scripts: quorum port 2880+n, election 3880+n, client 2180+n.
+fn member_spec(n: i64, observer: bool) -> String {
+    let kind = if observer { "observer" } else { "participant" };
+    format!("127.0.0.1:{}:{}:{kind};127.0.0.1:{}", 2880 + n, 3880 + n, 2180 + n)
+}
+
+fn config_text(servers: &[i64], observers: &[i64], version: i64) -> String {
+    let mut t: String = servers.iter().map(|n| format!("server.{n}={}\n", member_spec(*n, false))).collect();
+    t.extend(observers.iter().map(|n| format!("server.{n}={}\n", member_spec(*n, true))));
+    t + &format!("version={version:x}")
+}
+
+/// A config string as `members=(1,2,3o) version=0x..`, after checking that it parses.
+fn config_summary(bytes: &[u8]) -> String {
+    let c =
+        zk_quorum::config::QuorumConfig::parse(std::str::from_utf8(bytes).expect("utf-8")).expect("config");
+    let members: Vec<String> = c
+        .servers
+        .values()
+        .map(|s| {
+            let o = if s.learner_type == zk_quorum::config::LearnerType::Observer { "o" } else { "" };
+            format!("{}{o}", s.sid)
+        })
+        .collect();
+    format!("members=({}) version=0x{:x}", members.join(","), c.version)
 }
 
 fn hex(z: &str) -> i64 {
@@ -545,7 +634,12 @@ impl Cmd {
         let mut args = HashMap::new();
         for w in words {
             let (k, v) = w.split_once('=').unwrap_or((w, ""));
-            let vals = if v.is_empty() { vec![] } else { vec![v.to_string()] };
+            // `k=(a,b)` is a list, as on a stanza's own line.
+            let vals = match v.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
+                Some(list) => list.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect(),
+                None if v.is_empty() => vec![],
+                None => vec![v.to_string()],
+            };
             args.insert(k.to_string(), vals);
         }
         Cmd { directive, args }

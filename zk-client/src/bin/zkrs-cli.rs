@@ -57,6 +57,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
+    ("reconfig", "[-s] [-v version] [[-file path] | [-members serverID=host:port1:port2;port3[,...]*]] | [-add serverId=host:port1:port2;port3[,...]]* [-remove serverId[,...]*]"),
     ("redo", "cmdno"),
     ("removewatches", "path [-c|-d|-a] [-l]"),
     ("set", "[-s] [-v version] path data"),
@@ -210,6 +211,77 @@ impl Parsed {
             Some(v) => v.parse().map(Some).map_err(|_| CliError::Parse(format!("For input string: \"{v}\""))),
         }
     }
+}
+
+/// A `reconfig` command line, as zkCli.sh reads it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReconfigArgs {
+    joining: Option<String>,
+    leaving: Option<String>,
+    members: Option<String>,
+    version: i64,
+    stat: bool,
+}
+
+/// `reconfig [-s] [-v hexversion] (-file path | -members list | [-add list] [-remove ids])`:
+/// lists are lower-cased and passed on, a file's membership lines become the member list; the
+/// modes cannot be mixed (zkCli.sh's messages).
+fn parse_reconfig(tokens: &[String]) -> Result<ReconfigArgs, CliError> {
+    let usage = || CliError::Parse(usage_of("reconfig"));
+    let mut r = ReconfigArgs { version: -1, ..Default::default() };
+    let (mut file, mut version) = (None, None);
+    let mut it = tokens.iter().skip(1);
+    while let Some(t) = it.next() {
+        let mut value = |name: &str| {
+            it.next().cloned().ok_or_else(|| CliError::Parse(format!("Missing argument for option: {name}")))
+        };
+        match t.as_str() {
+            "-s" => r.stat = true,
+            "-v" => version = Some(value("v")?),
+            "-file" => file = Some(value("file")?),
+            "-members" => r.members = Some(value("members")?.to_lowercase()),
+            "-add" => r.joining = Some(value("add")?.to_lowercase()),
+            "-remove" => r.leaving = Some(value("remove")?.to_lowercase()),
+            other if other.starts_with('-') => {
+                return Err(CliError::Parse(format!("Unrecognized option: {other}")))
+            }
+            _ => {}
+        }
+    }
+    let whole = file.is_some() || r.members.is_some();
+    if !whole && r.joining.is_none() && r.leaving.is_none() {
+        return Err(usage());
+    }
+    if let Some(v) = version {
+        r.version = i64::from_str_radix(&v, 16)
+            .map_err(|_| CliError::Parse("-v must be followed by a long (configuration version)".into()))?;
+    }
+    if whole && (r.joining.is_some() || r.leaving.is_some()) {
+        return Err(CliError::Parse(
+            "Can't use -file or -members together with -add or -remove (mixing incremental and \
+             non-incremental modes is not allowed)"
+                .into(),
+        ));
+    }
+    if file.is_some() && r.members.is_some() {
+        return Err(CliError::Parse(
+            "Can't use -file and -members together (conflicting non-incremental modes)".into(),
+        ));
+    }
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| CliError::Parse(format!("Error processing {path}: {e}")))?;
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| ["server.", "group.", "weight.", "version="].iter().any(|k| l.starts_with(k)))
+            .collect();
+        if !lines.iter().any(|l| l.starts_with("server.")) {
+            return Err(CliError::Parse(format!("Error processing {path}: no server.N lines")));
+        }
+        r.members = Some(lines.join("\n"));
+    }
+    Ok(r)
 }
 
 fn is_negative_number(t: &str) -> bool {
@@ -866,6 +938,18 @@ impl Shell {
                 }
                 Ok(())
             }
+            "reconfig" => {
+                let r = parse_reconfig(tokens)?;
+                let (data, stat) = c
+                    .reconfig(r.joining.as_deref(), r.leaving.as_deref(), r.members.as_deref(), r.version)
+                    .await
+                    .map_err(|e| failed(e, ""))?;
+                println!("Committed new configuration:\n{}", String::from_utf8_lossy(&data));
+                if r.stat {
+                    print_stat(&stat);
+                }
+                Ok(())
+            }
             "close" => {
                 if c.close().await.is_ok() {
                     print_event(
@@ -1257,6 +1341,38 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn reconfig_lines_as_zkcli_reads_them() {
+        let r =
+            parse_reconfig(&s(&["reconfig", "-s", "-v", "1a", "-add", "SERVER.4=H:1:2;3", "-remove", "2"]))
+                .unwrap();
+        assert_eq!(
+            r,
+            ReconfigArgs {
+                joining: Some("server.4=h:1:2;3".into()),
+                leaving: Some("2".into()),
+                members: None,
+                version: 0x1a,
+                stat: true
+            }
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("next.cfg");
+        std::fs::write(&f, "# new members\nserver.1=h:1:2;3\nserver.2=h:4:5;6\nclientPort=9\n").unwrap();
+        let r = parse_reconfig(&s(&["reconfig", "-file", f.to_str().unwrap()])).unwrap();
+        assert_eq!((r.members.as_deref(), r.version), (Some("server.1=h:1:2;3\nserver.2=h:4:5;6"), -1));
+        let err = |v: &[&str]| parse_reconfig(&s(v)).unwrap_err().message();
+        assert!(err(&["reconfig", "-s"]).starts_with("reconfig [-s]"));
+        assert_eq!(
+            err(&["reconfig", "-v", "zz", "-remove", "1"]),
+            "-v must be followed by a long (configuration version)"
+        );
+        assert!(err(&["reconfig", "-members", "server.1=h:1:2;3", "-remove", "1"])
+            .starts_with("Can't use -file or -members"));
+        assert!(err(&["reconfig", "-members", "a", "-file", "b"]).starts_with("Can't use -file and -members"));
+        assert_eq!(err(&["reconfig", "-remove"]), "Missing argument for option: remove");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use zk_proto::Id;
 
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
+use crate::quorum::QuorumVerifier;
 use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
@@ -568,7 +569,19 @@ impl Leader {
 
     /// The server committed every proposal through `zxid` (in order): COMMIT to attached followers,
     /// INFORM (with the payload) to attached observers.
-    pub fn committed(&mut self, zxid: i64, _now_ms: u64) {
+    pub fn committed(&mut self, zxid: i64, now_ms: u64) {
+        self.commit_through(zxid, None, now_ms);
+    }
+
+    /// The server committed every proposal through `zxid`, the last of them a reconfiguration
+    /// whose new configuration is led by `designated`: as [`Self::committed`], but that one goes
+    /// out as COMMITANDACTIVATE to followers and INFORMANDACTIVATE to observers, each carrying
+    /// `designated` (a follower whose leader changes leaves for the designated one).
+    pub fn committed_and_activate(&mut self, zxid: i64, designated: i64, now_ms: u64) {
+        self.commit_through(zxid, Some(designated), now_ms);
+    }
+
+    fn commit_through(&mut self, zxid: i64, designated: Option<i64>, _now_ms: u64) {
         while let Some((z, _, _)) = self.outstanding.front() {
             if *z > zxid {
                 break;
@@ -577,11 +590,22 @@ impl Leader {
             self.last_committed = z;
             let targets: Vec<(ConnId, bool)> =
                 self.learners.iter().filter(|(_, l)| l.attached()).map(|(c, l)| (*c, l.observer)).collect();
+            let activate = designated.filter(|_| z == zxid);
             for (conn, observer) in targets {
-                let packet = if observer {
-                    QuorumPacket::new(PacketType::Inform, z, Some(payload.clone()))
-                } else {
-                    QuorumPacket::new(PacketType::Commit, z, None)
+                let packet = match (activate, observer) {
+                    (None, true) => QuorumPacket::new(PacketType::Inform, z, Some(payload.clone())),
+                    (None, false) => QuorumPacket::new(PacketType::Commit, z, None),
+                    (Some(d), true) => {
+                        let mut data = Vec::with_capacity(8 + payload.len());
+                        data.extend_from_slice(&d.to_be_bytes());
+                        data.extend_from_slice(&payload);
+                        QuorumPacket::new(PacketType::InformAndActivate, z, Some(Bytes::from(data)))
+                    }
+                    (Some(d), false) => QuorumPacket::new(
+                        PacketType::CommitAndActivate,
+                        z,
+                        Some(Bytes::copy_from_slice(&d.to_be_bytes())),
+                    ),
                 };
                 self.send(conn, packet);
             }
@@ -613,6 +637,25 @@ impl Leader {
                 self.window_bytes -= p.len();
             }
         }
+    }
+
+    /// A configuration came into force: from now on its voters make the quorums (pings, and
+    /// the config string of NEWLEADER for learners that connect later).
+    pub fn set_configuration(&mut self, verifier: QuorumVerifier, config_string: Bytes) {
+        self.cfg.verifier = verifier;
+        self.cfg.config_string = config_string;
+    }
+
+    /// The configuration string NEWLEADER carries (its version stamped, see
+    /// [`ZabConfig::reconfig_enabled`]).
+    pub fn config_string(&self) -> &Bytes {
+        &self.cfg.config_string
+    }
+
+    /// Followers synced with this leader (they acknowledged NEWLEADER) and connected: what a
+    /// reconfiguration may count on.
+    pub fn synced_followers(&self) -> BTreeSet<i64> {
+        self.learners.values().filter(|l| !l.observer && l.synced()).map(|l| l.sid).collect()
     }
 
     /// The connection a snapshot stream asked for by [`LeaderAction::SerializeSnapshot`] goes
@@ -763,7 +806,7 @@ impl Leader {
         if sid == self.cfg.my_sid {
             return self.reject(conn, format!("learner claims our own sid {sid}"));
         }
-        if !observer && !self.cfg.verifier.is_voter(sid) {
+        if !observer && !self.cfg.verifier.is_voter(sid) && !self.cfg.reconfig_enabled {
             return self.reject(conn, format!("FOLLOWERINFO from {sid}, not a voter"));
         }
         if info.config_version.is_some_and(|v| v > self.cfg.verifier.version()) {
@@ -814,6 +857,18 @@ impl Leader {
         let epoch = self.max_accepted + 1;
         tracing::info!(sid = self.cfg.my_sid, epoch, voters = ?self.epoch_set, "new epoch fixed");
         self.epoch = Some(epoch);
+        if self.cfg.reconfig_enabled && self.cfg.verifier.version() == 0 {
+            // As Apache's leaders with reconfiguration on: a configuration never established
+            // (version 0, as every zoo.cfg starts) gets the new epoch's first zxid as its
+            // version, carried by NEWLEADER and activated once a quorum acknowledges it, so that
+            // it outranks the partial configuration a joining server starts with.
+            let text = String::from_utf8_lossy(&self.cfg.config_string).into_owned();
+            if let Ok(mut c) = crate::config::QuorumConfig::parse(&text) {
+                c.version = make_zxid(epoch, 0);
+                self.cfg.verifier = QuorumVerifier::from_config(&c);
+                self.cfg.config_string = Bytes::from(c.to_config_string());
+            }
+        }
         self.phase = Phase::PersistingAccepted;
         self.actions.push_back(LeaderAction::PersistAcceptedEpoch(epoch));
     }

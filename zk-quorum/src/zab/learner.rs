@@ -47,6 +47,19 @@ pub enum LearnerAction {
         /// The PROPOSAL data (TxnHeader + txn).
         payload: Bytes,
     },
+    /// A configuration to activate, after the [`LearnerAction::Commit`] of `zxid` when it came
+    /// with one: a committed reconfiguration (COMMITANDACTIVATE, INFORMANDACTIVATE), with the
+    /// server the leader designated to lead it; or, just before [`LearnerAction::UpToDate`], the
+    /// configuration NEWLEADER carried (`designated` None, `zxid` the NEWLEADER's). The server
+    /// activates it only if its version is newer than its own, as Apache's members do.
+    Activate {
+        /// The reconfiguration's zxid, or NEWLEADER's.
+        zxid: i64,
+        /// The configuration string.
+        config: Bytes,
+        /// The leader of the new configuration, for a committed reconfiguration.
+        designated: Option<i64>,
+    },
     /// The leader answered the oldest forwarded SYNC: answer that client's sync (FIFO).
     SyncDone,
     /// The leader's verdict on a [`Learner::revalidate`].
@@ -130,6 +143,8 @@ pub struct Learner {
     touches: BTreeMap<i64, i32>,
     /// Requests made before we were up to date.
     queued_out: VecDeque<QuorumPacket>,
+    /// The configuration NEWLEADER carried, activated at UPTODATE.
+    new_leader_config: Option<(i64, Bytes)>,
     last_heard_ms: u64,
     actions: VecDeque<LearnerAction>,
 }
@@ -155,6 +170,7 @@ impl Learner {
             to_ack: VecDeque::new(),
             touches: BTreeMap::new(),
             queued_out: VecDeque::new(),
+            new_leader_config: None,
             last_heard_ms: now_ms,
             actions: VecDeque::new(),
             local,
@@ -404,6 +420,10 @@ impl Learner {
                 self.to_ack.retain(|z| *z != pkt.zxid);
                 self.on_commit(pkt.zxid)
             }
+            (Phase::Syncing, PacketType::CommitAndActivate) => {
+                self.to_ack.retain(|z| *z != pkt.zxid);
+                self.on_commit_and_activate(&pkt)
+            }
             (Phase::Syncing, PacketType::NewLeader) => self.on_new_leader(&pkt),
             (Phase::Syncing | Phase::NewLeaderPending, PacketType::Ping) => {
                 // Not answered before the NEWLEADER ACK: that ACK must be our next packet.
@@ -481,11 +501,41 @@ impl Learner {
         }
     }
 
+    /// COMMITANDACTIVATE: the commit of a reconfiguration (its data the designated leader).
+    fn on_commit_and_activate(&mut self, pkt: &QuorumPacket) {
+        let Some(designated) = designated_leader(pkt.data.as_deref().unwrap_or(&[])) else {
+            return self.disconnect(format!("COMMITANDACTIVATE {:#x} without a leader id", pkt.zxid));
+        };
+        let config = match self.pending.front() {
+            Some((z, payload)) if *z == pkt.zxid => super::reconfig_data(payload),
+            _ => None,
+        };
+        self.on_commit(pkt.zxid);
+        match config {
+            Some(_) if !self.cfg.reconfig_enabled => {}
+            Some(config) => self.actions.push_back(LearnerAction::Activate {
+                zxid: pkt.zxid,
+                config,
+                designated: Some(designated),
+            }),
+            None if self.phase != Phase::Stopped => self.disconnect(format!(
+                "COMMITANDACTIVATE {:#x} of a proposal that is no reconfiguration",
+                pkt.zxid
+            )),
+            None => {}
+        }
+    }
+
     fn on_new_leader(&mut self, pkt: &QuorumPacket) {
         if epoch_of(pkt.zxid) != self.new_epoch || counter_of(pkt.zxid) != 0 {
             return self
                 .disconnect(format!("NEWLEADER {:#x} for another epoch than {}", pkt.zxid, self.new_epoch));
         }
+        // Apache sends its config string (a single byte or nothing means none).
+        // With reconfiguration off the configuration is the server's own, as Apache's members
+        // keep theirs.
+        self.new_leader_config =
+            pkt.data.clone().filter(|d| d.len() > 1 && self.cfg.reconfig_enabled).map(|d| (pkt.zxid, d));
         self.phase = Phase::NewLeaderPending;
         self.new_leader_needs = self.last_logged;
         self.maybe_ack_new_leader();
@@ -523,18 +573,37 @@ impl Learner {
         match kind {
             PacketType::Proposal => self.on_proposal(pkt, false),
             PacketType::Commit if !self.observer => self.on_commit(pkt.zxid),
-            PacketType::Inform if self.observer => {
+            PacketType::CommitAndActivate if !self.observer => self.on_commit_and_activate(&pkt),
+            PacketType::Inform | PacketType::InformAndActivate if self.observer => {
                 let zxid = pkt.zxid;
                 if zxid <= self.last_logged || epoch_of(zxid) != self.new_epoch {
-                    return self.disconnect(format!("INFORM {zxid:#x} out of order"));
+                    return self.disconnect(format!("{kind:?} {zxid:#x} out of order"));
                 }
-                let payload = pkt.data.unwrap_or_default();
+                let mut payload = pkt.data.unwrap_or_default();
+                let mut designated = None;
+                if kind == PacketType::InformAndActivate {
+                    let Some(d) = designated_leader(&payload) else {
+                        return self.disconnect(format!("INFORMANDACTIVATE {zxid:#x} without a leader id"));
+                    };
+                    designated = Some(d);
+                    payload = payload.slice(8..);
+                }
+                let config = designated.and_then(|_| super::reconfig_data(&payload));
+                if designated.is_some() && config.is_none() {
+                    return self.disconnect(format!("INFORMANDACTIVATE {zxid:#x} of no reconfiguration"));
+                }
                 self.last_logged = zxid;
                 self.actions.push_back(LearnerAction::Log { zxid, payload: payload.clone() });
                 self.actions.push_back(LearnerAction::Commit { zxid, payload });
+                if let Some(config) = config.filter(|_| self.cfg.reconfig_enabled) {
+                    self.actions.push_back(LearnerAction::Activate { zxid, config, designated });
+                }
             }
             PacketType::UpToDate if self.phase == Phase::AwaitUpToDate => {
                 self.phase = Phase::Broadcast;
+                if let Some((zxid, config)) = self.new_leader_config.take() {
+                    self.actions.push_back(LearnerAction::Activate { zxid, config, designated: None });
+                }
                 self.actions.push_back(LearnerAction::UpToDate);
                 // Apache's learner acknowledges UPTODATE with the epoch's zero zxid; the leader
                 // ignores it, but a peer may expect it.
@@ -563,4 +632,9 @@ impl Learner {
             other => self.disconnect(format!("unexpected {other:?} in phase {:?}", self.phase)),
         }
     }
+}
+
+/// The leader id at the start of a COMMITANDACTIVATE's or INFORMANDACTIVATE's data.
+fn designated_leader(data: &[u8]) -> Option<i64> {
+    data.get(..8).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes)
 }

@@ -73,6 +73,9 @@ pub struct ZabConfig {
     /// How many of the latest committed proposals the leader keeps in memory to sync learners by
     /// DIFF (Apache's `commitLogCount`, 500).
     pub committed_log_max: usize,
+    /// `reconfigEnabled`: a leader takes followers that are not voters of its configuration
+    /// (servers about to be added), as non-voting followers.
+    pub reconfig_enabled: bool,
 }
 
 impl ZabConfig {
@@ -92,6 +95,7 @@ impl ZabConfig {
             sync_limit,
             config_string: Bytes::new(),
             committed_log_max: DEFAULT_COMMITTED_LOG_MAX,
+            reconfig_enabled: false,
         }
     }
 
@@ -104,6 +108,19 @@ impl ZabConfig {
     pub fn sync_ms(&self) -> u64 {
         self.tick_ms.saturating_mul(self.sync_limit).max(1)
     }
+}
+
+/// The configuration a reconfig transaction installs: the data of the SetDataTxn of a PROPOSAL
+/// whose TxnHeader is of type reconfig (16). None for any other transaction, or bytes that do
+/// not decode.
+pub fn reconfig_data(payload: &Bytes) -> Option<Bytes> {
+    use zk_proto::jute::{Jute, Reader};
+    let mut r = Reader::new(payload.clone());
+    let hdr = zk_proto::TxnHeader::read(&mut r).ok()?;
+    if hdr.txn_type != zk_proto::OpCode::Reconfig.code() {
+        return None;
+    }
+    zk_proto::SetDataTxn::read(&mut r).ok()?.data
 }
 
 /// Apache's `commitLogCount` default.

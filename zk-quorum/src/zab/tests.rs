@@ -2,6 +2,7 @@
 //! and actions each rule of ZAB-FACTS §2 and each bug of §5 calls for.
 
 use bytes::Bytes;
+use std::collections::BTreeSet;
 
 use super::*;
 use crate::wire::{
@@ -910,4 +911,134 @@ mod fuzz {
             }
         }
     }
+}
+
+/// PROPOSAL data of a reconfig transaction (TxnHeader type 16, SetDataTxn on /zookeeper/config).
+fn reconfig_tx(zxid: i64, config: &str) -> Bytes {
+    use zk_proto::jute::Jute;
+    let mut b = bytes::BytesMut::new();
+    zk_proto::TxnHeader { client_id: 9, cxid: 3, zxid, time: 0, txn_type: zk_proto::OpCode::Reconfig.code() }
+        .write(&mut b);
+    zk_proto::SetDataTxn {
+        path: "/zookeeper/config".into(),
+        data: Some(Bytes::copy_from_slice(config.as_bytes())),
+        version: -1,
+    }
+    .write(&mut b);
+    b.freeze()
+}
+
+#[test]
+fn a_committed_reconfiguration_goes_out_with_the_designated_leader() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    join(&mut l, 40, 4, z(5, 1), 6);
+    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 7);
+    leader_actions(&mut l);
+    assert_eq!(l.synced_followers(), BTreeSet::from([2]), "observers are not followers");
+    let rc = reconfig_tx(z(6, 1), "server.1=a:1:2:participant\nversion=600000001");
+    l.propose(z(6, 1), rc.clone(), 10);
+    leader_actions(&mut l);
+    l.committed_and_activate(z(6, 1), 3, 11);
+    let mut inform = 3i64.to_be_bytes().to_vec();
+    inform.extend_from_slice(&rc);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![
+            send(20, T::CommitAndActivate, z(6, 1), Some(Bytes::copy_from_slice(&3i64.to_be_bytes()))),
+            send(40, T::InformAndActivate, z(6, 1), Some(Bytes::from(inform))),
+        ]
+    );
+}
+
+#[test]
+fn non_voting_followers_are_taken_only_with_reconfiguration_on() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.learner_connected(50, 6);
+    l.handle_packet(50, follower_info(5, E5), 6);
+    assert!(closes(&leader_actions(&mut l), 50), "server 5 is not a voter");
+    let mut c = cfg(1);
+    c.reconfig_enabled = true;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(50, 0);
+    l.handle_packet(50, follower_info(5, E5), 1);
+    let a = leader_actions(&mut l);
+    assert!(!closes(&a, 50), "{a:?}");
+}
+
+/// A learner (2, or observer 4) with reconfiguration on, synced by an empty DIFF in epoch 6 and
+/// waiting for UPTODATE.
+fn reconfiguring_learner(observer: bool) -> Learner {
+    let mut c = cfg(if observer { 4 } else { 2 });
+    c.reconfig_enabled = true;
+    let mut l = Learner::new(c, 1, observer, local(6, 6, z(5, 3), Some(z(5, 1))), 0);
+    l.connected(0);
+    l.handle_packet(leader_info(6), 1);
+    l.handle_packet(pkt(T::Diff, z(5, 3), None), 3);
+    l.handle_packet(newleader_pkt(6), 3);
+    l.epoch_persisted(4);
+    learner_actions(&mut l);
+    l
+}
+
+#[test]
+fn learners_activate_committed_reconfigurations_and_the_newleader_config() {
+    let next = "server.1=a:1:2:participant\nserver.2=a:3:4:participant\nversion=600000001";
+    // Reconfiguration off: the commit is applied, nothing is activated.
+    let mut l = up_to_date(false);
+    l.handle_packet(pkt(T::Proposal, z(6, 1), Some(reconfig_tx(z(6, 1), next))), 6);
+    l.handle_packet(pkt(T::CommitAndActivate, z(6, 1), Some(Bytes::copy_from_slice(&1i64.to_be_bytes()))), 7);
+    let a = learner_actions(&mut l);
+    assert!(matches!(a.last(), Some(LearnerAction::Commit { .. })), "{a:?}");
+
+    // On: NEWLEADER's config is activated at UPTODATE, before serving.
+    let mut l = reconfiguring_learner(false);
+    l.handle_packet(pkt(T::UpToDate, -1, None), 5);
+    assert_eq!(
+        learner_actions(&mut l)[..2],
+        [
+            LearnerAction::Activate {
+                zxid: z(6, 0),
+                config: Bytes::from_static(b"version=0"),
+                designated: None
+            },
+            LearnerAction::UpToDate,
+        ]
+    );
+    // A committed reconfiguration: commit, then activate with the designated leader.
+    let rc = reconfig_tx(z(6, 1), next);
+    l.handle_packet(pkt(T::Proposal, z(6, 1), Some(rc.clone())), 6);
+    learner_actions(&mut l);
+    l.handle_packet(pkt(T::CommitAndActivate, z(6, 1), Some(Bytes::copy_from_slice(&3i64.to_be_bytes()))), 7);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Commit { zxid: z(6, 1), payload: rc },
+            LearnerAction::Activate { zxid: z(6, 1), config: Bytes::from(next), designated: Some(3) },
+        ]
+    );
+    // COMMITANDACTIVATE of a proposal that is no reconfiguration: disconnect.
+    l.handle_packet(pkt(T::Proposal, z(6, 2), Some(tx(z(6, 2)))), 8);
+    learner_actions(&mut l);
+    l.handle_packet(pkt(T::CommitAndActivate, z(6, 2), Some(Bytes::copy_from_slice(&3i64.to_be_bytes()))), 9);
+    assert!(matches!(learner_actions(&mut l).last(), Some(LearnerAction::Disconnect { .. })));
+}
+
+#[test]
+fn observers_activate_inform_and_activate() {
+    let next = "server.1=a:1:2:participant\nversion=600000001";
+    let mut l = reconfiguring_learner(true);
+    l.handle_packet(pkt(T::UpToDate, -1, None), 5);
+    learner_actions(&mut l);
+    let rc = reconfig_tx(z(6, 1), next);
+    let mut data = 1i64.to_be_bytes().to_vec();
+    data.extend_from_slice(&rc);
+    l.handle_packet(pkt(T::InformAndActivate, z(6, 1), Some(Bytes::from(data))), 6);
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![
+            LearnerAction::Log { zxid: z(6, 1), payload: rc.clone() },
+            LearnerAction::Commit { zxid: z(6, 1), payload: rc },
+            LearnerAction::Activate { zxid: z(6, 1), config: Bytes::from(next), designated: Some(1) },
+        ]
+    );
 }

@@ -1483,7 +1483,8 @@ impl<S: Store> Sim<S> {
                 s.store.check_applied(&self.chain).map_err(|e| format!("{sid}: up to date, but {e}"))?;
             }
             LearnerAction::SyncDone => self.clients.sync_done(sid, &mut self.servers, &mut self.stats),
-            LearnerAction::Revalidated { .. } => {}
+            // The simulation runs with reconfiguration off: nothing is activated.
+            LearnerAction::Revalidated { .. } | LearnerAction::Activate { .. } => {}
             LearnerAction::Disconnect { reason } => {
                 self.log(|| format!("{sid} disconnects: {reason}"));
                 self.looking(sid)?;

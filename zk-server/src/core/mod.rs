@@ -23,6 +23,7 @@ pub mod conns;
 pub mod proposer;
 pub mod queues;
 pub mod reads;
+pub mod reconfig;
 pub mod reply;
 mod requests;
 mod roles;
@@ -34,6 +35,7 @@ pub mod zxid;
 pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{CounterRule, Proposal, Proposer, ServerId, VoterSet};
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
+pub use reconfig::Membership;
 pub use snapshot_policy::{SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
 pub use zxid::Zxid;
 
@@ -230,6 +232,10 @@ pub enum Event {
     },
     /// Learner: the leader answered the oldest forwarded sync.
     SyncDone,
+    /// The ensemble's configuration in force (at each role change and each activation).
+    Membership(Membership),
+    /// Leader: the followers synced with it now.
+    SyncedFollowers(std::collections::BTreeSet<i64>),
 }
 
 /// What the core asks the driver to do, in order.
@@ -280,6 +286,16 @@ pub enum Action {
     Commit {
         /// The zxid.
         zxid: i64,
+    },
+    /// A reconfiguration is committed (ensemble leader only): tell the followers to activate
+    /// it (COMMITANDACTIVATE; INFORMANDACTIVATE to observers), then activate it here.
+    CommitAndActivate {
+        /// The reconfiguration's zxid.
+        zxid: i64,
+        /// The server that leads the new configuration (this one, unless it leaves the voters).
+        designated: i64,
+        /// The new configuration string.
+        config: Bytes,
     },
     /// Learner: send this request to the leader (REQUEST).
     Forward {
@@ -384,6 +400,8 @@ pub struct ServerCore {
     /// learner on that quorum connection), as Apache's session owners: a write arriving from
     /// elsewhere comes from a connection the session has left (SESSIONMOVED).
     owners: HashMap<SessionId, Option<u64>>,
+    /// The ensemble's configuration and a reconfiguration in flight.
+    reconfig: reconfig::ReconfigState,
 }
 
 /// Opcodes whose requests become transactions.
@@ -405,6 +423,7 @@ impl ServerCore {
             sync_paths: HashMap::new(),
             touched: HashMap::new(),
             owners: HashMap::new(),
+            reconfig: reconfig::ReconfigState::default(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
             ro_sessions: HashMap::new(),
@@ -524,6 +543,8 @@ impl ServerCore {
                     self.complete_sync(now, sid, cxid);
                 }
             }
+            Event::Membership(m) => self.on_membership(m, now),
+            Event::SyncedFollowers(s) => self.on_synced_followers(s),
         }
     }
 

@@ -16,28 +16,51 @@ pub type ServerId = i64;
 
 /// The voters whose ACKs count, and the rule that says when they are a quorum (majority, or
 /// Apache's hierarchical groups and weights: zk-quorum's verifier decides).
+///
+/// During a reconfiguration the set holds the next configuration's verifier too: every proposal
+/// from the reconfiguration's on needs a quorum of both, as Apache's leader counts them.
 #[derive(Debug, Clone)]
 pub struct VoterSet {
     me: ServerId,
     verifier: QuorumVerifier,
+    /// The next configuration and the zxid of the reconfiguration that proposed it.
+    next: Option<(i64, QuorumVerifier)>,
 }
 
 impl VoterSet {
     /// Just this server: standalone.
     pub fn solo(me: ServerId) -> VoterSet {
-        VoterSet { me, verifier: QuorumVerifier::majority([me], []) }
+        VoterSet { me, verifier: QuorumVerifier::majority([me], []), next: None }
     }
 
     /// This server and the other voters, by majority (observers are not voters).
     pub fn new(me: ServerId, voters: impl IntoIterator<Item = ServerId>) -> VoterSet {
         let mut v: Vec<ServerId> = voters.into_iter().collect();
         v.push(me);
-        VoterSet { me, verifier: QuorumVerifier::majority(v, []) }
+        VoterSet { me, verifier: QuorumVerifier::majority(v, []), next: None }
     }
 
     /// This server under the ensemble's own verifier (which may be hierarchical).
     pub fn with_verifier(me: ServerId, verifier: QuorumVerifier) -> VoterSet {
-        VoterSet { me, verifier }
+        VoterSet { me, verifier, next: None }
+    }
+
+    /// A reconfiguration at `zxid` proposes `next`: from `zxid` on, proposals need a quorum of
+    /// both configurations.
+    pub fn begin_transition(&mut self, zxid: i64, next: QuorumVerifier) {
+        self.next = Some((zxid, next));
+    }
+
+    /// The reconfiguration committed: its configuration alone counts from now on.
+    pub fn finish_transition(&mut self) {
+        if let Some((_, next)) = self.next.take() {
+            self.verifier = next;
+        }
+    }
+
+    /// The reconfiguration under way, if any: its zxid.
+    pub fn transition(&self) -> Option<i64> {
+        self.next.as_ref().map(|(z, _)| *z)
     }
 
     /// This server's id.
@@ -47,17 +70,23 @@ impl VoterSet {
 
     /// Whether this server is the only voter (the inline-commit fast path is valid only then).
     pub fn is_solo(&self) -> bool {
-        self.verifier.voters().len() == 1 && self.verifier.is_voter(self.me)
+        self.next.is_none() && self.verifier.voters().len() == 1 && self.verifier.is_voter(self.me)
     }
 
-    /// Whether `sid` votes.
+    /// Whether `sid` votes (in the configuration, or in the next one during a reconfiguration).
     pub fn is_voter(&self, sid: ServerId) -> bool {
-        self.verifier.is_voter(sid)
+        self.verifier.is_voter(sid) || self.next.as_ref().is_some_and(|(_, v)| v.is_voter(sid))
     }
 
-    /// Whether the voters among `sids` form a quorum.
-    pub fn is_quorum<'a>(&self, sids: impl Iterator<Item = &'a ServerId>) -> bool {
-        self.verifier.contains_quorum(sids.copied())
+    /// Whether the voters among `sids` form a quorum for proposal `zxid`: of the configuration,
+    /// and of the next one too when `zxid` comes at or after the reconfiguration.
+    pub fn is_quorum_at<'a>(&self, zxid: i64, sids: impl Iterator<Item = &'a ServerId> + Clone) -> bool {
+        self.verifier.contains_quorum(sids.clone().copied())
+            && self
+                .next
+                .as_ref()
+                .filter(|(z, _)| zxid >= *z)
+                .is_none_or(|(_, v)| v.contains_quorum(sids.copied()))
     }
 }
 
@@ -118,6 +147,16 @@ impl Proposer {
     /// The voters.
     pub fn voters(&self) -> &VoterSet {
         &self.voters
+    }
+
+    /// The voters, to change them at a reconfiguration.
+    pub fn voters_mut(&mut self) -> &mut VoterSet {
+        &mut self.voters
+    }
+
+    /// For each voter, the highest zxid it has durable.
+    pub fn acked(&self) -> &BTreeMap<ServerId, i64> {
+        &self.acked
     }
 
     /// The last zxid assigned.
@@ -187,7 +226,7 @@ impl Proposer {
                 continue;
             }
             let have: Vec<&ServerId> = self.acked.iter().filter(|(_, &a)| a >= z).map(|(s, _)| s).collect();
-            if !self.voters.is_quorum(have.into_iter()) {
+            if !self.voters.is_quorum_at(z, have.into_iter()) {
                 break;
             }
             self.committed = z;
@@ -278,6 +317,20 @@ mod tests {
         assert_eq!(p.ack(1, z[1]), Some(z[1]));
         assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(z[0]));
         assert_eq!(p.pop_committed().map(|p| p.hdr.zxid), Some(z[1]));
+    }
+
+    #[test]
+    fn a_reconfiguration_needs_both_quorums_from_its_zxid_on() {
+        let mut p = Proposer::new(0x1_0000_0000, VoterSet::new(1, [2, 3]), CounterRule::StopAtEpochEnd);
+        let z = propose(&mut p, 3);
+        // The second proposal moves to voters 1, 4, 5.
+        p.voters_mut().begin_transition(z[1], QuorumVerifier::majority([1, 4, 5], []));
+        assert!(p.voters().is_voter(4) && !p.voters().is_solo());
+        assert_eq!(p.ack(1, z[2]), None);
+        assert_eq!(p.ack(2, z[2]), Some(z[0]), "1 and 2: the old quorum alone commits only the first");
+        assert_eq!(p.ack(4, z[2]), Some(z[2]), "1 and 4 make the new one");
+        p.voters_mut().finish_transition();
+        assert!(!p.voters().is_voter(2) && p.voters().transition().is_none());
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl ServerCore {
                     }
                     let auth = self.conns.get(conn).map(|c| c.auth.clone()).unwrap_or_default();
                     let ctx = RequestCtx { session: sid, cxid: xid, auth: &auth };
-                    self.db.prep(&ctx, req, zxid, now.wall_ms)
+                    self.prep_write(&ctx, req, zxid, now)
                 }
                 Err(e) => {
                     info!("session 0x{sid:x}: undecodable {opcode:?} request: {e}");

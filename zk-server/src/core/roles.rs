@@ -23,6 +23,7 @@ impl ServerCore {
             self.db = db;
         }
         self.role = role;
+        self.reset_reconfig();
         self.syncs_waiting.clear();
         self.syncs_forwarded.clear();
         self.sync_paths.clear();
@@ -167,7 +168,7 @@ impl ServerCore {
                     self.db.expiry_mut().set_closing(session);
                 }
                 let ctx = RequestCtx { session, cxid, auth: &ids };
-                self.db.prep(&ctx, req, zxid, now.wall_ms)
+                self.prep_write(&ctx, req, zxid, now)
             }
             Err(e) => {
                 info!("session 0x{session:x}: undecodable forwarded {opcode:?} request: {e}");

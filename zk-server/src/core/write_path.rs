@@ -161,7 +161,7 @@ impl ServerCore {
     pub(super) fn commit_ready(&mut self, now: Now) {
         let tell_followers = !self.proposer.voters().is_solo();
         while let Some(p) = self.proposer.pop_committed() {
-            if tell_followers {
+            if tell_followers && !self.commit_reconfig(p.hdr.zxid) {
                 self.actions.push_back(Action::Commit { zxid: p.hdr.zxid });
             }
             self.apply(now, p);
@@ -201,7 +201,15 @@ impl ServerCore {
         let closed = matches!(applied.outcome, Outcome::SessionClosed);
         if !p.internal {
             if let Some(w) = self.queues.complete_write(sid, p.hdr.cxid) {
-                let (err, body) = write_reply(w.op, &applied.outcome);
+                let (err, mut body) = write_reply(w.op, &applied.outcome);
+                if let (OpCode::Reconfig, Body::Stat(stat)) = (w.op, &body) {
+                    // A reconfig answers with the configuration it installed and its stat.
+                    let data = match &p.txn {
+                        Txn::SetData(t) => t.data.clone(),
+                        _ => None,
+                    };
+                    body = Body::Data(data, stat.clone());
+                }
                 let latency = Duration::from_micros(now.mono_us.saturating_sub(w.received_us));
                 self.note_answered(w.conn, w.op, w.cxid, zxid, latency, now);
                 self.reply(w.conn, ReplyHeader { xid: w.cxid, zxid, err: err.code() }, &body);

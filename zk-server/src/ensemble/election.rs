@@ -111,6 +111,7 @@ mod tests {
                     peers,
                     crate::ensemble::election_net::DEFAULT_CNX_TIMEOUT,
                     None,
+                    false,
                 )
                 .await
                 .expect("election port");

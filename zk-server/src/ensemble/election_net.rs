@@ -58,6 +58,9 @@ pub struct ElectionNet {
     inner: Arc<Inner>,
 }
 
+/// The newest encoded message for a peer (None: nothing to say yet).
+type Outbox = watch::Sender<Option<Arc<Vec<u8>>>>;
+
 struct Inner {
     my_sid: i64,
     my_addr: HostPort,
@@ -65,9 +68,13 @@ struct Inner {
     cnx_timeout: Duration,
     /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
     tls: Option<Arc<PeerTls>>,
-    peers: HashMap<i64, SocketAddr>,
+    /// The peers and their election addresses; they change with reconfigurations.
+    peers: Mutex<HashMap<i64, SocketAddr>>,
     /// The newest message for each peer (None: nothing to say yet).
-    outboxes: HashMap<i64, watch::Sender<Option<Arc<Vec<u8>>>>>,
+    outboxes: Mutex<HashMap<i64, Outbox>>,
+    /// `reconfigEnabled`: a server not in the configuration that connects (one about to be
+    /// added) becomes a peer, reached back at the address its handshake gives.
+    accept_unknown: bool,
     /// Per peer: the generation of its newest connection (a newer one replaces the older), and
     /// whether that connection is up.
     connections: Mutex<HashMap<i64, (u64, bool)>>,
@@ -90,6 +97,7 @@ impl ElectionNet {
         peers: HashMap<i64, SocketAddr>,
         cnx_timeout: Duration,
         tls: Option<Arc<PeerTls>>,
+        accept_unknown: bool,
     ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
         let listener = TcpListener::bind(listen).await?;
         let (tx, rx) = mpsc::channel(INBOX);
@@ -106,8 +114,9 @@ impl ElectionNet {
                 my_addr,
                 cnx_timeout,
                 tls,
-                peers,
-                outboxes,
+                peers: Mutex::new(peers),
+                outboxes: Mutex::new(outboxes),
+                accept_unknown,
                 connections: Mutex::new(HashMap::new()),
                 inbox: tx,
                 down: watch::channel(std::collections::BTreeSet::new()).0,
@@ -132,9 +141,49 @@ impl ElectionNet {
         self.inner.down.send_if_modified(|set| if down { set.insert(sid) } else { set.remove(&sid) });
     }
 
+    /// The outbox of peer `sid`, if it is one.
+    fn outbox(&self, sid: i64) -> Option<Outbox> {
+        self.inner.outboxes.lock().unwrap_or_else(|e| e.into_inner()).get(&sid).cloned()
+    }
+
+    fn peer_addr(&self, sid: i64) -> Option<SocketAddr> {
+        self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).get(&sid).copied()
+    }
+
+    /// Makes the peers exactly `peers` (a reconfiguration): new ones are dialled when there is
+    /// something to tell them, a moved one at its new address, and removed ones are let go.
+    pub fn set_peers(&self, peers: &HashMap<i64, SocketAddr>) {
+        let known: Vec<i64> =
+            self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+        for sid in known {
+            if !peers.contains_key(&sid) {
+                self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&sid);
+                // Its dialer ends when the outbox goes.
+                self.inner.outboxes.lock().unwrap_or_else(|e| e.into_inner()).remove(&sid);
+            }
+        }
+        for (&sid, &addr) in peers {
+            self.add_peer(sid, addr);
+        }
+    }
+
+    /// Adds peer `sid` at `addr` (or moves it there).
+    fn add_peer(&self, sid: i64, addr: SocketAddr) {
+        if sid == self.inner.my_sid {
+            return;
+        }
+        let old = self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).insert(sid, addr);
+        if old.is_none() {
+            let (otx, orx) = watch::channel(None);
+            self.inner.outboxes.lock().unwrap_or_else(|e| e.into_inner()).insert(sid, otx);
+            tokio::spawn(self.clone().dial_loop(sid, orx));
+            info!("election peer {sid} at {addr} added");
+        }
+    }
+
     /// Makes `n` the message for `to` (replacing any not yet sent). Unknown peers are ignored.
     pub fn send(&self, to: i64, n: &Notification) {
-        let Some(tx) = self.inner.outboxes.get(&to) else {
+        let Some(tx) = self.outbox(to) else {
             debug!("no election peer {to}");
             return;
         };
@@ -203,8 +252,15 @@ impl ElectionNet {
         .map_err(|_| Ended::Closed("handshake timed out".to_string()))??;
         drop(setup);
         let sid = hs.sid;
-        if !self.inner.peers.contains_key(&sid) {
-            return Err(Ended::Refused(format!("server id {sid} is not in the configuration")));
+        if self.peer_addr(sid).is_none() {
+            let addr = hs.addresses.first().and_then(|a| {
+                use std::net::ToSocketAddrs;
+                (a.host.as_str(), a.port).to_socket_addrs().ok()?.next()
+            });
+            match addr.filter(|_| self.inner.accept_unknown) {
+                Some(addr) => self.add_peer(sid, addr),
+                None => return Err(Ended::Refused(format!("server id {sid} is not in the configuration"))),
+            }
         }
         match on_accepted_connection(self.inner.my_sid, sid) {
             AcceptedConnection::Keep => self.run_connection(sid, stream, buf).await,
@@ -212,7 +268,7 @@ impl ElectionNet {
                 // Our dialer reaches it: its outbox wakes it when we have something to say, and
                 // the election resends our vote to a peer that speaks up.
                 drop(stream);
-                if let Some(tx) = self.inner.outboxes.get(&sid) {
+                if let Some(tx) = self.outbox(sid) {
                     tx.send_modify(|_| {});
                 }
                 Ok(())
@@ -222,12 +278,13 @@ impl ElectionNet {
     }
 
     async fn dial_loop(self, sid: i64, mut outbox: watch::Receiver<Option<Arc<Vec<u8>>>>) {
-        let Some(&addr) = self.inner.peers.get(&sid) else { return };
         loop {
             // Wait for something to say.
             if outbox.borrow_and_update().is_none() && outbox.changed().await.is_err() {
                 return;
             }
+            // Read each time: a reconfiguration may move the peer, or remove it.
+            let Some(addr) = self.peer_addr(sid) else { return };
             let stream = match tokio::time::timeout(self.inner.cnx_timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -342,11 +399,11 @@ impl ElectionNet {
         }
         // Wake the peer's dialer, and probe the peer's port once right away: a peer that died
         // refuses at once and is marked down, so the election need not wait for it.
-        if let Some(tx) = self.inner.outboxes.get(&sid) {
+        if let Some(tx) = self.outbox(sid) {
             tx.send_modify(|_| {});
         }
         if !self.is_up(sid) {
-            if let Some(&addr) = self.inner.peers.get(&sid) {
+            if let Some(addr) = self.peer_addr(sid) {
                 let net = self.clone();
                 tokio::spawn(async move {
                     // A dying peer's port may still complete a connection for a few
@@ -377,7 +434,7 @@ impl ElectionNet {
         mut buf: BytesMut,
     ) -> Result<(), Ended> {
         debug!("election connection with {sid} up");
-        let Some(outbox) = self.inner.outboxes.get(&sid) else {
+        let Some(outbox) = self.outbox(sid) else {
             return Err(Ended::Refused("unknown peer".into()));
         };
         let mut outbox = outbox.subscribe();

@@ -120,6 +120,13 @@ pub struct EnsembleSettings {
     pub committed_log_max: usize,
     /// `readonlymode.enabled`: serve read-only clients while cut off from the quorum.
     pub read_only_mode: bool,
+    /// `reconfigEnabled`: dynamic reconfiguration.
+    pub reconfig_enabled: bool,
+    /// `standaloneEnabled`.
+    pub standalone_enabled: bool,
+    /// The zoo.cfg this server started from: an activated configuration is written beside it
+    /// (`zoo.cfg.dynamic.<version>`) and zoo.cfg then names that file, as Apache does.
+    pub config_file: Option<std::path::PathBuf>,
     /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
     pub tls: Option<Arc<PeerTls>>,
 }
@@ -222,6 +229,8 @@ pub struct Quorum {
     looking_since: u64,
     /// When this server started leading (ms since `origin`), while it leads.
     leading_since: Option<u64>,
+    /// Leader: the synced followers last told to the core.
+    synced_told: std::collections::BTreeSet<i64>,
 }
 
 impl Quorum {
@@ -246,6 +255,7 @@ impl Quorum {
             s.election_peers.clone(),
             s.cnx_timeout,
             s.tls.clone(),
+            s.reconfig_enabled,
         )
         .await?;
         let listener = TcpListener::bind(s.quorum_listen).await?;
@@ -324,6 +334,7 @@ impl Quorum {
             metrics: QuorumMetrics::default(),
             looking_since: 0,
             leading_since: None,
+            synced_told: std::collections::BTreeSet::new(),
         };
         q.look("starting");
         Ok(q)
@@ -442,6 +453,19 @@ impl Quorum {
     pub async fn on_input(&mut self, input: Input, core_db: &Database) {
         let now = self.now_ms();
         match input {
+            Input::Election(r)
+                if matches!(self.state, State::Looking(_)) && self.newer_config(&r.1).is_some() =>
+            {
+                // As Apache's members with reconfiguration on: a peer's newer configuration is
+                // adopted (a server that was away during a reconfiguration learns it here), and
+                // the election starts over under it.
+                if let Some(c) = self.newer_config(&r.1) {
+                    info!("server {} has configuration version {:#x}: adopting it", r.0, c.version);
+                    self.install(c);
+                    self.effects.push(Effect::Core(Event::Membership(self.membership())));
+                    self.look("newer configuration");
+                }
+            }
             Input::Election(r) => match &mut self.state {
                 State::Looking(f) if tracing::enabled!(tracing::Level::TRACE) => {
                     tracing::trace!("notification from {}: {:?}", r.0, r.1);
@@ -592,6 +616,7 @@ impl Quorum {
         );
         cfg.config_string = Bytes::from(self.s.config.to_config_string());
         cfg.committed_log_max = self.s.committed_log_max;
+        cfg.reconfig_enabled = self.s.reconfig_enabled;
         cfg
     }
 
@@ -600,8 +625,18 @@ impl Quorum {
     fn reload_database(&mut self, cut: Option<i64>) -> bool {
         match (self.reload)(self.source.as_ref(), cut) {
             Ok(db) => {
+                // A reconfiguration in the log (committed, or to be committed by this server as
+                // a leader: its whole log is the new epoch's history) outranks the configuration
+                // it started with.
+                if let Some(c) = self.s.reconfig_enabled.then(|| config_in(&db)).flatten() {
+                    if c.version > self.s.config.version {
+                        info!("configuration version {:#x} found in the log", c.version);
+                        self.install(c);
+                    }
+                }
                 let me = self.s.my_sid;
                 self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), Some(Box::new(db))));
+                self.effects.push(Effect::Core(Event::Membership(self.membership())));
                 true
             }
             Err(e) => {
@@ -874,8 +909,21 @@ impl Quorum {
             }
             LeaderAction::Established { epoch } => {
                 info!("leading epoch {epoch}: serving");
+                // With reconfiguration on, a version-0 configuration was stamped with the epoch
+                // (NEWLEADER carried it); a quorum acknowledged it, so it is in force now.
+                let stamped = match &self.state {
+                    State::Leading(l) => l.config_string().clone(),
+                    _ => Bytes::new(),
+                };
+                if self.s.reconfig_enabled {
+                    if let Some(c) = parse_config(&stamped).filter(|c| c.version > self.s.config.version) {
+                        self.install(c);
+                    }
+                }
                 let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
                 self.effects.push(Effect::SetRole(Role::Leader { epoch }, voters, None));
+                self.effects.push(Effect::Core(Event::Membership(self.membership())));
+                self.synced_told.clear();
             }
             LeaderAction::Ack { sid, zxid } => self.effects.push(Effect::Core(Event::Ack { sid, zxid })),
             LeaderAction::Forwarded { conn, request, authinfo, .. } => {
@@ -960,6 +1008,7 @@ impl Quorum {
                 debug!("session 0x{session:x} revalidated: {valid}");
                 self.effects.push(Effect::Core(Event::Revalidated { session, valid }));
             }
+            LearnerAction::Activate { zxid, config, designated } => self.activate(zxid, &config, designated),
             LearnerAction::UpToDate => {
                 info!("up to date with leader: serving");
                 let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
@@ -1039,6 +1088,17 @@ impl Quorum {
         }
     }
 
+    /// The core committed a reconfiguration (leader): COMMITANDACTIVATE and INFORMANDACTIVATE,
+    /// then the configuration comes into force here.
+    pub fn committed_and_activate(&mut self, zxid: i64, designated: i64, config: &Bytes) {
+        let now = self.now_ms();
+        if let State::Leading(l) = &mut self.state {
+            l.committed_and_activate(zxid, designated, now);
+            self.metrics.commit_count += 1;
+            self.activate(zxid, config, Some(designated));
+        }
+    }
+
     /// The core committed this (leader): COMMIT and INFORM.
     pub fn committed(&mut self, zxid: i64) {
         let now = self.now_ms();
@@ -1082,6 +1142,133 @@ impl Quorum {
     /// Runs whatever the calls above queued in the machine.
     pub async fn settle(&mut self, core_db: &Database) {
         self.drain(core_db).await;
+        // The core prepares reconfigurations against the followers synced with this leader.
+        if let State::Leading(l) = &self.state {
+            if l.is_established() {
+                let synced = l.synced_followers();
+                if synced != self.synced_told {
+                    self.synced_told = synced.clone();
+                    self.effects.push(Effect::Core(Event::SyncedFollowers(synced)));
+                }
+            }
+        }
+    }
+
+    /// The configuration as the core needs it.
+    fn membership(&self) -> crate::core::Membership {
+        crate::core::Membership {
+            config: self.s.config.clone(),
+            reconfig_enabled: self.s.reconfig_enabled,
+            standalone_enabled: self.s.standalone_enabled,
+        }
+    }
+
+    /// A configuration to activate (committed by a reconfiguration, or carried by NEWLEADER):
+    /// if newer than this server's, it comes into force, is written beside zoo.cfg, and this
+    /// server leaves its leader (or its leadership) when Apache's members would: it changes
+    /// between observer and participant, or the configuration is led by another server.
+    fn activate(&mut self, zxid: i64, config: &Bytes, designated: Option<i64>) {
+        if !self.s.reconfig_enabled {
+            return;
+        }
+        let Some(next) = parse_config(config) else {
+            warn!("configuration activated at {zxid:#x} does not parse; ignored");
+            return;
+        };
+        if next.version <= self.s.config.version {
+            return;
+        }
+        let me = self.s.my_sid;
+        let was_observer = self.s.observer;
+        let leader = match &self.state {
+            State::Leading(_) => Some(me),
+            State::Learning { learner, .. } => Some(learner.leader_sid()),
+            State::Looking(_) => None,
+        };
+        let prev = self.s.config.clone();
+        self.install(next.clone());
+        if let State::Leading(l) = &mut self.state {
+            l.set_configuration(self.verifier.clone(), Bytes::from(next.to_config_string()));
+        }
+        self.effects.push(Effect::Core(Event::Membership(self.membership())));
+        let role_change = was_observer != self.s.observer;
+        let leader_change = match (designated, leader) {
+            (Some(d), Some(l)) => d != l,
+            (None, Some(l)) => {
+                let addr = |c: &QuorumConfig| {
+                    c.servers.get(&l).and_then(|s| s.addresses.first()).map(|a| a.quorum_addr())
+                };
+                !self.verifier.is_voter(l) || addr(&prev) != addr(&next)
+            }
+            (_, None) => false,
+        };
+        if role_change || leader_change {
+            info!(
+                "configuration {:#x} changes this server's place (observer: {}, leader: {designated:?})",
+                next.version, self.s.observer
+            );
+            self.look("reconfiguration");
+            // As Apache's members: the designated leader leads at once and the others follow it,
+            // without an election (one runs if it cannot be reached). Without a designated leader
+            // (a NEWLEADER configuration), an election decides.
+            if let Some(d) = designated.filter(|d| self.verifier.is_voter(*d)) {
+                let state = if d == me {
+                    PeerState::Leading
+                } else if self.s.observer {
+                    PeerState::Observing
+                } else {
+                    PeerState::Following
+                };
+                self.decision = Some((d, state));
+            }
+        }
+    }
+
+    /// The configuration a notification carries, when reconfiguration is on and it is newer
+    /// than this server's.
+    fn newer_config(&self, n: &zk_quorum::wire::Notification) -> Option<QuorumConfig> {
+        if !self.s.reconfig_enabled {
+            return None;
+        }
+        parse_config(n.config.as_deref()?).filter(|c| c.version > self.s.config.version)
+    }
+
+    /// Puts `next` in force here: the verifier, the peers' addresses, this server's kind, and
+    /// the files (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it).
+    fn install(&mut self, next: QuorumConfig) {
+        info!(
+            "configuration version {:#x} in force: {}",
+            next.version,
+            next.to_config_string().replace('\n', ", ")
+        );
+        self.verifier = QuorumVerifier::from_config(&next);
+        let mut election_peers = HashMap::new();
+        for spec in next.servers.values() {
+            let Some(a) = spec.addresses.first() else { continue };
+            let resolve = |port: u16| {
+                use std::net::ToSocketAddrs;
+                (a.host.as_str(), port).to_socket_addrs().ok().and_then(|mut i| i.next())
+            };
+            match (resolve(a.quorum_port), resolve(a.election_port)) {
+                (Some(q), Some(e)) => {
+                    self.s.quorum_addrs.insert(spec.sid, q);
+                    if spec.sid != self.s.my_sid {
+                        election_peers.insert(spec.sid, e);
+                    }
+                }
+                _ => warn!("server.{}: cannot resolve host {}", spec.sid, a.host),
+            }
+        }
+        self.net.set_peers(&election_peers);
+        self.s.election_peers = election_peers;
+        self.s.observer =
+            zk_quorum::reconfig::placement(&next, self.s.my_sid) == zk_quorum::reconfig::Placement::Observer;
+        if let Some(file) = self.s.config_file.clone() {
+            if let Err(e) = write_dynamic_config(&file, &next, self.s.my_sid) {
+                error!("cannot write the configuration beside {}: {e}", file.display());
+            }
+        }
+        self.s.config = next;
     }
 }
 
@@ -1171,4 +1358,68 @@ impl SnapshotSink for SnapSink {
         }
         Ok((fed.consumed, fed.done))
     }
+}
+
+/// A configuration string from the wire or a znode.
+fn parse_config(bytes: &[u8]) -> Option<QuorumConfig> {
+    QuorumConfig::parse(std::str::from_utf8(bytes).ok()?).ok().filter(|c| !c.servers.is_empty())
+}
+
+/// The configuration a database's /zookeeper/config holds.
+fn config_in(db: &Database) -> Option<QuorumConfig> {
+    parse_config(db.tree().get("/zookeeper/config")?.data()?)
+}
+
+/// Writes `config` as Apache's members do when one comes into force: its server, group and
+/// weight lines (sorted, no version) to `<zoo.cfg>.dynamic.<hex version>`, then zoo.cfg without
+/// its membership lines (and without clientPort/clientPortAddress when the server line gives
+/// this server its client address), naming that file in `dynamicConfigFile`. Each file is
+/// written to a temporary name, synced and renamed.
+fn write_dynamic_config(
+    static_file: &std::path::Path,
+    config: &QuorumConfig,
+    me: i64,
+) -> std::io::Result<()> {
+    let mut name = static_file.as_os_str().to_owned();
+    name.push(format!(".dynamic.{:x}", config.version as u64));
+    let dynamic = std::path::PathBuf::from(name);
+    let mut lines: Vec<String> =
+        config.to_config_string().lines().filter(|l| !l.starts_with("version=")).map(str::to_owned).collect();
+    lines.sort();
+    atomic_write(&dynamic, lines.join("\n").as_bytes())?;
+    let erase_client = config.servers.get(&me).is_some_and(|s| s.client.is_some());
+    let text = std::fs::read_to_string(static_file)?;
+    let mut out = String::new();
+    for line in text.lines() {
+        let key = line.split(['=', ':']).next().unwrap_or("").trim();
+        let membership = key.starts_with("server.")
+            || key.starts_with("group")
+            || key.starts_with("weight")
+            || key.starts_with("dynamicConfigFile")
+            || key.starts_with("peerType");
+        let client = erase_client && (key == "clientPort" || key == "clientPortAddress");
+        if !membership && !client {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let path = std::fs::canonicalize(&dynamic)?;
+    out.push_str(&format!("dynamicConfigFile={}\n", path.display()));
+    atomic_write(static_file, out.as_bytes())
+}
+
+fn atomic_write(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }

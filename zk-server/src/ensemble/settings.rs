@@ -45,7 +45,7 @@ impl EnsembleSettings {
         for (sid, w) in &cfg.weights {
             lines.push(format!("weight.{sid}={w}"));
         }
-        lines.push("version=0".into());
+        lines.push(format!("version={:x}", cfg.dynamic_config_version.unwrap_or(0)));
         let config = QuorumConfig::parse(&lines.join("\n")).map_err(|e| format!("server.N: {e}"))?;
         let mut election_peers = HashMap::new();
         let mut quorum_addrs = HashMap::new();
@@ -79,6 +79,9 @@ impl EnsembleSettings {
             cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
             committed_log_max: cfg.commit_log_count as usize,
             read_only_mode: cfg.read_only_mode_enabled,
+            reconfig_enabled: cfg.reconfig_enabled,
+            standalone_enabled: cfg.standalone_enabled,
+            config_file: cfg.config_file.clone(),
             tls: super::peer_tls::PeerTls::load(cfg)?,
         })
     }

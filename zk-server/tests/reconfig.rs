@@ -1,0 +1,320 @@
+//! Dynamic reconfiguration on real processes (loopback ports), the same scenario against an
+//! Apache ZooKeeper 3.8 ensemble and a zkrs one, with the same answers expected from both:
+//! three servers with `reconfigEnabled=true`; a fourth starts with a configuration naming the
+//! three and itself, joins as a non-voting follower and is added by an incremental reconfig; a
+//! follower and then the leader itself are removed; each step is checked on every server's
+//! /zookeeper/config, writes go on through all of it, and the errors Apache gives (no
+//! authority, wrong version, malformed member, no quorum for the new configuration, too few
+//! voters) come back the same.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+use support::client::RawClient;
+use support::ensemble::*;
+use zk_proto::jute::{Jute, Reader};
+use zk_proto::*;
+
+/// `super:secret`, as `DigestAuthenticationProvider.superDigest` takes it: reconfiguring takes
+/// write access to /zookeeper/config, which only the super user has.
+const SUPER: &str = "DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n";
+
+fn reconfig(c: &mut RawClient, joining: Option<&str>, leaving: Option<&str>, id: i64) -> (ErrorCode, String) {
+    let r = c.call(Request::Reconfig(ReconfigRequest {
+        joining_servers: joining.map(str::to_owned),
+        leaving_servers: leaving.map(str::to_owned),
+        new_members: None,
+        cur_config_id: id,
+    }));
+    if r.err() != ErrorCode::Ok {
+        return (r.err(), String::new());
+    }
+    let resp = GetDataResponse::read(&mut Reader::new(r.body.clone())).expect("GetDataResponse");
+    assert_eq!(resp.stat.version, -1, "a reconfiguration stores its node with version -1");
+    (ErrorCode::Ok, String::from_utf8_lossy(resp.data.as_deref().unwrap_or_default()).into_owned())
+}
+
+/// The config string a server's /zookeeper/config holds.
+fn config_of(e: &Ensemble, i: usize) -> String {
+    let mut c = e.client(i);
+    let r = c.get_data("/zookeeper/config", false);
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let resp = GetDataResponse::read(&mut Reader::new(r.body.clone())).expect("GetDataResponse");
+    String::from_utf8_lossy(resp.data.as_deref().unwrap_or_default()).into_owned()
+}
+
+fn version_of(config: &str) -> i64 {
+    let v = config.lines().find_map(|l| l.strip_prefix("version=")).expect("a version line");
+    i64::from_str_radix(v, 16).expect("hex version")
+}
+
+/// The server ids a config string lists, with their kinds.
+fn members_of(config: &str) -> Vec<String> {
+    config
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            let sid = k.strip_prefix("server.")?;
+            let kind = if v.contains(":observer") { "o" } else { "p" };
+            Some(format!("{sid}{kind}"))
+        })
+        .collect()
+}
+
+/// Waits until every server in `among` holds a /zookeeper/config of version `version`.
+fn wait_config(e: &Ensemble, among: &[usize], version: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &i in among {
+        loop {
+            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| version_of(&config_of(e, i))));
+            if got.as_ref().is_ok_and(|v| *v == version) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "server {} holds config {got:?}, want {version:#x}", i + 1);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Four servers of `kinds` with reconfiguration on (`observers` by index). Without observers,
+/// servers 1-3 know only each other and server 4 knows them and itself. Returns them, not
+/// started, and server 4's spec as a reconfig's joining entry, as a participant.
+fn three_and_a_joiner(kinds: [Kind; 4], observers: &[usize]) -> (Ensemble, String) {
+    let e = Ensemble::configure_with_extra(&kinds, observers, &format!("reconfigEnabled=true\n{SUPER}"));
+    let s4 = std::fs::read_to_string(e.members[3].dir.join("zoo.cfg"))
+        .expect("zoo.cfg")
+        .lines()
+        .find(|l| l.starts_with("server.4="))
+        .expect("server.4")
+        .trim_end_matches(":observer")
+        .to_owned();
+    let joiner = format!("{s4}:participant;127.0.0.1:{}", e.members[3].client.port());
+    if observers.is_empty() {
+        for i in 0..3 {
+            let path = e.members[i].dir.join("zoo.cfg");
+            let text = std::fs::read_to_string(&path).expect("zoo.cfg");
+            let kept: String =
+                text.lines().filter(|l| !l.starts_with("server.4=")).map(|l| format!("{l}\n")).collect();
+            std::fs::write(&path, kept).expect("zoo.cfg");
+        }
+    }
+    (e, joiner)
+}
+
+/// The scenario's answers, for comparing the two implementations.
+#[derive(Debug, PartialEq, Eq)]
+struct Transcript(Vec<String>);
+
+fn scenario(kinds: [Kind; 4]) -> Transcript {
+    let mut t = Vec::new();
+    let (mut e, joiner) = three_and_a_joiner(kinds, &[]);
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader_among(&[0, 1, 2]);
+    eprintln!("{kinds:?}: server {} leads", leader + 1);
+    // The first leader stamps the zoo.cfg configuration with its epoch's first zxid.
+    let first = config_of(&e, leader);
+    let v0 = version_of(&first);
+    t.push(format!("initial members {:?}, version counter {}", members_of(&first), v0 as u32));
+    wait_config(&e, &[0, 1, 2], v0);
+
+    let mut admin = e.client(leader);
+    let unauthorised = reconfig(&mut admin, Some(&joiner), None, -1).0;
+    t.push(format!("without auth: {unauthorised:?}"));
+    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
+    t.push(format!("wrong version: {:?}", reconfig(&mut admin, Some(&joiner), None, v0 + 1).0));
+    t.push(format!("malformed joiner: {:?}", reconfig(&mut admin, Some("server.4=127.0.0.1"), None, -1).0));
+    t.push(format!("one voter left: {:?}", reconfig(&mut admin, None, Some("1,2"), -1).0));
+
+    // Server 4 joins as a non-voting follower, then is added.
+    e.launch(3);
+    e.wait_mode(3, "follower");
+    let (code, added) = reconfig(&mut admin, Some(&joiner), None, v0);
+    t.push(format!("add 4: {code:?} members {:?}", members_of(&added)));
+    let v1 = version_of(&added);
+    assert!(v1 > v0, "the new version is the reconfiguration's zxid");
+    wait_config(&e, &[0, 1, 2, 3], v1);
+    assert_eq!(config_of(&e, 3), added, "server 4 holds the configuration the client got");
+    // Four voters, one of them (5, 6, 7, 8) unknown: no quorum of the new configuration is synced.
+    let ghosts: String = (5..=8)
+        .map(|n| format!("server.{n}=127.0.0.1:{}:{};{}", stable_port(), stable_port(), stable_port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    t.push(format!("add four absent servers: {:?}", reconfig(&mut admin, Some(&ghosts), None, -1).0));
+
+    // Every member wrote the configuration beside its zoo.cfg, and zoo.cfg names that file: a
+    // restart comes back with it.
+    for i in 0..4 {
+        let dir = &e.members[i].dir;
+        let name = format!("zoo.cfg.dynamic.{v1:x}");
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+        let names_it = std::fs::read_to_string(dir.join("zoo.cfg"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with("dynamicConfigFile=") && l.ends_with(&name));
+        t.push(format!("server {} files: {:?}, named {names_it}", i + 1, members_of(&text)));
+    }
+    e.kill(3);
+    e.launch(3);
+    e.wait_mode(3, "follower");
+    t.push(format!("server 4 restarted with version {}", version_of(&config_of(&e, 3)) == v1));
+
+    // A write through the new member, seen everywhere.
+    let mut c4 = e.client(3);
+    assert_eq!(c4.create("/after-add", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+
+    // Remove a follower other than 4, then the leader itself.
+    let follower = (0..3).find(|&i| i != leader).expect("a follower");
+    let (code, removed) = reconfig(&mut admin, None, Some(&(follower + 1).to_string()), -1);
+    t.push(format!("remove a follower: {code:?} members {}", members_of(&removed).len()));
+    let v2 = version_of(&removed);
+    let rest: Vec<usize> = (0..4).filter(|&i| i != follower).collect();
+    wait_config(&e, &rest, v2);
+    let (code, without_leader) = reconfig(&mut admin, None, Some(&(leader + 1).to_string()), -1);
+    t.push(format!("remove the leader: {code:?} members {}", members_of(&without_leader).len()));
+    let v3 = version_of(&without_leader);
+    let remaining: Vec<usize> = rest.iter().copied().filter(|&i| i != leader).collect();
+    let new_leader = e.wait_for_leader_among(&remaining);
+    t.push(format!("new leader among the remaining: {}", remaining.contains(&new_leader)));
+    wait_config(&e, &remaining, v3);
+    let mut c = e.client(remaining[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let req = Request::Create(CreateRequest {
+            path: "/after-leader-left".into(),
+            data: Some(bytes::Bytes::from_static(b"y")),
+            acl: support::client::open_acl(),
+            flags: CreateMode::Persistent as i32,
+        });
+        let answer = c.try_send_request(&req).and_then(|xid| c.recv(xid)).map(|r| r.err());
+        if matches!(answer, Some(ErrorCode::Ok | ErrorCode::NodeExists)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no write accepted after the leader left");
+        std::thread::sleep(Duration::from_millis(200));
+        c = e.client(remaining[0]);
+    }
+    for &i in &remaining {
+        let mut c = e.client(i);
+        c.call(Request::Sync(SyncRequest { path: "/".into() }));
+        for p in ["/after-add", "/after-leader-left"] {
+            assert_eq!(c.exists(p, false).err(), ErrorCode::Ok, "{p} on server {}", i + 1);
+        }
+    }
+    eprintln!("{kinds:?} transcript: {t:#?}");
+    Transcript(t)
+}
+
+#[test]
+fn reconfig_adds_and_removes_servers_as_apache_does() {
+    let zkrs = scenario([Kind::Zkrs; 4]);
+    let want = [
+        "initial members [\"1p\", \"2p\", \"3p\"], version counter 0",
+        "without auth: NoAuth",
+        "wrong version: BadVersion",
+        "malformed joiner: BadArguments",
+        "one voter left: BadArguments",
+        "add 4: Ok members [\"1p\", \"2p\", \"3p\", \"4p\"]",
+        "add four absent servers: NewConfigNoQuorum",
+        "server 1 files: [\"1p\", \"2p\", \"3p\", \"4p\"], named true",
+        "server 2 files: [\"1p\", \"2p\", \"3p\", \"4p\"], named true",
+        "server 3 files: [\"1p\", \"2p\", \"3p\", \"4p\"], named true",
+        "server 4 files: [\"1p\", \"2p\", \"3p\", \"4p\"], named true",
+        "server 4 restarted with version true",
+        "remove a follower: Ok members 3",
+        "remove the leader: Ok members 2",
+        "new leader among the remaining: true",
+    ];
+    assert_eq!(zkrs.0, want);
+    assert_eq!(scenario([Kind::Apache; 4]), zkrs, "Apache ZooKeeper answers the same");
+    use Kind::{Apache, Zkrs};
+    // Server 3 (the highest id of the first three) leads: an Apache leader with a zkrs follower
+    // and a zkrs joiner, then a zkrs leader with Apache followers and an Apache joiner.
+    assert_eq!(scenario([Apache, Zkrs, Apache, Zkrs]), zkrs, "a mixed ensemble answers the same");
+    assert_eq!(scenario([Apache, Apache, Zkrs, Apache]), zkrs, "a mixed ensemble answers the same");
+}
+
+fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
+    let mut t = Vec::new();
+    let (mut e, participant) = three_and_a_joiner(kinds, &[3]);
+    let observer = participant.replace(":participant;", ":observer;");
+    for i in 0..4 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader_among(&[0, 1, 2, 3]);
+    e.wait_mode(3, "observer");
+    let mut admin = e.client(leader);
+    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
+    let (code, promoted) = reconfig(&mut admin, Some(&participant), None, -1);
+    t.push(format!("promote 4: {code:?} {:?}", members_of(&promoted)));
+    e.wait_mode(3, "follower");
+    t.push("4 follows".into());
+    let mut c4 = e.client(3);
+    assert_eq!(c4.create("/promoted", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let leader = e.wait_for_leader_among(&[0, 1, 2, 3]);
+    let mut admin = e.client(leader);
+    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
+    let (code, demoted) = reconfig(&mut admin, Some(&observer), None, -1);
+    t.push(format!("demote 4: {code:?} {:?}", members_of(&demoted)));
+    e.wait_mode(3, "observer");
+    t.push("4 observes".into());
+    wait_config(&e, &[0, 1, 2, 3], version_of(&demoted));
+    let mut c4 = e.client(3);
+    assert_eq!(c4.create("/demoted", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    eprintln!("{kinds:?} transcript: {t:#?}");
+    Transcript(t)
+}
+
+#[test]
+fn reconfig_promotes_an_observer_and_demotes_it_again_as_apache_does() {
+    let zkrs = observer_scenario([Kind::Zkrs; 4]);
+    let want = [
+        "promote 4: Ok [\"1p\", \"2p\", \"3p\", \"4p\"]",
+        "4 follows",
+        "demote 4: Ok [\"1p\", \"2p\", \"3p\", \"4o\"]",
+        "4 observes",
+    ];
+    assert_eq!(zkrs.0, want);
+    assert_eq!(observer_scenario([Kind::Apache; 4]), zkrs, "Apache ZooKeeper answers the same");
+    use Kind::{Apache, Zkrs};
+    assert_eq!(observer_scenario([Zkrs, Apache, Zkrs, Apache]), zkrs, "a mixed ensemble answers the same");
+}
+
+/// zkCli.sh (Apache's own shell) reconfigures a zkrs ensemble: `reconfig -add` and `-remove`
+/// answer "Committed new configuration:" with the new membership, and `config` shows it.
+#[test]
+fn zkcli_reconfigures_a_zkrs_ensemble() {
+    const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+    support::assert_apache_installed();
+    let (mut e, joiner) = three_and_a_joiner([Kind::Zkrs; 4], &[]);
+    for i in 0..4 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader_among(&[0, 1, 2]);
+    e.wait_mode(3, "follower");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cmd = std::process::Command::new(ZKCLI);
+    cmd.arg("-server").arg(e.members[leader].client.to_string()).env("ZOO_LOG_DIR", dir.path());
+    let mut cli = support::interactive::Interactive::start(cmd, dir.path(), "zkcli.out");
+    let step = Duration::from_secs(30);
+    assert!(cli.wait_for(step, |o| o.contains("SyncConnected")), "{}", cli.output());
+    cli.send("addauth digest super:secret");
+    cli.send(&format!("reconfig -add {joiner}"));
+    assert!(cli.wait_count("Committed new configuration:", 1, step), "{}", cli.output());
+    cli.send("reconfig -remove 4");
+    assert!(cli.wait_count("Committed new configuration:", 2, step), "{}", cli.output());
+    cli.send("config");
+    cli.send("quit");
+    let out = cli.finish(step).output;
+    let blocks: Vec<&str> = out.split("Committed new configuration:").skip(1).collect();
+    assert_eq!(blocks.len(), 2, "{out}");
+    assert!(blocks[0].contains("server.4="), "the first answer lists server 4:\n{out}");
+    let after_remove = blocks[1];
+    let tail = after_remove.split("version=").nth(2).unwrap_or_default();
+    assert!(!tail.contains("server.4="), "`config` after the removal still lists server 4:\n{out}");
+    assert!(!config_of(&e, 3).is_empty());
+    let members = members_of(&config_of(&e, leader));
+    assert_eq!(members, ["1p", "2p", "3p"], "{out}");
+}
