@@ -150,18 +150,12 @@ impl ElectionNet {
         self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).get(&sid).copied()
     }
 
-    /// Makes the peers exactly `peers` (a reconfiguration): new ones are dialled when there is
-    /// something to tell them, a moved one at its new address, and removed ones are let go.
+    /// Takes the peers of a new configuration (a reconfiguration): new ones are dialled when
+    /// there is something to tell them, a moved one at its new address. Peers the configuration
+    /// no longer lists stay reachable, as a server outside the configuration that connects is
+    /// (Apache answers such servers' notifications): the election only writes to them to answer
+    /// them.
     pub fn set_peers(&self, peers: &HashMap<i64, SocketAddr>) {
-        let known: Vec<i64> =
-            self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
-        for sid in known {
-            if !peers.contains_key(&sid) {
-                self.inner.peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&sid);
-                // Its dialer ends when the outbox goes.
-                self.inner.outboxes.lock().unwrap_or_else(|e| e.into_inner()).remove(&sid);
-            }
-        }
         for (&sid, &addr) in peers {
             self.add_peer(sid, addr);
         }
@@ -434,10 +428,11 @@ impl ElectionNet {
         mut buf: BytesMut,
     ) -> Result<(), Ended> {
         debug!("election connection with {sid} up");
-        let Some(outbox) = self.outbox(sid) else {
+        let Some(sender) = self.outbox(sid) else {
             return Err(Ended::Refused("unknown peer".into()));
         };
-        let mut outbox = outbox.subscribe();
+        let mut outbox = sender.subscribe();
+        drop(sender);
         let (mut rd, mut wr) = tokio::io::split(stream);
         let inner = self.inner.clone();
         let writer = tokio::spawn(async move {
