@@ -269,6 +269,11 @@ impl Driver {
         self
     }
 
+    /// The core's database (read-only), as the server starts from it.
+    pub fn core_database(&self) -> &zk_tree::Database {
+        self.core.database()
+    }
+
     /// Makes this server a member of an ensemble: `quorum` elects and replicates, and snapshots
     /// received from a leader are written to `snapshots` before the log is reset to them.
     pub fn with_quorum(mut self, quorum: Quorum, snapshots: zk_log::FileStorage) -> Driver {

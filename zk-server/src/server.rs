@@ -209,9 +209,10 @@ pub async fn run(
             }
             Ok(db)
         });
-        let quorum = Quorum::start(ens, epochs, source, reload, origin).await.map_err(|e| {
-            StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") }
-        })?;
+        let quorum =
+            Quorum::start(ens, epochs, source, reload, origin, driver.core_database()).await.map_err(
+                |e| StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") },
+            )?;
         driver = driver.with_quorum(quorum, snap_storage.clone());
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));

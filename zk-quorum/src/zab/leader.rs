@@ -639,11 +639,18 @@ impl Leader {
         }
     }
 
-    /// A configuration came into force: from now on its voters make the quorums (pings, and
-    /// the config string of NEWLEADER for learners that connect later).
+    /// A configuration came into force: from now on its voters alone make the quorums (pings,
+    /// and the config string of NEWLEADER for learners that connect later).
     pub fn set_configuration(&mut self, verifier: QuorumVerifier, config_string: Bytes) {
         self.cfg.verifier = verifier;
+        self.cfg.pending_verifier = None;
         self.cfg.config_string = config_string;
+    }
+
+    /// Whether `set` holds a quorum of the configuration, and of the pending one if there is.
+    fn has_quorum(&self, set: &BTreeSet<i64>) -> bool {
+        self.cfg.verifier.contains_quorum(set.iter().copied())
+            && self.cfg.pending_verifier.as_ref().is_none_or(|p| p.contains_quorum(set.iter().copied()))
     }
 
     /// The configuration string NEWLEADER carries (its version stamped, see
@@ -727,7 +734,7 @@ impl Leader {
                             alive.insert(l.sid);
                         }
                     }
-                    if !self.cfg.verifier.contains_quorum(alive.iter().copied()) {
+                    if !self.has_quorum(&alive) {
                         return self.step_down(format!("only {alive:?} heard within syncLimit: no quorum"));
                     }
                     let active: Vec<ConnId> = self.conns_in(LearnerPhase::Active);
@@ -846,9 +853,7 @@ impl Leader {
     }
 
     fn maybe_fix_epoch(&mut self) {
-        if self.phase != Phase::Discovery
-            || !self.cfg.verifier.contains_quorum(self.epoch_set.iter().copied())
-        {
+        if self.phase != Phase::Discovery || !self.has_quorum(&self.epoch_set) {
             return;
         }
         if self.max_accepted >= MAX_EPOCH {
@@ -857,7 +862,10 @@ impl Leader {
         let epoch = self.max_accepted + 1;
         tracing::info!(sid = self.cfg.my_sid, epoch, voters = ?self.epoch_set, "new epoch fixed");
         self.epoch = Some(epoch);
-        if self.cfg.reconfig_enabled && self.cfg.verifier.version() == 0 {
+        if self.cfg.reconfig_enabled
+            && self.cfg.verifier.version() == 0
+            && self.cfg.pending_verifier.is_none()
+        {
             // As Apache's leaders with reconfiguration on: a configuration never established
             // (version 0, as every zoo.cfg starts) gets the new epoch's first zxid as its
             // version, carried by NEWLEADER and activated once a quorum acknowledges it, so that
@@ -926,9 +934,7 @@ impl Leader {
     }
 
     fn maybe_epoch_acked(&mut self) {
-        if self.phase == Phase::AwaitAckEpochs
-            && self.cfg.verifier.contains_quorum(self.ack_epoch_set.iter().copied())
-        {
+        if self.phase == Phase::AwaitAckEpochs && self.has_quorum(&self.ack_epoch_set) {
             let epoch = self.epoch.unwrap_or(0);
             self.phase = Phase::PersistingCurrent;
             self.actions.push_back(LeaderAction::PersistCurrentEpoch(epoch));
@@ -1107,9 +1113,7 @@ impl Leader {
     }
 
     fn maybe_established(&mut self, now_ms: u64) {
-        if self.phase != Phase::AwaitNewLeaderAcks
-            || !self.cfg.verifier.contains_quorum(self.new_leader_set.iter().copied())
-        {
+        if self.phase != Phase::AwaitNewLeaderAcks || !self.has_quorum(&self.new_leader_set) {
             return;
         }
         let epoch = self.epoch.unwrap_or(0);

@@ -76,6 +76,11 @@ pub struct ZabConfig {
     /// `reconfigEnabled`: a leader takes followers that are not voters of its configuration
     /// (servers about to be added), as non-voting followers.
     pub reconfig_enabled: bool,
+    /// A configuration proposed and not known to be committed (a reconfiguration in the new
+    /// leader's log): until the leader is established, every quorum (epoch, NEWLEADER) must be
+    /// one of both, as Apache's leader counts its last seen configuration; `config_string` is
+    /// then that configuration's, which NEWLEADER carries to the learners.
+    pub pending_verifier: Option<QuorumVerifier>,
 }
 
 impl ZabConfig {
@@ -96,6 +101,7 @@ impl ZabConfig {
             config_string: Bytes::new(),
             committed_log_max: DEFAULT_COMMITTED_LOG_MAX,
             reconfig_enabled: false,
+            pending_verifier: None,
         }
     }
 

@@ -1042,3 +1042,18 @@ fn observers_activate_inform_and_activate() {
         ]
     );
 }
+
+#[test]
+fn a_pending_configuration_needs_its_own_quorum_too_until_established() {
+    // In force: voters 1, 2, 3. In this leader's log, not known to be committed: 1, 4, 5.
+    let mut c = cfg(1);
+    c.reconfig_enabled = true;
+    c.pending_verifier = Some(QuorumVerifier::majority([1, 4, 5], []));
+    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    assert!(leader_actions(&mut l).is_empty(), "1 and 2 are a quorum of the old configuration only");
+    l.learner_connected(40, 1);
+    l.handle_packet(40, follower_info(4, E5), 2);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)], "1, 2, 4: both");
+}

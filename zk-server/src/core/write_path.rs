@@ -120,6 +120,7 @@ impl ServerCore {
         let base = self.db.last_applied_zxid();
         let refused = self.proposer.take_back_uncommitted();
         self.db.abandon_after(base);
+        self.reconfig_taken_back();
         self.stats.writes_refused += refused.len() as u64;
         if self.disk_full_since_ms.is_none() {
             self.disk_full_since_ms = Some(now.mono_ms());

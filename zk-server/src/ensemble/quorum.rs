@@ -231,18 +231,25 @@ pub struct Quorum {
     leading_since: Option<u64>,
     /// Leader: the synced followers last told to the core.
     synced_told: std::collections::BTreeSet<i64>,
+    /// A configuration newer than the one in force, found in this server's own log (a
+    /// reconfiguration proposed, not known to be committed): elections and a new leader's
+    /// quorums need both until a leader establishes it.
+    pending: Option<QuorumConfig>,
 }
 
 impl Quorum {
     /// Binds the election and quorum ports and starts looking for a leader.
     ///
     /// Errors: a port cannot be bound.
+    /// `db` is the database the server starts from: a reconfiguration in its log newer than
+    /// the configuration in force is pending.
     pub async fn start(
         s: EnsembleSettings,
         epochs: EpochStore<FileStorage>,
         source: Box<dyn TxnSource>,
         reload: Reload,
         origin: Instant,
+        db: &Database,
     ) -> std::io::Result<Quorum> {
         let my_addr = zk_quorum::wire::HostPort {
             host: s.election_listen.ip().to_string(),
@@ -335,7 +342,9 @@ impl Quorum {
             looking_since: 0,
             leading_since: None,
             synced_told: std::collections::BTreeSet::new(),
+            pending: None,
         };
+        q.note_logged_config(db);
         q.look("starting");
         Ok(q)
     }
@@ -586,7 +595,9 @@ impl Quorum {
         self.metrics.looking_count += 1;
         self.looking_since = now;
         self.leading_since = None;
-        let mut fle = FastLeaderElection::new(ElectionConfig::new(me, &self.s.config), data, now);
+        let mut ecfg = ElectionConfig::new(me, &self.s.config);
+        ecfg.pending_verifier = self.pending.as_ref().map(QuorumVerifier::from_config);
+        let mut fle = FastLeaderElection::new(ecfg, data, now);
         fle.start_election(data, now);
         fle.set_peers_down(self.down_rx.borrow().clone());
         self.decision = None;
@@ -617,6 +628,10 @@ impl Quorum {
         cfg.config_string = Bytes::from(self.s.config.to_config_string());
         cfg.committed_log_max = self.s.committed_log_max;
         cfg.reconfig_enabled = self.s.reconfig_enabled;
+        if let Some(p) = &self.pending {
+            cfg.pending_verifier = Some(QuorumVerifier::from_config(p));
+            cfg.config_string = Bytes::from(p.to_config_string());
+        }
         cfg
     }
 
@@ -625,15 +640,7 @@ impl Quorum {
     fn reload_database(&mut self, cut: Option<i64>) -> bool {
         match (self.reload)(self.source.as_ref(), cut) {
             Ok(db) => {
-                // A reconfiguration in the log (committed, or to be committed by this server as
-                // a leader: its whole log is the new epoch's history) outranks the configuration
-                // it started with.
-                if let Some(c) = self.s.reconfig_enabled.then(|| config_in(&db)).flatten() {
-                    if c.version > self.s.config.version {
-                        info!("configuration version {:#x} found in the log", c.version);
-                        self.install(c);
-                    }
-                }
+                self.note_logged_config(&db);
                 let me = self.s.my_sid;
                 self.effects.push(Effect::SetRole(Role::Down, VoterSet::solo(me), Some(Box::new(db))));
                 self.effects.push(Effect::Core(Event::Membership(self.membership())));
@@ -915,6 +922,9 @@ impl Quorum {
                     State::Leading(l) => l.config_string().clone(),
                     _ => Bytes::new(),
                 };
+                // A pending configuration (from this leader's log) was carried by NEWLEADER and
+                // acknowledged by a quorum of both: it is in force now too.
+                self.pending = None;
                 if self.s.reconfig_enabled {
                     if let Some(c) = parse_config(&stamped).filter(|c| c.version > self.s.config.version) {
                         self.install(c);
@@ -1010,6 +1020,9 @@ impl Quorum {
             }
             LearnerAction::Activate { zxid, config, designated } => self.activate(zxid, &config, designated),
             LearnerAction::UpToDate => {
+                // The leader's NEWLEADER said which configuration is in force (activated just
+                // before): what this server's own log had pending is settled either way.
+                self.pending = None;
                 info!("up to date with leader: serving");
                 let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
                 self.effects.push(Effect::SetRole(Role::Learner { observer: self.s.observer }, voters, None));
@@ -1221,6 +1234,23 @@ impl Quorum {
                 };
                 self.decision = Some((d, state));
             }
+        }
+    }
+
+    /// A reconfiguration in the log of `db` newer than the configuration in force becomes the
+    /// pending one (or none, when there is none).
+    fn note_logged_config(&mut self, db: &Database) {
+        self.pending = self
+            .s
+            .reconfig_enabled
+            .then(|| config_in(db))
+            .flatten()
+            .filter(|c| c.version > self.s.config.version);
+        if let Some(c) = &self.pending {
+            info!(
+                "configuration version {:#x} found in the log, not known to be committed: pending",
+                c.version
+            );
         }
     }
 
