@@ -74,6 +74,10 @@ create /t/new/kid k
 addWatch -m PERSISTENT /t/a
 removewatches /t/a
 config
+reconfig -remove 2
+reconfig -v zz -remove 2
+reconfig -members server.1=h:1:2;3 -add server.2=h:4:5;6
+reconfig
 history
 bogus
 deleteall /t

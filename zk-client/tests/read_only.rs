@@ -8,6 +8,7 @@
 
 // Shared with zk-ffi's C read-only test.
 #[path = "support/ensemble.rs"]
+#[allow(dead_code)] // each test file uses a part of it
 mod ensemble;
 mod support;
 

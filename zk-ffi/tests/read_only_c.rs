@@ -8,6 +8,7 @@ mod support;
 
 // Shared with zk-client's read-only test.
 #[path = "../../zk-client/tests/support/ensemble.rs"]
+#[allow(dead_code)] // each test file uses a part of it
 mod ensemble;
 
 use ensemble::{RoEnsemble, RoServer};

@@ -23,12 +23,32 @@ use zk_proto::*;
 const SUPER: &str = "DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n";
 
 fn reconfig(c: &mut RawClient, joining: Option<&str>, leaving: Option<&str>, id: i64) -> (ErrorCode, String) {
-    let r = c.call(Request::Reconfig(ReconfigRequest {
-        joining_servers: joining.map(str::to_owned),
-        leaving_servers: leaving.map(str::to_owned),
-        new_members: None,
-        cur_config_id: id,
-    }));
+    send_reconfig(
+        c,
+        ReconfigRequest {
+            joining_servers: joining.map(str::to_owned),
+            leaving_servers: leaving.map(str::to_owned),
+            new_members: None,
+            cur_config_id: id,
+        },
+    )
+}
+
+/// A reconfig with a whole new member list (entries separated by commas).
+fn reconfig_members(c: &mut RawClient, members: &str) -> (ErrorCode, String) {
+    send_reconfig(
+        c,
+        ReconfigRequest {
+            joining_servers: None,
+            leaving_servers: None,
+            new_members: Some(members.to_owned()),
+            cur_config_id: -1,
+        },
+    )
+}
+
+fn send_reconfig(c: &mut RawClient, req: ReconfigRequest) -> (ErrorCode, String) {
+    let r = c.call(Request::Reconfig(req));
     if r.err() != ErrorCode::Ok {
         return (r.err(), String::new());
     }
@@ -217,6 +237,13 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
     let remaining: Vec<usize> = rest.iter().copied().filter(|&i| i != leader).collect();
     let new_leader = e.wait_for_leader_among(&remaining);
     t.push(format!("new leader among the remaining: {}", remaining.contains(&new_leader)));
+    // zkrs members hand over as Apache's do: each remaining one got the commit with the
+    // designated leader (COMMITANDACTIVATE) and went to it directly.
+    for &i in &remaining {
+        if e.members[i].kind == Kind::Zkrs {
+            e.wait_log(i, &format!("configuration {v3:#x} changes this server's place"));
+        }
+    }
     wait_config(&e, &remaining, v3);
     let mut c = e.client(remaining[0]);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -294,16 +321,20 @@ fn reconfig_adds_and_removes_servers_as_apache_does() {
 fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
     let mut t = Vec::new();
     let (mut e, participant) = three_and_a_joiner(kinds, &[3]);
-    let observer = participant.replace(":participant;", ":observer;");
     for i in 0..4 {
         e.launch(i);
     }
     let leader = e.wait_for_leader_among(&[0, 1, 2, 3]);
     e.wait_mode(3, "observer");
+    // A data watch on /zookeeper/config (getConfig's) fires when a reconfiguration commits.
+    let mut watcher = e.client(0);
+    assert_eq!(watcher.get_data("/zookeeper/config", true).err(), ErrorCode::Ok);
     let mut admin = e.client(leader);
     assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
     let (code, promoted) = reconfig(&mut admin, Some(&participant), None, -1);
     t.push(format!("promote 4: {code:?} {:?}", members_of(&promoted)));
+    let event = watcher.next_event().expect("a watch event");
+    t.push(format!("watch: {:?} {}", EventType::from_i32(event.event_type), event.path));
     e.wait_mode(3, "follower");
     t.push("4 follows".into());
     let mut c4 = e.client(3);
@@ -311,7 +342,20 @@ fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
     let leader = e.wait_for_leader_among(&[0, 1, 2, 3]);
     let mut admin = e.client(leader);
     assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
-    let (code, demoted) = reconfig(&mut admin, Some(&observer), None, -1);
+    // Back to an observer, this time by a whole member list.
+    let members: Vec<String> =
+        promoted
+            .lines()
+            .filter(|l| l.starts_with("server."))
+            .map(|l| {
+                if l.starts_with("server.4=") {
+                    l.replace(":participant;", ":observer;")
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect();
+    let (code, demoted) = reconfig_members(&mut admin, &members.join(","));
     t.push(format!("demote 4: {code:?} {:?}", members_of(&demoted)));
     e.wait_mode(3, "observer");
     t.push("4 observes".into());
@@ -327,6 +371,7 @@ fn reconfig_promotes_an_observer_and_demotes_it_again_as_apache_does() {
     let zkrs = observer_scenario([Kind::Zkrs; 4]);
     let want = [
         "promote 4: Ok [\"1p\", \"2p\", \"3p\", \"4p\"]",
+        "watch: Some(NodeDataChanged) /zookeeper/config",
         "4 follows",
         "demote 4: Ok [\"1p\", \"2p\", \"3p\", \"4o\"]",
         "4 observes",

@@ -33,6 +33,8 @@ pub enum RoServer {
 /// Three servers, killed on drop.
 pub struct RoEnsemble {
     server: RoServer,
+    /// zoo.cfg lines every member gets besides the read-only ones.
+    extra: String,
     _root: tempfile::TempDir,
     /// The members, myid = index + 1.
     pub members: Vec<Member>,
@@ -47,6 +49,11 @@ fn free_port() -> u16 {
 impl RoEnsemble {
     /// Configures and starts the three servers and waits until they serve clients.
     pub fn start(server: RoServer) -> RoEnsemble {
+        RoEnsemble::start_with(server, "")
+    }
+
+    /// As [`Self::start`], with `extra` zoo.cfg lines on every member.
+    pub fn start_with(server: RoServer, extra: &str) -> RoEnsemble {
         assert!(
             !matches!(server, RoServer::Apache)
                 || std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
@@ -62,7 +69,7 @@ impl RoEnsemble {
             let client = SocketAddr::from(([127, 0, 0, 1], free_port()));
             members.push(Member { dir, client, child: None });
         }
-        let mut e = RoEnsemble { server, _root: root, members, peer_ports };
+        let mut e = RoEnsemble { server, extra: extra.to_owned(), _root: root, members, peer_ports };
         for i in 0..3 {
             e.write_config(i, false);
             e.launch(i);
@@ -94,11 +101,18 @@ impl RoEnsemble {
         let cfg = format!(
             "tickTime=500\ninitLimit=10\nsyncLimit=4\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
              4lw.commands.whitelist=*\nadmin.enableServer=false\nlocalSessionsEnabled=true\n\
-             readonlymode.enabled=true\n{lines}",
+             readonlymode.enabled=true\n{lines}{}",
             m.dir.join("data").display(),
-            m.client.port()
+            m.client.port(),
+            self.extra
         );
         std::fs::write(m.dir.join("zoo.cfg"), cfg).unwrap();
+    }
+
+    /// Member `i`'s entry for a reconfig's joining list: `server.N=host:quorum:election:participant;host:client`.
+    pub fn joining_spec(&self, i: usize) -> String {
+        let (q, e) = self.peer_ports[i];
+        format!("server.{}=127.0.0.1:{q}:{e}:participant;{}", i + 1, self.members[i].client)
     }
 
     /// Stops every member and rewrites the configurations so that, started again, member 3 and
@@ -143,6 +157,17 @@ impl RoEnsemble {
         };
         cmd.current_dir(&m.dir).stdin(Stdio::null());
         m.child = Some(cmd.spawn().expect("start java"));
+    }
+
+    /// Every zkrs member's `server.log` so far (Apache's output is dropped), for a failure's
+    /// message.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for (i, m) in self.members.iter().enumerate() {
+            let log = std::fs::read_to_string(m.dir.join("server.log")).unwrap_or_default();
+            out.push_str(&format!("--- member {}\n{log}", i + 1));
+        }
+        out
     }
 
     /// Kills member `i` (index) and reaps it.

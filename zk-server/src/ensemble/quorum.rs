@@ -235,6 +235,9 @@ pub struct Quorum {
     /// reconfiguration proposed, not known to be committed): elections and a new leader's
     /// quorums need both until a leader establishes it.
     pending: Option<QuorumConfig>,
+    /// Leader: a committed reconfiguration to activate once the COMMITANDACTIVATE packets are
+    /// out.
+    activation: Option<(i64, Bytes, i64)>,
 }
 
 impl Quorum {
@@ -343,6 +346,7 @@ impl Quorum {
             leading_since: None,
             synced_told: std::collections::BTreeSet::new(),
             pending: None,
+            activation: None,
         };
         q.note_logged_config(db);
         q.look("starting");
@@ -739,7 +743,9 @@ impl Quorum {
             }
             PeerState::Following | PeerState::Observing => {
                 self.parked.clear();
-                self.follow(leader, state == PeerState::Observing, 0).await;
+                // A server outside the configuration decides like an observer (it has no vote)
+                // but follows as the participant it is, a non-voting follower, as Apache's do.
+                self.follow(leader, self.s.observer, 0).await;
             }
             PeerState::Looking => self.look("undecided"),
         }
@@ -1108,7 +1114,9 @@ impl Quorum {
         if let State::Leading(l) = &mut self.state {
             l.committed_and_activate(zxid, designated, now);
             self.metrics.commit_count += 1;
-            self.activate(zxid, config, Some(designated));
+            // Once the machine's packets (COMMITANDACTIVATE among them) are in the outboxes: a
+            // leader handing over leaves its role, and its machine with them.
+            self.activation = Some((zxid, config.clone(), designated));
         }
     }
 
@@ -1155,6 +1163,10 @@ impl Quorum {
     /// Runs whatever the calls above queued in the machine.
     pub async fn settle(&mut self, core_db: &Database) {
         self.drain(core_db).await;
+        if let Some((zxid, config, designated)) = self.activation.take() {
+            self.activate(zxid, &config, Some(designated));
+            self.drain(core_db).await;
+        }
         // The core prepares reconfigurations against the followers synced with this leader.
         if let State::Leading(l) = &self.state {
             if l.is_established() {
