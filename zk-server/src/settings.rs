@@ -29,6 +29,10 @@ pub struct Settings {
     pub max_frame: u32,
     /// Connections allowed per client IP; 0 = unlimited.
     pub max_client_cnxns: u32,
+    /// Client connections allowed in all; 0 = unlimited.
+    pub max_cnxns: u32,
+    /// How long a connection may take from its accept to its handshake or four-letter word.
+    pub sessionless_cnxn_timeout: std::time::Duration,
     /// Requests in flight across all connections before reading pauses.
     pub global_outstanding_limit: u32,
     /// Four-letter words allowed; `None` = all.
@@ -219,6 +223,10 @@ impl Settings {
             max_session_timeout_ms: cfg.max_session_timeout_ms.min(i32::MAX as u32) as i32,
             max_frame: cfg.jute_max_buffer,
             max_client_cnxns: cfg.max_client_cnxns.max(0) as u32,
+            max_cnxns: cfg.max_cnxns.max(0) as u32,
+            sessionless_cnxn_timeout: std::time::Duration::from_millis(
+                cfg.sessionless_cnxn_timeout_ms.into(),
+            ),
             global_outstanding_limit: cfg.global_outstanding_limit.max(1),
             four_letter_words: if cfg.four_letter_words.contains("*") {
                 None
