@@ -289,7 +289,9 @@ fn cve_2026_24308_config_passwords_never_show() {
 /// module comment). What holds without it: a member's election port talks only to the server ids
 /// of its configuration. An unknown id is cut off at its handshake with nothing said to it, where
 /// a configured id is answered with the member's vote. (Apache answers any id with its vote, as
-/// FastLeaderElection replies to non-voters; without quorum SASL it authenticates nobody.)
+/// FastLeaderElection replies to non-voters; without quorum SASL it authenticates nobody.) The
+/// quorum port's side, a leader syncing only the learners its configuration lists where Apache
+/// syncs any id, is zk-quorum's `learners_outside_the_configuration_are_refused`.
 #[test]
 fn cve_2018_8012_election_port_talks_only_to_configured_servers() {
     use support::ensemble::{Ensemble, Kind};

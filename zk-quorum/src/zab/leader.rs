@@ -766,6 +766,12 @@ impl Leader {
         if !observer && !self.cfg.verifier.is_voter(sid) {
             return self.reject(conn, format!("FOLLOWERINFO from {sid}, not a voter"));
         }
+        // Apache serves a learner whatever id it claims (logging it as "not in the current
+        // config") and, without quorum SASL, hands it the whole tree (CVE-2018-8012). zkrs syncs
+        // only the servers its configuration lists.
+        if observer && !self.cfg.verifier.is_voter(sid) && !self.cfg.verifier.observers().contains(&sid) {
+            return self.reject(conn, format!("OBSERVERINFO from {sid}, not in the configuration"));
+        }
         if info.config_version.is_some_and(|v| v > self.cfg.verifier.version()) {
             return self.reject(conn, format!("learner {sid} has a newer config"));
         }
