@@ -100,7 +100,8 @@ pub async fn serve_tcp(
     serve(rd, wr, port, remote, id, ids, driver, settings, permits, counters).await;
 }
 
-/// How long a client may take to send its handshake (and its TLS handshake before that).
+/// How long a client may take over its TLS handshake (the ZooKeeper handshake after it has
+/// `nio.sessionlessCnxnTimeout`).
 fn handshake_wait(settings: &Settings) -> Duration {
     Duration::from_millis(settings.max_session_timeout_ms.max(1000) as u64)
 }

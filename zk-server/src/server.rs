@@ -295,9 +295,6 @@ impl OpenConns {
         }
         let n = self.per_ip.entry(ip).or_insert(0);
         if settings.max_client_cnxns > 0 && *n >= settings.max_client_cnxns {
-            if *n == 0 {
-                self.per_ip.remove(&ip);
-            }
             return Err(format!("too many connections from {ip}: max is {}", settings.max_client_cnxns));
         }
         *n += 1;
