@@ -74,6 +74,9 @@ fn connection_floods_are_capped_per_ip_and_in_all() {
     // The flood comes from 127.0.0.3: the start-up check's connections (from 127.0.0.1) may still
     // be counted for a moment after they end.
     let flooder = [127, 0, 0, 3];
+    // zkrs only: Apache 3.8 counts a connection once its selector thread has registered it, not
+    // at its accept, so a fast flood gets past its limits (44 sessions under maxClientCnxns=10 in
+    // one run here); how far varies, so there is nothing to assert on its side.
     let srv = support::start(Target::Zkrs, "maxClientCnxns=10\n");
     let flood = flood_connections(flooder, srv.addr(), 100);
     assert_eq!(flood.len(), 10, "sessions granted to one IP under maxClientCnxns=10");
