@@ -34,6 +34,8 @@ pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 pub const DEFAULT_GLOBAL_OUTSTANDING_LIMIT: u32 = 1000;
 /// Default (and minimum) `commitLogCount`.
 pub const DEFAULT_COMMIT_LOG_COUNT: u32 = 500;
+/// Default `nio.sessionlessCnxnTimeout`, ms (Apache's 10 s).
+pub const DEFAULT_SESSIONLESS_CNXN_TIMEOUT_MS: u32 = 10_000;
 /// Default `jute.maxbuffer`: largest frame accepted, bytes.
 pub const DEFAULT_JUTE_MAX_BUFFER: u32 = 0xfffff;
 /// How log lines are written.
@@ -210,6 +212,13 @@ pub struct ServerConfig {
     pub ssl_quorum_reload: bool,
     /// `maxClientCnxns`: connections per client IP; 0 or negative means unlimited (as in Apache).
     pub max_client_cnxns: i32,
+    /// `maxCnxns`: client connections in all (both client ports); 0 means unlimited, Apache's
+    /// default. A negative value is taken as 0 with a warning, as Apache does.
+    pub max_cnxns: i32,
+    /// `nio.sessionlessCnxnTimeout` (Apache's `zookeeper.nio.sessionlessCnxnTimeout`, which a
+    /// zoo.cfg line sets), ms, default 10000: how long a connection may take from its accept to a
+    /// complete handshake or four-letter word, however slowly it trickles bytes in.
+    pub sessionless_cnxn_timeout_ms: u32,
     /// `minSessionTimeout`, ms; defaults to 2 ticks.
     pub min_session_timeout_ms: u32,
     /// `maxSessionTimeout`, ms; defaults to 20 ticks; never below `min_session_timeout_ms`.
@@ -888,6 +897,8 @@ impl ServerConfig {
             quorum_port_unification: false,
             ssl_quorum_reload: false,
             max_client_cnxns: DEFAULT_MAX_CLIENT_CNXNS,
+            max_cnxns: 0,
+            sessionless_cnxn_timeout_ms: DEFAULT_SESSIONLESS_CNXN_TIMEOUT_MS,
             min_session_timeout_ms: tick * 2,
             max_session_timeout_ms: tick * 20,
             client_port_listen_backlog: -1,
@@ -1022,6 +1033,17 @@ impl ServerConfig {
                 }
                 "tickTime" => raw.tick_time = (int_value(&src, key, value, line)?, at),
                 "maxClientCnxns" => cfg.max_client_cnxns = int_value(&src, key, value, line)?,
+                "maxCnxns" => {
+                    let v = int_value(&src, key, value, line)?;
+                    if v < 0 {
+                        tracing::warn!("maxCnxns={v} (line {line}) is negative; using 0 (no limit)");
+                    }
+                    cfg.max_cnxns = v.max(0);
+                }
+                "nio.sessionlessCnxnTimeout" => {
+                    let v = int_value(&src, key, value, line)?;
+                    cfg.sessionless_cnxn_timeout_ms = positive(&src, key, v.into(), line)? as u32;
+                }
                 "minSessionTimeout" => raw.min_session_timeout = (int_value(&src, key, value, line)?, at),
                 "maxSessionTimeout" => raw.max_session_timeout = (int_value(&src, key, value, line)?, at),
                 "initLimit" => raw.init_limit = (int_value(&src, key, value, line)?, at),
@@ -1791,6 +1813,10 @@ mod tests {
         assert_eq!(c.tick_time_ms, 1000);
         // The later occurrence decides, even when an earlier one is malformed (Properties is a map).
         assert_eq!(ok(&with("maxClientCnxns=x\nmaxClientCnxns=5\n")).max_client_cnxns, 5);
+        let c = ok(&with("maxCnxns=200\nnio.sessionlessCnxnTimeout=2500\n"));
+        assert_eq!((c.max_cnxns, c.sessionless_cnxn_timeout_ms), (200, 2500));
+        let d = ok(&with("maxCnxns=-3\n"));
+        assert_eq!((d.max_cnxns, d.sessionless_cnxn_timeout_ms), (0, DEFAULT_SESSIONLESS_CNXN_TIMEOUT_MS));
         assert_err(&bad(&with("maxClientCnxns=5\nmaxClientCnxns=x\n")), "maxClientCnxns", Some(5), "\"x\"");
     }
 
@@ -2002,6 +2028,8 @@ mod tests {
             "tickTime",
             "clientPort",
             "maxClientCnxns",
+            "maxCnxns",
+            "nio.sessionlessCnxnTimeout",
             "minSessionTimeout",
             "maxSessionTimeout",
             "initLimit",
@@ -2151,6 +2179,12 @@ mod tests {
         assert_err(&bad(&with("snapSizeLimitInKb=4G\n")), "snapSizeLimitInKb", Some(4), "not a valid size");
         assert_err(&bad(&with("jute.maxbuffer=-1\n")), "jute.maxbuffer", Some(4), "greater than 0");
         assert_err(&bad(&with("globalOutstandingLimit=0\n")), "globalOutstandingLimit", Some(4), "greater");
+        assert_err(
+            &bad(&with("nio.sessionlessCnxnTimeout=0\n")),
+            "nio.sessionlessCnxnTimeout",
+            Some(4),
+            "greater",
+        );
         assert_err(&bad(&with("admin.serverPort=65536\n")), "admin.serverPort", Some(4), "out of range");
         let e = bad(&with("DigestAuthenticationProvider.superDigest=nocolon\n"));
         assert_err(&e, "DigestAuthenticationProvider.superDigest", Some(4), "super:");

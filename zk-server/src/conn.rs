@@ -100,7 +100,8 @@ pub async fn serve_tcp(
     serve(rd, wr, port, remote, id, ids, driver, settings, permits, counters).await;
 }
 
-/// How long a client may take to send its handshake (and its TLS handshake before that).
+/// How long a client may take over its TLS handshake (the ZooKeeper handshake after it has
+/// `nio.sessionlessCnxnTimeout`).
 fn handshake_wait(settings: &Settings) -> Duration {
     Duration::from_millis(settings.max_session_timeout_ms.max(1000) as u64)
 }
@@ -145,13 +146,13 @@ pub async fn serve<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    let handshake_wait = handshake_wait(&settings);
+    // One deadline for everything before the session, however the bytes trickle in: a client
+    // sending a byte now and then must not hold its connection (and its maxClientCnxns slot).
+    let deadline = tokio::time::Instant::now() + settings.sessionless_cnxn_timeout;
 
     // The first four bytes are either a four-letter word or the handshake's length.
-    if !matches!(
-        tokio::time::timeout(handshake_wait, read_at_least(&mut rd, &mut buf, 4)).await,
-        Ok(Ok(true))
-    ) {
+    if !matches!(tokio::time::timeout_at(deadline, read_at_least(&mut rd, &mut buf, 4)).await, Ok(Ok(true))) {
+        debug!("closing {remote}: nothing within {} ms", settings.sessionless_cnxn_timeout.as_millis());
         return;
     }
     if let Ok(word) = std::str::from_utf8(&buf[..4]) {
@@ -165,9 +166,16 @@ pub async fn serve<R, W>(
     let frame = loop {
         match decoder.decode(&mut buf) {
             Ok(Some(f)) => break f,
-            Ok(None) => match tokio::time::timeout(handshake_wait, rd.read_buf(&mut buf)).await {
+            Ok(None) => match tokio::time::timeout_at(deadline, rd.read_buf(&mut buf)).await {
                 Ok(Ok(n)) if n > 0 => {}
-                _ => return,
+                Ok(_) => return,
+                Err(_) => {
+                    info!(
+                        "closing {remote}: no complete handshake within {} ms (nio.sessionlessCnxnTimeout)",
+                        settings.sessionless_cnxn_timeout.as_millis()
+                    );
+                    return;
+                }
             },
             Err(e) => {
                 info!("closing {remote}: handshake {e}");

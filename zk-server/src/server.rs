@@ -240,7 +240,8 @@ pub async fn run(
         .filter(|t| t.reload_wanted())
         .map(|tls| crate::tls::poll_stores(move || tls.reload_if_changed()));
 
-    let per_ip: Arc<Mutex<HashMap<IpAddr, u32>>> = Arc::default();
+    // Open client connections: in all, and by client IP.
+    let open: Arc<Mutex<OpenConns>> = Arc::default();
     let mut next_id: u64 = 1;
     tokio::pin!(shutdown);
     loop {
@@ -260,29 +261,19 @@ pub async fn run(
                     }
                 };
                 let ip = remote.ip();
-                {
-                    let mut m = per_ip.lock().unwrap_or_else(|e| e.into_inner());
-                    let n = m.entry(ip).or_insert(0);
-                    if settings.max_client_cnxns > 0 && *n >= settings.max_client_cnxns {
-                        connections.reject();
-                        warn!("too many connections from {ip}: max is {}", settings.max_client_cnxns);
-                        continue;
-                    }
-                    *n += 1;
+                if let Err(why) = open.lock().unwrap_or_else(|e| e.into_inner()).admit(ip, &settings) {
+                    // Dropping the stream closes it: nothing is read from a refused connection.
+                    connections.reject();
+                    warn!("{why}");
+                    continue;
                 }
                 let id = next_id;
                 next_id += 1;
-                let (core_tx, settings, permits, per_ip) = (core_tx.clone(), settings.clone(), permits.clone(), per_ip.clone());
+                let (core_tx, settings, permits, open) = (core_tx.clone(), settings.clone(), permits.clone(), open.clone());
                 let connections = connections.clone();
                 tokio::spawn(async move {
                     conn::serve_tcp(stream, port, remote, id, core_tx, settings, permits, connections).await;
-                    let mut m = per_ip.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(n) = m.get_mut(&ip) {
-                        *n -= 1;
-                        if *n == 0 {
-                            m.remove(&ip);
-                        }
-                    }
+                    open.lock().unwrap_or_else(|e| e.into_inner()).release(ip);
                 });
             }
         }
@@ -293,6 +284,40 @@ pub async fn run(
     }
     let _ = core_tx.send(DriverMsg::Shutdown).await;
     core_result(core_task.await)
+}
+
+/// The client connections open, counted against `maxCnxns` (in all) and `maxClientCnxns` (per IP).
+#[derive(Default)]
+struct OpenConns {
+    total: u32,
+    per_ip: HashMap<IpAddr, u32>,
+}
+
+impl OpenConns {
+    /// Counts a new connection from `ip`, or says which limit refuses it (Apache's wording).
+    fn admit(&mut self, ip: IpAddr, settings: &Settings) -> Result<(), String> {
+        if settings.max_cnxns > 0 && self.total >= settings.max_cnxns {
+            return Err(format!("too many connections: max allowed is {} (maxCnxns)", settings.max_cnxns));
+        }
+        let n = self.per_ip.entry(ip).or_insert(0);
+        if settings.max_client_cnxns > 0 && *n >= settings.max_client_cnxns {
+            return Err(format!("too many connections from {ip}: max is {}", settings.max_client_cnxns));
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// Forgets a connection from `ip` that has ended.
+    fn release(&mut self, ip: IpAddr) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.per_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_ip.remove(&ip);
+            }
+        }
+    }
 }
 
 /// The next connection on either client port.

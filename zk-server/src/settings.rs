@@ -29,6 +29,10 @@ pub struct Settings {
     pub max_frame: u32,
     /// Connections allowed per client IP; 0 = unlimited.
     pub max_client_cnxns: u32,
+    /// Client connections allowed in all; 0 = unlimited.
+    pub max_cnxns: u32,
+    /// How long a connection may take from its accept to its handshake or four-letter word.
+    pub sessionless_cnxn_timeout: std::time::Duration,
     /// Requests in flight across all connections before reading pauses.
     pub global_outstanding_limit: u32,
     /// Four-letter words allowed; `None` = all.
@@ -83,9 +87,37 @@ pub struct Settings {
     /// Requests answered this long after they arrived (or longer) are logged; `None` = off
     /// (`slowRequestThresholdMs`).
     pub slow_request: Option<std::time::Duration>,
-    /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), or `None`
-    /// when the server started from its embedded defaults.
+    /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), its
+    /// passwords replaced by `***` ([`redact_passwords`]), or `None` when the server started from
+    /// its embedded defaults.
     pub initial_config: Option<String>,
+}
+
+/// `text` (a zoo.cfg) with the value of every key ending in "password" (any case: the
+/// `ssl.*.password` keys and the like) replaced by `***`, the rule Apache 3.9 applies to the
+/// configuration it logs (CVE-2026-24308). Apache's `initial_configuration` still shows the file
+/// as it is; zkrs shows it redacted, so that no HTTP client reads a key store's password.
+pub fn redact_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\r', '\n']);
+        let ending = &line[body.len()..];
+        let trimmed = body.trim_start();
+        let sep = trimmed.find(['=', ':']);
+        match sep {
+            Some(at)
+                if !trimmed.starts_with(['#', '!'])
+                    && trimmed[..at].trim_end().to_ascii_lowercase().ends_with("password") =>
+            {
+                let key_end = body.len() - trimmed.len() + at;
+                out.push_str(&body[..=key_end]);
+                out.push_str("***");
+                out.push_str(ending);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// Where and how the AdminServer serves.
@@ -201,7 +233,11 @@ impl Settings {
         } else {
             None
         };
-        let initial_config = cfg.config_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
+        let initial_config = cfg
+            .config_file
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|t| redact_passwords(&t));
         Ok(Settings {
             admin,
             metrics_addr,
@@ -219,6 +255,10 @@ impl Settings {
             max_session_timeout_ms: cfg.max_session_timeout_ms.min(i32::MAX as u32) as i32,
             max_frame: cfg.jute_max_buffer,
             max_client_cnxns: cfg.max_client_cnxns.max(0) as u32,
+            max_cnxns: cfg.max_cnxns.max(0) as u32,
+            sessionless_cnxn_timeout: std::time::Duration::from_millis(
+                cfg.sessionless_cnxn_timeout_ms.into(),
+            ),
             global_outstanding_limit: cfg.global_outstanding_limit.max(1),
             four_letter_words: if cfg.four_letter_words.contains("*") {
                 None
@@ -245,5 +285,21 @@ impl Settings {
             leader_serves: cfg.leader_serves,
             read_only_mode: cfg.read_only_mode_enabled,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_passwords;
+
+    #[test]
+    fn passwords_are_redacted_and_the_rest_kept() {
+        let cfg = "tickTime=2000\nssl.keyStore.password=s3cret\r\n  ssl.quorum.trustStore.Password = x:y\n\
+                   # ssl.keyStore.password=commented\nmetricsProvider.passwordPath=/p\nsome.password:colon";
+        assert_eq!(
+            redact_passwords(cfg),
+            "tickTime=2000\nssl.keyStore.password=***\r\n  ssl.quorum.trustStore.Password =***\n\
+             # ssl.keyStore.password=commented\nmetricsProvider.passwordPath=/p\nsome.password:***"
+        );
     }
 }

@@ -816,6 +816,17 @@ impl Leader {
         if !observer && !self.cfg.verifier.is_voter(sid) && !self.cfg.reconfig_enabled {
             return self.reject(conn, format!("FOLLOWERINFO from {sid}, not a voter"));
         }
+        // Apache serves a learner whatever id it claims (logging it as "not in the current
+        // config") and, without quorum SASL, hands it the whole tree (CVE-2018-8012). zkrs syncs
+        // only the servers its configuration lists, unless reconfiguration is on: then a server
+        // about to be added joins first as a non-voting learner, as on Apache.
+        if observer
+            && !self.cfg.reconfig_enabled
+            && !self.cfg.verifier.is_voter(sid)
+            && !self.cfg.verifier.observers().contains(&sid)
+        {
+            return self.reject(conn, format!("OBSERVERINFO from {sid}, not in the configuration"));
+        }
         if info.config_version.is_some_and(|v| v > self.cfg.verifier.version()) {
             return self.reject(conn, format!("learner {sid} has a newer config"));
         }

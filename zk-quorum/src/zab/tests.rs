@@ -1057,3 +1057,23 @@ fn a_pending_configuration_needs_its_own_quorum_too_until_established() {
     l.handle_packet(40, follower_info(4, E5), 2);
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)], "1, 2, 4: both");
 }
+
+/// CVE-2018-8012: only the servers the configuration lists are synced. A FOLLOWERINFO from a
+/// non-voter (the observer 4, or the unknown 9) and an OBSERVERINFO from an unknown id are closed
+/// with nothing sent; the listed observer is answered with LEADERINFO.
+#[test]
+fn learners_outside_the_configuration_are_refused() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    for (conn, kind, sid) in [(30, T::FollowerInfo, 4), (31, T::FollowerInfo, 9), (32, T::ObserverInfo, 9)] {
+        l.learner_connected(conn, 100);
+        l.handle_packet(conn, pkt(kind, z(E5, 0), Some(LearnerInfo::new(sid, 0).encode())), 100);
+        let a = leader_actions(&mut l);
+        assert!(closes(&a, conn), "{kind:?} from {sid}: {a:?}");
+        assert!(!a.iter().any(|a| matches!(a, LeaderAction::Send { .. })), "{kind:?} from {sid}: {a:?}");
+    }
+    l.learner_connected(33, 100);
+    l.handle_packet(33, pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(4, 0).encode())), 100);
+    let a = leader_actions(&mut l);
+    assert!(!closes(&a, 33), "{a:?}");
+    assert!(a.iter().any(|a| matches!(a, LeaderAction::Send { conn: 33, .. })), "{a:?}");
+}

@@ -348,6 +348,20 @@ mod tests {
         assert!(check_names(Some(&[CertificateDer::from(vec![1u8, 2, 3])]), ip, None).is_err());
     }
 
+    /// CVE-2026-24281: the peer's address is never turned into a name. A certificate naming only
+    /// `localhost` (what 127.0.0.1 resolves back to) does not pass for a peer at 127.0.0.1 that
+    /// no `server.N` line calls `localhost`, as it would with Apache's old reverse-DNS fallback.
+    #[test]
+    fn no_reverse_dns_fallback() {
+        let ip: IpAddr = "127.0.0.1".parse().expect("ip");
+        let by_name = [cert(&["localhost"])];
+        let e = check_names(Some(&by_name), ip, None).unwrap_err();
+        assert!(e.contains("does not name 127.0.0.1"), "{e}");
+        assert!(check_names(Some(&by_name), ip, Some("127.0.0.1")).is_err());
+        // The host of the server.N line is checked as written.
+        assert_eq!(check_names(Some(&by_name), ip, Some("localhost")), Ok(()));
+    }
+
     /// Without quorum TLS every accepted connection stays plain, with nothing read from it.
     #[tokio::test]
     async fn without_quorum_tls_connections_stay_plain() {

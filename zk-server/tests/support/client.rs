@@ -83,6 +83,17 @@ impl RawClient {
         Some((c, resp))
     }
 
+    /// Opens a session over `stream`, a connection the caller made (from a chosen source address,
+    /// say); `None` when the server closed it without answering the handshake.
+    pub fn connect_over(stream: TcpStream, timeout_ms: i32) -> Option<RawClient> {
+        stream.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+        stream.set_nodelay(true).ok()?;
+        let req = ConnectRequest { time_out: timeout_ms, read_only: Some(false), ..Default::default() };
+        let (mut c, resp) = Self::handshake(stream, &req)?;
+        c.session = resp.ok()?;
+        Some(c)
+    }
+
     /// As [`Self::connect_with`], but `None` instead of a panic when the server cannot be reached
     /// or the connection breaks during the handshake (a server that is down, starting or being
     /// killed), for clients that fail over.

@@ -124,12 +124,22 @@ pub fn start(target: Target, extra: &str) -> ServerProc {
 
 /// Like [`start`], in a directory the caller prepared (for restarts over the same data).
 pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerProc {
+    start_with_defaults(target, dir, &format!("4lw.commands.whitelist=*\n{extra}"))
+}
+
+/// Like [`start`] but leaves `4lw.commands.whitelist` out, so that the server's default applies.
+pub fn start_with_default_words(target: Target, extra: &str) -> ServerProc {
+    let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
+    start_with_defaults(target, dir, extra)
+}
+
+fn start_with_defaults(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerProc {
     let port = free_port();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let cfg = format!(
         "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-         4lw.commands.whitelist=*\nadmin.enableServer=false\n{extra}\n",
+         admin.enableServer=false\n{extra}\n",
         data.display()
     );
     let cfg_path = dir.path().join("zoo.cfg");
