@@ -3,8 +3,9 @@
 //! persistent watch, and a client writing throughout, has its servers replaced one at a time by
 //! zkrs (same myid, same zoo.cfg, an empty data directory: the newcomer syncs from the leader),
 //! followers first and the leader last, as docs/migration.md tells an operator; then back to
-//! Apache the same way. Nothing acknowledged is lost, the session and its ephemeral survive, the
-//! watch keeps firing, and every server's tree is the same after each step.
+//! Apache the same way, with a kazoo client writing too. Nothing acknowledged is lost, the
+//! session and its ephemeral survive, the watch keeps firing, and every server's tree is the same
+//! after each step.
 #![allow(clippy::disallowed_methods)]
 
 mod support;
@@ -74,17 +75,84 @@ async fn write_until_stopped(client: Client, w: Arc<Writer>) {
     }
 }
 
-fn pause_writer(w: &Writer) {
+fn pause_writer(w: &Writer, k: &Kazoo) {
     w.pause.store(true, Ordering::Relaxed);
+    pause_kazoo(w, k, true);
+}
+
+/// Pauses the kazoo writer, and waits for the zk-client one too unless it has stopped.
+fn pause_kazoo(w: &Writer, k: &Kazoo, client_too: bool) {
+    std::fs::write(k.marker("pause"), b"").expect("pause marker");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !w.paused.load(Ordering::Relaxed) {
-        assert!(Instant::now() < deadline, "the writer did not pause");
+    while (client_too && !w.paused.load(Ordering::Relaxed)) || !k.marker("paused").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the writers did not pause (zk-client paused: {}); kazoo said:\n{}",
+            w.paused.load(Ordering::Relaxed),
+            k.output()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-/// Every member's tree the same, and every acknowledged write in it.
-fn check_step(e: &Ensemble, w: &Writer, step: &str) {
+fn resume_writer(w: &Writer, k: &Kazoo) {
+    w.pause.store(false, Ordering::Relaxed);
+    let _ = std::fs::remove_file(k.marker("pause"));
+}
+
+/// The kazoo writer (tests/clients/kazoo_writer.py) and its marker files.
+struct Kazoo {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Kazoo {
+    fn start(connect: &str) -> Kazoo {
+        const PYTHON: &str = "/usr/bin/python3";
+        let probe =
+            std::process::Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("python3");
+        assert!(probe.status.success(), "kazoo is missing: install Debian's python3-kazoo (./test.sh does)");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_writer.py");
+        let m = |n: &str| dir.path().join(n);
+        let child = std::process::Command::new(PYTHON)
+            .arg(script)
+            .arg(connect)
+            .args([m("acked"), m("stop"), m("pause"), m("paused")])
+            .stdout(std::fs::File::create(m("out")).expect("out"))
+            .stderr(std::fs::File::create(m("err")).expect("err"))
+            .spawn()
+            .expect("start kazoo");
+        Kazoo { child, dir }
+    }
+
+    fn marker(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// What it printed so far.
+    fn output(&self) -> String {
+        let out = std::fs::read_to_string(self.marker("out")).unwrap_or_default();
+        out + &std::fs::read_to_string(self.marker("err")).unwrap_or_default()
+    }
+
+    /// The names kazoo had acknowledged so far.
+    fn acked(&self) -> Vec<String> {
+        std::fs::read_to_string(self.marker("acked")).unwrap_or_default().lines().map(str::to_owned).collect()
+    }
+
+    /// Stops it; panics unless it ended cleanly.
+    fn finish(mut self) -> usize {
+        std::fs::write(self.marker("stop"), b"").expect("stop marker");
+        let status = self.child.wait().expect("kazoo");
+        let out = self.output();
+        assert!(status.success() && out.lines().any(|l| l == "ok"), "kazoo writer failed ({status}):\n{out}");
+        self.acked().len()
+    }
+}
+
+/// Every member's tree the same, and every acknowledged write (both writers') in it.
+fn check_step(e: &Ensemble, w: &Writer, k: &Kazoo, step: &str) {
     wait_in_step(e);
     let dumps: Vec<Vec<Znode>> = (0..3).map(|i| dump_tree(&mut e.client(i), "/")).collect();
     for i in 1..3 {
@@ -100,7 +168,7 @@ fn check_step(e: &Ensemble, w: &Writer, step: &str) {
         }
     }
     let paths: std::collections::HashSet<&str> = dumps[0].iter().map(|z| z.path.as_str()).collect();
-    for name in w.acked.lock().unwrap().iter() {
+    for name in w.acked.lock().unwrap().iter().chain(k.acked().iter()) {
         assert!(paths.contains(name.as_str()), "{step}: acknowledged {name} is missing");
     }
 }
@@ -147,6 +215,7 @@ fn rolling_migration_from_apache_to_zkrs_and_back() {
         stop: AtomicBool::new(false),
     });
     let writing = rt.spawn(write_until_stopped(writer_client, w.clone()));
+    let kazoo = Kazoo::start(&connect);
     std::thread::sleep(Duration::from_millis(500));
 
     for (to, label) in [(Kind::Zkrs, "zkrs"), (Kind::Apache, "Apache")] {
@@ -161,8 +230,8 @@ fn rolling_migration_from_apache_to_zkrs_and_back() {
             e.launch(i);
             // Writes go on while it syncs; then a pause to compare the trees.
             std::thread::sleep(Duration::from_millis(1500));
-            pause_writer(&w);
-            check_step(&e, &w, &step);
+            pause_writer(&w, &kazoo);
+            check_step(&e, &w, &kazoo, &step);
             // The member really is the other implementation now (zkrs's version says so).
             let version = srvr(e.members[i].client).unwrap_or_default();
             assert_eq!(version.contains("zkrs"), to == Kind::Zkrs, "{step}: {version}");
@@ -176,17 +245,21 @@ fn rolling_migration_from_apache_to_zkrs_and_back() {
             });
             assert!(fired > 0, "{step}: the persistent watch stopped firing");
             assert_eq!(session.session_id(), session_id);
-            w.pause.store(false, Ordering::Relaxed);
+            resume_writer(&w, &kazoo);
             std::thread::sleep(Duration::from_millis(500));
         }
     }
 
     w.stop.store(true, Ordering::Relaxed);
     rt.block_on(writing).expect("writer");
-    check_step(&e, &w, "the end");
+    pause_kazoo(&w, &kazoo, false);
+    let kazoo_acked = kazoo.acked().len();
+    check_step(&e, &w, &kazoo, "the end");
     let acked = w.acked.lock().unwrap().len();
-    println!("{acked} writes acknowledged across six replacements");
+    assert!(kazoo.finish() >= kazoo_acked);
+    println!("{acked} writes (zk-client) and {kazoo_acked} (kazoo) acknowledged across six replacements");
     assert!(acked > 50, "the writer made too few writes to mean anything: {acked}");
+    assert!(kazoo_acked > 50, "kazoo made too few writes to mean anything: {kazoo_acked}");
     // The session lived through six server replacements, with its ephemeral node.
     let owner = rt.block_on(session.exists("/owner")).expect("exists");
     assert_eq!(owner.map(|s| s.ephemeral_owner), Some(session_id), "the session's ephemeral is gone");
