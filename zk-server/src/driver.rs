@@ -10,6 +10,7 @@ use crate::log::TxnSink;
 use crate::settings::Settings;
 use crate::snapshots::SnapJob;
 use crate::stats::{ConnCounters, ConnStats};
+use crate::summary::{Detail, Summary, Timing};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -213,6 +214,15 @@ pub struct Driver {
     dead: Vec<ConnId>,
     /// What `/metrics` exports beyond `mntr`'s values.
     metrics: crate::admin::metrics::Figures,
+    /// The log's syncs, counted and timed on the log's thread, once the server has its log.
+    sync_times: Option<Arc<zk_log::SyncTimes>>,
+    /// The same syncs' distribution (Apache's `fsynctime`), taken from `sync_times` as the log
+    /// reports progress.
+    fsync_time: Summary,
+    /// Snapshots written (Apache's `snapshottime`).
+    snapshot_time: Summary,
+    /// Client connections refused and dropped, counted by the listener and the connections.
+    connections: Arc<ConnCounters>,
     /// The last zxid of each batch handed to the log and not yet durable, with when it was
     /// handed over (for the log persist time), oldest first; at most [`PERSIST_TIMES_MAX`].
     persist_started: VecDeque<(i64, Instant)>,
@@ -251,6 +261,10 @@ impl Driver {
             permits,
             dead: Vec::new(),
             metrics: Default::default(),
+            sync_times: None,
+            fsync_time: Summary::default(),
+            snapshot_time: Summary::default(),
+            connections: Arc::default(),
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
@@ -265,7 +279,8 @@ impl Driver {
         sync: Arc<zk_log::SyncTimes>,
         connections: Arc<ConnCounters>,
     ) -> Driver {
-        self.metrics = crate::admin::metrics::Figures::with_sources(sync, connections);
+        self.sync_times = Some(sync);
+        self.connections = connections;
         self
     }
 
@@ -388,6 +403,7 @@ impl Driver {
     fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
         match report {
             Some(WriterReport::Durable(zxid)) => {
+                self.take_sync_times(now);
                 let at = Instant::now();
                 while let Some(&(last, started)) = self.persist_started.front() {
                     if last > zxid {
@@ -450,6 +466,7 @@ impl Driver {
                 Event::Closed { conn }
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
+                self.take_sync_times(now);
                 let text = fourlw::render(&cmd, &self.view(Some(asker), now));
                 self.core.reset_counters(&cmd);
                 let _ = reply.send(text);
@@ -464,7 +481,9 @@ impl Driver {
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
                 if let Some(started) = self.snapshot_started.take() {
                     if ok {
-                        self.metrics.snapshot_taken(started.elapsed());
+                        let d = started.elapsed();
+                        self.metrics.snapshot_taken(d);
+                        self.snapshot_time.observe(d.as_micros() as u64, now.mono_ms());
                     }
                 }
                 Event::SnapshotDone { ok, purge_logs_before }
@@ -492,12 +511,42 @@ impl Driver {
             });
         }
         view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        let q = self.quorum.as_ref().map(|q| q.metrics(false)).unwrap_or_default();
+        view.counters = vec![
+            ("proposal_count", q.proposal_count),
+            ("connection_rejected", self.connections.rejected()),
+            ("looking_count", q.looking_count),
+            ("connection_drop_count", self.connections.dropped()),
+            ("diff_count", q.diff_count),
+            ("snap_count", q.snap_count),
+            ("commit_count", q.commit_count),
+        ];
+        let at = now.mono_ms();
+        if self.sync_times.is_some() {
+            view.timings.push(Timing::read("fsynctime", Detail::Basic, &self.fsync_time, at));
+        }
+        view.timings.push(Timing::read("snapshottime", Detail::Basic, &self.snapshot_time, at));
+        view.timings.push(match &self.quorum {
+            Some(q) => q.election_timing(),
+            // A server that never elects: none, by construction.
+            None => Timing::read("election_time", Detail::Basic, &Summary::default(), at),
+        });
         view
+    }
+
+    /// Moves the log's latest sync times into `fsync_time`.
+    fn take_sync_times(&mut self, now: Now) {
+        if let Some(sync) = &self.sync_times {
+            for us in sync.take_recent() {
+                self.fsync_time.observe(us, now.mono_ms());
+            }
+        }
     }
 
     /// Answers an AdminServer or metrics request.
     fn admin(&mut self, ask: crate::admin::AdminAsk, now: Now) -> crate::admin::AdminReply {
         use crate::admin::{commands, AdminAsk, AdminReply, Readiness};
+        self.take_sync_times(now);
         match ask {
             AdminAsk::Command { name, args } => {
                 let json = commands::run(&name, &args, &self.view(None, now));
@@ -516,6 +565,7 @@ impl Driver {
                 if let Some(q) = &self.quorum {
                     figures.quorum = q.metrics(serving);
                 }
+                figures.timings = view.timings.clone();
                 AdminReply::Metrics(values, figures)
             }
             AdminAsk::Ready => {
@@ -705,6 +755,7 @@ impl Driver {
                     self.metrics.log_persisted(started.elapsed());
                 }
                 let now = Self::now(self.origin);
+                self.take_sync_times(now);
                 match res {
                     Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
                     Err(error) => self.core.handle(now, Event::LogFailed { error }),
