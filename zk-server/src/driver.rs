@@ -468,7 +468,7 @@ impl Driver {
             DriverMsg::FourLetter { cmd, asker, reply } => {
                 self.take_sync_times(now);
                 let text = fourlw::render(&cmd, &self.view(Some(asker), now));
-                self.core.reset_counters(&cmd);
+                self.reset_counters(&cmd);
                 let _ = reply.send(text);
                 return false;
             }
@@ -512,7 +512,7 @@ impl Driver {
         }
         view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
         let q = self.quorum.as_ref().map(|q| q.metrics(false)).unwrap_or_default();
-        view.counters = vec![
+        view.counters.extend([
             ("proposal_count", q.proposal_count),
             ("connection_rejected", self.connections.rejected()),
             ("looking_count", q.looking_count),
@@ -520,7 +520,7 @@ impl Driver {
             ("diff_count", q.diff_count),
             ("snap_count", q.snap_count),
             ("commit_count", q.commit_count),
-        ];
+        ]);
         let at = now.mono_ms();
         if self.sync_times.is_some() {
             view.timings.push(Timing::read("fsynctime", Detail::Basic, &self.fsync_time, at));
@@ -532,6 +532,21 @@ impl Driver {
             None => Timing::read("election_time", Detail::Basic, &Summary::default(), at),
         });
         view
+    }
+
+    /// Resets what `crst` or `srst` resets: `srst` zeroes every counter and summary Apache's
+    /// metrics hold (Apache's reset of all its metrics), here and in the core and the ensemble
+    /// part; zkrs's own histograms are not Apache's and keep counting.
+    fn reset_counters(&mut self, word: &str) {
+        self.core.reset_counters(word);
+        if word == "srst" {
+            self.fsync_time = Summary::default();
+            self.snapshot_time = Summary::default();
+            self.connections.reset();
+            if let Some(q) = self.quorum.as_mut() {
+                q.reset_metrics();
+            }
+        }
     }
 
     /// Moves the log's latest sync times into `fsync_time`.
@@ -552,7 +567,7 @@ impl Driver {
                 let json = commands::run(&name, &args, &self.view(None, now));
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
-                        self.core.reset_counters(word);
+                        self.reset_counters(word);
                     }
                 }
                 AdminReply::Json(json)

@@ -28,6 +28,12 @@ impl ConnCounters {
         self.dropped.fetch_add(1, Relaxed);
     }
 
+    /// Zeroes both counts (`srst`).
+    pub fn reset(&self) {
+        self.rejected.store(0, Relaxed);
+        self.dropped.store(0, Relaxed);
+    }
+
     /// Connections refused so far.
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Relaxed)
@@ -52,6 +58,9 @@ pub struct ServerStats {
     pub writes_refused: u64,
     /// Whether the log is refusing writes right now (out of space).
     pub disk_full: bool,
+    /// Sessions this server expired for want of pings, as standalone server or leader (Apache's
+    /// `stale_sessions_expired`).
+    pub sessions_expired: u64,
     latency_min_us: u64,
     latency_max_us: u64,
     latency_total_us: u64,
@@ -72,6 +81,7 @@ impl ServerStats {
             auth_failed: 0,
             writes_refused: 0,
             disk_full: false,
+            sessions_expired: 0,
             latency_min_us: u64::MAX,
             latency_max_us: 0,
             latency_total_us: 0,

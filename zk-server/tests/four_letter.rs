@@ -111,12 +111,26 @@ fn mntr_keys(s: &ServerProc) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn mntr_names_are_apaches() {
-    let apache = start(Target::Apache, "");
-    let zkrs = start(Target::Zkrs, "");
+    let apache = start(Target::Apache, "minSessionTimeout=1000");
+    let zkrs = start(Target::Zkrs, "minSessionTimeout=1000");
     for s in [&apache, &zkrs] {
         let mut c = RawClient::connect(s.addr(), 30_000);
         assert_eq!(c.create("/n", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
         assert_eq!(c.get_data("/n", false).err(), ErrorCode::Ok);
+        // A session left to expire (its connection closed, never the session).
+        drop(RawClient::connect(s.addr(), 1_000));
+    }
+    // Both expire it (within a tick or two) and count it.
+    for s in [&apache, &zkrs] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let text = s.four_letter("mntr");
+            if value(&text, "zk_stale_sessions_expired") == "1" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no session expired:\n{text}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
     let (a, z) = (mntr_keys(&apache), mntr_keys(&zkrs));
     // zkrs's own lines, and one Apache prints on a leader only.
@@ -173,4 +187,14 @@ fn mntr_names_are_apaches() {
     assert!(cnt("zk_cnt_updatelatency") >= 1, "the create:\n{text}");
     assert!(cnt("zk_cnt_readlatency") >= 1, "{text}");
     assert!(cnt("zk_cnt_fsynctime") >= 1, "{text}");
+    // srst zeroes the metrics as Apache's does, counters and summaries alike.
+    for s in [&apache, &zkrs] {
+        s.four_letter("srst");
+        let text = s.four_letter("mntr");
+        for key in
+            ["zk_stale_sessions_expired", "zk_cnt_fsynctime", "zk_cnt_updatelatency", "zk_cnt_readlatency"]
+        {
+            assert_eq!(value(&text, key), "0", "{key} after srst on {:?}:\n{text}", s.target);
+        }
+    }
 }

@@ -540,6 +540,7 @@ impl ServerCore {
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
+                self.stats.sessions_expired += 1;
                 self.propose_close_session(now, sid);
             }
         }
@@ -671,7 +672,7 @@ impl ServerCore {
             quorum: None,
             ensemble: None,
             wall_ms: now.wall_ms,
-            counters: Vec::new(),
+            counters: vec![("stale_sessions_expired", self.stats.sessions_expired)],
             timings: vec![
                 Timing::read("readlatency", Detail::Advanced, &self.stats.read_latency, now.mono_ms()),
                 Timing::read("updatelatency", Detail::Advanced, &self.stats.update_latency, now.mono_ms()),

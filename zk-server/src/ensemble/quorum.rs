@@ -354,6 +354,12 @@ impl Quorum {
         m
     }
 
+    /// Zeroes the counters and the election summary (`srst`, as Apache's reset of its metrics).
+    pub fn reset_metrics(&mut self) {
+        self.metrics = QuorumMetrics::default();
+        self.election_time = Summary::default();
+    }
+
     /// Apache's `election_time` summary as of now.
     pub fn election_timing(&self) -> Timing {
         Timing::read("election_time", Detail::Basic, &self.election_time, self.now_ms())
