@@ -75,7 +75,8 @@ impl Default for Summary {
 }
 
 impl Summary {
-    /// Adds one observation of `value_us` microseconds, made at `now_ms`.
+    /// Adds one observation of `value_us` microseconds (or, in a summary of counts, of that
+    /// count), made at `now_ms`.
     pub fn observe(&mut self, value_us: u64, now_ms: u64) {
         self.count += 1;
         self.sum_us = self.sum_us.saturating_add(value_us);
@@ -94,9 +95,15 @@ impl Summary {
         }
     }
 
-    /// The summary as of `now_ms`, with the quantiles `qs` over the window (`None` for each when
-    /// the window holds no observation, which Prometheus' text writes as NaN, as Apache's does).
+    /// The summary as of `now_ms`, in ms (its observations are µs), with the quantiles `qs` over
+    /// the window (`None` for each when the window holds no observation, which Prometheus' text
+    /// writes as NaN, as Apache's does).
     pub fn reading(&self, now_ms: u64, qs: &[f64]) -> Reading {
+        self.reading_in(now_ms, qs, 1_000.0)
+    }
+
+    /// As [`Summary::reading`], each value divided by `per_unit` (1 for a summary of counts).
+    pub fn reading_in(&self, now_ms: u64, qs: &[f64], per_unit: f64) -> Reading {
         let oldest_ms = (now_ms - now_ms % SLICE_MS).saturating_sub(SLICE_MS * (SLICES as u64 - 1));
         let mut window: Option<Histogram<u32>> = None;
         for s in self.slices.iter().filter(|s| s.start_ms >= oldest_ms) {
@@ -108,9 +115,9 @@ impl Summary {
         let window = window.filter(|w| !w.is_empty());
         Reading {
             count: self.count,
-            sum_ms: self.sum_us as f64 / 1_000.0,
-            min_ms: if self.count == 0 { 0.0 } else { self.min_us as f64 / 1_000.0 },
-            max_ms: self.max_us as f64 / 1_000.0,
+            sum_ms: self.sum_us as f64 / per_unit,
+            min_ms: if self.count == 0 { 0.0 } else { self.min_us as f64 / per_unit },
+            max_ms: self.max_us as f64 / per_unit,
             quantiles: qs
                 .iter()
                 .map(|&q| {
@@ -121,7 +128,7 @@ impl Summary {
     }
 }
 
-/// A [`Summary`] read at one time, ms.
+/// A [`Summary`] read at one time, in ms (or, for a summary of counts, in counts).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     /// Observations since start.
@@ -164,15 +171,27 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// Reads `summary` at `now_ms` under `name`.
+    /// Reads `summary`, of µs, at `now_ms` under `name`, in ms.
     pub fn read(name: &'static str, detail: Detail, summary: &Summary, now_ms: u64) -> Timing {
+        Self::read_in(name, detail, summary, now_ms, 1_000.0)
+    }
+
+    /// Reads `summary` at `now_ms` under `name`, its values divided by `per_unit` (1 for a
+    /// summary of counts, such as `startup_txns_loaded`).
+    pub fn read_in(
+        name: &'static str,
+        detail: Detail,
+        summary: &Summary,
+        now_ms: u64,
+        per_unit: f64,
+    ) -> Timing {
         let mut qs: Vec<f64> = detail.prometheus_quantiles().to_vec();
         for (_, q) in detail.mntr_percentiles() {
             if !qs.contains(q) {
                 qs.push(*q);
             }
         }
-        Timing { name, detail, reading: summary.reading(now_ms, &qs) }
+        Timing { name, detail, reading: summary.reading_in(now_ms, &qs, per_unit) }
     }
 }
 

@@ -175,11 +175,26 @@ fn mntr_names_are_apaches() {
     let missing: Vec<&String> = a.iter().filter(|k| !z.contains(*k) && !covered.contains(*k)).collect();
     assert!(missing.is_empty(), "Apache's mntr names zkrs lacks, not listed in docs/metrics.md: {missing:?}");
     // What zkrs prints of Apache's summaries carries the same lines, percentiles included.
-    for base in ["fsynctime", "snapshottime", "election_time", "readlatency", "updatelatency"] {
+    for base in [
+        "fsynctime",
+        "snapshottime",
+        "election_time",
+        "readlatency",
+        "updatelatency",
+        "dbinittime",
+        "startup_snap_load_time",
+        "startup_txns_load_time",
+        "startup_txns_loaded",
+    ] {
         let of = |keys: &std::collections::BTreeSet<String>| -> Vec<String> {
             keys.iter().filter(|k| k.ends_with(&format!("_{base}"))).cloned().collect()
         };
         assert_eq!(of(&z), of(&a), "{base}");
+    }
+    // A fresh data directory: loaded once, nothing replayed, on both.
+    for key in ["zk_cnt_dbinittime", "zk_cnt_startup_snap_load_time", "zk_cnt_startup_txns_loaded"] {
+        let (a, z) = (apache.four_letter("mntr"), zkrs.four_letter("mntr"));
+        assert_eq!(value(&z, key), value(&a, key), "{key}\napache:\n{a}\nzkrs:\n{z}");
     }
     // Measured: the create was a transaction, the get a read.
     let text = zkrs.four_letter("mntr");
@@ -196,5 +211,27 @@ fn mntr_names_are_apaches() {
         {
             assert_eq!(value(&text, key), "0", "{key} after srst on {:?}:\n{text}", s.target);
         }
+    }
+}
+
+/// A restart that replays logged transactions counts the replay, on both servers alike.
+#[test]
+fn startup_replay_is_counted_as_apache_counts() {
+    let mut apache = start(Target::Apache, "");
+    let mut zkrs = start(Target::Zkrs, "");
+    for s in [&mut apache, &mut zkrs] {
+        let mut c = RawClient::connect(s.addr(), 30_000);
+        for i in 0..3 {
+            assert_eq!(c.create(&format!("/r{i}"), b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+        }
+        drop(c);
+        s.restart();
+        let text = s.four_letter("mntr");
+        assert_eq!(value(&text, "zk_cnt_dbinittime"), "1", "{:?}:\n{text}", s.target);
+        assert_eq!(value(&text, "zk_cnt_startup_txns_loaded"), "1", "{:?}:\n{text}", s.target);
+        assert_eq!(value(&text, "zk_cnt_startup_txns_load_time"), "1", "{:?}:\n{text}", s.target);
+        // The session, the three creates, and whatever closed the session before the kill.
+        let loaded: u64 = value(&text, "zk_sum_startup_txns_loaded").parse().unwrap();
+        assert!(loaded >= 4, "{:?} replayed {loaded}:\n{text}", s.target);
     }
 }

@@ -193,6 +193,10 @@ fn timing_help(name: &str) -> &'static str {
         "election_time" => "LOOKING to a decision",
         "readlatency" => "reads, receipt to reply",
         "updatelatency" => "writes, receipt to reply",
+        "dbinittime" => "loading the database at start-up",
+        "startup_snap_load_time" => "reading the snapshot at start-up",
+        "startup_txns_load_time" => "replaying the log at start-up",
+        "startup_txns_loaded" => "transactions replayed at start-up (a count, not ms)",
         _ => "timings",
     }
 }
@@ -228,7 +232,8 @@ pub fn render(values: Vec<(String, MntrValue)>, figures: &Figures) -> String {
         x.gauge("leader_uptime", "ZooKeeper leader_uptime: ms since this server started leading", ms as f64);
     }
     for t in &figures.timings {
-        let help = format!("ZooKeeper {}: {}, ms", t.name, timing_help(t.name));
+        let unit = if t.name == "startup_txns_loaded" { "" } else { ", ms" };
+        let help = format!("ZooKeeper {}: {}{unit}", t.name, timing_help(t.name));
         x.summary(t.name, &help, t);
     }
     x.histogram(
