@@ -498,7 +498,12 @@ impl Driver {
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
                 self.take_sync_times(now);
-                let text = fourlw::render(&cmd, &self.view(Some(asker), now));
+                let view = if cmd == "mntr" {
+                    self.view_with_metrics(Some(asker), now)
+                } else {
+                    self.view(Some(asker), now)
+                };
+                let text = fourlw::render(&cmd, &view);
                 self.reset_counters(&cmd);
                 let _ = reply.send(text);
                 return false;
@@ -542,8 +547,18 @@ impl Driver {
             });
         }
         view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        view
+    }
+
+    /// [`Self::view`] with Apache's counters and summaries, for `mntr`, the AdminServer and
+    /// `/metrics` (reading the summaries' windows costs more than the other words need).
+    fn view_with_metrics(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+        let mut view = self.view(asker, now);
+        let at = now.mono_ms();
+        let stats = view.stats;
         let q = self.quorum.as_ref().map(|q| q.metrics(false)).unwrap_or_default();
-        view.counters.extend([
+        view.counters = vec![
+            ("stale_sessions_expired", stats.sessions_expired),
             ("proposal_count", q.proposal_count),
             ("connection_rejected", self.connections.rejected()),
             ("looking_count", q.looking_count),
@@ -551,8 +566,11 @@ impl Driver {
             ("diff_count", q.diff_count),
             ("snap_count", q.snap_count),
             ("commit_count", q.commit_count),
-        ]);
-        let at = now.mono_ms();
+        ];
+        view.timings = vec![
+            Timing::read("readlatency", Detail::Advanced, &stats.read_latency, at),
+            Timing::read("updatelatency", Detail::Advanced, &stats.update_latency, at),
+        ];
         if self.sync_times.is_some() {
             view.timings.push(Timing::read("fsynctime", Detail::Basic, &self.fsync_time, at));
         }
@@ -606,7 +624,7 @@ impl Driver {
         self.take_sync_times(now);
         match ask {
             AdminAsk::Command { name, args } => {
-                let json = commands::run(&name, &args, &self.view(None, now));
+                let json = commands::run(&name, &args, &self.view_with_metrics(None, now));
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
                         self.reset_counters(word);
@@ -615,7 +633,7 @@ impl Driver {
                 AdminReply::Json(json)
             }
             AdminAsk::Metrics => {
-                let view = self.view(None, now);
+                let view = self.view_with_metrics(None, now);
                 let values = fourlw::monitor_values(&view);
                 let serving = view.mode.is_some();
                 let mut figures = Box::new(self.metrics.clone());

@@ -41,7 +41,6 @@ use crate::fourlw;
 use crate::settings::Settings;
 use crate::snapshots::SnapJob;
 use crate::stats::{ConnStats, ServerStats};
-use crate::summary::{Detail, Timing};
 use bytes::{Bytes, BytesMut};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -672,11 +671,8 @@ impl ServerCore {
             quorum: None,
             ensemble: None,
             wall_ms: now.wall_ms,
-            counters: vec![("stale_sessions_expired", self.stats.sessions_expired)],
-            timings: vec![
-                Timing::read("readlatency", Detail::Advanced, &self.stats.read_latency, now.mono_ms()),
-                Timing::read("updatelatency", Detail::Advanced, &self.stats.update_latency, now.mono_ms()),
-            ],
+            counters: Vec::new(),
+            timings: Vec::new(),
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,
