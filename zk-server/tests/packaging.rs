@@ -71,6 +71,10 @@ fn assets_from_the_tree_exist() {
 /// profile's; zkrs-cli is zk-client's, built here when the run did not build it), with
 /// cargo-deb's fast compression.
 fn build_server_deb(out: &Path) -> PathBuf {
+    // The script writes the man pages into the shared target directory, and cargo-deb its work
+    // files: one build at a time.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let bins = Path::new(env!("CARGO_BIN_EXE_zkrs-server")).parent().unwrap();
     assert!(bins.join("zkrs-bench").exists(), "zkrs-bench is built with the tests");
     if !bins.join("zkrs-cli").exists() {
