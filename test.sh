@@ -4,7 +4,8 @@
 # (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
 # (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
-# libfaketime (the fault harness's clock jumps), and openssl (s_client against the TLS port).
+# libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), lintian
+# and cargo-deb (the Debian package tests).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -21,6 +22,8 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need+=(libfaketime)
 # The TLS tests run `openssl s_client` against the secure client port.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# The Debian package tests lint the packages they build.
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""
@@ -28,6 +31,9 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}"
 fi
+
+# zk-server's packaging test builds the server's .deb with cargo-deb (a crates.io tool).
+command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 
 echo "== cargo test --workspace"
 cargo test --workspace "$@"

@@ -9,18 +9,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::deb::*;
 use support::*;
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Builds both packages into `out`: (libzkrs2, libzkrs-dev).
 fn build(out: &Path) -> (PathBuf, PathBuf) {
@@ -30,20 +20,6 @@ fn build(out: &Path) -> (PathBuf, PathBuf) {
     let debs: Vec<PathBuf> = listed.lines().map(PathBuf::from).collect();
     assert_eq!(debs.len(), 2, "{listed}");
     (debs[0].clone(), debs[1].clone())
-}
-
-/// `dpkg-deb -c`'s paths, each with its link target when it is a symlink.
-fn contents(deb: &Path) -> Vec<String> {
-    run(Command::new("dpkg-deb").arg("-c").arg(deb))
-        .lines()
-        .map(|l| {
-            l.split_whitespace().skip(5).collect::<Vec<_>>().join(" ").trim_start_matches('.').to_string()
-        })
-        .collect()
-}
-
-fn field(deb: &Path, name: &str) -> String {
-    run(Command::new("dpkg-deb").arg("-f").arg(deb).arg(name)).trim().to_string()
 }
 
 #[test]
@@ -99,14 +75,7 @@ fn library_packages_hold_the_libraries_headers_and_pkg_config_files() {
     for member in ["shlibs", "triggers", "md5sums"] {
         assert!(control.contains(member), "libzkrs2's control lacks {member}");
     }
-    if Command::new("lintian").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        let out = Command::new("lintian").arg(&runtime).arg(&dev).output().unwrap();
-        let report = String::from_utf8_lossy(&out.stdout);
-        let bad: Vec<&str> = report.lines().filter(|l| l.starts_with("E:") || l.starts_with("W:")).collect();
-        assert!(bad.is_empty(), "lintian:\n{report}");
-    } else {
-        eprintln!("lintian not installed: the packages were not linted");
-    }
+    assert_lintian_clean(&[&runtime, &dev]);
 }
 
 /// Unpacked into a throw-away root, the packages build a program with the flags

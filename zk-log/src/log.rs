@@ -9,8 +9,9 @@ use crate::format::{
 };
 use crate::reader::{LogReader, ReadShared, ViewSegment};
 use crate::storage::{Storage, StorageFile, StorageRead, TMP_SUFFIX};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zk_proto::{Txn, TxnHeader};
 
@@ -134,17 +135,31 @@ pub struct SegmentLog<S: Storage> {
 /// How many of a log's syncs ran and how long they took in all: the figure Apache ZooKeeper
 /// reports as `fsynctime`. Shared ([`SegmentLog::sync_times`]) so that another thread reads it
 /// while the log is synced on its own; only syncs that wrote something and succeeded count.
+///
+/// The latest syncs' times are also kept, up to [`SyncTimes::RECENT_MAX`] of them (the oldest
+/// dropped past that), for a reader that takes them ([`SyncTimes::take_recent`]) into a
+/// distribution.
 #[derive(Debug, Default)]
 pub struct SyncTimes {
     count: AtomicU64,
     total_us: AtomicU64,
+    recent_us: Mutex<VecDeque<u64>>,
 }
 
 impl SyncTimes {
+    /// How many sync times wait for [`SyncTimes::take_recent`] at most.
+    pub const RECENT_MAX: usize = 1024;
+
     /// Counts one sync that took `d`.
     pub fn record(&self, d: Duration) {
-        self.total_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.total_us.fetch_add(us, Relaxed);
         self.count.fetch_add(1, Relaxed);
+        let mut recent = self.recent_us.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == Self::RECENT_MAX {
+            recent.pop_front();
+        }
+        recent.push_back(us);
     }
 
     /// Syncs counted so far.
@@ -155,6 +170,13 @@ impl SyncTimes {
     /// Their time added up.
     pub fn total(&self) -> Duration {
         Duration::from_micros(self.total_us.load(Relaxed))
+    }
+
+    /// The times of the syncs since the last call (the latest [`SyncTimes::RECENT_MAX`] of
+    /// them), µs, oldest first.
+    pub fn take_recent(&self) -> Vec<u64> {
+        let mut recent = self.recent_us.lock().unwrap_or_else(|e| e.into_inner());
+        recent.drain(..).collect()
     }
 }
 

@@ -67,4 +67,15 @@ fn syncs_are_counted_and_timed() {
     log.sync().expect("sync");
     assert_eq!(times.count(), 2);
     assert!(times.total() <= std::time::Duration::from_secs(60));
+    let recent = times.take_recent();
+    assert_eq!(recent.len(), 2, "each counted sync's time, once");
+    assert_eq!(std::time::Duration::from_micros(recent.iter().sum()), times.total());
+    assert!(times.take_recent().is_empty());
+    // Kept up to a bound, the latest ones.
+    for us in 0..zk_log::SyncTimes::RECENT_MAX as u64 + 5 {
+        times.record(std::time::Duration::from_micros(us));
+    }
+    let recent = times.take_recent();
+    assert_eq!(recent.len(), zk_log::SyncTimes::RECENT_MAX);
+    assert_eq!(recent[0], 5);
 }

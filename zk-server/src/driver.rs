@@ -10,6 +10,7 @@ use crate::log::TxnSink;
 use crate::settings::Settings;
 use crate::snapshots::SnapJob;
 use crate::stats::{ConnCounters, ConnStats};
+use crate::summary::{Detail, Summary, Timing};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -197,6 +198,17 @@ const PERSIST_TIMES_MAX: usize = 4096;
 /// How long shutdown waits for the log to make what it was handed durable.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
+/// How the server loaded its database at start-up, for the metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct StartupLoad {
+    /// Reading the newest snapshot.
+    pub snapshot: Duration,
+    /// Opening the log and replaying its transactions past the snapshot.
+    pub txns: Duration,
+    /// Transactions replayed.
+    pub txns_loaded: u64,
+}
+
 /// The driver. See the module docs.
 pub struct Driver {
     core: ServerCore,
@@ -213,6 +225,18 @@ pub struct Driver {
     dead: Vec<ConnId>,
     /// What `/metrics` exports beyond `mntr`'s values.
     metrics: crate::admin::metrics::Figures,
+    /// The log's syncs, counted and timed on the log's thread, once the server has its log.
+    sync_times: Option<Arc<zk_log::SyncTimes>>,
+    /// The same syncs' distribution (Apache's `fsynctime`), taken from `sync_times` as the log
+    /// reports progress.
+    fsync_time: Summary,
+    /// Snapshots written (Apache's `snapshottime`).
+    snapshot_time: Summary,
+    /// Client connections refused and dropped, counted by the listener and the connections.
+    connections: Arc<ConnCounters>,
+    /// The start-up load's summaries (Apache's `dbinittime`, `startup_snap_load_time`,
+    /// `startup_txns_load_time`, µs, and `startup_txns_loaded`, a count), once known.
+    startup: Option<[Summary; 4]>,
     /// The last zxid of each batch handed to the log and not yet durable, with when it was
     /// handed over (for the log persist time), oldest first; at most [`PERSIST_TIMES_MAX`].
     persist_started: VecDeque<(i64, Instant)>,
@@ -251,6 +275,11 @@ impl Driver {
             permits,
             dead: Vec::new(),
             metrics: Default::default(),
+            sync_times: None,
+            fsync_time: Summary::default(),
+            snapshot_time: Summary::default(),
+            connections: Arc::default(),
+            startup: None,
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
@@ -265,7 +294,24 @@ impl Driver {
         sync: Arc<zk_log::SyncTimes>,
         connections: Arc<ConnCounters>,
     ) -> Driver {
-        self.metrics = crate::admin::metrics::Figures::with_sources(sync, connections);
+        self.sync_times = Some(sync);
+        self.connections = connections;
+        self
+    }
+
+    /// Has the metrics report how the database was loaded at start-up.
+    pub fn with_startup_load(mut self, load: StartupLoad) -> Driver {
+        let at = Self::now(self.origin).mono_ms();
+        let us = |d: Duration| d.as_micros() as u64;
+        let mut s: [Summary; 4] = Default::default();
+        s[0].observe(us(load.snapshot + load.txns), at);
+        s[1].observe(us(load.snapshot), at);
+        // As Apache's: the replay is counted when there were transactions to replay.
+        if load.txns_loaded > 0 {
+            s[2].observe(us(load.txns), at);
+            s[3].observe(load.txns_loaded, at);
+        }
+        self.startup = Some(s);
         self
     }
 
@@ -393,6 +439,7 @@ impl Driver {
     fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
         match report {
             Some(WriterReport::Durable(zxid)) => {
+                self.take_sync_times(now);
                 let at = Instant::now();
                 while let Some(&(last, started)) = self.persist_started.front() {
                     if last > zxid {
@@ -455,8 +502,14 @@ impl Driver {
                 Event::Closed { conn }
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
-                let text = fourlw::render(&cmd, &self.view(Some(asker), now));
-                self.core.reset_counters(&cmd);
+                self.take_sync_times(now);
+                let view = if cmd == "mntr" {
+                    self.view_with_metrics(Some(asker), now)
+                } else {
+                    self.view(Some(asker), now)
+                };
+                let text = fourlw::render(&cmd, &view);
+                self.reset_counters(&cmd);
                 let _ = reply.send(text);
                 return false;
             }
@@ -469,7 +522,9 @@ impl Driver {
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
                 if let Some(started) = self.snapshot_started.take() {
                     if ok {
-                        self.metrics.snapshot_taken(started.elapsed());
+                        let d = started.elapsed();
+                        self.metrics.snapshot_taken(d);
+                        self.snapshot_time.observe(d.as_micros() as u64, now.mono_ms());
                     }
                 }
                 Event::SnapshotDone { ok, purge_logs_before }
@@ -500,27 +555,97 @@ impl Driver {
         view
     }
 
+    /// [`Self::view`] with Apache's counters and summaries, for `mntr`, the AdminServer and
+    /// `/metrics` (reading the summaries' windows costs more than the other words need).
+    fn view_with_metrics(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+        let mut view = self.view(asker, now);
+        let at = now.mono_ms();
+        let stats = view.stats;
+        let q = self.quorum.as_ref().map(|q| q.metrics(false)).unwrap_or_default();
+        view.counters = vec![
+            ("stale_sessions_expired", stats.sessions_expired),
+            ("proposal_count", q.proposal_count),
+            ("connection_rejected", self.connections.rejected()),
+            ("looking_count", q.looking_count),
+            ("connection_drop_count", self.connections.dropped()),
+            ("diff_count", q.diff_count),
+            ("snap_count", q.snap_count),
+            ("commit_count", q.commit_count),
+        ];
+        view.timings = vec![
+            Timing::read("readlatency", Detail::Advanced, &stats.read_latency, at),
+            Timing::read("updatelatency", Detail::Advanced, &stats.update_latency, at),
+        ];
+        if self.sync_times.is_some() {
+            view.timings.push(Timing::read("fsynctime", Detail::Basic, &self.fsync_time, at));
+        }
+        view.timings.push(Timing::read("snapshottime", Detail::Basic, &self.snapshot_time, at));
+        if let Some(s) = &self.startup {
+            view.timings.extend([
+                Timing::read("dbinittime", Detail::Basic, &s[0], at),
+                Timing::read("startup_snap_load_time", Detail::Basic, &s[1], at),
+                Timing::read("startup_txns_load_time", Detail::Basic, &s[2], at),
+                Timing::read_in("startup_txns_loaded", Detail::Basic, &s[3], at, 1.0),
+            ]);
+        }
+        view.timings.push(match &self.quorum {
+            Some(q) => q.election_timing(),
+            // A server that never elects: none, by construction.
+            None => Timing::read("election_time", Detail::Basic, &Summary::default(), at),
+        });
+        view
+    }
+
+    /// Resets what `crst` or `srst` resets: `srst` zeroes every counter and summary Apache's
+    /// metrics hold (Apache's reset of all its metrics), here and in the core and the ensemble
+    /// part; zkrs's own histograms are not Apache's and keep counting.
+    fn reset_counters(&mut self, word: &str) {
+        self.core.reset_counters(word);
+        if word == "srst" {
+            self.fsync_time = Summary::default();
+            self.snapshot_time = Summary::default();
+            self.connections.reset();
+            if let Some(s) = &mut self.startup {
+                *s = Default::default();
+            }
+            if let Some(q) = self.quorum.as_mut() {
+                q.reset_metrics();
+            }
+        }
+    }
+
+    /// Moves the log's latest sync times into `fsync_time`.
+    fn take_sync_times(&mut self, now: Now) {
+        if let Some(sync) = &self.sync_times {
+            for us in sync.take_recent() {
+                self.fsync_time.observe(us, now.mono_ms());
+            }
+        }
+    }
+
     /// Answers an AdminServer or metrics request.
     fn admin(&mut self, ask: crate::admin::AdminAsk, now: Now) -> crate::admin::AdminReply {
         use crate::admin::{commands, AdminAsk, AdminReply, Readiness};
+        self.take_sync_times(now);
         match ask {
             AdminAsk::Command { name, args } => {
-                let json = commands::run(&name, &args, &self.view(None, now));
+                let json = commands::run(&name, &args, &self.view_with_metrics(None, now));
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
-                        self.core.reset_counters(word);
+                        self.reset_counters(word);
                     }
                 }
                 AdminReply::Json(json)
             }
             AdminAsk::Metrics => {
-                let view = self.view(None, now);
+                let view = self.view_with_metrics(None, now);
                 let values = fourlw::monitor_values(&view);
                 let serving = view.mode.is_some();
                 let mut figures = Box::new(self.metrics.clone());
                 if let Some(q) = &self.quorum {
                     figures.quorum = q.metrics(serving);
                 }
+                figures.timings = view.timings.clone();
                 AdminReply::Metrics(values, figures)
             }
             AdminAsk::Ready => {
@@ -715,6 +840,7 @@ impl Driver {
                     self.metrics.log_persisted(started.elapsed());
                 }
                 let now = Self::now(self.origin);
+                self.take_sync_times(now);
                 match res {
                     Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
                     Err(error) => self.core.handle(now, Event::LogFailed { error }),

@@ -59,6 +59,12 @@ pub struct View<'a> {
     pub ensemble: Option<crate::admin::EnsembleView>,
     /// The wall clock, ms since the Unix epoch.
     pub wall_ms: i64,
+    /// Apache's counters that zkrs counts, under Apache's names without `zk_` (`mntr` prints
+    /// them, `/metrics` exports them as counters).
+    pub counters: Vec<(&'static str, u64)>,
+    /// Apache's timing summaries that zkrs measures (`mntr` prints their avg/min/max/cnt/sum and
+    /// the advanced ones' percentiles; `/metrics` exports them as summaries).
+    pub timings: Vec<crate::summary::Timing>,
 }
 
 impl View<'_> {
@@ -299,8 +305,10 @@ pub fn environment() -> Vec<(String, String)> {
 /// One `mntr` value: a whole number, a fraction or text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MntrValue {
-    /// A count or size.
+    /// A count or size, or a gauge's value.
     Int(i64),
+    /// A counter's value: a count of events since start, which `/metrics` exports as a counter.
+    Counter(u64),
     /// A mean (avg_latency).
     Float(f64),
     /// Text (version, server_state).
@@ -311,6 +319,7 @@ impl std::fmt::Display for MntrValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             MntrValue::Int(n) => write!(f, "{n}"),
+            MntrValue::Counter(n) => write!(f, "{n}"),
             MntrValue::Float(x) => f.write_str(&java_double(*x)),
             MntrValue::Text(t) => f.write_str(t),
         }
@@ -322,6 +331,7 @@ impl MntrValue {
     pub fn into_json(self) -> serde_json::Value {
         match self {
             MntrValue::Int(n) => n.into(),
+            MntrValue::Counter(n) => n.into(),
             MntrValue::Float(x) => x.into(),
             MntrValue::Text(t) => t.into(),
         }
@@ -329,8 +339,10 @@ impl MntrValue {
 }
 
 /// `mntr`'s keys and values, in its order: the four-letter word prints them, the AdminServer's
-/// `monitor` and the Prometheus endpoint serve them.
-pub fn monitor_values(v: &View<'_>) -> Vec<(&'static str, MntrValue)> {
+/// `monitor` and the Prometheus endpoint serve them. Apache's counters and summaries follow its
+/// basic lines, as in Apache's; the ones zkrs does not produce are listed, with why, in
+/// docs/metrics.md.
+pub fn monitor_values(v: &View<'_>) -> Vec<(String, MntrValue)> {
     use MntrValue::{Float, Int, Text};
     let n = |x: usize| Int(x as i64);
     let u = |x: u64| Int(x.min(i64::MAX as u64) as i64);
@@ -358,7 +370,7 @@ pub fn monitor_values(v: &View<'_>) -> Vec<(&'static str, MntrValue)> {
         ("zk_last_proposal_size", Int(-1)),
         // zkrs's own: the log refuses writes while its disk is full.
         ("zk_log_disk_full", Int(i64::from(v.stats.disk_full))),
-        ("zk_writes_refused_disk_full", u(v.stats.writes_refused)),
+        ("zk_writes_refused_disk_full", MntrValue::Counter(v.stats.writes_refused)),
     ];
     if let Some(q) = v.quorum {
         lines.push(("zk_learners", n(q.learners)));
@@ -366,6 +378,23 @@ pub fn monitor_values(v: &View<'_>) -> Vec<(&'static str, MntrValue)> {
         lines.push(("zk_synced_non_voting_followers", Int(0)));
         lines.push(("zk_synced_observers", n(q.synced_observers)));
         lines.push(("zk_pending_syncs", n(q.pending_syncs)));
+    }
+    let mut lines: Vec<(String, MntrValue)> = lines.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    for (name, count) in &v.counters {
+        lines.push((format!("zk_{name}"), MntrValue::Counter(*count)));
+    }
+    // Apache prints a summary's whole milliseconds, its mean as a fraction.
+    let ms = |x: f64| Int(x as i64);
+    for t in &v.timings {
+        let r = &t.reading;
+        lines.push((format!("zk_avg_{}", t.name), Float(r.avg_ms())));
+        lines.push((format!("zk_min_{}", t.name), ms(r.min_ms)));
+        lines.push((format!("zk_max_{}", t.name), ms(r.max_ms)));
+        lines.push((format!("zk_cnt_{}", t.name), u(r.count)));
+        lines.push((format!("zk_sum_{}", t.name), ms(r.sum_ms)));
+        for (infix, q) in t.detail.mntr_percentiles() {
+            lines.push((format!("zk_{infix}_{}", t.name), ms(r.quantile(*q).unwrap_or(0.0))));
+        }
     }
     lines
 }

@@ -38,6 +38,7 @@ pub mod snapshots;
 pub mod ssl_config;
 pub mod stats;
 pub mod status;
+pub mod summary;
 pub mod tls;
 pub mod tools;
 pub mod x509;

@@ -119,14 +119,21 @@ pub async fn run(
         ),
         None => None,
     };
+    let load_started = std::time::Instant::now();
     let db = snapshots::load_newest(&snap_storage, tree_cfg.clone())
         .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    let snap_loaded = std::time::Instant::now();
     let mut rec = Recovery::new(db);
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
     let log = open_and_replay(&log_dir, settings.txn_log_append_mode, opts, &mut rec)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let replayed = rec.replayed();
+    let startup = crate::driver::StartupLoad {
+        snapshot: snap_loaded - load_started,
+        txns: snap_loaded.elapsed(),
+        txns_loaded: replayed,
+    };
     if rec.last_zxid() == 0 {
         refuse_apache_data(&settings)?;
     }
@@ -196,7 +203,8 @@ pub async fn run(
     let connections = Arc::new(ConnCounters::default());
     let mut driver =
         Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
-            .with_metric_sources(sync_times, connections.clone());
+            .with_metric_sources(sync_times, connections.clone())
+            .with_startup_load(startup);
     let ensemble_mode = ensemble.is_some();
     if let Some(ens) = ensemble {
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)

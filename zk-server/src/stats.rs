@@ -1,6 +1,7 @@
 //! Counters behind the four-letter words: server-wide latency and packet counts, and per-connection
 //! figures for `cons`.
 
+use crate::summary::Summary;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,6 +28,12 @@ impl ConnCounters {
         self.dropped.fetch_add(1, Relaxed);
     }
 
+    /// Zeroes both counts (`srst`).
+    pub fn reset(&self) {
+        self.rejected.store(0, Relaxed);
+        self.dropped.store(0, Relaxed);
+    }
+
     /// Connections refused so far.
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Relaxed)
@@ -51,10 +58,18 @@ pub struct ServerStats {
     pub writes_refused: u64,
     /// Whether the log is refusing writes right now (out of space).
     pub disk_full: bool,
+    /// Sessions this server expired for want of pings, as standalone server or leader (Apache's
+    /// `stale_sessions_expired`).
+    pub sessions_expired: u64,
     latency_min_us: u64,
     latency_max_us: u64,
     latency_total_us: u64,
     latency_count: u64,
+    /// Reads' times from receipt to reply (Apache's `readlatency`).
+    pub read_latency: Summary,
+    /// Writes' times from receipt to reply (Apache's `updatelatency`: requests that became
+    /// transactions, failed ones included).
+    pub update_latency: Summary,
 }
 
 impl ServerStats {
@@ -66,10 +81,13 @@ impl ServerStats {
             auth_failed: 0,
             writes_refused: 0,
             disk_full: false,
+            sessions_expired: 0,
             latency_min_us: u64::MAX,
             latency_max_us: 0,
             latency_total_us: 0,
             latency_count: 0,
+            read_latency: Summary::default(),
+            update_latency: Summary::default(),
         }
     }
 
@@ -80,9 +98,11 @@ impl ServerStats {
         self.disk_full = disk_full;
     }
 
-    /// Records one request's time from receipt to reply.
-    pub fn record_latency(&mut self, d: Duration) {
+    /// Records one request's time from receipt to reply, answered at `now_ms`; `write`: it was a
+    /// transaction.
+    pub fn record_latency(&mut self, d: Duration, write: bool, now_ms: u64) {
         let us = d.as_micros() as u64;
+        if write { &mut self.update_latency } else { &mut self.read_latency }.observe(us, now_ms);
         self.latency_min_us = self.latency_min_us.min(us);
         self.latency_max_us = self.latency_max_us.max(us);
         self.latency_total_us += us;

@@ -307,15 +307,18 @@ const DASHBOARD: &[(&str, &str)] = &[
 
 /// `/metrics` parsed by the Prometheus project's own Python client (Debian's
 /// python3-prometheus-client, its parser of the text format Apache's provider serves): family
-/// name -> [type, {sample name: value}].
+/// name -> [type, {sample name and labels (`fsynctime{quantile="0.5"}`): value, "NaN" for NaN}].
 fn parsed_metrics(addr: SocketAddr) -> (Value, String) {
     let (status, head, text) = http(addr, "GET", "/metrics");
     assert_eq!(status, 200, "{head}\n{text}");
     assert!(head.to_ascii_lowercase().contains("content-type: text/plain; version=0.0.4"), "{head}");
     let script = "import sys, json\n\
         from prometheus_client.parser import text_string_to_metric_families as parse\n\
+        def label(s):\n    kvs = ','.join('%s=\"%s\"' % kv for kv in sorted(s.labels.items()))\n    \
+        return '{' + kvs + '}' if kvs else ''\n\
         out = {}\n\
-        for f in parse(sys.stdin.read()):\n    out[f.name] = [f.type, {s.name: s.value for s in f.samples}]\n\
+        for f in parse(sys.stdin.read()):\n    \
+        out[f.name] = [f.type, {s.name + label(s): s.value if s.value == s.value else 'NaN' for s in f.samples}]\n\
         print(json.dumps(out))\n";
     let mut py = std::process::Command::new("/usr/bin/python3")
         .args(["-c", script])
@@ -368,6 +371,7 @@ fn metrics_parse_with_apaches_names_and_types() {
     );
     let mut c = RawClient::connect(zkrs.addr(), 30_000);
     assert_eq!(c.create("/m", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    assert_eq!(c.get_data("/m", false).err(), ErrorCode::Ok);
     let metrics_addr = SocketAddr::from(([127, 0, 0, 1], metrics_port));
     // snapCount=2: a snapshot follows within a few transactions.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -431,6 +435,22 @@ fn metrics_parse_with_apaches_names_and_types() {
     assert!(value("fsynctime", "fsynctime_sum") > 0.0, "{text}");
     assert!(value("snapshottime", "snapshottime_count") >= 1.0, "{text}");
     assert_eq!(value("election_time", "election_time_count"), 0.0, "{text}");
+    // Quantiles over the recent window, as Apache's: the median of the basic summaries, 0.5,
+    // 0.9 and 0.99 of the request latencies; none while nothing was observed (NaN).
+    let fsync_median = value("fsynctime", "fsynctime{quantile=\"0.5\"}");
+    assert!(fsync_median > 0.0 && fsync_median <= value("fsynctime", "fsynctime_sum"), "{text}");
+    assert!(value("snapshottime", "snapshottime{quantile=\"0.5\"}") > 0.0, "{text}");
+    assert_eq!(families["election_time"][1]["election_time{quantile=\"0.5\"}"], "NaN", "{text}");
+    for name in ["readlatency", "updatelatency"] {
+        assert_eq!(families[name][0], "summary", "{name}:\n{text}");
+        let q = |at: &str| value(name, &format!("{name}{{quantile=\"{at}\"}}"));
+        assert!(0.0 <= q("0.5") && q("0.5") <= q("0.9") && q("0.9") <= q("0.99"), "{name}:\n{text}");
+        assert!(value(name, &format!("{name}_count")) >= 1.0, "{name}:\n{text}");
+    }
+    assert!(
+        !text.contains("avg_fsynctime") && !text.contains("p99_readlatency"),
+        "mntr's lines of a summary:\n{text}"
+    );
     assert_eq!(value("commit_count", "commit_count"), 0.0, "{text}");
     assert_eq!(value("connection_drop_count", "connection_drop_count"), 1.0, "{text}");
     let rejected = value("connection_rejected", "connection_rejected");

@@ -85,3 +85,153 @@ fn whitelist_refusal_matches_apache() {
     }
     assert!(zkrs.four_letter("srvr").starts_with("Zookeeper version:"));
 }
+
+/// Apache's metric names zkrs does not produce, from docs/metrics.md's "Not produced" table:
+/// (name, kind).
+fn not_produced() -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md")).unwrap();
+    let section = doc.split("## Not produced").nth(1).expect("docs/metrics.md has its Not produced section");
+    let mut out = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (names, kind) = (cells[1], cells[2]);
+        assert!(["counter", "gauge", "summary", "summary set"].contains(&kind), "{row}");
+        for name in names.split(',') {
+            out.push((name.trim().trim_matches('`').to_string(), kind.to_string()));
+        }
+    }
+    out
+}
+
+/// The `mntr` keys (without `zk_`) of a standalone server.
+fn mntr_keys(s: &ServerProc) -> std::collections::BTreeSet<String> {
+    let text = s.four_letter("mntr");
+    text.lines().map(|l| l.split('\t').next().unwrap().trim_start_matches("zk_").to_string()).collect()
+}
+
+#[test]
+fn mntr_names_are_apaches() {
+    let apache = start(Target::Apache, "minSessionTimeout=1000");
+    let zkrs = start(Target::Zkrs, "minSessionTimeout=1000");
+    for s in [&apache, &zkrs] {
+        let mut c = RawClient::connect(s.addr(), 30_000);
+        assert_eq!(c.create("/n", b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+        assert_eq!(c.get_data("/n", false).err(), ErrorCode::Ok);
+        // A session left to expire (its connection closed, never the session).
+        drop(RawClient::connect(s.addr(), 1_000));
+    }
+    // Both expire it (within a tick or two) and count it.
+    for s in [&apache, &zkrs] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let text = s.four_letter("mntr");
+            if value(&text, "zk_stale_sessions_expired") == "1" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no session expired:\n{text}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    let (a, z) = (mntr_keys(&apache), mntr_keys(&zkrs));
+    // zkrs's own lines, and one Apache prints on a leader only.
+    let zkrs_only = ["log_disk_full", "writes_refused_disk_full", "last_proposal_size"];
+    let extra: Vec<&String> =
+        z.iter().filter(|k| !a.contains(*k) && !zkrs_only.contains(&k.as_str())).collect();
+    assert!(extra.is_empty(), "zkrs prints names Apache does not: {extra:?}");
+    let listed = not_produced();
+    // The lines a listed name stands for.
+    const STATS: [&str; 9] = ["avg", "min", "max", "cnt", "sum", "p50", "p95", "p99", "p999"];
+    let lines_of = |name: &str, kind: &str| -> Vec<String> {
+        match kind {
+            "summary" => {
+                STATS.iter().map(|stat| format!("{stat}_{name}")).filter(|k| a.contains(k)).collect()
+            }
+            // `<stat>_<key>_<name>`, for each key Apache saw.
+            "summary set" => a
+                .iter()
+                .filter(|k| {
+                    k.strip_suffix(&format!("_{name}"))
+                        .and_then(|rest| rest.split_once('_'))
+                        .is_some_and(|(stat, key)| STATS.contains(&stat) && !key.is_empty())
+                })
+                .cloned()
+                .collect(),
+            _ => vec![name.to_string()],
+        }
+    };
+    let mut covered = std::collections::BTreeSet::new();
+    for (name, kind) in &listed {
+        let lines = lines_of(name, kind);
+        assert!(
+            !lines.is_empty() && lines.iter().all(|k| a.contains(k)),
+            "{name} ({kind}): not in Apache's mntr"
+        );
+        assert!(
+            lines.iter().all(|k| !z.contains(k)),
+            "{name} ({kind}) is listed as not produced, but zkrs prints it"
+        );
+        covered.extend(lines);
+    }
+    let missing: Vec<&String> = a.iter().filter(|k| !z.contains(*k) && !covered.contains(*k)).collect();
+    assert!(missing.is_empty(), "Apache's mntr names zkrs lacks, not listed in docs/metrics.md: {missing:?}");
+    // What zkrs prints of Apache's summaries carries the same lines, percentiles included.
+    for base in [
+        "fsynctime",
+        "snapshottime",
+        "election_time",
+        "readlatency",
+        "updatelatency",
+        "dbinittime",
+        "startup_snap_load_time",
+        "startup_txns_load_time",
+        "startup_txns_loaded",
+    ] {
+        let of = |keys: &std::collections::BTreeSet<String>| -> Vec<String> {
+            keys.iter().filter(|k| k.ends_with(&format!("_{base}"))).cloned().collect()
+        };
+        assert_eq!(of(&z), of(&a), "{base}");
+    }
+    // A fresh data directory: loaded once, nothing replayed, on both.
+    for key in ["zk_cnt_dbinittime", "zk_cnt_startup_snap_load_time", "zk_cnt_startup_txns_loaded"] {
+        let (a, z) = (apache.four_letter("mntr"), zkrs.four_letter("mntr"));
+        assert_eq!(value(&z, key), value(&a, key), "{key}\napache:\n{a}\nzkrs:\n{z}");
+    }
+    // Measured: the create was a transaction, the get a read.
+    let text = zkrs.four_letter("mntr");
+    let cnt = |key: &str| value(&text, key).parse::<u64>().unwrap();
+    assert!(cnt("zk_cnt_updatelatency") >= 1, "the create:\n{text}");
+    assert!(cnt("zk_cnt_readlatency") >= 1, "{text}");
+    assert!(cnt("zk_cnt_fsynctime") >= 1, "{text}");
+    // srst zeroes the metrics as Apache's does, counters and summaries alike.
+    for s in [&apache, &zkrs] {
+        s.four_letter("srst");
+        let text = s.four_letter("mntr");
+        for key in
+            ["zk_stale_sessions_expired", "zk_cnt_fsynctime", "zk_cnt_updatelatency", "zk_cnt_readlatency"]
+        {
+            assert_eq!(value(&text, key), "0", "{key} after srst on {:?}:\n{text}", s.target);
+        }
+    }
+}
+
+/// A restart that replays logged transactions counts the replay, on both servers alike.
+#[test]
+fn startup_replay_is_counted_as_apache_counts() {
+    let mut apache = start(Target::Apache, "");
+    let mut zkrs = start(Target::Zkrs, "");
+    for s in [&mut apache, &mut zkrs] {
+        let mut c = RawClient::connect(s.addr(), 30_000);
+        for i in 0..3 {
+            assert_eq!(c.create(&format!("/r{i}"), b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+        }
+        drop(c);
+        s.restart();
+        let text = s.four_letter("mntr");
+        assert_eq!(value(&text, "zk_cnt_dbinittime"), "1", "{:?}:\n{text}", s.target);
+        assert_eq!(value(&text, "zk_cnt_startup_txns_loaded"), "1", "{:?}:\n{text}", s.target);
+        assert_eq!(value(&text, "zk_cnt_startup_txns_load_time"), "1", "{:?}:\n{text}", s.target);
+        // The session, the three creates, and whatever closed the session before the kill.
+        let loaded: u64 = value(&text, "zk_sum_startup_txns_loaded").parse().unwrap();
+        assert!(loaded >= 4, "{:?} replayed {loaded}:\n{text}", s.target);
+    }
+}

@@ -2,6 +2,8 @@
 //! zkrs-server or Apache ZooKeeper on a free port.
 #![allow(dead_code)]
 
+pub mod deb;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -291,7 +291,7 @@ fn last_snapshot(v: &View<'_>) -> (i64, i64) {
 /// numbers as numbers.
 fn monitor(m: &mut Map<String, Value>, v: &View<'_>) {
     for (key, value) in fourlw::monitor_values(v) {
-        let key = key.strip_prefix("zk_").unwrap_or(key).to_string();
+        let key = key.strip_prefix("zk_").unwrap_or(&key).to_string();
         m.insert(key, value.into_json());
     }
 }

@@ -1,14 +1,17 @@
 //! The Prometheus exposition of the server's figures, in the text format (version 0.0.4) that
 //! Apache ZooKeeper 3.8's PrometheusMetricsProvider serves, so that its dashboards and alerts
 //! find the same series:
-//! - `mntr`'s values under Apache's names (the `mntr` key without `zk_`), as gauges, as Apache
-//!   exports them;
-//! - Apache's counters under their bare names (`commit_count`, not `commit_count_total`) and its
-//!   timing summaries as `<name>_count` and `<name>_sum` in milliseconds (`fsynctime`,
-//!   `snapshottime`, `election_time`): only those zkrs measures, each counting the same event
-//!   Apache counts. Apache's quantile lines are not written: zkrs keeps no sample window;
+//! - `mntr`'s gauges under Apache's names (the `mntr` key without `zk_`), as Apache exports them;
+//! - Apache's counters under their bare names (`commit_count`, not `commit_count_total`);
+//! - Apache's timing summaries (`fsynctime`, `snapshottime`, `election_time`, `readlatency`,
+//!   `updatelatency`) in milliseconds: `{quantile="0.5"}` (and 0.9, 0.99 for the ones Apache
+//!   registers at its advanced level) over the last 10 minutes, `<name>_count` and `<name>_sum`
+//!   ([`crate::summary`]); `mntr`'s avg/min/max/cnt/sum lines of these are not exported twice;
 //! - zkrs's own figures under their own names (`log_disk_full`, `writes_refused_disk_full`, and
 //!   the histograms `zkrs_log_persist_seconds` and `zkrs_snapshot_seconds`).
+//!
+//! Only what zkrs measures is exported, each counting the same event Apache counts; docs/metrics.md
+//! lists Apache's series zkrs does not produce, and why.
 //!
 //! OpenMetrics (what the prometheus-client crate writes) cannot carry these: it names a counter's
 //! sample `<name>_total` and has no summary, so the series Apache's dashboards query would not
@@ -16,37 +19,15 @@
 //! Prometheus project's own parser.
 
 use crate::fourlw::MntrValue;
-use crate::stats::ConnCounters;
+use crate::summary::Timing;
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Duration;
-use zk_log::SyncTimes;
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// `mntr` keys that are counters (zkrs's own).
-const COUNTERS: &[&str] = &["writes_refused_disk_full"];
-
 /// `mntr` keys not exported: text, and figures zkrs reports only as Apache's "none" value.
 const SKIPPED: &[&str] = &["version", "server_state", "last_proposal_size"];
-
-/// A timing as Apache's summaries export it: how many, and their sum in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DurationSum {
-    /// Observations.
-    pub count: u64,
-    /// Their sum, ms.
-    pub sum_ms: f64,
-}
-
-impl DurationSum {
-    /// Adds one observation.
-    pub fn record(&mut self, d: Duration) {
-        self.count += 1;
-        self.sum_ms += d.as_secs_f64() * 1_000.0;
-    }
-}
 
 /// A histogram over fixed bucket bounds (seconds), for zkrs's own timings.
 #[derive(Debug, Clone)]
@@ -82,9 +63,6 @@ impl Histogram {
 pub struct QuorumMetrics {
     /// Elections started (`looking_count`: each entry into LOOKING).
     pub looking_count: u64,
-    /// From entering LOOKING to the decision, for each election this server then led or followed
-    /// in (`election_time`; observers' are not counted, as in Apache).
-    pub election_time: DurationSum,
     /// Proposals sent as leader (`proposal_count`).
     pub proposal_count: u64,
     /// Commits sent as leader (`commit_count`).
@@ -99,8 +77,7 @@ pub struct QuorumMetrics {
     pub leader_uptime_ms: Option<u64>,
 }
 
-/// What the driver keeps for `/metrics` beyond `mntr`'s values, handed to the HTTP task as a copy
-/// (the shared parts are read at the copy's rendering).
+/// What `/metrics` exports beyond `mntr`'s values, handed to the HTTP task as a copy.
 #[derive(Debug, Clone)]
 pub struct Figures {
     /// From a batch of transactions handed to the log to its durability report (queueing, append
@@ -108,14 +85,10 @@ pub struct Figures {
     log_persist: Histogram,
     /// From a snapshot's start to its end (written at `snapshot.writeMBPerSecond`), seconds.
     snapshot: Histogram,
-    /// The same snapshots as Apache's `snapshottime`.
-    snapshot_ms: DurationSum,
-    /// The log's syncs (Apache's `fsynctime`), once the server has its log.
-    sync: Option<Arc<SyncTimes>>,
-    /// Connections refused and dropped (`connection_rejected`, `connection_drop_count`).
-    connections: Arc<ConnCounters>,
-    /// The ensemble's figures.
+    /// The ensemble's gauges.
     pub quorum: QuorumMetrics,
+    /// Apache's timing summaries, read when the copy was made (those `mntr` prints too).
+    pub timings: Vec<Timing>,
 }
 
 impl Default for Figures {
@@ -125,20 +98,13 @@ impl Default for Figures {
             log_persist: Histogram::exponential(0.000_05, 2.0, 17),
             // 10 ms to about 10 min.
             snapshot: Histogram::exponential(0.01, 2.0, 17),
-            snapshot_ms: DurationSum::default(),
-            sync: None,
-            connections: Arc::default(),
             quorum: QuorumMetrics::default(),
+            timings: Vec::new(),
         }
     }
 }
 
 impl Figures {
-    /// Figures that read the log's sync times and the listener's connection counts.
-    pub fn with_sources(sync: Arc<SyncTimes>, connections: Arc<ConnCounters>) -> Figures {
-        Figures { sync: Some(sync), connections, ..Figures::default() }
-    }
-
     /// Records one batch made durable after `d`.
     pub fn log_persisted(&mut self, d: Duration) {
         self.log_persist.observe(d.as_secs_f64());
@@ -147,7 +113,6 @@ impl Figures {
     /// Records one snapshot written in `d`.
     pub fn snapshot_taken(&mut self, d: Duration) {
         self.snapshot.observe(d.as_secs_f64());
-        self.snapshot_ms.record(d);
     }
 }
 
@@ -176,10 +141,14 @@ impl Exposition {
         self.sample(name, "", value as f64);
     }
 
-    fn summary(&mut self, name: &str, help: &str, s: DurationSum) {
+    fn summary(&mut self, name: &str, help: &str, t: &Timing) {
         self.head(name, help, "summary");
-        self.sample(&format!("{name}_count"), "", s.count as f64);
-        self.sample(&format!("{name}_sum"), "", s.sum_ms);
+        for q in t.detail.prometheus_quantiles() {
+            let v = t.reading.quantile(*q).unwrap_or(f64::NAN);
+            self.sample(name, &format!("{{quantile=\"{q}\"}}"), v);
+        }
+        self.sample(&format!("{name}_count"), "", t.reading.count as f64);
+        self.sample(&format!("{name}_sum"), "", t.reading.sum_ms);
     }
 
     fn histogram(&mut self, name: &str, help: &str, h: &Histogram) {
@@ -216,16 +185,40 @@ fn help(name: &str) -> String {
     }
 }
 
+/// What each summary measures, for its HELP line.
+fn timing_help(name: &str) -> &'static str {
+    match name {
+        "fsynctime" => "transaction log syncs",
+        "snapshottime" => "snapshots written",
+        "election_time" => "LOOKING to a decision",
+        "readlatency" => "reads, receipt to reply",
+        "updatelatency" => "writes, receipt to reply",
+        "dbinittime" => "loading the database at start-up",
+        "startup_snap_load_time" => "reading the snapshot at start-up",
+        "startup_txns_load_time" => "replaying the log at start-up",
+        "startup_txns_loaded" => "transactions replayed at start-up (a count, not ms)",
+        _ => "timings",
+    }
+}
+
 /// The exposition text of `values` (from [`crate::fourlw::monitor_values`]) and `figures`.
-pub fn render(values: Vec<(&'static str, MntrValue)>, figures: &Figures) -> String {
+pub fn render(values: Vec<(String, MntrValue)>, figures: &Figures) -> String {
     let mut x = Exposition { out: String::new() };
+    // mntr's lines of a summary (`zk_avg_fsynctime`, ...) are the summary, exported as one.
+    let of_timing = |name: &str| {
+        figures.timings.iter().any(|t| {
+            name.strip_suffix(t.name).and_then(|p| p.strip_suffix('_')).is_some_and(|stat| {
+                ["avg", "min", "max", "cnt", "sum", "p50", "p95", "p99", "p999"].contains(&stat)
+            })
+        })
+    };
     for (key, value) in values {
-        let name = key.strip_prefix("zk_").unwrap_or(key);
-        if SKIPPED.contains(&name) {
+        let name = key.strip_prefix("zk_").unwrap_or(&key);
+        if SKIPPED.contains(&name) || of_timing(name) {
             continue;
         }
         match value {
-            MntrValue::Int(n) if COUNTERS.contains(&name) => x.counter(name, &help(name), n.max(0) as u64),
+            MntrValue::Counter(n) => x.counter(name, &help(name), n),
             MntrValue::Int(n) => x.gauge(name, &help(name), n as f64),
             MntrValue::Float(v) => x.gauge(name, &help(name), v),
             MntrValue::Text(_) => {}
@@ -238,32 +231,11 @@ pub fn render(values: Vec<(&'static str, MntrValue)>, figures: &Figures) -> Stri
     if let Some(ms) = q.leader_uptime_ms {
         x.gauge("leader_uptime", "ZooKeeper leader_uptime: ms since this server started leading", ms as f64);
     }
-    let counters = [
-        ("looking_count", "elections started (entries into LOOKING)", q.looking_count),
-        ("proposal_count", "proposals sent as leader", q.proposal_count),
-        ("commit_count", "commits sent as leader", q.commit_count),
-        ("snap_count", "learners synchronized with a snapshot", q.snap_count),
-        ("diff_count", "learners synchronized with DIFF or TRUNC", q.diff_count),
-        (
-            "connection_rejected",
-            "client connections refused (maxClientCnxns, accept errors)",
-            figures.connections.rejected(),
-        ),
-        (
-            "connection_drop_count",
-            "client connections the client closed or broke",
-            figures.connections.dropped(),
-        ),
-    ];
-    for (name, what, value) in counters {
-        x.counter(name, &format!("ZooKeeper {name}: {what}"), value);
+    for t in &figures.timings {
+        let unit = if t.name == "startup_txns_loaded" { "" } else { ", ms" };
+        let help = format!("ZooKeeper {}: {}{unit}", t.name, timing_help(t.name));
+        x.summary(t.name, &help, t);
     }
-    if let Some(sync) = &figures.sync {
-        let s = DurationSum { count: sync.count(), sum_ms: sync.total().as_secs_f64() * 1_000.0 };
-        x.summary("fsynctime", "ZooKeeper fsynctime: transaction log syncs, ms", s);
-    }
-    x.summary("snapshottime", "ZooKeeper snapshottime: snapshots written, ms", figures.snapshot_ms);
-    x.summary("election_time", "ZooKeeper election_time: LOOKING to a decision, ms", q.election_time);
     x.histogram(
         "zkrs_log_persist_seconds",
         "zkrs: time from a batch of transactions handed to the log to its durability (queue, append, sync)",
@@ -280,25 +252,35 @@ pub fn render(values: Vec<(&'static str, MntrValue)>, figures: &Figures) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::{Detail, Summary};
 
     #[test]
     fn gauges_counters_summaries_histograms_and_skipped() {
-        let sync = Arc::new(SyncTimes::default());
-        sync.record(Duration::from_micros(1_500));
-        let mut figures = Figures::with_sources(sync, Arc::default());
+        let mut figures = Figures::default();
         figures.log_persisted(Duration::from_micros(120));
         figures.snapshot_taken(Duration::from_millis(30));
-        figures.quorum.commit_count = 3;
-        let text = render(
-            vec![
-                ("zk_version", MntrValue::Text("3.8.0".into())),
-                ("zk_znode_count", MntrValue::Int(5)),
-                ("zk_avg_latency", MntrValue::Float(0.5)),
-                ("zk_writes_refused_disk_full", MntrValue::Int(2)),
-                ("zk_last_proposal_size", MntrValue::Int(-1)),
-            ],
-            &figures,
-        );
+        let mut fsync = Summary::default();
+        fsync.observe(1_500, 0);
+        let mut reads = Summary::default();
+        for ms in 1..=100 {
+            reads.observe(ms * 1_000, 0);
+        }
+        figures.timings = vec![
+            Timing::read("fsynctime", Detail::Basic, &fsync, 0),
+            Timing::read("election_time", Detail::Basic, &Summary::default(), 0),
+            Timing::read("readlatency", Detail::Advanced, &reads, 0),
+        ];
+        let values = [
+            ("zk_version", MntrValue::Text("3.8.0".into())),
+            ("zk_znode_count", MntrValue::Int(5)),
+            ("zk_avg_latency", MntrValue::Float(0.5)),
+            ("zk_writes_refused_disk_full", MntrValue::Counter(2)),
+            ("zk_commit_count", MntrValue::Counter(3)),
+            ("zk_last_proposal_size", MntrValue::Int(-1)),
+            ("zk_avg_fsynctime", MntrValue::Float(1.5)),
+            ("zk_p99_readlatency", MntrValue::Int(99)),
+        ];
+        let text = render(values.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &figures);
         assert!(text.contains("# TYPE znode_count gauge\nznode_count 5\n"), "{text}");
         assert!(text.contains("# TYPE avg_latency gauge\navg_latency 0.5\n"), "{text}");
         assert!(
@@ -306,9 +288,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE commit_count counter\ncommit_count 3\n"), "{text}");
-        assert!(text.contains("# TYPE fsynctime summary\nfsynctime_count 1\nfsynctime_sum 1.5\n"), "{text}");
-        assert!(text.contains("snapshottime_count 1\nsnapshottime_sum 30\n"), "{text}");
-        assert!(text.contains("election_time_count 0\n"), "{text}");
+        // A sample's value, which must be within 1% of `want`.
+        let near = |sample: &str, want: f64| {
+            let line =
+                text.lines().find(|l| l.starts_with(sample)).unwrap_or_else(|| panic!("{sample}: {text}"));
+            let v: f64 = line[sample.len()..].trim().parse().unwrap();
+            assert!((v - want).abs() <= want * 0.01, "{line} for {want}");
+        };
+        assert!(text.contains("# TYPE fsynctime summary\nfsynctime{quantile=\"0.5\"} "), "{text}");
+        near("fsynctime{quantile=\"0.5\"}", 1.5);
+        assert!(text.contains("\nfsynctime_count 1\nfsynctime_sum 1.5\n"), "{text}");
+        assert!(text.contains("election_time{quantile=\"0.5\"} NaN\nelection_time_count 0\n"), "{text}");
+        near("readlatency{quantile=\"0.5\"}", 50.0);
+        near("readlatency{quantile=\"0.9\"}", 90.0);
+        near("readlatency{quantile=\"0.99\"}", 99.0);
+        assert!(text.contains("\nreadlatency_count 100\nreadlatency_sum 5050\n"), "{text}");
+        assert!(!text.contains("avg_fsynctime") && !text.contains("p99_readlatency"), "{text}");
         assert!(text.contains("zkrs_log_persist_seconds_bucket{le=\"0.00005\"} 0\n"), "{text}");
         assert!(text.contains("zkrs_log_persist_seconds_bucket{le=\"0.0002\"} 1\n"), "{text}");
         assert!(text.contains("zkrs_log_persist_seconds_bucket{le=\"+Inf\"} 1\n"), "{text}");

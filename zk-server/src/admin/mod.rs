@@ -38,7 +38,7 @@ pub enum AdminReply {
     /// Readiness.
     Ready(Readiness),
     /// `mntr`'s figures and the rest of what `/metrics` exports.
-    Metrics(Vec<(&'static str, MntrValue)>, Box<metrics::Figures>),
+    Metrics(Vec<(String, MntrValue)>, Box<metrics::Figures>),
 }
 
 /// Whether the server serves clients, and in which role.

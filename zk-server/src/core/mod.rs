@@ -560,6 +560,7 @@ impl ServerCore {
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
+                self.stats.sessions_expired += 1;
                 self.propose_close_session(now, sid);
             }
         }
@@ -691,6 +692,8 @@ impl ServerCore {
             quorum: None,
             ensemble: None,
             wall_ms: now.wall_ms,
+            counters: Vec::new(),
+            timings: Vec::new(),
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,

@@ -295,7 +295,7 @@ impl ServerCore {
         latency: Duration,
         now: Now,
     ) {
-        self.stats.record_latency(latency);
+        self.stats.record_latency(latency, op.is_write(), now.mono_ms());
         let Some(c) = self.conns.get(conn) else { return };
         c.stats.record(op, cxid, zxid, latency, now.wall_ms);
         if self.settings.slow_request.is_some_and(|t| latency >= t) {

@@ -16,6 +16,7 @@ use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, Snapsho
 use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
 use crate::admin::metrics::QuorumMetrics;
 use crate::core::{Event, Role, VoterSet};
+use crate::summary::{Detail, Summary, Timing};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -225,6 +226,9 @@ pub struct Quorum {
     effects: Vec<Effect>,
     /// Apache's ensemble metrics, as this server counts them.
     metrics: QuorumMetrics,
+    /// From entering LOOKING to the decision, for each election this server then led or followed
+    /// in (`election_time`; observers' are not counted, as in Apache).
+    election_time: Summary,
     /// When the current election started (ms since `origin`), for `election_time`.
     looking_since: u64,
     /// When this server started leading (ms since `origin`), while it leads.
@@ -342,6 +346,7 @@ impl Quorum {
             timer_at: None,
             effects: Vec::new(),
             metrics: QuorumMetrics::default(),
+            election_time: Summary::default(),
             looking_since: 0,
             leading_since: None,
             synced_told: std::collections::BTreeSet::new(),
@@ -371,6 +376,17 @@ impl Quorum {
             m.leader_uptime_ms = self.leading_since.map(|since| self.now_ms().saturating_sub(since));
         }
         m
+    }
+
+    /// Zeroes the counters and the election summary (`srst`, as Apache's reset of its metrics).
+    pub fn reset_metrics(&mut self) {
+        self.metrics = QuorumMetrics::default();
+        self.election_time = Summary::default();
+    }
+
+    /// Apache's `election_time` summary as of now.
+    pub fn election_timing(&self) -> Timing {
+        Timing::read("election_time", Detail::Basic, &self.election_time, self.now_ms())
     }
 
     /// The role Apache's `srvr` would print.
@@ -726,7 +742,7 @@ impl Quorum {
         let now = self.now_ms();
         // As Apache: the election's time is counted by the servers that then lead or follow.
         if matches!(state, PeerState::Leading | PeerState::Following) {
-            self.metrics.election_time.record(Duration::from_millis(now.saturating_sub(self.looking_since)));
+            self.election_time.observe(now.saturating_sub(self.looking_since) * 1_000, now);
         }
         match state {
             PeerState::Leading => {
