@@ -95,8 +95,9 @@ impl ServerExchange {
     }
 
     /// Takes the client's next token. `password_of` gives a user's password (`None`: no such
-    /// user). The first token must be empty (DIGEST-MD5 has no initial response); the second is
-    /// the digest response, checked against `digest-uri` `zookeeper/<realm>`.
+    /// user). The first token starts the exchange: DIGEST-MD5 has no initial response, and what a
+    /// client sends there is ignored, as Apache's server ignores it. The second is the digest
+    /// response, checked against `digest-uri` `zookeeper/<realm>`.
     ///
     /// Errors: any [`Error`]; the exchange is over after one.
     pub fn step(
@@ -107,8 +108,8 @@ impl ServerExchange {
         let state = std::mem::replace(&mut self.state, ServerState::Over);
         match state {
             ServerState::Start => {
-                if !token.is_empty() {
-                    return Err(Error::Unacceptable("initial response (DIGEST-MD5 has none)"));
+                if token.len() > MAX_TOKEN_BYTES {
+                    return Err(Error::TooLong(token.len()));
                 }
                 self.state = ServerState::Challenged;
                 let challenge = format!(
@@ -574,7 +575,9 @@ mod tests {
             assert!(s.is_over());
         }
         let mut s = ServerExchange::new(SERVER_NAME, &[1; 16]);
-        assert!(s.step(b"username=\"bob\"", |_| None).is_err(), "an initial response is refused");
+        assert!(s.step(b"username=\"bob\"", |_| None).is_ok(), "an initial response is ignored");
+        let mut s = ServerExchange::new(SERVER_NAME, &[1; 16]);
+        assert_eq!(s.step(&[0; MAX_TOKEN_BYTES + 1], |_| None), Err(Error::TooLong(MAX_TOKEN_BYTES + 1)));
     }
 
     #[test]
