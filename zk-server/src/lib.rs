@@ -31,7 +31,6 @@ pub mod core;
 pub mod driver;
 pub mod ensemble;
 pub mod fourlw;
-pub mod jaas;
 pub mod log;
 pub mod sasl_config;
 pub mod server;

@@ -8,10 +8,10 @@
 //! `-Djava.security.auth.login.config`, may also be named by the zkrs zoo.cfg key
 //! `java.security.auth.login.config`.
 
-use crate::jaas::{self, JaasConfig};
 use crate::ssl_config::Setting;
 use std::collections::HashMap;
 use std::path::Path;
+use zk_client::jaas::{self, JaasConfig};
 
 /// Apache's SASL authentication provider class, as `authProvider.N` names it.
 pub const SASL_PROVIDER_CLASS: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";

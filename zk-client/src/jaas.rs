@@ -1,5 +1,6 @@
-//! JAAS login configuration files, as Java reads them for ZooKeeper's SASL users, and the `-D`
-//! system properties of `SERVER_JVMFLAGS` / `JVMFLAGS`, where operators name that file.
+//! JAAS login configuration files, as Java reads them for ZooKeeper's SASL users (a server's
+//! `Server` section, a client's `Client` section), and the `-D` system properties of
+//! `SERVER_JVMFLAGS` / `CLIENT_JVMFLAGS` / `JVMFLAGS`, where operators name that file.
 //!
 //! A JAAS file is a list of sections, each a list of login modules with options:
 //!
