@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 /// Largest JAAS file read: a login configuration is a few lines; anything bigger is a mistake.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// One login module line of a section.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One login module line of a section. `Debug` shows option names, never their values (they
+/// hold passwords).
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoginModule {
     /// The module's class name.
     pub class: String,
@@ -27,6 +28,17 @@ pub struct LoginModule {
     pub flag: String,
     /// `name=value` options, in file order.
     pub options: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for LoginModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&String> = self.options.iter().map(|(k, _)| k).collect();
+        f.debug_struct("LoginModule")
+            .field("class", &self.class)
+            .field("flag", &self.flag)
+            .field("options", &names)
+            .finish()
+    }
 }
 
 /// A parsed JAAS file: sections by name, in file order.
@@ -330,6 +342,7 @@ mod tests {
         let client = c.section("Client").unwrap();
         assert_eq!(client[0].options[1], ("password".into(), "bobpw".into()));
         assert!(c.section("QuorumServer").is_none());
+        assert!(!format!("{c:?}").contains("bob pw"), "Debug never shows option values");
         assert_eq!(JaasConfig::parse("Empty { };").unwrap().section("Empty"), Some(vec![]));
     }
 

@@ -51,6 +51,7 @@ pub mod jaas;
 #[cfg(feature = "tokio")]
 #[allow(clippy::disallowed_methods)]
 pub mod recipes;
+mod sasl;
 #[cfg(feature = "tokio")]
 pub mod tls;
 #[cfg(feature = "rustls")]

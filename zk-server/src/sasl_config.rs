@@ -80,8 +80,8 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// The resolved settings the server runs with.
-#[derive(Debug, Clone, Default)]
+/// The resolved settings the server runs with. `Debug` lists the user names, never a password.
+#[derive(Clone, Default)]
 pub struct SaslSettings {
     /// DIGEST-MD5 users (name to password) from the JAAS file's server section; `None` when no
     /// JAAS file is configured, so SASL requests get Apache's null-token answer.
@@ -99,6 +99,20 @@ pub struct SaslSettings {
     /// `allowSaslFailedClients`: a failed SASL exchange keeps the connection (when SASL is not
     /// required).
     pub allow_failed: bool,
+}
+
+impl std::fmt::Debug for SaslSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Option<Vec<&String>> = self.users.as_ref().map(|u| u.keys().collect());
+        f.debug_struct("SaslSettings")
+            .field("users", &users)
+            .field("provider", &self.provider)
+            .field("super_users", &self.super_users)
+            .field("enforce_schemes", &self.enforce_schemes)
+            .field("sasl_required", &self.sasl_required)
+            .field("allow_failed", &self.allow_failed)
+            .finish()
+    }
 }
 
 impl SaslSettings {
@@ -262,6 +276,7 @@ mod tests {
             format!("-Xmx1g -Djava.security.auth.login.config={} -Dzookeeper.superUser=al", p.display());
         let env = |v: &str| (v == "SERVER_JVMFLAGS").then(|| flags.clone());
         let s = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap();
+        assert!(!format!("{s:?}").contains("bobpw"), "Debug never shows a password");
         let users = s.users.unwrap();
         assert_eq!(users["bob"], "bobpw");
         assert_eq!(users["al"], "x");

@@ -87,20 +87,9 @@ pub struct SaslCredentials {
     pub username: String,
     /// The password.
     pub password: String,
-    /// Key of the generator the client nonces come from; [`SaslCredentials::new`] draws it from
-    /// the operating system's CSPRNG.
+    /// Key of the generator the client nonces come from; `SaslCredentials::new` (outside the
+    /// core, which draws no randomness of its own) takes it from the operating system's CSPRNG.
     pub nonce_key: [u8; 32],
-}
-
-impl SaslCredentials {
-    /// Credentials for `username` and `password`, with a fresh nonce key from the operating
-    /// system's CSPRNG.
-    pub fn new(username: impl Into<String>, password: impl Into<String>) -> SaslCredentials {
-        use rand::RngCore;
-        let mut nonce_key = [0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut nonce_key);
-        SaslCredentials { username: username.into(), password: password.into(), nonce_key }
-    }
 }
 
 impl std::fmt::Debug for SaslCredentials {
