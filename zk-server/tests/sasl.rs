@@ -131,6 +131,29 @@ fn without_jaas_sasl_answers_a_null_token() {
     }
 }
 
+/// A SASL request whose body does not decode (a header alone, a token length past the frame):
+/// the connection is closed without an answer, with or without JAAS users.
+#[test]
+fn undecodable_sasl_requests_close_the_connection() {
+    for target in BOTH {
+        for jaas in [true, false] {
+            let (server, _dir) = if jaas {
+                sasl_server(target, "")
+            } else {
+                (start_with_jvm_flags(target, PROVIDER, ""), tempfile::tempdir().unwrap())
+            };
+            for body in [&[][..], &[0, 0, 0, 9, b'x'][..]] {
+                let mut c = RawClient::connect(server.addr(), 10_000);
+                let mut payload = Vec::new();
+                RequestHeader { xid: 1, op: OpCode::Sasl.code() }.write(&mut payload);
+                payload.extend_from_slice(body);
+                c.send_frame(&payload);
+                assert!(c.read_frame().is_none(), "{target:?} jaas={jaas} body={body:?}: no answer, closed");
+            }
+        }
+    }
+}
+
 #[test]
 fn enforce_auth_closes_unauthenticated_sessions() {
     let configs =

@@ -9,7 +9,15 @@ impl ServerCore {
     /// A SASL token (`None`: the request did not decode). Answered at once with the next
     /// server token (zxid 0); a failed exchange is answered AUTHFAILED, or
     /// SESSIONCLOSEDREQUIRESASLAUTH when enforcement requires SASL, and the connection closes.
+    /// A request whose body does not decode closes the connection unanswered, as Apache's
+    /// deserialization error does.
     pub(super) fn on_sasl(&mut self, conn: ConnId, sid: SessionId, xid: i32, token: Option<Bytes>) {
+        let Some(token) = token else {
+            warn!("session 0x{sid:x} sent an undecodable SASL request; closing");
+            self.actions.push_back(Action::ReleasePermit);
+            self.actions.push_back(Action::Close { conn });
+            return;
+        };
         let sasl = &self.settings.sasl;
         let Some(users) = sasl.users.as_ref() else {
             // No JAAS users: Apache's connection has no SASL server and answers a null token.
@@ -25,10 +33,7 @@ impl ServerCore {
             self.sasl_rng.fill_bytes(&mut nonce);
             Box::new(ServerExchange::new(digest_md5::SERVER_NAME, &nonce))
         });
-        let step = match token {
-            Some(t) => exchange.step(&t, |user| users.get(user).cloned()),
-            None => Err(digest_md5::Error::Malformed("undecodable SASL request")),
-        };
+        let step = exchange.step(&token, |user| users.get(user).cloned());
         match step {
             Ok(ServerStep::Challenge(t)) => {
                 self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::SaslToken(Some(t.into())))
