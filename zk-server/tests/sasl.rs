@@ -62,7 +62,8 @@ fn authenticate(c: &mut RawClient, user: &str, password: &str) -> client::Reply 
     );
     let ClientStep::Send(response) = ex.step(&challenge.token).unwrap() else { panic!("a response") };
     let last = sasl(c, &response).expect("an answer to the response");
-    if last.err() == ErrorCode::Ok {
+    // A success carries rspauth; a failure kept open by allowSaslFailedClients a null token.
+    if last.err() == ErrorCode::Ok && last.body[..] != [0xff; 4] {
         let proof: SetSaslResponse = last.decode();
         assert_eq!(
             ex.step(&proof.token),
@@ -85,6 +86,7 @@ fn raw_exchange_is_the_same_on_both_servers() {
         let mut c = RawClient::connect(server.addr(), 10_000);
         let last = authenticate(&mut c, "bob", "bobpw");
         assert_eq!((last.header.zxid, last.err()), (0, ErrorCode::Ok), "{target:?}");
+        assert!(last.decode::<SetSaslResponse>().token.starts_with(b"rspauth="), "{target:?}");
         let ids = whoami(&mut c);
         assert!(ids.contains(&("sasl".into(), "bob".into())), "{target:?}: {ids:?}");
         // bob's node is his alone.
@@ -116,6 +118,23 @@ fn raw_exchange_is_the_same_on_both_servers() {
         assert_eq!(r.err(), ErrorCode::Ok, "{target:?}");
         let challenge: SetSaslResponse = r.decode();
         assert!(challenge.token.starts_with(b"realm=\"zk-sasl-md5\",nonce="), "{target:?}");
+    }
+}
+
+/// `allowSaslFailedClients=true` (Apache's `zookeeper.allowSaslFailedClients`, set from zoo.cfg):
+/// a failed exchange is answered with a null token and the connection stays, unauthenticated.
+#[test]
+fn allow_sasl_failed_clients_keeps_the_connection() {
+    for target in BOTH {
+        let (server, _jaas) = sasl_server(target, "allowSaslFailedClients=true\n");
+        let mut wrong = RawClient::connect(server.addr(), 10_000);
+        let last = authenticate(&mut wrong, "bob", "nope");
+        assert_eq!(
+            (last.header.zxid, last.err(), &last.body[..]),
+            (0, ErrorCode::Ok, &[0xff; 4][..]),
+            "{target:?}"
+        );
+        assert_eq!(whoami(&mut wrong), vec![("ip".to_string(), "127.0.0.1".to_string())], "{target:?}");
     }
 }
 
