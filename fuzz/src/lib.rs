@@ -14,6 +14,7 @@ pub mod config;
 pub mod election;
 pub mod log;
 pub mod quorum;
+pub mod sasl;
 pub mod snapshot;
 pub mod x509;
 
@@ -36,4 +37,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("apache_files", snapshot::apache_files),
     ("zoo_cfg", config::zoo_cfg),
     ("x509_subject", x509::subject),
+    ("sasl_token", sasl::token),
 ];

@@ -244,6 +244,50 @@ ZOOAPI zhandle_t *zookeeper_init2(const char *host, watcher_fn fn, int recv_time
 ZOOAPI zhandle_t *zookeeper_init_ssl(const char *host, const char *cert, watcher_fn fn,
                                      int recv_timeout, const clientid_t *clientid, void *context,
                                      int flags);
+/* SASL, as Apache's C client declares it when built with Cyrus SASL (HAVE_CYRUS_SASL_H, which
+ * includes <sasl/sasl.h>); libzkrs has it always, on its own DIGEST-MD5, without linking Cyrus.
+ * Define ZKRS_SASL instead to get Cyrus's callback types and ids from here, without Cyrus's
+ * headers. */
+#if defined(HAVE_CYRUS_SASL_H)
+#include <sasl/sasl.h>
+#elif defined(ZKRS_SASL)
+typedef struct sasl_callback {
+    unsigned long id;
+    int (*proc)(void);
+    void *context;
+} sasl_callback_t;
+typedef struct sasl_secret {
+    unsigned long len;
+    unsigned char data[1];
+} sasl_secret_t;
+#define SASL_OK 0
+#define SASL_FAIL (-1)
+#define SASL_CB_LIST_END 0
+#define SASL_CB_USER 0x4001
+#define SASL_CB_AUTHNAME 0x4002
+#define SASL_CB_PASS 0x4004
+#define SASL_CB_GETREALM 0x4008
+#endif
+#if defined(HAVE_CYRUS_SASL_H) || defined(ZKRS_SASL)
+typedef struct zoo_sasl_params {
+    const char *service;              /* "zookeeper" */
+    const char *host;                 /* "zk-sasl-md5" */
+    const char *mechlist;             /* must name "DIGEST-MD5" */
+    const sasl_callback_t *callbacks; /* SASL_CB_AUTHNAME or SASL_CB_USER, SASL_CB_PASS */
+} zoo_sasl_params_t;
+/* zookeeper_init2 with SASL DIGEST-MD5: the callbacks are asked once, here; every connection
+ * authenticates before anything else is sent; a refused password ends the session
+ * (ZOO_AUTH_FAILED_STATE). Returns NULL with errno EINVAL when the parameters cannot be used. */
+ZOOAPI zhandle_t *zookeeper_init_sasl(const char *host, watcher_fn fn, int recv_timeout,
+                                      const clientid_t *clientid, void *context, int flags,
+                                      log_callback_fn log_callback, zoo_sasl_params_t *sasl_params);
+/* A malloc'd callback array: SASL_CB_USER and SASL_CB_AUTHNAME answer `user`,
+ * SASL_CB_GETREALM `realm` (NULL: the server's), SASL_CB_PASS the first line of
+ * `password_file`. free() it after the handle is closed. */
+ZOOAPI sasl_callback_t *zoo_sasl_make_basic_callbacks(const char *user, const char *realm,
+                                                      const char *password_file);
+#endif
+
 /* Ends the session and frees the handle; pending calls complete with ZCLOSING. */
 ZOOAPI int zookeeper_close(zhandle_t *zh);
 

@@ -36,6 +36,7 @@ pub struct ClientBuilder {
     max_pending: usize,
     reconnect_delay_max: Duration,
     tls: Option<crate::tls::ClientTls>,
+    sasl: Option<crate::core::SaslCredentials>,
 }
 
 impl ClientBuilder {
@@ -75,10 +76,19 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection with SASL DIGEST-MD5 as `username` (the server's ACL id
+    /// `sasl:<username>`), right after the handshake and before any other request, as Apache's
+    /// Java client with a JAAS `Client` section and kazoo's `sasl_options` do. A refused
+    /// password makes [`ClientBuilder::connect`] fail with AUTHFAILED.
+    pub fn sasl_digest_md5(mut self, username: &str, password: &str) -> Self {
+        self.sasl = Some(crate::core::SaslCredentials::new(username, password));
+        self
+    }
+
     /// Starts the session task and waits until the first connection is established.
     ///
     /// Errors: BADARGUMENTS for a malformed connect string; SESSIONEXPIRED when resuming a session
-    /// the server no longer knows; CONNECTIONLOSS when no server accepted a session within the
+    /// the server no longer knows; AUTHFAILED when the SASL exchange fails; CONNECTIONLOSS when no server accepted a session within the
     /// session timeout. Must be called inside a tokio runtime.
     pub async fn connect(self) -> Result<Client> {
         let cs = ConnectString::parse(&self.connect_string).map_err(|_| Error::BadArguments)?;
@@ -88,6 +98,7 @@ impl ClientBuilder {
         cfg.session = self.session;
         cfg.max_pending = self.max_pending;
         cfg.reconnect_delay_max = self.reconnect_delay_max;
+        cfg.sasl = self.sasl;
         let core = Session::new(cfg, rand::random(), Instant::now());
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (state_tx, state_rx) = watch::channel(SessionState::Connecting);
@@ -224,6 +235,7 @@ impl Client {
             max_pending: 10_000,
             reconnect_delay_max: Duration::from_secs(1),
             tls: None,
+            sasl: None,
         }
     }
 

@@ -47,9 +47,11 @@ pub mod core;
 #[allow(clippy::disallowed_methods)]
 mod driver;
 mod error;
+pub mod jaas;
 #[cfg(feature = "tokio")]
 #[allow(clippy::disallowed_methods)]
 pub mod recipes;
+mod sasl;
 #[cfg(feature = "tokio")]
 pub mod tls;
 #[cfg(feature = "rustls")]
@@ -59,7 +61,7 @@ pub mod tls_verify;
 pub use client::{
     multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
 };
-pub use core::{MultiOp, ReadOp, SessionCredentials, SessionState, WatchedEvent};
+pub use core::{MultiOp, ReadOp, SaslCredentials, SessionCredentials, SessionState, WatchedEvent};
 pub use error::{Error, Result};
 #[cfg(feature = "tokio")]
 pub use tls::{ClientTls, TlsConfigError};

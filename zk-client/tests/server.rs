@@ -420,7 +420,29 @@ async fn auth_replayed_after_reconnect_and_session_resumable(target: Target) {
     assert_eq!(bad.exists("/").await, Err(Error::AuthFailed));
 }
 
+/// SASL DIGEST-MD5 with users from a JAAS file: bob's `sasl` ACL, an anonymous client refused,
+/// a wrong password failing the connect with AUTHFAILED.
+async fn sasl_digest_md5(target: Target) {
+    let dir = tempfile::tempdir().unwrap();
+    let jaas =
+        "Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_bob=\"bobpw\"; };\n";
+    let srv = TestServer::start_with_jaas(target, dir.path(), jaas);
+    let sasl = |user: &str, pw: &str| {
+        Client::builder(&srv.addr).session_timeout(T).sasl_digest_md5(user, pw).connect()
+    };
+    let bob = sasl("bob", "bobpw").await.unwrap();
+    let only_bob =
+        vec![zk_client::Acl { perms: 31, id: zk_client::Id { scheme: "sasl".into(), id: "bob".into() } }];
+    let path = unique("sasl");
+    bob.create(&path, b"secret", &only_bob, CreateMode::Persistent).await.unwrap();
+    assert_eq!(&bob.get_data(&path).await.unwrap().0[..], b"secret");
+    let anon = client(&srv.addr).await;
+    assert_eq!(anon.get_data(&path).await, Err(Error::NoAuth));
+    assert_eq!(sasl("bob", "wrong").await.err(), Some(Error::AuthFailed));
+}
+
 both!(
+    sasl_digest_md5,
     every_operation_and_its_errors,
     watches_of_every_kind_and_chroot,
     reconnect_after_server_restart_keeps_session_and_watches,

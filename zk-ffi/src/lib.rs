@@ -67,4 +67,6 @@ pub mod jute;
 pub mod lifecycle;
 #[allow(unsafe_code)] // Exported log symbols; calls the C log callback and writes to a C FILE.
 pub mod log;
+#[allow(unsafe_code)] // Reads Cyrus-style callback arrays and calls them; exports the basic callbacks.
+pub mod sasl;
 pub mod tls;

@@ -57,7 +57,7 @@ pub extern "C" fn zookeeper_init2(
     log_callback: abi::log_callback_fn,
 ) -> *mut c_void {
     let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
-    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None)
+    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None, None)
 }
 
 /// zookeeper_init over TLS, as Apache's C client declares it when built with OpenSSL, here on
@@ -83,14 +83,43 @@ pub extern "C" fn zookeeper_init_ssl(
     };
     let tls = match crate::tls::config_from_cert_string(&spec) {
         Ok(t) => t,
-        Err(e) => {
-            log::log(None, log::ERROR, "zookeeper_init_ssl", format_args!("{e}"));
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
+        Err(e) => return refuse(None, "zookeeper_init_ssl", e),
     };
     let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
-    init(host, watcher, recv_timeout, clientid, context, flags, None, threaded, Some(tls))
+    init(host, watcher, recv_timeout, clientid, context, flags, None, threaded, Some(tls), None)
+}
+
+/// Logs why an init call cannot use its parameters and fails it: NULL with errno EINVAL.
+fn refuse(log_callback: abi::log_callback_fn, call: &str, why: impl std::fmt::Display) -> *mut c_void {
+    log::log(log_callback, log::ERROR, call, format_args!("{why}"));
+    set_errno(libc::EINVAL);
+    std::ptr::null_mut()
+}
+
+/// zookeeper_init with SASL, as Apache's C client declares it when built with Cyrus SASL, here
+/// on libzkrs's own DIGEST-MD5: `sasl_params` is `{"zookeeper", "zk-sasl-md5", "DIGEST-MD5",
+/// callbacks}`, the callbacks Cyrus-style (`SASL_CB_AUTHNAME` or `SASL_CB_USER`, `SASL_CB_PASS`;
+/// `zoo_sasl_make_basic_callbacks` makes them), asked once, here. Each connection authenticates
+/// before anything else is sent; a refused password ends the session (ZOO_AUTH_FAILED_STATE).
+/// Returns NULL with errno EINVAL when the parameters cannot be used (logged), otherwise as
+/// zookeeper_init2.
+#[no_mangle]
+pub extern "C" fn zookeeper_init_sasl(
+    host: *const c_char,
+    watcher: abi::watcher_fn,
+    recv_timeout: c_int,
+    clientid: *const clientid_t,
+    context: *mut c_void,
+    flags: c_int,
+    log_callback: abi::log_callback_fn,
+    sasl_params: *const crate::sasl::zoo_sasl_params_t,
+) -> *mut c_void {
+    let creds = match crate::sasl::credentials(sasl_params) {
+        Ok(c) => c,
+        Err(e) => return refuse(log_callback, "zookeeper_init_sasl", e),
+    };
+    let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
+    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None, Some(creds))
 }
 
 pub(crate) fn init(
@@ -103,6 +132,7 @@ pub(crate) fn init(
     log_callback: abi::log_callback_fn,
     threaded: bool,
     tls: Option<Arc<rustls::ClientConfig>>,
+    sasl: Option<zk_client::SaslCredentials>,
 ) -> *mut c_void {
     let host_text = cstr(host);
     log::log(
@@ -144,6 +174,7 @@ pub(crate) fn init(
     // Apache's C client looks for a read-write server first 200 ms into a read-only connection.
     cfg.rw_probe_min = Duration::from_millis(200);
     cfg.max_pending = 100_000;
+    cfg.sasl = sasl;
     if !clientid.is_null() {
         // SAFETY: a valid clientid_t per the API.
         let id = unsafe { &*clientid };

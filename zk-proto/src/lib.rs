@@ -31,6 +31,7 @@
 
 pub mod codes;
 pub mod connect;
+pub mod digest_md5;
 pub mod frame;
 pub mod host_port;
 pub mod jute;

@@ -198,6 +198,10 @@ pub struct ServerConfig {
     /// The TLS settings (`ssl.*`, `client.portUnification`, `client.certReload`,
     /// `X509AuthenticationProvider.superUser`); validated when TLS is served.
     pub ssl: crate::ssl_config::SslConfig,
+    /// The SASL and authentication enforcement keys (`authProvider.N`, `enforce.auth.*`,
+    /// `sessionRequireClientSASLAuth`, `superUser`, `java.security.auth.login.config`);
+    /// resolved with the JVM flags' system properties by the settings.
+    pub sasl: crate::sasl_config::SaslConfig,
     /// The TLS settings between ensemble members (`ssl.quorum.*`); validated when `sslQuorum`
     /// or `portUnification` is true.
     pub ssl_quorum: crate::ssl_config::SslConfig,
@@ -892,6 +896,7 @@ impl ServerConfig {
             client_address: Some(HostPort { host: "127.0.0.1".to_string(), port: 2181 }),
             secure_client_address: None,
             ssl: crate::ssl_config::SslConfig::default(),
+            sasl: crate::sasl_config::SaslConfig::default(),
             ssl_quorum: crate::ssl_config::SslConfig::quorum(),
             ssl_quorum_enabled: false,
             quorum_port_unification: false,
@@ -1283,6 +1288,7 @@ impl ServerConfig {
                     cfg.container_max_never_used_interval_ms = u64::try_from(v)
                         .map_err(|_| src.err(key, at, format!("{v} must not be negative")))?;
                 }
+                k if cfg.sasl.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
                 k if cfg.ssl.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
                 k if cfg.ssl_quorum.take(k, value, line).map_err(|m| src.err(k, at, m))? => {}
                 k if APACHE_FEATURES_REFUSED.contains(&k) => {

@@ -32,6 +32,7 @@ pub mod driver;
 pub mod ensemble;
 pub mod fourlw;
 pub mod log;
+pub mod sasl_config;
 pub mod server;
 pub mod settings;
 pub mod snapshots;

@@ -105,6 +105,7 @@ pub async fn run(
         super_digest: settings.super_digest.clone(),
         x509_enabled: settings.x509_enabled,
         x509_super_user: settings.x509_super_user.clone(),
+        sasl_enabled: settings.sasl.provider,
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
         ..TreeConfig::default()
@@ -198,6 +199,12 @@ pub async fn run(
         // fast.
         snapshot_now: replayed > 0,
         seed: seed(now),
+        sasl_seed: {
+            use rand::RngCore;
+            let mut key = [0u8; 32];
+            rand::rngs::OsRng.fill_bytes(&mut key);
+            key
+        },
     };
     let core = ServerCore::new(cfg, db, now);
     let connections = Arc::new(ConnCounters::default());

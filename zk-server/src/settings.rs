@@ -19,6 +19,8 @@ pub struct Settings {
     pub x509_enabled: bool,
     /// `X509AuthenticationProvider.superUser`.
     pub x509_super_user: Option<String>,
+    /// SASL users and authentication enforcement.
+    pub sasl: crate::sasl_config::SaslSettings,
     /// The tick, ms: session expiry granularity.
     pub tick_ms: i64,
     /// Smallest session timeout granted, ms.
@@ -233,6 +235,9 @@ impl Settings {
         } else {
             None
         };
+        let x509_enabled = cfg.ssl.x509_enabled(cfg.secure_client_address.is_some());
+        let sasl =
+            crate::sasl_config::SaslSettings::resolve(&cfg.sasl, &|v| std::env::var(v).ok(), x509_enabled)?;
         let initial_config = cfg
             .config_file
             .as_ref()
@@ -248,7 +253,8 @@ impl Settings {
             secure_client_addr,
             tls,
             port_unification: cfg.ssl.port_unification,
-            x509_enabled: cfg.ssl.x509_enabled(cfg.secure_client_address.is_some()),
+            x509_enabled,
+            sasl,
             x509_super_user: cfg.ssl.x509_super_user.clone(),
             tick_ms: cfg.tick_time_ms as i64,
             min_session_timeout_ms: cfg.min_session_timeout_ms.min(i32::MAX as u32) as i32,

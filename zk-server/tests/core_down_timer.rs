@@ -25,6 +25,7 @@ fn core(snapshot_now: bool, now: Now) -> ServerCore {
         }),
         snapshot_now,
         seed: 1,
+        sasl_seed: [1; 32],
     };
     let tree = zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() };
     let mut db = zk_tree::Database::new(tree);

@@ -120,6 +120,7 @@ impl Script {
                 }),
                 snapshot_now: false,
                 seed: 1,
+                sasl_seed: [1; 32],
             };
             let tree = zk_tree::TreeConfig {
                 tick_ms: settings.tick_ms,

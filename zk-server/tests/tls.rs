@@ -307,18 +307,6 @@ fn s_client(port: u16, args: &[String]) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn openssl_s_client_handshakes() {
     let pki = Pki::new();
@@ -415,22 +403,15 @@ fn java_client_over_tls_on_both_servers() {
         );
         let port = free_port();
         let _server = start(target, &pki.server_lines(port, "need"));
-        let child = Command::new("java")
-            .arg("-cp")
-            .arg(APACHE_CLASSPATH)
-            .arg("-Dzookeeper.client.secure=true")
-            .arg("-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty")
-            .arg(format!("-Dzookeeper.ssl.keyStore.location={}", pki.p("alice.pem")))
-            .arg("-Dzookeeper.ssl.keyStore.type=PEM")
-            .arg(format!("-Dzookeeper.ssl.trustStore.location={}", pki.p("ca.pem")))
-            .arg("-Dzookeeper.ssl.trustStore.type=PEM")
-            .args(["org.apache.zookeeper.ZooKeeperMain", "-server", &format!("127.0.0.1:{port}"), "whoami"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = wait_output(child, Duration::from_secs(90));
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let jvm_args = [
+            "-Dzookeeper.client.secure=true".to_string(),
+            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".to_string(),
+            format!("-Dzookeeper.ssl.keyStore.location={}", pki.p("alice.pem")),
+            "-Dzookeeper.ssl.keyStore.type=PEM".to_string(),
+            format!("-Dzookeeper.ssl.trustStore.location={}", pki.p("ca.pem")),
+            "-Dzookeeper.ssl.trustStore.type=PEM".to_string(),
+        ];
+        let (stdout, stderr) = java_cli(&jvm_args, &format!("127.0.0.1:{port}"), "whoami");
         // whoami's lines are `scheme: id` after its header; the watcher's "SyncConnected" lines
         // may land among them (another thread prints them).
         let ids: Vec<&str> = stdout
@@ -446,8 +427,7 @@ fn java_client_over_tls_on_both_servers() {
         assert_eq!(
             ids,
             [format!("x509: {ALICE}").as_str(), "ip: 127.0.0.1"],
-            "zkCli whoami against {target:?}:\n{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
+            "zkCli whoami against {target:?}:\n{stdout}{stderr}"
         );
     }
 }

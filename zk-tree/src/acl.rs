@@ -137,13 +137,23 @@ fn provider_valid(cfg: &TreeConfig, scheme: &str, id: &str) -> bool {
         "ip" => ip_valid(id),
         "digest" if cfg.digest_enabled => java::split_drop_trailing(id, ':').len() == 2,
         "x509" if cfg.x509_enabled => crate::x509::x509_id_valid(id),
+        "sasl" if cfg.sasl_enabled => sasl_id_valid(id),
         _ => false,
     }
 }
 
 /// Whether ids of this scheme are "authenticated" ones that the `auth` scheme expands to.
 fn provider_authenticated(cfg: &TreeConfig, scheme: &str) -> bool {
-    (scheme == "digest" && cfg.digest_enabled) || (scheme == "x509" && cfg.x509_enabled)
+    (scheme == "digest" && cfg.digest_enabled)
+        || (scheme == "x509" && cfg.x509_enabled)
+        || (scheme == "sasl" && cfg.sasl_enabled)
+}
+
+/// Apache's SASL provider takes any id that parses as a Kerberos name: one without `@`, or
+/// `primary[/instance]@realm` with no further `/` or `@`.
+fn sasl_id_valid(id: &str) -> bool {
+    let Some((name, realm)) = id.split_once('@') else { return true };
+    name.matches('/').count() <= 1 && !realm.contains(['/', '@'])
 }
 
 /// Apache's `fixupACL`: drops duplicates, then checks each entry and expands `auth`.
@@ -213,6 +223,8 @@ pub fn check_acl(cfg: &TreeConfig, acl: &[Acl], perm: i32, auth: &AuthIds) -> Re
                 "x509" if cfg.x509_enabled => {
                     cid.id == a.id.id || cfg.x509_super_user.as_deref() == Some(cid.id.as_str())
                 }
+                // Apache's SASLAuthenticationProvider.matches: the same name, or the user `super`.
+                "sasl" if cfg.sasl_enabled => cid.id == a.id.id || cid.id == "super",
                 _ => false,
             };
             if hit {
@@ -383,6 +395,24 @@ mod tests {
         assert_eq!(check_acl(&c, &a, perms::ADMIN, &who(&[id("super", "")])), Ok(()));
         // Either bit of a combined request suffices.
         assert_eq!(check_acl(&c, &a, READ_OR_ADMIN, &bob), Ok(()));
+    }
+
+    #[test]
+    fn sasl_scheme() {
+        let bob = who(&[id("ip", "127.0.0.1"), id("sasl", "bob")]);
+        let off = cfg();
+        assert_eq!(fixup_acl(&off, &bob, &[acl(31, "sasl", "bob")]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(check_acl(&off, &[acl(31, "sasl", "bob")], perms::READ, &bob), Err(ErrorCode::NoAuth));
+        let on = TreeConfig { sasl_enabled: true, ..cfg() };
+        assert!(fixup_acl(&on, &bob, &[acl(31, "sasl", "zk/host@EXAMPLE.COM")]).is_ok());
+        for bad in ["a@b@c", "a/b/c@R", "a@R/x"] {
+            assert_eq!(fixup_acl(&on, &bob, &[acl(31, "sasl", bad)]), Err(ErrorCode::InvalidAcl), "{bad}");
+        }
+        assert_eq!(fixup_acl(&on, &bob, &[acl(3, "auth", "")]).unwrap(), vec![acl(3, "sasl", "bob")]);
+        let a = vec![acl(perms::READ, "sasl", "bob")];
+        assert_eq!(check_acl(&on, &a, perms::READ, &bob), Ok(()));
+        assert_eq!(check_acl(&on, &a, perms::READ, &who(&[id("sasl", "alice")])), Err(ErrorCode::NoAuth));
+        assert_eq!(check_acl(&on, &a, perms::READ, &who(&[id("sasl", "super")])), Ok(()));
     }
 
     #[test]

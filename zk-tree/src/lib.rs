@@ -114,6 +114,10 @@ pub struct TreeConfig {
     /// `X509AuthenticationProvider.superUser`: the certificate subject that is super; an
     /// `x509` ACL entry also matches it.
     pub x509_super_user: Option<String>,
+    /// The `sasl` scheme is available (an `authProvider.N` line names Apache's
+    /// SASLAuthenticationProvider): `sasl:<user>` ACL entries are accepted and match the ids a
+    /// SASL exchange gives; the id `sasl:super` matches every `sasl` entry, as in Apache.
+    pub sasl_enabled: bool,
 }
 
 impl Default for TreeConfig {
@@ -128,6 +132,7 @@ impl Default for TreeConfig {
             enforce_quota: false,
             x509_enabled: false,
             x509_super_user: None,
+            sasl_enabled: false,
         }
     }
 }

@@ -489,6 +489,7 @@ struct Shell {
     timeout: Duration,
     read_only: bool,
     tls: Option<zk_client::ClientTls>,
+    sasl: Option<zk_client::SaslCredentials>,
     client: Option<Client>,
     print_watches: Arc<AtomicBool>,
     history: VecDeque<(u64, String)>,
@@ -506,6 +507,9 @@ impl Shell {
             Client::builder(host).session_timeout(self.timeout).can_be_read_only(self.read_only);
         if let Some(tls) = &self.tls {
             builder = builder.tls(tls.clone());
+        }
+        if let Some(c) = &self.sasl {
+            builder = builder.sasl_digest_md5(&c.username, &c.password);
         }
         let client = self.rt.block_on(builder.connect()).map_err(|e| failed(e, ""))?;
         let state = if client.state() == SessionState::ConnectedReadOnly {
@@ -1294,10 +1298,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let tls = match client_config::load(opts.client_configuration.as_deref())
-        .and_then(|p| client_config::tls(&p))
-    {
-        Ok(tls) => tls,
+    let settings = client_config::load(opts.client_configuration.as_deref())
+        .and_then(|p| Ok((client_config::tls(&p)?, client_config::sasl(&p)?)));
+    let (tls, sasl) = match settings {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(1);
@@ -1309,6 +1313,7 @@ fn main() {
         timeout: opts.timeout,
         read_only: opts.read_only,
         tls,
+        sasl,
         client: None,
         print_watches: Arc::new(AtomicBool::new(true)),
         history: VecDeque::new(),

@@ -79,6 +79,26 @@ pub struct SessionCredentials {
     pub password: Bytes,
 }
 
+/// SASL DIGEST-MD5 credentials: the session authenticates with them on every connection, right
+/// after the handshake and before anything else it sends, as Apache's Java client and kazoo do.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslCredentials {
+    /// The user name (the server's ACL id becomes `sasl:<username>`).
+    pub username: String,
+    /// The password.
+    pub password: String,
+    /// Key of the generator the client nonces come from; `SaslCredentials::new` (outside the
+    /// core, which draws no randomness of its own) takes it from the operating system's CSPRNG.
+    pub nonce_key: [u8; 32],
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password (or the nonce key): a Debug-printed config must not leak them.
+        f.debug_struct("SaslCredentials").field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
 /// How a session is set up.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -104,6 +124,8 @@ pub struct Config {
     pub rw_probe_min: Duration,
     /// The longest pause between two probes for a read-write server (60 s in Apache's clients).
     pub rw_probe_max: Duration,
+    /// Authenticate each connection with SASL DIGEST-MD5 before anything else.
+    pub sasl: Option<SaslCredentials>,
 }
 
 impl Config {
@@ -120,6 +142,7 @@ impl Config {
             reconnect_delay_max: Duration::from_secs(1),
             rw_probe_min: Duration::from_millis(100),
             rw_probe_max: Duration::from_secs(60),
+            sasl: None,
         }
     }
 }
@@ -137,7 +160,7 @@ pub enum SessionState {
     Disconnected,
     /// A server said the session expired. Terminal.
     Expired,
-    /// A server refused the credentials given to addAuth. Terminal.
+    /// A server refused the credentials given to addAuth or the SASL exchange. Terminal.
     AuthFailed,
     /// The application closed the session. Terminal.
     Closed,
@@ -310,6 +333,12 @@ pub struct Session {
     /// A server that answered `rw`: the next dial goes there.
     rw_target: Option<HostPort>,
     next_probe_id: u64,
+    /// The SASL exchange under way on this connection, the xid of its request in flight and the
+    /// state the session enters once it is over; nothing else is sent (and the application is
+    /// not told of the connection) until then.
+    sasl: Option<(i32, zk_proto::digest_md5::ClientExchange, SessionState)>,
+    /// Client nonces: a ChaCha stream keyed with [`SaslCredentials::nonce_key`].
+    sasl_rng: StdRng,
 }
 
 impl Session {
@@ -329,6 +358,7 @@ impl Session {
         };
         let decoder = FrameDecoder::new(cfg.max_frame);
         let seen_rw = cfg.session.is_some();
+        let cfg_sasl_key = cfg.sasl.as_ref().map_or([0; 32], |c| c.nonce_key);
         Session {
             negotiated: cfg.session_timeout,
             decoder,
@@ -360,6 +390,8 @@ impl Session {
             rw_search: None,
             rw_target: None,
             next_probe_id: 1,
+            sasl: None,
+            sasl_rng: StdRng::from_seed(cfg_sasl_key),
         }
     }
 
@@ -729,7 +761,7 @@ impl Session {
             }
             _ => {}
         }
-        if matches!(self.phase, Phase::Open { .. }) {
+        if self.ready() {
             self.send_op(now, id, op, prepared);
         } else {
             self.queued.push_back(Queued { id, op, prepared });
@@ -769,7 +801,7 @@ impl Session {
                 self.auths.len() - 1
             }
         };
-        if matches!(self.phase, Phase::Open { .. }) {
+        if self.ready() {
             self.auth_waiters.push_back(Some(id));
             self.send(now, zk_proto::xid::AUTH, OpCode::Auth, &prepared.body);
         } else if let Some(old) = self.auths[idx].waiter.replace(id) {
@@ -812,8 +844,67 @@ impl Session {
             next_at: now + self.cfg.rw_probe_min,
             in_flight: None,
         });
-        self.set_state(if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected });
-        // Replay in Apache's order: credentials first, then watches, then what the user queued.
+        let connected = if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected };
+        if let Some(creds) = &self.cfg.sasl {
+            let mut cnonce = [0u8; 16];
+            self.sasl_rng.fill(&mut cnonce);
+            let mut exchange =
+                zk_proto::digest_md5::ClientExchange::new(&creds.username, &creds.password, &cnonce);
+            let token = exchange.initial();
+            let xid = self.send_sasl(now, &token);
+            self.sasl = Some((xid, exchange, connected));
+            return Ok(());
+        }
+        self.after_authentication(now, connected);
+        Ok(())
+    }
+
+    /// Sends a SASL token with the next xid, returning the xid.
+    fn send_sasl(&mut self, now: Instant, token: &[u8]) -> i32 {
+        let xid = self.next_xid;
+        self.next_xid = if self.next_xid == i32::MAX { 1 } else { self.next_xid + 1 };
+        let body =
+            zk_proto::jute::to_bytes(&zk_proto::GetSaslRequest { token: Bytes::copy_from_slice(token) });
+        self.send(now, xid, OpCode::Sasl, &body);
+        xid
+    }
+
+    /// The server's answer to a SASL token: the next token to send, the end of the exchange
+    /// (then the rest is sent), or AUTHFAILED, which ends the session as Apache's clients do.
+    fn on_sasl_reply(&mut self, now: Instant, hdr: ReplyHeader, r: &mut Reader) {
+        let Some((_, mut exchange, connected)) = self.sasl.take() else { return };
+        let step = if hdr.err != 0 {
+            Err(format!("the server answered {}", error_code(hdr.err)))
+        } else {
+            zk_proto::SetSaslResponse::read(r)
+                .map_err(|e| format!("bad SASL reply: {e}"))
+                .and_then(|resp| exchange.step(&resp.token).map_err(|e| e.to_string()))
+        };
+        match step {
+            Ok(zk_proto::digest_md5::ClientStep::Send(token)) => {
+                let xid = self.send_sasl(now, &token);
+                self.sasl = Some((xid, exchange, connected));
+            }
+            Ok(zk_proto::digest_md5::ClientStep::Done) => {
+                tracing::info!("session 0x{:x}: SASL DIGEST-MD5 authentication done", self.session_id);
+                self.after_authentication(now, connected);
+            }
+            Err(e) => {
+                tracing::warn!("session 0x{:x}: SASL authentication failed: {e}", self.session_id);
+                self.terminate(ErrorCode::AuthFailed, SessionState::AuthFailed);
+            }
+        }
+    }
+
+    /// Whether requests go out now: the session is open and no SASL exchange holds them back.
+    fn ready(&self) -> bool {
+        matches!(self.phase, Phase::Open { .. }) && self.sasl.is_none()
+    }
+
+    /// Once the connection is authenticated (or needs no SASL): the session is `connected`;
+    /// addauth credentials, watches and what the user queued go out, in Apache's order.
+    fn after_authentication(&mut self, now: Instant, connected: SessionState) {
+        self.set_state(connected);
         for i in 0..self.auths.len() {
             let body = zk_proto::jute::to_bytes(&zk_proto::AuthPacket {
                 auth_type: 0,
@@ -828,7 +919,6 @@ impl Session {
         while let Some(q) = self.queued.pop_front() {
             self.send_op(now, q.id, q.op, q.prepared);
         }
-        Ok(())
     }
 
     fn send_set_watches(&mut self, now: Instant) {
@@ -885,6 +975,10 @@ impl Session {
     fn on_reply(&mut self, now: Instant, frame: Bytes) -> Result<(), String> {
         let mut r = Reader::new(frame);
         let hdr = ReplyHeader::read(&mut r).map_err(|e| format!("bad reply header: {e}"))?;
+        if self.sasl.as_ref().is_some_and(|(xid, _, _)| *xid == hdr.xid) {
+            self.on_sasl_reply(now, hdr, &mut r);
+            return Ok(());
+        }
         match hdr.xid {
             zk_proto::xid::PING => return Ok(()),
             zk_proto::xid::NOTIFICATION => {
@@ -1013,6 +1107,7 @@ impl Session {
         let delay = Duration::from_millis(if jitter_ms == 0 { 0 } else { self.rng.gen_range(0..jitter_ms) });
         self.phase = Phase::Idle { retry_at: now + delay };
         self.rw_search = None;
+        self.sasl = None;
         self.close_requested |= close;
         self.recv.clear();
         self.transmit.clear();
@@ -1030,6 +1125,7 @@ impl Session {
 
     fn terminate(&mut self, code: ErrorCode, state: SessionState) {
         self.phase = Phase::Terminal;
+        self.sasl = None;
         self.rw_search = None;
         self.close_requested = true;
         self.transmit.clear();

@@ -480,3 +480,56 @@ fn keep_host_order_and_replace_hosts() {
 }
 
 mod read_only;
+
+/// SASL DIGEST-MD5: the exchange goes first on each connection (xids 1, 2), a request submitted
+/// meanwhile waits, and the application hears of the connection only once the server proved
+/// itself; a server answering AUTHFAILED ends the session.
+#[test]
+fn sasl_runs_before_anything_else() {
+    use zk_proto::digest_md5::{ServerExchange, ServerStep, SERVER_NAME};
+    for password in ["bobpw", "wrong"] {
+        let mut h = Harness::new(&["a"], None);
+        h.s.cfg.sasl =
+            Some(SaslCredentials { username: "bob".into(), password: password.into(), nonce_key: [3; 32] });
+        h.connect(0x55);
+        assert_eq!(h.events(), [], "not connected before the exchange is over");
+        let early = h.submit(get_data("/x", false));
+        let mut server = ServerExchange::new(SERVER_NAME, &[8; 16]);
+        let users = |u: &str| (u == "bob").then(|| "bobpw".to_string());
+        let sent = h.sent();
+        assert_eq!(sent.len(), 1, "only the SASL request goes out");
+        assert_eq!((sent[0].0.xid, sent[0].0.op), (1, OpCode::Sasl.code()));
+        let token = zk_proto::GetSaslRequest::read(&mut Reader::new(sent[0].1.clone())).unwrap().token;
+        let ServerStep::Challenge(challenge) = server.step(&token, users).unwrap() else { panic!() };
+        let body = |t: Vec<u8>| move |o: &mut BytesMut| Some(Bytes::from(t)).write(o);
+        h.s.handle_bytes(h.now, &reply(1, 0, 0, body(challenge)));
+        let sent = h.sent();
+        assert_eq!((sent.len(), sent[0].0.xid, sent[0].0.op), (1, 2, OpCode::Sasl.code()));
+        let token = zk_proto::GetSaslRequest::read(&mut Reader::new(sent[0].1.clone())).unwrap().token;
+        match server.step(&token, users) {
+            Ok(ServerStep::Success { token, username }) => {
+                assert_eq!((password, username.as_str()), ("bobpw", "bob"));
+                h.s.handle_bytes(h.now, &reply(2, 0, 0, body(token)));
+                assert_eq!(h.events(), [Event::State(SessionState::Connected)]);
+                let sent = h.sent();
+                assert_eq!((sent.len(), sent[0].0.xid, sent[0].0.op), (1, 3, OpCode::GetData.code()));
+            }
+            Err(_) => {
+                assert_eq!(password, "wrong");
+                h.s.handle_bytes(h.now, &reply(2, 0, ErrorCode::AuthFailed.code(), |o| o.put_i32(-1)));
+                let ev = h.events();
+                assert!(
+                    ev.contains(&Event::Completed {
+                        id: early,
+                        result: Err(ErrorCode::AuthFailed),
+                        watch_registered: false
+                    }),
+                    "{ev:?}"
+                );
+                assert_eq!(ev.last(), Some(&Event::State(SessionState::AuthFailed)));
+                assert!(h.sent().is_empty());
+            }
+            Ok(other) => panic!("{other:?}"),
+        }
+    }
+}

@@ -117,6 +117,21 @@ impl TestServer {
         TestServer { addr: format!("127.0.0.1:{port}"), target, managed: Some(m) }
     }
 
+    /// Starts `target` with Apache's SASL provider and the JAAS file `jaas` (written to
+    /// `dir/jaas.conf`; zkrs reads its name from zoo.cfg, Apache from its JVM flags).
+    pub fn start_with_jaas(target: Target, dir: &std::path::Path, jaas: &str) -> TestServer {
+        let path = dir.join("jaas.conf");
+        std::fs::write(&path, jaas).unwrap();
+        Self::start_with(
+            target,
+            &format!(
+                "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+                 java.security.auth.login.config={}\n",
+                path.display()
+            ),
+        )
+    }
+
     /// Whether this test run controls the server process.
     pub fn is_managed(&self) -> bool {
         self.managed.is_some()
@@ -173,7 +188,15 @@ impl Managed {
                     std::path::Path::new("/usr/share/java/zookeeper.jar").exists(),
                     "Debian's zookeeper package is needed (see test.sh)"
                 );
+                // zkrs reads the JAAS file's name from zoo.cfg too; Apache only from its JVM flags.
+                let jaas: Vec<String> = self
+                    .extra
+                    .lines()
+                    .filter(|l| l.starts_with("java.security.auth.login.config="))
+                    .map(|l| format!("-D{l}"))
+                    .collect();
                 Command::new("java")
+                    .args(jaas)
                     .arg(format!("-Dzookeeper.log.dir={}", self.dir.path().display()))
                     .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
                     .arg("-Dznode.container.checkIntervalMs=500")

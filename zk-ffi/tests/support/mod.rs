@@ -129,6 +129,13 @@ pub fn start_with(target: Target, extra: &str) -> Server {
             Command::new(zkrs_server_binary()).arg(&cfg).stdout(log.try_clone().unwrap()).stderr(log).spawn()
         }
         Target::Apache => Command::new("java")
+            // zkrs reads the JAAS file's name from zoo.cfg too; Apache only from its JVM flags.
+            .args(
+                extra
+                    .lines()
+                    .filter(|l| l.starts_with("java.security.auth.login.config="))
+                    .map(|l| format!("-D{l}")),
+            )
             .arg(format!("-Dzookeeper.log.dir={}", dir.path().display()))
             .args([
                 "-Xmx512m",

@@ -25,6 +25,8 @@ pub struct ConnState {
     pub stats: Arc<ConnStats>,
     /// Negotiated session timeout.
     pub timeout_ms: i32,
+    /// The connection's SASL DIGEST-MD5 exchange, from its first SASL token on.
+    pub sasl: Option<Box<zk_proto::digest_md5::ServerExchange>>,
 }
 
 /// Every live connection, and the connection each session is bound to.

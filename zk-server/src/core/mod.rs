@@ -27,6 +27,7 @@ pub mod reconfig;
 pub mod reply;
 mod requests;
 mod roles;
+mod sasl;
 mod sessions;
 pub mod snapshot_policy;
 mod write_path;
@@ -355,8 +356,11 @@ pub struct CoreConfig {
     pub snapshots: Option<SnapshotSettings>,
     /// Take a snapshot right away (after a start that replayed the log).
     pub snapshot_now: bool,
-    /// Seed for the core's only randomness (snapshot thresholds).
+    /// Seed for the core's randomness that needs no secrecy (snapshot thresholds).
     pub seed: u64,
+    /// Key for the SASL nonces' generator (a ChaCha stream): the driver draws it from the
+    /// operating system's CSPRNG.
+    pub sasl_seed: [u8; 32],
 }
 
 /// The server core. See the module docs.
@@ -378,6 +382,8 @@ pub struct ServerCore {
     actions: VecDeque<Action>,
     buf: BytesMut,
     rng: StdRng,
+    /// SASL nonces: a CSPRNG keyed with [`CoreConfig::sasl_seed`].
+    sasl_rng: StdRng,
     next_session: i64,
     /// Read-only role: the sessions it made (id to timeout), known to no other server.
     ro_sessions: HashMap<SessionId, i32>,
@@ -440,6 +446,7 @@ impl ServerCore {
             actions: VecDeque::new(),
             buf: BytesMut::with_capacity(64 * 1024),
             rng,
+            sasl_rng: StdRng::from_seed(cfg.sasl_seed),
             started_ms: now_ms,
             disk_full_since_ms: None,
             retain_in_flight: false,

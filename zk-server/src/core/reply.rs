@@ -33,8 +33,8 @@ pub enum Body {
     Strings(Vec<String>),
     /// whoAmI.
     WhoAmI(Vec<ClientInfo>),
-    /// A SASL answer with a null token.
-    NullBuffer,
+    /// A SASL answer: its token, or a null one.
+    SaslToken(Option<Bytes>),
 }
 
 impl Body {
@@ -64,7 +64,7 @@ impl Body {
             Body::Multi(r) => encode_multi_response(r, b),
             Body::Int(n) => n.write(b),
             Body::WhoAmI(v) => v.write(b),
-            Body::NullBuffer => (None::<Bytes>).write(b),
+            Body::SaslToken(t) => t.write(b),
         }
     }
 }

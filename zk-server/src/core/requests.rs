@@ -54,6 +54,16 @@ impl ServerCore {
             }
             b => b,
         };
+        if op == OpCode::Sasl.code() {
+            let token = match &body {
+                Ok(Request::Sasl(r)) => Some(r.token.clone()),
+                _ => None,
+            };
+            return self.on_sasl(conn, sid, xid, token);
+        }
+        if op != OpCode::Auth.code() && !self.enforce_auth(conn, sid, xid) {
+            return;
+        }
         match &body {
             Err(RequestError::Unknown(_)) => {
                 warn!("session 0x{sid:x} sent unknown opcode {op}; closing");
@@ -232,18 +242,9 @@ impl ServerCore {
                 return;
             }
         };
-        match req {
-            Request::Ping => {
-                self.reply(conn, ReplyHeader { xid: xid::PING, zxid: last, err: 0 }, &Body::Empty);
-                return;
-            }
-            Request::Sasl(_) => {
-                // No SASL mechanism is configured: like Apache, answer with a null token.
-                info!("session 0x{sid:x} sent a SASL token; SASL is not configured");
-                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::NullBuffer);
-                return;
-            }
-            _ => {}
+        if let Request::Ping = req {
+            self.reply(conn, ReplyHeader { xid: xid::PING, zxid: last, err: 0 }, &Body::Empty);
+            return;
         }
         let answer = reads::read(&mut self.db, conn, sid, &auth, req);
         for ev in &answer.events {

@@ -41,6 +41,7 @@ impl ServerCore {
                 read_only_byte: req.read_only.is_some(),
                 stats,
                 timeout_ms,
+                sasl: None,
             },
         );
         if req.last_zxid_seen > self.db.last_applied_zxid() {

@@ -41,6 +41,8 @@ pub struct ServerProc {
     /// Its data directory and config live here.
     pub dir: tempfile::TempDir,
     child: Child,
+    /// `SERVER_JVMFLAGS` it runs with (see [`start_with_jvm_flags`]).
+    jvm_flags: String,
 }
 
 impl ServerProc {
@@ -79,7 +81,7 @@ impl ServerProc {
     /// until it serves.
     pub fn restart(&mut self) {
         self.kill();
-        self.child = spawn_server(self.target, &self.config_path(), self.dir.path());
+        self.child = spawn_server(self.target, &self.config_path(), self.dir.path(), &self.jvm_flags);
         wait_ready(self);
     }
 
@@ -124,16 +126,24 @@ pub fn start(target: Target, extra: &str) -> ServerProc {
 
 /// Like [`start`], in a directory the caller prepared (for restarts over the same data).
 pub fn start_in(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerProc {
-    start_with_defaults(target, dir, &format!("4lw.commands.whitelist=*\n{extra}"))
+    start_full(target, dir, &format!("4lw.commands.whitelist=*\n{extra}"), "")
 }
 
 /// Like [`start`] but leaves `4lw.commands.whitelist` out, so that the server's default applies.
 pub fn start_with_default_words(target: Target, extra: &str) -> ServerProc {
     let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
-    start_with_defaults(target, dir, extra)
+    start_full(target, dir, extra, "")
 }
 
-fn start_with_defaults(target: Target, dir: tempfile::TempDir, extra: &str) -> ServerProc {
+/// Like [`start`], with `SERVER_JVMFLAGS` set to `jvm_flags`, as zkServer.sh takes them: Apache's
+/// JVM gets them on its command line (split at white space, as zkServer.sh's unquoted
+/// `$SERVER_JVMFLAGS` is), zkrs-server finds them in its environment.
+pub fn start_with_jvm_flags(target: Target, extra: &str, jvm_flags: &str) -> ServerProc {
+    let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
+    start_full(target, dir, &format!("4lw.commands.whitelist=*\n{extra}"), jvm_flags)
+}
+
+fn start_full(target: Target, dir: tempfile::TempDir, extra: &str, jvm_flags: &str) -> ServerProc {
     let port = free_port();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -144,13 +154,13 @@ fn start_with_defaults(target: Target, dir: tempfile::TempDir, extra: &str) -> S
     );
     let cfg_path = dir.path().join("zoo.cfg");
     std::fs::write(&cfg_path, cfg).unwrap();
-    let child = spawn_server(target, &cfg_path, dir.path());
-    let mut proc = ServerProc { target, port, dir, child };
+    let child = spawn_server(target, &cfg_path, dir.path(), jvm_flags);
+    let mut proc = ServerProc { target, port, dir, child, jvm_flags: jvm_flags.to_string() };
     wait_ready(&mut proc);
     proc
 }
 
-fn spawn_server(target: Target, cfg_path: &Path, dir: &Path) -> Child {
+fn spawn_server(target: Target, cfg_path: &Path, dir: &Path, jvm_flags: &str) -> Child {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
     match target {
         Target::Apache => {
@@ -161,6 +171,7 @@ fn spawn_server(target: Target, cfg_path: &Path, dir: &Path) -> Child {
                 // Reap containers and TTL nodes quickly, as tests configure zkrs to.
                 .arg("-Dznode.container.checkIntervalMs=500")
                 .arg("-Xmx512m")
+                .args(jvm_flags.split_whitespace())
                 .arg("-cp")
                 .arg(APACHE_CLASSPATH)
                 .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
@@ -174,6 +185,8 @@ fn spawn_server(target: Target, cfg_path: &Path, dir: &Path) -> Child {
         Target::Zkrs => Command::new(zkrs_binary())
             .arg(cfg_path)
             .env("RUST_LOG", "info")
+            .env("SERVER_JVMFLAGS", jvm_flags)
+            .env_remove("JVMFLAGS")
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .stdin(Stdio::null())
@@ -219,6 +232,36 @@ pub fn assert_apache_installed() {
         "Apache ZooKeeper is not installed: run the README's test command (it installs Debian's \
          zookeeper, zookeeper-bin, libzookeeper-mt-dev and python3-kazoo)"
     );
+}
+
+/// Waits for `child` (its output piped) to end, killing it after `limit`, and collects its output.
+pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Runs Apache's Java shell (zkCli.sh's class, `ZooKeeperMain`) with the JVM options `jvm_args`
+/// against `server` (a connect string) for one `command`; returns its stdout and stderr.
+pub fn java_cli(jvm_args: &[String], server: &str, command: &str) -> (String, String) {
+    assert_apache_installed();
+    let child = Command::new("java")
+        .arg("-cp")
+        .arg(APACHE_CLASSPATH)
+        .args(jvm_args)
+        .args(["org.apache.zookeeper.ZooKeeperMain", "-server", server, command])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run java");
+    let out = wait_output(child, Duration::from_secs(90));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// The targets a differential test runs against.

@@ -1,11 +1,12 @@
-//! The Java client's TLS settings, read where zkCli.sh users keep them: the
+//! The Java client's TLS and SASL settings, read where zkCli.sh users keep them: the
 //! `-client-configuration` properties file and the `-D` flags of `CLIENT_JVMFLAGS` / `JVMFLAGS`
 //! (zkCli.sh hands those to the JVM as system properties). The file wins over the flags, as in
 //! Apache's `ZKClientConfig`.
 
 use std::collections::HashMap;
 use std::path::Path;
-use zk_client::ClientTls;
+use zk_client::jaas::JaasConfig;
+use zk_client::{ClientTls, SaslCredentials};
 
 /// Largest client configuration file read.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -23,13 +24,9 @@ fn properties(text: &str) -> HashMap<String, String> {
         .collect()
 }
 
-/// `-Dkey=value` words of JVM flags.
+/// `-Dkey=value` words of JVM flags (a later one wins, as in Java).
 fn system_properties(flags: &str) -> HashMap<String, String> {
-    flags
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("-D"))
-        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-        .collect()
+    zk_client::jaas::system_properties(flags).into_iter().collect()
 }
 
 /// The client settings: `CLIENT_JVMFLAGS` and `JVMFLAGS` system properties, then the file.
@@ -89,6 +86,35 @@ pub fn tls(props: &HashMap<String, String>) -> Result<Option<ClientTls>, String>
     tls.map(Some).map_err(|e| format!("zookeeper.ssl.*: {e}"))
 }
 
+/// SASL DIGEST-MD5 credentials as Apache's Java client finds them: the `username` and
+/// `password` options of the JAAS file's `Client` section (`zookeeper.sasl.clientconfig` names
+/// another), the file named by `java.security.auth.login.config`; none when that is not set,
+/// when `zookeeper.sasl.client=false`, or when the file has no such section (as the Java
+/// client, which then goes on without SASL).
+///
+/// Errors: the file cannot be read or parsed (file and line), or the section lacks a username
+/// or password.
+pub fn sasl(props: &HashMap<String, String>) -> Result<Option<SaslCredentials>, String> {
+    let get = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let Some(file) = get("java.security.auth.login.config") else { return Ok(None) };
+    if get("zookeeper.sasl.client").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
+        return Ok(None);
+    }
+    let section = get("zookeeper.sasl.clientconfig").unwrap_or("Client");
+    let jaas = JaasConfig::read(Path::new(file)).map_err(|e| e.to_string())?;
+    let Some(modules) = jaas.section(section) else {
+        eprintln!("JAAS file {file} has no '{section}' section: not authenticating with SASL");
+        return Ok(None);
+    };
+    let option = |name: &str| {
+        modules.iter().flat_map(|m| m.options.iter()).find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    match (option("username"), option("password")) {
+        (Some(user), Some(password)) => Ok(Some(SaslCredentials::new(user, password))),
+        _ => Err(format!("JAAS file {file}: section {section} needs username and password options")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +128,7 @@ mod tests {
         assert_eq!(p.get("zookeeper.ssl.trustStore.location").map(String::as_str), Some("/ca.pem"));
         assert_eq!(p.len(), 2);
         let f = system_properties("-Xmx1g -Dzookeeper.client.secure=true -Dfoo");
-        assert_eq!(f.len(), 1);
+        assert_eq!(f.len(), 2);
         assert_eq!(tls(&HashMap::new()).unwrap().map(|_| ()), None);
         let secure: HashMap<String, String> =
             [("zookeeper.client.secure".to_string(), "true".to_string())].into();
@@ -110,5 +136,27 @@ mod tests {
         let mut jks = secure.clone();
         jks.insert("zookeeper.ssl.trustStore.type".into(), "JKS".into());
         assert!(tls(&jks).unwrap_err().contains("PEM"));
+    }
+
+    #[test]
+    fn sasl_from_the_jaas_client_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let jaas = dir.path().join("jaas.conf");
+        std::fs::write(&jaas, "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=\"bob\" password=\"pw\"; };").unwrap();
+        let mut p: HashMap<String, String> = HashMap::new();
+        assert!(sasl(&p).unwrap().is_none());
+        p.insert("java.security.auth.login.config".into(), jaas.display().to_string());
+        let c = sasl(&p).unwrap().unwrap();
+        assert_eq!((c.username.as_str(), c.password.as_str()), ("bob", "pw"));
+        p.insert("zookeeper.sasl.clientconfig".into(), "Other".into());
+        assert!(sasl(&p).unwrap().is_none());
+        p.remove("zookeeper.sasl.clientconfig");
+        p.insert("zookeeper.sasl.client".into(), "false".into());
+        assert!(sasl(&p).unwrap().is_none());
+        p.remove("zookeeper.sasl.client");
+        std::fs::write(&jaas, "Client { m required username=bob; };").unwrap();
+        assert!(sasl(&p).unwrap_err().contains("username and password"));
+        std::fs::write(&jaas, "Client {\n m required username=;\n};").unwrap();
+        assert!(sasl(&p).unwrap_err().contains("line 2"));
     }
 }

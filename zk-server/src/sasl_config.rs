@@ -1,0 +1,333 @@
+//! SASL and authentication enforcement settings: the zoo.cfg keys, the JVM system properties
+//! operators set them with (`SERVER_JVMFLAGS`, `JVMFLAGS`), and the JAAS file of users.
+//!
+//! Apache reads these as system properties; a zoo.cfg key `k` becomes `zookeeper.k`, set after
+//! the JVM's own `-D` flags, so zoo.cfg wins. zkrs reads the same places in the same order:
+//! `SERVER_JVMFLAGS`, then `JVMFLAGS` (zkServer.sh runs Java with `$SERVER_JVMFLAGS $JVMFLAGS`,
+//! and the last `-D` of a name wins), then zoo.cfg. The JAAS file, which Apache takes only from
+//! `-Djava.security.auth.login.config`, may also be named by the zkrs zoo.cfg key
+//! `java.security.auth.login.config`.
+
+use crate::ssl_config::Setting;
+use std::collections::HashMap;
+use std::path::Path;
+use zk_client::jaas::{self, JaasConfig};
+
+/// Apache's SASL authentication provider class, as `authProvider.N` names it.
+pub const SASL_PROVIDER_CLASS: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+/// The login module whose `user_NAME="password"` options are DIGEST-MD5 users.
+pub const DIGEST_LOGIN_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
+/// The system property naming the JAAS file.
+pub const LOGIN_CONFIG_KEY: &str = "java.security.auth.login.config";
+/// Most DIGEST-MD5 users taken from a JAAS file.
+pub const MAX_USERS: usize = 10_000;
+
+/// The SASL keys of a zoo.cfg, with their lines, as read (validated by [`SaslSettings::resolve`]).
+#[derive(Debug, Clone, Default)]
+pub struct SaslConfig {
+    /// `java.security.auth.login.config` (a zkrs zoo.cfg key).
+    pub login_config: Option<Setting<String>>,
+    /// `authProvider.N=...SASLAuthenticationProvider` lines.
+    pub provider: Option<Setting<String>>,
+    /// `enforce.auth.enabled`.
+    pub enforce_enabled: Option<Setting<String>>,
+    /// `enforce.auth.schemes`.
+    pub enforce_schemes: Option<Setting<String>>,
+    /// `sessionRequireClientSASLAuth`.
+    pub session_require_sasl: Option<Setting<String>>,
+    /// `superUser` and `superUser.*` (Apache's `zookeeper.superUser`).
+    pub super_users: Vec<Setting<String>>,
+    /// `sasl.serverconfig`: the JAAS section with the users (default `Server`).
+    pub server_section: Option<Setting<String>>,
+    /// `allowSaslFailedClients`.
+    pub allow_failed: Option<Setting<String>>,
+}
+
+impl SaslConfig {
+    /// Takes a zoo.cfg key if it is one of these; `Ok(false)` leaves it to others.
+    pub fn take(&mut self, key: &str, value: &str, line: u32) -> Result<bool, String> {
+        let s = Setting { value: value.to_string(), line };
+        match key {
+            LOGIN_CONFIG_KEY => self.login_config = Some(s),
+            k if k.starts_with("authProvider.") && value.trim() == SASL_PROVIDER_CLASS => {
+                self.provider = Some(s)
+            }
+            "enforce.auth.enabled" => self.enforce_enabled = Some(s),
+            "enforce.auth.schemes" => self.enforce_schemes = Some(s),
+            "sessionRequireClientSASLAuth" => self.session_require_sasl = Some(s),
+            "sasl.serverconfig" => self.server_section = Some(s),
+            "allowSaslFailedClients" => self.allow_failed = Some(s),
+            k if k == "superUser" || k.starts_with("superUser.") => self.super_users.push(s),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone)]
+enum Origin {
+    Line(String, u32),
+    Env(&'static str, String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Line(k, l) => write!(f, "{k} (zoo.cfg line {l})"),
+            Origin::Env(var, prop) => write!(f, "-D{prop} in {var}"),
+        }
+    }
+}
+
+/// The resolved settings the server runs with. `Debug` lists the user names, never a password.
+#[derive(Clone, Default)]
+pub struct SaslSettings {
+    /// DIGEST-MD5 users (name to password) from the JAAS file's server section; `None` when no
+    /// JAAS file is configured, so SASL requests get Apache's null-token answer.
+    pub users: Option<HashMap<String, String>>,
+    /// Whether the `sasl` scheme is registered (`authProvider.N` names Apache's provider): `sasl`
+    /// ACL entries are accepted and matched.
+    pub provider: bool,
+    /// `zookeeper.superUser`: SASL users who are also `super`.
+    pub super_users: Vec<String>,
+    /// With enforcement on, the schemes one of which a connection must have authenticated with
+    /// before any request other than auth and SASL (`None`: not enforced).
+    pub enforce_schemes: Option<Vec<String>>,
+    /// Enforcement covers `sasl`: a failed SASL exchange is SESSIONCLOSEDREQUIRESASLAUTH.
+    pub sasl_required: bool,
+    /// `allowSaslFailedClients`: a failed SASL exchange keeps the connection (when SASL is not
+    /// required).
+    pub allow_failed: bool,
+}
+
+impl std::fmt::Debug for SaslSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Option<Vec<&String>> = self.users.as_ref().map(|u| u.keys().collect());
+        f.debug_struct("SaslSettings")
+            .field("users", &users)
+            .field("provider", &self.provider)
+            .field("super_users", &self.super_users)
+            .field("enforce_schemes", &self.enforce_schemes)
+            .field("sasl_required", &self.sasl_required)
+            .field("allow_failed", &self.allow_failed)
+            .finish()
+    }
+}
+
+impl SaslSettings {
+    /// Resolves `cfg` on top of the system properties in `SERVER_JVMFLAGS` and `JVMFLAGS`
+    /// (`env` reads a variable), loading the JAAS file when one is named. `x509_enabled` says
+    /// whether the `x509` scheme exists (for `enforce.auth.schemes`).
+    ///
+    /// Errors name the key and where it was set: an enforced scheme with no provider, an empty
+    /// scheme list, a JAAS file that cannot be read or parsed (file and line), or one without
+    /// the server section.
+    pub fn resolve(
+        cfg: &SaslConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+        x509_enabled: bool,
+    ) -> Result<SaslSettings, String> {
+        // System properties from the environment, later ones winning; then zoo.cfg's.
+        let mut props: HashMap<String, (String, Origin)> = HashMap::new();
+        for var in ["SERVER_JVMFLAGS", "JVMFLAGS"] {
+            if let Some(flags) = env(var) {
+                for (k, v) in jaas::system_properties(&flags) {
+                    props.insert(k.clone(), (v, Origin::Env(var, k)));
+                }
+            }
+        }
+        let mut from_cfg = |prop: &str, key: &str, s: &Option<Setting<String>>| {
+            if let Some(s) = s {
+                props
+                    .insert(prop.to_string(), (s.value.trim().to_string(), Origin::Line(key.into(), s.line)));
+            }
+        };
+        from_cfg(LOGIN_CONFIG_KEY, LOGIN_CONFIG_KEY, &cfg.login_config);
+        from_cfg("zookeeper.enforce.auth.enabled", "enforce.auth.enabled", &cfg.enforce_enabled);
+        from_cfg("zookeeper.enforce.auth.schemes", "enforce.auth.schemes", &cfg.enforce_schemes);
+        from_cfg(
+            "zookeeper.sessionRequireClientSASLAuth",
+            "sessionRequireClientSASLAuth",
+            &cfg.session_require_sasl,
+        );
+        from_cfg("zookeeper.sasl.serverconfig", "sasl.serverconfig", &cfg.server_section);
+        from_cfg("zookeeper.allowSaslFailedClients", "allowSaslFailedClients", &cfg.allow_failed);
+        let get = |k: &str| props.get(k);
+        let is_true = |k: &str| get(k).is_some_and(|(v, _)| v.eq_ignore_ascii_case("true"));
+
+        let provider = cfg.provider.is_some()
+            || props
+                .iter()
+                .any(|(k, (v, _))| k.starts_with("zookeeper.authProvider.") && v == SASL_PROVIDER_CLASS);
+        let mut super_users: Vec<String> = props
+            .iter()
+            .filter(|(k, _)| *k == "zookeeper.superUser" || k.starts_with("zookeeper.superUser."))
+            .map(|(_, (v, _))| v.clone())
+            .collect();
+        super_users.extend(cfg.super_users.iter().map(|s| s.value.trim().to_string()));
+
+        // Apache's AuthenticationHelper: sessionRequireClientSASLAuth=true means sasl enforced.
+        let enforce_schemes = if is_true("zookeeper.sessionRequireClientSASLAuth") {
+            if !provider {
+                let (_, at) = &props["zookeeper.sessionRequireClientSASLAuth"];
+                return Err(format!(
+                    "{at}: the sasl scheme is not available; add authProvider.1={SASL_PROVIDER_CLASS}"
+                ));
+            }
+            Some(vec!["sasl".to_string()])
+        } else if is_true("zookeeper.enforce.auth.enabled") {
+            let Some((list, at)) = get("zookeeper.enforce.auth.schemes") else {
+                let (_, at) = &props["zookeeper.enforce.auth.enabled"];
+                return Err(format!("{at} is true, so enforce.auth.schemes must name the schemes required"));
+            };
+            let schemes: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+            for s in &schemes {
+                let available = match s.as_str() {
+                    "digest" | "ip" => true,
+                    "sasl" => provider,
+                    "x509" => x509_enabled,
+                    _ => false,
+                };
+                if !available {
+                    return Err(format!("{at}: authentication scheme \"{s}\" is not available"));
+                }
+            }
+            Some(schemes)
+        } else {
+            None
+        };
+        let sasl_required = enforce_schemes.as_ref().is_some_and(|s| s.iter().any(|s| s == "sasl"));
+
+        let users = match get(LOGIN_CONFIG_KEY) {
+            None => None,
+            Some((path, at)) => {
+                let section = get("zookeeper.sasl.serverconfig").map_or("Server", |(v, _)| v.as_str());
+                Some(load_users(Path::new(path), section).map_err(|e| format!("{at}: {e}"))?)
+            }
+        };
+        Ok(SaslSettings {
+            users,
+            provider,
+            super_users,
+            enforce_schemes,
+            sasl_required,
+            allow_failed: is_true("zookeeper.allowSaslFailedClients"),
+        })
+    }
+}
+
+/// The DIGEST-MD5 users of `section` in the JAAS file at `path`: every `user_NAME="password"`
+/// option of its modules.
+fn load_users(path: &Path, section: &str) -> Result<HashMap<String, String>, String> {
+    let jaas = JaasConfig::read(path).map_err(|e| e.to_string())?;
+    let Some(modules) = jaas.section(section) else {
+        return Err(format!("JAAS file {} has no '{section}' section: SASL cannot start", path.display()));
+    };
+    let mut users = HashMap::new();
+    for m in modules {
+        if m.class != DIGEST_LOGIN_MODULE {
+            tracing::warn!(
+                "JAAS file {}: login module {} in section {section} is not used by zkrs (it serves \
+                 DIGEST-MD5 users from {DIGEST_LOGIN_MODULE})",
+                path.display(),
+                m.class
+            );
+        }
+        for (k, v) in &m.options {
+            if let Some(name) = k.strip_prefix("user_") {
+                if users.len() == MAX_USERS {
+                    return Err(format!("JAAS file {} lists more than {MAX_USERS} users", path.display()));
+                }
+                users.insert(name.to_string(), v.clone());
+            }
+        }
+    }
+    tracing::info!("SASL DIGEST-MD5: {} user(s) from section {section} of {}", users.len(), path.display());
+    Ok(users)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(lines: &[(&str, &str)]) -> SaslConfig {
+        let mut c = SaslConfig::default();
+        for (i, (k, v)) in lines.iter().enumerate() {
+            assert!(c.take(k, v, i as u32 + 1).unwrap(), "{k}");
+        }
+        c
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn users_come_from_the_jvm_flags_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jaas.conf");
+        std::fs::write(
+            &p,
+            format!("Server {{ {DIGEST_LOGIN_MODULE} required user_bob=\"bobpw\" user_al=x; }};"),
+        )
+        .unwrap();
+        let flags =
+            format!("-Xmx1g -Djava.security.auth.login.config={} -Dzookeeper.superUser=al", p.display());
+        let env = |v: &str| (v == "SERVER_JVMFLAGS").then(|| flags.clone());
+        let s = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap();
+        assert!(!format!("{s:?}").contains("bobpw"), "Debug never shows a password");
+        let users = s.users.unwrap();
+        assert_eq!(users["bob"], "bobpw");
+        assert_eq!(users["al"], "x");
+        assert_eq!(s.super_users, vec!["al".to_string()]);
+        assert!(s.enforce_schemes.is_none());
+        // zoo.cfg's key wins over the environment's.
+        let c = cfg(&[(LOGIN_CONFIG_KEY, "/nonexistent/jaas")]);
+        let e = SaslSettings::resolve(&c, &env, false).unwrap_err();
+        assert!(e.contains("zoo.cfg line 1") && e.contains("/nonexistent/jaas"), "{e}");
+        // No JAAS anywhere: no users.
+        assert!(SaslSettings::resolve(&SaslConfig::default(), &no_env, false).unwrap().users.is_none());
+    }
+
+    #[test]
+    fn jaas_errors_name_file_line_and_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jaas.conf");
+        std::fs::write(&p, "Server {\n m required\n user_bob=;\n};").unwrap();
+        let c = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        assert!(e.contains(&format!("{} line 3", p.display())), "{e}");
+        std::fs::write(&p, "Client { m required; };").unwrap();
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        assert!(e.contains("no 'Server' section"), "{e}");
+    }
+
+    #[test]
+    fn enforcement_needs_available_schemes() {
+        let on = |schemes: &str| cfg(&[("enforce.auth.enabled", "true"), ("enforce.auth.schemes", schemes)]);
+        let e = SaslSettings::resolve(&on("sasl"), &no_env, false).unwrap_err();
+        assert!(e.contains("enforce.auth.schemes (zoo.cfg line 2)") && e.contains("\"sasl\""), "{e}");
+        let mut c = on("sasl, digest");
+        c.take("authProvider.1", SASL_PROVIDER_CLASS, 3).unwrap();
+        let s = SaslSettings::resolve(&c, &no_env, false).unwrap();
+        assert_eq!(s.enforce_schemes, Some(vec!["sasl".to_string(), "digest".to_string()]));
+        assert!(s.sasl_required && s.provider);
+        assert!(SaslSettings::resolve(&on("x509"), &no_env, false).is_err());
+        assert!(!SaslSettings::resolve(&on("digest"), &no_env, false).unwrap().sasl_required);
+        let e = SaslSettings::resolve(&cfg(&[("enforce.auth.enabled", "true")]), &no_env, false).unwrap_err();
+        assert!(e.contains("enforce.auth.schemes must"), "{e}");
+        // sessionRequireClientSASLAuth, from the environment this time.
+        let env = |v: &str| {
+            (v == "JVMFLAGS").then(|| {
+                format!("-Dzookeeper.sessionRequireClientSASLAuth=true -Dzookeeper.authProvider.sasl={SASL_PROVIDER_CLASS}")
+            })
+        };
+        let s = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap();
+        assert_eq!(s.enforce_schemes, Some(vec!["sasl".to_string()]));
+        let env =
+            |v: &str| (v == "JVMFLAGS").then(|| "-Dzookeeper.sessionRequireClientSASLAuth=true".to_string());
+        let e = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap_err();
+        assert!(e.contains("in JVMFLAGS"), "{e}");
+    }
+}
