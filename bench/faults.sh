@@ -7,6 +7,11 @@
 #   bench/faults.sh                                   # 10 seeds (100..109), 5 servers, 60 s each
 #   FAULT_SEEDS=1..50 FAULT_SECS=120 bench/faults.sh  # seeds 1 to 50, two minutes each
 #   FAULT_TARGET=apache FAULT_SERVERS=3 bench/faults.sh   # the same schedules on Apache ZooKeeper
+#   FAULT_SEEDS=336..336 FAULT_TARGET=mixed FAULT_SERVERS=3 \
+#     FAULT_ZKRS_LOG=info,zk_server::core=debug \
+#     FAULT_APACHE_DEBUG=org.apache.zookeeper.server.quorum.CommitProcessor bench/faults.sh
+#                                                     # one seed again, with closer logs
+# (FAULT_SEEDS=N alone means N seeds from 100.)
 #
 # Wall-clock jumps need libfaketime (Debian's libfaketime; ./test.sh installs it).
 set -euo pipefail

@@ -134,6 +134,7 @@ impl ServerCore {
             debug!("a forwarded request reached a server that does not lead; dropped");
             return;
         }
+        tracing::trace!("learner conn {from} forwarded session 0x{session:x} cxid {cxid} op {op}");
         if op == OpCode::Sync.code() {
             let after = self.proposer.last_zxid().to_i64();
             if after <= self.proposer.committed() {

@@ -122,7 +122,9 @@ impl Cluster {
         cmd.args(["netns", "exec", &ns]);
         match node.kind {
             Kind::Zkrs => {
-                cmd.arg(support::zkrs_binary()).arg(node.dir.join("zoo.cfg")).env("RUST_LOG", "info");
+                // FAULT_ZKRS_LOG: a RUST_LOG directive for a closer look at a run (default info).
+                let level = std::env::var("FAULT_ZKRS_LOG").unwrap_or_else(|_| "info".into());
+                cmd.arg(support::zkrs_binary()).arg(node.dir.join("zoo.cfg")).env("RUST_LOG", level);
             }
             Kind::Apache => {
                 support::assert_apache_installed();
@@ -130,8 +132,16 @@ impl Cluster {
                 // package): Apache's log lines in server.log, with times, for reading a run.
                 let classpath = format!("{}:/usr/share/java/slf4j-simple.jar", support::APACHE_CLASSPATH);
                 cmd.args(["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.showDateTime=true"])
-                    .arg("-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ")
-                    .args(["-cp", &classpath])
+                    .arg("-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ");
+                // FAULT_APACHE_DEBUG: Apache classes to log at debug level, comma-separated
+                // (e.g. org.apache.zookeeper.server.quorum.CommitProcessor), for a closer look.
+                for class in std::env::var("FAULT_APACHE_DEBUG").unwrap_or_default().split(',') {
+                    let class = class.trim();
+                    if !class.is_empty() {
+                        cmd.arg(format!("-Dorg.slf4j.simpleLogger.log.{class}=debug"));
+                    }
+                }
+                cmd.args(["-cp", &classpath])
                     .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
                     .arg(node.dir.join("zoo.cfg"));
             }
