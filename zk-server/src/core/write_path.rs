@@ -162,13 +162,25 @@ impl ServerCore {
     pub(super) fn commit_ready(&mut self, now: Now) {
         let tell_followers = !self.proposer.voters().is_solo();
         while let Some(p) = self.proposer.pop_committed() {
-            if tell_followers && !self.commit_reconfig(p.hdr.zxid) {
-                self.actions.push_back(Action::Commit { zxid: p.hdr.zxid });
+            let zxid = p.hdr.zxid;
+            if tell_followers && !self.commit_reconfig(zxid) {
+                self.actions.push_back(Action::Commit { zxid });
             }
             self.apply(now, p);
+            // A learner's sync is answered right after the commit it waited for, before any
+            // later one, as Apache's leader does: an Apache learner matches the commits of its
+            // forwarded writes and the answers to its syncs against one queue, in the order it
+            // sent them, and a later write's COMMIT arriving before the SYNC it sent first is
+            // taken for another server's write; its client is never answered, nor is any client
+            // of that learner after it.
+            self.answer_syncs_through(zxid);
         }
-        let committed = self.proposer.committed();
-        while self.syncs_waiting.front().is_some_and(|&(after, _)| after <= committed) {
+        self.answer_syncs_through(self.proposer.committed());
+    }
+
+    /// Leader: SYNC to every learner whose forwarded sync waited for `zxid` or less.
+    fn answer_syncs_through(&mut self, zxid: i64) {
+        while self.syncs_waiting.front().is_some_and(|&(after, _)| after <= zxid) {
             if let Some((_, to)) = self.syncs_waiting.pop_front() {
                 self.actions.push_back(Action::SyncReady { to });
             }
