@@ -14,6 +14,7 @@
 use super::election_net::{ElectionNet, Received};
 use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
 use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
+use super::settings::resolve;
 use crate::admin::metrics::QuorumMetrics;
 use crate::core::{Event, Role, VoterSet};
 use crate::summary::{Detail, Summary, Timing};
@@ -491,7 +492,6 @@ impl Quorum {
                 if let Some(c) = self.newer_config(&r.1) {
                     info!("server {} has configuration version {:#x}: adopting it", r.0, c.version);
                     self.install(c);
-                    self.effects.push(Effect::Core(Event::Membership(self.membership())));
                     self.look("newer configuration");
                 }
             }
@@ -954,6 +954,7 @@ impl Quorum {
                 }
                 let voters = VoterSet::with_verifier(self.s.my_sid, self.verifier.clone());
                 self.effects.push(Effect::SetRole(Role::Leader { epoch }, voters, None));
+                // The core learns the configuration (again, when `install` told it already).
                 self.effects.push(Effect::Core(Event::Membership(self.membership())));
                 self.synced_told.clear();
             }
@@ -1228,10 +1229,6 @@ impl Quorum {
         };
         let prev = self.s.config.clone();
         self.install(next.clone());
-        if let State::Leading(l) = &mut self.state {
-            l.set_configuration(self.verifier.clone(), Bytes::from(next.to_config_string()));
-        }
-        self.effects.push(Effect::Core(Event::Membership(self.membership())));
         let role_change = was_observer != self.s.observer;
         let leader_change = match (designated, leader) {
             (Some(d), Some(l)) => d != l,
@@ -1291,8 +1288,9 @@ impl Quorum {
         parse_config(n.config.as_deref()?).filter(|c| c.version > self.s.config.version)
     }
 
-    /// Puts `next` in force here: the verifier, the peers' addresses, this server's kind, and
-    /// the files (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it).
+    /// Puts `next` in force here: the verifier (the leader machine's too, which then counts the
+    /// new configuration alone), the peers' addresses, this server's kind, the files
+    /// (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it), and the core's view of it.
     fn install(&mut self, next: QuorumConfig) {
         info!(
             "configuration version {:#x} in force: {}",
@@ -1303,18 +1301,15 @@ impl Quorum {
         let mut election_peers = HashMap::new();
         for spec in next.servers.values() {
             let Some(a) = spec.addresses.first() else { continue };
-            let resolve = |port: u16| {
-                use std::net::ToSocketAddrs;
-                (a.host.as_str(), port).to_socket_addrs().ok().and_then(|mut i| i.next())
-            };
-            match (resolve(a.quorum_port), resolve(a.election_port)) {
-                (Some(q), Some(e)) => {
+            let what = format!("server.{}", spec.sid);
+            match (resolve(&a.host, a.quorum_port, &what), resolve(&a.host, a.election_port, &what)) {
+                (Ok(q), Ok(e)) => {
                     self.s.quorum_addrs.insert(spec.sid, q);
                     if spec.sid != self.s.my_sid {
                         election_peers.insert(spec.sid, e);
                     }
                 }
-                _ => warn!("server.{}: cannot resolve host {}", spec.sid, a.host),
+                (Err(e), _) | (_, Err(e)) => warn!("{e}"),
             }
         }
         self.net.set_peers(&election_peers);
@@ -1326,7 +1321,11 @@ impl Quorum {
                 error!("cannot write the configuration beside {}: {e}", file.display());
             }
         }
+        if let State::Leading(l) = &mut self.state {
+            l.set_configuration(self.verifier.clone(), Bytes::from(next.to_config_string()));
+        }
         self.s.config = next;
+        self.effects.push(Effect::Core(Event::Membership(self.membership())));
     }
 }
 

@@ -7,7 +7,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use zk_quorum::config::QuorumConfig;
 use zk_tree::TreeConfig;
 
-fn resolve(host: &str, port: u16, what: &str) -> Result<SocketAddr, String> {
+/// The first address `host:port` resolves to; the error names `what` (the zoo.cfg key).
+pub(super) fn resolve(host: &str, port: u16, what: &str) -> Result<SocketAddr, String> {
     (host, port)
         .to_socket_addrs()
         .ok()
