@@ -60,6 +60,22 @@ def quorum():
             put("quorum_packet", gold(n))
     # LearnerInfo (sid, protocol version, config version), LeaderInfo, AckEpoch, touches,
     # a forwarded request, revalidation.
+    # Quorum SASL packets: {i64 magic, i32 status, buffer token}, as a learner and a server send them.
+    magic = 0x5F2435013501EDCC
+
+    def auth(status, token):
+        if token is None:
+            return struct.pack(">qii", magic, status, -1)
+        return struct.pack(">qii", magic, status, len(token)) + token
+
+    challenge = b'realm="zk-quorum-sasl-md5",nonce="0202",charset=utf-8,algorithm=md5-sess'
+    response = (b'charset=utf-8,username="peer",realm="zk-quorum-sasl-md5",nonce="0202",nc=00000001,'
+                b'cnonce="0101",digest-uri="zookeeper-quorum/zk-quorum-sasl-md5",maxbuf=65536,'
+                b'response=00000000000000000000000000000000,qop=auth')
+    put("quorum_auth", auth(0, b""))
+    put("quorum_auth", auth(0, b"") + auth(0, response))
+    put("quorum_auth", auth(0, challenge) + auth(1, b"rspauth=00000000000000000000000000000000"))
+    put("quorum_auth", auth(-1, b"") + auth(0, None))
     put("quorum_payload", b"\x00" + struct.pack(">qiq", 2, 0x10000, 0))
     put("quorum_payload", b"\x01" + struct.pack(">i", 0x10000))
     put("quorum_payload", b"\x02" + struct.pack(">iq", 1, 1 << 32))

@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("client_request", client::request),
     ("quorum_packet", quorum::packet),
     ("quorum_payload", quorum::payload),
+    ("quorum_auth", quorum::auth),
     ("election_notification", election::notification),
     ("election_handshake", election::handshake),
     ("log_record", log::record),

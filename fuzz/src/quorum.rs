@@ -81,3 +81,50 @@ fn check<T: PartialEq + std::fmt::Debug>(
     let again = decode(&encoded).expect("a re-encoded payload decodes");
     assert_eq!(again, v);
 }
+
+/// Quorum SASL packets (zk-quorum `auth`) as either side reads them off a connection: each packet
+/// decoded from the stream re-encodes to the bytes it took; an incomplete packet consumes nothing.
+/// The packets go to a server exchange knowing one user ("peer"/"secret"): a success names that
+/// user, and the exchange ends at its first success or failure. The same packets go to a learner
+/// exchange: it is authenticated only on a SUCCESS packet.
+pub fn auth(data: &[u8]) {
+    use zk_quorum::auth::{AuthStatus, LearnerAuth, LearnerStep, QuorumAuthPacket, ServerAuth, ServerStep};
+    let mut rest = data;
+    let mut packets = Vec::new();
+    while let Ok(Some((p, used))) = QuorumAuthPacket::decode(rest) {
+        assert!(used > 0 && used <= rest.len(), "a packet took {used} of {} bytes", rest.len());
+        assert_eq!(p.to_vec(), rest[..used], "a packet re-encodes to the bytes it took");
+        rest = &rest[used..];
+        packets.push(p);
+        if packets.len() == 16 {
+            break;
+        }
+    }
+    let mut server = ServerAuth::new(&[2; 16]);
+    for p in &packets {
+        match server.on_packet(p, |u| (u == "peer").then(|| "secret".to_string())) {
+            ServerStep::Continue(c) => assert_eq!(c.status, AuthStatus::InProgress.to_wire()),
+            ServerStep::Authenticated { user, reply } => {
+                assert_eq!(user, "peer");
+                assert_eq!(reply.status, AuthStatus::Success.to_wire());
+                break;
+            }
+            ServerStep::Failed { reply, .. } => {
+                assert_eq!(reply.status, AuthStatus::Error.to_wire());
+                break;
+            }
+        }
+    }
+    let mut learner = LearnerAuth::new("peer", "secret", &[1; 16]);
+    learner.first();
+    for p in &packets {
+        match learner.on_packet(p) {
+            Ok(LearnerStep::Send(next)) => assert_eq!(next.status, AuthStatus::InProgress.to_wire()),
+            Ok(LearnerStep::Authenticated) => {
+                assert_eq!(p.status, AuthStatus::Success.to_wire());
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+}

@@ -18,6 +18,11 @@ use std::fmt::Write as _;
 pub const SERVICE: &str = "zookeeper";
 /// The server name (and realm) ZooKeeper's DIGEST-MD5 server uses.
 pub const SERVER_NAME: &str = "zk-sasl-md5";
+/// The service name ZooKeeper servers use in `digest-uri` when they authenticate each other
+/// (quorum SASL, `quorum.auth.enableSasl`).
+pub const QUORUM_SERVICE: &str = "zookeeper-quorum";
+/// The server name (and realm) of quorum SASL's DIGEST-MD5 server.
+pub const QUORUM_SERVER_NAME: &str = "zk-quorum-sasl-md5";
 /// Longest token either side accepts: RFC 2831 bounds a digest-response at 4096 bytes (and a
 /// challenge at 2048).
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -77,7 +82,9 @@ enum ServerState {
 /// The server side of one exchange.
 #[derive(Debug)]
 pub struct ServerExchange {
+    service: String,
     realm: String,
+    authzid: Option<String>,
     nonce: String,
     state: ServerState,
 }
@@ -86,7 +93,26 @@ impl ServerExchange {
     /// A new exchange offering `realm` (ZooKeeper: [`SERVER_NAME`]), with a nonce made from
     /// `nonce_bytes`, which must come from a cryptographically secure generator.
     pub fn new(realm: &str, nonce_bytes: &[u8; 16]) -> ServerExchange {
-        ServerExchange { realm: realm.to_string(), nonce: hex(nonce_bytes), state: ServerState::Start }
+        ServerExchange::for_service(SERVICE, realm, nonce_bytes)
+    }
+
+    /// As [`Self::new`], for another service than [`SERVICE`] (quorum SASL:
+    /// [`QUORUM_SERVICE`] with the realm [`QUORUM_SERVER_NAME`]): the digest response must name
+    /// `<service>/<realm>` as its `digest-uri`.
+    pub fn for_service(service: &str, realm: &str, nonce_bytes: &[u8; 16]) -> ServerExchange {
+        ServerExchange {
+            service: service.to_string(),
+            realm: realm.to_string(),
+            authzid: None,
+            nonce: hex(nonce_bytes),
+            state: ServerState::Start,
+        }
+    }
+
+    /// The authorization id the client's response asked for (`authzid`), once it succeeded;
+    /// `None` when it asked for none (it then acts as itself).
+    pub fn authorization_id(&self) -> Option<&str> {
+        self.authzid.as_deref()
     }
 
     /// Whether the client has authenticated (or the exchange failed): no more tokens are taken.
@@ -97,7 +123,7 @@ impl ServerExchange {
     /// Takes the client's next token. `password_of` gives a user's password (`None`: no such
     /// user). The first token starts the exchange: DIGEST-MD5 has no initial response, and what a
     /// client sends there is ignored, as Apache's server ignores it. The second is the digest
-    /// response, checked against `digest-uri` `zookeeper/<realm>`.
+    /// response, checked against `digest-uri` `<service>/<realm>`.
     ///
     /// Errors: any [`Error`]; the exchange is over after one.
     pub fn step(
@@ -125,7 +151,7 @@ impl ServerExchange {
     }
 
     fn check_response(
-        &self,
+        &mut self,
         token: &[u8],
         password_of: impl FnOnce(&str) -> Option<String>,
     ) -> Result<ServerStep, Error> {
@@ -156,7 +182,7 @@ impl ServerExchange {
             return Err(Error::Unacceptable("qop (only auth is offered)"));
         }
         let uri = d.once("digest-uri")?.ok_or(Error::Missing("digest-uri"))?;
-        if uri != format!("{SERVICE}/{}", self.realm) {
+        if uri != format!("{}/{}", self.service, self.realm) {
             return Err(Error::Unacceptable("digest-uri"));
         }
         let response = d.once("response")?.ok_or(Error::Missing("response"))?;
@@ -174,6 +200,7 @@ impl ServerExchange {
             return Err(Error::BadCredentials(username.to_string()));
         }
         let rspauth = parts.digest(&ha1, "");
+        self.authzid = authzid.map(str::to_string);
         Ok(ServerStep::Success {
             token: format!("rspauth={rspauth}").into_bytes(),
             username: username.to_string(),
@@ -192,6 +219,8 @@ enum ClientState {
 /// The client side of one exchange.
 #[derive(Debug)]
 pub struct ClientExchange {
+    uri: String,
+    authzid: Option<String>,
     username: String,
     password: String,
     cnonce: String,
@@ -211,12 +240,33 @@ impl ClientExchange {
     /// A new exchange for `username` and `password`, with a client nonce made from
     /// `cnonce_bytes`, which must come from a cryptographically secure generator.
     pub fn new(username: &str, password: &str, cnonce_bytes: &[u8; 16]) -> ClientExchange {
+        ClientExchange::for_service(SERVICE, SERVER_NAME, username, password, cnonce_bytes)
+    }
+
+    /// As [`Self::new`], naming `<service>/<server_name>` as the `digest-uri` (quorum SASL:
+    /// [`QUORUM_SERVICE`], [`QUORUM_SERVER_NAME`]).
+    pub fn for_service(
+        service: &str,
+        server_name: &str,
+        username: &str,
+        password: &str,
+        cnonce_bytes: &[u8; 16],
+    ) -> ClientExchange {
         ClientExchange {
+            uri: format!("{service}/{server_name}"),
+            authzid: None,
             username: username.to_string(),
             password: password.to_string(),
             cnonce: hex(cnonce_bytes),
             state: ClientState::Start,
         }
+    }
+
+    /// Asks to act as `authzid` once authenticated (the response's `authzid` directive); without
+    /// it the client acts as itself.
+    pub fn with_authorization_id(mut self, authzid: &str) -> ClientExchange {
+        self.authzid = Some(authzid.to_string());
+        self
     }
 
     /// The first token: empty, as DIGEST-MD5 starts with the server's challenge.
@@ -250,7 +300,7 @@ impl ClientExchange {
                         return Err(Error::Unacceptable("qop (auth not offered)"));
                     }
                 }
-                let uri = format!("{SERVICE}/{SERVER_NAME}");
+                let uri = self.uri.clone();
                 let parts = Parts {
                     username: &self.username,
                     realm,
@@ -258,7 +308,7 @@ impl ClientExchange {
                     nonce,
                     cnonce: &self.cnonce,
                     nc: "00000001",
-                    authzid: None,
+                    authzid: self.authzid.as_deref(),
                     uri: &uri,
                 };
                 let ha1 = parts.ha1(utf8)?;
@@ -279,6 +329,9 @@ impl ClientExchange {
                     quote(&uri),
                     response
                 );
+                if let Some(z) = &self.authzid {
+                    let _ = write!(out, ",authzid=\"{}\"", quote(z));
+                }
                 self.state = ClientState::Responded { expected_rspauth: parts.digest(&ha1, "") };
                 Ok(ClientStep::Send(out.into_bytes()))
             }
@@ -587,6 +640,46 @@ mod tests {
         let ServerStep::Challenge(ch) = s.step(&c.initial(), |_| None).unwrap() else { panic!() };
         c.step(&ch).unwrap();
         assert_eq!(c.step(b"rspauth=00000000000000000000000000000000"), Err(Error::BadServerProof));
+    }
+
+    /// Quorum SASL names another service: each side only accepts its own digest-uri, and the
+    /// authorization id a response asks for is reported.
+    #[test]
+    fn quorum_service_exchanges_use_their_own_digest_uri() {
+        let quorum_client =
+            || ClientExchange::for_service(QUORUM_SERVICE, QUORUM_SERVER_NAME, "q", "qpw", &[5; 16]);
+        let mut s = ServerExchange::for_service(QUORUM_SERVICE, QUORUM_SERVER_NAME, &[6; 16]);
+        let mut c = quorum_client();
+        let ServerStep::Challenge(ch) = s.step(&c.initial(), |_| None).unwrap() else { panic!() };
+        let ClientStep::Send(resp) = c.step(&ch).unwrap() else { panic!() };
+        assert!(String::from_utf8_lossy(&resp).contains("digest-uri=\"zookeeper-quorum/zk-quorum-sasl-md5\""));
+        let ServerStep::Success { token, username } = s.step(&resp, |_| Some("qpw".into())).unwrap() else {
+            panic!()
+        };
+        assert_eq!(username, "q");
+        assert_eq!(s.authorization_id(), None);
+        assert_eq!(c.step(&token), Ok(ClientStep::Done));
+        // One asking to act as another user: the digest covers the authzid, which is reported.
+        let mut s = ServerExchange::for_service(QUORUM_SERVICE, QUORUM_SERVER_NAME, &[6; 16]);
+        let mut c = quorum_client().with_authorization_id("admin");
+        let ServerStep::Challenge(ch) = s.step(&c.initial(), |_| None).unwrap() else { panic!() };
+        let ClientStep::Send(resp) = c.step(&ch).unwrap() else { panic!() };
+        let ServerStep::Success { token, .. } = s.step(&resp, |_| Some("qpw".into())).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.authorization_id(), Some("admin"));
+        assert_eq!(c.step(&token), Ok(ClientStep::Done));
+        // A client-port server refuses the quorum digest-uri, and the other way round.
+        let mut s = ServerExchange::new(SERVER_NAME, &[6; 16]);
+        let mut c = quorum_client();
+        let ServerStep::Challenge(ch) = s.step(&c.initial(), |_| None).unwrap() else { panic!() };
+        let ClientStep::Send(resp) = c.step(&ch).unwrap() else { panic!() };
+        assert_eq!(s.step(&resp, |_| Some("qpw".into())), Err(Error::Unacceptable("digest-uri")));
+        let mut s = ServerExchange::for_service(QUORUM_SERVICE, QUORUM_SERVER_NAME, &[6; 16]);
+        let mut c = ClientExchange::new("q", "qpw", &[5; 16]);
+        let ServerStep::Challenge(ch) = s.step(&c.initial(), |_| None).unwrap() else { panic!() };
+        let ClientStep::Send(resp) = c.step(&ch).unwrap() else { panic!() };
+        assert_eq!(s.step(&resp, |_| Some("qpw".into())), Err(Error::Unacceptable("digest-uri")));
     }
 
     #[test]

@@ -41,6 +41,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod election;
 pub mod quorum;

@@ -624,13 +624,10 @@ impl Source<'_> {
 const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:participant|observer]\
      [;[clientHost:]clientPort]";
 
-/// Keys Apache 3.8 understands that zkrs reads but has no use for (SASL between servers, JVM
-/// pause monitor, multiple addresses per server, the quorum oracle).
-const APACHE_KEYS_IGNORED: [&str; 11] = [
+/// Keys Apache 3.8 understands that zkrs reads but has no use for (the threads of quorum SASL
+/// connection set-up, JVM pause monitor, multiple addresses per server, the quorum oracle).
+const APACHE_KEYS_IGNORED: [&str; 8] = [
     "quorum.cnxn.threads.size",
-    "quorum.auth.learner.saslLoginContext",
-    "quorum.auth.server.saslLoginContext",
-    "quorum.auth.kerberos.servicePrincipal",
     "jvm.pause.info-threshold.ms",
     "jvm.pause.warn-threshold.ms",
     "jvm.pause.sleep.time.ms",
@@ -640,14 +637,9 @@ const APACHE_KEYS_IGNORED: [&str; 11] = [
     "oraclePath",
 ];
 
-/// Boolean keys Apache reads that zkrs cannot honour when true (they need SASL between servers,
-/// or several addresses per server): false is accepted, true refused.
-const APACHE_FEATURES_REFUSED: [&str; 4] = [
-    "quorum.auth.enableSasl",
-    "quorum.auth.serverRequireSasl",
-    "quorum.auth.learnerRequireSasl",
-    "multiAddress.enabled",
-];
+/// Boolean keys Apache reads that zkrs cannot honour when true (several addresses per server):
+/// false is accepted, true refused.
+const APACHE_FEATURES_REFUSED: [&str; 1] = ["multiAddress.enabled"];
 
 /// Values read so far, in Apache's raw form (0 / -1 meaning "not set") until validation.
 struct Raw {

@@ -41,7 +41,25 @@ pub struct SaslConfig {
     pub server_section: Option<Setting<String>>,
     /// `allowSaslFailedClients`.
     pub allow_failed: Option<Setting<String>>,
+    /// `quorum.auth.enableSasl`, `quorum.auth.serverRequireSasl`,
+    /// `quorum.auth.learnerRequireSasl`, `quorum.auth.learner.saslLoginContext`,
+    /// `quorum.auth.server.saslLoginContext`, `quorum.auth.kerberos.servicePrincipal`: SASL
+    /// between ensemble members (Apache reads these from zoo.cfg only), by key.
+    pub quorum: HashMap<&'static str, Setting<String>>,
 }
+
+/// The zoo.cfg keys of quorum SASL.
+const QUORUM_KEYS: [&str; 6] = [
+    QUORUM_ENABLE,
+    QUORUM_SERVER_REQUIRED,
+    QUORUM_LEARNER_REQUIRED,
+    "quorum.auth.learner.saslLoginContext",
+    "quorum.auth.server.saslLoginContext",
+    "quorum.auth.kerberos.servicePrincipal",
+];
+const QUORUM_ENABLE: &str = "quorum.auth.enableSasl";
+const QUORUM_SERVER_REQUIRED: &str = "quorum.auth.serverRequireSasl";
+const QUORUM_LEARNER_REQUIRED: &str = "quorum.auth.learnerRequireSasl";
 
 impl SaslConfig {
     /// Takes a zoo.cfg key if it is one of these; `Ok(false)` leaves it to others.
@@ -58,7 +76,12 @@ impl SaslConfig {
             "sasl.serverconfig" => self.server_section = Some(s),
             "allowSaslFailedClients" => self.allow_failed = Some(s),
             k if k == "superUser" || k.starts_with("superUser.") => self.super_users.push(s),
-            _ => return Ok(false),
+            k => match QUORUM_KEYS.iter().find(|q| **q == k) {
+                Some(q) => {
+                    self.quorum.insert(q, s);
+                }
+                None => return Ok(false),
+            },
         }
         Ok(true)
     }
@@ -128,15 +151,7 @@ impl SaslSettings {
         env: &dyn Fn(&str) -> Option<String>,
         x509_enabled: bool,
     ) -> Result<SaslSettings, String> {
-        // System properties from the environment, later ones winning; then zoo.cfg's.
-        let mut props: HashMap<String, (String, Origin)> = HashMap::new();
-        for var in ["SERVER_JVMFLAGS", "JVMFLAGS"] {
-            if let Some(flags) = env(var) {
-                for (k, v) in jaas::system_properties(&flags) {
-                    props.insert(k.clone(), (v, Origin::Env(var, k)));
-                }
-            }
-        }
+        let mut props = jvm_properties(env);
         let mut from_cfg = |prop: &str, key: &str, s: &Option<Setting<String>>| {
             if let Some(s) = s {
                 props
@@ -203,7 +218,15 @@ impl SaslSettings {
             None => None,
             Some((path, at)) => {
                 let section = get("zookeeper.sasl.serverconfig").map_or("Server", |(v, _)| v.as_str());
-                Some(load_users(Path::new(path), section).map_err(|e| format!("{at}: {e}"))?)
+                // A readable file without the section (one for quorum SASL only) leaves client
+                // SASL off, as Apache does; an unreadable one is an error.
+                let jaas = JaasConfig::read(Path::new(path)).map_err(|e| format!("{at}: {e}"))?;
+                if jaas.section(section).is_none() {
+                    tracing::info!("JAAS file {path} has no '{section}' section: SASL for clients is off");
+                    None
+                } else {
+                    Some(users_of(&jaas, Path::new(path), section).map_err(|e| format!("{at}: {e}"))?)
+                }
             }
         };
         Ok(SaslSettings {
@@ -217,10 +240,191 @@ impl SaslSettings {
     }
 }
 
-/// The DIGEST-MD5 users of `section` in the JAAS file at `path`: every `user_NAME="password"`
+/// System properties from the JVM flags in the environment (`SERVER_JVMFLAGS`, then `JVMFLAGS`),
+/// later ones winning.
+fn jvm_properties(env: &dyn Fn(&str) -> Option<String>) -> HashMap<String, (String, Origin)> {
+    let mut props = HashMap::new();
+    for var in ["SERVER_JVMFLAGS", "JVMFLAGS"] {
+        if let Some(flags) = env(var) {
+            for (k, v) in jaas::system_properties(&flags) {
+                props.insert(k.clone(), (v, Origin::Env(var, k)));
+            }
+        }
+    }
+    props
+}
+
+/// A learner's DIGEST-MD5 credentials (`username`/`password` of the `QuorumLearner` section).
+/// `Debug` never shows the password.
+#[derive(Clone)]
+pub struct LearnerCredentials {
+    /// The user name.
+    pub username: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for LearnerCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LearnerCredentials").field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
+/// Quorum SASL as this server runs it (`quorum.auth.enableSasl=true`). `Debug` lists user
+/// names, never a password.
+#[derive(Clone)]
+pub struct QuorumSasl {
+    /// `quorum.auth.learnerRequireSasl`: when set, this server authenticates to every member it
+    /// connects to (its leader's quorum port, peers' election ports) with these credentials;
+    /// otherwise it connects without authenticating, as Apache's learner then does.
+    pub learner: Option<LearnerCredentials>,
+    /// `quorum.auth.serverRequireSasl`: a member connecting to this server must authenticate;
+    /// otherwise one that does not, or fails, is still let in (with a warning), as in Apache.
+    pub server_required: bool,
+    /// The users members may authenticate as (`user_NAME="password"` of the `QuorumServer`
+    /// section).
+    pub users: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for QuorumSasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users: Vec<&String> = self.users.keys().collect();
+        f.debug_struct("QuorumSasl")
+            .field("learner", &self.learner)
+            .field("server_required", &self.server_required)
+            .field("users", &users)
+            .finish()
+    }
+}
+
+impl QuorumSasl {
+    /// Resolves the quorum SASL keys of `cfg`, reading the JAAS file named as for client SASL
+    /// (zoo.cfg's `java.security.auth.login.config`, else the JVM flags in the environment).
+    /// `Ok(None)` when `quorum.auth.enableSasl` is not true.
+    ///
+    /// Errors name the key and line: a value other than true/false; a required side without
+    /// `quorum.auth.enableSasl` (or the server side required without the learner side), as
+    /// Apache refuses them; no JAAS file; a JAAS file without the learner or server section, or
+    /// whose modules are not DIGEST-MD5 (Kerberos between servers is not supported).
+    pub fn resolve(
+        cfg: &SaslConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<QuorumSasl>, String> {
+        let flag = |key: &str| -> Result<(bool, String), String> {
+            match cfg.quorum.get(key) {
+                None => Ok((false, key.to_string())),
+                Some(s) => {
+                    let at = format!("{key} (zoo.cfg line {})", s.line);
+                    let v = s.value.trim();
+                    if v.eq_ignore_ascii_case("true") {
+                        Ok((true, at))
+                    } else if v.eq_ignore_ascii_case("false") {
+                        Ok((false, at))
+                    } else {
+                        Err(format!("{at}: invalid option \"{v}\"; choose 'true' or 'false'"))
+                    }
+                }
+            }
+        };
+        let (enabled, _) = flag(QUORUM_ENABLE)?;
+        let (server_required, server_at) = flag(QUORUM_SERVER_REQUIRED)?;
+        let (learner_required, learner_at) = flag(QUORUM_LEARNER_REQUIRED)?;
+        if !enabled && server_required {
+            return Err(format!(
+                "{server_at}: {QUORUM_ENABLE} is disabled, so cannot enable {QUORUM_SERVER_REQUIRED}"
+            ));
+        }
+        if !enabled && learner_required {
+            return Err(format!(
+                "{learner_at}: {QUORUM_ENABLE} is disabled, so cannot enable {QUORUM_LEARNER_REQUIRED}"
+            ));
+        }
+        if !learner_required && server_required {
+            return Err(format!(
+                "{server_at}: {QUORUM_LEARNER_REQUIRED} is disabled, so cannot enable {QUORUM_SERVER_REQUIRED}"
+            ));
+        }
+        if !enabled {
+            return Ok(None);
+        }
+        let context = |key: &str, default: &'static str| {
+            cfg.quorum.get(key).map_or(default.to_string(), |s| s.value.trim().to_string())
+        };
+        let learner_section = context("quorum.auth.learner.saslLoginContext", "QuorumLearner");
+        let server_section = context("quorum.auth.server.saslLoginContext", "QuorumServer");
+        let mut props = jvm_properties(env);
+        if let Some(s) = &cfg.login_config {
+            props.insert(
+                LOGIN_CONFIG_KEY.to_string(),
+                (s.value.trim().to_string(), Origin::Line(LOGIN_CONFIG_KEY.into(), s.line)),
+            );
+        }
+        let Some((path, at)) = props.get(LOGIN_CONFIG_KEY) else {
+            return Err(format!(
+                "{QUORUM_ENABLE}: quorum SASL needs a JAAS file with sections {learner_section} and \
+                 {server_section}; name it with -D{LOGIN_CONFIG_KEY}=FILE in SERVER_JVMFLAGS or a \
+                 {LOGIN_CONFIG_KEY} line"
+            ));
+        };
+        let path = Path::new(path);
+        let jaas = JaasConfig::read(path).map_err(|e| format!("{at}: {e}"))?;
+        let section = |name: &str| -> Result<Vec<&jaas::LoginModule>, String> {
+            let modules = jaas.section(name).ok_or_else(|| {
+                format!(
+                    "{at}: JAAS file {} has no '{name}' section: quorum SASL cannot start",
+                    path.display()
+                )
+            })?;
+            if let Some(m) = modules.iter().find(|m| m.class != DIGEST_LOGIN_MODULE) {
+                return Err(format!(
+                    "{at}: JAAS section '{name}' uses {}; zkrs authenticates ensemble members with \
+                     DIGEST-MD5 ({DIGEST_LOGIN_MODULE}) only, not Kerberos",
+                    m.class
+                ));
+            }
+            Ok(modules)
+        };
+        let learner_modules = section(&learner_section)?;
+        let option = |k: &str| {
+            learner_modules
+                .iter()
+                .flat_map(|m| m.options.iter())
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        // The section must exist either way (Apache logs in with it at start-up); the
+        // credentials are needed only when this server authenticates.
+        let learner = match (learner_required, option("username"), option("password")) {
+            (false, _, _) => None,
+            (true, Some(username), Some(password)) => Some(LearnerCredentials { username, password }),
+            (true, _, _) => {
+                return Err(format!(
+                "{at}: JAAS section '{learner_section}' of {} needs username=\"...\" and password=\"...\"",
+                path.display()
+            ))
+            }
+        };
+        let users = users_of(&jaas, path, &server_section).map_err(|e| format!("{at}: {e}"))?;
+        if let Some(p) = cfg.quorum.get("quorum.auth.kerberos.servicePrincipal") {
+            tracing::warn!(
+                "quorum.auth.kerberos.servicePrincipal (line {}) is not used: zkrs authenticates ensemble \
+                 members with DIGEST-MD5",
+                p.line
+            );
+        }
+        tracing::info!(
+            "quorum SASL (DIGEST-MD5): learners {}, members connecting here {}; {} user(s) from section {server_section}",
+            if learner_required { "authenticate" } else { "do not authenticate" },
+            if server_required { "must authenticate" } else { "may authenticate" },
+            users.len()
+        );
+        Ok(Some(QuorumSasl { learner, server_required, users }))
+    }
+}
+
+/// The DIGEST-MD5 users of `section` in `jaas` (read from `path`): every `user_NAME="password"`
 /// option of its modules.
-fn load_users(path: &Path, section: &str) -> Result<HashMap<String, String>, String> {
-    let jaas = JaasConfig::read(path).map_err(|e| e.to_string())?;
+fn users_of(jaas: &JaasConfig, path: &Path, section: &str) -> Result<HashMap<String, String>, String> {
     let Some(modules) = jaas.section(section) else {
         return Err(format!("JAAS file {} has no '{section}' section: SASL cannot start", path.display()));
     };
@@ -298,9 +502,9 @@ mod tests {
         let c = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
         let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
         assert!(e.contains(&format!("{} line 3", p.display())), "{e}");
+        // A file without the section (say, quorum SASL only) leaves client SASL off, as in Apache.
         std::fs::write(&p, "Client { m required; };").unwrap();
-        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
-        assert!(e.contains("no 'Server' section"), "{e}");
+        assert!(SaslSettings::resolve(&c, &no_env, false).unwrap().users.is_none());
     }
 
     #[test]

@@ -14,9 +14,8 @@ use rcgen::{
     IsCa, KeyPair,
 };
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::ensemble::*;
-use zk_proto::*;
 
 /// An authority, and the certificates and keys it issued, as PEM files in one directory.
 struct Pki {
@@ -120,28 +119,6 @@ fn set_tls(e: &Ensemble, i: usize, lines: &str) {
     std::fs::write(&path, format!("{kept}{lines}")).expect("zoo.cfg");
 }
 
-/// Writes `/path` through member `i` and checks every member in `on` sees it.
-fn write_and_read(e: &Ensemble, through: usize, path: &str, on: &[usize]) {
-    let mut c = e.client(through);
-    assert_eq!(c.create(path, b"v", CreateMode::Persistent).err(), ErrorCode::Ok, "{}", e.logs());
-    let name = path.trim_start_matches('/').to_string();
-    for &i in on {
-        let mut c = e.client(i);
-        assert!(children(&mut c, "/").contains(&name), "server {} lacks {path}\n{}", i + 1, e.logs());
-    }
-}
-
-/// Member `i` runs (it answers `ruok`) but serves no client for `wait`: it never found a leader.
-fn stays_out(e: &Ensemble, i: usize, wait: Duration) {
-    let until = Instant::now() + wait;
-    while Instant::now() < until {
-        assert_eq!(e.mode(i), None, "server {} joined\n{}", i + 1, e.logs());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let alive = four(e.members[i].client, "ruok");
-    assert_eq!(alive.as_deref(), Some("imok"), "server {} is not running\n{}", i + 1, e.logs());
-}
-
 #[test]
 fn three_servers_with_ssl_quorum_replicate_and_survive_the_leader() {
     let pki = Pki::new();
@@ -152,10 +129,11 @@ fn three_servers_with_ssl_quorum_replicate_and_survive_the_leader() {
     let leader = e.wait_for_leader();
     e.wait_mntr(leader, "zk_synced_followers", "2");
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
-    write_and_read(&e, followers[0], "/a", &[0, 1, 2]);
+    e.write_and_read(followers[0], "/a", &[0, 1, 2]);
 
     // The quorum and election ports take TLS only: a plain connection gets nothing and is cut.
-    for port in quorum_ports(&e, leader) {
+    let (quorum, election) = e.quorum_ports(leader);
+    for port in [quorum, election] {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
         use std::io::{Read, Write};
@@ -167,21 +145,8 @@ fn three_servers_with_ssl_quorum_replicate_and_survive_the_leader() {
         assert!(n == 0 || buf[0] == 0x15, "a plain peer got {:?}", &buf[..n]);
     }
 
-    e.kill(leader);
-    let new_leader = e.wait_for_leader_among(&followers);
-    assert_ne!(new_leader, leader);
-    write_and_read(&e, new_leader, "/b", &followers);
-    e.launch(leader);
-    e.wait_for_leader();
-    let mut c = e.client(leader);
-    assert_eq!(children(&mut c, "/"), ["a", "b", "zookeeper"], "{}", e.logs());
-}
-
-/// The quorum and election ports of member `i`, from its zoo.cfg.
-fn quorum_ports(e: &Ensemble, i: usize) -> Vec<u16> {
-    let text = std::fs::read_to_string(e.members[i].dir.join("zoo.cfg")).expect("zoo.cfg");
-    let line = text.lines().find(|l| l.starts_with(&format!("server.{}=", i + 1))).expect("server line");
-    line.split(':').skip(1).take(2).map(|p| p.parse().expect("port")).collect()
+    let back = e.leader_dies_and_rejoins(leader, "/b");
+    assert_eq!(back, ["a", "b", "zookeeper"], "{}", e.logs());
 }
 
 #[test]
@@ -194,8 +159,8 @@ fn a_server_without_a_trusted_certificate_or_without_tls_stays_out() {
         e.launch(i);
     }
     let leader = e.wait_for_leader_among(&[0, 1]);
-    write_and_read(&e, leader, "/one", &[0, 1]);
-    stays_out(&e, 2, Duration::from_secs(4));
+    e.write_and_read(leader, "/one", &[0, 1]);
+    e.stays_out(2, Duration::from_secs(4));
     let log = e.log(0) + &e.log(1);
     assert!(log.contains("TLS handshake failed"), "{}", e.logs());
 
@@ -203,15 +168,15 @@ fn a_server_without_a_trusted_certificate_or_without_tls_stays_out() {
     e.kill(2);
     set_tls(&e, 2, &format!("sslQuorum=true\n{}", pki.lines("noip.pem")));
     e.launch(2);
-    stays_out(&e, 2, Duration::from_secs(4));
+    e.stays_out(2, Duration::from_secs(4));
     assert!(e.log(0).contains("does not name 127.0.0.1") || e.log(1).contains("does not name 127.0.0.1"));
 
     // Then plain: the others take TLS only.
     e.kill(2);
     set_tls(&e, 2, "");
     e.launch(2);
-    stays_out(&e, 2, Duration::from_secs(4));
-    write_and_read(&e, 1 - leader, "/two", &[0, 1]);
+    e.stays_out(2, Duration::from_secs(4));
+    e.write_and_read(1 - leader, "/two", &[0, 1]);
 
     // With its own certificate it joins and catches up.
     e.kill(2);
@@ -232,14 +197,14 @@ fn port_unification_lets_tls_and_plain_members_switch_one_at_a_time() {
     }
     let leader = e.wait_for_leader();
     e.wait_mntr(leader, "zk_synced_followers", "2");
-    write_and_read(&e, 2, "/mixed", &[0, 1, 2]);
+    e.write_and_read(2, "/mixed", &[0, 1, 2]);
 
     // The leader restarted plain-dialling still leads or follows in the same ensemble.
     e.kill(leader);
     e.wait_for_leader_among(&(0..3).filter(|&i| i != leader).collect::<Vec<_>>());
     e.launch(leader);
     e.wait_for_leader();
-    write_and_read(&e, leader, "/after", &[0, 1, 2]);
+    e.write_and_read(leader, "/after", &[0, 1, 2]);
 }
 
 #[test]
@@ -274,27 +239,11 @@ fn ssl_quorum_without_a_key_store_is_a_start_up_error_naming_the_key() {
 fn apache_and_zkrs_servers_form_one_ensemble_over_tls() {
     let pki = Pki::new();
     let mut e = tls_ensemble(&pki, &[Kind::Apache, Kind::Apache, Kind::Zkrs], &[0, 1, 2], false);
-    // zkrs and Apache's server 1 first: with equal histories the largest id (3, zkrs) leads; then
-    // Apache's server 2 joins the established ensemble.
-    e.launch(2);
-    e.launch(0);
-    e.wait_mode(2, "leader");
-    e.launch(1);
-    assert_eq!(e.wait_for_leader(), 2, "{}", e.logs());
-    // zkrs takes TLS only (no portUnification), so Apache's learners came in over TLS.
-    assert!(e.log(2).contains("TLS handshake complete with 127.0.0.1"), "{}", e.logs());
-    write_and_read(&e, 0, "/via-apache", &[0, 1, 2]);
-    write_and_read(&e, 2, "/via-zkrs", &[0, 1, 2]);
-
-    // The zkrs leader dies: an Apache server leads, and zkrs follows it over TLS.
-    e.kill(2);
-    let leader = e.wait_for_leader_among(&[0, 1]);
-    write_and_read(&e, leader, "/while-away", &[0, 1]);
-    e.launch(2);
-    e.wait_for_leader();
-    assert_eq!(e.mode(2).as_deref(), Some("follower"), "{}", e.logs());
-    let mut c = e.client(2);
-    assert_eq!(children(&mut c, "/"), ["via-apache", "via-zkrs", "while-away", "zookeeper"], "{}", e.logs());
+    // zkrs takes TLS only (no portUnification), so Apache's learners come in over TLS, and zkrs
+    // follows Apache's leader over TLS.
+    e.zkrs_leads_then_follows_apache(|e| {
+        assert!(e.log(2).contains("TLS handshake complete with 127.0.0.1"), "{}", e.logs());
+    });
 }
 
 #[test]
@@ -308,13 +257,13 @@ fn apache_and_zkrs_switch_to_tls_together_under_port_unification() {
     e.wait_mode(2, "leader");
     e.launch(1);
     assert_eq!(e.wait_for_leader(), 2, "{}", e.logs());
-    write_and_read(&e, 0, "/one", &[0, 1, 2]);
+    e.write_and_read(0, "/one", &[0, 1, 2]);
     assert!(e.log(0).contains("TLS handshake complete with 127.0.0.1"), "{}", e.logs());
 
     // Apache dies and a zkrs server leads; Apache comes back and follows it, dialling plain.
     e.kill(2);
     let leader = e.wait_for_leader_among(&[0, 1]);
-    write_and_read(&e, leader, "/two", &[0, 1]);
+    e.write_and_read(leader, "/two", &[0, 1]);
     e.launch(2);
     e.wait_for_leader();
     assert_eq!(e.mode(2).as_deref(), Some("follower"), "{}", e.logs());
@@ -331,7 +280,7 @@ fn ssl_quorum_reload_cert_files_lets_a_server_in_once_its_certificate_is_replace
         e.launch(i);
     }
     e.wait_for_leader_among(&[0, 1]);
-    stays_out(&e, 2, Duration::from_secs(3));
+    e.stays_out(2, Duration::from_secs(3));
     // The file it reads is replaced with a certificate of the right authority: no restart.
     pki.write("rogue.pem", &std::fs::read_to_string(pki.path("s3.pem")).expect("s3.pem"));
     e.wait_for_leader();
@@ -347,7 +296,7 @@ fn an_apache_server_with_an_untrusted_certificate_stays_out_of_a_zkrs_ensemble()
         e.launch(i);
     }
     let leader = e.wait_for_leader_among(&[0, 1]);
-    write_and_read(&e, leader, "/zkrs-only", &[0, 1]);
-    stays_out(&e, 2, Duration::from_secs(4));
+    e.write_and_read(leader, "/zkrs-only", &[0, 1]);
+    e.stays_out(2, Duration::from_secs(4));
     assert!((e.log(0) + &e.log(1)).contains("TLS handshake failed"), "{}", e.logs());
 }

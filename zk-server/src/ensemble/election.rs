@@ -110,7 +110,7 @@ mod tests {
                     HostPort { host: "127.0.0.1".into(), port: e },
                     peers,
                     crate::ensemble::election_net::DEFAULT_CNX_TIMEOUT,
-                    None,
+                    Default::default(),
                     false,
                 )
                 .await

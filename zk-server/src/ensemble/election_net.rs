@@ -11,7 +11,9 @@
 //!
 //! The election itself (zk_quorum::election) sees only `(sid, Notification)` pairs in and out.
 
+use super::peer_auth::{self, PeerSecurity};
 use super::peer_tls::{self, PeerStream, PeerTls, SetupError, MAX_PENDING_SETUPS};
+use crate::sasl_config::QuorumSasl;
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -49,6 +51,13 @@ enum Ended {
     Refused(String),
 }
 
+fn ended(e: SetupError) -> Ended {
+    match e {
+        SetupError::Gone(why) => Ended::Closed(why),
+        SetupError::Refused(why) => Ended::Refused(why),
+    }
+}
+
 /// A received notification.
 pub type Received = (i64, Notification);
 
@@ -68,6 +77,8 @@ struct Inner {
     cnx_timeout: Duration,
     /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
     tls: Option<Arc<PeerTls>>,
+    /// SASL between members (`quorum.auth.*`); None: off.
+    sasl: Option<Arc<QuorumSasl>>,
     /// The peers and their election addresses; they change with reconfigurations.
     peers: Mutex<HashMap<i64, SocketAddr>>,
     /// The newest message for each peer (None: nothing to say yet).
@@ -86,8 +97,7 @@ struct Inner {
 
 impl ElectionNet {
     /// Listens on `listen` (this server's election address) and keeps connections to `peers`
-    /// (their election addresses), with TLS as `tls` says (None: plain). Returns the network and
-    /// the stream of received notifications.
+    /// (their election addresses), secured as `security` says. Returns the network and the stream of received notifications.
     ///
     /// Errors: the election port cannot be bound.
     pub async fn start(
@@ -96,7 +106,7 @@ impl ElectionNet {
         my_addr: HostPort,
         peers: HashMap<i64, SocketAddr>,
         cnx_timeout: Duration,
-        tls: Option<Arc<PeerTls>>,
+        security: PeerSecurity,
         accept_unknown: bool,
     ) -> std::io::Result<(ElectionNet, mpsc::Receiver<Received>)> {
         let listener = TcpListener::bind(listen).await?;
@@ -113,7 +123,8 @@ impl ElectionNet {
                 my_sid,
                 my_addr,
                 cnx_timeout,
-                tls,
+                tls: security.tls,
+                sasl: security.sasl,
                 peers: Mutex::new(peers),
                 outboxes: Mutex::new(outboxes),
                 accept_unknown,
@@ -215,12 +226,8 @@ impl ElectionNet {
     /// Sets up an accepted connection and reads the election handshake, holding `setup` (one of
     /// the port's [`MAX_PENDING_SETUPS`]) until then.
     async fn on_accepted(self, tcp: TcpStream, setup: OwnedSemaphorePermit) -> Result<(), Ended> {
-        let mut stream = peer_tls::accept(self.inner.tls.as_deref(), tcp, self.inner.cnx_timeout)
-            .await
-            .map_err(|e| match e {
-                SetupError::Gone(why) => Ended::Closed(why),
-                SetupError::Refused(why) => Ended::Refused(why),
-            })?;
+        let mut stream =
+            peer_tls::accept(self.inner.tls.as_deref(), tcp, self.inner.cnx_timeout).await.map_err(ended)?;
         let mut buf = BytesMut::with_capacity(512);
         let hs = tokio::time::timeout(self.inner.cnx_timeout, async {
             loop {
@@ -244,8 +251,19 @@ impl ElectionNet {
         })
         .await
         .map_err(|_| Ended::Closed("handshake timed out".to_string()))??;
-        drop(setup);
         let sid = hs.sid;
+        // Quorum SASL comes right after the handshake, before any notification.
+        let remote = format!("server {sid}");
+        peer_auth::check_peer(
+            self.inner.sasl.as_deref(),
+            &mut stream,
+            &mut buf,
+            &remote,
+            self.inner.cnx_timeout,
+        )
+        .await
+        .map_err(ended)?;
+        drop(setup);
         if self.peer_addr(sid).is_none() {
             let addr = hs.addresses.first().and_then(|a| {
                 use std::net::ToSocketAddrs;
@@ -319,9 +337,28 @@ impl ElectionNet {
                 tokio::time::sleep(REDIAL_PAUSE).await;
                 continue;
             }
+            // Authenticated even when the connection is about to be closed: the larger peer
+            // dials back only after it has checked us.
+            let mut read_ahead = BytesMut::new();
+            let auth = peer_auth::authenticate_to(
+                self.inner.sasl.as_deref(),
+                &mut stream,
+                &mut read_ahead,
+                sid,
+                self.inner.cnx_timeout,
+            )
+            .await;
+            if let Err(e) = auth {
+                match e {
+                    SetupError::Gone(why) => debug!("election connection to {sid}: {why}"),
+                    SetupError::Refused(why) => warn!("election connection to {sid} refused: {why}"),
+                }
+                tokio::time::sleep(REDIAL_PAUSE).await;
+                continue;
+            }
             if keeps_initiated_connection(self.inner.my_sid, sid) {
                 let began = std::time::Instant::now();
-                match self.clone().run_connection(sid, stream, BytesMut::new()).await {
+                match self.clone().run_connection(sid, stream, read_ahead).await {
                     Ok(()) => {}
                     Err(Ended::Closed(why)) => debug!("election connection to {sid} closed: {why}"),
                     Err(Ended::Refused(why)) => warn!("election connection to {sid} dropped: {why}"),

@@ -3,6 +3,7 @@
 
 pub mod election;
 pub mod election_net;
+pub mod peer_auth;
 pub mod peer_net;
 pub mod peer_tls;
 pub mod quorum;

@@ -41,6 +41,23 @@ pub enum PeerEvent {
     Closed(PeerConn, String),
 }
 
+/// A connection set up and ready for packets: its stream, and what was read from it during set-up
+/// (quorum SASL) that belongs to the first packets.
+#[derive(Debug)]
+pub struct Established {
+    /// The stream.
+    pub stream: PeerStream,
+    /// Bytes already read past the set-up.
+    pub read_ahead: BytesMut,
+}
+
+impl Established {
+    /// A connection nothing has been read from.
+    pub fn new(stream: PeerStream) -> Established {
+        Established { stream, read_ahead: BytesMut::new() }
+    }
+}
+
 /// Takes the raw snapshot stream that follows a SNAP packet, in whatever pieces the socket gives.
 pub trait SnapshotSink: Send {
     /// Consumes a prefix of `bytes`; returns how many were consumed and whether the stream ended.
@@ -56,16 +73,17 @@ pub type SnapshotSinkFactory = Box<dyn FnMut(i64) -> Box<dyn SnapshotSink> + Sen
 /// `sinks` is given on a learner's connection, which may receive SNAP.
 pub fn spawn(
     conn: PeerConn,
-    stream: PeerStream,
+    established: Established,
     max_packet: usize,
     events: mpsc::Sender<PeerEvent>,
     sinks: Option<SnapshotSinkFactory>,
 ) -> mpsc::Sender<Outgoing> {
+    let Established { stream, read_ahead } = established;
     let (rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel(OUTBOX_PACKETS);
     tokio::spawn(write_loop(wr, rx));
     tokio::spawn(async move {
-        let why = read_loop(conn, rd, max_packet, &events, sinks).await;
+        let why = read_loop(conn, rd, read_ahead, max_packet, &events, sinks).await;
         let _ = events.send(PeerEvent::Closed(conn, why)).await;
     });
     tx
@@ -107,12 +125,14 @@ async fn write_loop(mut wr: WriteHalf<PeerStream>, mut rx: mpsc::Receiver<Outgoi
 async fn read_loop(
     conn: PeerConn,
     mut rd: ReadHalf<PeerStream>,
+    read_ahead: BytesMut,
     max_packet: usize,
     events: &mpsc::Sender<PeerEvent>,
     mut sinks: Option<SnapshotSinkFactory>,
 ) -> String {
     let decoder = QuorumPacketDecoder::new(max_packet);
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = read_ahead;
+    buf.reserve(64 * 1024);
     let mut sink: Option<Box<dyn SnapshotSink>> = None;
     loop {
         loop {
@@ -185,7 +205,7 @@ mod tests {
         let (etx, mut erx) = mpsc::channel(16);
         let client = tokio::spawn(async move {
             let s = connect(addr, std::time::Duration::from_secs(5)).await.expect("connect");
-            let out = spawn(1, PeerStream::Plain(s), 1 << 20, etx, None);
+            let out = spawn(1, Established::new(PeerStream::Plain(s)), 1 << 20, etx, None);
             out.send(Outgoing::Packet(QuorumPacket::new(PacketType::Snap, 0x100000005, None)))
                 .await
                 .expect("send");
@@ -200,7 +220,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(16);
         let _out = spawn(
             2,
-            PeerStream::Plain(stream),
+            Established::new(PeerStream::Plain(stream)),
             1 << 20,
             tx,
             Some(Box::new(|_zxid| Box::new(Fixed(100_000)) as Box<dyn SnapshotSink>)),

@@ -12,8 +12,9 @@
 //! election runs.
 
 use super::election_net::{ElectionNet, Received};
-use super::peer_net::{self, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
-use super::peer_tls::{self, PeerStream, PeerTls, SetupError};
+use super::peer_auth::{self, PeerSecurity};
+use super::peer_net::{self, Established, Outgoing, PeerConn, PeerEvent, SnapshotSink, SnapshotSinkFactory};
+use super::peer_tls::{self, PeerTls, SetupError};
 use super::settings::resolve;
 use crate::admin::metrics::QuorumMetrics;
 use crate::core::{Event, Role, VoterSet};
@@ -131,6 +132,8 @@ pub struct EnsembleSettings {
     pub config_file: Option<std::path::PathBuf>,
     /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
     pub tls: Option<Arc<PeerTls>>,
+    /// SASL between members (`quorum.auth.enableSasl`); None: off.
+    pub sasl: Option<Arc<crate::sasl_config::QuorumSasl>>,
 }
 
 /// What the driver does for this part.
@@ -162,7 +165,7 @@ pub enum Input {
     /// Something on a quorum connection.
     Peer(PeerEvent),
     /// A learner connected to the quorum port.
-    Accepted(PeerStream),
+    Accepted(Established),
     /// A machine's timer is due.
     Timer,
     /// The set of peers known to be down changed.
@@ -197,7 +200,7 @@ pub struct Quorum {
     /// Reloads the database from disk (the newest snapshot plus the log after it).
     reload: Reload,
     state: State,
-    accepted_rx: mpsc::Receiver<PeerStream>,
+    accepted_rx: mpsc::Receiver<Established>,
     peer_tx: mpsc::Sender<PeerEvent>,
     peer_rx: mpsc::Receiver<PeerEvent>,
     outboxes: HashMap<PeerConn, mpsc::Sender<Outgoing>>,
@@ -212,7 +215,7 @@ pub struct Quorum {
     /// Learners that connected while this server was still electing: a learner may decide
     /// before its leader does. They are handed to the leader if this server leads, and dropped
     /// otherwise, or when older than initLimit.
-    parked: Vec<(PeerStream, u64)>,
+    parked: Vec<(Established, u64)>,
     /// With `readonlymode.enabled`: when this server, still looking, starts serving read-only
     /// clients.
     read_only_at: Option<u64>,
@@ -269,13 +272,14 @@ impl Quorum {
             my_addr,
             s.election_peers.clone(),
             s.cnx_timeout,
-            s.tls.clone(),
+            PeerSecurity { tls: s.tls.clone(), sasl: s.sasl.clone() },
             s.reconfig_enabled,
         )
         .await?;
         let listener = TcpListener::bind(s.quorum_listen).await?;
         let (acc_tx, accepted_rx) = mpsc::channel(ACCEPT_QUEUE);
         let tls = s.tls.clone();
+        let sasl = s.sasl.clone();
         if let Some(t) = tls.clone().filter(|t| t.reload_wanted()) {
             // For the life of the process, as the ports.
             drop(crate::tls::poll_stores(move || t.reload_if_changed()));
@@ -289,12 +293,26 @@ impl Quorum {
                 match listener.accept().await {
                     Ok((stream, remote)) => {
                         // Each handshake in its own task: a slow peer holds up no other.
-                        let (tls, acc_tx) = (tls.clone(), acc_tx.clone());
+                        let (tls, sasl, acc_tx) = (tls.clone(), sasl.clone(), acc_tx.clone());
                         tokio::spawn(async move {
                             // Held until the connection is handed over: the hand-over queue
                             // is bounded too.
                             let _setup = permit;
-                            match peer_tls::accept(tls.as_deref(), stream, handshake_limit).await {
+                            let set_up = async {
+                                let mut s = peer_tls::accept(tls.as_deref(), stream, handshake_limit).await?;
+                                let mut read_ahead = BytesMut::new();
+                                let remote = remote.to_string();
+                                peer_auth::check_peer(
+                                    sasl.as_deref(),
+                                    &mut s,
+                                    &mut read_ahead,
+                                    &remote,
+                                    handshake_limit,
+                                )
+                                .await?;
+                                Ok(Established { stream: s, read_ahead })
+                            };
+                            match set_up.await {
                                 Ok(s) => {
                                     let _ = acc_tx.send(s).await;
                                 }
@@ -564,7 +582,7 @@ impl Quorum {
         self.drain(core_db).await;
     }
 
-    fn admit_learner(&mut self, stream: PeerStream, now: u64) {
+    fn admit_learner(&mut self, stream: Established, now: u64) {
         let State::Leading(l) = &mut self.state else { return };
         let conn = self.next_conn;
         self.next_conn += 1;
@@ -798,11 +816,18 @@ impl Quorum {
                 }
             }
         };
-        let stream = match peer_tls::connect(self.s.tls.as_deref(), tcp, leader, limit).await {
+        let set_up = async {
+            let mut s = peer_tls::connect(self.s.tls.as_deref(), tcp, leader, limit).await?;
+            let mut read_ahead = BytesMut::new();
+            peer_auth::authenticate_to(self.s.sasl.as_deref(), &mut s, &mut read_ahead, leader, limit)
+                .await?;
+            Ok::<_, SetupError>(Established { stream: s, read_ahead })
+        };
+        let stream = match set_up.await {
             Ok(s) => s,
             Err(e) => {
                 warn!("cannot set up the connection to leader {leader} at {addr}: {e}");
-                self.look("no secure connection to the leader");
+                self.look("no secure or authenticated connection to the leader");
                 return;
             }
         };

@@ -84,6 +84,8 @@ impl EnsembleSettings {
             standalone_enabled: cfg.standalone_enabled,
             config_file: cfg.config_file.clone(),
             tls: super::peer_tls::PeerTls::load(cfg)?,
+            sasl: crate::sasl_config::QuorumSasl::resolve(&cfg.sasl, &|v| std::env::var(v).ok())?
+                .map(std::sync::Arc::new),
         })
     }
 }

@@ -120,10 +120,13 @@ impl Ensemble {
             .append(true)
             .open(m.dir.join("server.log"))
             .expect("log");
+        // JVM flags for the member (a JAAS file for SASL): Apache's java takes them, zkrs-server
+        // finds them in SERVER_JVMFLAGS as zkServer.sh would pass them.
+        let jvm_flags = std::fs::read_to_string(m.dir.join("jvmflags")).unwrap_or_default();
         let mut cmd = match m.kind {
             Kind::Zkrs => {
                 let mut c = Command::new(zkrs_binary());
-                c.arg(m.dir.join("zoo.cfg")).env("RUST_LOG", "info");
+                c.arg(m.dir.join("zoo.cfg")).env("RUST_LOG", "info").env("SERVER_JVMFLAGS", jvm_flags.trim());
                 c
             }
             Kind::Apache => {
@@ -135,6 +138,7 @@ impl Ensemble {
                 if cfg.lines().any(|l| l.trim() == "readonlymode.enabled=true") {
                     c.arg("-Dreadonlymode.enabled=true");
                 }
+                c.args(jvm_flags.split_whitespace());
                 c.arg("-Xmx256m")
                     .arg("-cp")
                     .arg(super::APACHE_CLASSPATH)
@@ -332,6 +336,81 @@ impl Ensemble {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Writes `/path` through member `through` and checks every member in `on` sees it.
+    pub fn write_and_read(&self, through: usize, path: &str, on: &[usize]) {
+        let mut c = self.client(through);
+        assert_eq!(c.create(path, b"v", CreateMode::Persistent).err(), ErrorCode::Ok, "{}", self.logs());
+        let name = path.trim_start_matches('/').to_string();
+        for &i in on {
+            let mut c = self.client(i);
+            assert!(children(&mut c, "/").contains(&name), "server {} lacks {path}\n{}", i + 1, self.logs());
+        }
+    }
+
+    /// Member `i` runs (it answers `ruok`) but serves no client for `wait`: it never found a
+    /// leader.
+    pub fn stays_out(&self, i: usize, wait: Duration) {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            assert_eq!(self.mode(i), None, "server {} joined\n{}", i + 1, self.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let alive = four(self.members[i].client, "ruok");
+        assert_eq!(alive.as_deref(), Some("imok"), "server {} is not running\n{}", i + 1, self.logs());
+    }
+
+    /// Member `i`'s quorum and election ports, from its zoo.cfg.
+    pub fn quorum_ports(&self, i: usize) -> (u16, u16) {
+        let text = std::fs::read_to_string(self.members[i].dir.join("zoo.cfg")).expect("zoo.cfg");
+        let line = text.lines().find(|l| l.starts_with(&format!("server.{}=", i + 1))).expect("server line");
+        let ports: Vec<u16> = line.split(':').skip(1).take(2).map(|p| p.parse().expect("port")).collect();
+        (ports[0], ports[1])
+    }
+
+    /// Kills `leader`; the others elect a new one, which takes a write of `path`; the old leader
+    /// comes back and follows. Returns the root's children as the old leader then serves them.
+    pub fn leader_dies_and_rejoins(&mut self, leader: usize, path: &str) -> Vec<String> {
+        let others: Vec<usize> = (0..self.members.len()).filter(|&i| i != leader).collect();
+        self.kill(leader);
+        let new_leader = self.wait_for_leader_among(&others);
+        assert_ne!(new_leader, leader);
+        self.write_and_read(new_leader, path, &others);
+        self.launch(leader);
+        self.wait_for_leader();
+        let mut c = self.client(leader);
+        children(&mut c, "/")
+    }
+
+    /// Apache servers 1 and 2 with zkrs server 3, configured: zkrs leads Apache's followers (it
+    /// starts with server 1, and with equal histories the largest id leads), then, once it is
+    /// killed, an Apache server leads and zkrs comes back as its follower. `while_zkrs_leads`
+    /// checks what the test is about once zkrs leads both; writes through each kind must reach
+    /// every member throughout.
+    pub fn zkrs_leads_then_follows_apache(&mut self, while_zkrs_leads: impl Fn(&Ensemble)) {
+        self.launch(2);
+        self.launch(0);
+        self.wait_mode(2, "leader");
+        self.launch(1);
+        assert_eq!(self.wait_for_leader(), 2, "{}", self.logs());
+        self.wait_mntr(2, "zk_synced_followers", "2");
+        while_zkrs_leads(self);
+        self.write_and_read(0, "/via-apache", &[0, 1, 2]);
+        self.write_and_read(2, "/via-zkrs", &[0, 1, 2]);
+        self.kill(2);
+        let leader = self.wait_for_leader_among(&[0, 1]);
+        self.write_and_read(leader, "/while-away", &[0, 1]);
+        self.launch(2);
+        self.wait_for_leader();
+        assert_eq!(self.mode(2).as_deref(), Some("follower"), "{}", self.logs());
+        let mut c = self.client(2);
+        assert_eq!(
+            children(&mut c, "/"),
+            ["via-apache", "via-zkrs", "while-away", "zookeeper"],
+            "{}",
+            self.logs()
+        );
     }
 
     /// Member `i`'s whole server.log so far.

@@ -1,0 +1,258 @@
+//! Quorum SASL on the quorum and election ports (`quorum.auth.*`): the I/O around
+//! zk_quorum::auth's exchange, run right after a connection between members is set up (and its
+//! TLS handshake, if any), before anything else is read or written on it.
+//!
+//! - The connecting side ([`authenticate_to`]) authenticates when `quorum.auth.learnerRequireSasl`
+//!   is set, and otherwise sends nothing, as Apache's learner does.
+//! - The accepting side ([`check_peer`]) looks at the first eight bytes: the auth magic starts an
+//!   exchange; anything else is the peer's first packet or notification, which a server requiring
+//!   SASL (`quorum.auth.serverRequireSasl`) refuses and one not requiring it lets through. A failed
+//!   exchange is answered `ERROR`; the connection is then closed when SASL is required, kept
+//!   (with a warning) when it is not, as Apache does (CVE-2023-44981: never skipped when required).
+//!
+//! Bytes read past the exchange stay in the caller's buffer for the connection's reader.
+
+use super::peer_tls::{PeerStream, SetupError};
+use crate::sasl_config::QuorumSasl;
+use bytes::BytesMut;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing::{info, warn};
+use zk_quorum::auth::{starts_with_auth, LearnerAuth, LearnerStep, QuorumAuthPacket, ServerAuth, ServerStep};
+
+/// How connections between members are secured: TLS (`sslQuorum`, `portUnification`) and SASL
+/// (`quorum.auth.*`); `None`: off.
+#[derive(Clone, Default)]
+pub struct PeerSecurity {
+    /// TLS between members.
+    pub tls: Option<std::sync::Arc<super::peer_tls::PeerTls>>,
+    /// SASL between members.
+    pub sasl: Option<std::sync::Arc<QuorumSasl>>,
+}
+
+/// Most bytes buffered while reading one auth packet: a packet with the longest token.
+const MAX_PACKET: usize = 16 + zk_proto::digest_md5::MAX_TOKEN_BYTES;
+
+fn nonce() -> Result<[u8; 16], SetupError> {
+    use rand::RngCore;
+    let mut n = [0u8; 16];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut n)
+        .map_err(|e| SetupError::Refused(format!("no random nonce: {e}")))?;
+    Ok(n)
+}
+
+async fn read_packet(stream: &mut PeerStream, buf: &mut BytesMut) -> Result<QuorumAuthPacket, SetupError> {
+    loop {
+        match QuorumAuthPacket::decode(buf) {
+            Ok(Some((p, used))) => {
+                let _ = buf.split_to(used);
+                return Ok(p);
+            }
+            Ok(None) if buf.len() > MAX_PACKET => {
+                return Err(SetupError::Refused("auth packet too long".into()))
+            }
+            Ok(None) => {}
+            Err(e) => return Err(SetupError::Refused(format!("quorum SASL: {e}"))),
+        }
+        match stream.read_buf(buf).await {
+            Ok(0) => return Err(SetupError::Gone("closed during quorum SASL".into())),
+            Ok(_) => {}
+            Err(e) => return Err(SetupError::Gone(format!("read during quorum SASL: {e}"))),
+        }
+    }
+}
+
+async fn write_packet(stream: &mut PeerStream, p: &QuorumAuthPacket) -> Result<(), SetupError> {
+    let bytes = p.to_vec();
+    match stream.write_all(&bytes).await {
+        Ok(()) => {
+            stream.flush().await.map_err(|e| SetupError::Gone(format!("write during quorum SASL: {e}")))
+        }
+        Err(e) => Err(SetupError::Gone(format!("write during quorum SASL: {e}"))),
+    }
+}
+
+/// Authenticates this server to the member `peer` it connected to, within `limit`, when
+/// `quorum.auth.learnerRequireSasl` says so (otherwise returns at once, having sent nothing).
+/// Bytes the peer sent after its last auth packet are left in `buf`.
+///
+/// Errors: the peer refused our credentials, did not prove it knew them, sent something else
+/// than auth packets, or took longer than `limit`.
+pub async fn authenticate_to(
+    sasl: Option<&QuorumSasl>,
+    stream: &mut PeerStream,
+    buf: &mut BytesMut,
+    peer: i64,
+    limit: Duration,
+) -> Result<(), SetupError> {
+    let Some(creds) = sasl.and_then(|s| s.learner.as_ref()) else { return Ok(()) };
+    let mut auth = LearnerAuth::new(&creds.username, &creds.password, &nonce()?);
+    let exchange = async {
+        write_packet(stream, &auth.first()).await?;
+        loop {
+            let p = read_packet(stream, buf).await?;
+            match auth.on_packet(&p) {
+                Ok(LearnerStep::Send(next)) => write_packet(stream, &next).await?,
+                Ok(LearnerStep::Authenticated) => return Ok(()),
+                Err(e) => {
+                    return Err(SetupError::Refused(format!(
+                        "quorum SASL with server {peer} as {:?} failed: {e}",
+                        creds.username
+                    )))
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(limit, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(SetupError::Gone(format!("quorum SASL with server {peer} timed out"))),
+    }
+}
+
+/// Checks a member that connected here, within `limit`: runs its exchange if it opens one, and
+/// applies `quorum.auth.serverRequireSasl`. Returns the user it authenticated as (`None`: it did
+/// not, and SASL is not required). Bytes after the exchange (or the peer's first bytes, when it
+/// did not authenticate) are left in `buf`.
+///
+/// Errors: SASL is required and the peer did not authenticate, or failed to; the peer went away
+/// or was too slow.
+pub async fn check_peer(
+    sasl: Option<&QuorumSasl>,
+    stream: &mut PeerStream,
+    buf: &mut BytesMut,
+    remote: &str,
+    limit: Duration,
+) -> Result<Option<String>, SetupError> {
+    let Some(sasl) = sasl else { return Ok(None) };
+    let exchange = async {
+        while buf.len() < 8 {
+            match stream.read_buf(buf).await {
+                Ok(0) => return Err(SetupError::Gone("closed before its first packet".into())),
+                Ok(_) => {}
+                Err(e) => return Err(SetupError::Gone(format!("read: {e}"))),
+            }
+        }
+        let first: [u8; 8] = buf[..8].try_into().unwrap_or_default();
+        if !starts_with_auth(first) {
+            if sasl.server_required {
+                return Err(SetupError::Refused(
+                    "the member did not authenticate and quorum.auth.serverRequireSasl is true".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let mut auth = ServerAuth::new(&nonce()?);
+        loop {
+            let p = read_packet(stream, buf).await?;
+            match auth.on_packet(&p, |u| sasl.users.get(u).cloned()) {
+                ServerStep::Continue(challenge) => write_packet(stream, &challenge).await?,
+                ServerStep::Authenticated { reply, user } => {
+                    write_packet(stream, &reply).await?;
+                    return Ok(Some(user));
+                }
+                ServerStep::Failed { reply, why } => {
+                    write_packet(stream, &reply).await?;
+                    if sasl.server_required {
+                        return Err(SetupError::Refused(format!("quorum SASL failed: {why}")));
+                    }
+                    warn!(
+                        "quorum SASL from {remote} failed ({why}); let in, as quorum.auth.serverRequireSasl is false"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    let user = match tokio::time::timeout(limit, exchange).await {
+        Ok(r) => r?,
+        Err(_) => return Err(SetupError::Gone("quorum SASL timed out".into())),
+    };
+    if let Some(u) = &user {
+        info!("member at {remote} authenticated as {u:?} (quorum SASL)");
+    }
+    Ok(user)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sasl_config::LearnerCredentials;
+    use std::collections::HashMap;
+
+    fn sasl(user: &str, password: &str, required: bool) -> QuorumSasl {
+        QuorumSasl {
+            learner: Some(LearnerCredentials { username: user.into(), password: password.into() }),
+            server_required: required,
+            users: HashMap::from([("peer".to_string(), "secret".to_string())]),
+        }
+    }
+
+    async fn pair() -> (PeerStream, PeerStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = tokio::net::TcpStream::connect(l.local_addr().expect("addr")).await.expect("connect");
+        let (b, _) = l.accept().await.expect("accept");
+        (PeerStream::Plain(a), PeerStream::Plain(b))
+    }
+
+    /// Runs both sides; returns (learner's result, server's result, server's leftover bytes).
+    async fn run(
+        learner: Option<QuorumSasl>,
+        server: QuorumSasl,
+        after: &'static [u8],
+    ) -> (Result<(), SetupError>, Result<Option<String>, SetupError>, Vec<u8>) {
+        let (mut a, mut b) = pair().await;
+        let limit = Duration::from_secs(5);
+        let l = tokio::spawn(async move {
+            let mut buf = BytesMut::new();
+            let r = authenticate_to(learner.as_ref(), &mut a, &mut buf, 1, limit).await;
+            if r.is_ok() {
+                let _ = a.write_all(after).await;
+            }
+            // Keep the connection open until the server side is done.
+            let _ = a.read_buf(&mut buf).await;
+            r
+        });
+        let mut buf = BytesMut::new();
+        let s = check_peer(Some(&server), &mut b, &mut buf, "test", limit).await;
+        if s.is_ok() {
+            while buf.len() < after.len() {
+                if b.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                    break;
+                }
+            }
+        }
+        drop(b);
+        (l.await.expect("learner"), s, buf.to_vec())
+    }
+
+    #[tokio::test]
+    async fn members_with_the_password_authenticate_and_their_packets_follow() {
+        let (l, s, rest) =
+            run(Some(sasl("peer", "secret", true)), sasl("peer", "secret", true), b"FOLLOWERINFO...").await;
+        assert!(l.is_ok(), "{l:?}");
+        assert_eq!(s.ok().flatten().as_deref(), Some("peer"));
+        assert_eq!(rest, b"FOLLOWERINFO...");
+    }
+
+    /// CVE-2023-44981's invariant: with SASL required, a member that skips it or fails it is not
+    /// let in; without it required, both get in (Apache's behaviour), a failed one told ERROR.
+    #[tokio::test]
+    async fn required_sasl_cannot_be_skipped_or_failed() {
+        let (_, s, _) = run(None, sasl("peer", "secret", true), b"\0\0\0\x0bFOLLOWERINFO").await;
+        assert!(matches!(s, Err(SetupError::Refused(ref w)) if w.contains("did not authenticate")), "{s:?}");
+        let (l, s, _) = run(Some(sasl("peer", "wrong", true)), sasl("peer", "secret", true), b"").await;
+        assert!(
+            matches!(l, Err(SetupError::Refused(ref w)) if w.contains("refused our credentials")),
+            "{l:?}"
+        );
+        assert!(matches!(s, Err(SetupError::Refused(_))), "{s:?}");
+
+        let (_, s, rest) = run(None, sasl("peer", "secret", false), b"\0\0\0\x0bFOLLOWERINFO").await;
+        assert_eq!(s.ok(), Some(None));
+        assert_eq!(rest, b"\0\0\0\x0bFOLLOWERINFO", "the unauthenticated peer's first bytes are kept");
+        let (l, s, _) = run(Some(sasl("peer", "wrong", true)), sasl("peer", "secret", false), b"").await;
+        assert!(l.is_err(), "the learner still learns it was refused");
+        assert_eq!(s.ok(), Some(None));
+    }
+}
