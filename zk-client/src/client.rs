@@ -107,6 +107,7 @@ impl ClientBuilder {
             session_id: 0,
             password: Bytes::new(),
             timeout: self.session_timeout,
+            connection: None,
         }));
         let driver = Driver {
             core,
@@ -259,6 +260,14 @@ impl Client {
     /// The session id.
     pub fn session_id(&self) -> i64 {
         self.credentials().id
+    }
+
+    /// The server of the latest connection, as "host:port" from the connect string, and its
+    /// number (1 for the session's first connection, then one more for each). The connection may
+    /// have been lost since; two calls that give the same number saw one connection throughout,
+    /// so every request between them went to that server. `None` before the first connection.
+    pub fn connection(&self) -> Option<(String, u64)> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner()).connection.clone()
     }
 
     /// The timeout the server granted.

@@ -43,6 +43,9 @@ pub(crate) struct Shared {
     pub session_id: i64,
     pub password: Bytes,
     pub timeout: Duration,
+    /// The server of the latest connection ("host:port" as in the connect string) and how
+    /// many connections the session had made when it was made (1 for the first).
+    pub connection: Option<(String, u64)>,
 }
 
 struct PendingOp {
@@ -178,6 +181,15 @@ impl Driver {
                             wr = Some(w);
                             wbuf.clear();
                             tracing::debug!("connected to {hp}");
+                            if let Ok(mut sh) = self.shared.lock() {
+                                let n = sh.connection.as_ref().map_or(0, |c| c.1) + 1;
+                                let server = if hp.host.contains(':') {
+                                    format!("[{}]:{}", hp.host, hp.port)
+                                } else {
+                                    format!("{}:{}", hp.host, hp.port)
+                                };
+                                sh.connection = Some((server, n));
+                            }
                             self.core.handle_connected(Instant::now());
                         }
                         Ok(Err(e)) => {

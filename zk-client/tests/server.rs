@@ -334,6 +334,7 @@ async fn reconnect_after_server_restart_keeps_session_and_watches(target: Target
     let (_, exist_w) = c.exists_w(&format!("{base}/later")).await.unwrap();
     let mut pw = c.add_watch(&base, AddWatchMode::PersistentRecursive).await.unwrap();
     let id = c.session_id();
+    assert_eq!(c.connection(), Some((srv.addr.clone(), 1)), "the first connection, to the server");
 
     srv.kill();
     next_state(&mut states, SessionState::Disconnected, T).await;
@@ -341,6 +342,8 @@ async fn reconnect_after_server_restart_keeps_session_and_watches(target: Target
     srv.restart();
     next_state(&mut states, SessionState::Connected, Duration::from_secs(20)).await;
     assert_eq!(c.session_id(), id, "same session");
+    let (server, number) = c.connection().expect("connected");
+    assert!(server == srv.addr && number >= 2, "a later connection: {server} #{number}");
     assert!(c.exists(&eph).await.unwrap().is_some(), "ephemeral survived");
 
     // Changes made by another session after the restart reach the re-registered watches.

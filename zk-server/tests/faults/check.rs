@@ -44,8 +44,8 @@ pub fn linearizable(history: &History) -> Verdict {
                 anomalies.push(format!(
                     "{key}: not linearizable; the smallest failing history (every write kept, reads \
                      left out while it still fails):\n{}\nthe whole history of {key}:\n{}",
-                    describe(&minimal),
-                    describe(events)
+                    describe(&minimal, key, history),
+                    describe(events, key, history)
                 ));
             }
         }
@@ -93,14 +93,23 @@ pub fn minimize(events: &[Event]) -> Vec<Event> {
     }
 }
 
-fn describe(events: &[Event]) -> String {
+/// One line per operation of `key`, with who did it and, when known, the server that answered.
+fn describe(events: &[Event], key: &str, history: &History) -> String {
     let mut sorted = events.to_vec();
     sorted.sort_by_key(|e| e.call);
     sorted
         .iter()
-        .map(|e| match e.done {
-            Some((t, r)) => format!("  {:>12.3} ms .. {:>12.3} ms  {:?} -> {:?}", ms(e.call), ms(t), e.op, r),
-            None => format!("  {:>12.3} ms .. (unknown)       {:?}", ms(e.call), e.op),
+        .map(|e| {
+            let line = match e.done {
+                Some((t, r)) => {
+                    format!("  {:>12.3} ms .. {:>12.3} ms  {:?} -> {:?}", ms(e.call), ms(t), e.op, r)
+                }
+                None => format!("  {:>12.3} ms .. (unknown)       {:?}", ms(e.call), e.op),
+            };
+            match history.answered.get(&(key.to_string(), e.call)) {
+                Some(who) => format!("{line}  ({who})"),
+                None => line,
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")

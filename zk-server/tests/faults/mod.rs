@@ -153,7 +153,7 @@ fn drive(cfg: &RunConfig, cluster: &mut Cluster, faketime: bool) -> Result<Drive
         .map_err(|e| e.to_string())?;
     let all: Vec<usize> = (0..n).collect();
     rt.block_on(workload::prepare(&cluster.connect_string(&all)))?;
-    let shared = Shared::new();
+    let shared = Shared::new((0..n).map(|i| cluster.client_addr(i).to_string()).collect());
     let mut rng = Rng::new(cfg.seed);
     let mut register = Vec::new();
     for lane in 0..REGISTER_WORKERS {

@@ -96,6 +96,9 @@ pub struct History {
     pub ephemerals: Vec<Ephemeral>,
     /// When the last abandoned session vanished (µs).
     pub last_abandon: u64,
+    /// Who did each register operation, by key and invocation time (µs): "lane L", and
+    /// ", server S" when one connection carried the whole operation, so S answered it.
+    pub answered: HashMap<(String, u64), String>,
 }
 
 /// What the workers share.
@@ -107,17 +110,31 @@ pub struct Shared {
     /// Set to stop the workers.
     pub stop: AtomicBool,
     slot_ops: [AtomicU64; SLOTS as usize],
+    /// Each server's client address ("ip:port"), server i + 1 at index i.
+    servers: Vec<String>,
 }
 
 impl Shared {
-    /// A record starting now.
-    pub fn new() -> Arc<Shared> {
+    /// A record starting now, of clients of the servers at `servers` (client addresses).
+    pub fn new(servers: Vec<String>) -> Arc<Shared> {
         Arc::new(Shared {
             t0: Instant::now(),
             history: Mutex::new(History::default()),
             stop: AtomicBool::new(false),
             slot_ops: Default::default(),
+            servers,
         })
+    }
+
+    /// The server (1-based) that answered everything between two readings of a client's
+    /// connection: known only when both name the same connection.
+    fn answered_by(&self, before: &Option<(String, u64)>, after: &Option<(String, u64)>) -> Option<usize> {
+        match (before, after) {
+            (Some((addr, n)), Some((_, m))) if n == m => {
+                self.servers.iter().position(|s| s == addr).map(|i| i + 1)
+            }
+            _ => None,
+        }
     }
 
     /// µs since the run began.
@@ -243,6 +260,7 @@ pub async fn register_worker(
             counter += 1;
             let value = ((lane as u64) << 40) | counter;
             let roll = rng.below(100);
+            let connection = client.connection();
             let call = shared.now();
             let (op, result, what) = if roll < 12 {
                 let r = timed(client.create(
@@ -345,6 +363,15 @@ pub async fn register_worker(
             };
             let Some(op) = op else { continue };
             let done = shared.now();
+            let server = shared.answered_by(&connection, &client.connection());
+            let who = match server {
+                Some(s) => format!("lane {lane}, server {s}"),
+                None => format!("lane {lane}"),
+            };
+            let what = match server {
+                Some(s) => format!("{what} [server {s}]"),
+                None => what,
+            };
             let (record, outcome) = match result {
                 Ok(ret) => (Event { op, call, done: Some((done, ret)) }, Outcome::Ok),
                 // A read that failed had no effect; a write that failed with an error other than
@@ -355,6 +382,7 @@ pub async fn register_worker(
                 ),
             };
             let mut h = shared.history.lock().unwrap();
+            h.answered.insert((key.clone(), call), who);
             h.keys.entry(key.clone()).or_default().push(record);
             h.ops.push(OpRecord { lane, what, call, done, outcome });
         }
