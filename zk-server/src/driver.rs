@@ -793,6 +793,10 @@ impl Driver {
                 }
             }
             Action::ResumeLog => self.log.resume(),
+            Action::StepDown { reason } => match self.quorum.as_mut() {
+                Some(q) => q.step_down(&reason),
+                None => self.stop = Some(reason),
+            },
             Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
             Action::Snapshot(job) => self.snapshot_job(job),
             Action::Stop { reason } => {

@@ -8,65 +8,11 @@
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 mod support;
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::client::RawClient;
+use support::disk::{fill, Tmpfs};
 use support::*;
 use zk_proto::*;
-
-/// A tmpfs of a fixed size, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    #[allow(unsafe_code)] // getuid, to tell "not root" from "mount broke"; libc has no safe wrapper.
-    fn mount(bytes: u64) -> Option<Tmpfs> {
-        let dir = tempfile::Builder::new().prefix("zkrs-tmpfs-").tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .expect("run mount");
-        if out.status.success() {
-            return Some(Tmpfs { dir });
-        }
-        let err = String::from_utf8_lossy(&out.stderr);
-        // SAFETY: getuid has no preconditions.
-        assert!(unsafe { libc::getuid() } != 0, "mounting a tmpfs as root failed: {err}");
-        eprintln!("disk_full: NOT RUN: mounting a tmpfs needs root ({})", err.trim());
-        None
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
-
-/// Fills the filesystem at `dir` with one file, then gives `leave` bytes back.
-fn fill(dir: &Path, leave: u64) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = File::create(&path).unwrap();
-    let chunk = vec![0xa5u8; 16 * 1024];
-    let mut written = 0u64;
-    while f.write_all(&chunk).is_ok() {
-        written += chunk.len() as u64;
-    }
-    let _ = f.sync_all();
-    let keep = written.saturating_sub(leave);
-    f.set_len(keep).unwrap();
-    f.sync_all().unwrap();
-    path
-}
 
 fn mntr_value(server: &ServerProc, key: &str) -> String {
     let text = server.four_letter("mntr");

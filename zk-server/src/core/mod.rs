@@ -327,6 +327,13 @@ pub enum Action {
     /// After a full-disk refusal the core took back every uncommitted proposal: the log may
     /// accept batches again.
     ResumeLog,
+    /// Ensemble only: this server's log cannot take what its role needs (a full disk), so it
+    /// leaves the role (the core is down already) and elects again, as Apache's servers do when
+    /// their log fails (ZOOKEEPER-2247). The next role starts from what is on disk.
+    StepDown {
+        /// Why, for the log.
+        reason: String,
+    },
     /// Log records before `zxid` are covered by the snapshots kept: remove them.
     PurgeLogBefore {
         /// The zxid.

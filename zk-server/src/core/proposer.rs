@@ -58,12 +58,6 @@ impl VoterSet {
         }
     }
 
-    /// The reconfiguration was taken back (never committed): the configuration in force alone
-    /// counts again.
-    pub fn abandon_transition(&mut self) {
-        self.next = None;
-    }
-
     /// The reconfiguration under way, if any: its zxid.
     pub fn transition(&self) -> Option<i64> {
         self.next.as_ref().map(|(z, _)| *z)

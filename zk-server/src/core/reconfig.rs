@@ -154,16 +154,6 @@ impl ServerCore {
         true
     }
 
-    /// The log refused the proposals not yet committed (a full disk): a reconfiguration among
-    /// them is no longer in flight, and the configuration in force alone counts again.
-    pub(super) fn reconfig_taken_back(&mut self) {
-        if self.reconfig.pending.as_ref().is_some_and(|(z, _)| *z > self.proposer.committed()) {
-            info!("the reconfiguration in flight was refused with the other uncommitted writes");
-            self.reconfig.pending = None;
-            self.proposer.voters_mut().abandon_transition();
-        }
-    }
-
     /// A role ends: no reconfiguration stays in flight (a new leader completes it from its log).
     pub(super) fn reset_reconfig(&mut self) {
         self.reconfig.pending = None;

@@ -102,12 +102,38 @@ impl ServerCore {
 
     pub(super) fn on_log_failed(&mut self, now: Now, e: zk_log::LogError) {
         if e.is_storage_full() {
+            if matches!(self.role, Role::Leader { .. } | Role::Learner { .. }) {
+                return self.step_down_for_log(now, e);
+            }
             return self.refuse_proposals(now, e);
         }
         self.stop(format!(
             "transaction log failed: {e}; stopping with {} unacknowledged transactions",
             self.proposer.in_flight()
         ));
+    }
+
+    /// Ensemble: the log refused a batch for a full disk. Proposals cannot be taken back here as
+    /// a standalone server takes them back: a leader has sent them to its learners already (its
+    /// learners may even commit them without it), and a learner must log every proposal of its
+    /// leader in order. So the server leaves its role at once (its clients' connections close;
+    /// they reconnect elsewhere) and elects again; whichever role comes next starts from what is
+    /// on disk, and a learner whose disk is still full leaves again at its next write, until
+    /// space returns.
+    fn step_down_for_log(&mut self, now: Now, e: zk_log::LogError) {
+        let me = self.proposer.voters().me();
+        if self.disk_full_since_ms.is_none() {
+            self.disk_full_since_ms = Some(now.mono_ms());
+            self.stats.disk_full = true;
+        }
+        let reason = format!(
+            "transaction log is out of space ({e}) with {} transactions not yet durable",
+            self.proposer.in_flight()
+        );
+        error!("{reason}: leaving the {:?} role to elect again", self.role);
+        self.set_role(Role::Down, VoterSet::solo(me), None, now);
+        self.actions.push_back(Action::ResumeLog);
+        self.actions.push_back(Action::StepDown { reason });
     }
 
     /// The log refused a batch for a full disk. Everything durable before it was committed already,
@@ -120,7 +146,6 @@ impl ServerCore {
         let base = self.db.last_applied_zxid();
         let refused = self.proposer.take_back_uncommitted();
         self.db.abandon_after(base);
-        self.reconfig_taken_back();
         self.stats.writes_refused += refused.len() as u64;
         if self.disk_full_since_ms.is_none() {
             self.disk_full_since_ms = Some(now.mono_ms());

@@ -1126,6 +1126,14 @@ impl Quorum {
         self.requested = self.source.durable_zxid();
     }
 
+    /// The core left its role because its log cannot take writes (a full disk): elect again.
+    pub fn step_down(&mut self, reason: &str) {
+        if !matches!(self.state, State::Looking(_)) {
+            warn!("stepping down: {reason}");
+            self.look("the transaction log cannot take writes");
+        }
+    }
+
     /// The log has everything through `zxid` durable.
     pub fn durable(&mut self, zxid: i64) {
         let now = self.now_ms();

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod disk;
 pub mod ensemble;
 pub mod interactive;
 pub mod transcript;
