@@ -207,7 +207,7 @@ impl Database {
             if n.num_children() != 0 {
                 continue;
             }
-            let ttl = crate::node::ttl_of(n.stat.ephemeral_owner);
+            let ttl = crate::node::ttl_of(n.owner());
             if ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
                 out.push(p.to_string());
             }

@@ -134,51 +134,128 @@ impl Children {
     }
 }
 
-/// Top bit of `Node::path_len`: the data is null (kept apart from empty).
-const NULL_DATA: u32 = 1 << 31;
+/// Header flag: the data is null (kept apart from empty).
+const NULL_DATA: u64 = 1;
+/// Header flag: an `ephemeralOwner` other than 0 follows the header.
+const HAS_OWNER: u64 = 2;
+/// Bits of the header below the path length.
+const HEAD_SHIFT: u32 = 2;
 
-/// A znode as stored.
-#[derive(Debug, Clone)]
-pub struct Node {
-    /// The full path followed by the data, in one allocation. The path is the only copy: the path
-    /// index and parents refer to the node by slot.
-    buf: Box<[u8]>,
-    /// Length of the path in `buf`; [`NULL_DATA`] marks null data.
-    path_len: u32,
+/// A node's persisted stat without its `ephemeralOwner` (almost always 0: it is kept in the
+/// node's buffer, and only when it is not), plus the node's insertion rank in its parent's child
+/// set, which takes what would otherwise be this struct's 4 bytes of padding: 56 bytes where
+/// [`StatPersisted`] takes 64.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStat {
+    /// Zxid of the create.
+    pub czxid: i64,
+    /// Zxid of the last data change.
+    pub mzxid: i64,
+    /// Create time, ms.
+    pub ctime: i64,
+    /// Last data change time, ms.
+    pub mtime: i64,
+    /// Zxid of the last change to the children.
+    pub pzxid: i64,
+    /// Data version.
+    pub version: i32,
+    /// Stored child version (creates counted, as Apache stores it).
+    pub cversion: i32,
+    /// ACL version.
+    pub aversion: i32,
     /// Insertion rank in the parent's child set.
     pub rank: u32,
+}
+
+/// A znode as stored: 88 bytes besides its buffer.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// One allocation: a header (LEB128 of the path length shifted left by [`HEAD_SHIFT`], with
+    /// the [`NULL_DATA`] and [`HAS_OWNER`] flags in the low bits), the owner (8 bytes, little
+    /// endian) when [`HAS_OWNER`], the full path, the data. The path is the only copy: the path
+    /// index and parents refer to the node by slot.
+    buf: Box<[u8]>,
     /// Shared ACL.
     pub acl: AclRef,
-    /// Persisted stat (cversion counts creates).
-    pub stat: StatPersisted,
+    /// Persisted stat (cversion counts creates) but for the owner, and the insertion rank.
+    pub stat: NodeStat,
     /// Children; None until the first child arrives, to keep leaves small.
     pub children: Option<Box<Children>>,
 }
 
-fn pack(path: &[u8], data: Option<&[u8]>) -> (Box<[u8]>, u32) {
+/// The header's value and its length in bytes (LEB128, written by [`pack`]).
+fn read_head(buf: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    (v, buf.len().min(10))
+}
+
+fn pack(path: &[u8], data: Option<&[u8]>, owner: i64) -> Box<[u8]> {
     let d = data.unwrap_or(&[]);
-    let mut buf = Vec::with_capacity(path.len() + d.len());
+    let mut head = (path.len() as u64) << HEAD_SHIFT;
+    if data.is_none() {
+        head |= NULL_DATA;
+    }
+    if owner != 0 {
+        head |= HAS_OWNER;
+    }
+    let mut buf = Vec::with_capacity(2 + if owner != 0 { 8 } else { 0 } + path.len() + d.len());
+    loop {
+        let b = (head & 0x7f) as u8;
+        head >>= 7;
+        if head == 0 {
+            buf.push(b);
+            break;
+        }
+        buf.push(b | 0x80);
+    }
+    if owner != 0 {
+        buf.extend_from_slice(&owner.to_le_bytes());
+    }
     buf.extend_from_slice(path);
     buf.extend_from_slice(d);
-    // Paths are bounded by the request frame (1 MB by default), far below 2^31.
-    let len = (path.len() as u32 & !NULL_DATA) | if data.is_none() { NULL_DATA } else { 0 };
-    (buf.into_boxed_slice(), len)
+    buf.into_boxed_slice()
 }
 
 impl Node {
-    /// A new node.
+    /// A new node with the persisted stat `stat` (owner included).
     pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
-        let (buf, path_len) = pack(path.as_bytes(), data);
-        Node { buf, path_len, rank: 0, acl, stat, children: None }
+        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner);
+        let stat = NodeStat {
+            czxid: stat.czxid,
+            mzxid: stat.mzxid,
+            ctime: stat.ctime,
+            mtime: stat.mtime,
+            pzxid: stat.pzxid,
+            version: stat.version,
+            cversion: stat.cversion,
+            aversion: stat.aversion,
+            rank: 0,
+        };
+        Node { buf, acl, stat, children: None }
     }
 
-    fn plen(&self) -> usize {
-        (self.path_len & !NULL_DATA) as usize
+    /// (header flags, where the path starts, where it ends).
+    #[inline]
+    fn layout(&self) -> (u64, usize, usize) {
+        let (head, n) = match self.buf.first() {
+            // Paths under 32 bytes: a one-byte header.
+            Some(&b) if b < 0x80 => (u64::from(b), 1),
+            _ => read_head(&self.buf),
+        };
+        let start = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
+        (head, start, start + (head >> HEAD_SHIFT) as usize)
     }
 
     /// The path as bytes (what the path index hashes and compares).
     pub fn path_bytes(&self) -> &[u8] {
-        &self.buf[..self.plen()]
+        let (_, start, end) = self.layout();
+        &self.buf[start..end]
     }
 
     /// The full path.
@@ -189,18 +266,42 @@ impl Node {
 
     /// The data; None is kept apart from empty.
     pub fn data(&self) -> Option<&[u8]> {
-        if self.path_len & NULL_DATA != 0 {
+        let (head, _, end) = self.layout();
+        if head & NULL_DATA != 0 {
             None
         } else {
-            Some(&self.buf[self.plen()..])
+            Some(&self.buf[end..])
+        }
+    }
+
+    /// The `ephemeralOwner` (0 for a persistent node).
+    pub fn owner(&self) -> i64 {
+        let (head, n) = read_head(&self.buf);
+        if head & HAS_OWNER == 0 {
+            return 0;
+        }
+        self.buf.get(n..n + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes)
+    }
+
+    /// The persisted stat, owner included (what snapshots and the txn path see).
+    pub fn stat_persisted(&self) -> StatPersisted {
+        let s = &self.stat;
+        StatPersisted {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: self.owner(),
+            pzxid: s.pzxid,
         }
     }
 
     /// Replaces the data.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        let (buf, path_len) = pack(self.path_bytes(), data);
-        self.buf = buf;
-        self.path_len = path_len;
+        self.buf = pack(self.path_bytes(), data, self.owner());
     }
 
     /// The last path segment.
@@ -228,8 +329,8 @@ impl Node {
     pub fn client_stat(&self, extended: bool) -> Stat {
         let s = &self.stat;
         let n = self.num_children() as i32;
-        let owner =
-            if owner_kind(s.ephemeral_owner, extended) == OwnerKind::Normal { s.ephemeral_owner } else { 0 };
+        let owner = self.owner();
+        let owner = if owner_kind(owner, extended) == OwnerKind::Normal { owner } else { 0 };
         Stat {
             czxid: s.czxid,
             mzxid: s.mzxid,
@@ -293,7 +394,30 @@ mod tests {
         assert_eq!((n.path(), n.data()), ("/c", Some(&b""[..])));
         n.set_data(Some(b"xyz"));
         assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
-        assert_eq!(std::mem::size_of::<Node>(), 104);
+        assert_eq!(n.owner(), CONTAINER_OWNER);
+        assert_eq!(std::mem::size_of::<Node>(), 88);
+        assert_eq!(std::mem::size_of::<Option<Node>>(), 88);
+    }
+
+    #[test]
+    fn buffer_layout() {
+        // Paths of every header length (1 to 3 bytes), with and without owner and data.
+        for len in [1, 31, 32, 100, 4095, 4096, 70_000] {
+            let path = format!("/{}", "x".repeat(len - 1));
+            for owner in [0, 7, CONTAINER_OWNER, ttl_owner(MAX_TTL_MS), -1] {
+                for data in [None, Some(&b""[..]), Some(&b"data"[..])] {
+                    let mut stat = new_stat(1, 2, owner);
+                    stat.cversion = 3;
+                    let mut n = Node::new(&path, data, Arc::new(vec![]), stat.clone());
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), data, owner));
+                    assert_eq!(n.stat_persisted(), stat);
+                    n.set_data(Some(b"new"));
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), Some(&b"new"[..]), owner));
+                    n.set_data(None);
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), None, owner));
+                }
+            }
+        }
     }
 
     #[test]

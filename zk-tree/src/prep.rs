@@ -105,7 +105,7 @@ impl Database {
         let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
         Ok(ChangeRecord {
             zxid: -1,
-            stat: Some(n.stat.clone()),
+            stat: Some(n.stat_persisted()),
             child_count: n.num_children() as i32,
             acl: n.acl.clone(),
         })

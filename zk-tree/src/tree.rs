@@ -198,15 +198,18 @@ impl DataTree {
         let Some(p) = self.nodes.get_mut(parent) else { return };
         let rank = p.children.get_or_insert_with(Default::default).insert(child);
         if let Some(c) = self.nodes.node_mut(child) {
-            c.rank = rank;
+            c.stat.rank = rank;
         }
     }
 
     /// Child names of a node in the order Apache lists them (Java HashSet iteration order).
     pub fn child_names(&self, node: &Node) -> Vec<String> {
         let Some(children) = &node.children else { return Vec::new() };
-        let mut v: Vec<(&str, u64)> =
-            children.iter().filter_map(|s| self.nodes.node(s)).map(|c| (c.name(), c.rank as u64)).collect();
+        let mut v: Vec<(&str, u64)> = children
+            .iter()
+            .filter_map(|s| self.nodes.node(s))
+            .map(|c| (c.name(), c.stat.rank as u64))
+            .collect();
         java::hash_order(&mut v, children.java_capacity());
         v.into_iter().map(|(n, _)| n.to_string()).collect()
     }
@@ -425,7 +428,8 @@ impl DataTree {
     fn unindex(&mut self, node: &Node) {
         let path: &str = node.path();
         self.data_size = self.data_size.saturating_sub(node_size(path, node.data()));
-        match owner_kind(node.stat.ephemeral_owner, self.extended) {
+        let owner = node.owner();
+        match owner_kind(owner, self.extended) {
             OwnerKind::Container => {
                 self.containers.remove(path);
             }
@@ -433,7 +437,7 @@ impl DataTree {
                 self.ttls.remove(path);
             }
             OwnerKind::Normal => {
-                if let Some(set) = self.ephemerals.get_mut(&node.stat.ephemeral_owner) {
+                if let Some(set) = self.ephemerals.get_mut(&owner) {
                     set.paths.remove(path);
                 }
             }
@@ -507,7 +511,7 @@ impl DataTree {
                 set.paths.remove(p.as_str());
             }
             for (p, _) in set.copy_order() {
-                if self.nodes.get(p.as_str()).is_some_and(|n| n.stat.ephemeral_owner == s) {
+                if self.nodes.get(p.as_str()).is_some_and(|n| n.owner() == s) {
                     let _ = self.delete_node(&p, zxid, events);
                 }
             }

@@ -216,7 +216,7 @@ fn check_tree(db: &Database, snap_zxid: i64, stream: &[u8]) {
                 assert_eq!(*n.acl, acl_list(want_acl), "acl of {path}");
                 assert!(n.stat.czxid > last_czxid, "creates in order");
                 last_czxid = n.stat.czxid;
-                let owner = n.stat.ephemeral_owner;
+                let owner = n.owner();
                 match flags {
                     1 => {
                         let s = sessions.iter().map(|s| s.0).collect::<Vec<_>>();

@@ -115,9 +115,9 @@ pub(super) fn check_invariants(db: &Database) {
             );
             assert!(zk_proto::path::validate_path(path).is_ok(), "{path}");
         }
-        match owner_kind(node.stat.ephemeral_owner, ext) {
+        match owner_kind(node.owner(), ext) {
             OwnerKind::Normal => {
-                eph.entry(node.stat.ephemeral_owner).or_default().insert(path.to_string());
+                eph.entry(node.owner()).or_default().insert(path.to_string());
                 assert_eq!(node.num_children(), 0, "ephemeral {path} has children");
             }
             OwnerKind::Container => {
