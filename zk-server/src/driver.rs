@@ -235,10 +235,14 @@ impl IdleTrim {
         self.window += n;
     }
 
-    /// At a check: whether to trim now; never while `busy` (the trim then waits for a later quiet
-    /// period).
-    fn check(&mut self, busy: bool) -> bool {
-        let quiet = self.window < IDLE_QUIET_INPUTS && !busy;
+    /// Counts a piece of work as a load's worth (a snapshot written): the next quiet check trims.
+    fn work_done(&mut self) {
+        self.since_trim = self.since_trim.max(IDLE_TRIM_AFTER_INPUTS);
+    }
+
+    /// At a check: whether to trim now.
+    fn check(&mut self) -> bool {
+        let quiet = self.window < IDLE_QUIET_INPUTS;
         self.since_trim = self.since_trim.saturating_add(self.window);
         self.window = 0;
         if quiet && self.since_trim >= IDLE_TRIM_AFTER_INPUTS {
@@ -481,8 +485,7 @@ impl Driver {
                 }
                 _ = std::future::ready(()), if due_now => {}
                 _ = idle_check.tick() => {
-                    // Not while a snapshot is being written: its buffers are in use.
-                    if self.idle_trim.check(self.snapshot_started.is_some()) {
+                    if self.idle_trim.check() {
                         let started = Instant::now();
                         release_free_memory();
                         debug!("server idle: free memory given back in {:?}", started.elapsed());
@@ -601,6 +604,8 @@ impl Driver {
             }
             DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
+                // Its buffers are free now: given back at the next quiet check.
+                self.idle_trim.work_done();
                 if let Some(started) = self.snapshot_started.take() {
                     if ok {
                         let d = started.elapsed();
@@ -986,20 +991,23 @@ mod tests {
     fn idle_trim_once_per_quiet_period_after_work() {
         let mut t = IdleTrim::default();
         // After start-up: the first quiet check trims, the next ones do not.
-        assert!(t.check(false));
-        assert!(!t.check(false));
+        assert!(t.check());
+        assert!(!t.check());
         // A load: never while it runs, once at the first quiet check after it.
         for _ in 0..5 {
             t.inputs(50_000);
-            assert!(!t.check(false));
+            assert!(!t.check());
         }
-        assert!(!t.check(true), "not while a snapshot is written");
-        assert!(t.check(false));
-        assert!(!t.check(false));
+        assert!(t.check());
+        assert!(!t.check());
+        // A snapshot written: once more.
+        t.work_done();
+        assert!(t.check());
+        assert!(!t.check());
         // A trickle of pings below the quiet bound: a trim only after a load's worth of them.
         let checks = (1..10_000).find(|_| {
             t.inputs(IDLE_QUIET_INPUTS - 1);
-            t.check(false)
+            t.check()
         });
         assert_eq!(checks, Some(IDLE_TRIM_AFTER_INPUTS.div_ceil(IDLE_QUIET_INPUTS - 1) as usize));
     }
