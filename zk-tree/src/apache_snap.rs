@@ -416,7 +416,7 @@ impl Database {
         put_i64(out, key);
         put_stat(out, &n.stat_persisted());
         cur.nodes_written += 1;
-        if let Some(children) = n.children.as_ref().filter(|c| !c.is_empty()) {
+        if let Some(children) = tree.nodes.children(slot).filter(|c| !c.is_empty()) {
             let cap = children.java_capacity();
             let mut order: Vec<(usize, u32, Slot)> = children
                 .iter()

@@ -189,7 +189,7 @@ impl Database {
                 return out;
             }
             let Some(n) = self.tree.get(p) else { continue };
-            if n.num_children() != 0 {
+            if n.has_children() && self.tree.num_children(n) != 0 {
                 continue;
             }
             let never_used_limit = self.cfg.container_max_never_used_ms;
@@ -204,7 +204,7 @@ impl Database {
                 return out;
             }
             let Some(n) = self.tree.get(p) else { continue };
-            if n.num_children() != 0 {
+            if n.has_children() && self.tree.num_children(n) != 0 {
                 continue;
             }
             let ttl = crate::node::ttl_of(n.owner());

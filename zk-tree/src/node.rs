@@ -138,8 +138,11 @@ impl Children {
 const NULL_DATA: u64 = 1;
 /// Header flag: an `ephemeralOwner` other than 0 follows the header.
 const HAS_OWNER: u64 = 2;
+/// Header flag: the node table holds a child set for this node (see
+/// [`crate::nodes::NodeTable::children`]); without it the node has no children.
+const HAS_CHILDREN: u64 = 4;
 /// Bits of the header below the path length.
-const HEAD_SHIFT: u32 = 2;
+const HEAD_SHIFT: u32 = 3;
 
 /// A node's persisted stat without its `ephemeralOwner` (almost always 0: it is kept in the
 /// node's buffer, and only when it is not), plus the node's insertion rank in its parent's child
@@ -167,11 +170,12 @@ pub struct NodeStat {
     pub rank: u32,
 }
 
-/// A znode as stored: 88 bytes besides its buffer.
+/// A znode as stored: 80 bytes besides its buffer. Its child set, when it has one, is kept by
+/// the node table, keyed by slot (most nodes are leaves).
 #[derive(Debug, Clone)]
 pub struct Node {
     /// One allocation: a header (LEB128 of the path length shifted left by [`HEAD_SHIFT`], with
-    /// the [`NULL_DATA`] and [`HAS_OWNER`] flags in the low bits), the owner (8 bytes, little
+    /// the [`NULL_DATA`], [`HAS_OWNER`] and [`HAS_CHILDREN`] flags in the low bits), the owner (8 bytes, little
     /// endian) when [`HAS_OWNER`], the full path, the data. The path is the only copy: the path
     /// index and parents refer to the node by slot.
     buf: Box<[u8]>,
@@ -179,8 +183,6 @@ pub struct Node {
     pub acl: AclRef,
     /// Persisted stat (cversion counts creates) but for the owner, and the insertion rank.
     pub stat: NodeStat,
-    /// Children; None until the first child arrives, to keep leaves small.
-    pub children: Option<Box<Children>>,
 }
 
 /// The header's value and its length in bytes (LEB128, written by [`pack`]).
@@ -195,9 +197,12 @@ fn read_head(buf: &[u8]) -> (u64, usize) {
     (v, buf.len().min(10))
 }
 
-fn pack(path: &[u8], data: Option<&[u8]>, owner: i64) -> Box<[u8]> {
+fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box<[u8]> {
     let d = data.unwrap_or(&[]);
     let mut head = (path.len() as u64) << HEAD_SHIFT;
+    if has_children {
+        head |= HAS_CHILDREN;
+    }
     if data.is_none() {
         head |= NULL_DATA;
     }
@@ -225,7 +230,7 @@ fn pack(path: &[u8], data: Option<&[u8]>, owner: i64) -> Box<[u8]> {
 impl Node {
     /// A new node with the persisted stat `stat` (owner included).
     pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
-        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner);
+        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false);
         let stat = NodeStat {
             czxid: stat.czxid,
             mzxid: stat.mzxid,
@@ -237,17 +242,23 @@ impl Node {
             aversion: stat.aversion,
             rank: 0,
         };
-        Node { buf, acl, stat, children: None }
+        Node { buf, acl, stat }
+    }
+
+    /// The header's value and length.
+    #[inline]
+    fn head(&self) -> (u64, usize) {
+        match self.buf.first() {
+            // Paths under 16 bytes: a one-byte header.
+            Some(&b) if b < 0x80 => (u64::from(b), 1),
+            _ => read_head(&self.buf),
+        }
     }
 
     /// (header flags, where the path starts, where it ends).
     #[inline]
     fn layout(&self) -> (u64, usize, usize) {
-        let (head, n) = match self.buf.first() {
-            // Paths under 32 bytes: a one-byte header.
-            Some(&b) if b < 0x80 => (u64::from(b), 1),
-            _ => read_head(&self.buf),
-        };
+        let (head, n) = self.head();
         let start = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
         (head, start, start + (head >> HEAD_SHIFT) as usize)
     }
@@ -276,7 +287,7 @@ impl Node {
 
     /// The `ephemeralOwner` (0 for a persistent node).
     pub fn owner(&self) -> i64 {
-        let (head, n) = read_head(&self.buf);
+        let (head, n) = self.head();
         if head & HAS_OWNER == 0 {
             return 0;
         }
@@ -301,18 +312,31 @@ impl Node {
 
     /// Replaces the data.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        self.buf = pack(self.path_bytes(), data, self.owner());
+        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children());
+    }
+
+    /// Whether the node table holds a child set for this node (possibly empty: an emptied set
+    /// keeps what Java's iteration order depends on).
+    pub fn has_children(&self) -> bool {
+        self.buf.first().is_some_and(|&b| u64::from(b) & HAS_CHILDREN != 0)
+    }
+
+    /// Marks whether the node table holds a child set for this node. The flag is in the header's
+    /// first byte, so the buffer is changed in place.
+    pub(crate) fn set_has_children(&mut self, on: bool) {
+        if let Some(b) = self.buf.first_mut() {
+            if on {
+                *b |= HAS_CHILDREN as u8;
+            } else {
+                *b &= !(HAS_CHILDREN as u8);
+            }
+        }
     }
 
     /// The last path segment.
     pub fn name(&self) -> &str {
         let p = self.path();
         &p[p.rfind('/').map_or(0, |i| i + 1)..]
-    }
-
-    /// Number of children.
-    pub fn num_children(&self) -> usize {
-        self.children.as_ref().map_or(0, |c| c.len())
     }
 
     /// Data length as clients see it (0 for null).
@@ -325,10 +349,11 @@ impl Node {
         self.data().map(Bytes::copy_from_slice)
     }
 
-    /// The stat clients see: cversion = stored*2 - numChildren, containers' and TTL nodes' owner 0.
-    pub fn client_stat(&self, extended: bool) -> Stat {
+    /// The stat clients see, for a node with `num_children` children: cversion = stored*2 -
+    /// numChildren, containers' and TTL nodes' owner 0.
+    pub fn client_stat(&self, extended: bool, num_children: usize) -> Stat {
         let s = &self.stat;
-        let n = self.num_children() as i32;
+        let n = num_children as i32;
         let owner = self.owner();
         let owner = if owner_kind(owner, extended) == OwnerKind::Normal { owner } else { 0 };
         Stat {
@@ -382,8 +407,7 @@ mod tests {
     fn client_stat_translation() {
         let mut n = Node::new("/c", None, Arc::new(vec![]), new_stat(5, 10, CONTAINER_OWNER));
         n.stat.cversion = 3;
-        n.children.get_or_insert_with(Default::default).insert(7);
-        let s = n.client_stat(true);
+        let s = n.client_stat(true, 1);
         assert_eq!(s.cversion, 5);
         assert_eq!(s.num_children, 1);
         assert_eq!(s.ephemeral_owner, 0);
@@ -395,8 +419,8 @@ mod tests {
         n.set_data(Some(b"xyz"));
         assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
         assert_eq!(n.owner(), CONTAINER_OWNER);
-        assert_eq!(std::mem::size_of::<Node>(), 88);
-        assert_eq!(std::mem::size_of::<Option<Node>>(), 88);
+        assert_eq!(std::mem::size_of::<Node>(), 80);
+        assert_eq!(std::mem::size_of::<Option<Node>>(), 80);
     }
 
     #[test]
@@ -411,10 +435,15 @@ mod tests {
                     let mut n = Node::new(&path, data, Arc::new(vec![]), stat.clone());
                     assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), data, owner));
                     assert_eq!(n.stat_persisted(), stat);
+                    assert!(!n.has_children());
+                    n.set_has_children(true);
                     n.set_data(Some(b"new"));
+                    assert!(n.has_children());
                     assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), Some(&b"new"[..]), owner));
+                    n.set_has_children(false);
                     n.set_data(None);
                     assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), None, owner));
+                    assert!(!n.has_children());
                 }
             }
         }

@@ -303,7 +303,7 @@ impl Database {
                 acl_index,
                 n.stat.rank,
                 &n.stat_persisted(),
-                n.children.as_ref().map(|c| c.order_meta()),
+                tree.nodes.children(slot).map(|c| c.order_meta()),
                 eph_rank,
             );
             written += 1;
@@ -704,10 +704,10 @@ impl SnapshotLoader {
                     })?;
                     let mut node = Node::new(n.path, n.data, acl, n.stat);
                     node.stat.rank = n.rank;
-                    if let Some((next, max)) = n.child_meta {
-                        node.children = Some(Box::new(Children::with_order_meta(next, max)));
-                    }
                     let (slot, old) = tree.load_node(node);
+                    if let Some((next, max)) = n.child_meta {
+                        tree.nodes.set_children(slot, Some(Children::with_order_meta(next, max)));
+                    }
                     if let Some(old) = old {
                         tree.acls.release(old.acl);
                     }
@@ -796,8 +796,8 @@ fn link_all(tree: &mut DataTree) {
             last = parent.or(last);
             (parent, n.stat.rank)
         };
-        match parent.and_then(|ps| tree.nodes.node_mut(ps)) {
-            Some(pn) => pn.children.get_or_insert_with(Default::default).insert_ranked(s, rank),
+        match parent.and_then(|ps| tree.nodes.children_entry(ps)) {
+            Some(set) => set.insert_ranked(s, rank),
             None => orphans.push(s),
         }
     }
