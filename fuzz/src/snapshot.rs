@@ -104,7 +104,7 @@ fn tree_view(db: &Database) -> TreeView {
     let mut nodes: Vec<_> = db
         .tree()
         .iter()
-        .map(|(path, n)| (path.to_string(), n.data().map(<[u8]>::to_vec), n.acl.to_vec(), n.stat.clone()))
+        .map(|(path, n)| (path.to_string(), n.data().map(<[u8]>::to_vec), n.acl.to_vec(), n.stat_persisted()))
         .collect();
     nodes.sort_by(|a, b| a.0.cmp(&b.0));
     let mut sessions: Vec<_> = db.sessions().iter().collect();

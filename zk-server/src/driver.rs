@@ -198,6 +198,72 @@ const PERSIST_TIMES_MAX: usize = 4096;
 /// How long shutdown waits for the log to make what it was handed durable.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
+/// How often the driver looks whether the server has gone quiet (see [`IdleTrim`]).
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// A check period with fewer inputs than this is quiet: connected clients' pings and an
+/// ensemble's own heartbeats stay below it, any load is far above it.
+const IDLE_QUIET_INPUTS: u64 = 64;
+/// Inputs handled since the last trim before a quiet period trims again: a load's worth of
+/// work, not the trickle of pings an idle server sees (64 a second would take minutes to reach
+/// it).
+const IDLE_TRIM_AFTER_INPUTS: u64 = 10_000;
+
+/// When to give the allocator's free pages back to the OS. mimalloc keeps the pages a load freed
+/// (request, reply, batch and connection buffers: 30-50 MB after a million creates) until its
+/// purge delay runs, which it checks only when the program allocates again: a server that goes
+/// idle after a load would keep them for good. The driver counts its inputs; the first quiet
+/// check period after enough work trims once, so an idle period trims at most once and a loaded
+/// server (never quiet for a whole period) never does.
+#[derive(Debug)]
+struct IdleTrim {
+    /// Inputs (messages, log reports, quorum inputs) since the last check.
+    window: u64,
+    /// Inputs since the last trim, the current window excluded.
+    since_trim: u64,
+}
+
+impl Default for IdleTrim {
+    fn default() -> Self {
+        // The start-up load (a snapshot read, a log replayed) is work too: trim once it is over.
+        IdleTrim { window: 0, since_trim: IDLE_TRIM_AFTER_INPUTS }
+    }
+}
+
+impl IdleTrim {
+    /// Counts `n` inputs.
+    fn inputs(&mut self, n: u64) {
+        self.window += n;
+    }
+
+    /// Counts a piece of work as a load's worth (a snapshot written): the next quiet check trims.
+    fn work_done(&mut self) {
+        self.since_trim = self.since_trim.max(IDLE_TRIM_AFTER_INPUTS);
+    }
+
+    /// At a check: whether to trim now.
+    fn check(&mut self) -> bool {
+        let quiet = self.window < IDLE_QUIET_INPUTS;
+        self.since_trim = self.since_trim.saturating_add(self.window);
+        self.window = 0;
+        if quiet && self.since_trim >= IDLE_TRIM_AFTER_INPUTS {
+            self.since_trim = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// Gives the allocator's free memory back to the OS now: mimalloc's `mi_collect(true)` frees
+/// the calling thread's empty pages and purges every free range of its arenas (process-wide)
+/// without waiting for the purge delay. Where mimalloc is not the global allocator (a test
+/// linking this library) it has nothing to free.
+#[allow(unsafe_code)] // a C function of the allocator, which no safe crate wraps
+fn release_free_memory() {
+    // SAFETY: mi_collect takes no arguments to get wrong, may be called from any thread at any
+    // time, and only frees or decommits memory holding no live allocation.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 /// How the server loaded its database at start-up, for the metrics.
 #[derive(Debug, Clone, Copy)]
 pub struct StartupLoad {
@@ -247,6 +313,8 @@ pub struct Driver {
     quorum: Option<Quorum>,
     /// Where a snapshot received from a leader is written before the log is reset to it.
     snapshot_storage: Option<zk_log::FileStorage>,
+    /// When to give free memory back to the OS.
+    idle_trim: IdleTrim,
 }
 
 fn wall_ms() -> i64 {
@@ -285,6 +353,7 @@ impl Driver {
             stop: None,
             quorum: None,
             snapshot_storage: None,
+            idle_trim: IdleTrim::default(),
         }
     }
 
@@ -362,6 +431,8 @@ impl Driver {
         let sleep = tokio::time::sleep_until(far());
         tokio::pin!(sleep);
         let mut armed: Option<u64> = None;
+        let mut idle_check = tokio::time::interval(IDLE_CHECK);
+        idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let next = self.core.poll_timeout();
             // Due already (a snapshot being stepped): no timer, a branch that is ready at once
@@ -380,8 +451,10 @@ impl Driver {
                 report = durable.recv() => {
                     let now = Self::now(self.origin);
                     self.on_log_report(report, now);
+                    self.idle_trim.inputs(1);
                     while let Ok(more) = durable.try_recv() {
                         self.on_log_report(Some(more), now);
+                        self.idle_trim.inputs(1);
                     }
                 }
                 msg = inbox.recv() => {
@@ -390,23 +463,34 @@ impl Driver {
                     if self.on_msg(msg, now) {
                         break;
                     }
+                    let mut handled = 1;
                     for _ in 1..BATCH_MAX {
                         let Ok(m) = inbox.try_recv() else { break };
                         if self.on_msg(m, now) {
                             return self.shutdown(&mut durable).await;
                         }
+                        handled += 1;
                     }
+                    self.idle_trim.inputs(handled);
                 }
                 input = Self::quorum_input(&mut self.quorum) => {
                     if let Some(q) = self.quorum.as_mut() {
                         q.on_input(input, self.core.database()).await;
                     }
+                    self.idle_trim.inputs(1);
                 }
                 _ = &mut sleep, if armed.is_some() => {
                     // Fired: re-arm after the timers ran, even if the deadline reads the same.
                     armed = None;
                 }
                 _ = std::future::ready(()), if due_now => {}
+                _ = idle_check.tick() => {
+                    if self.idle_trim.check() {
+                        let started = Instant::now();
+                        release_free_memory();
+                        debug!("server idle: free memory given back in {:?}", started.elapsed());
+                    }
+                }
             }
             self.core.handle_timeout(Self::now(self.origin));
             self.pump_all().await;
@@ -520,6 +604,8 @@ impl Driver {
             }
             DriverMsg::Snapshot(SnapshotReport::ChunkDone(buffer)) => Event::SnapshotChunkDone { buffer },
             DriverMsg::Snapshot(SnapshotReport::Done { ok, purge_logs_before }) => {
+                // Its buffers are free now: given back at the next quiet check.
+                self.idle_trim.work_done();
                 if let Some(started) = self.snapshot_started.take() {
                     if ok {
                         let d = started.elapsed();
@@ -898,5 +984,35 @@ impl Driver {
                 self.core.handle(Self::now(self.origin), Event::SnapshotThreadGone);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_trim_once_per_quiet_period_after_work() {
+        let mut t = IdleTrim::default();
+        // After start-up: the first quiet check trims, the next ones do not.
+        assert!(t.check());
+        assert!(!t.check());
+        // A load: never while it runs, once at the first quiet check after it.
+        for _ in 0..5 {
+            t.inputs(50_000);
+            assert!(!t.check());
+        }
+        assert!(t.check());
+        assert!(!t.check());
+        // A snapshot written: once more.
+        t.work_done();
+        assert!(t.check());
+        assert!(!t.check());
+        // A trickle of pings below the quiet bound: a trim only after a load's worth of them.
+        let checks = (1..10_000).find(|_| {
+            t.inputs(IDLE_QUIET_INPUTS - 1);
+            t.check()
+        });
+        assert_eq!(checks, Some(IDLE_TRIM_AFTER_INPUTS.div_ceil(IDLE_QUIET_INPUTS - 1) as usize));
     }
 }

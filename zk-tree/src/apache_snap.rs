@@ -414,13 +414,13 @@ impl Database {
         put_buf(out, Some(if path == "/" { b"" } else { path.as_bytes() }));
         put_buf(out, n.data());
         put_i64(out, key);
-        put_stat(out, &n.stat);
+        put_stat(out, &n.stat_persisted());
         cur.nodes_written += 1;
-        if let Some(children) = n.children.as_ref().filter(|c| !c.is_empty()) {
+        if let Some(children) = tree.nodes.children(slot).filter(|c| !c.is_empty()) {
             let cap = children.java_capacity();
             let mut order: Vec<(usize, u32, Slot)> = children
                 .iter()
-                .filter_map(|s| tree.nodes.node(s).map(|c| (java::bucket(c.name(), cap), c.rank, s)))
+                .filter_map(|s| tree.nodes.node(s).map(|c| (java::bucket(c.name(), cap), c.stat.rank, s)))
                 .collect();
             order.sort_unstable();
             cur.stack.push(Frame {

@@ -37,7 +37,7 @@ impl Database {
             // A check outside a multi changes nothing. Apache answers it with a SetDataResponse
             // holding a null stat (and fails to send it); the node's stat is the useful answer.
             Txn::Check(c) => match self.tree.get(&c.path) {
-                Some(n) => Outcome::SetData { stat: n.client_stat(self.tree.extended_types()) },
+                Some(n) => Outcome::SetData { stat: self.tree.client_stat(n) },
                 None => Outcome::Error(ErrorCode::NoNode),
             },
             other => match self.apply_single(hdr, op, other, &mut events) {

@@ -189,7 +189,7 @@ impl Database {
                 return out;
             }
             let Some(n) = self.tree.get(p) else { continue };
-            if n.num_children() != 0 {
+            if n.has_children() && self.tree.num_children(n) != 0 {
                 continue;
             }
             let never_used_limit = self.cfg.container_max_never_used_ms;
@@ -204,10 +204,10 @@ impl Database {
                 return out;
             }
             let Some(n) = self.tree.get(p) else { continue };
-            if n.num_children() != 0 {
+            if n.has_children() && self.tree.num_children(n) != 0 {
                 continue;
             }
-            let ttl = crate::node::ttl_of(n.stat.ephemeral_owner);
+            let ttl = crate::node::ttl_of(n.owner());
             if ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
                 out.push(p.to_string());
             }

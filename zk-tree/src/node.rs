@@ -134,51 +134,139 @@ impl Children {
     }
 }
 
-/// Top bit of `Node::path_len`: the data is null (kept apart from empty).
-const NULL_DATA: u32 = 1 << 31;
+/// Header flag: the data is null (kept apart from empty).
+const NULL_DATA: u64 = 1;
+/// Header flag: an `ephemeralOwner` other than 0 follows the header.
+const HAS_OWNER: u64 = 2;
+/// Header flag: the node table holds a child set for this node (see
+/// [`crate::nodes::NodeTable::children`]); without it the node has no children.
+const HAS_CHILDREN: u64 = 4;
+/// Bits of the header below the path length.
+const HEAD_SHIFT: u32 = 3;
 
-/// A znode as stored.
-#[derive(Debug, Clone)]
-pub struct Node {
-    /// The full path followed by the data, in one allocation. The path is the only copy: the path
-    /// index and parents refer to the node by slot.
-    buf: Box<[u8]>,
-    /// Length of the path in `buf`; [`NULL_DATA`] marks null data.
-    path_len: u32,
+/// A node's persisted stat without its `ephemeralOwner` (almost always 0: it is kept in the
+/// node's buffer, and only when it is not), plus the node's insertion rank in its parent's child
+/// set, which takes what would otherwise be this struct's 4 bytes of padding: 56 bytes where
+/// [`StatPersisted`] takes 64.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStat {
+    /// Zxid of the create.
+    pub czxid: i64,
+    /// Zxid of the last data change.
+    pub mzxid: i64,
+    /// Create time, ms.
+    pub ctime: i64,
+    /// Last data change time, ms.
+    pub mtime: i64,
+    /// Zxid of the last change to the children.
+    pub pzxid: i64,
+    /// Data version.
+    pub version: i32,
+    /// Stored child version (creates counted, as Apache stores it).
+    pub cversion: i32,
+    /// ACL version.
+    pub aversion: i32,
     /// Insertion rank in the parent's child set.
     pub rank: u32,
-    /// Shared ACL.
-    pub acl: AclRef,
-    /// Persisted stat (cversion counts creates).
-    pub stat: StatPersisted,
-    /// Children; None until the first child arrives, to keep leaves small.
-    pub children: Option<Box<Children>>,
 }
 
-fn pack(path: &[u8], data: Option<&[u8]>) -> (Box<[u8]>, u32) {
+/// A znode as stored: 80 bytes besides its buffer. Its child set, when it has one, is kept by
+/// the node table, keyed by slot (most nodes are leaves).
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// One allocation: a header (LEB128 of the path length shifted left by [`HEAD_SHIFT`], with
+    /// the [`NULL_DATA`], [`HAS_OWNER`] and [`HAS_CHILDREN`] flags in the low bits), the owner (8 bytes, little
+    /// endian) when [`HAS_OWNER`], the full path, the data. The path is the only copy: the path
+    /// index and parents refer to the node by slot.
+    buf: Box<[u8]>,
+    /// Shared ACL.
+    pub acl: AclRef,
+    /// Persisted stat (cversion counts creates) but for the owner, and the insertion rank.
+    pub stat: NodeStat,
+}
+
+/// The header's value and its length in bytes (LEB128, written by [`pack`]).
+fn read_head(buf: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    (v, buf.len().min(10))
+}
+
+fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box<[u8]> {
     let d = data.unwrap_or(&[]);
-    let mut buf = Vec::with_capacity(path.len() + d.len());
+    let mut head = (path.len() as u64) << HEAD_SHIFT;
+    if has_children {
+        head |= HAS_CHILDREN;
+    }
+    if data.is_none() {
+        head |= NULL_DATA;
+    }
+    if owner != 0 {
+        head |= HAS_OWNER;
+    }
+    let mut buf = Vec::with_capacity(2 + if owner != 0 { 8 } else { 0 } + path.len() + d.len());
+    loop {
+        let b = (head & 0x7f) as u8;
+        head >>= 7;
+        if head == 0 {
+            buf.push(b);
+            break;
+        }
+        buf.push(b | 0x80);
+    }
+    if owner != 0 {
+        buf.extend_from_slice(&owner.to_le_bytes());
+    }
     buf.extend_from_slice(path);
     buf.extend_from_slice(d);
-    // Paths are bounded by the request frame (1 MB by default), far below 2^31.
-    let len = (path.len() as u32 & !NULL_DATA) | if data.is_none() { NULL_DATA } else { 0 };
-    (buf.into_boxed_slice(), len)
+    buf.into_boxed_slice()
 }
 
 impl Node {
-    /// A new node.
+    /// A new node with the persisted stat `stat` (owner included).
     pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
-        let (buf, path_len) = pack(path.as_bytes(), data);
-        Node { buf, path_len, rank: 0, acl, stat, children: None }
+        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false);
+        let stat = NodeStat {
+            czxid: stat.czxid,
+            mzxid: stat.mzxid,
+            ctime: stat.ctime,
+            mtime: stat.mtime,
+            pzxid: stat.pzxid,
+            version: stat.version,
+            cversion: stat.cversion,
+            aversion: stat.aversion,
+            rank: 0,
+        };
+        Node { buf, acl, stat }
     }
 
-    fn plen(&self) -> usize {
-        (self.path_len & !NULL_DATA) as usize
+    /// The header's value and length.
+    #[inline]
+    fn head(&self) -> (u64, usize) {
+        match self.buf.first() {
+            // Paths under 16 bytes: a one-byte header.
+            Some(&b) if b < 0x80 => (u64::from(b), 1),
+            _ => read_head(&self.buf),
+        }
+    }
+
+    /// (header flags, where the path starts, where it ends).
+    #[inline]
+    fn layout(&self) -> (u64, usize, usize) {
+        let (head, n) = self.head();
+        let start = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
+        (head, start, start + (head >> HEAD_SHIFT) as usize)
     }
 
     /// The path as bytes (what the path index hashes and compares).
     pub fn path_bytes(&self) -> &[u8] {
-        &self.buf[..self.plen()]
+        let (_, start, end) = self.layout();
+        &self.buf[start..end]
     }
 
     /// The full path.
@@ -189,29 +277,66 @@ impl Node {
 
     /// The data; None is kept apart from empty.
     pub fn data(&self) -> Option<&[u8]> {
-        if self.path_len & NULL_DATA != 0 {
+        let (head, _, end) = self.layout();
+        if head & NULL_DATA != 0 {
             None
         } else {
-            Some(&self.buf[self.plen()..])
+            Some(&self.buf[end..])
+        }
+    }
+
+    /// The `ephemeralOwner` (0 for a persistent node).
+    pub fn owner(&self) -> i64 {
+        let (head, n) = self.head();
+        if head & HAS_OWNER == 0 {
+            return 0;
+        }
+        self.buf.get(n..n + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes)
+    }
+
+    /// The persisted stat, owner included (what snapshots and the txn path see).
+    pub fn stat_persisted(&self) -> StatPersisted {
+        let s = &self.stat;
+        StatPersisted {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: self.owner(),
+            pzxid: s.pzxid,
         }
     }
 
     /// Replaces the data.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        let (buf, path_len) = pack(self.path_bytes(), data);
-        self.buf = buf;
-        self.path_len = path_len;
+        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children());
+    }
+
+    /// Whether the node table holds a child set for this node (possibly empty: an emptied set
+    /// keeps what Java's iteration order depends on).
+    pub fn has_children(&self) -> bool {
+        self.buf.first().is_some_and(|&b| u64::from(b) & HAS_CHILDREN != 0)
+    }
+
+    /// Marks whether the node table holds a child set for this node. The flag is in the header's
+    /// first byte, so the buffer is changed in place.
+    pub(crate) fn set_has_children(&mut self, on: bool) {
+        if let Some(b) = self.buf.first_mut() {
+            if on {
+                *b |= HAS_CHILDREN as u8;
+            } else {
+                *b &= !(HAS_CHILDREN as u8);
+            }
+        }
     }
 
     /// The last path segment.
     pub fn name(&self) -> &str {
         let p = self.path();
         &p[p.rfind('/').map_or(0, |i| i + 1)..]
-    }
-
-    /// Number of children.
-    pub fn num_children(&self) -> usize {
-        self.children.as_ref().map_or(0, |c| c.len())
     }
 
     /// Data length as clients see it (0 for null).
@@ -224,12 +349,13 @@ impl Node {
         self.data().map(Bytes::copy_from_slice)
     }
 
-    /// The stat clients see: cversion = stored*2 - numChildren, containers' and TTL nodes' owner 0.
-    pub fn client_stat(&self, extended: bool) -> Stat {
+    /// The stat clients see, for a node with `num_children` children: cversion = stored*2 -
+    /// numChildren, containers' and TTL nodes' owner 0.
+    pub fn client_stat(&self, extended: bool, num_children: usize) -> Stat {
         let s = &self.stat;
-        let n = self.num_children() as i32;
-        let owner =
-            if owner_kind(s.ephemeral_owner, extended) == OwnerKind::Normal { s.ephemeral_owner } else { 0 };
+        let n = num_children as i32;
+        let owner = self.owner();
+        let owner = if owner_kind(owner, extended) == OwnerKind::Normal { owner } else { 0 };
         Stat {
             czxid: s.czxid,
             mzxid: s.mzxid,
@@ -281,8 +407,7 @@ mod tests {
     fn client_stat_translation() {
         let mut n = Node::new("/c", None, Arc::new(vec![]), new_stat(5, 10, CONTAINER_OWNER));
         n.stat.cversion = 3;
-        n.children.get_or_insert_with(Default::default).insert(7);
-        let s = n.client_stat(true);
+        let s = n.client_stat(true, 1);
         assert_eq!(s.cversion, 5);
         assert_eq!(s.num_children, 1);
         assert_eq!(s.ephemeral_owner, 0);
@@ -293,7 +418,35 @@ mod tests {
         assert_eq!((n.path(), n.data()), ("/c", Some(&b""[..])));
         n.set_data(Some(b"xyz"));
         assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
-        assert_eq!(std::mem::size_of::<Node>(), 104);
+        assert_eq!(n.owner(), CONTAINER_OWNER);
+        assert_eq!(std::mem::size_of::<Node>(), 80);
+        assert_eq!(std::mem::size_of::<Option<Node>>(), 80);
+    }
+
+    #[test]
+    fn buffer_layout() {
+        // Paths of every header length (1 to 3 bytes), with and without owner and data.
+        for len in [1, 31, 32, 100, 4095, 4096, 70_000] {
+            let path = format!("/{}", "x".repeat(len - 1));
+            for owner in [0, 7, CONTAINER_OWNER, ttl_owner(MAX_TTL_MS), -1] {
+                for data in [None, Some(&b""[..]), Some(&b"data"[..])] {
+                    let mut stat = new_stat(1, 2, owner);
+                    stat.cversion = 3;
+                    let mut n = Node::new(&path, data, Arc::new(vec![]), stat.clone());
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), data, owner));
+                    assert_eq!(n.stat_persisted(), stat);
+                    assert!(!n.has_children());
+                    n.set_has_children(true);
+                    n.set_data(Some(b"new"));
+                    assert!(n.has_children());
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), Some(&b"new"[..]), owner));
+                    n.set_has_children(false);
+                    n.set_data(None);
+                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), None, owner));
+                    assert!(!n.has_children());
+                }
+            }
+        }
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! nodes: rehashing a million entries reads 8 MB of index instead of chasing a million paths
 //! through cache misses, which stalled the server for about 100 ms at each doubling.
 
-use crate::node::{Node, Slot};
-use hashbrown::{DefaultHashBuilder, HashTable};
+use crate::node::{Children, Node, Slot};
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
 
 /// Znodes by path.
@@ -15,6 +15,9 @@ pub struct NodeTable {
     free: Vec<Slot>,
     /// (slot, low 32 bits of the path's hash).
     index: HashTable<(Slot, u32)>,
+    /// Child sets by the slot of their node. Most nodes are leaves: an 8-byte field in every
+    /// node cost more than this map's entry in the few that have children.
+    children: HashMap<Slot, Children>,
     /// foldhash, seeded per table so that paths chosen by clients cannot force collisions; much
     /// cheaper than SipHash on this path-per-request lookup.
     hasher: DefaultHashBuilder,
@@ -83,11 +86,58 @@ impl NodeTable {
     }
 
     /// Stores a node, replacing (in its slot) any node with the same path; returns the slot and
-    /// the replaced node.
+    /// the replaced node. The new node starts without children (the replaced one's are dropped).
     pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
         match self.find(node.path()) {
-            Some(s) => (s, self.slots.entry(s).replace(node)),
+            Some(s) => {
+                self.children.remove(&s);
+                (s, self.slots.entry(s).replace(node))
+            }
             None => (self.insert(node), None),
+        }
+    }
+
+    /// The child set of the node in slot `s`, if it has one.
+    pub fn children(&self, s: Slot) -> Option<&Children> {
+        self.children.get(&s)
+    }
+
+    /// The child set of `n` (found by its path, and only when it has one: a leaf costs nothing).
+    pub fn children_of(&self, n: &Node) -> Option<&Children> {
+        if !n.has_children() {
+            return None;
+        }
+        self.find(n.path()).and_then(|s| self.children.get(&s))
+    }
+
+    /// Number of children of `n`.
+    pub fn num_children(&self, n: &Node) -> usize {
+        self.children_of(n).map_or(0, Children::len)
+    }
+
+    /// The child set of the node in slot `s`, to change.
+    pub fn children_mut(&mut self, s: Slot) -> Option<&mut Children> {
+        self.children.get_mut(&s)
+    }
+
+    /// The child set of the node in slot `s`, made empty first if it has none; None without a
+    /// node there.
+    pub fn children_entry(&mut self, s: Slot) -> Option<&mut Children> {
+        self.slots.get_mut(s)?.set_has_children(true);
+        Some(self.children.entry(s).or_default())
+    }
+
+    /// Gives the node in slot `s` the child set `c` (or none), replacing what it had.
+    pub fn set_children(&mut self, s: Slot, c: Option<Children>) {
+        let Some(n) = self.slots.get_mut(s) else { return };
+        n.set_has_children(c.is_some());
+        match c {
+            Some(c) => {
+                self.children.insert(s, c);
+            }
+            None => {
+                self.children.remove(&s);
+            }
         }
     }
 
@@ -101,8 +151,8 @@ impl NodeTable {
         self.slots.len()
     }
 
-    /// Removes the node at `path`.
-    pub fn remove(&mut self, path: &str) -> Option<(Slot, Node)> {
+    /// Removes the node at `path`, with its child set.
+    pub fn remove(&mut self, path: &str) -> Option<(Slot, Node, Option<Children>)> {
         let h = self.hash(path);
         let slots = &self.slots;
         let entry = self
@@ -114,13 +164,14 @@ impl NodeTable {
         let ((slot, _), _) = entry.remove();
         let node = self.slots.entry(slot).take()?;
         self.free.push(slot);
-        Some((slot, node))
+        let children = self.children.remove(&slot);
+        Some((slot, node, children))
     }
 
-    /// Removes the node in slot `s`.
-    pub fn remove_slot(&mut self, s: Slot) -> Option<Node> {
+    /// Removes the node in slot `s`, with its child set.
+    pub fn remove_slot(&mut self, s: Slot) -> Option<(Node, Option<Children>)> {
         let path = self.node(s)?.path().to_string();
-        self.remove(&path).map(|(_, n)| n)
+        self.remove(&path).map(|(_, n, c)| (n, c))
     }
 
     /// Number of nodes.
@@ -140,7 +191,7 @@ impl NodeTable {
 }
 
 /// Slots in fixed-size chunks: growing never moves the nodes already stored. A plain `Vec` of a
-/// million 104-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
+/// million 80-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
 /// core; a new chunk is one small allocation.
 #[derive(Debug, Default)]
 struct Slab {
@@ -217,7 +268,7 @@ mod tests {
         assert_eq!(t.find("/a"), Some(a));
         assert_eq!(t.get("/b").map(|n| n.path()), Some("/b"));
         assert!(t.find("/c").is_none());
-        assert_eq!(t.remove("/a").map(|(s, _)| s), Some(a));
+        assert_eq!(t.remove("/a").map(|(s, _, _)| s), Some(a));
         assert!(t.remove("/a").is_none());
         let c = t.insert(node("/c"));
         assert_eq!(c, a, "freed slot reused");

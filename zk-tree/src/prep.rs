@@ -102,11 +102,11 @@ impl Database {
         if let Some(r) = self.outstanding.get(path) {
             return if r.stat.is_some() { Ok(r.clone()) } else { Err(ErrorCode::NoNode) };
         }
-        let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
+        let (n, child_count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
         Ok(ChangeRecord {
             zxid: -1,
-            stat: Some(n.stat.clone()),
-            child_count: n.num_children() as i32,
+            stat: Some(n.stat_persisted()),
+            child_count: child_count as i32,
             acl: n.acl.clone(),
         })
     }

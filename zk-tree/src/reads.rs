@@ -28,8 +28,8 @@ impl Database {
         if let Some(w) = watch {
             self.tree.watch_data(path, w);
         }
-        let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok((n.data_bytes(), n.client_stat(self.tree.extended_types())))
+        let (n, count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
+        Ok((n.data_bytes(), n.client_stat(self.tree.extended_types(), count)))
     }
 
     /// exists: the stat. Apache 3.8.0 checks no ACL; with `exists_requires_read` set it checks READ
@@ -52,8 +52,8 @@ impl Database {
         if let Some(w) = watch {
             self.tree.watch_data(path, w);
         }
-        let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok(n.client_stat(self.tree.extended_types()))
+        let (n, count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
+        Ok(n.client_stat(self.tree.extended_types(), count))
     }
 
     /// getChildren / getChildren2: child names in Apache's (HashSet) order and the node's stat;
@@ -70,17 +70,17 @@ impl Database {
         if let Some(w) = watch {
             self.tree.watch_children(path, w);
         }
-        let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok((self.tree.child_names(n), n.client_stat(self.tree.extended_types())))
+        let (n, count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
+        Ok((self.tree.child_names(n), n.client_stat(self.tree.extended_types(), count)))
     }
 
     /// getACL: needs READ or ADMIN; without ADMIN, digest ids come back as `user:x`.
     ///
     /// Errors: NONODE, NOAUTH.
     pub fn get_acl(&self, path: &str, auth: &AuthIds) -> Result<(Vec<Acl>, Stat), ErrorCode> {
-        let n = self.tree.get(path).ok_or(ErrorCode::NoNode)?;
+        let (n, count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
         check_acl(&self.cfg, &n.acl, READ_OR_ADMIN, auth)?;
-        let stat = n.client_stat(self.tree.extended_types());
+        let stat = n.client_stat(self.tree.extended_types(), count);
         if check_acl(&self.cfg, &n.acl, perms::ADMIN, auth).is_ok() {
             Ok((n.acl.to_vec(), stat))
         } else {

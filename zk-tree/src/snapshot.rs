@@ -290,9 +290,9 @@ impl Database {
             visited += 1;
             let Some(n) = tree.nodes.node(slot) else { continue };
             let acl_index = acl_index(cur, &n.acl, out);
-            let eph_rank = match owner_kind(n.stat.ephemeral_owner, tree.extended) {
+            let eph_rank = match owner_kind(n.owner(), tree.extended) {
                 OwnerKind::Normal => {
-                    tree.ephemerals.get(&n.stat.ephemeral_owner).and_then(|s| s.paths.get(n.path()).copied())
+                    tree.ephemerals.get(&n.owner()).and_then(|s| s.paths.get(n.path()).copied())
                 }
                 _ => None,
             };
@@ -301,9 +301,9 @@ impl Database {
                 n.path_bytes(),
                 n.data(),
                 acl_index,
-                n.rank,
-                &n.stat,
-                n.children.as_ref().map(|c| c.order_meta()),
+                n.stat.rank,
+                &n.stat_persisted(),
+                tree.nodes.children(slot).map(|c| c.order_meta()),
                 eph_rank,
             );
             written += 1;
@@ -703,11 +703,11 @@ impl SnapshotLoader {
                         malformed(0, format!("node {} names unknown ACL {}", n.path, n.acl))
                     })?;
                     let mut node = Node::new(n.path, n.data, acl, n.stat);
-                    node.rank = n.rank;
-                    if let Some((next, max)) = n.child_meta {
-                        node.children = Some(Box::new(Children::with_order_meta(next, max)));
-                    }
+                    node.stat.rank = n.rank;
                     let (slot, old) = tree.load_node(node);
+                    if let Some((next, max)) = n.child_meta {
+                        tree.nodes.set_children(slot, Some(Children::with_order_meta(next, max)));
+                    }
                     if let Some(old) = old {
                         tree.acls.release(old.acl);
                     }
@@ -794,10 +794,10 @@ fn link_all(tree: &mut DataTree) {
             let cached = last.filter(|&ps| tree.nodes.node(ps).is_some_and(|c| c.path() == pp));
             let parent = cached.or_else(|| tree.nodes.find(pp));
             last = parent.or(last);
-            (parent, n.rank)
+            (parent, n.stat.rank)
         };
-        match parent.and_then(|ps| tree.nodes.node_mut(ps)) {
-            Some(pn) => pn.children.get_or_insert_with(Default::default).insert_ranked(s, rank),
+        match parent.and_then(|ps| tree.nodes.children_entry(ps)) {
+            Some(set) => set.insert_ranked(s, rank),
             None => orphans.push(s),
         }
     }
@@ -814,7 +814,7 @@ fn build_indexes(tree: &mut DataTree, eph_ranks: &HashMap<Slot, u64>) {
     for s in 0..tree.nodes.slot_count() as Slot {
         let Some(n) = tree.nodes.node(s) else { continue };
         size += crate::tree::node_size(n.path(), n.data());
-        let owner = n.stat.ephemeral_owner;
+        let owner = n.owner();
         match owner_kind(owner, tree.extended) {
             OwnerKind::Void => {}
             OwnerKind::Container => {

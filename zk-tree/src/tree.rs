@@ -147,7 +147,7 @@ impl DataTree {
         let mut stack: Vec<Slot> = self.nodes.find(quota::QUOTA_ROOT).into_iter().collect();
         while let Some(s) = stack.pop() {
             let Some(n) = self.nodes.node(s) else { continue };
-            if let Some(c) = &n.children {
+            if let Some(c) = self.nodes.children(s) {
                 stack.extend(c.iter());
             }
             if let Some(prefix) = n.path().strip_suffix(suffix.as_str()) {
@@ -178,8 +178,8 @@ impl DataTree {
     pub(crate) fn drop_subtree(&mut self, slot: Slot) {
         let mut stack = vec![slot];
         while let Some(s) = stack.pop() {
-            if let Some(n) = self.nodes.remove_slot(s) {
-                if let Some(c) = &n.children {
+            if let Some((n, children)) = self.nodes.remove_slot(s) {
+                if let Some(c) = &children {
                     stack.extend(c.iter());
                 }
                 self.acls.release(n.acl);
@@ -195,18 +195,28 @@ impl DataTree {
 
     /// Adds `child` to `parent`'s children, giving it its insertion rank.
     fn link(&mut self, parent: &str, child: Slot) {
-        let Some(p) = self.nodes.get_mut(parent) else { return };
-        let rank = p.children.get_or_insert_with(Default::default).insert(child);
+        if let Some(p) = self.nodes.find(parent) {
+            self.link_slot(p, child);
+        }
+    }
+
+    /// [`Self::link`] with the parent's slot.
+    fn link_slot(&mut self, parent: Slot, child: Slot) {
+        let Some(set) = self.nodes.children_entry(parent) else { return };
+        let rank = set.insert(child);
         if let Some(c) = self.nodes.node_mut(child) {
-            c.rank = rank;
+            c.stat.rank = rank;
         }
     }
 
     /// Child names of a node in the order Apache lists them (Java HashSet iteration order).
     pub fn child_names(&self, node: &Node) -> Vec<String> {
-        let Some(children) = &node.children else { return Vec::new() };
-        let mut v: Vec<(&str, u64)> =
-            children.iter().filter_map(|s| self.nodes.node(s)).map(|c| (c.name(), c.rank as u64)).collect();
+        let Some(children) = self.nodes.children_of(node) else { return Vec::new() };
+        let mut v: Vec<(&str, u64)> = children
+            .iter()
+            .filter_map(|s| self.nodes.node(s))
+            .map(|c| (c.name(), c.stat.rank as u64))
+            .collect();
         java::hash_order(&mut v, children.java_capacity());
         v.into_iter().map(|(n, _)| n.to_string()).collect()
     }
@@ -310,7 +320,8 @@ impl DataTree {
     ) -> Result<Stat, ErrorCode> {
         let parent_path = parent_of(path).ok_or(ErrorCode::NoNode)?;
         let exists = path == "/" || self.nodes.contains(path);
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent_slot = self.nodes.find(parent_path).ok_or(ErrorCode::NoNode)?;
+        let parent = self.nodes.node_mut(parent_slot).ok_or(ErrorCode::NoNode)?;
         if exists {
             return Err(ErrorCode::NodeExists);
         }
@@ -322,9 +333,9 @@ impl DataTree {
         let parent_acl = parent.acl.clone();
         let acl_ref = self.acls.intern(acl);
         let node = Node::new(path, data.as_deref(), acl_ref.clone(), new_stat(zxid, time, owner));
-        let stat = node.client_stat(self.extended);
+        let stat = node.client_stat(self.extended, 0);
         let slot = self.insert_raw(node);
-        self.link(parent_path, slot);
+        self.link_slot(parent_slot, slot);
         match owner_kind(owner, self.extended) {
             OwnerKind::Container => {
                 self.containers.insert(path.into());
@@ -377,26 +388,27 @@ impl DataTree {
         }
         // As Apache: the parent is unlinked (and its pzxid moved) before the node is looked up.
         let slot = self.nodes.find(path);
-        let parent = self.nodes.get_mut(parent_path).ok_or(ErrorCode::NoNode)?;
-        if let (Some(s), Some(c)) = (slot, parent.children.as_mut()) {
+        let parent_slot = self.nodes.find(parent_path).ok_or(ErrorCode::NoNode)?;
+        if let (Some(s), Some(c)) = (slot, self.nodes.children_mut(parent_slot)) {
             c.remove(s);
         }
+        let parent = self.nodes.node_mut(parent_slot).ok_or(ErrorCode::NoNode)?;
         if zxid > parent.stat.pzxid {
             parent.stat.pzxid = zxid;
         }
         let parent_acl = parent.acl.clone();
-        let (_, node) = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        let (_, node, children) = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
         self.unindex(&node);
         let data_len = node.data().map_or(0, |d| d.len() as i64);
-        let Node { acl, children, .. } = node;
+        let Node { acl, .. } = node;
         // Prep never deletes a node with children; a replayed log that does gets its orphans purged
         // (without events) so that every stored node keeps a parent.
         if let Some(children) = children {
             let mut stack: Vec<Slot> = children.iter().collect();
             while let Some(s) = stack.pop() {
-                if let Some(n) = self.nodes.remove_slot(s) {
+                if let Some((n, grandchildren)) = self.nodes.remove_slot(s) {
                     self.unindex(&n);
-                    if let Some(c) = &n.children {
+                    if let Some(c) = &grandchildren {
                         stack.extend(c.iter());
                     }
                     self.acls.release(n.acl);
@@ -425,7 +437,8 @@ impl DataTree {
     fn unindex(&mut self, node: &Node) {
         let path: &str = node.path();
         self.data_size = self.data_size.saturating_sub(node_size(path, node.data()));
-        match owner_kind(node.stat.ephemeral_owner, self.extended) {
+        let owner = node.owner();
+        match owner_kind(owner, self.extended) {
             OwnerKind::Container => {
                 self.containers.remove(path);
             }
@@ -433,7 +446,7 @@ impl DataTree {
                 self.ttls.remove(path);
             }
             OwnerKind::Normal => {
-                if let Some(set) = self.ephemerals.get_mut(&node.stat.ephemeral_owner) {
+                if let Some(set) = self.ephemerals.get_mut(&owner) {
                     set.paths.remove(path);
                 }
             }
@@ -453,14 +466,15 @@ impl DataTree {
         time: i64,
         events: &mut Vec<WatchDelivery>,
     ) -> Result<Stat, ErrorCode> {
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let (slot, num_children) = self.slot_counted(path).ok_or(ErrorCode::NoNode)?;
+        let n = self.nodes.node_mut(slot).ok_or(ErrorCode::NoNode)?;
         let old = node_size(path, n.data());
         // The node keeps its own exact copy, never a slice pinning a larger request frame.
         n.set_data(data.as_deref());
         n.stat.mtime = time;
         n.stat.mzxid = zxid;
         n.stat.version = version;
-        let stat = n.client_stat(self.extended);
+        let stat = n.client_stat(self.extended, num_children);
         let new = node_size(path, n.data());
         let bytes_diff = new as i64 - old as i64;
         let acl = n.acl.clone();
@@ -477,14 +491,12 @@ impl DataTree {
     ///
     /// Errors: NONODE.
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
-        if !self.nodes.contains(path) {
-            return Err(ErrorCode::NoNode);
-        }
+        let (slot, num_children) = self.slot_counted(path).ok_or(ErrorCode::NoNode)?;
         let new = self.acls.intern(acl);
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
+        let n = self.nodes.node_mut(slot).ok_or(ErrorCode::NoNode)?;
         n.stat.aversion = version;
         let old = std::mem::replace(&mut n.acl, new);
-        let stat = n.client_stat(self.extended);
+        let stat = n.client_stat(self.extended, num_children);
         self.acls.release(old);
         Ok(stat)
     }
@@ -507,7 +519,7 @@ impl DataTree {
                 set.paths.remove(p.as_str());
             }
             for (p, _) in set.copy_order() {
-                if self.nodes.get(p.as_str()).is_some_and(|n| n.stat.ephemeral_owner == s) {
+                if self.nodes.get(p.as_str()).is_some_and(|n| n.owner() == s) {
                     let _ = self.delete_node(&p, zxid, events);
                 }
             }
@@ -574,7 +586,7 @@ impl DataTree {
             count += 1;
             bytes += n.data().map_or(0, |d| d.len() as i64);
             if path != "/" {
-                if let Some(c) = &n.children {
+                if let Some(c) = self.nodes.children(s) {
                     stack.extend(c.iter());
                 }
             }
@@ -625,12 +637,37 @@ impl DataTree {
         let mut count = 0;
         let mut stack: Vec<Slot> = self.nodes.find(path).into_iter().collect();
         while let Some(s) = stack.pop() {
-            if let Some(c) = self.nodes.node(s).and_then(|n| n.children.as_ref()) {
+            if let Some(c) = self.nodes.children(s) {
                 count += c.len();
                 stack.extend(c.iter());
             }
         }
         count
+    }
+
+    /// The slot of the node at `path` and its number of children, with one look-up of the path.
+    fn slot_counted(&self, path: &str) -> Option<(Slot, usize)> {
+        let s = self.nodes.find(path)?;
+        let n = self.nodes.node(s)?;
+        let count = if n.has_children() { self.nodes.children(s).map_or(0, |c| c.len()) } else { 0 };
+        Some((s, count))
+    }
+
+    /// The node at `path` (as [`Self::get`]) and its number of children, with one look-up of the
+    /// path.
+    pub fn get_counted(&self, path: &str) -> Option<(&Node, usize)> {
+        let (s, count) = self.slot_counted(if path.is_empty() { "/" } else { path })?;
+        Some((self.nodes.node(s)?, count))
+    }
+
+    /// Number of children of a node.
+    pub fn num_children(&self, node: &Node) -> usize {
+        self.nodes.num_children(node)
+    }
+
+    /// The stat clients see of a node (see [`Node::client_stat`]).
+    pub fn client_stat(&self, node: &Node) -> Stat {
+        node.client_stat(self.extended, self.nodes.num_children(node))
     }
 
     /// Shared ACL of a node.

@@ -156,7 +156,12 @@ pub fn dump(db: &Database) -> String {
     nodes.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = String::new();
     for (path, n) in nodes {
-        let _ = writeln!(out, "{path} {:?} {:?}", n.data_bytes(), n.client_stat(false));
+        let _ = writeln!(
+            out,
+            "{path} {:?} {:?}",
+            n.data_bytes(),
+            n.client_stat(false, db.tree().num_children(n))
+        );
     }
     for (s, t) in db.sessions().iter() {
         let _ = writeln!(out, "session {s:#x} {t}");

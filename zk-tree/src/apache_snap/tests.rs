@@ -100,7 +100,7 @@ fn assert_same(got: &Database, want: &Database) {
     for (path, wn) in w.iter() {
         let gn = g.get(path).unwrap_or_else(|| panic!("{path} missing"));
         assert_eq!(gn.data(), wn.data(), "data of {path}");
-        assert_eq!(gn.stat, wn.stat, "stat of {path}");
+        assert_eq!(gn.stat_persisted(), wn.stat_persisted(), "stat of {path}");
         assert_eq!(*gn.acl, *wn.acl, "acl of {path}");
         let gc: BTreeSet<String> = g.child_names(gn).into_iter().collect();
         let wc: BTreeSet<String> = w.child_names(wn).into_iter().collect();

@@ -99,7 +99,7 @@ pub(super) fn check_invariants(db: &Database) {
     let mut ttls = BTreeSet::new();
     for (path, node) in tree.iter() {
         size += path.encode_utf16().count() as u64 + node.data().map_or(0, |d| d.len() as u64);
-        let stat = node.client_stat(ext);
+        let stat = node.client_stat(ext, tree.num_children(node));
         let names = tree.child_names(node);
         assert_eq!(stat.num_children as usize, names.len());
         for c in names {
@@ -115,10 +115,10 @@ pub(super) fn check_invariants(db: &Database) {
             );
             assert!(zk_proto::path::validate_path(path).is_ok(), "{path}");
         }
-        match owner_kind(node.stat.ephemeral_owner, ext) {
+        match owner_kind(node.owner(), ext) {
             OwnerKind::Normal => {
-                eph.entry(node.stat.ephemeral_owner).or_default().insert(path.to_string());
-                assert_eq!(node.num_children(), 0, "ephemeral {path} has children");
+                eph.entry(node.owner()).or_default().insert(path.to_string());
+                assert_eq!(tree.num_children(node), 0, "ephemeral {path} has children");
             }
             OwnerKind::Container => {
                 containers.insert(path.to_string());

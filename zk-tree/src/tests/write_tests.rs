@@ -185,9 +185,9 @@ fn ttl_and_container_creates() {
         o => panic!("{o:?}"),
     }
     let n = h.db.tree().get("/c").unwrap();
-    assert_eq!(n.stat.ephemeral_owner, i64::MIN);
+    assert_eq!(n.owner(), i64::MIN);
     assert_eq!(
-        h.db.tree().get("/t0000000000").unwrap().stat.ephemeral_owner,
+        h.db.tree().get("/t0000000000").unwrap().owner(),
         (0xff00_0000_0000_0000u64 as i64) | 0xff_ffff_ffff
     );
     // Ephemeral stat shows the owner.
