@@ -1251,7 +1251,9 @@ impl ServerConfig {
                     // Apache reads them with Boolean.getBoolean: "true" in any case, else false.
                     let on = value.eq_ignore_ascii_case("true");
                     if !on && !value.eq_ignore_ascii_case("false") {
-                        tracing::warn!("{key}={value} (line {line}): only \"true\" enables it, taking it as false");
+                        tracing::warn!(
+                            "{key}={value} (line {line}): only \"true\" enables it, taking it as false"
+                        );
                     }
                     match key {
                         "admin.forceHttps" => cfg.admin_force_https = on.then_some(line),
@@ -2114,10 +2116,16 @@ mod tests {
         let stores = "ssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem\n";
         // Boolean.getBoolean: "true" in any case turns a key on, anything else leaves it off.
         let c = ok(&with(&format!("admin.forceHttps=TRUE\nadmin.needClientAuth=True\n{stores}")));
-        assert_eq!((c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth), (Some(4), None, true));
+        assert_eq!(
+            (c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth),
+            (Some(4), None, true)
+        );
         assert_eq!(c.admin_https_wanted_by().as_deref(), Some("admin.forceHttps at line 4"));
         let c = ok(&with(&format!("admin.portUnification=true\nadmin.forceHttps=yes\n{stores}")));
-        assert_eq!((c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth), (None, Some(4), false));
+        assert_eq!(
+            (c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth),
+            (None, Some(4), false)
+        );
         assert_eq!(c.admin_https_wanted_by().as_deref(), Some("admin.portUnification at line 4"));
         // Both: forceHttps wins, as in Apache's JettyAdminServer.
         let c = ok(&with(&format!("admin.portUnification=true\nadmin.forceHttps=true\n{stores}")));

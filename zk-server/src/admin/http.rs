@@ -104,8 +104,12 @@ async fn serve(
             // Telling TLS from plain and the handshake get admin.idleTimeout in all, as a
             // request's headers do.
             match tokio::time::timeout(idle, tls.accept(stream)).await {
-                Ok(Ok(AdminStream::Plain(s))) => serve_connection(s, peer, routes, core, idle, false, permit).await,
-                Ok(Ok(AdminStream::Tls(s))) => serve_connection(*s, peer, routes, core, idle, true, permit).await,
+                Ok(Ok(AdminStream::Plain(s))) => {
+                    serve_connection(s, peer, routes, core, idle, false, permit).await
+                }
+                Ok(Ok(AdminStream::Tls(s))) => {
+                    serve_connection(*s, peer, routes, core, idle, true, permit).await
+                }
                 Ok(Err(e)) => debug!("AdminServer: TLS set-up with {peer} failed: {e}"),
                 Err(_) => debug!("AdminServer: no TLS handshake from {peer} within {} ms", idle.as_millis()),
             }
