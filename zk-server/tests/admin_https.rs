@@ -1,7 +1,7 @@
 //! HTTPS on the AdminServer (`admin.forceHttps`, `admin.portUnification`, `admin.needClientAuth`)
 //! with the `ssl.quorum.*` key and trust stores, as Apache's JettyAdminServer takes them;
 //! certificates made here with rcgen. A rustls client (and curl, when the machine has it) asks
-//! for `ruok` over HTTPS; plain HTTP is refused or served as the keys say; a stalled handshake
+//! for `ruok` over HTTPS, of zkrs and of Apache 3.8's own AdminServer (Debian's, Jetty 9.4); plain HTTP is refused or served as the keys say; a stalled handshake
 //! holds up no other connection; bad stores are start-up errors naming the key and line.
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
@@ -146,6 +146,42 @@ fn force_https_serves_tls_only() {
     }
 }
 
+/// What a client sees of an AdminServer with `keys`: `ruok` over TLS (status, whether HSTS is
+/// sent, the JSON) and over plain HTTP (status, 0 for no HTTP answer), and then `mntr`'s
+/// `insecure_admin_count` line.
+fn observed(target: Target, pki: &Pki, keys: &str) -> (u16, bool, serde_json::Value, u16, String) {
+    let port = free_port();
+    let server = start(target, &admin_lines(pki, port, keys));
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Apache's AdminServer can start after its client port answers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, head, body) = loop {
+        match https_get(pki, addr, "/commands/ruok", "ca.pem", None) {
+            Ok(a) => break a,
+            Err(e) => assert!(Instant::now() < deadline, "{target:?} {keys}: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{target:?}: {e}: {body}"));
+    let hsts = head.contains("strict-transport-security: max-age=86400; includesubdomains");
+    let plain = plain_get(addr, "/commands/ruok").0;
+    let mntr = server.four_letter("mntr");
+    let insecure =
+        mntr.lines().find(|l| l.starts_with("zk_insecure_admin_count")).unwrap_or("none").to_string();
+    (status, hsts, json, plain, insecure)
+}
+
+#[test]
+fn https_as_apaches_admin_server_serves_it() {
+    let pki = Pki::new();
+    for keys in ["admin.forceHttps=true\n", "admin.portUnification=true\n"] {
+        let apache = observed(Target::Apache, &pki, keys);
+        let zkrs = observed(Target::Zkrs, &pki, keys);
+        assert_eq!(zkrs, apache, "{keys}");
+        assert_eq!(zkrs.0, 200, "{keys}");
+    }
+}
+
 #[test]
 fn curl_with_the_authority_gets_ruok() {
     if Command::new("curl").arg("--version").output().is_err() {
@@ -185,6 +221,9 @@ fn port_unification_serves_both_on_one_port() {
     assert_eq!(plain_get(addr, "/commands/conf").0, 200);
     assert_eq!(https_get(&pki, addr, "/commands/conf", "ca.pem", None).unwrap().0, 200);
     assert!(server_log(server.dir.path()).contains("AdminServer on http and https://"));
+    // Each plain connection counts in Apache's insecure_admin_count; TLS ones do not.
+    let mntr = server.four_letter("mntr");
+    assert!(mntr.contains("zk_insecure_admin_count\t2\n"), "{mntr}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ use super::https::{AdminStream, AdminTls, STS_VALUE};
 use super::{commands, metrics, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
 use crate::settings::AdminSettings;
+use crate::stats::ConnCounters;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -43,8 +44,13 @@ enum Routes {
 }
 
 /// Binds the AdminServer and serves it until the process ends. A port that cannot be bound is
-/// logged and the server runs without it, as Apache's does.
-pub async fn spawn_admin(settings: &AdminSettings, core: mpsc::Sender<DriverMsg>) -> Option<SocketAddr> {
+/// logged and the server runs without it, as Apache's does. Plain connections on a unified
+/// port are counted in `counters` (Apache's `insecure_admin_count`).
+pub async fn spawn_admin(
+    settings: &AdminSettings,
+    core: mpsc::Sender<DriverMsg>,
+    counters: Arc<ConnCounters>,
+) -> Option<SocketAddr> {
     match TcpListener::bind(settings.addr).await {
         Ok(listener) => {
             let local = listener.local_addr().ok();
@@ -58,7 +64,8 @@ pub async fn spawn_admin(settings: &AdminSettings, core: mpsc::Sender<DriverMsg>
                 tls.watch_stores();
             }
             let routes = Routes::Admin { command_url: settings.command_url.clone() };
-            tokio::spawn(serve(listener, routes, settings.idle_timeout, settings.tls.clone(), core));
+            let tls = settings.tls.clone().map(|t| (t, counters));
+            tokio::spawn(serve(listener, routes, settings.idle_timeout, tls, core));
             local
         }
         Err(e) => {
@@ -81,7 +88,7 @@ async fn serve(
     listener: TcpListener,
     routes: Routes,
     idle: Duration,
-    tls: Option<Arc<AdminTls>>,
+    tls: Option<(Arc<AdminTls>, Arc<ConnCounters>)>,
     core: mpsc::Sender<DriverMsg>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -98,13 +105,14 @@ async fn serve(
         };
         let (routes, core, tls) = (routes.clone(), core.clone(), tls.clone());
         tokio::spawn(async move {
-            let Some(tls) = tls else {
+            let Some((tls, counters)) = tls else {
                 return serve_connection(stream, peer, routes, core, idle, false, permit).await;
             };
             // Telling TLS from plain and the handshake get admin.idleTimeout in all, as a
             // request's headers do.
             match tokio::time::timeout(idle, tls.accept(stream)).await {
                 Ok(Ok(AdminStream::Plain(s))) => {
+                    counters.insecure_admin_one();
                     serve_connection(s, peer, routes, core, idle, false, permit).await
                 }
                 Ok(Ok(AdminStream::Tls(s))) => {
