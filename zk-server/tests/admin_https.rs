@@ -302,38 +302,22 @@ fn https_stores_are_start_up_errors_naming_the_key_and_line() {
         out.contains("ssl.quorum.trustStore.location") && out.contains("admin.portUnification at line 5"),
         "{out}"
     );
-    // Java's store types are refused with the line.
-    let out = refused(
-        pki.dir.path(),
-        &format!(
-            "{base}admin.forceHttps=true\nssl.quorum.keyStore.location=/etc/zk/keystore.jks\n\
-             ssl.quorum.trustStore.location={}\n",
-            pki.p("ca.pem")
-        ),
-    );
-    assert!(
-        out.contains("line 6") && out.contains("ssl.quorum.keyStore.location") && out.contains("PEM"),
-        "{out}"
-    );
-    // Files that are not there or hold the wrong thing.
-    let out = refused(
-        pki.dir.path(),
-        &format!(
-            "{base}admin.forceHttps=true\nssl.quorum.keyStore.location={}\nssl.quorum.trustStore.location={}\n",
-            pki.p("nothere.pem"),
-            pki.p("ca.pem")
-        ),
-    );
-    assert!(out.contains("line 6") && out.contains("nothere.pem"), "{out}");
-    let out = refused(
-        pki.dir.path(),
-        &format!(
-            "{base}admin.forceHttps=true\nssl.quorum.keyStore.location={}\nssl.quorum.trustStore.location={}\n",
-            pki.p("server.pem"),
-            pki.p("alice.key")
-        ),
-    );
-    assert!(out.contains("line 7") && out.contains("ssl.quorum.trustStore.location"), "{out}");
+    // Java's store types, files that are not there or hold the wrong thing: the key and its line.
+    let (ca, server, alice_key) = (pki.p("ca.pem"), pki.p("server.pem"), pki.p("alice.key"));
+    for (key_store, trust_store, says) in [
+        ("/etc/zk/keystore.jks", ca.as_str(), ["line 6", "ssl.quorum.keyStore.location", "PEM"]),
+        (&pki.p("nothere.pem"), ca.as_str(), ["line 6", "ssl.quorum.keyStore.location", "nothere.pem"]),
+        (server.as_str(), alice_key.as_str(), ["line 7", "ssl.quorum.trustStore.location", "alice.key"]),
+    ] {
+        let out = refused(
+            pki.dir.path(),
+            &format!(
+                "{base}admin.forceHttps=true\nssl.quorum.keyStore.location={key_store}\n\
+                 ssl.quorum.trustStore.location={trust_store}\n"
+            ),
+        );
+        assert!(says.iter().all(|s| out.contains(s)), "{says:?}: {out}");
+    }
     // A disabled AdminServer needs none of it.
     let server = start(Target::Zkrs, "admin.enableServer=false\nadmin.forceHttps=true\n");
     drop(server);
