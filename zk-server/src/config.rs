@@ -312,6 +312,16 @@ pub struct ServerConfig {
     pub admin_command_url: String,
     /// `admin.idleTimeout`, ms (default 30000): how long the AdminServer waits for a request.
     pub admin_idle_timeout_ms: u32,
+    /// `admin.forceHttps` (default false): the AdminServer serves HTTPS only, with the
+    /// `ssl.quorum.*` stores. Its line, when set to true.
+    pub admin_force_https: Option<u32>,
+    /// `admin.portUnification` (default false): the AdminServer serves HTTP and HTTPS on one
+    /// port, told apart by a connection's first byte (`admin.forceHttps` wins when both are set).
+    /// Its line, when set to true.
+    pub admin_port_unification: Option<u32>,
+    /// `admin.needClientAuth` (Apache 3.9; default false): HTTPS clients must show a certificate
+    /// the `ssl.quorum.*` trust store vouches for. Without it none is asked for.
+    pub admin_need_client_auth: bool,
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
@@ -936,6 +946,9 @@ impl ServerConfig {
             admin_server_port: DEFAULT_ADMIN_SERVER_PORT,
             admin_command_url: "/commands".to_string(),
             admin_idle_timeout_ms: 30_000,
+            admin_force_https: None,
+            admin_port_unification: None,
+            admin_need_client_auth: false,
             slow_request_threshold_ms: 0,
             log_format: LogFormat::Text,
             log_level: None,
@@ -1235,13 +1248,17 @@ impl ServerConfig {
                     cfg.admin_idle_timeout_ms = positive(&src, key, v.into(), line)? as u32;
                 }
                 "admin.forceHttps" | "admin.portUnification" | "admin.needClientAuth" => {
-                    if value.eq_ignore_ascii_case("true") {
-                        return Err(src.err(
-                            key,
-                            at,
-                            "true is not supported yet: the zkrs AdminServer serves plain HTTP only; remove it \
-                             or set admin.enableServer=false",
-                        ));
+                    // Apache reads them with Boolean.getBoolean: "true" in any case, else false.
+                    let on = value.eq_ignore_ascii_case("true");
+                    if !on && !value.eq_ignore_ascii_case("false") {
+                        tracing::warn!(
+                            "{key}={value} (line {line}): only \"true\" enables it, taking it as false"
+                        );
+                    }
+                    match key {
+                        "admin.forceHttps" => cfg.admin_force_https = on.then_some(line),
+                        "admin.portUnification" => cfg.admin_port_unification = on.then_some(line),
+                        _ => cfg.admin_need_client_auth = on,
                     }
                 }
                 "slowRequestThresholdMs" => {
@@ -1516,10 +1533,29 @@ impl ServerConfig {
         if cfg.ssl_quorum_enabled || cfg.quorum_port_unification {
             cfg.ssl_quorum.validate().map_err(|(key, line, message)| src.err(&key, line, message))?;
         }
+        if let Some(wanted_by) = cfg.admin_https_wanted_by() {
+            cfg.ssl_quorum
+                .validate_admin_https(&wanted_by)
+                .map_err(|(key, line, message)| src.err(&key, line, message))?;
+        }
 
         // Four-letter words, after readonlymode.enabled is known.
         cfg.four_letter_words = four_letter_set(raw.four_letter_words.as_ref(), cfg.read_only_mode_enabled);
         Ok(cfg)
+    }
+
+    /// Whether the AdminServer serves HTTPS (it is enabled, with `admin.forceHttps` or
+    /// `admin.portUnification`): the key that asks for it and its line, as errors name them.
+    pub fn admin_https_wanted_by(&self) -> Option<String> {
+        if !self.admin_enable_server {
+            return None;
+        }
+        let (key, line) = match (self.admin_force_https, self.admin_port_unification) {
+            (Some(line), _) => ("admin.forceHttps", line),
+            (None, Some(line)) => ("admin.portUnification", line),
+            (None, None) => return None,
+        };
+        Some(format!("{key} at line {line}"))
     }
 
     /// True when this server runs as an ensemble member (Apache's `isDistributed`): more than one
@@ -2069,12 +2105,46 @@ mod tests {
             ("syncEnabled=false\n", "syncEnabled", "always log"),
             ("observerMasterPort=2191\n", "observerMasterPort", "from the"),
             ("cnxTimeout=0\n", "cnxTimeout", ""),
-            ("admin.forceHttps=true\n", "admin.forceHttps", "plain HTTP"),
-            ("admin.portUnification=TRUE\n", "admin.portUnification", "plain HTTP"),
         ];
         for (text, key, says) in cases {
             assert_err(&bad(&with(text)), key, Some(4), says);
         }
+    }
+
+    #[test]
+    fn admin_https_takes_the_quorum_stores() {
+        let stores = "ssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem\n";
+        // Boolean.getBoolean: "true" in any case turns a key on, anything else leaves it off.
+        let c = ok(&with(&format!("admin.forceHttps=TRUE\nadmin.needClientAuth=True\n{stores}")));
+        assert_eq!(
+            (c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth),
+            (Some(4), None, true)
+        );
+        assert_eq!(c.admin_https_wanted_by().as_deref(), Some("admin.forceHttps at line 4"));
+        let c = ok(&with(&format!("admin.portUnification=true\nadmin.forceHttps=yes\n{stores}")));
+        assert_eq!(
+            (c.admin_force_https, c.admin_port_unification, c.admin_need_client_auth),
+            (None, Some(4), false)
+        );
+        assert_eq!(c.admin_https_wanted_by().as_deref(), Some("admin.portUnification at line 4"));
+        // Both: forceHttps wins, as in Apache's JettyAdminServer.
+        let c = ok(&with(&format!("admin.portUnification=true\nadmin.forceHttps=true\n{stores}")));
+        assert_eq!(c.admin_https_wanted_by().as_deref(), Some("admin.forceHttps at line 5"));
+        // A disabled AdminServer needs no stores.
+        let c = ok(&with("admin.forceHttps=true\nadmin.enableServer=false\n"));
+        assert_eq!(c.admin_https_wanted_by(), None);
+        assert_eq!(ok(&with("admin.needClientAuth=true\n")).admin_https_wanted_by(), None);
+
+        // Without the stores: the missing key, and the admin key's line in the message.
+        let e = bad(&with("admin.forceHttps=true\n"));
+        assert_err(&e, "ssl.quorum.keyStore.location", None, "admin.forceHttps at line 4");
+        let e = bad(&with("admin.portUnification=true\nssl.quorum.keyStore.location=/k.pem\n"));
+        assert_err(&e, "ssl.quorum.trustStore.location", None, "admin.portUnification at line 4");
+        // Only PEM, refused with the line of the store's key.
+        let e = bad(&with("admin.forceHttps=true\nssl.quorum.keyStore.location=/k.jks\n"));
+        assert_err(&e, "ssl.quorum.keyStore.location", Some(5), "PEM");
+        let e = bad(&with(&format!("admin.forceHttps=true\n{stores}ssl.quorum.trustStore.type=PKCS12\n")));
+        assert_err(&e, "ssl.quorum.trustStore.type", Some(7), "PEM");
     }
 
     #[test]

@@ -654,6 +654,7 @@ impl Driver {
             ("connection_rejected", self.connections.rejected()),
             ("looking_count", q.looking_count),
             ("connection_drop_count", self.connections.dropped()),
+            ("insecure_admin_count", self.connections.insecure_admin()),
             ("diff_count", q.diff_count),
             ("snap_count", q.snap_count),
             ("commit_count", q.commit_count),

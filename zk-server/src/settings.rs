@@ -129,8 +129,11 @@ pub struct AdminSettings {
     pub addr: SocketAddr,
     /// `admin.commandURL`, without a trailing `/`.
     pub command_url: String,
-    /// `admin.idleTimeout`: how long a connection may take to send a request's headers.
+    /// `admin.idleTimeout`: how long a connection may take to send a request's headers, and
+    /// (with HTTPS) to finish its TLS handshake.
     pub idle_timeout: std::time::Duration,
+    /// HTTPS (`admin.forceHttps`, `admin.portUnification`), or `None` for plain HTTP only.
+    pub tls: Option<std::sync::Arc<crate::admin::https::AdminTls>>,
 }
 
 /// The `metricsProvider.className` that turns on the Prometheus endpoint.
@@ -160,7 +163,8 @@ fn http_endpoints(
             url.insert(0, '/');
         }
         let idle_timeout = std::time::Duration::from_millis(cfg.admin_idle_timeout_ms.into());
-        Some(AdminSettings { addr, command_url: url, idle_timeout })
+        let tls = crate::admin::https::AdminTls::load(cfg)?.map(std::sync::Arc::new);
+        Some(AdminSettings { addr, command_url: url, idle_timeout, tls })
     } else {
         None
     };

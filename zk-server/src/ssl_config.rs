@@ -282,11 +282,46 @@ impl SslConfig {
     /// Checks what can be checked without reading files, when TLS is served. Errors: the key,
     /// its line and what is wrong.
     pub fn validate(&self) -> Result<(), (String, Option<u32>, String)> {
-        let user = if self.is_client() {
-            "a TLS client port (secureClientPort or client.portUnification)"
+        // An error about the trust store points at the clientAuth line when there is one.
+        let line = (self.client_auth.line > 0).then_some(self.client_auth.line);
+        if self.is_client() {
+            let trust_why = (self.client_auth.value != ClientAuth::None).then_some((
+                "checks peers' certificates against the authorities in this PEM file, unless ssl.clientAuth=none",
+                line,
+            ));
+            self.check_stores("a TLS client port (secureClientPort or client.portUnification)", trust_why)
         } else {
-            "TLS between ensemble members (sslQuorum or portUnification)"
-        };
+            // The quorum's connecting side checks the accepting side's chain whatever clientAuth says.
+            self.check_stores(
+                "TLS between ensemble members (sslQuorum or portUnification)",
+                Some(("checks peers' certificates against the authorities in this PEM file", line)),
+            )
+        }
+    }
+
+    /// Checks the stores the AdminServer's HTTPS takes from these (`ssl.quorum.`) keys, for
+    /// `wanted_by` (the `admin.*` key that asks for HTTPS and its line). Both stores must be set,
+    /// as Apache's AdminServer loads both whether or not it asks for client certificates.
+    ///
+    /// Errors: the key, its line and what is wrong.
+    pub fn validate_admin_https(&self, wanted_by: &str) -> Result<(), (String, Option<u32>, String)> {
+        self.check_stores(
+            &format!("the AdminServer's HTTPS ({wanted_by})"),
+            Some((
+                "loads the authorities of this PEM file (client certificates are checked against them \
+                 with admin.needClientAuth)",
+                None,
+            )),
+        )
+    }
+
+    /// The key store must be set; the trust store too when `trust_why` says why it is needed (and
+    /// which line an error points at); each that is set must be PEM.
+    fn check_stores(
+        &self,
+        user: &str,
+        trust_why: Option<(&str, Option<u32>)>,
+    ) -> Result<(), (String, Option<u32>, String)> {
         let Some(loc) = &self.key_store.location else {
             return Err((
                 self.key("keyStore.location"),
@@ -297,17 +332,8 @@ impl SslConfig {
         store_type(&self.key_store, &self.key("keyStore"), loc)?;
         if let Some(t) = &self.trust_store.location {
             store_type(&self.trust_store, &self.key("trustStore"), t)?;
-        } else if self.client_auth.value != ClientAuth::None || !self.is_client() {
-            // The quorum's connecting side checks the accepting side's chain whatever clientAuth says.
-            let line = (self.client_auth.line > 0).then_some(self.client_auth.line);
-            return Err((
-                self.key("trustStore.location"),
-                line,
-                format!(
-                    "is not set; {user} checks peers' certificates against the authorities in this PEM file{}",
-                    if self.is_client() { ", unless ssl.clientAuth=none" } else { "" }
-                ),
-            ));
+        } else if let Some((why, line)) = trust_why {
+            return Err((self.key("trustStore.location"), line, format!("is not set; {user} {why}")));
         }
         Ok(())
     }

@@ -7,12 +7,14 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zk_proto::OpCode;
 
-/// Client connections the listener refused and the clients dropped, counted where it happens
-/// (the accept loop, each connection's reader) and read by `/metrics`.
+/// Client connections the listener refused and the clients dropped, and plain HTTP connections
+/// on the AdminServer's unified port, counted where it happens (the accept loops, each
+/// connection's reader) and read by `mntr` and `/metrics`.
 #[derive(Debug, Default)]
 pub struct ConnCounters {
     rejected: AtomicU64,
     dropped: AtomicU64,
+    insecure_admin: AtomicU64,
 }
 
 impl ConnCounters {
@@ -28,10 +30,17 @@ impl ConnCounters {
         self.dropped.fetch_add(1, Relaxed);
     }
 
-    /// Zeroes both counts (`srst`).
+    /// A plain HTTP connection on the AdminServer's port under `admin.portUnification` (Apache's
+    /// `insecure_admin_count`).
+    pub fn insecure_admin_one(&self) {
+        self.insecure_admin.fetch_add(1, Relaxed);
+    }
+
+    /// Zeroes the counts (`srst`).
     pub fn reset(&self) {
         self.rejected.store(0, Relaxed);
         self.dropped.store(0, Relaxed);
+        self.insecure_admin.store(0, Relaxed);
     }
 
     /// Connections refused so far.
@@ -42,6 +51,11 @@ impl ConnCounters {
     /// Connections dropped by their clients so far.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Relaxed)
+    }
+
+    /// Plain connections on the AdminServer's unified port so far.
+    pub fn insecure_admin(&self) -> u64 {
+        self.insecure_admin.load(Relaxed)
     }
 }
 

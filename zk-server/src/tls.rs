@@ -19,8 +19,9 @@ use zk_proto::Id;
 /// Largest key or trust store file read: PEM certificates and keys are a few KiB each.
 const MAX_STORE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The TLS context of the client port: what new connections are accepted with. Reloading swaps
-/// it; connections already up keep the one they started with.
+/// The TLS context of the client port (and of the AdminServer's HTTPS, from the `ssl.quorum.*`
+/// stores): what new connections are accepted with. Reloading swaps it; connections already up
+/// keep the one they started with.
 pub struct ServerTls {
     current: RwLock<Arc<ServerConfig>>,
     ssl: SslConfig,

@@ -10,14 +10,10 @@
 #![allow(clippy::disallowed_methods)]
 mod support;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, KeyPair,
-};
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::pki::Pki;
 use support::*;
 use zk_client::{Acl, Client, ClientTls, CreateMode, Error, Id};
 
@@ -30,92 +26,7 @@ const ALICE: &str = "CN=alice,OU=Eng,O=Example,C=US";
 const BOB: &str = "CN=bob,OU=Eng,O=Example,C=US";
 const ADMIN: &str = "CN=admin,O=Example";
 
-/// The certificates of one test, as PEM files in a directory of their own.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-struct Authority {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Authority {
-    fn new(name: &str) -> Authority {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name = DistinguishedName::new();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        Authority { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
-    }
-
-    /// A certificate for `subject` (most general attribute first, as in `openssl -subj`): its PEM
-    /// and its private key's (PKCS#8).
-    fn issue(&self, subject: &[(DnType, &str)], server: bool) -> (String, String) {
-        let sans = if server { vec!["localhost".to_string(), "127.0.0.1".to_string()] } else { vec![] };
-        let mut params = CertificateParams::new(sans).unwrap();
-        params.distinguished_name = DistinguishedName::new();
-        for (t, v) in subject {
-            params.distinguished_name.push(t.clone(), *v);
-        }
-        params.extended_key_usages = vec![if server {
-            ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            ExtendedKeyUsagePurpose::ClientAuth
-        }];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
 impl Pki {
-    /// The authority `ca.pem`; `server.pem` (key then certificate, Apache's PEM key store);
-    /// `alice`, `bob` and `admin` `.crt`/`.key`; `stranger` from another authority; and
-    /// `server2.pem`, a server certificate from that other authority (`ca2.pem`).
-    fn new() -> Pki {
-        let dir = tempfile::Builder::new().prefix("zkrs-tls-").tempdir().unwrap();
-        let pki = Pki { dir };
-        let ca = Authority::new("zkrs test CA");
-        let other = Authority::new("another CA");
-        pki.write("ca.pem", &ca.issuer.pem());
-        pki.write("ca2.pem", &other.issuer.pem());
-        let (cert, key) = ca.issue(&[(DnType::CommonName, "localhost")], true);
-        pki.write("server.pem", &format!("{key}{cert}"));
-        let (cert, key) = other.issue(&[(DnType::CommonName, "localhost")], true);
-        pki.write("server2.pem", &format!("{key}{cert}"));
-        let person = |cn| {
-            vec![
-                (DnType::CountryName, "US"),
-                (DnType::OrganizationName, "Example"),
-                (DnType::OrganizationalUnitName, "Eng"),
-                (DnType::CommonName, cn),
-            ]
-        };
-        for (name, subject, auth) in [
-            ("alice", person("alice"), &ca),
-            ("bob", person("bob"), &ca),
-            ("admin", vec![(DnType::OrganizationName, "Example"), (DnType::CommonName, "admin")], &ca),
-            ("stranger", person("alice"), &other),
-        ] {
-            let (cert, key) = auth.issue(&subject, false);
-            pki.write(&format!("{name}.crt"), &cert);
-            pki.write(&format!("{name}.key"), &key);
-        }
-        pki
-    }
-
-    fn write(&self, name: &str, text: &str) {
-        std::fs::write(self.path(name), text).unwrap();
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn p(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-
     /// zoo.cfg lines for a secure client port on `port` with these stores.
     fn server_lines(&self, port: u16, client_auth: &str) -> String {
         format!(
@@ -494,18 +405,6 @@ async fn a_server_with_only_the_tls_port() {
     };
     alice.create("/only-tls", b"", &[x509(31, ALICE)], CreateMode::Persistent).await.unwrap();
     alice.close().await.unwrap();
-}
-
-/// Starts zkrs-server on `cfg` and returns its exit status and what it printed, expecting it to
-/// refuse to start.
-fn refused(dir: &Path, cfg: &str) -> String {
-    let path = dir.join("zoo.cfg");
-    std::fs::write(&path, cfg).unwrap();
-    let child =
-        Command::new(zkrs_binary()).arg(&path).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let out = wait_output(child, Duration::from_secs(20));
-    assert!(!out.status.success(), "started with {cfg}");
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// `pki`'s server key store with its key encrypted (PBES2, AES-256-CBC) under `password`, by

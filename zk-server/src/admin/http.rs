@@ -2,14 +2,18 @@
 //!
 //! Each accepted connection is served by its own task, at most [`MAX_CONNECTIONS`] at once (more
 //! wait in the kernel's accept queue); a request waits at most [`DRIVER_WAIT`] for the driver.
+//! With HTTPS ([`super::https`]) a connection's TLS set-up runs in its task too, within
+//! `admin.idleTimeout`, so a stalled or failed handshake holds up no other connection.
 
+use super::https::{AdminStream, AdminTls, STS_VALUE};
 use super::{commands, metrics, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
 use crate::settings::AdminSettings;
+use crate::stats::ConnCounters;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, STRICT_TRANSPORT_SECURITY};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
@@ -40,14 +44,28 @@ enum Routes {
 }
 
 /// Binds the AdminServer and serves it until the process ends. A port that cannot be bound is
-/// logged and the server runs without it, as Apache's does.
-pub async fn spawn_admin(settings: &AdminSettings, core: mpsc::Sender<DriverMsg>) -> Option<SocketAddr> {
+/// logged and the server runs without it, as Apache's does. Plain connections on a unified
+/// port are counted in `counters` (Apache's `insecure_admin_count`).
+pub async fn spawn_admin(
+    settings: &AdminSettings,
+    core: mpsc::Sender<DriverMsg>,
+    counters: Arc<ConnCounters>,
+) -> Option<SocketAddr> {
     match TcpListener::bind(settings.addr).await {
         Ok(listener) => {
             let local = listener.local_addr().ok();
-            tracing::info!("AdminServer on http://{}{}", settings.addr, settings.command_url);
+            let schemes = match &settings.tls {
+                None => "http",
+                Some(tls) if tls.plain_too() => "http and https",
+                Some(_) => "https",
+            };
+            tracing::info!("AdminServer on {schemes}://{}{}", settings.addr, settings.command_url);
+            if let Some(tls) = &settings.tls {
+                tls.watch_stores();
+            }
             let routes = Routes::Admin { command_url: settings.command_url.clone() };
-            tokio::spawn(serve(listener, routes, settings.idle_timeout, core));
+            let tls = settings.tls.clone().map(|t| (t, counters));
+            tokio::spawn(serve(listener, routes, settings.idle_timeout, tls, core));
             local
         }
         Err(e) => {
@@ -62,11 +80,17 @@ pub async fn spawn_metrics(addr: SocketAddr, core: mpsc::Sender<DriverMsg>) -> s
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tracing::info!("Prometheus metrics on http://{addr}/metrics");
-    tokio::spawn(serve(listener, Routes::Metrics, IDLE_TIMEOUT, core));
+    tokio::spawn(serve(listener, Routes::Metrics, IDLE_TIMEOUT, None, core));
     Ok(local)
 }
 
-async fn serve(listener: TcpListener, routes: Routes, idle: Duration, core: mpsc::Sender<DriverMsg>) {
+async fn serve(
+    listener: TcpListener,
+    routes: Routes,
+    idle: Duration,
+    tls: Option<(Arc<AdminTls>, Arc<ConnCounters>)>,
+    core: mpsc::Sender<DriverMsg>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let routes = Arc::new(routes);
     loop {
@@ -79,23 +103,60 @@ async fn serve(listener: TcpListener, routes: Routes, idle: Duration, core: mpsc
                 continue;
             }
         };
-        let (routes, core) = (routes.clone(), core.clone());
+        let (routes, core, tls) = (routes.clone(), core.clone(), tls.clone());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let (routes, core) = (routes.clone(), core.clone());
-                async move { Ok::<_, std::convert::Infallible>(handle(&routes, &core, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(idle)
-                .max_buf_size(64 * 1024)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                debug!("HTTP connection from {peer}: {e}");
+            let Some((tls, counters)) = tls else {
+                return serve_connection(stream, peer, routes, core, idle, false, permit).await;
+            };
+            // Telling TLS from plain and the handshake get admin.idleTimeout in all, as a
+            // request's headers do.
+            match tokio::time::timeout(idle, tls.accept(stream)).await {
+                Ok(Ok(AdminStream::Plain(s))) => {
+                    counters.insecure_admin_one();
+                    serve_connection(s, peer, routes, core, idle, false, permit).await
+                }
+                Ok(Ok(AdminStream::Tls(s))) => {
+                    serve_connection(*s, peer, routes, core, idle, true, permit).await
+                }
+                Ok(Err(e)) => debug!("AdminServer: TLS set-up with {peer} failed: {e}"),
+                Err(_) => debug!("AdminServer: no TLS handshake from {peer} within {} ms", idle.as_millis()),
             }
-            drop(permit);
         });
     }
+}
+
+/// Serves HTTP/1 on one connection, plain or TLS (`secure`), until it ends; `permit` is its
+/// slot among [`MAX_CONNECTIONS`].
+async fn serve_connection<S>(
+    io: S,
+    peer: SocketAddr,
+    routes: Arc<Routes>,
+    core: mpsc::Sender<DriverMsg>,
+    idle: Duration,
+    secure: bool,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let (routes, core) = (routes.clone(), core.clone());
+        async move {
+            let mut r = handle(&routes, &core, req).await;
+            if secure {
+                r.headers_mut().insert(STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(STS_VALUE));
+            }
+            Ok::<_, std::convert::Infallible>(r)
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(idle)
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(io), service);
+    if let Err(e) = conn.await {
+        debug!("HTTP connection from {peer}: {e}");
+    }
+    drop(permit);
 }
 
 fn response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

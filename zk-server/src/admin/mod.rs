@@ -1,6 +1,6 @@
 //! The operations surface over HTTP: Apache ZooKeeper's AdminServer (`admin.*`: JSON commands
-//! under `admin.commandURL`, plus `/ready`), and the Prometheus endpoint (`/metrics` on
-//! `metricsProvider.httpPort`).
+//! under `admin.commandURL`, plus `/ready`; over HTTPS too, [`https`]), and the Prometheus
+//! endpoint (`/metrics` on `metricsProvider.httpPort`, plain HTTP).
 //!
 //! Both are edge code: the HTTP servers ([`http`]) ask the driver for what they show with a
 //! [`DriverMsg::Admin`](crate::driver::DriverMsg::Admin) message, as the four-letter words do, and
@@ -8,6 +8,7 @@
 
 pub mod commands;
 pub mod http;
+pub mod https;
 pub mod metrics;
 
 use crate::fourlw::MntrValue;

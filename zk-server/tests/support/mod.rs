@@ -7,6 +7,7 @@ pub mod client;
 pub mod disk;
 pub mod ensemble;
 pub mod interactive;
+pub mod pki;
 pub mod transcript;
 
 use std::io::{Read, Write};
@@ -246,6 +247,18 @@ pub fn wait_output(mut child: Child, limit: Duration) -> std::process::Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
+}
+
+/// Starts zkrs-server on the zoo.cfg `cfg` (written into `dir`), expecting it to refuse to start;
+/// returns what it printed.
+pub fn refused(dir: &Path, cfg: &str) -> String {
+    let path = dir.join("zoo.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let child =
+        Command::new(zkrs_binary()).arg(&path).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(!out.status.success(), "started with {cfg}");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// Runs Apache's Java shell (zkCli.sh's class, `ZooKeeperMain`) with the JVM options `jvm_args`
