@@ -459,6 +459,20 @@ fn conf_client_port(addr: std::net::SocketAddr) -> String {
         .to_owned()
 }
 
+/// Three servers of `kinds` with reconfiguration on, running; returns them, the leader's index,
+/// a follower's, and a client of the leader authenticated as the super user.
+fn three_running(kinds: [Kind; 3]) -> (Ensemble, usize, usize, RawClient) {
+    let mut e = Ensemble::configure_with_extra(&kinds, &[], &format!("reconfigEnabled=true\n{SUPER}"));
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader();
+    let follower = (0..3).find(|&i| i != leader).expect("a follower");
+    let mut admin = e.client(leader);
+    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
+    (e, leader, follower, admin)
+}
+
 /// Server `sid`'s entry in the config string `config`, with the client address
 /// `127.0.0.1:port`.
 fn with_client_port(config: &str, sid: usize, port: u16) -> String {
@@ -473,15 +487,8 @@ fn with_client_port(config: &str, sid: usize, port: u16) -> String {
 /// restart comes back on the new port.
 fn client_port_scenario(kinds: [Kind; 3]) -> Transcript {
     let mut t = Vec::new();
-    let mut e = Ensemble::configure_with_extra(&kinds, &[], &format!("reconfigEnabled=true\n{SUPER}"));
-    for i in 0..3 {
-        e.launch(i);
-    }
-    let leader = e.wait_for_leader();
-    let moved = (0..3).find(|&i| i != leader).expect("a follower");
+    let (mut e, leader, moved, mut admin) = three_running(kinds);
     eprintln!("{kinds:?}: server {} leads, server {} moves first", leader + 1, moved + 1);
-    let mut admin = e.client(leader);
-    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
 
     // The follower, by an incremental reconfig of its own entry.
     let old = e.members[moved].client;
@@ -582,15 +589,9 @@ fn exit_status(e: &mut Ensemble, i: usize) -> Option<i32> {
 /// peer list) with exit status 1; zkrs's does the same, and the others serve on.
 fn removed_restart_scenario(kinds: [Kind; 3]) -> Transcript {
     let mut t = Vec::new();
-    let mut e = Ensemble::configure_with_extra(&kinds, &[], &format!("reconfigEnabled=true\n{SUPER}"));
-    for i in 0..3 {
-        e.launch(i);
-    }
-    let leader = e.wait_for_leader();
-    let removed = (0..3).find(|&i| i != leader).expect("a follower");
+    let (mut e, leader, removed, mut admin) = three_running(kinds);
+    eprintln!("{kinds:?}: server {} leads, server {} is removed", leader + 1, removed + 1);
     let rest: Vec<usize> = (0..3).filter(|&i| i != removed).collect();
-    let mut admin = e.client(leader);
-    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
     let (code, config) = reconfig(&mut admin, None, Some(&(removed + 1).to_string()), -1);
     t.push(format!("remove a follower: {code:?} members {}", members_of(&config).len()));
     // The removed member got the commit too and wrote the configuration without itself.
