@@ -1481,39 +1481,35 @@ impl ServerConfig {
                         .to_string(),
                 });
             };
-            let Some(me) = cfg.servers.get(&id).cloned() else {
-                return Err(ConfigError::Invalid {
-                    file: Some(myid_path),
-                    line: Some(1),
-                    key: "myid".to_string(),
-                    message: format!("server id {id} has no server.{id} line"),
-                });
-            };
-            // Apache's setupClientPort: the server line's client address wins, but must agree.
-            if let (Some(mine), Some(stat)) = (&me.client, &cfg.client_address) {
-                let any = stat.host == "0.0.0.0" || stat.host == "::";
-                if (any && mine.port != stat.port) || (!any && mine != stat) {
-                    let line = cfg_member_line(&members, id);
-                    return Err(member_src.err(
-                        &format!("server.{id}"),
-                        line,
-                        format!(
-                            "client address {mine} differs from clientPortAddress/clientPort {stat} \
-                             of this server (myid {id})"
-                        ),
-                    ));
+            // A myid the server list lacks parses, as in Apache: the server refuses to start
+            // (`ServerConfig::not_in_peer_list`), with the exit status Apache's has then.
+            if let Some(me) = cfg.servers.get(&id).cloned() {
+                // Apache's setupClientPort: the server line's client address wins, but must agree.
+                if let (Some(mine), Some(stat)) = (&me.client, &cfg.client_address) {
+                    let any = stat.host == "0.0.0.0" || stat.host == "::";
+                    if (any && mine.port != stat.port) || (!any && mine != stat) {
+                        let line = cfg_member_line(&members, id);
+                        return Err(member_src.err(
+                            &format!("server.{id}"),
+                            line,
+                            format!(
+                                "client address {mine} differs from clientPortAddress/clientPort {stat} \
+                                 of this server (myid {id})"
+                            ),
+                        ));
+                    }
                 }
-            }
-            if let Some(mine) = &me.client {
-                cfg.client_address = Some(mine.clone());
-            }
-            if me.peer_type != cfg.peer_type {
-                tracing::warn!(
-                    "peerType {:?} differs from server.{id}'s type {:?}; using the server line",
-                    cfg.peer_type,
-                    me.peer_type
-                );
-                cfg.peer_type = me.peer_type;
+                if let Some(mine) = &me.client {
+                    cfg.client_address = Some(mine.clone());
+                }
+                if me.peer_type != cfg.peer_type {
+                    tracing::warn!(
+                        "peerType {:?} differs from server.{id}'s type {:?}; using the server line",
+                        cfg.peer_type,
+                        me.peer_type
+                    );
+                    cfg.peer_type = me.peer_type;
+                }
             }
         } else if cfg.client_address.is_none() && cfg.secure_client_address.is_none() {
             return Err(src.err(
@@ -1556,6 +1552,28 @@ impl ServerConfig {
             (None, None) => return None,
         };
         Some(format!("{key} at line {line}"))
+    }
+
+    /// Why an ensemble member cannot start: the server list (zoo.cfg's, or the dynamic file's
+    /// it names) lacks its myid, as after a reconfiguration removed it. Apache's member parses
+    /// such a configuration and then stops at start-up (exit status 1); so does zkrs. `None`
+    /// when this server is listed, or is not an ensemble member.
+    pub fn not_in_peer_list(&self) -> Option<String> {
+        let id = self.my_id?;
+        if !self.is_distributed() || self.servers.contains_key(&id) {
+            return None;
+        }
+        let listed: Vec<String> = self.servers.keys().map(|s| format!("server.{s}")).collect();
+        let from = match (&self.dynamic_config_file, &self.config_file) {
+            (Some(f), _) | (None, Some(f)) => format!(" in {}", f.display()),
+            (None, None) => String::new(),
+        };
+        Some(format!(
+            "myid {id} is not in the peer list: the configuration{from} lists {} and no server.{id}; \
+             a reconfiguration may have removed this server. Add it back from a member with \
+             `reconfig -add server.{id}=...`, or start it with a configuration that lists it",
+            listed.join(", ")
+        ))
     }
 
     /// True when this server runs as an ensemble member (Apache's `isDistributed`): more than one
@@ -2396,8 +2414,15 @@ mod tests {
         assert_err(&bad(&text.replace("syncLimit=5\n", "syncLimit=0\n")), "syncLimit", Some(5), "not set");
         let none = ensemble_dir(None);
         assert_err(&bad(&ensemble(none.path(), "")), "myid", None, "missing");
+        // A myid the list lacks parses (Apache's member stops later, at start-up).
         let four = ensemble_dir(Some("4"));
-        assert_err(&bad(&ensemble(four.path(), "")), "myid", Some(1), "no server.4 line");
+        let c = ok(&ensemble(four.path(), ""));
+        assert_eq!(c.my_id, Some(4));
+        let why = c.not_in_peer_list().expect("server 4 is not listed");
+        assert!(why.contains("myid 4 is not in the peer list"), "{why}");
+        assert!(why.contains("server.1, server.2, server.3"), "{why}");
+        let one = ensemble_dir(Some("1"));
+        assert_eq!(ok(&ensemble(one.path(), "")).not_in_peer_list(), None);
     }
 
     #[test]

@@ -315,6 +315,12 @@ pub struct Driver {
     snapshot_storage: Option<zk_log::FileStorage>,
     /// When to give free memory back to the OS.
     idle_trim: IdleTrim,
+    /// Where the plain client listener listens (or is to listen): zoo.cfg's address, until the
+    /// configuration in force gives this server another.
+    client_addr: Option<SocketAddr>,
+    /// Tells the listener to move to a new client address (the server's accept loop holds the
+    /// receiving side).
+    client_listener: Option<tokio::sync::watch::Sender<Option<SocketAddr>>>,
 }
 
 fn wall_ms() -> i64 {
@@ -331,6 +337,7 @@ impl Driver {
         snapshot_jobs: Option<SyncSender<SnapJob>>,
         permits: Arc<Semaphore>,
     ) -> Driver {
+        let client_addr = settings.client_addr;
         Driver {
             core,
             origin,
@@ -354,7 +361,19 @@ impl Driver {
             quorum: None,
             snapshot_storage: None,
             idle_trim: IdleTrim::default(),
+            client_addr,
+            client_listener: None,
         }
+    }
+
+    /// Has the driver move the client listener through `listener` when the configuration in
+    /// force gives this server another client address (`Effect::ClientAddress`).
+    pub fn with_client_listener(
+        mut self,
+        listener: tokio::sync::watch::Sender<Option<SocketAddr>>,
+    ) -> Driver {
+        self.client_listener = Some(listener);
+        self
     }
 
     /// Has `/metrics` read the log's sync times and the listener's connection counts.
@@ -638,6 +657,7 @@ impl Driver {
             });
         }
         view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        view.client_addr = self.client_addr;
         view
     }
 
@@ -770,11 +790,29 @@ impl Driver {
         }
     }
 
+    /// The configuration gives this server the client address `addr`: if the listener is
+    /// elsewhere, it moves (the accept loop binds `addr` and closes the old socket; connections
+    /// already open stay), and `conf`, `configuration` and `zabstate` report `addr` from now on.
+    fn move_client_listener(&mut self, addr: SocketAddr) {
+        if self.client_addr == Some(addr) {
+            return;
+        }
+        info!(
+            "the configuration in force moves the client address to {addr} (was {})",
+            self.client_addr.map_or_else(|| "none".to_owned(), |a| a.to_string())
+        );
+        self.client_addr = Some(addr);
+        if let Some(l) = &self.client_listener {
+            l.send_replace(Some(addr));
+        }
+    }
+
     fn effect(&mut self, e: Effect, now: Now) {
         match e {
             Effect::Core(ev) => self.core.handle(now, ev),
             Effect::SetRole(role, voters, db) => self.core.set_role(role, voters, db.map(|b| *b), now),
             Effect::Persist(batch) => self.persist(batch, false),
+            Effect::ClientAddress(addr) => self.move_client_listener(addr),
             Effect::Truncate(zxid) => {
                 if let Err(e) = self.log.truncate_after(zxid) {
                     self.core.handle(now, Event::LogFailed { error: e });

@@ -34,6 +34,10 @@ pub struct ConnView {
 pub struct View<'a> {
     /// Settings.
     pub settings: &'a Settings,
+    /// Where the plain client listener listens: zoo.cfg's address, or the one a reconfiguration
+    /// gave this server since (`conf` and the AdminServer report it, as Apache reports its
+    /// listener's port).
+    pub client_addr: Option<SocketAddr>,
     /// Server counters.
     pub stats: &'a ServerStats,
     /// The database.
@@ -68,6 +72,19 @@ pub struct View<'a> {
 }
 
 impl View<'_> {
+    /// The address this server gives as its client address (`voting_view`, `zabstate`): the
+    /// plain listener's, else the TLS port's.
+    pub fn advertised_client_addr(&self) -> SocketAddr {
+        self.client_addr
+            .or(self.settings.secure_client_addr)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// `conf`'s text: zoo.cfg's, with the client port where the listener is now.
+    fn conf_text(&self) -> String {
+        with_client_port(&self.settings.conf_text, self.client_addr)
+    }
+
     /// Connections, the asking one included.
     fn connection_count(&self) -> usize {
         self.conns.len() + usize::from(self.asker.is_some())
@@ -210,7 +227,7 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             v.asker_line(&mut out);
             out.push('\n');
         }
-        "conf" => out.push_str(&v.settings.conf_text),
+        "conf" => out.push_str(&v.conf_text()),
         "crst" => out.push_str("Connection stats reset.\n"),
         "srst" => out.push_str("Server stats reset.\n"),
         "gtmk" | "stmk" => out.push('0'),
@@ -403,4 +420,28 @@ pub fn monitor_values(v: &View<'_>) -> Vec<(String, MntrValue)> {
 fn watcher_label(v: &View<'_>, watcher: u64) -> String {
     let sid = v.conns.iter().find(|c| c.id == watcher).map(|c| c.stats.session.load(Relaxed)).unwrap_or(0);
     format!("{sid:x}")
+}
+
+/// `conf`'s text `text` (zoo.cfg's, first line `clientPort=`) with the port of `listening`, the
+/// plain listener's address now (-1 without one, as Apache prints then).
+fn with_client_port(text: &str, listening: Option<SocketAddr>) -> String {
+    let port = listening.map_or(-1, |a| i32::from(a.port()));
+    match text.split_once('\n') {
+        Some((first, rest)) if first.starts_with("clientPort=") => format!("clientPort={port}\n{rest}"),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conf_reports_the_port_the_listener_moved_to() {
+        let text = "clientPort=2181\nsecureClientPort=-1\nserverId=0\n";
+        let moved = Some(SocketAddr::from(([127, 0, 0, 1], 2191)));
+        assert_eq!(with_client_port(text, moved), "clientPort=2191\nsecureClientPort=-1\nserverId=0\n");
+        assert_eq!(with_client_port(text, None), "clientPort=-1\nsecureClientPort=-1\nserverId=0\n");
+        assert_eq!(with_client_port("other\n", moved), "other\n");
+    }
 }

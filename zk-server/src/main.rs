@@ -94,6 +94,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(why) = cfg.not_in_peer_list() {
+        // Exit status 1, as Apache's member exits then (its start-up fails after the parse; a
+        // configuration error is 2).
+        error!("{why}");
+        eprintln!("zkrs-server: {why}");
+        return ExitCode::from(1);
+    }
     let settings = match Settings::from_config(&cfg) {
         Ok(s) => s,
         Err(e) => {

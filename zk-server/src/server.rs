@@ -88,7 +88,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
     let settings = Arc::new(settings);
-    let listener = match settings.client_addr {
+    let mut listener = match settings.client_addr {
         Some(addr) => {
             Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
         }
@@ -213,6 +213,11 @@ pub async fn run(
             .with_metric_sources(sync_times, connections.clone())
             .with_startup_load(startup);
     let ensemble_mode = ensemble.is_some();
+    // A reconfiguration may move this server's client address: the driver says where to.
+    let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
+    if ensemble_mode {
+        driver = driver.with_client_listener(move_tx);
+    }
     if let Some(ens) = ensemble {
         let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
             .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
@@ -258,12 +263,22 @@ pub async fn run(
     // Open client connections: in all, and by client IP.
     let open: Arc<Mutex<OpenConns>> = Arc::default();
     let mut next_id: u64 = 1;
+    let mut moves_ended = false;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             // The core stopped by itself: a failure it cannot serve on after.
             ended = &mut core_task => return core_result(ended),
+            moved = move_rx.changed(), if !moves_ended => {
+                if moved.is_err() {
+                    // Standalone, or the driver has ended (its result comes next): no more moves.
+                    moves_ended = true;
+                    continue;
+                }
+                let to = *move_rx.borrow_and_update();
+                listener = move_client_listener(listener.take(), to).await;
+            }
             accepted = accept(listener.as_ref(), secure_listener.as_ref()) => {
                 let (stream, remote, port) = match accepted {
                     Ok(a) => a,
@@ -299,6 +314,35 @@ pub async fn run(
     }
     let _ = core_tx.send(DriverMsg::Shutdown).await;
     core_result(core_task.await)
+}
+
+/// Moves the plain client listener to `to`, as Apache's members do when a reconfiguration gives
+/// them another client address: the old socket is closed first (so `to` may be the same port on
+/// another address), then `to` is bound. Connections accepted before stay open. When `to`
+/// cannot be bound the error is logged and no plain listener is left, as in Apache.
+async fn move_client_listener(
+    old: Option<TcpListener>,
+    to: Option<std::net::SocketAddr>,
+) -> Option<TcpListener> {
+    let was = old.as_ref().and_then(|l| l.local_addr().ok());
+    if was.is_some() && was == to {
+        return old;
+    }
+    drop(old);
+    let to = to?;
+    match TcpListener::bind(to).await {
+        Ok(l) => {
+            info!(
+                "serving clients on {to} (moved by a reconfiguration from {})",
+                was.map_or_else(|| "none".to_owned(), |a| a.to_string())
+            );
+            Some(l)
+        }
+        Err(e) => {
+            tracing::error!("cannot move the client listener to {to}: {e}; no client port is open");
+            None
+        }
+    }
 }
 
 /// The client connections open, counted against `maxCnxns` (in all) and `maxClientCnxns` (per IP).

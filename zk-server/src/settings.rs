@@ -184,12 +184,6 @@ fn http_endpoints(
 }
 
 impl Settings {
-    /// The address this server gives as its client address (`voting_view`, `zabstate`): the
-    /// plain client port's, else the TLS port's.
-    pub fn advertised_client_addr(&self) -> SocketAddr {
-        self.client_addr.or(self.secure_client_addr).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
-    }
-
     /// Whether `cmd` may be answered.
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         match &self.four_letter_words {

@@ -5,7 +5,9 @@
 //! follower and then the leader itself are removed; each step is checked on every server's
 //! /zookeeper/config, writes go on through all of it, and the errors Apache gives (no
 //! authority, wrong version, malformed member, no quorum for the new configuration, too few
-//! voters) come back the same.
+//! voters) come back the same. A reconfiguration that gives a server another client port moves
+//! its client listener (connections already open stay); a server removed by a reconfiguration and
+//! restarted stops at start-up, its id not in the peer list, with Apache's exit status.
 #![allow(clippy::disallowed_methods)]
 
 mod support;
@@ -160,6 +162,21 @@ fn writer(addr: std::net::SocketAddr, stop: Arc<AtomicBool>) -> std::thread::Joi
 #[derive(Debug, PartialEq, Eq)]
 struct Transcript(Vec<String>);
 
+/// Runs `scenario` on zkrs and checks its transcript is `want`, then on Apache and on each of the
+/// `mixed` ensembles, which must answer the same.
+fn same_everywhere<const N: usize>(
+    scenario: fn([Kind; N]) -> Transcript,
+    want: &[&str],
+    mixed: &[[Kind; N]],
+) {
+    let zkrs = scenario([Kind::Zkrs; N]);
+    assert_eq!(zkrs.0, want);
+    assert_eq!(scenario([Kind::Apache; N]), zkrs, "Apache ZooKeeper answers the same");
+    for kinds in mixed {
+        assert_eq!(scenario(*kinds), zkrs, "the mixed ensemble {kinds:?} answers the same");
+    }
+}
+
 fn scenario(kinds: [Kind; 4]) -> Transcript {
     let mut t = Vec::new();
     let (mut e, joiner) = three_and_a_joiner(kinds, &[]);
@@ -290,7 +307,6 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
 
 #[test]
 fn reconfig_adds_and_removes_servers_as_apache_does() {
-    let zkrs = scenario([Kind::Zkrs; 4]);
     let want = [
         "initial members [\"1p\", \"2p\", \"3p\"], version counter 0",
         "without auth: NoAuth",
@@ -309,13 +325,10 @@ fn reconfig_adds_and_removes_servers_as_apache_does() {
         "new leader among the remaining: true",
         "no acknowledged write lost",
     ];
-    assert_eq!(zkrs.0, want);
-    assert_eq!(scenario([Kind::Apache; 4]), zkrs, "Apache ZooKeeper answers the same");
     use Kind::{Apache, Zkrs};
     // Server 3 (the highest id of the first three) leads: an Apache leader with a zkrs follower
     // and a zkrs joiner, then a zkrs leader with Apache followers and an Apache joiner.
-    assert_eq!(scenario([Apache, Zkrs, Apache, Zkrs]), zkrs, "a mixed ensemble answers the same");
-    assert_eq!(scenario([Apache, Apache, Zkrs, Apache]), zkrs, "a mixed ensemble answers the same");
+    same_everywhere(scenario, &want, &[[Apache, Zkrs, Apache, Zkrs], [Apache, Apache, Zkrs, Apache]]);
 }
 
 fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
@@ -368,7 +381,6 @@ fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
 
 #[test]
 fn reconfig_promotes_an_observer_and_demotes_it_again_as_apache_does() {
-    let zkrs = observer_scenario([Kind::Zkrs; 4]);
     let want = [
         "promote 4: Ok [\"1p\", \"2p\", \"3p\", \"4p\"]",
         "watch: Some(NodeDataChanged) /zookeeper/config",
@@ -376,10 +388,8 @@ fn reconfig_promotes_an_observer_and_demotes_it_again_as_apache_does() {
         "demote 4: Ok [\"1p\", \"2p\", \"3p\", \"4o\"]",
         "4 observes",
     ];
-    assert_eq!(zkrs.0, want);
-    assert_eq!(observer_scenario([Kind::Apache; 4]), zkrs, "Apache ZooKeeper answers the same");
     use Kind::{Apache, Zkrs};
-    assert_eq!(observer_scenario([Zkrs, Apache, Zkrs, Apache]), zkrs, "a mixed ensemble answers the same");
+    same_everywhere(observer_scenario, &want, &[[Zkrs, Apache, Zkrs, Apache]]);
 }
 
 /// zkCli.sh (Apache's own shell) reconfigures a zkrs ensemble: `reconfig -add` and `-remove`
@@ -420,4 +430,214 @@ fn zkcli_reconfigures_a_zkrs_ensemble() {
     assert!(!config_of(&e, 3).is_empty());
     let members = members_of(&config_of(&e, leader));
     assert_eq!(members, ["1p", "2p", "3p"], "{out}");
+}
+
+/// Whether a new TCP connection to `addr` is refused (nothing listens there).
+fn refused(addr: std::net::SocketAddr) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
+}
+
+/// Waits until `srvr` on `addr` reports `mode`; false if it never does within 30 s.
+fn serves_as(addr: std::net::SocketAddr, mode: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if srvr(addr).is_some_and(|t| t.lines().any(|l| l == format!("Mode: {mode}"))) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// `conf`'s clientPort line on `addr`.
+fn conf_client_port(addr: std::net::SocketAddr) -> String {
+    four(addr, "conf")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("clientPort="))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Three servers of `kinds` with reconfiguration on, running; returns them, the leader's index,
+/// a follower's, and a client of the leader authenticated as the super user.
+fn three_running(kinds: [Kind; 3]) -> (Ensemble, usize, usize, RawClient) {
+    let mut e = Ensemble::configure_with_extra(&kinds, &[], &format!("reconfigEnabled=true\n{SUPER}"));
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader();
+    let follower = (0..3).find(|&i| i != leader).expect("a follower");
+    let mut admin = e.client(leader);
+    assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
+    (e, leader, follower, admin)
+}
+
+/// Server `sid`'s entry in the config string `config`, with the client address
+/// `127.0.0.1:port`.
+fn with_client_port(config: &str, sid: usize, port: u16) -> String {
+    let line = config.lines().find(|l| l.starts_with(&format!("server.{sid}="))).expect("the server's line");
+    format!("{};127.0.0.1:{port}", line.split(';').next().unwrap_or(line))
+}
+
+/// A reconfiguration gives a follower, then the leader, another client port: first by an
+/// incremental `-add` of the follower's own entry, then by a whole member list. Each moves its
+/// client listener: the new port serves, the old one refuses new connections, a connection made
+/// before the move is still served, `conf` reports the new port, zoo.cfg drops clientPort, and a
+/// restart comes back on the new port.
+fn client_port_scenario(kinds: [Kind; 3]) -> Transcript {
+    let mut t = Vec::new();
+    let (mut e, leader, moved, mut admin) = three_running(kinds);
+    eprintln!("{kinds:?}: server {} leads, server {} moves first", leader + 1, moved + 1);
+
+    // The follower, by an incremental reconfig of its own entry.
+    let old = e.members[moved].client;
+    let mut before = e.client(moved);
+    assert_eq!(before.create("/before-move", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let port = stable_port();
+    let entry = with_client_port(&config_of(&e, leader), moved + 1, port);
+    let (code, config) = reconfig(&mut admin, Some(&entry), None, -1);
+    t.push(format!(
+        "move a follower: {code:?}, the configuration lists it so: {}",
+        config.lines().any(|l| l == entry)
+    ));
+    let new: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    t.push(format!("follower serves on the new port: {}", serves_as(new, "follower")));
+    t.push(format!("follower's old port refuses new connections: {}", refused(old)));
+    t.push(format!("a connection made before the move: {:?}", before.exists("/before-move", false).err()));
+    t.push(format!("conf: {}", conf_client_port(new).replace(&port.to_string(), "<new>")));
+    e.members[moved].client = new;
+    let static_cfg = std::fs::read_to_string(e.members[moved].dir.join("zoo.cfg")).expect("zoo.cfg");
+    t.push(format!("zoo.cfg keeps clientPort: {}", static_cfg.lines().any(|l| l.starts_with("clientPort"))));
+    let mut c = e.client(moved);
+    assert_eq!(c.create("/via-new-port", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+
+    // The leader, by a whole member list; the client that asks is connected to the leader's old
+    // port.
+    let old = e.members[leader].client;
+    let port = stable_port();
+    let leader_entry = with_client_port(&config, leader + 1, port);
+    let members: Vec<String> = config
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(|l| {
+            if l.starts_with(&format!("server.{}=", leader + 1)) {
+                leader_entry.clone()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    let (code, _) = reconfig_members(&mut admin, &members.join(","));
+    t.push(format!("move the leader: {code:?}"));
+    let new: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    t.push(format!("leader serves on the new port: {}", serves_as(new, "leader")));
+    t.push(format!("leader's old port refuses new connections: {}", refused(old)));
+    t.push(format!("the asking connection: {:?}", admin.exists("/via-new-port", false).err()));
+    t.push(format!("conf: {}", conf_client_port(new).replace(&port.to_string(), "<new>")));
+    e.members[leader].client = new;
+    e.write_and_read(leader, "/via-the-leaders-new-port", &[0, 1, 2]);
+
+    // A restart comes back on the new port (zoo.cfg names the dynamic file that gives it).
+    e.kill(moved);
+    e.launch(moved);
+    t.push(format!(
+        "restarted follower serves on its new port: {}",
+        serves_as(e.members[moved].client, "follower")
+    ));
+    eprintln!("{kinds:?} transcript: {t:#?}");
+    Transcript(t)
+}
+
+#[test]
+fn reconfig_moves_a_servers_client_port_as_apache_does() {
+    let want = [
+        "move a follower: Ok, the configuration lists it so: true",
+        "follower serves on the new port: true",
+        "follower's old port refuses new connections: true",
+        "a connection made before the move: Ok",
+        "conf: clientPort=<new>",
+        "zoo.cfg keeps clientPort: false",
+        "move the leader: Ok",
+        "leader serves on the new port: true",
+        "leader's old port refuses new connections: true",
+        "the asking connection: Ok",
+        "conf: clientPort=<new>",
+        "restarted follower serves on its new port: true",
+    ];
+    use Kind::{Apache, Zkrs};
+    // Server 3 leads: a zkrs leader moved after an Apache follower, then the reverse.
+    same_everywhere(client_port_scenario, &want, &[[Apache, Apache, Zkrs], [Zkrs, Zkrs, Apache]]);
+}
+
+/// Waits (60 s at most) for member `i`'s process to end; its exit status.
+fn exit_status(e: &mut Ensemble, i: usize) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let child = e.members[i].child.as_mut()?;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            e.members[i].child = None;
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// A follower removed by a reconfiguration, then restarted: its zoo.cfg names the dynamic file
+/// of the configuration without it. Apache's member stops at start-up then (its id is not in the
+/// peer list) with exit status 1; zkrs's does the same, and the others serve on.
+fn removed_restart_scenario(kinds: [Kind; 3]) -> Transcript {
+    let mut t = Vec::new();
+    let (mut e, leader, removed, mut admin) = three_running(kinds);
+    eprintln!("{kinds:?}: server {} leads, server {} is removed", leader + 1, removed + 1);
+    let rest: Vec<usize> = (0..3).filter(|&i| i != removed).collect();
+    let (code, config) = reconfig(&mut admin, None, Some(&(removed + 1).to_string()), -1);
+    t.push(format!("remove a follower: {code:?} members {}", members_of(&config).len()));
+    // The removed member got the commit too and wrote the configuration without itself.
+    let name = format!("zoo.cfg.dynamic.{:x}", version_of(&config));
+    let dir = e.members[removed].dir.clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        let named = std::fs::read_to_string(dir.join("zoo.cfg")).unwrap_or_default().contains(&name);
+        if named || Instant::now() > deadline {
+            break named;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let own = format!("server.{}=", removed + 1);
+    let lists_itself = std::fs::read_to_string(dir.join(&name)).unwrap_or_default().contains(&own);
+    t.push(format!("its zoo.cfg names the new file: {written}, which lists it: {lists_itself}"));
+    e.kill(removed);
+    // Apache's reason is in its log only: give it a logger.
+    e.members[removed].apache_log = true;
+    e.launch(removed);
+    let status = exit_status(&mut e, removed);
+    t.push(format!("restarted, it exits with status {status:?}"));
+    let log = e.log(removed);
+    let said = log.lines().find(|l| l.contains("not in the peer list"));
+    match said {
+        Some(line) => eprintln!("{kinds:?}: server {} says: {line}", removed + 1),
+        None => eprintln!("{kinds:?}: server {}'s log:\n{log}", removed + 1),
+    }
+    let said = said.is_some();
+    t.push(format!("it says its id is not in the peer list: {said}"));
+    e.write_and_read(rest[0], "/after-the-removed-one-left", &rest);
+    t.push("the others serve".into());
+    eprintln!("{kinds:?} transcript: {t:#?}");
+    Transcript(t)
+}
+
+#[test]
+fn a_removed_server_restarted_stops_as_apache_does() {
+    let want = [
+        "remove a follower: Ok members 2",
+        "its zoo.cfg names the new file: true, which lists it: false",
+        "restarted, it exits with status Some(1)",
+        "it says its id is not in the peer list: true",
+        "the others serve",
+    ];
+    use Kind::{Apache, Zkrs};
+    // A zkrs follower removed under an Apache leader.
+    same_everywhere(removed_restart_scenario, &want, &[[Zkrs, Apache, Apache]]);
 }

@@ -155,11 +155,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("observers".into(), json!([]));
         }
         "voting_view" => {
-            let view = v
-                .ensemble
-                .as_ref()
-                .map(|e| e.voting_view(v.settings.advertised_client_addr()))
-                .unwrap_or_default();
+            let view =
+                v.ensemble.as_ref().map(|e| e.voting_view(v.advertised_client_addr())).unwrap_or_default();
             m.insert("current_config".into(), Value::Object(view));
         }
         "watches" => {
@@ -197,7 +194,7 @@ fn session_of(v: &View<'_>, watcher: u64) -> i64 {
 
 fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
     let s = v.settings;
-    m.insert("client_port".into(), json!(s.client_addr.map_or(-1, |a| i32::from(a.port()))));
+    m.insert("client_port".into(), json!(v.client_addr.map_or(-1, |a| i32::from(a.port()))));
     m.insert("data_dir".into(), json!(s.data_dir.display().to_string()));
     m.insert("data_log_dir".into(), json!(s.data_log_dir.display().to_string()));
     m.insert("tick_time".into(), json!(s.tick_ms));
@@ -344,7 +341,7 @@ fn zabstate(m: &mut Map<String, Value>, v: &View<'_>) {
             m.insert("is_leader".into(), json!(e.leading));
             m.insert("quorum_address".into(), e.quorum_address());
             m.insert("election_address".into(), e.election_address());
-            m.insert("client_address".into(), json!(v.settings.advertised_client_addr().to_string()));
+            m.insert("client_address".into(), json!(v.advertised_client_addr().to_string()));
             m.insert("voting".into(), json!(!e.observer));
             let zxid = v.last_zxid;
             m.insert("last_zxid".into(), json!(format!("0x{zxid:x}")));

@@ -692,6 +692,7 @@ impl ServerCore {
     pub fn view(&self, asker: Option<SocketAddr>, outstanding: usize, now: Now) -> fourlw::View<'_> {
         fourlw::View {
             settings: &self.settings,
+            client_addr: self.settings.client_addr,
             stats: &self.stats,
             db: &self.db,
             conns: self

@@ -155,6 +155,10 @@ pub enum Effect {
     /// newest snapshot left, and report back with [`Quorum::reset_done`]; this server then syncs
     /// again from that older state.
     ResyncBelow(i64),
+    /// The configuration in force gives this server this client address (its `;host:port`
+    /// part). The server listens there from now on if it listens elsewhere, as Apache's
+    /// members move their client listener at a reconfiguration; connections already open stay.
+    ClientAddress(SocketAddr),
 }
 
 /// What woke the loop up.
@@ -1347,6 +1351,12 @@ impl Quorum {
         }
         self.net.set_peers(&election_peers);
         self.s.election_peers = election_peers;
+        if let Some(c) = next.servers.get(&self.s.my_sid).and_then(|s| s.client.as_ref()) {
+            match resolve(&c.host, c.port, &format!("server.{}'s client address", self.s.my_sid)) {
+                Ok(addr) => self.effects.push(Effect::ClientAddress(addr)),
+                Err(e) => warn!("{e}; clients stay on the present address"),
+            }
+        }
         self.s.observer =
             zk_quorum::reconfig::placement(&next, self.s.my_sid) == zk_quorum::reconfig::Placement::Observer;
         if let Some(file) = self.s.config_file.clone() {

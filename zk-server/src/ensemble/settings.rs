@@ -24,10 +24,9 @@ impl EnsembleSettings {
     pub fn from_config(cfg: &ServerConfig, tree_cfg: TreeConfig) -> Result<EnsembleSettings, String> {
         let my_id =
             cfg.my_id.ok_or("myid: the myid file is required when server.N lines list an ensemble")?;
-        let me = cfg
-            .servers
-            .get(&my_id)
-            .ok_or_else(|| format!("myid: server id {my_id} has no server.{my_id} line"))?;
+        let me = cfg.servers.get(&my_id).ok_or_else(|| {
+            cfg.not_in_peer_list().unwrap_or_else(|| format!("myid {my_id} is not in the peer list"))
+        })?;
         // The configuration as Apache writes it into notifications and NEWLEADER.
         let mut lines = Vec::new();
         for s in cfg.servers.values() {

@@ -75,6 +75,10 @@ pub struct Member {
     pub client: SocketAddr,
     /// The process, while it runs.
     pub child: Option<Child>,
+    /// Apache members only: log to server.log through slf4j's simple binding (Debian's
+    /// libslf4j-java, which the zookeeper package depends on). Off by default: the class path
+    /// then has no binding and Apache logs nothing.
+    pub apache_log: bool,
 }
 
 /// An ensemble of zkrs processes, killed and removed on drop.
@@ -139,9 +143,13 @@ impl Ensemble {
                     c.arg("-Dreadonlymode.enabled=true");
                 }
                 c.args(jvm_flags.split_whitespace());
+                let mut classpath = super::APACHE_CLASSPATH.to_owned();
+                if m.apache_log {
+                    classpath.push_str(":/usr/share/java/slf4j-simple.jar");
+                }
                 c.arg("-Xmx256m")
                     .arg("-cp")
-                    .arg(super::APACHE_CLASSPATH)
+                    .arg(classpath)
                     .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
                     .arg(m.dir.join("zoo.cfg"))
                     .current_dir(&m.dir);
@@ -264,7 +272,7 @@ impl Ensemble {
             }
             std::fs::write(dir.join("zoo.cfg"), cfg).expect("zoo.cfg");
             let client = format!("127.0.0.1:{c}").parse().expect("addr");
-            members.push(Member { kind: kinds[i], dir, client, child: None });
+            members.push(Member { kind: kinds[i], dir, client, child: None, apache_log: false });
         }
         Ensemble { _root: root, members }
     }
