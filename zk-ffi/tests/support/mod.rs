@@ -178,10 +178,34 @@ pub fn run_on_libzkrs(exe: &Path, args: &[&str], stdin: Option<&str>, limit: Dur
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    // Both streams are read as they come, so that a script can wait for the session.
+    let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let readers: Vec<_> = [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .map(|mut r| {
+        let out = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = r.read(&mut buf) {
+                out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    })
+    .collect();
     if let Some(input) = stdin {
         let mut w = child.stdin.take().unwrap();
         let input = input.to_owned();
+        let seen = out.clone();
+        let connect_by = Instant::now() + limit;
         std::thread::spawn(move || {
+            // A script is for a connected session (cli_mt runs each line at once, and a loaded
+            // machine may take seconds to connect): its first line waits for the session event.
+            while !seen.lock().unwrap().contains("state = CONNECTED") && Instant::now() < connect_by {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             for line in input.lines() {
                 let _ = writeln!(w, "{line}");
                 std::thread::sleep(Duration::from_millis(300));
@@ -200,9 +224,10 @@ pub fn run_on_libzkrs(exe: &Path, args: &[&str], stdin: Option<&str>, limit: Dur
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut out = String::new();
-    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
-    let _ = child.stderr.take().unwrap().read_to_string(&mut out);
+    for r in readers {
+        let _ = r.join();
+    }
+    let out = out.lock().unwrap().clone();
     (status.is_some_and(|s| s.success()), out)
 }
 
