@@ -1260,7 +1260,7 @@ impl<S: Storage> SegmentLog<S> {
             file: None,
             off: 0,
             from: zxid,
-            payload: Vec::new(),
+            shown: String::new(),
         };
         let base = self.base_zxid();
         if base > 0 && zxid <= base {
@@ -1286,7 +1286,8 @@ pub struct LogIter<'a, S: Storage> {
     file: Option<S::File>,
     off: u64,
     from: i64,
-    payload: Vec<u8>,
+    /// The open segment's name as error messages show it.
+    shown: String,
 }
 
 impl<S: Storage> LogIter<'_, S> {
@@ -1299,15 +1300,20 @@ impl<S: Storage> LogIter<'_, S> {
                 self.off = SEGMENT_HEADER_BYTES;
                 continue;
             }
-            let shown = self.log.storage.display_name(&seg.name);
             if self.file.is_none() {
+                // The name for error messages is made once per segment, not once per record.
+                self.shown = self.log.storage.display_name(&seg.name);
                 self.file = Some(
-                    self.log.storage.open(&seg.name).map_err(|e| LogError::io("open", shown.clone(), e))?,
+                    self.log
+                        .storage
+                        .open(&seg.name)
+                        .map_err(|e| LogError::io("open", self.shown.clone(), e))?,
                 );
             }
             let file = self.file.as_ref().expect("just opened");
+            let shown = &self.shown;
             let mut hb = [0u8; RECORD_HEADER_BYTES as usize];
-            read_at(file, &shown, self.off, &mut hb)?;
+            read_at(file, shown, self.off, &mut hb)?;
             let h = RecordHeader::parse(&hb);
             let corrupt =
                 |off: u64, reason: String| LogError::Corrupt { file: shown.clone(), offset: off, reason };
@@ -1315,9 +1321,10 @@ impl<S: Storage> LogIter<'_, S> {
                 self.seg = usize::MAX;
                 return Err(corrupt(self.off, format!("bad record length {} on re-read", h.len)));
             }
-            self.payload.resize(h.len as usize, 0);
-            read_at(file, &shown, self.off + RECORD_HEADER_BYTES, &mut self.payload)?;
-            if record_crc(h.len, h.zxid, &self.payload) != h.crc {
+            // Read straight into the buffer the decoded txn keeps (its data is a slice of it).
+            let mut payload = bytes::BytesMut::zeroed(h.len as usize);
+            read_at(file, shown, self.off + RECORD_HEADER_BYTES, &mut payload)?;
+            if record_crc(h.len, h.zxid, &payload) != h.crc {
                 self.seg = usize::MAX;
                 return Err(corrupt(self.off, "record checksum mismatch on re-read".into()));
             }
@@ -1326,11 +1333,10 @@ impl<S: Storage> LogIter<'_, S> {
             if (h.zxid as i64) < self.from {
                 continue;
             }
-            let (header, txn) =
-                decode_payload(bytes::Bytes::copy_from_slice(&self.payload)).map_err(|e| {
-                    self.seg = usize::MAX;
-                    corrupt(at, format!("record does not decode: {e}"))
-                })?;
+            let (header, txn) = decode_payload(payload.freeze()).map_err(|e| {
+                self.seg = usize::MAX;
+                corrupt(at, format!("record does not decode: {e}"))
+            })?;
             if header.zxid != h.zxid as i64 {
                 self.seg = usize::MAX;
                 return Err(corrupt(at, "frame zxid differs from the txn header's".into()));

@@ -14,44 +14,89 @@ use zk_tree::Recovery;
 // The seam lives in zk-log, so that the Zab code can name it without depending on zk-server.
 pub use zk_log::{DurableReport, TxnSink};
 
-/// Opens (and recovers) the log in `dir`, appending as `mode` says (txnLog.appendMode), and replays
-/// what it holds after the snapshot `rec` started from, idempotently.
+/// Opens (and recovers) the log in `dir`, appending as `mode` says (txnLog.appendMode): the scan
+/// that checks every record, which needs no database, so start-up runs it beside the snapshot
+/// load.
 ///
 /// Errors: the directory cannot be used; the log is corrupt before its tail, has a zxid gap, or was
-/// written by a newer format (each names the file and offset); or the log no longer holds the
-/// transactions right after the snapshot. A log that ends before the snapshot is reset to it
-/// (zk-log's `SegmentLog::reconcile_with_snapshot`).
-pub fn open_and_replay(
+/// written by a newer format (each names the file and offset).
+pub fn open(
     dir: &std::path::Path,
     mode: AppendMode,
     opts: LogOptions,
-    rec: &mut Recovery,
 ) -> Result<SegmentLog<FileStorage>, LogError> {
     let storage = FileStorage::open_dir_with(dir, mode).map_err(|source| LogError::Io {
         op: "open log directory",
         file: dir.display().to_string(),
         source,
     })?;
-    let mut log = SegmentLog::open(storage, opts)?;
+    let log = SegmentLog::open(storage, opts)?;
     info!("transaction log appends with {mode} (txnLog.appendMode)");
     let report = log.recovery();
     if report != &Default::default() {
         info!("log recovery: {report:?}");
     }
+    Ok(log)
+}
+
+/// Replays what the opened `log` (named `what` in the progress lines) holds after the snapshot `rec` started from, idempotently.
+///
+/// Errors: the log no longer holds the transactions right after the snapshot, or a record read
+/// back does not check out. A log that ends before the snapshot is reset to it (zk-log's
+/// `SegmentLog::reconcile_with_snapshot`).
+pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str) -> Result<(), LogError> {
     // Fits the log to the snapshot: errors if transactions right after it are missing (replaying
     // would skip them); resets a log that ends before it (the next append follows the snapshot).
     let Some(from) = log.reconcile_with_snapshot(rec.start_zxid())? else {
-        return Ok(log);
+        return Ok(());
     };
     let mut progress = ReplayProgress::start();
-    for entry in log.read_from(from)? {
-        let entry = entry?;
-        rec.replay(&entry.header, &entry.txn);
-        progress.note(rec);
-    }
-    progress.done(rec, &dir.display().to_string());
-    Ok(log)
+    let records = log.read_from(from)?;
+    // Two stages on two threads: one reads each record back, checks its checksum and decodes it;
+    // this one applies them in order. The channel holds a bounded number of decoded records.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<zk_log::LogEntry, LogError>>>(REPLAY_QUEUE);
+    let read_failed = std::thread::scope(|s| -> Result<(), LogError> {
+        let reading = std::thread::Builder::new().name("zk-log-replay".into()).spawn_scoped(s, move || {
+            let mut batch = Vec::with_capacity(REPLAY_BATCH);
+            for entry in records {
+                let failed = entry.is_err();
+                batch.push(entry);
+                // A failed read is the last thing sent: the applying side stops on it.
+                let full = batch.len() == REPLAY_BATCH || failed;
+                if full
+                    && (tx.send(std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH))).is_err()
+                        || failed)
+                {
+                    return;
+                }
+            }
+            let _ = tx.send(batch);
+        });
+        if let Err(e) = reading {
+            return Err(LogError::Io {
+                op: "start the replay's reading thread",
+                file: what.to_string(),
+                source: e,
+            });
+        }
+        for batch in rx {
+            for entry in batch {
+                let entry = entry?;
+                rec.replay(&entry.header, &entry.txn);
+                progress.note(rec);
+            }
+        }
+        Ok(())
+    });
+    read_failed?;
+    progress.done(rec, what);
+    Ok(())
 }
+
+/// Decoded records a replay's reading thread hands over at a time.
+const REPLAY_BATCH: usize = 256;
+/// Batches in flight between the replay's two threads (up to 4,096 decoded records).
+const REPLAY_QUEUE: usize = 16;
 
 /// Progress of a log replay for the person waiting on it: a line a second, and one at the end.
 pub struct ReplayProgress {

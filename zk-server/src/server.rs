@@ -4,7 +4,6 @@ use crate::conn;
 use crate::core::{CoreConfig, CounterRule, Now, ServerCore, SnapshotSettings, VoterSet};
 use crate::driver::{Driver, DriverMsg};
 use crate::ensemble::quorum::{EnsembleSettings, Quorum};
-use crate::log::open_and_replay;
 use crate::settings::Settings;
 use crate::snapshots;
 use crate::stats::ConnCounters;
@@ -121,13 +120,33 @@ pub async fn run(
         None => None,
     };
     let load_started = std::time::Instant::now();
-    let db = snapshots::load_newest(&snap_storage, tree_cfg.clone())
-        .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
-    let snap_loaded = std::time::Instant::now();
-    let mut rec = Recovery::new(db);
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
-    let log = open_and_replay(&log_dir, settings.txn_log_append_mode, opts, &mut rec)
+    // The log's recovery scan (every record's checksum) needs no database: it runs on a thread of
+    // its own while this one loads the snapshot.
+    let (db, opened) = std::thread::scope(|s| {
+        let opening = std::thread::Builder::new()
+            .name("zk-log-open".into())
+            .spawn_scoped(s, || crate::log::open(&log_dir, settings.txn_log_append_mode, opts));
+        let db = snapshots::load_newest(&snap_storage, tree_cfg.clone());
+        let opened = match opening {
+            Ok(handle) => handle.join().unwrap_or_else(|_| {
+                Err(zk_log::LogError::Io {
+                    op: "open the log (its thread panicked)",
+                    file: log_dir.display().to_string(),
+                    source: std::io::Error::other("panicked"),
+                })
+            }),
+            // No thread to be had: open it here.
+            Err(_) => crate::log::open(&log_dir, settings.txn_log_append_mode, opts),
+        };
+        (db, opened)
+    });
+    let db = db.map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    let snap_loaded = std::time::Instant::now();
+    let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
+    let mut rec = Recovery::new(db);
+    crate::log::replay(&mut log, &mut rec, &log_dir.display().to_string())
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let replayed = rec.replayed();
     let startup = crate::driver::StartupLoad {

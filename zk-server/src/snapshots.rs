@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
 use zk_log::{AppendMode, FileStorage, LogError, Storage};
-use zk_tree::{Database, SnapshotLoader, TreeConfig};
+use zk_tree::{Database, Decoded, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
 
 /// Work for the snapshot thread.
 #[derive(Debug)]
@@ -105,13 +105,21 @@ const READ_AHEAD_CHUNKS: usize = 8;
 
 fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
     let t0 = Instant::now();
-    let (tx, rx) = sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
+    let (tx, rx) = sync_channel::<Result<Decoded, SnapshotError>>(READ_AHEAD_CHUNKS);
     let (st, nm) = (storage.clone(), name.to_string());
     let reader = std::thread::Builder::new()
         .name("zk-snap-read".into())
         .spawn(move || {
+            let mut decoder = SnapshotDecoder::new();
             read_snapshot(&st, &nm, &mut |chunk| {
-                tx.send(chunk.to_vec()).map_err(|_| "loading stopped".into())
+                // A chunk that does not decode is handed over as such: the loader stops on it.
+                let decoded = decoder.decode(chunk);
+                let stop = decoded.is_err();
+                tx.send(decoded).map_err(|_| "loading stopped".to_string())?;
+                if stop {
+                    return Err("the content does not decode".into());
+                }
+                Ok(())
             })
         })
         .map_err(|e| Fail::Stop(format!("cannot start the reading thread: {e}")))?;
@@ -119,8 +127,8 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
     let mut content_error = None;
     let mut last_note = Instant::now();
     // Ends when the reader is done (or failed) and has dropped its sender.
-    for chunk in rx.iter() {
-        if let Err(e) = loader.feed(&chunk) {
+    for decoded in rx.iter() {
+        if let Err(e) = decoded.and_then(|d| loader.feed_decoded(d)) {
             content_error = Some(e);
             break;
         }

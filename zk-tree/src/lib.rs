@@ -67,7 +67,10 @@ pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
 pub use database::Database;
 pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};
-pub use snapshot::{load_snapshot, ContentBuilder, Recovery, SnapshotCursor, SnapshotError, SnapshotLoader};
+pub use snapshot::{
+    load_snapshot, ContentBuilder, Decoded, Recovery, SnapshotCursor, SnapshotDecoder, SnapshotError,
+    SnapshotLoader,
+};
 
 use std::sync::Arc;
 use zk_proto::{Acl, ErrorCode, Id, OpResult, Stat, WatcherEvent};

@@ -230,6 +230,13 @@ fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box
 impl Node {
     /// A new node with the persisted stat `stat` (owner included).
     pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
+        let (buf, stat) = Node::packed(path, data, stat);
+        Node { buf, acl, stat }
+    }
+
+    /// A node's buffer and stat, made apart from its ACL (a snapshot's nodes are packed on a
+    /// thread of their own, ahead of the table they go into; [`Node::from_packed`] finishes them).
+    pub(crate) fn packed(path: &str, data: Option<&[u8]>, stat: StatPersisted) -> (Box<[u8]>, NodeStat) {
         let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false);
         let stat = NodeStat {
             czxid: stat.czxid,
@@ -242,6 +249,11 @@ impl Node {
             aversion: stat.aversion,
             rank: 0,
         };
+        (buf, stat)
+    }
+
+    /// The node made of what [`Node::packed`] gave and its ACL.
+    pub(crate) fn from_packed(buf: Box<[u8]>, acl: AclRef, stat: NodeStat) -> Self {
         Node { buf, acl, stat }
     }
 

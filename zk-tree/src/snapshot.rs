@@ -623,18 +623,105 @@ fn record_len(b: &[u8], offset: u64) -> Result<Option<usize>, SnapshotError> {
     Ok(Some(5 + len as usize))
 }
 
+/// Snapshot content split into records and each node packed as the node table stores it: the
+/// part of loading that needs no tree, so that a loader may run it on a thread of its own while
+/// [`SnapshotLoader::feed_decoded`] builds the tree from what it already decoded.
+#[derive(Debug, Default)]
+pub struct SnapshotDecoder {
+    parser: ContentParser,
+}
+
+/// What a [`SnapshotDecoder`] made of one piece of content.
+#[derive(Debug)]
+pub struct Decoded {
+    items: Vec<Item>,
+    /// The decoder's offset after this piece.
+    offset: u64,
+    /// Whether the piece ended on a record boundary.
+    at_boundary: bool,
+}
+
+impl Decoded {
+    /// Node records in this piece (for progress lines).
+    pub fn nodes(&self) -> usize {
+        self.items.iter().filter(|i| matches!(i, Item::Node(_))).count()
+    }
+}
+
+/// One decoded record.
+#[derive(Debug)]
+enum Item {
+    Header(ContentHeader),
+    Acl { index: u32, acl: Vec<Acl> },
+    Session { id: SessionId, timeout_ms: i32 },
+    Node(PackedNode),
+    End { nodes: u64, acls: u32, sessions: u32 },
+}
+
+/// A node record with its buffer already packed.
+#[derive(Debug)]
+struct PackedNode {
+    buf: Box<[u8]>,
+    stat: crate::node::NodeStat,
+    acl: u32,
+    child_meta: Option<(u32, u32)>,
+    eph_rank: Option<u64>,
+}
+
+impl SnapshotDecoder {
+    /// A decoder at the start of the content.
+    pub fn new() -> Self {
+        SnapshotDecoder::default()
+    }
+
+    /// Decodes the next piece of content (records cut at its end are completed by the next).
+    ///
+    /// Errors: as [`ContentParser::feed`], and `Malformed` for a node path that is not absolute.
+    pub fn decode(&mut self, data: &[u8]) -> Result<Decoded, SnapshotError> {
+        let mut items = Vec::new();
+        self.parser.feed(data, &mut |rec| {
+            items.push(match rec {
+                ContentRecord::Header(h) => Item::Header(h),
+                ContentRecord::Acl { index, acl } => Item::Acl { index, acl },
+                ContentRecord::Session { id, timeout_ms } => Item::Session { id, timeout_ms },
+                ContentRecord::Node(n) => {
+                    if !n.path.starts_with('/') {
+                        return Err(malformed(0, format!("node path {:?} is not absolute", n.path)));
+                    }
+                    let (buf, mut stat) = Node::packed(n.path, n.data, n.stat);
+                    stat.rank = n.rank;
+                    Item::Node(PackedNode {
+                        buf,
+                        stat,
+                        acl: n.acl,
+                        child_meta: n.child_meta,
+                        eph_rank: n.eph_rank,
+                    })
+                }
+                ContentRecord::End { nodes, acls, sessions } => Item::End { nodes, acls, sessions },
+            });
+            Ok(())
+        })?;
+        Ok(Decoded { items, offset: self.parser.offset(), at_boundary: self.parser.at_boundary() })
+    }
+}
+
 /// Rebuilds a [`Database`] from snapshot content fed in pieces (as the container's chunks are
 /// read and checked). Built for speed: nodes go straight into the node table, and the parent
 /// links and indexes are made in one pass at the end.
 #[derive(Debug)]
 pub struct SnapshotLoader {
     cfg: TreeConfig,
-    parser: ContentParser,
+    /// Decodes what [`SnapshotLoader::feed`] is given (not used with
+    /// [`SnapshotLoader::feed_decoded`]).
+    decoder: SnapshotDecoder,
+    /// Where the content decoded so far ends, and whether on a record boundary.
+    decoded_to: (u64, bool),
     tree: DataTree,
     header: Option<ContentHeader>,
     acls: Vec<Option<AclRef>>,
     sessions: Vec<(SessionId, i32)>,
-    eph_ranks: HashMap<Slot, u64>,
+    eph_ranks: hashbrown::HashMap<Slot, u64>,
     nodes_seen: u64,
     end: Option<(u64, u32, u32)>,
 }
@@ -645,11 +732,12 @@ impl SnapshotLoader {
         SnapshotLoader {
             tree: DataTree::empty(cfg.extended_types_enabled),
             cfg,
-            parser: ContentParser::new(),
+            decoder: SnapshotDecoder::new(),
+            decoded_to: (0, true),
             header: None,
             acls: Vec::new(),
             sessions: Vec::new(),
-            eph_ranks: HashMap::new(),
+            eph_ranks: hashbrown::HashMap::new(),
             nodes_seen: 0,
             end: None,
         }
@@ -671,13 +759,24 @@ impl SnapshotLoader {
     /// before the header, after the end, an ACL index out of sequence, a node naming an unknown
     /// ACL, a path that is not absolute).
     pub fn feed(&mut self, data: &[u8]) -> Result<(), SnapshotError> {
-        let SnapshotLoader { parser, tree, header, acls, sessions, eph_ranks, nodes_seen, end, .. } = self;
-        parser.feed(data, &mut |rec| {
+        let decoded = self.decoder.decode(data)?;
+        self.feed_decoded(decoded)
+    }
+
+    /// Feeds content decoded by a [`SnapshotDecoder`] (which may have run on another thread), in
+    /// the order it was decoded.
+    ///
+    /// Errors: `Malformed` for records out of place, as [`SnapshotLoader::feed`].
+    pub fn feed_decoded(&mut self, decoded: Decoded) -> Result<(), SnapshotError> {
+        let SnapshotLoader { tree, header, acls, sessions, eph_ranks, nodes_seen, end, decoded_to, .. } =
+            self;
+        *decoded_to = (decoded.offset, decoded.at_boundary);
+        for item in decoded.items {
             if end.is_some() {
                 return Err(malformed(0, "record after the end record"));
             }
-            match rec {
-                ContentRecord::Header(h) => {
+            match item {
+                Item::Header(h) => {
                     if header.is_some() {
                         return Err(malformed(0, "second header"));
                     }
@@ -685,29 +784,26 @@ impl SnapshotLoader {
                     // The hint comes from the file; cap it so a bad one cannot reserve gigabytes.
                     tree.nodes.reserve(h.node_hint.min(1 << 24) as usize);
                     *header = Some(h);
-                    return Ok(());
+                    continue;
                 }
                 _ if header.is_none() => return Err(malformed(0, "content does not start with a header")),
-                ContentRecord::Acl { index, acl } => {
+                Item::Acl { index, acl } => {
                     if index as usize != acls.len() {
                         return Err(malformed(0, format!("ACL index {index} out of sequence")));
                     }
                     acls.push(Some(tree.acls.intern(&acl)));
                 }
-                ContentRecord::Session { id, timeout_ms } => sessions.push((id, timeout_ms)),
-                ContentRecord::Node(n) => {
-                    if !n.path.starts_with('/') {
-                        return Err(malformed(0, format!("node path {:?} is not absolute", n.path)));
-                    }
+                Item::Session { id, timeout_ms } => sessions.push((id, timeout_ms)),
+                Item::Node(n) => {
                     let acl = acls.get(n.acl as usize).and_then(|a| a.clone()).ok_or_else(|| {
-                        malformed(0, format!("node {} names unknown ACL {}", n.path, n.acl))
+                        let node = Node::from_packed(n.buf.clone(), Arc::new(Vec::new()), n.stat);
+                        malformed(0, format!("node {} names unknown ACL {}", node.path(), n.acl))
                     })?;
-                    let mut node = Node::new(n.path, n.data, acl, n.stat);
-                    node.stat.rank = n.rank;
-                    let (slot, old) = tree.load_node(node);
+                    let (slot, old) = tree.load_node(Node::from_packed(n.buf, acl, n.stat));
                     if let Some((next, max)) = n.child_meta {
                         tree.nodes.set_children(slot, Some(Children::with_order_meta(next, max)));
                     }
+                    let replaced = old.is_some();
                     if let Some(old) = old {
                         tree.acls.release(old.acl);
                     }
@@ -715,16 +811,18 @@ impl SnapshotLoader {
                         Some(r) => {
                             eph_ranks.insert(slot, r);
                         }
-                        None => {
+                        // Only a node read twice (a fuzzy snapshot) can have a rank to forget.
+                        None if replaced => {
                             eph_ranks.remove(&slot);
                         }
+                        None => {}
                     }
                     *nodes_seen += 1;
                 }
-                ContentRecord::End { nodes, acls: a, sessions: s } => *end = Some((nodes, a, s)),
+                Item::End { nodes, acls: a, sessions: s } => *end = Some((nodes, a, s)),
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// Links every node to its parent, builds the indexes and returns the database, whose last
@@ -735,12 +833,21 @@ impl SnapshotLoader {
     /// Errors: `Malformed` if the content was cut short (no end record, a partial record) or the
     /// end record's counts differ from what was read, or the root is missing.
     pub fn finish(self) -> Result<Database, SnapshotError> {
-        let SnapshotLoader { cfg, parser, mut tree, header, acls, sessions, eph_ranks, nodes_seen, end } =
-            self;
-        let at = parser.offset();
+        let SnapshotLoader {
+            cfg,
+            decoded_to: (at, at_boundary),
+            mut tree,
+            header,
+            acls,
+            sessions,
+            eph_ranks,
+            nodes_seen,
+            end,
+            ..
+        } = self;
         let header = header.ok_or_else(|| malformed(at, "no header"))?;
         let (nodes, acl_count, session_count) = end.ok_or_else(|| malformed(at, "no end record"))?;
-        if !parser.at_boundary() {
+        if !at_boundary {
             return Err(malformed(at, "content ends inside a record"));
         }
         if nodes != nodes_seen || acl_count as usize != acls.len() || session_count as usize != sessions.len()
@@ -807,7 +914,7 @@ fn link_all(tree: &mut DataTree) {
 }
 
 /// Sizes and the ephemeral, container and TTL indexes, from the nodes.
-fn build_indexes(tree: &mut DataTree, eph_ranks: &HashMap<Slot, u64>) {
+fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>) {
     let mut size = 0u64;
     let mut next_rank = tree.next_rank;
     let mut unranked = Vec::new();
