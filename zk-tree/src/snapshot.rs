@@ -641,13 +641,6 @@ pub struct Decoded {
     at_boundary: bool,
 }
 
-impl Decoded {
-    /// Node records in this piece (for progress lines).
-    pub fn nodes(&self) -> usize {
-        self.items.iter().filter(|i| matches!(i, Item::Node(_))).count()
-    }
-}
-
 /// One decoded record.
 #[derive(Debug)]
 enum Item {
