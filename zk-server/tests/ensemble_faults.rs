@@ -13,302 +13,11 @@
 
 mod support;
 
-use bytes::Bytes;
-use std::collections::{BTreeSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 use support::client::RawClient;
 use support::ensemble::*;
+use support::load::*;
 use zk_proto::*;
-
-/// How long any one wait may take before the test fails (the machine may be loaded).
-const PATIENCE: Duration = Duration::from_secs(60);
-/// The session timeout the writers ask for (the ensembles' maximum: 20 ticks of 500 ms).
-const SESSION_MS: i32 = 10_000;
-
-/// Polls `done` until it holds; fails after [`PATIENCE`] with the servers' logs.
-fn wait_until(e: &Ensemble, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", e.logs());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// What one writer thread does.
-#[derive(Clone)]
-struct WriterSpec {
-    /// Its name: its writes are `/load/<name>-<n>`, its ephemeral `/eph/<name>`.
-    name: String,
-    /// The servers it may use, tried in turn from the first whenever its connection is lost.
-    servers: Vec<SocketAddr>,
-    /// Writes in flight at once.
-    depth: usize,
-    /// Resume the same session on reconnection (else a new session each time).
-    keep_session: bool,
-    /// Create the ephemeral `/eph/<name>` on the first connection.
-    ephemeral: bool,
-}
-
-impl WriterSpec {
-    fn new(name: &str, servers: Vec<SocketAddr>) -> WriterSpec {
-        WriterSpec { name: name.into(), servers, depth: 16, keep_session: false, ephemeral: false }
-    }
-}
-
-/// What one writer saw.
-struct Outcome {
-    name: String,
-    /// The (last) session.
-    session: i64,
-    /// Writes the ensemble acknowledged (the reply said Ok).
-    acked: Vec<String>,
-    /// Writes whose fate the writer never learnt (the connection broke first).
-    unknown: Vec<String>,
-    /// Writes refused with an error.
-    refused: Vec<(String, ErrorCode)>,
-    /// Successful handshakes.
-    connections: usize,
-    /// A handshake resuming the session was answered with another session or a zero timeout.
-    expired: bool,
-    /// No server took the writer back for [`PATIENCE`].
-    gave_up: bool,
-    /// Its connection at the end, session still open.
-    client: Option<RawClient>,
-}
-
-/// What the writers share with the test.
-#[derive(Default)]
-struct Shared {
-    stop: AtomicBool,
-    /// Writes acknowledged, all writers together.
-    acked: AtomicUsize,
-    /// Writes sent, all writers together.
-    sent: AtomicUsize,
-    /// Writes the writers may send in all: the test raises it as it waits for more. The amount of
-    /// data written then depends on the test's steps, not on how fast the machine runs.
-    budget: AtomicUsize,
-}
-
-impl Shared {
-    /// Takes one write from the budget.
-    fn take(&self) -> bool {
-        let budget = self.budget.load(Ordering::SeqCst);
-        self.sent.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < budget).then_some(n + 1)).is_ok()
-    }
-}
-
-/// Writer threads running until [`Load::finish`].
-struct Load {
-    shared: Arc<Shared>,
-    /// How many writes beyond the number awaited the writers may send: what keeps them writing
-    /// while the test injects its next fault.
-    slack: usize,
-    writers: Vec<JoinHandle<Outcome>>,
-}
-
-impl Load {
-    fn start(specs: Vec<WriterSpec>, slack: usize) -> Load {
-        let shared = Arc::new(Shared::default());
-        let writers = specs
-            .into_iter()
-            .map(|spec| {
-                let shared = shared.clone();
-                std::thread::spawn(move || write_loop(spec, &shared))
-            })
-            .collect();
-        Load { shared, slack, writers }
-    }
-
-    /// Writes acknowledged so far, all writers together.
-    fn acked(&self) -> usize {
-        self.shared.acked.load(Ordering::SeqCst)
-    }
-
-    /// Lets the writers send up to `n` plus the slack writes in all, and waits until `n` were
-    /// acknowledged.
-    fn wait_acked(&self, e: &Ensemble, n: usize) {
-        self.shared.budget.fetch_max(n + self.slack, Ordering::SeqCst);
-        wait_until(e, &format!("{n} acknowledged writes (have {})", self.acked()), || {
-            assert!(
-                self.acked() >= n || self.writers.iter().any(|w| !w.is_finished()),
-                "every writer stopped after {} acknowledged writes, short of {n}\n{}",
-                self.acked(),
-                e.logs()
-            );
-            self.acked() >= n
-        });
-    }
-
-    /// Stops the writers and collects what they saw; each must have stayed connectable.
-    fn finish(self) -> Vec<Outcome> {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let outs: Vec<Outcome> = self.writers.into_iter().map(|w| w.join().expect("writer thread")).collect();
-        for o in &outs {
-            assert!(!o.gave_up, "writer {} found no server to take it back", o.name);
-            assert!(!o.expired, "writer {}'s session 0x{:x} did not survive", o.name, o.session);
-            eprintln!(
-                "writer {}: {} acknowledged, {} unknown, {} refused {:?}, {} connections",
-                o.name,
-                o.acked.len(),
-                o.unknown.len(),
-                o.refused.len(),
-                o.refused.first(),
-                o.connections
-            );
-        }
-        outs
-    }
-}
-
-fn write_loop(spec: WriterSpec, shared: &Shared) -> Outcome {
-    let mut out = Outcome {
-        name: spec.name.clone(),
-        session: 0,
-        acked: Vec::new(),
-        unknown: Vec::new(),
-        refused: Vec::new(),
-        connections: 0,
-        expired: false,
-        gave_up: false,
-        client: None,
-    };
-    let mut passwd = Bytes::new();
-    let mut last_zxid = 0i64;
-    let mut conn: Option<RawClient> = None;
-    let mut in_flight: VecDeque<(i32, String)> = VecDeque::new();
-    let (mut next, mut turn) = (0usize, 0usize);
-    let mut lost_at = Instant::now();
-    loop {
-        let stopping = shared.stop.load(Ordering::SeqCst);
-        let Some(c) = conn.as_mut() else {
-            if stopping {
-                break;
-            }
-            if lost_at.elapsed() > PATIENCE {
-                out.gave_up = true;
-                break;
-            }
-            let addr = spec.servers[turn % spec.servers.len()];
-            turn += 1;
-            let resume = spec.keep_session && out.session != 0;
-            let req = ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: last_zxid,
-                time_out: SESSION_MS,
-                session_id: if resume { out.session } else { 0 },
-                passwd: if resume { passwd.clone() } else { Bytes::from(vec![0u8; 16]) },
-                read_only: Some(false),
-            };
-            match RawClient::try_connect_with(addr, req) {
-                Some(c) if c.session.time_out > 0 && (!resume || c.session.session_id == out.session) => {
-                    out.session = c.session.session_id;
-                    passwd = c.session.passwd.clone();
-                    out.connections += 1;
-                    conn = Some(c);
-                    if spec.ephemeral && out.connections == 1 {
-                        let c = conn.as_mut().expect("just connected");
-                        let r = c.create(&format!("/eph/{}", spec.name), b"", CreateMode::Ephemeral);
-                        assert_eq!(r.err(), ErrorCode::Ok, "writer {}'s ephemeral", spec.name);
-                    }
-                }
-                Some(_) => {
-                    out.expired = resume;
-                    if resume {
-                        break;
-                    }
-                }
-                // Down, starting, not synced yet, or refusing us: try the next one.
-                None => std::thread::sleep(Duration::from_millis(50)),
-            }
-            continue;
-        };
-        let mut broken = false;
-        while !stopping && in_flight.len() < spec.depth && shared.take() {
-            let path = format!("/load/{}-{next:05}", spec.name);
-            next += 1;
-            match c.try_send_request(&create_req(&path)) {
-                Some(xid) => in_flight.push_back((xid, path)),
-                None => {
-                    out.unknown.push(path);
-                    broken = true;
-                    break;
-                }
-            }
-        }
-        let Some((xid, path)) = in_flight.pop_front() else {
-            if stopping {
-                break;
-            }
-            // Out of budget: a read now and then keeps the session alive until there is more.
-            let alive = !broken
-                && c.try_send_request(&Request::Exists(ExistsRequest { path: "/".into(), watch: false }))
-                    .and_then(|xid| c.recv(xid))
-                    .is_some();
-            if !alive {
-                conn = None;
-                lost_at = Instant::now();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        };
-        match c.recv(xid) {
-            Some(r) => {
-                last_zxid = last_zxid.max(r.header.zxid);
-                if r.err() == ErrorCode::Ok {
-                    out.acked.push(path);
-                    shared.acked.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    out.refused.push((path, r.err()));
-                }
-            }
-            None => {
-                out.unknown.push(path);
-                out.unknown.extend(in_flight.drain(..).map(|(_, p)| p));
-                conn = None;
-                lost_at = Instant::now();
-            }
-        }
-    }
-    out.client = conn;
-    out
-}
-
-/// Every write any writer had acknowledged.
-fn all_acked(outs: &[Outcome]) -> BTreeSet<String> {
-    outs.iter().flat_map(|o| o.acked.iter().cloned()).collect()
-}
-
-/// Fails unless every path in `acked` is a znode of `tree`.
-fn assert_has_all(tree: &[Znode], acked: &BTreeSet<String>, who: &str) {
-    let have: BTreeSet<&str> = tree.iter().map(|z| z.path.as_str()).collect();
-    let missing: Vec<&String> = acked.iter().filter(|p| !have.contains(p.as_str())).collect();
-    assert!(missing.is_empty(), "{who} lost {} acknowledged writes: {missing:?}", missing.len());
-}
-
-/// Dumps the tree of every member in `members`, fails unless they are all equal, and returns it.
-fn equal_trees(e: &Ensemble, members: &[usize]) -> Vec<Znode> {
-    let trees: Vec<Vec<Znode>> = members.iter().map(|&i| dump_tree(&mut e.client(i), "/")).collect();
-    for (k, t) in trees.iter().enumerate().skip(1) {
-        if *t != trees[0] {
-            let only_a: Vec<&Znode> = trees[0].iter().filter(|z| !t.contains(z)).take(5).collect();
-            let only_b: Vec<&Znode> = t.iter().filter(|z| !trees[0].contains(z)).take(5).collect();
-            panic!(
-                "servers {} and {} differ ({} and {} znodes)\nonly on the first: {only_a:?}\nonly on the \
-                 second: {only_b:?}\n{}",
-                members[0] + 1,
-                members[k] + 1,
-                trees[0].len(),
-                t.len(),
-                e.logs()
-            );
-        }
-    }
-    trees.into_iter().next().expect("at least one member")
-}
 
 fn create(c: &mut RawClient, path: &str) {
     assert_eq!(c.create(path, b"", CreateMode::Persistent).err(), ErrorCode::Ok, "create {path}");
@@ -332,17 +41,6 @@ fn settled(e: &Ensemble) -> usize {
     leader
 }
 
-/// Waits until the leader `leader` logged a new sync of the learner `i` (beyond `seen` earlier
-/// ones) and returns the mode it chose.
-fn next_sync_mode(e: &Ensemble, leader: usize, i: usize, seen: usize) -> String {
-    let mut modes = Vec::new();
-    wait_until(e, &format!("the leader (server {}) to sync server {}", leader + 1, i + 1), || {
-        modes = e.sync_modes(leader, i + 1);
-        modes.len() > seen
-    });
-    modes[seen].clone()
-}
-
 /// Five servers, a writer on each follower pipelining creates: the leader is killed with
 /// SIGKILL mid-stream. Every write acknowledged (before or after) is on every survivor, the new
 /// ensemble takes writes again, and the killed server comes back, catches up, and ends equal.
@@ -350,35 +48,8 @@ fn next_sync_mode(e: &Ensemble, leader: usize, i: usize, seen: usize) -> String 
 fn five_servers_keep_every_acknowledged_write_when_the_leader_is_killed_under_pipelined_load() {
     let mut e = Ensemble::start_with_extra(5, "");
     let leader = settled(&e);
-    let followers: Vec<usize> = (0..5).filter(|&i| i != leader).collect();
-    create(&mut e.client(followers[0]), "/load");
-    let load = Load::start(
-        followers
-            .iter()
-            .map(|&f| WriterSpec::new(&format!("s{}", f + 1), vec![e.members[f].client]))
-            .collect(),
-        600,
-    );
-    load.wait_acked(&e, 300);
-    e.kill(leader);
-    let at_kill = load.acked();
-    let new_leader = e.wait_for_leader_among(&followers);
-    load.wait_acked(&e, at_kill + 300);
-    let outs = load.finish();
-    let acked = all_acked(&outs);
-    assert!(outs.iter().any(|o| o.connections > 1), "no writer lost its connection to the kill");
-    eprintln!("{} writes acknowledged, {at_kill} of them before the kill", acked.len());
-    for &i in &followers {
-        assert_has_all(&dump_tree(&mut e.client(i), "/"), &acked, &format!("survivor {}", i + 1));
-    }
-
-    let seen = e.sync_modes(new_leader, leader + 1).len();
-    e.launch(leader);
-    let mode = next_sync_mode(&e, new_leader, leader, seen);
-    eprintln!("the killed leader caught up by {mode}");
-    assert_eq!(settled(&e), new_leader);
-    let tree = equal_trees(&e, &[0, 1, 2, 3, 4]);
-    assert_has_all(&tree, &acked, "the ensemble");
+    let run = leader_killed_under_load(&mut e, leader);
+    assert_eq!(settled(&e), run.new_leader);
 }
 
 /// A leader frozen by SIGSTOP (alive, sockets open, silent) while followers take writes: they
@@ -394,13 +65,7 @@ fn a_frozen_leader_is_replaced_and_rejoins_as_a_follower_when_thawed() {
     // Clients of the leader: one will write while it is frozen, one will read.
     let mut stale_writer = e.client(leader);
     let mut stale_reader = e.client(leader);
-    let load = Load::start(
-        followers
-            .iter()
-            .map(|&f| WriterSpec::new(&format!("s{}", f + 1), vec![e.members[f].client]))
-            .collect(),
-        600,
-    );
+    let load = Load::one_on_each(&e, &followers, 600);
     load.wait_acked(&e, 200);
     e.stop(leader);
     // Queued in the frozen process's socket: it sees it only once thawed.
@@ -431,7 +96,7 @@ fn a_frozen_leader_is_replaced_and_rejoins_as_a_follower_when_thawed() {
     let acked = all_acked(&outs);
 
     let tree = equal_trees(&e, &[0, 1, 2]);
-    assert_has_all(&tree, &acked, "the ensemble");
+    assert_has_all(&e, &tree, &acked, "the ensemble");
     assert!(
         tree.iter().all(|z| z.path != "/frozen-write"),
         "the write sent to the frozen leader was applied"
@@ -662,6 +327,6 @@ fn a_rolling_restart_under_load_loses_nothing_and_keeps_the_sessions() {
         assert_eq!(reply.map(|r| r.err()), Some(ErrorCode::Ok), "closing writer {}'s session", o.name);
     }
     let tree = equal_trees(&e, &[0, 1, 2]);
-    assert_has_all(&tree, &acked, "the ensemble");
+    assert_has_all(&e, &tree, &acked, "the ensemble");
     assert!(tree.iter().all(|z| !z.path.starts_with("/eph/")), "closed sessions left ephemerals");
 }

@@ -7,6 +7,7 @@ pub mod client;
 pub mod disk;
 pub mod ensemble;
 pub mod interactive;
+pub mod load;
 pub mod pki;
 pub mod transcript;
 
