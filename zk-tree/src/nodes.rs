@@ -36,12 +36,16 @@ impl NodeTable {
 
     /// The slot holding `path`.
     pub fn find(&self, path: &str) -> Option<Slot> {
+        self.find_bytes(path.as_bytes())
+    }
+
+    /// The slot holding the path whose bytes are `path` (no UTF-8 check on the way: a loader
+    /// going over every node compares the bytes it stores).
+    pub(crate) fn find_bytes(&self, path: &[u8]) -> Option<Slot> {
         let slots = &self.slots;
-        let h = self.hash(path);
+        let h = self.hasher.hash_one(path) as u32;
         self.index
-            .find(spread(h), |&(s, hh)| {
-                hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path.as_bytes())
-            })
+            .find(spread(h), |&(s, hh)| hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path))
             .map(|&(s, _)| s)
     }
 
@@ -73,7 +77,7 @@ impl NodeTable {
 
     /// Stores a node whose path is not present yet, returning its slot.
     pub fn insert(&mut self, node: Node) -> Slot {
-        let h = self.hash(node.path());
+        let h = self.hasher.hash_one(node.path_bytes()) as u32;
         let slot = match self.free.pop() {
             Some(s) => {
                 *self.slots.entry(s) = Some(node);
@@ -88,7 +92,7 @@ impl NodeTable {
     /// Stores a node, replacing (in its slot) any node with the same path; returns the slot and
     /// the replaced node. The new node starts without children (the replaced one's are dropped).
     pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
-        match self.find(node.path()) {
+        match self.find_bytes(node.path_bytes()) {
             Some(s) => {
                 self.children.remove(&s);
                 (s, self.slots.entry(s).replace(node))
@@ -107,7 +111,7 @@ impl NodeTable {
         if !n.has_children() {
             return None;
         }
-        self.find(n.path()).and_then(|s| self.children.get(&s))
+        self.find_bytes(n.path_bytes()).and_then(|s| self.children.get(&s))
     }
 
     /// Number of children of `n`.

@@ -886,13 +886,17 @@ fn link_all(tree: &mut DataTree) {
     for s in 0..tree.nodes.slot_count() as Slot {
         let (parent, rank) = {
             let Some(n) = tree.nodes.node(s) else { continue };
-            let p = n.path();
-            if p == "/" {
+            // Bytes, not `path()`: that checks the UTF-8 on every call, twice a node here.
+            let p = n.path_bytes();
+            if p == b"/" {
                 continue;
             }
-            let pp = parent_of(p).unwrap_or("/");
-            let cached = last.filter(|&ps| tree.nodes.node(ps).is_some_and(|c| c.path() == pp));
-            let parent = cached.or_else(|| tree.nodes.find(pp));
+            let pp = match p.iter().rposition(|&b| b == b'/') {
+                Some(0) | None => &b"/"[..],
+                Some(i) => &p[..i],
+            };
+            let cached = last.filter(|&ps| tree.nodes.node(ps).is_some_and(|c| c.path_bytes() == pp));
+            let parent = cached.or_else(|| tree.nodes.find_bytes(pp));
             last = parent.or(last);
             (parent, n.stat.rank)
         };
@@ -913,7 +917,11 @@ fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>)
     let mut unranked = Vec::new();
     for s in 0..tree.nodes.slot_count() as Slot {
         let Some(n) = tree.nodes.node(s) else { continue };
-        size += crate::tree::node_size(n.path(), n.data());
+        size += match n.path_bytes() {
+            // An ASCII path's UTF-16 length is its length (node_size's rule), with no UTF-8 check.
+            p if p.is_ascii() => p.len() as u64 + n.data().map_or(0, |d| d.len() as u64),
+            _ => crate::tree::node_size(n.path(), n.data()),
+        };
         let owner = n.owner();
         match owner_kind(owner, tree.extended) {
             OwnerKind::Void => {}
