@@ -39,7 +39,8 @@ pub fn open(
     Ok(log)
 }
 
-/// Replays what the opened `log` (named `what` in the progress lines) holds after the snapshot `rec` started from, idempotently.
+/// Replays what the opened `log` (named `what` in the progress lines) holds after the snapshot
+/// `rec` started from, idempotently.
 ///
 /// Errors: the log no longer holds the transactions right after the snapshot, or a record read
 /// back does not check out. A log that ends before the snapshot is reset to it (zk-log's
@@ -55,19 +56,18 @@ pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str)
     // Two stages on two threads: one reads each record back, checks its checksum and decodes it;
     // this one applies them in order. The channel holds a bounded number of decoded records.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<zk_log::LogEntry, LogError>>>(REPLAY_QUEUE);
-    let read_failed = std::thread::scope(|s| -> Result<(), LogError> {
+    let applied = std::thread::scope(|s| -> Result<(), LogError> {
         let reading = std::thread::Builder::new().name("zk-log-replay".into()).spawn_scoped(s, move || {
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
             for entry in records {
                 let failed = entry.is_err();
                 batch.push(entry);
-                // A failed read is the last thing sent: the applying side stops on it.
-                let full = batch.len() == REPLAY_BATCH || failed;
-                if full
-                    && (tx.send(std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH))).is_err()
-                        || failed)
-                {
-                    return;
+                if batch.len() == REPLAY_BATCH || failed {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                    // A failed read is the last thing sent: the applying side stops on it.
+                    if tx.send(full).is_err() || failed {
+                        return;
+                    }
                 }
             }
             let _ = tx.send(batch);
@@ -88,7 +88,7 @@ pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str)
         }
         Ok(())
     });
-    read_failed?;
+    applied?;
     progress.done(rec, what);
     Ok(())
 }

@@ -30,8 +30,9 @@ fn spread(h: u32) -> u64 {
 }
 
 impl NodeTable {
-    fn hash(&self, path: &str) -> u32 {
-        self.hasher.hash_one(path.as_bytes()) as u32
+    /// The table's hash of a path's bytes (every lookup and insert goes through it, so they agree).
+    fn hash(&self, path: &[u8]) -> u32 {
+        self.hasher.hash_one(path) as u32
     }
 
     /// The slot holding `path`.
@@ -43,7 +44,7 @@ impl NodeTable {
     /// going over every node compares the bytes it stores).
     pub(crate) fn find_bytes(&self, path: &[u8]) -> Option<Slot> {
         let slots = &self.slots;
-        let h = self.hasher.hash_one(path) as u32;
+        let h = self.hash(path);
         self.index
             .find(spread(h), |&(s, hh)| hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path))
             .map(|&(s, _)| s)
@@ -77,7 +78,7 @@ impl NodeTable {
 
     /// Stores a node whose path is not present yet, returning its slot.
     pub fn insert(&mut self, node: Node) -> Slot {
-        let h = self.hasher.hash_one(node.path_bytes()) as u32;
+        let h = self.hash(node.path_bytes());
         let slot = match self.free.pop() {
             Some(s) => {
                 *self.slots.entry(s) = Some(node);
@@ -157,7 +158,7 @@ impl NodeTable {
 
     /// Removes the node at `path`, with its child set.
     pub fn remove(&mut self, path: &str) -> Option<(Slot, Node, Option<Children>)> {
-        let h = self.hash(path);
+        let h = self.hash(path.as_bytes());
         let slots = &self.slots;
         let entry = self
             .index

@@ -788,10 +788,14 @@ impl SnapshotLoader {
                 }
                 Item::Session { id, timeout_ms } => sessions.push((id, timeout_ms)),
                 Item::Node(n) => {
-                    let acl = acls.get(n.acl as usize).and_then(|a| a.clone()).ok_or_else(|| {
-                        let node = Node::from_packed(n.buf.clone(), Arc::new(Vec::new()), n.stat);
-                        malformed(0, format!("node {} names unknown ACL {}", node.path(), n.acl))
-                    })?;
+                    let Some(acl) = acls.get(n.acl as usize).and_then(|a| a.clone()) else {
+                        // The node made only to name its path in the error.
+                        let node = Node::from_packed(n.buf, AclRef::default(), n.stat);
+                        return Err(malformed(
+                            0,
+                            format!("node {} names unknown ACL {}", node.path(), n.acl),
+                        ));
+                    };
                     let (slot, old) = tree.load_node(Node::from_packed(n.buf, acl, n.stat));
                     if let Some((next, max)) = n.child_meta {
                         tree.nodes.set_children(slot, Some(Children::with_order_meta(next, max)));
