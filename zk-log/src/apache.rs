@@ -20,7 +20,7 @@
 
 use bytes::Bytes;
 use std::path::Path;
-use zk_proto::{Acl, DecodeError, Jute, OpCode, Reader, StatPersisted, Txn, TxnHeader};
+use zk_proto::{Acl, DecodeError, Jute, OpCode, Reader, StatPersisted, Txn, TxnDigest, TxnHeader};
 
 /// Magic of Apache's log files: "ZKLG".
 pub const APACHE_LOG_MAGIC: i32 = i32::from_be_bytes(*b"ZKLG");
@@ -201,7 +201,19 @@ impl ApacheLog {
         self.torn_tail
     }
 
-    fn next_entry(&mut self) -> Result<Option<(TxnHeader, Txn)>, ApacheError> {
+    /// The next entry with the tree digest Apache 3.6+ writes after the txn (None in older logs
+    /// or with digests disabled); the iterator gives the same entries without it.
+    ///
+    /// Errors: as the iterator's.
+    pub fn next_digested(&mut self) -> Result<Option<(TxnHeader, Txn, Option<TxnDigest>)>, ApacheError> {
+        let r = self.next_entry();
+        if r.is_err() {
+            self.done = true;
+        }
+        r
+    }
+
+    fn next_entry(&mut self) -> Result<Option<(TxnHeader, Txn, Option<TxnDigest>)>, ApacheError> {
         if self.done {
             return Ok(None);
         }
@@ -250,7 +262,15 @@ impl ApacheLog {
             .ok_or_else(|| fmt(format!("unknown txn type {}", hdr.txn_type)))?;
         let txn =
             Txn::decode(op, &mut r).map_err(|e| fmt(format!("txn body of zxid {:#x}: {e}", hdr.zxid)))?;
-        Ok(Some((hdr, txn)))
+        let digest = if r.remaining() == crate::format::DIGEST_TRAILER_BYTES {
+            Some(
+                TxnDigest::read(&mut r)
+                    .map_err(|e| fmt(format!("txn digest of zxid {:#x}: {e}", hdr.zxid)))?,
+            )
+        } else {
+            None
+        };
+        Ok(Some((hdr, txn, digest)))
     }
 }
 
@@ -258,11 +278,7 @@ impl Iterator for ApacheLog {
     type Item = Result<(TxnHeader, Txn), ApacheError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let r = self.next_entry().transpose();
-        if matches!(r, Some(Err(_))) {
-            self.done = true;
-        }
-        r
+        self.next_digested().map(|e| e.map(|(h, t, _)| (h, t))).transpose()
     }
 }
 

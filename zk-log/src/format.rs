@@ -5,7 +5,7 @@
 //! little-endian machines in practice; the payload inside a record stays jute, big-endian).
 
 use crate::error::LogError;
-use zk_proto::{Jute, OpCode, Reader, Txn, TxnHeader};
+use zk_proto::{Jute, OpCode, Reader, Txn, TxnDigest, TxnHeader};
 
 /// First 8 bytes of every segment.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"ZKRSTXLG";
@@ -155,8 +155,20 @@ pub fn payload_zxid(payload: &[u8]) -> Option<i64> {
     payload.get(12..20).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")))
 }
 
-/// Decodes a record payload into the txn header and body.
+/// Size of the [`TxnDigest`] trailer a payload may end with.
+pub const DIGEST_TRAILER_BYTES: usize = 12;
+
+/// Decodes a record payload into the txn header and body (a digest trailer is left unread).
 pub fn decode_payload(payload: bytes::Bytes) -> Result<(TxnHeader, Txn), zk_proto::DecodeError> {
+    decode_payload_digest(payload).map(|(h, t, _)| (h, t))
+}
+
+/// Decodes a record payload into the txn header, the body and the tree digest that follows
+/// them when the payload carries one (Apache 3.6+ appends it to the txns of its log and its
+/// proposals: exactly [`DIGEST_TRAILER_BYTES`] after the body).
+pub fn decode_payload_digest(
+    payload: bytes::Bytes,
+) -> Result<(TxnHeader, Txn, Option<TxnDigest>), zk_proto::DecodeError> {
     let mut r = Reader::new(payload);
     let hdr = TxnHeader::read(&mut r)?;
     let op = OpCode::from_i32(hdr.txn_type).ok_or(zk_proto::DecodeError::InvalidValue {
@@ -164,7 +176,8 @@ pub fn decode_payload(payload: bytes::Bytes) -> Result<(TxnHeader, Txn), zk_prot
         value: hdr.txn_type as i64,
     })?;
     let txn = Txn::decode(op, &mut r)?;
-    Ok((hdr, txn))
+    let digest = if r.remaining() == DIGEST_TRAILER_BYTES { Some(TxnDigest::read(&mut r)?) } else { None };
+    Ok((hdr, txn, digest))
 }
 
 /// Transactions encoded into record frames, ready to be copied into a segment in one write.
@@ -203,9 +216,25 @@ impl RecordBatch {
     /// batch's last zxid; [`LogError::RecordTooLarge`] if the encoding exceeds
     /// [`MAX_PAYLOAD_BYTES`]. The batch is unchanged on error.
     pub fn push(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), LogError> {
+        self.push_digested(hdr, txn, None)
+    }
+
+    /// As [`Self::push`], with the tree digest the txn leaves (Apache's 12-byte trailer) after
+    /// the body when there is one: the payload is then what an Apache leader logs and proposes.
+    ///
+    /// Errors: as [`Self::push`].
+    pub fn push_digested(
+        &mut self,
+        hdr: &TxnHeader,
+        txn: &Txn,
+        digest: Option<&TxnDigest>,
+    ) -> Result<(), LogError> {
         let start = self.begin(hdr.zxid)?;
         hdr.write(&mut self.buf);
         txn.encode(&mut self.buf);
+        if let Some(d) = digest {
+            d.write(&mut self.buf);
+        }
         self.seal(start, hdr.zxid)
     }
 
@@ -371,5 +400,26 @@ mod tests {
         assert!(matches!(b.push_payload(&second), Err(LogError::OutOfOrder { .. })));
         assert!(matches!(b.push_payload(&second[..10]), Err(LogError::BadPayload { bytes: 10 })));
         assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn a_digest_trailer_rides_after_the_body() {
+        let h =
+            TxnHeader { client_id: 7, cxid: 1, zxid: 0x2_0000_0001, time: 6, txn_type: OpCode::Error.code() };
+        let t = Txn::Error(ErrorTxn { err: -101 });
+        let d = TxnDigest { version: 2, tree_digest: -0x1234_5678_9abc };
+        let mut b = RecordBatch::new();
+        b.push_digested(&h, &t, Some(&d)).expect("push");
+        let (_, p) = b.payloads().next().expect("one");
+        let plain = {
+            let mut b = RecordBatch::new();
+            b.push(&h, &t).expect("push");
+            let n = b.payloads().next().expect("one").1.len();
+            n
+        };
+        assert_eq!(p.len(), plain + DIGEST_TRAILER_BYTES);
+        let back = decode_payload_digest(bytes::Bytes::copy_from_slice(p)).expect("decode");
+        assert_eq!(back, (h.clone(), t.clone(), Some(d)));
+        assert_eq!(decode_payload(bytes::Bytes::copy_from_slice(p)).expect("decode"), (h, t));
     }
 }

@@ -296,6 +296,10 @@ pub struct ServerConfig {
     pub four_letter_words: BTreeSet<String>,
     /// `extendedTypesEnabled` (default false): TTL nodes allowed.
     pub extended_types_enabled: bool,
+    /// `digest.enabled` (Apache's `zookeeper.digest.enabled`, default true): an ensemble member
+    /// keeps the tree digest, stamps its proposals with it when leading, and checks it when
+    /// applying its leader's.
+    pub digest_enabled: bool,
     /// `DigestAuthenticationProvider.superDigest` (`super:<base64 sha1>`).
     pub super_digest: Option<String>,
     /// `jute.maxbuffer`, bytes (default 0xfffff).
@@ -938,6 +942,7 @@ impl ServerConfig {
             cnx_timeout_ms: 5000,
             four_letter_words: ["srvr".to_string()].into_iter().collect(),
             extended_types_enabled: false,
+            digest_enabled: true,
             super_digest: None,
             jute_max_buffer: DEFAULT_JUTE_MAX_BUFFER,
             read_only_mode_enabled: false,
@@ -1221,6 +1226,7 @@ impl ServerConfig {
                 }
                 "4lw.commands.whitelist" => raw.four_letter_words = Some((value.to_string(), line)),
                 "extendedTypesEnabled" => cfg.extended_types_enabled = extended,
+                "digest.enabled" => cfg.digest_enabled = bool_value(&src, key, value, line)?,
                 "DigestAuthenticationProvider.superDigest" => {
                     if !value.contains(':') {
                         return Err(src.err(key, at, "expected super:<base64 digest>"));
@@ -2177,6 +2183,7 @@ mod tests {
             "extendedTypesEnabled",
             "readonlymode.enabled",
             "sslQuorum",
+            "digest.enabled",
         ] {
             assert_err(&bad(&with(&format!("{key}=yes\n"))), key, Some(4), "'true' or 'false'");
         }

@@ -678,6 +678,7 @@ impl Driver {
             ("diff_count", q.diff_count),
             ("snap_count", q.snap_count),
             ("commit_count", q.commit_count),
+            ("digest_mismatches_count", stats.digest_mismatches),
         ];
         view.timings = vec![
             Timing::read("readlatency", Detail::Advanced, &stats.read_latency, at),

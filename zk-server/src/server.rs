@@ -107,6 +107,8 @@ pub async fn run(
         sasl_enabled: settings.sasl.provider,
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
+        // Only proposals carry the digest: a standalone server computes none.
+        tree_digest: ensemble.is_some() && settings.digest_enabled,
         ..TreeConfig::default()
     };
     let snap_dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);

@@ -41,6 +41,8 @@ pub struct Settings {
     pub four_letter_words: Option<HashSet<String>>,
     /// TTL nodes allowed.
     pub extended_types_enabled: bool,
+    /// An ensemble member keeps the tree digest (`digest.enabled`).
+    pub digest_enabled: bool,
     /// `DigestAuthenticationProvider.superDigest`.
     pub super_digest: Option<String>,
     /// How often empty containers and expired TTL nodes are looked for, ms.
@@ -270,6 +272,7 @@ impl Settings {
                 Some(cfg.four_letter_words.iter().cloned().collect())
             },
             extended_types_enabled: cfg.extended_types_enabled,
+            digest_enabled: cfg.digest_enabled,
             super_digest: cfg.super_digest.clone(),
             container_check_interval_ms: cfg.container_check_interval_ms as u64,
             container_max_per_minute: cfg.container_max_per_minute,

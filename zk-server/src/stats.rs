@@ -75,6 +75,9 @@ pub struct ServerStats {
     /// Sessions this server expired for want of pings, as standalone server or leader (Apache's
     /// `stale_sessions_expired`).
     pub sessions_expired: u64,
+    /// Txns after whose apply the tree digest differed from the one their proposal carried
+    /// (Apache's `digest_mismatches_count`).
+    pub digest_mismatches: u64,
     latency_min_us: u64,
     latency_max_us: u64,
     latency_total_us: u64,
@@ -96,6 +99,7 @@ impl ServerStats {
             writes_refused: 0,
             disk_full: false,
             sessions_expired: 0,
+            digest_mismatches: 0,
             latency_min_us: u64::MAX,
             latency_max_us: 0,
             latency_total_us: 0,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zk_log::apache::{read_snapshot as read_apache_snapshot, zxid_from_apache_name, ApacheError, ApacheLog};
 use zk_log::format::{
-    check_segment_header, decode_payload, record_crc, zxid_follows, HeaderCheck, RecordHeader,
+    check_segment_header, decode_payload_digest, record_crc, zxid_follows, HeaderCheck, RecordHeader,
     RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use zk_log::snapshot::{list_snapshots, read_snapshot_bytes, SnapshotInfo, SNAP_DIR_NAME};
@@ -431,13 +431,15 @@ fn dump_segment(path: &Path, out: &mut dyn Write) -> Result<u64, ToolError> {
         if record_crc(h.len, h.zxid, payload) != h.crc {
             break format!("checksum mismatch at offset {off} (torn or corrupt tail)");
         }
-        match decode_payload(Bytes::copy_from_slice(payload)) {
-            Ok((hdr, txn)) => {
+        match decode_payload_digest(Bytes::copy_from_slice(payload)) {
+            Ok((hdr, txn, digest)) => {
                 let ty = zk_proto::OpCode::from_i32(hdr.txn_type)
                     .map_or(format!("type {}", hdr.txn_type), |o| format!("{o:?}"));
+                let digest =
+                    digest.map_or(String::new(), |d| format!(" digest {}:{:x}", d.version, d.tree_digest));
                 writeln!(
                     out,
-                    "{} session {:#x} cxid {:#x} zxid {:#x} {ty} {txn:?}",
+                    "{} session {:#x} cxid {:#x} zxid {:#x} {ty} {txn:?}{digest}",
                     hdr.time, hdr.client_id, hdr.cxid, hdr.zxid
                 )
                 .map_err(w)?;

@@ -408,7 +408,7 @@ impl Script {
                     ),
                 };
                 let hdr = TxnHeader { client_id, cxid, zxid, time: self.now.wall_ms, txn_type: op.code() };
-                Event::Committed { hdr, txn }
+                Event::Committed { hdr, txn, digest: None }
             }
             "sync-done" => Event::SyncDone,
             "chunk-done" => Event::SnapshotChunkDone { buffer: Vec::new() },

@@ -20,6 +20,8 @@ fn three_servers_replicate_and_lose_no_acknowledged_write_when_the_leader_dies()
     e.wait_mntr(leader, "zk_server_state", "leader");
     e.wait_mntr(leader, "zk_synced_followers", "2");
     e.wait_mntr(followers[0], "zk_server_state", "follower");
+    // Before any write, srvr on the leader shows its epoch's zxid 0, as Apache's leader does.
+    assert_eq!(e.zxid(leader), Some(0x1_0000_0000), "{}", e.logs());
 
     // Writes through a follower are seen on every server after sync.
     let mut a = e.client(followers[0]);

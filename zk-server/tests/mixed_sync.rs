@@ -165,6 +165,11 @@ fn syncs_by_diff_snap_and_trunc(learner: Kind) {
     let paths = equal_trees(&e);
     assert!(paths.iter().any(|p| p == "/t/after"), "{paths:?}");
     assert!(!paths.iter().any(|p| p == "/t/never-acknowledged"), "the unacknowledged proposal survived");
+    // Every txn's digest matched on every member, across all three kinds of sync.
+    for i in 0..3 {
+        let count = support::load::digest_mismatches(&e, i);
+        assert_eq!(count, Some(0), "member {}'s zk_digest_mismatches_count\n{}", i + 1, e.logs());
+    }
 }
 
 /// An Apache 3.8 leader brings a zkrs follower back by DIFF, SNAP and TRUNC.

@@ -34,8 +34,10 @@ impl Database {
     /// A database holding "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config", no
     /// sessions, last applied zxid 0.
     pub fn new(cfg: TreeConfig) -> Self {
+        let mut tree = DataTree::new(cfg.extended_types_enabled);
+        tree.set_digest(cfg.tree_digest);
         Database {
-            tree: DataTree::new(cfg.extended_types_enabled),
+            tree,
             sessions: SessionTable::new(),
             outstanding: Outstanding::default(),
             expiry: SessionExpiry::new(cfg.tick_ms.max(1) as u64),
@@ -61,6 +63,19 @@ impl Database {
     /// The tree (read-only), e.g. for snapshots.
     pub fn tree(&self) -> &DataTree {
         &self.tree
+    }
+
+    /// The tree digest once every applied txn is in (Apache's `getTreeDigest`), when
+    /// [`TreeConfig::tree_digest`] is on.
+    pub fn tree_digest(&self) -> Option<i64> {
+        self.tree.digest()
+    }
+
+    /// The tree digest the tree will have once every txn prepped so far is applied: the digest a
+    /// proposal of the txn just prepped carries. None when [`TreeConfig::tree_digest`] is off.
+    pub fn pending_digest(&self) -> Option<i64> {
+        let now = self.tree.digest()?;
+        Some(self.outstanding.last().map_or(now, |r| r.tree_digest))
     }
 
     /// Zxid of the last applied txn.

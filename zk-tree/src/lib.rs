@@ -49,6 +49,7 @@ pub mod acl;
 pub mod apache_snap;
 mod apply;
 mod database;
+pub mod digest;
 pub mod expiry;
 pub mod java;
 pub mod node;
@@ -121,6 +122,10 @@ pub struct TreeConfig {
     /// SASLAuthenticationProvider): `sasl:<user>` ACL entries are accepted and match the ids a
     /// SASL exchange gives; the id `sasl:super` matches every `sasl` entry, as in Apache.
     pub sasl_enabled: bool,
+    /// Keep the tree digest ([`digest`]) and predict it at prep, for the txn digest an ensemble's
+    /// proposals carry (Apache's `zookeeper.digest.enabled`, on by default there). Off, no
+    /// digest is computed at all: a standalone server has no use for one.
+    pub tree_digest: bool,
 }
 
 impl Default for TreeConfig {
@@ -136,6 +141,7 @@ impl Default for TreeConfig {
             x509_enabled: false,
             x509_super_user: None,
             sasl_enabled: false,
+            tree_digest: false,
         }
     }
 }

@@ -55,12 +55,6 @@ impl NodeTable {
         self.find(path).and_then(|s| self.node(s))
     }
 
-    /// The node at `path`, to change (its path must stay the same).
-    pub fn get_mut(&mut self, path: &str) -> Option<&mut Node> {
-        let s = self.find(path)?;
-        self.node_mut(s)
-    }
-
     /// Whether `path` exists.
     pub fn contains(&self, path: &str) -> bool {
         self.find(path).is_some()

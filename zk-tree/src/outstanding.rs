@@ -16,6 +16,10 @@ pub struct ChangeRecord {
     pub child_count: i32,
     /// Its ACL.
     pub acl: AclRef,
+    /// The node's digest in this state (0 once deleted, and whenever the tree keeps no digest).
+    pub digest: i64,
+    /// The tree's digest once this record's change is applied (with every record before it).
+    pub tree_digest: i64,
 }
 
 /// Records in prep order, with the newest per path on top of that path's stack.
@@ -30,6 +34,12 @@ impl Outstanding {
     /// The newest record for `path`.
     pub fn get(&self, path: &str) -> Option<&ChangeRecord> {
         self.by_path.get(path).and_then(|v| v.last())
+    }
+
+    /// The record added last.
+    pub fn last(&self) -> Option<&ChangeRecord> {
+        let (_, path) = self.order.back()?;
+        self.get(path)
     }
 
     /// Adds a record (`addChangeRecord`).
@@ -108,7 +118,14 @@ mod tests {
     use std::sync::Arc;
 
     fn rec(zxid: i64, alive: bool) -> ChangeRecord {
-        ChangeRecord { zxid, stat: alive.then(StatPersisted::default), child_count: 0, acl: Arc::new(vec![]) }
+        ChangeRecord {
+            zxid,
+            stat: alive.then(StatPersisted::default),
+            child_count: 0,
+            acl: Arc::new(vec![]),
+            digest: 0,
+            tree_digest: zxid,
+        }
     }
 
     #[test]
@@ -118,6 +135,7 @@ mod tests {
         o.add("/a", rec(2, false));
         o.add("/b", rec(2, true));
         assert!(o.get("/a").unwrap().stat.is_none());
+        assert_eq!(o.last().map(|r| r.tree_digest), Some(2));
         o.applied(1);
         assert_eq!(o.get("/a").unwrap().zxid, 2);
         let order: Vec<_> = o.iter_in_order().map(|(p, r)| (p.to_string(), r.zxid)).collect();

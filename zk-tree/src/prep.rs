@@ -3,6 +3,7 @@
 
 use crate::acl::{check_acl, fixup_acl};
 use crate::database::Database;
+use crate::digest;
 use crate::java;
 use crate::node::{new_stat, owner_kind, ttl_owner, OwnerKind, CONTAINER_OWNER, MAX_TTL_MS};
 use crate::outstanding::ChangeRecord;
@@ -103,12 +104,41 @@ impl Database {
             return if r.stat.is_some() { Ok(r.clone()) } else { Err(ErrorCode::NoNode) };
         }
         let (n, child_count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
+        let stat = n.stat_persisted();
+        let digest =
+            if self.digest_kept() { digest::node_digest(n.path_bytes(), n.data(), &stat) } else { 0 };
         Ok(ChangeRecord {
             zxid: -1,
-            stat: Some(n.stat_persisted()),
+            stat: Some(stat),
             child_count: child_count as i32,
             acl: n.acl.clone(),
+            digest,
+            tree_digest: 0,
         })
+    }
+
+    fn digest_kept(&self) -> bool {
+        self.tree.digest().is_some()
+    }
+
+    /// Adds a change record whose `digest` is the node's digest in its new state, `before` the
+    /// digest it had: the record's tree digest follows from the one before it (Apache's
+    /// `precalculateDigest`, against the exact state apply will leave).
+    fn add_change(&mut self, path: &str, mut rec: ChangeRecord, before: i64) {
+        if let Some(d) = self.pending_digest() {
+            rec.tree_digest = d.wrapping_sub(before).wrapping_add(rec.digest);
+        }
+        self.outstanding.add(path, rec);
+    }
+
+    /// The node digest `digest` of a node at `path` once its stat went from `old` to `new` (path
+    /// and data unchanged); 0 when no digest is kept.
+    fn restat(&self, path: &str, digest: i64, old: &StatPersisted, new: &StatPersisted) -> i64 {
+        if self.digest_kept() {
+            digest::restat(digest, path.as_bytes(), old, new)
+        } else {
+            0
+        }
     }
 
     fn prep_op(&mut self, ctx: &RequestCtx, op: &WriteOp, zxid: i64, now: i64) -> Result<Txn, ErrorCode> {
@@ -126,7 +156,7 @@ impl Database {
                 if node.child_count > 0 {
                     return Err(ErrorCode::NotEmpty);
                 }
-                self.add_delete_records(parent_path, parent, path, zxid);
+                self.add_delete_records(parent_path, parent, path, node.digest, zxid);
                 Ok(Txn::Delete(DeleteTxn { path: path.to_string() }))
             }
             WriteOp::DeleteContainer { path } => {
@@ -140,7 +170,7 @@ impl Database {
                     return Err(ErrorCode::BadVersion);
                 }
                 let parent = self.record(parent_path)?;
-                self.add_delete_records(parent_path, parent, path, zxid);
+                self.add_delete_records(parent_path, parent, path, node.digest, zxid);
                 Ok(Txn::DeleteContainer(DeleteTxn { path: path.to_string() }))
             }
             WriteOp::SetData { path, data, version } => {
@@ -160,7 +190,13 @@ impl Database {
                 stat.version = new_version;
                 stat.mtime = now;
                 stat.mzxid = zxid;
-                self.outstanding.add(path, ChangeRecord { zxid, stat: Some(stat), ..node });
+                let before = node.digest;
+                let digest = if self.digest_kept() {
+                    digest::node_digest(path.as_bytes(), data.as_deref(), &stat)
+                } else {
+                    0
+                };
+                self.add_change(path, ChangeRecord { zxid, stat: Some(stat), digest, ..node }, before);
                 Ok(Txn::SetData(SetDataTxn {
                     path: path.to_string(),
                     data: data.clone(),
@@ -171,14 +207,15 @@ impl Database {
                 self.expiry.check(ctx.session)?;
                 valid_path(path)?;
                 let list = fixup_acl(&self.cfg, ctx.auth, acl)?;
-                let mut node = self.record(path)?;
+                let node = self.record(path)?;
                 check_acl(&self.cfg, &node.acl, perms::ADMIN, ctx.auth)?;
-                let mut stat = node.stat.take().unwrap_or_default();
-                let new_version = check_version(stat.aversion, version)?;
-                stat.aversion = new_version;
+                let old = node.stat.clone().unwrap_or_default();
+                let new_version = check_version(old.aversion, version)?;
+                let stat = StatPersisted { aversion: new_version, ..old };
+                let (before, digest) = (node.digest, self.restat(path, node.digest, &old, &stat));
                 // Apache keeps the old ACL in the record; later preps see the new one only once
                 // this txn is applied.
-                self.outstanding.add(path, ChangeRecord { zxid, stat: Some(stat), ..node });
+                self.add_change(path, ChangeRecord { zxid, stat: Some(stat), digest, ..node }, before);
                 Ok(Txn::SetAcl(SetAclTxn { path: path.to_string(), acl: list, version: new_version }))
             }
             WriteOp::Check { path, version } => {
@@ -192,15 +229,44 @@ impl Database {
         }
     }
 
-    fn add_delete_records(&mut self, parent_path: &str, mut parent: ChangeRecord, path: &str, zxid: i64) {
+    /// The records of a delete: the parent's pzxid moves, and the node goes (its digest was
+    /// `node_digest`).
+    fn add_delete_records(
+        &mut self,
+        parent_path: &str,
+        mut parent: ChangeRecord,
+        path: &str,
+        node_digest: i64,
+        zxid: i64,
+    ) {
         parent.zxid = zxid;
         parent.child_count -= 1;
-        if let Some(s) = parent.stat.as_mut() {
-            s.pzxid = zxid;
+        self.move_pzxid(parent_path, parent, zxid);
+        self.add_removal(path, node_digest, zxid, -1);
+    }
+
+    /// A parent record whose pzxid moves to `zxid` (a child deleted).
+    fn move_pzxid(&mut self, parent_path: &str, mut parent: ChangeRecord, zxid: i64) {
+        let before = parent.digest;
+        if let Some(old) = parent.stat.clone() {
+            let new = StatPersisted { pzxid: zxid, ..old };
+            parent.digest = self.restat(parent_path, before, &old, &new);
+            parent.stat = Some(new);
         }
-        self.outstanding.add(parent_path, parent);
-        self.outstanding
-            .add(path, ChangeRecord { zxid, stat: None, child_count: -1, acl: Arc::new(Vec::new()) });
+        self.add_change(parent_path, parent, before);
+    }
+
+    /// The record of a node deleted by txn `zxid`; its digest was `node_digest`.
+    fn add_removal(&mut self, path: &str, node_digest: i64, zxid: i64, child_count: i32) {
+        let rec = ChangeRecord {
+            zxid,
+            stat: None,
+            child_count,
+            acl: Arc::new(Vec::new()),
+            digest: 0,
+            tree_digest: 0,
+        };
+        self.add_change(path, rec, node_digest);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -290,21 +356,30 @@ impl Database {
                 if mode.is_ephemeral() { ctx.session } else { 0 },
             ),
         };
+        let old_pstat = pstat.clone();
         pstat.cversion = new_cv;
         pstat.pzxid = zxid;
         parent.zxid = zxid;
         parent.child_count += 1;
+        let before = parent.digest;
+        parent.digest = self.restat(parent_path, before, &old_pstat, &pstat);
         parent.stat = Some(pstat);
-        self.outstanding.add(parent_path, parent);
-        self.outstanding.add(
-            &final_path,
-            ChangeRecord {
-                zxid,
-                stat: Some(new_stat(zxid, now, owner)),
-                child_count: 0,
-                acl: Arc::new(list),
-            },
-        );
+        self.add_change(parent_path, parent, before);
+        let stat = new_stat(zxid, now, owner);
+        let digest = if self.digest_kept() {
+            digest::node_digest(final_path.as_bytes(), data.as_deref(), &stat)
+        } else {
+            0
+        };
+        let rec = ChangeRecord {
+            zxid,
+            stat: Some(stat),
+            child_count: 0,
+            acl: Arc::new(list),
+            digest,
+            tree_digest: 0,
+        };
+        self.add_change(&final_path, rec, 0);
         Ok(txn)
     }
 
@@ -364,18 +439,15 @@ impl Database {
         java::hash_order(&mut items, cap);
         let paths: Vec<String> = items.into_iter().map(|(p, _)| p).collect();
         for p in &paths {
+            let node_digest = self.record(p).map_or(0, |r| r.digest);
             if let Some(parent_path) = parent_of(p) {
                 if let Ok(mut parent) = self.record(parent_path) {
                     // Apache (digest enabled) moves the parent's pzxid but not its child count.
                     parent.zxid = zxid;
-                    if let Some(s) = parent.stat.as_mut() {
-                        s.pzxid = zxid;
-                    }
-                    self.outstanding.add(parent_path, parent);
+                    self.move_pzxid(parent_path, parent, zxid);
                 }
             }
-            self.outstanding
-                .add(p, ChangeRecord { zxid, stat: None, child_count: 0, acl: Arc::new(Vec::new()) });
+            self.add_removal(p, node_digest, zxid, 0);
         }
         self.expiry.set_closing(session);
         Txn::CloseSession(CloseSessionTxn { paths2_delete: paths })

@@ -865,7 +865,7 @@ impl SnapshotLoader {
         }
         link_all(&mut tree);
         tree.ensure_special_nodes();
-        build_indexes(&mut tree, &eph_ranks);
+        build_indexes(&mut tree, &eph_ranks, cfg.tree_digest);
         tree.recompute_quotas();
         let mut table = SessionTable::new();
         for (id, t) in sessions {
@@ -914,13 +914,18 @@ fn link_all(tree: &mut DataTree) {
     }
 }
 
-/// Sizes and the ephemeral, container and TTL indexes, from the nodes.
-fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>) {
+/// Sizes, the ephemeral, container and TTL indexes and (with `digest`) the tree digest, from the
+/// nodes.
+fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>, digest: bool) {
     let mut size = 0u64;
+    let mut sum = 0i64;
     let mut next_rank = tree.next_rank;
     let mut unranked = Vec::new();
     for s in 0..tree.nodes.slot_count() as Slot {
         let Some(n) = tree.nodes.node(s) else { continue };
+        if digest {
+            sum = sum.wrapping_add(crate::digest::node_digest(n.path_bytes(), n.data(), &n.stat_persisted()));
+        }
         size += match n.path_bytes() {
             // An ASCII path's UTF-16 length is its length (node_size's rule), with no UTF-8 check.
             p if p.is_ascii() => p.len() as u64 + n.data().map_or(0, |d| d.len() as u64),
@@ -954,6 +959,7 @@ fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>)
     }
     tree.next_rank = next_rank;
     tree.data_size = size;
+    tree.digest = digest.then_some(sum);
 }
 
 /// Loads a whole content buffer (see [`SnapshotLoader`]).

@@ -3,6 +3,7 @@
 //! validated by prep); each one fires the watches Apache's DataTree fires, in the same order.
 
 use crate::acl::{AclRef, AclTable};
+use crate::digest;
 use crate::java;
 use crate::node::{new_stat, owner_kind, Node, OwnerKind, Slot};
 use crate::nodes::NodeTable;
@@ -78,6 +79,13 @@ pub struct DataTree {
     pub(crate) data_size: u64,
     /// Next insertion rank of an ephemeral path in its session's set.
     pub(crate) next_rank: u64,
+    /// The tree digest ([`crate::digest`]), kept up to date through every change while on.
+    pub(crate) digest: Option<i64>,
+}
+
+/// A node's digest as it stands.
+fn digest_of(n: &Node) -> i64 {
+    digest::node_digest(n.path_bytes(), n.data(), &n.stat_persisted())
 }
 
 fn open_acl() -> Vec<Acl> {
@@ -106,7 +114,55 @@ impl DataTree {
             extended: extended_types,
             data_size: 0,
             next_rank: 0,
+            digest: None,
         }
+    }
+
+    /// Turns the tree digest on (summing every node once) or off.
+    pub(crate) fn set_digest(&mut self, on: bool) {
+        self.digest = on.then(|| self.sum_digests());
+    }
+
+    /// The sum of every node's digest, from scratch.
+    pub(crate) fn sum_digests(&self) -> i64 {
+        (0..self.nodes.slot_count() as Slot)
+            .filter_map(|s| self.nodes.node(s))
+            .fold(0i64, |acc, n| acc.wrapping_add(digest_of(n)))
+    }
+
+    /// The tree digest (Apache's `getTreeDigest`), when kept.
+    pub fn digest(&self) -> Option<i64> {
+        self.digest
+    }
+
+    /// Adds (`sign` 1) or takes away (-1) a node's digest from the tree's.
+    fn count_digest(&mut self, n: &Node, sign: i64) {
+        if let Some(d) = self.digest.as_mut() {
+            *d = d.wrapping_add(sign.wrapping_mul(digest_of(n)));
+        }
+    }
+
+    /// Changes the node in `slot` through `f`, keeping the tree digest in step (Apache's
+    /// preChange / postChange pair).
+    fn change<R>(&mut self, slot: Slot, f: impl FnOnce(&mut Node) -> R) -> Option<R> {
+        let n = self.nodes.node_mut(slot)?;
+        let Some(d) = self.digest.as_mut() else { return Some(f(n)) };
+        let before = digest_of(n);
+        let r = f(n);
+        *d = d.wrapping_add(digest_of(n).wrapping_sub(before));
+        Some(r)
+    }
+
+    /// As [`Self::change`] for an `f` that changes the stat only (not the path or the data): the
+    /// new digest follows from the old one and the two stats, without reading the data again.
+    fn change_stat<R>(&mut self, slot: Slot, f: impl FnOnce(&mut Node) -> R) -> Option<R> {
+        let n = self.nodes.node_mut(slot)?;
+        let Some(d) = self.digest.as_mut() else { return Some(f(n)) };
+        let (before, old) = (digest_of(n), n.stat_persisted());
+        let r = f(n);
+        let after = digest::restat(before, n.path_bytes(), &old, &n.stat_persisted());
+        *d = d.wrapping_add(after.wrapping_sub(before));
+        Some(r)
     }
 
     /// Adds those of "/", "/zookeeper", "/zookeeper/quota" and "/zookeeper/config" that are
@@ -190,6 +246,7 @@ impl DataTree {
     fn insert_raw(&mut self, node: Node) -> Slot {
         debug_assert!(!self.nodes.contains(node.path()));
         self.data_size += node_size(node.path(), node.data());
+        self.count_digest(&node, 1);
         self.nodes.insert(node)
     }
 
@@ -321,16 +378,23 @@ impl DataTree {
         let parent_path = parent_of(path).ok_or(ErrorCode::NoNode)?;
         let exists = path == "/" || self.nodes.contains(path);
         let parent_slot = self.nodes.find(parent_path).ok_or(ErrorCode::NoNode)?;
-        let parent = self.nodes.node_mut(parent_slot).ok_or(ErrorCode::NoNode)?;
         if exists {
             return Err(ErrorCode::NodeExists);
         }
-        let cv = if parent_cversion == -1 { parent.stat.cversion.wrapping_add(1) } else { parent_cversion };
-        if cv > parent.stat.cversion {
-            parent.stat.cversion = cv;
-            parent.stat.pzxid = zxid;
-        }
-        let parent_acl = parent.acl.clone();
+        let parent_acl = self
+            .change_stat(parent_slot, |parent| {
+                let cv = if parent_cversion == -1 {
+                    parent.stat.cversion.wrapping_add(1)
+                } else {
+                    parent_cversion
+                };
+                if cv > parent.stat.cversion {
+                    parent.stat.cversion = cv;
+                    parent.stat.pzxid = zxid;
+                }
+                parent.acl.clone()
+            })
+            .ok_or(ErrorCode::NoNode)?;
         let acl_ref = self.acls.intern(acl);
         let node = Node::new(path, data.as_deref(), acl_ref.clone(), new_stat(zxid, time, owner));
         let stat = node.client_stat(self.extended, 0);
@@ -362,13 +426,15 @@ impl DataTree {
 
     /// `setCversionPzxid`, used when replaying a create that finds its node present.
     pub fn set_cversion_pzxid(&mut self, path: &str, cversion: i32, zxid: i64) -> Result<(), ErrorCode> {
-        let n = self.nodes.get_mut(path).ok_or(ErrorCode::NoNode)?;
-        let cv = if cversion == -1 { n.stat.cversion.wrapping_add(1) } else { cversion };
-        if cv > n.stat.cversion {
-            n.stat.cversion = cv;
-            n.stat.pzxid = zxid;
-        }
-        Ok(())
+        let slot = self.nodes.find(path).ok_or(ErrorCode::NoNode)?;
+        self.change_stat(slot, |n| {
+            let cv = if cversion == -1 { n.stat.cversion.wrapping_add(1) } else { cversion };
+            if cv > n.stat.cversion {
+                n.stat.cversion = cv;
+                n.stat.pzxid = zxid;
+            }
+        })
+        .ok_or(ErrorCode::NoNode)
     }
 
     /// `DataTree.deleteNode`: unlinks from the parent (pzxid moves forward only), then fires
@@ -392,12 +458,16 @@ impl DataTree {
         if let (Some(s), Some(c)) = (slot, self.nodes.children_mut(parent_slot)) {
             c.remove(s);
         }
-        let parent = self.nodes.node_mut(parent_slot).ok_or(ErrorCode::NoNode)?;
-        if zxid > parent.stat.pzxid {
-            parent.stat.pzxid = zxid;
-        }
-        let parent_acl = parent.acl.clone();
+        let parent_acl = self
+            .change_stat(parent_slot, |parent| {
+                if zxid > parent.stat.pzxid {
+                    parent.stat.pzxid = zxid;
+                }
+                parent.acl.clone()
+            })
+            .ok_or(ErrorCode::NoNode)?;
         let (_, node, children) = self.nodes.remove(path).ok_or(ErrorCode::NoNode)?;
+        self.count_digest(&node, -1);
         self.unindex(&node);
         let data_len = node.data().map_or(0, |d| d.len() as i64);
         let Node { acl, .. } = node;
@@ -407,6 +477,7 @@ impl DataTree {
             let mut stack: Vec<Slot> = children.iter().collect();
             while let Some(s) = stack.pop() {
                 if let Some((n, grandchildren)) = self.nodes.remove_slot(s) {
+                    self.count_digest(&n, -1);
                     self.unindex(&n);
                     if let Some(c) = &grandchildren {
                         stack.extend(c.iter());
@@ -467,17 +538,20 @@ impl DataTree {
         events: &mut Vec<WatchDelivery>,
     ) -> Result<Stat, ErrorCode> {
         let (slot, num_children) = self.slot_counted(path).ok_or(ErrorCode::NoNode)?;
-        let n = self.nodes.node_mut(slot).ok_or(ErrorCode::NoNode)?;
-        let old = node_size(path, n.data());
-        // The node keeps its own exact copy, never a slice pinning a larger request frame.
-        n.set_data(data.as_deref());
-        n.stat.mtime = time;
-        n.stat.mzxid = zxid;
-        n.stat.version = version;
-        let stat = n.client_stat(self.extended, num_children);
-        let new = node_size(path, n.data());
+        let extended = self.extended;
+        let (old, new, stat, acl) = self
+            .change(slot, |n| {
+                let old = node_size(path, n.data());
+                // The node keeps its own exact copy, never a slice pinning a larger request frame.
+                n.set_data(data.as_deref());
+                n.stat.mtime = time;
+                n.stat.mzxid = zxid;
+                n.stat.version = version;
+                let stat = n.client_stat(extended, num_children);
+                (old, node_size(path, n.data()), stat, n.acl.clone())
+            })
+            .ok_or(ErrorCode::NoNode)?;
         let bytes_diff = new as i64 - old as i64;
-        let acl = n.acl.clone();
         self.data_size = (self.data_size + new).saturating_sub(old);
         if let Some(prefix) = self.quotas.max_prefix(path) {
             self.update_quota_stat(&prefix, bytes_diff, 0);
@@ -493,10 +567,16 @@ impl DataTree {
     pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ErrorCode> {
         let (slot, num_children) = self.slot_counted(path).ok_or(ErrorCode::NoNode)?;
         let new = self.acls.intern(acl);
-        let n = self.nodes.node_mut(slot).ok_or(ErrorCode::NoNode)?;
-        n.stat.aversion = version;
-        let old = std::mem::replace(&mut n.acl, new);
-        let stat = n.client_stat(self.extended, num_children);
+        let extended = self.extended;
+        let changed = self.change_stat(slot, |n| {
+            n.stat.aversion = version;
+            let old = std::mem::replace(&mut n.acl, new.clone());
+            (old, n.client_stat(extended, num_children))
+        });
+        let Some((old, stat)) = changed else {
+            self.acls.release(new);
+            return Err(ErrorCode::NoNode);
+        };
         self.acls.release(old);
         Ok(stat)
     }
@@ -567,10 +647,13 @@ impl DataTree {
 
     /// Rewrites a stats node's data in place (no stat change, no watch), as Apache does.
     fn set_raw_data(&mut self, path: &str, text: String) {
-        if let Some(n) = self.nodes.get_mut(path) {
+        let Some(slot) = self.nodes.find(path) else { return };
+        let sizes = self.change(slot, |n| {
             let old = node_size(path, n.data());
             n.set_data(Some(text.as_bytes()));
-            let new = node_size(path, n.data());
+            (old, node_size(path, n.data()))
+        });
+        if let Some((old, new)) = sizes {
             self.data_size = (self.data_size + new).saturating_sub(old);
         }
     }

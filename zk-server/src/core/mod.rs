@@ -230,6 +230,8 @@ pub enum Event {
         hdr: TxnHeader,
         /// The transaction.
         txn: Txn,
+        /// The tree digest the leader expects once it applies, when its proposal carried one.
+        digest: Option<TxnDigest>,
     },
     /// Learner: the leader answered the oldest forwarded sync.
     SyncDone,
@@ -543,11 +545,11 @@ impl ServerCore {
                     self.db.expiry_mut().touch(sid, now.mono_ms());
                 }
             }
-            Event::Committed { hdr, txn } => {
+            Event::Committed { hdr, txn, digest } => {
                 // A learner applies its leader's commits, and so does one still syncing (Down):
                 // the DIFF it receives is committed history.
                 if matches!(self.role, Role::Learner { .. } | Role::Down) {
-                    self.apply(now, Proposal { hdr, txn, internal: false });
+                    self.apply(now, Proposal { digest, ..Proposal::new(hdr, txn, false) });
                 } else {
                     warn!("a commit from a leader reached a server that is not a learner; ignored");
                 }
@@ -701,7 +703,7 @@ impl ServerCore {
                 .map(|(id, c)| fourlw::ConnView { id, remote: c.remote, stats: c.stats.clone() })
                 .collect(),
             outstanding,
-            last_zxid: self.db.last_applied_zxid(),
+            last_zxid: self.reported_zxid(),
             uptime_ms: now.mono_ms().saturating_sub(self.started_ms) as i64,
             asker,
             quorum: None,
@@ -724,6 +726,17 @@ impl ServerCore {
     /// Leader: learners' syncs waiting for earlier proposals to commit.
     pub fn pending_syncs(&self) -> usize {
         self.syncs_waiting.len()
+    }
+
+    /// The zxid `srvr`, `stat` and `mntr` report: the last applied, except that an established
+    /// leader reports at least its epoch's zxid 0 (an Apache leader sets its tree's last processed
+    /// zxid so once its quorum has synced, so a fresh leader shows 0x100000000, not 0).
+    fn reported_zxid(&self) -> i64 {
+        let applied = self.db.last_applied_zxid();
+        match self.role {
+            Role::Leader { epoch } => applied.max(i64::from(epoch) << 32),
+            _ => applied,
+        }
     }
 
     /// Resets the counters `crst` (connections') or `srst` (the server's) resets.

@@ -8,7 +8,7 @@
 
 use super::zxid::Zxid;
 use std::collections::{BTreeMap, VecDeque};
-use zk_proto::{Txn, TxnHeader};
+use zk_proto::{Txn, TxnDigest, TxnHeader};
 use zk_quorum::quorum::QuorumVerifier;
 
 /// A server id (myid).
@@ -99,6 +99,16 @@ pub struct Proposal {
     pub txn: Txn,
     /// Issued by the server itself (session expiry, container reaping): nobody waits for it.
     pub internal: bool,
+    /// The tree digest once it applies: the leader's prediction, logged and proposed after the
+    /// txn (Apache's trailer), and checked at apply.
+    pub digest: Option<TxnDigest>,
+}
+
+impl Proposal {
+    /// A proposal with no digest yet.
+    pub fn new(hdr: TxnHeader, txn: Txn, internal: bool) -> Proposal {
+        Proposal { hdr, txn, internal, digest: None }
+    }
 }
 
 /// The proposal counter ran out within the epoch: an ensemble leader must start a new epoch.
@@ -280,6 +290,7 @@ mod tests {
             },
             txn: Txn::Error(ErrorTxn { err: 0 }),
             internal: false,
+            digest: None,
         }
     }
 

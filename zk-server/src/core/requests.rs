@@ -118,7 +118,7 @@ impl ServerCore {
             };
             let txn_type = zk_tree::txn_type(opcode, &txn).code();
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
-            self.propose(Proposal { hdr, txn, internal: false });
+            self.propose(Proposal::new(hdr, txn, false));
             self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
         } else {
             let r = PendingRead { conn, xid, op, body, received_us };

@@ -179,7 +179,7 @@ impl ServerCore {
         let txn_type = zk_tree::txn_type(opcode, &txn).code();
         let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type };
         // Nobody here waits for it: the learner that forwarded it answers.
-        self.propose(Proposal { hdr, txn, internal: true });
+        self.propose(Proposal::new(hdr, txn, true));
     }
 
     /// Leader: whether a write of `session` arriving from `from` (`None`: this server's own
@@ -215,6 +215,6 @@ impl ServerCore {
             time: now.wall_ms,
             txn_type: OpCode::CreateSession.code(),
         };
-        self.propose(Proposal { hdr, txn, internal: true });
+        self.propose(Proposal::new(hdr, txn, true));
     }
 }

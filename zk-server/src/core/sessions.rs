@@ -85,7 +85,7 @@ impl ServerCore {
                 txn_type: OpCode::CreateSession.code(),
             };
             self.connecting.insert(sid, (conn, timeout_ms));
-            self.propose(Proposal { hdr, txn, internal: false });
+            self.propose(Proposal::new(hdr, txn, false));
             return;
         }
         let sid = req.session_id;

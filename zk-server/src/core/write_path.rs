@@ -19,7 +19,13 @@ impl ServerCore {
         }
     }
 
-    pub(super) fn propose(&mut self, p: Proposal) {
+    /// Proposes a txn just prepped: it carries the tree digest prep predicts for the tree once it
+    /// applies (when the tree keeps one), as Apache's leader stamps its proposals.
+    pub(super) fn propose(&mut self, mut p: Proposal) {
+        p.digest = self
+            .db
+            .pending_digest()
+            .map(|tree_digest| TxnDigest { version: zk_tree::digest::DIGEST_VERSION, tree_digest });
         self.proposer.propose(p);
     }
 
@@ -32,7 +38,7 @@ impl ServerCore {
         let txn = self.db.prep(&ctx, req, zxid, now.wall_ms);
         let txn_type = zk_tree::txn_type(req.op(), &txn).code();
         let hdr = TxnHeader { client_id: session, cxid: 0, zxid, time: now.wall_ms, txn_type };
-        self.propose(Proposal { hdr, txn, internal: true });
+        self.propose(Proposal::new(hdr, txn, true));
     }
 
     pub(super) fn propose_close_session(&mut self, now: Now, sid: SessionId) {
@@ -61,14 +67,15 @@ impl ServerCore {
         if n == 0 {
             return;
         }
-        let batch: Vec<(&TxnHeader, &Txn)> = self.proposer.unhanded().map(|p| (&p.hdr, &p.txn)).collect();
-        let records = match zk_log::RecordBatch::encode(&batch) {
-            Ok(r) => r,
-            Err(e) => {
-                self.stop(format!("transaction log failed: {e}"));
-                return;
-            }
-        };
+        let mut records = zk_log::RecordBatch::new();
+        let encoded = self
+            .proposer
+            .unhanded()
+            .try_for_each(|p| records.push_digested(&p.hdr, &p.txn, p.digest.as_ref()));
+        if let Err(e) = encoded {
+            self.stop(format!("transaction log failed: {e}"));
+            return;
+        }
         // A few writes with nothing else in flight (a lone client's write) may be written and
         // synced on the driver's thread, which saves the two thread hand-offs of the queue. Only
         // valid when this server's durability alone is the quorum.
@@ -215,6 +222,9 @@ impl ServerCore {
     /// Applies a committed transaction: watch events first, then the reply.
     pub(super) fn apply(&mut self, now: Now, p: Proposal) {
         let applied = self.db.apply(&p.hdr, &p.txn);
+        if let (Some(want), Some(got)) = (&p.digest, self.db.tree_digest()) {
+            self.check_digest(&p.hdr, want, got);
+        }
         if let Some(s) = self.snapshots.as_mut() {
             s.since += 1;
         }
@@ -257,6 +267,28 @@ impl ServerCore {
             self.session_gone(sid);
         } else if !p.internal {
             self.run_ready_reads(now, sid);
+        }
+    }
+
+    /// Compares the tree digest after applying `hdr`'s txn with the one its proposal carried, as
+    /// Apache's `compareDigest` does: a mismatch means this tree and the leader's prediction
+    /// differ. It is counted (`digest_mismatches_count`) and logged, and the server carries on,
+    /// as Apache's does. Another digest version is not compared.
+    fn check_digest(&mut self, hdr: &TxnHeader, want: &TxnDigest, got: i64) {
+        if want.version != zk_tree::digest::DIGEST_VERSION || want.tree_digest == got {
+            return;
+        }
+        self.stats.digest_mismatches += 1;
+        if self.stats.digest_mismatches == 1 {
+            error!(
+                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x},                  this tree has {got:x}; this server's tree may differ from the leader's",
+                hdr.zxid,
+                OpCode::from_i32(hdr.txn_type),
+                hdr.client_id,
+                want.tree_digest
+            );
+        } else {
+            warn!("tree digest mismatch at zxid 0x{:x} ({} so far)", hdr.zxid, self.stats.digest_mismatches);
         }
     }
 

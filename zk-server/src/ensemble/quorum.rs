@@ -1062,7 +1062,9 @@ impl Quorum {
                 }
             }
             LearnerAction::Commit { payload, .. } => match decode_payload(&payload) {
-                Some((hdr, txn)) => self.effects.push(Effect::Core(Event::Committed { hdr, txn })),
+                Some((hdr, txn, digest)) => {
+                    self.effects.push(Effect::Core(Event::Committed { hdr, txn, digest }))
+                }
                 None => self.look("undecodable commit"),
             },
             LearnerAction::SyncDone => self.effects.push(Effect::Core(Event::SyncDone)),
@@ -1415,8 +1417,8 @@ pub fn payload(hdr: &TxnHeader, txn: &Txn) -> Bytes {
     b.freeze()
 }
 
-fn decode_payload(p: &Bytes) -> Option<(TxnHeader, Txn)> {
-    zk_log::format::decode_payload(p.clone()).ok()
+fn decode_payload(p: &Bytes) -> Option<(TxnHeader, Txn, Option<zk_proto::TxnDigest>)> {
+    zk_log::format::decode_payload_digest(p.clone()).ok()
 }
 
 /// A learner's REQUEST as the core takes it.

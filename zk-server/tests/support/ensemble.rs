@@ -397,12 +397,7 @@ impl Ensemble {
     /// checks what the test is about once zkrs leads both; writes through each kind must reach
     /// every member throughout.
     pub fn zkrs_leads_then_follows_apache(&mut self, while_zkrs_leads: impl Fn(&Ensemble)) {
-        self.launch(2);
-        self.launch(0);
-        self.wait_mode(2, "leader");
-        self.launch(1);
-        assert_eq!(self.wait_for_leader(), 2, "{}", self.logs());
-        self.wait_mntr(2, "zk_synced_followers", "2");
+        self.launch_led_by_server_3();
         while_zkrs_leads(self);
         self.write_and_read(0, "/via-apache", &[0, 1, 2]);
         self.write_and_read(2, "/via-zkrs", &[0, 1, 2]);
@@ -419,6 +414,18 @@ impl Ensemble {
             "{}",
             self.logs()
         );
+    }
+
+    /// Starts three members with server 3 leading: it starts with server 1 only (the larger id
+    /// of the two leads, whichever kind starts faster), then server 2 joins; returns once both
+    /// follow it, synced.
+    pub fn launch_led_by_server_3(&mut self) {
+        self.launch(2);
+        self.launch(0);
+        self.wait_mode(2, "leader");
+        self.launch(1);
+        assert_eq!(self.wait_for_leader(), 2, "server 3 leads\n{}", self.logs());
+        self.wait_mntr(2, "zk_synced_followers", "2");
     }
 
     /// Member `i`'s whole server.log so far.

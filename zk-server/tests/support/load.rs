@@ -402,5 +402,17 @@ pub fn leader_killed_under_load(e: &mut Ensemble, leader: usize) -> KillRun {
         "acknowledged writes: {before} of epoch {old_epoch:#x}, {after} of later ones, {} in all",
         acked.len()
     );
+    for &i in &members {
+        assert_eq!(digest_mismatches(e, i), Some(0), "member {}'s txn digests\n{}", i + 1, e.logs());
+    }
     KillRun { new_leader, mode, acked }
+}
+
+/// `zk_digest_mismatches_count` from member `i`'s mntr: txns after which its tree's digest was
+/// not the one the proposal carried (zkrs and Apache both count them).
+pub fn digest_mismatches(e: &Ensemble, i: usize) -> Option<i64> {
+    let text = four(e.members[i].client, "mntr")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("zk_digest_mismatches_count"))
+        .and_then(|v| v.trim().parse().ok())
 }

@@ -138,6 +138,9 @@ pub(super) fn check_invariants(db: &Database) {
     assert_eq!(c, containers);
     assert_eq!(t, ttls);
     assert_eq!(db.node_count(), tree.len() + 1);
+    if let Some(d) = db.tree_digest() {
+        assert_eq!(d, tree.sum_digests(), "the kept digest drifted from the nodes'");
+    }
 }
 
 fn accepted_cleanly(txn: &Txn, outcome: &Outcome) {
@@ -159,7 +162,8 @@ fn accepted_cleanly(txn: &Txn, outcome: &Outcome) {
 }
 
 fn run(steps: Vec<Step>, batch: usize) {
-    let cfg = TreeConfig { extended_types_enabled: true, tick_ms: 100, ..TreeConfig::default() };
+    let cfg =
+        TreeConfig { extended_types_enabled: true, tick_ms: 100, tree_digest: true, ..TreeConfig::default() };
     let mut db = Database::new(cfg);
     let auth = AuthIds {
         ids: vec![
@@ -170,11 +174,13 @@ fn run(steps: Vec<Step>, batch: usize) {
     };
     let mut zxid = 0i64;
     let mut now = 1_000i64;
-    let mut pending: Vec<(TxnHeader, Txn)> = Vec::new();
-    let flush = |db: &mut Database, pending: &mut Vec<(TxnHeader, Txn)>| {
-        for (h, t) in pending.drain(..) {
+    // Each prepped txn with the digest prep predicted for the tree once it applies.
+    let mut pending: Vec<(TxnHeader, Txn, Option<i64>)> = Vec::new();
+    let flush = |db: &mut Database, pending: &mut Vec<(TxnHeader, Txn, Option<i64>)>| {
+        for (h, t, predicted) in pending.drain(..) {
             let a = db.apply(&h, &t);
             accepted_cleanly(&t, &a.outcome);
+            assert_eq!(db.tree_digest(), predicted, "digest after {t:?}");
             check_invariants(db);
         }
         assert_eq!(db.outstanding_count(), 0);
@@ -228,7 +234,7 @@ fn run(steps: Vec<Step>, batch: usize) {
                     let t = db.prep(&ctx, &req, zxid, now);
                     assert!(matches!(t, Txn::DeleteContainer(_)), "{t:?}");
                     let h = TxnHeader { client_id: 0, cxid: 0, zxid, time: now, txn_type: 20 };
-                    pending.push((h, t));
+                    pending.push((h, t, db.pending_digest()));
                 }
                 flush(&mut db, &mut pending);
                 continue;
@@ -244,7 +250,7 @@ fn run(steps: Vec<Step>, batch: usize) {
             time: now,
             txn_type: crate::txn_type(req.op(), &t).code(),
         };
-        pending.push((h, t));
+        pending.push((h, t, db.pending_digest()));
         if pending.len() >= batch {
             flush(&mut db, &mut pending);
         }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use zk_proto::*;
 
 fn cfg() -> TreeConfig {
-    TreeConfig { extended_types_enabled: true, tick_ms: 100, ..TreeConfig::default() }
+    TreeConfig { extended_types_enabled: true, tick_ms: 100, tree_digest: true, ..TreeConfig::default() }
 }
 
 /// A quota stats node, whose data is a recount after recovery (see `quota_stats_recounted`).
@@ -40,6 +40,9 @@ fn size_without_stats(db: &Database) -> u64 {
 fn assert_same(got: &Database, want: &Database) {
     let (g, w) = (got.tree(), want.tree());
     assert_eq!(g.len(), w.len(), "node count");
+    // Stats nodes are under /zookeeper/, outside the digest, so their drift does not matter here.
+    assert_eq!(got.tree_digest(), want.tree_digest(), "tree digest");
+    assert_eq!(got.tree_digest(), Some(g.sum_digests()), "tree digest against the nodes'");
     for (path, wn) in w.iter() {
         let gn = g.get(path).unwrap_or_else(|| panic!("{path} missing after load + replay"));
         if !is_stats(path) {
