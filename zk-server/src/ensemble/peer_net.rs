@@ -41,6 +41,9 @@ pub enum PeerEvent {
     Closed(PeerConn, String),
 }
 
+/// Room for reads on a quorum connection: many packets per read under load.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
 /// A connection set up and ready for packets: its stream, and what was read from it during set-up
 /// (quorum SASL) that belongs to the first packets.
 #[derive(Debug)]
@@ -131,8 +134,13 @@ async fn read_loop(
     mut sinks: Option<SnapshotSinkFactory>,
 ) -> String {
     let decoder = QuorumPacketDecoder::new(max_packet);
-    let mut buf = read_ahead;
-    buf.reserve(64 * 1024);
+    // A buffer made with its capacity: BytesMut remembers the capacity it was made with and grows
+    // back to it when reads use up the spare room. One made empty (as the set-up's read-ahead is)
+    // grows by what each read asks, 64 bytes at a time, and then a busy follower made several
+    // reads and allocations per PROPOSAL (11 us more server CPU per ensemble create).
+    let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES.max(read_ahead.len()));
+    buf.extend_from_slice(&read_ahead);
+    drop(read_ahead);
     let mut sink: Option<Box<dyn SnapshotSink>> = None;
     loop {
         loop {
