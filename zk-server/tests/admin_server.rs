@@ -276,10 +276,9 @@ fn ready_standalone_and_while_electing() {
 /// The non-JVM series the Grafana dashboard published for Apache ZooKeeper's Prometheus provider
 /// (grafana.com dashboard 10465, as catalogued from its panels) queries, with the type Apache's
 /// provider gives each (ServerMetrics: counters and summaries; the rest are gauges). The quorum
-/// ones are checked on an ensemble ([`metrics_of_an_ensemble_member`]); the dashboard's JVM
-/// panels (`jvm_*`) and two counters zkrs cannot honestly keep (`unrecoverable_error_count`: a
-/// zkrs server stops on such an error; `digest_mismatches_count`: zkrs keeps no digest) stay
-/// empty.
+/// ones are checked on an ensemble ([`metrics_of_an_ensemble_member`]), `digest_mismatches_count`
+/// among them (a standalone server keeps no digest); the dashboard's JVM panels (`jvm_*`) and
+/// `unrecoverable_error_count` (a zkrs server stops on such an error) stay empty.
 const DASHBOARD: &[(&str, &str)] = &[
     ("num_alive_connections", "gauge"),
     ("open_file_descriptor_count", "gauge"),
@@ -638,6 +637,8 @@ fn metrics_of_an_ensemble_member() {
     assert!(syncs >= 2.0, "each follower synced: {text}");
     assert!(value(&lf, "looking_count", "looking_count") >= 1.0, "{text}");
     assert!(value(&lf, "election_time", "election_time_count") >= 1.0, "{text}");
+    assert_eq!(lf["digest_mismatches_count"][0], "counter", "{text}");
+    assert_eq!(value(&lf, "digest_mismatches_count", "digest_mismatches_count"), 0.0, "{text}");
     for i in (0..3).filter(|&i| i != leader) {
         let (f, text) = loop {
             let (f, text) = parsed_metrics(metrics[i]);
@@ -652,6 +653,8 @@ fn metrics_of_an_ensemble_member() {
         assert_eq!(value(&f, "commit_count", "commit_count"), 0.0, "member {i} sends no COMMIT: {text}");
         assert!(value(&f, "election_time", "election_time_count") >= 1.0, "member {i}: {text}");
         assert!(value(&f, "fsynctime", "fsynctime_count") >= 1.0, "member {i} logs proposals: {text}");
+        let mismatches = value(&f, "digest_mismatches_count", "digest_mismatches_count");
+        assert_eq!(mismatches, 0.0, "member {i} checked its leader's digests: {text}");
     }
     drop(c);
 }
