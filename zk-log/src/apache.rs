@@ -262,14 +262,8 @@ impl ApacheLog {
             .ok_or_else(|| fmt(format!("unknown txn type {}", hdr.txn_type)))?;
         let txn =
             Txn::decode(op, &mut r).map_err(|e| fmt(format!("txn body of zxid {:#x}: {e}", hdr.zxid)))?;
-        let digest = if r.remaining() == crate::format::DIGEST_TRAILER_BYTES {
-            Some(
-                TxnDigest::read(&mut r)
-                    .map_err(|e| fmt(format!("txn digest of zxid {:#x}: {e}", hdr.zxid)))?,
-            )
-        } else {
-            None
-        };
+        let digest = crate::format::read_digest_trailer(&mut r)
+            .map_err(|e| fmt(format!("txn digest of zxid {:#x}: {e}", hdr.zxid)))?;
         Ok(Some((hdr, txn, digest)))
     }
 }

@@ -176,8 +176,20 @@ pub fn decode_payload_digest(
         value: hdr.txn_type as i64,
     })?;
     let txn = Txn::decode(op, &mut r)?;
-    let digest = if r.remaining() == DIGEST_TRAILER_BYTES { Some(TxnDigest::read(&mut r)?) } else { None };
+    let digest = read_digest_trailer(&mut r)?;
     Ok((hdr, txn, digest))
+}
+
+/// The [`TxnDigest`] after a txn's body: exactly [`DIGEST_TRAILER_BYTES`] left, else none (what
+/// remains is left unread). Apache's log entries and proposals and zkrs's records share the rule.
+///
+/// Errors: as the digest's decoding.
+pub fn read_digest_trailer(r: &mut Reader) -> Result<Option<TxnDigest>, zk_proto::DecodeError> {
+    if r.remaining() == DIGEST_TRAILER_BYTES {
+        TxnDigest::read(r).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 /// Transactions encoded into record frames, ready to be copied into a segment in one write.

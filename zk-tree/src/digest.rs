@@ -12,6 +12,7 @@
 //! affine over GF(2), so for two messages of equal length that differ only in their last 60 bytes,
 //! `crc(a) ^ crc(b) = crc(x) ^ crc(0⁶⁰)` where `x` is the XOR of those 60 bytes. See [`restat`].
 
+use crate::node::Node;
 use zk_proto::StatPersisted;
 
 /// The digest version zkrs computes (Apache's `DigestCalculator.DIGEST_VERSION`).
@@ -53,6 +54,11 @@ pub fn node_digest(path: &[u8], data: Option<&[u8]>, stat: &StatPersisted) -> i6
     }
     h.update(&stat_bytes(stat));
     i64::from(h.finalize())
+}
+
+/// A stored node's digest as it stands.
+pub(crate) fn of_node(n: &Node) -> i64 {
+    node_digest(n.path_bytes(), n.data(), &n.stat_persisted())
 }
 
 /// The digest of the node at `path` whose digest was `digest` with stat `old`, once its stat is

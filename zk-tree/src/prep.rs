@@ -104,12 +104,10 @@ impl Database {
             return if r.stat.is_some() { Ok(r.clone()) } else { Err(ErrorCode::NoNode) };
         }
         let (n, child_count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
-        let stat = n.stat_persisted();
-        let digest =
-            if self.digest_kept() { digest::node_digest(n.path_bytes(), n.data(), &stat) } else { 0 };
+        let digest = if self.digest_kept() { digest::of_node(n) } else { 0 };
         Ok(ChangeRecord {
             zxid: -1,
-            stat: Some(stat),
+            stat: Some(n.stat_persisted()),
             child_count: child_count as i32,
             acl: n.acl.clone(),
             digest,
@@ -129,6 +127,15 @@ impl Database {
             rec.tree_digest = d.wrapping_sub(before).wrapping_add(rec.digest);
         }
         self.outstanding.add(path, rec);
+    }
+
+    /// The digest of a node at `path` with `data` and `stat`; 0 when no digest is kept.
+    fn new_digest(&self, path: &str, data: Option<&[u8]>, stat: &StatPersisted) -> i64 {
+        if self.digest_kept() {
+            digest::node_digest(path.as_bytes(), data, stat)
+        } else {
+            0
+        }
     }
 
     /// The node digest `digest` of a node at `path` once its stat went from `old` to `new` (path
@@ -190,12 +197,7 @@ impl Database {
                 stat.version = new_version;
                 stat.mtime = now;
                 stat.mzxid = zxid;
-                let before = node.digest;
-                let digest = if self.digest_kept() {
-                    digest::node_digest(path.as_bytes(), data.as_deref(), &stat)
-                } else {
-                    0
-                };
+                let (before, digest) = (node.digest, self.new_digest(path, data.as_deref(), &stat));
                 self.add_change(path, ChangeRecord { zxid, stat: Some(stat), digest, ..node }, before);
                 Ok(Txn::SetData(SetDataTxn {
                     path: path.to_string(),
@@ -366,11 +368,7 @@ impl Database {
         parent.stat = Some(pstat);
         self.add_change(parent_path, parent, before);
         let stat = new_stat(zxid, now, owner);
-        let digest = if self.digest_kept() {
-            digest::node_digest(final_path.as_bytes(), data.as_deref(), &stat)
-        } else {
-            0
-        };
+        let digest = self.new_digest(&final_path, data.as_deref(), &stat);
         let rec = ChangeRecord {
             zxid,
             stat: Some(stat),

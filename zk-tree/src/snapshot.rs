@@ -924,7 +924,7 @@ fn build_indexes(tree: &mut DataTree, eph_ranks: &hashbrown::HashMap<Slot, u64>,
     for s in 0..tree.nodes.slot_count() as Slot {
         let Some(n) = tree.nodes.node(s) else { continue };
         if digest {
-            sum = sum.wrapping_add(crate::digest::node_digest(n.path_bytes(), n.data(), &n.stat_persisted()));
+            sum = sum.wrapping_add(crate::digest::of_node(n));
         }
         size += match n.path_bytes() {
             // An ASCII path's UTF-16 length is its length (node_size's rule), with no UTF-8 check.

@@ -83,11 +83,6 @@ pub struct DataTree {
     pub(crate) digest: Option<i64>,
 }
 
-/// A node's digest as it stands.
-fn digest_of(n: &Node) -> i64 {
-    digest::node_digest(n.path_bytes(), n.data(), &n.stat_persisted())
-}
-
 fn open_acl() -> Vec<Acl> {
     vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }]
 }
@@ -127,7 +122,7 @@ impl DataTree {
     pub(crate) fn sum_digests(&self) -> i64 {
         (0..self.nodes.slot_count() as Slot)
             .filter_map(|s| self.nodes.node(s))
-            .fold(0i64, |acc, n| acc.wrapping_add(digest_of(n)))
+            .fold(0i64, |acc, n| acc.wrapping_add(digest::of_node(n)))
     }
 
     /// The tree digest (Apache's `getTreeDigest`), when kept.
@@ -138,7 +133,7 @@ impl DataTree {
     /// Adds (`sign` 1) or takes away (-1) a node's digest from the tree's.
     fn count_digest(&mut self, n: &Node, sign: i64) {
         if let Some(d) = self.digest.as_mut() {
-            *d = d.wrapping_add(sign.wrapping_mul(digest_of(n)));
+            *d = d.wrapping_add(sign.wrapping_mul(digest::of_node(n)));
         }
     }
 
@@ -147,9 +142,9 @@ impl DataTree {
     fn change<R>(&mut self, slot: Slot, f: impl FnOnce(&mut Node) -> R) -> Option<R> {
         let n = self.nodes.node_mut(slot)?;
         let Some(d) = self.digest.as_mut() else { return Some(f(n)) };
-        let before = digest_of(n);
+        let before = digest::of_node(n);
         let r = f(n);
-        *d = d.wrapping_add(digest_of(n).wrapping_sub(before));
+        *d = d.wrapping_add(digest::of_node(n).wrapping_sub(before));
         Some(r)
     }
 
@@ -158,7 +153,7 @@ impl DataTree {
     fn change_stat<R>(&mut self, slot: Slot, f: impl FnOnce(&mut Node) -> R) -> Option<R> {
         let n = self.nodes.node_mut(slot)?;
         let Some(d) = self.digest.as_mut() else { return Some(f(n)) };
-        let (before, old) = (digest_of(n), n.stat_persisted());
+        let (before, old) = (digest::of_node(n), n.stat_persisted());
         let r = f(n);
         let after = digest::restat(before, n.path_bytes(), &old, &n.stat_persisted());
         *d = d.wrapping_add(after.wrapping_sub(before));

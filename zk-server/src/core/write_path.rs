@@ -281,7 +281,8 @@ impl ServerCore {
         self.stats.digest_mismatches += 1;
         if self.stats.digest_mismatches == 1 {
             error!(
-                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x},                  this tree has {got:x}; this server's tree may differ from the leader's",
+                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x}, \
+                 this tree has {got:x}; this server's tree may differ from the leader's",
                 hdr.zxid,
                 OpCode::from_i32(hdr.txn_type),
                 hdr.client_id,
