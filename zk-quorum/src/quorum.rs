@@ -103,6 +103,18 @@ impl QuorumVerifier {
         }
     }
 
+    /// [`Self::contains_quorum`] for sids known to be distinct (a map's keys): a majority is
+    /// counted without building a set, as a leader does on every ACK.
+    pub fn contains_quorum_distinct(&self, acks: impl IntoIterator<Item = i64>) -> bool {
+        match &self.rule {
+            QuorumRule::Majority => {
+                let n = acks.into_iter().filter(|s| self.voters.contains(s)).count();
+                n > 0 && n > self.voters.len() / 2
+            }
+            QuorumRule::Hierarchical { .. } => self.contains_quorum(acks),
+        }
+    }
+
     /// Whether `sid` votes (a participant; weight-0 participants included).
     pub fn is_voter(&self, sid: i64) -> bool {
         self.voters.contains(&sid)
@@ -225,6 +237,7 @@ mod tests {
         #[test]
         fn quorums_are_monotone(q in arb_verifier(), a in any::<u16>(), extra in any::<u16>()) {
             let pick = |mask: u16| (0..16).filter(|i| mask & (1 << i) != 0).map(|i| i as i64 + 1).collect::<Vec<_>>();
+            prop_assert_eq!(q.contains_quorum(pick(a)), q.contains_quorum_distinct(pick(a)));
             if q.contains_quorum(pick(a)) {
                 prop_assert!(q.contains_quorum(pick(a | extra)));
             }

@@ -19,6 +19,9 @@ pub struct AclTable {
     /// Entries released while something else (an in-flight watch event) still held a reference;
     /// swept once enough pile up, so unused ACLs do not linger.
     suspects: Vec<Box<[u8]>>,
+    /// The list interned last. Nearly every node of a tree has the same ACL, so checking this one
+    /// first spares encoding the list (an allocation) and a hash look-up on every create.
+    last: Option<AclRef>,
 }
 
 /// Suspects gathered before a sweep.
@@ -35,13 +38,41 @@ fn encode(acl: &[Acl]) -> Vec<u8> {
 impl AclTable {
     /// The shared copy of `acl`, added if new.
     pub fn intern(&mut self, acl: &[Acl]) -> AclRef {
-        let key = encode(acl);
-        if let Some(a) = self.by_encoding.get(key.as_slice()) {
-            return a.clone();
+        if let Some(a) = self.shared(acl) {
+            return a;
         }
-        let a: AclRef = Arc::new(acl.to_vec());
-        self.by_encoding.insert(key.into_boxed_slice(), a.clone());
+        let key = encode(acl);
+        let a = match self.by_encoding.get(key.as_slice()) {
+            Some(a) => a.clone(),
+            None => {
+                let a: AclRef = Arc::new(acl.to_vec());
+                self.by_encoding.insert(key.into_boxed_slice(), a.clone());
+                a
+            }
+        };
+        self.last = Some(a.clone());
         a
+    }
+
+    /// The shared copy of `acl` when it is the list interned last (no allocation, no look-up):
+    /// what prep uses for a new node's ACL before apply interns it.
+    pub fn shared(&self, acl: &[Acl]) -> Option<AclRef> {
+        self.last.as_ref().filter(|a| a.as_slice() == acl).cloned()
+    }
+
+    /// Whether the table (with its cache of the last list) holds the only references to `a`.
+    fn unused(&self, a: &AclRef) -> bool {
+        let cached = self.last.as_ref().is_some_and(|l| Arc::ptr_eq(l, a));
+        Arc::strong_count(a) == 1 + usize::from(cached)
+    }
+
+    /// Removes the entry for `key`, and the cache of the last list if it is that entry.
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(a) = self.by_encoding.remove(key) {
+            if self.last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &a)) {
+                self.last = None;
+            }
+        }
     }
 
     /// Drops a node's reference; the entry goes once no node uses it.
@@ -49,9 +80,7 @@ impl AclTable {
         let key = encode(&acl);
         drop(acl);
         match self.by_encoding.get(key.as_slice()) {
-            Some(a) if Arc::strong_count(a) == 1 => {
-                self.by_encoding.remove(key.as_slice());
-            }
+            Some(a) if self.unused(a) => self.remove(&key),
             Some(_) => {
                 self.suspects.push(key.into_boxed_slice());
                 if self.suspects.len() >= SWEEP_AT {
@@ -65,8 +94,8 @@ impl AclTable {
     /// Removes suspected entries nobody references any more.
     fn sweep(&mut self) {
         for key in std::mem::take(&mut self.suspects) {
-            if self.by_encoding.get(&key).is_some_and(|a| Arc::strong_count(a) == 1) {
-                self.by_encoding.remove(&key);
+            if self.by_encoding.get(&key).is_some_and(|a| self.unused(a)) {
+                self.remove(&key);
             }
         }
     }
@@ -162,16 +191,12 @@ fn sasl_id_valid(id: &str) -> bool {
 /// caller has no authenticated (digest) id, a malformed digest (`user:hash`) or ip
 /// (`a.b.c.d[/bits]`) id, or an unknown scheme.
 pub fn fixup_acl(cfg: &TreeConfig, auth: &AuthIds, acl: &[Acl]) -> Result<Vec<Acl>, ErrorCode> {
-    let mut uniq: Vec<&Acl> = Vec::with_capacity(acl.len());
-    for a in acl {
-        if !uniq.contains(&a) {
-            uniq.push(a);
-        }
-    }
-    if uniq.is_empty() {
+    if acl.is_empty() {
         return Err(ErrorCode::InvalidAcl);
     }
-    let mut out = Vec::with_capacity(uniq.len());
+    // Each entry once, at its first place (lists are a few entries: no set needed).
+    let uniq = acl.iter().enumerate().filter(|&(i, a)| !acl[..i].contains(a)).map(|(_, a)| a);
+    let mut out = Vec::with_capacity(acl.len());
     for a in uniq {
         let id = &a.id;
         if id.scheme == "world" && id.id == "anyone" {
@@ -473,5 +498,27 @@ mod tests {
         assert_eq!(t.len(), 1);
         t.release(b);
         assert_eq!(t.len(), 0);
+        assert!(t.shared(&[acl(31, "world", "anyone")]).is_none(), "the cache went with the entry");
+    }
+
+    #[test]
+    fn the_last_list_is_shared_without_a_look_up_and_still_released() {
+        let mut t = AclTable::default();
+        let open = [acl(31, "world", "anyone")];
+        let read = [acl(1, "world", "anyone")];
+        let a = t.intern(&open);
+        let r = t.intern(&read);
+        assert!(t.shared(&open).is_none(), "only the last list is cached");
+        let s = t.shared(&read).expect("the last list");
+        assert!(Arc::ptr_eq(&s, &r));
+        drop(s);
+        let a2 = t.intern(&open);
+        assert!(Arc::ptr_eq(&a, &a2), "found in the table, and cached again");
+        t.release(r);
+        assert_eq!(t.len(), 1, "a list nobody uses goes, cached or not");
+        t.release(a);
+        t.release(a2);
+        assert!(t.is_empty());
+        assert!(t.shared(&open).is_none());
     }
 }

@@ -2,7 +2,9 @@
 //! outstandingChanges / ChangeRecord), so that prep validates against the future tree.
 
 use crate::acl::AclRef;
-use std::collections::{HashMap, VecDeque};
+use hashbrown::HashMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
 use zk_proto::StatPersisted;
 
 /// The state a path will have once earlier txns apply.
@@ -22,18 +24,22 @@ pub struct ChangeRecord {
     pub tree_digest: i64,
 }
 
-/// Records in prep order, with the newest per path on top of that path's stack.
+/// Records in prep order, with the newest per path at the back of that path's queue.
+///
+/// A busy parent (every create under one directory) gets a record per txn in flight, so its
+/// queue can hold thousands: both ends are O(1), and a path's name is allocated once for as long
+/// as it has records, shared by the global order and the per-path map.
 #[derive(Debug, Default)]
 pub struct Outstanding {
-    order: VecDeque<(i64, Box<str>)>,
+    order: VecDeque<(i64, Arc<str>)>,
     /// foldhash (seeded per map): SipHash on this per-write path lookup showed in profiles.
-    by_path: HashMap<Box<str>, Vec<ChangeRecord>, hashbrown::DefaultHashBuilder>,
+    by_path: HashMap<Arc<str>, VecDeque<ChangeRecord>>,
 }
 
 impl Outstanding {
     /// The newest record for `path`.
     pub fn get(&self, path: &str) -> Option<&ChangeRecord> {
-        self.by_path.get(path).and_then(|v| v.last())
+        self.by_path.get(path).and_then(|v| v.back())
     }
 
     /// The record added last.
@@ -44,8 +50,15 @@ impl Outstanding {
 
     /// Adds a record (`addChangeRecord`).
     pub fn add(&mut self, path: &str, rec: ChangeRecord) {
-        self.order.push_back((rec.zxid, path.into()));
-        self.by_path.entry(path.into()).or_default().push(rec);
+        let zxid = rec.zxid;
+        if let Some((key, queue)) = self.by_path.get_key_value_mut(path) {
+            queue.push_back(rec);
+            self.order.push_back((zxid, Arc::clone(key)));
+        } else {
+            let key: Arc<str> = path.into();
+            self.order.push_back((zxid, Arc::clone(&key)));
+            self.by_path.insert(key, VecDeque::from([rec]));
+        }
     }
 
     /// Drops every record of txn `zxid` added last (a failed multi's rollback).
@@ -55,10 +68,10 @@ impl Outstanding {
                 break;
             }
             let Some((_, path)) = self.order.pop_back() else { break };
-            if let Some(stack) = self.by_path.get_mut(&path) {
-                stack.pop();
-                if stack.is_empty() {
-                    self.by_path.remove(&path);
+            if let Some(queue) = self.by_path.get_mut(&*path) {
+                queue.pop_back();
+                if queue.is_empty() {
+                    self.by_path.remove(&*path);
                 }
             }
         }
@@ -82,12 +95,10 @@ impl Outstanding {
                 break;
             }
             let Some((_, path)) = self.order.pop_front() else { break };
-            if let Some(stack) = self.by_path.get_mut(&path) {
-                if !stack.is_empty() {
-                    stack.remove(0);
-                }
-                if stack.is_empty() {
-                    self.by_path.remove(&path);
+            if let Some(queue) = self.by_path.get_mut(&*path) {
+                queue.pop_front();
+                if queue.is_empty() {
+                    self.by_path.remove(&*path);
                 }
             }
         }
@@ -97,7 +108,7 @@ impl Outstanding {
     pub fn iter_in_order(&self) -> impl Iterator<Item = (&str, &ChangeRecord)> {
         // Each path's stack holds its records oldest first; walk the global order and take the
         // k-th record of that path for its k-th appearance.
-        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut seen: HashMap<&str, usize> = HashMap::default();
         self.order.iter().filter_map(move |(_, p)| {
             let k = seen.entry(&**p).or_insert(0);
             let r = self.by_path.get(&**p).and_then(|v| v.get(*k));
@@ -115,7 +126,6 @@ impl Outstanding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn rec(zxid: i64, alive: bool) -> ChangeRecord {
         ChangeRecord {

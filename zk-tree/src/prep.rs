@@ -327,36 +327,14 @@ impl Database {
             self.tree.check_quota(&final_path, bytes, 1)?;
         }
         let new_cv = parent_cv.wrapping_add(1);
-        let (txn, owner) = match ty {
-            OpCode::CreateContainer => (
-                Txn::CreateContainer(CreateContainerTxn {
-                    path: final_path.clone(),
-                    data: data.clone(),
-                    acl: list.clone(),
-                    parent_cversion: new_cv,
-                }),
-                CONTAINER_OWNER,
-            ),
-            OpCode::CreateTtl => (
-                Txn::CreateTtl(CreateTtlTxn {
-                    path: final_path.clone(),
-                    data: data.clone(),
-                    acl: list.clone(),
-                    parent_cversion: new_cv,
-                    ttl,
-                }),
-                ttl_owner(ttl),
-            ),
-            _ => (
-                Txn::Create(CreateTxn {
-                    path: final_path.clone(),
-                    data: data.clone(),
-                    acl: list.clone(),
-                    ephemeral: mode.is_ephemeral(),
-                    parent_cversion: new_cv,
-                }),
-                if mode.is_ephemeral() { ctx.session } else { 0 },
-            ),
+        // The record shares the tree's copy of the list when it has one (nearly always: one ACL
+        // for most nodes), and the txn takes the list itself.
+        let acl_ref = self.tree.acls.shared(&list).unwrap_or_else(|| Arc::new(list.clone()));
+        let owner = match ty {
+            OpCode::CreateContainer => CONTAINER_OWNER,
+            OpCode::CreateTtl => ttl_owner(ttl),
+            _ if mode.is_ephemeral() => ctx.session,
+            _ => 0,
         };
         let old_pstat = pstat.clone();
         pstat.cversion = new_cv;
@@ -369,15 +347,25 @@ impl Database {
         self.add_change(parent_path, parent, before);
         let stat = new_stat(zxid, now, owner);
         let digest = self.new_digest(&final_path, data.as_deref(), &stat);
-        let rec = ChangeRecord {
-            zxid,
-            stat: Some(stat),
-            child_count: 0,
-            acl: Arc::new(list),
-            digest,
-            tree_digest: 0,
-        };
+        let rec =
+            ChangeRecord { zxid, stat: Some(stat), child_count: 0, acl: acl_ref, digest, tree_digest: 0 };
         self.add_change(&final_path, rec, 0);
+        let (path, data, acl) = (final_path, data.clone(), list);
+        let txn = match ty {
+            OpCode::CreateContainer => {
+                Txn::CreateContainer(CreateContainerTxn { path, data, acl, parent_cversion: new_cv })
+            }
+            OpCode::CreateTtl => {
+                Txn::CreateTtl(CreateTtlTxn { path, data, acl, parent_cversion: new_cv, ttl })
+            }
+            _ => Txn::Create(CreateTxn {
+                path,
+                data,
+                acl,
+                ephemeral: mode.is_ephemeral(),
+                parent_cversion: new_cv,
+            }),
+        };
         Ok(txn)
     }
 

@@ -662,7 +662,21 @@ impl Leader {
     /// Followers synced with this leader (they acknowledged NEWLEADER) and connected: what a
     /// reconfiguration may count on.
     pub fn synced_followers(&self) -> BTreeSet<i64> {
-        self.learners.values().filter(|l| !l.observer && l.synced()).map(|l| l.sid).collect()
+        self.synced_follower_sids().collect()
+    }
+
+    /// Whether the followers synced with this leader are exactly `sids`: the check a driver
+    /// makes after every step, without building the set.
+    pub fn synced_followers_are(&self, sids: &BTreeSet<i64>) -> bool {
+        let mut n = 0;
+        self.synced_follower_sids().all(|sid| {
+            n += 1;
+            sids.contains(&sid)
+        }) && n == sids.len()
+    }
+
+    fn synced_follower_sids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.learners.values().filter(|l| !l.observer && l.synced()).map(|l| l.sid)
     }
 
     /// The connection a snapshot stream asked for by [`LeaderAction::SerializeSnapshot`] goes

@@ -80,13 +80,14 @@ impl VoterSet {
 
     /// Whether the voters among `sids` form a quorum for proposal `zxid`: of the configuration,
     /// and of the next one too when `zxid` comes at or after the reconfiguration.
+    /// The sids are distinct (the keys of the acknowledgements).
     pub fn is_quorum_at<'a>(&self, zxid: i64, sids: impl Iterator<Item = &'a ServerId> + Clone) -> bool {
-        self.verifier.contains_quorum(sids.clone().copied())
+        self.verifier.contains_quorum_distinct(sids.clone().copied())
             && self
                 .next
                 .as_ref()
                 .filter(|(z, _)| zxid >= *z)
-                .is_none_or(|(_, v)| v.contains_quorum(sids.copied()))
+                .is_none_or(|(_, v)| v.contains_quorum_distinct(sids.copied()))
     }
 }
 
@@ -230,13 +231,12 @@ impl Proposer {
         }
         *e = zxid;
         let before = self.committed;
-        for p in &self.in_flight {
+        // Committed proposals wait at the front until applied: start past them.
+        let first = self.in_flight.partition_point(|p| p.hdr.zxid <= before);
+        for p in self.in_flight.range(first..) {
             let z = p.hdr.zxid;
-            if z <= self.committed {
-                continue;
-            }
-            let have: Vec<&ServerId> = self.acked.iter().filter(|(_, &a)| a >= z).map(|(s, _)| s).collect();
-            if !self.voters.is_quorum_at(z, have.into_iter()) {
+            let have = self.acked.iter().filter(move |&(_, &a)| a >= z).map(|(s, _)| s);
+            if !self.voters.is_quorum_at(z, have) {
                 break;
             }
             self.committed = z;

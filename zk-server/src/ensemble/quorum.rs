@@ -1225,7 +1225,7 @@ impl Quorum {
         }
         // The core prepares reconfigurations against the followers synced with this leader.
         if let State::Leading(l) = &self.state {
-            if l.is_established() {
+            if l.is_established() && !l.synced_followers_are(&self.synced_told) {
                 let synced = l.synced_followers();
                 if synced != self.synced_told {
                     self.synced_told = synced.clone();
