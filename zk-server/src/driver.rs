@@ -493,10 +493,16 @@ impl Driver {
                     self.idle_trim.inputs(handled);
                 }
                 input = Self::quorum_input(&mut self.quorum) => {
+                    let mut handled = 1u64;
                     if let Some(q) = self.quorum.as_mut() {
                         q.on_input(input, self.core.database()).await;
+                        while handled < BATCH_MAX as u64 {
+                            let Some(more) = q.try_next_peer() else { break };
+                            q.on_input(more, self.core.database()).await;
+                            handled += 1;
+                        }
                     }
-                    self.idle_trim.inputs(1);
+                    self.idle_trim.inputs(handled);
                 }
                 _ = &mut sleep, if armed.is_some() => {
                     // Fired: re-arm after the timers ran, even if the deadline reads the same.

@@ -90,6 +90,9 @@ const READ_ONLY_DELAY_MS: u64 = 2000;
 /// Events from the peer connections not yet handled.
 const PEER_EVENTS: usize = 16 * 1024;
 
+/// A follower appends proposals that arrive together to one log batch up to this size.
+const PERSIST_MERGE_BYTES: u64 = 1 << 20;
+
 /// How this server is placed in its ensemble.
 #[derive(Debug, Clone)]
 pub struct EnsembleSettings {
@@ -458,6 +461,12 @@ impl Quorum {
             State::Leading(l) if l.is_established() => Some(l.learner_counts()),
             _ => None,
         }
+    }
+
+    /// A peer's event already waiting, if any: the driver takes what has arrived together
+    /// before it steps the core, as it does with clients' messages.
+    pub fn try_next_peer(&mut self) -> Option<Input> {
+        self.peer_rx.try_recv().ok().map(Input::Peer)
     }
 
     /// Waits for the next input.
@@ -1048,6 +1057,13 @@ impl Quorum {
                 if zk_log::format::payload_zxid(&payload) != Some(zxid) {
                     warn!("proposal 0x{zxid:x} carries a txn header of another zxid");
                     return self.look("malformed proposal");
+                }
+                // Proposals that arrived together go to the log as one batch.
+                if let Some(Effect::Persist(b)) = self.effects.last_mut() {
+                    if b.bytes() < PERSIST_MERGE_BYTES && b.push_payload(&payload).is_ok() {
+                        self.requested = self.requested.max(zxid);
+                        return;
+                    }
                 }
                 let mut b = zk_log::RecordBatch::new();
                 match b.push_payload(&payload) {
