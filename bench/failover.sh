@@ -7,6 +7,7 @@
 #   bench/failover.sh              # 10 rounds each, tickTime=2000 (Apache's default)
 #   ROUNDS=20 TICK=500 bench/failover.sh
 #   IMPLS=zkrs bench/failover.sh   # one side only
+#   ZKRS=/tmp/zkrs-old IMPLS=zkrs bench/failover.sh   # another zkrs-server build
 #
 # Prints the median, min and max per implementation.
 set -euo pipefail
@@ -16,7 +17,7 @@ TICK=${TICK:-2000}
 WORK=$(mktemp -d /tmp/zkrs-failover.XXXXXX)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; pkill -9 -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 cargo build --release -q -p zk-server --bin zkrs-server
-ZKRS=$PWD/target/release/zkrs-server
+ZKRS=${ZKRS:-$PWD/target/release/zkrs-server}
 CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
