@@ -214,6 +214,9 @@ pub struct Quorum {
     next_conn: PeerConn,
     /// The snapshot the current learner connection received.
     received: SnapshotSlot,
+    /// A peer's connection event taken while gathering a batch of packets: handled on its own,
+    /// first, by the next [`Quorum::next`].
+    held: Option<PeerEvent>,
     /// An election's decision, carried out once the log has made durable every record handed to
     /// it (`requested`).
     decision: Option<(i64, PeerState)>,
@@ -363,6 +366,7 @@ impl Quorum {
             outboxes: HashMap::new(),
             next_conn: 1,
             received: Arc::new(Mutex::new(None)),
+            held: None,
             decision: None,
             requested: 0,
             parked: Vec::new(),
@@ -463,14 +467,40 @@ impl Quorum {
         }
     }
 
-    /// A peer's event already waiting, if any: the driver takes what has arrived together
-    /// before it steps the core, as it does with clients' messages.
+    /// A peer's packet already waiting, if any, while this server leads an established epoch
+    /// or follows one it is up to date with: the driver takes the packets that arrived together
+    /// before it steps the core, as it does with clients' messages. Anything else (an election,
+    /// a sync, a connection that ended or a snapshot received) keeps a step per event, so that
+    /// the effects of one (a role change, the log writes an election waits on) are carried out
+    /// before the next is read: an ended connection found here is held for the next
+    /// [`Quorum::next`].
     pub fn try_next_peer(&mut self) -> Option<Input> {
-        self.peer_rx.try_recv().ok().map(Input::Peer)
+        if self.held.is_some() || !self.in_broadcast() {
+            return None;
+        }
+        match self.peer_rx.try_recv().ok()? {
+            e @ PeerEvent::Packet(..) => Some(Input::Peer(e)),
+            e => {
+                self.held = Some(e);
+                None
+            }
+        }
+    }
+
+    /// Whether this server leads an established epoch, or follows a leader it is up to date with.
+    fn in_broadcast(&self) -> bool {
+        match &self.state {
+            State::Leading(l) => l.is_established(),
+            State::Learning { learner, .. } => learner.is_up_to_date(),
+            State::Looking(_) => false,
+        }
     }
 
     /// Waits for the next input.
     pub async fn next(&mut self) -> Input {
+        if let Some(e) = self.held.take() {
+            return Input::Peer(e);
+        }
         let deadline = match &self.state {
             State::Looking(f) => match (f.poll_timeout(), self.read_only_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
