@@ -20,6 +20,10 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+#[path = "../../zk-client/tests/support/ports.rs"]
+mod ports;
+
+use ports::free_port;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -63,10 +67,6 @@ fn jar_present() -> bool {
         }
         thread::sleep(Duration::from_millis(500));
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 struct Ports {

@@ -3,6 +3,10 @@
 //! client built on zk-proto.
 #![allow(dead_code)]
 
+#[path = "../../../zk-client/tests/support/ports.rs"]
+mod ports;
+
+pub use ports::free_port;
 pub mod client;
 pub mod disk;
 pub mod ensemble;
@@ -12,7 +16,7 @@ pub mod pki;
 pub mod transcript;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -98,11 +102,6 @@ impl Drop for ServerProc {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Sends a four-letter word to `addr` and reads until the server closes.
