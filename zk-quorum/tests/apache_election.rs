@@ -18,12 +18,12 @@
 // This file is the I/O edge (threads, sockets, a clock), which the library itself must never touch.
 #![allow(clippy::disallowed_methods)]
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
 #[path = "../../zk-client/tests/support/ports.rs"]
 mod ports;
 
 use ports::free_port;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -106,7 +106,7 @@ impl Outstanding {
 
     /// Records oldest first, with their paths (closeSession walks them).
     pub fn iter_in_order(&self) -> impl Iterator<Item = (&str, &ChangeRecord)> {
-        // Each path's stack holds its records oldest first; walk the global order and take the
+        // Each path's queue holds its records oldest first; walk the global order and take the
         // k-th record of that path for its k-th appearance.
         let mut seen: HashMap<&str, usize> = HashMap::default();
         self.order.iter().filter_map(move |(_, p)| {

@@ -422,17 +422,10 @@ impl Quorum {
     /// The role Apache's `srvr` would print.
     pub fn mode(&self) -> &'static str {
         match &self.state {
-            State::Looking(_) => "looking",
-            State::Leading(l) if l.is_established() => "leader",
-            State::Leading(_) => "looking",
-            State::Learning { learner, .. } if learner.is_up_to_date() => {
-                if self.s.observer {
-                    "observer"
-                } else {
-                    "follower"
-                }
-            }
-            State::Learning { .. } => "looking",
+            _ if !self.in_broadcast() => "looking",
+            State::Leading(_) => "leader",
+            _ if self.s.observer => "observer",
+            _ => "follower",
         }
     }
 
