@@ -28,6 +28,9 @@ pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
 /// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at 10 MB/s, or at
 /// twice the rate the log grows when that is more.
 pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
+/// Default `snapshot.idleSeconds` (a zkrs key): a snapshot is taken once writes have stopped for
+/// this long, when the log written since the last one is worth replacing.
+pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -275,6 +278,12 @@ pub struct ServerConfig {
     /// rate the log grew since the last snapshot when that is more, so that snapshots keep up with
     /// a busy log; 0 = as fast as the disk takes it.
     pub snapshot_write_mb_per_second: u32,
+    /// `snapshot.idleSeconds` (a zkrs key, default 5): once no transaction has been applied for
+    /// this many seconds, a snapshot is taken if the log since the last one holds at least a
+    /// tenth of snapCount transactions and a sixteenth of that snapshot's size, written as fast
+    /// as the disk takes it while writes stay away; so that a restart after a burst of writes
+    /// replays nothing. 0 = off.
+    pub snapshot_idle_seconds: u32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
     /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
@@ -934,6 +943,7 @@ impl ServerConfig {
             snap_count: DEFAULT_SNAP_COUNT,
             snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
+            snapshot_idle_seconds: DEFAULT_SNAPSHOT_IDLE_SECONDS,
             txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
@@ -1184,6 +1194,11 @@ impl ServerConfig {
                 "snapshot.writeMBPerSecond" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_write_mb_per_second = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: the quiet period after which a snapshot is taken.
+                "snapshot.idleSeconds" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.snapshot_idle_seconds = non_negative(&src, key, v, line)?;
                 }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
@@ -1903,6 +1918,7 @@ mod tests {
         assert_eq!(c.snap_retain_count, 3);
         assert_eq!(c.purge_interval_hours, 0);
         assert_eq!(c.snapshot_write_mb_per_second, 10);
+        assert_eq!(c.snapshot_idle_seconds, 5);
         assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::default());
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
@@ -1967,7 +1983,7 @@ mod tests {
              slowRequestThresholdMs=250\nlogFormat=json\nlogLevel=warn\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
-             snapshot.writeMBPerSecond=0\ntxnLog.appendMode=MMAP\n",
+             snapshot.writeMBPerSecond=0\ntxnLog.appendMode=MMAP\nsnapshot.idleSeconds=0\n",
         ));
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/zkrs-log"));
         assert_eq!(c.client_address, Some(HostPort { host: "127.0.0.2".into(), port: 2181 }));
@@ -2005,6 +2021,7 @@ mod tests {
         assert_eq!(c.container_max_per_minute, 50);
         assert_eq!(c.container_max_never_used_interval_ms, 300_000);
         assert_eq!(c.snapshot_write_mb_per_second, 0);
+        assert_eq!(c.snapshot_idle_seconds, 0);
         assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::Mapped);
     }
 
@@ -2108,6 +2125,7 @@ mod tests {
             "znode.container.maxPerMinute",
             "znode.container.maxNeverUsedIntervalMs",
             "snapshot.writeMBPerSecond",
+            "snapshot.idleSeconds",
             "txnLog.appendMode",
         ] {
             let e = bad(&with(&format!("# comment\n{key}=12abc\n")));
@@ -2121,6 +2139,7 @@ mod tests {
             Some(4),
             "negative",
         );
+        assert_err(&bad(&with("snapshot.idleSeconds=-5\n")), "snapshot.idleSeconds", Some(4), "negative");
     }
 
     #[test]

@@ -55,7 +55,11 @@ pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str)
     let records = log.read_from(from)?;
     // Two stages on two threads: one reads each record back, checks its checksum and decodes it;
     // this one applies them in order. The channel holds a bounded number of decoded records.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<zk_log::LogEntry, LogError>>>(REPLAY_QUEUE);
+    // Applied batches go back to the reading thread to be freed there: freeing what another
+    // thread allocated is the allocator's slow path, and this thread is the replay's bottleneck.
+    type Batch = Vec<Result<zk_log::LogEntry, LogError>>;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(REPLAY_QUEUE);
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<Batch>(REPLAY_QUEUE);
     let applied = std::thread::scope(|s| -> Result<(), LogError> {
         let reading = std::thread::Builder::new().name("zk-log-replay".into()).spawn_scoped(s, move || {
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
@@ -68,9 +72,13 @@ pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str)
                     if tx.send(full).is_err() || failed {
                         return;
                     }
+                    while done_rx.try_recv().is_ok() {}
                 }
             }
             let _ = tx.send(batch);
+            drop(tx);
+            // Until the applying side is through (it drops its sender then).
+            while done_rx.recv().is_ok() {}
         });
         if let Err(e) = reading {
             return Err(LogError::Io {
@@ -79,12 +87,28 @@ pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str)
                 source: e,
             });
         }
-        for batch in rx {
-            for entry in batch {
-                let entry = entry?;
-                rec.replay(&entry.header, &entry.txn);
-                progress.note(rec);
+        // Owned here, so that it is dropped when this closure returns (by error too), which
+        // lets the reading thread's last wait end before the scope joins it.
+        let done_tx = done_tx;
+        for mut batch in rx {
+            let mut failed = None;
+            for (i, entry) in batch.iter().enumerate() {
+                match entry {
+                    Ok(entry) => {
+                        rec.replay(&entry.header, &entry.txn);
+                    }
+                    Err(_) => {
+                        failed = Some(i);
+                        break;
+                    }
+                }
             }
+            if let Some(Err(e)) = failed.map(|i| batch.swap_remove(i)) {
+                return Err(e);
+            }
+            progress.note(rec);
+            // A full queue back (the reading thread gone or behind) frees it here instead.
+            let _ = done_tx.try_send(batch);
         }
         Ok(())
     });
@@ -110,7 +134,8 @@ impl ReplayProgress {
         ReplayProgress { started: Instant::now(), last_note: Instant::now() }
     }
 
-    /// After each replayed transaction: a line when a second has passed since the last.
+    /// After each replayed transaction or batch of them: a line when a second has passed since
+    /// the last.
     pub fn note(&mut self, rec: &Recovery) {
         if self.last_note.elapsed() >= Duration::from_secs(1) {
             info!(

@@ -215,6 +215,7 @@ pub async fn run(
             snap_count: settings.snap_count,
             snap_size_bytes: settings.snap_size_bytes,
             pace_floor: settings.snapshot_write_bytes_per_second,
+            idle_ms: settings.snapshot_idle_ms,
         }),
         // A start that had to replay transactions takes a snapshot at once, so the next start is
         // fast.

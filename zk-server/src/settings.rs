@@ -68,6 +68,9 @@ pub struct Settings {
     /// Snapshots are written at this many bytes a second, or twice the log's rate when that is
     /// more (snapshot.writeMBPerSecond); 0 = no limit.
     pub snapshot_write_bytes_per_second: u64,
+    /// A snapshot is taken once no transaction has been applied for this long, ms
+    /// (snapshot.idleSeconds); 0 = never for that reason.
+    pub snapshot_idle_ms: u64,
     /// How the transaction log's appends are written (txnLog.appendMode): with `pwrite` or
     /// through the segment's mapping.
     pub txn_log_append_mode: zk_log::AppendMode,
@@ -285,6 +288,7 @@ impl Settings {
             snap_count: u64::from(cfg.snap_count),
             snap_size_bytes: u64::try_from(cfg.snap_size_limit_kb).unwrap_or(0).saturating_mul(1024),
             snapshot_write_bytes_per_second: u64::from(cfg.snapshot_write_mb_per_second) * 1_000_000,
+            snapshot_idle_ms: u64::from(cfg.snapshot_idle_seconds) * 1000,
             txn_log_append_mode: cfg.txn_log_append_mode,
             snap_retain_count: cfg.snap_retain_count,
             purge_interval_hours: cfg.purge_interval_hours,

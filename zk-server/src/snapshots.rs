@@ -29,6 +29,9 @@ pub enum SnapJob {
         /// The most it is written at, bytes a second; 0 = no limit.
         pace: u64,
     },
+    /// From now on, write the snapshot under way at most this fast, bytes a second (one begun
+    /// unpaced in a quiet period, when writes come back).
+    Pace(u64),
     /// More content.
     Chunk(Vec<u8>),
     /// The content is complete: finish the file and apply retention.
@@ -245,8 +248,9 @@ fn background_priority() {
 
 fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc::Sender<DriverMsg>) {
     background_priority();
-    // The snapshot being written: its writer, when it began, bytes written so far.
-    let mut current: Option<(SnapshotWriter<FileStorage>, Instant, u64)> = None;
+    // The snapshot being written: its writer, when it began, and the pace's reckoning: when it
+    // (last) started, bytes written since.
+    let mut current: Option<(SnapshotWriter<FileStorage>, Instant, Instant, u64)> = None;
     let mut pace = Pace::new(0);
     let mut failed = false;
     while let Ok(job) = rx.recv() {
@@ -255,7 +259,7 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc:
                 failed = false;
                 pace = Pace::new(bytes_per_second);
                 current = match SnapshotWriter::create(&storage, zxid) {
-                    Ok(w) => Some((w, Instant::now(), 0)),
+                    Ok(w) => Some((w, Instant::now(), Instant::now(), 0)),
                     Err(e) => {
                         warn!("cannot start a snapshot at zxid 0x{zxid:x}: {e}");
                         failed = true;
@@ -263,8 +267,15 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc:
                     }
                 };
             }
+            SnapJob::Pace(bytes_per_second) => {
+                pace = Pace::new(bytes_per_second);
+                if let Some((_, _, paced_from, written)) = current.as_mut() {
+                    *paced_from = Instant::now();
+                    *written = 0;
+                }
+            }
             SnapJob::Chunk(bytes) => {
-                if let Some((w, t0, written)) = current.as_mut() {
+                if let Some((w, _, t0, written)) = current.as_mut() {
                     if let Err(e) = w.write(&bytes) {
                         warn!("snapshot abandoned: {e}");
                         current = None;
@@ -282,7 +293,7 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc:
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
-                if let Some((w, t0, _)) = current.take() {
+                if let Some((w, t0, _, _)) = current.take() {
                     match w.finish() {
                         Ok(info) => {
                             info!(

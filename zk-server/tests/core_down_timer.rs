@@ -22,6 +22,7 @@ fn core(snapshot_now: bool, now: Now) -> ServerCore {
             snap_count: settings.snap_count,
             snap_size_bytes: settings.snap_size_bytes,
             pace_floor: 0,
+            idle_ms: 0,
         }),
         snapshot_now,
         seed: 1,

@@ -116,7 +116,8 @@ impl Script {
                 snapshots: snapshots.then_some(SnapshotSettings {
                     snap_count: settings.snap_count,
                     snap_size_bytes: settings.snap_size_bytes,
-                    pace_floor: 0,
+                    pace_floor: settings.snapshot_write_bytes_per_second,
+                    idle_ms: settings.snapshot_idle_ms,
                 }),
                 snapshot_now: false,
                 seed: 1,
@@ -517,6 +518,7 @@ impl Script {
             Action::PurgeLogBefore { zxid } => format!("purge-log-before 0x{zxid:x}"),
             Action::Snapshot(job) => match job {
                 SnapJob::Begin { zxid, pace } => format!("snapshot begin zxid=0x{zxid:x} pace={pace}"),
+                SnapJob::Pace(p) => format!("snapshot pace={p}"),
                 SnapJob::Chunk(b) => format!("snapshot chunk ({} bytes)", b.len()),
                 SnapJob::Finish => "snapshot finish".into(),
                 SnapJob::Retain => "snapshot retain".into(),

@@ -68,6 +68,34 @@ fn snapshots_bound_disk_and_restarts_load_them() {
     assert!(!files(&logs, "log.").is_empty());
 }
 
+/// Once no transaction has come for snapshot.idleSeconds, a snapshot of everything is taken (the
+/// log since the last one holding at least a tenth of snapCount transactions), so that a restart
+/// after kill -9 loads it and replays nothing.
+#[test]
+fn a_quiet_period_takes_a_snapshot_and_the_restart_replays_nothing() {
+    let mut server = start(Target::Zkrs, "snapCount=1000\nsnapshot.idleSeconds=1");
+    let snaps = server.dir.path().join("data").join("zkrs-snap");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for i in 0..150 {
+        assert_eq!(c.create(&format!("/q{i}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    // snapCount is far (a draw in 501..=1000), so only the quiet period can take one.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while files(&snaps, "snapshot.").is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The session's creation and the 150 creates: zxids 1 to 0x97.
+    assert_eq!(files(&snaps, "snapshot."), vec!["snapshot.0000000000000097".to_string()]);
+    server.restart();
+    let log = server_log(server.dir.path());
+    assert!(log.contains("loaded snapshot snapshot.0000000000000097"), "{log}");
+    assert!(!log.contains("replayed "), "nothing to replay after the snapshot:\n{log}");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for i in 0..150 {
+        assert_eq!(c.exists(&format!("/q{i}"), false).err(), ErrorCode::Ok, "/q{i} lost");
+    }
+}
+
 /// Runs 200 writes of 8 KiB (about 1.6 MiB of log, in 20 nodes) on a fresh server with snapCount
 /// far away and the given snapSizeLimitInKb; returns the snapshots there are once `want` exist or
 /// `wait` has passed.

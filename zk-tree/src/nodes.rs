@@ -87,12 +87,33 @@ impl NodeTable {
     /// Stores a node, replacing (in its slot) any node with the same path; returns the slot and
     /// the replaced node. The new node starts without children (the replaced one's are dropped).
     pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
-        match self.find_bytes(node.path_bytes()) {
-            Some(s) => {
-                self.children.remove(&s);
-                (s, self.slots.entry(s).replace(node))
+        // One probe of the index for both the lookup and the insert: a snapshot load calls this
+        // for every node, and each probe of a million-entry index is a cache miss.
+        let h = self.hash(node.path_bytes());
+        let NodeTable { slots, free, index, children, .. } = self;
+        let path = node.path_bytes();
+        let entry = index.entry(
+            spread(h),
+            |&(s, hh)| hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path),
+            |&(_, hh)| spread(hh),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(e) => {
+                let s = e.get().0;
+                children.remove(&s);
+                (s, slots.entry(s).replace(node))
             }
-            None => (self.insert(node), None),
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let slot = match free.pop() {
+                    Some(s) => {
+                        *slots.entry(s) = Some(node);
+                        s
+                    }
+                    None => slots.push(node),
+                };
+                v.insert((slot, h));
+                (slot, None)
+            }
         }
     }
 

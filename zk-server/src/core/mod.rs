@@ -631,6 +631,8 @@ impl ServerCore {
         if let Some(s) = self.snapshots.as_ref().filter(|_| snapshots_step) {
             if s.can_step() || s.due() {
                 t = 0;
+            } else if let Some(idle) = s.idle_deadline() {
+                t = t.min(idle);
             }
         }
         (t != u64::MAX).then_some(t)
@@ -655,11 +657,14 @@ impl ServerCore {
     /// when the snapshot thread has room.
     fn snapshot_step(&mut self, now: Now) {
         let Some(s) = self.snapshots.as_mut() else { return };
-        if s.due() {
+        let idle = !s.due() && s.idle_deadline().is_some_and(|at| at <= now.mono_ms());
+        if s.due() || idle {
             let cur = self.db.snapshot_begin();
             let zxid = cur.start_zxid();
-            let pace = s.started(cur, now.mono_ms(), &mut self.rng);
-            if pace == 0 {
+            let pace = s.started(cur, now.mono_ms(), idle, &mut self.rng);
+            if idle {
+                info!("taking a snapshot at zxid 0x{zxid:x}: no writes for a while (snapshot.idleSeconds)");
+            } else if pace == 0 {
                 info!("taking a snapshot at zxid 0x{zxid:x}");
             } else {
                 info!("taking a snapshot at zxid 0x{zxid:x}, written at up to {:.1} MB/s", pace as f64 / 1e6);

@@ -29,6 +29,9 @@ pub struct SnapshotSettings {
     pub snap_size_bytes: u64,
     /// Slowest pace a snapshot is written at, bytes a second; 0 = no limit.
     pub pace_floor: u64,
+    /// Take a snapshot once no transaction has been applied for this long, ms, when the log
+    /// since the last one is worth it ([`SnapshotPolicy::idle_deadline`]); 0 = off.
+    pub idle_ms: u64,
 }
 
 /// Snapshot state of the core.
@@ -55,6 +58,11 @@ pub struct SnapshotPolicy {
     pub taking_bytes: u64,
     /// Size of the last snapshot taken (its content bytes).
     pub last_bytes: u64,
+    /// When the last transaction was applied (ms, monotonic; the core's start before the first).
+    pub last_txn_ms: u64,
+    /// The snapshot under way was started by a quiet period and is written unpaced; the first
+    /// transaction applied meanwhile paces it again.
+    pub unpaced_idle: bool,
 }
 
 impl SnapshotPolicy {
@@ -75,6 +83,8 @@ impl SnapshotPolicy {
             size_threshold: roll_size(settings.snap_size_bytes, rng),
             taking_bytes: 0,
             last_bytes: 0,
+            last_txn_ms: now_ms,
+            unpaced_idle: false,
         }
     }
 
@@ -95,10 +105,38 @@ impl SnapshotPolicy {
             && self.bytes_since >= self.last_bytes / 2
     }
 
-    /// A snapshot starts at `now_ms`: returns its pace, and rolls the next thresholds.
-    pub fn started(&mut self, cursor: SnapshotCursor, now_ms: u64, rng: &mut StdRng) -> u64 {
+    /// When a quiet period makes a snapshot due (ms, monotonic), if it would: none is under
+    /// way, the period is on, and the log since the last snapshot holds at least a tenth of
+    /// snapCount transactions and a sixteenth of that snapshot's bytes. A restart replays that
+    /// log after loading the snapshot; a snapshot taken once the writes have stopped means it
+    /// replays nothing, and costs one snapshot's writing per burst of writes.
+    pub fn idle_deadline(&self) -> Option<u64> {
+        let worth =
+            self.since >= (self.settings.snap_count / 10).max(1) && self.bytes_since >= self.last_bytes / 16;
+        (self.settings.idle_ms > 0 && !self.busy && self.cursor.is_none() && worth)
+            .then(|| self.last_txn_ms.saturating_add(self.settings.idle_ms))
+    }
+
+    /// A transaction was applied at `now_ms`; true when that ends the quiet period of a
+    /// snapshot being written unpaced (the caller paces it again, at the floor).
+    pub fn applied(&mut self, now_ms: u64) -> bool {
+        self.since += 1;
+        self.last_txn_ms = now_ms;
+        std::mem::take(&mut self.unpaced_idle)
+    }
+
+    /// The pace to give a snapshot written unpaced once writes come back: the floor.
+    pub fn pace_floor(&self) -> u64 {
+        self.settings.pace_floor
+    }
+
+    /// A snapshot starts at `now_ms`: returns its pace, and rolls the next thresholds. One
+    /// started by a quiet period (`idle`) is written as fast as the disk takes it: there are no
+    /// syncs for it to hold up, until a transaction comes ([`SnapshotPolicy::applied`]).
+    pub fn started(&mut self, cursor: SnapshotCursor, now_ms: u64, idle: bool, rng: &mut StdRng) -> u64 {
         let elapsed_ms = now_ms.saturating_sub(self.since_ms);
-        let pace = pace(self.settings.pace_floor, self.bytes_since, elapsed_ms);
+        let pace = if idle { 0 } else { pace(self.settings.pace_floor, self.bytes_since, elapsed_ms) };
+        self.unpaced_idle = idle && self.settings.pace_floor != 0;
         self.since_ms = now_ms;
         self.cursor = Some(cursor);
         self.busy = true;

@@ -226,7 +226,14 @@ impl ServerCore {
             self.check_digest(&p.hdr, want, got);
         }
         if let Some(s) = self.snapshots.as_mut() {
-            s.since += 1;
+            if s.applied(now.mono_ms()) {
+                let pace = s.pace_floor();
+                info!(
+                    "writes again: the snapshot under way is written at up to {:.1} MB/s",
+                    pace as f64 / 1e6
+                );
+                self.actions.push_back(Action::Snapshot(SnapJob::Pace(pace)));
+            }
         }
         for d in applied.events {
             self.deliver_event(d.watcher, &d.event, d.acl.as_deref().map(|v| v.as_slice()));
