@@ -496,7 +496,11 @@ impl<S: Storage> SegmentLog<S> {
                 ScanStop::Zero => Some("zero-filled frame".to_string()),
                 ScanStop::Bad(r) => Some(r),
             };
-            if let Some(reason) = stop_reason {
+            // A preallocated segment's tail is tens of megabytes of zeros: checked a mebibyte at a
+            // time first, and read whole only when something in it is not zero (one buffer for it
+            // all stayed in the process's memory after start-up).
+            let dirty = stop_reason.is_some() && !Self::all_zero_from(&file, &shown, meta.end, file_len)?;
+            if let Some(reason) = stop_reason.filter(|_| dirty) {
                 let mut region = vec![0u8; (file_len - meta.end) as usize];
                 read_at(&file, &shown, meta.end, &mut region)?;
                 let nonzero_end = region.iter().rposition(|&b| b != 0).map(|p| p as u64 + 1);

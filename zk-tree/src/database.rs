@@ -209,7 +209,7 @@ impl Database {
             }
             let never_used_limit = self.cfg.container_max_never_used_ms;
             if n.stat.cversion > 0
-                || (never_used_limit != 0 && now_ms.saturating_sub(n.stat.mtime) > never_used_limit)
+                || (never_used_limit != 0 && now_ms.saturating_sub(n.mtime()) > never_used_limit)
             {
                 out.push(p.to_string());
             }
@@ -223,7 +223,7 @@ impl Database {
                 continue;
             }
             let ttl = crate::node::ttl_of(n.owner());
-            if ttl != 0 && now_ms.saturating_sub(n.stat.mtime) > ttl {
+            if ttl != 0 && now_ms.saturating_sub(n.mtime()) > ttl {
                 out.push(p.to_string());
             }
         }

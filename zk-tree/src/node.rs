@@ -141,27 +141,27 @@ const HAS_OWNER: u64 = 2;
 /// Header flag: the node table holds a child set for this node (see
 /// [`crate::nodes::NodeTable::children`]); without it the node has no children.
 const HAS_CHILDREN: u64 = 4;
+/// Header flag: the data was changed since the create (mzxid, mtime and version follow the owner
+/// in the buffer); without it they are the czxid, the ctime and 0.
+const MODIFIED: u64 = 8;
 /// Bits of the header below the path length.
-const HEAD_SHIFT: u32 = 3;
+const HEAD_SHIFT: u32 = 4;
+/// Bytes of the data-change fields when [`MODIFIED`]: mzxid, mtime (8 each), version (4).
+const MODIFIED_LEN: usize = 20;
 
-/// A node's persisted stat without its `ephemeralOwner` (almost always 0: it is kept in the
-/// node's buffer, and only when it is not), plus the node's insertion rank in its parent's child
-/// set, which takes what would otherwise be this struct's 4 bytes of padding: 56 bytes where
-/// [`StatPersisted`] takes 64.
+/// The part of a node's persisted stat kept beside its buffer: everything but the
+/// `ephemeralOwner` (almost always 0) and the data-change fields (mzxid, mtime, version: equal
+/// to czxid, ctime and 0 until a setData, and then packed into the buffer, which a setData
+/// rewrites anyway), plus the node's insertion rank in its parent's child set. 40 bytes where
+/// [`StatPersisted`] takes 64: most znodes are never changed after their create.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeStat {
     /// Zxid of the create.
     pub czxid: i64,
-    /// Zxid of the last data change.
-    pub mzxid: i64,
     /// Create time, ms.
     pub ctime: i64,
-    /// Last data change time, ms.
-    pub mtime: i64,
     /// Zxid of the last change to the children.
     pub pzxid: i64,
-    /// Data version.
-    pub version: i32,
     /// Stored child version (creates counted, as Apache stores it).
     pub cversion: i32,
     /// ACL version.
@@ -170,18 +170,23 @@ pub struct NodeStat {
     pub rank: u32,
 }
 
-/// A znode as stored: 80 bytes besides its buffer. Its child set, when it has one, is kept by
+/// The data-change fields of a stat: (mzxid, mtime, version).
+type Modified = (i64, i64, i32);
+
+/// A znode as stored: 64 bytes besides its buffer. Its child set, when it has one, is kept by
 /// the node table, keyed by slot (most nodes are leaves).
 #[derive(Debug, Clone)]
 pub struct Node {
     /// One allocation: a header (LEB128 of the path length shifted left by [`HEAD_SHIFT`], with
-    /// the [`NULL_DATA`], [`HAS_OWNER`] and [`HAS_CHILDREN`] flags in the low bits), the owner (8 bytes, little
-    /// endian) when [`HAS_OWNER`], the full path, the data. The path is the only copy: the path
-    /// index and parents refer to the node by slot.
+    /// the [`NULL_DATA`], [`HAS_OWNER`], [`HAS_CHILDREN`] and [`MODIFIED`] flags in the low
+    /// bits), the owner (8 bytes, little endian) when [`HAS_OWNER`], mzxid, mtime and version
+    /// (little endian) when [`MODIFIED`], the full path, the data. The path is the only copy:
+    /// the path index and parents refer to the node by slot.
     buf: Box<[u8]>,
     /// Shared ACL.
     pub acl: AclRef,
-    /// Persisted stat (cversion counts creates) but for the owner, and the insertion rank.
+    /// Persisted stat (cversion counts creates) but for the owner and the data-change fields,
+    /// and the insertion rank.
     pub stat: NodeStat,
 }
 
@@ -197,7 +202,13 @@ fn read_head(buf: &[u8]) -> (u64, usize) {
     (v, buf.len().min(10))
 }
 
-fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box<[u8]> {
+fn pack(
+    path: &[u8],
+    data: Option<&[u8]>,
+    owner: i64,
+    has_children: bool,
+    modified: Option<Modified>,
+) -> Box<[u8]> {
     let d = data.unwrap_or(&[]);
     let mut head = (path.len() as u64) << HEAD_SHIFT;
     if has_children {
@@ -209,7 +220,11 @@ fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box
     if owner != 0 {
         head |= HAS_OWNER;
     }
-    let mut buf = Vec::with_capacity(2 + if owner != 0 { 8 } else { 0 } + path.len() + d.len());
+    if modified.is_some() {
+        head |= MODIFIED;
+    }
+    let extra = if owner != 0 { 8 } else { 0 } + if modified.is_some() { MODIFIED_LEN } else { 0 };
+    let mut buf = Vec::with_capacity(3 + extra + path.len() + d.len());
     loop {
         let b = (head & 0x7f) as u8;
         head >>= 7;
@@ -221,6 +236,11 @@ fn pack(path: &[u8], data: Option<&[u8]>, owner: i64, has_children: bool) -> Box
     }
     if owner != 0 {
         buf.extend_from_slice(&owner.to_le_bytes());
+    }
+    if let Some((mzxid, mtime, version)) = modified {
+        buf.extend_from_slice(&mzxid.to_le_bytes());
+        buf.extend_from_slice(&mtime.to_le_bytes());
+        buf.extend_from_slice(&version.to_le_bytes());
     }
     buf.extend_from_slice(path);
     buf.extend_from_slice(d);
@@ -237,14 +257,13 @@ impl Node {
     /// A node's buffer and stat, made apart from its ACL (a snapshot's nodes are packed on a
     /// thread of their own, ahead of the table they go into; [`Node::from_packed`] finishes them).
     pub(crate) fn packed(path: &str, data: Option<&[u8]>, stat: StatPersisted) -> (Box<[u8]>, NodeStat) {
-        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false);
+        let modified = (stat.mzxid != stat.czxid || stat.mtime != stat.ctime || stat.version != 0)
+            .then_some((stat.mzxid, stat.mtime, stat.version));
+        let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false, modified);
         let stat = NodeStat {
             czxid: stat.czxid,
-            mzxid: stat.mzxid,
             ctime: stat.ctime,
-            mtime: stat.mtime,
             pzxid: stat.pzxid,
-            version: stat.version,
             cversion: stat.cversion,
             aversion: stat.aversion,
             rank: 0,
@@ -271,7 +290,9 @@ impl Node {
     #[inline]
     fn layout(&self) -> (u64, usize, usize) {
         let (head, n) = self.head();
-        let start = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
+        let start = n
+            + if head & HAS_OWNER != 0 { 8 } else { 0 }
+            + if head & MODIFIED != 0 { MODIFIED_LEN } else { 0 };
         (head, start, start + (head >> HEAD_SHIFT) as usize)
     }
 
@@ -306,15 +327,44 @@ impl Node {
         self.buf.get(n..n + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes)
     }
 
+    /// The data-change fields (mzxid, mtime, version) when the buffer holds them.
+    fn modified(&self) -> Option<Modified> {
+        let (head, n) = self.head();
+        if head & MODIFIED == 0 {
+            return None;
+        }
+        let at = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
+        let b = self.buf.get(at..at + MODIFIED_LEN)?;
+        let i64_at = |i: usize| b.get(i..i + 8).and_then(|x| x.try_into().ok()).map_or(0, i64::from_le_bytes);
+        let version = b.get(16..20).and_then(|x| x.try_into().ok()).map_or(0, i32::from_le_bytes);
+        Some((i64_at(0), i64_at(8), version))
+    }
+
+    /// Zxid of the last data change (the create's until a setData).
+    pub fn mzxid(&self) -> i64 {
+        self.modified().map_or(self.stat.czxid, |m| m.0)
+    }
+
+    /// Time of the last data change, ms (the create's until a setData).
+    pub fn mtime(&self) -> i64 {
+        self.modified().map_or(self.stat.ctime, |m| m.1)
+    }
+
+    /// Data version.
+    pub fn version(&self) -> i32 {
+        self.modified().map_or(0, |m| m.2)
+    }
+
     /// The persisted stat, owner included (what snapshots and the txn path see).
     pub fn stat_persisted(&self) -> StatPersisted {
         let s = &self.stat;
+        let (mzxid, mtime, version) = self.modified().unwrap_or((s.czxid, s.ctime, 0));
         StatPersisted {
             czxid: s.czxid,
-            mzxid: s.mzxid,
+            mzxid,
             ctime: s.ctime,
-            mtime: s.mtime,
-            version: s.version,
+            mtime,
+            version,
             cversion: s.cversion,
             aversion: s.aversion,
             ephemeral_owner: self.owner(),
@@ -322,9 +372,16 @@ impl Node {
         }
     }
 
-    /// Replaces the data.
+    /// Replaces the data, keeping the data-change fields.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children());
+        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), self.modified());
+    }
+
+    /// Replaces the data as a setData does: with the zxid, time and version of the change.
+    pub fn set_data_changed(&mut self, data: Option<&[u8]>, mzxid: i64, mtime: i64, version: i32) {
+        let modified = (mzxid != self.stat.czxid || mtime != self.stat.ctime || version != 0)
+            .then_some((mzxid, mtime, version));
+        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), modified);
     }
 
     /// Whether the node table holds a child set for this node (possibly empty: an emptied set
@@ -368,12 +425,13 @@ impl Node {
         let n = num_children as i32;
         let owner = self.owner();
         let owner = if owner_kind(owner, extended) == OwnerKind::Normal { owner } else { 0 };
+        let (mzxid, mtime, version) = self.modified().unwrap_or((s.czxid, s.ctime, 0));
         Stat {
             czxid: s.czxid,
-            mzxid: s.mzxid,
+            mzxid,
             ctime: s.ctime,
-            mtime: s.mtime,
-            version: s.version,
+            mtime,
+            version,
             cversion: s.cversion.wrapping_mul(2).wrapping_sub(n),
             aversion: s.aversion,
             ephemeral_owner: owner,
@@ -431,8 +489,8 @@ mod tests {
         n.set_data(Some(b"xyz"));
         assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
         assert_eq!(n.owner(), CONTAINER_OWNER);
-        assert_eq!(std::mem::size_of::<Node>(), 80);
-        assert_eq!(std::mem::size_of::<Option<Node>>(), 80);
+        assert_eq!(std::mem::size_of::<Node>(), 64);
+        assert_eq!(std::mem::size_of::<Option<Node>>(), 64);
     }
 
     #[test]
@@ -441,21 +499,46 @@ mod tests {
         for len in [1, 31, 32, 100, 4095, 4096, 70_000] {
             let path = format!("/{}", "x".repeat(len - 1));
             for owner in [0, 7, CONTAINER_OWNER, ttl_owner(MAX_TTL_MS), -1] {
-                for data in [None, Some(&b""[..]), Some(&b"data"[..])] {
-                    let mut stat = new_stat(1, 2, owner);
-                    stat.cversion = 3;
-                    let mut n = Node::new(&path, data, Arc::new(vec![]), stat.clone());
-                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), data, owner));
-                    assert_eq!(n.stat_persisted(), stat);
-                    assert!(!n.has_children());
-                    n.set_has_children(true);
-                    n.set_data(Some(b"new"));
-                    assert!(n.has_children());
-                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), Some(&b"new"[..]), owner));
-                    n.set_has_children(false);
-                    n.set_data(None);
-                    assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), None, owner));
-                    assert!(!n.has_children());
+                // Never changed, changed by a setData, and fields only a snapshot could hold.
+                for modified in
+                    [None, Some((9, 20, 1)), Some((1, 2, -1)), Some((i64::MIN, i64::MAX, i32::MAX))]
+                {
+                    for data in [None, Some(&b""[..]), Some(&b"data"[..])] {
+                        let mut stat = new_stat(1, 2, owner);
+                        stat.cversion = 3;
+                        if let Some((mzxid, mtime, version)) = modified {
+                            (stat.mzxid, stat.mtime, stat.version) = (mzxid, mtime, version);
+                        }
+                        let mut n = Node::new(&path, data, Arc::new(vec![]), stat.clone());
+                        assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), data, owner));
+                        assert_eq!(n.stat_persisted(), stat);
+                        assert_eq!(
+                            (n.mzxid(), n.mtime(), n.version()),
+                            (stat.mzxid, stat.mtime, stat.version)
+                        );
+                        assert!(!n.has_children());
+                        n.set_has_children(true);
+                        n.set_data(Some(b"new"));
+                        assert!(n.has_children());
+                        assert_eq!(
+                            (n.path(), n.data(), n.owner()),
+                            (path.as_str(), Some(&b"new"[..]), owner)
+                        );
+                        assert_eq!(n.stat_persisted(), stat, "set_data keeps the data-change fields");
+                        n.set_has_children(false);
+                        n.set_data(None);
+                        assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), None, owner));
+                        assert!(!n.has_children());
+                        n.set_data_changed(Some(b"v2"), 40, 50, 7);
+                        assert_eq!((n.path(), n.data(), n.owner()), (path.as_str(), Some(&b"v2"[..]), owner));
+                        assert_eq!((n.mzxid(), n.mtime(), n.version()), (40, 50, 7));
+                        assert_eq!(n.client_stat(true, 0).mzxid, 40);
+                        // Back to the create's values: nothing kept in the buffer.
+                        n.set_data_changed(Some(b"v3"), 1, 2, 0);
+                        let fresh = Node::new(&path, Some(b"v3"), Arc::new(vec![]), new_stat(1, 2, owner));
+                        assert_eq!(n.buf.len(), fresh.buf.len());
+                        assert_eq!(n.stat_persisted().mzxid, 1);
+                    }
                 }
             }
         }

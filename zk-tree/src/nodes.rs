@@ -211,7 +211,7 @@ impl NodeTable {
 }
 
 /// Slots in fixed-size chunks: growing never moves the nodes already stored. A plain `Vec` of a
-/// million 80-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
+/// million 64-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
 /// core; a new chunk is one small allocation.
 #[derive(Debug, Default)]
 struct Slab {

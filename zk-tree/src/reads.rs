@@ -194,7 +194,7 @@ impl Database {
         for p in &req.data_watches {
             match self.tree.get(p) {
                 None => out.push(ev(EventType::NodeDeleted, p)),
-                Some(n) if n.stat.mzxid > rel => out.push(ev(EventType::NodeDataChanged, p)),
+                Some(n) if n.mzxid() > rel => out.push(ev(EventType::NodeDataChanged, p)),
                 Some(_) => self.tree.watch_data(p, watcher),
             }
         }

@@ -538,10 +538,7 @@ impl DataTree {
             .change(slot, |n| {
                 let old = node_size(path, n.data());
                 // The node keeps its own exact copy, never a slice pinning a larger request frame.
-                n.set_data(data.as_deref());
-                n.stat.mtime = time;
-                n.stat.mzxid = zxid;
-                n.stat.version = version;
+                n.set_data_changed(data.as_deref(), zxid, time, version);
                 let stat = n.client_stat(extended, num_children);
                 (old, node_size(path, n.data()), stat, n.acl.clone())
             })

@@ -237,7 +237,7 @@ fn check_tree(db: &Database, snap_zxid: i64, stream: &[u8]) {
     expected.sort();
     assert_eq!(got, expected);
     let a = tree.get("/a").expect("/a");
-    assert_eq!((a.stat.version, tree.num_children(a)), (1, 14));
+    assert_eq!((a.version(), tree.num_children(a)), (1, 14));
     assert_eq!(tree.get("/a/b").map(|n| n.stat.aversion), Some(1));
     assert_eq!(tree.get("/last").map(|n| n.stat.czxid), Some(snap_zxid), "the SNAP zxid is the last txn");
     // /a lost /a/gone: its pzxid is the delete's, above every create under it.
@@ -245,7 +245,7 @@ fn check_tree(db: &Database, snap_zxid: i64, stream: &[u8]) {
     // Apache's own nodes: /zookeeper/config is read-only for all, set with version -1.
     let config = tree.get("/zookeeper/config").expect("config");
     assert_eq!(*config.acl, acl_list(Acls::Read));
-    assert_eq!((config.stat.version, config.stat.aversion), (-1, -1));
+    assert_eq!((config.version(), config.stat.aversion), (-1, -1));
     assert!(config.data().is_some_and(|d| d.starts_with(b"server.1=")));
     assert_eq!(db.ephemerals_count(), 2);
     assert_eq!(tree.containers().len(), 1);

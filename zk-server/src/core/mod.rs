@@ -657,7 +657,13 @@ impl ServerCore {
     /// when the snapshot thread has room.
     fn snapshot_step(&mut self, now: Now) {
         let Some(s) = self.snapshots.as_mut() else { return };
-        let idle = !s.due() && s.idle_deadline().is_some_and(|at| at <= now.mono_ms());
+        let quiet = s.idle_deadline().is_some_and(|at| at <= now.mono_ms());
+        if quiet && s.busy {
+            s.unpaced_idle = true;
+            info!("no writes for a while: the snapshot under way is written unpaced (snapshot.idleSeconds)");
+            self.actions.push_back(Action::Snapshot(SnapJob::Pace(0)));
+        }
+        let idle = quiet && !s.busy && !s.due();
         if s.due() || idle {
             let cur = self.db.snapshot_begin();
             let zxid = cur.start_zxid();

@@ -47,7 +47,7 @@ impl ServerCore {
     /// write theirs; a reconfiguration's own transaction already wrote it.
     pub(super) fn on_membership(&mut self, m: Membership, now: Now) {
         if m.reconfig_enabled {
-            let held = self.db.tree().get(CONFIG_PATH).map_or(0, |n| n.stat.mzxid);
+            let held = self.db.tree().get(CONFIG_PATH).map_or(0, |n| n.mzxid());
             if m.config.version > held {
                 self.db.set_config_node(&m.config.to_config_string(), m.config.version, now.wall_ms);
             }

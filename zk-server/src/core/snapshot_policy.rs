@@ -60,9 +60,11 @@ pub struct SnapshotPolicy {
     pub last_bytes: u64,
     /// When the last transaction was applied (ms, monotonic; the core's start before the first).
     pub last_txn_ms: u64,
-    /// The snapshot under way was started by a quiet period and is written unpaced; the first
-    /// transaction applied meanwhile paces it again.
+    /// The snapshot under way is written unpaced for a quiet period (it began in one, or one
+    /// came while it was written); the first transaction applied meanwhile paces it again.
     pub unpaced_idle: bool,
+    /// The pace of the snapshot under way while writes come, bytes a second (0 = no limit).
+    pub pace: u64,
 }
 
 impl SnapshotPolicy {
@@ -85,6 +87,7 @@ impl SnapshotPolicy {
             last_bytes: 0,
             last_txn_ms: now_ms,
             unpaced_idle: false,
+            pace: 0,
         }
     }
 
@@ -105,29 +108,32 @@ impl SnapshotPolicy {
             && self.bytes_since >= self.last_bytes / 2
     }
 
-    /// When a quiet period makes a snapshot due (ms, monotonic), if it would: none is under
-    /// way, the period is on, and the log since the last snapshot holds at least a tenth of
-    /// snapCount transactions and a sixteenth of that snapshot's bytes. A restart replays that
-    /// log after loading the snapshot; a snapshot taken once the writes have stopped means it
-    /// replays nothing, and costs one snapshot's writing per burst of writes.
+    /// When a quiet period (no transaction applied for `idle_ms`) acts, in ms on the monotonic
+    /// clock, if it would: with a paced snapshot under way, it is written unpaced from then on
+    /// (there are no syncs for it to slow down); with none, one starts if the log since the last
+    /// snapshot holds at least a tenth of snapCount transactions and a sixteenth of that
+    /// snapshot's bytes. A restart replays that log after loading the snapshot; a snapshot taken
+    /// once the writes have stopped means it replays nothing, and costs one snapshot's writing
+    /// per burst of writes.
     pub fn idle_deadline(&self) -> Option<u64> {
+        if self.settings.idle_ms == 0 {
+            return None;
+        }
+        let at = self.last_txn_ms.saturating_add(self.settings.idle_ms);
+        if self.busy {
+            return (!self.unpaced_idle && self.pace != 0).then_some(at);
+        }
         let worth =
             self.since >= (self.settings.snap_count / 10).max(1) && self.bytes_since >= self.last_bytes / 16;
-        (self.settings.idle_ms > 0 && !self.busy && self.cursor.is_none() && worth)
-            .then(|| self.last_txn_ms.saturating_add(self.settings.idle_ms))
+        (self.cursor.is_none() && worth).then_some(at)
     }
 
-    /// A transaction was applied at `now_ms`; true when that ends the quiet period of a
-    /// snapshot being written unpaced (the caller paces it again, at the floor).
-    pub fn applied(&mut self, now_ms: u64) -> bool {
+    /// A transaction was applied at `now_ms`. When that ends the quiet period of a snapshot
+    /// being written unpaced, returns the pace the caller gives it again.
+    pub fn applied(&mut self, now_ms: u64) -> Option<u64> {
         self.since += 1;
         self.last_txn_ms = now_ms;
-        std::mem::take(&mut self.unpaced_idle)
-    }
-
-    /// The pace to give a snapshot written unpaced once writes come back: the floor.
-    pub fn pace_floor(&self) -> u64 {
-        self.settings.pace_floor
+        std::mem::take(&mut self.unpaced_idle).then_some(self.pace)
     }
 
     /// A snapshot starts at `now_ms`: returns its pace, and rolls the next thresholds. One
@@ -135,8 +141,8 @@ impl SnapshotPolicy {
     /// syncs for it to hold up, until a transaction comes ([`SnapshotPolicy::applied`]).
     pub fn started(&mut self, cursor: SnapshotCursor, now_ms: u64, idle: bool, rng: &mut StdRng) -> u64 {
         let elapsed_ms = now_ms.saturating_sub(self.since_ms);
-        let pace = if idle { 0 } else { pace(self.settings.pace_floor, self.bytes_since, elapsed_ms) };
-        self.unpaced_idle = idle && self.settings.pace_floor != 0;
+        self.pace = pace(self.settings.pace_floor, self.bytes_since, elapsed_ms);
+        self.unpaced_idle = idle && self.pace != 0;
         self.since_ms = now_ms;
         self.cursor = Some(cursor);
         self.busy = true;
@@ -144,7 +150,11 @@ impl SnapshotPolicy {
         self.bytes_since = 0;
         self.threshold = roll(self.settings.snap_count, rng);
         self.size_threshold = roll_size(self.settings.snap_size_bytes, rng);
-        pace
+        if idle {
+            0
+        } else {
+            self.pace
+        }
     }
 
     /// The thread finished (or failed) the snapshot. The chunk buffers go with it: the next

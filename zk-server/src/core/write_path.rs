@@ -226,8 +226,7 @@ impl ServerCore {
             self.check_digest(&p.hdr, want, got);
         }
         if let Some(s) = self.snapshots.as_mut() {
-            if s.applied(now.mono_ms()) {
-                let pace = s.pace_floor();
+            if let Some(pace) = s.applied(now.mono_ms()) {
                 info!(
                     "writes again: the snapshot under way is written at up to {:.1} MB/s",
                     pace as f64 / 1e6
