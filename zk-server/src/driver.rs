@@ -258,7 +258,7 @@ impl IdleTrim {
 /// without waiting for the purge delay. Where mimalloc is not the global allocator (a test
 /// linking this library) it has nothing to free.
 #[allow(unsafe_code)] // a C function of the allocator, which no safe crate wraps
-pub(crate) fn release_free_memory() {
+fn release_free_memory() {
     // SAFETY: mi_collect takes no arguments to get wrong, may be called from any thread at any
     // time, and only frees or decommits memory holding no live allocation.
     unsafe { libmimalloc_sys::mi_collect(true) }

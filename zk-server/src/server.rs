@@ -151,11 +151,6 @@ pub async fn run(
     crate::log::replay(&mut log, &mut rec, &log_dir.display().to_string())
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let replayed = rec.replayed();
-    // The load freed what its stages handed over (decoded chunks and records, read buffers);
-    // this thread's heap keeps those pages until it allocates again, and after start-up it only
-    // waits. The driver's idle trim runs on another thread and cannot free them: about 10 MB
-    // with a million znodes.
-    crate::driver::release_free_memory();
     let startup = crate::driver::StartupLoad {
         snapshot: snap_loaded - load_started,
         txns: snap_loaded.elapsed(),
