@@ -422,6 +422,10 @@ impl StorageFile for MappedFile {
     ///
     /// With [`AppendMode::Pwrite`] nothing is stored through the mapping, so there is no such
     /// fault to take: this does nothing.
+    fn prepares_writes(&self) -> bool {
+        self.mode != AppendMode::Pwrite
+    }
+
     fn prepare_write(&mut self, offset: u64) {
         if self.mode == AppendMode::Pwrite {
             return;

@@ -869,6 +869,14 @@ impl<S: Storage> SegmentLog<S> {
         }
     }
 
+    /// Whether [`Self::prepare_next`] and the spare's upkeep have nothing to do: the newest
+    /// segment's file prepares nothing ahead of a write, and the spare for the next segment is
+    /// ready. A writer then need not be woken between commits.
+    pub fn nothing_to_prepare(&self) -> bool {
+        let prepares = self.active.as_ref().is_some_and(|f| f.prepares_writes());
+        !prepares && (self.spare.is_some() || self.spare_failed || self.poisoned.is_some())
+    }
+
     /// Closes the newest segment (syncing it and giving back its unused preallocation); the next
     /// append starts a new segment. Does nothing if there is no open segment. The server rolls
     /// when it takes a snapshot, as Apache ZooKeeper does, so old segments can be purged.

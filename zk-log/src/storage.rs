@@ -176,6 +176,12 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
     fn prepare_write(&mut self, offset: u64) {
         let _ = offset;
     }
+
+    /// Whether [`Self::prepare_write`] does anything for this file, so that a caller can skip
+    /// waking a thread to run it. The default: no.
+    fn prepares_writes(&self) -> bool {
+        false
+    }
 }
 
 /// A read-only handle of a [`Storage`] file, usable from several threads at once.

@@ -202,8 +202,11 @@ impl<S: Storage> LogWriter<S> {
             Err(TryLockError::WouldBlock) => return None,
         };
         let res = log.append(batch).and_then(|()| log.sync()).map(|()| log.durable_zxid());
+        // Waking the thread costs the caller a system call (and the thread's cross-CPU wake-up)
+        // before it can acknowledge: only when there is something to prepare.
+        let prepare = !log.nothing_to_prepare();
         drop(log);
-        if res.is_ok() {
+        if res.is_ok() && prepare {
             // Let the thread take the next append's page fault while the caller acknowledges.
             if let Some(tx) = &self.tx {
                 let _ = tx.try_send(Job::Prepare);

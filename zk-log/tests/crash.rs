@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use zk_log::conformance::sample_txn;
 use zk_log::fault::SplitMix64;
-use zk_log::{AppendMode, EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog};
+use zk_log::{AppendMode, EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog, Storage};
 
 /// The disk for a seed: about half the seeds write with pwrite, the others through the mapping
 /// (drawn from a bit of the seed no test uses for anything else), so every seeded test covers
@@ -450,6 +450,46 @@ fn inline_commits_only_when_the_writer_is_idle_in(mode: AppendMode) {
     s.crash();
     let log = SegmentLog::open(s.clone(), opts).expect("reopen");
     assert_eq!((log.first_zxid(), log.last_zxid()), (Some(1), next));
+}
+
+/// A lone writer's inline commits, the writer thread woken only when there is something to
+/// prepare, still keep a spare ready: each segment that takes the spare gets the next one
+/// prepared, and every record survives.
+#[test]
+fn inline_commits_alone_keep_a_spare_segment_ready() {
+    for mode in AppendMode::ALL {
+        let s = FaultStorage::with_append_mode(9, mode);
+        let opts = LogOptions { prealloc_bytes: 4096, segment_bytes_max: 16 << 10 };
+        let log = SegmentLog::open(s.clone(), opts).expect("open");
+        let w = zk_log::LogWriter::spawn(log, 4, |_| {}).expect("spawn");
+        let mut z = 1;
+        while z <= 600 {
+            // Only inline commits: a lone client's writes. The writer may be busy preparing.
+            match w.commit_inline(&one_record(z, 100)) {
+                Some(r) => {
+                    assert_eq!(r.expect("durable"), z);
+                    z += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        // 600 records of about 140 bytes in segments of 16 KiB: more than one segment, and a spare
+        // prepared for the next (the helper takes a moment).
+        let spare = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let _ = w.commit_inline(&one_record(z, 100)).map(|r| {
+                r.expect("durable");
+                z += 1;
+            });
+            s.list().expect("list").iter().any(|n| n == "log.spare")
+        });
+        assert!(spare, "{mode:?}: a spare segment is prepared for inline commits alone");
+        let log = w.shutdown().expect("shutdown");
+        assert_eq!(log.last_zxid(), z - 1);
+        let segments =
+            s.list().expect("list").iter().filter(|n| n.starts_with("log.") && *n != "log.spare").count();
+        assert!(segments >= 2, "{mode:?}: {segments} segments");
+    }
 }
 
 /// What the job-level crash test expects the log to hold: (zxid, payload size), oldest first.
