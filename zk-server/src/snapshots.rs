@@ -109,6 +109,8 @@ const READ_AHEAD_CHUNKS: usize = 8;
 fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
     let t0 = Instant::now();
     let (tx, rx) = sync_channel::<Result<Decoded, SnapshotError>>(READ_AHEAD_CHUNKS);
+    // Chunks fed to the loader come back to be decoded into again.
+    let (back_tx, back_rx) = sync_channel::<Decoded>(READ_AHEAD_CHUNKS);
     let (st, nm) = (storage.clone(), name.to_string());
     let reader = std::thread::Builder::new()
         .name("zk-snap-read".into())
@@ -116,7 +118,7 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
             let mut decoder = SnapshotDecoder::new();
             read_snapshot(&st, &nm, &mut |chunk| {
                 // A chunk that does not decode is handed over as such: the loader stops on it.
-                let decoded = decoder.decode(chunk);
+                let decoded = decoder.decode_into(chunk, back_rx.try_recv().unwrap_or_default());
                 let stop = decoded.is_err();
                 tx.send(decoded).map_err(|_| "loading stopped".to_string())?;
                 if stop {
@@ -131,9 +133,16 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
     let mut last_note = Instant::now();
     // Ends when the reader is done (or failed) and has dropped its sender.
     for decoded in rx.iter() {
-        if let Err(e) = decoded.and_then(|d| loader.feed_decoded(d)) {
-            content_error = Some(e);
-            break;
+        let fed = decoded.and_then(|mut d| loader.feed_decoded_mut(&mut d).map(|()| d));
+        match fed {
+            // A full queue (the reader ahead) drops it here instead.
+            Ok(d) => {
+                let _ = back_tx.try_send(d);
+            }
+            Err(e) => {
+                content_error = Some(e);
+                break;
+            }
         }
         if last_note.elapsed() >= Duration::from_secs(1) {
             info!("loading snapshot {name}: {} nodes so far", loader.nodes_loaded());

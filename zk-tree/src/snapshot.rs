@@ -631,8 +631,9 @@ pub struct SnapshotDecoder {
     parser: ContentParser,
 }
 
-/// What a [`SnapshotDecoder`] made of one piece of content.
-#[derive(Debug)]
+/// What a [`SnapshotDecoder`] made of one piece of content. Once fed to a loader, its emptied
+/// buffer can go back to the decoder ([`SnapshotDecoder::decode_into`]).
+#[derive(Debug, Default)]
 pub struct Decoded {
     items: Vec<Item>,
     /// The decoder's offset after this piece.
@@ -671,7 +672,18 @@ impl SnapshotDecoder {
     ///
     /// Errors: as [`ContentParser::feed`], and `Malformed` for a node path that is not absolute.
     pub fn decode(&mut self, data: &[u8]) -> Result<Decoded, SnapshotError> {
-        let mut items = Vec::new();
+        self.decode_into(data, Decoded::default())
+    }
+
+    /// As [`SnapshotDecoder::decode`], into the buffer of `reuse`, a [`Decoded`] a loader is
+    /// done with: a load then allocates a few buffers instead of one a chunk, each freed on the
+    /// loading thread (the allocator's slow path, and freed memory it kept resident after the
+    /// load).
+    ///
+    /// Errors: as [`SnapshotDecoder::decode`].
+    pub fn decode_into(&mut self, data: &[u8], reuse: Decoded) -> Result<Decoded, SnapshotError> {
+        let mut items = reuse.items;
+        items.clear();
         self.parser.feed(data, &mut |rec| {
             items.push(match rec {
                 ContentRecord::Header(h) => Item::Header(h),
@@ -760,11 +772,19 @@ impl SnapshotLoader {
     /// the order it was decoded.
     ///
     /// Errors: `Malformed` for records out of place, as [`SnapshotLoader::feed`].
-    pub fn feed_decoded(&mut self, decoded: Decoded) -> Result<(), SnapshotError> {
+    pub fn feed_decoded(&mut self, mut decoded: Decoded) -> Result<(), SnapshotError> {
+        self.feed_decoded_mut(&mut decoded)
+    }
+
+    /// As [`SnapshotLoader::feed_decoded`], leaving `decoded` empty for reuse
+    /// ([`SnapshotDecoder::decode_into`]).
+    ///
+    /// Errors: as [`SnapshotLoader::feed_decoded`].
+    pub fn feed_decoded_mut(&mut self, decoded: &mut Decoded) -> Result<(), SnapshotError> {
         let SnapshotLoader { tree, header, acls, sessions, eph_ranks, nodes_seen, end, decoded_to, .. } =
             self;
         *decoded_to = (decoded.offset, decoded.at_boundary);
-        for item in decoded.items {
+        for item in decoded.items.drain(..) {
             if end.is_some() {
                 return Err(malformed(0, "record after the end record"));
             }
