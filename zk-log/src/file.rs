@@ -422,12 +422,8 @@ impl StorageFile for MappedFile {
     ///
     /// With [`AppendMode::Pwrite`] nothing is stored through the mapping, so there is no such
     /// fault to take: this does nothing.
-    fn prepares_writes(&self) -> bool {
-        self.mode != AppendMode::Pwrite
-    }
-
     fn prepare_write(&mut self, offset: u64) {
-        if self.mode == AppendMode::Pwrite {
+        if !self.prepares_writes() {
             return;
         }
         let Some(map) = self.map.as_mut() else { return };
@@ -438,6 +434,10 @@ impl StorageFile for MappedFile {
             let p: *mut u8 = b;
             std::ptr::write_volatile(p, std::ptr::read_volatile(p));
         }
+    }
+
+    fn prepares_writes(&self) -> bool {
+        self.mode != AppendMode::Pwrite
     }
 
     fn sync(&mut self) -> io::Result<()> {

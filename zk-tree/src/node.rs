@@ -173,6 +173,12 @@ pub struct NodeStat {
 /// The data-change fields of a stat: (mzxid, mtime, version).
 type Modified = (i64, i64, i32);
 
+/// The data-change fields to keep in a node's buffer: none while they are what a create gives
+/// (the czxid, the ctime and version 0).
+fn changed(czxid: i64, ctime: i64, (mzxid, mtime, version): Modified) -> Option<Modified> {
+    (mzxid != czxid || mtime != ctime || version != 0).then_some((mzxid, mtime, version))
+}
+
 /// A znode as stored: 64 bytes besides its buffer. Its child set, when it has one, is kept by
 /// the node table, keyed by slot (most nodes are leaves).
 #[derive(Debug, Clone)]
@@ -257,8 +263,7 @@ impl Node {
     /// A node's buffer and stat, made apart from its ACL (a snapshot's nodes are packed on a
     /// thread of their own, ahead of the table they go into; [`Node::from_packed`] finishes them).
     pub(crate) fn packed(path: &str, data: Option<&[u8]>, stat: StatPersisted) -> (Box<[u8]>, NodeStat) {
-        let modified = (stat.mzxid != stat.czxid || stat.mtime != stat.ctime || stat.version != 0)
-            .then_some((stat.mzxid, stat.mtime, stat.version));
+        let modified = changed(stat.czxid, stat.ctime, (stat.mzxid, stat.mtime, stat.version));
         let buf = pack(path.as_bytes(), data, stat.ephemeral_owner, false, modified);
         let stat = NodeStat {
             czxid: stat.czxid,
@@ -340,25 +345,30 @@ impl Node {
         Some((i64_at(0), i64_at(8), version))
     }
 
+    /// (mzxid, mtime, version): from the buffer, or the create's when it holds none.
+    fn data_change(&self) -> Modified {
+        self.modified().unwrap_or((self.stat.czxid, self.stat.ctime, 0))
+    }
+
     /// Zxid of the last data change (the create's until a setData).
     pub fn mzxid(&self) -> i64 {
-        self.modified().map_or(self.stat.czxid, |m| m.0)
+        self.data_change().0
     }
 
     /// Time of the last data change, ms (the create's until a setData).
     pub fn mtime(&self) -> i64 {
-        self.modified().map_or(self.stat.ctime, |m| m.1)
+        self.data_change().1
     }
 
     /// Data version.
     pub fn version(&self) -> i32 {
-        self.modified().map_or(0, |m| m.2)
+        self.data_change().2
     }
 
     /// The persisted stat, owner included (what snapshots and the txn path see).
     pub fn stat_persisted(&self) -> StatPersisted {
         let s = &self.stat;
-        let (mzxid, mtime, version) = self.modified().unwrap_or((s.czxid, s.ctime, 0));
+        let (mzxid, mtime, version) = self.data_change();
         StatPersisted {
             czxid: s.czxid,
             mzxid,
@@ -379,8 +389,7 @@ impl Node {
 
     /// Replaces the data as a setData does: with the zxid, time and version of the change.
     pub fn set_data_changed(&mut self, data: Option<&[u8]>, mzxid: i64, mtime: i64, version: i32) {
-        let modified = (mzxid != self.stat.czxid || mtime != self.stat.ctime || version != 0)
-            .then_some((mzxid, mtime, version));
+        let modified = changed(self.stat.czxid, self.stat.ctime, (mzxid, mtime, version));
         self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), modified);
     }
 
@@ -425,7 +434,7 @@ impl Node {
         let n = num_children as i32;
         let owner = self.owner();
         let owner = if owner_kind(owner, extended) == OwnerKind::Normal { owner } else { 0 };
-        let (mzxid, mtime, version) = self.modified().unwrap_or((s.czxid, s.ctime, 0));
+        let (mzxid, mtime, version) = self.data_change();
         Stat {
             czxid: s.czxid,
             mzxid,

@@ -73,13 +73,7 @@ impl NodeTable {
     /// Stores a node whose path is not present yet, returning its slot.
     pub fn insert(&mut self, node: Node) -> Slot {
         let h = self.hash(node.path_bytes());
-        let slot = match self.free.pop() {
-            Some(s) => {
-                *self.slots.entry(s) = Some(node);
-                s
-            }
-            None => self.slots.push(node),
-        };
+        let slot = place(&mut self.slots, &mut self.free, node);
         self.index.insert_unique(spread(h), (slot, h), |&(_, hh)| spread(hh));
         slot
     }
@@ -104,13 +98,7 @@ impl NodeTable {
                 (s, slots.entry(s).replace(node))
             }
             hashbrown::hash_table::Entry::Vacant(v) => {
-                let slot = match free.pop() {
-                    Some(s) => {
-                        *slots.entry(s) = Some(node);
-                        s
-                    }
-                    None => slots.push(node),
-                };
+                let slot = place(slots, free, node);
                 v.insert((slot, h));
                 (slot, None)
             }
@@ -207,6 +195,19 @@ impl NodeTable {
     /// Every node, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Node> {
         self.slots.iter()
+    }
+}
+
+/// Puts `node` in a freed slot if there is one, else in a new one at the end; returns the slot.
+/// (Apart from the index, which [`NodeTable::insert`] and [`NodeTable::insert_or_replace`]
+/// update each in their own way.)
+fn place(slots: &mut Slab, free: &mut Vec<Slot>, node: Node) -> Slot {
+    match free.pop() {
+        Some(s) => {
+            *slots.entry(s) = Some(node);
+            s
+        }
+        None => slots.push(node),
     }
 }
 

@@ -663,8 +663,9 @@ impl ServerCore {
             info!("no writes for a while: the snapshot under way is written unpaced (snapshot.idleSeconds)");
             self.actions.push_back(Action::Snapshot(SnapJob::Pace(0)));
         }
-        let idle = quiet && !s.busy && !s.due();
-        if s.due() || idle {
+        let due = s.due();
+        let idle = quiet && !s.busy && !due;
+        if due || idle {
             let cur = self.db.snapshot_begin();
             let zxid = cur.start_zxid();
             let pace = s.started(cur, now.mono_ms(), idle, &mut self.rng);
