@@ -2,6 +2,7 @@
 
 use crate::acl::AclRef;
 use crate::java;
+use crate::thin::ThinBytes;
 use bytes::Bytes;
 use zk_proto::{Stat, StatPersisted};
 
@@ -154,7 +155,11 @@ const MODIFIED_LEN: usize = 20;
 /// to czxid, ctime and 0 until a setData, and then packed into the buffer, which a setData
 /// rewrites anyway), plus the node's insertion rank in its parent's child set. 40 bytes where
 /// [`StatPersisted`] takes 64: most znodes are never changed after their create.
+///
+/// Packed to an alignment of 4 (36 bytes, no padding), so that a [`Node`] is 56 bytes: its fields
+/// are read by value (`n.stat.czxid`), never borrowed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub struct NodeStat {
     /// Zxid of the create.
     pub czxid: i64,
@@ -179,7 +184,7 @@ fn changed(czxid: i64, ctime: i64, (mzxid, mtime, version): Modified) -> Option<
     (mzxid != czxid || mtime != ctime || version != 0).then_some((mzxid, mtime, version))
 }
 
-/// A znode as stored: 64 bytes besides its buffer. Its child set, when it has one, is kept by
+/// A znode as stored: 56 bytes besides its buffer. Its child set, when it has one, is kept by
 /// the node table, keyed by slot (most nodes are leaves).
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -188,7 +193,7 @@ pub struct Node {
     /// bits), the owner (8 bytes, little endian) when [`HAS_OWNER`], mzxid, mtime and version
     /// (little endian) when [`MODIFIED`], the full path, the data. The path is the only copy:
     /// the path index and parents refer to the node by slot.
-    buf: Box<[u8]>,
+    buf: ThinBytes,
     /// Shared ACL.
     pub acl: AclRef,
     /// Persisted stat (cversion counts creates) but for the owner and the data-change fields,
@@ -257,7 +262,7 @@ impl Node {
     /// A new node with the persisted stat `stat` (owner included).
     pub fn new(path: &str, data: Option<&[u8]>, acl: AclRef, stat: StatPersisted) -> Self {
         let (buf, stat) = Node::packed(path, data, stat);
-        Node { buf, acl, stat }
+        Node::from_packed(buf, acl, stat)
     }
 
     /// A node's buffer and stat, made apart from its ACL (a snapshot's nodes are packed on a
@@ -278,16 +283,22 @@ impl Node {
 
     /// The node made of what [`Node::packed`] gave and its ACL.
     pub(crate) fn from_packed(buf: Box<[u8]>, acl: AclRef, stat: NodeStat) -> Self {
-        Node { buf, acl, stat }
+        Node { buf: ThinBytes::new(buf), acl, stat }
+    }
+
+    /// The buffer's bytes.
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        self.buf.as_slice()
     }
 
     /// The header's value and length.
     #[inline]
     fn head(&self) -> (u64, usize) {
-        match self.buf.first() {
+        match self.bytes().first() {
             // Paths under 16 bytes: a one-byte header.
             Some(&b) if b < 0x80 => (u64::from(b), 1),
-            _ => read_head(&self.buf),
+            _ => read_head(self.bytes()),
         }
     }
 
@@ -304,7 +315,7 @@ impl Node {
     /// The path as bytes (what the path index hashes and compares).
     pub fn path_bytes(&self) -> &[u8] {
         let (_, start, end) = self.layout();
-        &self.buf[start..end]
+        &self.bytes()[start..end]
     }
 
     /// The full path.
@@ -319,7 +330,7 @@ impl Node {
         if head & NULL_DATA != 0 {
             None
         } else {
-            Some(&self.buf[end..])
+            Some(&self.bytes()[end..])
         }
     }
 
@@ -329,7 +340,7 @@ impl Node {
         if head & HAS_OWNER == 0 {
             return 0;
         }
-        self.buf.get(n..n + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes)
+        self.bytes().get(n..n + 8).and_then(|b| b.try_into().ok()).map_or(0, i64::from_le_bytes)
     }
 
     /// The data-change fields (mzxid, mtime, version) when the buffer holds them.
@@ -339,7 +350,7 @@ impl Node {
             return None;
         }
         let at = n + if head & HAS_OWNER != 0 { 8 } else { 0 };
-        let b = self.buf.get(at..at + MODIFIED_LEN)?;
+        let b = self.bytes().get(at..at + MODIFIED_LEN)?;
         let i64_at = |i: usize| b.get(i..i + 8).and_then(|x| x.try_into().ok()).map_or(0, i64::from_le_bytes);
         let version = b.get(16..20).and_then(|x| x.try_into().ok()).map_or(0, i32::from_le_bytes);
         Some((i64_at(0), i64_at(8), version))
@@ -384,25 +395,26 @@ impl Node {
 
     /// Replaces the data, keeping the data-change fields.
     pub fn set_data(&mut self, data: Option<&[u8]>) {
-        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), self.modified());
+        let buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), self.modified());
+        self.buf = ThinBytes::new(buf);
     }
 
     /// Replaces the data as a setData does: with the zxid, time and version of the change.
     pub fn set_data_changed(&mut self, data: Option<&[u8]>, mzxid: i64, mtime: i64, version: i32) {
         let modified = changed(self.stat.czxid, self.stat.ctime, (mzxid, mtime, version));
-        self.buf = pack(self.path_bytes(), data, self.owner(), self.has_children(), modified);
+        self.buf = ThinBytes::new(pack(self.path_bytes(), data, self.owner(), self.has_children(), modified));
     }
 
     /// Whether the node table holds a child set for this node (possibly empty: an emptied set
     /// keeps what Java's iteration order depends on).
     pub fn has_children(&self) -> bool {
-        self.buf.first().is_some_and(|&b| u64::from(b) & HAS_CHILDREN != 0)
+        self.bytes().first().is_some_and(|&b| u64::from(b) & HAS_CHILDREN != 0)
     }
 
     /// Marks whether the node table holds a child set for this node. The flag is in the header's
     /// first byte, so the buffer is changed in place.
     pub(crate) fn set_has_children(&mut self, on: bool) {
-        if let Some(b) = self.buf.first_mut() {
+        if let Some(b) = self.buf.as_mut_slice().first_mut() {
             if on {
                 *b |= HAS_CHILDREN as u8;
             } else {
@@ -498,8 +510,8 @@ mod tests {
         n.set_data(Some(b"xyz"));
         assert_eq!((n.path(), n.data()), ("/c", Some(&b"xyz"[..])));
         assert_eq!(n.owner(), CONTAINER_OWNER);
-        assert_eq!(std::mem::size_of::<Node>(), 64);
-        assert_eq!(std::mem::size_of::<Option<Node>>(), 64);
+        assert_eq!(std::mem::size_of::<Node>(), 56);
+        assert_eq!(std::mem::size_of::<Option<Node>>(), 56);
     }
 
     #[test]
@@ -545,7 +557,7 @@ mod tests {
                         // Back to the create's values: nothing kept in the buffer.
                         n.set_data_changed(Some(b"v3"), 1, 2, 0);
                         let fresh = Node::new(&path, Some(b"v3"), Arc::new(vec![]), new_stat(1, 2, owner));
-                        assert_eq!(n.buf.len(), fresh.buf.len());
+                        assert_eq!(n.bytes().len(), fresh.bytes().len());
                         assert_eq!(n.stat_persisted().mzxid, 1);
                     }
                 }
