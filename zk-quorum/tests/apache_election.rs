@@ -161,6 +161,30 @@ impl Drop for StopFlag {
     }
 }
 
+/// A port that accepts connections (up to 16) and holds them open without a word until dropped:
+/// a leader's quorum port as a follower first meets it.
+struct SilentPort(#[allow(dead_code)] StopFlag);
+
+impl SilentPort {
+    fn bind(port: u16) -> SilentPort {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) if held.len() < 16 => held.push(stream),
+                    Ok(_) => {}
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        SilentPort(StopFlag(flag))
+    }
+}
+
 /// Reads a handshake from a freshly accepted connection: the handshake, its raw bytes, and whatever
 /// followed it in the same reads (the start of the first frame). `None` on a closed or slow one.
 fn read_handshake(stream: &mut TcpStream) -> Option<(ElectionHandshake, Vec<u8>, Vec<u8>)> {
@@ -493,6 +517,11 @@ fn apache_elects_our_peer(my_sid: i64, data: PeerData, legacy: bool, label: &str
     let config = quorum_config(&ports);
     // Our peer listens before Apache starts, so Apache hears from it while still looking.
     let mut ours = OurPeer::start(my_sid, data, &config, &ports);
+    // An Apache server that has decided to follow our peer connects to its quorum port. Refused,
+    // it gave up within seconds and began a new election, and on a loaded machine (a JVM slow to
+    // start) the two Apache servers then sometimes elected each other before both had named our
+    // peer. Held open, it waits initLimit ticks (20 s) for the leader's first packet instead.
+    let _quorum_port = SilentPort::bind(ports[&my_sid].quorum);
     ours.legacy = legacy;
     let apache_sids: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != my_sid).collect();
     let servers = [ApacheServer::start(apache_sids[0], &ports), ApacheServer::start(apache_sids[1], &ports)];
