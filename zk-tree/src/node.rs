@@ -153,11 +153,11 @@ const MODIFIED_LEN: usize = 20;
 /// The part of a node's persisted stat kept beside its buffer: everything but the
 /// `ephemeralOwner` (almost always 0) and the data-change fields (mzxid, mtime, version: equal
 /// to czxid, ctime and 0 until a setData, and then packed into the buffer, which a setData
-/// rewrites anyway), plus the node's insertion rank in its parent's child set. 40 bytes where
+/// rewrites anyway), plus the node's insertion rank in its parent's child set. 36 bytes where
 /// [`StatPersisted`] takes 64: most znodes are never changed after their create.
 ///
-/// Packed to an alignment of 4 (36 bytes, no padding), so that a [`Node`] is 56 bytes: its fields
-/// are read by value (`n.stat.czxid`), never borrowed.
+/// Packed to an alignment of 4 (no padding after the last field), so that a [`Node`] is 56
+/// bytes: its fields are read by value (`n.stat.czxid`), never borrowed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C, packed(4))]
 pub struct NodeStat {
