@@ -19,9 +19,9 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("zkrs-h-{}-{name}", std::process::id()))
 }
 
-/// gcc `src` with `args` into a temporary executable.
-fn gcc(src: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let out = tmp(name);
+/// gcc `src` with `args` into a temporary executable (removed when the result drops).
+fn gcc(src: &Path, name: &str, args: &[&str]) -> TempFile {
+    let out = TempFile::new(tmp(name));
     let o = Command::new("gcc").arg("-o").arg(&out).arg(src).args(args).output().expect("gcc");
     assert!(o.status.success(), "gcc {}:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
     out
@@ -83,7 +83,7 @@ fn programs_written_for_apaches_header_compile_against_ours() {
             .output()
             .unwrap();
         assert!(o.status.success());
-        let src = tmp(file);
+        let src = TempFile::new(tmp(file));
         std::fs::write(&src, &o.stdout).unwrap();
         let mut args = vec![inc2.as_str(), libdir.as_str(), "-lzkrs", "-lpthread"];
         if threaded {
