@@ -103,7 +103,10 @@ fn null_data_servers_watch_removal_bad_input_on_apache_zookeeper() {
 fn additions_program(program: &str, target: Target) {
     let server = start(target);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = std::env::temp_dir().join(format!("zkrs-{}-{program}-{target:?}", std::process::id()));
+    let exe = tempfile::TempPath::try_from_path(
+        std::env::temp_dir().join(format!("zkrs-{}-{program}-{target:?}", std::process::id())),
+    )
+    .expect("a temporary path");
     let o = std::process::Command::new("gcc")
         .arg("-Wall")
         .arg("-Werror")
@@ -118,7 +121,6 @@ fn additions_program(program: &str, target: Target) {
         .expect("gcc");
     assert!(o.status.success(), "gcc:\n{}", String::from_utf8_lossy(&o.stderr));
     let (ok, out) = run_on_libzkrs(&exe, &[&server.connect_string()], None, Duration::from_secs(60));
-    let _ = std::fs::remove_file(&exe);
     assert!(ok && out.contains("ALL OK"), "{target:?}:\n{out}");
 }
 

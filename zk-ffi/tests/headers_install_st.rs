@@ -20,8 +20,8 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 /// gcc `src` with `args` into a temporary executable (removed when the result drops).
-fn gcc(src: &Path, name: &str, args: &[&str]) -> TempFile {
-    let out = TempFile::new(tmp(name));
+fn gcc(src: &Path, name: &str, args: &[&str]) -> tempfile::TempPath {
+    let out = tempfile::TempPath::try_from_path(tmp(name)).expect("a temporary path");
     let o = Command::new("gcc").arg("-o").arg(&out).arg(src).args(args).output().expect("gcc");
     assert!(o.status.success(), "gcc {}:\n{}", src.display(), String::from_utf8_lossy(&o.stderr));
     out
@@ -83,7 +83,7 @@ fn programs_written_for_apaches_header_compile_against_ours() {
             .output()
             .unwrap();
         assert!(o.status.success());
-        let src = TempFile::new(tmp(file));
+        let src = tempfile::TempPath::try_from_path(tmp(file)).expect("a temporary path");
         std::fs::write(&src, &o.stdout).unwrap();
         let mut args = vec![inc2.as_str(), libdir.as_str(), "-lzkrs", "-lpthread"];
         if threaded {

@@ -212,7 +212,7 @@ fn place(slots: &mut Slab, free: &mut Vec<Slot>, node: Node) -> Slot {
 }
 
 /// Slots in fixed-size chunks: growing never moves the nodes already stored. A plain `Vec` of a
-/// million 64-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
+/// million 56-byte nodes is copied whole when it doubles, a stall of tens of milliseconds on the
 /// core; a new chunk is one small allocation.
 #[derive(Debug, Default)]
 struct Slab {

@@ -37,55 +37,21 @@ pub fn soname_dir() -> tempfile::TempDir {
     d
 }
 
-/// A file this test made under the temporary directory (a compiled program, a copied source),
-/// removed when dropped: test runs leave nothing behind in /tmp.
-pub struct TempFile(PathBuf);
-
-impl TempFile {
-    /// Takes charge of `path` (whether or not it exists yet).
-    pub fn new(path: PathBuf) -> TempFile {
-        TempFile(path)
-    }
-}
-
-impl std::ops::Deref for TempFile {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::ffi::OsStr> for TempFile {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.0.as_os_str()
-    }
-}
-
-impl AsRef<Path> for TempFile {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Compiles tests/c/<name> against Apache's header (THREADED when `mt`), linked with -lzookeeper_mt
-/// (so the loader decides which library runs it). The program is removed when the result drops.
-pub fn compile_c(name: &str, mt: bool) -> TempFile {
+/// (so the loader decides which library runs it). The program is removed when the result drops:
+/// test runs leave nothing behind in /tmp.
+pub fn compile_c(name: &str, mt: bool) -> tempfile::TempPath {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
     // A path of its own per call: two tests compiling the same program to one path race, and a
     // program run while another gcc rewrites it fails with ETXTBSY ("Text file busy").
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let out = TempFile::new(std::env::temp_dir().join(format!(
+    let out = tempfile::TempPath::try_from_path(std::env::temp_dir().join(format!(
         "zkrs-{}-{n}-{}",
         std::process::id(),
         name.trim_end_matches(".c")
-    )));
+    )))
+    .expect("a temporary path");
     let mut cmd = Command::new("gcc");
     cmd.arg("-Wall").arg("-o").arg(&out).arg(&src);
     if mt {

@@ -233,25 +233,22 @@ impl Session {
         Ok(())
     }
 
+    /// The length of the frame at the front of the read buffer, once all of it is there.
+    fn whole_frame(&self) -> Option<usize> {
+        let len = u32::from_be_bytes(self.rbuf.get(..4)?.try_into().ok()?) as usize;
+        (self.rbuf.len() - 4 >= len).then_some(len)
+    }
+
     async fn read_frame(&mut self) -> std::io::Result<Bytes> {
         loop {
-            if self.rbuf.len() >= 4 {
-                let len = u32::from_be_bytes(self.rbuf[..4].try_into().expect("4 bytes")) as usize;
-                if self.rbuf.len() >= 4 + len {
-                    let _ = self.rbuf.split_to(4);
-                    return Ok(self.rbuf.split_to(len).freeze());
-                }
+            if let Some(len) = self.whole_frame() {
+                let _ = self.rbuf.split_to(4);
+                return Ok(self.rbuf.split_to(len).freeze());
             }
             if self.stream.read_buf(&mut self.rbuf).await? == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
         }
-    }
-
-    /// Whether a whole frame is already received (reading it would not wait).
-    fn has_frame(&self) -> bool {
-        self.rbuf.len() >= 4
-            && self.rbuf.len() - 4 >= u32::from_be_bytes(self.rbuf[..4].try_into().expect("4 bytes")) as usize
     }
 
     /// Reads one frame and its reply header; the reader is left at the body.
@@ -565,7 +562,7 @@ async fn run_conn(
             if reply_failed(&o, &h, &mut body)? {
                 shared.errors.fetch_add(1, Relaxed);
             }
-            if sent_at.is_empty() || !s.has_frame() {
+            if sent_at.is_empty() || s.whole_frame().is_none() {
                 break;
             }
         }
