@@ -27,13 +27,30 @@
 //! written, in Apache's own order (Java HashSet iteration, [`crate::java`]), as Apache copies its
 //! child array at the same point; a child gone by the time its turn comes is skipped. The stream
 //! is therefore always in pre-order, and every node is captured as it was at some moment after
-//! the begin zxid `S`. The learner replays every txn above `S` idempotently, which fixes up the
-//! rest. Because the ACL map goes out before the nodes, a node may carry a list that is not in
-//! it: a list not in use at begin, which the node therefore got by a txn above `S`.
-//! - If the node was created above `S` (czxid > S) it is left out with its subtree, whose nodes
-//!   were all created after it: the replayed creates bring them back.
-//! - Otherwise (a setACL above `S` gave it the list) it is written with key -1, and the replayed
-//!   setACL sets the real list.
+//! the begin zxid `S`. The learner then applies every committed txn above `S`.
+//!
+//! Every node created above `S` (czxid > S) is left out, with its subtree (whose nodes were all
+//! created after it): the learner's applies of their creates bring them back. That is what
+//! lets the learner apply those txns plainly, as a learner applies any commit (zk-server does,
+//! and an Apache learner applies create2, createTTL and createContainer without repairing the
+//! parent of a node it finds present), and still end with the leader's tree, stat for stat:
+//! - A child is captured as a slot, and a slot freed after its parent was written can be taken
+//!   by a new sibling before its turn. Such a node was created after its parent was captured, so
+//!   the parent as written does not count it; streamed, its replayed create would find it
+//!   present and leave the parent's cversion and pzxid behind (until the next create under that
+//!   parent), and the next sequential name there would differ from the leader's. Left out, its
+//!   create applies as on the leader and moves the parent.
+//! - A node created above `S` but before its parent was written is counted by the parent as
+//!   written; its create, applied again, finds the parent's cversion already there and changes
+//!   nothing else. So leaving it out costs nothing but the bytes saved.
+//! - A node of `S` or older is the node its slot held when the parent was written (slots only
+//!   change hands through a create), so it is written as found; any change above `S` it has not
+//!   seen yet is applied after (setData and setACL carry their versions; a delete moves the
+//!   parent's pzxid whether or not it finds the node).
+//!
+//! Because the ACL map goes out before the nodes, a node may carry a list that is not in it: a
+//! list not in use at begin, which a node of `S` or older can only have got by a setACL above
+//! `S`. It is written with key -1, and the setACL applied after sets the real list.
 //!
 //! The cursor holds a reference to each list in the map until the signature is written, so a
 //! list's address keeps naming it; a list released meanwhile leaves the ACL table at the
@@ -54,7 +71,9 @@
 //! [`SnapshotLoader`], so the database comes out exactly as a loaded zkrs snapshot does: child
 //! sets ranked in stream order (as an Apache learner rebuilds its HashSets), ephemeral,
 //! container and TTL indexes, quota stats recounted, the session set; last applied zxid = the
-//! SNAP packet's zxid. The learner then replays the txns above it (see [`crate::Recovery`]).
+//! SNAP packet's zxid. The learner then applies the committed txns above it with
+//! [`Database::apply`], as it applies any commit (the writing notes above say why that is
+//! enough for a zkrs leader's stream).
 //! Apache learners rewrite /zookeeper/config from their own configuration when reconfig is off;
 //! that is the caller's affair.
 //!
@@ -201,7 +220,7 @@ impl ApacheSnapCursor {
     }
 
     /// Nodes (with their subtrees, counted once) left out because they were created after the
-    /// begin zxid with an ACL list the ACL map lacks (the replay re-creates them).
+    /// begin zxid (the learner's applies of the txns above it create them).
     pub fn nodes_left_out(&self) -> u64 {
         self.nodes_left_out
     }
@@ -313,7 +332,10 @@ impl Database {
                     cur.next_slot += 1;
                     visits -= 1;
                     let Some(n) = tree.nodes.node(slot) else { continue };
-                    if keyed_open_by_apache(n.path()) && is_open(&n.acl) {
+                    // A node created after the begin zxid is left out of the stream: its list
+                    // is not needed.
+                    let left_out = n.stat.czxid > cur.begin_zxid;
+                    if left_out || (keyed_open_by_apache(n.path()) && is_open(&n.acl)) {
                         continue;
                     }
                     let at = Arc::as_ptr(&n.acl) as usize;
@@ -380,7 +402,9 @@ impl Database {
                     top.next += 1;
                     visits -= 1;
                     // The slot may have been freed, or reused by a node elsewhere, since the
-                    // parent was written: only a node under that parent is its child.
+                    // parent was written: only a node under that parent is its child. A node
+                    // that took it under the same parent is newer than the begin zxid, and
+                    // `write_node` leaves it out.
                     let is_child = tree
                         .nodes
                         .node(slot)
@@ -395,16 +419,17 @@ impl Database {
         cur.phase == Phase::Done
     }
 
-    /// Writes the node in `slot` and pushes its children; false if it was left out.
+    /// Writes the node in `slot` and pushes its children; false if it was left out (created
+    /// after the begin zxid: see the module docs).
     fn write_node(&self, cur: &mut ApacheSnapCursor, out: &mut Vec<u8>, slot: Slot) -> bool {
         let tree = &self.tree;
         let Some(n) = tree.nodes.node(slot) else { return false };
+        if n.stat.czxid > cur.begin_zxid {
+            cur.nodes_left_out += 1;
+            return false;
+        }
         let key = match cur.key_of(n) {
             Some(k) => k,
-            None if n.stat.czxid > cur.begin_zxid => {
-                cur.nodes_left_out += 1;
-                return false;
-            }
             None => {
                 cur.placeholders += 1;
                 OPEN_ACL_KEY

@@ -14,7 +14,8 @@ use zk_proto::{
 };
 
 fn cfg() -> TreeConfig {
-    TreeConfig { extended_types_enabled: true, tick_ms: 100, ..TreeConfig::default() }
+    // With the tree digest, as an ensemble keeps it: a learner's tree is compared digest and all.
+    TreeConfig { extended_types_enabled: true, tick_ms: 100, tree_digest: true, ..TreeConfig::default() }
 }
 
 fn acl(p: i32, scheme: &str, id: &str) -> Acl {
@@ -78,6 +79,21 @@ impl Driver {
         let ctx = RequestCtx { session: s, cxid: 1, auth: &auth };
         let t = self.db.prep(&ctx, &req, self.zxid, self.now);
         self.commit(s, req.op(), t);
+    }
+
+    /// A create2 (the request most clients send), any mode.
+    fn create2(&mut self, s: SessionId, path: &str, flags: i32) {
+        let data = Some(Bytes::copy_from_slice(path.as_bytes()));
+        self.run(s, Request::Create2(CreateRequest { path: path.into(), data, acl: open_acl(), flags }));
+    }
+
+    fn delete(&mut self, path: &str) {
+        self.run(1, Request::Delete(DeleteRequest { path: path.into(), version: -1 }));
+    }
+
+    fn set_data(&mut self, path: &str, data: &[u8]) {
+        let data = Some(Bytes::copy_from_slice(data));
+        self.run(1, Request::SetData(SetDataRequest { path: path.into(), data, version: -1 }));
     }
 
     fn create(&mut self, s: SessionId, path: &str, data: Option<&[u8]>, acl: Vec<Acl>, flags: i32) {
@@ -494,7 +510,8 @@ proptest! {
     }
 
     /// A stream taken in small steps while writes go on, loaded at its begin zxid and followed
-    /// by an idempotent replay of the log above it, equals the database that applied everything.
+    /// by an idempotent replay of the log above it, equals the database that applied everything;
+    /// and so does a learner that applies the log above it plainly.
     #[test]
     fn fuzzy_stream_plus_replay_equals_straight_apply(
         before in prop::collection::vec(op_strategy(), 0..40),
@@ -524,6 +541,7 @@ proptest! {
         }
         let got = rec.finish(0);
         assert_same(&got, &d.db);
+        assert_same_as_leader(&learner_after_snap(&out, begin, &d.log), &d.db);
     }
 
     /// Random damage: an error or a database, never a panic, and never more consumed than given.
@@ -605,4 +623,234 @@ fn steps_are_bounded() {
     assert!(steps >= 300 / 10, "{steps} steps");
     assert_eq!(cur.nodes_written(), d.db.tree().len() as u64);
     assert_eq!(out, d.db.apache_snap_to_vec());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A learner's side of a fuzzy SNAP (the review's F8)
+
+/// A learner as zk-server runs one after SNAP: the stream loaded at its begin zxid, then every
+/// committed txn above that zxid applied with [`Database::apply`], as a learner applies its
+/// leader's commits. No [`Recovery`] and no replay mode: the stream must be such that plain
+/// applies bring the learner to the leader's tree.
+fn learner_after_snap(stream: &[u8], begin: i64, log: &[(TxnHeader, Txn)]) -> Database {
+    let mut l = ApacheSnapLoader::new(cfg(), begin);
+    for piece in stream.chunks(29) {
+        l.feed(piece).expect("feed");
+    }
+    assert!(l.is_done(), "stream ends with the signature");
+    let mut db = l.finish().expect("finish");
+    for (h, t) in log.iter().filter(|(h, _)| h.zxid > begin) {
+        db.apply(h, t);
+    }
+    db
+}
+
+/// [`assert_same`] (every node's data, stat, ACL and children), the client stats (cversion as
+/// clients see it, child counts) and the tree digest.
+fn assert_same_as_leader(got: &Database, want: &Database) {
+    assert_same(got, want);
+    let (g, w) = (got.tree(), want.tree());
+    for (path, wn) in w.iter() {
+        let gn = g.get(path).expect("present");
+        assert_eq!(g.client_stat(gn), w.client_stat(wn), "client stat of {path}");
+    }
+    assert!(want.tree_digest().is_some());
+    assert_eq!(got.tree_digest(), want.tree_digest(), "tree digest");
+    assert_eq!(got.tree_digest(), Some(g.sum_digests()), "learner's digest against its nodes");
+}
+
+/// Whether the stream so far has written the node at `path` (its length-prefixed path).
+fn has_written(out: &[u8], path: &str) -> bool {
+    let mut item = (path.len() as i32).to_be_bytes().to_vec();
+    item.extend_from_slice(path.as_bytes());
+    out.windows(item.len()).any(|w| w == item)
+}
+
+/// The review's F8 scenario: once /p is written (its children taken), /p/c1 is deleted and a
+/// create2 of /p/b takes its freed slot. b was created after /p was written, so /p in the
+/// stream does not count it; were b streamed, its replayed create2 would find it present and
+/// leave /p's cversion and pzxid behind (until the next create under /p), and the learner's
+/// next sequential name under /p would differ from the leader's. The same happens one level
+/// up: /q goes with its subtree while the root's children are being written, and /r takes
+/// /q's slot. Around them: sequential creates, setData, and an ephemeral in a reused slot.
+#[test]
+fn snap_slot_reused_by_a_later_sibling_keeps_the_learner_in_step() {
+    let mut d = Driver::new();
+    d.open(1, 5000);
+    d.create2(1, "/p", 0);
+    for i in 0..4 {
+        d.create2(1, &format!("/p/c{i}"), 0);
+    }
+    d.create2(1, "/q", 0);
+    d.create2(1, "/q/k", 0);
+    d.create2(1, "/q/k/leaf", 0);
+    let mut cur = d.db.apache_snap_begin();
+    let begin = cur.begin_zxid();
+    let mut out = Vec::new();
+    while !has_written(&out, "/p") {
+        assert!(!d.db.apache_snap_step(&mut cur, &mut out, 1), "/p is written before the end");
+    }
+    assert!(!has_written(&out, "/q"), "the root's children are written /p first");
+    d.create2(1, "/p/s-", 2);
+    d.create2(1, "/p/e-", 3);
+    d.set_data("/p", b"changed");
+    let slot = |d: &Driver, path: &str| d.db.tree.nodes.find(path).expect("present");
+    let freed = slot(&d, "/p/c1");
+    d.delete("/p/c1");
+    // The last create under /p: nothing after it would mend /p on the learner.
+    d.create2(1, "/p/b", 0);
+    assert_eq!(slot(&d, "/p/b"), freed, "b took c1's slot");
+    d.db.apache_snap_step(&mut cur, &mut out, 1);
+    let freed = slot(&d, "/q");
+    for path in ["/q/k/leaf", "/q/k", "/q"] {
+        d.delete(path);
+    }
+    d.create2(1, "/r", 0);
+    assert_eq!(slot(&d, "/r"), freed, "/r took /q's slot");
+    d.create2(1, "/r/x", 1);
+    d.set_data("/p/c2", b"c2 again");
+    while !d.db.apache_snap_step(&mut cur, &mut out, 1) {}
+    let mut learner = learner_after_snap(&out, begin, &d.log);
+    assert_same_as_leader(&learner, &d.db);
+    // The learner now leads: its next sequential names under /p and / are the ones the old
+    // leader would have given.
+    learner.start_leading(0);
+    let auth = d.auth.clone();
+    let ctx = RequestCtx { session: 1, cxid: 9, auth: &auth };
+    let zxid = d.zxid + 1;
+    for parent in ["/p/n-", "/n-"] {
+        let seq =
+            Request::Create2(CreateRequest { path: parent.into(), data: None, acl: open_acl(), flags: 2 });
+        let path_of = |t: Txn| match t {
+            Txn::Create(c) => c.path,
+            other => panic!("not a create: {other:?}"),
+        };
+        let want = path_of(d.db.prep(&ctx, &seq, zxid, d.now));
+        assert_eq!(path_of(learner.prep(&ctx, &seq, zxid, d.now)), want);
+        d.db.abandon_after(d.zxid);
+        learner.abandon_after(d.zxid);
+    }
+}
+
+/// A small deterministic generator (splitmix64), so that a failing seed reproduces alone.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn child(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// One seeded run: a tree of a few parents, a SNAP stream stepped a few items at a time while
+/// writes go on that free and reuse slots (delete then create2 under the same or another
+/// parent), sequential creates, setData, and parents deleted with their subtrees; then the
+/// learner's side is compared with the leader's tree.
+fn snap_then_learner_run(seed: u64) {
+    let mut rng = SplitMix(seed);
+    let mut d = Driver::new();
+    d.open(1, 5000);
+    let mut next_name = 0u32;
+    let mut name = |parent: &str| {
+        next_name += 1;
+        child(parent, &format!("n{next_name}"))
+    };
+    for p in 0..4 {
+        let parent = format!("/p{p}");
+        d.create2(1, &parent, 0);
+        for _ in 0..rng.below(6) {
+            d.create2(1, &name(&parent), rng.below(3) as i32 % 3);
+        }
+    }
+    let mut cur = d.db.apache_snap_begin();
+    let begin = cur.begin_zxid();
+    let mut out = Vec::new();
+    let mut done = false;
+    for _ in 0..60 {
+        let paths = user_paths(&d.db);
+        let pick = |rng: &mut SplitMix| paths[rng.below(paths.len())].clone();
+        // A leaf other than a top-level parent, or None.
+        let leaves: Vec<String> = paths
+            .iter()
+            .filter(|p| p.matches('/').count() > 1)
+            .filter(|p| d.db.tree().get(p).is_some_and(|n| d.db.tree().num_children(n) == 0))
+            .cloned()
+            .collect();
+        match rng.below(8) {
+            0 | 1 => {
+                // Free a slot and take it again at once, under the leaf's parent or another.
+                if let Some(leaf) = leaves.get(rng.below(leaves.len().max(1))).cloned() {
+                    d.delete(&leaf);
+                    let parent = if rng.below(2) == 0 {
+                        crate::tree::parent_of(&leaf).expect("parent").to_string()
+                    } else {
+                        pick(&mut rng)
+                    };
+                    if d.db.tree().get(&parent).is_some_and(|n| n.owner() == 0) {
+                        let flags = [0, 0, 2, 4][rng.below(4)];
+                        d.create2(1, &name(&parent), flags);
+                    }
+                }
+            }
+            2 => {
+                let parent = pick(&mut rng);
+                if d.db.tree().get(&parent).is_some_and(|n| n.owner() == 0) {
+                    d.create2(1, &child(&parent, "s-"), [2, 3][rng.below(2)]);
+                }
+            }
+            3 => {
+                let parent = pick(&mut rng);
+                if d.db.tree().get(&parent).is_some_and(|n| n.owner() == 0) {
+                    // A plain create (op create): the learner fixes its parent on NODEEXISTS.
+                    d.create(1, &name(&parent), Some(b"c"), open_acl(), 0);
+                }
+            }
+            4 => d.set_data(&pick(&mut rng), &rng.next().to_be_bytes()),
+            5 => {
+                // A parent goes with its whole subtree, deepest first.
+                let top = pick(&mut rng);
+                let mut sub: Vec<String> = user_paths(&d.db)
+                    .into_iter()
+                    .filter(|p| *p == top || p.starts_with(&format!("{top}/")))
+                    .collect();
+                sub.sort_by_key(|p| std::cmp::Reverse(p.matches('/').count()));
+                for p in sub {
+                    d.delete(&p);
+                }
+            }
+            _ => {
+                if !done {
+                    done = d.db.apache_snap_step(&mut cur, &mut out, 1 + rng.below(3));
+                }
+            }
+        }
+    }
+    while !done {
+        done = d.db.apache_snap_step(&mut cur, &mut out, 2);
+    }
+    let learner = learner_after_snap(&out, begin, &d.log);
+    assert_same_as_leader(&learner, &d.db);
+}
+
+/// [`snap_then_learner_run`] over many seeds: random interleavings of stream steps and writes.
+#[test]
+fn snap_then_learner_apply_matches_the_leader_over_seeds() {
+    for seed in 0..256 {
+        let r = std::panic::catch_unwind(|| snap_then_learner_run(seed));
+        assert!(r.is_ok(), "seed {seed} diverged (reproduce with snap_then_learner_run({seed}))");
+    }
 }
