@@ -89,7 +89,7 @@
 //! stream offset, never a panic.
 
 use crate::acl::AclRef;
-use crate::database::Database;
+use crate::database::{Database, DatabaseId};
 use crate::java;
 use crate::node::{Node, Slot};
 use crate::snapshot::{ContentBuilder, SnapshotError, SnapshotLoader};
@@ -186,9 +186,12 @@ struct Frame {
 
 /// Where a SNAP stream in progress stands; made by [`Database::apache_snap_begin`], advanced by
 /// [`Database::apache_snap_step`]. Holds no borrow of the database, so writes go on between
-/// steps.
+/// steps; it belongs to the database that began it ([`ApacheSnapCursor::belongs_to`]), and a
+/// caller that replaces its database must drop the stream with it.
 #[derive(Debug)]
 pub struct ApacheSnapCursor {
+    /// The database that began it, the only one it may step over.
+    db: DatabaseId,
     begin_zxid: i64,
     phase: Phase,
     sessions: Vec<(SessionId, i32)>,
@@ -234,6 +237,16 @@ impl ApacheSnapCursor {
     /// Whether the signature has been written.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
+    }
+
+    /// The identity of the database that began it.
+    pub fn database_id(&self) -> DatabaseId {
+        self.db
+    }
+
+    /// Whether it was begun on `db`, the only database it may be stepped over.
+    pub fn belongs_to(&self, db: &Database) -> bool {
+        self.db == db.id()
     }
 
     /// The key of `n`'s ACL, or None if the list is not in the map.
@@ -291,6 +304,7 @@ impl Database {
     /// nothing else.
     pub fn apache_snap_begin(&self) -> ApacheSnapCursor {
         ApacheSnapCursor {
+            db: self.id,
             begin_zxid: self.last_applied,
             phase: Phase::Discover,
             sessions: apache_session_order(self.sessions.iter().collect()),
@@ -313,7 +327,12 @@ impl Database {
     /// copies its child array. Returns true once the signature has been written; further calls
     /// append nothing and return true. The caller may apply any txns between steps (see the
     /// module docs).
+    ///
+    /// Panics if `cur` was begun on another database ([`ApacheSnapCursor::belongs_to`]): a
+    /// caller that replaces its database must drop the streams under way, which over the new
+    /// tree would silently lack nodes.
     pub fn apache_snap_step(&self, cur: &mut ApacheSnapCursor, out: &mut Vec<u8>, max_items: usize) -> bool {
+        self.assert_cursor_of(cur.db, "a SNAP stream cursor");
         let budget = max_items.max(1);
         let mut visits = budget.saturating_mul(4);
         let mut items = 0usize;
@@ -974,7 +993,8 @@ impl ApacheSnapLoader {
     }
 
     /// Builds the database: the tree and sessions the stream held, with its indexes, and last
-    /// applied zxid = the SNAP zxid. Replay the txns that follow through [`crate::Recovery`].
+    /// applied zxid = the SNAP zxid, with an identity of its own ([`crate::DatabaseId`]). Apply
+    /// the committed txns that follow with [`Database::apply`] (see the module docs).
     ///
     /// Errors: [`ApacheSnapError::Incomplete`] before the signature; the error a feed returned;
     /// [`ApacheSnapError::Build`].

@@ -8,6 +8,37 @@ use crate::session::SessionTable;
 use crate::tree::DataTree;
 use crate::{SessionId, TreeConfig, WatcherId};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The identity of one [`Database`]: every database made ([`Database::new`], and so every
+/// snapshot or SNAP load) gets one no other database in the process has, and
+/// [`crate::Recovery::finish`] gives the database it hands over a new one. Moving a database
+/// keeps it. A [`crate::SnapshotCursor`] or [`crate::apache_snap::ApacheSnapCursor`] records
+/// the identity of the database that began it, and stepping it over any other database is a
+/// caller bug that panics (see [`Database::snapshot_step`]): the cursor's slot position, ACL
+/// numbering and sessions describe that database alone, and over another one it would write a
+/// snapshot silently missing nodes.
+///
+/// Not replicated state: it comes from a process-wide counter, differs between servers and
+/// runs, and is never serialized or part of any reply; it only tells databases apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DatabaseId(u64);
+
+impl DatabaseId {
+    /// An identity not given out before in this process.
+    fn fresh() -> DatabaseId {
+        // Only uniqueness matters, so no ordering with other memory is needed.
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        DatabaseId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for DatabaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
 
 /// The replicated state machine. See the crate docs for the write path.
 ///
@@ -16,8 +47,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// only writer). Leader-only: the outstanding changes of prepped-but-unapplied txns and the
 /// sessions' expiry and closing flags, which [`Database::prep`] consults; a follower's copy is
 /// idle until it leads, when [`Database::start_leading`] resets it.
+///
+/// Each database has an identity ([`DatabaseId`]) that the snapshot cursors begun on it
+/// record. It is deliberately not `Clone`: a copy is made through a snapshot, and gets an
+/// identity of its own.
 #[derive(Debug)]
 pub struct Database {
+    pub(crate) id: DatabaseId,
     pub(crate) cfg: TreeConfig,
     pub(crate) tree: DataTree,
     pub(crate) sessions: SessionTable,
@@ -37,6 +73,7 @@ impl Database {
         let mut tree = DataTree::new(cfg.extended_types_enabled);
         tree.set_digest(cfg.tree_digest);
         Database {
+            id: DatabaseId::fresh(),
             tree,
             sessions: SessionTable::new(),
             outstanding: Outstanding::default(),
@@ -53,6 +90,31 @@ impl Database {
     pub fn set_config_node(&mut self, text: &str, version: i64, wall_ms: i64) {
         let data = Some(bytes::Bytes::copy_from_slice(text.as_bytes()));
         let _ = self.tree.set_data("/zookeeper/config", data, -1, version, wall_ms, &mut Vec::new());
+    }
+
+    /// This database's identity (see [`DatabaseId`]).
+    pub fn id(&self) -> DatabaseId {
+        self.id
+    }
+
+    /// Gives this database a new identity: it now stands for another state than the one its
+    /// cursors were begun on ([`crate::Recovery::finish`]).
+    pub(crate) fn renew_id(&mut self) {
+        self.id = DatabaseId::fresh();
+    }
+
+    /// Panics unless `cursor_db` is this database's identity: a snapshot or SNAP cursor
+    /// (`what`) may only be stepped over the database that began it. Stepping one over another
+    /// is a caller bug (an internal contract, never input from outside): it would go on from a
+    /// slot position, ACL numbering and sessions that describe a different tree and write a
+    /// snapshot that silently lacks nodes.
+    pub(crate) fn assert_cursor_of(&self, cursor_db: DatabaseId, what: &str) {
+        assert!(
+            cursor_db == self.id,
+            "{what} begun on database {cursor_db} stepped over database {}: a cursor belongs to the \
+             database that began it (abandon it when the database is replaced)",
+            self.id
+        );
     }
 
     /// The configuration in force.

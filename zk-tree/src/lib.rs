@@ -67,7 +67,7 @@ pub mod watch;
 pub mod x509;
 
 pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
-pub use database::Database;
+pub use database::{Database, DatabaseId};
 pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};
 pub use snapshot::{

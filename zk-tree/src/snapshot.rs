@@ -34,7 +34,7 @@
 //! snapshot ran) is loaded from its later record.
 
 use crate::acl::AclRef;
-use crate::database::Database;
+use crate::database::{Database, DatabaseId};
 use crate::node::{owner_kind, Children, Node, OwnerKind, Slot};
 use crate::session::SessionTable;
 use crate::tree::{parent_of, DataTree};
@@ -82,9 +82,13 @@ fn malformed(offset: u64, reason: impl Into<String>) -> SnapshotError {
 // Writing
 
 /// Where a snapshot in progress stands; made by [`Database::snapshot_begin`], advanced by
-/// [`Database::snapshot_step`]. Holds no borrow of the database, so writes go on between steps.
+/// [`Database::snapshot_step`]. Holds no borrow of the database, so writes go on between steps;
+/// it belongs to the database that began it ([`SnapshotCursor::belongs_to`]), and a caller that
+/// replaces its database must drop the cursor (and the snapshot) with it.
 #[derive(Debug)]
 pub struct SnapshotCursor {
+    /// The database that began it, the only one it may step over.
+    db: DatabaseId,
     start_zxid: i64,
     node_hint: u64,
     next_eph_rank: u64,
@@ -117,6 +121,16 @@ impl SnapshotCursor {
     /// Whether the end record has been written.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// The identity of the database that began it.
+    pub fn database_id(&self) -> DatabaseId {
+        self.db
+    }
+
+    /// Whether it was begun on `db`, the only database it may be stepped over.
+    pub fn belongs_to(&self, db: &Database) -> bool {
+        self.db == db.id()
     }
 }
 
@@ -247,6 +261,7 @@ impl Database {
     pub fn snapshot_begin(&self) -> SnapshotCursor {
         let sessions: Vec<(SessionId, i32)> = self.sessions.iter().collect();
         SnapshotCursor {
+            db: self.id,
             start_zxid: self.last_applied,
             node_hint: self.tree.len() as u64,
             next_eph_rank: self.tree.next_rank,
@@ -268,7 +283,12 @@ impl Database {
     /// Between steps the caller may apply any txns: nodes created or deleted meanwhile, in slots
     /// already visited or not, are taken care of by the replay of the txns above
     /// [`SnapshotCursor::start_zxid`] (see the module docs).
+    ///
+    /// Panics if `cur` was begun on another database ([`SnapshotCursor::belongs_to`]): a caller
+    /// that replaces its database (a reload, a received snapshot) must abandon the snapshot
+    /// under way, which over the new tree would silently lack nodes.
     pub fn snapshot_step(&self, cur: &mut SnapshotCursor, out: &mut Vec<u8>, max_nodes: usize) -> bool {
+        self.assert_cursor_of(cur.db, "a snapshot cursor");
         if cur.done {
             return true;
         }
@@ -845,7 +865,7 @@ impl SnapshotLoader {
     /// Links every node to its parent, builds the indexes and returns the database, whose last
     /// applied zxid is the snapshot's start zxid. Sessions are loaded as live and not yet
     /// bucketed by expiry time: run the log replay through [`Recovery`], whose `finish` starts
-    /// their clocks.
+    /// their clocks. The database has an identity of its own ([`crate::DatabaseId`]).
     ///
     /// Errors: `Malformed` if the content was cut short (no end record, a partial record) or the
     /// end record's counts differ from what was read, or the root is missing.
@@ -1124,9 +1144,14 @@ impl Recovery {
 
     /// Ends recovery: quota stats are recomputed from the tree (as Apache does on load), and
     /// every session is live and expires its timeout after `now_ms` on the caller's monotonic
-    /// clock (as Apache's session tracker starts the sessions it restores).
+    /// clock (as Apache's session tracker starts the sessions it restores). The database
+    /// handed over gets a new identity ([`crate::DatabaseId`]): no cursor begun on
+    /// [`Recovery::database`] steps it.
     pub fn finish(mut self, now_ms: u64) -> Database {
         self.db.replaying = false;
+        // The recovered database is another state than the one being recovered: a cursor begun
+        // on `database()` meanwhile does not step it.
+        self.db.renew_id();
         self.db.tree.recompute_quotas();
         self.db.start_leading(now_ms);
         self.db

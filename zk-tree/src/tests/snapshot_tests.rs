@@ -387,3 +387,84 @@ fn quota_stats_recounted() {
     assert_same(&got, &h.db);
     assert_eq!(got.approximate_data_size(), h.db.approximate_data_size());
 }
+
+// ---------------------------------------------------------------------------------------------
+// A cursor belongs to its database (the review's F1)
+
+#[test]
+fn every_built_database_has_an_identity_of_its_own() {
+    let a = harness_db();
+    let b = Database::new(cfg());
+    assert_ne!(a.id(), b.id());
+    let (_, content) = a.snapshot_to_vec();
+    let loaded = load_snapshot(cfg(), &content).expect("load");
+    assert_ne!(loaded.id(), a.id(), "a snapshot load builds another database");
+    let loading = loaded.id();
+    let rec = Recovery::new(loaded);
+    assert_eq!(rec.database().id(), loading, "recovering keeps it");
+    let recovered = rec.finish(0);
+    assert_ne!(recovered.id(), loading, "the recovered database is another one");
+    let stream = a.apache_snap_to_vec();
+    let (received, _) =
+        crate::apache_snap::load_apache_snap(cfg(), a.last_applied_zxid(), &stream).expect("SNAP");
+    assert_ne!(received.id(), a.id(), "a SNAP load builds another database");
+    let ids: std::collections::HashSet<_> = [a.id(), b.id(), loading, recovered.id(), received.id()].into();
+    assert_eq!(ids.len(), 5);
+
+    // Moving a database keeps it, and its cursors with it.
+    let id = a.id();
+    let mut cur = a.snapshot_begin();
+    let mut snap = a.apache_snap_begin();
+    let (mut out, mut stream_out) = (Vec::new(), Vec::new());
+    a.snapshot_step(&mut cur, &mut out, 3);
+    a.apache_snap_step(&mut snap, &mut stream_out, 3);
+    let moved = [Box::new(a)];
+    assert_eq!(moved[0].id(), id);
+    assert_eq!((cur.database_id(), snap.database_id()), (id, id));
+    assert!(cur.belongs_to(&moved[0]) && snap.belongs_to(&moved[0]));
+    assert!(!cur.belongs_to(&b) && !snap.belongs_to(&recovered));
+    while !moved[0].snapshot_step(&mut cur, &mut out, 3) {}
+    while !moved[0].apache_snap_step(&mut snap, &mut stream_out, 3) {}
+    assert_eq!(out, content);
+    assert_eq!(stream_out, stream);
+}
+
+/// F1: a snapshot under way when the server reloads its database (every election does) went
+/// on over the reloaded tree from the old slot position, and wrote a file missing nodes.
+#[test]
+#[should_panic(expected = "a cursor belongs to the database that began it")]
+fn snapshot_cursor_over_a_reloaded_database_panics() {
+    let db = harness_db();
+    let mut cur = db.snapshot_begin();
+    let mut out = Vec::new();
+    assert!(!db.snapshot_step(&mut cur, &mut out, 5));
+    // The reload: the same tree, compacted into other slots.
+    let reloaded = Recovery::new(load_snapshot(cfg(), &db.snapshot_to_vec().1).expect("load")).finish(0);
+    drop(db);
+    reloaded.snapshot_step(&mut cur, &mut out, 5);
+}
+
+/// The same for a SNAP stream, over a database received from another leader.
+#[test]
+#[should_panic(expected = "a cursor belongs to the database that began it")]
+fn snap_stream_cursor_over_a_received_database_panics() {
+    let db = harness_db();
+    let mut cur = db.apache_snap_begin();
+    let mut out = Vec::new();
+    assert!(!db.apache_snap_step(&mut cur, &mut out, 5));
+    let stream = db.apache_snap_to_vec();
+    let (received, _) =
+        crate::apache_snap::load_apache_snap(cfg(), db.last_applied_zxid(), &stream).expect("SNAP");
+    received.apache_snap_step(&mut cur, &mut out, 5);
+}
+
+/// A cursor begun on a database still being recovered does not step the recovered one.
+#[test]
+#[should_panic(expected = "a cursor belongs to the database that began it")]
+fn cursor_begun_during_recovery_does_not_step_the_recovered_database() {
+    let (_, content) = harness_db().snapshot_to_vec();
+    let rec = Recovery::new(load_snapshot(cfg(), &content).expect("load"));
+    let mut cur = rec.database().snapshot_begin();
+    let db = rec.finish(0);
+    db.snapshot_step(&mut cur, &mut Vec::new(), 5);
+}
