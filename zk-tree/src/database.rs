@@ -64,6 +64,9 @@ pub struct Database {
     /// finds its node present still moves the parent's cversion and pzxid forward, whatever its
     /// kind.
     pub(crate) replaying: bool,
+    /// What the snapshot content this database was loaded from recorded, for the check
+    /// [`crate::snapshot::Recovery`] makes; taken by [`crate::snapshot::Recovery::new`].
+    pub(crate) loaded_from: Option<crate::snapshot::LoadedContent>,
 }
 
 impl Database {
@@ -80,6 +83,7 @@ impl Database {
             expiry: SessionExpiry::new(cfg.tick_ms.max(1) as u64),
             last_applied: 0,
             replaying: false,
+            loaded_from: None,
             cfg,
         }
     }

@@ -71,8 +71,8 @@ pub use database::{Database, DatabaseId};
 pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};
 pub use snapshot::{
-    load_snapshot, ContentBuilder, Decoded, Recovery, SnapshotCursor, SnapshotDecoder, SnapshotError,
-    SnapshotLoader,
+    load_snapshot, ContentBuilder, Decoded, EndState, Recovery, SnapshotCheck, SnapshotCursor,
+    SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable,
 };
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Snapshots of the database: a fuzzy serialization taken in small steps between writes, the
 //! loader that rebuilds a [`Database`] from it, and [`Recovery`], which replays the logged txns
-//! that follow the snapshot's start zxid idempotently.
+//! that follow the snapshot's start zxid idempotently and checks that the snapshot reproduces
+//! the tree digest it recorded.
 //!
 //! # Why fuzzy
 //! A snapshot must never stall writes. [`Database::snapshot_begin`] records the start zxid `S`
@@ -17,17 +18,36 @@
 //! test in `tests/snapshot_tests.rs`). Quota stats nodes are recomputed from the tree at the end
 //! of recovery, as Apache recomputes them when it loads a snapshot.
 //!
+//! # What a snapshot must reproduce
+//! When the end record is written, the snapshot also records the zxid the database had applied
+//! at that moment (the end zxid `E`, at or above `S`) and, when the tree keeps one
+//! ([`TreeConfig::tree_digest`]: ensembles do, standalone servers do not), the tree digest then.
+//! Every node was captured at or before `E`, so loading the snapshot and replaying the log
+//! exactly through `E` must give that digest. [`Recovery`] compares it at that point (at once
+//! when `E = S`) and reports the verdict ([`Recovery::snapshot_check`]): a snapshot that lost
+//! nodes (as one finished over another database did, the review's F1, before cursors were tied
+//! to their database) fails the check, and a server can refuse it and fall back to an older
+//! one. Comparing anywhere else would be wrong both ways: before `E` some captured nodes are
+//! ahead of the tree, after it the tree has moved on.
+//!
 //! # Content layout (inside zk-log's checksummed chunks)
 //! A sequence of records `u8 tag | u32 body length | body`, integers little-endian:
 //! - `1` header: `u32 content version | i64 start zxid | u64 node count at begin | u64 next
-//!   ephemeral rank`
+//!   ephemeral rank` (28 bytes)
 //! - `2` ACL list: `u32 index | u32 count | count × (i32 perms | str scheme | str id)`
 //! - `3` session: `i64 id | i32 timeout ms`
 //! - `4` node: `u8 flags | str path | [bytes data if flags&1] | u32 acl index | u32 rank |
 //!   stat (i64 czxid, i64 mzxid, i64 ctime, i64 mtime, i32 version, i32 cversion, i32 aversion,
 //!   i64 ephemeralOwner, i64 pzxid) | [u32 next child rank, u32 largest child count if flags&2] |
 //!   [u64 ephemeral rank if flags&4]`
-//! - `9` end: `u64 nodes | u32 ACL lists | u32 sessions` (what was written, checked on load)
+//! - `9` end, content version 2 (33 bytes): `u64 nodes | u32 ACL lists | u32 sessions` (what was
+//!   written, checked on load) `| u8 end flags | i64 end zxid | i64 tree digest`. End flags: bit 0
+//!   (`1`) the end zxid is recorded, bit 1 (`2`) the tree digest is recorded (only with bit 0);
+//!   a field not recorded is 0, and other bits are refused. The end zxid is at or above the start
+//!   zxid. Content built from another source ([`ContentBuilder`], e.g. an import) records
+//!   neither (flags 0).
+//! - `9` end, content version 1 (16 bytes): `u64 nodes | u32 ACL lists | u32 sessions` only.
+//!   Version 1 content still loads exactly as before; it records nothing to check.
 //!
 //! `str` and `bytes` are `u32 length | bytes`. An ACL list is written once, before the first
 //! node that uses it; a node written twice (deleted and re-created into a later slot while the
@@ -43,8 +63,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use zk_proto::{Acl, Id, StatPersisted, Txn, TxnHeader};
 
-/// The content format this code writes, and the newest it reads.
-pub const CONTENT_VERSION: u32 = 1;
+/// The content format this code writes, and the newest it reads (it reads every older one).
+pub const CONTENT_VERSION: u32 = 2;
 /// Largest record body accepted when loading: node data is bounded by jute.maxbuffer, far below.
 pub const MAX_RECORD_BYTES: u32 = 256 << 20;
 
@@ -57,6 +77,24 @@ const TAG_END: u8 = 9;
 const FLAG_DATA: u8 = 1;
 const FLAG_CHILD_META: u8 = 2;
 const FLAG_EPH_RANK: u8 = 4;
+
+/// End record flags (content version 2): the end zxid is recorded; the tree digest is too.
+const END_ZXID: u8 = 1;
+const END_DIGEST: u8 = 2;
+/// Bodies of the end record: counts only (version 1); counts, flags, end zxid, digest (2).
+const END_BYTES_V1: usize = 8 + 4 + 4;
+const END_BYTES_V2: usize = END_BYTES_V1 + 1 + 8 + 8;
+
+/// What a snapshot recorded when its end record was written (content version 2): the state that
+/// loading it and replaying the log exactly through `zxid` must reproduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndState {
+    /// The zxid the database had applied when the end record was written: at or above the
+    /// start zxid, and at or above the zxid every node was captured at.
+    pub zxid: i64,
+    /// The tree digest at that moment, if the tree kept one ([`TreeConfig::tree_digest`]).
+    pub digest: Option<i64>,
+}
 
 /// Why snapshot content could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,6 +141,8 @@ pub struct SnapshotCursor {
     /// nodes share one, and this skips hashing the address for each of them.
     last_acl: Option<(usize, u32)>,
     nodes_written: u64,
+    /// What the end record recorded, once written.
+    end: Option<EndState>,
     done: bool,
 }
 
@@ -121,6 +161,12 @@ impl SnapshotCursor {
     /// Whether the end record has been written.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// What the end record recorded (the end zxid and the tree digest then), once it has been
+    /// written; None before.
+    pub fn end_state(&self) -> Option<EndState> {
+        self.end
     }
 
     /// The identity of the database that began it.
@@ -247,12 +293,22 @@ fn put_session(out: &mut Vec<u8>, id: SessionId, timeout: i32) {
     end_record(out, at);
 }
 
-fn put_end(out: &mut Vec<u8>, nodes: u64, acls: u32, sessions: u32) {
+/// Appends the end record (content version 2): the counts, then `end` if known.
+fn put_end(out: &mut Vec<u8>, nodes: u64, acls: u32, sessions: u32, end: Option<EndState>) {
     let at = begin_record(out, TAG_END);
     put_u64(out, nodes);
     put_u32(out, acls);
     put_u32(out, sessions);
+    let (flags, zxid, digest) = match end {
+        None => (0, 0, 0),
+        Some(EndState { zxid, digest: None }) => (END_ZXID, zxid, 0),
+        Some(EndState { zxid, digest: Some(d) }) => (END_ZXID | END_DIGEST, zxid, d),
+    };
+    out.push(flags);
+    put_i64(out, zxid);
+    put_i64(out, digest);
     end_record(out, at);
+    debug_assert_eq!(out.len() - at - 4, END_BYTES_V2);
 }
 
 impl Database {
@@ -271,6 +327,7 @@ impl Database {
             acls: HashMap::new(),
             last_acl: None,
             nodes_written: 0,
+            end: None,
             done: false,
         }
     }
@@ -330,7 +387,12 @@ impl Database {
         }
         cur.nodes_written += written as u64;
         if cur.next_slot >= slots {
-            put_end(out, cur.nodes_written, cur.acls.len() as u32, cur.session_count);
+            // Every node was captured by now, at or before this state: the one that loading the
+            // snapshot and replaying the log through this zxid must give.
+            let end = EndState { zxid: self.last_applied, digest: self.tree.digest() };
+            debug_assert!(end.zxid >= cur.start_zxid);
+            put_end(out, cur.nodes_written, cur.acls.len() as u32, cur.session_count, Some(end));
+            cur.end = Some(end);
             cur.done = true;
             cur.acls.clear();
             cur.last_acl = None;
@@ -502,8 +564,17 @@ impl<'a> Body<'a> {
     }
 }
 
-fn decode_record(tag: u8, body: &[u8], base: u64) -> Result<ContentRecord<'_>, SnapshotError> {
+/// Decodes one record's body. `header` is the content's header if already read: the end record's
+/// layout depends on its version. The end state a version-2 end record holds comes apart from
+/// the record (see [`ContentParser::end_state`]).
+fn decode_record<'a>(
+    tag: u8,
+    body: &'a [u8],
+    base: u64,
+    header: Option<&ContentHeader>,
+) -> Result<(ContentRecord<'a>, Option<EndState>), SnapshotError> {
     let mut b = Body { b: body, pos: 0, base };
+    let mut end_state = None;
     let rec = match tag {
         TAG_HEADER => {
             let version = b.u32()?;
@@ -548,12 +619,49 @@ fn decode_record(tag: u8, body: &[u8], base: u64) -> Result<ContentRecord<'_>, S
             let eph_rank = if flags & FLAG_EPH_RANK != 0 { Some(b.u64()?) } else { None };
             ContentRecord::Node(NodeRecord { path, data, acl, rank, stat, child_meta, eph_rank })
         }
-        TAG_END => ContentRecord::End { nodes: b.u64()?, acls: b.u32()?, sessions: b.u32()? },
+        TAG_END => {
+            let rec = ContentRecord::End { nodes: b.u64()?, acls: b.u32()?, sessions: b.u32()? };
+            // Content without a header is refused by the loader; read its end as version 1.
+            if header.is_some_and(|h| h.version >= 2) {
+                end_state = decode_end_state(&mut b, header)?;
+            }
+            rec
+        }
         other => return Err(malformed(base, format!("unknown record tag {other}"))),
     };
     b.finish()?;
-    Ok(rec)
+    Ok((rec, end_state))
 }
+
+/// The part of a version-2 end record after the counts.
+fn decode_end_state(
+    b: &mut Body<'_>,
+    header: Option<&ContentHeader>,
+) -> Result<Option<EndState>, SnapshotError> {
+    let at = b.base + b.pos as u64;
+    let flags = b.u8()?;
+    let (zxid, digest) = (b.i64()?, b.i64()?);
+    if flags & !(END_ZXID | END_DIGEST) != 0 {
+        return Err(malformed(at, format!("unknown end flags {flags:#x}")));
+    }
+    if flags & END_ZXID == 0 {
+        if flags != 0 || zxid != 0 || digest != 0 {
+            return Err(malformed(at, "end record holds a digest or zxid without recording its end zxid"));
+        }
+        return Ok(None);
+    }
+    if flags & END_DIGEST == 0 && digest != 0 {
+        return Err(malformed(at, "end record holds a digest it does not record"));
+    }
+    let start = header.map_or(i64::MIN, |h| h.start_zxid);
+    if zxid < start {
+        return Err(malformed(at, format!("end zxid {zxid:#x} is below the start zxid {start:#x}")));
+    }
+    Ok(Some(EndState { zxid, digest: (flags & END_DIGEST != 0).then_some(digest) }))
+}
+
+/// What the parser hands each record to, with the end state a version-2 end record holds.
+type RecordSink<'f> = dyn FnMut(ContentRecord<'_>, Option<EndState>) -> Result<(), SnapshotError> + 'f;
 
 /// Splits a content stream, fed in arbitrary pieces, into records. A record cut by a piece
 /// boundary is kept (bounded by [`MAX_RECORD_BYTES`]) until the rest arrives.
@@ -561,6 +669,10 @@ fn decode_record(tag: u8, body: &[u8], base: u64) -> Result<ContentRecord<'_>, S
 pub struct ContentParser {
     pending: Vec<u8>,
     offset: u64,
+    /// The header, once read (the end record's layout follows its version).
+    header: Option<ContentHeader>,
+    /// What a version-2 end record recorded, once read.
+    end_state: Option<EndState>,
 }
 
 impl ContentParser {
@@ -574,6 +686,14 @@ impl ContentParser {
         self.offset
     }
 
+    /// The end state the end record recorded (content version 2: the end zxid and, if kept,
+    /// the tree digest then), once that record has been read. None before it, for version-1
+    /// content, and for content that recorded none ([`ContentBuilder`]). Kept apart from
+    /// [`ContentRecord::End`], whose shape is version 1's.
+    pub fn end_state(&self) -> Option<EndState> {
+        self.end_state
+    }
+
     /// Feeds the next piece; calls `f` for every record completed by it, in order.
     ///
     /// Errors: [`SnapshotError::Malformed`] for an unknown tag, a length over
@@ -581,9 +701,14 @@ impl ContentParser {
     /// or whatever `f` returns.
     pub fn feed(
         &mut self,
-        mut data: &[u8],
+        data: &[u8],
         f: &mut dyn FnMut(ContentRecord<'_>) -> Result<(), SnapshotError>,
     ) -> Result<(), SnapshotError> {
+        self.feed_with_end(data, &mut |r, _| f(r))
+    }
+
+    /// As [`ContentParser::feed`], handing each record with the end state an end record holds.
+    fn feed_with_end(&mut self, mut data: &[u8], f: &mut RecordSink<'_>) -> Result<(), SnapshotError> {
         if !self.pending.is_empty() {
             // Complete the record cut at the previous boundary, then go on from `data` directly.
             if self.pending.len() < 5 {
@@ -614,13 +739,16 @@ impl ContentParser {
         Ok(())
     }
 
-    fn parse_one(
-        &mut self,
-        rec: &[u8],
-        f: &mut dyn FnMut(ContentRecord<'_>) -> Result<(), SnapshotError>,
-    ) -> Result<usize, SnapshotError> {
-        let r = decode_record(rec[0], &rec[5..], self.offset + 5)?;
-        f(r)?;
+    fn parse_one(&mut self, rec: &[u8], f: &mut RecordSink<'_>) -> Result<usize, SnapshotError> {
+        let (r, end) = decode_record(rec[0], &rec[5..], self.offset + 5, self.header.as_ref())?;
+        if let ContentRecord::Header(h) = &r {
+            // The first one counts; a second is the loader's error to report.
+            self.header.get_or_insert(*h);
+        }
+        if end.is_some() {
+            self.end_state = end;
+        }
+        f(r, end)?;
         self.offset += rec.len() as u64;
         Ok(rec.len())
     }
@@ -669,7 +797,7 @@ enum Item {
     Acl { index: u32, acl: Vec<Acl> },
     Session { id: SessionId, timeout_ms: i32 },
     Node(PackedNode),
-    End { nodes: u64, acls: u32, sessions: u32 },
+    End { nodes: u64, acls: u32, sessions: u32, end: Option<EndState> },
 }
 
 /// A node record with its buffer already packed.
@@ -704,7 +832,7 @@ impl SnapshotDecoder {
     pub fn decode_into(&mut self, data: &[u8], reuse: Decoded) -> Result<Decoded, SnapshotError> {
         let mut items = reuse.items;
         items.clear();
-        self.parser.feed(data, &mut |rec| {
+        self.parser.feed_with_end(data, &mut |rec, end| {
             items.push(match rec {
                 ContentRecord::Header(h) => Item::Header(h),
                 ContentRecord::Acl { index, acl } => Item::Acl { index, acl },
@@ -723,7 +851,7 @@ impl SnapshotDecoder {
                         eph_rank: n.eph_rank,
                     })
                 }
-                ContentRecord::End { nodes, acls, sessions } => Item::End { nodes, acls, sessions },
+                ContentRecord::End { nodes, acls, sessions } => Item::End { nodes, acls, sessions, end },
             });
             Ok(())
         })?;
@@ -748,7 +876,8 @@ pub struct SnapshotLoader {
     sessions: Vec<(SessionId, i32)>,
     eph_ranks: hashbrown::HashMap<Slot, u64>,
     nodes_seen: u64,
-    end: Option<(u64, u32, u32)>,
+    /// The end record: its counts, and the end state it recorded (version 2).
+    end: Option<(u64, u32, u32, Option<EndState>)>,
 }
 
 impl SnapshotLoader {
@@ -856,7 +985,7 @@ impl SnapshotLoader {
                     }
                     *nodes_seen += 1;
                 }
-                Item::End { nodes, acls: a, sessions: s } => *end = Some((nodes, a, s)),
+                Item::End { nodes, acls: a, sessions: s, end: e } => *end = Some((nodes, a, s, e)),
             }
         }
         Ok(())
@@ -883,7 +1012,8 @@ impl SnapshotLoader {
             ..
         } = self;
         let header = header.ok_or_else(|| malformed(at, "no header"))?;
-        let (nodes, acl_count, session_count) = end.ok_or_else(|| malformed(at, "no end record"))?;
+        let (nodes, acl_count, session_count, end_state) =
+            end.ok_or_else(|| malformed(at, "no end record"))?;
         if !at_boundary {
             return Err(malformed(at, "content ends inside a record"));
         }
@@ -915,8 +1045,21 @@ impl SnapshotLoader {
         db.tree = tree;
         db.sessions = table;
         db.last_applied = header.start_zxid;
+        db.loaded_from =
+            Some(LoadedContent { version: header.version, start_zxid: header.start_zxid, end: end_state });
         Ok(db)
     }
+}
+
+/// What the content a database was loaded from said of itself, for [`Recovery`]'s check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoadedContent {
+    /// Its content version.
+    pub(crate) version: u32,
+    /// Its start zxid (the loaded database's last applied zxid).
+    pub(crate) start_zxid: i64,
+    /// What its end record recorded, if anything.
+    pub(crate) end: Option<EndState>,
 }
 
 /// Puts every node into its parent's child set (with its saved rank); drops nodes whose parent
@@ -1075,9 +1218,11 @@ impl ContentBuilder {
         std::mem::take(&mut self.out)
     }
 
-    /// Writes the end record and returns the rest of the content.
+    /// Writes the end record and returns the rest of the content. It records no end state: a
+    /// tree from another source comes with no digest of its own to check ([`Recovery`] reports
+    /// [`Unverifiable::NoEndState`]).
     pub fn finish(mut self) -> Vec<u8> {
-        put_end(&mut self.out, self.nodes, self.acls.len() as u32, self.sessions);
+        put_end(&mut self.out, self.nodes, self.acls.len() as u32, self.sessions, None);
         self.out
     }
 }
@@ -1085,13 +1230,131 @@ impl ContentBuilder {
 // ---------------------------------------------------------------------------------------------
 // Replay
 
+/// Whether the snapshot a [`Recovery`] started from reproduced the tree digest it recorded
+/// (see the module docs): [`Recovery::snapshot_check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotCheck {
+    /// Loading the snapshot and replaying the log exactly through `zxid` (its end zxid) gave
+    /// the tree digest it recorded.
+    Verified {
+        /// The snapshot's end zxid.
+        zxid: i64,
+        /// The digest, recorded and found.
+        digest: i64,
+    },
+    /// Loading the snapshot and replaying the log exactly through `zxid` gave another tree
+    /// digest than the recorded one: the snapshot (or the log replayed over it) does not hold
+    /// the state it was taken from. Refuse it and fall back to an older snapshot.
+    Mismatch {
+        /// The snapshot's end zxid, where the digests were compared.
+        zxid: i64,
+        /// The digest the snapshot recorded.
+        want: i64,
+        /// The digest of the tree loaded and replayed through `zxid`.
+        got: i64,
+    },
+    /// No verdict: nothing to compare, or the replay never stood at the end zxid.
+    Unverifiable {
+        /// Why.
+        why: Unverifiable,
+    },
+}
+
+/// Why a [`SnapshotCheck`] could not be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unverifiable {
+    /// The database was not loaded from zkrs snapshot content (a fresh one, with no snapshot to
+    /// start from), or it applied txns after it was loaded.
+    NoSnapshot,
+    /// The content records no end state: content `version` 1 (written before end states were
+    /// recorded), or content built from another source by a [`ContentBuilder`] (an import, a
+    /// SNAP received).
+    NoEndState {
+        /// The content version.
+        version: u32,
+    },
+    /// The snapshot was written by a database that kept no tree digest (a standalone
+    /// server's: [`TreeConfig::tree_digest`] off): it records its end zxid only.
+    NoDigest {
+        /// The snapshot's end zxid.
+        end_zxid: i64,
+    },
+    /// The replay has not applied the end zxid: the log replayed so far ends at `last_zxid`,
+    /// before it.
+    LogEndsBefore {
+        /// The snapshot's end zxid.
+        end_zxid: i64,
+        /// The last zxid replayed (the start zxid if none was).
+        last_zxid: i64,
+    },
+    /// The replay went from `before` straight to `after`, over the end zxid: the log lacks the
+    /// txn the snapshot ended at, and the state at the end zxid was never there to compare.
+    EndZxidMissing {
+        /// The snapshot's end zxid.
+        end_zxid: i64,
+        /// The last zxid replayed below it (the start zxid if none was).
+        before: i64,
+        /// The first zxid replayed above it.
+        after: i64,
+    },
+}
+
+impl std::fmt::Display for SnapshotCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotCheck::Verified { zxid, digest } => {
+                write!(f, "verified: tree digest {digest:#x} at its end zxid {zxid:#x}, as recorded")
+            }
+            SnapshotCheck::Mismatch { zxid, want, got } => write!(
+                f,
+                "mismatch: tree digest {got:#x} at its end zxid {zxid:#x}, where it recorded {want:#x}"
+            ),
+            SnapshotCheck::Unverifiable { why } => write!(f, "unverifiable: {why}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Unverifiable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unverifiable::NoSnapshot => write!(f, "the database was not loaded from a snapshot"),
+            Unverifiable::NoEndState { version } => {
+                write!(f, "the snapshot (content version {version}) records no end state")
+            }
+            Unverifiable::NoDigest { end_zxid } => {
+                write!(f, "the snapshot records no tree digest (only its end zxid {end_zxid:#x})")
+            }
+            Unverifiable::LogEndsBefore { end_zxid, last_zxid } => write!(
+                f,
+                "the replay ends at zxid {last_zxid:#x}, before the snapshot's end zxid {end_zxid:#x}"
+            ),
+            Unverifiable::EndZxidMissing { end_zxid, before, after } => write!(
+                f,
+                "the log goes from zxid {before:#x} to {after:#x}, without the snapshot's end zxid \
+                 {end_zxid:#x}"
+            ),
+        }
+    }
+}
+
+/// Where a [`Recovery`]'s check of its snapshot stands.
+#[derive(Debug, Clone, Copy)]
+enum CheckState {
+    /// Compare the digest with `want` once the replay has applied exactly `end_zxid`.
+    Waiting { end_zxid: i64, want: i64 },
+    /// Settled.
+    Done(SnapshotCheck),
+}
+
 /// Recovery after loading: replays the logged txns above the snapshot's start zxid
-/// idempotently, then starts the session clocks. Use it for every restart (with a fresh
-/// [`Database::new`] when there is no snapshot):
+/// idempotently, checks the snapshot against the tree digest it recorded, then starts the
+/// session clocks. Use it for every restart (with a fresh [`Database::new`] when there is no
+/// snapshot):
 ///
 /// ```text
 /// let mut rec = Recovery::new(db_from_snapshot);
 /// for entry in log.read_from(rec.start_zxid() + 1)? { rec.replay(&entry.header, &entry.txn); }
+/// if let SnapshotCheck::Mismatch { .. } = rec.snapshot_check() { /* try an older snapshot */ }
 /// let db = rec.finish(now_ms);
 /// ```
 #[derive(Debug)]
@@ -1099,14 +1362,69 @@ pub struct Recovery {
     db: Database,
     start_zxid: i64,
     replayed: u64,
+    check: CheckState,
 }
 
 impl Recovery {
-    /// Starts recovering `db` (a loaded snapshot, or a fresh database).
+    /// Starts recovering `db` (a loaded snapshot, or a fresh database). If the snapshot's end
+    /// zxid is its start zxid (nothing was applied while it was written), its check is made
+    /// here, on the tree as loaded.
     pub fn new(mut db: Database) -> Self {
         db.replaying = true;
         let start_zxid = db.last_applied;
-        Recovery { db, start_zxid, replayed: 0 }
+        let unverifiable = |why| CheckState::Done(SnapshotCheck::Unverifiable { why });
+        // A database that applied txns since it was loaded no longer stands at the content's
+        // start: there is nothing to check it against.
+        let check = match db.loaded_from.take().filter(|l| l.start_zxid == start_zxid) {
+            None => unverifiable(Unverifiable::NoSnapshot),
+            Some(LoadedContent { version, end: None, .. }) => {
+                unverifiable(Unverifiable::NoEndState { version })
+            }
+            Some(LoadedContent { end: Some(EndState { zxid, digest: None }), .. }) => {
+                unverifiable(Unverifiable::NoDigest { end_zxid: zxid })
+            }
+            Some(LoadedContent { end: Some(EndState { zxid, digest: Some(want) }), .. }) => {
+                CheckState::Waiting { end_zxid: zxid, want }
+            }
+        };
+        let mut rec = Recovery { db, start_zxid, replayed: 0, check };
+        if let CheckState::Waiting { end_zxid, want } = rec.check {
+            // The loader refuses an end zxid below the start.
+            debug_assert!(end_zxid >= start_zxid);
+            if end_zxid == start_zxid {
+                rec.check = CheckState::Done(rec.compare(end_zxid, want));
+            }
+        }
+        rec
+    }
+
+    /// The verdict on the tree as it stands, which must be exactly the state at `zxid`.
+    fn compare(&self, zxid: i64, want: i64) -> SnapshotCheck {
+        debug_assert_eq!(self.db.last_applied, zxid);
+        // A database that keeps no digest (the configuration changed since the snapshot was
+        // written) sums it once, here.
+        let got = self.db.tree.digest().unwrap_or_else(|| self.db.tree.sum_digests());
+        if got == want {
+            SnapshotCheck::Verified { zxid, digest: got }
+        } else {
+            SnapshotCheck::Mismatch { zxid, want, got }
+        }
+    }
+
+    /// Whether the snapshot this recovery started from reproduces the tree digest it recorded:
+    /// [`SnapshotCheck::Verified`] or [`SnapshotCheck::Mismatch`] once the replay has applied
+    /// exactly its end zxid (or at once, when that is its start zxid), else
+    /// [`SnapshotCheck::Unverifiable`] with the reason; [`Unverifiable::LogEndsBefore`] while
+    /// the replay has not reached the end zxid. Ask it once the log is replayed, before
+    /// [`Recovery::finish`]. The verdict is made at the end zxid and later txns do not change
+    /// it.
+    pub fn snapshot_check(&self) -> SnapshotCheck {
+        match self.check {
+            CheckState::Done(c) => c,
+            CheckState::Waiting { end_zxid, .. } => SnapshotCheck::Unverifiable {
+                why: Unverifiable::LogEndsBefore { end_zxid, last_zxid: self.db.last_applied },
+            },
+        }
     }
 
     /// The snapshot's start zxid: replay the log from the zxid after it.
@@ -1137,8 +1455,23 @@ impl Recovery {
         if hdr.zxid <= self.start_zxid {
             return false;
         }
+        if let CheckState::Waiting { end_zxid, .. } = self.check {
+            if hdr.zxid > end_zxid {
+                // Zxids may skip (a new epoch restarts the counter), but the end zxid is one
+                // the snapshot's database applied, so its log holds it: without it, the state
+                // at the end zxid is never there to compare.
+                let why =
+                    Unverifiable::EndZxidMissing { end_zxid, before: self.db.last_applied, after: hdr.zxid };
+                self.check = CheckState::Done(SnapshotCheck::Unverifiable { why });
+            }
+        }
         let _ = self.db.apply(hdr, txn);
         self.replayed += 1;
+        if let CheckState::Waiting { end_zxid, want } = self.check {
+            if hdr.zxid == end_zxid {
+                self.check = CheckState::Done(self.compare(end_zxid, want));
+            }
+        }
         true
     }
 

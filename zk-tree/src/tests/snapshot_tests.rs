@@ -5,7 +5,8 @@
 
 use super::prop_tests::{check_invariants, step_strategy, Step};
 use crate::snapshot::{
-    load_snapshot, ContentParser, ContentRecord, Recovery, SnapshotDecoder, SnapshotLoader,
+    load_snapshot, ContentBuilder, ContentParser, ContentRecord, EndState, Recovery, SnapshotCheck,
+    SnapshotDecoder, SnapshotLoader, Unverifiable,
 };
 use crate::{AuthIds, Database, RequestCtx, TreeConfig};
 use proptest::prelude::*;
@@ -73,7 +74,8 @@ struct Run {
     log: Vec<(TxnHeader, Txn)>,
     /// Snapshot in progress: (cursor, content so far).
     snap: Option<(crate::SnapshotCursor, Vec<u8>)>,
-    snaps: Vec<(i64, Vec<u8>)>,
+    /// Snapshots done: start zxid, the end state recorded, content.
+    snaps: Vec<(i64, EndState, Vec<u8>)>,
     /// How many nodes each step writes, and how many applies go between steps, cycled.
     knobs: Vec<(u8, u8)>,
     tick: usize,
@@ -91,7 +93,8 @@ impl Run {
         if let Some((cur, out)) = self.snap.as_mut() {
             if self.db.snapshot_step(cur, out, per_step as usize + 1) {
                 let (cur, out) = self.snap.take().expect("in progress");
-                self.snaps.push((cur.start_zxid(), out));
+                let end = cur.end_state().expect("recorded at the end");
+                self.snaps.push((cur.start_zxid(), end, out));
             }
         } else if per_step % 3 == 0 {
             self.snap = Some((self.db.snapshot_begin(), Vec::new()));
@@ -182,12 +185,12 @@ fn run(steps: Vec<Step>, batch: usize, knobs: Vec<(u8, u8)>) {
     }
     if let Some((mut cur, mut out)) = r.snap.take() {
         while !r.db.snapshot_step(&mut cur, &mut out, 3) {}
-        r.snaps.push((cur.start_zxid(), out));
+        r.snaps.push((cur.start_zxid(), cur.end_state().expect("recorded at the end"), out));
     }
     // What a restart must give: everything applied.
     let want = r.db;
     assert!(!r.snaps.is_empty());
-    for (start, content) in &r.snaps {
+    for (start, end, content) in &r.snaps {
         let mut loader = SnapshotLoader::new(cfg());
         // Fed in awkward pieces, as chunks arrive.
         for piece in content.chunks(37) {
@@ -200,6 +203,11 @@ fn run(steps: Vec<Step>, batch: usize, knobs: Vec<(u8, u8)>) {
         for (h, t) in &r.log {
             rec.replay(h, t);
         }
+        // Loaded and replayed through its end zxid, every snapshot gives the digest it recorded
+        // (the log goes on past it: the verdict is made there).
+        assert!(end.zxid >= *start);
+        let digest = end.digest.expect("the tree keeps a digest");
+        assert_eq!(rec.snapshot_check(), SnapshotCheck::Verified { zxid: end.zxid, digest });
         let got = rec.finish(now as u64);
         check_invariants(&got);
         assert_same(&got, &want);
@@ -306,8 +314,8 @@ fn damaged_content_is_refused() {
     }
     // A newer content version is refused by version.
     let mut newer = content.clone();
-    newer[5..9].copy_from_slice(&2u32.to_le_bytes());
-    assert_eq!(load_snapshot(cfg(), &newer).unwrap_err(), crate::SnapshotError::UnsupportedVersion(2));
+    newer[5..9].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(load_snapshot(cfg(), &newer).unwrap_err(), crate::SnapshotError::UnsupportedVersion(3));
     // A bad tag, an absurd length.
     let mut bad = content.clone();
     bad[0] = 77;
@@ -467,4 +475,306 @@ fn cursor_begun_during_recovery_does_not_step_the_recovered_database() {
     let mut cur = rec.database().snapshot_begin();
     let db = rec.finish(0);
     db.snapshot_step(&mut cur, &mut Vec::new(), 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A snapshot records the digest it must reproduce
+
+/// The content's records as (tag, body), for surgery on them.
+fn records(content: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut at = 0;
+    while at < content.len() {
+        let len = u32::from_le_bytes(content[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+        v.push((content[at], content[at + 5..at + 5 + len].to_vec()));
+        at += 5 + len;
+    }
+    v
+}
+
+fn assemble(records: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (tag, body) in records {
+        out.push(*tag);
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    out
+}
+
+/// The path of a node record's body (`u8 flags | u32 length | path ...`).
+fn node_path(body: &[u8]) -> &str {
+    let len = u32::from_le_bytes(body[1..5].try_into().expect("4 bytes")) as usize;
+    std::str::from_utf8(&body[5..5 + len]).expect("UTF-8")
+}
+
+/// The content without the record of the node at `path`, its end record's node count made to
+/// match, so that it loads cleanly: what a snapshot finished over another database looked like
+/// (F1), nodes missing and nothing to tell.
+fn without_node(content: &[u8], path: &str) -> Vec<u8> {
+    let mut recs = records(content);
+    let before = recs.len();
+    recs.retain(|(tag, body)| *tag != 4 || node_path(body) != path);
+    assert_eq!(recs.len(), before - 1, "{path} was written once");
+    let (tag, end) = recs.last_mut().expect("end record");
+    assert_eq!(*tag, 9);
+    let nodes = u64::from_le_bytes(end[0..8].try_into().expect("8 bytes"));
+    end[0..8].copy_from_slice(&(nodes - 1).to_le_bytes());
+    assemble(&recs)
+}
+
+/// The same content as version 1 wrote it: header version 1, and an end record of counts only.
+fn as_version_1(content: &[u8]) -> Vec<u8> {
+    let mut recs = records(content);
+    assert_eq!(recs[0].0, 1);
+    recs[0].1[0..4].copy_from_slice(&1u32.to_le_bytes());
+    let (tag, end) = recs.last_mut().expect("end record");
+    assert_eq!((*tag, end.len()), (9, 33));
+    end.truncate(16);
+    assemble(&recs)
+}
+
+/// A snapshot taken while writes go on: a tree with /keep (never written after the snapshot
+/// begins) and /w, written throughout, a node or two stepped between writes, and more writes
+/// after the end. Returns the content, the end state the cursor recorded, every txn from the
+/// begin on, and the database that applied them all.
+fn fuzzy_snapshot(cfg: TreeConfig) -> (Vec<u8>, EndState, Vec<(TxnHeader, Txn)>, Database) {
+    use super::support::{creq, Harness, S1};
+    let mut h = Harness::with(cfg);
+    for p in ["/keep", "/keep/x", "/keep/y", "/w"] {
+        h.mkdir(p);
+    }
+    for i in 0..10 {
+        h.mkdir(&format!("/w/n{i}"));
+    }
+    let mut log = Vec::new();
+    let mut write = |h: &mut Harness, req: Request| {
+        let (hdr, txn) = h.prep(S1, &req);
+        h.db.apply(&hdr, &txn);
+        log.push((hdr, txn));
+    };
+    let mut cur = h.db.snapshot_begin();
+    let mut content = Vec::new();
+    for i in 0..12 {
+        write(&mut h, Request::Create2(creq(&format!("/w/m{i}"), b"m", 0)));
+        let data = Some(bytes::Bytes::from(format!("v{i}")));
+        write(
+            &mut h,
+            Request::SetData(SetDataRequest { path: format!("/w/n{}", i % 10), data, version: -1 }),
+        );
+        if i % 3 == 0 {
+            write(&mut h, Request::Delete(DeleteRequest { path: format!("/w/n{}", i / 3), version: -1 }));
+            write(&mut h, Request::Create(creq("/w/s-", b"", 2)));
+        }
+        h.db.snapshot_step(&mut cur, &mut content, 1);
+    }
+    while !h.db.snapshot_step(&mut cur, &mut content, 1) {}
+    let end = cur.end_state().expect("recorded");
+    assert!(end.zxid > cur.start_zxid(), "writes went on while it was taken");
+    assert_eq!(end.zxid, h.db.last_applied_zxid());
+    assert_eq!(end.digest, h.db.tree_digest());
+    for i in 0..3 {
+        write(&mut h, Request::Create2(creq(&format!("/w/after{i}"), b"a", 0)));
+    }
+    (content, end, log, h.db)
+}
+
+/// Loads `content` and replays `log` through [`Recovery`]; the verdict and the database.
+fn load_and_replay(cfg: TreeConfig, content: &[u8], log: &[(TxnHeader, Txn)]) -> (SnapshotCheck, Database) {
+    let mut rec = Recovery::new(load_snapshot(cfg, content).expect("loads cleanly"));
+    for (h, t) in log {
+        rec.replay(h, t);
+    }
+    (rec.snapshot_check(), rec.finish(0))
+}
+
+#[test]
+fn end_record_layout_is_pinned() {
+    // An ensemble's tree: end zxid and digest recorded (flags 3).
+    let db = harness_db();
+    let (_, content) = db.snapshot_to_vec();
+    assert_eq!(&content[0..9], &[1, 28, 0, 0, 0, 2, 0, 0, 0], "header record, content version 2");
+    let mut want = vec![9u8, 33, 0, 0, 0];
+    want.extend_from_slice(&(db.tree().len() as u64).to_le_bytes());
+    want.extend_from_slice(&(db.tree().acl_count() as u32).to_le_bytes());
+    want.extend_from_slice(&(db.sessions().len() as u32).to_le_bytes());
+    want.push(3);
+    want.extend_from_slice(&db.last_applied_zxid().to_le_bytes());
+    want.extend_from_slice(&db.tree_digest().expect("kept").to_le_bytes());
+    assert_eq!(&content[content.len() - 38..], &want[..]);
+    let mut parser = ContentParser::new();
+    parser.feed(&content, &mut |_| Ok(())).expect("parse");
+    let recorded = EndState { zxid: db.last_applied_zxid(), digest: db.tree_digest() };
+    assert_eq!(parser.end_state(), Some(recorded));
+
+    // A standalone tree keeps no digest: the end zxid alone (flags 1, digest field 0).
+    let mut h = super::support::Harness::new();
+    h.mkdir("/a");
+    let (_, content) = h.db.snapshot_to_vec();
+    let end = &content[content.len() - 17..];
+    assert_eq!(end[0], 1);
+    assert_eq!(end[1..9], h.db.last_applied_zxid().to_le_bytes());
+    assert_eq!(end[9..17], [0; 8]);
+
+    // Built content records neither (flags 0, both fields 0).
+    let mut b = ContentBuilder::new(7, 0);
+    b.node("/", Some(b""), &super::support::world(), &StatPersisted::default());
+    let content = b.finish();
+    assert_eq!(content[content.len() - 17..], [0; 17]);
+    let mut parser = ContentParser::new();
+    parser.feed(&content, &mut |_| Ok(())).expect("parse");
+    assert_eq!(parser.end_state(), None);
+}
+
+#[test]
+fn quiet_snapshot_verifies_without_a_replay() {
+    let db = harness_db();
+    let (_, content) = db.snapshot_to_vec();
+    let (check, _) = load_and_replay(cfg(), &content, &[]);
+    let digest = db.tree_digest().expect("kept");
+    assert_eq!(check, SnapshotCheck::Verified { zxid: db.last_applied_zxid(), digest });
+    // A loader that keeps no digest (the configuration changed) sums one for the check.
+    let (check, _) = load_and_replay(TreeConfig { tree_digest: false, ..cfg() }, &content, &[]);
+    assert_eq!(check, SnapshotCheck::Verified { zxid: db.last_applied_zxid(), digest });
+}
+
+#[test]
+fn fuzzy_snapshot_verifies_at_its_end_zxid() {
+    let (content, end, log, want) = fuzzy_snapshot(cfg());
+    let digest = end.digest.expect("kept");
+    // Part of the log: not yet at the end zxid.
+    let short: Vec<_> = log.iter().filter(|(h, _)| h.zxid < end.zxid).cloned().collect();
+    let last_zxid = short.last().map(|(h, _)| h.zxid).expect("txns before the end");
+    let (check, _) = load_and_replay(cfg(), &content, &short);
+    assert_eq!(
+        check,
+        SnapshotCheck::Unverifiable { why: Unverifiable::LogEndsBefore { end_zxid: end.zxid, last_zxid } }
+    );
+    // Exactly through the end zxid.
+    let through: Vec<_> = log.iter().filter(|(h, _)| h.zxid <= end.zxid).cloned().collect();
+    let (check, _) = load_and_replay(cfg(), &content, &through);
+    assert_eq!(check, SnapshotCheck::Verified { zxid: end.zxid, digest });
+    // The whole log: the verdict is the one made at the end zxid, and the tree is the writer's.
+    let (check, got) = load_and_replay(cfg(), &content, &log);
+    assert_eq!(check, SnapshotCheck::Verified { zxid: end.zxid, digest });
+    assert_same(&got, &want);
+}
+
+#[test]
+fn a_snapshot_that_lost_a_node_is_a_mismatch() {
+    // Fuzzy: loaded and replayed through its end zxid, the tree lacks /keep/x.
+    let (content, end, log, _) = fuzzy_snapshot(cfg());
+    let lossy = without_node(&content, "/keep/x");
+    let (check, got) = load_and_replay(cfg(), &lossy, &log);
+    assert!(got.tree().get("/keep/x").is_none());
+    let want = end.digest.expect("kept");
+    match check {
+        SnapshotCheck::Mismatch { zxid, want: w, got: g } => {
+            assert_eq!((zxid, w), (end.zxid, want));
+            assert_ne!(g, want);
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+    // Losing a parent loses its subtree on load too.
+    let (check, got) = load_and_replay(cfg(), &without_node(&content, "/keep"), &log);
+    assert!(got.tree().get("/keep/y").is_none());
+    assert!(matches!(check, SnapshotCheck::Mismatch { .. }), "{check:?}");
+
+    // Quiet (end zxid = start zxid): found at once, with nothing to replay.
+    let db = harness_db();
+    let (_, content) = db.snapshot_to_vec();
+    let (check, _) = load_and_replay(cfg(), &without_node(&content, "/a/n1"), &[]);
+    assert!(
+        matches!(check, SnapshotCheck::Mismatch { zxid, .. } if zxid == db.last_applied_zxid()),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn version_1_content_loads_as_before_and_is_unverifiable() {
+    let (content, _, log, want) = fuzzy_snapshot(cfg());
+    let v1 = as_version_1(&content);
+    let mut parser = ContentParser::new();
+    let mut header_version = 0;
+    parser
+        .feed(&v1, &mut |r| {
+            if let ContentRecord::Header(h) = r {
+                header_version = h.version;
+            }
+            Ok(())
+        })
+        .expect("parse");
+    assert_eq!((header_version, parser.end_state()), (1, None));
+    let (check, got) = load_and_replay(cfg(), &v1, &log);
+    assert_eq!(check, SnapshotCheck::Unverifiable { why: Unverifiable::NoEndState { version: 1 } });
+    check_invariants(&got);
+    assert_same(&got, &want);
+    // Loaded as version 1 and as version 2, the same tree.
+    let (a, b) = (load_snapshot(cfg(), &v1).expect("v1"), load_snapshot(cfg(), &content).expect("v2"));
+    assert_same(&a, &b);
+}
+
+#[test]
+fn unverifiable_cases_say_why() {
+    let (content, end, log, _) = fuzzy_snapshot(cfg());
+    // No snapshot at all.
+    let rec = Recovery::new(Database::new(cfg()));
+    assert_eq!(rec.snapshot_check(), SnapshotCheck::Unverifiable { why: Unverifiable::NoSnapshot });
+    // A loaded database that applied a txn since: it no longer stands at the content's start.
+    let mut db = load_snapshot(cfg(), &content).expect("load");
+    let (h, t) = log.iter().find(|(h, _)| h.zxid > db.last_applied_zxid()).expect("a txn after the start");
+    db.apply(h, t);
+    let rec = Recovery::new(db);
+    assert_eq!(rec.snapshot_check(), SnapshotCheck::Unverifiable { why: Unverifiable::NoSnapshot });
+    // Built content (an import).
+    let mut b = ContentBuilder::new(7, 0);
+    b.node("/", Some(b""), &super::support::world(), &StatPersisted::default());
+    let (check, _) = load_and_replay(cfg(), &b.finish(), &[]);
+    assert_eq!(check, SnapshotCheck::Unverifiable { why: Unverifiable::NoEndState { version: 2 } });
+    // Written by a standalone tree: no digest to compare.
+    let standalone = TreeConfig { tree_digest: false, ..cfg() };
+    let (plain, plain_end, plain_log, _) = fuzzy_snapshot(standalone.clone());
+    assert_eq!(plain_end.digest, None);
+    let (check, _) = load_and_replay(standalone, &plain, &plain_log);
+    let why = Unverifiable::NoDigest { end_zxid: plain_end.zxid };
+    assert_eq!(check, SnapshotCheck::Unverifiable { why });
+    // A log without the txn at the end zxid jumps over it: the state there never existed.
+    let holed: Vec<_> = log.iter().filter(|(h, _)| h.zxid != end.zxid).cloned().collect();
+    let before = holed.iter().map(|(h, _)| h.zxid).filter(|&z| z < end.zxid).max().expect("before");
+    let after = holed.iter().map(|(h, _)| h.zxid).find(|&z| z > end.zxid).expect("after");
+    let (check, _) = load_and_replay(cfg(), &content, &holed);
+    let why = Unverifiable::EndZxidMissing { end_zxid: end.zxid, before, after };
+    assert_eq!(check, SnapshotCheck::Unverifiable { why });
+    assert!(check.to_string().contains("without the snapshot's end zxid"), "{check}");
+}
+
+#[test]
+fn bad_end_records_are_refused() {
+    let db = harness_db();
+    let (start, content) = db.snapshot_to_vec();
+    let with_end = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut recs = records(&content);
+        f(&mut recs.last_mut().expect("end").1);
+        load_snapshot(cfg(), &assemble(&recs)).map(|_| ())
+    };
+    let refused = |r: Result<(), crate::SnapshotError>, what: &str| {
+        assert!(matches!(r, Err(crate::SnapshotError::Malformed { .. })), "{what}: {r:?}");
+    };
+    assert_eq!(with_end(&|_| {}), Ok(()));
+    refused(with_end(&|e| e[16] = 7), "unknown flag");
+    refused(with_end(&|e| e[16] = 2), "a digest without its end zxid");
+    refused(with_end(&|e| e[16] = 1), "a digest field not recorded");
+    refused(
+        with_end(&|e| {
+            e[16] = 0;
+            e[25..33].copy_from_slice(&[0; 8]);
+        }),
+        "an end zxid field not recorded",
+    );
+    refused(with_end(&|e| e[17..25].copy_from_slice(&(start - 1).to_le_bytes())), "end below start");
+    refused(with_end(&|e| e.truncate(16)), "a version-1 end in version-2 content");
+    let v1 = as_version_1(&content);
+    let mut recs = records(&v1);
+    recs.last_mut().expect("end").1.extend_from_slice(&[1; 17]);
+    refused(load_snapshot(cfg(), &assemble(&recs)).map(|_| ()), "a version-2 end in version-1 content");
 }
