@@ -3,12 +3,13 @@
 //! and carries out the actions the core returns. Every decision is the core's
 //! (`crate::core::ServerCore`); what is here only moves bytes and reads clocks.
 
-use crate::core::{Action, ConnId, Event, Now, ServerCore};
-use crate::ensemble::quorum::{Effect, Input, Quorum};
+use crate::core::{Action, ConnId, Event, Now, SnapJob};
+use crate::ensemble::peers::PeerIo;
 use crate::fourlw;
 use crate::log::TxnSink;
+use crate::node::{EpochFile, Input, LogPosition, Node, Output};
 use crate::settings::Settings;
-use crate::snapshots::SnapJob;
+use crate::snapshots::SnapshotReport;
 use crate::stats::{ConnCounters, ConnStats};
 use crate::summary::{Detail, Summary, Timing};
 use bytes::Bytes;
@@ -170,25 +171,6 @@ pub enum DriverMsg {
     Shutdown,
 }
 
-/// What the snapshot thread reports.
-#[derive(Debug)]
-pub enum SnapshotReport {
-    /// A chunk was written; its buffer comes back for reuse.
-    ChunkDone(Vec<u8>),
-    /// A snapshot was finished (or abandoned).
-    Done {
-        /// Whether it was written.
-        ok: bool,
-        /// Log records before this zxid are covered by the snapshots kept.
-        purge_logs_before: Option<i64>,
-    },
-    /// A retention pass finished.
-    Retained {
-        /// Log records before this zxid are covered by the snapshots kept.
-        purge_logs_before: Option<i64>,
-    },
-}
-
 /// Messages handled per wake-up before timers and the log get a turn.
 const BATCH_MAX: usize = 1024;
 
@@ -275,9 +257,25 @@ pub struct StartupLoad {
     pub txns_loaded: u64,
 }
 
+/// What the driver keeps for an ensemble member beyond the sockets: the disk the node's
+/// replica asks about (epoch files, snapshots to rebuild from or write, the log to read back).
+pub struct EnsembleDisk {
+    /// The epoch files.
+    pub epochs: zk_log::EpochStore<zk_log::FileStorage>,
+    /// The snapshot directory.
+    pub snapshots: zk_log::FileStorage,
+    /// Reads the log's durable records while its writer runs.
+    pub source: Box<dyn zk_log::TxnSource>,
+    /// How a rebuilt database is set up.
+    pub tree_cfg: zk_tree::TreeConfig,
+    /// With reconfiguration off, /zookeeper/config holds the configuration zoo.cfg gives (its
+    /// text and version), in every rebuilt database too.
+    pub config_node: Option<(String, i64)>,
+}
+
 /// The driver. See the module docs.
 pub struct Driver {
-    core: ServerCore,
+    node: Node,
     origin: Instant,
     settings: Arc<Settings>,
     outboxes: hashbrown::HashMap<ConnId, Outbox>,
@@ -309,10 +307,10 @@ pub struct Driver {
     /// When the snapshot being written began.
     snapshot_started: Option<Instant>,
     stop: Option<String>,
-    /// The ensemble part, when this server is one of several.
-    quorum: Option<Quorum>,
-    /// Where a snapshot received from a leader is written before the log is reset to it.
-    snapshot_storage: Option<zk_log::FileStorage>,
+    /// The ensemble's sockets, when this server is one of several.
+    peers: Option<PeerIo>,
+    /// The ensemble member's disk, beside the log.
+    disk: Option<EnsembleDisk>,
     /// When to give free memory back to the OS.
     idle_trim: IdleTrim,
     /// Where the plain client listener listens (or is to listen): zoo.cfg's address, until the
@@ -328,9 +326,9 @@ fn wall_ms() -> i64 {
 }
 
 impl Driver {
-    /// A driver for `core`, whose times count from `origin`.
+    /// A driver for `node`, whose times count from `origin`.
     pub fn new(
-        core: ServerCore,
+        node: Node,
         origin: Instant,
         settings: Arc<Settings>,
         log: Box<dyn TxnSink>,
@@ -339,7 +337,7 @@ impl Driver {
     ) -> Driver {
         let client_addr = settings.client_addr;
         Driver {
-            core,
+            node,
             origin,
             settings,
             outboxes: hashbrown::HashMap::new(),
@@ -358,8 +356,8 @@ impl Driver {
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
-            quorum: None,
-            snapshot_storage: None,
+            peers: None,
+            disk: None,
             idle_trim: IdleTrim::default(),
             client_addr,
             client_listener: None,
@@ -403,22 +401,17 @@ impl Driver {
         self
     }
 
-    /// The core's database (read-only), as the server starts from it.
-    pub fn core_database(&self) -> &zk_tree::Database {
-        self.core.database()
-    }
-
-    /// Makes this server a member of an ensemble: `quorum` elects and replicates, and snapshots
-    /// received from a leader are written to `snapshots` before the log is reset to them.
-    pub fn with_quorum(mut self, quorum: Quorum, snapshots: zk_log::FileStorage) -> Driver {
-        self.quorum = Some(quorum);
-        self.snapshot_storage = Some(snapshots);
+    /// Makes this server a member of an ensemble (its node has a replica): `peers` are its
+    /// sockets, `disk` what the replica asks of its disk.
+    pub fn with_ensemble(mut self, peers: PeerIo, disk: EnsembleDisk) -> Driver {
+        self.peers = Some(peers);
+        self.disk = Some(disk);
         self
     }
 
-    async fn quorum_input(q: &mut Option<Quorum>) -> Input {
-        match q {
-            Some(q) => q.next().await,
+    async fn peer_input(p: &mut Option<PeerIo>) -> Input {
+        match p {
+            Some(p) => p.next().await,
             None => std::future::pending().await,
         }
     }
@@ -442,8 +435,8 @@ impl Driver {
         mut inbox: mpsc::Receiver<DriverMsg>,
         mut durable: mpsc::Receiver<WriterReport>,
     ) -> Result<(), String> {
-        // The first election's effects (the core stops serving until it has a role).
-        self.pump_all().await;
+        // The first election's outputs (the core stops serving until it has a role).
+        self.pump();
         // One timer, moved only when the core's next deadline moves (re-arming a timer on every
         // wake-up showed in profiles of small requests).
         let far = || tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -453,7 +446,7 @@ impl Driver {
         let mut idle_check = tokio::time::interval(IDLE_CHECK);
         idle_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let next = self.core.poll_timeout();
+            let next = self.node.poll_timeout();
             // Due already (a snapshot being stepped): no timer, a branch that is ready at once
             // (re-arming the timer on every wake-up while a snapshot ran cost multi-op writes
             // several per cent).
@@ -492,15 +485,15 @@ impl Driver {
                     }
                     self.idle_trim.inputs(handled);
                 }
-                input = Self::quorum_input(&mut self.quorum) => {
+                input = Self::peer_input(&mut self.peers) => {
+                    let now = Self::now(self.origin);
+                    self.node.handle(now, input);
                     let mut handled = 1u64;
-                    if let Some(q) = self.quorum.as_mut() {
-                        q.on_input(input, self.core.database()).await;
-                        while handled < BATCH_MAX as u64 {
-                            let Some(more) = q.try_next_peer() else { break };
-                            q.on_input(more, self.core.database()).await;
-                            handled += 1;
-                        }
+                    while handled < BATCH_MAX as u64 {
+                        let batching = self.node.in_broadcast();
+                        let Some(more) = self.peers.as_mut().and_then(|p| p.try_next_packet(batching)) else { break };
+                        self.node.handle(now, more);
+                        handled += 1;
                     }
                     self.idle_trim.inputs(handled);
                 }
@@ -517,8 +510,8 @@ impl Driver {
                     }
                 }
             }
-            self.core.handle_timeout(Self::now(self.origin));
-            self.pump_all().await;
+            self.node.handle_timeout(Self::now(self.origin));
+            self.pump();
             if let Some(reason) = self.stop.take() {
                 return Err(reason);
             }
@@ -531,14 +524,14 @@ impl Driver {
     async fn shutdown(&mut self, durable: &mut mpsc::Receiver<WriterReport>) -> Result<(), String> {
         self.pump();
         let deadline = tokio::time::Instant::now() + SHUTDOWN_DRAIN;
-        while self.core.in_flight() > 0 && self.stop.is_none() {
+        while self.node.core().in_flight() > 0 && self.stop.is_none() {
             match tokio::time::timeout_at(deadline, durable.recv()).await {
                 Ok(Some(report)) => self.on_log_report(Some(report), Self::now(self.origin)),
                 Ok(None) | Err(_) => break,
             }
             self.pump();
         }
-        info!("core stopped at zxid 0x{:x}", self.core.database().last_applied_zxid());
+        info!("core stopped at zxid 0x{:x}", self.node.database().last_applied_zxid());
         match self.stop.take() {
             Some(reason) => Err(reason),
             None => Ok(()),
@@ -546,7 +539,7 @@ impl Driver {
     }
 
     fn on_log_report(&mut self, report: Option<WriterReport>, now: Now) {
-        match report {
+        let input = match report {
             Some(WriterReport::Durable(zxid)) => {
                 self.take_sync_times(now);
                 let at = Instant::now();
@@ -557,36 +550,27 @@ impl Driver {
                     self.metrics.log_persisted(at.saturating_duration_since(started));
                     self.persist_started.pop_front();
                 }
-                self.core.handle(now, Event::Durable { zxid });
-                if let Some(q) = self.quorum.as_mut() {
-                    q.durable(zxid);
-                }
+                Input::Durable { zxid }
             }
             Some(WriterReport::Truncated(zxid)) => {
                 self.persist_started.clear();
-                if let Some(q) = self.quorum.as_mut() {
-                    q.truncated(zxid);
-                }
+                Input::LogTruncated { zxid }
             }
             Some(WriterReport::Reset(zxid)) => {
                 self.persist_started.clear();
-                if let Some(q) = self.quorum.as_mut() {
-                    q.reset_done(zxid);
-                }
+                Input::LogReset { zxid }
             }
             Some(WriterReport::Failed(error)) => {
                 self.persist_started.clear();
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();
-                    if let Some(q) = self.quorum.as_mut() {
-                        q.log_refused();
-                    }
                 }
-                self.core.handle(now, Event::LogFailed { error })
+                Input::LogFailed { error }
             }
-            None => self.core.handle(now, Event::LogFailed { error: zk_log::LogError::WriterStopped }),
-        }
+            None => Input::LogFailed { error: zk_log::LogError::WriterStopped },
+        };
+        self.node.handle(now, input);
         self.submit_backlog();
     }
 
@@ -644,7 +628,7 @@ impl Driver {
                 Event::Retained { purge_logs_before }
             }
         };
-        self.core.handle(now, ev);
+        self.node.handle(now, Input::Core(ev));
         false
     }
 
@@ -653,16 +637,16 @@ impl Driver {
     fn view(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
         let limit = self.settings.global_outstanding_limit as usize;
         let outstanding = limit - self.permits.available_permits().min(limit);
-        let mut view = self.core.view(asker, outstanding, now);
-        if let Some(c) = self.quorum.as_ref().and_then(Quorum::learner_counts) {
+        let mut view = self.node.core().view(asker, outstanding, now);
+        if let Some(c) = self.node.replica().and_then(|r| r.learner_counts()) {
             view.quorum = Some(fourlw::QuorumFigures {
                 learners: c.learners,
                 synced_followers: c.synced_followers,
                 synced_observers: c.synced_observers,
-                pending_syncs: self.core.pending_syncs(),
+                pending_syncs: self.node.core().pending_syncs(),
             });
         }
-        view.ensemble = self.quorum.as_ref().map(Quorum::admin_view);
+        view.ensemble = self.node.replica().map(|r| r.view());
         view.client_addr = self.client_addr;
         view
     }
@@ -673,7 +657,7 @@ impl Driver {
         let mut view = self.view(asker, now);
         let at = now.mono_ms();
         let stats = view.stats;
-        let q = self.quorum.as_ref().map(|q| q.metrics(false)).unwrap_or_default();
+        let q = self.node.replica().map(|r| r.counters().clone()).unwrap_or_default();
         view.counters = vec![
             ("stale_sessions_expired", stats.sessions_expired),
             ("proposal_count", q.proposal_count),
@@ -685,7 +669,7 @@ impl Driver {
             ("snap_count", q.snap_count),
             ("commit_count", q.commit_count),
         ];
-        if self.quorum.is_some() {
+        if self.node.replica().is_some() {
             // Only an ensemble member keeps the digest (a standalone server has no proposals
             // carrying one): no made-up zero elsewhere.
             view.counters.push(("digest_mismatches_count", stats.digest_mismatches));
@@ -706,8 +690,8 @@ impl Driver {
                 Timing::read_in("startup_txns_loaded", Detail::Basic, &s[3], at, 1.0),
             ]);
         }
-        view.timings.push(match &self.quorum {
-            Some(q) => q.election_timing(),
+        view.timings.push(match self.node.replica() {
+            Some(r) => r.election_timing(now),
             // A server that never elects: none, by construction.
             None => Timing::read("election_time", Detail::Basic, &Summary::default(), at),
         });
@@ -718,7 +702,7 @@ impl Driver {
     /// metrics hold (Apache's reset of all its metrics), here and in the core and the ensemble
     /// part; zkrs's own histograms are not Apache's and keep counting.
     fn reset_counters(&mut self, word: &str) {
-        self.core.reset_counters(word);
+        self.node.core_mut().reset_counters(word);
         if word == "srst" {
             self.fsync_time = Summary::default();
             self.snapshot_time = Summary::default();
@@ -726,8 +710,8 @@ impl Driver {
             if let Some(s) = &mut self.startup {
                 *s = Default::default();
             }
-            if let Some(q) = self.quorum.as_mut() {
-                q.reset_metrics();
+            if let Some(r) = self.node.replica_mut() {
+                r.reset_counters();
             }
         }
     }
@@ -760,8 +744,8 @@ impl Driver {
                 let values = fourlw::monitor_values(&view);
                 let serving = view.mode.is_some();
                 let mut figures = Box::new(self.metrics.clone());
-                if let Some(q) = &self.quorum {
-                    figures.quorum = q.metrics(serving);
+                if let Some(r) = self.node.replica() {
+                    figures.quorum = quorum_metrics(r, serving, now);
                 }
                 figures.timings = view.timings.clone();
                 AdminReply::Metrics(values, figures)
@@ -777,26 +761,6 @@ impl Driver {
                     None => serving,
                 };
                 AdminReply::Ready(Readiness { serving, role, has_leader })
-            }
-        }
-    }
-
-    /// Carries out every action of the core and every effect of the ensemble part, until neither
-    /// has more.
-    async fn pump_all(&mut self) {
-        loop {
-            self.pump();
-            let Some(q) = self.quorum.as_mut() else { return };
-            q.touch(self.core.take_touched());
-            q.settle(self.core.database()).await;
-            let effects = q.take_effects();
-            if effects.is_empty() {
-                return;
-            }
-            // One reading of the clocks for the batch: effects are carried out in microseconds.
-            let now = Self::now(self.origin);
-            for e in effects {
-                self.effect(e, now);
             }
         }
     }
@@ -818,67 +782,129 @@ impl Driver {
         }
     }
 
-    fn effect(&mut self, e: Effect, now: Now) {
-        match e {
-            Effect::Core(ev) => self.core.handle(now, ev),
-            Effect::SetRole(role, voters, db) => self.core.set_role(role, voters, db.map(|b| *b), now),
-            Effect::Persist(batch) => self.persist(batch, false),
-            Effect::ClientAddress(addr) => self.move_client_listener(addr),
-            Effect::Truncate(zxid) => {
-                if let Err(e) = self.log.truncate_after(zxid) {
-                    self.core.handle(now, Event::LogFailed { error: e });
-                }
-            }
-            Effect::Reset(zxid) => {
-                // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
-                // a crash between the two restarts from the snapshot.
-                if let Err(e) = self.write_snapshot() {
-                    self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
-                    return;
-                }
-                if let Err(e) = self.log.reset_to(zxid) {
-                    self.core.handle(now, Event::LogFailed { error: e });
-                }
-            }
-            Effect::ResyncBelow(cut) => {
-                let Some(storage) = self.snapshot_storage.as_ref() else { return };
-                // Snapshots past the cut go first (durably): a crash after the reset must not
-                // restart from one of them.
-                match crate::snapshots::discard_after(storage, cut) {
-                    Ok(newest) => {
-                        if let Err(e) = self.log.reset_to(newest) {
-                            self.core.handle(now, Event::LogFailed { error: e });
-                        }
-                    }
-                    Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
-                }
-            }
-        }
-    }
-
-    /// Writes the core's database as a snapshot file, whole, on this thread (a learner that
-    /// received a snapshot serves nobody until it is written).
-    fn write_snapshot(&self) -> Result<(), zk_log::LogError> {
-        let Some(storage) = self.snapshot_storage.as_ref() else { return Ok(()) };
-        let info = crate::snapshots::write_whole(storage, self.core.database(), crate::core::NODES_PER_STEP)?;
-        info!("wrote snapshot {} received from the leader", info.name);
-        Ok(())
-    }
-
-    /// Carries out every action the core has, including those that carrying one out produces.
+    /// Carries out every output of the node, including those that carrying one out produces,
+    /// and hands the node the result of each that has one.
     fn pump(&mut self) {
         loop {
-            while let Some(action) = self.core.poll_action() {
-                self.act(action);
+            let now = Self::now(self.origin);
+            while let Some(o) = self.node.poll_action(now) {
+                self.output(o, now);
             }
             if self.dead.is_empty() {
                 return;
             }
             let now = Self::now(self.origin);
             for conn in std::mem::take(&mut self.dead) {
-                self.core.handle(now, Event::Closed { conn });
+                self.node.handle(now, Input::Core(Event::Closed { conn }));
             }
         }
+    }
+
+    fn output(&mut self, o: Output, now: Now) {
+        let o = match self.peers.as_mut() {
+            Some(p) => match p.act(o) {
+                Some(o) => o,
+                None => return,
+            },
+            None => o,
+        };
+        match o {
+            Output::Core(a) => self.act(a),
+            Output::InstallConfig(config) => {
+                let client = self.peers.as_mut().and_then(|p| p.install(&config));
+                if let Some(addr) = client {
+                    self.move_client_listener(addr);
+                }
+                let me = self.node.replica().map_or(0, |r| r.my_sid());
+                if let Some(file) = self.peers.as_ref().and_then(|p| p.config_file()).map(|f| f.to_path_buf())
+                {
+                    if let Err(e) = crate::ensemble::peers::write_dynamic_config(&file, &config, me) {
+                        error!("cannot write the configuration beside {}: {e}", file.display());
+                    }
+                }
+            }
+            Output::PersistEpoch { file, epoch } => {
+                let Some(disk) = self.disk.as_mut() else { return };
+                let result = match file {
+                    EpochFile::Accepted => disk.epochs.set_accepted(i64::from(epoch)),
+                    EpochFile::Current => disk.epochs.set_current(i64::from(epoch)),
+                }
+                .map_err(|e| e.to_string());
+                self.node.handle(now, Input::EpochWritten { file, result });
+            }
+            Output::Reload { window } => {
+                let Some(disk) = self.disk.as_ref() else { return };
+                let started = Instant::now();
+                let result =
+                    crate::snapshots::rebuild(&disk.snapshots, disk.tree_cfg.clone(), disk.source.as_ref())
+                        .map(|mut db| {
+                            if let Some((text, version)) = &disk.config_node {
+                                db.set_config_node(text, *version, now.wall_ms);
+                            }
+                            Box::new(db)
+                        });
+                let log = LogPosition { base: disk.source.base_zxid(), durable: disk.source.durable_zxid() };
+                let recent = crate::node::replica::recent_history(disk.source.as_ref(), window);
+                debug!("database rebuilt from disk in {:.1?}", started.elapsed());
+                self.node.handle(Self::now(self.origin), Input::Reloaded { result, log, recent });
+            }
+            Output::ReadLog { req, from, through, max_records } => {
+                let Some(disk) = self.disk.as_ref() else { return };
+                let records =
+                    crate::node::replica::read_anchored(disk.source.as_ref(), from, through, max_records);
+                self.node.handle(Self::now(self.origin), Input::LogRead { req, records });
+            }
+            Output::TruncateLog { after } => {
+                let Some(disk) = self.disk.as_ref() else { return };
+                // Snapshots past the cut go first, durably: a crash between the two must not
+                // bring a cut transaction back from a snapshot.
+                if let Err(e) = crate::snapshots::discard_after(&disk.snapshots, after) {
+                    self.stop = Some(format!("cannot remove snapshots past 0x{after:x}: {e}"));
+                    return;
+                }
+                if let Err(error) = self.log.truncate_after(after) {
+                    self.node.handle(now, Input::LogFailed { error });
+                }
+            }
+            Output::InstallSnapshot { zxid } => {
+                // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
+                // a crash between the two restarts from the snapshot.
+                if let Err(e) = self.write_snapshot() {
+                    self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
+                    return;
+                }
+                if let Err(error) = self.log.reset_to(zxid) {
+                    self.node.handle(now, Input::LogFailed { error });
+                }
+            }
+            Output::ResyncBelow { cut } => {
+                let Some(disk) = self.disk.as_ref() else { return };
+                // Snapshots past the cut go first (durably): a crash after the reset must not
+                // restart from one of them.
+                match crate::snapshots::discard_after(&disk.snapshots, cut) {
+                    Ok(newest) => {
+                        if let Err(error) = self.log.reset_to(newest) {
+                            self.node.handle(now, Input::LogFailed { error });
+                        }
+                    }
+                    Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
+                }
+            }
+            other => debug!("an ensemble output with no ensemble: {other:?}"),
+        }
+    }
+
+    /// Writes the node's database as a snapshot file, whole, on this thread (a learner that
+    /// received a snapshot serves nobody until it is written).
+    fn write_snapshot(&self) -> Result<(), zk_log::LogError> {
+        let Some(disk) = self.disk.as_ref() else { return Ok(()) };
+        let info = crate::snapshots::write_whole(
+            &disk.snapshots,
+            self.node.database(),
+            crate::core::NODES_PER_STEP,
+        )?;
+        info!("wrote snapshot {} received from the leader", info.name);
+        Ok(())
     }
 
     fn act(&mut self, action: Action) {
@@ -899,45 +925,23 @@ impl Driver {
             }
             Action::ReleasePermit => self.permits.add_permits(1),
             Action::Persist { records, inline } => self.persist(records, inline),
-            // A standalone server's voter set is itself: its core never proposes to anyone.
-            Action::Propose { payloads } => match self.quorum.as_mut() {
-                Some(q) => q.propose(payloads),
-                None => debug!("{} proposals have no follower to go to", payloads.len()),
-            },
-            Action::Commit { zxid } => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.committed(zxid);
-                }
-            }
-            Action::CommitAndActivate { zxid, designated, config } => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.committed_and_activate(zxid, designated, &config);
-                }
-            }
-            Action::Forward { session, cxid, op, body, auth } => match self.quorum.as_mut() {
-                Some(q) => q.forward(session, cxid, op, body, auth),
-                None => debug!("request 0x{session:x}/{cxid} has no leader to go to"),
-            },
-            Action::Revalidate { session, timeout_ms } => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.revalidate(session, timeout_ms);
-                }
-            }
-            Action::SyncReady { to } => {
-                if let Some(q) = self.quorum.as_mut() {
-                    q.sync_ready(to);
-                }
-            }
             Action::ResumeLog => self.log.resume(),
-            Action::StepDown { reason } => match self.quorum.as_mut() {
-                Some(q) => q.step_down(&reason),
-                None => self.stop = Some(reason),
-            },
             Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
             Action::Snapshot(job) => self.snapshot_job(job),
             Action::Stop { reason } => {
                 error!("stopping: {reason}");
                 self.stop = Some(reason);
+            }
+            // The node hands these to its replica; only a bug brings one here.
+            a @ (Action::Propose { .. }
+            | Action::Commit { .. }
+            | Action::CommitAndActivate { .. }
+            | Action::Forward { .. }
+            | Action::Revalidate { .. }
+            | Action::SyncReady { .. }
+            | Action::StepDown { .. }) => {
+                debug_assert!(false, "a quorum action reached the driver: {a:?}");
+                error!("a quorum action reached the driver: {a:?}");
             }
         }
     }
@@ -982,8 +986,8 @@ impl Driver {
                 let now = Self::now(self.origin);
                 self.take_sync_times(now);
                 match res {
-                    Ok(zxid) => self.core.handle(now, Event::Durable { zxid }),
-                    Err(error) => self.core.handle(now, Event::LogFailed { error }),
+                    Ok(zxid) => self.node.handle(now, Input::Durable { zxid }),
+                    Err(error) => self.node.handle(now, Input::LogFailed { error }),
                 }
                 return;
             }
@@ -1009,7 +1013,7 @@ impl Driver {
                 Err(zk_log::SubmitError::Stopped(_)) => {
                     self.log_backlog.clear();
                     let now = Self::now(self.origin);
-                    self.core.handle(now, Event::LogFailed { error: zk_log::LogError::WriterStopped });
+                    self.node.handle(now, Input::LogFailed { error: zk_log::LogError::WriterStopped });
                     return;
                 }
             }
@@ -1027,13 +1031,32 @@ impl Driver {
             Err(TrySendError::Full(_)) => {
                 error!("the snapshot thread's queue is full; dropping this snapshot");
                 self.snapshot_jobs = None;
-                self.core.handle(Self::now(self.origin), Event::SnapshotThreadGone);
+                self.node.handle(Self::now(self.origin), Input::Core(Event::SnapshotThreadGone));
             }
             Err(TrySendError::Disconnected(_)) => {
                 self.snapshot_jobs = None;
-                self.core.handle(Self::now(self.origin), Event::SnapshotThreadGone);
+                self.node.handle(Self::now(self.origin), Input::Core(Event::SnapshotThreadGone));
             }
         }
+    }
+}
+
+/// Apache's ensemble metrics, from the replica's counters and gauges.
+fn quorum_metrics(
+    r: &crate::node::replica::Replica,
+    serving: bool,
+    now: Now,
+) -> crate::admin::metrics::QuorumMetrics {
+    let c = r.counters();
+    let g = r.gauges(serving, now);
+    crate::admin::metrics::QuorumMetrics {
+        looking_count: c.looking_count,
+        proposal_count: c.proposal_count,
+        commit_count: c.commit_count,
+        snap_count: c.snap_count,
+        diff_count: c.diff_count,
+        quorum_size: g.quorum_size,
+        leader_uptime_ms: g.leader_uptime_ms,
     }
 }
 

@@ -32,6 +32,7 @@ pub mod driver;
 pub mod ensemble;
 pub mod fourlw;
 pub mod log;
+pub mod node;
 pub mod sasl_config;
 pub mod server;
 pub mod settings;

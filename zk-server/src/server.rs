@@ -2,8 +2,9 @@
 
 use crate::conn;
 use crate::core::{CoreConfig, CounterRule, Now, ServerCore, SnapshotSettings, VoterSet};
-use crate::driver::{Driver, DriverMsg};
-use crate::ensemble::quorum::{EnsembleSettings, Quorum};
+use crate::driver::{Driver, DriverMsg, EnsembleDisk};
+use crate::ensemble::peers::{EnsembleSettings, PeerIo};
+use crate::node::{LogPosition, Node};
 use crate::settings::Settings;
 use crate::snapshots;
 use crate::stats::ConnCounters;
@@ -144,12 +145,18 @@ pub async fn run(
         };
         (db, opened)
     });
-    let db = db.map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    let (db, snap_name) = db.map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
     let snap_loaded = std::time::Instant::now();
     let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
-    crate::log::replay(&mut log, &mut rec, &log_dir.display().to_string())
+    let what = log_dir.display().to_string();
+    crate::log::replay(&mut log, &mut rec, &what)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
+    // A snapshot that does not reproduce the digest it recorded is set aside for an older one.
+    let rec = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
+        crate::log::replay(&mut log, rec, &what).map_err(|e| e.to_string())
+    })
+    .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
     let replayed = rec.replayed();
     let startup = crate::driver::StartupLoad {
         snapshot: snap_loaded - load_started,
@@ -169,8 +176,8 @@ pub async fn run(
     // layer adopts it and tells the core), not the one this server started from.
     let config_node = ensemble
         .as_ref()
-        .filter(|e| !e.reconfig_enabled)
-        .map(|e| (e.config.to_config_string(), e.config.version));
+        .filter(|e| !e.replica.reconfig_enabled)
+        .map(|e| (e.replica.config.to_config_string(), e.replica.config.version));
     if let Some((text, version)) = &config_node {
         db.set_config_node(text, *version, now.wall_ms);
     }
@@ -192,9 +199,12 @@ pub async fn run(
     })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
+    let reports = core_tx.clone();
     let snap_tx =
-        snapshots::spawn_writer(snap_storage.clone(), settings.snap_retain_count as usize, core_tx.clone())
-            .map_err(|source| StartError::Log {
+        snapshots::spawn_writer(snap_storage.clone(), settings.snap_retain_count as usize, move |r| {
+            let _ = reports.blocking_send(DriverMsg::Snapshot(r));
+        })
+        .map_err(|source| StartError::Log {
             dir: snap_dir.clone(),
             source: zk_log::LogError::Io {
                 op: "start the snapshot thread",
@@ -203,7 +213,8 @@ pub async fn run(
             },
         })?;
     let server_id = ensemble.as_ref().map_or(0, |e| e.my_sid);
-    let last_logged = writer.source().durable_zxid();
+    let log_position =
+        LogPosition { base: writer.source().base_zxid(), durable: writer.source().durable_zxid() };
     let source = writer.source();
     let cfg = CoreConfig {
         settings: settings.clone(),
@@ -230,32 +241,40 @@ pub async fn run(
     };
     let core = ServerCore::new(cfg, db, now);
     let connections = Arc::new(ConnCounters::default());
+    let ensemble_mode = ensemble.is_some();
+    let (node, ensemble_io) = match ensemble {
+        None => (Node::standalone(core), None),
+        Some(ens) => {
+            let epochs = zk_log::EpochStore::open(snap_storage.clone(), log_position.durable)
+                .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
+            let node = Node::ensemble(
+                core,
+                ens.replica.clone(),
+                (epochs.accepted(), epochs.current()),
+                log_position,
+                now,
+            );
+            let peers = PeerIo::start(ens).await.map_err(|e| StartError::Stopped {
+                reason: format!("cannot open the election or quorum port: {e}"),
+            })?;
+            let disk = EnsembleDisk {
+                epochs,
+                snapshots: snap_storage.clone(),
+                source,
+                tree_cfg: tree_cfg.clone(),
+                config_node: config_node.clone(),
+            };
+            (node, Some((peers, disk)))
+        }
+    };
     let mut driver =
-        Driver::new(core, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
+        Driver::new(node, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
             .with_metric_sources(sync_times, connections.clone())
             .with_startup_load(startup);
-    let ensemble_mode = ensemble.is_some();
     // A reconfiguration may move this server's client address: the driver says where to.
     let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
-    if ensemble_mode {
-        driver = driver.with_client_listener(move_tx);
-    }
-    if let Some(ens) = ensemble {
-        let epochs = zk_log::EpochStore::open(snap_storage.clone(), last_logged)
-            .map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
-        let (storage, cfg) = (snap_storage.clone(), tree_cfg.clone());
-        let reload: crate::ensemble::quorum::Reload = Box::new(move |src, cut| {
-            let mut db = reload_database(&storage, cfg.clone(), src, cut)?;
-            if let Some((text, version)) = &config_node {
-                db.set_config_node(text, *version, Driver::now(origin).wall_ms);
-            }
-            Ok(db)
-        });
-        let quorum =
-            Quorum::start(ens, epochs, source, reload, origin, driver.core_database()).await.map_err(
-                |e| StartError::Stopped { reason: format!("cannot open the election or quorum port: {e}") },
-            )?;
-        driver = driver.with_quorum(quorum, snap_storage.clone());
+    if let Some((peers, disk)) = ensemble_io {
+        driver = driver.with_client_listener(move_tx).with_ensemble(peers, disk);
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
     if let Some(admin) = &settings.admin {
@@ -424,39 +443,6 @@ fn core_result(ended: Result<Result<(), String>, tokio::task::JoinError>) -> Res
         Ok(Err(reason)) => Err(StartError::Stopped { reason }),
         Err(e) => Err(StartError::Stopped { reason: format!("the core task failed: {e}") }),
     }
-}
-
-/// The database as this server's disk has it: the newest snapshot, then every logged transaction
-/// after it (read through `source` while the log writer runs).
-///
-/// After a truncation of the log at `cut`, snapshots taken past it hold transactions that are
-/// gone from the ensemble's history: they are removed first (durably), so that neither this load
-/// nor a later start can bring those transactions back (ZOOKEEPER-2832).
-fn reload_database(
-    storage: &zk_log::FileStorage,
-    cfg: TreeConfig,
-    source: &dyn zk_log::TxnSource,
-    cut: Option<i64>,
-) -> Result<zk_tree::Database, String> {
-    if let Some(cut) = cut {
-        snapshots::discard_after(storage, cut)?;
-    }
-    let db = snapshots::load_newest(storage, cfg)?;
-    let mut rec = Recovery::new(db);
-    let last = source.durable_zxid();
-    let mut from = rec.start_zxid().max(source.base_zxid()) + 1;
-    let mut progress = crate::log::ReplayProgress::start();
-    while from <= last {
-        let entries = source.read_range(from, last, 100_000).map_err(|e| e.to_string())?;
-        let Some(end) = entries.last().map(|e| e.header.zxid) else { break };
-        for e in &entries {
-            rec.replay(&e.header, &e.txn);
-            progress.note(&rec);
-        }
-        from = end + 1;
-    }
-    progress.done(&rec, "the log");
-    Ok(rec.finish(0))
 }
 
 /// A seed for the core's randomness (the spread of snapshot thresholds): different on every

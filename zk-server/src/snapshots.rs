@@ -1,43 +1,40 @@
-//! Snapshots of the database: loading the newest one at start, and taking new ones without
-//! stalling writes.
+//! Snapshots of the database: loading the newest one at start, rebuilding the database from
+//! disk at a role change, and taking new ones without stalling writes.
 //!
 //! A snapshot is fuzzy: the core serializes a bounded number of nodes between batches of writes
 //! (`Database::snapshot_step`), so the nodes it captures may reflect different zxids. Restarting
 //! from it replays every logged transaction after its start zxid, idempotently
 //! (`zk_tree::Recovery`), which converges to the exact state. The bytes go to a thread of their own
 //! that writes the file (temp file, fsync, rename), keeps the newest `autopurge.snapRetainCount`
-//! snapshots, and reports which log segments are no longer needed.
+//! snapshots, and reports which log segments are no longer needed. What the thread does with
+//! each job is [`SnapshotFiles`], which the node simulation runs too, over its own disks.
 
-use crate::core::CHUNK_CREDITS;
-use crate::driver::{DriverMsg, SnapshotReport};
+use crate::core::{SnapJob, CHUNK_CREDITS};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
 use zk_log::{AppendMode, FileStorage, LogError, Storage};
-use zk_tree::{Database, Decoded, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
+use zk_tree::{Database, Decoded, Recovery, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
 
-/// Work for the snapshot thread.
+/// What the snapshot thread reports.
 #[derive(Debug)]
-pub enum SnapJob {
-    /// A snapshot begins.
-    Begin {
-        /// Its start zxid.
-        zxid: i64,
-        /// The most it is written at, bytes a second; 0 = no limit.
-        pace: u64,
+pub enum SnapshotReport {
+    /// A chunk was written; its buffer comes back for reuse.
+    ChunkDone(Vec<u8>),
+    /// A snapshot was finished (or abandoned).
+    Done {
+        /// Whether it was written.
+        ok: bool,
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
     },
-    /// From now on, write the snapshot under way at most this fast, bytes a second (one begun
-    /// unpaced in a quiet period, when writes come back).
-    Pace(u64),
-    /// More content.
-    Chunk(Vec<u8>),
-    /// The content is complete: finish the file and apply retention.
-    Finish,
-    /// Apply retention only (autopurge.purgeInterval's timer).
-    Retain,
+    /// A retention pass finished.
+    Retained {
+        /// Log records before this zxid are covered by the snapshots kept.
+        purge_logs_before: Option<i64>,
+    },
 }
 
 /// Opens the snapshot directory, removing temp files of snapshots a crash interrupted.
@@ -59,23 +56,89 @@ pub fn open_dir(dir: &Path) -> Result<FileStorage, LogError> {
     Ok(storage)
 }
 
-/// The database in the newest valid snapshot, or a fresh one when there is none. Torn or corrupt
-/// snapshots are skipped with a warning; one from a newer format stops start-up.
+/// The database in the newest valid snapshot (and that snapshot's file name), or a fresh one
+/// when there is none. Torn or corrupt snapshots are skipped with a warning; one from a newer
+/// format stops start-up.
 ///
 /// Each snapshot is read once, by two threads: `zk-snap-read` reads the file and checks every
 /// chunk's checksum while this thread builds the tree from the chunks already checked. A snapshot
 /// found damaged part way is dropped and the next older one loaded.
 ///
+/// The database is not yet checked against the digest its snapshot recorded: that needs the log
+/// replayed after it ([`verified`]).
+///
 /// Errors: the snapshot cannot be read, or its content does not load.
-pub fn load_newest(storage: &FileStorage, cfg: TreeConfig) -> Result<Database, String> {
-    for (_, name) in list_snapshots(storage).map_err(|e| e.to_string())?.into_iter().rev() {
+pub fn load_newest<S: Storage>(storage: &S, cfg: TreeConfig) -> Result<(Database, Option<String>), String> {
+    load_newest_before(storage, cfg, i64::MAX)
+}
+
+/// [`load_newest`] among the snapshots that start before `before`.
+fn load_newest_before<S: Storage>(
+    storage: &S,
+    cfg: TreeConfig,
+    before: i64,
+) -> Result<(Database, Option<String>), String> {
+    for (_, name) in
+        list_snapshots(storage).map_err(|e| e.to_string())?.into_iter().rev().filter(|(z, _)| *z < before)
+    {
         match load_one(storage, &name, cfg.clone()) {
-            Ok(db) => return Ok(db),
+            Ok(db) => return Ok((db, Some(name))),
             Err(Fail::Skip(why)) => warn!("skipping snapshot {}: {why}", storage.display_name(&name)),
             Err(Fail::Stop(why)) => return Err(format!("snapshot {name}: {why}")),
         }
     }
-    Ok(Database::new(cfg))
+    Ok((Database::new(cfg), None))
+}
+
+/// The suffix a snapshot whose recorded digest did not check out is renamed with: kept for an
+/// operator to look at, never loaded again (the name no longer parses as a snapshot's).
+pub const MISMATCH_SUFFIX: &str = ".mismatch";
+
+/// Checks a snapshot loaded and replayed: `rec` was made from the snapshot `name` and has had
+/// the log after it replayed by `replay`. A snapshot that recorded the tree digest it had to
+/// reproduce, and does not, lacks something the tree had (or has something it did not): it is
+/// renamed aside ([`MISMATCH_SUFFIX`]) and the next older snapshot is loaded and replayed in
+/// its place, and so on. Returns the recovery to finish.
+///
+/// Errors: what `replay` or loading an older snapshot returns.
+pub fn verified<S: Storage>(
+    storage: &S,
+    cfg: TreeConfig,
+    mut rec: Recovery,
+    mut name: Option<String>,
+    mut replay: impl FnMut(&mut Recovery) -> Result<(), String>,
+) -> Result<Recovery, String> {
+    loop {
+        let Some(current) = name.take() else { return Ok(rec) };
+        match rec.snapshot_check() {
+            zk_tree::SnapshotCheck::Verified { zxid, .. } => {
+                debug!("snapshot {current} reproduced its recorded digest at 0x{zxid:x}");
+                return Ok(rec);
+            }
+            zk_tree::SnapshotCheck::Unverifiable { why } => {
+                debug!("snapshot {current} not checked against a digest: {why}");
+                return Ok(rec);
+            }
+            zk_tree::SnapshotCheck::Mismatch { zxid, want, got } => {
+                tracing::error!(
+                    "snapshot {} and the log after it give a tree whose digest at 0x{zxid:x} is {got:x}, \
+                     where the snapshot recorded {want:x}: the snapshot is not the tree it was taken \
+                     from; it is renamed aside with {MISMATCH_SUFFIX} and an older one loaded",
+                    storage.display_name(&current)
+                );
+                let start = zk_log::snapshot::parse_snapshot_name(&current).unwrap_or(i64::MAX);
+                let aside = format!("{current}{MISMATCH_SUFFIX}");
+                storage
+                    .rename(&current, &aside)
+                    .and_then(|()| storage.sync_dir())
+                    .map_err(|e| format!("cannot rename {current} aside: {e}"))?;
+                let (db, older) = load_newest_before(storage, cfg.clone(), start)?;
+                rec = Recovery::new(db);
+                replay(&mut rec)?;
+                name = older;
+            }
+        }
+    }
 }
 
 /// Removes (durably, through the trash) every snapshot taken past `cut`: after the log is cut
@@ -83,7 +146,7 @@ pub fn load_newest(storage: &FileStorage, cfg: TreeConfig) -> Result<Database, S
 /// zxid of the newest snapshot left, 0 when none is.
 ///
 /// Errors: the directory cannot be listed, or a snapshot cannot be moved away.
-pub fn discard_after(storage: &FileStorage, cut: i64) -> Result<i64, String> {
+pub fn discard_after<S: Storage>(storage: &S, cut: i64) -> Result<i64, String> {
     let mut newest = 0;
     for (zxid, name) in list_snapshots(storage).map_err(|e| e.to_string())? {
         if zxid > cut {
@@ -106,7 +169,7 @@ enum Fail {
 /// Chunks read ahead of the tree being built.
 const READ_AHEAD_CHUNKS: usize = 8;
 
-fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
+fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
     let t0 = Instant::now();
     let (tx, rx) = sync_channel::<Result<Decoded, SnapshotError>>(READ_AHEAD_CHUNKS);
     // Chunks fed to the loader come back to be decoded into again.
@@ -171,8 +234,8 @@ fn load_one(storage: &FileStorage, name: &str, cfg: TreeConfig) -> Result<Databa
 /// (import, and a learner installing a leader's snapshot: nothing is served meanwhile).
 ///
 /// Errors: the file cannot be created, written or made durable.
-pub fn write_whole(
-    storage: &FileStorage,
+pub fn write_whole<S: Storage>(
+    storage: &S,
     db: &Database,
     nodes_per_step: usize,
 ) -> Result<zk_log::snapshot::SnapshotInfo, LogError> {
@@ -190,8 +253,8 @@ pub fn write_whole(
 }
 
 /// Starts the snapshot thread and returns its job queue. It hands every chunk's buffer back once
-/// written (the core reuses it, and counts it as room for the next chunk), and tells the driver
-/// when a snapshot is done and which log records older snapshots no longer need.
+/// written (the core reuses it, and counts it as room for the next chunk), and reports when a
+/// snapshot is done and which log records older snapshots no longer need, through `report`.
 ///
 /// The queue has room for every chunk the core may have out ([`CHUNK_CREDITS`]) plus the few
 /// control jobs around them, so handing it a job never waits.
@@ -200,10 +263,10 @@ pub fn write_whole(
 pub fn spawn_writer(
     storage: FileStorage,
     retain: usize,
-    driver: mpsc::Sender<DriverMsg>,
+    report: impl Fn(SnapshotReport) + Send + 'static,
 ) -> std::io::Result<SyncSender<SnapJob>> {
     let (tx, rx) = sync_channel(CHUNK_CREDITS + 4);
-    std::thread::Builder::new().name("zk-snapshot".into()).spawn(move || run(storage, retain, rx, driver))?;
+    std::thread::Builder::new().name("zk-snapshot".into()).spawn(move || run(storage, retain, rx, report))?;
     Ok(tx)
 }
 
@@ -255,54 +318,91 @@ fn background_priority() {
     }
 }
 
-fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc::Sender<DriverMsg>) {
+fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, report: impl Fn(SnapshotReport)) {
     background_priority();
-    // The snapshot being written: its writer, when it began, and the pace's reckoning: when it
-    // (last) started, bytes written since.
-    let mut current: Option<(SnapshotWriter<FileStorage>, Instant, Instant, u64)> = None;
+    let mut files = SnapshotFiles::new(storage, retain);
+    // The pace's reckoning for the snapshot under way: when it (last) started, bytes written
+    // since.
     let mut pace = Pace::new(0);
-    let mut failed = false;
+    let mut paced_from = Instant::now();
+    let mut written = 0u64;
     while let Ok(job) = rx.recv() {
+        match &job {
+            SnapJob::Begin { pace: bytes_per_second, .. } | SnapJob::Pace(bytes_per_second) => {
+                pace = Pace::new(*bytes_per_second);
+                paced_from = Instant::now();
+                written = 0;
+            }
+            SnapJob::Chunk(bytes) => written += bytes.len() as u64,
+            _ => {}
+        }
+        let chunk = matches!(job, SnapJob::Chunk(_));
+        let out = files.run(job);
+        if chunk {
+            let wait = pace.delay(written, paced_from.elapsed());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+        }
+        if let Some(r) = out {
+            report(r);
+        }
+    }
+}
+
+/// What the snapshot thread does with each job, on any storage: the file of the snapshot under
+/// way, retention after each one finished. Pacing is the caller's.
+#[derive(Debug)]
+pub struct SnapshotFiles<S: Storage> {
+    storage: S,
+    retain: usize,
+    /// The snapshot being written, and when it began.
+    current: Option<(SnapshotWriter<S>, Instant)>,
+    /// The snapshot under way failed (it is reported as not written when it finishes).
+    failed: bool,
+}
+
+impl<S: Storage> SnapshotFiles<S> {
+    /// Snapshots in `storage`, the newest `retain` kept.
+    pub fn new(storage: S, retain: usize) -> SnapshotFiles<S> {
+        SnapshotFiles { storage, retain, current: None, failed: false }
+    }
+
+    /// Carries out `job`; returns the report it makes, if any.
+    pub fn run(&mut self, job: SnapJob) -> Option<SnapshotReport> {
         match job {
-            SnapJob::Begin { zxid, pace: bytes_per_second } => {
-                failed = false;
-                pace = Pace::new(bytes_per_second);
-                current = match SnapshotWriter::create(&storage, zxid) {
-                    Ok(w) => Some((w, Instant::now(), Instant::now(), 0)),
+            SnapJob::Begin { zxid, .. } => {
+                if let Some((w, _)) = self.current.take() {
+                    w.abort();
+                }
+                self.failed = false;
+                self.current = match SnapshotWriter::create(&self.storage, zxid) {
+                    Ok(w) => Some((w, Instant::now())),
                     Err(e) => {
                         warn!("cannot start a snapshot at zxid 0x{zxid:x}: {e}");
-                        failed = true;
+                        self.failed = true;
                         None
                     }
                 };
+                None
             }
-            SnapJob::Pace(bytes_per_second) => {
-                pace = Pace::new(bytes_per_second);
-                if let Some((_, _, paced_from, written)) = current.as_mut() {
-                    *paced_from = Instant::now();
-                    *written = 0;
-                }
-            }
+            SnapJob::Pace(_) => None,
             SnapJob::Chunk(bytes) => {
-                if let Some((w, _, t0, written)) = current.as_mut() {
+                if let Some((w, _)) = self.current.as_mut() {
                     if let Err(e) = w.write(&bytes) {
                         warn!("snapshot abandoned: {e}");
-                        current = None;
-                        failed = true;
-                    } else {
-                        *written += bytes.len() as u64;
-                        let wait = pace.delay(*written, t0.elapsed());
-                        if !wait.is_zero() {
-                            std::thread::sleep(wait);
+                        if let Some((w, _)) = self.current.take() {
+                            w.abort();
                         }
+                        self.failed = true;
                     }
                 }
                 // Back to the core for the next step: the credit for another chunk.
-                let _ = driver.blocking_send(DriverMsg::Snapshot(SnapshotReport::ChunkDone(bytes)));
+                Some(SnapshotReport::ChunkDone(bytes))
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
-                if let Some((w, t0, _, _)) = current.take() {
+                if let Some((w, t0)) = self.current.take() {
                     match w.finish() {
                         Ok(info) => {
                             info!(
@@ -311,28 +411,78 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, driver: mpsc:
                                 info.file_bytes,
                                 t0.elapsed()
                             );
-                            purge_before = retention(&storage, retain);
+                            purge_before = retention(&self.storage, self.retain);
                         }
                         Err(e) => {
                             warn!("snapshot could not be finished: {e}");
-                            failed = true;
+                            self.failed = true;
                         }
                     }
                 }
-                let report = SnapshotReport::Done { ok: !failed, purge_logs_before: purge_before };
-                let _ = driver.blocking_send(DriverMsg::Snapshot(report));
+                Some(SnapshotReport::Done { ok: !self.failed, purge_logs_before: purge_before })
+            }
+            SnapJob::Abort => {
+                if let Some((w, _)) = self.current.take() {
+                    info!("snapshot {} abandoned", w.name());
+                    w.abort();
+                }
+                self.failed = false;
+                Some(SnapshotReport::Done { ok: false, purge_logs_before: None })
             }
             SnapJob::Retain => {
-                let purge_logs_before = retention(&storage, retain);
-                let _ =
-                    driver.blocking_send(DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }));
+                Some(SnapshotReport::Retained { purge_logs_before: retention(&self.storage, self.retain) })
             }
         }
     }
 }
 
+/// Rebuilds the database as this server's disk has it: the newest snapshot that loads, then
+/// every logged transaction after it, read through `source` (the log's own reader, while its
+/// writer runs).
+///
+/// Errors: the log no longer holds the transactions right after the snapshot (a snapshot that
+/// did not load left an older one whose successors were purged, or the log was reset past it):
+/// replaying would skip them, so nothing is rebuilt; or a record cannot be read.
+pub fn rebuild<S: Storage>(
+    storage: &S,
+    cfg: TreeConfig,
+    source: &dyn zk_log::TxnSource,
+) -> Result<Database, String> {
+    let (db, name) = load_newest(storage, cfg.clone())?;
+    let mut rec = Recovery::new(db);
+    replay_source(&mut rec, source)?;
+    let rec = verified(storage, cfg, rec, name, |rec| replay_source(rec, source))?;
+    Ok(rec.finish(0))
+}
+
+/// Replays what `source` holds after the snapshot `rec` started from.
+fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(), String> {
+    let last = source.durable_zxid();
+    let base = source.base_zxid();
+    if rec.start_zxid() < base {
+        return Err(format!(
+            "the newest snapshot that loads starts at 0x{:x}, but the log starts after 0x{base:x}: \
+             the transactions between are gone",
+            rec.start_zxid()
+        ));
+    }
+    let mut from = rec.start_zxid().max(base) + 1;
+    let mut progress = crate::log::ReplayProgress::start();
+    while from <= last {
+        let entries = source.read_range(from, last, 100_000).map_err(|e| e.to_string())?;
+        let Some(end) = entries.last().map(|e| e.header.zxid) else { break };
+        for e in &entries {
+            rec.replay(&e.header, &e.txn);
+            progress.note(rec);
+        }
+        from = end + 1;
+    }
+    progress.done(rec, "the log");
+    Ok(())
+}
+
 /// Keeps the newest `retain` snapshots; returns the zxid before which the log is no longer needed.
-fn retention(storage: &FileStorage, retain: usize) -> Option<i64> {
+fn retention<S: Storage>(storage: &S, retain: usize) -> Option<i64> {
     match retain_newest(storage, retain) {
         Ok(r) => {
             for name in &r.removed {

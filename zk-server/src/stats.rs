@@ -78,6 +78,9 @@ pub struct ServerStats {
     /// Txns after whose apply the tree digest differed from the one their proposal carried
     /// (Apache's `digest_mismatches_count`).
     pub digest_mismatches: u64,
+    /// Times the server left its role for a digest mismatch, to rebuild its tree from disk and
+    /// sync again (zkrs's own; Apache only counts the mismatch).
+    pub digest_resyncs: u64,
     latency_min_us: u64,
     latency_max_us: u64,
     latency_total_us: u64,
@@ -100,6 +103,7 @@ impl ServerStats {
             disk_full: false,
             sessions_expired: 0,
             digest_mismatches: 0,
+            digest_resyncs: 0,
             latency_min_us: u64::MAX,
             latency_max_us: 0,
             latency_total_us: 0,

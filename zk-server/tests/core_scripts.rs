@@ -38,11 +38,11 @@ use std::sync::Arc;
 use zk_proto::jute::{Jute, Reader};
 use zk_proto::*;
 use zk_server::config::ServerConfig;
+use zk_server::core::SnapJob;
 use zk_server::core::{
     Action, CoreConfig, CounterRule, Event, Now, Role, ServerCore, SnapshotSettings, VoterSet,
 };
 use zk_server::settings::Settings;
-use zk_server::snapshots::SnapJob;
 use zk_server::stats::ConnStats;
 
 const WALL_START_MS: i64 = 1_700_000_000_000;
@@ -133,6 +133,10 @@ impl Script {
             let voter_set = VoterSet::new(me, voters.iter().copied());
             let mut core = ServerCore::new(cfg, db, self.now);
             match role.as_deref() {
+                // Several voters and no role named: the leader of epoch 0.
+                None if voters.len() > 1 => {
+                    core.set_role(Role::Leader { epoch: 0 }, voter_set, None, self.now)
+                }
                 None => {}
                 Some("leader") => core.set_role(Role::Leader { epoch }, voter_set, None, self.now),
                 Some("follower") => {
@@ -522,6 +526,7 @@ impl Script {
                 SnapJob::Chunk(b) => format!("snapshot chunk ({} bytes)", b.len()),
                 SnapJob::Finish => "snapshot finish".into(),
                 SnapJob::Retain => "snapshot retain".into(),
+                SnapJob::Abort => "snapshot abort".into(),
             },
             Action::Stop { reason } => format!("stop: {reason}"),
         }

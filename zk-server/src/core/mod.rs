@@ -37,12 +37,11 @@ pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{CounterRule, Proposal, Proposer, ServerId, VoterSet};
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
-pub use snapshot_policy::{SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
+pub use snapshot_policy::{SnapJob, SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
 pub use zxid::Zxid;
 
 use crate::fourlw;
 use crate::settings::Settings;
-use crate::snapshots::SnapJob;
 use crate::stats::{ConnStats, ServerStats};
 use bytes::{Bytes, BytesMut};
 use rand::rngs::StdRng;
@@ -239,6 +238,12 @@ pub enum Event {
     Membership(Membership),
     /// Leader: the followers synced with it now.
     SyncedFollowers(std::collections::BTreeSet<i64>),
+    /// The server cannot go on (its disk no longer rebuilds a state it can vouch for): stop
+    /// with an error, as at a failed start.
+    Fatal {
+        /// Why, for the log.
+        reason: String,
+    },
 }
 
 /// What the core asks the driver to do, in order.
@@ -561,6 +566,7 @@ impl ServerCore {
             }
             Event::Membership(m) => self.on_membership(m, now),
             Event::SyncedFollowers(s) => self.on_synced_followers(s),
+            Event::Fatal { reason } => self.stop(reason),
         }
     }
 

@@ -89,7 +89,7 @@ impl ServerCore {
             return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
-            let Some(zxid) = self.next_zxid() else {
+            let Some(zxid) = self.next_zxid(now) else {
                 self.actions.push_back(Action::ReleasePermit);
                 return;
             };

@@ -20,6 +20,15 @@ impl ServerCore {
             }
         }
         if let Some(db) = db {
+            // A snapshot under way reads from the database being replaced: its cursor is a
+            // position in that tree, and stepping it over another would write a file that
+            // silently lacks nodes (it would still check out, and become the newest snapshot).
+            if let Some(s) = self.snapshots.as_mut() {
+                if s.abandon() {
+                    info!("the database is replaced: the snapshot under way is abandoned");
+                    self.actions.push_back(Action::Snapshot(SnapJob::Abort));
+                }
+            }
             self.db = db;
         }
         self.role = role;
@@ -148,7 +157,7 @@ impl ServerCore {
             debug!("learner {from} forwarded a read (op {op}); dropped");
             return;
         }
-        let Some(zxid) = self.next_zxid() else { return };
+        let Some(zxid) = self.next_zxid(now) else { return };
         let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
         let ids = AuthIds { is_super: auth.iter().any(|id| id.scheme == "super"), ids: auth };
         let txn = match &body {
@@ -206,7 +215,7 @@ impl ServerCore {
             debug!("a forwarded createSession reached a server that does not lead; dropped");
             return;
         }
-        let Some(zxid) = self.next_zxid() else { return };
+        let Some(zxid) = self.next_zxid(now) else { return };
         let txn = self.db.prep_create_session(session, timeout_ms);
         let hdr = TxnHeader {
             client_id: session,

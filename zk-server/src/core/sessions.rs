@@ -75,7 +75,7 @@ impl ServerCore {
                 self.actions.push_back(Action::Forward { session: sid, cxid: 0, op, body, auth: Vec::new() });
                 return;
             }
-            let Some(zxid) = self.next_zxid() else { return };
+            let Some(zxid) = self.next_zxid(now) else { return };
             let txn = self.db.prep_create_session(sid, timeout_ms);
             let hdr = TxnHeader {
                 client_id: sid,

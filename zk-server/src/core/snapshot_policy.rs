@@ -10,6 +10,31 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use zk_tree::SnapshotCursor;
 
+/// Work for the snapshot thread, in order.
+#[derive(Debug)]
+pub enum SnapJob {
+    /// A snapshot begins.
+    Begin {
+        /// Its start zxid.
+        zxid: i64,
+        /// The most it is written at, bytes a second; 0 = no limit.
+        pace: u64,
+    },
+    /// From now on, write the snapshot under way at most this fast, bytes a second (one begun
+    /// unpaced in a quiet period, when writes come back).
+    Pace(u64),
+    /// More content.
+    Chunk(Vec<u8>),
+    /// The content is complete: finish the file and apply retention.
+    Finish,
+    /// The snapshot under way is dropped: its temporary file is removed and it is reported
+    /// done and not written. The core abandons a snapshot whose database it replaced (an
+    /// election's reload, a TRUNC, a SNAP): the rest of it would be read from another tree.
+    Abort,
+    /// Apply retention only (autopurge.purgeInterval's timer).
+    Retain,
+}
+
 /// Chunks the snapshot thread holds before the core stops stepping. A chunk of
 /// [`NODES_PER_STEP`] nodes of 100 bytes is about 400 KB, so the buffers out at once are a few
 /// megabytes of the server's memory while a snapshot is written: enough for the thread never to
@@ -155,6 +180,18 @@ impl SnapshotPolicy {
         } else {
             self.pace
         }
+    }
+
+    /// The database the snapshot under way reads from is being replaced: the cursor goes (it
+    /// belongs to that database), and the caller tells the thread to drop the file. Returns
+    /// whether there was one to abandon. The policy stays busy until the thread reports it done.
+    pub fn abandon(&mut self) -> bool {
+        if self.cursor.take().is_some() {
+            self.taking_bytes = 0;
+            self.unpaced_idle = false;
+            return true;
+        }
+        false
     }
 
     /// The thread finished (or failed) the snapshot. The chunk buffers go with it: the next

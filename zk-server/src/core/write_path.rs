@@ -4,19 +4,37 @@
 use super::*;
 
 impl ServerCore {
-    /// The next zxid, or None when the epoch is exhausted (the core then stops: an ensemble
-    /// needs a new election to pick a new epoch).
-    pub(super) fn next_zxid(&mut self) -> Option<i64> {
+    /// The next zxid, or None when the epoch is exhausted. A leader then leaves its role (the
+    /// request is not answered; its client reconnects elsewhere), and the next election starts
+    /// a new epoch, as Apache's leader does: clients see a failover, and no process exits.
+    pub(super) fn next_zxid(&mut self, now: Now) -> Option<i64> {
         match self.proposer.next_zxid() {
             Ok(z) => Some(z.to_i64()),
             Err(e) => {
-                self.stop(format!(
-                    "zxid counter exhausted in epoch {} (last zxid {}); a new epoch is needed",
+                let reason = format!(
+                    "zxid counter exhausted in epoch {} (last zxid {}): a new epoch is needed",
                     e.0.epoch, e.0
-                ));
+                );
+                warn!("{reason}; leaving the {:?} role", self.role);
+                let me = self.proposer.voters().me();
+                self.set_role(Role::Down, VoterSet::solo(me), None, now);
+                self.actions.push_back(Action::StepDown { reason });
                 None
             }
         }
+    }
+
+    /// Learner: hands the leader's proposals to the log (they were logged as they came, and
+    /// count towards the next snapshot as the leader's own writes do).
+    pub fn persist_replicated(&mut self, records: zk_log::RecordBatch) {
+        debug_assert!(
+            matches!(self.role, Role::Down | Role::Learner { .. }),
+            "only a learner logs a leader's proposals"
+        );
+        if let Some(s) = self.snapshots.as_mut() {
+            s.bytes_since = s.bytes_since.saturating_add(records.bytes());
+        }
+        self.actions.push_back(Action::Persist { records, inline: false });
     }
 
     /// Proposes a txn just prepped: it carries the tree digest prep predicts for the tree once it
@@ -32,7 +50,7 @@ impl ServerCore {
     /// Preps and proposes a request the server issues itself (session expiry, reaping): cxid 0,
     /// with the super identity, as Apache's own requests carry no ACL restrictions.
     pub(super) fn propose_internal(&mut self, now: Now, session: SessionId, req: &Request) {
-        let Some(zxid) = self.next_zxid() else { return };
+        let Some(zxid) = self.next_zxid(now) else { return };
         let auth = AuthIds { ids: vec![], is_super: true };
         let ctx = RequestCtx { session, cxid: 0, auth: &auth };
         let txn = self.db.prep(&ctx, req, zxid, now.wall_ms);
@@ -78,14 +96,16 @@ impl ServerCore {
         }
         // A few writes with nothing else in flight (a lone client's write) may be written and
         // synced on the driver's thread, which saves the two thread hand-offs of the queue. Only
-        // valid when this server's durability alone is the quorum.
-        let inline =
-            self.proposer.handed() == 0 && n <= INLINE_RECORDS_MAX && self.proposer.voters().is_solo();
+        // valid for a standalone server: an ensemble leader's quorum may be itself alone (one
+        // voter and observers), but its learners still get every proposal and commit.
+        let standalone = self.role == Role::Standalone;
+        debug_assert!(standalone || matches!(self.role, Role::Leader { .. }), "only a leader proposes");
+        let inline = standalone && self.proposer.handed() == 0 && n <= INLINE_RECORDS_MAX;
         self.proposer.mark_all_handed();
         if let Some(s) = self.snapshots.as_mut() {
             s.bytes_since = s.bytes_since.saturating_add(records.bytes());
         }
-        if !self.proposer.voters().is_solo() {
+        if !standalone {
             // The learners get the bytes just encoded for the log.
             self.actions.push_back(Action::Propose { payloads: records.shared_payloads() });
         }
@@ -192,7 +212,7 @@ impl ServerCore {
     }
 
     pub(super) fn commit_ready(&mut self, now: Now) {
-        let tell_followers = !self.proposer.voters().is_solo();
+        let tell_followers = matches!(self.role, Role::Leader { .. });
         while let Some(p) = self.proposer.pop_committed() {
             let zxid = p.hdr.zxid;
             if tell_followers && !self.commit_reconfig(zxid) {
@@ -223,7 +243,10 @@ impl ServerCore {
     pub(super) fn apply(&mut self, now: Now, p: Proposal) {
         let applied = self.db.apply(&p.hdr, &p.txn);
         if let (Some(want), Some(got)) = (&p.digest, self.db.tree_digest()) {
-            self.check_digest(&p.hdr, want, got);
+            if self.check_digest(now, &p.hdr, want, got) {
+                // The server left its role: nothing more is answered from this tree.
+                return;
+            }
         }
         if let Some(s) = self.snapshots.as_mut() {
             if let Some(pace) = s.applied(now.mono_ms()) {
@@ -280,11 +303,33 @@ impl ServerCore {
     /// Apache's `compareDigest` does: a mismatch means this tree and the leader's prediction
     /// differ. It is counted (`digest_mismatches_count`) and logged, and the server carries on,
     /// as Apache's does. Another digest version is not compared.
-    fn check_digest(&mut self, hdr: &TxnHeader, want: &TxnDigest, got: i64) {
+    /// Returns true when the server left its role for it.
+    fn check_digest(&mut self, now: Now, hdr: &TxnHeader, want: &TxnDigest, got: i64) -> bool {
         if want.version != zk_tree::digest::DIGEST_VERSION || want.tree_digest == got {
-            return;
+            return false;
         }
         self.stats.digest_mismatches += 1;
+        if matches!(self.role, Role::Leader { .. } | Role::Learner { .. } | Role::Down) && !self.stopped {
+            // This tree is not the one the ensemble agreed on. Serving on would answer clients
+            // from it (and a leader would prep every later write against it), so the server
+            // leaves its role: the next one starts from the snapshot and log on disk (a snapshot
+            // whose recorded digest does not check out is not loaded), and a learner is then
+            // brought in line by its leader.
+            error!(
+                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x}, \
+                 this tree has {got:x}; leaving the {:?} role to rebuild the tree from disk and sync again",
+                hdr.zxid,
+                OpCode::from_i32(hdr.txn_type),
+                hdr.client_id,
+                want.tree_digest,
+                self.role
+            );
+            self.stats.digest_resyncs += 1;
+            let me = self.proposer.voters().me();
+            self.set_role(Role::Down, VoterSet::solo(me), None, now);
+            self.actions.push_back(Action::StepDown { reason: "tree digest mismatch".into() });
+            return true;
+        }
         if self.stats.digest_mismatches == 1 {
             error!(
                 "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x}, \
@@ -297,6 +342,7 @@ impl ServerCore {
         } else {
             warn!("tree digest mismatch at zxid 0x{:x} ({} so far)", hdr.zxid, self.stats.digest_mismatches);
         }
+        false
     }
 
     /// The session's closeSession was applied: requests still queued behind it are answered

@@ -9,14 +9,15 @@
 use super::peer_tls::PeerStream;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::debug;
 use zk_quorum::wire::{PacketType, QuorumPacket, QuorumPacketDecoder};
 
-/// A quorum-port connection, numbered by the server.
-pub type PeerConn = u64;
+pub use crate::node::PeerConn;
 
 /// Packets (and snapshot bytes) a connection's outbox holds before the peer is cut off.
 pub const OUTBOX_PACKETS: usize = 16 * 1024;
@@ -35,10 +36,30 @@ pub enum Outgoing {
 pub enum PeerEvent {
     /// A packet arrived.
     Packet(PeerConn, QuorumPacket),
-    /// A snapshot stream that followed SNAP was taken in whole by the sink.
-    SnapshotReceived(PeerConn),
+    /// A snapshot stream that followed SNAP was taken in whole by the sink: what it made of it.
+    SnapshotReceived(PeerConn, Result<Box<zk_tree::Database>, String>),
+    /// Everything queued for the connection was written, after [`PeerOutbox::watch_drain`].
+    Drained(PeerConn),
     /// The connection ended (closed, broken, or a malformed stream), with why.
     Closed(PeerConn, String),
+}
+
+/// A connection's outbox: the bounded queue its writer takes from, and the flag that asks the
+/// writer to report when it has written everything queued.
+#[derive(Debug, Clone)]
+pub struct PeerOutbox {
+    /// What to send, in order.
+    pub tx: mpsc::Sender<Outgoing>,
+    drain_wanted: Arc<AtomicBool>,
+}
+
+impl PeerOutbox {
+    /// Asks for one [`PeerEvent::Drained`] once the queue is empty and written.
+    pub fn watch_drain(&self) {
+        self.drain_wanted.store(true, Ordering::Release);
+        // An empty queue gets a wake-up so that the writer looks at the flag.
+        let _ = self.tx.try_send(Outgoing::Raw(Bytes::new()));
+    }
 }
 
 /// Room for reads on a quorum connection: many packets per read under load.
@@ -67,6 +88,8 @@ pub trait SnapshotSink: Send {
     ///
     /// Errors: the stream is malformed (the connection is closed).
     fn feed(&mut self, bytes: &[u8]) -> Result<(usize, bool), String>;
+    /// The stream ended: the database it held, or why it does not make one.
+    fn finish(self: Box<Self>) -> Result<Box<zk_tree::Database>, String>;
 }
 
 /// Makes a sink for the snapshot that follows a SNAP packet of this zxid.
@@ -80,16 +103,17 @@ pub fn spawn(
     max_packet: usize,
     events: mpsc::Sender<PeerEvent>,
     sinks: Option<SnapshotSinkFactory>,
-) -> mpsc::Sender<Outgoing> {
+) -> PeerOutbox {
     let Established { stream, read_ahead } = established;
     let (rd, wr) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel(OUTBOX_PACKETS);
-    tokio::spawn(write_loop(wr, rx));
+    let drain_wanted = Arc::new(AtomicBool::new(false));
+    tokio::spawn(write_loop(conn, wr, rx, drain_wanted.clone(), events.clone()));
     tokio::spawn(async move {
         let why = read_loop(conn, rd, read_ahead, max_packet, &events, sinks).await;
         let _ = events.send(PeerEvent::Closed(conn, why)).await;
     });
-    tx
+    PeerOutbox { tx, drain_wanted }
 }
 
 /// Connects to `addr` within `timeout`.
@@ -102,7 +126,13 @@ pub async fn connect(addr: SocketAddr, timeout: std::time::Duration) -> std::io:
     }
 }
 
-async fn write_loop(mut wr: WriteHalf<PeerStream>, mut rx: mpsc::Receiver<Outgoing>) {
+async fn write_loop(
+    conn: PeerConn,
+    mut wr: WriteHalf<PeerStream>,
+    mut rx: mpsc::Receiver<Outgoing>,
+    drain_wanted: Arc<AtomicBool>,
+    events: mpsc::Sender<PeerEvent>,
+) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -117,10 +147,16 @@ async fn write_loop(mut wr: WriteHalf<PeerStream>, mut rx: mpsc::Receiver<Outgoi
             }
         }
         // A TLS stream holds written records until flushed.
-        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
+        if !buf.is_empty() && (wr.write_all(&buf).await.is_err() || wr.flush().await.is_err()) {
             return;
         }
         buf.clear();
+        if rx.is_empty()
+            && drain_wanted.swap(false, Ordering::AcqRel)
+            && events.send(PeerEvent::Drained(conn)).await.is_err()
+        {
+            return;
+        }
     }
     let _ = wr.shutdown().await;
 }
@@ -152,8 +188,11 @@ async fn read_loop(
                     Ok((used, done)) => {
                         let _ = buf.split_to(used.min(buf.len()));
                         if done {
-                            sink = None;
-                            if events.send(PeerEvent::SnapshotReceived(conn)).await.is_err() {
+                            let loaded = match sink.take() {
+                                Some(s) => s.finish(),
+                                None => Err("no snapshot sink".into()),
+                            };
+                            if events.send(PeerEvent::SnapshotReceived(conn, loaded)).await.is_err() {
                                 return "the server stopped".into();
                             }
                         } else if used == 0 {
@@ -203,6 +242,9 @@ mod tests {
             self.0 -= n;
             Ok((n, self.0 == 0))
         }
+        fn finish(self: Box<Self>) -> Result<Box<zk_tree::Database>, String> {
+            Ok(Box::new(zk_tree::Database::new(Default::default())))
+        }
     }
 
     /// Packets around a raw snapshot stream arrive whole and in order, the stream taken by the sink.
@@ -214,11 +256,13 @@ mod tests {
         let client = tokio::spawn(async move {
             let s = connect(addr, std::time::Duration::from_secs(5)).await.expect("connect");
             let out = spawn(1, Established::new(PeerStream::Plain(s)), 1 << 20, etx, None);
-            out.send(Outgoing::Packet(QuorumPacket::new(PacketType::Snap, 0x100000005, None)))
+            out.tx
+                .send(Outgoing::Packet(QuorumPacket::new(PacketType::Snap, 0x100000005, None)))
                 .await
                 .expect("send");
-            out.send(Outgoing::Raw(Bytes::from(vec![7u8; 100_000]))).await.expect("send");
-            out.send(Outgoing::Packet(QuorumPacket::new(PacketType::NewLeader, 0x200000000, None)))
+            out.tx.send(Outgoing::Raw(Bytes::from(vec![7u8; 100_000]))).await.expect("send");
+            out.tx
+                .send(Outgoing::Packet(QuorumPacket::new(PacketType::NewLeader, 0x200000000, None)))
                 .await
                 .expect("send");
             // Keep the writer alive until the other side has read everything.
@@ -237,7 +281,8 @@ mod tests {
         while got.len() < 3 {
             match tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await.expect("in time") {
                 Some(PeerEvent::Packet(_, p)) => got.push(format!("packet {} 0x{:x}", p.packet_type, p.zxid)),
-                Some(PeerEvent::SnapshotReceived(_)) => got.push("snapshot".into()),
+                Some(PeerEvent::SnapshotReceived(..)) => got.push("snapshot".into()),
+                Some(PeerEvent::Drained(_)) => {}
                 Some(PeerEvent::Closed(_, why)) => panic!("closed: {why}"),
                 None => panic!("events ended"),
             }

@@ -1,7 +1,8 @@
 //! An ensemble member's settings, resolved from zoo.cfg.
 
-use super::quorum::EnsembleSettings;
+use super::peers::EnsembleSettings;
 use crate::config::{PeerType, ServerConfig};
+use crate::node::ReplicaConfig;
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use zk_quorum::config::QuorumConfig;
@@ -65,11 +66,18 @@ impl EnsembleSettings {
         };
         Ok(EnsembleSettings {
             my_sid: my_id as i64,
-            config,
-            observer: me.peer_type == PeerType::Observer,
-            tick_ms: u64::from(cfg.tick_time_ms),
-            init_limit: u64::from(cfg.init_limit),
-            sync_limit: u64::from(cfg.sync_limit),
+            replica: ReplicaConfig {
+                my_sid: my_id as i64,
+                config,
+                observer: me.peer_type == PeerType::Observer,
+                tick_ms: u64::from(cfg.tick_time_ms),
+                init_limit: u64::from(cfg.init_limit),
+                sync_limit: u64::from(cfg.sync_limit),
+                committed_log_max: cfg.commit_log_count as usize,
+                read_only_mode: cfg.read_only_mode_enabled,
+                reconfig_enabled: cfg.reconfig_enabled,
+                standalone_enabled: cfg.standalone_enabled,
+            },
             election_listen: mine(me.election_port)?,
             election_peers,
             quorum_listen: mine(me.quorum_port)?,
@@ -77,10 +85,6 @@ impl EnsembleSettings {
             max_packet: cfg.jute_max_buffer as usize + 1024,
             tree_cfg,
             cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
-            committed_log_max: cfg.commit_log_count as usize,
-            read_only_mode: cfg.read_only_mode_enabled,
-            reconfig_enabled: cfg.reconfig_enabled,
-            standalone_enabled: cfg.standalone_enabled,
             config_file: cfg.config_file.clone(),
             tls: super::peer_tls::PeerTls::load(cfg)?,
             sasl: crate::sasl_config::QuorumSasl::resolve(&cfg.sasl, &|v| std::env::var(v).ok())?

@@ -1,0 +1,1425 @@
+//! This server's part in an ensemble, as a deterministic state machine: elections, then leading
+//! or learning with zk-quorum's Zab machines, around the same server core and log as a
+//! standalone server.
+//!
+//! Every decision lives here: when an election's outcome is acted on (once every record handed
+//! to the log is durable and no truncation or reset is pending, so that the database and the
+//! last zxid reported describe the same log), when the database is reloaded, whom to dial and
+//! how often, which learners are held while this server still elects, when a configuration comes
+//! into force, when read-only service starts, how a SNAP stream is paced. What it needs done
+//! leaves as [`Output`]s, and their results come back as [`Input`]s.
+//!
+//! Every change of role goes through LOOKING: the core stops serving (clients reconnect
+//! elsewhere), the database is reloaded from the snapshot and the whole log on disk (a leader's
+//! history is everything it logged; a learner's is then put right by DIFF, TRUNC or SNAP), and an
+//! election runs. Elections are rounds of one machine that lives as long as the process, so its
+//! logical clock grows from one election to the next, as Apache's does: a vote cast in an earlier
+//! election can never be taken for a fresh one.
+
+use super::{EpochFile, Input, Output, PeerConn};
+use crate::core::{Action, Event, Membership, Now, Role, ServerCore, VoterSet};
+use crate::summary::{Detail, Summary, Timing};
+use bytes::{Bytes, BytesMut};
+use std::collections::{BTreeSet, VecDeque};
+use tracing::{debug, error, info, warn};
+use zk_proto::jute::{Jute, Reader};
+use zk_proto::{OpCode, Request, Txn, TxnHeader};
+use zk_quorum::config::QuorumConfig;
+use zk_quorum::election::{ElectionAction, ElectionConfig, FastLeaderElection, PeerData};
+use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::wire::{ForwardedRequest, Notification, PacketType, PeerState};
+use zk_quorum::zab::{Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig};
+use zk_tree::Database;
+
+/// The most log records a leader reads back for one DIFF before it sends a snapshot instead.
+pub const DIFF_RECORDS_MAX: usize = 1_000_000;
+
+/// Connections a learner tries to a leader that refuses them or closes them before its
+/// handshake, before it elects again.
+const LEARNER_CONNECT_TRIES: u32 = 5;
+
+/// The pause between those tries, ms.
+const LEARNER_CONNECT_RETRY_MS: u64 = 100;
+
+/// Learners held while this server still elects.
+const PARKED_MAX: usize = 64;
+
+/// Sessions, ACL lists or nodes serialized in one step of a SNAP stream.
+const SNAP_STEP_ITEMS: usize = 1024;
+
+/// Steps of a SNAP stream sent before the stream waits for its connection to drain.
+const SNAP_STEPS_QUEUED: usize = 4;
+
+/// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
+const READ_ONLY_DELAY_MS: u64 = 2000;
+
+/// A follower appends proposals that arrive together to one log batch up to this size.
+const PERSIST_MERGE_BYTES: u64 = 1 << 20;
+
+/// How this server is placed in its ensemble: the part of zoo.cfg the replica decides with
+/// (addresses, TLS and SASL are the driver's).
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// myid.
+    pub my_sid: i64,
+    /// The servers, as the notifications and NEWLEADER carry them.
+    pub config: QuorumConfig,
+    /// Whether this server is an observer.
+    pub observer: bool,
+    /// tickTime, ms.
+    pub tick_ms: u64,
+    /// initLimit, ticks.
+    pub init_limit: u64,
+    /// syncLimit, ticks.
+    pub sync_limit: u64,
+    /// `commitLogCount`: committed proposals a leader keeps in memory to sync learners by DIFF.
+    pub committed_log_max: usize,
+    /// `readonlymode.enabled`: serve read-only clients while cut off from the quorum.
+    pub read_only_mode: bool,
+    /// `reconfigEnabled`: dynamic reconfiguration.
+    pub reconfig_enabled: bool,
+    /// `standaloneEnabled`.
+    pub standalone_enabled: bool,
+}
+
+/// Where the log stands, as the node knows it: what it starts at and what is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogPosition {
+    /// Records above this zxid are in the log (the snapshot or reset it starts from).
+    pub base: i64,
+    /// Every record through this zxid is durable.
+    pub durable: i64,
+}
+
+/// Apache's ensemble counters, as this server counts them.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaCounters {
+    /// Elections started (`looking_count`: each entry into LOOKING).
+    pub looking_count: u64,
+    /// Proposals sent as leader (`proposal_count`).
+    pub proposal_count: u64,
+    /// Commits sent as leader (`commit_count`).
+    pub commit_count: u64,
+    /// Learners synchronized by a snapshot (`snap_count`) ...
+    pub snap_count: u64,
+    /// ... and by DIFF or TRUNC (`diff_count`), as leader.
+    pub diff_count: u64,
+}
+
+/// The gauges that exist while the server serves in an ensemble.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplicaGauges {
+    /// Voting members (`quorum_size`).
+    pub quorum_size: Option<u64>,
+    /// Time since this server started leading, ms, while it leads (`leader_uptime`).
+    pub leader_uptime_ms: Option<u64>,
+}
+
+/// A SNAP stream under way: the leader machine's request, the learner's connection, where the
+/// serialization stands, and the bytes sent so far.
+#[derive(Debug)]
+struct SnapStream {
+    req: u64,
+    conn: PeerConn,
+    cursor: zk_tree::apache_snap::ApacheSnapCursor,
+    bytes: u64,
+    /// Waiting for [`Input::PeerDrained`] before the next steps.
+    waiting: bool,
+}
+
+/// What to do once the database is reloaded.
+#[derive(Debug, Clone, Copy)]
+enum AfterReload {
+    /// An election decided.
+    Decided { leader: i64, state: PeerState },
+    /// A learner's TRUNC is durable.
+    Truncated(i64),
+}
+
+/// The role of the moment.
+#[derive(Debug)]
+enum State {
+    /// Electing (the machine is [`Replica::fle`]); a decision may wait for the log and a reload.
+    Looking,
+    /// Leading.
+    Leading(Box<Leader>),
+    /// Decided to follow `leader`: connecting, or waiting `retry_at` to try again.
+    Connecting { leader: i64, conn: Option<PeerConn>, attempt: u32, retry_at: Option<u64> },
+    /// Learning from the leader on `conn`.
+    Learning { learner: Box<Learner>, conn: PeerConn, attempt: u32 },
+}
+
+/// This server's part in the ensemble. See the module docs.
+#[derive(Debug)]
+pub struct Replica {
+    cfg: ReplicaConfig,
+    verifier: QuorumVerifier,
+    /// (acceptedEpoch, currentEpoch) as on disk.
+    epochs: (i64, i64),
+    /// An epoch file write asked for and not yet answered, and its value.
+    epoch_writing: Option<(EpochFile, u32)>,
+    log: LogPosition,
+    /// The last zxid handed to the log (a learner's logged proposal, or the leader's own).
+    requested: i64,
+    /// Truncations and resets asked of the log and not yet reported.
+    log_jobs: u32,
+    /// The election machine: one for the life of the process, so its round grows.
+    fle: Box<FastLeaderElection>,
+    state: State,
+    next_conn: PeerConn,
+    /// An election's decision, carried out once the log has made durable every record handed
+    /// to it (`requested`) and has no truncation or reset pending.
+    decision: Option<(i64, PeerState)>,
+    /// A reload asked for, and what follows it.
+    reloading: Option<AfterReload>,
+    /// Learners that connected while this server was still electing (a learner may decide
+    /// before its leader does): admitted if this server leads, closed otherwise, or when older
+    /// than initLimit.
+    parked: Vec<(PeerConn, u64)>,
+    /// Open quorum connections (admitted learners, the leader's), to close when the role ends.
+    conns: BTreeSet<PeerConn>,
+    /// Peers whose election port refuses connections.
+    peers_down: BTreeSet<i64>,
+    /// With `readonlymode.enabled`: when this server, still looking, starts serving read-only
+    /// clients.
+    read_only_at: Option<u64>,
+    /// SNAP streams under way (leader): each serialized a few steps at a time from the core's
+    /// live database, paced by its connection draining.
+    snap_streams: Vec<SnapStream>,
+    /// A learner's proposals that arrived together, for the log as one batch.
+    learner_batch: Option<zk_log::RecordBatch>,
+    counters: ReplicaCounters,
+    /// From entering LOOKING to the decision, for each election this server then led or followed
+    /// in (`election_time`; observers' are not counted, as in Apache).
+    election_time: Summary,
+    /// When the current election started, ms.
+    looking_since: u64,
+    /// When this server started leading, ms, while it leads.
+    leading_since: Option<u64>,
+    /// Leader: the synced followers last told to the core.
+    synced_told: BTreeSet<i64>,
+    /// A configuration newer than the one in force, found in this server's own log (a
+    /// reconfiguration proposed, not known to be committed): elections and a new leader's
+    /// quorums need both until a leader establishes it.
+    pending: Option<QuorumConfig>,
+    /// Leader: a committed reconfiguration to activate once the COMMITANDACTIVATE packets are
+    /// out.
+    activation: Option<(i64, Bytes, i64)>,
+    /// Events for the core, handed over when the node settles.
+    for_core: VecDeque<CoreChange>,
+    out: VecDeque<Output>,
+}
+
+/// A change the replica makes to the core.
+#[derive(Debug)]
+enum CoreChange {
+    Role(Role, VoterSet, Option<Box<Database>>),
+    Event(Event),
+}
+
+impl Replica {
+    /// Starts looking for a leader. `db` is the database the server starts from: a
+    /// reconfiguration in its log newer than the configuration in force is pending.
+    pub(super) fn start(
+        cfg: ReplicaConfig,
+        epochs: (i64, i64),
+        log: LogPosition,
+        db: &Database,
+        now: Now,
+    ) -> Replica {
+        let verifier = QuorumVerifier::from_config(&cfg.config);
+        let data = PeerData { last_logged_zxid: log.durable, current_epoch: epochs.1 };
+        let fle = Box::new(FastLeaderElection::new(
+            ElectionConfig::new(cfg.my_sid, &cfg.config),
+            data,
+            now.mono_ms(),
+        ));
+        let mut r = Replica {
+            verifier,
+            epochs,
+            epoch_writing: None,
+            log,
+            requested: log.durable,
+            log_jobs: 0,
+            fle,
+            state: State::Looking,
+            next_conn: 1,
+            decision: None,
+            reloading: None,
+            parked: Vec::new(),
+            conns: BTreeSet::new(),
+            peers_down: BTreeSet::new(),
+            read_only_at: None,
+            snap_streams: Vec::new(),
+            learner_batch: None,
+            counters: ReplicaCounters::default(),
+            election_time: Summary::default(),
+            looking_since: 0,
+            leading_since: None,
+            synced_told: BTreeSet::new(),
+            pending: None,
+            activation: None,
+            for_core: VecDeque::new(),
+            out: VecDeque::new(),
+            cfg,
+        };
+        r.note_logged_config(db);
+        r.look("starting", now, true);
+        r
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // What the driver and the admin side read.
+
+    /// This server's id.
+    pub fn my_sid(&self) -> i64 {
+        self.cfg.my_sid
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &QuorumConfig {
+        &self.cfg.config
+    }
+
+    /// Apache's ensemble counters.
+    pub fn counters(&self) -> &ReplicaCounters {
+        &self.counters
+    }
+
+    /// The gauges, while this server is `serving` clients (Apache registers them with a running
+    /// server only).
+    pub fn gauges(&self, serving: bool, now: Now) -> ReplicaGauges {
+        if !serving {
+            return ReplicaGauges::default();
+        }
+        ReplicaGauges {
+            quorum_size: Some(self.verifier.voters().len() as u64),
+            leader_uptime_ms: self.leading_since.map(|since| now.mono_ms().saturating_sub(since)),
+        }
+    }
+
+    /// Zeroes the counters and the election summary (`srst`).
+    pub fn reset_counters(&mut self) {
+        self.counters = ReplicaCounters::default();
+        self.election_time = Summary::default();
+    }
+
+    /// Apache's `election_time` summary as of `now`.
+    pub fn election_timing(&self, now: Now) -> Timing {
+        Timing::read("election_time", Detail::Basic, &self.election_time, now.mono_ms())
+    }
+
+    /// The ensemble as the AdminServer shows it (`leader`, `voting_view`, `zabstate`).
+    pub fn view(&self) -> crate::admin::EnsembleView {
+        let (leading, leader_sid, zab_state) = match &self.state {
+            State::Looking | State::Connecting { .. } => (false, None, "election"),
+            State::Leading(l) if l.is_established() => (true, Some(self.cfg.my_sid), "broadcast"),
+            State::Leading(l) if l.epoch().is_some() => (false, None, "synchronization"),
+            State::Leading(_) => (false, None, "discovery"),
+            State::Learning { learner, .. } if learner.is_up_to_date() => {
+                (false, Some(learner.leader_sid()), "broadcast")
+            }
+            State::Learning { learner, .. } if learner.epoch().is_some() => (false, None, "synchronization"),
+            State::Learning { .. } => (false, None, "discovery"),
+        };
+        crate::admin::EnsembleView {
+            my_sid: self.cfg.my_sid,
+            leading,
+            leader_sid,
+            observer: self.cfg.observer,
+            zab_state,
+            config: self.cfg.config.clone(),
+        }
+    }
+
+    /// The leader's learner counts, when this server leads an established epoch.
+    pub fn learner_counts(&self) -> Option<zk_quorum::zab::LearnerCounts> {
+        match &self.state {
+            State::Leading(l) if l.is_established() => Some(l.learner_counts()),
+            _ => None,
+        }
+    }
+
+    /// Whether this server leads an established epoch, or follows a leader it is up to date with.
+    pub fn in_broadcast(&self) -> bool {
+        match &self.state {
+            State::Leading(l) => l.is_established(),
+            State::Learning { learner, .. } => learner.is_up_to_date(),
+            State::Looking | State::Connecting { .. } => false,
+        }
+    }
+
+    /// The election's logical clock (its round).
+    pub fn election_round(&self) -> i64 {
+        self.fle.logical_clock()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Inputs.
+
+    pub(super) fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] is next due, ms.
+    pub(super) fn poll_timeout(&self) -> Option<u64> {
+        let mut t = match &self.state {
+            State::Looking => self.fle.poll_timeout(),
+            State::Leading(l) => l.poll_timeout(),
+            State::Connecting { retry_at, .. } => *retry_at,
+            State::Learning { learner, .. } => learner.poll_timeout(),
+        };
+        let mut add = |x: Option<u64>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        if matches!(self.state, State::Looking) {
+            add(self.read_only_at);
+        }
+        add(self.parked.iter().map(|(_, at)| at.saturating_add(self.init_ms())).min());
+        t
+    }
+
+    pub(super) fn handle_timeout(&mut self, now: Now, core: &mut ServerCore) {
+        let ms = now.mono_ms();
+        let limit = self.init_ms();
+        let (keep, expired): (Vec<_>, Vec<_>) =
+            self.parked.drain(..).partition(|(_, at)| ms.saturating_sub(*at) <= limit);
+        self.parked = keep;
+        for (conn, _) in expired {
+            debug!("held learner connection {conn} waited initLimit; closing it");
+            self.out.push_back(Output::ClosePeer { conn });
+        }
+        match &mut self.state {
+            State::Looking => {
+                self.fle.handle_timeout(ms);
+                if self.read_only_at.is_some_and(|t| t <= ms) {
+                    self.read_only_at = None;
+                    info!("no quorum yet: serving read-only clients");
+                    let me = self.cfg.my_sid;
+                    self.for_core.push_back(CoreChange::Role(Role::ReadOnly, VoterSet::solo(me), None));
+                }
+            }
+            State::Leading(l) => l.handle_timeout(ms),
+            State::Learning { learner, .. } => learner.handle_timeout(ms),
+            State::Connecting { leader, conn: None, attempt, retry_at: Some(at) } if *at <= ms => {
+                let (leader, attempt) = (*leader, *attempt);
+                self.dial(leader, attempt);
+            }
+            State::Connecting { .. } => {}
+        }
+        self.drain(now, core);
+    }
+
+    pub(super) fn handle(&mut self, now: Now, input: Input, core: &mut ServerCore) {
+        let ms = now.mono_ms();
+        match input {
+            Input::Core(_) | Input::Durable { .. } | Input::LogFailed { .. } => {
+                unreachable!("the node routes core and log inputs itself")
+            }
+            Input::LogTruncated { zxid } => {
+                self.log_jobs = self.log_jobs.saturating_sub(1);
+                self.requested = self.requested.min(zxid);
+                self.log.durable = self.log.durable.min(zxid);
+                self.reload(AfterReload::Truncated(zxid));
+            }
+            Input::LogReset { zxid } => {
+                self.log_jobs = self.log_jobs.saturating_sub(1);
+                self.requested = zxid;
+                self.log = LogPosition { base: zxid, durable: zxid };
+                if let State::Learning { learner, .. } = &mut self.state {
+                    learner.snapshot_loaded(zxid, ms);
+                }
+            }
+            Input::Reloaded { result, log, recent } => self.reloaded(now, result, log, recent),
+            Input::EpochWritten { file, result } => self.epoch_written(now, file, result),
+            Input::LogRead { req, records } => {
+                if let State::Leading(l) = &mut self.state {
+                    match records {
+                        Some(v) => l.log_read(req, v, ms),
+                        None => l.log_read_failed(req, ms),
+                    }
+                }
+            }
+            Input::Notification { from, notification } => self.notification(now, from, notification),
+            Input::PeersDown(down) => {
+                self.peers_down = down;
+                self.fle.set_peers_down(self.peers_down.clone());
+            }
+            Input::LearnerConnected { conn } => match &mut self.state {
+                State::Leading(l) => {
+                    self.conns.insert(conn);
+                    self.out.push_back(Output::AdmitLearner { conn });
+                    l.learner_connected(conn, ms);
+                }
+                State::Looking if self.parked.len() < PARKED_MAX => {
+                    debug!("a learner connected before the election here ended; holding it");
+                    self.parked.push((conn, ms));
+                }
+                _ => {
+                    debug!("quorum connection {conn} refused: not leading");
+                    self.out.push_back(Output::ClosePeer { conn });
+                }
+            },
+            Input::Dialed { conn, result } => self.dialed(now, conn, result),
+            Input::Packet { conn, packet } => match &mut self.state {
+                State::Leading(l) => l.handle_packet(conn, packet, ms),
+                State::Learning { learner, conn: c, .. } if *c == conn => learner.handle_packet(packet, ms),
+                _ => {}
+            },
+            Input::SnapshotReceived { conn, result } => self.snapshot_received(now, conn, result),
+            Input::PeerClosed { conn, why } => self.peer_closed(now, conn, &why),
+            Input::PeerDrained { conn } => {
+                for s in self.snap_streams.iter_mut().filter(|s| s.conn == conn) {
+                    s.waiting = false;
+                }
+            }
+        }
+        self.drain(now, core);
+    }
+
+    /// The log is durable through `zxid` (the core has counted it as this server's ACK).
+    pub(super) fn durable(&mut self, zxid: i64, now: Now) {
+        self.log.durable = self.log.durable.max(zxid);
+        let ms = now.mono_ms();
+        match &mut self.state {
+            State::Leading(l) => l.local_durable(zxid, ms),
+            State::Learning { learner, .. } => learner.durable(zxid, ms),
+            State::Looking | State::Connecting { .. } => {}
+        }
+    }
+
+    /// The log refused records (a full disk): they will never be durable, so an election's
+    /// decision waits no longer for them.
+    pub(super) fn log_failed(&mut self, error: &zk_log::LogError) {
+        if error.is_storage_full() {
+            self.requested = self.log.durable;
+        }
+    }
+
+    /// A core action: the quorum ones are carried out here; the rest are returned for the
+    /// driver.
+    pub(super) fn core_action(&mut self, now: Now, action: Action, core: &mut ServerCore) -> Option<Action> {
+        let ms = now.mono_ms();
+        match action {
+            Action::Propose { payloads } => {
+                for (zxid, payload) in payloads {
+                    self.requested = self.requested.max(zxid);
+                    if let State::Leading(l) = &mut self.state {
+                        l.propose(zxid, payload, ms);
+                        self.counters.proposal_count += 1;
+                    }
+                }
+            }
+            Action::Commit { zxid } => {
+                if let State::Leading(l) = &mut self.state {
+                    l.committed(zxid, ms);
+                    self.counters.commit_count += 1;
+                }
+            }
+            Action::CommitAndActivate { zxid, designated, config } => {
+                if let State::Leading(l) = &mut self.state {
+                    l.committed_and_activate(zxid, designated, ms);
+                    self.counters.commit_count += 1;
+                    // Once the machine's packets (COMMITANDACTIVATE among them) are out: a
+                    // leader handing over leaves its role, and its machine with it.
+                    self.activation = Some((zxid, config, designated));
+                }
+            }
+            Action::Forward { session, cxid, op, body, auth } => {
+                if let State::Learning { learner, .. } = &mut self.state {
+                    learner.forward_with_auth(ForwardedRequest { session_id: session, cxid, op, body }, auth);
+                }
+            }
+            Action::Revalidate { session, timeout_ms } => {
+                if let State::Learning { learner, .. } = &mut self.state {
+                    learner.revalidate(session, timeout_ms);
+                }
+            }
+            Action::SyncReady { to } => {
+                if let State::Leading(l) = &mut self.state {
+                    l.sync_ready(to, ms);
+                }
+            }
+            Action::StepDown { reason } => {
+                if !matches!(self.state, State::Looking) || self.decision.is_some() {
+                    warn!("stepping down: {reason}");
+                    self.look(&reason, now, false);
+                }
+            }
+            Action::Persist { records, inline } => {
+                debug_assert!(!inline, "an ensemble member's core never commits inline");
+                if let Some(z) = records.last_zxid() {
+                    self.requested = self.requested.max(z);
+                }
+                return Some(Action::Persist { records, inline });
+            }
+            other => return Some(other),
+        }
+        self.drain(now, core);
+        None
+    }
+
+    /// After every input: the replica's changes to the core, in order; the core's touched
+    /// sessions for the leader; the synced followers for reconfiguration; what the Zab machine
+    /// asks.
+    pub(super) fn settle(&mut self, now: Now, core: &mut ServerCore) {
+        loop {
+            while let Some(c) = self.for_core.pop_front() {
+                match c {
+                    CoreChange::Role(role, voters, db) => core.set_role(role, voters, db.map(|b| *b), now),
+                    CoreChange::Event(ev) => core.handle(now, ev),
+                }
+            }
+            if let State::Learning { learner, .. } = &mut self.state {
+                for (s, t) in core.take_touched() {
+                    learner.touch(s, t);
+                }
+            }
+            if let Some((zxid, config, designated)) = self.activation.take() {
+                self.activate(zxid, &config, Some(designated), now);
+            }
+            // The core prepares reconfigurations against the followers synced with this leader.
+            if let State::Leading(l) = &self.state {
+                if l.is_established() && !l.synced_followers_are(&self.synced_told) {
+                    let synced = l.synced_followers();
+                    if synced != self.synced_told {
+                        self.synced_told = synced.clone();
+                        self.for_core.push_back(CoreChange::Event(Event::SyncedFollowers(synced)));
+                    }
+                }
+            }
+            self.drain(now, core);
+            if self.for_core.is_empty() {
+                break;
+            }
+        }
+        self.flush_learner_batch(core);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Elections.
+
+    fn init_ms(&self) -> u64 {
+        self.cfg.tick_ms * self.cfg.init_limit.max(1)
+    }
+
+    fn election_config(&self) -> ElectionConfig {
+        let mut ecfg = ElectionConfig::new(self.cfg.my_sid, &self.cfg.config);
+        ecfg.pending_verifier = self.pending.as_ref().map(QuorumVerifier::from_config);
+        ecfg
+    }
+
+    /// Back to LOOKING: the core stops serving, and a new election round starts.
+    fn look(&mut self, why: &str, now: Now, first: bool) {
+        info!("looking for a leader ({why})");
+        self.snap_streams.clear();
+        self.flush_parked();
+        for conn in std::mem::take(&mut self.conns) {
+            self.out.push_back(Output::ClosePeer { conn });
+        }
+        let me = self.cfg.my_sid;
+        self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), None));
+        let data = PeerData { last_logged_zxid: self.log.durable, current_epoch: self.epochs.1 };
+        let ms = now.mono_ms();
+        self.counters.looking_count += 1;
+        self.looking_since = ms;
+        self.leading_since = None;
+        if first {
+            // `start` built the machine with this configuration: its first round is under way.
+        } else if self.fle.config().config_string != self.election_config().config_string
+            || self.fle.config().pending_verifier.is_some() != self.pending.is_some()
+        {
+            // Another configuration: a new machine for it, its round carried on.
+            let round = self.fle.logical_clock();
+            let mut fle = FastLeaderElection::new(self.election_config(), data, ms);
+            while fle.logical_clock() <= round {
+                fle.start_election(data, ms);
+            }
+            // The rounds skipped were never broadcast: only the last one's notifications count.
+            while fle.poll_action().is_some() {}
+            fle.start_election(data, ms);
+            *self.fle = fle;
+        } else {
+            self.fle.start_election(data, ms);
+        }
+        self.fle.set_peers_down(self.peers_down.clone());
+        self.decision = None;
+        self.reloading = None;
+        self.state = State::Looking;
+        // As Apache: read-only service starts once the election took max(2 s, a tick).
+        self.read_only_at = self.cfg.read_only_mode.then(|| ms + self.cfg.tick_ms.max(READ_ONLY_DELAY_MS));
+    }
+
+    fn notification(&mut self, now: Now, from: i64, n: Notification) {
+        let looking =
+            matches!(self.state, State::Looking) && self.decision.is_none() && self.reloading.is_none();
+        if looking {
+            if let Some(c) = self.newer_config(&n) {
+                // As Apache's members with reconfiguration on: a peer's newer configuration is
+                // adopted (a server that was away during a reconfiguration learns it here), and
+                // the election starts over under it.
+                info!("server {from} has configuration version {:#x}: adopting it", c.version);
+                self.install(c);
+                self.look("newer configuration", now, false);
+                return;
+            }
+        }
+        if tracing::enabled!(tracing::Level::TRACE) {
+            tracing::trace!("notification from {from}: {n:?}");
+        }
+        // Settled, the machine answers a looking peer with the vote it decided and its own
+        // round (Apache's receiver does the same).
+        self.fle.handle_notification(from, n, now.mono_ms());
+    }
+
+    fn maybe_act_on_decision(&mut self) {
+        if self.reloading.is_some() || self.log_jobs > 0 || self.log.durable < self.requested {
+            return;
+        }
+        if let Some((leader, state)) = self.decision.take() {
+            info!("election: leader {leader}, this server {state:?}");
+            self.read_only_at = None;
+            self.reload(AfterReload::Decided { leader, state });
+        }
+    }
+
+    fn reload(&mut self, after: AfterReload) {
+        self.reloading = Some(after);
+        self.out.push_back(Output::Reload { window: zk_quorum::zab::DEFAULT_COMMITTED_LOG_MAX });
+    }
+
+    fn reloaded(
+        &mut self,
+        now: Now,
+        result: Result<Box<Database>, String>,
+        log: LogPosition,
+        recent: Vec<(i64, Bytes)>,
+    ) {
+        let Some(after) = self.reloading.take() else {
+            debug!("a reload nobody waits for; dropped");
+            return;
+        };
+        let db = match result {
+            Ok(db) => db,
+            Err(e) => {
+                // The disk no longer rebuilds a state this server can vouch for: as at start-up,
+                // it stops rather than serve or vote with a hole in its history.
+                error!("cannot reload the database from disk: {e}");
+                self.for_core.push_back(CoreChange::Event(Event::Fatal {
+                    reason: format!("cannot reload the database from disk: {e}"),
+                }));
+                return;
+            }
+        };
+        self.log = log;
+        // The decision waited for every record handed to the log (a TRUNC blocks the learner):
+        // what the log holds now is all there is.
+        self.requested = log.durable;
+        self.note_logged_config(&db);
+        let me = self.cfg.my_sid;
+        self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), Some(db)));
+        self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
+        let ms = now.mono_ms();
+        match after {
+            AfterReload::Truncated(zxid) => {
+                if let State::Learning { learner, .. } = &mut self.state {
+                    learner.truncated(zxid, ms);
+                }
+            }
+            AfterReload::Decided { leader, state } => {
+                // As Apache: the election's time is counted by the servers that then lead or follow.
+                if matches!(state, PeerState::Leading | PeerState::Following) {
+                    self.election_time.observe(ms.saturating_sub(self.looking_since) * 1_000, ms);
+                }
+                match state {
+                    PeerState::Leading => self.lead(now, recent),
+                    PeerState::Following | PeerState::Observing => {
+                        self.flush_parked();
+                        // A server outside the configuration decides like an observer (it has
+                        // no vote) but follows as the participant it is, a non-voting follower,
+                        // as Apache's do.
+                        self.state = State::Connecting { leader, conn: None, attempt: 0, retry_at: None };
+                        self.dial(leader, 0);
+                    }
+                    PeerState::Looking => self.look("undecided", now, false),
+                }
+            }
+        }
+    }
+
+    fn local_state(&self) -> LocalState {
+        let last = self.log.durable;
+        LocalState {
+            accepted_epoch: self.epochs.0 as u32,
+            current_epoch: self.epochs.1 as u32,
+            last_logged_zxid: last,
+            first_logged_zxid: (last > self.log.base).then_some(self.log.base + 1),
+        }
+    }
+
+    fn zab_config(&self) -> ZabConfig {
+        let mut cfg = ZabConfig::new(
+            self.cfg.my_sid,
+            self.verifier.clone(),
+            self.cfg.tick_ms,
+            self.cfg.init_limit,
+            self.cfg.sync_limit,
+        );
+        cfg.config_string = Bytes::from(self.cfg.config.to_config_string());
+        cfg.committed_log_max = self.cfg.committed_log_max;
+        cfg.reconfig_enabled = self.cfg.reconfig_enabled;
+        if let Some(p) = &self.pending {
+            cfg.pending_verifier = Some(QuorumVerifier::from_config(p));
+            cfg.config_string = Bytes::from(p.to_config_string());
+        }
+        cfg
+    }
+
+    fn lead(&mut self, now: Now, recent: Vec<(i64, Bytes)>) {
+        let ms = now.mono_ms();
+        self.leading_since = Some(ms);
+        let local = self.local_state();
+        self.state = State::Leading(Box::new(Leader::new(self.zab_config(), local, recent, ms)));
+        let limit = self.init_ms();
+        for (conn, at) in std::mem::take(&mut self.parked) {
+            if ms.saturating_sub(at) <= limit {
+                self.conns.insert(conn);
+                self.out.push_back(Output::AdmitLearner { conn });
+                if let State::Leading(l) = &mut self.state {
+                    l.learner_connected(conn, ms);
+                }
+            } else {
+                self.out.push_back(Output::ClosePeer { conn });
+            }
+        }
+    }
+
+    fn flush_parked(&mut self) {
+        for (conn, _) in std::mem::take(&mut self.parked) {
+            self.out.push_back(Output::ClosePeer { conn });
+        }
+    }
+
+    /// Connects to `leader`'s quorum port; `attempt` counts the tries so far.
+    fn dial(&mut self, leader: i64, attempt: u32) {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.state = State::Connecting { leader, conn: Some(conn), attempt, retry_at: None };
+        self.out.push_back(Output::Dial { conn, leader });
+    }
+
+    fn dialed(&mut self, now: Now, conn: PeerConn, result: Result<(), String>) {
+        let State::Connecting { leader, conn: Some(c), attempt, .. } = self.state else {
+            if result.is_ok() {
+                self.out.push_back(Output::ClosePeer { conn });
+            }
+            return;
+        };
+        if c != conn {
+            if result.is_ok() {
+                self.out.push_back(Output::ClosePeer { conn });
+            }
+            return;
+        }
+        let ms = now.mono_ms();
+        match result {
+            Ok(()) => {
+                self.conns.insert(conn);
+                let mut learner =
+                    Learner::new(self.zab_config(), leader, self.cfg.observer, self.local_state(), ms);
+                learner.connected(ms);
+                self.state = State::Learning { learner: Box::new(learner), conn, attempt };
+            }
+            // A leader just elected may not listen yet (an Apache leader waits out its
+            // election's finalize time first): a refused connection is tried again a few times,
+            // as Apache's learners do, before electing again. Electing again at once would start
+            // a new round every few milliseconds, and each new round restarts the election on
+            // Apache's servers, so their leader would never get to listen.
+            Err(e) if attempt + 1 < LEARNER_CONNECT_TRIES => {
+                debug!("cannot reach leader {leader} yet: {e}");
+                self.retry_later(leader, attempt + 1, ms);
+            }
+            Err(e) => {
+                warn!("cannot reach leader {leader}: {e}");
+                self.look("leader unreachable", now, false);
+            }
+        }
+    }
+
+    fn retry_later(&mut self, leader: i64, attempt: u32, ms: u64) {
+        self.state =
+            State::Connecting { leader, conn: None, attempt, retry_at: Some(ms + LEARNER_CONNECT_RETRY_MS) };
+    }
+
+    fn peer_closed(&mut self, now: Now, conn: PeerConn, why: &str) {
+        self.conns.remove(&conn);
+        self.parked.retain(|(c, _)| *c != conn);
+        let ms = now.mono_ms();
+        match &mut self.state {
+            State::Leading(l) => {
+                info!("learner connection {conn} closed: {why}");
+                l.learner_disconnected(conn, ms);
+            }
+            State::Learning { conn: c, learner, attempt } if *c == conn => {
+                let (leader, attempt) = (learner.leader_sid(), *attempt);
+                if learner.epoch().is_none() && attempt + 1 < LEARNER_CONNECT_TRIES {
+                    debug!("leader {leader} closed before its handshake ({why}); trying again");
+                    self.retry_later(leader, attempt + 1, ms);
+                } else {
+                    warn!("connection to the leader closed: {why}");
+                    self.look("lost the leader", now, false);
+                }
+            }
+            State::Connecting { conn: Some(c), .. } if *c == conn => {
+                self.dialed(now, conn, Err(why.to_owned()))
+            }
+            _ => {}
+        }
+    }
+
+    fn epoch_written(&mut self, now: Now, file: EpochFile, result: Result<(), String>) {
+        let Some((asked, epoch)) = self.epoch_writing.take() else {
+            debug!("an epoch file write nobody waits for; ignored");
+            return;
+        };
+        assert_eq!(asked, file, "the driver answers the epoch file write asked for");
+        if let Err(e) = result {
+            error!("cannot write an epoch file: {e}");
+            return self.look("epoch file failed", now, false);
+        }
+        match file {
+            EpochFile::Accepted => self.epochs.0 = i64::from(epoch),
+            EpochFile::Current => self.epochs.1 = i64::from(epoch),
+        }
+        let ms = now.mono_ms();
+        match &mut self.state {
+            State::Leading(l) => l.epoch_persisted(ms),
+            State::Learning { learner, .. } => learner.epoch_persisted(ms),
+            _ => {}
+        }
+    }
+
+    fn persist_epoch(&mut self, file: EpochFile, epoch: u32) {
+        assert!(
+            self.epoch_writing.is_none(),
+            "one epoch file write at a time (the Zab machines wait for each)"
+        );
+        self.epoch_writing = Some((file, epoch));
+        self.out.push_back(Output::PersistEpoch { file, epoch });
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // The Zab machines.
+
+    /// Carries out what the election machine and the Zab machine of the moment ask, until
+    /// neither has more.
+    fn drain(&mut self, now: Now, core: &mut ServerCore) {
+        loop {
+            let mut progressed = false;
+            while let Some(a) = self.fle.poll_action() {
+                progressed = true;
+                match a {
+                    ElectionAction::Send { to, notification } => {
+                        self.out.push_back(Output::SendNotification { to, notification })
+                    }
+                    ElectionAction::Decided { leader, state, .. } => {
+                        if matches!(self.state, State::Looking) {
+                            // The database is reloaded from the log, and the log's last zxid is
+                            // what the leader (or this server, leading) syncs from: both must
+                            // be the same zxid, so appends still queued finish first.
+                            self.decision = Some((leader, state));
+                        }
+                    }
+                }
+            }
+            if matches!(self.state, State::Looking) && self.decision.is_some() {
+                self.maybe_act_on_decision();
+            }
+            loop {
+                let action = match &mut self.state {
+                    State::Leading(l) => l.poll_action().map(Either::Leader),
+                    State::Learning { learner, .. } => learner.poll_action().map(Either::Learner),
+                    _ => None,
+                };
+                match action {
+                    Some(Either::Leader(a)) => self.leader_action(a, now, core),
+                    Some(Either::Learner(a)) => self.learner_action(a, now, core),
+                    None => break,
+                }
+                progressed = true;
+            }
+            if self.step_snapshots(now, core) {
+                progressed = true;
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn leader_action(&mut self, a: LeaderAction, now: Now, core: &mut ServerCore) {
+        match a {
+            LeaderAction::Send { conn, packet } => {
+                // A learner's sync opens with one of these: Apache counts SNAP apart from the rest.
+                match packet.packet_type {
+                    t if t == PacketType::Snap as i32 => self.counters.snap_count += 1,
+                    t if t == PacketType::Diff as i32 || t == PacketType::Trunc as i32 => {
+                        self.counters.diff_count += 1
+                    }
+                    _ => {}
+                }
+                self.out.push_back(Output::SendPacket { conn, packet })
+            }
+            LeaderAction::SendRaw { conn, bytes } => self.out.push_back(Output::SendRaw { conn, bytes }),
+            LeaderAction::Close { conn, reason } => {
+                info!("closing learner connection {conn}: {reason}");
+                self.conns.remove(&conn);
+                self.out.push_back(Output::ClosePeer { conn });
+            }
+            LeaderAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
+            LeaderAction::PersistCurrentEpoch(e) => self.persist_epoch(EpochFile::Current, e),
+            LeaderAction::ReadLog { req, from_zxid, through_zxid } => self.out.push_back(Output::ReadLog {
+                req,
+                from: from_zxid,
+                through: through_zxid,
+                max_records: DIFF_RECORDS_MAX,
+            }),
+            LeaderAction::SerializeSnapshot { req, zxid } => {
+                // From the core's live state (at least `zxid`), a few steps at a time while writes
+                // go on: the learner replays the proposals after `zxid` idempotently, as it does
+                // Apache's fuzzy snapshots. The leader holds those proposals until it ends.
+                let conn = match &self.state {
+                    State::Leading(l) => l.snapshot_conn(req),
+                    _ => None,
+                };
+                if let Some(conn) = conn {
+                    let cursor = core.database().apache_snap_begin();
+                    debug!(
+                        "SNAP at 0x{zxid:x} to connection {conn}: streaming from 0x{:x}",
+                        cursor.begin_zxid()
+                    );
+                    self.snap_streams.push(SnapStream { req, conn, cursor, bytes: 0, waiting: false });
+                }
+            }
+            LeaderAction::Established { epoch } => {
+                info!("leading epoch {epoch}: serving");
+                // With reconfiguration on, a version-0 configuration was stamped with the epoch
+                // (NEWLEADER carried it); a quorum acknowledged it, so it is in force now.
+                let stamped = match &self.state {
+                    State::Leading(l) => l.config_string().clone(),
+                    _ => Bytes::new(),
+                };
+                // A pending configuration (from this leader's log) was carried by NEWLEADER and
+                // acknowledged by a quorum of both: it is in force now too.
+                self.pending = None;
+                if self.cfg.reconfig_enabled {
+                    if let Some(c) = parse_config(&stamped).filter(|c| c.version > self.cfg.config.version) {
+                        self.install(c);
+                    }
+                }
+                let voters = VoterSet::with_verifier(self.cfg.my_sid, self.verifier.clone());
+                self.for_core.push_back(CoreChange::Role(Role::Leader { epoch }, voters, None));
+                // The core learns the configuration (again, when `install` told it already).
+                self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
+                self.synced_told.clear();
+            }
+            // The leader's own durability is counted once, by the core's report of its log.
+            LeaderAction::Ack { sid, .. } if sid == self.cfg.my_sid => {}
+            LeaderAction::Ack { sid, zxid } => {
+                self.for_core.push_back(CoreChange::Event(Event::Ack { sid, zxid }))
+            }
+            LeaderAction::Forwarded { conn, request, authinfo, .. } => {
+                self.for_core.push_back(CoreChange::Event(forwarded_event(conn, request, authinfo)))
+            }
+            LeaderAction::Touch { sessions } => self.for_core.push_back(CoreChange::Event(Event::Touch {
+                sessions: sessions.into_iter().map(|t| (t.session_id, t.timeout_ms)).collect(),
+            })),
+            LeaderAction::Revalidate { conn, session, .. } => {
+                let db = core.database();
+                let valid = db.sessions().contains(session) && !db.expiry().is_closing(session);
+                if valid {
+                    self.for_core.push_back(CoreChange::Event(Event::SessionOwner { session, from: conn }));
+                }
+                if let State::Leading(l) = &mut self.state {
+                    l.revalidate_reply(conn, session, valid);
+                }
+            }
+            LeaderAction::StepDown { reason } => {
+                warn!("stepping down: {reason}");
+                self.look("stepped down", now, false);
+            }
+        }
+    }
+
+    fn learner_action(&mut self, a: LearnerAction, now: Now, core: &mut ServerCore) {
+        let conn = match &self.state {
+            State::Learning { conn, .. } => *conn,
+            _ => return,
+        };
+        match a {
+            LearnerAction::Send(packet) => self.out.push_back(Output::SendPacket { conn, packet }),
+            LearnerAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
+            LearnerAction::PersistCurrentEpoch(e) => self.persist_epoch(EpochFile::Current, e),
+            LearnerAction::Truncate { after_zxid } if after_zxid < self.log.base => {
+                warn!(
+                    "told to truncate after 0x{after_zxid:x}, below the start of this log (0x{:x}, a \
+                     snapshot from an epoch that failed): dropping what is past it and syncing again",
+                    self.log.base
+                );
+                self.flush_learner_batch(core);
+                self.log_jobs += 1;
+                self.out.push_back(Output::ResyncBelow { cut: after_zxid });
+                self.look("truncation below the log's start", now, false);
+            }
+            LearnerAction::Truncate { after_zxid } => {
+                self.flush_learner_batch(core);
+                self.log_jobs += 1;
+                self.out.push_back(Output::TruncateLog { after: after_zxid });
+            }
+            // The connection's reader is loading it already; see `snapshot_received`.
+            LearnerAction::ReceiveSnapshot { zxid } => debug!("receiving a snapshot at 0x{zxid:x}"),
+            LearnerAction::Log { zxid, payload } => {
+                // Logged as it came: decoded only when it commits.
+                if zk_log::format::payload_zxid(&payload) != Some(zxid) {
+                    warn!("proposal 0x{zxid:x} carries a txn header of another zxid");
+                    return self.look("malformed proposal", now, false);
+                }
+                // Proposals that arrived together go to the log as one batch.
+                if let Some(b) = self.learner_batch.as_mut() {
+                    if b.bytes() < PERSIST_MERGE_BYTES && b.push_payload(&payload).is_ok() {
+                        self.requested = self.requested.max(zxid);
+                        return;
+                    }
+                }
+                self.flush_learner_batch(core);
+                let mut b = zk_log::RecordBatch::new();
+                match b.push_payload(&payload) {
+                    Ok(()) => {
+                        self.requested = self.requested.max(zxid);
+                        self.learner_batch = Some(b);
+                    }
+                    Err(e) => {
+                        error!("cannot log proposal 0x{zxid:x}: {e}");
+                        self.look("log failed", now, false);
+                    }
+                }
+            }
+            LearnerAction::Commit { payload, .. } => match decode_payload(&payload) {
+                Some((hdr, txn, digest)) => {
+                    self.for_core.push_back(CoreChange::Event(Event::Committed { hdr, txn, digest }))
+                }
+                None => self.look("undecodable commit", now, false),
+            },
+            LearnerAction::SyncDone => self.for_core.push_back(CoreChange::Event(Event::SyncDone)),
+            LearnerAction::Revalidated { session, valid } => {
+                debug!("session 0x{session:x} revalidated: {valid}");
+                self.for_core.push_back(CoreChange::Event(Event::Revalidated { session, valid }));
+            }
+            LearnerAction::Activate { zxid, config, designated } => {
+                self.activate(zxid, &config, designated, now)
+            }
+            LearnerAction::UpToDate => {
+                // The leader's NEWLEADER said which configuration is in force (activated just
+                // before): what this server's own log had pending is settled either way.
+                self.pending = None;
+                info!("up to date with leader: serving");
+                let voters = VoterSet::with_verifier(self.cfg.my_sid, self.verifier.clone());
+                self.for_core.push_back(CoreChange::Role(
+                    Role::Learner { observer: self.cfg.observer },
+                    voters,
+                    None,
+                ));
+            }
+            LearnerAction::Disconnect { reason } => {
+                warn!("leaving the leader: {reason}");
+                self.look("disconnected", now, false);
+            }
+        }
+    }
+
+    /// Hands the learner's gathered proposals to the log (through the core, which counts them
+    /// towards its next snapshot).
+    fn flush_learner_batch(&mut self, core: &mut ServerCore) {
+        if let Some(b) = self.learner_batch.take() {
+            core.persist_replicated(b);
+        }
+    }
+
+    fn snapshot_received(&mut self, now: Now, conn: PeerConn, result: Result<Box<Database>, String>) {
+        let State::Learning { conn: c, .. } = &self.state else { return };
+        if *c != conn {
+            return;
+        }
+        match result {
+            Ok(db) => {
+                let zxid = db.last_applied_zxid();
+                let me = self.cfg.my_sid;
+                // The received database replaces this one; a snapshot of the old one under way is
+                // abandoned by the core.
+                self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), Some(db)));
+                self.log_jobs += 1;
+                self.out.push_back(Output::InstallSnapshot { zxid });
+            }
+            Err(e) => {
+                warn!("the snapshot from the leader did not load: {e}");
+                self.look("the snapshot did not load", now, false);
+            }
+        }
+    }
+
+    /// A few steps of every snapshot stream whose connection has drained; true if any stepped.
+    fn step_snapshots(&mut self, now: Now, core: &ServerCore) -> bool {
+        let State::Leading(l) = &mut self.state else {
+            self.snap_streams.clear();
+            return false;
+        };
+        let ms = now.mono_ms();
+        let mut stepped = false;
+        let mut i = 0;
+        while i < self.snap_streams.len() {
+            let s = &mut self.snap_streams[i];
+            if l.snapshot_conn(s.req) != Some(s.conn) {
+                // The learner left, or failed its sync: nobody waits for the rest.
+                self.snap_streams.remove(i);
+                continue;
+            }
+            if s.waiting {
+                i += 1;
+                continue;
+            }
+            stepped = true;
+            let mut done = false;
+            for _ in 0..SNAP_STEPS_QUEUED {
+                let mut out = Vec::with_capacity(64 * 1024);
+                done = core.database().apache_snap_step(&mut s.cursor, &mut out, SNAP_STEP_ITEMS);
+                s.bytes += out.len() as u64;
+                l.snapshot_bytes(s.req, Bytes::from(out), done, ms);
+                if done {
+                    break;
+                }
+            }
+            if done {
+                debug!("SNAP to connection {} streamed: {} bytes", s.conn, s.bytes);
+                self.snap_streams.remove(i);
+            } else {
+                s.waiting = true;
+                self.out.push_back(Output::WatchDrain { conn: s.conn });
+                i += 1;
+            }
+        }
+        stepped
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Configurations.
+
+    /// The configuration as the core needs it.
+    fn membership(&self) -> Membership {
+        Membership {
+            config: self.cfg.config.clone(),
+            reconfig_enabled: self.cfg.reconfig_enabled,
+            standalone_enabled: self.cfg.standalone_enabled,
+        }
+    }
+
+    /// A configuration to activate (committed by a reconfiguration, or carried by NEWLEADER):
+    /// if newer than this server's, it comes into force, and this server leaves its leader (or
+    /// its leadership) when Apache's members would: it changes between observer and
+    /// participant, or the configuration is led by another server.
+    fn activate(&mut self, zxid: i64, config: &Bytes, designated: Option<i64>, now: Now) {
+        if !self.cfg.reconfig_enabled {
+            return;
+        }
+        let Some(next) = parse_config(config) else {
+            warn!("configuration activated at {zxid:#x} does not parse; ignored");
+            return;
+        };
+        if next.version <= self.cfg.config.version {
+            return;
+        }
+        let me = self.cfg.my_sid;
+        let was_observer = self.cfg.observer;
+        let leader = match &self.state {
+            State::Leading(_) => Some(me),
+            State::Learning { learner, .. } => Some(learner.leader_sid()),
+            State::Looking | State::Connecting { .. } => None,
+        };
+        let prev = self.cfg.config.clone();
+        self.install(next.clone());
+        let role_change = was_observer != self.cfg.observer;
+        let leader_change = match (designated, leader) {
+            (Some(d), Some(l)) => d != l,
+            (None, Some(l)) => {
+                let addr = |c: &QuorumConfig| {
+                    c.servers.get(&l).and_then(|s| s.addresses.first()).map(|a| a.quorum_addr())
+                };
+                !self.verifier.is_voter(l) || addr(&prev) != addr(&next)
+            }
+            (_, None) => false,
+        };
+        if role_change || leader_change {
+            info!(
+                "configuration {:#x} changes this server's place (observer: {}, leader: {designated:?})",
+                next.version, self.cfg.observer
+            );
+            self.look("reconfiguration", now, false);
+            // As Apache's members: the designated leader leads at once and the others follow it,
+            // without an election (one runs if it cannot be reached). Without a designated leader
+            // (a NEWLEADER configuration), an election decides.
+            if let Some(d) = designated.filter(|d| self.verifier.is_voter(*d)) {
+                let state = if d == me {
+                    PeerState::Leading
+                } else if self.cfg.observer {
+                    PeerState::Observing
+                } else {
+                    PeerState::Following
+                };
+                self.decision = Some((d, state));
+            }
+        }
+    }
+
+    /// A reconfiguration in the log of `db` newer than the configuration in force becomes the
+    /// pending one (or none, when there is none).
+    fn note_logged_config(&mut self, db: &Database) {
+        self.pending = self
+            .cfg
+            .reconfig_enabled
+            .then(|| config_in(db))
+            .flatten()
+            .filter(|c| c.version > self.cfg.config.version);
+        if let Some(c) = &self.pending {
+            info!(
+                "configuration version {:#x} found in the log, not known to be committed: pending",
+                c.version
+            );
+        }
+    }
+
+    /// The configuration a notification carries, when reconfiguration is on and it is newer
+    /// than this server's.
+    fn newer_config(&self, n: &Notification) -> Option<QuorumConfig> {
+        if !self.cfg.reconfig_enabled {
+            return None;
+        }
+        parse_config(n.config.as_deref()?).filter(|c| c.version > self.cfg.config.version)
+    }
+
+    /// Puts `next` in force here: the verifier (the leader machine's too, which then counts the
+    /// new configuration alone), this server's kind, the driver's addresses and files, and the
+    /// core's view of it.
+    fn install(&mut self, next: QuorumConfig) {
+        info!(
+            "configuration version {:#x} in force: {}",
+            next.version,
+            next.to_config_string().replace('\n', ", ")
+        );
+        self.verifier = QuorumVerifier::from_config(&next);
+        self.cfg.observer = zk_quorum::reconfig::placement(&next, self.cfg.my_sid)
+            == zk_quorum::reconfig::Placement::Observer;
+        if let State::Leading(l) = &mut self.state {
+            l.set_configuration(self.verifier.clone(), Bytes::from(next.to_config_string()));
+        }
+        self.out.push_back(Output::InstallConfig(Box::new(next.clone())));
+        self.cfg.config = next;
+        self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
+    }
+}
+
+enum Either {
+    Leader(LeaderAction),
+    Learner(LearnerAction),
+}
+
+/// The records a DIFF needs: the anchor (the last record at or before `from`, the learner's
+/// last zxid) and every record after it through `through`; None when the log no longer reaches
+/// back that far, or the range holds more than `max_records` (the leader then sends a
+/// snapshot). The driver and the simulator both answer [`Output::ReadLog`] with it.
+pub fn read_anchored(
+    src: &dyn zk_log::TxnSource,
+    from: i64,
+    through: i64,
+    max_records: usize,
+) -> Option<Vec<(i64, Bytes)>> {
+    let to_payloads = |v: Vec<zk_log::LogEntry>| {
+        v.into_iter().map(|e| (e.header.zxid, payload(&e.header, &e.txn))).collect()
+    };
+    let mut v: Vec<(i64, Bytes)> = to_payloads(src.read_range(from, through, max_records).ok()?);
+    if v.len() >= max_records {
+        return None;
+    }
+    if v.first().map(|e| e.0) == Some(from) {
+        return Some(v);
+    }
+    // The learner's last zxid is not in our log: the anchor is the last record before it, in
+    // its epoch or an earlier one (zxids are dense within an epoch, not across epochs).
+    let mut epoch = from >> 32;
+    while epoch >= 0 {
+        let start = (epoch << 32).max(src.base_zxid() + 1);
+        if start <= from {
+            let before = src.read_range(start, from, max_records).ok()?;
+            if let Some(last) = before.into_iter().filter(|e| e.header.zxid <= from).last() {
+                v.insert(0, (last.header.zxid, payload(&last.header, &last.txn)));
+                return Some(v);
+            }
+        }
+        if start <= src.base_zxid() + 1 {
+            break;
+        }
+        epoch -= 1;
+    }
+    // Nothing at or before `from` is left in the log (purged, or `from` precedes it).
+    None
+}
+
+/// The newest `window` records of the log (the leader's DIFF window), as PROPOSAL data.
+pub fn recent_history(src: &dyn zk_log::TxnSource, window: usize) -> Vec<(i64, Bytes)> {
+    let last = src.durable_zxid();
+    let from = (last - window as i64 + 1).max(src.base_zxid() + 1);
+    match src.read_range(from, last, window) {
+        Ok(entries) => entries.into_iter().map(|e| (e.header.zxid, payload(&e.header, &e.txn))).collect(),
+        Err(e) => {
+            debug!("no recent history for DIFF: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The PROPOSAL data of a transaction: its jute header and body.
+pub fn payload(hdr: &TxnHeader, txn: &Txn) -> Bytes {
+    let mut b = BytesMut::with_capacity(128);
+    hdr.write(&mut b);
+    txn.encode(&mut b);
+    b.freeze()
+}
+
+fn decode_payload(p: &Bytes) -> Option<(TxnHeader, Txn, Option<zk_proto::TxnDigest>)> {
+    zk_log::format::decode_payload_digest(p.clone()).ok()
+}
+
+/// A learner's REQUEST as the core takes it.
+fn forwarded_event(conn: PeerConn, r: ForwardedRequest, auth: Vec<zk_proto::Id>) -> Event {
+    if r.op == OpCode::CreateSession.code() {
+        let timeout_ms = if r.body.len() >= 4 {
+            i32::from_be_bytes([r.body[0], r.body[1], r.body[2], r.body[3]])
+        } else {
+            0
+        };
+        return Event::ForwardedCreateSession { session: r.session_id, cxid: r.cxid, timeout_ms };
+    }
+    let mut rd = Reader::new(r.body.clone());
+    let body = Request::decode(r.op, &mut rd);
+    Event::Forwarded { from: conn, session: r.session_id, cxid: r.cxid, op: r.op, body, auth }
+}
+
+/// A configuration string from the wire or a znode.
+pub fn parse_config(bytes: &[u8]) -> Option<QuorumConfig> {
+    QuorumConfig::parse(std::str::from_utf8(bytes).ok()?).ok().filter(|c| !c.servers.is_empty())
+}
+
+/// The configuration a database's /zookeeper/config holds.
+fn config_in(db: &Database) -> Option<QuorumConfig> {
+    parse_config(db.tree().get("/zookeeper/config")?.data()?)
+}
