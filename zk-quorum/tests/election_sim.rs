@@ -869,10 +869,10 @@ impl Failovers {
                     }
                 }
             }
-            if now % 5 == 0 {
+            if now.is_multiple_of(5) {
                 self.discovery()?;
             }
-            if now % 10 == 0 {
+            if now.is_multiple_of(10) {
                 self.writes();
             }
         }
@@ -1152,5 +1152,5 @@ fn a_restarted_leader_does_not_lead_on_its_followers_stale_answers() {
     b.fles.insert(2, FastLeaderElection::new(cfg, pd(0x2_0000_0000, 2), b.now));
     b.collect();
     b.run_until(700, |_| {});
-    assert!(b.decided.get(&2).is_none(), "2 decided on stale answers: {:?}", b.decided.get(&2));
+    assert!(!b.decided.contains_key(&2), "2 decided on stale answers: {:?}", b.decided.get(&2));
 }

@@ -79,9 +79,10 @@ pub enum LeaderAction {
         /// The new epoch.
         epoch: u32,
     },
-    /// A voter logged the proposal `zxid` durably (the leader's own too, from
-    /// [`Leader::local_durable`]): the server's proposer counts it and commits on a quorum, in zxid
-    /// order, then calls [`Leader::committed`]. The machine never commits by itself.
+    /// A follower logged the proposal `zxid` durably: the server's ACK ledger
+    /// ([`crate::quorum::AckLedger`]) counts it and commits on a quorum, in zxid order, then calls
+    /// [`Leader::committed`]. The machine never commits by itself. The leader's own log is not
+    /// reported here: the server counts its own durability in its ledger directly, once.
     Ack {
         /// Who acknowledged.
         sid: i64,
@@ -112,6 +113,18 @@ pub enum LeaderAction {
         session: i64,
         /// Timeout the client asked for, in milliseconds.
         timeout: i32,
+    },
+    /// Follower `sid` may hold durably from this leader's epoch nothing past `to` any more: its
+    /// sync starts, which every connection of a follower to an established leader goes through
+    /// (DIFF: its last zxid; TRUNC: the cut; SNAP: the snapshot's zxid); it comes before the
+    /// sync's first packet. The server clamps that voter's ACK to `to` ([`crate::quorum::AckLedger::reset`]), so that no
+    /// proposal commits counting a follower that truncated it (review F3); the follower ACKs the
+    /// proposals re-sent at its sync again once they are durable. Followers only.
+    AckReset {
+        /// The follower.
+        sid: i64,
+        /// The most it can still hold durably.
+        to: i64,
     },
     /// Stop leading and go back to LOOKING: the followers heard from within syncLimit no longer
     /// make a quorum with us, or discovery/sync did not finish within initLimit. The machine is
@@ -223,7 +236,8 @@ enum SyncPlan {
 /// Persist before send: LEADERINFO goes out only after `acceptedEpoch` is durable
 /// ([`LeaderAction::PersistAcceptedEpoch`], then [`Leader::epoch_persisted`]), and syncing starts
 /// only after `currentEpoch` is. The leader's own log is assumed durable at start (it was read from
-/// disk); its new proposals count for it only once [`Leader::local_durable`] says so.
+/// disk); its new proposals count for it once its log makes them durable, which the server records
+/// in its ACK ledger itself (the machine has no use for it).
 ///
 /// Per learner the order on the wire is: LEADERINFO; DIFF, TRUNC or SNAP (+ snapshot stream); the
 /// PROPOSAL+COMMIT pairs it misses; the proposals still outstanding (followers only); NEWLEADER last
@@ -255,8 +269,6 @@ pub struct Leader {
     outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
     last_proposed: i64,
-    /// The leader's own log is durable through here.
-    self_durable: i64,
     next_req: u64,
     next_ping_ms: Option<u64>,
     actions: VecDeque<LeaderAction>,
@@ -299,7 +311,6 @@ impl Leader {
             outstanding: VecDeque::new(),
             last_committed: local.last_logged_zxid,
             last_proposed: local.last_logged_zxid,
-            self_durable: local.last_logged_zxid,
             next_req: 1,
             next_ping_ms: None,
             actions: VecDeque::new(),
@@ -483,6 +494,7 @@ impl Leader {
         let mode =
             if head.packet_type == PacketType::Diff as i32 { PacketType::Diff } else { PacketType::Trunc };
         self.log_sync(conn, mode, head.zxid, entries.len().saturating_sub(1));
+        self.reset_acks(conn, if mode == PacketType::Diff { peer } else { anchor });
         self.send(conn, head);
         for (zxid, payload) in entries.into_iter().skip(1) {
             self.send_pair(conn, zxid, payload);
@@ -546,24 +558,6 @@ impl Leader {
                 l.ack_due.get_or_insert((zxid, now_ms));
             }
             self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload.clone())));
-        }
-    }
-
-    /// Our own log is durable through `zxid`: each outstanding proposal up to it is acknowledged by
-    /// us ([`LeaderAction::Ack`] with our sid), in order.
-    pub fn local_durable(&mut self, zxid: i64, _now_ms: u64) {
-        if zxid <= self.self_durable {
-            return;
-        }
-        let newly: Vec<i64> = self
-            .outstanding
-            .iter()
-            .map(|(z, _, _)| *z)
-            .filter(|z| *z > self.self_durable && *z <= zxid)
-            .collect();
-        self.self_durable = zxid;
-        for z in newly {
-            self.actions.push_back(LeaderAction::Ack { sid: self.cfg.my_sid, zxid: z });
         }
     }
 
@@ -1009,11 +1003,13 @@ impl Leader {
         let from = match plan {
             SyncPlan::Diff => {
                 self.log_sync(conn, PacketType::Diff, last, 0);
+                self.reset_acks(conn, peer);
                 self.send(conn, QuorumPacket::new(PacketType::Diff, last, None));
                 peer
             }
             SyncPlan::Trunc(z) => {
                 self.log_sync(conn, PacketType::Trunc, z, 0);
+                self.reset_acks(conn, z);
                 self.send(conn, QuorumPacket::new(PacketType::Trunc, z, None));
                 z
             }
@@ -1035,6 +1031,17 @@ impl Leader {
         );
     }
 
+    /// [`LeaderAction::AckReset`] for the follower on `conn` (observers never ACK). Only once
+    /// established: before, nothing is proposed and no ACK is counted.
+    fn reset_acks(&mut self, conn: ConnId, to: i64) {
+        if self.phase != Phase::Established {
+            return;
+        }
+        if let Some(l) = self.learners.get(&conn).filter(|l| !l.observer && known(l.sid).is_some()) {
+            self.actions.push_back(LeaderAction::AckReset { sid: l.sid, to });
+        }
+    }
+
     fn take_req(&mut self) -> u64 {
         let r = self.next_req;
         self.next_req = self.next_req.wrapping_add(1);
@@ -1045,6 +1052,7 @@ impl Leader {
         let req = self.take_req();
         let zxid = self.last_committed;
         self.log_sync(conn, PacketType::Snap, zxid, 0);
+        self.reset_acks(conn, zxid);
         self.send(conn, QuorumPacket::new(PacketType::Snap, zxid, None));
         self.actions.push_back(LeaderAction::SerializeSnapshot { req, zxid });
         if let Some(l) = self.learners.get_mut(&conn) {

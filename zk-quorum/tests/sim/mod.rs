@@ -24,7 +24,8 @@
 //! Around each machine: disk operations complete after a simulated delay (log syncs in order,
 //! epoch files apart), disk work is flushed when a role ends (ZK-4541, -4712), the database is
 //! reloaded from disk at every role change, and the leader commits in zxid order on a quorum of
-//! ACKs (its own after its log sync).
+//! ACKs (its own after its log sync), counted by zk-quorum's `AckLedger`, the rule the server uses,
+//! which clamps a follower's ACK when its sync starts (`LeaderAction::AckReset`).
 //!
 //! Checkers:
 //! - at most one leader is established per epoch;
@@ -55,7 +56,7 @@ use rand::{Rng, SeedableRng};
 use zk_quorum::election::{
     ElectionAction, ElectionConfig, ElectionTimings, FastLeaderElection, PeerData, Vote,
 };
-use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::quorum::{AckLedger, QuorumVerifier, VoterSet};
 use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
 use zk_quorum::wire::{ForwardedRequest, Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
 use zk_quorum::zab::{
@@ -300,7 +301,10 @@ enum Role {
 struct Proposer {
     established: Option<u32>,
     next_counter: u32,
-    outstanding: BTreeMap<i64, (Bytes, BTreeSet<i64>)>,
+    outstanding: BTreeMap<i64, Bytes>,
+    /// The commit rule the server uses (zk-quorum's): each voter's cumulative ACK, the leader's
+    /// own from its log syncs; one per leadership, from its establishment.
+    ledger: Option<AckLedger>,
     /// Forwarded syncs: answered once everything proposed before them is committed.
     syncs: Vec<(ConnId, i64)>,
     /// The leader's own clients' syncs: the zxid they wait for.
@@ -1044,6 +1048,9 @@ impl<S: Store> Sim<S> {
                     continue;
                 }
                 if live {
+                    if self.servers[&sid].is_leading() {
+                        self.try_commit(sid)?;
+                    }
                     self.drain(sid)?;
                     self.pump(sid)?;
                 }
@@ -1196,7 +1203,7 @@ impl<S: Store> Sim<S> {
             return Err(format!("{zxid:#x} proposed twice"));
         }
         let s = self.server(sid);
-        s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
+        s.proposer.outstanding.insert(zxid, payload.clone());
         if let Role::Leading(l) = &mut s.role {
             l.propose(zxid, payload, now);
         }
@@ -1294,19 +1301,25 @@ impl<S: Store> Sim<S> {
                 if let Some(other) = self.epoch_leader.insert(epoch, sid) {
                     return Err(format!("epoch {epoch} established by {other} and {sid}"));
                 }
+                let voters = VoterSet::with_verifier(sid, self.verifier.clone());
                 let s = self.server(sid);
                 s.proposer.established = Some(epoch);
                 s.proposer.next_counter = 0;
+                s.proposer.ledger = Some(AckLedger::new(voters));
                 let logged = s.store.history();
                 self.log(|| format!("{sid} established epoch {epoch} with {} logged txns", logged.len()));
                 self.new_epoch_history(sid, epoch, logged)?;
             }
             LeaderAction::Ack { sid: from, zxid } => {
-                let s = self.server(sid);
-                if let Some((_, acks)) = s.proposer.outstanding.get_mut(&zxid) {
-                    acks.insert(from);
+                if let Some(ledger) = self.server(sid).proposer.ledger.as_mut() {
+                    ledger.ack(from, zxid);
                 }
                 self.try_commit(sid)?;
+            }
+            LeaderAction::AckReset { sid: from, to } => {
+                if let Some(ledger) = self.server(sid).proposer.ledger.as_mut() {
+                    ledger.reset(from, to);
+                }
             }
             LeaderAction::Forwarded { conn, request, .. } => self.forwarded(sid, conn, request)?,
             LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {}
@@ -1367,12 +1380,13 @@ impl<S: Store> Sim<S> {
         loop {
             let now = self.now;
             let s = &self.servers[&sid];
-            let Some((&zxid, (_, acks))) = s.proposer.outstanding.iter().next() else { break };
-            if !self.verifier.contains_quorum(acks.iter().copied()) {
+            let Some(ledger) = s.proposer.ledger.as_ref() else { break };
+            let Some(&zxid) = s.proposer.outstanding.keys().next() else { break };
+            if ledger.committable([zxid]).is_none() {
                 break;
             }
             let s = self.server(sid);
-            let Some((payload, _)) = s.proposer.outstanding.remove(&zxid) else { break };
+            let Some(payload) = s.proposer.outstanding.remove(&zxid) else { break };
             if s.store.applied_zxid() >= zxid {
                 return Err(format!("leader {sid} commits {zxid:#x} after {:#x}", s.store.applied_zxid()));
             }
@@ -1753,7 +1767,13 @@ fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> Re
             s.store.sync()?;
             if live {
                 match &mut s.role {
-                    Role::Leading(l) => l.local_durable(upto, now),
+                    // The leader's own durability is its ACK, counted once, in its ledger (as
+                    // the server's core counts it).
+                    Role::Leading(_) => {
+                        if let Some(ledger) = s.proposer.ledger.as_mut() {
+                            ledger.ack(s.sid, upto);
+                        }
+                    }
                     Role::Following(l, _) => l.durable(upto, now),
                     _ => {}
                 }
