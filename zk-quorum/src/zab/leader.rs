@@ -56,7 +56,11 @@ pub enum LeaderAction {
     /// Read the log and answer with [`Leader::log_read`]: the last record at or before `from_zxid`
     /// (the anchor, which tells whether the learner's last zxid is in our history), then every
     /// record after it through `through_zxid`, in order. [`Leader::log_read_failed`] when the log
-    /// no longer reaches back to `from_zxid`.
+    /// no longer reaches back to `from_zxid`; [`Leader::log_read_too_big`] as soon as the records
+    /// after the anchor pass `max_bytes` of PROPOSAL data (stop reading there: the learner gets a
+    /// snapshot, as Apache's leader does past `zookeeper.snapshotSizeFactor` of the snapshot).
+    /// The records are sent in pieces, each once the learner's connection has room
+    /// ([`Leader::conn_drained`]).
     ReadLog {
         /// Request id, echoed in the answer.
         req: u64,
@@ -64,6 +68,8 @@ pub enum LeaderAction {
         from_zxid: i64,
         /// The last committed zxid to include.
         through_zxid: i64,
+        /// The most PROPOSAL data bytes after the anchor worth a DIFF; None: no bound.
+        max_bytes: Option<u64>,
     },
     /// Serialise the database exactly as of `zxid` (everything committed through it applied,
     /// nothing later) in Apache's snapshot stream format and pass it through
@@ -178,6 +184,9 @@ enum LearnerPhase {
     AwaitSyncStart,
     /// Waiting for the server's [`Leader::log_read`].
     ReadingLog { req: u64, through: i64 },
+    /// Its sync head is sent; the records after `sent_through` go out a piece at a time, each once
+    /// its connection has room ([`Leader::conn_drained`]); NEWLEADER once it caught up.
+    Streaming { sent_through: i64 },
     /// Streaming a snapshot of state `zxid`.
     Snapshotting { req: u64, zxid: i64 },
     /// Sync stream and NEWLEADER queued; its ACK expected.
@@ -204,6 +213,10 @@ struct LearnerConn {
     ack_due: Option<(i64, u64)>,
     /// When its sync stream was queued (it gets the outstanding proposals then).
     attached_ms: u64,
+    /// Records of a DIFF read from the log, not sent yet (ascending; the window follows them).
+    backlog: VecDeque<(i64, Bytes)>,
+    /// Sync bytes handed to the connection since it last had room: a piece at most.
+    unacked_bytes: u64,
 }
 
 impl LearnerConn {
@@ -271,6 +284,8 @@ pub struct Leader {
     last_proposed: i64,
     next_req: u64,
     next_ping_ms: Option<u64>,
+    /// The size of the database as the server last said ([`Leader::set_database_bytes`]).
+    database_bytes: u64,
     actions: VecDeque<LeaderAction>,
 }
 
@@ -313,6 +328,7 @@ impl Leader {
             last_proposed: local.last_logged_zxid,
             next_req: 1,
             next_ping_ms: None,
+            database_bytes: 0,
             actions: VecDeque::new(),
             cfg,
         };
@@ -382,6 +398,8 @@ impl Leader {
                 deadline_ms: Some(now_ms.saturating_add(self.cfg.init_ms())),
                 ack_due: None,
                 attached_ms: now_ms,
+                backlog: VecDeque::new(),
+                unacked_bytes: 0,
             },
         );
     }
@@ -491,15 +509,31 @@ impl Leader {
             // More than the window was committed while the server read: start over from a snapshot.
             return self.send_snap(conn, now_ms);
         }
+        let bytes: u64 = entries.iter().skip(1).map(|(_, p)| p.len() as u64).sum();
+        if self.diff_max_bytes().is_some_and(|max| bytes > max) {
+            return self.log_read_too_big(req, now_ms);
+        }
         let mode =
             if head.packet_type == PacketType::Diff as i32 { PacketType::Diff } else { PacketType::Trunc };
         self.log_sync(conn, mode, head.zxid, entries.len().saturating_sub(1));
         self.reset_acks(conn, if mode == PacketType::Diff { peer } else { anchor });
         self.send(conn, head);
-        for (zxid, payload) in entries.into_iter().skip(1) {
-            self.send_pair(conn, zxid, payload);
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.backlog = entries.into_iter().skip(1).collect();
         }
-        self.finish_sync(conn, through, now_ms);
+        self.finish_sync(conn, anchor, now_ms);
+    }
+
+    /// The records [`LeaderAction::ReadLog`] asked for pass its `max_bytes`: sync by snapshot.
+    pub fn log_read_too_big(&mut self, req: u64, now_ms: u64) {
+        let conn = self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::ReadingLog { req: r, .. } if r == req => Some(*c),
+            _ => None,
+        });
+        if let Some(conn) = conn {
+            tracing::info!(sid = self.cfg.my_sid, conn, "DIFF from the log too big; SNAP");
+            self.send_snap(conn, now_ms);
+        }
     }
 
     /// The log no longer holds what [`LeaderAction::ReadLog`] asked for: sync by snapshot.
@@ -523,12 +557,12 @@ impl Leader {
             return;
         };
         if !chunk.is_empty() {
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.unacked_bytes = l.unacked_bytes.saturating_add(chunk.len() as u64);
+            }
             self.actions.push_back(LeaderAction::SendRaw { conn, bytes: chunk });
         }
         if last {
-            if !self.window_covers_after(zxid) {
-                return self.reject(conn, "too much committed while the snapshot streamed".into());
-            }
             self.finish_sync(conn, zxid, now_ms);
         }
     }
@@ -619,6 +653,9 @@ impl Leader {
             .filter_map(|l| match l.phase {
                 LearnerPhase::ReadingLog { through, .. } => Some(through),
                 LearnerPhase::Snapshotting { zxid, .. } => Some(zxid),
+                LearnerPhase::Streaming { sent_through } => {
+                    Some(l.backlog.back().map_or(sent_through, |(z, _)| *z))
+                }
                 _ => None,
             })
             .min();
@@ -990,9 +1027,18 @@ impl Leader {
                     }
                 }
             }
-        } else if peer != 0 && self.local.first_logged_zxid.is_some_and(|f| f <= peer) {
+        } else if peer != 0
+            && self.cfg.snapshot_size_factor >= 0.0
+            && self.local.first_logged_zxid.is_some_and(|f| f <= peer)
+        {
             let req = self.take_req();
-            self.actions.push_back(LeaderAction::ReadLog { req, from_zxid: peer, through_zxid: last });
+            let max_bytes = self.diff_max_bytes();
+            self.actions.push_back(LeaderAction::ReadLog {
+                req,
+                from_zxid: peer,
+                through_zxid: last,
+                max_bytes,
+            });
             if let Some(l) = self.learners.get_mut(&conn) {
                 l.phase = LearnerPhase::ReadingLog { req, through: last };
             }
@@ -1016,6 +1062,40 @@ impl Leader {
             SyncPlan::Snap => return self.send_snap(conn, now_ms),
         };
         self.finish_sync(conn, from.min(last), now_ms);
+    }
+
+    /// Apache's bound on a DIFF from the log: `zookeeper.snapshotSizeFactor` (above 1: the default
+    /// 0.33) times the size of the database; None when either is 0 (no bound, as Apache's size
+    /// limit of 0). A negative factor turns DIFFs from the log off altogether (handled by the
+    /// caller).
+    fn diff_max_bytes(&self) -> Option<u64> {
+        let factor = self.cfg.snapshot_size_factor;
+        let factor = if factor > 1.0 { super::DEFAULT_SNAPSHOT_SIZE_FACTOR } else { factor };
+        let max = (self.database_bytes as f64 * factor) as u64;
+        (max > 0).then_some(max)
+    }
+
+    /// The size the server's database would have as a snapshot, in bytes (Apache takes its
+    /// newest snapshot file's): DIFFs from the log are bounded by a share of it
+    /// ([`ZabConfig::snapshot_size_factor`]). Until told, 0: no bound.
+    pub fn set_database_bytes(&mut self, bytes: u64) {
+        self.database_bytes = bytes;
+    }
+
+    /// The server's outbox for `conn` has room again: everything the machine handed it for that
+    /// connection's sync before has left, or nearly (call it when the outbox drains below a
+    /// piece). A learner being synced gets its next piece.
+    pub fn conn_drained(&mut self, conn: ConnId, now_ms: u64) {
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.unacked_bytes = 0;
+        }
+        self.pump(conn, now_ms);
+    }
+
+    /// Whether the connection may take more sync traffic now (the server steps a snapshot stream
+    /// only then): less than a piece handed to it since it last had room.
+    pub fn may_send(&self, conn: ConnId) -> bool {
+        self.learners.get(&conn).is_some_and(|l| l.unacked_bytes < self.cfg.sync_piece_bytes)
     }
 
     /// One line per sync, naming the mode: operators (and the real-process tests) read it.
@@ -1060,11 +1140,42 @@ impl Leader {
         }
     }
 
-    /// After the DIFF/TRUNC/SNAP head and whatever the log gave: the committed records after
-    /// `from` from the window, the outstanding proposals (followers), NEWLEADER last.
+    /// After the DIFF/TRUNC/SNAP head (and the snapshot): the learner holds everything through
+    /// `from`; the rest (the log read's records, then the window's) follows a piece at a time.
     fn finish_sync(&mut self, conn: ConnId, from: i64, now_ms: u64) {
-        let pairs: Vec<(i64, Bytes)> = self.window.iter().filter(|(z, _)| *z > from).cloned().collect();
-        for (zxid, payload) in pairs {
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::Streaming { sent_through: from };
+        }
+        self.pump(conn, now_ms);
+    }
+
+    /// Sends the learner on `conn` its next piece of the sync: records of the log read, then of
+    /// the window (committed meanwhile), while the piece has room; once none is left, the
+    /// outstanding proposals (followers) and NEWLEADER.
+    fn pump(&mut self, conn: ConnId, now_ms: u64) {
+        let (piece_bytes, piece_packets) = (self.cfg.sync_piece_bytes, self.cfg.sync_piece_packets);
+        let mut packets = 0usize;
+        loop {
+            let Some(l) = self.learners.get_mut(&conn) else { return };
+            let LearnerPhase::Streaming { sent_through } = l.phase else { return };
+            if l.unacked_bytes >= piece_bytes || packets >= piece_packets {
+                return;
+            }
+            let next = match l.backlog.pop_front() {
+                Some(r) => Some(r),
+                None => {
+                    if !self.window_covers_after(sent_through) {
+                        return self.reject(conn, "too much committed while the learner synced".into());
+                    }
+                    self.window.iter().find(|(z, _)| *z > sent_through).cloned()
+                }
+            };
+            let Some((zxid, payload)) = next else { break };
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.unacked_bytes = l.unacked_bytes.saturating_add(payload.len() as u64);
+                l.phase = LearnerPhase::Streaming { sent_through: zxid };
+            }
+            packets += 2;
             self.send_pair(conn, zxid, payload);
         }
         let observer = self.learners.get(&conn).is_some_and(|l| l.observer);

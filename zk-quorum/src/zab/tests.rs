@@ -259,7 +259,7 @@ fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
     assert_eq!(
         join(&mut l, 30, 3, z(5, 2), 10),
-        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 2), through_zxid: z(5, 6) }]
+        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 2), through_zxid: z(5, 6), max_bytes: None }]
     );
     // A proposal made meanwhile is queued for the learner after its sync, before NEWLEADER.
     l.propose(z(6, 1), tx(z(6, 1)), 11);
@@ -1140,4 +1140,137 @@ fn f3_a_follower_ack_does_not_outlive_its_resync() {
     assert_eq!(join(&mut l, 31, 3, 0, 15)[..2], [reset(3, z(5, 1)), send(31, T::Snap, z(5, 1), None)]);
     // Observers never ACK: no reset.
     assert!(!join(&mut l, 40, 4, z(5, 1), 16).iter().any(|a| matches!(a, LeaderAction::AckReset { .. })));
+}
+
+/// A DIFF from the log is bounded as Apache's (`zookeeper.snapshotSizeFactor` of the database):
+/// past it, or when the server's reader stops at the bound, the learner gets a snapshot; a negative
+/// factor turns DIFFs from the log off.
+#[test]
+fn a_diff_from_the_log_past_the_snapshot_size_factor_becomes_a_snap() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let snap = |req| {
+        vec![
+            reset(3, z(5, 6)),
+            send(30, T::Snap, z(5, 6), None),
+            LeaderAction::SerializeSnapshot { req, zxid: z(5, 6) },
+        ]
+    };
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(100);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 2), 10),
+        vec![LeaderAction::ReadLog {
+            req: 1,
+            from_zxid: z(5, 2),
+            through_zxid: z(5, 6),
+            max_bytes: Some(33)
+        }]
+    );
+    // The reader stopped at the bound.
+    l.log_read_too_big(1, 11);
+    assert_eq!(leader_actions(&mut l), snap(2));
+    // A reader that read past it anyway: 4 records of 15 bytes after the anchor.
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(100);
+    join(&mut l, 30, 3, z(5, 2), 10);
+    l.log_read(1, txs(&[z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    assert_eq!(leader_actions(&mut l), snap(2));
+    // Factor above 1 is Apache's default; 0 is no bound.
+    let mut c = cfg(1);
+    c.snapshot_size_factor = 0.0;
+    assert_eq!(c.snapshot_size_factor, 0.0);
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(1000);
+    assert!(matches!(
+        join(&mut l, 30, 3, z(5, 2), 10)[..],
+        [LeaderAction::ReadLog { max_bytes: Some(330), .. }]
+    ));
+}
+
+#[test]
+fn a_negative_snapshot_size_factor_turns_diffs_from_the_log_off() {
+    let mut c = cfg(1);
+    c.snapshot_size_factor = -1.0;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&[z(5, 4), z(5, 5), z(5, 6)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 2), E5 as i32), 3);
+    l.epoch_persisted(4);
+    let a = leader_actions(&mut l);
+    assert_eq!(a[2..4], [LeaderAction::PersistCurrentEpoch(6), send(20, T::Snap, z(5, 6), None)], "{a:?}");
+}
+
+/// A far-behind learner is never locked out: its DIFF goes out a piece at a time, each once its
+/// connection has room again; what commits meanwhile follows from the window, NEWLEADER last.
+#[test]
+fn a_diff_streams_in_pieces_as_the_connection_drains() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut c = cfg(1);
+    c.sync_piece_packets = 4; // two PROPOSAL+COMMIT pairs a piece
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 1), 10),
+        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 1), through_zxid: z(5, 6), max_bytes: None }]
+    );
+    l.log_read(1, txs(&[z(5, 1), z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    let mut want = vec![reset(3, z(5, 1)), send(30, T::Diff, z(5, 6), None)];
+    want.extend(pair(30, z(5, 2)));
+    want.extend(pair(30, z(5, 3)));
+    assert_eq!(leader_actions(&mut l), want);
+    // Nothing more until the connection has room; a commit meanwhile is kept for it.
+    l.propose(z(6, 1), tx(z(6, 1)), 12);
+    l.committed(z(6, 1), 12);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(20, T::Proposal, z(6, 1), Some(tx(z(6, 1)))), send(20, T::Commit, z(6, 1), None)]
+    );
+    l.propose(z(6, 2), tx(z(6, 2)), 12);
+    leader_actions(&mut l);
+    l.conn_drained(30, 13);
+    let mut want = pair(30, z(5, 4)).to_vec();
+    want.extend(pair(30, z(5, 5)));
+    assert_eq!(leader_actions(&mut l), want);
+    l.conn_drained(30, 14);
+    let mut want = pair(30, z(5, 6)).to_vec();
+    want.extend(pair(30, z(6, 1)));
+    assert_eq!(leader_actions(&mut l), want);
+    l.conn_drained(30, 15);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(30, T::Proposal, z(6, 2), Some(tx(z(6, 2)))), new_leader(30, 6)]
+    );
+    // Once attached, live traffic flows as for any learner.
+    l.propose(z(6, 3), tx(z(6, 3)), 16);
+    assert_eq!(leader_actions(&mut l).len(), 2);
+}
+
+/// The snapshot stream takes the same flow control: the server asks before each step.
+#[test]
+fn a_snapshot_stream_steps_only_while_the_connection_may_take_more() {
+    let mut c = cfg(1);
+    c.sync_piece_bytes = 8;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(0, E5 as i32), 3);
+    l.epoch_persisted(4);
+    let a = leader_actions(&mut l);
+    assert!(matches!(a.last(), Some(LeaderAction::SerializeSnapshot { req: 1, .. })), "{a:?}");
+    assert!(l.may_send(20));
+    l.snapshot_bytes(1, Bytes::from_static(b"0123456789"), false, 5);
+    assert!(!l.may_send(20), "a piece is out");
+    l.conn_drained(20, 6);
+    assert!(l.may_send(20));
+    l.snapshot_bytes(1, Bytes::from_static(b"end"), true, 7);
+    let a = leader_actions(&mut l);
+    assert_eq!(a.last(), Some(&new_leader(20, 6)));
 }

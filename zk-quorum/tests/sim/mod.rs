@@ -199,6 +199,13 @@ pub struct Params {
     /// follows it, as Apache learners before 3.8.5 send them (ZK-4685): the leader must count
     /// the proposal and keep waiting for the NEWLEADER ACK.
     pub early_proposal_ack_p: f64,
+    /// The most messages a connection's outbox holds towards a learner: past it the leader's
+    /// server closes the connection, as zk-server does when a peer's outbox is full.
+    pub outbox_max: usize,
+    /// `zookeeper.snapshotSizeFactor` (the database's size is its history's PROPOSAL bytes).
+    pub snapshot_size_factor: f64,
+    /// initLimit, in ticks of 100 ms.
+    pub init_limit: u64,
 }
 
 impl Params {
@@ -224,6 +231,9 @@ impl Params {
             clock_jump_p: 0.0,
             clients: 0,
             early_proposal_ack_p: 0.0,
+            outbox_max: usize::MAX,
+            snapshot_size_factor: zk_quorum::zab::DEFAULT_SNAPSHOT_SIZE_FACTOR,
+            init_limit: 10,
         }
     }
 
@@ -439,6 +449,10 @@ pub struct Stats {
     pub early_proposal_acks: u64,
     /// Learner connections a leader closed.
     pub leader_closes: u64,
+    /// DIFFs from the log past `snapshotSizeFactor` of the database: sent as SNAP.
+    pub diffs_too_big: u64,
+    /// Connections closed because their outbox was full (`Params::outbox_max`).
+    pub outbox_overflows: u64,
 }
 
 impl Stats {
@@ -456,6 +470,8 @@ impl Stats {
         self.clock_jumps += s.clock_jumps;
         self.early_proposal_acks += s.early_proposal_acks;
         self.leader_closes += s.leader_closes;
+        self.diffs_too_big += s.diffs_too_big;
+        self.outbox_overflows += s.outbox_overflows;
         self.elect_lost += s.elect_lost;
         self.elect_dup += s.elect_dup;
         self.client_ops += s.client_ops;
@@ -661,7 +677,8 @@ impl<S: Store> Sim<S> {
     }
 
     fn cfg(&self, sid: i64) -> ZabConfig {
-        let mut c = ZabConfig::new(sid, self.verifier.clone(), 100, 10, 5);
+        let mut c = ZabConfig::new(sid, self.verifier.clone(), 100, self.p.init_limit, 5);
+        c.snapshot_size_factor = self.p.snapshot_size_factor;
         c.committed_log_max = self.p.window;
         c.config_string = Bytes::from_static(b"version=0");
         c
@@ -903,6 +920,18 @@ impl<S: Store> Sim<S> {
             } else {
                 (&mut c.to_learner, c.learner_gen != 0)
             };
+            if open && !to_leader && pipe.queue.len() >= self.p.outbox_max {
+                // The leader's outbox towards this learner is full: its server closes the
+                // connection (zk-server's `send`).
+                self.stats.outbox_overflows += 1;
+                let leader = c.leader;
+                self.log(|| format!("conn {id}: outbox full; {leader} closes it"));
+                if let Role::Leading(l) = &mut self.server(leader).role {
+                    l.learner_disconnected(id, now);
+                }
+                self.close_side(id, leader);
+                return;
+            }
             if open {
                 let at = pipe.last_at.max(now + delay);
                 pipe.last_at = at;
@@ -937,6 +966,15 @@ impl<S: Store> Sim<S> {
                         self.pump(target)?;
                     }
                 }
+            }
+            // The leader's outbox towards the learner has room again: its sync's next piece.
+            let drained = self.conns.get(&id).filter(|c| c.to_learner.queue.is_empty() && c.leader_gen != 0);
+            if let Some(leader) = drained.map(|c| c.leader) {
+                let now = self.now;
+                if let Role::Leading(l) = &mut self.server(leader).role {
+                    l.conn_drained(id, now);
+                }
+                self.drain(leader)?;
             }
         }
         Ok(())
@@ -1140,7 +1178,9 @@ impl<S: Store> Sim<S> {
         let local = s.local();
         let logged = s.store.logged();
         let recent: Hist = logged[logged.len().saturating_sub(window)..].to_vec();
-        s.role = Role::Leading(Box::new(Leader::new(cfg, local, recent, now)));
+        let mut leader = Leader::new(cfg, local, recent, now);
+        leader.set_database_bytes(logged.iter().map(|r| r.1.len() as u64).sum());
+        s.role = Role::Leading(Box::new(leader));
         self.log(|| format!("{sid} leads with {local:?}"));
         self.drain(sid)
     }
@@ -1274,7 +1314,7 @@ impl<S: Store> Sim<S> {
             }
             LeaderAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
             LeaderAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
-            LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
+            LeaderAction::ReadLog { req, from_zxid, through_zxid, max_bytes } => {
                 self.stats.log_reads += 1;
                 let s = self.server(sid);
                 let logged = s.store.logged();
@@ -1284,7 +1324,13 @@ impl<S: Store> Sim<S> {
                     Some(i) => {
                         let entries: Hist =
                             logged[i..].iter().filter(|r| r.0 <= through_zxid).cloned().collect();
-                        l.log_read(req, entries, now);
+                        let bytes: u64 = entries.iter().skip(1).map(|r| r.1.len() as u64).sum();
+                        if max_bytes.is_some_and(|m| bytes > m) {
+                            l.log_read_too_big(req, now);
+                            self.stats.diffs_too_big += 1;
+                        } else {
+                            l.log_read(req, entries, now);
+                        }
                     }
                 }
             }
