@@ -19,13 +19,27 @@
 //! - non-voters (observers) propose `i64::MIN` for leader, zxid and epoch and are never counted; a
 //!   notification from one is answered at once with our current vote;
 //! - silence for the notification interval (200 ms, doubling to 60 s) re-sends our vote to everyone;
-//! - once decided, the machine keeps answering LOOKING peers with the decided vote and our state;
+//! - once decided, the machine keeps answering LOOKING peers with the decided vote, the round it was
+//!   decided in and the state the server says it is in ([`FastLeaderElection::set_serving`]), as
+//!   Apache's receiver answers from its current vote;
 //! - during a reconfiguration, the pending configuration's voters take part too and a decision needs
 //!   a quorum in both configurations ([`ElectionConfig::pending_verifier`]).
 //!
+//! One machine serves a server for the life of its process, as Apache keeps one
+//! `FastLeaderElection` and its logical clock: [`FastLeaderElection::start_election`] starts the
+//! next election on it (after the server led, followed or lost its leader), and
+//! [`FastLeaderElection::set_config`] changes the configuration (a reconfiguration, a pending
+//! configuration) without losing the clock. Rounds only grow: the round an election starts in is
+//! past every round this machine has heard of (its own and every peer's, in any notification), so
+//! a notification left over from an earlier election of its sender (still in flight, queued, or
+//! re-sent when a connection is re-dialled) is of a lower round and is never counted; a server that
+//! joins a settled ensemble keeps its clock (Apache sets it back to the leader's round, which lets
+//! the next election of this server reuse a round its peers have used already).
+//!
 //! Not here (yet): adopting a newer configuration carried in a notification (Apache does, with
-//! `reconfigEnabled`, and restarts the election; a caller can compare the version of the decoded
-//! config with its own and build a new machine), and Apache's two-server "oracle" quorum option.
+//! `reconfigEnabled`, and restarts the election; a caller compares the version of the decoded config
+//! with its own, calls [`FastLeaderElection::set_config`] and starts the next election), and
+//! Apache's two-server "oracle" quorum option.
 //!
 //! One deliberate speed-up over Apache: when votes from every voter of the configuration (not just
 //! a quorum) equal ours, we decide at once, without the finalize wait. This cannot change the
@@ -37,7 +51,27 @@
 //! leader is thus replaced without the 200 ms wait. Should a server that was down come up with a
 //! better vote within what would have been the wait, Apache would pick it and we do not; the
 //! choice is still safe (the agreeing quorum holds every committed transaction, and the leader has
-//! the newest history among it), and that server follows the established leader.
+//! the newest history among it), and that server follows the established leader. The early
+//! decision never rests on a vote of an earlier election: every round of an election is past every
+//! round this machine heard of before it started (see below), so each vote counted was cast in an
+//! election of its sender that this machine had not heard of before its own began. (A notification
+//! of a round never heard of, whose election ended unseen while the network held it back, cannot
+//! be told from a fresh one: the wire carries nothing more.)
+//!
+//! A fourth deviation only changes what a non-voter (an observer) is told while we look: the vote
+//! we hold in this round, where Apache sends its last decided vote, which names the leader just
+//! lost; an Apache observer counts those answers as votes of this round, follows the dead leader
+//! and elects again only once it gives up on it.
+//!
+//! A fifth deviation only adds messages: non-voters that asked since our last decision are told
+//! the next one when it is taken (Apache answers only when asked, so an observer that asked while
+//! the voters were still looking, or still following the leader it lost, waits for its next
+//! re-send, up to a doubling interval later).
+//!
+//! A third deviation: during the finalize wait, a LOOKING notification of a higher round resumes the
+//! election (its sender started a newer election than the one our quorum voted in; Apache drops it
+//! unless its vote is better, decides in the older round, and the sender, possibly the candidate
+//! itself, can then neither count our answer nor be counted, until someone gives up).
 //!
 //! A second deviation only adds messages: a LOOKING peer of this round whose vote is worse than
 //! ours gets our vote back at once (Apache stays silent until its silence timer re-sends, 200 ms
@@ -174,11 +208,14 @@ pub enum ElectionAction {
         notification: Notification,
     },
     /// The election is over for us: follow, lead or observe `leader`. The machine stays usable to
-    /// answer peers that are still looking.
+    /// answer peers that are still looking; tell it where the server stands with
+    /// [`FastLeaderElection::set_serving`] when that differs from `state` (a non-voting participant
+    /// follows), and once the new epoch is established.
     Decided {
         /// The elected leader's sid.
         leader: i64,
-        /// The vote that won.
+        /// The vote that won, with the round it was decided in (ours when LOOKING peers agreed, the
+        /// leader's when we joined a settled ensemble).
         vote: Vote,
         /// Our new state: LEADING, FOLLOWING or OBSERVING.
         state: PeerState,
@@ -201,6 +238,16 @@ pub struct FastLeaderElection {
     settled_votes: BTreeMap<i64, Vote>,
     /// Peers the caller knows to be down (their election port refuses connections).
     peers_down: std::collections::BTreeSet<i64>,
+    /// The highest election round heard from each peer, in any notification, across every
+    /// election of this machine: the next election starts past all of them.
+    peer_rounds: BTreeMap<i64, i64>,
+    /// The round the current (or last) election started in.
+    start_round: i64,
+    /// Peers asked again for their vote in this election, with the epoch that made us ask.
+    reasked: BTreeMap<i64, i64>,
+    /// Non-voters that asked since our last decision (looking, while we looked or while we still
+    /// followed a leader about to be lost): told our next decision when it is taken.
+    waiting_non_voters: std::collections::BTreeSet<i64>,
     /// The last decided vote (initially our own), what we answer with once out of the election.
     current_vote: Vote,
     notification_interval_ms: u64,
@@ -238,6 +285,10 @@ impl FastLeaderElection {
             deadline_ms: None,
             finalizing: false,
             peers_down: std::collections::BTreeSet::new(),
+            peer_rounds: BTreeMap::new(),
+            start_round: 0,
+            waiting_non_voters: std::collections::BTreeSet::new(),
+            reasked: BTreeMap::new(),
             actions: VecDeque::new(),
             loopback: VecDeque::new(),
         };
@@ -245,11 +296,18 @@ impl FastLeaderElection {
         fle
     }
 
-    /// Starts a new election round (after losing the leader, or to retry): the logical clock advances,
-    /// collected votes are dropped, we propose our own initial vote again and broadcast it.
+    /// Starts the next election on this machine (after leading or following, after losing the
+    /// leader, or to retry): the round moves past every round heard so far (ours and every peer's),
+    /// collected votes are dropped, we propose our own initial vote again and broadcast it. Keep
+    /// one machine for the life of the process and call this for each election: a new machine
+    /// starts from round 1 and cannot tell a vote left over from an earlier election from a fresh
+    /// one.
     pub fn start_election(&mut self, data: PeerData, now_ms: u64) {
         self.state = PeerState::Looking;
-        self.logical_clock += 1;
+        let heard = self.peer_rounds.values().copied().max().unwrap_or(0);
+        self.logical_clock = self.logical_clock.max(heard).saturating_add(1);
+        self.start_round = self.logical_clock;
+        self.reasked.clear();
         self.round_votes.clear();
         self.settled_votes.clear();
         self.finalizing = false;
@@ -318,7 +376,8 @@ impl FastLeaderElection {
         self.actions.pop_front()
     }
 
-    /// Our state: LOOKING until decided.
+    /// Our state: LOOKING until decided, then the decided state or the one [`Self::set_serving`]
+    /// gave.
     pub fn state(&self) -> PeerState {
         self.state
     }
@@ -342,6 +401,61 @@ impl FastLeaderElection {
     /// The configuration the machine runs with.
     pub fn config(&self) -> &ElectionConfig {
         &self.config
+    }
+
+    /// Replaces the configuration (a reconfiguration came into force, a pending one appeared or
+    /// went) and keeps the logical clock and what was heard of the peers. An election under way
+    /// goes on with the votes it has under the new rules; Apache restarts it, which a caller does
+    /// with [`Self::start_election`] right after.
+    ///
+    /// Panics if `config` is another server's (a different `my_sid`): a caller bug.
+    pub fn set_config(&mut self, config: ElectionConfig) {
+        assert_eq!(config.my_sid, self.config.my_sid, "an election machine serves one server");
+        self.config = config;
+    }
+
+    /// The server's place now, past the election: LEADING, FOLLOWING or OBSERVING `leader`, with
+    /// `peer_epoch` the leader's epoch as this server knows it (the decided vote's until the new
+    /// epoch is established, then the new epoch: ZOOKEEPER-1732, so that every member answers a
+    /// newcomer with the same vote). LOOKING peers are answered with this state and leader, the
+    /// decided vote's zxid and round, as Apache's receiver answers from its current vote.
+    ///
+    /// A server that learns its leader without an election (a reconfiguration designated one)
+    /// calls this while looking, or with a leader other than the decided one: the election under
+    /// way ends without a [`ElectionAction::Decided`], and the vote answered names `leader` with
+    /// zxid and round -1 (Apache's vote for a designated leader carries no round either).
+    ///
+    /// Panics if `state` is LOOKING (call [`Self::start_election`]): a caller bug.
+    pub fn set_serving(&mut self, state: PeerState, leader: i64, peer_epoch: i64) {
+        assert_ne!(state, PeerState::Looking, "set_serving is for a server past its election");
+        if self.state == PeerState::Looking || leader != self.current_vote.leader {
+            self.current_vote = Vote {
+                leader,
+                zxid: -1,
+                election_epoch: -1,
+                peer_epoch,
+                state: PeerState::Looking,
+                version: 0,
+            };
+        } else {
+            self.current_vote.peer_epoch = peer_epoch;
+        }
+        self.end_election(state);
+    }
+
+    /// Ends the election under way (if any): nothing is timed or collected any more.
+    fn end_election(&mut self, state: PeerState) {
+        self.state = state;
+        self.finalizing = false;
+        self.deadline_ms = None;
+        self.round_votes.clear();
+        self.settled_votes.clear();
+        self.loopback.clear();
+    }
+
+    /// The round the current (or last) election started in: past every round heard before it.
+    pub fn start_round(&self) -> i64 {
+        self.start_round
     }
 
     /// A voter of the current or the pending configuration (Apache's `validVoter`).
@@ -422,10 +536,23 @@ impl FastLeaderElection {
 
     /// Apache's receiver thread: answers peers that need an answer, passes the rest to the election.
     fn receive(&mut self, from_sid: i64, n: Notification, now_ms: u64) {
+        if from_sid != self.config.my_sid {
+            let heard = self.peer_rounds.entry(from_sid).or_insert(i64::MIN);
+            *heard = (*heard).max(n.election_epoch);
+        }
         if !self.is_voter(from_sid) {
-            // A non-voter gets our current vote right away and is never counted.
-            let c = self.current_vote;
-            let reply = self.notification((c.leader, c.zxid, c.peer_epoch), self.logical_clock, self.state);
+            // A non-voter gets our vote right away and is never counted. While looking, that is
+            // the vote we hold in this round (zkrs; Apache sends its last decided vote, which
+            // names the leader just lost, and the observer follows it until it gives up).
+            if n.state == PeerState::Looking {
+                self.waiting_non_voters.insert(from_sid);
+            }
+            let reply = if self.state == PeerState::Looking {
+                self.notification(self.proposal, self.logical_clock, PeerState::Looking)
+            } else {
+                let c = self.current_vote;
+                self.notification((c.leader, c.zxid, c.peer_epoch), self.logical_clock, self.state)
+            };
             self.send(from_sid, reply);
             return;
         }
@@ -446,7 +573,8 @@ impl FastLeaderElection {
     fn look(&mut self, from_sid: i64, n: Notification, now_ms: u64) {
         let offered = (n.leader, n.zxid, n.peer_epoch);
         if self.finalizing {
-            if !self.is_better(offered, self.proposal) {
+            let newer_round = n.state == PeerState::Looking && n.election_epoch > self.logical_clock;
+            if !newer_round && !self.is_better(offered, self.proposal) {
                 if n.state == PeerState::Looking
                     && n.election_epoch == self.logical_clock
                     && self.is_better(self.proposal, offered)
@@ -587,9 +715,37 @@ impl FastLeaderElection {
             }
         }
         self.settled_votes.insert(from_sid, theirs);
+        self.reask_older_epochs(&theirs);
         if self.has_settled_quorum(&self.settled_votes, &theirs) {
-            self.logical_clock = n.election_epoch;
+            // The decided vote carries the leader's round (what we answer newcomers with, as
+            // Apache); our clock never goes back, so our next election's round is one nobody used.
+            self.logical_clock = self.logical_clock.max(n.election_epoch);
             self.decide(Vote { state: PeerState::Looking, version: 0, ..theirs });
+        }
+    }
+
+    /// ZOOKEEPER-1732 moves a settled server's vote to the new epoch once it is established there,
+    /// so answers collected around that moment disagree on the epoch of one leader and no quorum
+    /// of them agrees. Peers whose recorded vote names `theirs`'s leader with an older epoch are
+    /// asked again at once (they answer with their vote as it is now), rather than at our next
+    /// re-send, up to a doubling interval later (zkrs; Apache waits for the re-send).
+    fn reask_older_epochs(&mut self, theirs: &Vote) {
+        let older: Vec<i64> = self
+            .settled_votes
+            .iter()
+            .chain(self.round_votes.iter())
+            .filter(|(_, v)| v.leader == theirs.leader && v.peer_epoch < theirs.peer_epoch)
+            .map(|(sid, _)| *sid)
+            .filter(|sid| *sid != self.config.my_sid)
+            .collect();
+        for sid in older {
+            // Once per peer and epoch: each answer that raises the epoch asks only those behind it.
+            if self.reasked.get(&sid).is_some_and(|e| *e >= theirs.peer_epoch) {
+                continue;
+            }
+            self.reasked.insert(sid, theirs.peer_epoch);
+            let n = self.notification(self.proposal, self.logical_clock, PeerState::Looking);
+            self.send(sid, n);
         }
     }
 
@@ -608,6 +764,8 @@ impl FastLeaderElection {
         }
     }
 
+    /// Ends the election with `vote`, which carries the round it was decided in (ours for a vote
+    /// of LOOKING peers, the leader's for a settled ensemble joined).
     fn decide(&mut self, vote: Vote) {
         let state = if vote.leader == self.config.my_sid {
             PeerState::Leading
@@ -616,7 +774,6 @@ impl FastLeaderElection {
         } else {
             PeerState::Observing
         };
-        let vote = Vote { election_epoch: self.logical_clock, ..vote };
         tracing::info!(
             sid = self.config.my_sid,
             leader = vote.leader,
@@ -624,14 +781,14 @@ impl FastLeaderElection {
             ?state,
             "election decided"
         );
-        self.state = state;
         self.current_vote = vote;
-        self.finalizing = false;
-        self.deadline_ms = None;
-        self.round_votes.clear();
-        self.settled_votes.clear();
-        self.loopback.clear();
+        self.end_election(state);
         self.actions.push_back(ElectionAction::Decided { leader: vote.leader, vote, state });
+        for to in std::mem::take(&mut self.waiting_non_voters) {
+            let reply =
+                self.notification((vote.leader, vote.zxid, vote.peer_epoch), self.logical_clock, state);
+            self.send(to, reply);
+        }
     }
 }
 

@@ -7,11 +7,15 @@
 //!   payloads of LEADERINFO, ACKEPOCH, learner PING, REQUEST and REVALIDATE).
 //! - [`config`]: the quorum configuration as Apache writes it into notifications and `NEWLEADER`
 //!   (`server.N=...` lines, groups, weights, `version=<hex>`), both directions.
-//! - [`quorum`]: quorum verifiers (majority and hierarchical): "does this set of sids form a quorum".
+//! - [`quorum`]: quorum verifiers (majority and hierarchical): "does this set of sids form a quorum";
+//!   and the commit rule on top of them, [`quorum::VoterSet`] and [`quorum::AckLedger`] (each
+//!   voter's cumulative ACK, clamped when its sync starts), which the server and the simulators
+//!   share.
 //! - [`reconfig`]: dynamic reconfiguration: the configuration a reconfig request asks for (or
 //!   Apache's error for it), and whom a leader hands over to when it leaves the voters.
-//! - [`election`]: Fast Leader Election as a sans-IO state machine (events in, actions out), plus the
-//!   connection rule of the election port.
+//! - [`election`]: Fast Leader Election as a sans-IO state machine (events in, actions out), one
+//!   per process for its whole life (its round only grows), plus the connection rule of the
+//!   election port.
 //!
 //! **Invariant:** nothing here does I/O, reads a clock, spawns a thread or draws a random number.
 //! Time is an argument (`now_ms`, a monotonic millisecond count from any origin), bytes come in as

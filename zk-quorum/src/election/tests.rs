@@ -396,3 +396,129 @@ fn a_pending_configuration_needs_its_own_quorum_and_hears_every_vote() {
     fle.handle_timeout(203);
     assert_eq!(decided(&drain(&mut fle)), Some((5, PeerState::Following)));
 }
+
+/// One machine for the life of a process: each election starts past every round heard, so a
+/// notification left over from an earlier election of its sender is of a lower round and never
+/// counted (it is answered, as any lagging LOOKING peer is).
+#[test]
+fn the_next_election_starts_past_every_round_heard_and_ignores_leftovers() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0x2_0000_0003, 2), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(2, 0x2_0000_0009, 1, 2), 1);
+    fle.handle_notification(3, looking(2, 0x2_0000_0009, 1, 2), 2);
+    assert_eq!(decided(&drain(&mut fle)), Some((2, PeerState::Following)));
+    // While following: server 3 elected alone in round 4 (a blip) and went back to 2.
+    fle.handle_notification(3, looking(3, 0x2_0000_0005, 4, 2), 100);
+    drain(&mut fle);
+    // Leader 2 is lost: the next election starts in round 5, not 2.
+    fle.set_peers_down([2].into_iter().collect());
+    fle.start_election(data(0x2_0000_0007, 2), 1000);
+    assert_eq!((fle.logical_clock(), fle.start_round()), (5, 5));
+    drain(&mut fle);
+    // 3's round-4 vote for itself arrives again (re-sent on a reconnect): not counted, answered.
+    fle.handle_notification(3, looking(3, 0x2_0000_0005, 4, 2), 1001);
+    let actions = drain(&mut fle);
+    assert_eq!(summary(&actions), vec![(3, 1)]);
+    assert_eq!((fle.state(), fle.proposal().leader), (PeerState::Looking, 1));
+    // 3's fresh vote of round 5 decides at once (every live voter agrees).
+    fle.handle_notification(3, looking(3, 0x2_0000_0008, 5, 2), 1002);
+    let actions = drain(&mut fle);
+    let Some(ElectionAction::Decided { vote, .. }) = actions.last() else { panic!("{actions:?}") };
+    assert_eq!((vote.leader, vote.zxid, vote.election_epoch), (3, 0x2_0000_0008, 5));
+}
+
+/// Joining a settled ensemble keeps our clock (Apache sets it back to the leader's round); the
+/// decided vote carries the leader's round, which is what newcomers are answered with.
+#[test]
+fn joining_a_settled_ensemble_never_moves_the_clock_back() {
+    let mut fle = FastLeaderElection::new(config(3, &[1, 2, 3], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(1, looking(1, 0, 6, 1), 1); // round 6
+    assert_eq!(fle.logical_clock(), 6);
+    fle.handle_notification(1, note(PeerState::Following, 2, 9, 4, 2), 2);
+    fle.handle_notification(2, note(PeerState::Leading, 2, 9, 4, 2), 3);
+    let actions = drain(&mut fle);
+    let Some(ElectionAction::Decided { vote, state, .. }) = actions.last() else { panic!("{actions:?}") };
+    assert_eq!((*state, vote.election_epoch), (PeerState::Following, 4));
+    assert_eq!(fle.logical_clock(), 6);
+    fle.start_election(data(0, 1), 10);
+    assert_eq!(fle.logical_clock(), 7);
+}
+
+/// F10: a settled server answers with its own vote's round (Apache's current vote), so that a
+/// restarted leader in another round cannot take stale FOLLOWING answers for a fresh quorum.
+#[test]
+fn settled_answers_carry_the_decided_round_and_the_state_the_server_gives() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[]), data(5, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 7, 1, 1), 1);
+    fle.handle_notification(1, looking(3, 7, 1, 1), 2);
+    assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
+    // A LOOKING peer of round 9 gets round 1 back: the round the vote was decided in.
+    fle.handle_notification(1, looking(1, 7, 9, 1), 3);
+    assert_eq!(
+        drain(&mut fle),
+        vec![ElectionAction::Send { to: 1, notification: note(PeerState::Following, 3, 7, 1, 1) }]
+    );
+    // The new epoch is established (ZOOKEEPER-1732): answers carry it.
+    fle.set_serving(PeerState::Following, 3, 2);
+    fle.handle_notification(1, looking(1, 7, 9, 1), 4);
+    assert_eq!(
+        drain(&mut fle),
+        vec![ElectionAction::Send { to: 1, notification: note(PeerState::Following, 3, 7, 1, 2) }]
+    );
+    // A reconfiguration designates 1 without an election, while looking: no Decided, and the
+    // answers name 1 with no round.
+    fle.start_election(data(8, 2), 10);
+    drain(&mut fle);
+    fle.set_serving(PeerState::Following, 1, 2);
+    assert!(drain(&mut fle).is_empty());
+    assert_eq!((fle.state(), fle.poll_timeout()), (PeerState::Following, None));
+    fle.handle_notification(3, looking(3, 8, 12, 2), 11);
+    assert_eq!(
+        drain(&mut fle),
+        vec![ElectionAction::Send { to: 3, notification: note(PeerState::Following, 1, -1, -1, 2) }]
+    );
+}
+
+#[test]
+fn a_new_configuration_keeps_the_clock() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0, 0), 0);
+    fle.handle_notification(2, looking(2, 0, 5, 0), 1);
+    let mut next = config(1, &[1, 2, 3, 4], &[]);
+    next.pending_verifier = Some(QuorumVerifier::majority([1, 2, 3, 4, 5], []));
+    fle.set_config(next);
+    assert_eq!(fle.logical_clock(), 5);
+    drain(&mut fle);
+    fle.start_election(data(0, 0), 2);
+    assert_eq!(fle.logical_clock(), 6);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 1), (3, 1), (4, 1), (5, 1)]);
+}
+
+/// A higher round during the finalize wait resumes the election (Apache drops it unless its vote
+/// is better, and decides in the older round).
+#[test]
+fn a_higher_round_during_the_finalize_wait_resumes_the_election() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3, 4, 5], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(2, looking(3, 0, 1, 1), 10);
+    fle.handle_notification(3, looking(3, 0, 1, 1), 11);
+    assert_eq!(fle.poll_timeout(), Some(211), "three of five agree: the finalize wait");
+    drain(&mut fle);
+    // 3 (the candidate) starts a newer election with the same vote: we join its round.
+    fle.handle_notification(3, looking(3, 0, 2, 1), 20);
+    assert_eq!(fle.logical_clock(), 2);
+    fle.handle_timeout(211);
+    assert!(decided(&drain(&mut fle)).is_none(), "no decision in the older round");
+}
+
+/// A round joined from a peer is past every round heard before the election started too: its
+/// votes are fresh, and unanimity decides at once there as well.
+#[test]
+fn unanimity_in_a_joined_round_decides_early_too() {
+    let mut fle = FastLeaderElection::new(config(2, &[1, 2, 3], &[]), data(0, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, looking(3, 0, 4, 1), 5);
+    fle.handle_notification(1, looking(3, 0, 4, 1), 6);
+    assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
+}

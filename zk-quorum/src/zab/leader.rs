@@ -56,7 +56,11 @@ pub enum LeaderAction {
     /// Read the log and answer with [`Leader::log_read`]: the last record at or before `from_zxid`
     /// (the anchor, which tells whether the learner's last zxid is in our history), then every
     /// record after it through `through_zxid`, in order. [`Leader::log_read_failed`] when the log
-    /// no longer reaches back to `from_zxid`.
+    /// no longer reaches back to `from_zxid`; [`Leader::log_read_too_big`] as soon as the records
+    /// after the anchor pass `max_bytes` of PROPOSAL data (stop reading there: the learner gets a
+    /// snapshot, as Apache's leader does past `zookeeper.snapshotSizeFactor` of the snapshot).
+    /// The records are sent in pieces, each once the learner's connection has room
+    /// ([`Leader::conn_drained`]).
     ReadLog {
         /// Request id, echoed in the answer.
         req: u64,
@@ -64,6 +68,8 @@ pub enum LeaderAction {
         from_zxid: i64,
         /// The last committed zxid to include.
         through_zxid: i64,
+        /// The most PROPOSAL data bytes after the anchor worth a DIFF; None: no bound.
+        max_bytes: Option<u64>,
     },
     /// Serialise the database exactly as of `zxid` (everything committed through it applied,
     /// nothing later) in Apache's snapshot stream format and pass it through
@@ -79,9 +85,10 @@ pub enum LeaderAction {
         /// The new epoch.
         epoch: u32,
     },
-    /// A voter logged the proposal `zxid` durably (the leader's own too, from
-    /// [`Leader::local_durable`]): the server's proposer counts it and commits on a quorum, in zxid
-    /// order, then calls [`Leader::committed`]. The machine never commits by itself.
+    /// A follower logged the proposal `zxid` durably: the server's ACK ledger
+    /// ([`crate::quorum::AckLedger`]) counts it and commits on a quorum, in zxid order, then calls
+    /// [`Leader::committed`]. The machine never commits by itself. The leader's own log is not
+    /// reported here: the server counts its own durability in its ledger directly, once.
     Ack {
         /// Who acknowledged.
         sid: i64,
@@ -112,6 +119,18 @@ pub enum LeaderAction {
         session: i64,
         /// Timeout the client asked for, in milliseconds.
         timeout: i32,
+    },
+    /// Follower `sid` may hold durably from this leader's epoch nothing past `to` any more: its
+    /// sync starts, which every connection of a follower to an established leader goes through
+    /// (DIFF: its last zxid; TRUNC: the cut; SNAP: the snapshot's zxid); it comes before the
+    /// sync's first packet. The server clamps that voter's ACK to `to` ([`crate::quorum::AckLedger::reset`]), so that no
+    /// proposal commits counting a follower that truncated it (review F3); the follower ACKs the
+    /// proposals re-sent at its sync again once they are durable. Followers only.
+    AckReset {
+        /// The follower.
+        sid: i64,
+        /// The most it can still hold durably.
+        to: i64,
     },
     /// Stop leading and go back to LOOKING: the followers heard from within syncLimit no longer
     /// make a quorum with us, or discovery/sync did not finish within initLimit. The machine is
@@ -165,6 +184,9 @@ enum LearnerPhase {
     AwaitSyncStart,
     /// Waiting for the server's [`Leader::log_read`].
     ReadingLog { req: u64, through: i64 },
+    /// Its sync head is sent; the records after `sent_through` go out a piece at a time, each once
+    /// its connection has room ([`Leader::conn_drained`]); NEWLEADER once it caught up.
+    Streaming { sent_through: i64 },
     /// Streaming a snapshot of state `zxid`.
     Snapshotting { req: u64, zxid: i64 },
     /// Sync stream and NEWLEADER queued; its ACK expected.
@@ -191,6 +213,10 @@ struct LearnerConn {
     ack_due: Option<(i64, u64)>,
     /// When its sync stream was queued (it gets the outstanding proposals then).
     attached_ms: u64,
+    /// Records of a DIFF read from the log, not sent yet (ascending; the window follows them).
+    backlog: VecDeque<(i64, Bytes)>,
+    /// Sync bytes handed to the connection since it last had room: a piece at most.
+    unacked_bytes: u64,
 }
 
 impl LearnerConn {
@@ -223,7 +249,8 @@ enum SyncPlan {
 /// Persist before send: LEADERINFO goes out only after `acceptedEpoch` is durable
 /// ([`LeaderAction::PersistAcceptedEpoch`], then [`Leader::epoch_persisted`]), and syncing starts
 /// only after `currentEpoch` is. The leader's own log is assumed durable at start (it was read from
-/// disk); its new proposals count for it only once [`Leader::local_durable`] says so.
+/// disk); its new proposals count for it once its log makes them durable, which the server records
+/// in its ACK ledger itself (the machine has no use for it).
 ///
 /// Per learner the order on the wire is: LEADERINFO; DIFF, TRUNC or SNAP (+ snapshot stream); the
 /// PROPOSAL+COMMIT pairs it misses; the proposals still outstanding (followers only); NEWLEADER last
@@ -255,10 +282,10 @@ pub struct Leader {
     outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
     last_proposed: i64,
-    /// The leader's own log is durable through here.
-    self_durable: i64,
     next_req: u64,
     next_ping_ms: Option<u64>,
+    /// The size of the database as the server last said ([`Leader::set_database_bytes`]).
+    database_bytes: u64,
     actions: VecDeque<LeaderAction>,
 }
 
@@ -299,9 +326,9 @@ impl Leader {
             outstanding: VecDeque::new(),
             last_committed: local.last_logged_zxid,
             last_proposed: local.last_logged_zxid,
-            self_durable: local.last_logged_zxid,
             next_req: 1,
             next_ping_ms: None,
+            database_bytes: 0,
             actions: VecDeque::new(),
             cfg,
         };
@@ -371,6 +398,8 @@ impl Leader {
                 deadline_ms: Some(now_ms.saturating_add(self.cfg.init_ms())),
                 ack_due: None,
                 attached_ms: now_ms,
+                backlog: VecDeque::new(),
+                unacked_bytes: 0,
             },
         );
     }
@@ -480,14 +509,31 @@ impl Leader {
             // More than the window was committed while the server read: start over from a snapshot.
             return self.send_snap(conn, now_ms);
         }
+        let bytes: u64 = entries.iter().skip(1).map(|(_, p)| p.len() as u64).sum();
+        if self.diff_max_bytes().is_some_and(|max| bytes > max) {
+            return self.log_read_too_big(req, now_ms);
+        }
         let mode =
             if head.packet_type == PacketType::Diff as i32 { PacketType::Diff } else { PacketType::Trunc };
         self.log_sync(conn, mode, head.zxid, entries.len().saturating_sub(1));
+        self.reset_acks(conn, if mode == PacketType::Diff { peer } else { anchor });
         self.send(conn, head);
-        for (zxid, payload) in entries.into_iter().skip(1) {
-            self.send_pair(conn, zxid, payload);
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.backlog = entries.into_iter().skip(1).collect();
         }
-        self.finish_sync(conn, through, now_ms);
+        self.finish_sync(conn, anchor, now_ms);
+    }
+
+    /// The records [`LeaderAction::ReadLog`] asked for pass its `max_bytes`: sync by snapshot.
+    pub fn log_read_too_big(&mut self, req: u64, now_ms: u64) {
+        let conn = self.learners.iter().find_map(|(c, l)| match l.phase {
+            LearnerPhase::ReadingLog { req: r, .. } if r == req => Some(*c),
+            _ => None,
+        });
+        if let Some(conn) = conn {
+            tracing::info!(sid = self.cfg.my_sid, conn, "DIFF from the log too big; SNAP");
+            self.send_snap(conn, now_ms);
+        }
     }
 
     /// The log no longer holds what [`LeaderAction::ReadLog`] asked for: sync by snapshot.
@@ -511,12 +557,12 @@ impl Leader {
             return;
         };
         if !chunk.is_empty() {
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.unacked_bytes = l.unacked_bytes.saturating_add(chunk.len() as u64);
+            }
             self.actions.push_back(LeaderAction::SendRaw { conn, bytes: chunk });
         }
         if last {
-            if !self.window_covers_after(zxid) {
-                return self.reject(conn, "too much committed while the snapshot streamed".into());
-            }
             self.finish_sync(conn, zxid, now_ms);
         }
     }
@@ -546,24 +592,6 @@ impl Leader {
                 l.ack_due.get_or_insert((zxid, now_ms));
             }
             self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(payload.clone())));
-        }
-    }
-
-    /// Our own log is durable through `zxid`: each outstanding proposal up to it is acknowledged by
-    /// us ([`LeaderAction::Ack`] with our sid), in order.
-    pub fn local_durable(&mut self, zxid: i64, _now_ms: u64) {
-        if zxid <= self.self_durable {
-            return;
-        }
-        let newly: Vec<i64> = self
-            .outstanding
-            .iter()
-            .map(|(z, _, _)| *z)
-            .filter(|z| *z > self.self_durable && *z <= zxid)
-            .collect();
-        self.self_durable = zxid;
-        for z in newly {
-            self.actions.push_back(LeaderAction::Ack { sid: self.cfg.my_sid, zxid: z });
         }
     }
 
@@ -625,6 +653,9 @@ impl Leader {
             .filter_map(|l| match l.phase {
                 LearnerPhase::ReadingLog { through, .. } => Some(through),
                 LearnerPhase::Snapshotting { zxid, .. } => Some(zxid),
+                LearnerPhase::Streaming { sent_through } => {
+                    Some(l.backlog.back().map_or(sent_through, |(z, _)| *z))
+                }
                 _ => None,
             })
             .min();
@@ -996,9 +1027,18 @@ impl Leader {
                     }
                 }
             }
-        } else if peer != 0 && self.local.first_logged_zxid.is_some_and(|f| f <= peer) {
+        } else if peer != 0
+            && self.cfg.snapshot_size_factor >= 0.0
+            && self.local.first_logged_zxid.is_some_and(|f| f <= peer)
+        {
             let req = self.take_req();
-            self.actions.push_back(LeaderAction::ReadLog { req, from_zxid: peer, through_zxid: last });
+            let max_bytes = self.diff_max_bytes();
+            self.actions.push_back(LeaderAction::ReadLog {
+                req,
+                from_zxid: peer,
+                through_zxid: last,
+                max_bytes,
+            });
             if let Some(l) = self.learners.get_mut(&conn) {
                 l.phase = LearnerPhase::ReadingLog { req, through: last };
             }
@@ -1009,17 +1049,53 @@ impl Leader {
         let from = match plan {
             SyncPlan::Diff => {
                 self.log_sync(conn, PacketType::Diff, last, 0);
+                self.reset_acks(conn, peer);
                 self.send(conn, QuorumPacket::new(PacketType::Diff, last, None));
                 peer
             }
             SyncPlan::Trunc(z) => {
                 self.log_sync(conn, PacketType::Trunc, z, 0);
+                self.reset_acks(conn, z);
                 self.send(conn, QuorumPacket::new(PacketType::Trunc, z, None));
                 z
             }
             SyncPlan::Snap => return self.send_snap(conn, now_ms),
         };
         self.finish_sync(conn, from.min(last), now_ms);
+    }
+
+    /// Apache's bound on a DIFF from the log: `zookeeper.snapshotSizeFactor` (above 1: the default
+    /// 0.33) times the size of the database; None when either is 0 (no bound, as Apache's size
+    /// limit of 0). A negative factor turns DIFFs from the log off altogether (handled by the
+    /// caller).
+    fn diff_max_bytes(&self) -> Option<u64> {
+        let factor = self.cfg.snapshot_size_factor;
+        let factor = if factor > 1.0 { super::DEFAULT_SNAPSHOT_SIZE_FACTOR } else { factor };
+        let max = (self.database_bytes as f64 * factor) as u64;
+        (max > 0).then_some(max)
+    }
+
+    /// The size the server's database would have as a snapshot, in bytes (Apache takes its
+    /// newest snapshot file's): DIFFs from the log are bounded by a share of it
+    /// ([`ZabConfig::snapshot_size_factor`]). Until told, 0: no bound.
+    pub fn set_database_bytes(&mut self, bytes: u64) {
+        self.database_bytes = bytes;
+    }
+
+    /// The server's outbox for `conn` has room again: everything the machine handed it for that
+    /// connection's sync before has left, or nearly (call it when the outbox drains below a
+    /// piece). A learner being synced gets its next piece.
+    pub fn conn_drained(&mut self, conn: ConnId, now_ms: u64) {
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.unacked_bytes = 0;
+        }
+        self.pump(conn, now_ms);
+    }
+
+    /// Whether the connection may take more sync traffic now (the server steps a snapshot stream
+    /// only then): less than a piece handed to it since it last had room.
+    pub fn may_send(&self, conn: ConnId) -> bool {
+        self.learners.get(&conn).is_some_and(|l| l.unacked_bytes < self.cfg.sync_piece_bytes)
     }
 
     /// One line per sync, naming the mode: operators (and the real-process tests) read it.
@@ -1035,6 +1111,17 @@ impl Leader {
         );
     }
 
+    /// [`LeaderAction::AckReset`] for the follower on `conn` (observers never ACK). Only once
+    /// established: before, nothing is proposed and no ACK is counted.
+    fn reset_acks(&mut self, conn: ConnId, to: i64) {
+        if self.phase != Phase::Established {
+            return;
+        }
+        if let Some(l) = self.learners.get(&conn).filter(|l| !l.observer && known(l.sid).is_some()) {
+            self.actions.push_back(LeaderAction::AckReset { sid: l.sid, to });
+        }
+    }
+
     fn take_req(&mut self) -> u64 {
         let r = self.next_req;
         self.next_req = self.next_req.wrapping_add(1);
@@ -1045,6 +1132,7 @@ impl Leader {
         let req = self.take_req();
         let zxid = self.last_committed;
         self.log_sync(conn, PacketType::Snap, zxid, 0);
+        self.reset_acks(conn, zxid);
         self.send(conn, QuorumPacket::new(PacketType::Snap, zxid, None));
         self.actions.push_back(LeaderAction::SerializeSnapshot { req, zxid });
         if let Some(l) = self.learners.get_mut(&conn) {
@@ -1052,11 +1140,42 @@ impl Leader {
         }
     }
 
-    /// After the DIFF/TRUNC/SNAP head and whatever the log gave: the committed records after
-    /// `from` from the window, the outstanding proposals (followers), NEWLEADER last.
+    /// After the DIFF/TRUNC/SNAP head (and the snapshot): the learner holds everything through
+    /// `from`; the rest (the log read's records, then the window's) follows a piece at a time.
     fn finish_sync(&mut self, conn: ConnId, from: i64, now_ms: u64) {
-        let pairs: Vec<(i64, Bytes)> = self.window.iter().filter(|(z, _)| *z > from).cloned().collect();
-        for (zxid, payload) in pairs {
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.phase = LearnerPhase::Streaming { sent_through: from };
+        }
+        self.pump(conn, now_ms);
+    }
+
+    /// Sends the learner on `conn` its next piece of the sync: records of the log read, then of
+    /// the window (committed meanwhile), while the piece has room; once none is left, the
+    /// outstanding proposals (followers) and NEWLEADER.
+    fn pump(&mut self, conn: ConnId, now_ms: u64) {
+        let (piece_bytes, piece_packets) = (self.cfg.sync_piece_bytes, self.cfg.sync_piece_packets);
+        let mut packets = 0usize;
+        loop {
+            let Some(l) = self.learners.get_mut(&conn) else { return };
+            let LearnerPhase::Streaming { sent_through } = l.phase else { return };
+            if l.unacked_bytes >= piece_bytes || packets >= piece_packets {
+                return;
+            }
+            let next = match l.backlog.pop_front() {
+                Some(r) => Some(r),
+                None => {
+                    if !self.window_covers_after(sent_through) {
+                        return self.reject(conn, "too much committed while the learner synced".into());
+                    }
+                    self.window.iter().find(|(z, _)| *z > sent_through).cloned()
+                }
+            };
+            let Some((zxid, payload)) = next else { break };
+            if let Some(l) = self.learners.get_mut(&conn) {
+                l.unacked_bytes = l.unacked_bytes.saturating_add(payload.len() as u64);
+                l.phase = LearnerPhase::Streaming { sent_through: zxid };
+            }
+            packets += 2;
             self.send_pair(conn, zxid, payload);
         }
         let observer = self.learners.get(&conn).is_some_and(|l| l.observer);

@@ -81,6 +81,16 @@ pub struct ZabConfig {
     /// one of both, as Apache's leader counts its last seen configuration; `config_string` is
     /// then that configuration's, which NEWLEADER carries to the learners.
     pub pending_verifier: Option<QuorumVerifier>,
+    /// Apache's `zookeeper.snapshotSizeFactor` (0.33): a leader sends a learner a snapshot rather
+    /// than a DIFF from its log once the log's records for it would pass this share of the
+    /// database's size ([`Leader::set_database_bytes`]). Above 1: the default; 0: no bound;
+    /// negative: no DIFF from the log at all (only from the in-memory window), as in Apache.
+    pub snapshot_size_factor: f64,
+    /// A learner's sync goes out in pieces of at most this many PROPOSAL data bytes, each once its
+    /// connection has room ([`Leader::conn_drained`]), so that no sync overflows a bounded outbox.
+    pub sync_piece_bytes: u64,
+    /// ... and at most this many packets.
+    pub sync_piece_packets: usize,
 }
 
 impl ZabConfig {
@@ -102,6 +112,9 @@ impl ZabConfig {
             committed_log_max: DEFAULT_COMMITTED_LOG_MAX,
             reconfig_enabled: false,
             pending_verifier: None,
+            snapshot_size_factor: DEFAULT_SNAPSHOT_SIZE_FACTOR,
+            sync_piece_bytes: DEFAULT_SYNC_PIECE_BYTES,
+            sync_piece_packets: DEFAULT_SYNC_PIECE_PACKETS,
         }
     }
 
@@ -128,6 +141,15 @@ pub fn reconfig_data(payload: &Bytes) -> Option<Bytes> {
     }
     zk_proto::SetDataTxn::read(&mut r).ok()?.data
 }
+
+/// Apache's `zookeeper.snapshotSizeFactor` default.
+pub const DEFAULT_SNAPSHOT_SIZE_FACTOR: f64 = 0.33;
+
+/// [`ZabConfig::sync_piece_bytes`] by default: 1 MiB.
+pub const DEFAULT_SYNC_PIECE_BYTES: u64 = 1 << 20;
+
+/// [`ZabConfig::sync_piece_packets`] by default: far below a 16,384-packet outbox.
+pub const DEFAULT_SYNC_PIECE_PACKETS: usize = 1024;
 
 /// Apache's `commitLogCount` default.
 pub const DEFAULT_COMMITTED_LOG_MAX: usize = 500;

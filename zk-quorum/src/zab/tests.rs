@@ -72,6 +72,11 @@ fn ack_epoch(last: i64, current: i32) -> QuorumPacket {
     pkt(T::AckEpoch, last, Some(AckEpoch { current_epoch: current }.encode()))
 }
 
+/// The follower's ACKs are clamped before its sync's first packet (review F3).
+fn reset(sid: i64, to: i64) -> LeaderAction {
+    LeaderAction::AckReset { sid, to }
+}
+
 fn closes(actions: &[LeaderAction], conn: ConnId) -> bool {
     actions.iter().any(|a| matches!(a, LeaderAction::Close { conn: c, .. } if *c == conn))
 }
@@ -188,18 +193,27 @@ fn a_learner_ahead_of_the_leader_is_refused_during_discovery_only() {
     assert!(!l.is_stopped());
     // Once established, the same learner is cut back instead (TRUNC).
     let mut l = established(&[z(5, 1), z(5, 2), z(5, 3)], z(5, 3), Some(z(5, 1)));
-    assert_eq!(join(&mut l, 30, 3, z(5, 4), 10), vec![send(30, T::Trunc, z(5, 3), None), new_leader(30, 6)]);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 4), 10),
+        vec![reset(3, z(5, 3)), send(30, T::Trunc, z(5, 3), None), new_leader(30, 6)]
+    );
 }
 
 #[test]
 fn sync_by_empty_diff_trunc_and_diff_from_the_window() {
     let recent = [z(5, 4), z(5, 5), z(5, 6)];
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
-    assert_eq!(join(&mut l, 30, 3, z(5, 6), 10), vec![send(30, T::Diff, z(5, 6), None), new_leader(30, 6)]);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 6), 10),
+        vec![reset(3, z(5, 6)), send(30, T::Diff, z(5, 6), None), new_leader(30, 6)]
+    );
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
-    assert_eq!(join(&mut l, 30, 3, z(5, 9), 10), vec![send(30, T::Trunc, z(5, 6), None), new_leader(30, 6)]);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 9), 10),
+        vec![reset(3, z(5, 6)), send(30, T::Trunc, z(5, 6), None), new_leader(30, 6)]
+    );
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
-    let mut want = vec![send(30, T::Diff, z(5, 6), None)];
+    let mut want = vec![reset(3, z(5, 4)), send(30, T::Diff, z(5, 6), None)];
     want.extend(pair(30, z(5, 5)));
     want.extend(pair(30, z(5, 6)));
     want.push(new_leader(30, 6));
@@ -211,7 +225,7 @@ fn unknown_zxid_truncates_within_its_epoch_and_snaps_across_epochs() {
     // The learner logged e4:7, which never committed: the leader went from e4:5 to epoch 5.
     let recent = [z(4, 5), z(5, 1), z(5, 2)];
     let mut l = established(&recent, z(5, 2), Some(z(4, 1)));
-    let mut want = vec![send(30, T::Trunc, z(4, 5), None)];
+    let mut want = vec![reset(3, z(4, 5)), send(30, T::Trunc, z(4, 5), None)];
     want.extend(pair(30, z(5, 1)));
     want.extend(pair(30, z(5, 2)));
     want.push(new_leader(30, 6));
@@ -221,7 +235,11 @@ fn unknown_zxid_truncates_within_its_epoch_and_snaps_across_epochs() {
     let mut l = established(&recent, z(5, 2), Some(z(3, 1)));
     assert_eq!(
         join(&mut l, 30, 3, z(4, 2), 10),
-        vec![send(30, T::Snap, z(5, 2), None), LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 2) }]
+        vec![
+            reset(3, z(5, 2)),
+            send(30, T::Snap, z(5, 2), None),
+            LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 2) }
+        ]
     );
     l.snapshot_bytes(1, Bytes::from_static(b"abc"), false, 11);
     l.snapshot_bytes(1, Bytes::from_static(b"def"), true, 12);
@@ -241,13 +259,13 @@ fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
     assert_eq!(
         join(&mut l, 30, 3, z(5, 2), 10),
-        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 2), through_zxid: z(5, 6) }]
+        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 2), through_zxid: z(5, 6), max_bytes: None }]
     );
     // A proposal made meanwhile is queued for the learner after its sync, before NEWLEADER.
     l.propose(z(6, 1), tx(z(6, 1)), 11);
     assert_eq!(leader_actions(&mut l), vec![send(20, T::Proposal, z(6, 1), Some(tx(z(6, 1))))]);
     l.log_read(1, txs(&[z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 12);
-    let mut want = vec![send(30, T::Diff, z(5, 6), None)];
+    let mut want = vec![reset(3, z(5, 2)), send(30, T::Diff, z(5, 6), None)];
     for c in 3..=6 {
         want.extend(pair(30, z(5, c)));
     }
@@ -260,8 +278,8 @@ fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
     join(&mut l, 30, 3, z(5, 2), 10);
     l.log_read(1, txs(&[z(5, 1), z(5, 4), z(5, 5), z(5, 6)]), 12);
     let a = leader_actions(&mut l);
-    assert_eq!(a[0], send(30, T::Trunc, z(5, 1), None));
-    assert_eq!(a.len(), 1 + 2 * 3 + 1);
+    assert_eq!(a[..2], [reset(3, z(5, 1)), send(30, T::Trunc, z(5, 1), None)]);
+    assert_eq!(a.len(), 2 + 2 * 3 + 1);
 
     // Purged meanwhile: SNAP.
     let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
@@ -269,7 +287,11 @@ fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
     l.log_read_failed(1, 12);
     assert_eq!(
         leader_actions(&mut l),
-        vec![send(30, T::Snap, z(5, 6), None), LeaderAction::SerializeSnapshot { req: 2, zxid: z(5, 6) }]
+        vec![
+            reset(3, z(5, 6)),
+            send(30, T::Snap, z(5, 6), None),
+            LeaderAction::SerializeSnapshot { req: 2, zxid: z(5, 6) }
+        ]
     );
 
     // Older than the log: SNAP at once; an empty learner too.
@@ -277,7 +299,11 @@ fn history_older_than_the_window_is_read_from_the_log_or_sent_as_a_snapshot() {
         let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
         assert_eq!(
             join(&mut l, 30, 3, peer, 10),
-            vec![send(30, T::Snap, z(5, 6), None), LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 6) }]
+            vec![
+                reset(3, z(5, 6)),
+                send(30, T::Snap, z(5, 6), None),
+                LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 6) }
+            ]
         );
     }
 }
@@ -291,7 +317,7 @@ fn zk_3104_newleader_follows_every_sync_packet_and_outstanding_proposal() {
     leader_actions(&mut l);
     l.committed(z(6, 1), 11);
     assert_eq!(leader_actions(&mut l), vec![send(20, T::Commit, z(6, 1), None)]);
-    let mut want = vec![send(30, T::Diff, z(6, 1), None)];
+    let mut want = vec![reset(3, z(5, 5)), send(30, T::Diff, z(6, 1), None)];
     want.extend(pair(30, z(5, 6)));
     want.extend(pair(30, z(6, 1)));
     want.push(send(30, T::Proposal, z(6, 2), Some(tx(z(6, 2)))));
@@ -333,8 +359,6 @@ fn broadcast_acks_are_reported_never_committed_by_the_machine() {
     l.propose(z(6, 1), tx(z(6, 1)), 10);
     l.propose(z(7, 1), tx(z(7, 1)), 10);
     assert!(leader_actions(&mut l).is_empty());
-    l.local_durable(z(6, 1), 11);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(6, 1) }]);
     l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 12);
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 2, zxid: z(6, 1) }]);
     l.committed(z(6, 1), 13);
@@ -461,7 +485,11 @@ fn zk_4685_a_proposal_ack_before_the_newleader_ack_counts_and_the_learner_stays(
     let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
     l.propose(z(6, 1), tx(z(6, 1)), 10);
     leader_actions(&mut l);
-    let mut want = vec![send(30, T::Diff, z(5, 1), None), send(30, T::Proposal, z(6, 1), Some(tx(z(6, 1))))];
+    let mut want = vec![
+        reset(3, z(5, 1)),
+        send(30, T::Diff, z(5, 1), None),
+        send(30, T::Proposal, z(6, 1), Some(tx(z(6, 1)))),
+    ];
     want.push(new_leader(30, 6));
     assert_eq!(join(&mut l, 30, 3, z(5, 1), 11), want);
     l.handle_packet(30, pkt(T::Ack, z(6, 1), None), 12);
@@ -789,9 +817,9 @@ fn a_single_voter_ensemble_establishes_by_itself() {
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(3)]);
     l.epoch_persisted(2);
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::Established { epoch: 3 }]);
+    // Its own durability is the server's to count (its ledger): the machine reports nothing.
     l.propose(z(3, 1), tx(z(3, 1)), 3);
-    l.local_durable(z(3, 1), 4);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 1, zxid: z(3, 1) }]);
+    assert!(leader_actions(&mut l).is_empty());
 }
 
 mod fuzz {
@@ -875,7 +903,7 @@ mod fuzz {
                     Ev::Connect(c) => l.learner_connected(c, now),
                     Ev::Disconnect(c) => l.learner_disconnected(c, now),
                     Ev::Persisted => l.epoch_persisted(now),
-                    Ev::Durable(zx) => l.local_durable(zx, now),
+                    Ev::Durable(zx) => l.committed(zx, now),
                     Ev::Timeout(d) => l.handle_timeout(now + d),
                     Ev::Propose => {
                         counter += 1;
@@ -1076,4 +1104,173 @@ fn learners_outside_the_configuration_are_refused() {
     let a = leader_actions(&mut l);
     assert!(!closes(&a, 33), "{a:?}");
     assert!(a.iter().any(|a| matches!(a, LeaderAction::Send { conn: 33, .. })), "{a:?}");
+}
+
+/// Review F3: follower 2 ACKs z(6, 1), its connection drops, it reconnects with that zxid as its
+/// last: the leader cuts it back (TRUNC to the last committed) and re-sends the proposal. The
+/// server must no longer count 2's ACK of z(6, 1), or the proposal could commit on a follower that
+/// truncated it: AckReset comes before the sync's first packet.
+#[test]
+fn f3_a_follower_ack_does_not_outlive_its_resync() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 11);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Ack { sid: 2, zxid: z(6, 1) }]);
+    l.learner_disconnected(20, 12);
+    assert_eq!(
+        join(&mut l, 21, 2, z(6, 1), 13),
+        vec![
+            reset(2, z(5, 1)),
+            send(21, T::Trunc, z(5, 1), None),
+            send(21, T::Proposal, z(6, 1), Some(tx(z(6, 1)))),
+            new_leader(21, 6),
+        ]
+    );
+    // With the ledger the server keeps: 2's ACK no longer counts until 2 ACKs again.
+    let mut ledger = crate::quorum::AckLedger::new(crate::quorum::VoterSet::new(1, [2, 3]));
+    ledger.ack(2, z(6, 1));
+    ledger.reset(2, z(5, 1));
+    ledger.ack(1, z(6, 1));
+    assert_eq!(ledger.committable([z(6, 1)]), None);
+    // The SNAP and DIFF heads clamp too: to the snapshot's zxid, to the learner's last zxid.
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    assert_eq!(join(&mut l, 30, 3, z(5, 1), 14)[0], reset(3, z(5, 1)));
+    l.learner_disconnected(30, 15);
+    assert_eq!(join(&mut l, 31, 3, 0, 15)[..2], [reset(3, z(5, 1)), send(31, T::Snap, z(5, 1), None)]);
+    // Observers never ACK: no reset.
+    assert!(!join(&mut l, 40, 4, z(5, 1), 16).iter().any(|a| matches!(a, LeaderAction::AckReset { .. })));
+}
+
+/// A DIFF from the log is bounded as Apache's (`zookeeper.snapshotSizeFactor` of the database):
+/// past it, or when the server's reader stops at the bound, the learner gets a snapshot; a negative
+/// factor turns DIFFs from the log off.
+#[test]
+fn a_diff_from_the_log_past_the_snapshot_size_factor_becomes_a_snap() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let snap = |req| {
+        vec![
+            reset(3, z(5, 6)),
+            send(30, T::Snap, z(5, 6), None),
+            LeaderAction::SerializeSnapshot { req, zxid: z(5, 6) },
+        ]
+    };
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(100);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 2), 10),
+        vec![LeaderAction::ReadLog {
+            req: 1,
+            from_zxid: z(5, 2),
+            through_zxid: z(5, 6),
+            max_bytes: Some(33)
+        }]
+    );
+    // The reader stopped at the bound.
+    l.log_read_too_big(1, 11);
+    assert_eq!(leader_actions(&mut l), snap(2));
+    // A reader that read past it anyway: 4 records of 15 bytes after the anchor.
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(100);
+    join(&mut l, 30, 3, z(5, 2), 10);
+    l.log_read(1, txs(&[z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    assert_eq!(leader_actions(&mut l), snap(2));
+    // Factor above 1 is Apache's default; 0 is no bound.
+    let mut c = cfg(1);
+    c.snapshot_size_factor = 0.0;
+    assert_eq!(c.snapshot_size_factor, 0.0);
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    l.set_database_bytes(1000);
+    assert!(matches!(
+        join(&mut l, 30, 3, z(5, 2), 10)[..],
+        [LeaderAction::ReadLog { max_bytes: Some(330), .. }]
+    ));
+}
+
+#[test]
+fn a_negative_snapshot_size_factor_turns_diffs_from_the_log_off() {
+    let mut c = cfg(1);
+    c.snapshot_size_factor = -1.0;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&[z(5, 4), z(5, 5), z(5, 6)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 2), E5 as i32), 3);
+    l.epoch_persisted(4);
+    let a = leader_actions(&mut l);
+    assert_eq!(a[2..4], [LeaderAction::PersistCurrentEpoch(6), send(20, T::Snap, z(5, 6), None)], "{a:?}");
+}
+
+/// A far-behind learner is never locked out: its DIFF goes out a piece at a time, each once its
+/// connection has room again; what commits meanwhile follows from the window, NEWLEADER last.
+#[test]
+fn a_diff_streams_in_pieces_as_the_connection_drains() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut c = cfg(1);
+    c.sync_piece_packets = 4; // two PROPOSAL+COMMIT pairs a piece
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    assert_eq!(
+        join(&mut l, 30, 3, z(5, 1), 10),
+        vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 1), through_zxid: z(5, 6), max_bytes: None }]
+    );
+    l.log_read(1, txs(&[z(5, 1), z(5, 2), z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    let mut want = vec![reset(3, z(5, 1)), send(30, T::Diff, z(5, 6), None)];
+    want.extend(pair(30, z(5, 2)));
+    want.extend(pair(30, z(5, 3)));
+    assert_eq!(leader_actions(&mut l), want);
+    // Nothing more until the connection has room; a commit meanwhile is kept for it.
+    l.propose(z(6, 1), tx(z(6, 1)), 12);
+    l.committed(z(6, 1), 12);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(20, T::Proposal, z(6, 1), Some(tx(z(6, 1)))), send(20, T::Commit, z(6, 1), None)]
+    );
+    l.propose(z(6, 2), tx(z(6, 2)), 12);
+    leader_actions(&mut l);
+    l.conn_drained(30, 13);
+    let mut want = pair(30, z(5, 4)).to_vec();
+    want.extend(pair(30, z(5, 5)));
+    assert_eq!(leader_actions(&mut l), want);
+    l.conn_drained(30, 14);
+    let mut want = pair(30, z(5, 6)).to_vec();
+    want.extend(pair(30, z(6, 1)));
+    assert_eq!(leader_actions(&mut l), want);
+    l.conn_drained(30, 15);
+    assert_eq!(
+        leader_actions(&mut l),
+        vec![send(30, T::Proposal, z(6, 2), Some(tx(z(6, 2)))), new_leader(30, 6)]
+    );
+    // Once attached, live traffic flows as for any learner.
+    l.propose(z(6, 3), tx(z(6, 3)), 16);
+    assert_eq!(leader_actions(&mut l).len(), 2);
+}
+
+/// The snapshot stream takes the same flow control: the server asks before each step.
+#[test]
+fn a_snapshot_stream_steps_only_while_the_connection_may_take_more() {
+    let mut c = cfg(1);
+    c.sync_piece_bytes = 8;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(0, E5 as i32), 3);
+    l.epoch_persisted(4);
+    let a = leader_actions(&mut l);
+    assert!(matches!(a.last(), Some(LeaderAction::SerializeSnapshot { req: 1, .. })), "{a:?}");
+    assert!(l.may_send(20));
+    l.snapshot_bytes(1, Bytes::from_static(b"0123456789"), false, 5);
+    assert!(!l.may_send(20), "a piece is out");
+    l.conn_drained(20, 6);
+    assert!(l.may_send(20));
+    l.snapshot_bytes(1, Bytes::from_static(b"end"), true, 7);
+    let a = leader_actions(&mut l);
+    assert_eq!(a.last(), Some(&new_leader(20, 6)));
 }

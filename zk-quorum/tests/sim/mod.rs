@@ -24,7 +24,8 @@
 //! Around each machine: disk operations complete after a simulated delay (log syncs in order,
 //! epoch files apart), disk work is flushed when a role ends (ZK-4541, -4712), the database is
 //! reloaded from disk at every role change, and the leader commits in zxid order on a quorum of
-//! ACKs (its own after its log sync).
+//! ACKs (its own after its log sync), counted by zk-quorum's `AckLedger`, the rule the server uses,
+//! which clamps a follower's ACK when its sync starts (`LeaderAction::AckReset`).
 //!
 //! Checkers:
 //! - at most one leader is established per epoch;
@@ -55,7 +56,7 @@ use rand::{Rng, SeedableRng};
 use zk_quorum::election::{
     ElectionAction, ElectionConfig, ElectionTimings, FastLeaderElection, PeerData, Vote,
 };
-use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::quorum::{AckLedger, QuorumVerifier, VoterSet};
 use zk_quorum::wire::packet::JUTE_MAXBUFFER_DEFAULT;
 use zk_quorum::wire::{ForwardedRequest, Notification, PeerState, QuorumPacket, QuorumPacketDecoder};
 use zk_quorum::zab::{
@@ -198,6 +199,13 @@ pub struct Params {
     /// follows it, as Apache learners before 3.8.5 send them (ZK-4685): the leader must count
     /// the proposal and keep waiting for the NEWLEADER ACK.
     pub early_proposal_ack_p: f64,
+    /// The most messages a connection's outbox holds towards a learner: past it the leader's
+    /// server closes the connection, as zk-server does when a peer's outbox is full.
+    pub outbox_max: usize,
+    /// `zookeeper.snapshotSizeFactor` (the database's size is its history's PROPOSAL bytes).
+    pub snapshot_size_factor: f64,
+    /// initLimit, in ticks of 100 ms.
+    pub init_limit: u64,
 }
 
 impl Params {
@@ -223,6 +231,9 @@ impl Params {
             clock_jump_p: 0.0,
             clients: 0,
             early_proposal_ack_p: 0.0,
+            outbox_max: usize::MAX,
+            snapshot_size_factor: zk_quorum::zab::DEFAULT_SNAPSHOT_SIZE_FACTOR,
+            init_limit: 10,
         }
     }
 
@@ -300,7 +311,10 @@ enum Role {
 struct Proposer {
     established: Option<u32>,
     next_counter: u32,
-    outstanding: BTreeMap<i64, (Bytes, BTreeSet<i64>)>,
+    outstanding: BTreeMap<i64, Bytes>,
+    /// The commit rule the server uses (zk-quorum's): each voter's cumulative ACK, the leader's
+    /// own from its log syncs; one per leadership, from its establishment.
+    ledger: Option<AckLedger>,
     /// Forwarded syncs: answered once everything proposed before them is committed.
     syncs: Vec<(ConnId, i64)>,
     /// The leader's own clients' syncs: the zxid they wait for.
@@ -435,6 +449,10 @@ pub struct Stats {
     pub early_proposal_acks: u64,
     /// Learner connections a leader closed.
     pub leader_closes: u64,
+    /// DIFFs from the log past `snapshotSizeFactor` of the database: sent as SNAP.
+    pub diffs_too_big: u64,
+    /// Connections closed because their outbox was full (`Params::outbox_max`).
+    pub outbox_overflows: u64,
 }
 
 impl Stats {
@@ -452,6 +470,8 @@ impl Stats {
         self.clock_jumps += s.clock_jumps;
         self.early_proposal_acks += s.early_proposal_acks;
         self.leader_closes += s.leader_closes;
+        self.diffs_too_big += s.diffs_too_big;
+        self.outbox_overflows += s.outbox_overflows;
         self.elect_lost += s.elect_lost;
         self.elect_dup += s.elect_dup;
         self.client_ops += s.client_ops;
@@ -657,7 +677,8 @@ impl<S: Store> Sim<S> {
     }
 
     fn cfg(&self, sid: i64) -> ZabConfig {
-        let mut c = ZabConfig::new(sid, self.verifier.clone(), 100, 10, 5);
+        let mut c = ZabConfig::new(sid, self.verifier.clone(), 100, self.p.init_limit, 5);
+        c.snapshot_size_factor = self.p.snapshot_size_factor;
         c.committed_log_max = self.p.window;
         c.config_string = Bytes::from_static(b"version=0");
         c
@@ -899,6 +920,18 @@ impl<S: Store> Sim<S> {
             } else {
                 (&mut c.to_learner, c.learner_gen != 0)
             };
+            if open && !to_leader && pipe.queue.len() >= self.p.outbox_max {
+                // The leader's outbox towards this learner is full: its server closes the
+                // connection (zk-server's `send`).
+                self.stats.outbox_overflows += 1;
+                let leader = c.leader;
+                self.log(|| format!("conn {id}: outbox full; {leader} closes it"));
+                if let Role::Leading(l) = &mut self.server(leader).role {
+                    l.learner_disconnected(id, now);
+                }
+                self.close_side(id, leader);
+                return;
+            }
             if open {
                 let at = pipe.last_at.max(now + delay);
                 pipe.last_at = at;
@@ -933,6 +966,15 @@ impl<S: Store> Sim<S> {
                         self.pump(target)?;
                     }
                 }
+            }
+            // The leader's outbox towards the learner has room again: its sync's next piece.
+            let drained = self.conns.get(&id).filter(|c| c.to_learner.queue.is_empty() && c.leader_gen != 0);
+            if let Some(leader) = drained.map(|c| c.leader) {
+                let now = self.now;
+                if let Role::Leading(l) = &mut self.server(leader).role {
+                    l.conn_drained(id, now);
+                }
+                self.drain(leader)?;
             }
         }
         Ok(())
@@ -1044,6 +1086,9 @@ impl<S: Store> Sim<S> {
                     continue;
                 }
                 if live {
+                    if self.servers[&sid].is_leading() {
+                        self.try_commit(sid)?;
+                    }
                     self.drain(sid)?;
                     self.pump(sid)?;
                 }
@@ -1133,7 +1178,9 @@ impl<S: Store> Sim<S> {
         let local = s.local();
         let logged = s.store.logged();
         let recent: Hist = logged[logged.len().saturating_sub(window)..].to_vec();
-        s.role = Role::Leading(Box::new(Leader::new(cfg, local, recent, now)));
+        let mut leader = Leader::new(cfg, local, recent, now);
+        leader.set_database_bytes(logged.iter().map(|r| r.1.len() as u64).sum());
+        s.role = Role::Leading(Box::new(leader));
         self.log(|| format!("{sid} leads with {local:?}"));
         self.drain(sid)
     }
@@ -1196,7 +1243,7 @@ impl<S: Store> Sim<S> {
             return Err(format!("{zxid:#x} proposed twice"));
         }
         let s = self.server(sid);
-        s.proposer.outstanding.insert(zxid, (payload.clone(), BTreeSet::new()));
+        s.proposer.outstanding.insert(zxid, payload.clone());
         if let Role::Leading(l) = &mut s.role {
             l.propose(zxid, payload, now);
         }
@@ -1267,7 +1314,7 @@ impl<S: Store> Sim<S> {
             }
             LeaderAction::PersistAcceptedEpoch(e) => self.push_disk(sid, DiskOp::Accepted(e)),
             LeaderAction::PersistCurrentEpoch(e) => self.push_disk(sid, DiskOp::Current(e)),
-            LeaderAction::ReadLog { req, from_zxid, through_zxid } => {
+            LeaderAction::ReadLog { req, from_zxid, through_zxid, max_bytes } => {
                 self.stats.log_reads += 1;
                 let s = self.server(sid);
                 let logged = s.store.logged();
@@ -1277,7 +1324,13 @@ impl<S: Store> Sim<S> {
                     Some(i) => {
                         let entries: Hist =
                             logged[i..].iter().filter(|r| r.0 <= through_zxid).cloned().collect();
-                        l.log_read(req, entries, now);
+                        let bytes: u64 = entries.iter().skip(1).map(|r| r.1.len() as u64).sum();
+                        if max_bytes.is_some_and(|m| bytes > m) {
+                            l.log_read_too_big(req, now);
+                            self.stats.diffs_too_big += 1;
+                        } else {
+                            l.log_read(req, entries, now);
+                        }
                     }
                 }
             }
@@ -1294,19 +1347,25 @@ impl<S: Store> Sim<S> {
                 if let Some(other) = self.epoch_leader.insert(epoch, sid) {
                     return Err(format!("epoch {epoch} established by {other} and {sid}"));
                 }
+                let voters = VoterSet::with_verifier(sid, self.verifier.clone());
                 let s = self.server(sid);
                 s.proposer.established = Some(epoch);
                 s.proposer.next_counter = 0;
+                s.proposer.ledger = Some(AckLedger::new(voters));
                 let logged = s.store.history();
                 self.log(|| format!("{sid} established epoch {epoch} with {} logged txns", logged.len()));
                 self.new_epoch_history(sid, epoch, logged)?;
             }
             LeaderAction::Ack { sid: from, zxid } => {
-                let s = self.server(sid);
-                if let Some((_, acks)) = s.proposer.outstanding.get_mut(&zxid) {
-                    acks.insert(from);
+                if let Some(ledger) = self.server(sid).proposer.ledger.as_mut() {
+                    ledger.ack(from, zxid);
                 }
                 self.try_commit(sid)?;
+            }
+            LeaderAction::AckReset { sid: from, to } => {
+                if let Some(ledger) = self.server(sid).proposer.ledger.as_mut() {
+                    ledger.reset(from, to);
+                }
             }
             LeaderAction::Forwarded { conn, request, .. } => self.forwarded(sid, conn, request)?,
             LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {}
@@ -1367,12 +1426,13 @@ impl<S: Store> Sim<S> {
         loop {
             let now = self.now;
             let s = &self.servers[&sid];
-            let Some((&zxid, (_, acks))) = s.proposer.outstanding.iter().next() else { break };
-            if !self.verifier.contains_quorum(acks.iter().copied()) {
+            let Some(ledger) = s.proposer.ledger.as_ref() else { break };
+            let Some(&zxid) = s.proposer.outstanding.keys().next() else { break };
+            if ledger.committable([zxid]).is_none() {
                 break;
             }
             let s = self.server(sid);
-            let Some((payload, _)) = s.proposer.outstanding.remove(&zxid) else { break };
+            let Some(payload) = s.proposer.outstanding.remove(&zxid) else { break };
             if s.store.applied_zxid() >= zxid {
                 return Err(format!("leader {sid} commits {zxid:#x} after {:#x}", s.store.applied_zxid()));
             }
@@ -1753,7 +1813,13 @@ fn apply_op<S: Store>(s: &mut Server<S>, op: DiskOp, live: bool, now: u64) -> Re
             s.store.sync()?;
             if live {
                 match &mut s.role {
-                    Role::Leading(l) => l.local_durable(upto, now),
+                    // The leader's own durability is its ACK, counted once, in its ledger (as
+                    // the server's core counts it).
+                    Role::Leading(_) => {
+                        if let Some(ledger) = s.proposer.ledger.as_mut() {
+                            ledger.ack(s.sid, upto);
+                        }
+                    }
                     Role::Following(l, _) => l.durable(upto, now),
                     _ => {}
                 }
