@@ -848,11 +848,16 @@ impl Driver {
                 debug!("database rebuilt from disk in {:.1?}", started.elapsed());
                 self.node.handle(Self::now(self.origin), Input::Reloaded { result, log, recent });
             }
-            Output::ReadLog { req, from, through, max_records } => {
+            Output::ReadLog { req, from, through, max_records, max_bytes } => {
                 let Some(disk) = self.disk.as_ref() else { return };
-                let records =
-                    crate::node::replica::read_anchored(disk.source.as_ref(), from, through, max_records);
-                self.node.handle(Self::now(self.origin), Input::LogRead { req, records });
+                let read = crate::node::replica::read_anchored(
+                    disk.source.as_ref(),
+                    from,
+                    through,
+                    max_records,
+                    max_bytes,
+                );
+                self.node.handle(Self::now(self.origin), Input::LogRead { req, read });
             }
             Output::TruncateLog { after } => {
                 let Some(disk) = self.disk.as_ref() else { return };

@@ -34,7 +34,7 @@ mod write_path;
 pub mod zxid;
 
 pub use conns::{ConnId, ConnRegistry, ConnState};
-pub use proposer::{CounterRule, Proposal, Proposer, ServerId, VoterSet};
+pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
 pub use snapshot_policy::{SnapJob, SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
@@ -152,6 +152,14 @@ pub enum Event {
     LogFailed {
         /// Why.
         error: zk_log::LogError,
+    },
+    /// Leader: follower `sid` started a sync and holds durably nothing past `to` any more: its
+    /// ACK is lowered to that (zk-quorum's `LeaderAction::AckReset`).
+    AckReset {
+        /// The follower.
+        sid: ServerId,
+        /// The most it can still hold durably.
+        to: i64,
     },
     /// Voter `sid` has every proposal through `zxid` durable (a follower's ACK).
     Ack {
@@ -502,6 +510,7 @@ impl ServerCore {
             Event::AuthFailed => self.stats.auth_failed += 1,
             Event::Durable { zxid } => self.on_durable(now, zxid),
             Event::LogFailed { error } => self.on_log_failed(now, error),
+            Event::AckReset { sid, to } => self.proposer.reset_ack(sid, to),
             Event::Ack { sid, zxid } => {
                 if self.proposer.ack(sid, zxid).is_some() {
                     self.commit_ready(now);

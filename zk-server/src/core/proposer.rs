@@ -1,95 +1,18 @@
 //! The proposer: assigns zxids, keeps the proposals not yet committed, and commits them in zxid
 //! order once a quorum of voters has each one durable.
 //!
-//! One counting rule for every shape of ensemble: the server's own log reporting "durable
-//! through Z" is its ACK of everything through Z, and a follower's ACK is the same fact about
-//! its log. A standalone server is a voter set of one, so its own durability is a quorum. Every
-//! voter logs proposals in zxid order, so an ACK of Z covers every earlier proposal too.
+//! One counting rule for every shape of ensemble, zk-quorum's [`AckLedger`] over a
+//! [`VoterSet`] (the rule every simulator counts with too): the server's own log reporting
+//! "durable through Z" is its ACK of everything through Z, and a follower's ACK is the same
+//! fact about its log. A standalone server is a voter set of one, so its own durability is a
+//! quorum. Every voter logs proposals in zxid order, so an ACK of Z covers every earlier
+//! proposal too.
 
 use super::zxid::Zxid;
 use std::collections::{BTreeMap, VecDeque};
 use zk_proto::{Txn, TxnDigest, TxnHeader};
-use zk_quorum::quorum::QuorumVerifier;
 
-/// A server id (myid).
-pub type ServerId = i64;
-
-/// The voters whose ACKs count, and the rule that says when they are a quorum (majority, or
-/// Apache's hierarchical groups and weights: zk-quorum's verifier decides).
-///
-/// During a reconfiguration the set holds the next configuration's verifier too: every proposal
-/// from the reconfiguration's on needs a quorum of both, as Apache's leader counts them.
-#[derive(Debug, Clone)]
-pub struct VoterSet {
-    me: ServerId,
-    verifier: QuorumVerifier,
-    /// The next configuration and the zxid of the reconfiguration that proposed it.
-    next: Option<(i64, QuorumVerifier)>,
-}
-
-impl VoterSet {
-    /// Just this server: standalone.
-    pub fn solo(me: ServerId) -> VoterSet {
-        VoterSet { me, verifier: QuorumVerifier::majority([me], []), next: None }
-    }
-
-    /// This server and the other voters, by majority (observers are not voters).
-    pub fn new(me: ServerId, voters: impl IntoIterator<Item = ServerId>) -> VoterSet {
-        let mut v: Vec<ServerId> = voters.into_iter().collect();
-        v.push(me);
-        VoterSet { me, verifier: QuorumVerifier::majority(v, []), next: None }
-    }
-
-    /// This server under the ensemble's own verifier (which may be hierarchical).
-    pub fn with_verifier(me: ServerId, verifier: QuorumVerifier) -> VoterSet {
-        VoterSet { me, verifier, next: None }
-    }
-
-    /// A reconfiguration at `zxid` proposes `next`: from `zxid` on, proposals need a quorum of
-    /// both configurations.
-    pub fn begin_transition(&mut self, zxid: i64, next: QuorumVerifier) {
-        self.next = Some((zxid, next));
-    }
-
-    /// The reconfiguration committed: its configuration alone counts from now on.
-    pub fn finish_transition(&mut self) {
-        if let Some((_, next)) = self.next.take() {
-            self.verifier = next;
-        }
-    }
-
-    /// The reconfiguration under way, if any: its zxid.
-    pub fn transition(&self) -> Option<i64> {
-        self.next.as_ref().map(|(z, _)| *z)
-    }
-
-    /// This server's id.
-    pub fn me(&self) -> ServerId {
-        self.me
-    }
-
-    /// Whether this server is the only voter (the inline-commit fast path is valid only then).
-    pub fn is_solo(&self) -> bool {
-        self.next.is_none() && self.verifier.voters().len() == 1 && self.verifier.is_voter(self.me)
-    }
-
-    /// Whether `sid` votes (in the configuration, or in the next one during a reconfiguration).
-    pub fn is_voter(&self, sid: ServerId) -> bool {
-        self.verifier.is_voter(sid) || self.next.as_ref().is_some_and(|(_, v)| v.is_voter(sid))
-    }
-
-    /// Whether the voters among `sids` form a quorum for proposal `zxid`: of the configuration,
-    /// and of the next one too when `zxid` comes at or after the reconfiguration.
-    /// The sids are distinct (the keys of the acknowledgements).
-    pub fn is_quorum_at<'a>(&self, zxid: i64, sids: impl Iterator<Item = &'a ServerId> + Clone) -> bool {
-        self.verifier.contains_quorum_distinct(sids.clone().copied())
-            && self
-                .next
-                .as_ref()
-                .filter(|(z, _)| zxid >= *z)
-                .is_none_or(|(_, v)| v.contains_quorum_distinct(sids.copied()))
-    }
-}
+pub use zk_quorum::quorum::{AckLedger, ServerId, VoterSet};
 
 /// A proposal awaiting commit.
 #[derive(Debug, Clone)]
@@ -130,13 +53,12 @@ pub enum CounterRule {
 pub struct Proposer {
     last: Zxid,
     rule: CounterRule,
-    voters: VoterSet,
+    /// Each voter's cumulative ACK, and the voters.
+    ledger: AckLedger,
     /// Proposed, not yet committed, in zxid order.
     in_flight: VecDeque<Proposal>,
     /// How many of `in_flight` (from the front) were handed to this server's log.
     handed_to_log: usize,
-    /// For each voter, the highest zxid it has durable (its cumulative ACK).
-    acked: BTreeMap<ServerId, i64>,
     /// Everything through this zxid is committed.
     committed: i64,
 }
@@ -147,27 +69,32 @@ impl Proposer {
         Proposer {
             last: Zxid::from_i64(last),
             rule,
-            voters,
+            ledger: AckLedger::new(voters),
             in_flight: VecDeque::new(),
             handed_to_log: 0,
-            acked: BTreeMap::new(),
             committed: last,
         }
     }
 
     /// The voters.
     pub fn voters(&self) -> &VoterSet {
-        &self.voters
+        self.ledger.voters()
     }
 
     /// The voters, to change them at a reconfiguration.
     pub fn voters_mut(&mut self) -> &mut VoterSet {
-        &mut self.voters
+        self.ledger.voters_mut()
     }
 
     /// For each voter, the highest zxid it has durable.
     pub fn acked(&self) -> &BTreeMap<ServerId, i64> {
-        &self.acked
+        self.ledger.acked()
+    }
+
+    /// Voter `sid` holds durably nothing past `to` any more (its sync with this leader started,
+    /// by TRUNC or SNAP or DIFF): no proposal may commit counting an ACK it no longer backs.
+    pub fn reset_ack(&mut self, sid: ServerId, to: i64) {
+        self.ledger.reset(sid, to);
     }
 
     /// The last zxid assigned.
@@ -222,26 +149,17 @@ impl Proposer {
     /// Voter `sid` has everything through `zxid` durable. Returns the new commit point if it
     /// moved. ACKs from non-voters, and stale ACKs, change nothing.
     pub fn ack(&mut self, sid: ServerId, zxid: i64) -> Option<i64> {
-        if !self.voters.is_voter(sid) {
+        if !self.ledger.ack(sid, zxid) {
             return None;
         }
-        let e = self.acked.entry(sid).or_insert(i64::MIN);
-        if zxid <= *e {
-            return None;
-        }
-        *e = zxid;
         let before = self.committed;
         // Committed proposals wait at the front until applied: start past them.
         let first = self.in_flight.partition_point(|p| p.hdr.zxid <= before);
-        for p in self.in_flight.range(first..) {
-            let z = p.hdr.zxid;
-            let have = self.acked.iter().filter(move |&(_, &a)| a >= z).map(|(s, _)| s);
-            if !self.voters.is_quorum_at(z, have) {
-                break;
-            }
-            self.committed = z;
-        }
-        (self.committed > before).then_some(self.committed)
+        let zxids = self.in_flight.range(first..).map(|p| p.hdr.zxid);
+        let to = self.ledger.committable(zxids)?;
+        debug_assert!(to > before, "a commit point only moves forward");
+        self.committed = to;
+        Some(to)
     }
 
     /// Takes the oldest proposal if it is committed (apply it next).
@@ -267,9 +185,7 @@ impl Proposer {
         out.reverse();
         self.handed_to_log = self.handed_to_log.min(self.in_flight.len());
         self.last = Zxid::from_i64(self.committed);
-        for a in self.acked.values_mut() {
-            *a = (*a).min(self.committed);
-        }
+        self.ledger.reset_all(self.committed);
         out
     }
 }
@@ -278,6 +194,7 @@ impl Proposer {
 mod tests {
     use super::*;
     use zk_proto::{ErrorTxn, OpCode};
+    use zk_quorum::quorum::QuorumVerifier;
 
     fn prop(z: Zxid) -> Proposal {
         Proposal {

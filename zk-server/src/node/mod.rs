@@ -85,13 +85,12 @@ pub enum Input {
         /// Whether it is durable.
         result: Result<(), String>,
     },
-    /// The answer to [`Output::ReadLog`]: the anchor record and every record after it, or None
-    /// when the log no longer reaches back that far or the range is larger than allowed.
+    /// The answer to [`Output::ReadLog`].
     LogRead {
         /// The request's id.
         req: u64,
-        /// The records, as PROPOSAL data.
-        records: Option<Vec<(i64, Bytes)>>,
+        /// What the log gave.
+        read: LogRead,
     },
     /// A notification on the election port.
     Notification {
@@ -219,8 +218,11 @@ pub enum Output {
         from: i64,
         /// The last record wanted.
         through: i64,
-        /// The most records to read; past it the answer is None.
+        /// The most records to read; past it the answer is [`LogRead::TooBig`].
         max_records: usize,
+        /// The most PROPOSAL bytes after the anchor worth a DIFF; past it the answer is
+        /// [`LogRead::TooBig`] (stop reading there). None: no bound.
+        max_bytes: Option<u64>,
     },
     /// TRUNC: remove (durably) every snapshot taken past `after`, then cut the log after it,
     /// in order with the batches queued before; reported as [`Input::LogTruncated`]. The
@@ -248,6 +250,18 @@ pub enum Output {
     /// follow it, the client listener moves to the address it gives this server (if any), and
     /// it is written beside zoo.cfg (`zoo.cfg.dynamic.<version>`, zoo.cfg naming it).
     InstallConfig(Box<QuorumConfig>),
+}
+
+/// What a log read for a DIFF gave ([`Output::ReadLog`]).
+#[derive(Debug)]
+pub enum LogRead {
+    /// The anchor (the last record at or before the learner's last zxid) and every record
+    /// after it through the end of the range, as PROPOSAL data.
+    Records(Vec<(i64, Bytes)>),
+    /// The range holds more than the read allows: a snapshot is cheaper.
+    TooBig,
+    /// The log no longer reaches back that far (purged, or reset past it).
+    Missing,
 }
 
 /// A server: its core and, in an ensemble, its replica. See the module docs.

@@ -16,7 +16,7 @@
 //! logical clock grows from one election to the next, as Apache's does: a vote cast in an earlier
 //! election can never be taken for a fresh one.
 
-use super::{EpochFile, Input, Output, PeerConn};
+use super::{EpochFile, Input, LogRead, Output, PeerConn};
 use crate::core::{Action, Event, Membership, Now, Role, ServerCore, VoterSet};
 use crate::summary::{Detail, Summary, Timing};
 use bytes::{Bytes, BytesMut};
@@ -46,9 +46,6 @@ const PARKED_MAX: usize = 64;
 
 /// Sessions, ACL lists or nodes serialized in one step of a SNAP stream.
 const SNAP_STEP_ITEMS: usize = 1024;
-
-/// Steps of a SNAP stream sent before the stream waits for its connection to drain.
-const SNAP_STEPS_QUEUED: usize = 4;
 
 /// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
 const READ_ONLY_DELAY_MS: u64 = 2000;
@@ -123,8 +120,6 @@ struct SnapStream {
     conn: PeerConn,
     cursor: zk_tree::apache_snap::ApacheSnapCursor,
     bytes: u64,
-    /// Waiting for [`Input::PeerDrained`] before the next steps.
-    waiting: bool,
 }
 
 /// What to do once the database is reloaded.
@@ -186,6 +181,8 @@ pub struct Replica {
     /// SNAP streams under way (leader): each serialized a few steps at a time from the core's
     /// live database, paced by its connection draining.
     snap_streams: Vec<SnapStream>,
+    /// Leader: learner connections asked to report when they drain (a sync waits for room).
+    watching: BTreeSet<PeerConn>,
     /// A learner's proposals that arrived together, for the log as one batch.
     learner_batch: Option<zk_log::RecordBatch>,
     counters: ReplicaCounters,
@@ -251,6 +248,7 @@ impl Replica {
             peers_down: BTreeSet::new(),
             read_only_at: None,
             snap_streams: Vec::new(),
+            watching: BTreeSet::new(),
             learner_batch: None,
             counters: ReplicaCounters::default(),
             election_time: Summary::default(),
@@ -434,11 +432,12 @@ impl Replica {
             }
             Input::Reloaded { result, log, recent } => self.reloaded(now, result, log, recent),
             Input::EpochWritten { file, result } => self.epoch_written(now, file, result),
-            Input::LogRead { req, records } => {
+            Input::LogRead { req, read } => {
                 if let State::Leading(l) = &mut self.state {
-                    match records {
-                        Some(v) => l.log_read(req, v, ms),
-                        None => l.log_read_failed(req, ms),
+                    match read {
+                        LogRead::Records(v) => l.log_read(req, v, ms),
+                        LogRead::TooBig => l.log_read_too_big(req, ms),
+                        LogRead::Missing => l.log_read_failed(req, ms),
                     }
                 }
             }
@@ -471,8 +470,9 @@ impl Replica {
             Input::SnapshotReceived { conn, result } => self.snapshot_received(now, conn, result),
             Input::PeerClosed { conn, why } => self.peer_closed(now, conn, &why),
             Input::PeerDrained { conn } => {
-                for s in self.snap_streams.iter_mut().filter(|s| s.conn == conn) {
-                    s.waiting = false;
+                self.watching.remove(&conn);
+                if let State::Leading(l) = &mut self.state {
+                    l.conn_drained(conn, ms);
                 }
             }
         }
@@ -484,7 +484,8 @@ impl Replica {
         self.log.durable = self.log.durable.max(zxid);
         let ms = now.mono_ms();
         match &mut self.state {
-            State::Leading(l) => l.local_durable(zxid, ms),
+            // A leader's own durability is counted by the core's ledger, once.
+            State::Leading(_) => {}
             State::Learning { learner, .. } => learner.durable(zxid, ms),
             State::Looking | State::Connecting { .. } => {}
         }
@@ -581,7 +582,8 @@ impl Replica {
                 self.activate(zxid, &config, Some(designated), now);
             }
             // The core prepares reconfigurations against the followers synced with this leader.
-            if let State::Leading(l) = &self.state {
+            if let State::Leading(l) = &mut self.state {
+                l.set_database_bytes(snapshot_bytes_estimate(core.database()));
                 if l.is_established() && !l.synced_followers_are(&self.synced_told) {
                     let synced = l.synced_followers();
                     if synced != self.synced_told {
@@ -626,22 +628,10 @@ impl Replica {
         self.counters.looking_count += 1;
         self.looking_since = ms;
         self.leading_since = None;
-        if first {
-            // `start` built the machine with this configuration: its first round is under way.
-        } else if self.fle.config().config_string != self.election_config().config_string
-            || self.fle.config().pending_verifier.is_some() != self.pending.is_some()
-        {
-            // Another configuration: a new machine for it, its round carried on.
-            let round = self.fle.logical_clock();
-            let mut fle = FastLeaderElection::new(self.election_config(), data, ms);
-            while fle.logical_clock() <= round {
-                fle.start_election(data, ms);
-            }
-            // The rounds skipped were never broadcast: only the last one's notifications count.
-            while fle.poll_action().is_some() {}
-            fle.start_election(data, ms);
-            *self.fle = fle;
-        } else {
+        if !first {
+            // The same machine, under the configuration in force: its round only grows.
+            let ecfg = self.election_config();
+            self.fle.set_config(ecfg);
             self.fle.start_election(data, ms);
         }
         self.fle.set_peers_down(self.peers_down.clone());
@@ -718,6 +708,7 @@ impl Replica {
         // what the log holds now is all there is.
         self.requested = log.durable;
         self.note_logged_config(&db);
+        let db_bytes = snapshot_bytes_estimate(&db);
         let me = self.cfg.my_sid;
         self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), Some(db)));
         self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
@@ -734,7 +725,7 @@ impl Replica {
                     self.election_time.observe(ms.saturating_sub(self.looking_since) * 1_000, ms);
                 }
                 match state {
-                    PeerState::Leading => self.lead(now, recent),
+                    PeerState::Leading => self.lead(now, recent, db_bytes),
                     PeerState::Following | PeerState::Observing => {
                         self.flush_parked();
                         // A server outside the configuration decides like an observer (it has
@@ -777,11 +768,14 @@ impl Replica {
         cfg
     }
 
-    fn lead(&mut self, now: Now, recent: Vec<(i64, Bytes)>) {
+    fn lead(&mut self, now: Now, recent: Vec<(i64, Bytes)>, db_bytes: u64) {
         let ms = now.mono_ms();
         self.leading_since = Some(ms);
         let local = self.local_state();
-        self.state = State::Leading(Box::new(Leader::new(self.zab_config(), local, recent, ms)));
+        let mut leader = Leader::new(self.zab_config(), local, recent, ms);
+        // DIFFs from the log are bounded by a share of what a snapshot would be.
+        leader.set_database_bytes(db_bytes);
+        self.state = State::Leading(Box::new(leader));
         let limit = self.init_ms();
         for (conn, at) in std::mem::take(&mut self.parked) {
             if ms.saturating_sub(at) <= limit {
@@ -924,7 +918,12 @@ impl Replica {
                     ElectionAction::Send { to, notification } => {
                         self.out.push_back(Output::SendNotification { to, notification })
                     }
-                    ElectionAction::Decided { leader, state, .. } => {
+                    ElectionAction::Decided { leader, state, vote } => {
+                        if state == PeerState::Observing && !self.cfg.observer {
+                            // A server outside the configuration decides like an observer (it
+                            // has no vote) but follows as the participant it is.
+                            self.fle.set_serving(PeerState::Following, leader, vote.peer_epoch);
+                        }
                         if matches!(self.state, State::Looking) {
                             // The database is reloaded from the log, and the log's last zxid is
                             // what the leader (or this server, leading) syncs from: both must
@@ -980,12 +979,18 @@ impl Replica {
             }
             LeaderAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
             LeaderAction::PersistCurrentEpoch(e) => self.persist_epoch(EpochFile::Current, e),
-            LeaderAction::ReadLog { req, from_zxid, through_zxid } => self.out.push_back(Output::ReadLog {
-                req,
-                from: from_zxid,
-                through: through_zxid,
-                max_records: DIFF_RECORDS_MAX,
-            }),
+            LeaderAction::ReadLog { req, from_zxid, through_zxid, max_bytes } => {
+                self.out.push_back(Output::ReadLog {
+                    req,
+                    from: from_zxid,
+                    through: through_zxid,
+                    max_records: DIFF_RECORDS_MAX,
+                    max_bytes,
+                })
+            }
+            LeaderAction::AckReset { sid, to } => {
+                self.for_core.push_back(CoreChange::Event(Event::AckReset { sid, to }))
+            }
             LeaderAction::SerializeSnapshot { req, zxid } => {
                 // From the core's live state (at least `zxid`), a few steps at a time while writes
                 // go on: the learner replays the proposals after `zxid` idempotently, as it does
@@ -1000,7 +1005,7 @@ impl Replica {
                         "SNAP at 0x{zxid:x} to connection {conn}: streaming from 0x{:x}",
                         cursor.begin_zxid()
                     );
-                    self.snap_streams.push(SnapStream { req, conn, cursor, bytes: 0, waiting: false });
+                    self.snap_streams.push(SnapStream { req, conn, cursor, bytes: 0 });
                 }
             }
             LeaderAction::Established { epoch } => {
@@ -1019,6 +1024,7 @@ impl Replica {
                         self.install(c);
                     }
                 }
+                self.fle.set_serving(PeerState::Leading, self.cfg.my_sid, i64::from(epoch));
                 let voters = VoterSet::with_verifier(self.cfg.my_sid, self.verifier.clone());
                 self.for_core.push_back(CoreChange::Role(Role::Leader { epoch }, voters, None));
                 // The core learns the configuration (again, when `install` told it already).
@@ -1125,6 +1131,12 @@ impl Replica {
                 // before): what this server's own log had pending is settled either way.
                 self.pending = None;
                 info!("up to date with leader: serving");
+                let (leader, epoch) = match &self.state {
+                    State::Learning { learner, .. } => (learner.leader_sid(), learner.epoch().unwrap_or(0)),
+                    _ => (0, 0),
+                };
+                let kind = if self.cfg.observer { PeerState::Observing } else { PeerState::Following };
+                self.fle.set_serving(kind, leader, i64::from(epoch));
                 let voters = VoterSet::with_verifier(self.cfg.my_sid, self.verifier.clone());
                 self.for_core.push_back(CoreChange::Role(
                     Role::Learner { observer: self.cfg.observer },
@@ -1169,10 +1181,12 @@ impl Replica {
         }
     }
 
-    /// A few steps of every snapshot stream whose connection has drained; true if any stepped.
+    /// Steps every snapshot stream whose connection may take more, and asks for a report when
+    /// a connection the leader machine is waiting on drains; true if anything stepped.
     fn step_snapshots(&mut self, now: Now, core: &ServerCore) -> bool {
         let State::Leading(l) = &mut self.state else {
             self.snap_streams.clear();
+            self.watching.clear();
             return false;
         };
         let ms = now.mono_ms();
@@ -1185,13 +1199,9 @@ impl Replica {
                 self.snap_streams.remove(i);
                 continue;
             }
-            if s.waiting {
-                i += 1;
-                continue;
-            }
-            stepped = true;
             let mut done = false;
-            for _ in 0..SNAP_STEPS_QUEUED {
+            while l.may_send(s.conn) {
+                stepped = true;
                 let mut out = Vec::with_capacity(64 * 1024);
                 done = core.database().apache_snap_step(&mut s.cursor, &mut out, SNAP_STEP_ITEMS);
                 s.bytes += out.len() as u64;
@@ -1204,9 +1214,12 @@ impl Replica {
                 debug!("SNAP to connection {} streamed: {} bytes", s.conn, s.bytes);
                 self.snap_streams.remove(i);
             } else {
-                s.waiting = true;
-                self.out.push_back(Output::WatchDrain { conn: s.conn });
                 i += 1;
+            }
+        }
+        for &conn in &self.conns {
+            if !l.may_send(conn) && self.watching.insert(conn) {
+                self.out.push_back(Output::WatchDrain { conn });
             }
         }
         stepped
@@ -1276,6 +1289,8 @@ impl Replica {
                 } else {
                     PeerState::Following
                 };
+                // The election just started ends here, without a decision of its own.
+                self.fle.set_serving(state, d, self.epochs.1);
                 self.decision = Some((d, state));
             }
         }
@@ -1324,6 +1339,8 @@ impl Replica {
         }
         self.out.push_back(Output::InstallConfig(Box::new(next.clone())));
         self.cfg.config = next;
+        let ecfg = self.election_config();
+        self.fle.set_config(ecfg);
         self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
     }
 }
@@ -1334,24 +1351,39 @@ enum Either {
 }
 
 /// The records a DIFF needs: the anchor (the last record at or before `from`, the learner's
-/// last zxid) and every record after it through `through`; None when the log no longer reaches
-/// back that far, or the range holds more than `max_records` (the leader then sends a
-/// snapshot). The driver and the simulator both answer [`Output::ReadLog`] with it.
+/// last zxid) and every record after it through `through`. [`LogRead::Missing`] when the log no
+/// longer reaches back that far; [`LogRead::TooBig`] when the range holds more than
+/// `max_records`, or its records after the anchor more than `max_bytes` (the leader then sends
+/// a snapshot). The driver and the simulator both answer [`Output::ReadLog`] with it.
 pub fn read_anchored(
     src: &dyn zk_log::TxnSource,
     from: i64,
     through: i64,
     max_records: usize,
-) -> Option<Vec<(i64, Bytes)>> {
-    let to_payloads = |v: Vec<zk_log::LogEntry>| {
-        v.into_iter().map(|e| (e.header.zxid, payload(&e.header, &e.txn))).collect()
-    };
-    let mut v: Vec<(i64, Bytes)> = to_payloads(src.read_range(from, through, max_records).ok()?);
-    if v.len() >= max_records {
-        return None;
+    max_bytes: Option<u64>,
+) -> LogRead {
+    // Read in slices, so that a range far past the byte budget stops early.
+    const SLICE: usize = 4096;
+    let mut v: Vec<(i64, Bytes)> = Vec::new();
+    let mut bytes = 0u64;
+    let mut next = from;
+    while next <= through {
+        let Ok(entries) = src.read_range(next, through, SLICE) else { return LogRead::Missing };
+        let Some(last) = entries.last().map(|e| e.header.zxid) else { break };
+        for e in entries {
+            let p = payload(&e.header, &e.txn);
+            if e.header.zxid > from {
+                bytes = bytes.saturating_add(p.len() as u64);
+            }
+            v.push((e.header.zxid, p));
+        }
+        if v.len() >= max_records || max_bytes.is_some_and(|m| bytes > m) {
+            return LogRead::TooBig;
+        }
+        next = last + 1;
     }
     if v.first().map(|e| e.0) == Some(from) {
-        return Some(v);
+        return LogRead::Records(v);
     }
     // The learner's last zxid is not in our log: the anchor is the last record before it, in
     // its epoch or an earlier one (zxids are dense within an epoch, not across epochs).
@@ -1359,10 +1391,10 @@ pub fn read_anchored(
     while epoch >= 0 {
         let start = (epoch << 32).max(src.base_zxid() + 1);
         if start <= from {
-            let before = src.read_range(start, from, max_records).ok()?;
+            let Ok(before) = src.read_range(start, from, max_records) else { return LogRead::Missing };
             if let Some(last) = before.into_iter().filter(|e| e.header.zxid <= from).last() {
                 v.insert(0, (last.header.zxid, payload(&last.header, &last.txn)));
-                return Some(v);
+                return LogRead::Records(v);
             }
         }
         if start <= src.base_zxid() + 1 {
@@ -1371,7 +1403,7 @@ pub fn read_anchored(
         epoch -= 1;
     }
     // Nothing at or before `from` is left in the log (purged, or `from` precedes it).
-    None
+    LogRead::Missing
 }
 
 /// The newest `window` records of the log (the leader's DIFF window), as PROPOSAL data.
@@ -1422,4 +1454,9 @@ pub fn parse_config(bytes: &[u8]) -> Option<QuorumConfig> {
 /// The configuration a database's /zookeeper/config holds.
 fn config_in(db: &Database) -> Option<QuorumConfig> {
     parse_config(db.tree().get("/zookeeper/config")?.data()?)
+}
+
+/// About what `db` takes as a snapshot: its data, and per node its path, stat and framing.
+fn snapshot_bytes_estimate(db: &Database) -> u64 {
+    db.approximate_data_size().saturating_add(db.node_count() as u64 * 120)
 }
