@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 use tracing::info;
-use zk_log::{AppendMode, FileStorage, LogError, LogOptions, SegmentLog};
+use zk_log::{AppendMode, FileStorage, LogError, LogOptions, SegmentLog, Storage};
 use zk_tree::Recovery;
 
 // The seam lives in zk-log, so that the Zab code can name it without depending on zk-server.
@@ -45,7 +45,10 @@ pub fn open(
 /// Errors: the log no longer holds the transactions right after the snapshot, or a record read
 /// back does not check out. A log that ends before the snapshot is reset to it (zk-log's
 /// `SegmentLog::reconcile_with_snapshot`).
-pub fn replay(log: &mut SegmentLog<FileStorage>, rec: &mut Recovery, what: &str) -> Result<(), LogError> {
+pub fn replay<S: Storage + Sync>(log: &mut SegmentLog<S>, rec: &mut Recovery, what: &str) -> Result<(), LogError>
+where
+    S::File: Sync,
+{
     // Fits the log to the snapshot: errors if transactions right after it are missing (replaying
     // would skip them); resets a log that ends before it (the next append follows the snapshot).
     let Some(from) = log.reconcile_with_snapshot(rec.start_zxid())? else {
