@@ -1,8 +1,8 @@
 //! SASL DIGEST-MD5 tokens (zk-proto `digest_md5`, the SASL request's bytes from any client, and
-//! a server's challenge as a client reads it) and JAAS files (zk-client `jaas`, read at start-up).
+//! a server's challenge as a client reads it) and JAAS files (zk-proto `jaas`, read at start-up).
 
-use zk_client::jaas::{system_properties, JaasConfig};
 use zk_proto::digest_md5::{ClientExchange, ClientStep, ServerExchange, ServerStep, SERVER_NAME};
+use zk_proto::jaas::{system_properties, JaasConfig};
 
 /// The first byte picks the decoder, the rest is its input:
 /// - 0: a client's response to a server whose look-up knows no user: never a success, and the

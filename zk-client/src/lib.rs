@@ -54,8 +54,9 @@ pub mod recipes;
 mod sasl;
 #[cfg(feature = "tokio")]
 pub mod tls;
+// The verifier libzkrs and the async client share, which zk-proto owns (the server takes it too).
 #[cfg(feature = "rustls")]
-pub mod tls_verify;
+pub use zk_proto::tls_verify;
 
 #[cfg(feature = "tokio")]
 pub use client::{

@@ -4,6 +4,11 @@
 //! requests decoded by opcode ([`request`]), multi replies ([`response`]), the handshake
 //! ([`connect`]), framing bounded by `jute.maxbuffer` ([`frame`]), and path validation ([`path`]).
 //!
+//! Beside the wire format, two small pieces the server and the client share: SASL's DIGEST-MD5
+//! exchange ([`digest_md5`]) with the JAAS files that hold its users ([`jaas`], the text only),
+//! and, with the `rustls` feature (off by default), the TLS verifier that checks a certificate's
+//! chain and not its name (`tls_verify`).
+//!
 //! This crate does no I/O and knows nothing of tokio; every other zkrs crate builds on it.
 //!
 //! # Example
@@ -34,11 +39,14 @@ pub mod connect;
 pub mod digest_md5;
 pub mod frame;
 pub mod host_port;
+pub mod jaas;
 pub mod jute;
 pub mod path;
 pub mod records;
 pub mod request;
 pub mod response;
+#[cfg(feature = "rustls")]
+pub mod tls_verify;
 pub mod txn;
 
 pub use codes::{

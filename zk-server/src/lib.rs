@@ -43,4 +43,5 @@ pub mod status;
 pub mod summary;
 pub mod tls;
 pub mod tools;
+pub mod view;
 pub mod x509;

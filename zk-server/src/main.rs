@@ -78,7 +78,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         [flag] if flag == "-V" || flag == "--version" => {
-            println!("zkrs-server {}", zk_server::fourlw::version());
+            println!("zkrs-server {}", zk_server::view::version());
             return ExitCode::SUCCESS;
         }
         [path] => match ServerConfig::from_file(path) {
@@ -140,7 +140,7 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
     use std::path::Path;
     match args {
         [cmd] if cmd == "version" => {
-            println!("zkrs-server {}", zk_server::fourlw::version());
+            println!("zkrs-server {}", zk_server::view::version());
             return Some(ExitCode::SUCCESS);
         }
         [cmd, rest @ ..] if cmd == "status" && rest.len() <= 1 => return Some(status(rest.first())),

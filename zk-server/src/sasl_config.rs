@@ -11,7 +11,7 @@
 use crate::ssl_config::Setting;
 use std::collections::HashMap;
 use std::path::Path;
-use zk_client::jaas::{self, JaasConfig};
+use zk_proto::jaas::{self, JaasConfig, JaasError};
 
 /// Apache's SASL authentication provider class, as `authProvider.N` names it.
 pub const SASL_PROVIDER_CLASS: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
@@ -220,7 +220,7 @@ impl SaslSettings {
                 let section = get("zookeeper.sasl.serverconfig").map_or("Server", |(v, _)| v.as_str());
                 // A readable file without the section (one for quorum SASL only) leaves client
                 // SASL off, as Apache does; an unreadable one is an error.
-                let jaas = JaasConfig::read(Path::new(path)).map_err(|e| format!("{at}: {e}"))?;
+                let jaas = read_jaas(Path::new(path)).map_err(|e| format!("{at}: {e}"))?;
                 if jaas.section(section).is_none() {
                     tracing::info!("JAAS file {path} has no '{section}' section: SASL for clients is off");
                     None
@@ -367,7 +367,7 @@ impl QuorumSasl {
             ));
         };
         let path = Path::new(path);
-        let jaas = JaasConfig::read(path).map_err(|e| format!("{at}: {e}"))?;
+        let jaas = read_jaas(path).map_err(|e| format!("{at}: {e}"))?;
         let section = |name: &str| -> Result<Vec<&jaas::LoginModule>, String> {
             let modules = jaas.section(name).ok_or_else(|| {
                 format!(
@@ -420,6 +420,17 @@ impl QuorumSasl {
         );
         Ok(Some(QuorumSasl { learner, server_required, users }))
     }
+}
+
+/// Reads and parses the JAAS file `file` (at most [`jaas::MAX_FILE_BYTES`]).
+///
+/// Errors: the file cannot be read, is too big, or does not parse (naming the file, and the line
+/// where there is one).
+fn read_jaas(file: &Path) -> Result<JaasConfig, JaasError> {
+    let meta = std::fs::metadata(file).map_err(|e| JaasError::unreadable(file, e))?;
+    jaas::check_file_size(file, meta.len())?;
+    let text = std::fs::read_to_string(file).map_err(|e| JaasError::unreadable(file, e))?;
+    JaasConfig::parse_file(file, &text)
 }
 
 /// The DIGEST-MD5 users of `section` in `jaas` (read from `path`): every `user_NAME="password"`

@@ -1,13 +1,15 @@
 //! The AdminServer's commands: the JSON answers Apache ZooKeeper 3.8's AdminServer gives, with its
-//! command names, aliases, field names and value types, rendered from the same view of the server
-//! the four-letter words read ([`View`]).
+//! command names, aliases, field names and value types, rendered from the server's read model
+//! ([`View`], [`crate::view`]), the one the four-letter words read.
 //!
 //! Every answer is a JSON object: the command's fields, then `"command"` (the primary name) and
 //! `"error"` (null, or why the command could not run), as Apache's `CommandResponse` has them.
 
-use crate::fourlw::{self, View};
+use crate::view::{self, EnsembleView, MntrValue, View};
 use serde_json::{json, Map, Value};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
+use zk_quorum::config::{LearnerType, ServerAddress};
 
 /// One command: its primary name first, then its aliases, and whether it needs a serving server
 /// (Apache answers "not currently serving" for those while it elects or syncs).
@@ -99,13 +101,13 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("digests".into(), json!([]));
         }
         "dirs" => {
-            let (data, log) = fourlw::data_sizes(v.settings);
+            let (data, log) = view::data_sizes(v.settings);
             m.insert("datadir_size".into(), json!(data));
             m.insert("logdir_size".into(), json!(log));
         }
         "dump" => dump(&mut m, v),
         "environment" | "system_properties" => {
-            for (k, val) in fourlw::environment() {
+            for (k, val) in view::environment() {
                 m.insert(k, json!(val));
             }
         }
@@ -137,7 +139,7 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             Some(e) => {
                 m.insert("is_leader".into(), json!(e.leading));
                 m.insert("leader_id".into(), json!(e.leader_sid.unwrap_or(-1)));
-                let ip = e.leader_sid.and_then(|sid| e.leader_host(sid)).unwrap_or_default();
+                let ip = e.leader_sid.and_then(|sid| leader_host(e, sid)).unwrap_or_default();
                 m.insert("leader_ip".into(), json!(ip));
             }
             None => error = Some("server is not initialized".into()),
@@ -155,9 +157,9 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("observers".into(), json!([]));
         }
         "voting_view" => {
-            let view =
-                v.ensemble.as_ref().map(|e| e.voting_view(v.advertised_client_addr())).unwrap_or_default();
-            m.insert("current_config".into(), Value::Object(view));
+            let voters =
+                v.ensemble.as_ref().map(|e| voting_view(e, v.advertised_client_addr())).unwrap_or_default();
+            m.insert("current_config".into(), Value::Object(voters));
         }
         "watches" => {
             let mut out = Map::new();
@@ -287,16 +289,26 @@ fn last_snapshot(v: &View<'_>) -> (i64, i64) {
 /// `mntr` as JSON: the same figures as the four-letter word, named without its `zk_` prefix, with
 /// numbers as numbers.
 fn monitor(m: &mut Map<String, Value>, v: &View<'_>) {
-    for (key, value) in fourlw::monitor_values(v) {
+    for (key, value) in view::monitor_values(v) {
         let key = key.strip_prefix("zk_").unwrap_or(&key).to_string();
-        m.insert(key, value.into_json());
+        m.insert(key, mntr_json(value));
+    }
+}
+
+/// An `mntr` value as the AdminServer's JSON carries it.
+fn mntr_json(value: MntrValue) -> Value {
+    match value {
+        MntrValue::Int(n) => n.into(),
+        MntrValue::Counter(n) => n.into(),
+        MntrValue::Float(x) => x.into(),
+        MntrValue::Text(t) => t.into(),
     }
 }
 
 fn server_stats(m: &mut Map<String, Value>, v: &View<'_>) {
     let (min, avg, max) = v.stats.latency_ms();
-    let (data_size, log_size) = fourlw::data_sizes(v.settings);
-    m.insert("version".into(), json!(fourlw::version()));
+    let (data_size, log_size) = view::data_sizes(v.settings);
+    m.insert("version".into(), json!(view::version()));
     m.insert("read_only".into(), json!(v.mode == Some("read-only")));
     let stats = json!({
         "packets_sent": v.stats.packets_sent,
@@ -339,8 +351,8 @@ fn zabstate(m: &mut Map<String, Value>, v: &View<'_>) {
         Some(e) => {
             m.insert("myid".into(), json!(e.my_sid));
             m.insert("is_leader".into(), json!(e.leading));
-            m.insert("quorum_address".into(), e.quorum_address());
-            m.insert("election_address".into(), e.election_address());
+            m.insert("quorum_address".into(), addresses(e, |a| a.quorum_port));
+            m.insert("election_address".into(), addresses(e, |a| a.election_port));
             m.insert("client_address".into(), json!(v.advertised_client_addr().to_string()));
             m.insert("voting".into(), json!(!e.observer));
             let zxid = v.last_zxid;
@@ -354,6 +366,67 @@ fn zabstate(m: &mut Map<String, Value>, v: &View<'_>) {
             m.insert("zabstate".into(), json!(""));
         }
     }
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// `leader`'s `leader_ip`: server `sid`'s first quorum address.
+fn leader_host(e: &EnsembleView, sid: i64) -> Option<String> {
+    let spec = e.config.servers.get(&sid)?;
+    spec.addresses.first().map(|a| host_port(&a.host, a.quorum_port))
+}
+
+/// `voting_view`'s `current_config`: every voter by sid. A server line without a client address
+/// shows none, except this server's own, which is where it listens (`own_client`), as in Apache.
+fn voting_view(e: &EnsembleView, own_client: SocketAddr) -> Map<String, Value> {
+    e.config
+        .servers
+        .values()
+        .filter(|s| s.learner_type == LearnerType::Participant)
+        .map(|s| {
+            let view = json!({
+                "server_addresses":
+                    s.addresses.iter().map(|a| host_port(&a.host, a.quorum_port)).collect::<Vec<_>>(),
+                "election_addresses":
+                    s.addresses.iter().map(|a| host_port(&a.host, a.election_port)).collect::<Vec<_>>(),
+                "client_address": match &s.client {
+                    Some(c) => host_port(&c.host, c.port),
+                    None if s.sid == e.my_sid => host_port(&own_client.ip().to_string(), own_client.port()),
+                    None => String::new(),
+                },
+                "learner_type": "participant",
+            });
+            (s.sid.to_string(), view)
+        })
+        .collect()
+}
+
+/// `zabstate`'s `quorum_address` or `election_address` (`port` picks which): this server's
+/// addresses as Apache serializes its MultipleAddresses object.
+fn addresses(e: &EnsembleView, port: impl Fn(&ServerAddress) -> u16) -> Value {
+    let addrs = e.config.servers.get(&e.my_sid).map(|s| s.addresses.as_slice()).unwrap_or_default();
+    let all: Vec<String> = addrs.iter().map(|a| host_port(&a.host, port(a))).collect();
+    let one = all.first().cloned().unwrap_or_default();
+    // Apache's MultipleAddresses as Jackson writes it. A server's own addresses count as
+    // reachable (Apache probes them; they are this process's).
+    json!({
+        "empty": addrs.is_empty(),
+        "all_addresses": all,
+        "all_reachable_addresses": all,
+        "one": one,
+        "reachable_address": one,
+        "wildcard_addresses": addrs.iter().map(|a| host_port("0.0.0.0", port(a))).collect::<Vec<_>>(),
+        "all_ports": addrs.iter().map(&port).collect::<Vec<_>>(),
+        "all_host_strings": addrs.iter().map(|a| a.host.clone()).collect::<Vec<_>>(),
+        "all_reachable_addresses_or_all": all,
+        "reachable_or_one": one,
+    })
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@
 //! exist. The text format is small enough to write here; tests/admin_server.rs checks it with the
 //! Prometheus project's own parser.
 
-use crate::fourlw::MntrValue;
 use crate::summary::Timing;
+use crate::view::MntrValue;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -201,7 +201,7 @@ fn timing_help(name: &str) -> &'static str {
     }
 }
 
-/// The exposition text of `values` (from [`crate::fourlw::monitor_values`]) and `figures`.
+/// The exposition text of `values` (from [`crate::view::monitor_values`]) and `figures`.
 pub fn render(values: Vec<(String, MntrValue)>, figures: &Figures) -> String {
     let mut x = Exposition { out: String::new() };
     // mntr's lines of a summary (`zk_avg_fsynctime`, ...) are the summary, exported as one.

@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use zk_client::tls_verify::ChainOnly;
+use zk_proto::tls_verify::ChainOnly;
 
 /// The first byte of a TLS handshake record (a ClientHello): no quorum packet (its type, a small
 /// big-endian int) nor election handshake (a negative protocol version, or an old-style server id)

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use zk_client::jaas::JaasConfig;
+use zk_client::jaas;
 use zk_client::{ClientTls, SaslCredentials};
 
 /// Largest client configuration file read.
@@ -26,7 +26,7 @@ fn properties(text: &str) -> HashMap<String, String> {
 
 /// `-Dkey=value` words of JVM flags (a later one wins, as in Java).
 fn system_properties(flags: &str) -> HashMap<String, String> {
-    zk_client::jaas::system_properties(flags).into_iter().collect()
+    jaas::system_properties(flags).into_iter().collect()
 }
 
 /// The client settings: `CLIENT_JVMFLAGS` and `JVMFLAGS` system properties, then the file.
@@ -101,8 +101,8 @@ pub fn sasl(props: &HashMap<String, String>) -> Result<Option<SaslCredentials>, 
         return Ok(None);
     }
     let section = get("zookeeper.sasl.clientconfig").unwrap_or("Client");
-    let jaas = JaasConfig::read(Path::new(file)).map_err(|e| e.to_string())?;
-    let Some(modules) = jaas.section(section) else {
+    let login = jaas::read(Path::new(file)).map_err(|e| e.to_string())?;
+    let Some(modules) = login.section(section) else {
         eprintln!("JAAS file {file} has no '{section}' section: not authenticating with SASL");
         return Ok(None);
     };

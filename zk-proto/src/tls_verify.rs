@@ -1,7 +1,10 @@
 //! A server certificate verifier that checks the chain and not the name: what Apache's C client
 //! and kazoo do, and Apache's Java client with `zookeeper.ssl.hostnameVerification=false`
-//! (servers reached by address with certificates that name them otherwise). Shared by the async
-//! client ([`crate::ClientTls`]) and libzkrs (zk-ffi), which takes this crate without tokio.
+//! (servers reached by address with certificates that name them otherwise).
+//!
+//! Behind the `rustls` feature. Its users: zk-client's async TLS (`ClientTls`), libzkrs (zk-ffi,
+//! which carries no tokio), and zk-server's quorum connections, which check a peer's names
+//! themselves after the handshake. It reads no clock (rustls hands it the time) and does no I/O.
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
