@@ -634,12 +634,12 @@ impl Driver {
 
     /// The view the four-letter words and the AdminServer render: the core's, with the ensemble
     /// part's figures.
-    fn view(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+    fn view(&self, asker: Option<SocketAddr>, now: Now) -> crate::view::View<'_> {
         let limit = self.settings.global_outstanding_limit as usize;
         let outstanding = limit - self.permits.available_permits().min(limit);
         let mut view = self.node.core().view(asker, outstanding, now);
         if let Some(c) = self.node.replica().and_then(|r| r.learner_counts()) {
-            view.quorum = Some(fourlw::QuorumFigures {
+            view.quorum = Some(crate::view::QuorumFigures {
                 learners: c.learners,
                 synced_followers: c.synced_followers,
                 synced_observers: c.synced_observers,
@@ -653,7 +653,7 @@ impl Driver {
 
     /// [`Self::view`] with Apache's counters and summaries, for `mntr`, the AdminServer and
     /// `/metrics` (reading the summaries' windows costs more than the other words need).
-    fn view_with_metrics(&self, asker: Option<SocketAddr>, now: Now) -> fourlw::View<'_> {
+    fn view_with_metrics(&self, asker: Option<SocketAddr>, now: Now) -> crate::view::View<'_> {
         let mut view = self.view(asker, now);
         let at = now.mono_ms();
         let stats = view.stats;
@@ -741,7 +741,7 @@ impl Driver {
             }
             AdminAsk::Metrics => {
                 let view = self.view_with_metrics(None, now);
-                let values = fourlw::monitor_values(&view);
+                let values = crate::view::monitor_values(&view);
                 let serving = view.mode.is_some();
                 let mut figures = Box::new(self.metrics.clone());
                 if let Some(r) = self.node.replica() {

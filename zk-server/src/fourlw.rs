@@ -2,14 +2,10 @@
 //! the rest, with the same line formats so that existing monitoring keeps working. They render the
 //! server's read model ([`crate::view`]), as the AdminServer does in JSON.
 
-use crate::view::{data_sizes, environment, java_double, version};
+use crate::view::{data_sizes, environment, java_double, monitor_values, version, ConnView, View};
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-
-// The read model under the paths the core and the driver still name it by (`fourlw::View`,
-// `fourlw::monitor_values`); new code takes it from `crate::view`.
-pub use crate::view::{monitor_values, ConnView, QuorumFigures, View};
 
 /// The words this server knows. Anything else in the first four bytes is read as a frame length.
 pub const WORDS: [&str; 17] = [

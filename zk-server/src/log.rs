@@ -45,7 +45,11 @@ pub fn open(
 /// Errors: the log no longer holds the transactions right after the snapshot, or a record read
 /// back does not check out. A log that ends before the snapshot is reset to it (zk-log's
 /// `SegmentLog::reconcile_with_snapshot`).
-pub fn replay<S: Storage + Sync>(log: &mut SegmentLog<S>, rec: &mut Recovery, what: &str) -> Result<(), LogError>
+pub fn replay<S: Storage + Sync>(
+    log: &mut SegmentLog<S>,
+    rec: &mut Recovery,
+    what: &str,
+) -> Result<(), LogError>
 where
     S::File: Sync,
 {

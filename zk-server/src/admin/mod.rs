@@ -16,7 +16,6 @@ use crate::view::MntrValue;
 use serde_json::{json, Value};
 
 // The ensemble's part of the read model, under the path the quorum glue still names it by.
-pub use crate::view::EnsembleView;
 
 /// What an HTTP request asks the driver for.
 #[derive(Debug)]

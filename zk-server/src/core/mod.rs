@@ -40,7 +40,6 @@ pub use reconfig::Membership;
 pub use snapshot_policy::{SnapJob, SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
 pub use zxid::Zxid;
 
-use crate::fourlw;
 use crate::settings::Settings;
 use crate::stats::{ConnStats, ServerStats};
 use bytes::{Bytes, BytesMut};
@@ -718,8 +717,8 @@ impl ServerCore {
 
     /// What the four-letter words report, as seen by `asker`, with `outstanding` requests in
     /// flight (the driver counts them).
-    pub fn view(&self, asker: Option<SocketAddr>, outstanding: usize, now: Now) -> fourlw::View<'_> {
-        fourlw::View {
+    pub fn view(&self, asker: Option<SocketAddr>, outstanding: usize, now: Now) -> crate::view::View<'_> {
+        crate::view::View {
             settings: &self.settings,
             client_addr: self.settings.client_addr,
             stats: &self.stats,
@@ -727,7 +726,7 @@ impl ServerCore {
             conns: self
                 .conns
                 .iter()
-                .map(|(id, c)| fourlw::ConnView { id, remote: c.remote, stats: c.stats.clone() })
+                .map(|(id, c)| crate::view::ConnView { id, remote: c.remote, stats: c.stats.clone() })
                 .collect(),
             outstanding,
             last_zxid: self.reported_zxid(),

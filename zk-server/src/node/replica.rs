@@ -308,7 +308,7 @@ impl Replica {
     }
 
     /// The ensemble as the AdminServer shows it (`leader`, `voting_view`, `zabstate`).
-    pub fn view(&self) -> crate::admin::EnsembleView {
+    pub fn view(&self) -> crate::view::EnsembleView {
         let (leading, leader_sid, zab_state) = match &self.state {
             State::Looking | State::Connecting { .. } => (false, None, "election"),
             State::Leading(l) if l.is_established() => (true, Some(self.cfg.my_sid), "broadcast"),
@@ -320,7 +320,7 @@ impl Replica {
             State::Learning { learner, .. } if learner.epoch().is_some() => (false, None, "synchronization"),
             State::Learning { .. } => (false, None, "discovery"),
         };
-        crate::admin::EnsembleView {
+        crate::view::EnsembleView {
             my_sid: self.cfg.my_sid,
             leading,
             leader_sid,
