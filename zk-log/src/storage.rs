@@ -6,8 +6,8 @@
 //!
 //! # Durability contract every backend keeps
 //! - Bytes given to [`StorageFile::write_at`] and lengths set by [`StorageFile::set_len`] may be lost
-//!   at a crash until [`StorageFile::sync`] returns; a write in flight at the crash may be torn
-//!   (a prefix of it lands, the rest does not).
+//!   at a crash until [`StorageFile::sync`] returns, each page of them on its own: any subset of
+//!   the unsynced pages may land, in any order, and a page may land in part.
 //! - [`StorageFile::allocate`] reserves the blocks and makes the new length durable before it returns,
 //!   so a later write inside the allocated length cannot fail for lack of space.
 //! - Creating, renaming and removing a file may be lost at a crash until [`Storage::sync_dir`]
