@@ -756,6 +756,10 @@ impl StorageFile for FaultFile {
         self.write_parts(offset, data, &[])
     }
 
+    fn write_at_split(&mut self, offset: u64, head: &[u8], rest: &[u8]) -> io::Result<()> {
+        self.write_parts(offset, head, rest)
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.with(|st, ino| {
             let n = node(st, ino);
