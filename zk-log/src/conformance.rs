@@ -4,7 +4,7 @@
 //! own. The checks panic with a message on failure (they are test code), and work only through the
 //! [`Storage`] trait, so a new backend is covered by adding one call.
 
-use crate::format::{RecordBatch, SEGMENT_HEADER_BYTES};
+use crate::format::{encode_segment_header_version, segment_name, RecordBatch, SEGMENT_HEADER_BYTES};
 use crate::{
     EpochStore, LogError, LogOptions, LogReader, LogWriter, SegmentLog, Storage, StorageFile, WriterReport,
     ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE,
@@ -96,6 +96,50 @@ fn open<S: Storage>(s: &S, opts: LogOptions) -> SegmentLog<S> {
     SegmentLog::open(s.clone(), opts).expect("log opens")
 }
 
+/// Runs the checks that crash, each on a fresh backend from `fresh`: `crash` stands for the
+/// power failing (for the fault-injecting backend, [`crate::FaultStorage::crash`], which drops
+/// unsynced state as its [`crate::CrashModel`] draws; for the real disk, where a test cannot cut
+/// the power, nothing: a process crash, after which the page cache keeps everything).
+pub fn run_crash_checks<S: Storage>(fresh: &mut dyn FnMut() -> S, crash: &mut dyn FnMut(&S)) {
+    crash_cycles(fresh(), crash);
+}
+
+/// Rounds of appends (groups of up to 40 records, several pages), syncs, crashes and process
+/// restarts: after each, the log opens (never refusing), holds every record a sync covered and
+/// every record the previous open recovered, and is a contiguous run of what was appended.
+pub fn crash_cycles<S: Storage>(s: S, crash: &mut dyn FnMut(&S)) {
+    let opts = LogOptions { prealloc_bytes: 8192, segment_bytes_max: 32 << 10 };
+    let mut rng = crate::fault::SplitMix64::new(0xC0FF_EE00);
+    // Through this zxid the log must hold everything, whatever the crash kept.
+    let mut durable = 0i64;
+    for round in 0..20 {
+        let mut log = SegmentLog::open(s.clone(), opts).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let last = log.last_zxid();
+        assert!(last >= durable, "round {round}: the log ends at {last}, {durable} was durable");
+        if last > 0 {
+            assert_samples(&log, 1, last, 200);
+        }
+        // What recovery kept is durable before anything is appended after it, even when the last
+        // stop was a process crash that left it unsynced in the page cache.
+        durable = last;
+        let mut z = last + 1;
+        for _ in 0..1 + rng.upto(3) {
+            let n = 1 + rng.upto(39) as i64;
+            log.append(&sample_batch(z, z + n - 1, 200)).expect("append");
+            z += n;
+            if rng.chance(1, 2) {
+                log.sync().expect("sync");
+                durable = z - 1;
+            }
+        }
+        drop(log);
+        // A third of the stops are process crashes only: the next open sees the unsynced tail.
+        if !rng.chance(1, 3) {
+            crash(&s);
+        }
+    }
+}
+
 /// Runs every check, each on a fresh backend from `fresh`.
 pub fn run_all<S: Storage>(fresh: &mut dyn FnMut() -> S) {
     round_trip(fresh());
@@ -106,6 +150,9 @@ pub fn run_all<S: Storage>(fresh: &mut dyn FnMut() -> S) {
     epochs_and_order(fresh());
     torn_tails(fresh());
     corruption_before_tail(fresh());
+    torn_last_group(fresh());
+    version_1_segment_is_read_and_closed(fresh());
+    version_1_damage_is_judged_as_before(fresh());
     newer_version_refused(fresh());
     missing_segment_is_a_gap(fresh());
     stray_segments(fresh());
@@ -761,6 +808,147 @@ pub fn corruption_before_tail<S: Storage>(s: S) {
     assert_samples(&log, 1, 120, 100);
 }
 
+/// Flips one payload byte of the record at `at` in `name` (media damage), durably.
+fn flip_payload_byte<S: Storage>(s: &S, name: &str, at: u64) {
+    let off = at + 16 + 20;
+    let mut f = s.open(name).expect("open");
+    let mut b = [0u8; 1];
+    f.read_at(off, &mut b).expect("read");
+    f.write_at(off, &[b[0] ^ 0x10]).expect("write");
+    f.sync().expect("sync");
+}
+
+/// Sync groups (docs/log-format.md): a group appended and never synced, whose first page is lost
+/// while later pages of it are on disk (zeros are written over the page here, as the disk would
+/// hold them), is cut whole and the log opens with every synced record; damage to a synced group
+/// that a later group follows refuses with `Corrupt` naming the file and offset.
+pub fn torn_last_group<S: Storage>(s: S) {
+    // One allocation step holds it all: no allocation (which syncs) inside a group.
+    let opts = LogOptions { prealloc_bytes: 64 << 10, segment_bytes_max: 1 << 20 };
+    let mut log = open(&s, opts);
+    let mut end = SEGMENT_HEADER_BYTES;
+    for (a, b) in [(1, 5), (6, 10)] {
+        let batch = sample_batch(a, b, 200);
+        log.append(&batch).expect("append");
+        log.sync().expect("sync");
+        end += batch.bytes();
+    }
+    let torn = sample_batch(11, 120, 200);
+    log.append(&torn).expect("append");
+    let name = newest_segment(&s);
+    drop(log);
+    // The group's first page never reached the disk: its bytes from the group's start on are the
+    // reservation's zeros. The pages after it did.
+    let page_end = (end / 4096 + 1) * 4096;
+    assert!(end + torn.bytes() > page_end + 4096, "the group spans more than two pages");
+    let mut f = s.open(&name).expect("open");
+    f.write_at(end, &vec![0u8; (page_end - end) as usize]).expect("write zeros");
+    f.sync().expect("sync");
+    drop(f);
+    let mut log = open(&s, opts);
+    let r = log.recovery().clone();
+    assert_eq!(log.last_zxid(), 10, "{r:?}");
+    assert_samples(&log, 1, 10, 200);
+    let (file, off, _) = r.truncated_tail.clone().expect("the torn group is cut");
+    assert!(file.ends_with(&name), "{file}");
+    assert_eq!(off, end);
+    assert!(!r.dropped_records.is_empty(), "intact records of the group were after the lost page");
+    assert!(r.dropped_records.iter().all(|z| (11..=120).contains(z)), "{:?}", r.dropped_records);
+    // Synced groups after that; media damage in one of them, with a later group behind it.
+    let mut at = end;
+    for (a, b) in [(11, 15), (16, 20)] {
+        let batch = sample_batch(a, b, 200);
+        log.append(&batch).expect("append");
+        log.sync().expect("sync");
+        at += batch.bytes();
+    }
+    drop(log);
+    let twelfth = end + sample_batch(11, 11, 200).bytes();
+    flip_payload_byte(&s, &name, twelfth);
+    match SegmentLog::open(s.clone(), opts) {
+        Err(LogError::Corrupt { file, offset, reason }) => {
+            assert!(file.ends_with(&name), "{file}");
+            assert_eq!(offset, twelfth, "{reason}");
+            assert!(reason.contains("starts a later sync group"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|l| l.recovery().clone())),
+    }
+    flip_payload_byte(&s, &name, twelfth);
+    let log = open(&s, opts);
+    assert_samples(&log, 1, 20, 200);
+    assert!(at > twelfth);
+}
+
+/// Writes a version-1 segment (the format before sync groups) holding `batch`, in `preallocated`
+/// bytes, as an older zkrs left it.
+fn write_version_1_segment<S: Storage>(s: &S, batch: &RecordBatch, preallocated: u64) -> String {
+    let first = batch.first_zxid().expect("records");
+    let name = segment_name(first);
+    let mut f = s.create(&name).expect("create");
+    f.allocate(preallocated).expect("allocate");
+    f.write_at(0, &encode_segment_header_version(first, 1)).expect("header");
+    // A version-1 frame is exactly an unmarked version-2 one: what RecordBatch encodes.
+    f.write_at(SEGMENT_HEADER_BYTES, &batch.buf).expect("records");
+    f.sync().expect("sync");
+    drop(f);
+    s.sync_dir().expect("sync dir");
+    name
+}
+
+/// A version-1 segment (from an older zkrs) is read, is never appended to (the log closes it,
+/// cut at its last record, and the next append starts a segment of the current format), and
+/// the log reopens whole.
+pub fn version_1_segment_is_read_and_closed<S: Storage>(s: S) {
+    let old = sample_batch(1, 10, 100);
+    let name = write_version_1_segment(&s, &old, 8192);
+    let mut log = open(&s, small_options());
+    assert_eq!(log.last_zxid(), 10);
+    assert_samples(&log, 1, 10, 100);
+    let len = s.open(&name).expect("open").len().expect("len");
+    assert_eq!(len, SEGMENT_HEADER_BYTES + old.bytes(), "closed at its last record");
+    log.append(&sample_batch(11, 15, 100)).expect("append");
+    log.sync().expect("sync");
+    assert_eq!(log.segment_names(), vec![name.clone(), segment_name(11)]);
+    drop(log);
+    let mut head = [0u8; 32];
+    s.open(&segment_name(11)).expect("open").read_at(0, &mut head).expect("read");
+    assert_eq!(crate::format::segment_header_version(&head), Some(crate::FORMAT_VERSION));
+    let mut log = open(&s, small_options());
+    assert_samples(&log, 1, 15, 100);
+    // A truncation back into the old segment leaves it closed too.
+    log.truncate_after(7).expect("truncate");
+    log.append(&sample_batch(8, 9, 100)).expect("append");
+    log.sync().expect("sync");
+    assert_eq!(log.segment_names(), vec![name, segment_name(8)]);
+    drop(log);
+    let log = open(&s, small_options());
+    assert_samples(&log, 1, 9, 100);
+}
+
+/// A version-1 segment is judged by version 1's rules: damage with any intact record after it
+/// refuses (version 1 has no group marks to tell a torn group by), damage with nothing intact
+/// after it is cut.
+pub fn version_1_damage_is_judged_as_before<S: Storage>(s: S) {
+    let old = sample_batch(1, 10, 100);
+    let name = write_version_1_segment(&s, &old, 8192);
+    let fifth = SEGMENT_HEADER_BYTES + sample_batch(1, 4, 100).bytes();
+    flip_payload_byte(&s, &name, fifth);
+    match SegmentLog::open(s.clone(), small_options()) {
+        Err(LogError::Corrupt { file, offset, reason }) => {
+            assert!(file.ends_with(&name), "{file}");
+            assert_eq!(offset, fifth, "{reason}");
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|l| l.recovery().clone())),
+    }
+    flip_payload_byte(&s, &name, fifth);
+    let tenth = SEGMENT_HEADER_BYTES + sample_batch(1, 9, 100).bytes();
+    flip_payload_byte(&s, &name, tenth);
+    let log = open(&s, small_options());
+    assert_eq!(log.last_zxid(), 9);
+    assert_eq!(log.recovery().truncated_tail.as_ref().map(|t| t.1), Some(tenth));
+    assert_samples(&log, 1, 9, 100);
+}
+
 /// A segment with a newer format version is refused by version, even if it is the newest.
 pub fn newer_version_refused<S: Storage>(s: S) {
     let mut log = open(&s, small_options());
@@ -769,11 +957,14 @@ pub fn newer_version_refused<S: Storage>(s: S) {
     drop(log);
     let name = newest_segment(&s);
     let mut f = s.open(&name).expect("open");
-    f.write_at(8, &2u32.to_le_bytes()).expect("write");
+    let newer = crate::FORMAT_VERSION + 1;
+    f.write_at(8, &newer.to_le_bytes()).expect("write");
     f.sync().expect("sync");
     drop(f);
     match SegmentLog::open(s.clone(), small_options()) {
-        Err(LogError::UnsupportedVersion { file, version: 2, supported: 1 }) => {
+        Err(LogError::UnsupportedVersion { file, version, supported: crate::FORMAT_VERSION })
+            if version == newer =>
+        {
             assert!(file.ends_with(&name))
         }
         other => panic!("expected UnsupportedVersion, got {:?}", other.map(|_| "an open log")),

@@ -402,6 +402,31 @@ impl StorageFile for MappedFile {
         Ok(())
     }
 
+    fn write_at_split(&mut self, offset: u64, head: &[u8], rest: &[u8]) -> io::Result<()> {
+        let end = offset
+            .checked_add(head.len() as u64)
+            .and_then(|e| e.checked_add(rest.len() as u64))
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past the allocated length"))?;
+        if offset == end {
+            return Ok(());
+        }
+        let mid = offset + head.len() as u64;
+        match self.mode {
+            AppendMode::Mapped => {
+                let map = self.map.as_mut().ok_or_else(|| io::Error::other("file has no mapping"))?;
+                map[offset as usize..mid as usize].copy_from_slice(head);
+                map[mid as usize..end as usize].copy_from_slice(rest);
+            }
+            // One system call for both pieces, as write_at makes one for a whole batch; errors
+            // are handled as there.
+            AppendMode::Pwrite => pwritev_all(&self.file, offset, head, rest)?,
+        }
+        self.dirty_lo = self.dirty_lo.min(offset);
+        self.dirty_hi = self.dirty_hi.max(end);
+        Ok(())
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         let end = offset
             .checked_add(buf.len() as u64)
@@ -448,4 +473,45 @@ impl StorageFile for MappedFile {
         }
         Ok(())
     }
+
+    fn sync_all_data(&mut self) -> io::Result<()> {
+        // fdatasync covers every dirty page of the file, whichever handle or process dirtied it.
+        self.file.sync_data()?;
+        self.dirty_lo = u64::MAX;
+        self.dirty_hi = 0;
+        self.len_dirty = false;
+        Ok(())
+    }
+}
+
+/// `pwritev` of `head` then `rest` at `offset`, repeated until both are written (a short write
+/// continues where it stopped; EINTR is retried), as `write_all_at` does for one buffer.
+fn pwritev_all(file: &File, mut offset: u64, mut head: &[u8], mut rest: &[u8]) -> io::Result<()> {
+    while !head.is_empty() || !rest.is_empty() {
+        let iov = [
+            libc::iovec { iov_base: head.as_ptr() as *mut libc::c_void, iov_len: head.len() },
+            libc::iovec { iov_base: rest.as_ptr() as *mut libc::c_void, iov_len: rest.len() },
+        ];
+        let at = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: both iovecs describe live slices borrowed for the duration of the call, which
+        // only reads them; the descriptor is ours.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), 2, at) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwritev wrote nothing"));
+        }
+        let mut n = n as usize;
+        offset += n as u64;
+        let from_head = n.min(head.len());
+        head = &head[from_head..];
+        n -= from_head;
+        rest = &rest[n..];
+    }
+    Ok(())
 }

@@ -9,8 +9,12 @@ use zk_proto::{Jute, OpCode, Reader, Txn, TxnDigest, TxnHeader};
 
 /// First 8 bytes of every segment.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"ZKRSTXLG";
-/// The segment format this code writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The segment format this code writes, and the newest it reads. Version 2 added the group mark
+/// ([`GROUP_START_BIT`]); its frames are otherwise those of version 1.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest segment format this code reads. A version-1 segment is read with version-1 rules
+/// (no group marks; any damage followed by an intact record refuses) and never appended to.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Bytes of the segment header; records start here.
 pub const SEGMENT_HEADER_BYTES: u64 = 32;
 /// Bytes of a record's frame before its payload: `u32 len | u32 crc | u64 zxid`.
@@ -20,6 +24,17 @@ pub const MIN_PAYLOAD_BYTES: u32 = 32;
 /// Largest payload accepted, on write and on read. Apache's jute.maxbuffer defaults to under 1 MiB,
 /// so a legitimate txn is far below this; the bound keeps a corrupt length from asking for gigabytes.
 pub const MAX_PAYLOAD_BYTES: u32 = 64 << 20;
+/// The first format version whose frames carry the group mark ([`GROUP_START_BIT`]).
+pub const GROUP_MARK_VERSION: u32 = 2;
+/// Bit 31 of a version-2 frame's length word: the record is the first of a sync group, which the
+/// log writes only when every byte before it in the segment is durable (docs/log-format.md,
+/// "Sync groups"). Lengths stay below 2^27 ([`MAX_PAYLOAD_BYTES`] is 2^26), so the bit is free;
+/// a version-1 frame never has it set.
+pub const GROUP_START_BIT: u32 = 1 << 31;
+/// XORed into the stored checksum of a frame that carries [`GROUP_START_BIT`], so the mark is as
+/// well protected as the length it rides in: a flipped mark fails the checksum. Any nonzero
+/// constant would do; this one is ASCII `GRPS` read as a big-endian u32.
+pub const GROUP_START_CRC_XOR: u32 = 0x4752_5053;
 /// Segment file names are this prefix plus the first zxid as 16 lower-case hex digits.
 pub const SEGMENT_PREFIX: &str = "log.";
 
@@ -44,23 +59,40 @@ pub fn zxid_follows(prev: i64, next: i64) -> bool {
     next == prev.wrapping_add(1) || (next > prev && (next >> 32) > (prev >> 32))
 }
 
-/// Encodes the 32-byte segment header.
+/// Encodes the 32-byte segment header, of the current [`FORMAT_VERSION`].
 pub fn encode_segment_header(first_zxid: i64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    encode_segment_header_version(first_zxid, FORMAT_VERSION)
+}
+
+/// Encodes the 32-byte segment header of format `version` (the layout is the same in every
+/// version this code knows). Only tests write anything but [`FORMAT_VERSION`]: the log itself
+/// never starts a segment of an older format.
+pub fn encode_segment_header_version(first_zxid: i64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    debug_assert!((OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version), "version {version}");
     let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
     h[0..8].copy_from_slice(&SEGMENT_MAGIC);
-    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     h[12..16].copy_from_slice(&(SEGMENT_HEADER_BYTES as u32).to_le_bytes());
     h[16..24].copy_from_slice(&(first_zxid as u64).to_le_bytes());
-    // 24..28: flags, zero in version 1.
+    // 24..28: flags, zero in versions 1 and 2.
     let crc = crc32fast::hash(&h[0..28]);
     h[28..32].copy_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(check_segment_header(&h), HeaderCheck::Valid { first_zxid });
+    debug_assert_eq!(segment_header_version(&h), Some(version));
     h
+}
+
+/// The format version a segment header names (bytes 8..12), without checking anything else; use
+/// it once [`check_segment_header`] found the header valid. `None` if `h` is too short.
+pub fn segment_header_version(h: &[u8]) -> Option<u32> {
+    h.get(8..12).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
 }
 
 /// What a segment header turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderCheck {
-    /// A good version-1 header for this first zxid.
+    /// A good header, of a version this code reads ([`segment_header_version`] says which), for
+    /// this first zxid.
     Valid {
         /// First zxid recorded in the header.
         first_zxid: i64,
@@ -89,7 +121,7 @@ pub fn check_segment_header(h: &[u8]) -> HeaderCheck {
     if version > FORMAT_VERSION {
         return HeaderCheck::NewerVersion(version);
     }
-    if version != FORMAT_VERSION {
+    if version < OLDEST_FORMAT_VERSION {
         return HeaderCheck::Invalid("unknown format version 0");
     }
     let crc = u32::from_le_bytes(h[28..32].try_into().expect("4 bytes"));
@@ -110,33 +142,74 @@ pub fn check_segment_header(h: &[u8]) -> HeaderCheck {
 /// A record frame's fixed part, as read from disk (not yet checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
-    /// Payload length.
+    /// Payload length (the length word without its [`GROUP_START_BIT`]).
     pub len: u32,
-    /// CRC32 stored in the frame.
+    /// The checksum the record's length, zxid and payload must have ([`record_crc`]): the stored
+    /// checksum, with [`GROUP_START_CRC_XOR`] taken back out when the frame is marked.
     pub crc: u32,
     /// Zxid stored in the frame.
     pub zxid: u64,
+    /// The frame carries [`GROUP_START_BIT`]: its record is the first of a sync group (version 2).
+    pub group_start: bool,
 }
 
 impl RecordHeader {
-    /// Parses the 16 frame bytes.
+    /// Parses the 16 frame bytes by the rules of the current [`FORMAT_VERSION`]. A valid
+    /// version-1 frame never has [`GROUP_START_BIT`] set, so every valid frame of either version
+    /// parses to the same length, checksum and zxid as it was written with; the log's own
+    /// recovery, which must treat damage in a version-1 segment exactly as version 1 did, uses
+    /// [`Self::parse_version`].
     pub fn parse(b: &[u8; RECORD_HEADER_BYTES as usize]) -> RecordHeader {
-        RecordHeader {
-            len: u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")),
-            crc: u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")),
-            zxid: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+        Self::parse_version(b, FORMAT_VERSION)
+    }
+
+    /// Parses the 16 frame bytes of a segment of format `version`: in version 1 the length word
+    /// is the length, whole (a set top bit makes it implausible); from version 2 its top bit is
+    /// the group mark.
+    pub fn parse_version(b: &[u8; RECORD_HEADER_BYTES as usize], version: u32) -> RecordHeader {
+        let word = u32::from_le_bytes(b[0..4].try_into().expect("4 bytes"));
+        let stored_crc = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+        let zxid = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+        let group_start = version >= GROUP_MARK_VERSION && word & GROUP_START_BIT != 0;
+        if group_start {
+            RecordHeader {
+                len: word & !GROUP_START_BIT,
+                crc: stored_crc ^ GROUP_START_CRC_XOR,
+                zxid,
+                group_start,
+            }
+        } else {
+            RecordHeader { len: word, crc: stored_crc, zxid, group_start }
         }
     }
 
     /// All sixteen bytes zero: the preallocated, never-written part of a segment.
     pub fn is_zero(&self) -> bool {
-        self.len == 0 && self.crc == 0 && self.zxid == 0
+        self.len == 0 && self.crc == 0 && self.zxid == 0 && !self.group_start
     }
 
     /// Whether the length is one a record can have.
     pub fn len_plausible(&self) -> bool {
         (MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES).contains(&self.len)
     }
+}
+
+/// The first 16 bytes of an encoded, unmarked frame (as [`RecordBatch`] encodes every record),
+/// marked as the first record of a sync group: [`GROUP_START_BIT`] set in the length word and
+/// [`GROUP_START_CRC_XOR`] applied to the checksum. Eight bytes change; the payload and the
+/// checksum's computation do not, so marking costs nothing per record.
+pub fn mark_group_start(frame: &[u8]) -> [u8; RECORD_HEADER_BYTES as usize] {
+    let mut h: [u8; RECORD_HEADER_BYTES as usize] =
+        frame[..RECORD_HEADER_BYTES as usize].try_into().expect("16 bytes");
+    let before = RecordHeader::parse(&h);
+    debug_assert!(!before.group_start && before.len_plausible(), "an encoded, unmarked frame: {before:?}");
+    let word = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) | GROUP_START_BIT;
+    let crc = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes")) ^ GROUP_START_CRC_XOR;
+    h[0..4].copy_from_slice(&word.to_le_bytes());
+    h[4..8].copy_from_slice(&crc.to_le_bytes());
+    // The paired check: read back, the marked frame is the same record, marked.
+    debug_assert_eq!(RecordHeader::parse(&h), RecordHeader { group_start: true, ..before });
+    h
 }
 
 /// The checksum of a record: CRC32 over the length, the zxid and the payload, so that a corrupt
@@ -292,6 +365,12 @@ impl RecordBatch {
         self.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
         self.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
         self.buf[start + 8..start + 16].copy_from_slice(&(zxid as u64).to_le_bytes());
+        // The paired check: the frame reads back as what was meant, an unmarked record (the log
+        // marks a group's first record as it writes it, `mark_group_start`).
+        debug_assert_eq!(
+            RecordHeader::parse(self.buf[start..start + 16].try_into().expect("16 bytes")),
+            RecordHeader { len, crc, zxid: zxid as u64, group_start: false }
+        );
         self.first_zxid.get_or_insert(zxid);
         self.last_zxid = Some(zxid);
         self.records.push((zxid, start as u32));
@@ -433,5 +512,64 @@ mod tests {
         let back = decode_payload_digest(bytes::Bytes::copy_from_slice(p)).expect("decode");
         assert_eq!(back, (h.clone(), t.clone(), Some(d)));
         assert_eq!(decode_payload(bytes::Bytes::copy_from_slice(p)).expect("decode"), (h, t));
+    }
+
+    /// The group mark: set on a frame, the frame reads back as the same record, marked; version 1
+    /// reads the marked length word as implausible (so a version-1 reader never misreads it);
+    /// a flipped mark fails the checksum either way; an unmarked frame reads alike in both
+    /// versions.
+    #[test]
+    fn the_group_mark_rides_in_the_length_word_under_the_checksum() {
+        let h =
+            TxnHeader { client_id: 7, cxid: 1, zxid: 0x3_0000_0009, time: 6, txn_type: OpCode::Error.code() };
+        let b = RecordBatch::encode(&[(&h, &Txn::Error(ErrorTxn { err: -101 }))]).expect("encode");
+        let frame: &[u8; 16] = b.buf[..16].try_into().expect("16 bytes");
+        let payload = &b.buf[16..];
+        let plain = RecordHeader::parse(frame);
+        assert_eq!(plain, RecordHeader::parse_version(frame, 1), "an unmarked frame is a version-1 frame");
+        assert!(!plain.group_start && plain.len as usize == payload.len());
+        assert_eq!(record_crc(plain.len, plain.zxid, payload), plain.crc);
+
+        let marked = mark_group_start(&b.buf);
+        assert_eq!(&marked[8..], &frame[8..], "the zxid is untouched");
+        assert_eq!(u32::from_le_bytes(marked[0..4].try_into().unwrap()), plain.len | GROUP_START_BIT);
+        assert_eq!(u32::from_le_bytes(marked[4..8].try_into().unwrap()), plain.crc ^ GROUP_START_CRC_XOR);
+        let m = RecordHeader::parse(&marked);
+        assert_eq!(m, RecordHeader { group_start: true, ..plain });
+        assert_eq!(record_crc(m.len, m.zxid, payload), m.crc, "a marked frame checks out");
+        let v1 = RecordHeader::parse_version(&marked, 1);
+        assert!(!v1.group_start && !v1.len_plausible(), "version 1 never takes the mark for a length");
+
+        // Media damage to the mark alone, set or cleared, is caught by the checksum.
+        let mut cleared = marked;
+        cleared[3] ^= 0x80;
+        let c = RecordHeader::parse(&cleared);
+        assert!(!c.group_start && record_crc(c.len, c.zxid, payload) != c.crc);
+        let mut set = *frame;
+        set[3] ^= 0x80;
+        let s = RecordHeader::parse(&set);
+        assert!(s.group_start && record_crc(s.len, s.zxid, payload) != s.crc);
+    }
+
+    /// Headers of both versions check out and say which they are; a newer one is refused by
+    /// version, version 0 is invalid.
+    #[test]
+    fn segment_headers_of_both_versions_are_read() {
+        for version in OLDEST_FORMAT_VERSION..=FORMAT_VERSION {
+            let h = encode_segment_header_version(0x2_0000_0001, version);
+            assert_eq!(check_segment_header(&h), HeaderCheck::Valid { first_zxid: 0x2_0000_0001 });
+            assert_eq!(segment_header_version(&h), Some(version));
+        }
+        assert_eq!(segment_header_version(&encode_segment_header(5)), Some(FORMAT_VERSION));
+        for (version, want) in [
+            (FORMAT_VERSION + 1, HeaderCheck::NewerVersion(FORMAT_VERSION + 1)),
+            (0, HeaderCheck::Invalid("unknown format version 0")),
+        ] {
+            let mut h = encode_segment_header(5);
+            h[8..12].copy_from_slice(&version.to_le_bytes());
+            let crc = crc32fast::hash(&h[0..28]);
+            h[28..32].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(check_segment_header(&h), want);
+        }
     }
 }

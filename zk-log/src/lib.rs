@@ -77,9 +77,9 @@ mod writer;
 pub use base::BASE_FILE;
 pub use epoch::{EpochStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE};
 pub use error::LogError;
-pub use fault::{FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};
+pub use fault::{CrashModel, FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};
 pub use file::{FileStorage, MappedFile, MappedReadFile, LOCK_FILE};
-pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES};
+pub use format::{RecordBatch, FORMAT_VERSION, MAX_PAYLOAD_BYTES, OLDEST_FORMAT_VERSION};
 pub use log::{
     LogEntry, LogIter, LogOptions, RecoveryReport, SegmentLog, SparePrep, SyncTimes, INDEX_STRIDE,
     LOG_DIR_NAME,

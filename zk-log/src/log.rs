@@ -3,9 +3,9 @@
 use crate::base::{read_marker, write_marker, BaseMarker, BASE_FILE};
 use crate::error::LogError;
 use crate::format::{
-    check_segment_header, decode_payload, encode_segment_header, parse_segment_name, payload_zxid,
-    record_crc, segment_name, zxid_follows, HeaderCheck, RecordBatch, RecordHeader, FORMAT_VERSION,
-    RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    check_segment_header, decode_payload, encode_segment_header, mark_group_start, parse_segment_name,
+    payload_zxid, record_crc, segment_header_version, segment_name, zxid_follows, HeaderCheck, RecordBatch,
+    RecordHeader, FORMAT_VERSION, GROUP_MARK_VERSION, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::reader::{LogReader, ReadShared, ViewSegment};
 use crate::storage::{Storage, StorageFile, StorageRead, TMP_SUFFIX};
@@ -50,6 +50,10 @@ pub struct RecoveryReport {
     pub records: u64,
     /// A torn or corrupt tail that was cut off: (file, offset, bytes dropped).
     pub truncated_tail: Option<(String, u64, u64)>,
+    /// Zxids of checksum-valid records that were cut off with that tail, oldest first: records
+    /// of an unsynced sync group found after a page of the same group that never reached the
+    /// disk (docs/log-format.md, "Out-of-order page writeback"). Empty when none were.
+    pub dropped_records: Vec<i64>,
     /// Segment files removed because they held no record (a crash while one was being started).
     pub removed_segments: Vec<String>,
     /// Segments removed to finish a reset (or a truncation that emptied the log) that a crash
@@ -69,6 +73,9 @@ pub struct LogEntry {
 #[derive(Debug, Clone)]
 struct SegmentMeta {
     name: String,
+    /// The segment's format version: [`FORMAT_VERSION`] for every segment this build starts; an
+    /// older one only for a segment an older build wrote, which is never appended to again.
+    version: u32,
     first_zxid: i64,
     last_zxid: i64,
     /// Offset just past the last record.
@@ -266,12 +273,14 @@ fn scan_segment<F: StorageFile>(
     file: &F,
     shown: &str,
     name: &str,
+    version: u32,
     first_zxid: i64,
     file_len: u64,
     prev: &mut Option<i64>,
 ) -> Result<ScanOut, LogError> {
     let mut meta = SegmentMeta {
         name: name.to_string(),
+        version,
         first_zxid,
         last_zxid: 0,
         end: SEGMENT_HEADER_BYTES,
@@ -296,7 +305,7 @@ fn scan_segment<F: StorageFile>(
         }
         let mut hb = [0u8; RECORD_HEADER_BYTES as usize];
         read_at(file, shown, off, &mut hb)?;
-        let h = RecordHeader::parse(&hb);
+        let h = RecordHeader::parse_version(&hb, version);
         if h.is_zero() {
             break ScanStop::Zero;
         }
@@ -334,9 +343,9 @@ fn scan_segment<F: StorageFile>(
     Ok(ScanOut { meta, stop })
 }
 
-/// Looks in `region` (the bytes of a segment from offset `base` on) for a checksum-valid record
-/// frame at any byte position after the first, with a zxid in the same or the next epoch after
-/// `after`. Returns its offset and zxid.
+/// Version 1's tail search: looks in `region` (the bytes of a version-1 segment from offset
+/// `base` on) for a checksum-valid record frame at any byte position after the first, with a zxid
+/// in the same or the next epoch after `after`. Returns its offset and zxid.
 fn find_intact_record(region: &[u8], base: u64, after: i64) -> Option<(u64, i64)> {
     let hdr = RECORD_HEADER_BYTES as usize;
     let mut pos = 1;
@@ -361,20 +370,105 @@ fn find_intact_record(region: &[u8], base: u64, after: i64) -> Option<(u64, i64)
     None
 }
 
+/// A checksum-valid record frame found after the damage in a segment's tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TailFrame {
+    offset: u64,
+    zxid: i64,
+    /// It carries the group mark: everything before it in the segment was durable when it was
+    /// written.
+    group_start: bool,
+}
+
+/// The tail search from version 2 on: every checksum-valid record frame in `region` (the bytes of
+/// a segment of format `version` from offset `base` on) that starts after the first byte and
+/// before `starts_before` (the end of the region's nonzero bytes: a frame's length word is not
+/// zero), with a zxid above `after` that its payload's txn header repeats. An intact frame is
+/// stepped over whole, so bytes inside its payload (a client's data) are never taken for a frame.
+///
+/// Unlike version 1's search, no epoch bound is put on the zxid: a group mark of any later zxid is
+/// evidence that must not be missed. The payload-zxid comparison keeps garbage from reaching the
+/// checksum (a random 16-byte frame and the 8 bytes it names agree with probability 2^-64).
+fn intact_frames(region: &[u8], base: u64, starts_before: usize, after: i64, version: u32) -> Vec<TailFrame> {
+    let hdr = RECORD_HEADER_BYTES as usize;
+    let mut found = Vec::new();
+    let mut pos = 1;
+    while pos < starts_before && pos + hdr <= region.len() {
+        let h = RecordHeader::parse_version(region[pos..pos + hdr].try_into().expect("16 bytes"), version);
+        let end = pos + hdr + h.len as usize;
+        if h.len_plausible() && end <= region.len() {
+            if let Ok(zxid) = i64::try_from(h.zxid) {
+                let payload = &region[pos + hdr..end];
+                if zxid > after
+                    && payload_zxid(payload) == Some(zxid)
+                    && record_crc(h.len, h.zxid, payload) == h.crc
+                {
+                    found.push(TailFrame { offset: base + pos as u64, zxid, group_start: h.group_start });
+                    pos = end;
+                    continue;
+                }
+            }
+        }
+        pos += 1;
+    }
+    found
+}
+
+/// What the damaged tail of the newest segment is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TailVerdict {
+    /// Bytes of the last sync group, whose sync never completed: cut. The zxids of intact records
+    /// that go with them (same group, found after the damage).
+    Torn(Vec<i64>),
+    /// Damage to bytes that were synced: an intact record at this offset, with this zxid, proves
+    /// it; the string says how.
+    Synced { at: u64, zxid: i64, why: &'static str },
+}
+
+/// Judges the nonzero bytes after the last valid record of the newest segment (`region`, from
+/// offset `base`; `nonzero_end` bytes of it up to its last nonzero byte), `after` being the zxid
+/// of that record (or the one before the segment's first). docs/log-format.md, "Recovery", step 5,
+/// gives the rules and the reasoning.
+fn judge_tail(region: &[u8], base: u64, nonzero_end: usize, after: i64, version: u32) -> TailVerdict {
+    if version < GROUP_MARK_VERSION {
+        // Version 1 has no group marks: any intact record after the damage refuses, as it did.
+        return match find_intact_record(region, base, after) {
+            Some((at, zxid)) => TailVerdict::Synced { at, zxid, why: "an intact record follows" },
+            None => TailVerdict::Torn(Vec::new()),
+        };
+    }
+    let found = intact_frames(region, base, nonzero_end, after, version);
+    match found.iter().find(|f| f.group_start) {
+        Some(f) => TailVerdict::Synced {
+            at: f.offset,
+            zxid: f.zxid,
+            why: "an intact record that starts a later sync group follows (the damaged bytes were synced \
+                  before it was written)",
+        },
+        None => TailVerdict::Torn(found.iter().map(|f| f.zxid).collect()),
+    }
+}
+
 impl<S: Storage> SegmentLog<S> {
     /// Opens the log in `storage`, recovering it: every segment is scanned and every record's
     /// checksum verified.
     ///
-    /// - A torn, zero-filled or checksum-failing tail of the newest segment (after its last valid
-    ///   record, with no valid record anywhere after it) is cut off, with a `warn` naming the file,
-    ///   offset and bytes dropped; see [`Self::recovery`].
+    /// - A torn, zero-filled or checksum-failing tail of the newest segment is cut off, with a
+    ///   `warn` naming the file, offset and bytes dropped (and the zxids of intact records that
+    ///   went with it); see [`Self::recovery`]. A tail is torn when no intact record after the
+    ///   damage starts a later sync group (in a version-1 segment: when no intact record follows
+    ///   at all); the records of the last group after the damage are cut with it.
     /// - A newest segment whose header never became valid and that holds nothing else (a crash
     ///   while it was being started) is removed; so is a newest segment with no records.
+    /// - The newest segment is synced whole, so that everything recovery kept is durable before
+    ///   anything is appended after it. One of an older format is cut at its last record instead
+    ///   and the next append starts a new segment.
     ///
     /// Errors: [`LogError::UnsupportedVersion`] for a segment of a newer format;
-    /// [`LogError::Corrupt`] for a bad header or record anywhere else (including a bad record
-    /// followed by an intact one), naming file and offset; [`LogError::ZxidGap`] when zxids do not
-    /// follow across records or segments; [`LogError::Io`] if the backend fails.
+    /// [`LogError::Corrupt`] for a bad header or record anywhere else (including damage followed
+    /// by an intact record that starts a later sync group, or, in a version-1 segment, by any
+    /// intact record), naming file and offset; [`LogError::ZxidGap`] when zxids do not follow
+    /// across records or segments; [`LogError::Io`] if the backend fails.
     pub fn open(storage: S, opts: LogOptions) -> Result<SegmentLog<S>, LogError> {
         let names = storage.list().map_err(|e| LogError::io("list", storage.display_name("."), e))?;
         for n in names.iter().filter(|n| n.starts_with(crate::storage::TRASH_PREFIX)) {
@@ -461,7 +555,9 @@ impl<S: Storage> SegmentLog<S> {
                     reason: format!("header says first zxid {first_zxid:#x}, the name says {name_zxid:#x}"),
                 });
             }
-            let ScanOut { meta, stop } = scan_segment(&file, &shown, &name, first_zxid, file_len, &mut prev)?;
+            let version = segment_header_version(&head).expect("a valid header has a version");
+            let ScanOut { meta, stop } =
+                scan_segment(&file, &shown, &name, version, first_zxid, file_len, &mut prev)?;
             if !is_last {
                 let clean = match stop {
                     ScanStop::Eof => true,
@@ -490,7 +586,7 @@ impl<S: Storage> SegmentLog<S> {
                 continue;
             }
             // The newest segment: whatever follows its last valid record is a tail that no sync
-            // completed for, unless an intact record follows it.
+            // completed for, unless an intact record after it proves otherwise (judge_tail).
             let stop_reason = match stop {
                 ScanStop::Eof => None,
                 ScanStop::Zero => Some("zero-filled frame".to_string()),
@@ -506,29 +602,47 @@ impl<S: Storage> SegmentLog<S> {
                 let nonzero_end = region.iter().rposition(|&b| b != 0).map(|p| p as u64 + 1);
                 if let Some(nz) = nonzero_end {
                     let after = if meta.records > 0 { meta.last_zxid } else { first_zxid - 1 };
-                    if let Some((at, zxid)) = find_intact_record(&region, meta.end, after) {
-                        return Err(LogError::Corrupt {
-                            file: shown,
-                            offset: meta.end,
-                            reason: format!(
-                                "{reason}, yet an intact record (zxid {zxid:#x}) follows at offset {at}, \
-                                 so this is not a torn tail"
-                            ),
-                        });
+                    let dropped = match judge_tail(&region, meta.end, nz as usize, after, version) {
+                        TailVerdict::Synced { at, zxid, why } => {
+                            return Err(LogError::Corrupt {
+                                file: shown,
+                                offset: meta.end,
+                                reason: format!(
+                                    "{reason}, yet {why}: zxid {zxid:#x} at offset {at}, so this is not a \
+                                     torn tail"
+                                ),
+                            });
+                        }
+                        TailVerdict::Torn(dropped) => dropped,
+                    };
+                    if let (Some(first), Some(last)) = (dropped.first(), dropped.last()) {
+                        tracing::warn!(
+                            file = %shown,
+                            offset = meta.end,
+                            bytes_dropped = nz,
+                            reason = %reason,
+                            intact_records_dropped = dropped.len(),
+                            "truncating the torn last sync group of the transaction log: its sync never \
+                             completed (no record of a later group follows), and the {} intact record(s) \
+                             after the damage, zxids {first:#x}..={last:#x}, go with it",
+                            dropped.len()
+                        );
+                    } else {
+                        tracing::warn!(
+                            file = %shown,
+                            offset = meta.end,
+                            bytes_dropped = nz,
+                            reason = %reason,
+                            "truncating torn tail of the transaction log (no sync had completed for these bytes)"
+                        );
                     }
-                    tracing::warn!(
-                        file = %shown,
-                        offset = meta.end,
-                        bytes_dropped = nz,
-                        reason = %reason,
-                        "truncating torn tail of the transaction log (no sync had completed for these bytes)"
-                    );
                     let cut = |e| LogError::io("truncate", shown.clone(), e);
                     file.set_len(meta.end).map_err(cut)?;
                     file.sync().map_err(cut)?;
                     // Restore the preallocation, now zero-filled, so later appends write in place.
                     file.allocate(file_len).map_err(cut)?;
                     report.truncated_tail = Some((shown.clone(), meta.end, nz));
+                    report.dropped_records = dropped;
                 }
             }
             if meta.records == 0 {
@@ -538,6 +652,21 @@ impl<S: Storage> SegmentLog<S> {
                 report.removed_segments.push(name);
                 continue;
             }
+            let end = meta.end;
+            let settle = |e| LogError::io("sync", shown.clone(), e);
+            if version < FORMAT_VERSION {
+                // An older format is never appended to: cut its unused preallocation, as a roll
+                // does (the sync makes the records durable too), and let the next append start a
+                // segment of the current format.
+                file.set_len(end).and_then(|()| file.sync()).map_err(settle)?;
+                metas.push(meta);
+                continue;
+            }
+            // Made durable whole before anything is appended: after a process crash (not a power
+            // loss) the tail a sync never covered is still in the page cache, and recovery just
+            // took it for records. The next append marks its record as the start of a sync group,
+            // which claims that every byte before it is durable (docs/log-format.md).
+            file.sync_all_data().map_err(settle)?;
             metas.push(meta);
             // Reopened rather than kept: the scan read the whole segment through this handle's
             // mapping, and those pages would stay mapped into the process (resident, counted in
@@ -727,7 +856,19 @@ impl<S: Storage> SegmentLog<S> {
             file.allocate(round_up(need, step)).map_err(|e| LogError::io("allocate", shown.clone(), e))?;
         }
         let base = seg.end;
-        if let Err(e) = file.write_at(base, &batch.buf) {
+        debug_assert_eq!(seg.version, FORMAT_VERSION, "only segments of the current format take appends");
+        // The first record written since the last completed sync starts a sync group, and says so
+        // in its frame: every byte before it in this segment is durable (synced, or synced by
+        // `open`), which is what lets recovery tell a torn last group from damage to synced
+        // records (docs/log-format.md, "Sync groups"). Later batches of the same group go as they
+        // were encoded.
+        let written = if self.unsynced {
+            file.write_at(base, &batch.buf)
+        } else {
+            let head = mark_group_start(&batch.buf);
+            file.write_at_split(base, &head, &batch.buf[RECORD_HEADER_BYTES as usize..])
+        };
+        if let Err(e) = written {
             return Err(self.poison(LogError::io("write", shown, e)));
         }
         let ends = batch.records.iter().skip(1).map(|&(_, o)| o as u64).chain(std::iter::once(bytes));
@@ -744,6 +885,9 @@ impl<S: Storage> SegmentLog<S> {
     /// the file and then the directory, so the segment exists durably before any record in it
     /// could be acknowledged.
     fn start_segment(&mut self, first: i64, batch_bytes: u64) -> Result<(), LogError> {
+        // A sync group never spans segments: a roll syncs before the next segment exists, so the
+        // new segment's first record starts a group.
+        debug_assert!(!self.unsynced, "a segment is started with nothing unsynced");
         let name = segment_name(first);
         let shown = self.storage.display_name(&name);
         let size = round_up(SEGMENT_HEADER_BYTES + batch_bytes, self.write_path_step());
@@ -792,6 +936,7 @@ impl<S: Storage> SegmentLog<S> {
     fn push_new_segment(&mut self, name: String, first: i64, file: S::File) {
         self.segments.push(SegmentMeta {
             name,
+            version: FORMAT_VERSION,
             first_zxid: first,
             last_zxid: 0,
             end: SEGMENT_HEADER_BYTES,
@@ -980,7 +1125,9 @@ impl<S: Storage> SegmentLog<S> {
         seg.records = n;
         seg.last_zxid = last;
         seg.index.truncate(n.div_ceil(INDEX_STRIDE) as usize);
-        self.active = Some(file);
+        // A segment of an older format is left closed (cut at its last record, which is how a
+        // closed segment ends): the next append starts one of the current format.
+        self.active = (seg.version == FORMAT_VERSION).then_some(file);
         self.last_zxid = last;
         self.durable_zxid = last;
         self.publish();

@@ -6,8 +6,8 @@
 //!
 //! # Durability contract every backend keeps
 //! - Bytes given to [`StorageFile::write_at`] and lengths set by [`StorageFile::set_len`] may be lost
-//!   at a crash until [`StorageFile::sync`] returns; a write in flight at the crash may be torn
-//!   (a prefix of it lands, the rest does not).
+//!   at a crash until [`StorageFile::sync`] returns, each page of them on its own: any subset of
+//!   the unsynced pages may land, in any order, and a page may land in part.
 //! - [`StorageFile::allocate`] reserves the blocks and makes the new length durable before it returns,
 //!   so a later write inside the allocated length cannot fail for lack of space.
 //! - Creating, renaming and removing a file may be lost at a crash until [`Storage::sync_dir`]
@@ -162,6 +162,19 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
     /// mapping).
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
 
+    /// Writes `head` and then `rest` back to back from `offset`, as one write: the same as
+    /// [`Self::write_at`] of the two joined (one `pwritev`, or two copies into the mapping), so
+    /// that a caller who changes the first bytes of a buffer it cannot modify need not copy it.
+    /// The default joins them and calls [`Self::write_at`].
+    ///
+    /// Errors: as [`Self::write_at`].
+    fn write_at_split(&mut self, offset: u64, head: &[u8], rest: &[u8]) -> io::Result<()> {
+        let mut joined = Vec::with_capacity(head.len() + rest.len());
+        joined.extend_from_slice(head);
+        joined.extend_from_slice(rest);
+        self.write_at(offset, &joined)
+    }
+
     /// Fills `buf` from `offset`.
     ///
     /// Errors: `UnexpectedEof` if the file ends first.
@@ -169,6 +182,14 @@ pub trait StorageFile: Send + std::fmt::Debug + 'static {
 
     /// Makes every write and length change made through this file durable.
     fn sync(&mut self) -> io::Result<()>;
+
+    /// Makes the whole file durable, whoever wrote it: also bytes written through other handles,
+    /// or by an earlier process, and never synced (they may still be in the page cache after a
+    /// process crash). An `fdatasync` even when this handle wrote nothing. The default is
+    /// [`Self::sync`], for backends whose sync already covers the whole file.
+    fn sync_all_data(&mut self) -> io::Result<()> {
+        self.sync()
+    }
 
     /// A hint that the next write will start at `offset`: a backend may do now, off the write's
     /// path, the work that write would otherwise wait for. Changes no content. The default does

@@ -1,6 +1,6 @@
 //! The backend conformance suite, run on the real disk and on the fault-injecting disk.
 
-use zk_log::{conformance, AppendMode, FaultStorage, FileStorage};
+use zk_log::{conformance, AppendMode, CrashModel, FaultStorage, FileStorage};
 
 #[test]
 fn file_backend_conforms() {
@@ -18,11 +18,40 @@ fn file_backend_conforms() {
 #[test]
 fn fault_backend_conforms() {
     for mode in AppendMode::ALL {
-        let mut seed = 0;
-        conformance::run_all(&mut || {
-            seed += 1;
-            FaultStorage::with_append_mode(seed, mode)
-        });
+        for model in CrashModel::ALL {
+            let mut seed = 0;
+            conformance::run_all(&mut || {
+                seed += 1;
+                FaultStorage::with_models(seed, mode, model)
+            });
+        }
+    }
+}
+
+/// The checks that crash: on the real disk a crash is a process crash (the page cache keeps what
+/// was written); on the fault-injecting disk the power fails, in both append modes and both
+/// crash models, over several seeds.
+#[test]
+fn crash_checks_conform() {
+    for mode in AppendMode::ALL {
+        let dirs: std::cell::RefCell<Vec<tempfile::TempDir>> = Default::default();
+        conformance::run_crash_checks(
+            &mut || {
+                let d = tempfile::tempdir().expect("tempdir");
+                let s = FileStorage::open_dir_with(d.path().join("zkrs-log"), mode).expect("open dir");
+                dirs.borrow_mut().push(d);
+                s
+            },
+            &mut |_| {},
+        );
+        for model in CrashModel::ALL {
+            for seed in 0..12 {
+                conformance::run_crash_checks(
+                    &mut || FaultStorage::with_models(seed, mode, model),
+                    &mut |s| s.crash(),
+                );
+            }
+        }
     }
 }
 

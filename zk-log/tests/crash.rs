@@ -8,14 +8,19 @@
 
 use std::collections::BTreeMap;
 use zk_log::conformance::sample_txn;
+use zk_log::conformance::{assert_samples, sample_batch};
 use zk_log::fault::SplitMix64;
-use zk_log::{AppendMode, EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog, Storage};
+use zk_log::{
+    AppendMode, CrashModel, EpochStore, FaultStorage, LogError, LogOptions, RecordBatch, SegmentLog, Storage,
+    StorageFile, FAULT_PAGE_BYTES,
+};
 
 /// The disk for a seed: about half the seeds write with pwrite, the others through the mapping
 /// (drawn from a bit of the seed no test uses for anything else), so every seeded test covers
-/// both append modes.
-fn disk(seed: u64) -> FaultStorage {
-    FaultStorage::with_append_mode(seed, mode_of(seed))
+/// both append modes; its crashes are drawn by `model`. The seeded tests run every seed under
+/// each [`CrashModel`] (a seed given in `ZK_LOG_SEED` too).
+fn disk(seed: u64, model: CrashModel) -> FaultStorage {
+    FaultStorage::with_models(seed, mode_of(seed), model)
 }
 
 /// The append mode [`disk`] gives a seed.
@@ -82,9 +87,34 @@ fn one_record(zxid: i64, size: usize) -> RecordBatch {
     RecordBatch::encode(&[(&h, &t)]).expect("encode")
 }
 
-/// Runs one seed; returns (crashes, crashes whose recovery cut a torn tail).
-fn run_seed(seed: u64) -> (u64, u64) {
-    let s = disk(seed);
+/// What the crashes of one seed's run did.
+#[derive(Debug, Default, Clone, Copy)]
+struct CrashCounts {
+    crashes: u64,
+    /// Recoveries that cut a torn tail.
+    torn: u64,
+    /// Recoveries that cut intact records after a gap with the torn last group (the case a
+    /// crash that keeps pages out of order makes).
+    intact_dropped: u64,
+}
+
+impl std::ops::AddAssign for CrashCounts {
+    fn add_assign(&mut self, o: CrashCounts) {
+        self.crashes += o.crashes;
+        self.torn += o.torn;
+        self.intact_dropped += o.intact_dropped;
+    }
+}
+
+/// Notes what a recovery cut.
+fn count_recovery(c: &mut CrashCounts, log: &SegmentLog<FaultStorage>) {
+    c.torn += u64::from(log.recovery().truncated_tail.is_some());
+    c.intact_dropped += u64::from(!log.recovery().dropped_records.is_empty());
+}
+
+/// Runs one seed, its crashes drawn by `model`.
+fn run_seed(seed: u64, model: CrashModel) -> CrashCounts {
+    let s = disk(seed, model);
     let mut rng = SplitMix64::new(seed ^ 0x5EED_0FC0_FFEE);
     let opts = LogOptions { prealloc_bytes: 128 + rng.upto(2048), segment_bytes_max: 512 + rng.upto(6000) };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open empty");
@@ -94,7 +124,7 @@ fn run_seed(seed: u64) -> (u64, u64) {
     let mut first_kept: Option<i64> = None;
     let mut purged_below = 0i64;
     let steps = 20 + rng.upto(100);
-    let mut torn = 0;
+    let mut counts = CrashCounts::default();
     for _ in 0..steps {
         match rng.upto(99) {
             0..=49 => {
@@ -149,7 +179,7 @@ fn run_seed(seed: u64) -> (u64, u64) {
                 log =
                     SegmentLog::open(s.clone(), opts).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
                 verify(seed, &log, &model, acked, purged_below, first_kept);
-                torn += u64::from(log.recovery().truncated_tail.is_some());
+                count_recovery(&mut counts, &log);
                 first_kept = log.first_zxid();
                 // Records past the recovered end are gone; the log is now all durable.
                 let last = log.last_zxid();
@@ -163,28 +193,228 @@ fn run_seed(seed: u64) -> (u64, u64) {
     s.crash();
     let log = SegmentLog::open(s.clone(), opts).unwrap_or_else(|e| panic!("seed {seed}: final reopen: {e}"));
     verify(seed, &log, &model, acked, purged_below, first_kept);
-    torn += u64::from(log.recovery().truncated_tail.is_some());
-    (s.crashes(), torn)
+    count_recovery(&mut counts, &log);
+    counts.crashes = s.crashes();
+    counts
+}
+
+/// Runs seeds `0..seeds` under `model` (or only `ZK_LOG_SEED`); returns the counts per append
+/// mode, in [`AppendMode::ALL`] order.
+fn run_seeds(seeds: u64, model: CrashModel) -> Option<[CrashCounts; 2]> {
+    if let Some(seed) = std::env::var("ZK_LOG_SEED").ok().and_then(|v| v.parse().ok()) {
+        run_seed(seed, model);
+        return None;
+    }
+    let mut counts = [CrashCounts::default(); AppendMode::ALL.len()];
+    for seed in 0..seeds {
+        let m = AppendMode::ALL.iter().position(|&m| m == mode_of(seed)).expect("a mode");
+        counts[m] += run_seed(seed, model);
+    }
+    Some(counts)
 }
 
 #[test]
 fn seeded_crashes_keep_every_synced_record() {
-    if let Some(seed) = std::env::var("ZK_LOG_SEED").ok().and_then(|v| v.parse().ok()) {
-        run_seed(seed);
-        return;
-    }
-    // (crashes, torn tails cut) per append mode.
-    let mut counts = [(0u64, 0u64); AppendMode::ALL.len()];
-    for seed in 0..1500 {
-        let (c, t) = run_seed(seed);
-        let m = AppendMode::ALL.iter().position(|&m| m == mode_of(seed)).expect("a mode");
-        counts[m].0 += c;
-        counts[m].1 += t;
-    }
-    for (mode, (crashes, torn)) in AppendMode::ALL.iter().zip(counts) {
-        eprintln!("{mode}: {crashes} simulated crashes, {torn} recoveries cut a torn tail");
+    let Some(counts) = run_seeds(1500, CrashModel::Prefix) else { return };
+    for (mode, c) in AppendMode::ALL.iter().zip(counts) {
+        eprintln!("{mode}: {} simulated crashes, {} recoveries cut a torn tail", c.crashes, c.torn);
         // The suite must actually exercise torn tails in each mode, not only clean ends.
-        assert!(torn > crashes / 20, "{mode}: only {torn} torn tails in {crashes} crashes");
+        assert!(c.torn > c.crashes / 20, "{mode}: only {} torn tails in {} crashes", c.torn, c.crashes);
+    }
+}
+
+/// The same random runs with crashes that keep any subset of the unsynced pages (each page of a
+/// write on its own, a later one without an earlier one) and of the unsynced directory changes:
+/// every record reported durable survives, nothing after a gap survives (the recovered log is a
+/// contiguous run of what was appended), and opening never fails. Before sync groups were marked
+/// in the frames, a later page of an unsynced group kept without an earlier one made recovery
+/// refuse to start ("not a torn tail").
+#[test]
+fn seeded_out_of_order_crashes_keep_every_synced_record() {
+    let Some(counts) = run_seeds(1500, CrashModel::Subset) else { return };
+    for (mode, c) in AppendMode::ALL.iter().zip(counts) {
+        eprintln!(
+            "{mode}: {} simulated crashes, {} recoveries cut a torn tail, {} of them with intact records \
+             after the gap",
+            c.crashes, c.torn, c.intact_dropped
+        );
+        assert!(c.torn > c.crashes / 20, "{mode}: only {} torn tails in {} crashes", c.torn, c.crashes);
+        // The case this model exists for must come up in each mode.
+        assert!(c.intact_dropped > 0, "{mode}: no crash left an intact record after a lost page");
+    }
+}
+
+/// Where a segment's records start (its header's size).
+const HEADER_BYTES: u64 = 32;
+
+/// Options for the scripted cases: one segment holds them all, and no allocation step (which
+/// syncs) falls inside a group.
+const SCRIPTED: LogOptions = LogOptions { prealloc_bytes: 64 << 10, segment_bytes_max: 1 << 20 };
+
+/// Commits `groups` (inclusive zxid ranges of records of about 300 bytes), each synced on its
+/// own; returns the offset of each record in the segment, by zxid, starting from `at`.
+fn commit_groups(
+    log: &mut SegmentLog<FaultStorage>,
+    groups: &[(i64, i64)],
+    mut at: u64,
+) -> BTreeMap<i64, u64> {
+    let mut offsets = BTreeMap::new();
+    for &(a, b) in groups {
+        for z in a..=b {
+            offsets.insert(z, at);
+            at += sample_batch(z, z, 300).bytes();
+        }
+        log.append(&sample_batch(a, b, 300)).expect("append");
+        log.sync().expect("sync");
+    }
+    offsets.insert(groups.last().expect("groups").1 + 1, at);
+    offsets
+}
+
+/// The pages (by index) that bytes `from..to` of a file lie in.
+fn pages_of(from: u64, to: u64) -> std::ops::RangeInclusive<u64> {
+    from / FAULT_PAGE_BYTES..=(to - 1) / FAULT_PAGE_BYTES
+}
+
+/// The finding this format version fixes: a group appended over several pages, whose sync never
+/// completed, reaches the disk out of order (a later page of it without an earlier one, as a
+/// device that reorders writes before a flush, or the kernel's writeback of a shared mapping,
+/// can leave). Opening must succeed, with every synced record intact and the whole torn group cut
+/// (the intact records after the gap with it, named in the report). Both append modes; the
+/// group either continues a segment or starts one after a roll.
+#[test]
+fn a_later_page_of_an_unsynced_group_without_an_earlier_one_is_cut() {
+    for mode in AppendMode::ALL {
+        for starts_a_segment in [false, true] {
+            later_page_without_an_earlier_one(mode, starts_a_segment);
+        }
+    }
+}
+
+fn later_page_without_an_earlier_one(mode: AppendMode, starts_a_segment: bool) {
+    let case = format!("{mode}, starts a segment: {starts_a_segment}");
+    let s = FaultStorage::with_append_mode(21, mode);
+    let mut log = SegmentLog::open(s.clone(), SCRIPTED).expect("open");
+    let offsets = commit_groups(&mut log, &[(1, 5), (6, 10), (11, 15), (16, 20)], HEADER_BYTES);
+    let mut start = offsets[&21];
+    if starts_a_segment {
+        log.roll().expect("roll");
+        start = HEADER_BYTES;
+    }
+    // Appended, never synced: the power fails while its sync is in flight.
+    let torn = sample_batch(21, 120, 300);
+    log.append(&torn).expect("append");
+    let seg = log.segment_names().last().cloned().expect("a segment");
+    drop(log);
+    let pages = pages_of(start, start + torn.bytes());
+    assert!(pages.end() - pages.start() >= 3, "{case}: the group spans {pages:?}");
+    // Only the group's third page reaches the disk: whole records in it, none of its first two.
+    let kept = pages.start() + 2;
+    s.crash_keeping_pages(|name, page| name == seg && page == kept);
+    let mut log = SegmentLog::open(s.clone(), SCRIPTED)
+        .unwrap_or_else(|e| panic!("{case}: a torn group that was never synced refused the start: {e}"));
+    assert_eq!(log.last_zxid(), 20, "{case}: the log ends with the last synced group");
+    assert_samples(&log, 1, 20, 300);
+    let r = log.recovery().clone();
+    let (file, offset, _) = r.truncated_tail.clone().unwrap_or_else(|| panic!("{case}: nothing was cut"));
+    assert!(file.ends_with(&seg), "{case}: {file}");
+    assert_eq!(offset, start, "{case}: cut where the group began");
+    assert!(
+        !r.dropped_records.is_empty() && r.dropped_records.iter().all(|z| (21..=120).contains(z)),
+        "{case}: the intact records after the gap are named as dropped: {:?}",
+        r.dropped_records
+    );
+    if starts_a_segment {
+        assert_eq!(r.removed_segments, vec![seg.clone()], "{case}: the group's segment held nothing else");
+    }
+    // The log goes on from the synced end, and what it takes next survives a crash.
+    log.append(&sample_batch(21, 30, 300)).expect("append");
+    log.sync().expect("sync");
+    drop(log);
+    s.crash();
+    let log = SegmentLog::open(s.clone(), SCRIPTED).expect("reopen");
+    assert_samples(&log, 1, 30, 300);
+}
+
+/// The other side of the same rule: damage to a synced group that a later group follows is
+/// corruption, not a torn tail, and opening refuses with `Corrupt` naming the file and the offset
+/// of the damage. The damaged record is inside its group or its last; the later group was
+/// synced, or is an unsynced, torn one of which only the first record reached the disk.
+#[test]
+fn a_bad_frame_in_a_group_a_later_group_follows_is_corrupt() {
+    for mode in AppendMode::ALL {
+        for damaged in [6, 8] {
+            for later_synced in [true, false] {
+                bad_frame_before_a_later_group(mode, damaged, later_synced);
+            }
+        }
+    }
+}
+
+fn bad_frame_before_a_later_group(mode: AppendMode, damaged: i64, later_synced: bool) {
+    let case = format!("{mode}, record {damaged} damaged, later group synced: {later_synced}");
+    let s = FaultStorage::with_append_mode(23, mode);
+    let mut log = SegmentLog::open(s.clone(), SCRIPTED).expect("open");
+    let offsets = commit_groups(&mut log, &[(1, 4), (5, 8)], HEADER_BYTES);
+    let mut later = BTreeMap::new();
+    let mut at = offsets[&9];
+    for z in 9..=40 {
+        later.insert(z, at);
+        at += sample_batch(z, z, 300).bytes();
+    }
+    log.append(&sample_batch(9, 40, 300)).expect("append");
+    let seg = log.segment_names().last().cloned().expect("a segment");
+    if later_synced {
+        log.sync().expect("sync");
+        drop(log);
+    } else {
+        drop(log);
+        // Only the later group's first record reaches the disk.
+        let first = pages_of(later[&9], later[&10]);
+        s.crash_keeping_pages(|name, page| name == seg && first.contains(&page));
+    }
+    // Media damage to a synced record: one payload byte flipped.
+    let at = offsets[&damaged] + 16 + 20;
+    let mut f = s.open(&seg).expect("open segment");
+    let mut b = [0u8; 1];
+    f.read_at(at, &mut b).expect("read");
+    f.write_at(at, &[b[0] ^ 0x10]).expect("write");
+    f.sync().expect("sync");
+    drop(f);
+    match SegmentLog::open(s.clone(), SCRIPTED) {
+        Err(LogError::Corrupt { file, offset, reason }) => {
+            assert!(file.ends_with(&seg), "{case}: {file}");
+            assert_eq!(offset, offsets[&damaged], "{case}: {reason}");
+            assert!(reason.contains("starts a later sync group"), "{case}: {reason}");
+            assert!(reason.contains(&format!("offset {}", later[&9])), "{case}: names the proof: {reason}");
+        }
+        other => panic!("{case}: expected Corrupt, got {:?}", other.map(|l| l.recovery().clone())),
+    }
+}
+
+/// What the rule cannot tell apart, pinned so that a change to it is a decision: damage inside
+/// the last group on disk, with no record of a later group after it, is cut like a torn group,
+/// because a group whose sync never completed looks exactly like that (docs/log-format.md,
+/// "Media corruption"). The groups before it are untouched.
+#[test]
+fn damage_in_the_last_group_with_nothing_after_it_is_cut() {
+    for mode in AppendMode::ALL {
+        let s = FaultStorage::with_append_mode(25, mode);
+        let mut log = SegmentLog::open(s.clone(), SCRIPTED).expect("open");
+        let offsets = commit_groups(&mut log, &[(1, 4), (5, 8)], HEADER_BYTES);
+        let seg = log.segment_names().last().cloned().expect("a segment");
+        drop(log);
+        let at = offsets[&6] + 16 + 20;
+        let mut f = s.open(&seg).expect("open segment");
+        let mut b = [0u8; 1];
+        f.read_at(at, &mut b).expect("read");
+        f.write_at(at, &[b[0] ^ 0x10]).expect("write");
+        f.sync().expect("sync");
+        drop(f);
+        let log = SegmentLog::open(s.clone(), SCRIPTED).expect("opens");
+        assert_eq!(log.last_zxid(), 5, "{mode}");
+        assert_eq!(log.recovery().dropped_records, vec![7, 8], "{mode}");
+        assert_samples(&log, 1, 5, 300);
     }
 }
 
@@ -192,8 +422,8 @@ fn seeded_crashes_keep_every_synced_record() {
 fn crash_during_segment_start_and_roll() {
     // Tiny segments so that nearly every batch rolls, and a crash right after each append: the
     // crash lands between creating a segment, writing its header and syncing the directory.
-    for seed in 0..300u64 {
-        let s = disk(seed);
+    for (seed, model) in (0..300u64).flat_map(|seed| CrashModel::ALL.map(|m| (seed, m))) {
+        let s = disk(seed, model);
         let opts = LogOptions { prealloc_bytes: 64, segment_bytes_max: 200 };
         let mut acked = 0;
         let mut model = Model::new();
@@ -407,8 +637,16 @@ fn inline_commits_only_when_the_writer_is_idle_in(mode: AppendMode) {
     })
     .expect("spawn");
     let batch = |z: i64| one_record(z, 100);
-    assert_eq!(w.commit_inline(&batch(1)).expect("idle").expect("durable"), 1);
-    assert_eq!(w.commit_inline(&batch(2)).expect("idle").expect("durable"), 2);
+    // The thread takes the log's lock for a moment as it starts (to ask for a spare segment):
+    // an inline commit is refused until it lets go.
+    let inline_when_idle = |z: i64| loop {
+        match w.commit_inline(&batch(z)) {
+            Some(r) => break r,
+            None => std::thread::yield_now(),
+        }
+    };
+    assert_eq!(inline_when_idle(1).expect("durable"), 1);
+    assert_eq!(inline_when_idle(2).expect("durable"), 2);
     // Interleave queued batches and inline attempts: an attempt made while a batch is queued or
     // being written is refused; an accepted one comes after everything queued (else it would be
     // out of order and fail).
@@ -594,8 +832,8 @@ fn verify_jobs(seed: u64, log: &mut SegmentLog<FaultStorage>, m: &mut JobModel, 
     m.generation += 1;
 }
 
-fn job_seed(seed: u64) -> u64 {
-    let s = disk(seed);
+fn job_seed(seed: u64, model: CrashModel) -> u64 {
+    let s = disk(seed, model);
     let mut rng = SplitMix64::new(seed ^ 0x7E57_AB1E);
     let opts = LogOptions { prealloc_bytes: 128 + rng.upto(1024), segment_bytes_max: 400 + rng.upto(3000) };
     let mut log = SegmentLog::open(s.clone(), opts).expect("open empty");
@@ -742,16 +980,20 @@ fn job_seed(seed: u64) -> u64 {
 #[test]
 fn seeded_power_failures_inside_truncate_reset_and_epoch_writes() {
     if let Some(seed) = std::env::var("ZK_LOG_SEED").ok().and_then(|v| v.parse().ok()) {
-        job_seed(seed);
+        for model in CrashModel::ALL {
+            job_seed(seed, model);
+        }
         return;
     }
-    let mut taken = 0;
-    for seed in 0..1200 {
-        taken += job_seed(seed);
+    for model in CrashModel::ALL {
+        let mut taken = 0;
+        for seed in 0..1200 {
+            taken += job_seed(seed, model);
+        }
+        // Some power failures must land after a reset's marker became durable, so that recovery
+        // finishing a reset is exercised, not only resets that never started.
+        assert!(taken > 0, "{model:?}: no interrupted reset was finished by recovery");
     }
-    // Some power failures must land after a reset's marker became durable, so that recovery
-    // finishing a reset is exercised, not only resets that never started.
-    assert!(taken > 0, "no interrupted reset was finished by recovery");
 }
 
 /// The learner's order at NEWLEADER: the synced transactions of the new epoch are durable, then
@@ -765,7 +1007,8 @@ fn power_failure_inside_a_learners_current_epoch_write() {
     let (mut finished, mut kept) = (0, 0);
     for seed in 0..40u64 {
         for ops in 0..8u64 {
-            let s = disk(seed * 31 + ops);
+            let model = CrashModel::ALL[(ops % 2) as usize];
+            let s = disk(seed * 31 + ops, model);
             let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
             let mut log = SegmentLog::open(s.clone(), opts).expect("open");
             let mut ep = EpochStore::open(s.clone(), 0).expect("epochs");
@@ -812,8 +1055,8 @@ enum WJob {
 /// acknowledged is lost).
 /// Returns what was in flight when the power failed: 0 nothing (all done), 1 batches, 2 a
 /// truncation, 3 a reset.
-fn writer_seed(seed: u64) -> usize {
-    let s = disk(seed);
+fn writer_seed(seed: u64, model: CrashModel) -> usize {
+    let s = disk(seed, model);
     let mut rng = SplitMix64::new(seed ^ 0x0034_17E5);
     let opts = LogOptions { prealloc_bytes: 256 + rng.upto(1024), segment_bytes_max: 600 + rng.upto(3000) };
     let gen = seed; // content differs from other seeds' but is fixed within the run
@@ -959,16 +1202,23 @@ fn writer_seed(seed: u64) -> usize {
 #[test]
 fn seeded_power_failures_under_the_writer() {
     if let Some(seed) = std::env::var("ZK_LOG_SEED").ok().and_then(|v| v.parse().ok()) {
-        writer_seed(seed);
+        for model in CrashModel::ALL {
+            writer_seed(seed, model);
+        }
         return;
     }
-    let mut kinds = [0u32; 4];
-    for seed in 0..400 {
-        kinds[writer_seed(seed)] += 1;
+    for model in CrashModel::ALL {
+        let mut kinds = [0u32; 4];
+        for seed in 0..400 {
+            kinds[writer_seed(seed, model)] += 1;
+        }
+        eprintln!(
+            "{model:?}: in flight at the power failure: none {}, batches {}, truncate {}, reset {}",
+            kinds[0], kinds[1], kinds[2], kinds[3]
+        );
+        assert!(
+            kinds.iter().all(|&k| k > 0),
+            "{model:?}: every kind of job must meet a power failure: {kinds:?}"
+        );
     }
-    eprintln!(
-        "in flight at the power failure: none {}, batches {}, truncate {}, reset {}",
-        kinds[0], kinds[1], kinds[2], kinds[3]
-    );
-    assert!(kinds.iter().all(|&k| k > 0), "every kind of job must meet a power failure: {kinds:?}");
 }
