@@ -195,7 +195,7 @@ impl PeerIo {
             Ok(stream) => {
                 let cfg = self.s.tree_cfg.clone();
                 let sinks: SnapshotSinkFactory =
-                    Box::new(move |zxid| Box::new(SnapSink::new(cfg.clone(), zxid)) as Box<dyn SnapshotSink>);
+                    Box::new(move |zxid| Box::new(SnapshotIntake::new(cfg.clone(), zxid)) as Box<dyn SnapshotSink>);
                 let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
                 self.outboxes.insert(conn, out);
                 Input::Dialed { conn, result: Ok(()) }
@@ -371,19 +371,22 @@ fn spawn_accept_loop(
     });
 }
 
-/// Loads the snapshot stream after SNAP into a database, in the reader's task.
-struct SnapSink {
+/// Loads the snapshot stream after SNAP into a database, in the connection reader's task (the
+/// node simulation feeds it the same way).
+pub struct SnapshotIntake {
     loader: Option<ApacheSnapLoader>,
     done: Option<Result<Database, String>>,
 }
 
-impl SnapSink {
-    fn new(cfg: TreeConfig, zxid: i64) -> SnapSink {
-        SnapSink { loader: Some(ApacheSnapLoader::new(cfg, zxid)), done: None }
+impl SnapshotIntake {
+    /// An intake for the snapshot at `zxid` that a SNAP announced, loaded into a database set up
+    /// as `cfg` says.
+    pub fn new(cfg: TreeConfig, zxid: i64) -> SnapshotIntake {
+        SnapshotIntake { loader: Some(ApacheSnapLoader::new(cfg, zxid)), done: None }
     }
 }
 
-impl SnapshotSink for SnapSink {
+impl SnapshotSink for SnapshotIntake {
     fn feed(&mut self, bytes: &[u8]) -> Result<(usize, bool), String> {
         let Some(loader) = self.loader.as_mut() else { return Ok((0, true)) };
         let fed = loader.feed(bytes).map_err(|e| e.to_string())?;

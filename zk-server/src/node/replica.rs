@@ -151,8 +151,13 @@ pub struct Replica {
     verifier: QuorumVerifier,
     /// (acceptedEpoch, currentEpoch) as on disk.
     epochs: (i64, i64),
-    /// An epoch file write asked for and not yet answered, and its value.
-    epoch_writing: Option<(EpochFile, u32)>,
+    /// Epoch file writes asked for and not yet answered, in order, with their value and the
+    /// Zab machine that asked ([`Replica::machine`]): a write outlives the role that asked for
+    /// it, and its answer then only updates what is on disk.
+    epoch_writes: VecDeque<(EpochFile, u32, u64)>,
+    /// Numbers the Zab machines (a leader's or a learner's), so that an answer for one that is
+    /// gone is not taken by its successor.
+    machine: u64,
     log: LogPosition,
     /// The last zxid handed to the log (a learner's logged proposal, or the leader's own).
     requested: i64,
@@ -234,7 +239,8 @@ impl Replica {
         let mut r = Replica {
             verifier,
             epochs,
-            epoch_writing: None,
+            epoch_writes: VecDeque::new(),
+            machine: 0,
             log,
             requested: log.durable,
             log_jobs: 0,
@@ -352,6 +358,12 @@ impl Replica {
         self.fle.logical_clock()
     }
 
+    /// When the replica's timers are next due, ms (what it adds to the core's), for tests
+    /// that look for a timer that never stops being due.
+    pub fn debug_timeout(&self) -> Option<u64> {
+        self.poll_timeout()
+    }
+
     // ---------------------------------------------------------------------------------------
     // Inputs.
 
@@ -383,7 +395,7 @@ impl Replica {
         let ms = now.mono_ms();
         let limit = self.init_ms();
         let (keep, expired): (Vec<_>, Vec<_>) =
-            self.parked.drain(..).partition(|(_, at)| ms.saturating_sub(*at) <= limit);
+            self.parked.drain(..).partition(|(_, at)| ms.saturating_sub(*at) < limit);
         self.parked = keep;
         for (conn, _) in expired {
             debug!("held learner connection {conn} waited initLimit; closing it");
@@ -637,6 +649,7 @@ impl Replica {
         self.fle.set_peers_down(self.peers_down.clone());
         self.decision = None;
         self.reloading = None;
+        self.machine += 1;
         self.state = State::Looking;
         // As Apache: read-only service starts once the election took max(2 s, a tick).
         self.read_only_at = self.cfg.read_only_mode.then(|| ms + self.cfg.tick_ms.max(READ_ONLY_DELAY_MS));
@@ -665,7 +678,14 @@ impl Replica {
     }
 
     fn maybe_act_on_decision(&mut self) {
-        if self.reloading.is_some() || self.log_jobs > 0 || self.log.durable < self.requested {
+        // The next role starts from what is on disk: every record handed to the log durable,
+        // no truncation or reset pending, and no epoch file write of the last role still under
+        // way (its promise must be in the epochs the next machine starts from).
+        if self.reloading.is_some()
+            || self.log_jobs > 0
+            || self.log.durable < self.requested
+            || !self.epoch_writes.is_empty()
+        {
             return;
         }
         if let Some((leader, state)) = self.decision.take() {
@@ -772,6 +792,7 @@ impl Replica {
         let ms = now.mono_ms();
         self.leading_since = Some(ms);
         let local = self.local_state();
+        self.machine += 1;
         let mut leader = Leader::new(self.zab_config(), local, recent, ms);
         // DIFFs from the log are bounded by a share of what a snapshot would be.
         leader.set_database_bytes(db_bytes);
@@ -821,6 +842,7 @@ impl Replica {
         match result {
             Ok(()) => {
                 self.conns.insert(conn);
+                self.machine += 1;
                 let mut learner =
                     Learner::new(self.zab_config(), leader, self.cfg.observer, self.local_state(), ms);
                 learner.connected(ms);
@@ -874,11 +896,11 @@ impl Replica {
     }
 
     fn epoch_written(&mut self, now: Now, file: EpochFile, result: Result<(), String>) {
-        let Some((asked, epoch)) = self.epoch_writing.take() else {
-            debug!("an epoch file write nobody waits for; ignored");
+        let Some((asked, epoch, machine)) = self.epoch_writes.pop_front() else {
+            debug!("an epoch file write nobody asked for; ignored");
             return;
         };
-        assert_eq!(asked, file, "the driver answers the epoch file write asked for");
+        assert_eq!(asked, file, "the driver answers the epoch file writes in the order asked");
         if let Err(e) = result {
             error!("cannot write an epoch file: {e}");
             return self.look("epoch file failed", now, false);
@@ -886,6 +908,14 @@ impl Replica {
         match file {
             EpochFile::Accepted => self.epochs.0 = i64::from(epoch),
             EpochFile::Current => self.epochs.1 = i64::from(epoch),
+        }
+        if machine != self.machine {
+            // Asked by a machine that is gone: the file is what it is; a decision may have
+            // waited for it.
+            if matches!(self.state, State::Looking) && self.decision.is_some() {
+                self.maybe_act_on_decision();
+            }
+            return;
         }
         let ms = now.mono_ms();
         match &mut self.state {
@@ -896,11 +926,11 @@ impl Replica {
     }
 
     fn persist_epoch(&mut self, file: EpochFile, epoch: u32) {
-        assert!(
-            self.epoch_writing.is_none(),
-            "one epoch file write at a time (the Zab machines wait for each)"
+        debug_assert!(
+            self.epoch_writes.iter().all(|w| w.2 != self.machine),
+            "a Zab machine waits for each epoch write before the next"
         );
-        self.epoch_writing = Some((file, epoch));
+        self.epoch_writes.push_back((file, epoch, self.machine));
         self.out.push_back(Output::PersistEpoch { file, epoch });
     }
 

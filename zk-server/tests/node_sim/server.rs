@@ -1,0 +1,192 @@
+//! One simulated server process: its two disks (the log's, and the one for snapshots and epoch
+//! files, as zk-server keeps them in two directories), each a zk-log `FaultStorage`, and the
+//! real node (`zk_server::node::Node`) started from them exactly as `zkrs-server` starts: the
+//! newest snapshot whose recorded digest checks out, the log replayed over it, the epoch files.
+//!
+//! The log's writer thread is a queue of jobs that complete after a simulated delay, in order
+//! (appends grouped into one sync, as zk-log's writer groups them); the snapshot thread is
+//! zk-server's own `SnapshotFiles` behind another queue.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use zk_log::snapshot::remove_stale_temps;
+use zk_log::{EpochStore, FaultStorage, LogOptions, RecordBatch, SegmentLog};
+use zk_server::config::ServerConfig;
+use zk_server::core::{CoreConfig, CounterRule, Now, ServerCore, SnapJob, SnapshotSettings, VoterSet};
+use zk_server::node::{LogPosition, Node, ReplicaConfig};
+use zk_server::settings::Settings;
+use zk_server::snapshots::{self, SnapshotFiles};
+use zk_tree::{Recovery, TreeConfig};
+
+/// Small segments and preallocation steps, so that runs roll and purge segments.
+pub const LOG_OPTIONS: LogOptions = LogOptions { prealloc_bytes: 4 << 10, segment_bytes_max: 16 << 10 };
+
+/// A job for the log's thread.
+#[derive(Debug)]
+pub enum LogJob {
+    Append(RecordBatch),
+    /// The group written when it started becomes durable.
+    Sync,
+    Truncate(i64),
+    Reset(i64),
+}
+
+/// The settings every simulated server starts with.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// zoo.cfg lines beyond the ensemble's (snapCount and the like).
+    pub extra_cfg: String,
+    /// The replica's part.
+    pub replica: ReplicaConfig,
+}
+
+/// A simulated server process and its disks.
+pub struct Server {
+    pub sid: i64,
+    pub spec: ServerSpec,
+    pub log_disk: FaultStorage,
+    pub snap_disk: FaultStorage,
+    /// Process generation: bumped at every start, so that what was in flight for an earlier
+    /// process is dropped.
+    pub gen: u64,
+    /// The running process (None while down).
+    pub proc: Option<Process>,
+    /// Why the process stopped by itself (a failure the checks report), if it did.
+    pub stopped: Option<String>,
+    /// Snapshots this server finished writing, in all its lives.
+    pub snapshots_written: u64,
+}
+
+/// A running process.
+pub struct Process {
+    pub node: Node,
+    pub log: SegmentLog<zk_log::FaultStorage>,
+    pub epochs: EpochStore<FaultStorage>,
+    pub snaps: SnapshotFiles<FaultStorage>,
+    /// When it started, sim ms (its monotonic clock counts from here).
+    pub started_ms: u64,
+    /// Its wall clock runs this far from the simulation's.
+    pub wall_offset_ms: i64,
+    /// Log jobs queued, oldest first; the head is under way while `log_busy`.
+    pub log_jobs: VecDeque<LogJob>,
+    pub log_busy: bool,
+    /// Snapshot thread jobs queued; the head under way while `snap_busy`.
+    pub snap_jobs: VecDeque<SnapJob>,
+    pub snap_busy: bool,
+    /// Client connections the core knows, by the core's connection number.
+    pub next_client_conn: u64,
+}
+
+/// The wall clock the simulation starts at.
+pub const WALL_START_MS: i64 = 1_700_000_000_000;
+
+impl Server {
+    /// A server with empty disks, down.
+    pub fn new(sid: i64, spec: ServerSpec, seed: u64) -> Server {
+        Server {
+            sid,
+            spec,
+            log_disk: FaultStorage::new(seed),
+            snap_disk: FaultStorage::new(seed ^ 0x5bd1_e995),
+            gen: 0,
+            proc: None,
+            stopped: None,
+            snapshots_written: 0,
+        }
+    }
+
+    pub fn tree_config(&self, settings: &Settings) -> TreeConfig {
+        TreeConfig {
+            tick_ms: settings.tick_ms,
+            container_max_never_used_ms: settings.container_max_never_used_ms,
+            tree_digest: true,
+            ..TreeConfig::default()
+        }
+    }
+
+    pub fn settings(&self) -> Settings {
+        let text = format!(
+            "tickTime={}\ninitLimit={}\nsyncLimit={}\ndataDir=/nonexistent\nclientPort=2181\n{}",
+            self.spec.replica.tick_ms, self.spec.replica.init_limit, self.spec.replica.sync_limit, self.spec.extra_cfg
+        );
+        let cfg = ServerConfig::parse(&text, None).expect("the simulation's zoo.cfg parses");
+        Settings::from_config(&cfg).expect("the simulation's settings resolve")
+    }
+
+    /// Starts the process at sim time `now_ms`, as zkrs-server starts.
+    ///
+    /// Errors: the disks do not give a state to start from (the run reports it).
+    pub fn start(&mut self, now_ms: u64, wall_offset_ms: i64, seed: u64) -> Result<(), String> {
+        assert!(self.proc.is_none(), "a server starts once per life");
+        self.gen += 1;
+        self.stopped = None;
+        let settings = Arc::new(self.settings());
+        let tree_cfg = self.tree_config(&settings);
+        for name in remove_stale_temps(&self.snap_disk).map_err(|e| e.to_string())? {
+            tracing::debug!("removed {name}");
+        }
+        let mut log = SegmentLog::open(self.log_disk.clone(), LOG_OPTIONS).map_err(|e| format!("log: {e}"))?;
+        let (db, name) = snapshots::load_newest(&self.snap_disk, tree_cfg.clone())?;
+        let mut rec = Recovery::new(db);
+        zk_server::log::replay(&mut log, &mut rec, "the log").map_err(|e| format!("replay: {e}"))?;
+        let rec = snapshots::verified(&self.snap_disk, tree_cfg, rec, name, |rec| {
+            zk_server::log::replay(&mut log, rec, "the log").map_err(|e| e.to_string())
+        })?;
+        let now = Now { mono_us: 0, wall_ms: WALL_START_MS + now_ms as i64 + wall_offset_ms };
+        let replayed = rec.replayed();
+        let db = rec.finish(0);
+        let epochs = EpochStore::open(self.snap_disk.clone(), log.durable_zxid()).map_err(|e| format!("epochs: {e}"))?;
+        let cfg = CoreConfig {
+            settings: settings.clone(),
+            server_id: self.sid as u8,
+            voters: VoterSet::solo(self.sid),
+            counter_rule: CounterRule::Wrap,
+            snapshots: Some(SnapshotSettings {
+                snap_count: settings.snap_count,
+                snap_size_bytes: settings.snap_size_bytes,
+                pace_floor: 0,
+                idle_ms: settings.snapshot_idle_ms,
+            }),
+            snapshot_now: replayed > 0,
+            seed,
+            sasl_seed: [7; 32],
+        };
+        let core = ServerCore::new(cfg, db, now);
+        let position = LogPosition { base: log.base_zxid(), durable: log.durable_zxid() };
+        let node = Node::ensemble(core, self.spec.replica.clone(), (epochs.accepted(), epochs.current()), position, now);
+        let retain = settings.snap_retain_count as usize;
+        self.proc = Some(Process {
+            node,
+            log,
+            epochs,
+            snaps: SnapshotFiles::new(self.snap_disk.clone(), retain),
+            started_ms: now_ms,
+            wall_offset_ms,
+            log_jobs: VecDeque::new(),
+            log_busy: false,
+            snap_jobs: VecDeque::new(),
+            snap_busy: false,
+            next_client_conn: 1,
+        });
+        Ok(())
+    }
+
+    /// The time as this process sees it at sim time `now_ms`.
+    pub fn now(&self, now_ms: u64) -> Now {
+        let p = self.proc.as_ref().expect("a running process");
+        let mono = now_ms.saturating_sub(p.started_ms);
+        Now { mono_us: mono * 1000, wall_ms: WALL_START_MS + now_ms as i64 + p.wall_offset_ms }
+    }
+
+    /// Power loss: the process ends, and each disk keeps what `keep` says of what was not synced.
+    pub fn crash(&mut self, keep: super::world::Keep) {
+        self.proc = None;
+        for d in [&self.log_disk, &self.snap_disk] {
+            match keep {
+                super::world::Keep::Durable => d.crash_losing_unsynced(),
+                super::world::Keep::Random => d.crash(),
+            }
+        }
+    }
+}

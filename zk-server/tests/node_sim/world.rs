@@ -1,0 +1,1335 @@
+//! The simulated world: servers running the real node, the network between them, clients, time,
+//! and the faults one seed draws. Events are kept in a queue ordered by (time, sequence); the
+//! nodes' own timers (`Node::poll_timeout`) are woken when due. Everything is drawn from one
+//! seeded generator, so a seed replays the same run exactly.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use zk_log::{AppendMode, CrashModel, FaultStorage};
+use zk_proto::Request;
+use zk_quorum::config::QuorumConfig;
+use zk_quorum::wire::PacketType;
+use zk_server::core::{Action, Event, Role, NODES_PER_STEP};
+use zk_server::ensemble::peers::SnapshotIntake;
+use zk_server::node::replica::{read_anchored, recent_history};
+use zk_server::node::{EpochFile, Input, LogPosition, Output, PeerConn, ReplicaConfig};
+use zk_server::snapshots::{self, SnapshotReport};
+use zk_server::stats::ConnStats;
+
+use super::client::{self, Client, Link as ClientLink, Record, OP_TIMEOUT_MS, SESSION_TIMEOUT_MS};
+use super::linear;
+use super::net::{End, Msg, Net};
+use super::server::{LogJob, Server, ServerSpec};
+
+/// What a power loss keeps of what was not synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Only what was synced.
+    Durable,
+    /// What the disk's crash model draws (any subset of the unsynced pages).
+    Random,
+}
+
+/// Packets a connection's pipe holds before the sender is cut off, as zk-server's outbox.
+const OUTBOX_PACKETS: usize = zk_server::ensemble::peer_net::OUTBOX_PACKETS;
+
+/// Accepted connections are numbered from here (the node numbers its dials from 1).
+const ACCEPTED_BASE: PeerConn = 1 << 48;
+
+/// How a run is set up.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Voters (server ids 1..=voters).
+    pub voters: usize,
+    /// Observers (the next ids).
+    pub observers: usize,
+    /// How long faults and clients run, ms.
+    pub run_ms: u64,
+    /// Whether faults are drawn.
+    pub faults: bool,
+    /// Clients.
+    pub clients: usize,
+    /// zoo.cfg's snapCount.
+    pub snap_count: u64,
+    /// Snapshot chunks take up to this long to write, ms (slow snapshots meet elections).
+    pub snapshot_chunk_ms: u64,
+    /// tickTime, initLimit, syncLimit.
+    pub tick_ms: u64,
+    pub init_limit: u64,
+    pub sync_limit: u64,
+    /// How long the healed ensemble gets to converge, ms.
+    pub settle_ms: u64,
+}
+
+impl Params {
+    /// Three voters.
+    pub fn three() -> Params {
+        Params {
+            voters: 3,
+            observers: 0,
+            run_ms: 20_000,
+            faults: true,
+            clients: 4,
+            snap_count: 60,
+            snapshot_chunk_ms: 20,
+            tick_ms: 100,
+            init_limit: 10,
+            sync_limit: 5,
+            settle_ms: 40_000,
+        }
+    }
+
+    /// Five voters.
+    pub fn five() -> Params {
+        Params { voters: 5, ..Params::three() }
+    }
+
+    /// Three voters and an observer.
+    pub fn with_observer() -> Params {
+        Params { observers: 1, ..Params::three() }
+    }
+
+    /// One voter and two observers (standaloneEnabled=false).
+    pub fn single_voter() -> Params {
+        Params { voters: 1, observers: 2, ..Params::three() }
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    /// The head of a connection's pipe arrives.
+    Pipe { link: u64, dir: usize },
+    /// An election mailbox delivers.
+    Mail { from: i64, to: i64 },
+    /// The last notification delivered from `from` to `to` arrives again.
+    MailAgain { from: i64, to: i64 },
+    /// The log's thread finished the group under way.
+    LogDone { sid: i64, gen: u64 },
+    /// The snapshot thread finished its job.
+    SnapDone { sid: i64, gen: u64 },
+    /// An epoch file write finished.
+    EpochDone { sid: i64, gen: u64, file: EpochFile, epoch: u32 },
+    /// A dial resolves.
+    Dial { sid: i64, gen: u64, conn: PeerConn, leader: i64 },
+    /// The set of peers known down reaches a server.
+    PeersDown { sid: i64, gen: u64 },
+    /// A client acts.
+    Client(usize),
+    /// The next fault.
+    Fault,
+    /// A server comes back.
+    Restart(i64),
+    /// A partition heals.
+    Heal,
+}
+
+/// The world. See the module docs.
+pub struct World {
+    pub t: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    events: HashMap<u64, Ev>,
+    rng: StdRng,
+    seed: u64,
+    pub servers: Vec<Server>,
+    net: Net,
+    clients: Vec<Client>,
+    pub rec: Record,
+    p: Params,
+    /// Established leaders by epoch.
+    leaders: BTreeMap<u32, i64>,
+    /// Who was seen leading which epoch last (to check each leadership once).
+    leading_seen: BTreeMap<i64, u32>,
+    /// Client connections: (sid, gen, conn) -> client.
+    client_conns: BTreeMap<(i64, u64, u64), usize>,
+    /// Snapshot streams being received, per (link, dir).
+    intakes: BTreeMap<(u64, usize), SnapshotIntake>,
+    /// Per server, the next accepted connection number.
+    next_accepted: BTreeMap<i64, PeerConn>,
+    /// Servers down (crashed, not yet restarted).
+    down: BTreeSet<i64>,
+    /// The last notification delivered per (from, to).
+    last_mail: BTreeMap<(i64, i64), (zk_quorum::wire::Notification, u64)>,
+    /// Disk latency multiplier per server (a slow disk).
+    slow: BTreeMap<i64, u64>,
+    /// When each server's epoch file writer is free.
+    epoch_free: BTreeMap<i64, u64>,
+    /// Violations found.
+    pub failures: Vec<String>,
+    pub trace: bool,
+    pub log: String,
+    faults_on: bool,
+    /// Counts for the report.
+    pub stats: BTreeMap<&'static str, u64>,
+}
+
+impl World {
+    /// A world of fresh servers for `seed`.
+    pub fn new(seed: u64, p: Params, trace: bool) -> World {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = p.voters + p.observers;
+        let mut lines = Vec::new();
+        for sid in 1..=n {
+            let kind = if sid <= p.voters { "participant" } else { "observer" };
+            lines.push(format!("server.{sid}=127.0.0.1:{}:{}:{kind}", 2000 + sid, 3000 + sid));
+        }
+        lines.push("version=0".into());
+        let config = QuorumConfig::parse(&lines.join("\n")).expect("the simulation's ensemble parses");
+        let extra = format!(
+            "snapCount={}\nsnapshot.idleSeconds=2\nautopurge.snapRetainCount=3\n",
+            p.snap_count
+        );
+        let mut servers = Vec::new();
+        for sid in 1..=n as i64 {
+            let replica = ReplicaConfig {
+                my_sid: sid,
+                config: config.clone(),
+                observer: sid as usize > p.voters,
+                tick_ms: p.tick_ms,
+                init_limit: p.init_limit,
+                sync_limit: p.sync_limit,
+                committed_log_max: 20,
+                read_only_mode: false,
+                reconfig_enabled: false,
+                standalone_enabled: false,
+            };
+            let spec = ServerSpec { extra_cfg: extra.clone(), replica };
+            let mut s = Server::new(sid, spec, rng.gen());
+            // Each disk its own append mode, and out-of-order page writeback at a power loss.
+            let mode = if rng.gen_bool(0.5) { AppendMode::Pwrite } else { AppendMode::Mapped };
+            s.log_disk = FaultStorage::with_models(rng.gen(), mode, CrashModel::Subset);
+            s.snap_disk = FaultStorage::with_models(rng.gen(), AppendMode::Pwrite, CrashModel::Subset);
+            servers.push(s);
+        }
+        let clients = (0..p.clients).map(Client::new).collect();
+        World {
+            t: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            rng,
+            seed,
+            servers,
+            net: Net::default(),
+            clients,
+            rec: Record::new(),
+            p,
+            leaders: BTreeMap::new(),
+            leading_seen: BTreeMap::new(),
+            client_conns: BTreeMap::new(),
+            intakes: BTreeMap::new(),
+            next_accepted: BTreeMap::new(),
+            down: BTreeSet::new(),
+            last_mail: BTreeMap::new(),
+            slow: BTreeMap::new(),
+            epoch_free: BTreeMap::new(),
+            failures: Vec::new(),
+            trace,
+            log: String::new(),
+            faults_on: false,
+            stats: BTreeMap::new(),
+        }
+    }
+
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if self.trace {
+            let line = format!("{:>7} {}\n", self.t, what());
+            eprint!("{line}");
+        }
+    }
+
+    fn count(&mut self, what: &'static str) {
+        *self.stats.entry(what).or_insert(0) += 1;
+    }
+
+    fn at(&mut self, dt: u64, ev: Ev) {
+        let seq = self.seq;
+        self.seq += 1;
+        self.queue.push(Reverse((self.t + dt, seq)));
+        self.events.insert(seq, ev);
+    }
+
+    fn server(&mut self, sid: i64) -> &mut Server {
+        &mut self.servers[(sid - 1) as usize]
+    }
+
+    fn gen_of(&self, sid: i64) -> Option<u64> {
+        let s = &self.servers[(sid - 1) as usize];
+        s.proc.as_ref().map(|_| s.gen)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Running.
+
+    /// Starts every server and the clients; faults start if the parameters say so.
+    pub fn start(&mut self) {
+        for sid in 1..=self.servers.len() as i64 {
+            self.boot(sid);
+        }
+        for c in 0..self.clients.len() {
+            let dt = self.rng.gen_range(10..200);
+            self.at(dt, Ev::Client(c));
+        }
+        if self.p.faults {
+            self.faults_on = true;
+            let dt = self.rng.gen_range(500..2000);
+            self.at(dt, Ev::Fault);
+        }
+    }
+
+    fn boot(&mut self, sid: i64) {
+        let t = self.t;
+        let seed = self.rng.gen();
+        let offset = 0;
+        let s = self.server(sid);
+        if let Err(e) = s.start(t, offset, seed) {
+            self.failures.push(format!("t={t}: server {sid} could not start: {e}"));
+            self.down.insert(sid);
+            return;
+        }
+        self.down.remove(&sid);
+        self.note(|| format!("server {sid} started"));
+        self.tell_down_all();
+        self.pump(sid);
+    }
+
+    /// Runs until sim time `end`.
+    pub fn run_until(&mut self, end: u64) {
+        let mut same_t = 0u32;
+        let mut last_t = u64::MAX;
+        while self.failures.is_empty() {
+            let next_ev = self.queue.peek().map(|r| r.0 .0);
+            let next_timer = self.next_timer();
+            let t = match (next_ev, next_timer) {
+                (Some(a), Some((b, _))) => a.min(b),
+                (a, b) => match a.or(b.map(|x| x.0)) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            if t > end {
+                self.t = end;
+                break;
+            }
+            self.t = self.t.max(t);
+            if self.t == last_t {
+                same_t += 1;
+                if same_t > 200_000 {
+                    let timer = self.next_timer();
+                    let detail = timer.and_then(|(_, sid)| {
+                        let p = self.servers[(sid - 1) as usize].proc.as_ref()?;
+                        Some(format!(
+                            "server {sid}: core due at {:?}, replica due at {:?}",
+                            p.node.core().poll_timeout(),
+                            p.node.replica().and_then(|r| r.debug_timeout())
+                        ))
+                    });
+                    self.failures.push(format!(
+                        "t={}: no progress of time (a timer always due: {detail:?})\n{}",
+                        self.t,
+                        self.describe()
+                    ));
+                    return;
+                }
+            } else {
+                same_t = 0;
+                last_t = self.t;
+            }
+            if next_ev.is_some_and(|e| e <= self.t) {
+                let Reverse((_, seq)) = self.queue.pop().expect("peeked");
+                let ev = self.events.remove(&seq).expect("every queued event is stored");
+                self.event(ev);
+            } else if let Some((_, sid)) = next_timer {
+                let now = self.servers[(sid - 1) as usize].now(self.t);
+                if let Some(p) = self.server(sid).proc.as_mut() {
+                    p.node.handle_timeout(now);
+                }
+                self.pump(sid);
+            }
+        }
+    }
+
+    /// The earliest due node timer (sim ms, server).
+    fn next_timer(&self) -> Option<(u64, i64)> {
+        let mut best: Option<(u64, i64)> = None;
+        for s in &self.servers {
+            let Some(p) = s.proc.as_ref() else { continue };
+            if let Some(ms) = p.node.poll_timeout() {
+                let at = (p.started_ms + ms).max(self.t);
+                if best.is_none_or(|b| at < b.0) {
+                    best = Some((at, s.sid));
+                }
+            }
+        }
+        best
+    }
+
+    fn event(&mut self, ev: Ev) {
+        match ev {
+            Ev::Pipe { link, dir } => self.deliver(link, dir),
+            Ev::Mail { from, to } => self.deliver_mail(from, to),
+            Ev::MailAgain { from, to } => {
+                if let Some((n, gen)) = self.last_mail.get(&(from, to)).cloned() {
+                    if self.gen_of(from) == Some(gen) && self.gen_of(to).is_some() && self.net.reachable(from, to) {
+                        self.count("stale notifications");
+                        self.input(to, Input::Notification { from, notification: n });
+                    }
+                }
+            }
+            Ev::LogDone { sid, gen } => self.log_done(sid, gen),
+            Ev::SnapDone { sid, gen } => self.snap_done(sid, gen),
+            Ev::EpochDone { sid, gen, file, epoch } => {
+                if self.gen_of(sid) != Some(gen) {
+                    return;
+                }
+                let p = self.server(sid).proc.as_mut().expect("up");
+                let result = match file {
+                    EpochFile::Accepted => p.epochs.set_accepted(i64::from(epoch)),
+                    EpochFile::Current => p.epochs.set_current(i64::from(epoch)),
+                }
+                .map_err(|e| e.to_string());
+                self.input(sid, Input::EpochWritten { file, result });
+            }
+            Ev::Dial { sid, gen, conn, leader } => self.dial_done(sid, gen, conn, leader),
+            Ev::PeersDown { sid, gen } => {
+                if self.gen_of(sid) == Some(gen) {
+                    let down = self.down.clone();
+                    self.input(sid, Input::PeersDown(down));
+                }
+            }
+            Ev::Client(c) => self.client_tick(c),
+            Ev::Fault => self.fault(),
+            Ev::Restart(sid) => {
+                if self.server(sid).proc.is_none() {
+                    self.boot(sid);
+                }
+            }
+            Ev::Heal => {
+                self.net.side = None;
+                self.note(|| "partition healed".into());
+            }
+        }
+    }
+
+    /// Hands `input` to server `sid`'s node and carries out what it asks.
+    fn input(&mut self, sid: i64, input: Input) {
+        let now = self.servers[(sid - 1) as usize].now(self.t);
+        let Some(p) = self.server(sid).proc.as_mut() else { return };
+        p.node.handle(now, input);
+        self.pump(sid);
+    }
+
+    /// Carries out every output of `sid`'s node.
+    fn pump(&mut self, sid: i64) {
+        loop {
+            if self.server(sid).proc.is_none() {
+                return;
+            }
+            let now = self.servers[(sid - 1) as usize].now(self.t);
+            let Some(o) = self.server(sid).proc.as_mut().and_then(|p| p.node.poll_action(now)) else { break };
+            self.output(sid, o);
+        }
+        self.check_leader(sid);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Outputs.
+
+    fn output(&mut self, sid: i64, o: Output) {
+        let gen = self.servers[(sid - 1) as usize].gen;
+        match o {
+            Output::Core(a) => self.action(sid, a),
+            Output::SendNotification { to, notification } => {
+                if to as usize > self.servers.len() || to < 1 {
+                    return;
+                }
+                self.net.mail.insert((sid, to), (notification, gen));
+                if self.net.mail_scheduled.insert((sid, to)) {
+                    let dt = self.rng.gen_range(1..4);
+                    self.at(dt, Ev::Mail { from: sid, to });
+                }
+                // A late duplicate now and then, as a re-dialled election connection re-sends
+                // the newest message it had (by then perhaps an old one).
+                if self.faults_on && self.rng.gen_bool(0.01) {
+                    let dt = self.rng.gen_range(20..400);
+                    self.at(dt, Ev::MailAgain { from: sid, to });
+                }
+            }
+            Output::SendPacket { conn, packet } => self.send(sid, gen, conn, Msg::Packet(packet)),
+            Output::SendRaw { conn, bytes } => self.send(sid, gen, conn, Msg::Raw(bytes)),
+            Output::WatchDrain { conn } => {
+                if let Some((id, i)) = self.net.find(sid, gen, conn) {
+                    let l = self.net.links.get_mut(&id).expect("found");
+                    if l.pipes[i].is_empty() {
+                        self.input(sid, Input::PeerDrained { conn });
+                    } else {
+                        l.drain_watch[i] = true;
+                    }
+                }
+            }
+            Output::AdmitLearner { conn } => {
+                if let Some((id, _)) = self.net.find(sid, gen, conn) {
+                    self.net.links.get_mut(&id).expect("found").admitted = true;
+                    self.schedule_pipe(id, 0);
+                } else {
+                    self.input(sid, Input::PeerClosed { conn, why: "gone before it was admitted".into() });
+                }
+            }
+            Output::ClosePeer { conn } => {
+                if let Some((id, i)) = self.net.find(sid, gen, conn) {
+                    self.close_end(id, i, "closed by the peer");
+                }
+            }
+            Output::Dial { conn, leader } => {
+                let reachable = self.net.reachable(sid, leader) && self.gen_of(leader).is_some();
+                let up = self.gen_of(leader).is_some();
+                // A refused connection answers at once; one into a partition waits out the
+                // connect timeout (initLimit).
+                let dt = if reachable {
+                    self.rng.gen_range(1..4)
+                } else if up {
+                    self.p.tick_ms * self.p.init_limit
+                } else {
+                    1
+                };
+                self.at(dt, Ev::Dial { sid, gen, conn, leader });
+            }
+            Output::PersistEpoch { file, epoch } => {
+                // The driver writes epoch files one after another, in the order asked.
+                let dt = self.disk_ms(sid, 1, 5);
+                let at = self.epoch_free.get(&sid).copied().unwrap_or(0).max(self.t) + dt;
+                self.epoch_free.insert(sid, at);
+                self.at(at - self.t, Ev::EpochDone { sid, gen, file, epoch });
+            }
+            Output::Reload { window } => {
+                let s = &mut self.servers[(sid - 1) as usize];
+                let settings = s.settings();
+                let tree_cfg = s.tree_config(&settings);
+                let p = s.proc.as_mut().expect("up");
+                let reader = p.log.reader();
+                let result = snapshots::rebuild(&s.snap_disk, tree_cfg, &reader).map(Box::new);
+                let log = LogPosition { base: p.log.base_zxid(), durable: p.log.durable_zxid() };
+                let recent = recent_history(&reader, window);
+                self.count("reloads");
+                self.input(sid, Input::Reloaded { result, log, recent });
+            }
+            Output::ReadLog { req, from, through, max_records, max_bytes } => {
+                let p = self.server(sid).proc.as_mut().expect("up");
+                let reader = p.log.reader();
+                let read = read_anchored(&reader, from, through, max_records, max_bytes);
+                self.input(sid, Input::LogRead { req, read });
+            }
+            Output::TruncateLog { after } => {
+                let disk = self.server(sid).snap_disk.clone();
+                if let Err(e) = snapshots::discard_after(&disk, after) {
+                    self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t));
+                    return;
+                }
+                self.log_job(sid, LogJob::Truncate(after));
+            }
+            Output::InstallSnapshot { zxid } => {
+                let s = &self.servers[(sid - 1) as usize];
+                let p = s.proc.as_ref().expect("up");
+                if let Err(e) = snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP) {
+                    self.failures.push(format!("t={}: server {sid}: snapshot write: {e}", self.t));
+                    return;
+                }
+                self.log_job(sid, LogJob::Reset(zxid));
+            }
+            Output::ResyncBelow { cut } => {
+                let disk = self.server(sid).snap_disk.clone();
+                match snapshots::discard_after(&disk, cut) {
+                    Ok(newest) => self.log_job(sid, LogJob::Reset(newest)),
+                    Err(e) => self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t)),
+                }
+            }
+            Output::InstallConfig(_) => {}
+        }
+    }
+
+    fn action(&mut self, sid: i64, a: Action) {
+        let gen = self.servers[(sid - 1) as usize].gen;
+        match a {
+            Action::Reply { conn, frame } | Action::Frame { conn, frame } => self.to_client(sid, gen, conn, frame),
+            Action::Close { conn } => {
+                if let Some(c) = self.client_conns.remove(&(sid, gen, conn)) {
+                    self.client_dropped(c);
+                }
+            }
+            Action::SessionReady { .. } | Action::ReleasePermit | Action::ResumeLog => {}
+            Action::Persist { records, .. } => self.log_job(sid, LogJob::Append(records)),
+            Action::PurgeLogBefore { zxid } => {
+                let p = self.server(sid).proc.as_mut().expect("up");
+                let _ = p.log.purge_before(zxid);
+            }
+            Action::Snapshot(job) => {
+                let p = self.server(sid).proc.as_mut().expect("up");
+                p.snap_jobs.push_back(job);
+                self.kick_snap(sid);
+            }
+            Action::Stop { reason } => {
+                self.failures.push(format!("t={}: server {sid} stopped: {reason}", self.t));
+                self.server(sid).stopped = Some(reason);
+                self.process_ends(sid);
+            }
+            other => self.failures.push(format!("t={}: server {sid}: a quorum action left the node: {other:?}", self.t)),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Disks.
+
+    fn disk_ms(&mut self, sid: i64, lo: u64, hi: u64) -> u64 {
+        let k = self.slow.get(&sid).copied().unwrap_or(1);
+        self.rng.gen_range(lo..hi) * k
+    }
+
+    fn log_job(&mut self, sid: i64, job: LogJob) {
+        let p = self.server(sid).proc.as_mut().expect("up");
+        p.log_jobs.push_back(job);
+        self.kick_log(sid);
+    }
+
+    /// Starts the log thread's next job: a group of appends is written now (not yet durable)
+    /// and synced when the job completes, as zk-log's writer does; appends that come meanwhile
+    /// make the next group.
+    fn kick_log(&mut self, sid: i64) {
+        let gen = self.servers[(sid - 1) as usize].gen;
+        let p = self.server(sid).proc.as_mut().expect("up");
+        if p.log_busy || p.log_jobs.is_empty() {
+            return;
+        }
+        p.log_busy = true;
+        if matches!(p.log_jobs.front(), Some(LogJob::Append(_))) {
+            let mut failed = None;
+            while let Some(LogJob::Append(_)) = p.log_jobs.front() {
+                let Some(LogJob::Append(b)) = p.log_jobs.pop_front() else { unreachable!("checked") };
+                if let Err(e) = p.log.append(&b) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            p.log_jobs.push_front(LogJob::Sync);
+            if let Some(error) = failed {
+                p.log_jobs.pop_front();
+                p.log_busy = false;
+                self.input(sid, Input::LogFailed { error });
+                return;
+            }
+        }
+        let dt = self.disk_ms(sid, 1, 8);
+        self.at(dt, Ev::LogDone { sid, gen });
+    }
+
+    fn log_done(&mut self, sid: i64, gen: u64) {
+        if self.gen_of(sid) != Some(gen) {
+            return;
+        }
+        let p = self.server(sid).proc.as_mut().expect("up");
+        p.log_busy = false;
+        let Some(job) = p.log_jobs.pop_front() else { return };
+        let input = match job {
+            LogJob::Sync => match p.log.sync() {
+                Ok(()) => Input::Durable { zxid: p.log.durable_zxid() },
+                Err(error) => Input::LogFailed { error },
+            },
+            LogJob::Append(_) => unreachable!("appends are written when their group starts"),
+            LogJob::Truncate(z) => match p.log.truncate_after(z) {
+                Ok(()) => Input::LogTruncated { zxid: z },
+                Err(error) => Input::LogFailed { error },
+            },
+            LogJob::Reset(z) => match p.log.reset_to(z) {
+                Ok(()) => Input::LogReset { zxid: z },
+                Err(error) => Input::LogFailed { error },
+            },
+        };
+        self.input(sid, input);
+        if self.gen_of(sid) == Some(gen) {
+            self.kick_log(sid);
+        }
+    }
+
+    fn kick_snap(&mut self, sid: i64) {
+        let gen = self.servers[(sid - 1) as usize].gen;
+        let chunk_ms = self.p.snapshot_chunk_ms.max(1);
+        let dt = self.rng.gen_range(0..chunk_ms) + 1;
+        let p = self.server(sid).proc.as_mut().expect("up");
+        if p.snap_busy || p.snap_jobs.is_empty() {
+            return;
+        }
+        p.snap_busy = true;
+        self.at(dt, Ev::SnapDone { sid, gen });
+    }
+
+    fn snap_done(&mut self, sid: i64, gen: u64) {
+        if self.gen_of(sid) != Some(gen) {
+            return;
+        }
+        let p = self.server(sid).proc.as_mut().expect("up");
+        p.snap_busy = false;
+        let Some(job) = p.snap_jobs.pop_front() else { return };
+        let report = p.snaps.run(job);
+        match report {
+            Some(SnapshotReport::ChunkDone(buffer)) => self.input(sid, Input::Core(Event::SnapshotChunkDone { buffer })),
+            Some(SnapshotReport::Done { ok, purge_logs_before }) => {
+                if ok {
+                    self.server(sid).snapshots_written += 1;
+                    self.count("snapshots");
+                }
+                self.input(sid, Input::Core(Event::SnapshotDone { ok, purge_logs_before }));
+            }
+            Some(SnapshotReport::Retained { purge_logs_before }) => {
+                self.input(sid, Input::Core(Event::Retained { purge_logs_before }))
+            }
+            None => {}
+        }
+        if self.gen_of(sid) == Some(gen) {
+            self.kick_snap(sid);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The network.
+
+    fn deliver_mail(&mut self, from: i64, to: i64) {
+        self.net.mail_scheduled.remove(&(from, to));
+        let Some((n, gen)) = self.net.mail.get(&(from, to)).cloned() else { return };
+        if self.gen_of(from) != Some(gen) {
+            // The sender's process is gone, and its outbox with it.
+            self.net.mail.remove(&(from, to));
+            return;
+        }
+        if self.gen_of(to).is_none() || !self.net.reachable(from, to) {
+            // Kept: the sender's connection manager delivers it once the peer can be reached.
+            if self.net.mail_scheduled.insert((from, to)) {
+                self.at(50, Ev::Mail { from, to });
+            }
+            return;
+        }
+        self.net.mail.remove(&(from, to));
+        self.last_mail.insert((from, to), (n.clone(), gen));
+        if self.faults_on && self.rng.gen_bool(0.005) {
+            return; // lost with a connection that dropped
+        }
+        self.input(to, Input::Notification { from, notification: n });
+    }
+
+    fn send(&mut self, sid: i64, gen: u64, conn: PeerConn, m: Msg) {
+        let Some((id, i)) = self.net.find(sid, gen, conn) else { return };
+        let l = self.net.links.get_mut(&id).expect("found");
+        if !l.open[1 - i] && l.pipes[i].is_empty() {
+            // The other end is gone: writes fail silently until the reader's close arrives.
+            return;
+        }
+        l.pipes[i].push_back(m);
+        if l.pipes[i].len() > OUTBOX_PACKETS {
+            self.count("outbox overflows");
+            self.close_end(id, i, "its outbox overflowed");
+            self.input(sid, Input::PeerClosed { conn, why: "its outbox overflowed".into() });
+            return;
+        }
+        self.schedule_pipe(id, i);
+    }
+
+    fn schedule_pipe(&mut self, id: u64, dir: usize) {
+        let Some(l) = self.net.links.get_mut(&id) else { return };
+        if l.scheduled[dir] || l.pipes[dir].is_empty() {
+            return;
+        }
+        l.scheduled[dir] = true;
+        let dt = self.rng.gen_range(0..3);
+        self.at(dt, Ev::Pipe { link: id, dir });
+    }
+
+    /// End `i` of link `id` closes: it reads no more, and the other end sees the close after what
+    /// was queued for it.
+    fn close_end(&mut self, id: u64, i: usize, why: &str) {
+        let Some(l) = self.net.links.get_mut(&id) else { return };
+        if !l.open[i] {
+            return;
+        }
+        l.open[i] = false;
+        l.pipes[1 - i].clear();
+        l.pipes[i].push_back(Msg::Close(why.to_owned()));
+        self.intakes.remove(&(id, 1 - i));
+        self.schedule_pipe(id, i);
+    }
+
+    fn deliver(&mut self, id: u64, dir: usize) {
+        let Some(l) = self.net.links.get(&id) else { return };
+        let (from, to, admitted, reader_open) = (l.ends[dir], l.ends[1 - dir], l.admitted, l.open[1 - dir]);
+        let reachable = self.net.reachable(from.sid, to.sid);
+        let reader_alive = self.gen_of(to.sid) == Some(to.gen);
+        let l = self.net.links.get_mut(&id).expect("present");
+        l.scheduled[dir] = false;
+        if !reader_open || !reader_alive {
+            // The reader is gone (closed, or its process ended).
+            l.pipes[dir].clear();
+            l.open[1 - dir] = false;
+            return;
+        }
+        // The acceptor reads nothing before its node admits the connection; nothing crosses a
+        // partition (TCP holds it).
+        if (dir == 0 && !admitted) || !reachable {
+            l.scheduled[dir] = true;
+            self.at(5, Ev::Pipe { link: id, dir });
+            return;
+        }
+        let Some(m) = l.pipes[dir].pop_front() else { return };
+        let drained = l.pipes[dir].is_empty() && l.drain_watch[dir];
+        if drained {
+            l.drain_watch[dir] = false;
+        }
+        let more = !l.pipes[dir].is_empty();
+        match m {
+            Msg::Packet(packet) => {
+                let snap = packet.packet_type == PacketType::Snap.to_wire();
+                let zxid = packet.zxid;
+                self.input(to.sid, Input::Packet { conn: to.conn, packet });
+                if snap && self.gen_of(to.sid) == Some(to.gen) {
+                    let s = &self.servers[(to.sid - 1) as usize];
+                    let cfg = s.tree_config(&s.settings());
+                    self.intakes.insert((id, dir), SnapshotIntake::new(cfg, zxid));
+                }
+            }
+            Msg::Raw(bytes) => self.raw(id, dir, to, bytes),
+            Msg::Close(why) => {
+                if let Some(l) = self.net.links.get_mut(&id) {
+                    l.open[1 - dir] = false;
+                }
+                self.intakes.remove(&(id, dir));
+                self.input(to.sid, Input::PeerClosed { conn: to.conn, why });
+            }
+        }
+        if drained && self.gen_of(from.sid) == Some(from.gen) {
+            self.input(from.sid, Input::PeerDrained { conn: from.conn });
+        }
+        if more {
+            self.schedule_pipe(id, dir);
+        }
+    }
+
+    /// Snapshot stream bytes, fed to the connection's intake as the reader task feeds its sink.
+    fn raw(&mut self, id: u64, dir: usize, to: End, bytes: Bytes) {
+        let Some(intake) = self.intakes.get_mut(&(id, dir)) else {
+            self.failures.push(format!("t={}: raw bytes with no SNAP before them on link {id}", self.t));
+            return;
+        };
+        let mut rest: &[u8] = &bytes;
+        while !rest.is_empty() {
+            match zk_server::ensemble::peer_net::SnapshotSink::feed(intake, rest) {
+                Ok((used, done)) => {
+                    rest = &rest[used.min(rest.len())..];
+                    if done {
+                        let intake = self.intakes.remove(&(id, dir)).expect("present");
+                        let result = zk_server::ensemble::peer_net::SnapshotSink::finish(Box::new(intake));
+                        if !rest.is_empty() {
+                            self.failures.push(format!("t={}: bytes after a snapshot stream on link {id}", self.t));
+                        }
+                        self.input(to.sid, Input::SnapshotReceived { conn: to.conn, result });
+                        return;
+                    }
+                    if used == 0 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    self.intakes.remove(&(id, dir));
+                    self.close_end(id, 1 - dir, "bad snapshot stream");
+                    self.input(to.sid, Input::PeerClosed { conn: to.conn, why: format!("bad snapshot stream: {e}") });
+                    return;
+                }
+            }
+        }
+    }
+
+    fn dial_done(&mut self, sid: i64, gen: u64, conn: PeerConn, leader: i64) {
+        if self.gen_of(sid) != Some(gen) {
+            return;
+        }
+        let target = self.gen_of(leader);
+        match target {
+            Some(lgen) if self.net.reachable(sid, leader) => {
+                let acc = self.next_accepted.entry(leader).or_insert(ACCEPTED_BASE);
+                let aconn = *acc;
+                *acc += 1;
+                let id = self.net.connect(End { sid, gen, conn }, End { sid: leader, gen: lgen, conn: aconn });
+                let _ = id;
+                self.input(sid, Input::Dialed { conn, result: Ok(()) });
+                self.input(leader, Input::LearnerConnected { conn: aconn });
+            }
+            _ => self.input(sid, Input::Dialed { conn, result: Err("connection refused or timed out".into()) }),
+        }
+    }
+
+    /// Tells every running server which servers are down (their election ports refuse).
+    fn tell_down_all(&mut self) {
+        for sid in 1..=self.servers.len() as i64 {
+            if let Some(gen) = self.gen_of(sid) {
+                let dt = self.rng.gen_range(1..30);
+                self.at(dt, Ev::PeersDown { sid, gen });
+            }
+        }
+    }
+
+    /// A server's process is gone (a crash, a kill, a stop): its connections end.
+    fn process_ends(&mut self, sid: i64) {
+        let gen = self.servers[(sid - 1) as usize].gen;
+        self.server(sid).proc = None;
+        self.down.insert(sid);
+        for (id, i) in self.net.ends_of(sid, gen) {
+            self.close_end(id, i, "connection reset");
+        }
+        let gone: Vec<(i64, u64, u64)> = self.client_conns.keys().filter(|k| k.0 == sid).copied().collect();
+        for k in gone {
+            if let Some(c) = self.client_conns.remove(&k) {
+                self.client_dropped(c);
+            }
+        }
+        self.tell_down_all();
+        self.net.gc();
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Clients.
+
+    fn to_client(&mut self, sid: i64, gen: u64, conn: u64, frame: Bytes) {
+        let Some(&c) = self.client_conns.get(&(sid, gen, conn)) else { return };
+        let t = self.t;
+        let cl = &mut self.clients[c];
+        match cl.link.clone() {
+            ClientLink::Connecting { .. } => {
+                if cl.connected(&frame) {
+                    cl.link = ClientLink::Connected { sid, gen, conn };
+                    cl.next_op_ms = t;
+                    self.at(1, Ev::Client(c));
+                } else {
+                    self.client_conns.remove(&(sid, gen, conn));
+                    self.close_client_conn(sid, gen, conn);
+                    self.clients[c].link = ClientLink::Idle { retry_at: t + 10 };
+                }
+            }
+            ClientLink::Connected { .. } => {
+                if cl.reply(&frame, t, &mut self.rec) {
+                    let think = self.rng.gen_range(0..30);
+                    self.clients[c].next_op_ms = t + think;
+                    self.at(think + 1, Ev::Client(c));
+                }
+            }
+            ClientLink::Idle { .. } => {}
+        }
+    }
+
+    fn client_dropped(&mut self, c: usize) {
+        self.clients[c].abandon(&mut self.rec);
+        let retry = self.t + self.rng.gen_range(10..300);
+        self.clients[c].link = ClientLink::Idle { retry_at: retry };
+    }
+
+    fn close_client_conn(&mut self, sid: i64, gen: u64, conn: u64) {
+        if self.gen_of(sid) == Some(gen) {
+            self.input(sid, Input::Core(Event::Closed { conn }));
+        }
+    }
+
+    fn client_tick(&mut self, c: usize) {
+        let t = self.t;
+        let running = self.faults_on || t < self.p.run_ms;
+        match self.clients[c].link.clone() {
+            ClientLink::Idle { retry_at } => {
+                if t >= retry_at && running {
+                    let up: Vec<i64> = (1..=self.servers.len() as i64).filter(|s| self.gen_of(*s).is_some()).collect();
+                    if !up.is_empty() {
+                        let sid = up[self.rng.gen_range(0..up.len())];
+                        let gen = self.gen_of(sid).expect("up");
+                        let p = self.server(sid).proc.as_mut().expect("up");
+                        let conn = p.next_client_conn;
+                        p.next_client_conn += 1;
+                        let req = self.clients[c].connect_request();
+                        self.clients[c].link = ClientLink::Connecting { sid, gen, conn, since: t };
+                        self.client_conns.insert((sid, gen, conn), c);
+                        let remote = format!("10.0.0.{}:5000", c + 1).parse().expect("an address");
+                        let ev = Event::Connect { conn, remote, req, ids: Vec::new(), stats: Arc::new(ConnStats::new()) };
+                        self.input(sid, Input::Core(ev));
+                    }
+                }
+            }
+            ClientLink::Connecting { sid, gen, conn, since } => {
+                if t >= since + OP_TIMEOUT_MS {
+                    self.client_conns.remove(&(sid, gen, conn));
+                    self.close_client_conn(sid, gen, conn);
+                    self.client_dropped(c);
+                }
+            }
+            ClientLink::Connected { sid, gen, conn } => {
+                let timed_out = self.clients[c].pending.as_ref().is_some_and(|p| t >= p.sent_ms + OP_TIMEOUT_MS);
+                if timed_out {
+                    self.client_conns.remove(&(sid, gen, conn));
+                    self.close_client_conn(sid, gen, conn);
+                    self.client_dropped(c);
+                } else if self.clients[c].pending.is_none() && t >= self.clients[c].next_op_ms && running {
+                    let reqs = self.clients[c].next_op(&mut self.rng, t, &mut self.rec);
+                    for (xid, op, req) in reqs {
+                        self.request(sid, gen, conn, xid, op, req);
+                    }
+                } else if self.clients[c].pending.is_none()
+                    && t >= self.clients[c].last_sent_ms + SESSION_TIMEOUT_MS as u64 / 3
+                {
+                    self.clients[c].last_sent_ms = t;
+                    self.request(sid, gen, conn, zk_proto::xid::PING, zk_proto::OpCode::Ping.code(), Request::Ping);
+                }
+            }
+        }
+        let dt = self.rng.gen_range(5..40);
+        if running || self.clients[c].pending.is_some() {
+            self.at(dt, Ev::Client(c));
+        }
+    }
+
+    fn request(&mut self, sid: i64, gen: u64, conn: u64, xid: i32, op: i32, req: Request) {
+        if self.gen_of(sid) != Some(gen) {
+            return;
+        }
+        let raw = client::encode(&req);
+        let now = self.servers[(sid - 1) as usize].now(self.t);
+        let ev = Event::Request { conn, xid, op, body: Ok(req), raw, received_us: now.mono_us };
+        self.input(sid, Input::Core(ev));
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Faults.
+
+    fn fault(&mut self) {
+        if !self.faults_on {
+            return;
+        }
+        let n = self.servers.len() as i64;
+        let roll = self.rng.gen_range(0..100);
+        match roll {
+            // Power loss: what was not synced lands in part, out of order.
+            0..=24 => {
+                let sid = self.rng.gen_range(1..=n);
+                if self.gen_of(sid).is_some() && self.down.len() < (n as usize).div_ceil(2) {
+                    let keep = if self.rng.gen_bool(0.7) { Keep::Random } else { Keep::Durable };
+                    self.note(|| format!("power loss on server {sid} ({keep:?})"));
+                    self.count("power losses");
+                    self.process_ends(sid);
+                    self.server(sid).crash(keep);
+                    let dt = self.rng.gen_range(50..3000);
+                    self.at(dt, Ev::Restart(sid));
+                }
+            }
+            // kill -9: the process ends, the page cache keeps what it wrote.
+            25..=39 => {
+                let sid = self.rng.gen_range(1..=n);
+                if self.gen_of(sid).is_some() && self.down.len() < (n as usize).div_ceil(2) {
+                    self.note(|| format!("kill -9 of server {sid}"));
+                    self.count("kills");
+                    self.process_ends(sid);
+                    let dt = self.rng.gen_range(50..3000);
+                    self.at(dt, Ev::Restart(sid));
+                }
+            }
+            // A partition, healed later.
+            40..=59 => {
+                if self.net.side.is_none() {
+                    let side: BTreeSet<i64> = (1..=n).filter(|_| self.rng.gen_bool(0.5)).collect();
+                    self.note(|| format!("partition {side:?} | rest"));
+                    self.count("partitions");
+                    self.net.side = Some(side);
+                    let dt = self.rng.gen_range(300..6000);
+                    self.at(dt, Ev::Heal);
+                }
+            }
+            // A slow disk for a while.
+            60..=69 => {
+                let sid = self.rng.gen_range(1..=n);
+                let k = [1, 5, 30, 100][self.rng.gen_range(0..4)];
+                self.slow.insert(sid, k);
+                self.note(|| format!("server {sid}'s disk {k}x slower"));
+            }
+            // A wall-clock jump (only the wall clock: timeouts run on the monotonic one).
+            70..=74 => {
+                let sid = self.rng.gen_range(1..=n);
+                let jump = self.rng.gen_range(-600_000..600_000);
+                if let Some(p) = self.server(sid).proc.as_mut() {
+                    p.wall_offset_ms += jump;
+                }
+                self.note(|| format!("server {sid}'s wall clock jumps {jump} ms"));
+            }
+            // A quorum connection drops.
+            75..=84 => {
+                let ids: Vec<u64> = self.net.links.keys().copied().collect();
+                if !ids.is_empty() {
+                    let id = ids[self.rng.gen_range(0..ids.len())];
+                    let i = self.rng.gen_range(0..2);
+                    self.note(|| format!("link {id} drops"));
+                    self.close_end(id, i, "connection reset");
+                    if let Some(l) = self.net.links.get(&id) {
+                        let e = l.ends[i];
+                        if self.gen_of(e.sid) == Some(e.gen) {
+                            self.input(e.sid, Input::PeerClosed { conn: e.conn, why: "connection reset".into() });
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        if self.t < self.p.run_ms {
+            let dt = self.rng.gen_range(100..1500);
+            self.at(dt, Ev::Fault);
+        }
+    }
+
+    /// Stops the faults, heals the network, restarts every server and lets the ensemble
+    /// settle; then checks everything.
+    pub fn finish(&mut self) -> Result<(), String> {
+        self.run_until(self.p.run_ms);
+        self.faults_on = false;
+        self.net.side = None;
+        self.slow.clear();
+        for sid in 1..=self.servers.len() as i64 {
+            if self.server(sid).proc.is_none() {
+                self.boot(sid);
+            }
+        }
+        let deadline = self.t + self.p.settle_ms;
+        while self.t < deadline && self.failures.is_empty() {
+            let to = self.t + 500;
+            self.run_until(to);
+            if self.converged() {
+                break;
+            }
+        }
+        if !self.failures.is_empty() {
+            return Err(self.failures.join("\n"));
+        }
+        if !self.converged() {
+            return Err(format!("t={}: the healed ensemble did not converge\n{}", self.t, self.describe()));
+        }
+        self.check_end()
+    }
+
+    /// One leader established, every other server up to date with it, all at the same zxid.
+    pub fn converged(&self) -> bool {
+        let mut leader = None;
+        let mut zxids = BTreeSet::new();
+        for s in &self.servers {
+            let Some(p) = s.proc.as_ref() else { return false };
+            let Some(r) = p.node.replica() else { return false };
+            if !r.in_broadcast() {
+                return false;
+            }
+            let v = r.view();
+            if v.leading {
+                if leader.is_some() {
+                    return false;
+                }
+                leader = Some(s.sid);
+            }
+            zxids.insert(p.node.database().last_applied_zxid());
+        }
+        leader.is_some() && zxids.len() == 1 && self.clients.iter().all(|c| c.pending.is_none())
+    }
+
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for s in &self.servers {
+            match s.proc.as_ref() {
+                None => {
+                    let _ = writeln!(out, "server {}: down ({:?})", s.sid, s.stopped);
+                }
+                Some(p) => {
+                    let r = p.node.replica().expect("an ensemble node");
+                    let v = r.view();
+                    let _ = writeln!(
+                        out,
+                        "server {}: {:?} zab={} leader={:?} applied=0x{:x} durable=0x{:x} round={}",
+                        s.sid,
+                        p.node.core().role(),
+                        v.zab_state,
+                        v.leader_sid,
+                        p.node.database().last_applied_zxid(),
+                        p.log.durable_zxid(),
+                        r.election_round()
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Checks.
+
+    /// At most one leader per epoch; a new leadership holds every acknowledged write.
+    fn check_leader(&mut self, sid: i64) {
+        let Some(p) = self.servers[(sid - 1) as usize].proc.as_ref() else { return };
+        let Role::Leader { epoch } = p.node.core().role() else { return };
+        if self.leading_seen.get(&sid) == Some(&epoch) {
+            return;
+        }
+        self.leading_seen.insert(sid, epoch);
+        match self.leaders.get(&epoch) {
+            Some(&other) if other != sid => {
+                self.failures.push(format!("t={}: servers {other} and {sid} both led epoch {epoch}", self.t));
+                return;
+            }
+            _ => {
+                self.leaders.insert(epoch, sid);
+            }
+        }
+        let db = p.node.database();
+        let missing: Vec<&String> = self.rec.acked.keys().filter(|path| db.tree().get(path).is_none()).collect();
+        if let Some(m) = missing.first() {
+            self.failures.push(format!(
+                "t={}: server {sid} established epoch {epoch} without {} acknowledged write(s), {m} among them",
+                self.t,
+                missing.len()
+            ));
+        }
+        self.count("leaderships");
+    }
+
+    fn check_end(&mut self) -> Result<(), String> {
+        let mut errors = Vec::new();
+        let mut dumps = Vec::new();
+        for s in &self.servers {
+            let p = s.proc.as_ref().expect("converged: every server is up");
+            let db = p.node.database();
+            for path in self.rec.acked.keys() {
+                if db.tree().get(path).is_none() {
+                    errors.push(format!("server {} lacks acknowledged {path}", s.sid));
+                    break;
+                }
+            }
+            let view = p.node.core().view(None, 0, s.now(self.t));
+            if view.stats.digest_mismatches > 0 {
+                errors.push(format!("server {} counted {} digest mismatches", s.sid, view.stats.digest_mismatches));
+            }
+            dumps.push((s.sid, dump(db), db.tree_digest()));
+        }
+        for w in dumps.windows(2) {
+            if w[0].1 != w[1].1 || w[0].2 != w[1].2 {
+                errors.push(format!(
+                    "servers {} and {} differ: {}",
+                    w[0].0,
+                    w[1].0,
+                    first_difference(&w[0].1, &w[1].1)
+                ));
+            }
+        }
+        for (k, h) in self.rec.histories.iter().enumerate() {
+            if let Err(e) = linear::check(h) {
+                errors.push(format!("/k{k}: {e}"));
+            }
+        }
+        if let Some(n) = &self.rec.duplicate_sequential {
+            errors.push(format!("sequential name {n} acknowledged twice"));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+
+    /// The seed this world runs.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// A server's node, for scenarios.
+    pub fn role(&self, sid: i64) -> Option<Role> {
+        self.servers[(sid - 1) as usize].proc.as_ref().map(|p| p.node.core().role())
+    }
+
+    /// The established leader, if exactly one serves.
+    pub fn leader(&self) -> Option<i64> {
+        let l: Vec<i64> = self
+            .servers
+            .iter()
+            .filter(|s| s.proc.as_ref().is_some_and(|p| matches!(p.node.core().role(), Role::Leader { .. })))
+            .map(|s| s.sid)
+            .collect();
+        (l.len() == 1).then(|| l[0])
+    }
+
+    /// Power loss on `sid` now, back after `down_ms` (never, if 0).
+    pub fn power_loss(&mut self, sid: i64, keep: Keep, down_ms: u64) {
+        self.process_ends(sid);
+        self.server(sid).crash(keep);
+        if down_ms > 0 {
+            self.at(down_ms, Ev::Restart(sid));
+        }
+    }
+
+    /// kill -9 of `sid` now, back after `down_ms` (never, if 0).
+    pub fn kill(&mut self, sid: i64, down_ms: u64) {
+        self.process_ends(sid);
+        if down_ms > 0 {
+            self.at(down_ms, Ev::Restart(sid));
+        }
+    }
+
+    /// Cuts `side` off from the rest for `ms`.
+    pub fn partition(&mut self, side: BTreeSet<i64>, ms: u64) {
+        self.net.side = Some(side);
+        self.at(ms, Ev::Heal);
+    }
+
+    /// Runs `ms` more.
+    pub fn run_for(&mut self, ms: u64) {
+        let end = self.t + ms;
+        self.run_until(end);
+    }
+
+    /// Runs until `cond` holds or `max_ms` pass.
+    pub fn run_until_cond(&mut self, max_ms: u64, what: &str, cond: impl Fn(&World) -> bool) -> Result<(), String> {
+        let end = self.t + max_ms;
+        while self.t < end && self.failures.is_empty() {
+            if cond(self) {
+                return Ok(());
+            }
+            let to = (self.t + 10).min(end);
+            self.run_until(to);
+        }
+        if !self.failures.is_empty() {
+            return Err(self.failures.join("\n"));
+        }
+        if cond(self) {
+            Ok(())
+        } else {
+            Err(format!("t={}: {what} did not happen within {max_ms} ms\n{}", self.t, self.describe()))
+        }
+    }
+}
+
+/// A canonical dump of a database: every node with its data and stat, and the sessions.
+pub fn dump(db: &zk_tree::Database) -> String {
+    let mut nodes: Vec<(&str, &zk_tree::node::Node)> = db.tree().iter().collect();
+    nodes.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = String::new();
+    for (path, n) in nodes {
+        let _ = writeln!(out, "{path} {:?} {:?}", n.data_bytes(), n.client_stat(false, db.tree().num_children(n)));
+    }
+    for (s, t) in db.sessions().iter() {
+        let _ = writeln!(out, "session {s:#x} {t}");
+    }
+    out
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    for (x, y) in a.lines().zip(b.lines()) {
+        if x != y {
+            return format!("\n  {x}\n  {y}");
+        }
+    }
+    format!("one has {} lines, the other {}", a.lines().count(), b.lines().count())
+}
