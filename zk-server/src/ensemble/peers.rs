@@ -194,8 +194,9 @@ impl PeerIo {
         match result {
             Ok(stream) => {
                 let cfg = self.s.tree_cfg.clone();
-                let sinks: SnapshotSinkFactory =
-                    Box::new(move |zxid| Box::new(SnapshotIntake::new(cfg.clone(), zxid)) as Box<dyn SnapshotSink>);
+                let sinks: SnapshotSinkFactory = Box::new(move |zxid| {
+                    Box::new(SnapshotIntake::new(cfg.clone(), zxid)) as Box<dyn SnapshotSink>
+                });
                 let out = peer_net::spawn(conn, stream, self.s.max_packet, self.peer_tx.clone(), Some(sinks));
                 self.outboxes.insert(conn, out);
                 Input::Dialed { conn, result: Ok(()) }

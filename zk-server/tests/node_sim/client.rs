@@ -18,8 +18,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use zk_proto::jute::{Jute, Reader};
 use zk_proto::{
-    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse, Id, OpCode, ReplyHeader,
-    Request, SetDataRequest, Stat, SyncRequest,
+    Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse, Id, OpCode,
+    ReplyHeader, Request, SetDataRequest, Stat, SyncRequest,
 };
 
 use super::linear::{Event as LinEvent, Op as LinOp, Ret};
@@ -47,7 +47,7 @@ pub enum Op {
     /// A sequential create under /seq.
     Sequential,
     /// An ephemeral create.
-    Ephemeral(String),
+    Ephemeral,
     /// closeSession.
     Close,
 }
@@ -145,7 +145,9 @@ impl Client {
     /// The handshake's answer: whether the session lives.
     pub fn connected(&mut self, frame: &Bytes) -> bool {
         let Some(body) = frame.get(4..) else { return false };
-        let Ok(resp) = ConnectResponse::read(&mut Reader::new(Bytes::copy_from_slice(body))) else { return false };
+        let Ok(resp) = ConnectResponse::read(&mut Reader::new(Bytes::copy_from_slice(body))) else {
+            return false;
+        };
         if resp.time_out <= 0 || resp.session_id == 0 {
             // The session expired: the next connection starts a new one.
             self.session = None;
@@ -218,7 +220,7 @@ impl Client {
                 let path = format!("/e{}-{}", self.id, self.next_unique);
                 self.next_unique += 1;
                 let r = Request::Create(CreateRequest { path: path.clone(), data: None, acl, flags: 1 });
-                (Op::Ephemeral(path), vec![(OpCode::Create.code(), r)])
+                (Op::Ephemeral, vec![(OpCode::Create.code(), r)])
             }
             _ => (Op::Close, vec![(OpCode::CloseSession.code(), Request::CloseSession)]),
         };
@@ -297,7 +299,7 @@ impl Client {
                 }
                 None
             }
-            Op::Ephemeral(_) => None,
+            Op::Ephemeral => None,
             Op::Close => {
                 if ok {
                     self.session = None;

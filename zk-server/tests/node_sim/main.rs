@@ -56,7 +56,11 @@ fn run_seed(name: &str, seed: u64, trace: bool) -> Result<World, String> {
         Ok(Err(e)) => Err(e),
         Err(panic) => Err(format!(
             "panicked: {}",
-            panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
         )),
     }
 }

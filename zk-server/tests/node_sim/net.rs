@@ -115,6 +115,6 @@ impl Net {
 
     /// Forgets links nobody reads any more.
     pub fn gc(&mut self) {
-        self.links.retain(|_, l| (l.open[0] || l.open[1]) && !(l.pipes[0].is_empty() && l.pipes[1].is_empty() && !l.open[0] && !l.open[1]));
+        self.links.retain(|_, l| l.open[0] || l.open[1] || !l.pipes[0].is_empty() || !l.pipes[1].is_empty());
     }
 }

@@ -108,7 +108,10 @@ impl Server {
     pub fn settings(&self) -> Settings {
         let text = format!(
             "tickTime={}\ninitLimit={}\nsyncLimit={}\ndataDir=/nonexistent\nclientPort=2181\n{}",
-            self.spec.replica.tick_ms, self.spec.replica.init_limit, self.spec.replica.sync_limit, self.spec.extra_cfg
+            self.spec.replica.tick_ms,
+            self.spec.replica.init_limit,
+            self.spec.replica.sync_limit,
+            self.spec.extra_cfg
         );
         let cfg = ServerConfig::parse(&text, None).expect("the simulation's zoo.cfg parses");
         Settings::from_config(&cfg).expect("the simulation's settings resolve")
@@ -126,7 +129,8 @@ impl Server {
         for name in remove_stale_temps(&self.snap_disk).map_err(|e| e.to_string())? {
             tracing::debug!("removed {name}");
         }
-        let mut log = SegmentLog::open(self.log_disk.clone(), LOG_OPTIONS).map_err(|e| format!("log: {e}"))?;
+        let mut log =
+            SegmentLog::open(self.log_disk.clone(), LOG_OPTIONS).map_err(|e| format!("log: {e}"))?;
         let (db, name) = snapshots::load_newest(&self.snap_disk, tree_cfg.clone())?;
         let mut rec = Recovery::new(db);
         zk_server::log::replay(&mut log, &mut rec, "the log").map_err(|e| format!("replay: {e}"))?;
@@ -136,7 +140,8 @@ impl Server {
         let now = Now { mono_us: 0, wall_ms: WALL_START_MS + now_ms as i64 + wall_offset_ms };
         let replayed = rec.replayed();
         let db = rec.finish(0);
-        let epochs = EpochStore::open(self.snap_disk.clone(), log.durable_zxid()).map_err(|e| format!("epochs: {e}"))?;
+        let epochs = EpochStore::open(self.snap_disk.clone(), log.durable_zxid())
+            .map_err(|e| format!("epochs: {e}"))?;
         let cfg = CoreConfig {
             settings: settings.clone(),
             server_id: self.sid as u8,
@@ -154,7 +159,13 @@ impl Server {
         };
         let core = ServerCore::new(cfg, db, now);
         let position = LogPosition { base: log.base_zxid(), durable: log.durable_zxid() };
-        let node = Node::ensemble(core, self.spec.replica.clone(), (epochs.accepted(), epochs.current()), position, now);
+        let node = Node::ensemble(
+            core,
+            self.spec.replica.clone(),
+            (epochs.accepted(), epochs.current()),
+            position,
+            now,
+        );
         let retain = settings.snap_retain_count as usize;
         self.proc = Some(Process {
             node,

@@ -136,7 +136,6 @@ pub struct World {
     queue: BinaryHeap<Reverse<(u64, u64)>>,
     events: HashMap<u64, Ev>,
     rng: StdRng,
-    seed: u64,
     pub servers: Vec<Server>,
     net: Net,
     clients: Vec<Client>,
@@ -163,7 +162,6 @@ pub struct World {
     /// Violations found.
     pub failures: Vec<String>,
     pub trace: bool,
-    pub log: String,
     faults_on: bool,
     /// Counts for the report.
     pub stats: BTreeMap<&'static str, u64>,
@@ -181,10 +179,8 @@ impl World {
         }
         lines.push("version=0".into());
         let config = QuorumConfig::parse(&lines.join("\n")).expect("the simulation's ensemble parses");
-        let extra = format!(
-            "snapCount={}\nsnapshot.idleSeconds=2\nautopurge.snapRetainCount=3\n",
-            p.snap_count
-        );
+        let extra =
+            format!("snapCount={}\nsnapshot.idleSeconds=2\nautopurge.snapRetainCount=3\n", p.snap_count);
         let mut servers = Vec::new();
         for sid in 1..=n as i64 {
             let replica = ReplicaConfig {
@@ -214,7 +210,6 @@ impl World {
             queue: BinaryHeap::new(),
             events: HashMap::new(),
             rng,
-            seed,
             servers,
             net: Net::default(),
             clients,
@@ -231,7 +226,6 @@ impl World {
             epoch_free: BTreeMap::new(),
             failures: Vec::new(),
             trace,
-            log: String::new(),
             faults_on: false,
             stats: BTreeMap::new(),
         }
@@ -376,7 +370,10 @@ impl World {
             Ev::Mail { from, to } => self.deliver_mail(from, to),
             Ev::MailAgain { from, to } => {
                 if let Some((n, gen)) = self.last_mail.get(&(from, to)).cloned() {
-                    if self.gen_of(from) == Some(gen) && self.gen_of(to).is_some() && self.net.reachable(from, to) {
+                    if self.gen_of(from) == Some(gen)
+                        && self.gen_of(to).is_some()
+                        && self.net.reachable(from, to)
+                    {
                         self.count("stale notifications");
                         self.input(to, Input::Notification { from, notification: n });
                     }
@@ -556,7 +553,9 @@ impl World {
     fn action(&mut self, sid: i64, a: Action) {
         let gen = self.servers[(sid - 1) as usize].gen;
         match a {
-            Action::Reply { conn, frame } | Action::Frame { conn, frame } => self.to_client(sid, gen, conn, frame),
+            Action::Reply { conn, frame } | Action::Frame { conn, frame } => {
+                self.deliver_to_client(sid, gen, conn, frame)
+            }
             Action::Close { conn } => {
                 if let Some(c) = self.client_conns.remove(&(sid, gen, conn)) {
                     self.client_dropped(c);
@@ -578,7 +577,9 @@ impl World {
                 self.server(sid).stopped = Some(reason);
                 self.process_ends(sid);
             }
-            other => self.failures.push(format!("t={}: server {sid}: a quorum action left the node: {other:?}", self.t)),
+            other => self
+                .failures
+                .push(format!("t={}: server {sid}: a quorum action left the node: {other:?}", self.t)),
         }
     }
 
@@ -676,7 +677,9 @@ impl World {
         let Some(job) = p.snap_jobs.pop_front() else { return };
         let report = p.snaps.run(job);
         match report {
-            Some(SnapshotReport::ChunkDone(buffer)) => self.input(sid, Input::Core(Event::SnapshotChunkDone { buffer })),
+            Some(SnapshotReport::ChunkDone(buffer)) => {
+                self.input(sid, Input::Core(Event::SnapshotChunkDone { buffer }))
+            }
             Some(SnapshotReport::Done { ok, purge_logs_before }) => {
                 if ok {
                     self.server(sid).snapshots_written += 1;
@@ -830,7 +833,8 @@ impl World {
                         let intake = self.intakes.remove(&(id, dir)).expect("present");
                         let result = zk_server::ensemble::peer_net::SnapshotSink::finish(Box::new(intake));
                         if !rest.is_empty() {
-                            self.failures.push(format!("t={}: bytes after a snapshot stream on link {id}", self.t));
+                            self.failures
+                                .push(format!("t={}: bytes after a snapshot stream on link {id}", self.t));
                         }
                         self.input(to.sid, Input::SnapshotReceived { conn: to.conn, result });
                         return;
@@ -842,7 +846,10 @@ impl World {
                 Err(e) => {
                     self.intakes.remove(&(id, dir));
                     self.close_end(id, 1 - dir, "bad snapshot stream");
-                    self.input(to.sid, Input::PeerClosed { conn: to.conn, why: format!("bad snapshot stream: {e}") });
+                    self.input(
+                        to.sid,
+                        Input::PeerClosed { conn: to.conn, why: format!("bad snapshot stream: {e}") },
+                    );
                     return;
                 }
             }
@@ -859,12 +866,15 @@ impl World {
                 let acc = self.next_accepted.entry(leader).or_insert(ACCEPTED_BASE);
                 let aconn = *acc;
                 *acc += 1;
-                let id = self.net.connect(End { sid, gen, conn }, End { sid: leader, gen: lgen, conn: aconn });
+                let id =
+                    self.net.connect(End { sid, gen, conn }, End { sid: leader, gen: lgen, conn: aconn });
                 let _ = id;
                 self.input(sid, Input::Dialed { conn, result: Ok(()) });
                 self.input(leader, Input::LearnerConnected { conn: aconn });
             }
-            _ => self.input(sid, Input::Dialed { conn, result: Err("connection refused or timed out".into()) }),
+            _ => {
+                self.input(sid, Input::Dialed { conn, result: Err("connection refused or timed out".into()) })
+            }
         }
     }
 
@@ -899,7 +909,7 @@ impl World {
     // -----------------------------------------------------------------------------------------
     // Clients.
 
-    fn to_client(&mut self, sid: i64, gen: u64, conn: u64, frame: Bytes) {
+    fn deliver_to_client(&mut self, sid: i64, gen: u64, conn: u64, frame: Bytes) {
         let Some(&c) = self.client_conns.get(&(sid, gen, conn)) else { return };
         let t = self.t;
         let cl = &mut self.clients[c];
@@ -944,7 +954,8 @@ impl World {
         match self.clients[c].link.clone() {
             ClientLink::Idle { retry_at } => {
                 if t >= retry_at && running {
-                    let up: Vec<i64> = (1..=self.servers.len() as i64).filter(|s| self.gen_of(*s).is_some()).collect();
+                    let up: Vec<i64> =
+                        (1..=self.servers.len() as i64).filter(|s| self.gen_of(*s).is_some()).collect();
                     if !up.is_empty() {
                         let sid = up[self.rng.gen_range(0..up.len())];
                         let gen = self.gen_of(sid).expect("up");
@@ -955,7 +966,13 @@ impl World {
                         self.clients[c].link = ClientLink::Connecting { sid, gen, conn, since: t };
                         self.client_conns.insert((sid, gen, conn), c);
                         let remote = format!("10.0.0.{}:5000", c + 1).parse().expect("an address");
-                        let ev = Event::Connect { conn, remote, req, ids: Vec::new(), stats: Arc::new(ConnStats::new()) };
+                        let ev = Event::Connect {
+                            conn,
+                            remote,
+                            req,
+                            ids: Vec::new(),
+                            stats: Arc::new(ConnStats::new()),
+                        };
                         self.input(sid, Input::Core(ev));
                     }
                 }
@@ -968,7 +985,8 @@ impl World {
                 }
             }
             ClientLink::Connected { sid, gen, conn } => {
-                let timed_out = self.clients[c].pending.as_ref().is_some_and(|p| t >= p.sent_ms + OP_TIMEOUT_MS);
+                let timed_out =
+                    self.clients[c].pending.as_ref().is_some_and(|p| t >= p.sent_ms + OP_TIMEOUT_MS);
                 if timed_out {
                     self.client_conns.remove(&(sid, gen, conn));
                     self.close_client_conn(sid, gen, conn);
@@ -982,7 +1000,14 @@ impl World {
                     && t >= self.clients[c].last_sent_ms + SESSION_TIMEOUT_MS as u64 / 3
                 {
                     self.clients[c].last_sent_ms = t;
-                    self.request(sid, gen, conn, zk_proto::xid::PING, zk_proto::OpCode::Ping.code(), Request::Ping);
+                    self.request(
+                        sid,
+                        gen,
+                        conn,
+                        zk_proto::xid::PING,
+                        zk_proto::OpCode::Ping.code(),
+                        Request::Ping,
+                    );
                 }
             }
         }
@@ -1037,15 +1062,13 @@ impl World {
                 }
             }
             // A partition, healed later.
-            40..=59 => {
-                if self.net.side.is_none() {
-                    let side: BTreeSet<i64> = (1..=n).filter(|_| self.rng.gen_bool(0.5)).collect();
-                    self.note(|| format!("partition {side:?} | rest"));
-                    self.count("partitions");
-                    self.net.side = Some(side);
-                    let dt = self.rng.gen_range(300..6000);
-                    self.at(dt, Ev::Heal);
-                }
+            40..=59 if self.net.side.is_none() => {
+                let side: BTreeSet<i64> = (1..=n).filter(|_| self.rng.gen_bool(0.5)).collect();
+                self.note(|| format!("partition {side:?} | rest"));
+                self.count("partitions");
+                self.net.side = Some(side);
+                let dt = self.rng.gen_range(300..6000);
+                self.at(dt, Ev::Heal);
             }
             // A slow disk for a while.
             60..=69 => {
@@ -1074,7 +1097,10 @@ impl World {
                     if let Some(l) = self.net.links.get(&id) {
                         let e = l.ends[i];
                         if self.gen_of(e.sid) == Some(e.gen) {
-                            self.input(e.sid, Input::PeerClosed { conn: e.conn, why: "connection reset".into() });
+                            self.input(
+                                e.sid,
+                                Input::PeerClosed { conn: e.conn, why: "connection reset".into() },
+                            );
                         }
                     }
                 }
@@ -1186,7 +1212,8 @@ impl World {
             }
         }
         let db = p.node.database();
-        let missing: Vec<&String> = self.rec.acked.keys().filter(|path| db.tree().get(path).is_none()).collect();
+        let missing: Vec<&String> =
+            self.rec.acked.keys().filter(|path| db.tree().get(path).is_none()).collect();
         if let Some(m) = missing.first() {
             self.failures.push(format!(
                 "t={}: server {sid} established epoch {epoch} without {} acknowledged write(s), {m} among them",
@@ -1211,7 +1238,10 @@ impl World {
             }
             let view = p.node.core().view(None, 0, s.now(self.t));
             if view.stats.digest_mismatches > 0 {
-                errors.push(format!("server {} counted {} digest mismatches", s.sid, view.stats.digest_mismatches));
+                errors.push(format!(
+                    "server {} counted {} digest mismatches",
+                    s.sid, view.stats.digest_mismatches
+                ));
             }
             dumps.push((s.sid, dump(db), db.tree_digest()));
         }
@@ -1240,16 +1270,6 @@ impl World {
         }
     }
 
-    /// The seed this world runs.
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// A server's node, for scenarios.
-    pub fn role(&self, sid: i64) -> Option<Role> {
-        self.servers[(sid - 1) as usize].proc.as_ref().map(|p| p.node.core().role())
-    }
-
     /// The established leader, if exactly one serves.
     pub fn leader(&self) -> Option<i64> {
         let l: Vec<i64> = self
@@ -1270,14 +1290,6 @@ impl World {
         }
     }
 
-    /// kill -9 of `sid` now, back after `down_ms` (never, if 0).
-    pub fn kill(&mut self, sid: i64, down_ms: u64) {
-        self.process_ends(sid);
-        if down_ms > 0 {
-            self.at(down_ms, Ev::Restart(sid));
-        }
-    }
-
     /// Cuts `side` off from the rest for `ms`.
     pub fn partition(&mut self, side: BTreeSet<i64>, ms: u64) {
         self.net.side = Some(side);
@@ -1291,7 +1303,12 @@ impl World {
     }
 
     /// Runs until `cond` holds or `max_ms` pass.
-    pub fn run_until_cond(&mut self, max_ms: u64, what: &str, cond: impl Fn(&World) -> bool) -> Result<(), String> {
+    pub fn run_until_cond(
+        &mut self,
+        max_ms: u64,
+        what: &str,
+        cond: impl Fn(&World) -> bool,
+    ) -> Result<(), String> {
         let end = self.t + max_ms;
         while self.t < end && self.failures.is_empty() {
             if cond(self) {
@@ -1317,7 +1334,12 @@ pub fn dump(db: &zk_tree::Database) -> String {
     nodes.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = String::new();
     for (path, n) in nodes {
-        let _ = writeln!(out, "{path} {:?} {:?}", n.data_bytes(), n.client_stat(false, db.tree().num_children(n)));
+        let _ = writeln!(
+            out,
+            "{path} {:?} {:?}",
+            n.data_bytes(),
+            n.client_stat(false, db.tree().num_children(n))
+        );
     }
     for (s, t) in db.sessions().iter() {
         let _ = writeln!(out, "session {s:#x} {t}");

@@ -1,0 +1,232 @@
+//! Named scenarios of the server core's ensemble roles, one per finding of the replication
+//! review that lives in the core (the whole-ensemble ones are in `tests/node_sim`): each drives
+//! `ServerCore` with events, no sockets or clocks, and checks the exact actions that matter.
+#![allow(clippy::disallowed_methods)]
+
+use bytes::Bytes;
+use std::sync::Arc;
+use zk_proto::*;
+use zk_server::config::ServerConfig;
+use zk_server::core::{
+    Action, CoreConfig, CounterRule, Event, Now, Role, ServerCore, SnapJob, SnapshotSettings, VoterSet,
+};
+use zk_server::settings::Settings;
+use zk_server::stats::ConnStats;
+
+const WALL: i64 = 1_700_000_000_000;
+
+fn now(ms: u64) -> Now {
+    Now { mono_us: ms * 1000, wall_ms: WALL + ms as i64 }
+}
+
+fn core(snap_count: u64) -> ServerCore {
+    let text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\nsnapCount={snap_count}\n");
+    let cfg = ServerConfig::parse(&text, None).expect("zoo.cfg");
+    let settings = Arc::new(Settings::from_config(&cfg).expect("settings"));
+    let cfg = CoreConfig {
+        settings: settings.clone(),
+        server_id: 1,
+        voters: VoterSet::solo(1),
+        counter_rule: CounterRule::StopAtEpochEnd,
+        snapshots: Some(SnapshotSettings {
+            snap_count: settings.snap_count,
+            snap_size_bytes: 0,
+            pace_floor: 0,
+            idle_ms: 0,
+        }),
+        snapshot_now: false,
+        seed: 1,
+        sasl_seed: [1; 32],
+    };
+    let tree = zk_tree::TreeConfig { tick_ms: settings.tick_ms, tree_digest: true, ..Default::default() };
+    let mut db = zk_tree::Database::new(tree);
+    db.start_leading(0);
+    ServerCore::new(cfg, db, now(0))
+}
+
+fn drain(c: &mut ServerCore) -> Vec<Action> {
+    std::iter::from_fn(|| c.poll_action()).collect()
+}
+
+/// A create of `path` under the root, as a leader would have prepped it for a tree whose root
+/// has `parent_cversion - 1` as its cversion.
+fn create_hdr(zxid: i64, path: &str, db: &zk_tree::Database) -> (TxnHeader, Txn) {
+    let root = db.tree().get("/").map_or(0, |n| n.stat_persisted().cversion);
+    let txn = Txn::Create(CreateTxn {
+        path: path.into(),
+        data: Some(Bytes::from_static(b"d")),
+        acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+        ephemeral: false,
+        parent_cversion: root + 1,
+    });
+    (TxnHeader { client_id: 0, cxid: 0, zxid, time: WALL, txn_type: OpCode::Create.code() }, txn)
+}
+
+/// A client's handshake on connection 1; returns what the core did.
+fn connect(c: &mut ServerCore, at: u64) -> Vec<Action> {
+    let req = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out: 30_000,
+        session_id: 0,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+    };
+    let remote = "127.0.0.1:5000".parse().expect("address");
+    c.handle(
+        now(at),
+        Event::Connect { conn: 1, remote, req, ids: vec![], stats: Arc::new(ConnStats::new()) },
+    );
+    drain(c)
+}
+
+/// F2: a leader whose voter set is itself alone (one participant with observers, or the first
+/// server of an ensemble bootstrapped by reconfiguration) still proposes every write to its
+/// learners and tells them every commit; only a standalone server commits inline.
+#[test]
+fn a_single_voter_leader_proposes_and_commits_to_its_learners() {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    let actions = connect(&mut c, 1);
+    assert!(actions.iter().any(|a| matches!(a, Action::Propose { .. })), "proposed: {actions:?}");
+    let persisted = actions.iter().any(|a| matches!(a, Action::Persist { inline: false, .. }));
+    assert!(persisted, "handed to the log through the queue, never inline: {actions:?}");
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    let actions = drain(&mut c);
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Commit { zxid: 0x1_0000_0001 })),
+        "its own durability is the quorum, and the learners hear the commit: {actions:?}"
+    );
+    // Standalone, the same write commits inline and tells nobody.
+    let mut s = core(100_000);
+    let actions = connect(&mut s, 1);
+    assert!(actions.iter().any(|a| matches!(a, Action::Persist { inline: true, .. })), "{actions:?}");
+    assert!(!actions.iter().any(|a| matches!(a, Action::Propose { .. })), "{actions:?}");
+}
+
+/// F9: a leader whose epoch's counter runs out leaves its role (StepDown: the replica elects
+/// again and the next leader starts a new epoch); the process does not stop.
+#[test]
+fn an_exhausted_epoch_steps_the_leader_down_without_stopping() {
+    let mut c = core(100_000);
+    // As a learner, the core applies a commit near the end of epoch 1.
+    c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(0));
+    let (hdr, txn) = create_hdr(0x1_ffff_fffe, "/near-the-end", c.database());
+    c.handle(now(1), Event::Committed { hdr, txn, digest: None });
+    drain(&mut c);
+    assert_eq!(c.database().last_applied_zxid(), 0x1_ffff_fffe);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::new(1, [2, 3]), None, now(2));
+    let actions = connect(&mut c, 3);
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Propose { .. })),
+        "the last zxid of the epoch: {actions:?}"
+    );
+    // The next writes need zxids the epoch does not have.
+    let mut actions = Vec::new();
+    for cxid in 0..3 {
+        let body = Request::Create(CreateRequest {
+            path: format!("/n{cxid}"),
+            data: None,
+            acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+            flags: 0,
+        });
+        // A learner's forwarded create: proposed as the leader's own clients' writes are.
+        c.handle(
+            now(4),
+            Event::Forwarded {
+                from: 7,
+                session: 0x77,
+                cxid,
+                op: OpCode::Create.code(),
+                body: Ok(body),
+                auth: vec![],
+            },
+        );
+        actions.extend(drain(&mut c));
+    }
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::StepDown { reason } if reason.contains("exhausted"))),
+        "the leader steps down: {actions:?}"
+    );
+    assert!(!actions.iter().any(|a| matches!(a, Action::Stop { .. })), "no stop: {actions:?}");
+    assert_eq!(c.role(), Role::Down, "the core stops serving until the next role");
+}
+
+/// F1: a snapshot under way when the database is replaced (an election's reload, a TRUNC, a
+/// SNAP) is abandoned: the thread is told to drop the file, and nothing more of it is
+/// stepped over the new database. The next snapshot starts from the new one.
+#[test]
+fn a_snapshot_under_way_is_abandoned_when_the_database_is_replaced() {
+    let mut c = core(2);
+    c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(0));
+    let mut zxid = 0x1_0000_0000;
+    for i in 0..5000 {
+        zxid += 1;
+        let (hdr, txn) = create_hdr(zxid, &format!("/n{i}"), c.database());
+        c.handle(now(1), Event::Committed { hdr, txn, digest: None });
+    }
+    drain(&mut c);
+    c.handle_timeout(now(2));
+    let actions = drain(&mut c);
+    assert!(actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Begin { .. }))), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Finish))),
+        "a large tree takes steps: {} nodes, {:?}",
+        c.database().node_count(),
+        actions.iter().map(|a| format!("{a:?}").chars().take(60).collect::<String>()).collect::<Vec<_>>()
+    );
+    // The database is replaced (an election reloads it from disk).
+    let fresh = zk_tree::Database::new(c.database().config().clone());
+    c.set_role(Role::Down, VoterSet::solo(1), Some(fresh), now(3));
+    let actions = drain(&mut c);
+    assert!(actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Abort))), "abandoned: {actions:?}");
+    // Serving again, nothing of the old snapshot is stepped (that would panic: the cursor
+    // belongs to the old database); chunks come back, the thread reports it done, and a new
+    // snapshot may start.
+    c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(4));
+    for _ in 0..8 {
+        c.handle(now(5), Event::SnapshotChunkDone { buffer: Vec::new() });
+        c.handle_timeout(now(5));
+    }
+    let actions = drain(&mut c);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Chunk(_)))), "{actions:?}");
+    c.handle(now(6), Event::SnapshotDone { ok: false, purge_logs_before: None });
+    drain(&mut c);
+}
+
+/// Followers snapshot again: the log bytes a learner hands to its log count towards the next
+/// snapshot, as the leader's own do (they did not, so after its first snapshot a follower's
+/// size condition never held again, and its log was never purged).
+#[test]
+fn a_learners_logged_proposals_count_towards_its_next_snapshot() {
+    let mut c = core(10);
+    c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(0));
+    let mut zxid = 0x1_0000_0000;
+    let mut begun = 0;
+    for round in 0..4 {
+        for i in 0..40 {
+            zxid += 1;
+            let (hdr, txn) = create_hdr(zxid, &format!("/r{round}-{i}"), c.database());
+            let mut batch = zk_log::RecordBatch::new();
+            batch.push_digested(&hdr, &txn, None).expect("encodes");
+            c.persist_replicated(batch);
+            c.handle(now(1), Event::Committed { hdr, txn, digest: None });
+        }
+        for _ in 0..100 {
+            c.handle_timeout(now(2));
+            for a in drain(&mut c) {
+                match a {
+                    Action::Snapshot(SnapJob::Begin { .. }) => begun += 1,
+                    Action::Snapshot(SnapJob::Chunk(buffer)) => {
+                        c.handle(now(2), Event::SnapshotChunkDone { buffer })
+                    }
+                    Action::Snapshot(SnapJob::Finish) => {
+                        c.handle(now(2), Event::SnapshotDone { ok: true, purge_logs_before: None })
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(begun >= 3, "a learner took {begun} snapshots in four rounds of writes");
+}
