@@ -227,6 +227,7 @@ pub async fn run(
             snap_size_bytes: settings.snap_size_bytes,
             pace_floor: settings.snapshot_write_bytes_per_second,
             idle_ms: settings.snapshot_idle_ms,
+            nodes_per_step: crate::core::NODES_PER_STEP,
         }),
         // A start that had to replay transactions takes a snapshot at once, so the next start is
         // fast.

@@ -23,6 +23,7 @@ fn core(snapshot_now: bool, now: Now) -> ServerCore {
             snap_size_bytes: settings.snap_size_bytes,
             pace_floor: 0,
             idle_ms: 0,
+            nodes_per_step: zk_server::core::NODES_PER_STEP,
         }),
         snapshot_now,
         seed: 1,

@@ -33,6 +33,7 @@ fn core(snap_count: u64) -> ServerCore {
             snap_size_bytes: 0,
             pace_floor: 0,
             idle_ms: 0,
+            nodes_per_step: zk_server::core::NODES_PER_STEP,
         }),
         snapshot_now: false,
         seed: 1,

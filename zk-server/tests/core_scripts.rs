@@ -118,6 +118,7 @@ impl Script {
                     snap_size_bytes: settings.snap_size_bytes,
                     pace_floor: settings.snapshot_write_bytes_per_second,
                     idle_ms: settings.snapshot_idle_ms,
+                    nodes_per_step: zk_server::core::NODES_PER_STEP,
                 }),
                 snapshot_now: false,
                 seed: 1,

@@ -695,10 +695,11 @@ impl ServerCore {
         if !s.can_step() {
             return;
         }
+        let per_step = s.nodes_per_step();
         let Some(cur) = s.cursor.as_mut() else { return };
         let mut buf = s.buffers.pop().unwrap_or_else(|| Vec::with_capacity(256 * 1024));
         buf.clear();
-        let done = self.db.snapshot_step(cur, &mut buf, NODES_PER_STEP);
+        let done = self.db.snapshot_step(cur, &mut buf, per_step);
         s.taking_bytes += buf.len() as u64;
         s.chunks_out += 1;
         self.actions.push_back(Action::Snapshot(SnapJob::Chunk(buf)));

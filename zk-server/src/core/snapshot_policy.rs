@@ -57,6 +57,9 @@ pub struct SnapshotSettings {
     /// Take a snapshot once no transaction has been applied for this long, ms, when the log
     /// since the last one is worth it ([`SnapshotPolicy::idle_deadline`]); 0 = off.
     pub idle_ms: u64,
+    /// Nodes serialized per step ([`NODES_PER_STEP`] unless a test wants snapshots of small
+    /// trees to take many steps).
+    pub nodes_per_step: usize,
 }
 
 /// Snapshot state of the core.
@@ -114,6 +117,11 @@ impl SnapshotPolicy {
             unpaced_idle: false,
             pace: 0,
         }
+    }
+
+    /// Nodes serialized per step.
+    pub fn nodes_per_step(&self) -> usize {
+        self.settings.nodes_per_step.max(1)
     }
 
     /// Whether the core should step now (a snapshot is under way and the thread has room).

@@ -48,6 +48,11 @@ pub enum Op {
     Sequential,
     /// An ephemeral create.
     Ephemeral,
+    /// A create of a scratch path, deleted again later (deletes leave holes in the node slab,
+    /// which a snapshot cursor must not be confused by).
+    Scratch(String),
+    /// A delete of a scratch path.
+    Delete(String),
     /// closeSession.
     Close,
 }
@@ -88,6 +93,8 @@ pub struct Client {
     pub next_op_ms: u64,
     /// When it last sent anything (pings keep the session alive).
     pub last_sent_ms: u64,
+    /// Scratch paths it created and has not deleted.
+    pub scratch: Vec<String>,
 }
 
 /// Everything the clients learned, for the checks.
@@ -126,6 +133,7 @@ impl Client {
             next_unique: 0,
             next_op_ms: 0,
             last_sent_ms: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -171,7 +179,23 @@ impl Client {
                 let r = Request::Create(CreateRequest { path: "/seq".into(), data: None, acl, flags: 0 });
                 (Op::Unique("/seq".into()), vec![(OpCode::Create.code(), r)])
             }
-            0..=34 => {
+            25..=34 if self.scratch.len() > 2 && rng.gen_bool(0.5) => {
+                let path = self.scratch.swap_remove(rng.gen_range(0..self.scratch.len()));
+                let r = Request::Delete(zk_proto::DeleteRequest { path: path.clone(), version: -1 });
+                (Op::Delete(path), vec![(OpCode::Delete.code(), r)])
+            }
+            25..=34 => {
+                let path = format!("/t{}-{}", self.id, self.next_unique);
+                self.next_unique += 1;
+                let r = Request::Create(CreateRequest {
+                    path: path.clone(),
+                    data: Some(Bytes::from_static(b"scratch")),
+                    acl,
+                    flags: 0,
+                });
+                (Op::Scratch(path), vec![(OpCode::Create.code(), r)])
+            }
+            0..=24 => {
                 let path = format!("/u{}-{}", self.id, self.next_unique);
                 self.next_unique += 1;
                 let r = Request::Create(CreateRequest {
@@ -300,6 +324,13 @@ impl Client {
                 None
             }
             Op::Ephemeral => None,
+            Op::Scratch(path) => {
+                if ok {
+                    self.scratch.push(path.clone());
+                }
+                None
+            }
+            Op::Delete(_) => None,
             Op::Close => {
                 if ok {
                     self.session = None;

@@ -189,5 +189,11 @@ fn a_snapshot_under_way_when_the_database_is_replaced_is_abandoned() {
         }
     }
     w.finish().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{:?}", w.stats);
     assert!(w.stats.get("snapshots").copied().unwrap_or(0) > 0, "snapshots were written: {:?}", w.stats);
+    assert!(
+        w.stats.get("snapshots abandoned").copied().unwrap_or(0) > 0,
+        "the window was hit: {:?}",
+        w.stats
+    );
 }

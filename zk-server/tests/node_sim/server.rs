@@ -76,6 +76,8 @@ pub struct Process {
     pub snap_busy: bool,
     /// Client connections the core knows, by the core's connection number.
     pub next_client_conn: u64,
+    /// When the node's timers are next due, sim ms (cached after every step of the node).
+    pub timer: Option<u64>,
 }
 
 /// The wall clock the simulation starts at.
@@ -152,6 +154,7 @@ impl Server {
                 snap_size_bytes: settings.snap_size_bytes,
                 pace_floor: 0,
                 idle_ms: settings.snapshot_idle_ms,
+                nodes_per_step: 16,
             }),
             snapshot_now: replayed > 0,
             seed,
@@ -179,6 +182,7 @@ impl Server {
             snap_jobs: VecDeque::new(),
             snap_busy: false,
             next_client_conn: 1,
+            timer: Some(now_ms),
         });
         Ok(())
     }
