@@ -52,7 +52,7 @@ pub enum Op {
     /// which a snapshot cursor must not be confused by).
     Scratch(String),
     /// A delete of a scratch path.
-    Delete(String),
+    Delete,
     /// closeSession.
     Close,
 }
@@ -181,8 +181,8 @@ impl Client {
             }
             25..=34 if self.scratch.len() > 2 && rng.gen_bool(0.5) => {
                 let path = self.scratch.swap_remove(rng.gen_range(0..self.scratch.len()));
-                let r = Request::Delete(zk_proto::DeleteRequest { path: path.clone(), version: -1 });
-                (Op::Delete(path), vec![(OpCode::Delete.code(), r)])
+                let r = Request::Delete(zk_proto::DeleteRequest { path, version: -1 });
+                (Op::Delete, vec![(OpCode::Delete.code(), r)])
             }
             25..=34 => {
                 let path = format!("/t{}-{}", self.id, self.next_unique);
@@ -330,7 +330,7 @@ impl Client {
                 }
                 None
             }
-            Op::Delete(_) => None,
+            Op::Delete => None,
             Op::Close => {
                 if ok {
                     self.session = None;
