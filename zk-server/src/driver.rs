@@ -863,9 +863,12 @@ impl Driver {
                 let Some(disk) = self.disk.as_ref() else { return };
                 // Snapshots past the cut go first, durably: a crash between the two must not
                 // bring a cut transaction back from a snapshot.
-                if let Err(e) = crate::snapshots::discard_after(&disk.snapshots, after) {
-                    self.stop = Some(format!("cannot remove snapshots past 0x{after:x}: {e}"));
-                    return;
+                match crate::snapshots::discard_after(&disk.snapshots, after) {
+                    Ok((_, trash)) => remove_trash_later(&disk.snapshots, trash),
+                    Err(e) => {
+                        self.stop = Some(format!("cannot remove snapshots past 0x{after:x}: {e}"));
+                        return;
+                    }
                 }
                 if let Err(error) = self.log.truncate_after(after) {
                     self.node.handle(now, Input::LogFailed { error });
@@ -887,7 +890,8 @@ impl Driver {
                 // Snapshots past the cut go first (durably): a crash after the reset must not
                 // restart from one of them.
                 match crate::snapshots::discard_after(&disk.snapshots, cut) {
-                    Ok(newest) => {
+                    Ok((newest, trash)) => {
+                        remove_trash_later(&disk.snapshots, trash);
                         if let Err(error) = self.log.reset_to(newest) {
                             self.node.handle(now, Input::LogFailed { error });
                         }
@@ -1043,6 +1047,21 @@ impl Driver {
                 self.node.handle(Self::now(self.origin), Input::Core(Event::SnapshotThreadGone));
             }
         }
+    }
+}
+
+/// Deletes snapshots moved to the trash on a thread of their own (the next start removes
+/// whatever this does not get to).
+fn remove_trash_later(storage: &zk_log::FileStorage, trash: Vec<String>) {
+    if trash.is_empty() {
+        return;
+    }
+    let storage = storage.clone();
+    let spawned = std::thread::Builder::new()
+        .name("zk-snap-trash".into())
+        .spawn(move || crate::snapshots::remove_trash(&storage, &trash));
+    if let Err(e) = spawned {
+        warn!("cannot start a thread to remove snapshot trash ({e}); the next start removes it");
     }
 }
 

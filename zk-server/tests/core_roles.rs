@@ -146,7 +146,9 @@ fn an_exhausted_epoch_steps_the_leader_down_without_stopping() {
         actions.extend(drain(&mut c));
     }
     assert!(
-        actions.iter().any(|a| matches!(a, Action::StepDown { reason } if reason.contains("exhausted"))),
+        actions.iter().any(
+            |a| matches!(a, Action::StepDown { reason, diverged: false } if reason.contains("exhausted"))
+        ),
         "the leader steps down: {actions:?}"
     );
     assert!(!actions.iter().any(|a| matches!(a, Action::Stop { .. })), "no stop: {actions:?}");
@@ -211,6 +213,7 @@ fn a_learners_logged_proposals_count_towards_its_next_snapshot() {
             let mut batch = zk_log::RecordBatch::new();
             batch.push_digested(&hdr, &txn, None).expect("encodes");
             c.persist_replicated(batch);
+            c.handle(now(1), Event::Durable { zxid });
             c.handle(now(1), Event::Committed { hdr, txn, digest: None });
         }
         for _ in 0..100 {
@@ -230,4 +233,84 @@ fn a_learners_logged_proposals_count_towards_its_next_snapshot() {
         }
     }
     assert!(begun >= 3, "a learner took {begun} snapshots in four rounds of writes");
+}
+
+fn enospc() -> zk_log::LogError {
+    zk_log::LogError::Io { op: "append", file: "log".into(), source: std::io::Error::from_raw_os_error(28) }
+}
+
+/// Review N2: a learner still syncing (Down) whose log refuses a batch for a full disk leaves
+/// the sync (StepDown) instead of taking the proposals back as a standalone server does: the
+/// refused records would be a hole in its log that a later batch's durability covers up.
+#[test]
+fn a_full_disk_while_syncing_steps_down() {
+    let mut c = core(100_000);
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(0));
+    let (hdr, txn) = create_hdr(0x1_0000_0001, "/a", c.database());
+    let mut batch = zk_log::RecordBatch::new();
+    batch.push_digested(&hdr, &txn, None).expect("encodes");
+    c.persist_replicated(batch);
+    drain(&mut c);
+    c.handle(now(1), Event::LogFailed { error: enospc() });
+    let actions = drain(&mut c);
+    assert!(actions.iter().any(|a| matches!(a, Action::StepDown { diverged: false, .. })), "{actions:?}");
+}
+
+/// Review N1: while a learner syncs, the pairs after a fuzzy SNAP pass through trees the leader
+/// never had, so their digests are not compared one by one; the tree is compared with the last
+/// pair's digest once the sync ends (UPTODATE), and a difference then is a divergence.
+#[test]
+fn a_syncing_learner_compares_its_tree_once_the_sync_ends() {
+    for honest in [true, false] {
+        let mut c = core(100_000);
+        c.set_role(Role::Down, VoterSet::solo(1), None, now(0));
+        let (hdr, txn) = create_hdr(0x1_0000_0001, "/a", c.database());
+        // The digest the leader predicted: right, or wrong in its low bit.
+        let mut probe = zk_tree::Database::new(c.database().config().clone());
+        probe.apply(&hdr, &txn);
+        let right = probe.tree_digest().expect("a digest");
+        let want = if honest { right } else { right ^ 1 };
+        let digest = Some(TxnDigest { version: zk_tree::digest::DIGEST_VERSION, tree_digest: want });
+        // Mid-sync, a pair whose digest does not match sends nobody away.
+        c.handle(now(1), Event::Committed { hdr, txn, digest });
+        let actions = drain(&mut c);
+        assert!(!actions.iter().any(|a| matches!(a, Action::StepDown { .. })), "mid-sync: {actions:?}");
+        c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(2));
+        let actions = drain(&mut c);
+        let stepped = actions.iter().any(|a| matches!(a, Action::StepDown { diverged: true, .. }));
+        assert_eq!(stepped, !honest, "at the end of the sync: {actions:?}");
+    }
+}
+
+/// Review N1's variant: a snapshot's content may run ahead of the log (a follower applies a
+/// commit before its own copy of the proposal is durable); it is finished only once the log
+/// holds everything it reflects, so a power loss never leaves a snapshot ahead of its log.
+#[test]
+fn a_snapshot_is_finished_once_the_log_holds_what_it_reflects() {
+    let mut c = core(2);
+    c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(0));
+    for (i, zxid) in (0x1_0000_0001..0x1_0000_0005).enumerate() {
+        let (hdr, txn) = create_hdr(zxid, &format!("/n{i}"), c.database());
+        c.handle(now(1), Event::Committed { hdr, txn, digest: None });
+    }
+    // The log has only the first two durable.
+    c.handle(now(1), Event::Durable { zxid: 0x1_0000_0002 });
+    drain(&mut c);
+    let mut finished = false;
+    for _ in 0..20 {
+        c.handle_timeout(now(2));
+        for a in drain(&mut c) {
+            match a {
+                Action::Snapshot(SnapJob::Chunk(buffer)) => {
+                    c.handle(now(2), Event::SnapshotChunkDone { buffer })
+                }
+                Action::Snapshot(SnapJob::Finish) => finished = true,
+                _ => {}
+            }
+        }
+    }
+    assert!(!finished, "finished while the log lags the snapshot's content");
+    c.handle(now(3), Event::Durable { zxid: 0x1_0000_0004 });
+    let actions = drain(&mut c);
+    assert!(actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Finish))), "{actions:?}");
 }

@@ -519,7 +519,7 @@ impl Script {
             }
             Action::SyncReady { to } => format!("sync-ready to={to}"),
             Action::ResumeLog => "resume-log".into(),
-            Action::StepDown { reason } => format!("step-down {reason}"),
+            Action::StepDown { reason, .. } => format!("step-down {reason}"),
             Action::PurgeLogBefore { zxid } => format!("purge-log-before 0x{zxid:x}"),
             Action::Snapshot(job) => match job {
                 SnapJob::Begin { zxid, pace } => format!("snapshot begin zxid=0x{zxid:x} pace={pace}"),

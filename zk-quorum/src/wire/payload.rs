@@ -46,6 +46,10 @@ fn need(what: &'static str, data: &[u8], needed: usize) -> Result<(), PayloadErr
 ///
 /// Read by length as the leader does: the sid (8 bytes) is required; the protocol version (next 4)
 /// and the config version (next 8) are read only when present, so older learners still decode.
+///
+/// zkrs may append its own 8 bytes after the config version: the magic [`ZKRS_INFO_MAGIC`]
+/// (u32, big-endian) and flags (u32, [`LEARNER_WANTS_SNAP`]). Apache's leader reads the first 20
+/// bytes by length and ignores the rest, so an Apache leader sees a plain 3.8 learner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LearnerInfo {
     /// The learner's server id.
@@ -54,7 +58,16 @@ pub struct LearnerInfo {
     pub protocol_version: Option<i32>,
     /// The version of its last activated config (3.5+); the leader refuses a higher one than its own.
     pub config_version: Option<i64>,
+    /// zkrs's flags, when the learner is a zkrs server that set any.
+    pub zkrs_flags: Option<u32>,
 }
+
+/// Marks zkrs's 8 bytes after a LearnerInfo's config version ("ZKRS").
+pub const ZKRS_INFO_MAGIC: u32 = 0x5a4b_5253;
+
+/// zkrs learner flag: sync me by SNAP, whatever my last zxid (my tree disagreed with the
+/// ensemble's digests, and only a snapshot of the leader's replaces it whole).
+pub const LEARNER_WANTS_SNAP: u32 = 1;
 
 impl LearnerInfo {
     /// The 20-byte form a 3.8 learner sends.
@@ -63,6 +76,7 @@ impl LearnerInfo {
             sid,
             protocol_version: Some(LEARNER_PROTOCOL_VERSION),
             config_version: Some(config_version),
+            zkrs_flags: None,
         }
     }
 
@@ -74,6 +88,10 @@ impl LearnerInfo {
             out.put_i32(v);
             if let Some(c) = self.config_version {
                 out.put_i64(c);
+                if let Some(f) = self.zkrs_flags {
+                    out.put_u32(ZKRS_INFO_MAGIC);
+                    out.put_u32(f);
+                }
             }
         }
         Bytes::from(out)
@@ -85,7 +103,12 @@ impl LearnerInfo {
         let sid = data.get_i64();
         let protocol_version = if data.len() >= 4 { Some(data.get_i32()) } else { None };
         let config_version = if data.len() >= 8 { Some(data.get_i64()) } else { None };
-        Ok(LearnerInfo { sid, protocol_version, config_version })
+        let zkrs_flags = if config_version.is_some() && data.len() >= 8 && data.get_u32() == ZKRS_INFO_MAGIC {
+            Some(data.get_u32())
+        } else {
+            None
+        };
+        Ok(LearnerInfo { sid, protocol_version, config_version, zkrs_flags })
     }
 }
 

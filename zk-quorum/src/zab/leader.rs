@@ -217,6 +217,8 @@ struct LearnerConn {
     backlog: VecDeque<(i64, Bytes)>,
     /// Sync bytes handed to the connection since it last had room: a piece at most.
     unacked_bytes: u64,
+    /// The learner asked for a SNAP (zkrs's FOLLOWERINFO extension).
+    wants_snap: bool,
 }
 
 impl LearnerConn {
@@ -400,6 +402,7 @@ impl Leader {
                 attached_ms: now_ms,
                 backlog: VecDeque::new(),
                 unacked_bytes: 0,
+                wants_snap: false,
             },
         );
     }
@@ -892,6 +895,7 @@ impl Leader {
         if let Some(l) = self.learners.get_mut(&conn) {
             l.sid = sid;
             l.observer = observer;
+            l.wants_snap = info.zkrs_flags.is_some_and(|f| f & crate::wire::payload::LEARNER_WANTS_SNAP != 0);
             l.phase = LearnerPhase::AwaitEpoch;
             l.deadline_ms = None;
         }
@@ -1006,7 +1010,11 @@ impl Leader {
     fn start_sync(&mut self, conn: ConnId, now_ms: u64) {
         let peer = self.learners[&conn].peer_zxid;
         let last = self.last_committed;
-        let plan = if peer == last {
+        let plan = if self.learners[&conn].wants_snap {
+            // A zkrs learner whose tree disagreed with the ensemble's digests: only a snapshot
+            // of ours replaces it whole.
+            SyncPlan::Snap
+        } else if peer == last {
             SyncPlan::Diff
         } else if counter_of(peer) == 0 && peer != 0 {
             // An epoch-start zxid names no record: we cannot tell what precedes it on the learner.

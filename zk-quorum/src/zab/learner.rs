@@ -145,6 +145,8 @@ pub struct Learner {
     queued_out: VecDeque<QuorumPacket>,
     /// The configuration NEWLEADER carried, activated at UPTODATE.
     new_leader_config: Option<(i64, Bytes)>,
+    /// Ask the leader for a SNAP (a zkrs leader honours it; an Apache one ignores it).
+    wants_snap: bool,
     last_heard_ms: u64,
     actions: VecDeque<LearnerAction>,
 }
@@ -171,6 +173,7 @@ impl Learner {
             touches: BTreeMap::new(),
             queued_out: VecDeque::new(),
             new_leader_config: None,
+            wants_snap: false,
             last_heard_ms: now_ms,
             actions: VecDeque::new(),
             local,
@@ -197,13 +200,25 @@ impl Learner {
         (self.new_epoch != 0).then_some(self.new_epoch)
     }
 
+    /// Asks the leader to sync this learner by SNAP (call before [`Self::connected`]): its tree
+    /// disagreed with the digests the ensemble's proposals carried, and its own disk may hold
+    /// the disagreement, so a DIFF would not heal it. The request rides in zkrs's extension of
+    /// FOLLOWERINFO, which a zkrs leader honours and an Apache leader ignores.
+    pub fn request_snapshot(&mut self) {
+        self.wants_snap = true;
+    }
+
     /// The connection to the leader is up: introduce ourselves.
     pub fn connected(&mut self, now_ms: u64) {
         if self.phase != Phase::Idle {
             return;
         }
         let kind = if self.observer { PacketType::ObserverInfo } else { PacketType::FollowerInfo };
-        let info = LearnerInfo::new(self.cfg.my_sid, self.cfg.verifier.version()).encode();
+        let mut info = LearnerInfo::new(self.cfg.my_sid, self.cfg.verifier.version());
+        if self.wants_snap {
+            info.zkrs_flags = Some(crate::wire::payload::LEARNER_WANTS_SNAP);
+        }
+        let info = info.encode();
         self.send(QuorumPacket::new(kind, make_zxid(self.local.accepted_epoch, 0), Some(info)));
         self.phase = Phase::AwaitLeaderInfo;
         self.last_heard_ms = now_ms;

@@ -1274,3 +1274,33 @@ fn a_snapshot_stream_steps_only_while_the_connection_may_take_more() {
     let a = leader_actions(&mut l);
     assert_eq!(a.last(), Some(&new_leader(20, 6)));
 }
+
+/// A zkrs learner whose tree disagreed with the ensemble's digests asks for a SNAP (zkrs's
+/// FOLLOWERINFO extension): the leader sends one even when the learner's last zxid would make
+/// an empty DIFF. The extension is 8 bytes after Apache's 20, which Apache's leader ignores.
+#[test]
+fn a_learner_that_asks_for_a_snapshot_gets_one() {
+    let mut l = established(&[z(5, 1), z(5, 2)], z(5, 2), Some(z(5, 1)));
+    l.learner_connected(30, 10);
+    let mut info = LearnerInfo::new(3, 0);
+    info.zkrs_flags = Some(crate::wire::payload::LEARNER_WANTS_SNAP);
+    let encoded = info.encode();
+    assert_eq!(encoded.len(), 28, "Apache's 20 bytes, then zkrs's magic and flags");
+    assert_eq!(LearnerInfo::decode(&encoded).expect("decodes"), info);
+    assert_eq!(LearnerInfo::decode(&encoded[..20]).expect("decodes").zkrs_flags, None);
+    l.handle_packet(30, pkt(T::FollowerInfo, z(6, 0), Some(encoded)), 11);
+    leader_actions(&mut l);
+    l.handle_packet(30, ack_epoch(z(5, 2), 6), 12);
+    let actions = leader_actions(&mut l);
+    assert!(actions.contains(&send(30, T::Snap, z(5, 2), None)), "{actions:?}");
+    assert!(!actions.contains(&send(30, T::Diff, z(5, 2), None)), "{actions:?}");
+
+    // The learner's side: the request goes out in its FOLLOWERINFO.
+    let mut learner = Learner::new(cfg(3), 1, false, local(E5, E5, z(5, 2), Some(z(5, 1))), 0);
+    learner.request_snapshot();
+    learner.connected(1);
+    let sent = learner_actions(&mut learner);
+    let LearnerAction::Send(p) = &sent[0] else { panic!("{sent:?}") };
+    let info = LearnerInfo::decode(p.data.as_deref().expect("data")).expect("decodes");
+    assert_eq!(info.zkrs_flags, Some(crate::wire::payload::LEARNER_WANTS_SNAP));
+}

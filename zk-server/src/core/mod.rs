@@ -347,6 +347,9 @@ pub enum Action {
     StepDown {
         /// Why, for the log.
         reason: String,
+        /// The server's tree disagreed with the digest the ensemble's proposals carried: the
+        /// replica rebuilds it from disk, and asks its leader for a SNAP if it disagrees again.
+        diverged: bool,
     },
     /// Log records before `zxid` are covered by the snapshots kept: remove them.
     PurgeLogBefore {
@@ -409,6 +412,15 @@ pub struct ServerCore {
     /// Read-only role: the sessions it made (id to timeout), known to no other server.
     ro_sessions: HashMap<SessionId, i32>,
     started_ms: u64,
+    /// Everything through this zxid is durable in this server's log (as its reports said; reset
+    /// to the database's last applied zxid when the database is replaced).
+    log_durable: i64,
+    /// A learner still syncing (Role::Down): the digest the last applied pair carried, checked
+    /// once the sync is done (the pairs after a fuzzy SNAP leave intermediate trees no leader
+    /// ever had, so only the end of the sync is comparable).
+    sync_digest: Option<(i64, TxnDigest)>,
+    /// When the server last left its role for a divergence (within the window counted).
+    divergences: VecDeque<u64>,
     /// Set while the log refuses writes for a full disk (since the first refusal, mono ms).
     disk_full_since_ms: Option<u64>,
     next_reap_ms: u64,
@@ -452,6 +464,8 @@ impl ServerCore {
             owners: HashMap::new(),
             reconfig: reconfig::ReconfigState::default(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
+            // After recovery the log holds at least what the database applied.
+            log_durable: db.last_applied_zxid(),
             next_session: zk_tree::first_session_id(cfg.server_id, now.wall_ms),
             ro_sessions: HashMap::new(),
             next_reap_ms: now_ms + cfg.settings.container_check_interval_ms.max(10),
@@ -470,6 +484,8 @@ impl ServerCore {
             sasl_rng: StdRng::from_seed(cfg.sasl_seed),
             started_ms: now_ms,
             disk_full_since_ms: None,
+            sync_digest: None,
+            divergences: VecDeque::new(),
             retain_in_flight: false,
             stopped: false,
         }
@@ -710,8 +726,24 @@ impl ServerCore {
                 cur.nodes_written(),
                 s.taking_bytes
             );
+            // The file is finished (and may be loaded) only once the log holds everything its
+            // content reflects: a follower applies a commit before its own copy of the proposal
+            // is durable, and a leader may commit on its followers' ACKs before its own, so the
+            // tree can be ahead of the log. A snapshot ahead of its log, after a power loss,
+            // would describe history this server could not show record by record.
+            s.finish_after = Some(self.db.last_applied_zxid());
             s.cursor = None;
             s.last_bytes = std::mem::take(&mut s.taking_bytes);
+        }
+        self.maybe_finish_snapshot();
+    }
+
+    /// Finishes the snapshot whose content is serialized once the log has caught up with it.
+    pub(super) fn maybe_finish_snapshot(&mut self) {
+        let durable = self.log_durable;
+        let Some(s) = self.snapshots.as_mut() else { return };
+        if s.finish_after.is_some_and(|end| end <= durable) {
+            s.finish_after = None;
             self.actions.push_back(Action::Snapshot(SnapJob::Finish));
         }
     }

@@ -30,7 +30,10 @@ impl ServerCore {
                 }
             }
             self.db = db;
+            self.log_durable = self.db.last_applied_zxid();
+            self.sync_digest = None;
         }
+        let synced = matches!(role, Role::Learner { .. }) && self.role == Role::Down;
         self.role = role;
         self.reset_reconfig();
         self.syncs_waiting.clear();
@@ -58,6 +61,11 @@ impl ServerCore {
                 // Only the sessions this role makes are tracked (and expire) here.
                 self.db.expiry_mut().restart_all(std::iter::empty(), now.mono_ms());
             }
+        }
+        if synced {
+            self.check_sync_digest(now);
+        } else if role != Role::Down {
+            self.sync_digest = None;
         }
     }
 

@@ -68,6 +68,9 @@ pub struct SnapshotPolicy {
     settings: SnapshotSettings,
     /// The snapshot being stepped, if any.
     pub cursor: Option<SnapshotCursor>,
+    /// A snapshot serialized whole, to be finished once the log is durable through this zxid
+    /// (what its content reflects).
+    pub finish_after: Option<i64>,
     /// A snapshot is being taken or written (until the thread reports it done).
     pub busy: bool,
     /// Chunks with the thread.
@@ -103,6 +106,7 @@ impl SnapshotPolicy {
         SnapshotPolicy {
             settings: SnapshotSettings { snap_count, ..settings },
             cursor: None,
+            finish_after: None,
             busy: false,
             chunks_out: 0,
             buffers: Vec::new(),
@@ -137,6 +141,7 @@ impl SnapshotPolicy {
     pub fn due(&self) -> bool {
         !self.busy
             && self.cursor.is_none()
+            && self.finish_after.is_none()
             && (self.since >= self.threshold || self.bytes_since >= self.size_threshold)
             && self.bytes_since >= self.last_bytes / 2
     }
@@ -194,7 +199,7 @@ impl SnapshotPolicy {
     /// belongs to that database), and the caller tells the thread to drop the file. Returns
     /// whether there was one to abandon. The policy stays busy until the thread reports it done.
     pub fn abandon(&mut self) -> bool {
-        if self.cursor.take().is_some() {
+        if self.cursor.take().is_some() | self.finish_after.take().is_some() {
             self.taking_bytes = 0;
             self.unpaced_idle = false;
             return true;

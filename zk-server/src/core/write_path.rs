@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// Rebuilds a divergence may cause within [`DIVERGENCE_WINDOW_MS`].
+const DIVERGENCE_REBUILDS_MAX: usize = 3;
+
+/// The window those rebuilds are counted in, ms.
+const DIVERGENCE_WINDOW_MS: u64 = 10 * 60_000;
+
 impl ServerCore {
     /// The next zxid, or None when the epoch is exhausted. A leader then leaves its role (the
     /// request is not answered; its client reconnects elsewhere), and the next election starts
@@ -18,7 +24,7 @@ impl ServerCore {
                 warn!("{reason}; leaving the {:?} role", self.role);
                 let me = self.proposer.voters().me();
                 self.set_role(Role::Down, VoterSet::solo(me), None, now);
-                self.actions.push_back(Action::StepDown { reason });
+                self.actions.push_back(Action::StepDown { reason, diverged: false });
                 None
             }
         }
@@ -114,6 +120,8 @@ impl ServerCore {
 
     /// Everything through `zxid` is durable here: it counts as this server's ACK.
     pub(super) fn on_durable(&mut self, now: Now, zxid: i64) {
+        self.log_durable = self.log_durable.max(zxid);
+        self.maybe_finish_snapshot();
         if let Some(since) = self.disk_full_since_ms.take() {
             self.stats.disk_full = false;
             info!(
@@ -129,7 +137,10 @@ impl ServerCore {
 
     pub(super) fn on_log_failed(&mut self, now: Now, e: zk_log::LogError) {
         if e.is_storage_full() {
-            if matches!(self.role, Role::Leader { .. } | Role::Learner { .. }) {
+            // In an ensemble, every role steps down, a learner still syncing (Down) too: what it
+            // was told to log must be in its log before it acknowledges anything after it, and
+            // a refused batch leaves a hole the next batch would not show.
+            if self.role != Role::Standalone {
                 return self.step_down_for_log(now, e);
             }
             return self.refuse_proposals(now, e);
@@ -160,7 +171,7 @@ impl ServerCore {
         error!("{reason}: leaving the {:?} role to elect again", self.role);
         self.set_role(Role::Down, VoterSet::solo(me), None, now);
         self.actions.push_back(Action::ResumeLog);
-        self.actions.push_back(Action::StepDown { reason });
+        self.actions.push_back(Action::StepDown { reason, diverged: false });
     }
 
     /// The log refused a batch for a full disk. Everything durable before it was committed already,
@@ -301,48 +312,73 @@ impl ServerCore {
 
     /// Compares the tree digest after applying `hdr`'s txn with the one its proposal carried, as
     /// Apache's `compareDigest` does: a mismatch means this tree and the leader's prediction
-    /// differ. It is counted (`digest_mismatches_count`) and logged, and the server carries on,
-    /// as Apache's does. Another digest version is not compared.
-    /// Returns true when the server left its role for it.
+    /// differ. Another digest version is not compared. Returns true when the server left its
+    /// role for it.
+    ///
+    /// A learner still syncing (Down) does not compare each pair: after a SNAP streamed while
+    /// the leader went on committing (a fuzzy snapshot, as Apache's are), the pairs that
+    /// follow pass through trees the leader never had, and only the last is comparable. The
+    /// last pair's digest is kept and checked when the sync ends ([`Self::check_sync_digest`]).
     fn check_digest(&mut self, now: Now, hdr: &TxnHeader, want: &TxnDigest, got: i64) -> bool {
-        if want.version != zk_tree::digest::DIGEST_VERSION || want.tree_digest == got {
+        if want.version != zk_tree::digest::DIGEST_VERSION {
             return false;
         }
+        if self.role == Role::Down {
+            self.sync_digest = Some((hdr.zxid, want.clone()));
+            return false;
+        }
+        if want.tree_digest == got {
+            return false;
+        }
+        self.diverged(now, hdr.zxid, want.tree_digest, got, OpCode::from_i32(hdr.txn_type))
+    }
+
+    /// A learner's sync ended: its tree must be the one the last pair's digest predicted.
+    pub(super) fn check_sync_digest(&mut self, now: Now) {
+        let Some((zxid, want)) = self.sync_digest.take() else { return };
+        let Some(got) = self.db.tree_digest() else { return };
+        if zxid == self.db.last_applied_zxid() && want.tree_digest != got {
+            self.diverged(now, zxid, want.tree_digest, got, None);
+        }
+    }
+
+    /// This tree is not the one the ensemble agreed on: counted, and the server leaves its
+    /// role (the replica rebuilds the tree from the snapshot and log on disk, a snapshot whose
+    /// recorded digest does not check out not loaded, and syncs again; a repeated divergence
+    /// asks the leader for a SNAP). A standalone server keeps no digest.
+    fn diverged(&mut self, now: Now, zxid: i64, want: i64, got: i64, op: Option<OpCode>) -> bool {
         self.stats.digest_mismatches += 1;
-        if matches!(self.role, Role::Leader { .. } | Role::Learner { .. } | Role::Down) && !self.stopped {
-            // This tree is not the one the ensemble agreed on. Serving on would answer clients
-            // from it (and a leader would prep every later write against it), so the server
-            // leaves its role: the next one starts from the snapshot and log on disk (a snapshot
-            // whose recorded digest does not check out is not loaded), and a learner is then
-            // brought in line by its leader.
-            error!(
-                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x}, \
-                 this tree has {got:x}; leaving the {:?} role to rebuild the tree from disk and sync again",
-                hdr.zxid,
-                OpCode::from_i32(hdr.txn_type),
-                hdr.client_id,
-                want.tree_digest,
-                self.role
-            );
-            self.stats.digest_resyncs += 1;
-            let me = self.proposer.voters().me();
-            self.set_role(Role::Down, VoterSet::solo(me), None, now);
-            self.actions.push_back(Action::StepDown { reason: "tree digest mismatch".into() });
-            return true;
+        if !matches!(self.role, Role::Leader { .. } | Role::Learner { .. }) || self.stopped {
+            warn!("tree digest mismatch at zxid 0x{zxid:x} ({} so far)", self.stats.digest_mismatches);
+            return false;
         }
-        if self.stats.digest_mismatches == 1 {
-            error!(
-                "tree digest mismatch at zxid 0x{:x} ({:?} of session 0x{:x}): the proposal says {:x}, \
-                 this tree has {got:x}; this server's tree may differ from the leader's",
-                hdr.zxid,
-                OpCode::from_i32(hdr.txn_type),
-                hdr.client_id,
-                want.tree_digest
-            );
-        } else {
-            warn!("tree digest mismatch at zxid 0x{:x} ({} so far)", hdr.zxid, self.stats.digest_mismatches);
+        // A budget of rebuilds: a divergence that persists through them (its source is not this
+        // server's disk, or a leader ignores the request for a SNAP) is counted and logged, and
+        // the server serves on, as Apache's do, rather than leave its role for ever.
+        let ms = now.mono_ms();
+        while self.divergences.front().is_some_and(|&t| ms.saturating_sub(t) > DIVERGENCE_WINDOW_MS) {
+            self.divergences.pop_front();
         }
-        false
+        if self.divergences.len() >= DIVERGENCE_REBUILDS_MAX {
+            error!(
+                "tree digest mismatch at zxid 0x{zxid:x} ({op:?}): the proposal says {want:x}, this tree has \
+                 {got:x}; {} rebuilds in the last {} minutes did not heal it: serving on",
+                self.divergences.len(),
+                DIVERGENCE_WINDOW_MS / 60_000
+            );
+            return false;
+        }
+        self.divergences.push_back(ms);
+        error!(
+            "tree digest mismatch at zxid 0x{zxid:x} ({op:?}): the proposal says {want:x}, this tree has \
+             {got:x}; leaving the {:?} role to rebuild the tree from disk and sync again",
+            self.role
+        );
+        self.stats.digest_resyncs += 1;
+        let me = self.proposer.voters().me();
+        self.set_role(Role::Down, VoterSet::solo(me), None, now);
+        self.actions.push_back(Action::StepDown { reason: "tree digest mismatch".into(), diverged: true });
+        true
     }
 
     /// The session's closeSession was applied: requests still queued behind it are answered

@@ -77,6 +77,8 @@ impl EnsembleSettings {
                 read_only_mode: cfg.read_only_mode_enabled,
                 reconfig_enabled: cfg.reconfig_enabled,
                 standalone_enabled: cfg.standalone_enabled,
+                snap_step_items: crate::node::replica::SNAP_STEP_ITEMS,
+                sync_piece_bytes: zk_quorum::zab::DEFAULT_SYNC_PIECE_BYTES,
             },
             election_listen: mine(me.election_port)?,
             election_peers,

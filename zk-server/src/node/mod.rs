@@ -385,7 +385,7 @@ impl Node {
                 None => {
                     return Some(Output::Core(match action {
                         // A standalone server leaves no role for a full disk: it stops.
-                        Action::StepDown { reason } => Action::Stop { reason },
+                        Action::StepDown { reason, .. } => Action::Stop { reason },
                         a => a,
                     }));
                 }

@@ -45,10 +45,13 @@ const LEARNER_CONNECT_RETRY_MS: u64 = 100;
 const PARKED_MAX: usize = 64;
 
 /// Sessions, ACL lists or nodes serialized in one step of a SNAP stream.
-const SNAP_STEP_ITEMS: usize = 1024;
+pub const SNAP_STEP_ITEMS: usize = 1024;
 
 /// Apache's shortest wait, in ms, between starting to look and serving read-only clients.
 const READ_ONLY_DELAY_MS: u64 = 2000;
+
+/// How long a divergence is remembered: another within it makes the next sync a SNAP, ms.
+const DIVERGENCE_MEMORY_MS: u64 = 10 * 60_000;
 
 /// A follower appends proposals that arrive together to one log batch up to this size.
 const PERSIST_MERGE_BYTES: u64 = 1 << 20;
@@ -77,6 +80,12 @@ pub struct ReplicaConfig {
     pub reconfig_enabled: bool,
     /// `standaloneEnabled`.
     pub standalone_enabled: bool,
+    /// Sessions, ACL lists or nodes serialized in one step of a SNAP stream
+    /// ([`SNAP_STEP_ITEMS`] unless a test wants small trees streamed in many steps).
+    pub snap_step_items: usize,
+    /// A learner's sync traffic handed to its connection before the leader waits for it to
+    /// drain, bytes (zk-quorum's default unless a test wants many pieces).
+    pub sync_piece_bytes: u64,
 }
 
 /// Where the log stands, as the node knows it: what it starts at and what is durable.
@@ -129,6 +138,9 @@ enum AfterReload {
     Decided { leader: i64, state: PeerState },
     /// A learner's TRUNC is durable.
     Truncated(i64),
+    /// Read-only service starts (from what is on disk: a tree the server left its role for is
+    /// not served).
+    ReadOnly,
 }
 
 /// The role of the moment.
@@ -209,6 +221,10 @@ pub struct Replica {
     activation: Option<(i64, Bytes, i64)>,
     /// Events for the core, handed over when the node settles.
     for_core: VecDeque<CoreChange>,
+    /// The next learner connection asks its leader for a SNAP (the tree diverged again).
+    snap_next: bool,
+    /// When the tree last diverged from the ensemble's digests, ms.
+    last_divergence_ms: Option<u64>,
     out: VecDeque<Output>,
 }
 
@@ -264,6 +280,8 @@ impl Replica {
             pending: None,
             activation: None,
             for_core: VecDeque::new(),
+            snap_next: false,
+            last_divergence_ms: None,
             out: VecDeque::new(),
             cfg,
         };
@@ -404,11 +422,12 @@ impl Replica {
         match &mut self.state {
             State::Looking => {
                 self.fle.handle_timeout(ms);
-                if self.read_only_at.is_some_and(|t| t <= ms) {
+                if self.read_only_at.is_some_and(|t| t <= ms)
+                    && self.decision.is_none()
+                    && self.reloading.is_none()
+                {
                     self.read_only_at = None;
-                    info!("no quorum yet: serving read-only clients");
-                    let me = self.cfg.my_sid;
-                    self.for_core.push_back(CoreChange::Role(Role::ReadOnly, VoterSet::solo(me), None));
+                    self.reload(AfterReload::ReadOnly);
                 }
             }
             State::Leading(l) => l.handle_timeout(ms),
@@ -433,13 +452,17 @@ impl Replica {
                 self.requested = self.requested.min(zxid);
                 self.log.durable = self.log.durable.min(zxid);
                 self.reload(AfterReload::Truncated(zxid));
+                self.revote(now);
             }
             Input::LogReset { zxid } => {
                 self.log_jobs = self.log_jobs.saturating_sub(1);
                 self.requested = zxid;
                 self.log = LogPosition { base: zxid, durable: zxid };
-                if let State::Learning { learner, .. } = &mut self.state {
-                    learner.snapshot_loaded(zxid, ms);
+                match &mut self.state {
+                    State::Learning { learner, .. } => learner.snapshot_loaded(zxid, ms),
+                    // A reset while electing (ResyncBelow): the vote still names the log as it
+                    // was; it must name what this server has now.
+                    _ => self.revote(now),
                 }
             }
             Input::Reloaded { result, log, recent } => self.reloaded(now, result, log, recent),
@@ -555,7 +578,20 @@ impl Replica {
                     l.sync_ready(to, ms);
                 }
             }
-            Action::StepDown { reason } => {
+            Action::StepDown { reason, diverged } => {
+                if diverged {
+                    // The first divergence in a while is rebuilt from disk (a lossy snapshot is
+                    // set aside there); one that comes back means the disk's state disagrees
+                    // too, and only a snapshot of the leader's replaces it whole.
+                    let ms = now.mono_ms();
+                    let recent =
+                        self.last_divergence_ms.is_some_and(|t| ms.saturating_sub(t) < DIVERGENCE_MEMORY_MS);
+                    self.snap_next = recent;
+                    self.last_divergence_ms = Some(ms);
+                    if recent {
+                        warn!("the tree disagreed again: the next sync asks the leader for a SNAP");
+                    }
+                }
                 if !matches!(self.state, State::Looking) || self.decision.is_some() {
                     warn!("stepping down: {reason}");
                     self.look(&reason, now, false);
@@ -677,6 +713,19 @@ impl Replica {
         self.fle.handle_notification(from, n, now.mono_ms());
     }
 
+    /// The log moved while this server elects (a truncation or reset finished): an election
+    /// under way starts again with the vote naming the log as it is now, so this server never
+    /// wins on history it no longer has.
+    fn revote(&mut self, now: Now) {
+        if matches!(self.state, State::Looking)
+            && self.decision.is_none()
+            && self.fle.state() == PeerState::Looking
+        {
+            let data = PeerData { last_logged_zxid: self.log.durable, current_epoch: self.epochs.1 };
+            self.fle.start_election(data, now.mono_ms());
+        }
+    }
+
     fn maybe_act_on_decision(&mut self) {
         // The next role starts from what is on disk: every record handed to the log durable,
         // no truncation or reset pending, and no epoch file write of the last role still under
@@ -739,6 +788,14 @@ impl Replica {
                     learner.truncated(zxid, ms);
                 }
             }
+            AfterReload::ReadOnly => {
+                if matches!(self.state, State::Looking) && self.decision.is_none() {
+                    info!("no quorum yet: serving read-only clients");
+                    self.for_core.push_back(CoreChange::Role(Role::ReadOnly, VoterSet::solo(me), None));
+                } else {
+                    self.maybe_act_on_decision();
+                }
+            }
             AfterReload::Decided { leader, state } => {
                 // As Apache: the election's time is counted by the servers that then lead or follow.
                 if matches!(state, PeerState::Leading | PeerState::Following) {
@@ -780,6 +837,7 @@ impl Replica {
         );
         cfg.config_string = Bytes::from(self.cfg.config.to_config_string());
         cfg.committed_log_max = self.cfg.committed_log_max;
+        cfg.sync_piece_bytes = self.cfg.sync_piece_bytes.max(1);
         cfg.reconfig_enabled = self.cfg.reconfig_enabled;
         if let Some(p) = &self.pending {
             cfg.pending_verifier = Some(QuorumVerifier::from_config(p));
@@ -845,6 +903,9 @@ impl Replica {
                 self.machine += 1;
                 let mut learner =
                     Learner::new(self.zab_config(), leader, self.cfg.observer, self.local_state(), ms);
+                if self.snap_next {
+                    learner.request_snapshot();
+                }
                 learner.connected(ms);
                 self.state = State::Learning { learner: Box::new(learner), conn, attempt };
             }
@@ -1160,6 +1221,7 @@ impl Replica {
                 // The leader's NEWLEADER said which configuration is in force (activated just
                 // before): what this server's own log had pending is settled either way.
                 self.pending = None;
+                self.snap_next = false;
                 info!("up to date with leader: serving");
                 let (leader, epoch) = match &self.state {
                     State::Learning { learner, .. } => (learner.leader_sid(), learner.epoch().unwrap_or(0)),
@@ -1233,7 +1295,11 @@ impl Replica {
             while l.may_send(s.conn) {
                 stepped = true;
                 let mut out = Vec::with_capacity(64 * 1024);
-                done = core.database().apache_snap_step(&mut s.cursor, &mut out, SNAP_STEP_ITEMS);
+                done = core.database().apache_snap_step(
+                    &mut s.cursor,
+                    &mut out,
+                    self.cfg.snap_step_items.max(1),
+                );
                 s.bytes += out.len() as u64;
                 l.snapshot_bytes(s.req, Bytes::from(out), done, ms);
                 if done {

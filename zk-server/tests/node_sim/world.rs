@@ -194,6 +194,9 @@ impl World {
                 read_only_mode: false,
                 reconfig_enabled: false,
                 standalone_enabled: false,
+                // Small trees streamed in many steps and pieces, so a SNAP is fuzzy.
+                snap_step_items: 8,
+                sync_piece_bytes: 2048,
             };
             let spec = ServerSpec { extra_cfg: extra.clone(), replica };
             let mut s = Server::new(sid, spec, rng.gen());
@@ -460,8 +463,19 @@ impl World {
                     self.at(dt, Ev::MailAgain { from: sid, to });
                 }
             }
-            Output::SendPacket { conn, packet } => self.send(sid, gen, conn, Msg::Packet(packet)),
-            Output::SendRaw { conn, bytes } => self.send(sid, gen, conn, Msg::Raw(bytes)),
+            Output::SendPacket { conn, packet } => {
+                match PacketType::from_wire(packet.packet_type) {
+                    Ok(PacketType::Snap) => self.count("syncs by SNAP"),
+                    Ok(PacketType::Diff) => self.count("syncs by DIFF"),
+                    Ok(PacketType::Trunc) => self.count("syncs by TRUNC"),
+                    _ => {}
+                }
+                self.send(sid, gen, conn, Msg::Packet(packet))
+            }
+            Output::SendRaw { conn, bytes } => {
+                self.count("SNAP stream pieces");
+                self.send(sid, gen, conn, Msg::Raw(bytes))
+            }
             Output::WatchDrain { conn } => {
                 if let Some((id, i)) = self.net.find(sid, gen, conn) {
                     let l = self.net.links.get_mut(&id).expect("found");
@@ -526,9 +540,12 @@ impl World {
             }
             Output::TruncateLog { after } => {
                 let disk = self.server(sid).snap_disk.clone();
-                if let Err(e) = snapshots::discard_after(&disk, after) {
-                    self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t));
-                    return;
+                match snapshots::discard_after(&disk, after) {
+                    Ok((_, trash)) => snapshots::remove_trash(&disk, &trash),
+                    Err(e) => {
+                        self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t));
+                        return;
+                    }
                 }
                 self.log_job(sid, LogJob::Truncate(after));
             }
@@ -544,7 +561,10 @@ impl World {
             Output::ResyncBelow { cut } => {
                 let disk = self.server(sid).snap_disk.clone();
                 match snapshots::discard_after(&disk, cut) {
-                    Ok(newest) => self.log_job(sid, LogJob::Reset(newest)),
+                    Ok((newest, trash)) => {
+                        snapshots::remove_trash(&disk, &trash);
+                        self.log_job(sid, LogJob::Reset(newest))
+                    }
                     Err(e) => self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t)),
                 }
             }
