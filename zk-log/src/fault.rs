@@ -4,6 +4,12 @@
 //! operations (writes and length changes) made since its last sync, in order. The directory keeps
 //! its durable name table and the creates, renames and removes made since the last directory sync.
 //!
+//! An image is sparse in its trailing zeros: a logical length and the bytes up to the last one
+//! ever written since the file was last cut below it; every byte past those reads as zero. So
+//! growing a file (`allocate`, `reserve`, `set_len`) stores nothing, and a snapshot file reserved
+//! in 16 MiB steps but holding a few KB costs a few KB. Nothing observable depends on this: every
+//! read, [`FaultStorage::contents`], length, crash and capacity check sees the logical bytes.
+//!
 //! [`FaultStorage::crash`] simulates power loss, in one of two ways ([`CrashModel`]), drawn from
 //! the seeded generator; the same seed always gives the same crash, so a failing case is
 //! reproduced by its seed.
@@ -31,10 +37,14 @@
 //! last of them torn at any byte, which is the torn pwrite of docs/log-format.md. (The subset
 //! model cuts stores through the mapping into pages too, at the crash.)
 //!
-//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, like a full disk), fail
-//! syncs with EIO, and cut the power after a given number of operations
-//! ([`FaultStorage::fail_after`]), so a test can stop a multi-step job (a reset, a truncation, an
-//! epoch update) at every step in turn.
+//! It can also refuse space beyond a capacity (ENOSPC from `allocate`, `reserve` or a growing
+//! `set_len`, like a full disk), fail syncs with EIO, and cut the power after a given number of
+//! operations ([`FaultStorage::fail_after`]), so a test can stop a multi-step job (a reset, a
+//! truncation, an epoch update) at every step in turn.
+//!
+//! `allocate` makes the new length durable at once, syncing the file as the real backend's
+//! fdatasync does; `reserve` only records it, like a `set_len`, and it is durable at the next
+//! sync (a crash before keeps it or not as the crash model draws).
 
 use crate::storage::{AppendMode, Storage, StorageFile, StorageRead};
 use std::collections::{BTreeMap, HashMap};
@@ -147,7 +157,7 @@ type PageChooser<'a> = &'a mut dyn FnMut(u64, &[&[u8]]) -> PageLanding;
 
 /// What of a file's pending operations lands on its durable image in a subset crash: `keep` says
 /// it for each page; `lengths` says how many of the length changes land, in order.
-fn land_subset(durable: &mut Vec<u8>, pending: Vec<FileOp>, keep: PageChooser<'_>, lengths: usize) {
+fn land_subset(durable: &mut Image, pending: Vec<FileOp>, keep: PageChooser<'_>, lengths: usize) {
     let pieces = page_pieces(pending);
     // Each page's pieces, in order, by page (BTreeMap: the draws go in page order).
     let mut by_page: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
@@ -180,41 +190,95 @@ fn land_subset(durable: &mut Vec<u8>, pending: Vec<FileOp>, keep: PageChooser<'_
         match op {
             FileOp::SetLen(_) => {
                 if len_changes < lengths {
-                    apply_op(durable, op);
+                    durable.apply(op);
                 }
                 len_changes += 1;
             }
             FileOp::Write { offset, data } => {
                 if let Some((a, b)) = land {
-                    apply_op(
-                        durable,
-                        &FileOp::Write { offset: offset + a as u64, data: data[a..b].to_vec() },
-                    );
+                    durable.apply(&FileOp::Write { offset: offset + a as u64, data: data[a..b].to_vec() });
                 }
             }
         }
     }
 }
 
-#[derive(Debug, Default)]
-struct Inode {
-    durable: Vec<u8>,
-    current: Vec<u8>,
-    pending: Vec<FileOp>,
+/// A file's bytes, sparse in its trailing zeros: `len` bytes, of which the first `stored.len()`
+/// are kept and every later one is zero. `stored.len() <= len` always; `stored` may end in
+/// zeros too (written ones), which changes nothing but the memory used. Growing the length
+/// stores nothing; a write stores up to its end (zero-filling any gap before it); a cut drops
+/// the stored bytes past the new length.
+#[derive(Debug, Clone, Default)]
+struct Image {
+    stored: Vec<u8>,
+    len: u64,
 }
 
-fn apply_op(buf: &mut Vec<u8>, op: &FileOp) {
-    match op {
-        FileOp::Write { offset, data } => {
-            let off = *offset as usize;
-            let end = off + data.len();
-            if buf.len() < end {
-                buf.resize(end, 0);
-            }
-            buf[off..end].copy_from_slice(data);
-        }
-        FileOp::SetLen(n) => buf.resize(*n as usize, 0),
+impl Image {
+    /// The logical length.
+    fn len(&self) -> u64 {
+        self.len
     }
+
+    /// Applies one operation. A write reaching past the length grows the length to its end, as
+    /// a write to a real file does (a subset crash can land a write without the length change
+    /// that made room for it).
+    fn apply(&mut self, op: &FileOp) {
+        match op {
+            FileOp::Write { offset, data } => {
+                let end = *offset + data.len() as u64;
+                if !data.is_empty() {
+                    let (off, end) = (*offset as usize, end as usize);
+                    if self.stored.len() < end {
+                        self.stored.resize(end, 0);
+                    }
+                    self.stored[off..end].copy_from_slice(data);
+                }
+                self.len = self.len.max(end);
+            }
+            FileOp::SetLen(n) => {
+                self.len = *n;
+                self.stored.truncate(*n as usize);
+            }
+        }
+    }
+
+    /// Fills `buf` from `offset`; the range must lie inside the length.
+    fn read(&self, offset: u64, buf: &mut [u8]) {
+        debug_assert!(offset + buf.len() as u64 <= self.len);
+        let have = self.stored.get(offset as usize..).unwrap_or(&[]);
+        let n = have.len().min(buf.len());
+        buf[..n].copy_from_slice(&have[..n]);
+        buf[n..].fill(0);
+    }
+
+    /// Every byte, zeros past the stored ones included.
+    fn to_vec(&self) -> Vec<u8> {
+        let mut v = self.stored.clone();
+        v.resize(self.len as usize, 0);
+        v
+    }
+}
+
+/// Equal as bytes, however much of each is stored.
+impl PartialEq for Image {
+    fn eq(&self, other: &Image) -> bool {
+        let (short, long) = if self.stored.len() <= other.stored.len() {
+            (&self.stored, &other.stored)
+        } else {
+            (&other.stored, &self.stored)
+        };
+        self.len == other.len
+            && long[..short.len()] == short[..]
+            && long[short.len()..].iter().all(|&b| b == 0)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    durable: Image,
+    current: Image,
+    pending: Vec<FileOp>,
 }
 
 #[derive(Debug, Clone)]
@@ -282,7 +346,7 @@ impl State {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.inodes.values().map(|i| i.current.len().max(i.durable.len()) as u64).sum()
+        self.inodes.values().map(|i| i.current.len().max(i.durable.len())).sum()
     }
 }
 
@@ -356,7 +420,8 @@ impl FaultStorage {
         self.lock().crash_model = model;
     }
 
-    /// Limits the total bytes of all files: an `allocate` beyond it fails with ENOSPC.
+    /// Limits the total bytes of all files (their lengths, stored or not): an `allocate`,
+    /// `reserve` or `set_len` growing a file beyond it fails with ENOSPC.
     pub fn set_capacity(&self, bytes: Option<u64>) {
         self.lock().capacity = bytes;
     }
@@ -457,15 +522,12 @@ impl FaultStorage {
                 Landing::Drawn(CrashModel::Prefix) => {
                     let keep = st.rng.upto(pending.len() as u64) as usize;
                     for op in &pending[..keep] {
-                        apply_op(&mut durable, op);
+                        durable.apply(op);
                     }
                     if let Some(FileOp::Write { offset, data }) = pending.get(keep) {
                         if st.rng.chance(1, 2) && !data.is_empty() {
                             let cut = st.rng.upto(data.len() as u64 - 1) as usize;
-                            apply_op(
-                                &mut durable,
-                                &FileOp::Write { offset: *offset, data: data[..cut].to_vec() },
-                            );
+                            durable.apply(&FileOp::Write { offset: *offset, data: data[..cut].to_vec() });
                         }
                     }
                 }
@@ -518,7 +580,14 @@ impl FaultStorage {
     /// The current contents of `name` (synced or not), for tests that inspect bytes.
     pub fn contents(&self, name: &str) -> Option<Vec<u8>> {
         let st = self.lock();
-        st.current_dir.get(name).and_then(|ino| st.inodes.get(ino)).map(|i| i.current.clone())
+        st.current_dir.get(name).and_then(|ino| st.inodes.get(ino)).map(|i| i.current.to_vec())
+    }
+
+    /// The bytes the disk holds in memory for its file images, current and durable (a test
+    /// aid: the images are sparse in their trailing zeros).
+    #[cfg(test)]
+    fn stored_bytes(&self) -> usize {
+        self.lock().inodes.values().map(|i| i.current.stored.len() + i.durable.stored.len()).sum()
     }
 
     fn stale() -> io::Error {
@@ -646,7 +715,7 @@ impl FaultFile {
             let n = node(st, ino);
             let total = head.len() + rest.len();
             let end = offset.checked_add(total as u64);
-            if end.map_or(true, |e| e > n.current.len() as u64) {
+            if end.map_or(true, |e| e > n.current.len()) {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the allocated length"));
             }
             if total == 0 {
@@ -665,11 +734,42 @@ impl FaultFile {
                 joined
             };
             let op = FileOp::Write { offset, data };
-            apply_op(&mut n.current, &op);
+            n.current.apply(&op);
             match mode {
                 AppendMode::Mapped => n.pending.push(op),
                 // One pending operation per page the pwrite fills, in order.
                 AppendMode::Pwrite => n.pending.extend(page_pieces(vec![op])),
+            }
+            Ok(())
+        })
+    }
+
+    /// Grows the file to `len` (nothing if it is that long already): `allocate` when `sync`
+    /// (the length made durable with the file's earlier writes, as the real backend's fdatasync
+    /// does), `reserve` when not (the length is pending like a `set_len`'s, durable at the next
+    /// sync). Either refuses past the capacity (ENOSPC), and counts against a power failure;
+    /// only `allocate`, which syncs, fails under [`FaultStorage::set_fail_sync`].
+    fn grow(&mut self, len: u64, sync: bool) -> io::Result<()> {
+        self.with(|st, ino| {
+            let cur = node(st, ino).current.len();
+            if len <= cur {
+                return Ok(());
+            }
+            st.power()?;
+            if let Some(cap) = st.capacity {
+                if st.used_bytes() + (len - cur) > cap {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+            }
+            if sync && st.fail_sync {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let n = node(st, ino);
+            let op = FileOp::SetLen(len);
+            n.current.apply(&op);
+            n.pending.push(op);
+            if sync {
+                sync_node(n);
             }
             Ok(())
         })
@@ -684,7 +784,7 @@ pub struct FaultReadFile(FaultFile);
 
 impl StorageRead for FaultReadFile {
     fn len(&self) -> u64 {
-        self.0.with(|st, ino| Ok(node(st, ino).current.len() as u64)).unwrap_or(0)
+        self.0.with(|st, ino| Ok(node(st, ino).current.len())).unwrap_or(0)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -698,7 +798,7 @@ fn node(st: &mut State, ino: u64) -> &mut Inode {
 
 fn sync_node(n: &mut Inode) {
     for op in std::mem::take(&mut n.pending) {
-        apply_op(&mut n.durable, &op);
+        n.durable.apply(&op);
     }
     // Lengths are part of the image: after applying every op the two images agree.
     debug_assert_eq!(n.durable, n.current);
@@ -706,38 +806,20 @@ fn sync_node(n: &mut Inode) {
 
 impl StorageFile for FaultFile {
     fn len(&self) -> io::Result<u64> {
-        self.with(|st, ino| Ok(node(st, ino).current.len() as u64))
+        self.with(|st, ino| Ok(node(st, ino).current.len()))
     }
 
     fn allocate(&mut self, len: u64) -> io::Result<()> {
-        self.with(|st, ino| {
-            let cur = node(st, ino).current.len() as u64;
-            if len <= cur {
-                return Ok(());
-            }
-            st.power()?;
-            if let Some(cap) = st.capacity {
-                if st.used_bytes() + (len - cur) > cap {
-                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
-                }
-            }
-            if st.fail_sync {
-                return Err(io::Error::from_raw_os_error(libc::EIO));
-            }
-            let n = node(st, ino);
-            let op = FileOp::SetLen(len);
-            apply_op(&mut n.current, &op);
-            n.pending.push(op);
-            // The real backend makes the length durable with fdatasync, which flushes the file's
-            // earlier writes as well; model exactly that.
-            sync_node(n);
-            Ok(())
-        })
+        self.grow(len, true)
+    }
+
+    fn reserve(&mut self, len: u64) -> io::Result<()> {
+        self.grow(len, false)
     }
 
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.with(|st, ino| {
-            let cur = node(st, ino).current.len() as u64;
+            let cur = node(st, ino).current.len();
             st.power()?;
             if let Some(cap) = st.capacity {
                 if len > cur && st.used_bytes() + (len - cur) > cap {
@@ -746,7 +828,7 @@ impl StorageFile for FaultFile {
             }
             let n = node(st, ino);
             let op = FileOp::SetLen(len);
-            apply_op(&mut n.current, &op);
+            n.current.apply(&op);
             n.pending.push(op);
             Ok(())
         })
@@ -765,8 +847,8 @@ impl StorageFile for FaultFile {
             let n = node(st, ino);
             let end = offset.checked_add(buf.len() as u64);
             match end {
-                Some(e) if e <= n.current.len() as u64 => {
-                    buf.copy_from_slice(&n.current[offset as usize..e as usize]);
+                Some(e) if e <= n.current.len() => {
+                    n.current.read(offset, buf);
                     Ok(())
                 }
                 _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")),
@@ -923,6 +1005,192 @@ mod tests {
             assert!(a[2 * p..3 * p].iter().all(|&b| b == 1), "{mode}: page 2 landed whole");
             assert!(a[3 * p..].iter().all(|&b| b == 0), "{mode}: page 3 stayed as synced");
             assert_eq!(disk.contents("b"), None, "{mode}: no unsynced directory change lands");
+        }
+    }
+
+    /// A snapshot-style file: reserved in 16 MiB, a few KB written. Its image stores what was
+    /// written, not the reserved length, yet reads, `contents`, the length and the capacity all
+    /// see the whole 16 MiB, zeros past the written bytes.
+    #[test]
+    fn a_reserved_file_stores_only_what_was_written() {
+        const RESERVED: u64 = 16 << 20;
+        for mode in AppendMode::ALL {
+            let disk = FaultStorage::with_append_mode(3, mode);
+            let mut f = disk.create("snap.tmp").unwrap();
+            f.reserve(RESERVED).unwrap();
+            let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8 + 1).collect();
+            f.write_at(0, &data).unwrap();
+            assert_eq!(f.len().unwrap(), RESERVED, "{mode}");
+            assert_eq!(disk.stored_bytes(), data.len(), "{mode}: only the written bytes are stored");
+            f.sync().unwrap();
+            assert_eq!(disk.stored_bytes(), 2 * data.len(), "{mode}: current and durable, as written");
+
+            let mut buf = vec![0xff; 8192];
+            f.read_at(0, &mut buf).unwrap();
+            assert_eq!(&buf[..data.len()], &data[..], "{mode}");
+            assert!(buf[data.len()..].iter().all(|&b| b == 0), "{mode}: zeros past the written bytes");
+            let r = disk.open_read("snap.tmp").unwrap();
+            assert_eq!(r.len(), RESERVED, "{mode}");
+            let mut tail = vec![0xff; 4096];
+            r.read_at(RESERVED - 4096, &mut tail).unwrap();
+            assert!(tail.iter().all(|&b| b == 0), "{mode}: zeros at the end");
+            assert!(r.read_at(RESERVED - 1, &mut [0; 2]).is_err(), "{mode}: past the end");
+            let all = disk.contents("snap.tmp").unwrap();
+            assert_eq!(all.len() as u64, RESERVED, "{mode}");
+            assert_eq!(&all[..data.len()], &data[..], "{mode}");
+            assert!(all[data.len()..].iter().all(|&b| b == 0), "{mode}");
+
+            // The capacity counts the whole length.
+            disk.set_capacity(Some(RESERVED + 100));
+            assert_eq!(f.reserve(RESERVED + 101).unwrap_err().raw_os_error(), Some(libc::ENOSPC), "{mode}");
+            assert_eq!(f.len().unwrap(), RESERVED, "{mode}: unchanged by the refusal");
+            disk.set_capacity(None);
+
+            // The real snapshot writer, mid-snapshot: its header written in a reserved file.
+            let writer = crate::snapshot::SnapshotWriter::create(&disk, 7).unwrap();
+            let tmp = format!("{}{}", writer.name(), crate::storage::TMP_SUFFIX);
+            assert_eq!(disk.open(&tmp).unwrap().len().unwrap(), RESERVED, "{mode}");
+            assert!(disk.stored_bytes() < 3 * data.len(), "{mode}: {} bytes stored", disk.stored_bytes());
+            writer.finish().unwrap();
+            assert!(disk.stored_bytes() < 3 * data.len(), "{mode}: {} bytes stored", disk.stored_bytes());
+        }
+    }
+
+    /// `reserve` grows the length without a sync: a crash before the next sync keeps or drops
+    /// the new length (and the writes into it) as the crash model draws, never touching what was
+    /// synced; both outcomes happen in each model.
+    #[test]
+    fn a_crash_between_a_reserve_and_its_sync_keeps_or_drops_it_per_model() {
+        const OLD: u64 = 2 * FAULT_PAGE_BYTES;
+        const RESERVED: u64 = 64 * FAULT_PAGE_BYTES;
+        let data: Vec<u8> = (0..3 * FAULT_PAGE_BYTES).map(|i| (i % 251) as u8 + 1).collect();
+        let at = OLD as usize + 100;
+        for model in CrashModel::ALL {
+            for mode in AppendMode::ALL {
+                let (mut kept, mut dropped) = (0, 0);
+                for seed in 0..200 {
+                    let disk = FaultStorage::with_models(seed, mode, model);
+                    let mut f = disk.create("a").unwrap();
+                    f.allocate(OLD).unwrap();
+                    f.write_at(0, &[7; 100]).unwrap();
+                    f.sync().unwrap();
+                    disk.sync_dir().unwrap();
+                    let syncs = disk.io_counts().1;
+                    f.reserve(RESERVED).unwrap();
+                    assert_eq!(disk.io_counts().1, syncs, "{model:?} {mode}: reserve does not sync");
+                    assert_eq!(disk.unsynced_ops(), 1, "{model:?} {mode}: the length is pending");
+                    f.write_at(at as u64, &data).unwrap();
+                    disk.crash();
+
+                    let a = disk.contents("a").unwrap();
+                    let ctx = format!("{model:?} {mode} seed {seed}");
+                    assert_eq!(&a[..100], &[7; 100], "{ctx}: synced bytes");
+                    assert!(a[100..at.min(a.len())].iter().all(|&b| b == 0), "{ctx}: synced zeros");
+                    // Every byte of the write is its old value (zero) or its new one.
+                    let written = &a[at.min(a.len())..(at + data.len()).min(a.len())];
+                    assert!(
+                        written.iter().zip(&data).all(|(&x, &y)| x == 0 || x == y),
+                        "{ctx}: a byte that is neither old nor new"
+                    );
+                    assert!(a.get(at + data.len()..).unwrap_or(&[]).iter().all(|&b| b == 0), "{ctx}");
+                    let len = a.len() as u64;
+                    match model {
+                        // In order: the write lands only after the length it needs.
+                        CrashModel::Prefix => {
+                            assert!(len == OLD || len == RESERVED, "{ctx}: length {len}");
+                            if len == OLD {
+                                assert!(written.is_empty(), "{ctx}: a write without its length");
+                            }
+                        }
+                        // Out of order: pages of the write may land without the length change,
+                        // extending the file only as far as they reach.
+                        CrashModel::Subset => {
+                            assert!(
+                                len == RESERVED || len <= (at + data.len()) as u64,
+                                "{ctx}: length {len}"
+                            );
+                            assert!(len >= OLD, "{ctx}: length {len}");
+                            if len != RESERVED && len > OLD {
+                                assert_ne!(a[len as usize - 1], 0, "{ctx}: grown past its last landed byte");
+                            }
+                        }
+                    }
+                    kept += u32::from(len == RESERVED);
+                    dropped += u32::from(len != RESERVED);
+
+                    // After the crash a reserve and a sync make the length durable.
+                    let mut f = disk.open("a").unwrap();
+                    f.reserve(RESERVED).unwrap();
+                    f.sync().unwrap();
+                    disk.crash();
+                    assert_eq!(disk.open("a").unwrap().len().unwrap(), RESERVED, "{ctx}: synced length");
+                }
+                assert!(kept > 0 && dropped > 0, "{model:?} {mode}: kept {kept}, dropped {dropped}");
+            }
+        }
+        // Nothing unsynced kept: exactly the synced length.
+        let disk = FaultStorage::new(1);
+        let mut f = disk.create("a").unwrap();
+        f.allocate(OLD).unwrap();
+        disk.sync_dir().unwrap();
+        f.reserve(RESERVED).unwrap();
+        disk.crash_losing_unsynced();
+        assert_eq!(disk.contents("a").unwrap().len() as u64, OLD);
+    }
+
+    /// `reserve` counts against an armed power failure like `allocate`, and a failed one leaves
+    /// the file as it was.
+    #[test]
+    fn reserve_stops_at_a_power_failure() {
+        let disk = FaultStorage::new(5);
+        let mut f = disk.create("a").unwrap();
+        disk.fail_after(Some(0));
+        assert_eq!(f.reserve(1 << 20).unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(f.len().unwrap(), 0);
+        assert_eq!(f.allocate(1 << 20).unwrap_err().raw_os_error(), Some(libc::EIO));
+        disk.fail_after(None);
+        f.reserve(1 << 20).unwrap();
+        assert_eq!(f.len().unwrap(), 1 << 20);
+        // Not growing the file: nothing to do, so no operation is spent.
+        disk.fail_after(Some(0));
+        f.reserve(4096).unwrap();
+    }
+
+    /// The sparse image against a plain byte vector, over random operations: the same bytes.
+    #[test]
+    fn a_sparse_image_reads_as_the_plain_bytes() {
+        let mut rng = SplitMix64::new(11);
+        for _ in 0..200 {
+            let (mut img, mut plain) = (Image::default(), Vec::<u8>::new());
+            for _ in 0..30 {
+                let op = if rng.chance(1, 3) {
+                    FileOp::SetLen(rng.upto(3 * FAULT_PAGE_BYTES))
+                } else {
+                    let len = rng.upto(FAULT_PAGE_BYTES) as usize;
+                    let data = (0..len).map(|_| rng.upto(2) as u8).collect();
+                    FileOp::Write { offset: rng.upto(3 * FAULT_PAGE_BYTES), data }
+                };
+                img.apply(&op);
+                match &op {
+                    FileOp::Write { offset, data } => {
+                        let end = *offset as usize + data.len();
+                        if plain.len() < end {
+                            plain.resize(end, 0);
+                        }
+                        plain[*offset as usize..end].copy_from_slice(data);
+                    }
+                    FileOp::SetLen(n) => plain.resize(*n as usize, 0),
+                }
+                assert_eq!(img.len(), plain.len() as u64);
+                assert_eq!(img.to_vec(), plain);
+                let from = rng.upto(plain.len() as u64) as usize;
+                let to = from + rng.upto((plain.len() - from) as u64) as usize;
+                let mut buf = vec![0xff; to - from];
+                img.read(from as u64, &mut buf);
+                assert_eq!(buf, plain[from..to]);
+                let other = Image { stored: plain.clone(), len: plain.len() as u64 };
+                assert_eq!(img, other);
+            }
         }
     }
 }
