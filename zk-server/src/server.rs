@@ -3,7 +3,8 @@
 use crate::conn;
 use crate::core::{CoreConfig, CounterRule, Now, ServerCore, SnapshotSettings, VoterSet};
 use crate::driver::{Driver, DriverMsg, EnsembleDisk};
-use crate::ensemble::peers::{EnsembleSettings, PeerIo};
+use crate::ensemble::peers::PeerIo;
+use crate::ensemble::settings::EnsembleSettings;
 use crate::node::{LogPosition, Node};
 use crate::settings::Settings;
 use crate::snapshots;

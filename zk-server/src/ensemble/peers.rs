@@ -9,7 +9,7 @@ use super::peer_net::{
     self, Established, Outgoing, PeerEvent, PeerOutbox, SnapshotSink, SnapshotSinkFactory,
 };
 use super::peer_tls::{self, PeerTls, SetupError};
-use super::settings::resolve;
+use super::settings::{init_limit, resolve, EnsembleSettings};
 use crate::node::{Input, Output, PeerConn};
 use bytes::BytesMut;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -34,36 +34,6 @@ const ACCEPTED_BASE: PeerConn = 1 << 48;
 
 /// Dials under way at once (the node has at most one: this bounds a misbehaving caller).
 const DIALS_MAX: usize = 8;
-
-/// How this server's sockets are placed in its ensemble.
-#[derive(Debug, Clone)]
-pub struct EnsembleSettings {
-    /// myid.
-    pub my_sid: i64,
-    /// The node's part of the settings.
-    pub replica: crate::node::ReplicaConfig,
-    /// Where this server's election port listens.
-    pub election_listen: SocketAddr,
-    /// Every other server's election address.
-    pub election_peers: HashMap<i64, SocketAddr>,
-    /// Where this server's quorum port listens (it accepts learners while it leads).
-    pub quorum_listen: SocketAddr,
-    /// Every server's quorum address.
-    pub quorum_addrs: HashMap<i64, SocketAddr>,
-    /// The largest quorum packet accepted.
-    pub max_packet: usize,
-    /// How a database received by SNAP is set up.
-    pub tree_cfg: TreeConfig,
-    /// `cnxTimeout`: the longest an election connection may take to open and shake hands.
-    pub cnx_timeout: Duration,
-    /// The zoo.cfg this server started from: an activated configuration is written beside it
-    /// (`zoo.cfg.dynamic.<version>`) and zoo.cfg then names that file, as Apache does.
-    pub config_file: Option<std::path::PathBuf>,
-    /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
-    pub tls: Option<Arc<PeerTls>>,
-    /// SASL between members (`quorum.auth.enableSasl`); None: off.
-    pub sasl: Option<Arc<crate::sasl_config::QuorumSasl>>,
-}
 
 /// The ensemble's sockets. See the module docs.
 pub struct PeerIo {
@@ -309,10 +279,6 @@ impl PeerIo {
     pub fn config_file(&self) -> Option<&std::path::Path> {
         self.s.config_file.as_deref()
     }
-}
-
-fn init_limit(s: &EnsembleSettings) -> u64 {
-    s.replica.tick_ms * s.replica.init_limit.max(1)
 }
 
 /// Accepts learners on the quorum port, each set up (TLS, SASL) in a task of its own: a slow

@@ -1,12 +1,49 @@
 //! An ensemble member's settings, resolved from zoo.cfg.
 
-use super::peers::EnsembleSettings;
+use super::peer_tls::PeerTls;
 use crate::config::{PeerType, ServerConfig};
 use crate::node::ReplicaConfig;
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
 use zk_quorum::config::QuorumConfig;
 use zk_tree::TreeConfig;
+
+/// How this server's sockets are placed in its ensemble.
+#[derive(Debug, Clone)]
+pub struct EnsembleSettings {
+    /// myid.
+    pub my_sid: i64,
+    /// The node's part of the settings.
+    pub replica: ReplicaConfig,
+    /// Where this server's election port listens.
+    pub election_listen: SocketAddr,
+    /// Every other server's election address.
+    pub election_peers: HashMap<i64, SocketAddr>,
+    /// Where this server's quorum port listens (it accepts learners while it leads).
+    pub quorum_listen: SocketAddr,
+    /// Every server's quorum address.
+    pub quorum_addrs: HashMap<i64, SocketAddr>,
+    /// The largest quorum packet accepted.
+    pub max_packet: usize,
+    /// How a database received by SNAP is set up.
+    pub tree_cfg: TreeConfig,
+    /// `cnxTimeout`: the longest an election connection may take to open and shake hands.
+    pub cnx_timeout: Duration,
+    /// The zoo.cfg this server started from: an activated configuration is written beside it
+    /// (`zoo.cfg.dynamic.<version>`) and zoo.cfg then names that file, as Apache does.
+    pub config_file: Option<std::path::PathBuf>,
+    /// TLS between members (`sslQuorum`, `portUnification`); None: plain only.
+    pub tls: Option<Arc<PeerTls>>,
+    /// SASL between members (`quorum.auth.enableSasl`); None: off.
+    pub sasl: Option<Arc<crate::sasl_config::QuorumSasl>>,
+}
+
+/// initLimit in ms: how long a learner has to connect and sync, and a dial to connect.
+pub(super) fn init_limit(s: &EnsembleSettings) -> u64 {
+    s.replica.tick_ms * s.replica.init_limit.max(1)
+}
 
 /// The first address `host:port` resolves to; the error names `what` (the zoo.cfg key).
 pub(super) fn resolve(host: &str, port: u16, what: &str) -> Result<SocketAddr, String> {

@@ -6,7 +6,7 @@
 //! ([`Now`]); everything it wants done leaves as an [`Output`], in order: frames for clients,
 //! batches for the log, packets and notifications for peers, dials, epoch files, reloads, log
 //! reads. The result of each one that has a result comes back as another [`Input`]. The driver
-//! (`crate::driver`) carries outputs out and never decides; the simulator
+//! (`driver.rs`) carries outputs out and never decides; the simulator
 //! (`zk-server/tests/node_sim`) carries the same outputs out against simulated disks and
 //! networks, so a seed exercises exactly the code that runs in production.
 //!
