@@ -252,6 +252,14 @@ impl ServerCore {
 
     /// Applies a committed transaction: watch events first, then the reply.
     pub(super) fn apply(&mut self, now: Now, p: Proposal) {
+        // Commits come in zxid order: the proposer pops them so, and a learner's machine checks
+        // its leader's order before any reaches here (a hole or a repeat disconnects it).
+        assert!(
+            p.hdr.zxid > self.db.last_applied_zxid(),
+            "commit 0x{:x} applied after 0x{:x}: commits are applied in zxid order",
+            p.hdr.zxid,
+            self.db.last_applied_zxid()
+        );
         let applied = self.db.apply(&p.hdr, &p.txn);
         if let (Some(want), Some(got)) = (&p.digest, self.db.tree_digest()) {
             if self.check_digest(now, &p.hdr, want, got) {

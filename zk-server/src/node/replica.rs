@@ -847,6 +847,16 @@ impl Replica {
     }
 
     fn lead(&mut self, now: Now, recent: Vec<(i64, Bytes)>, db_bytes: u64) {
+        // The decision waited for the log and the epoch files: the leader starts from what is
+        // on disk, and its machine from the epochs the files hold.
+        assert!(
+            self.log_jobs == 0 && self.epoch_writes.is_empty() && self.log.durable >= self.requested,
+            "a leader starts from a settled disk (log jobs {}, epoch writes {}, durable 0x{:x} of 0x{:x})",
+            self.log_jobs,
+            self.epoch_writes.len(),
+            self.log.durable,
+            self.requested
+        );
         let ms = now.mono_ms();
         self.leading_since = Some(ms);
         let local = self.local_state();
