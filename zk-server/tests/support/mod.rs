@@ -114,9 +114,14 @@ pub fn four_letter(addr: SocketAddr, cmd: &str) -> String {
     out
 }
 
-/// Path of the zkrs-server binary Cargo built for this test run.
+/// Path of the zkrs-server binary the tests run: the one Cargo built for this test run, or the
+/// one `ZKRS_BIN` names (to run a test against another build, an older commit's say, and see it
+/// fail there).
 pub fn zkrs_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_zkrs-server"))
+    match std::env::var_os("ZKRS_BIN") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_zkrs-server")),
+    }
 }
 
 /// Starts `target` standalone with `tickTime=2000`, all four-letter words allowed, and `extra` zoo.cfg
