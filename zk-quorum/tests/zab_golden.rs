@@ -49,10 +49,10 @@ fn send(t: PacketType, zxid: i64, data: Option<Bytes>) -> LearnerAction {
 fn our_learner_follows_an_apache_leader_to_uptodate() {
     let mut l = Learner::new(cfg(1), 3, false, fresh(), 0);
     l.connected(0);
-    assert_eq!(
-        learner_actions(&mut l),
-        vec![send(PacketType::FollowerInfo, 0, Some(LearnerInfo::new(1, 0).encode()))]
-    );
+    // Apache's 20 bytes, then zkrs's extension (which an Apache leader reads past).
+    let mut info = LearnerInfo::new(1, 0);
+    info.zkrs_flags = Some(0);
+    assert_eq!(learner_actions(&mut l), vec![send(PacketType::FollowerInfo, 0, Some(info.encode()))]);
     l.handle_packet(decode(LEADERINFO), 1);
     assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistAcceptedEpoch(1)]);
     l.epoch_persisted(2);

@@ -215,9 +215,8 @@ impl Learner {
         }
         let kind = if self.observer { PacketType::ObserverInfo } else { PacketType::FollowerInfo };
         let mut info = LearnerInfo::new(self.cfg.my_sid, self.cfg.verifier.version());
-        if self.wants_snap {
-            info.zkrs_flags = Some(crate::wire::payload::LEARNER_WANTS_SNAP);
-        }
+        // Always sent, so that every mixed ensemble shows Apache's leader taking the extension.
+        info.zkrs_flags = Some(if self.wants_snap { crate::wire::payload::LEARNER_WANTS_SNAP } else { 0 });
         let info = info.encode();
         self.send(QuorumPacket::new(kind, make_zxid(self.local.accepted_epoch, 0), Some(info)));
         self.phase = Phase::AwaitLeaderInfo;

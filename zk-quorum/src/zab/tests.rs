@@ -64,6 +64,13 @@ fn new_leader(conn: ConnId, epoch: u32) -> LeaderAction {
     send(conn, T::NewLeader, z(epoch, 0), Some(Bytes::from_static(b"version=0")))
 }
 
+/// The LearnerInfo a zkrs learner sends: Apache's 20 bytes and zkrs's extension (no flags).
+fn zkrs_learner_info(sid: i64) -> Bytes {
+    let mut info = LearnerInfo::new(sid, 0);
+    info.zkrs_flags = Some(0);
+    info.encode()
+}
+
 fn follower_info(sid: i64, accepted: u32) -> QuorumPacket {
     pkt(T::FollowerInfo, z(accepted, 0), Some(LearnerInfo::new(sid, 0).encode()))
 }
@@ -543,7 +550,7 @@ fn discovered(observer: bool) -> Learner {
     let mut l = learner(observer, local(5, 5, z(5, 3), Some(z(5, 1))));
     let kind = if observer { T::ObserverInfo } else { T::FollowerInfo };
     let sid = if observer { 4 } else { 2 };
-    assert_eq!(learner_actions(&mut l), vec![lsend(kind, z(5, 0), Some(LearnerInfo::new(sid, 0).encode()))]);
+    assert_eq!(learner_actions(&mut l), vec![lsend(kind, z(5, 0), Some(zkrs_learner_info(sid)))]);
     l.handle_packet(leader_info(6), 1);
     assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistAcceptedEpoch(6)]);
     l.epoch_persisted(2);
