@@ -1,14 +1,16 @@
-//! The deterministic ensemble simulation (see `sim/mod.rs`): random runs of both backends, and
-//! the named regression scenarios of ZAB-FACTS.md §5 on the real stack (and on the model).
+//! The deterministic ensemble simulation of zk-quorum's machines against an in-memory model of
+//! the server around them (see `sim/mod.rs`): random runs, and the named regression scenarios of
+//! ZAB-FACTS.md §5 on the model.
 //!
-//! By default (CI, debug build) the model runs 200 seeds in each of its five configurations and
-//! the real stack 20 in each of its three-voter ones and 5 with five voters and an observer
-//! (1,045 seeds). The whole binary in debug takes 30 s on two cores (64 s with one of them
-//! busy); most of it is the stack runs, whose fault-injecting disk zero-fills every snapshot
-//! reservation, slow unoptimized.
+//! The same scenarios run against the real server (zk-server's node over zk-log and zk-tree on
+//! fault-injecting disks) in `zk-server/tests/node_sim/scenarios.rs`, and its seeded runs are
+//! `cargo test -p zk-server --test node_sim seeds_`.
 //!
-//! - `ZAB_SEEDS=N` sets the seeds per configuration, e.g. the long run of the real stack:
-//!   `ZAB_SEEDS=50000 cargo test --release -p zk-quorum --test zab_sim stack_ -- --nocapture`;
+//! By default (CI, debug build) the model runs 200 seeds in each of its five configurations
+//! (1,000 seeds; about 30 s on two busy cores).
+//!
+//! - `ZAB_SEEDS=N` sets the seeds per configuration: `ZAB_SEEDS=15000 cargo test --release -p
+//!   zk-quorum --test zab_sim -- --nocapture`;
 //! - a failing seed is printed with the command that replays it: `ZAB_SEED=S cargo test -p
 //!   zk-quorum --test zab_sim <test> -- --nocapture` (with a trace);
 //! - `ZAB_VERBOSE=1` traces the scenarios.
@@ -16,7 +18,6 @@
 mod sim;
 
 use sim::model::ModelStore;
-use sim::stack::StackStore;
 use sim::{hist, run_many, scenario, seeds, Keep, Params, Sim, Store, R};
 
 #[test]
@@ -76,40 +77,18 @@ fn five_voters_and_an_observer() {
     );
 }
 
-#[test]
-fn stack_three_voters() {
-    run_many::<StackStore>(
-        "stack_three_voters",
-        "stack, three voters",
-        Params::stack(false),
-        seeds(20),
-        50_000,
-    );
-}
-
-#[test]
-fn stack_three_voters_electing_with_fle() {
-    run_many::<StackStore>(
-        "stack_three_voters_electing_with_fle",
-        "stack, three voters, FLE",
-        Params::stack(true),
-        seeds(20),
-        60_000,
-    );
-}
-
 // ---------------------------------------------------------------------------------------------
-// Named regression scenarios: one per bug of ZAB-FACTS.md §5, each run on the real stack and on
-// the model. Every run also goes through the general checkers (one leader per epoch, the
-// committed chain only grows, no holes, NEWLEADER ACK first and only once the sync is durable,
-// currentEpoch after the synced transactions, all logs and databases equal once quiet).
+// Named regression scenarios: one per bug of ZAB-FACTS.md §5, run on the model (the real
+// server runs them in zk-server/tests/node_sim/scenarios.rs). Every run also goes through the
+// general checkers (one leader per epoch, the committed chain only grows, no holes, NEWLEADER
+// ACK first and only once the sync is durable, currentEpoch after the synced transactions, all
+// logs and databases equal once quiet).
 
 const FOREVER: u64 = u64::MAX / 4;
 
-/// Runs `script` on both backends.
-macro_rules! on_both {
+/// Runs `script` on the model.
+macro_rules! on_model {
     ($name:expr, $params:expr, $script:ident) => {
-        scenario::<StackStore>(concat!($name, " (stack)"), $params, $script::<StackStore>);
         scenario::<ModelStore>(concat!($name, " (model)"), $params, $script::<ModelStore>);
     };
 }
@@ -148,21 +127,21 @@ fn leader_and_follower_crash<S: Store>(sim: &mut Sim<S>) -> R {
 /// quorum, so the DIFF txns must be durable before it.
 #[test]
 fn zk_3911_newleader_ack_waits_for_durable_diff_txns() {
-    on_both!("ZK-3911", slow_disks(), crash_at_establishment);
+    on_model!("ZK-3911", slow_disks(), crash_at_establishment);
 }
 
 /// ZK-4646: the NEWLEADER ACK raced the asynchronous log write; with disk delays that vary per
 /// write, the ACK must still follow the last synced record.
 #[test]
 fn zk_4646_newleader_ack_after_the_log_write() {
-    on_both!("ZK-4646", jittery_disks(), crash_at_establishment);
+    on_model!("ZK-4646", jittery_disks(), crash_at_establishment);
 }
 
 /// ZK-4785: appending and syncing the DIFF is synchronous with the ACK: a sync longer than the
 /// whole handshake still comes first.
 #[test]
 fn zk_4785_diff_sync_is_durable_before_any_ack() {
-    on_both!(
+    on_model!(
         "ZK-4785",
         Params { min_disk_ms: 400, max_disk_ms: 400, ..Params::three() },
         crash_at_establishment
@@ -183,7 +162,7 @@ fn snap_then_crash<S: Store>(sim: &mut Sim<S>) -> R {
 /// right after establishment loses nothing.
 #[test]
 fn zk_3642_snap_is_durable_before_the_newleader_ack() {
-    on_both!("ZK-3642", slow_disks(), snap_then_crash);
+    on_model!("ZK-3642", slow_disks(), snap_then_crash);
 }
 
 fn stale_txn_above_snap<S: Store>(sim: &mut Sim<S>) -> R {
@@ -208,7 +187,7 @@ fn stale_txn_above_snap<S: Store>(sim: &mut Sim<S>) -> R {
 /// replay it after a restart): the snapshot resets its log.
 #[test]
 fn zk_2832_no_stale_txn_survives_a_snap() {
-    on_both!("ZK-2832", Params::three(), stale_txn_above_snap);
+    on_model!("ZK-2832", Params::three(), stale_txn_above_snap);
 }
 
 fn stale_txn_truncated<S: Store>(sim: &mut Sim<S>) -> R {
@@ -229,7 +208,7 @@ fn stale_txn_truncated<S: Store>(sim: &mut Sim<S>) -> R {
 /// truncated txn may not stay applied (the final database comparison catches it).
 #[test]
 fn zk_2678_database_reloaded_after_trunc() {
-    on_both!("ZK-2678", Params::three(), stale_txn_truncated);
+    on_model!("ZK-2678", Params::three(), stale_txn_truncated);
 }
 
 fn crash_mid_diff<S: Store>(sim: &mut Sim<S>) -> R {
@@ -254,14 +233,14 @@ fn crash_mid_diff<S: Store>(sim: &mut Sim<S>) -> R {
 /// torn, resyncs from what its log really holds.
 #[test]
 fn zk_2355_crash_in_the_middle_of_a_diff_sync() {
-    on_both!("ZK-2355", Params { min_disk_ms: 30, max_disk_ms: 60, ..Params::three() }, crash_mid_diff);
+    on_model!("ZK-2355", Params { min_disk_ms: 30, max_disk_ms: 60, ..Params::three() }, crash_mid_diff);
 }
 
 /// ZK-3023: DIFF txns logged asynchronously after the NEWLEADER ACK: a follower crashing right
 /// after its ACK still holds the whole sync.
 #[test]
 fn zk_3023_diff_txns_durable_at_the_ack() {
-    on_both!("ZK-3023", slow_disks(), crash_after_newleader_ack);
+    on_model!("ZK-3023", slow_disks(), crash_after_newleader_ack);
 }
 
 fn crash_after_newleader_ack<S: Store>(sim: &mut Sim<S>) -> R {
@@ -308,14 +287,14 @@ fn join_with_proposals_in_flight<S: Store>(sim: &mut Sim<S>) -> R {
 /// sync included); the learner's commit-order and no-hole checks see the stream.
 #[test]
 fn zk_3104_newleader_after_all_sync_traffic() {
-    on_both!("ZK-3104", jittery_disks(), join_with_proposals_in_flight);
+    on_model!("ZK-3104", jittery_disks(), join_with_proposals_in_flight);
 }
 
 /// ZK-4394: a COMMIT arriving after NEWLEADER for a proposal of the sync must find it (only
 /// committed txns are applied before the ACK).
 #[test]
 fn zk_4394_commit_after_newleader_for_a_synced_proposal() {
-    on_both!(
+    on_model!(
         "ZK-4394",
         Params { min_disk_ms: 50, max_disk_ms: 150, ..Params::three() },
         join_with_proposals_in_flight
@@ -326,7 +305,7 @@ fn zk_4394_commit_after_newleader_for_a_synced_proposal() {
 /// around it (checked on every learner packet).
 #[test]
 fn zk_4685_newleader_ack_comes_first() {
-    on_both!(
+    on_model!(
         "ZK-4685",
         Params { min_disk_ms: 1, max_disk_ms: 40, ..Params::three() },
         join_with_proposals_in_flight
@@ -338,7 +317,7 @@ fn zk_4685_newleader_ack_comes_first() {
 /// ACK; nothing is lost and the learner is not sent back to sync again.
 #[test]
 fn zk_4685_a_leader_takes_a_proposal_ack_before_the_newleader_ack() {
-    on_both!(
+    on_model!(
         "ZK-4685 leader",
         Params { min_disk_ms: 1, max_disk_ms: 40, early_proposal_ack_p: 1.0, ..Params::three() },
         join_acking_a_proposal_first
@@ -376,7 +355,7 @@ fn crash_at_current_epoch<S: Store>(sim: &mut Sim<S>) -> R {
 /// it leaves a server whose epoch vouches for records it really has.
 #[test]
 fn zk_4643_current_epoch_after_durable_txns() {
-    on_both!("ZK-4643", slow_disks(), crash_at_current_epoch);
+    on_model!("ZK-4643", slow_disks(), crash_at_current_epoch);
 }
 
 fn leader_lost_then_followers_crash<S: Store>(sim: &mut Sim<S>) -> R {
@@ -399,7 +378,7 @@ fn leader_lost_then_followers_crash<S: Store>(sim: &mut Sim<S>) -> R {
 /// after it, start from what is really on disk).
 #[test]
 fn zk_4541_flush_on_follower_shutdown() {
-    on_both!(
+    on_model!(
         "ZK-4541",
         Params { min_disk_ms: 100, max_disk_ms: 100, ..Params::three() },
         leader_lost_then_followers_crash
@@ -409,7 +388,7 @@ fn zk_4541_flush_on_follower_shutdown() {
 /// ZK-4712: the same flush when the role ends by the follower's own timeout path.
 #[test]
 fn zk_4712_flush_on_every_shutdown() {
-    on_both!("ZK-4712", jittery_disks(), leader_lost_then_followers_crash);
+    on_model!("ZK-4712", jittery_disks(), leader_lost_then_followers_crash);
 }
 
 fn diff_from_the_log_window<S: Store>(sim: &mut Sim<S>) -> R {
@@ -434,7 +413,7 @@ fn diff_from_the_log_window<S: Store>(sim: &mut Sim<S>) -> R {
 /// disk log.
 #[test]
 fn zk_4925_no_holes_in_synced_logs() {
-    on_both!("ZK-4925", Params { window: 2, ..Params::three() }, diff_from_the_log_window);
+    on_model!("ZK-4925", Params { window: 2, ..Params::three() }, diff_from_the_log_window);
 }
 
 fn crash_between_epoch_files<S: Store>(sim: &mut Sim<S>) -> R {
@@ -456,25 +435,7 @@ fn crash_between_epoch_files<S: Store>(sim: &mut Sim<S>) -> R {
 /// at every restart) and rejoins.
 #[test]
 fn zk_1549_restart_between_the_epoch_files() {
-    on_both!("ZK-1549", slow_disks(), crash_between_epoch_files);
-}
-
-/// ZK-3875: servers diverged after crash/restart cycles under conditional writes. Clients run
-/// creates, conditional setData and synced reads while the leader crashes (torn tails) five
-/// times; the histories must be linearizable and every tree equal at the end.
-#[test]
-fn zk_3875_crash_cycles_under_conditional_writes() {
-    scenario::<StackStore>("ZK-3875 (stack)", Params { clients: 3, ..Params::three() }, |sim| {
-        sim.scripted_clients = true;
-        for _ in 0..5 {
-            sim.run_until(3_000, "leader", |s| s.established_leader().is_some())?;
-            sim.run_for(400)?;
-            let leader = sim.established_leader().ok_or("no leader")?;
-            sim.crash(leader, Keep::Random, 200)?;
-        }
-        sim.run_until(1_000, "", |_| false).ok();
-        sim.finish_with_clients()
-    });
+    on_model!("ZK-1549", slow_disks(), crash_between_epoch_files);
 }
 
 fn trunc_below_a_received_snapshot<S: Store>(sim: &mut Sim<S>) -> R {
@@ -499,24 +460,14 @@ fn trunc_below_a_received_snapshot<S: Store>(sim: &mut Sim<S>) -> R {
     sim.finish()
 }
 
-/// Found by this simulation (seed 55058 of the stack runs): a learner whose log was reset to a
+/// Found by this simulation (seed 55058 of its runs on the real stack, a backend since retired
+/// for zk-server's node_sim, which runs this scenario on the real node): a learner whose log was reset to a
 /// SNAP from a leader whose epoch never got established, then told by the next leader to TRUNC
 /// below that snapshot. Its log cannot truncate into a snapshot (zk-log's NotInLog): it must
 /// drop the snapshot and sync again from what it has left, not fail.
 #[test]
 fn trunc_below_a_snapshot_from_a_failed_epoch() {
-    on_both!("TRUNC below a snapshot", slow_disks(), trunc_below_a_received_snapshot);
-}
-
-#[test]
-fn stack_five_voters_and_an_observer() {
-    run_many::<StackStore>(
-        "stack_five_voters_and_an_observer",
-        "stack, five voters + observer, FLE",
-        Params { voters: vec![1, 2, 3, 4, 5], observers: vec![6], ..Params::stack(true) },
-        seeds(5),
-        70_000,
-    );
+    on_model!("TRUNC below a snapshot", slow_disks(), trunc_below_a_received_snapshot);
 }
 
 /// A follower ~100k transactions behind, behind a bounded outbox (4,096 packets; zk-server's holds

@@ -9,7 +9,7 @@
 // Clocks, threads and OS randomness are the harness's to use.
 #![allow(clippy::disallowed_methods)]
 mod faults;
-#[path = "../../zk-quorum/tests/sim/linear.rs"]
+#[path = "node_sim/linear.rs"]
 mod linear;
 mod support;
 

@@ -1,20 +1,20 @@
 //! Deterministic whole-ensemble simulation of Zab: zk-quorum's leader, learner and election
-//! machines driven by one seed, over a simulated network and simulated disks, with one of two
-//! server backends behind the [`Store`] trait:
+//! machines driven by one seed, over a simulated network and simulated disks, with each
+//! server's disk and state behind the [`Store`] trait, here [`model::ModelStore`]: the log is a
+//! list of records, the database the list of applied transactions, snapshots a toy encoding.
+//! Fast: it runs many seeds.
 //!
-//! - [`model::ModelStore`]: the log is a list of records, the database the list of applied
-//!   transactions, snapshots a toy encoding. Fast: it runs many seeds.
-//! - [`stack::StackStore`]: the real stack. zk-log's `SegmentLog`, snapshot files and
-//!   `EpochStore` on `FaultStorage` (a crash drops or tears what was not synced), zk-tree's
-//!   `Database` applying real transactions prepared by `Database::prep`, SNAP shipping zk-tree's
-//!   Apache snapshot stream, the database reloaded from snapshot plus log at every role change.
+//! This tests the Zab machines against a model of the server around them. The server itself
+//! (zk-server's node: its core and replica, over zk-log and zk-tree on fault-injecting disks,
+//! with clients) is simulated by `zk-server/tests/node_sim`, which also holds the named
+//! regression scenarios run on the real code.
 //!
 //! One seed drives everything: message delays (per-connection FIFO, reordering only across
 //! connections), connection drops, crashes (unsynced writes lost or torn), restarts, partitions
 //! (TCP does not drop: traffic across one waits, and connections end by timeouts), log purges,
 //! wall-clock jumps (only the wall time jumps; every timeout runs on the monotonic clock),
-//! lost and duplicated election notifications, and client operations (see [`client`]). Time is
-//! simulated in 10 ms steps.
+//! lost and duplicated election notifications, and background writes at each established
+//! leader. Time is simulated in 10 ms steps.
 //!
 //! Elections: either the crate's Fast Leader Election machines over a simulated election network,
 //! or a deterministic stand-in (the live looking voters of one side of the network that form a
@@ -36,23 +36,19 @@
 //! - a restarted server's epochs are consistent with its log;
 //! - once healed and quiet: one leader is established, every server is synced, every log holds
 //!   the chain's records (zxid and bytes) above its snapshot base, and every database equals the
-//!   one the chain builds (this also checks liveness);
-//! - clients (stack backend): every acknowledged write is in the chain, and each key's history
-//!   of creates, conditional sets and synced reads is linearizable ([`linear`]).
+//!   one the chain builds (this also checks liveness).
 //!
 //! `ZAB_SEEDS=N` runs N seeds per configuration and prints each failing seed as a replay
 //! command; `ZAB_SEED=S` replays one with a trace; `ZAB_VERBOSE=1` traces the named scenarios.
 
-pub mod client;
-pub mod linear;
 pub mod model;
-pub mod stack;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use zk_proto::{Acl, CreateRequest, Id, Jute, OpCode};
 use zk_quorum::election::{
     ElectionAction, ElectionConfig, ElectionTimings, FastLeaderElection, PeerData, Vote,
 };
@@ -64,7 +60,15 @@ use zk_quorum::zab::{
     ZabConfig,
 };
 
-use client::{Clients, Done};
+/// The background write of leader `sid` (its `n`th): a create of a node of its own.
+pub fn background_write(sid: i64, n: u32) -> ForwardedRequest {
+    let acl =
+        vec![Acl { perms: zk_proto::perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }];
+    let mut b = bytes::BytesMut::new();
+    CreateRequest { path: format!("/b{sid}.{n}"), data: Some(Bytes::from(format!("b{n}"))), acl, flags: 0 }
+        .write(&mut b);
+    ForwardedRequest { session_id: 0, cxid: n as i32, op: OpCode::Create.code(), body: b.freeze() }
+}
 
 /// A history: (zxid, PROPOSAL data) in zxid order.
 pub type Hist = Vec<(i64, Bytes)>;
@@ -126,8 +130,8 @@ pub trait Store: Sized {
     fn install(&mut self, zxid: i64, live: bool) -> R;
     /// The database serialized for a SNAP, which must be at `zxid`.
     fn snapshot(&self, zxid: i64) -> Result<Bytes, String>;
-    /// Applies a committed transaction; returns the client answer it carries, if any.
-    fn commit(&mut self, zxid: i64, payload: &Bytes) -> Result<Option<Done>, String>;
+    /// Applies a committed transaction.
+    fn commit(&mut self, zxid: i64, payload: &Bytes) -> R;
     /// The zxid of the last transaction the database applied.
     fn applied_zxid(&self) -> i64;
     /// Reloads the database from disk (snapshot and log).
@@ -139,10 +143,8 @@ pub trait Store: Sized {
     fn restart(&mut self, now_ms: u64) -> Result<bool, String>;
     /// Takes a snapshot of the database and purges the log before it.
     fn purge(&mut self) -> R;
-    /// The leader prepares a client's write for zxid `zxid` at wall time `wall_ms`.
+    /// The leader prepares a write for zxid `zxid` at wall time `wall_ms`.
     fn prep(&mut self, zxid: i64, wall_ms: i64, req: &ForwardedRequest) -> Result<Bytes, String>;
-    /// A read of `path` from the applied state (None when the backend has no tree).
-    fn read(&mut self, path: &str) -> Option<client::Reply>;
     /// A canonical dump of the database.
     fn dump(&self) -> String;
     /// The dump of the database the chain builds.
@@ -193,8 +195,6 @@ pub struct Params {
     pub conn_drop_p: f64,
     /// A server's wall clock jumps (by up to an hour either way), per server and step.
     pub clock_jump_p: f64,
-    /// Simulated clients (they need a backend with a tree).
-    pub clients: usize,
     /// Chance that a learner's NEWLEADER ACK reaches the wire behind the proposal ACK that
     /// follows it, as Apache learners before 3.8.5 send them (ZK-4685): the leader must count
     /// the proposal and keep waiting for the NEWLEADER ACK.
@@ -229,7 +229,6 @@ impl Params {
             elect_dup_p: 0.0,
             conn_drop_p: 0.0,
             clock_jump_p: 0.0,
-            clients: 0,
             early_proposal_ack_p: 0.0,
             outbox_max: usize::MAX,
             snapshot_size_factor: zk_quorum::zab::DEFAULT_SNAPSHOT_SIZE_FACTOR,
@@ -245,26 +244,6 @@ impl Params {
     /// Five voters and an observer.
     pub fn five() -> Params {
         Params { voters: vec![1, 2, 3, 4, 5], observers: vec![6], ..Params::three() }
-    }
-
-    /// The real-stack runs: shorter, with clients, every network fault and clock jumps.
-    pub fn stack(fle: bool) -> Params {
-        Params {
-            fault_ms: 2_500,
-            quiet_ms: 6_000,
-            crash_p: 0.006,
-            partition_p: 0.003,
-            propose_p: 0.05,
-            purge_p: 0.01,
-            max_disk_ms: 60,
-            fle,
-            elect_loss_p: 0.1,
-            elect_dup_p: 0.1,
-            conn_drop_p: 0.0005,
-            clock_jump_p: 0.002,
-            clients: 3,
-            ..Params::three()
-        }
     }
 }
 
@@ -315,10 +294,6 @@ struct Proposer {
     /// The commit rule the server uses (zk-quorum's): each voter's cumulative ACK, the leader's
     /// own from its log syncs; one per leadership, from its establishment.
     ledger: Option<AckLedger>,
-    /// Forwarded syncs: answered once everything proposed before them is committed.
-    syncs: Vec<(ConnId, i64)>,
-    /// The leader's own clients' syncs: the zxid they wait for.
-    local_syncs: Vec<i64>,
 }
 
 struct Server<S: Store> {
@@ -398,9 +373,6 @@ pub struct Sim<S: Store> {
     election_net: Vec<(u64, i64, i64, Notification)>,
     /// Last delivery time per (from, to): one TCP connection per pair keeps order.
     election_last: BTreeMap<(i64, i64), u64>,
-    clients: Clients,
-    /// Scripted runs: clients keep issuing operations.
-    pub scripted_clients: bool,
     /// A NEWLEADER ACK held back during one learner's drain (`Params::early_proposal_ack_p`).
     held_newleader_ack: Option<(ConnId, QuorumPacket)>,
     /// Every proposal: zxid -> (the proposer's previous zxid, data). One leader per epoch
@@ -437,14 +409,6 @@ pub struct Stats {
     pub elect_lost: u64,
     /// Election notifications delivered twice.
     pub elect_dup: u64,
-    /// Client operations started.
-    pub client_ops: u64,
-    /// Client writes acknowledged.
-    pub client_acked: u64,
-    /// Client operations that ended unknown.
-    pub client_unknown: u64,
-    /// Client reads answered.
-    pub client_reads: u64,
     /// NEWLEADER ACKs sent behind a proposal ACK (`Params::early_proposal_ack_p`).
     pub early_proposal_acks: u64,
     /// Learner connections a leader closed.
@@ -474,10 +438,6 @@ impl Stats {
         self.outbox_overflows += s.outbox_overflows;
         self.elect_lost += s.elect_lost;
         self.elect_dup += s.elect_dup;
-        self.client_ops += s.client_ops;
-        self.client_acked += s.client_acked;
-        self.client_unknown += s.client_unknown;
-        self.client_reads += s.client_reads;
     }
 }
 
@@ -514,7 +474,6 @@ impl<S: Store> Sim<S> {
                 },
             );
         }
-        let clients = Clients::new(p.clients);
         Sim {
             rng: StdRng::seed_from_u64(seed),
             now: 0,
@@ -532,8 +491,6 @@ impl<S: Store> Sim<S> {
             stats: Stats::default(),
             election_net: Vec::new(),
             election_last: BTreeMap::new(),
-            clients,
-            scripted_clients: false,
             held_newleader_ack: None,
             proposals: BTreeMap::new(),
         }
@@ -706,7 +663,7 @@ impl<S: Store> Sim<S> {
         self.start()?;
         let end_faults = self.p.fault_ms;
         while self.now < end_faults {
-            self.step(true, true)?;
+            self.step(true)?;
         }
         self.partition = None;
         let down: Vec<i64> = self.down_until.keys().copied().collect();
@@ -715,16 +672,15 @@ impl<S: Store> Sim<S> {
         }
         let end = end_faults + self.p.quiet_ms;
         while self.now < end {
-            self.step(false, false)?;
-            if self.converged() && self.clients.idle() {
+            self.step(false)?;
+            if self.converged() {
                 break;
             }
         }
-        self.check_converged()?;
-        self.check_clients()
+        self.check_converged()
     }
 
-    fn step(&mut self, faults: bool, clients: bool) -> R {
+    fn step(&mut self, faults: bool) -> R {
         self.now += STEP_MS;
         if faults {
             self.faults()?;
@@ -747,7 +703,7 @@ impl<S: Store> Sim<S> {
         if faults && self.rng.gen_bool(self.p.propose_p) {
             self.propose_background()?;
         }
-        self.drive_clients(clients)
+        Ok(())
     }
 
     fn faults(&mut self) -> R {
@@ -864,11 +820,10 @@ impl<S: Store> Sim<S> {
         Ok(())
     }
 
-    /// A role ends (crash or not): its clients' operations end unknown, its connections close,
-    /// and it gets a new generation (returned), so that late disk completions and packets of
-    /// the old role are not taken for the new one's.
+    /// A role ends (crash or not): its connections close, and it gets a new generation
+    /// (returned), so that late disk completions and packets of the old role are not taken for
+    /// the new one's.
     fn end_role(&mut self, sid: i64) -> u64 {
-        self.clients.server_lost(sid, &mut self.stats);
         let ids: Vec<ConnId> =
             self.conns.iter().filter(|(_, c)| c.leader == sid || c.learner == sid).map(|(i, _)| *i).collect();
         for id in ids {
@@ -1222,7 +1177,7 @@ impl<S: Store> Sim<S> {
             self.servers.iter().filter(|(_, s)| s.serving() && s.is_leading()).map(|(k, _)| *k).collect();
         for sid in leaders {
             let n = self.servers[&sid].proposer.next_counter + 1;
-            let req = client::background_write(sid, n);
+            let req = background_write(sid, n);
             self.propose(sid, req)?;
         }
         Ok(())
@@ -1367,8 +1322,10 @@ impl<S: Store> Sim<S> {
                     ledger.reset(from, to);
                 }
             }
-            LeaderAction::Forwarded { conn, request, .. } => self.forwarded(sid, conn, request)?,
-            LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {}
+            // Only clients forward requests, and the simulation has none: background writes are
+            // the leaders' own.
+            LeaderAction::Forwarded { .. } | LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {
+            }
             LeaderAction::StepDown { reason } => {
                 self.log(|| format!("{sid} steps down: {reason}"));
                 self.looking(sid)?;
@@ -1436,7 +1393,7 @@ impl<S: Store> Sim<S> {
             if s.store.applied_zxid() >= zxid {
                 return Err(format!("leader {sid} commits {zxid:#x} after {:#x}", s.store.applied_zxid()));
             }
-            let done = s.store.commit(zxid, &payload)?;
+            s.store.commit(zxid, &payload)?;
             if let Role::Leading(l) = &mut s.role {
                 l.committed(zxid, now);
             }
@@ -1445,11 +1402,8 @@ impl<S: Store> Sim<S> {
                 return Err(format!("leader {sid} commits {zxid:#x} behind the chain's end"));
             }
             self.chain.push((zxid, payload.clone()));
-            if let Some(d) = done {
-                self.clients.completed(sid, zxid, &payload, d, &mut self.stats);
-            }
         }
-        self.answer_syncs(sid)
+        self.drain(sid)
     }
 
     fn learner_action(&mut self, sid: i64, conn: ConnId, a: LearnerAction) -> R {
@@ -1523,7 +1477,7 @@ impl<S: Store> Sim<S> {
                 if s.store.applied_zxid() >= zxid {
                     return Err(format!("{sid}: Commit {zxid:#x} after {:#x}", s.store.applied_zxid()));
                 }
-                let done = s.store.commit(zxid, &payload)?;
+                s.store.commit(zxid, &payload)?;
                 if s.up_to_date {
                     if let Some(r) = self.chain.iter().find(|r| r.0 == zxid) {
                         if r.1 != payload {
@@ -1533,18 +1487,14 @@ impl<S: Store> Sim<S> {
                         return Err(format!("{sid}: committed {zxid:#x}, which the chain skips"));
                     }
                 }
-                if let Some(d) = done {
-                    self.clients.completed(sid, zxid, &payload, d, &mut self.stats);
-                }
             }
             LearnerAction::UpToDate => {
                 let s = self.servers.get_mut(&sid).expect("a configured server");
                 s.up_to_date = true;
                 s.store.check_applied(&self.chain).map_err(|e| format!("{sid}: up to date, but {e}"))?;
             }
-            LearnerAction::SyncDone => self.clients.sync_done(sid, &mut self.servers, &mut self.stats),
-            // The simulation runs with reconfiguration off: nothing is activated.
-            LearnerAction::Revalidated { .. } | LearnerAction::Activate { .. } => {}
+            // No clients: no syncs to answer. Reconfiguration is off: nothing is activated.
+            LearnerAction::SyncDone | LearnerAction::Revalidated { .. } | LearnerAction::Activate { .. } => {}
             LearnerAction::Disconnect { reason } => {
                 self.log(|| format!("{sid} disconnects: {reason}"));
                 self.looking(sid)?;
@@ -1755,15 +1705,7 @@ impl<S: Store> Sim<S> {
     /// The leader `sid` proposes a write nobody waits for.
     pub fn write(&mut self, sid: i64) -> R {
         let n = self.servers[&sid].proposer.next_counter + 1;
-        self.propose(sid, client::background_write(sid, n))
-    }
-
-    /// [`Self::finish`], then the client checks.
-    pub fn finish_with_clients(&mut self) -> R {
-        self.scripted_clients = false;
-        let _ = self.run_until(3_000, "clients idle", |s| s.clients.idle());
-        self.finish()?;
-        self.check_clients()
+        self.propose(sid, background_write(sid, n))
     }
 
     /// (durable zxid, last logged zxid) of `sid`.
@@ -1776,7 +1718,7 @@ impl<S: Store> Sim<S> {
     pub fn run_for(&mut self, ms: u64) -> R {
         let end = self.now + ms;
         while self.now < end {
-            self.step(false, self.scripted_clients)?;
+            self.step(false)?;
         }
         Ok(())
     }
@@ -1785,7 +1727,7 @@ impl<S: Store> Sim<S> {
     pub fn run_until(&mut self, max_ms: u64, what: &str, cond: impl Fn(&Sim<S>) -> bool) -> R {
         let end = self.now + max_ms;
         while self.now < end {
-            self.step(false, self.scripted_clients)?;
+            self.step(false)?;
             if cond(self) {
                 return Ok(());
             }

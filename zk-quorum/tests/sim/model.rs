@@ -8,7 +8,6 @@ use rand::Rng;
 use zk_quorum::wire::ForwardedRequest;
 use zk_quorum::zab::epoch_of;
 
-use super::client::{Done, Reply};
 use super::{Hist, Keep, Store, R};
 
 /// See the module doc.
@@ -113,9 +112,9 @@ impl Store for ModelStore {
         Ok(encode_snapshot(&self.db))
     }
 
-    fn commit(&mut self, zxid: i64, payload: &Bytes) -> Result<Option<Done>, String> {
+    fn commit(&mut self, zxid: i64, payload: &Bytes) -> R {
         self.db.push((zxid, payload.clone()));
-        Ok(None)
+        Ok(())
     }
 
     fn applied_zxid(&self) -> i64 {
@@ -160,10 +159,6 @@ impl Store for ModelStore {
 
     fn prep(&mut self, zxid: i64, _wall_ms: i64, req: &ForwardedRequest) -> Result<Bytes, String> {
         Ok(Bytes::from(format!("w{zxid:x}.{}.{}", req.session_id, req.cxid)))
-    }
-
-    fn read(&mut self, _path: &str) -> Option<Reply> {
-        None
     }
 
     fn dump(&self) -> String {

@@ -8,20 +8,32 @@
 //! simulated network (delays, partitions, dropped connections, stale election notifications)
 //! and clients that speak the client protocol to the node. One seed draws everything.
 //!
-//! Checks: at most one leader per epoch; every new leader holds every acknowledged write; once
-//! healed, the ensemble converges (one leader, everyone in broadcast at the same zxid), every
-//! tree is equal node for node and digest for digest and holds every acknowledged write, no
-//! digest mismatch was counted, the shared keys' histories are linearizable, no sequential
-//! name was handed out twice, and no server stopped or failed to start.
+//! Checks, as it runs: at most one leader per epoch; every new leader holds every acknowledged
+//! write and everything an earlier epoch committed (the history a quorum acknowledged at
+//! NEWLEADER); a learner's first ACK after NEWLEADER acknowledges it, with every record its sync
+//! handed the log durable and currentEpoch written, and currentEpoch is written only once that
+//! sync is durable; a reload for a role reads a log with nothing pending; no log gets a hole.
+//! Once healed: the ensemble converges (one leader, everyone in broadcast at the same zxid),
+//! every tree is equal node for node and digest for digest and holds every acknowledged and
+//! committed write, no digest mismatch was counted, the shared keys' histories are
+//! linearizable, no sequential name was handed out twice, and no server stopped or failed to
+//! start.
 //!
 //! `ZAB_SEEDS=N cargo test --release -p zk-server --test node_sim seeds_` runs N seeds per
 //! configuration (a few by default); a failing seed prints the command that replays it with a
-//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay`.
+//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay`. CI runs the four configurations at
+//! the size test.sh names.
+//!
+//! Named scenarios (`scenarios.rs`: the replication bugs of Apache ZooKeeper that lost data and
+//! the findings of earlier simulations) script the same world: disks preloaded before the first
+//! start, runs stopped at a precise input or output of a node, crashes keeping only what was
+//! synced, partitions and slow disks, under the same checks.
 #![allow(clippy::disallowed_methods)]
 
 mod client;
 mod linear;
 mod net;
+mod scenarios;
 mod server;
 mod world;
 

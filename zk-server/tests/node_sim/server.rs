@@ -12,12 +12,17 @@ use std::sync::Arc;
 
 use zk_log::snapshot::remove_stale_temps;
 use zk_log::{EpochStore, FaultStorage, LogOptions, RecordBatch, SegmentLog};
+use zk_proto::{Txn, TxnDigest, TxnHeader};
 use zk_server::config::ServerConfig;
-use zk_server::core::{CoreConfig, CounterRule, Now, ServerCore, SnapJob, SnapshotSettings, VoterSet};
+use zk_server::core::{
+    CoreConfig, CounterRule, Now, ServerCore, SnapJob, SnapshotSettings, VoterSet, NODES_PER_STEP,
+};
 use zk_server::node::{LogPosition, Node, ReplicaConfig};
 use zk_server::settings::Settings;
 use zk_server::snapshots::{self, SnapshotFiles};
 use zk_tree::{Recovery, TreeConfig};
+
+use super::world::Keep;
 
 /// Small segments and preallocation steps, so that runs roll and purge segments.
 pub const LOG_OPTIONS: LogOptions = LogOptions { prealloc_bytes: 4 << 10, segment_bytes_max: 16 << 10 };
@@ -195,13 +200,126 @@ impl Server {
     }
 
     /// Power loss: the process ends, and each disk keeps what `keep` says of what was not synced.
-    pub fn crash(&mut self, keep: super::world::Keep) {
+    pub fn crash(&mut self, keep: Keep) {
         self.proc = None;
-        for d in [&self.log_disk, &self.snap_disk] {
-            match keep {
-                super::world::Keep::Durable => d.crash_losing_unsynced(),
-                super::world::Keep::Random => d.crash(),
+        match keep {
+            Keep::Durable => {
+                self.log_disk.crash_losing_unsynced();
+                self.snap_disk.crash_losing_unsynced();
             }
+            Keep::Random => {
+                self.log_disk.crash();
+                self.snap_disk.crash();
+            }
+            Keep::Part => {
+                // Page writeback out of order: every other page the log's unsynced writes
+                // touched reached the disk (the first, the third, ...), so what was not synced is
+                // there in part, with holes.
+                let mut n = 0u64;
+                self.log_disk.crash_keeping_pages(|_, _| {
+                    n += 1;
+                    n % 2 == 1
+                });
+                self.snap_disk.crash_losing_unsynced();
+            }
+            // kill -9: the page cache keeps everything written.
+            Keep::All => {}
         }
     }
+
+    /// Gives this server, before its first start, a durable state: its epoch files and a
+    /// history, in the log or (`in_snapshot`) all in one snapshot file with the log reset past
+    /// it, written through zk-log's `SegmentLog`, `EpochStore` and zk-server's snapshot writer
+    /// on its own disks.
+    pub fn preload(
+        &mut self,
+        accepted: u32,
+        current: u32,
+        hist: &[HistTxn],
+        in_snapshot: bool,
+    ) -> Result<(), String> {
+        assert!(self.proc.is_none() && self.gen == 0, "preloaded before the server first starts");
+        let cfg = self.tree_config(&self.settings());
+        let mut log =
+            SegmentLog::open(self.log_disk.clone(), LOG_OPTIONS).map_err(|e| format!("log: {e}"))?;
+        let last = hist.last().map_or(0, |t| t.hdr.zxid);
+        if in_snapshot {
+            let mut db = zk_tree::Database::new(cfg);
+            for t in hist {
+                db.apply(&t.hdr, &t.txn);
+            }
+            snapshots::write_whole(&self.snap_disk, &db, NODES_PER_STEP)
+                .map_err(|e| format!("snapshot: {e}"))?;
+            log.reset_to(last).map_err(|e| format!("reset: {e}"))?;
+        } else if !hist.is_empty() {
+            let mut batch = RecordBatch::new();
+            for t in hist {
+                batch.push_digested(&t.hdr, &t.txn, t.digest.as_ref()).map_err(|e| format!("batch: {e}"))?;
+            }
+            log.append(&batch).map_err(|e| format!("append: {e}"))?;
+            log.sync().map_err(|e| format!("sync: {e}"))?;
+        }
+        let mut epochs =
+            EpochStore::open(self.snap_disk.clone(), last).map_err(|e| format!("epochs: {e}"))?;
+        epochs.set_accepted(i64::from(accepted)).map_err(|e| format!("acceptedEpoch: {e}"))?;
+        epochs.set_current(i64::from(current)).map_err(|e| format!("currentEpoch: {e}"))?;
+        Ok(())
+    }
+
+    /// The epochs in this server's files as they are now (a restart reads these), read without
+    /// opening the store (which would repair them).
+    pub fn epoch_files(&self) -> (Option<i64>, Option<i64>) {
+        let read = |name: &str| {
+            let bytes = self.snap_disk.contents(name)?;
+            std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
+        };
+        (read(zk_log::ACCEPTED_EPOCH_FILE), read(zk_log::CURRENT_EPOCH_FILE))
+    }
+}
+
+/// One transaction of a preloaded history: as the server's core makes them, prepped by zk-tree
+/// against the state before it, with the tree digest it leaves.
+#[derive(Debug, Clone)]
+pub struct HistTxn {
+    pub hdr: TxnHeader,
+    pub txn: Txn,
+    pub digest: Option<TxnDigest>,
+}
+
+/// A history to preload: for each `(epoch, from, to, tag)`, one create of `/{tag}{epoch}.{c}`
+/// per counter `c` in `from..=to`, prepped by zk-tree (`Database::prep`) against the tree the
+/// transactions before it leave, with the digest the server would stamp. The same records give
+/// the same transactions, so histories made apart share their common prefix byte for byte.
+pub fn history(cfg: TreeConfig, recs: &[(u32, u32, u32, &str)]) -> Vec<HistTxn> {
+    let mut db = zk_tree::Database::new(cfg);
+    // The writer's session, as the leader's expiry tracks it (no transaction of its own).
+    db.expiry_mut().track(0, 30_000);
+    let auth = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
+    let acl =
+        vec![zk_proto::Acl { perms: 31, id: zk_proto::Id { scheme: "world".into(), id: "anyone".into() } }];
+    let mut out = Vec::new();
+    for &(epoch, from, to, tag) in recs {
+        for c in from..=to {
+            let zxid = (i64::from(epoch) << 32) | i64::from(c);
+            let path = format!("/{tag}{epoch}.{c}");
+            let req = zk_proto::Request::Create(zk_proto::CreateRequest {
+                path: path.clone(),
+                data: Some(bytes::Bytes::from(path.clone())),
+                acl: acl.clone(),
+                flags: 0,
+            });
+            let ctx = zk_tree::RequestCtx { session: 0, cxid: c as i32, auth: &auth };
+            let time = WALL_START_MS - 60_000;
+            let txn = db.prep(&ctx, &req, zxid, time);
+            assert!(!matches!(txn, Txn::Error(_)), "preloaded {path} does not prep: {txn:?}");
+            let digest = db
+                .pending_digest()
+                .map(|tree_digest| TxnDigest { version: zk_tree::digest::DIGEST_VERSION, tree_digest });
+            let txn_type = zk_tree::txn_type(zk_proto::OpCode::Create, &txn).code();
+            let hdr = TxnHeader { client_id: 0, cxid: c as i32, zxid, time, txn_type };
+            db.apply(&hdr, &txn);
+            out.push(HistTxn { hdr, txn, digest });
+        }
+    }
+    out
 }

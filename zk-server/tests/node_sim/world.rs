@@ -25,15 +25,50 @@ use zk_server::stats::ConnStats;
 use super::client::{self, Client, Link as ClientLink, Record, OP_TIMEOUT_MS, SESSION_TIMEOUT_MS};
 use super::linear;
 use super::net::{End, Msg, Net};
-use super::server::{LogJob, Server, ServerSpec};
+use super::server::{self, HistTxn, LogJob, Server, ServerSpec};
 
-/// What a power loss keeps of what was not synced.
+/// What a crash keeps of what was not synced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// Only what was synced.
+    /// Power loss keeping only what was synced.
     Durable,
-    /// What the disk's crash model draws (any subset of the unsynced pages).
+    /// Power loss keeping what the disk's crash model draws (any subset of the unsynced pages).
     Random,
+    /// Power loss keeping some of the log's unsynced pages, out of order (every other one):
+    /// what was being written is there in part, with holes.
+    Part,
+    /// kill -9: the process ends, the page cache keeps everything written.
+    All,
+}
+
+/// A moment of a run a scenario can stop at ([`World::run_until_moment`]).
+#[derive(Debug)]
+pub enum Moment<'a> {
+    /// Server `.0`'s node asks for `.1`: it is carried out, then the run stops (nothing else
+    /// any node asks for is carried out until the run goes on).
+    Output(i64, &'a Output),
+    /// Server `.0`'s node is handed `.1`: it handles it, then the run stops before carrying out
+    /// what that asks for.
+    Input(i64, &'a Input),
+    /// An event or a node's timer was handled, with everything it led to.
+    Step,
+}
+
+type StopAt = Box<dyn FnMut(&World, &Moment<'_>) -> bool>;
+
+/// A server as a scenario sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct View {
+    /// Running.
+    pub up: bool,
+    /// (acceptedEpoch, currentEpoch) as its process knows them ((0, 0) while down).
+    pub epochs: (i64, i64),
+    /// Electing (or connecting to the leader it elected).
+    pub looking: bool,
+    /// A learner up to date with its leader (in broadcast).
+    pub up_to_date: bool,
+    /// Its learner connection of the moment sent its leader the NEWLEADER ACK.
+    pub acked_newleader: bool,
 }
 
 /// Packets a connection's pipe holds before the sender is cut off, as zk-server's outbox.
@@ -65,6 +100,15 @@ pub struct Params {
     pub sync_limit: u64,
     /// How long the healed ensemble gets to converge, ms.
     pub settle_ms: u64,
+    /// How long the log's thread takes for a job (a group's sync, a truncation, a reset), ms:
+    /// drawn in `lo..hi`, times the server's disk slowness.
+    pub log_ms: (u64, u64),
+    /// `commitLogCount`: the committed proposals a leader keeps to sync learners by DIFF.
+    pub committed_log_max: usize,
+    /// Learners' NEWLEADER ACKs reach the wire behind the proposal ACK that follows them, as
+    /// Apache's learners before 3.8.5 send them (ZK-4685): the leader must count the proposal
+    /// and keep waiting for the NEWLEADER ACK.
+    pub early_proposal_acks: bool,
 }
 
 impl Params {
@@ -82,6 +126,9 @@ impl Params {
             init_limit: 10,
             sync_limit: 5,
             settle_ms: 40_000,
+            log_ms: (1, 8),
+            committed_log_max: 20,
+            early_proposal_acks: false,
         }
     }
 
@@ -165,6 +212,27 @@ pub struct World {
     faults_on: bool,
     /// Counts for the report.
     pub stats: BTreeMap<&'static str, u64>,
+    /// The paths of preloaded histories.
+    preloaded: BTreeSet<String>,
+    /// Paths an established leader held (of preloaded histories and clients' unique creates,
+    /// which nothing deletes): NEWLEADER made them committed, with the epoch that did.
+    committed: BTreeMap<String, u32>,
+    /// Learner connections (server, process, connection) that were handed a NEWLEADER and have
+    /// not ACKed it: its zxid, and where the log would end with every job then queued done.
+    newleader: BTreeMap<(i64, u64, PeerConn), (i64, i64)>,
+    /// The learner connection whose NEWLEADER ACK was the last packet sent (in this step).
+    just_acked_newleader: Option<(i64, u64, PeerConn)>,
+    /// Learner connections between their NEWLEADER and their UPTODATE.
+    after_newleader: BTreeSet<(i64, u64, PeerConn)>,
+    /// The learner connection that last ACKed a NEWLEADER, per server: (process, connection).
+    acked_newleader: BTreeMap<i64, (u64, PeerConn)>,
+    /// NEWLEADER ACKs held back behind the next packet (`Params::early_proposal_acks`).
+    held_acks: BTreeMap<(i64, u64, PeerConn), zk_quorum::wire::QuorumPacket>,
+    /// Syncs (DIFF, TRUNC or SNAP) each server was sent.
+    syncs_of: BTreeMap<i64, u64>,
+    /// A scenario's stop (see [`World::run_until_moment`]), and whether it struck.
+    stop_at: Option<StopAt>,
+    halted: bool,
 }
 
 impl World {
@@ -190,7 +258,7 @@ impl World {
                 tick_ms: p.tick_ms,
                 init_limit: p.init_limit,
                 sync_limit: p.sync_limit,
-                committed_log_max: 20,
+                committed_log_max: p.committed_log_max,
                 read_only_mode: false,
                 reconfig_enabled: false,
                 standalone_enabled: false,
@@ -231,6 +299,16 @@ impl World {
             trace,
             faults_on: false,
             stats: BTreeMap::new(),
+            preloaded: BTreeSet::new(),
+            committed: BTreeMap::new(),
+            newleader: BTreeMap::new(),
+            just_acked_newleader: None,
+            after_newleader: BTreeSet::new(),
+            acked_newleader: BTreeMap::new(),
+            held_acks: BTreeMap::new(),
+            syncs_of: BTreeMap::new(),
+            stop_at: None,
+            halted: false,
         }
     }
 
@@ -266,8 +344,17 @@ impl World {
 
     /// Starts every server and the clients; faults start if the parameters say so.
     pub fn start(&mut self) {
+        self.start_without(&[]);
+    }
+
+    /// [`Self::start`], but the servers in `down` stay down (as after a crash) until restarted.
+    pub fn start_without(&mut self, down: &[i64]) {
         for sid in 1..=self.servers.len() as i64 {
-            self.boot(sid);
+            if down.contains(&sid) {
+                self.down.insert(sid);
+            } else {
+                self.boot(sid);
+            }
         }
         for c in 0..self.clients.len() {
             let dt = self.rng.gen_range(10..200);
@@ -298,9 +385,10 @@ impl World {
 
     /// Runs until sim time `end`.
     pub fn run_until(&mut self, end: u64) {
+        self.resume();
         let mut same_t = 0u32;
         let mut last_t = u64::MAX;
-        while self.failures.is_empty() {
+        while self.failures.is_empty() && !self.halted {
             let next_ev = self.queue.peek().map(|r| r.0 .0);
             let next_timer = self.next_timer();
             let t = match (next_ev, next_timer) {
@@ -311,7 +399,7 @@ impl World {
                 },
             };
             if t > end {
-                self.t = end;
+                self.t = self.t.max(end);
                 break;
             }
             self.t = self.t.max(t);
@@ -349,6 +437,30 @@ impl World {
                 }
                 self.pump(sid);
             }
+            if self.stop_at.is_some() && self.at_moment(&Moment::Step) {
+                self.halted = true;
+            }
+        }
+    }
+
+    /// Whether a scenario's stop strikes at `m` (it then is spent).
+    fn at_moment(&mut self, m: &Moment<'_>) -> bool {
+        let Some(mut stop) = self.stop_at.take() else { return false };
+        if stop(self, m) {
+            return true;
+        }
+        self.stop_at = Some(stop);
+        false
+    }
+
+    /// After a stop: what the nodes asked for meanwhile is carried out now.
+    fn resume(&mut self) {
+        if !self.halted {
+            return;
+        }
+        self.halted = false;
+        for sid in 1..=self.servers.len() as i64 {
+            self.pump(sid);
         }
     }
 
@@ -417,21 +529,39 @@ impl World {
 
     /// Hands `input` to server `sid`'s node and carries out what it asks.
     fn input(&mut self, sid: i64, input: Input) {
+        if self.server(sid).proc.is_none() {
+            return;
+        }
         let now = self.servers[(sid - 1) as usize].now(self.t);
+        let stop = self.stop_at.is_some() && self.at_moment(&Moment::Input(sid, &input));
         let Some(p) = self.server(sid).proc.as_mut() else { return };
         p.node.handle(now, input);
+        if stop {
+            self.halted = true;
+        }
         self.pump(sid);
     }
 
-    /// Carries out every output of `sid`'s node.
+    /// Carries out every output of `sid`'s node (none while a scenario's stop holds the run).
     fn pump(&mut self, sid: i64) {
         loop {
             if self.server(sid).proc.is_none() {
                 return;
             }
+            if self.halted {
+                break;
+            }
             let now = self.servers[(sid - 1) as usize].now(self.t);
             let Some(o) = self.server(sid).proc.as_mut().and_then(|p| p.node.poll_action(now)) else { break };
+            let stop = self.stop_at.is_some() && self.at_moment(&Moment::Output(sid, &o));
             self.output(sid, o);
+            if stop {
+                self.halted = true;
+            }
+        }
+        if !self.halted {
+            self.release_held_acks(sid);
+            self.just_acked_newleader = None;
         }
         // A node's deadline moves only when it handles something: cache it until then.
         if let Some(p) = self.server(sid).proc.as_mut() {
@@ -470,6 +600,32 @@ impl World {
                     Ok(PacketType::Trunc) => self.count("syncs by TRUNC"),
                     _ => {}
                 }
+                let key = (sid, gen, conn);
+                let proposal_ack =
+                    packet.packet_type == PacketType::Ack.to_wire() && packet.zxid & 0xffff_ffff != 0;
+                if proposal_ack && self.just_acked_newleader.take() == Some(key) {
+                    self.count("proposal ACKs right behind a NEWLEADER ACK");
+                }
+                let newleader_ack = self.check_learner_ack(key, &packet);
+                if newleader_ack {
+                    self.just_acked_newleader = Some(key);
+                }
+                if newleader_ack && self.p.early_proposal_acks {
+                    // Held until the next packet this learner sends (see `release_held_acks`).
+                    self.held_acks.insert(key, packet);
+                    return;
+                }
+                if let Some(held) = self.held_acks.remove(&key) {
+                    if proposal_ack {
+                        // ZK-4685 as Apache's learners before 3.8.5 send it: the ACK of a
+                        // proposal of the sync first, the NEWLEADER ACK behind it.
+                        self.count("early proposal acks");
+                        self.send(sid, gen, conn, Msg::Packet(packet));
+                        self.send(sid, gen, conn, Msg::Packet(held));
+                        return;
+                    }
+                    self.send(sid, gen, conn, Msg::Packet(held));
+                }
                 self.send(sid, gen, conn, Msg::Packet(packet))
             }
             Output::SendRaw { conn, bytes } => {
@@ -495,6 +651,14 @@ impl World {
                 }
             }
             Output::ClosePeer { conn } => {
+                let leading = self.servers[(sid - 1) as usize]
+                    .proc
+                    .as_ref()
+                    .and_then(|p| p.node.replica())
+                    .is_some_and(|r| r.learner_counts().is_some());
+                if leading {
+                    self.count("learner connections a leader closed");
+                }
                 if let Some((id, i)) = self.net.find(sid, gen, conn) {
                     self.close_end(id, i, "closed by the peer");
                 }
@@ -514,6 +678,9 @@ impl World {
                 self.at(dt, Ev::Dial { sid, gen, conn, leader });
             }
             Output::PersistEpoch { file, epoch } => {
+                if file == EpochFile::Current {
+                    self.check_current_epoch(sid, gen, epoch);
+                }
                 // The driver writes epoch files one after another, in the order asked.
                 let dt = self.disk_ms(sid, 1, 5);
                 let at = self.epoch_free.get(&sid).copied().unwrap_or(0).max(self.t) + dt;
@@ -521,6 +688,7 @@ impl World {
                 self.at(at - self.t, Ev::EpochDone { sid, gen, file, epoch });
             }
             Output::Reload { window } => {
+                self.check_reload(sid);
                 let s = &mut self.servers[(sid - 1) as usize];
                 let settings = s.settings();
                 let tree_cfg = s.tree_config(&settings);
@@ -533,6 +701,7 @@ impl World {
                 self.input(sid, Input::Reloaded { result, log, recent });
             }
             Output::ReadLog { req, from, through, max_records, max_bytes } => {
+                self.count("DIFFs read from the log");
                 let p = self.server(sid).proc.as_mut().expect("up");
                 let reader = p.log.reader();
                 let read = read_anchored(&reader, from, through, max_records, max_bytes);
@@ -634,14 +803,30 @@ impl World {
         p.log_busy = true;
         if matches!(p.log_jobs.front(), Some(LogJob::Append(_))) {
             let mut failed = None;
+            let mut hole = None;
             while let Some(LogJob::Append(_)) = p.log_jobs.front() {
                 let Some(LogJob::Append(b)) = p.log_jobs.pop_front() else { unreachable!("checked") };
+                // ZK-4925: no holes. Zxids are dense within an epoch, and an epoch's first
+                // transaction has counter 1.
+                let (last, first) = (p.log.last_zxid(), b.first_zxid().unwrap_or(0));
+                let dense =
+                    if first >> 32 == last >> 32 { first == last + 1 } else { first & 0xffff_ffff == 1 };
+                if first != 0 && !dense && hole.is_none() {
+                    hole = Some((last, first));
+                }
                 if let Err(e) = p.log.append(&b) {
                     failed = Some(e);
                     break;
                 }
             }
             p.log_jobs.push_front(LogJob::Sync);
+            if let Some((last, first)) = hole {
+                let t = self.t;
+                self.failures.push(format!(
+                    "t={t}: server {sid} logs 0x{first:x} after 0x{last:x}: a hole in its log (ZK-4925)"
+                ));
+            }
+            let p = self.server(sid).proc.as_mut().expect("up");
             if let Some(error) = failed {
                 p.log_jobs.pop_front();
                 p.log_busy = false;
@@ -649,7 +834,8 @@ impl World {
                 return;
             }
         }
-        let dt = self.disk_ms(sid, 1, 8);
+        let (lo, hi) = self.p.log_ms;
+        let dt = self.disk_ms(sid, lo, hi);
         self.at(dt, Ev::LogDone { sid, gen });
     }
 
@@ -818,8 +1004,35 @@ impl World {
         match m {
             Msg::Packet(packet) => {
                 let snap = packet.packet_type == PacketType::Snap.to_wire();
+                let newleader = packet.packet_type == PacketType::NewLeader.to_wire();
+                if matches!(
+                    PacketType::from_wire(packet.packet_type),
+                    Ok(PacketType::Snap | PacketType::Diff | PacketType::Trunc)
+                ) {
+                    *self.syncs_of.entry(to.sid).or_insert(0) += 1;
+                }
+                let key = (to.sid, to.gen, to.conn);
+                match PacketType::from_wire(packet.packet_type) {
+                    Ok(PacketType::NewLeader) => {
+                        self.after_newleader.insert(key);
+                    }
+                    Ok(PacketType::UpToDate) => {
+                        self.after_newleader.remove(&key);
+                    }
+                    Ok(PacketType::Commit) if self.after_newleader.contains(&key) => {
+                        self.count("COMMITs between NEWLEADER and UPTODATE")
+                    }
+                    _ => {}
+                }
                 let zxid = packet.zxid;
                 self.input(to.sid, Input::Packet { conn: to.conn, packet });
+                if newleader && self.gen_of(to.sid) == Some(to.gen) {
+                    // What the sync handed the log so far must be durable before the NEWLEADER
+                    // ACK (ZK-3911, -4646, -4785, -3023) and before currentEpoch (ZK-4643).
+                    let end = self.log_end(to.sid);
+                    self.newleader.retain(|k, _| (k.0, k.1) != (to.sid, to.gen));
+                    self.newleader.insert((to.sid, to.gen, to.conn), (zxid, end));
+                }
                 if snap && self.gen_of(to.sid) == Some(to.gen) {
                     let s = &self.servers[(to.sid - 1) as usize];
                     let cfg = s.tree_config(&s.settings());
@@ -916,6 +1129,9 @@ impl World {
     /// A server's process is gone (a crash, a kill, a stop): its connections end.
     fn process_ends(&mut self, sid: i64) {
         let gen = self.servers[(sid - 1) as usize].gen;
+        self.newleader.retain(|k, _| k.0 != sid);
+        self.held_acks.retain(|k, _| k.0 != sid);
+        self.after_newleader.retain(|k| k.0 != sid);
         self.server(sid).proc = None;
         self.down.insert(sid);
         for (id, i) in self.net.ends_of(sid, gen) {
@@ -1246,7 +1462,126 @@ impl World {
                 missing.len()
             ));
         }
+        let lost: Vec<(&String, &u32)> =
+            self.committed.iter().filter(|(path, _)| db.tree().get(path).is_none()).collect();
+        if let Some((m, e)) = lost.first() {
+            self.failures.push(format!(
+                "t={}: server {sid} established epoch {epoch} without {} committed txn(s), {m} (committed by epoch {e}) among them",
+                self.t,
+                lost.len()
+            ));
+        }
+        // A quorum acknowledged this leader's history at NEWLEADER: it is committed. Paths that
+        // nothing deletes (preloaded histories, clients' unique creates) stand for it.
+        let held: Vec<String> = db
+            .tree()
+            .iter()
+            .map(|(path, _)| path)
+            .filter(|path| self.preloaded.contains(*path) || path.starts_with("/u"))
+            .map(str::to_owned)
+            .collect();
+        for path in held {
+            self.committed.entry(path).or_insert(epoch);
+        }
         self.count("leaderships");
+    }
+
+    /// Where `sid`'s log will end once every job queued for its thread is done.
+    fn log_end(&self, sid: i64) -> i64 {
+        let Some(p) = self.servers[(sid - 1) as usize].proc.as_ref() else { return 0 };
+        let mut end = p.log.last_zxid();
+        for job in &p.log_jobs {
+            match job {
+                LogJob::Append(b) => end = b.last_zxid().unwrap_or(end),
+                LogJob::Truncate(z) => end = end.min(*z),
+                LogJob::Reset(z) => end = *z,
+                LogJob::Sync => {}
+            }
+        }
+        end
+    }
+
+    /// A learner's packet to its leader: the first ACK after a NEWLEADER acknowledges it
+    /// (ZK-4685), with every record the sync handed the log durable (ZK-3911, -4646, -4785,
+    /// -3023, -3642: a SNAP's reset included) and currentEpoch the new epoch (ZK-4643). Returns
+    /// whether it is that NEWLEADER ACK.
+    fn check_learner_ack(
+        &mut self,
+        key: (i64, u64, PeerConn),
+        packet: &zk_quorum::wire::QuorumPacket,
+    ) -> bool {
+        if packet.packet_type != PacketType::Ack.to_wire() {
+            return false;
+        }
+        let Some((zxid, needs)) = self.newleader.remove(&key) else { return false };
+        let sid = key.0;
+        let t = self.t;
+        if packet.zxid != zxid {
+            self.failures.push(format!(
+                "t={t}: server {sid}'s first ACK after NEWLEADER 0x{zxid:x} is for 0x{:x} (ZK-4685)",
+                packet.zxid
+            ));
+            return false;
+        }
+        let p = self.servers[(sid - 1) as usize].proc.as_ref().expect("it sends");
+        let (durable, current) = (p.log.durable_zxid(), p.epochs.current());
+        if durable < needs {
+            self.failures.push(format!(
+                "t={t}: server {sid} ACKed NEWLEADER 0x{zxid:x} with its log durable through 0x{durable:x} of 0x{needs:x} (ZK-3911)"
+            ));
+        }
+        if current != zxid >> 32 {
+            self.failures.push(format!(
+                "t={t}: server {sid} ACKed NEWLEADER 0x{zxid:x} with currentEpoch {current} (ZK-4643)"
+            ));
+        }
+        self.acked_newleader.insert(sid, (key.1, key.2));
+        self.count("NEWLEADER ACKs");
+        true
+    }
+
+    /// A learner writes currentEpoch only once what its sync logged is durable (ZK-4643).
+    fn check_current_epoch(&mut self, sid: i64, gen: u64, epoch: u32) {
+        let pending = self.newleader.iter().rfind(|(k, _)| k.0 == sid && k.1 == gen).map(|(_, v)| *v);
+        let Some((zxid, needs)) = pending else { return };
+        let p = self.servers[(sid - 1) as usize].proc.as_ref().expect("it asks");
+        let durable = p.log.durable_zxid();
+        if zxid >> 32 == i64::from(epoch) && durable < needs {
+            self.failures.push(format!(
+                "t={}: server {sid} writes currentEpoch {epoch} with its log durable through 0x{durable:x} of 0x{needs:x} (ZK-4643)",
+                self.t
+            ));
+        }
+    }
+
+    /// A reload (a role's start, or after a TRUNC) reads what is on disk: every record handed to
+    /// the log is durable and no truncation or reset is under way, so that the database and
+    /// the log position the server then reports are one (ZK-4541, -4712: flush on every
+    /// shutdown; ZK-2678).
+    fn check_reload(&mut self, sid: i64) {
+        let p = self.servers[(sid - 1) as usize].proc.as_ref().expect("it asks");
+        let busy = p.log_jobs.iter().any(|j| !matches!(j, LogJob::Sync));
+        let (durable, last) = (p.log.durable_zxid(), p.log.last_zxid());
+        if busy || durable < last {
+            self.failures.push(format!(
+                "t={}: server {sid} reloads with its log durable through 0x{durable:x} of 0x{last:x}{} (ZK-4541)",
+                self.t,
+                if busy { ", jobs queued" } else { "" }
+            ));
+        }
+    }
+
+    /// NEWLEADER ACKs held back for a proposal ACK that did not come in the same step go now.
+    fn release_held_acks(&mut self, sid: i64) {
+        if self.held_acks.is_empty() {
+            return;
+        }
+        let keys: Vec<(i64, u64, PeerConn)> = self.held_acks.keys().filter(|k| k.0 == sid).copied().collect();
+        for key in keys {
+            if let Some(held) = self.held_acks.remove(&key) {
+                self.send(key.0, key.1, key.2, Msg::Packet(held));
+            }
+        }
     }
 
     fn check_end(&mut self) -> Result<(), String> {
@@ -1273,6 +1608,12 @@ impl World {
                     "server {} counted {} digest mismatches",
                     s.sid, view.stats.digest_mismatches
                 ));
+            }
+            for (path, epoch) in &self.committed {
+                if db.tree().get(path).is_none() {
+                    errors.push(format!("server {} lacks {path}, committed by epoch {epoch}", s.sid));
+                    break;
+                }
             }
             dumps.push((s.sid, dump(db), db.tree_digest()));
         }
@@ -1312,7 +1653,8 @@ impl World {
         (l.len() == 1).then(|| l[0])
     }
 
-    /// Power loss on `sid` now, back after `down_ms` (never, if 0).
+    /// Crashes `sid` now (a power loss keeping what `keep` says, or with [`Keep::All`] a kill -9),
+    /// back after `down_ms` (never, if 0: see [`Self::restart`]).
     pub fn power_loss(&mut self, sid: i64, keep: Keep, down_ms: u64) {
         self.process_ends(sid);
         self.server(sid).crash(keep);
@@ -1356,6 +1698,117 @@ impl World {
         } else {
             Err(format!("t={}: {what} did not happen within {max_ms} ms\n{}", self.t, self.describe()))
         }
+    }
+}
+
+/// Scenario primitives: a durable state before the first start, precise stops, and what a
+/// scenario looks at.
+impl World {
+    /// A history of real transactions to preload (see [`server::history`]).
+    pub fn history(&self, recs: &[(u32, u32, u32, &str)]) -> Vec<HistTxn> {
+        let s = &self.servers[0];
+        server::history(s.tree_config(&s.settings()), recs)
+    }
+
+    /// Gives `sid`, before it first starts, epoch files and a history: in its log, or
+    /// (`in_snapshot`) all in one snapshot with the log reset past it.
+    pub fn preload(&mut self, sid: i64, accepted: u32, current: u32, hist: &[HistTxn], in_snapshot: bool) {
+        for t in hist {
+            if let zk_proto::Txn::Create(c) = &t.txn {
+                self.preloaded.insert(c.path.clone());
+            }
+        }
+        self.server(sid)
+            .preload(accepted, current, hist, in_snapshot)
+            .unwrap_or_else(|e| panic!("preloading server {sid}: {e}"));
+    }
+
+    /// Starts `sid` now if it is down.
+    pub fn restart(&mut self, sid: i64) {
+        self.resume();
+        if self.server(sid).proc.is_none() {
+            self.boot(sid);
+        }
+    }
+
+    /// `sid`'s disk becomes `k` times slower (1: as it was).
+    pub fn slow_disk(&mut self, sid: i64, k: u64) {
+        self.slow.insert(sid, k);
+    }
+
+    /// Runs until `stop` strikes (see [`Moment`]) or `max_ms` pass; the run then stands still
+    /// at that moment (whatever the nodes ask for meanwhile is carried out when it goes on), so
+    /// a crash lands exactly there.
+    pub fn run_until_moment(
+        &mut self,
+        max_ms: u64,
+        what: &str,
+        stop: impl FnMut(&World, &Moment<'_>) -> bool + 'static,
+    ) -> Result<(), String> {
+        self.resume();
+        self.stop_at = Some(Box::new(stop));
+        let end = self.t + max_ms;
+        self.run_until(end);
+        let struck = self.halted;
+        self.stop_at = None;
+        if !self.failures.is_empty() {
+            return Err(self.failures.join("\n"));
+        }
+        if struck {
+            self.note(|| format!("stopped at: {what}"));
+            Ok(())
+        } else {
+            Err(format!("t={}: {what} did not happen within {max_ms} ms\n{}", self.t, self.describe()))
+        }
+    }
+
+    /// What a scenario sees of `sid`.
+    pub fn view(&self, sid: i64) -> View {
+        let s = &self.servers[(sid - 1) as usize];
+        let Some(p) = s.proc.as_ref() else { return View::default() };
+        let r = p.node.replica().expect("an ensemble node");
+        let v = r.view();
+        let acked = self.acked_newleader.get(&sid).is_some_and(|&(gen, conn)| {
+            gen == s.gen && self.net.find(sid, gen, conn).is_some() && v.zab_state != "election"
+        });
+        View {
+            up: true,
+            epochs: (p.epochs.accepted(), p.epochs.current()),
+            looking: v.zab_state == "election",
+            up_to_date: r.in_broadcast() && !v.leading,
+            acked_newleader: acked,
+        }
+    }
+
+    /// (durable zxid, last logged zxid) of `sid`'s log ((0, 0) while down).
+    pub fn log_state(&self, sid: i64) -> (i64, i64) {
+        self.servers[(sid - 1) as usize]
+            .proc
+            .as_ref()
+            .map_or((0, 0), |p| (p.log.durable_zxid(), p.log.last_zxid()))
+    }
+
+    /// The epoch files on `sid`'s disk as they are now, unrepaired.
+    pub fn epoch_files(&self, sid: i64) -> (Option<i64>, Option<i64>) {
+        self.servers[(sid - 1) as usize].epoch_files()
+    }
+
+    /// Whether `sid`, running, holds `path`.
+    pub fn holds(&self, sid: i64, path: &str) -> bool {
+        self.servers[(sid - 1) as usize]
+            .proc
+            .as_ref()
+            .is_some_and(|p| p.node.database().tree().get(path).is_some())
+    }
+
+    /// A count of the report (0 if it never happened).
+    pub fn stat(&self, name: &str) -> u64 {
+        self.stats.get(name).copied().unwrap_or(0)
+    }
+
+    /// Syncs (DIFF, TRUNC or SNAP) `sid` was sent.
+    pub fn syncs_of(&self, sid: i64) -> u64 {
+        self.syncs_of.get(&sid).copied().unwrap_or(0)
     }
 }
 

@@ -1,0 +1,582 @@
+//! The named regression scenarios: the replication bugs that lost data in Apache ZooKeeper
+//! (ZAB-FACTS.md §5) and the findings of zkrs's own simulations, each scripted against whole
+//! ensembles of the real node.
+//!
+//! Each scenario sets the disks up before the servers first start (histories of real
+//! transactions written through zk-log on the servers' own disks), then drives the ensemble to
+//! a precise moment (an input a node is handed, an output it asks for, a state reached: see
+//! [`Moment`]) and crashes, restarts, partitions or slows servers there. The world checks every
+//! step as in the seeded runs (one leader per epoch; every new leader holds every committed and
+//! every acknowledged write; the first ACK after NEWLEADER acknowledges it, with what the sync
+//! logged durable and currentEpoch written; currentEpoch only after the sync is durable; a
+//! reload only from a log with nothing pending; no hole in any log) and at the end (the healed
+//! ensemble converges; trees and digests equal; nothing committed lost; linearizable keys).
+//!
+//! These ran before on zk-quorum's simulator, whose stack backend re-implemented the server's
+//! glue around the Zab machines; here the glue is the server's own. `ZAB_VERBOSE=1` traces a
+//! scenario.
+
+use crate::world::{Keep, Moment, Params, World};
+use zk_quorum::wire::PacketType;
+use zk_server::node::{EpochFile, Input, Output};
+
+/// The seed every scenario draws its delays from.
+const SEED: u64 = 7;
+
+/// Bound for an election and a sync, ms.
+const ELECT_MS: u64 = 10_000;
+
+type R = Result<(), String>;
+
+/// Runs `script` on a new world; panics with its error.
+fn scenario(name: &str, p: Params, script: impl FnOnce(&mut World) -> R) -> World {
+    let trace = std::env::var("ZAB_VERBOSE").is_ok();
+    let mut w = World::new(SEED, p, trace);
+    if let Err(e) = script(&mut w) {
+        panic!("{name}: {e}\n{}(ZAB_VERBOSE=1 to trace)", w.describe());
+    }
+    eprintln!("{name}: {:?}", w.stats);
+    w
+}
+
+/// Three voters, no random faults, no clients: the script does everything.
+fn quiet() -> Params {
+    Params { faults: false, clients: 0, run_ms: 0, settle_ms: 20_000, ..Params::three() }
+}
+
+/// Log syncs of 200 ms.
+fn slow_disks() -> Params {
+    Params { log_ms: (200, 201), ..quiet() }
+}
+
+/// Log syncs of 20 to 120 ms, each drawn anew.
+fn jittery_disks() -> Params {
+    Params { log_ms: (20, 121), ..quiet() }
+}
+
+fn zxid(epoch: u32, counter: u32) -> i64 {
+    (i64::from(epoch) << 32) | i64::from(counter)
+}
+
+/// A quorum packet's type.
+fn kind(p: &zk_quorum::wire::QuorumPacket) -> Option<PacketType> {
+    PacketType::from_wire(p.packet_type).ok()
+}
+
+/// `sid` is handed the ACK of a NEWLEADER (an ACK of an epoch's zero zxid; the first one a
+/// leader takes establishes its epoch).
+fn takes_newleader_ack(sid: i64, m: &Moment<'_>) -> bool {
+    matches!(m, Moment::Input(s, Input::Packet { packet, .. })
+        if *s == sid && kind(packet) == Some(PacketType::Ack) && packet.zxid & 0xffff_ffff == 0)
+}
+
+/// `sid` sends a NEWLEADER ACK.
+fn sends_newleader_ack(sid: i64, m: &Moment<'_>) -> bool {
+    matches!(m, Moment::Output(s, Output::SendPacket { packet, .. })
+        if *s == sid && kind(packet) == Some(PacketType::Ack) && packet.zxid & 0xffff_ffff == 0)
+}
+
+fn no_server_holds(w: &World, path: &str) -> R {
+    for sid in 1..=3 {
+        if w.holds(sid, path) {
+            return Err(format!("server {sid} still holds {path}"));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A crash the moment the epoch is established.
+
+/// Server 1 leads with a longer history than server 2 (3 is down); the moment 1 takes 2's
+/// NEWLEADER ACK, which establishes the epoch, both lose their power and keep only what they
+/// synced. 2 (and 3) restart, and 2, leading, must hold the whole initial history of the epoch
+/// it acknowledged.
+fn crash_at_establishment(w: &mut World) -> R {
+    let h = w.history(&[(1, 1, 5, "h")]);
+    w.preload(1, 1, 1, &h, false);
+    w.preload(2, 1, 1, &h[..2], false);
+    w.start_without(&[3]);
+    w.run_until_moment(ELECT_MS, "1 takes the NEWLEADER ACK", |_, m| takes_newleader_ack(1, m))?;
+    if w.leader() != Some(1) {
+        return Err(format!("the NEWLEADER ACK did not establish leader 1 (leader {:?})", w.leader()));
+    }
+    if w.syncs_of(2) == 0 || w.stat("syncs by DIFF") == 0 {
+        return Err("2 was not synced by DIFF".into());
+    }
+    leader_and_follower_crash(w)
+}
+
+/// The leader 1 and its follower 2 lose their power keeping only what they synced; 2 and 3
+/// restart, 2 must lead (it holds the newest history) with everything committed.
+fn leader_and_follower_crash(w: &mut World) -> R {
+    w.power_loss(1, Keep::Durable, 0);
+    w.power_loss(2, Keep::Durable, 0);
+    w.restart(2);
+    w.restart(3);
+    w.run_until_cond(ELECT_MS, "2 leading", |w| w.leader() == Some(2))?;
+    w.finish()
+}
+
+/// ZK-3911: a follower synced by DIFF ACKed NEWLEADER before the DIFF's transactions were
+/// logged, so the epoch counted it with a history it did not have. Pins that the NEWLEADER ACK
+/// (checked on the wire) follows the durability of every synced record, and that a crash of
+/// leader and follower right at establishment loses nothing of the epoch's initial history.
+#[test]
+fn zk_3911_newleader_ack_waits_for_durable_diff_txns() {
+    scenario("ZK-3911", slow_disks(), crash_at_establishment);
+}
+
+/// ZK-4646: the NEWLEADER ACK raced the asynchronous log write. With log syncs whose length
+/// varies from one group to the next (20-120 ms), the ACK still follows the last synced record,
+/// and the crash at establishment loses nothing.
+#[test]
+fn zk_4646_newleader_ack_after_the_log_write() {
+    scenario("ZK-4646", jittery_disks(), crash_at_establishment);
+}
+
+/// ZK-4785: the DIFF's append and sync are synchronous with the ACK. A log sync (400 ms) longer
+/// than the rest of the handshake put together still comes first.
+#[test]
+fn zk_4785_diff_sync_is_durable_before_any_ack() {
+    scenario("ZK-4785", Params { log_ms: (400, 401), ..quiet() }, crash_at_establishment);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SNAP.
+
+/// ZK-3642: a learner crashed after a SNAP, before NEWLEADER, with the snapshot only in memory;
+/// the next DIFF built on it and a restart lost it. Server 1's whole history is in a snapshot,
+/// so 2 (empty) is synced by SNAP. First 2 loses its power the moment it holds the received
+/// database, before anything of it is on disk: it must sync again from what it has. Then, the
+/// moment 1 takes 2's NEWLEADER ACK, both lose their power: the snapshot 2 acknowledged must be
+/// on its disk, and 2 leads with it.
+#[test]
+fn zk_3642_snap_is_durable_before_the_newleader_ack() {
+    scenario("ZK-3642", slow_disks(), |w| {
+        let h = w.history(&[(1, 1, 5, "h")]);
+        w.preload(1, 1, 1, &h, true);
+        w.start_without(&[3]);
+        w.run_until_moment(ELECT_MS, "2 holds the received snapshot", |_, m| {
+            matches!(m, Moment::Input(2, Input::SnapshotReceived { result: Ok(_), .. }))
+        })?;
+        w.power_loss(2, Keep::Durable, 100);
+        w.run_until_moment(ELECT_MS, "1 takes the NEWLEADER ACK", |_, m| takes_newleader_ack(1, m))?;
+        if w.stat("syncs by SNAP") < 2 {
+            return Err(format!("{} SNAP syncs, not two", w.stat("syncs by SNAP")));
+        }
+        leader_and_follower_crash(w)
+    });
+}
+
+/// ZK-2832: a learner kept an uncommitted logged txn above the leader's SNAP zxid and replayed
+/// it after a restart. Server 2 holds a txn of epoch 1 the ensemble never committed
+/// (`/stale1.4`); leader 1's history is all in a snapshot, so 2 is synced by SNAP. 2 is then
+/// killed (its page cache kept) and the leader loses its power; 2 restarts and leads: the stale
+/// txn must be gone from its log and its tree, for good.
+#[test]
+fn zk_2832_no_stale_txn_survives_a_snap() {
+    scenario("ZK-2832", quiet(), |w| {
+        let leader = w.history(&[(1, 1, 3, "h"), (2, 1, 2, "h")]);
+        let stale = w.history(&[(1, 1, 3, "h"), (1, 4, 4, "stale")]);
+        w.preload(1, 2, 2, &leader, true);
+        w.preload(2, 1, 1, &stale, false);
+        w.start_without(&[3]);
+        w.run_until_cond(ELECT_MS, "2 synced with leader 1", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        if w.stat("syncs by SNAP") == 0 {
+            return Err("no SNAP sync happened".into());
+        }
+        no_server_holds(w, "/stale1.4")?;
+        w.power_loss(2, Keep::All, 0);
+        w.power_loss(1, Keep::Durable, 0);
+        w.restart(2);
+        w.restart(3);
+        w.run_until_cond(ELECT_MS, "2 leading", |w| w.leader() == Some(2))?;
+        no_server_holds(w, "/stale1.4")?;
+        w.finish()?;
+        no_server_holds(w, "/stale1.4")
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// TRUNC.
+
+/// ZK-2678: with the database kept across a DIFF sync (no snapshot reload), a TRUNC left the
+/// truncated txn applied in memory. Server 2 holds a txn the ensemble never committed
+/// (`/stale1.4`) and leader 1 a longer history of a later epoch: 2 is synced by TRUNC (then
+/// DIFF), and its tree must lose the txn with its log (also checked by the final tree
+/// comparison).
+#[test]
+fn zk_2678_database_reloaded_after_trunc() {
+    scenario("ZK-2678", quiet(), |w| {
+        let leader = w.history(&[(1, 1, 3, "h"), (2, 1, 2, "h")]);
+        let stale = w.history(&[(1, 1, 3, "h"), (1, 4, 4, "stale")]);
+        w.preload(1, 2, 2, &leader, false);
+        w.preload(2, 1, 1, &stale, false);
+        w.start_without(&[3]);
+        w.run_until_cond(ELECT_MS, "2 synced with leader 1", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        if w.stat("syncs by TRUNC") == 0 {
+            return Err("no TRUNC sync happened".into());
+        }
+        no_server_holds(w, "/stale1.4")?;
+        w.restart(3);
+        w.finish()
+    });
+}
+
+/// Found by zk-quorum's simulation (seed 55058 of its stack runs): a learner whose log was
+/// reset to a SNAP from a leader whose epoch never got established, then told by the next
+/// leader to TRUNC below that snapshot. A log cannot truncate into a snapshot: the learner must
+/// drop the snapshot (and anything past the cut) and sync again from what it has left, not
+/// fail. Server 3 leads with its history in a snapshot and SNAPs 2; the moment 2's log is reset
+/// to it, 3 loses its power; 1, back with a later currentEpoch and a shorter history, leads and
+/// sends 2 a TRUNC below its snapshot.
+#[test]
+fn trunc_below_a_snapshot_from_a_failed_epoch() {
+    scenario("TRUNC below a snapshot", slow_disks(), |w| {
+        let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
+        w.preload(3, 2, 2, &long, true);
+        // 1 ranks first once back (a later currentEpoch), with a shorter history.
+        w.preload(1, 5, 5, &long[..5], false);
+        w.start_without(&[1]);
+        let top = zxid(2, 4);
+        w.run_until_moment(
+            ELECT_MS,
+            "2's log reset to 3's snapshot",
+            move |_, m| matches!(m, Moment::Input(2, Input::LogReset { zxid }) if *zxid == top),
+        )?;
+        if w.leader().is_some() {
+            return Err("established before the crash".into());
+        }
+        w.power_loss(3, Keep::Durable, 0);
+        w.restart(1);
+        w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        if w.stat("syncs by TRUNC") == 0 {
+            return Err("no TRUNC sync happened".into());
+        }
+        w.restart(3);
+        w.finish()
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crashes in the middle of a sync.
+
+/// ZK-2355: a follower crashing in the middle of a DIFF sync (lastProcessedZxid was set to the
+/// DIFF's zxid before its txns applied, and a crash lost a closeSession). Server 2 is 10 txns
+/// behind; the moment part of the DIFF is written to its log and not yet synced, it loses its
+/// power with every other page of what was being written reaching the disk (out of order): it
+/// recovers what its log really holds (the torn group cut) and syncs again from there.
+#[test]
+fn zk_2355_crash_in_the_middle_of_a_diff_sync() {
+    scenario("ZK-2355", Params { log_ms: (30, 61), ..quiet() }, |w| {
+        let h = w.history(&[(1, 1, 40, "h")]);
+        w.preload(1, 1, 1, &h, false);
+        w.preload(2, 1, 1, &h[..30], false);
+        w.start_without(&[3]);
+        let mid = zxid(1, 32);
+        w.run_until_moment(ELECT_MS, "half a sync logged, not durable", move |w, m| {
+            let (durable, last) = w.log_state(2);
+            matches!(m, Moment::Step) && last > mid && last > durable
+        })?;
+        if w.leader().is_some() {
+            return Err("established before the crash".into());
+        }
+        w.power_loss(2, Keep::Part, 300);
+        w.finish()
+    });
+}
+
+/// ZK-3023: DIFF txns were logged asynchronously after the NEWLEADER ACK, so a follower
+/// crashing right after its ACK lacked part of the sync it acknowledged. Server 2, 15 txns
+/// behind, loses its power the moment it has sent the ACK, keeping what it synced; the ACK,
+/// on the wire, establishes leader 1's epoch, and 1 loses its power the moment it takes it. 2
+/// must restart with the whole sync in its log and, with 3, lead with the epoch's history.
+#[test]
+fn zk_3023_diff_txns_durable_at_the_ack() {
+    scenario("ZK-3023", slow_disks(), |w| {
+        let h = w.history(&[(1, 1, 20, "h")]);
+        w.preload(1, 1, 1, &h, false);
+        w.preload(2, 1, 1, &h[..5], false);
+        w.start_without(&[3]);
+        w.run_until_moment(ELECT_MS, "2 sends its NEWLEADER ACK", |_, m| sends_newleader_ack(2, m))?;
+        w.power_loss(2, Keep::Durable, 0);
+        w.run_until_moment(ELECT_MS, "1 takes the NEWLEADER ACK", |_, m| takes_newleader_ack(1, m))?;
+        if w.leader() != Some(1) {
+            return Err(format!("the NEWLEADER ACK did not establish leader 1 (leader {:?})", w.leader()));
+        }
+        w.power_loss(1, Keep::Durable, 0);
+        w.restart(2);
+        let logged = w.log_state(2).1;
+        if logged < zxid(1, 20) {
+            return Err(format!("2 restarted with its log through 0x{logged:x}, not the sync it ACKed"));
+        }
+        w.restart(3);
+        w.run_until_cond(ELECT_MS, "2 leading", |w| w.leader() == Some(2))?;
+        w.finish()
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// A learner joining while proposals are in flight.
+
+/// Servers 1 and 2 serve clients that keep writing; 3 comes back and syncs with proposals in
+/// flight, commits landing around its NEWLEADER. It must be synced once (never sent back to
+/// sync again) and ACK NEWLEADER, and what the scenario is about must have happened: the count
+/// `happened` of the world's report is not zero.
+fn join_with_proposals_in_flight(w: &mut World, happened: &str) -> R {
+    let h = w.history(&[(1, 1, 8, "h")]);
+    w.preload(1, 1, 1, &h, false);
+    w.preload(2, 1, 1, &h, false);
+    w.start_without(&[3]);
+    w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+    w.run_for(500);
+    w.restart(3);
+    w.run_until_cond(ELECT_MS, "3 up to date", |w| w.view(3).up_to_date)?;
+    if !w.view(3).acked_newleader {
+        return Err("3 is up to date without having ACKed NEWLEADER".into());
+    }
+    if w.syncs_of(3) != 1 {
+        return Err(format!("3 was synced {} times", w.syncs_of(3)));
+    }
+    if w.stat(happened) == 0 {
+        return Err(format!("none of \"{happened}\": the scenario tested nothing"));
+    }
+    w.finish()
+}
+
+/// Clients writing throughout (6 of them, for 6 s).
+fn writing(p: Params) -> Params {
+    Params { clients: 6, run_ms: 6_000, ..p }
+}
+
+/// ZK-3104: NEWLEADER went out ahead of proposals of the SNAP phase. NEWLEADER is queued after
+/// every packet of the sync, proposals outstanding at the sync included: the learner, which
+/// refuses a packet out of its order, is synced once and logs no hole.
+#[test]
+fn zk_3104_newleader_after_all_sync_traffic() {
+    scenario("ZK-3104", writing(jittery_disks()), |w| {
+        join_with_proposals_in_flight(w, "COMMITs between NEWLEADER and UPTODATE")
+    });
+}
+
+/// ZK-4394: a COMMIT arriving after NEWLEADER for a proposal of the sync (its txn consumed at
+/// NEWLEADER) threw in Apache's learner. The commit must find its proposal (only committed txns
+/// are applied before the ACK), and the learner stays connected.
+#[test]
+fn zk_4394_commit_after_newleader_for_a_synced_proposal() {
+    scenario("ZK-4394", writing(Params { log_ms: (50, 151), ..quiet() }), |w| {
+        join_with_proposals_in_flight(w, "COMMITs between NEWLEADER and UPTODATE")
+    });
+}
+
+/// ZK-4685: a learner ACKed a proposal before NEWLEADER, and the leader timed out waiting. The
+/// first ACK after NEWLEADER must be the NEWLEADER ACK even with proposals ACKed right after it
+/// (checked on every learner packet).
+#[test]
+fn zk_4685_newleader_ack_comes_first() {
+    scenario("ZK-4685", writing(Params { log_ms: (1, 41), ..quiet() }), |w| {
+        join_with_proposals_in_flight(w, "proposal ACKs right behind a NEWLEADER ACK")
+    });
+}
+
+/// ZK-4685 from the leader's side: learners that ACK a proposal of their sync before NEWLEADER,
+/// as Apache's learners before 3.8.5 do (the simulated wire puts each NEWLEADER ACK behind the
+/// proposal ACK that follows it). The leader counts the proposal and keeps waiting for the
+/// NEWLEADER ACK: nothing is lost, and the learner is neither closed nor synced again.
+#[test]
+fn zk_4685_a_leader_takes_a_proposal_ack_before_the_newleader_ack() {
+    let p = writing(Params { log_ms: (1, 41), early_proposal_acks: true, ..quiet() });
+    scenario("ZK-4685 leader", p, |w| {
+        join_with_proposals_in_flight(w, "early proposal acks")?;
+        let closed = w.stat("learner connections a leader closed");
+        if closed != 0 {
+            return Err(format!("the leader closed {closed} learner connections"));
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epoch files.
+
+/// Server 1 leads epoch 3 with txns of epochs 1 and 2; server 2 has only epoch 1's and is
+/// synced by DIFF. It loses its power at `moment` of its currentEpoch write, and so does the
+/// leader; 2 must start again (its epoch files consistent with its log) and, with 3, elect.
+fn crash_at_current_epoch(w: &mut World, written: bool) -> R {
+    let leader = w.history(&[(1, 1, 3, "h"), (2, 1, 3, "h")]);
+    w.preload(1, 2, 2, &leader, false);
+    w.preload(2, 1, 1, &leader[..3], false);
+    w.start_without(&[3]);
+    if written {
+        w.run_until_moment(ELECT_MS, "2's currentEpoch 3 written", |_, m| {
+            matches!(m, Moment::Input(2, Input::EpochWritten { file: EpochFile::Current, result: Ok(()) }))
+        })?;
+    } else {
+        w.run_until_moment(ELECT_MS, "2 asks for currentEpoch 3", |_, m| {
+            matches!(m, Moment::Output(2, Output::PersistEpoch { file: EpochFile::Current, epoch: 3 }))
+        })?;
+    }
+    w.power_loss(2, Keep::Durable, 0);
+    w.power_loss(1, Keep::Durable, 0);
+    let (accepted, current) = w.epoch_files(2);
+    let want = if written { Some(3) } else { Some(1) };
+    if accepted != Some(3) || current != want {
+        return Err(format!("2's epoch files after the crash: accepted {accepted:?}, current {current:?}"));
+    }
+    w.restart(2);
+    w.restart(3);
+    let v = w.view(2);
+    let last = w.log_state(2).1;
+    if !v.up || v.epochs.1 < last >> 32 {
+        return Err(format!("2 restarted with epochs {:?} and its log at 0x{last:x}", v.epochs));
+    }
+    w.finish()
+}
+
+/// ZK-4643: currentEpoch was written before the synced txns were durable, so a crash left a
+/// server whose epoch vouched for records it did not have. The world checks, at every
+/// currentEpoch write, that the sync is durable; server 2 then loses its power right when it
+/// asks for the write (the file still old, the records of epoch 2 on disk: the start finishes
+/// the update) and, in a second run, right after the write (the file new): either way it starts
+/// with epochs that match its log and the ensemble loses nothing.
+#[test]
+fn zk_4643_current_epoch_after_durable_txns() {
+    scenario("ZK-4643 (asked)", slow_disks(), |w| crash_at_current_epoch(w, false));
+    scenario("ZK-4643 (written)", slow_disks(), |w| crash_at_current_epoch(w, true));
+}
+
+/// ZK-1549 (cited as the fix of ZK-1653, "start fails: inconsistent epoch"): a crash between
+/// the acceptedEpoch and the currentEpoch writes leaves them unequal. Server 2 loses its power
+/// the moment its acceptedEpoch 2 is written (currentEpoch still 1): it must start (acceptedEpoch
+/// at least currentEpoch is what a start requires) and rejoin.
+#[test]
+fn zk_1549_restart_between_the_epoch_files() {
+    scenario("ZK-1549", slow_disks(), |w| {
+        let h = w.history(&[(1, 1, 3, "h")]);
+        w.preload(1, 1, 1, &h, false);
+        w.preload(2, 1, 1, &h, false);
+        w.start_without(&[3]);
+        w.run_until_moment(ELECT_MS, "2's acceptedEpoch written", |_, m| {
+            matches!(m, Moment::Input(2, Input::EpochWritten { file: EpochFile::Accepted, result: Ok(()) }))
+        })?;
+        w.power_loss(2, Keep::Durable, 100);
+        let files = w.epoch_files(2);
+        if files != (Some(2), Some(1)) {
+            return Err(format!("2's epoch files after the crash: {files:?}"));
+        }
+        w.restart(3);
+        w.finish()
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leaving a role.
+
+/// Clients write through a leader and two followers; then the followers' role ends
+/// (`end_role`) with appends under way, and both go looking. Each must finish its log's work
+/// before acting on its next election: the world checks that every reload for a next role
+/// reads a log with everything it was handed durable. The moment the first follower asks for
+/// that reload, both followers lose their power keeping only what they synced, and the
+/// ensemble must lose nothing acknowledged or committed.
+fn followers_leave_then_crash(w: &mut World, end_role: impl FnOnce(&mut World, i64)) -> R {
+    w.start();
+    w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+    w.run_for(600);
+    let leader = w.leader().ok_or("no leader")?;
+    let others: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != leader).collect();
+    let (a, b) = (others[0], others[1]);
+    end_role(w, leader);
+    w.run_until_moment(ELECT_MS, "both followers looking", move |w, m| {
+        matches!(m, Moment::Step) && w.view(a).looking && w.view(b).looking
+    })?;
+    w.run_until_moment(
+        ELECT_MS,
+        "a follower reloads for its next role",
+        move |_, m| matches!(m, Moment::Output(s, Output::Reload { .. }) if *s == a || *s == b),
+    )?;
+    for o in others {
+        w.power_loss(o, Keep::Durable, 100);
+    }
+    w.finish()
+}
+
+/// ZK-4541: a follower shutting down skipped the flush of its SyncRequestProcessor, so txns it
+/// had applied never reached its disk. The leader loses its power under writes; the followers
+/// leave their role with log syncs of 100 ms under way.
+#[test]
+fn zk_4541_flush_on_follower_shutdown() {
+    let p = Params { log_ms: (100, 101), clients: 3, run_ms: 1_500, ..quiet() };
+    scenario("ZK-4541", p, |w| {
+        followers_leave_then_crash(w, |w, leader| w.power_loss(leader, Keep::Durable, 0))
+    });
+}
+
+/// ZK-4712: the same flush when the follower's role ends by its own timeout: the leader is cut
+/// off (its followers hear nothing for syncLimit and leave it) under writes, on disks whose
+/// syncs take 20-120 ms, one follower's 30 times longer.
+#[test]
+fn zk_4712_flush_on_every_shutdown() {
+    let p = Params { clients: 3, run_ms: 1_500, ..jittery_disks() };
+    scenario("ZK-4712", p, |w| {
+        followers_leave_then_crash(w, |w, leader| {
+            w.slow_disk(leader % 3 + 1, 30);
+            w.partition([leader].into_iter().collect(), 3_000)
+        })
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// DIFF reach.
+
+/// ZK-4925: txns of a sync missing from the leader's committed log spread holes into learners'
+/// logs (Apache 3.9.3). With a committed-log window of 2, server 3 (2 behind) is synced from the
+/// window and server 2 (20 behind) from a DIFF read from the leader's log; writes go on and 2
+/// crashes and syncs again. Every append of every log is checked for a hole.
+#[test]
+fn zk_4925_no_holes_in_synced_logs() {
+    let p = Params { committed_log_max: 2, clients: 3, run_ms: 3_000, ..quiet() };
+    scenario("ZK-4925", p, |w| {
+        let h = w.history(&[(1, 1, 30, "h")]);
+        w.preload(1, 1, 1, &h, false);
+        w.preload(2, 1, 1, &h[..10], false);
+        w.preload(3, 1, 1, &h[..28], false);
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        w.run_for(500);
+        w.power_loss(2, Keep::Durable, 50);
+        if w.stat("DIFFs read from the log") == 0 {
+            return Err("no DIFF read from the log".into());
+        }
+        w.finish()
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crash cycles.
+
+/// ZK-3875 (cited by a test: servers diverged after crash/restart cycles under conditional
+/// writes). Clients run creates, conditional setData and synced reads while the leader loses
+/// its power (keeping a random part of what it had not synced) five times; the keys' histories
+/// must be linearizable and every tree equal at the end.
+#[test]
+fn zk_3875_crash_cycles_under_conditional_writes() {
+    let p = Params { clients: 3, run_ms: 8_000, ..quiet() };
+    let w = scenario("ZK-3875", p, |w| {
+        w.start();
+        for _ in 0..5 {
+            w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+            w.run_for(400);
+            let leader = w.leader().ok_or("no leader")?;
+            w.power_loss(leader, Keep::Random, 200);
+        }
+        w.finish()
+    });
+    assert!(w.rec.answered > 100, "the clients were served: {} answers", w.rec.answered);
+}
