@@ -40,7 +40,7 @@ mod world;
 use world::{Keep, Params, World};
 
 /// Seeds per configuration: `ZAB_SEEDS`, or `default` in a release build (a debug build runs
-/// the named scenarios and one seed each: test.sh runs the seeds in release).
+/// the named scenarios and one seed each; test.sh runs 25 a configuration after the tests).
 fn seeds(default: u64) -> u64 {
     let default = if cfg!(debug_assertions) { 1 } else { default };
     std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
