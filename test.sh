@@ -35,13 +35,7 @@ fi
 # zk-server's packaging test builds the server's .deb with cargo-deb (a crates.io tool).
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 
+# Among them the simulation of whole ensembles of the real server node (zk-server's node_sim):
+# its named scenarios and 10 seeds in each configuration (longer runs: README, "Longer runs").
 echo "== cargo test --workspace"
 cargo test --workspace "$@"
-
-# The simulation of whole ensembles of the real server node (core and replica over zk-log and
-# zk-tree on fault-injecting disks, with clients) at a CI size: 25 seeds in each of its four
-# configurations, on the test build above (whose zk-* crates are built with opt-level 1, see
-# Cargo.toml: about 1.5 s a seed there, 5x a release build, without a second build). Longer runs
-# are in the README (`ZAB_SEEDS=N ... --release`).
-echo "== the node simulation, 100 seeds"
-ZAB_SEEDS=25 cargo test -p zk-server --test node_sim seeds_
