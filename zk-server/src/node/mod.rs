@@ -374,7 +374,15 @@ impl Node {
             if let Some(o) = self.replica.as_mut().and_then(Replica::poll_output) {
                 return Some(o);
             }
-            let action = self.core.poll_action()?;
+            let Some(action) = self.core.poll_action() else {
+                // Last, the proposals a learner gathered from the packets handled since the
+                // previous poll, as one log batch.
+                let core = &mut self.core;
+                if self.replica.as_mut().is_some_and(|r| r.flush_learner_batch(core)) {
+                    continue;
+                }
+                return None;
+            };
             match self.replica.as_mut() {
                 Some(r) => {
                     if let Some(a) = r.core_action(now, action, &mut self.core) {

@@ -645,7 +645,6 @@ impl Replica {
                 break;
             }
         }
-        self.flush_learner_batch(core);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -1254,10 +1253,17 @@ impl Replica {
     }
 
     /// Hands the learner's gathered proposals to the log (through the core, which counts them
-    /// towards its next snapshot).
-    fn flush_learner_batch(&mut self, core: &mut ServerCore) {
-        if let Some(b) = self.learner_batch.take() {
-            core.persist_replicated(b);
+    /// towards its next snapshot). The node calls it once its other outputs are taken, so the
+    /// proposals of every packet handled before the driver polls (all that arrived together) go
+    /// to the log as one batch: a batch per packet let the log's thread sync the first alone.
+    /// True when there was a batch.
+    pub(super) fn flush_learner_batch(&mut self, core: &mut ServerCore) -> bool {
+        match self.learner_batch.take() {
+            Some(b) => {
+                core.persist_replicated(b);
+                true
+            }
+            None => false,
         }
     }
 
