@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resident memory an idle session costs zkrs-server: opens SESSIONS sessions with a lean raw-wire
-# client (Python, one socket each: the handshake, then one ping each, as an idle client sends
-# every third of its timeout), waits IDLE seconds, and reads the server's VmRSS from
+# client (Python, one socket each: the handshake, then a ping each, and another 1 s later, as an
+# idle client pings every third of its timeout), waits IDLE seconds, and reads the server's VmRSS from
 # /proc/PID/status before the sessions and after; prints the difference per session. The
 # sessions stay open (and keep pinging) while measured; nothing else runs against the server.
 #
@@ -25,8 +25,8 @@ port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 srvr() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && timeout 2 cat <&3 ) 2>/dev/null || true; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-# Opens $2 sessions to port $1, pings each once, then prints "ready" and keeps them open (pinging
-# every 10 s) until its stdin closes.
+# Opens $2 sessions to port $1, pings each twice 1 s apart, then prints "ready" and keeps them
+# open (pinging every 10 s) until its stdin closes.
 CLIENT=$(cat <<'EOF'
 import select, socket, struct, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -55,6 +55,8 @@ def ping_all():
         s.sendall(ping)
     for s in socks:
         frame(s)
+ping_all()
+time.sleep(1)
 ping_all()
 print("ready", flush=True)
 last = time.monotonic()

@@ -141,12 +141,19 @@ const OUTBOX_ROOM_FOR_NEXT: usize = 1024;
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// The writer's gathering buffer when several frames are waiting (it grows to
-/// [`WRITE_BATCH_BYTES`] and a frame more). It is released whenever the outbox is empty.
+/// [`WRITE_BATCH_BYTES`] and a frame more). It is released when the outbox is empty and the
+/// connection idle ([`IDLE_AFTER`]).
 const WRITE_BUF_BYTES: usize = 64 * 1024;
 
+/// A connection that waited this long for its last request (or, its writer, for its last
+/// frame) is idle: it gives its buffer back before it waits again. A busy one keeps it, since
+/// a fresh buffer for every request cost a client sending one request at a time about 14% more
+/// server CPU per request (bench/cpu-per-op.sh, `get`, 1 in flight).
+const IDLE_AFTER: Duration = Duration::from_millis(500);
+
 /// The reader's receive buffer while bytes are coming in. Frames cut at its end move to a new
-/// buffer of the same size (see [`read_loop`]); a plain connection with nothing to read holds
-/// none ([`ConnReader`]).
+/// buffer of the same size (see [`read_loop`]); an idle plain connection with nothing to read
+/// holds none ([`ConnReader`], [`IDLE_AFTER`]).
 const RECV_BUF_BYTES: usize = 16 * 1024;
 
 /// Unwritten bytes above which the reader takes no new request from the connection. With the
@@ -320,9 +327,10 @@ struct ReaderCtx<'a> {
 }
 
 /// The reading half of a client connection. An idle session waits here for its next request,
-/// most of its life: a half that can wait for bytes without a buffer lets the connection hold
-/// none meanwhile (an idle session cost about 15.7 KB of resident memory before, mostly its
-/// receive and write buffers: bench/idle-sessions.sh, bench/RESULTS.md).
+/// most of its life: a half that can wait for bytes without a buffer lets an idle connection
+/// hold none meanwhile. With the receive buffer held, the writer's buffer kept and the TLS
+/// handshake's state in every task, an idle session cost 15.8 KB of resident memory; without
+/// them, about 6 KB (bench/idle-sessions.sh, bench/RESULTS.md).
 pub trait ConnReader: AsyncRead + Unpin + Send {
     /// Reads what has arrived into `buf` without waiting: `Some(Err(WouldBlock))` when nothing
     /// has; `None` when this half cannot read without waiting (it then keeps its buffer).
@@ -358,6 +366,8 @@ async fn read_loop<R: ConnReader>(
     cx: ReaderCtx<'_>,
 ) -> String {
     let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog, counters } = cx;
+    // Whether the last wait for bytes lasted IDLE_AFTER or more.
+    let mut idle = false;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -400,13 +410,16 @@ async fn read_loop<R: ConnReader>(
         }
         let read = match rd.try_read_now(buf) {
             Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Nothing to read: wait without a receive buffer unless a frame is half here
-                // (frames already taken keep their part of the old one alive as long as they
-                // need it).
-                if buf.is_empty() {
+                // Nothing to read: an idle connection waits without a receive buffer, unless a
+                // frame is half here (frames already taken keep their part of the old one alive
+                // as long as they need it).
+                if idle && buf.is_empty() {
                     *buf = BytesMut::new();
                 }
-                match rd.ready().await {
+                let waiting = Instant::now();
+                let ready = rd.ready().await;
+                idle = waiting.elapsed() >= IDLE_AFTER;
+                match ready {
                     Ok(()) => {
                         if buf.capacity() == 0 {
                             *buf = BytesMut::with_capacity(RECV_BUF_BYTES);
@@ -439,9 +452,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     backlog: Arc<Backlog>,
     stats: Arc<ConnStats>,
 ) {
-    // Frames gathered for one write; no buffer while the outbox is empty (an idle session's
-    // connection holds none), and none for a lone frame, which is written as it is.
+    // Frames gathered for one write; no buffer while an idle connection's outbox is empty, and
+    // none for a lone frame, which is written as it is.
     let mut batch = BytesMut::new();
+    // Whether the last wait for a frame lasted IDLE_AFTER or more.
+    let mut idle = false;
     let mut closing = false;
     // Once the driver has closed the connection, what is left gets CLOSE_FLUSH to be written: a
     // client that does not read is not waited for.
@@ -450,8 +465,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         let first = match rx.try_recv() {
             Ok(out) => out,
             Err(_) => {
-                batch = BytesMut::new();
+                if idle {
+                    batch = BytesMut::new();
+                }
+                let waiting = Instant::now();
                 let Some(out) = rx.recv().await else { break };
+                idle = waiting.elapsed() >= IDLE_AFTER;
                 out
             }
         };
