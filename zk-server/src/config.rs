@@ -338,6 +338,12 @@ pub struct ServerConfig {
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
+    /// `zkrs.treeMemorySoftLimitBytes` (a zkrs key; default 0 = off): the memory brake's soft
+    /// limit on the tree's accounted bytes (zk-tree's `memory` module says what is counted).
+    /// Past it, creates, setData growing a node's data and multis holding either are answered
+    /// SYSTEMERROR; reads, deletes and shrinking writes go on. A whole number of bytes,
+    /// optionally followed by `k`, `m` or `g` (KiB, MiB, GiB).
+    pub tree_memory_soft_limit_bytes: u64,
     /// `logFormat` (zkrs key): `text` (default) or `json` (one JSON object a line).
     pub log_format: LogFormat,
     /// `logLevel` (zkrs key): the log filter (`info`, `warn`, `zk_server=debug,info`, ...) when
@@ -693,6 +699,21 @@ fn decoded_value(src: &Source<'_>, key: &str, value: &str, line: u32) -> Result<
     })
 }
 
+/// A size in bytes: decimal digits, optionally followed by `k`, `m` or `g` (either case) for
+/// KiB, MiB or GiB; None for anything else, or a size past `u64`.
+fn byte_size(value: &str) -> Option<u64> {
+    let (digits, unit) = match value.as_bytes().last()? {
+        b'k' | b'K' => (&value[..value.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&value[..value.len() - 1], 1 << 20),
+        b'g' | b'G' => (&value[..value.len() - 1], 1 << 30),
+        _ => (value, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
 fn non_negative(src: &Source<'_>, key: &str, v: i32, line: u32) -> Result<u32, ConfigError> {
     u32::try_from(v).map_err(|_| src.err(key, Some(line), format!("{v} must not be negative")))
 }
@@ -965,6 +986,7 @@ impl ServerConfig {
             admin_port_unification: None,
             admin_need_client_auth: false,
             slow_request_threshold_ms: 0,
+            tree_memory_soft_limit_bytes: 0,
             log_format: LogFormat::Text,
             log_level: None,
             metrics_provider_class_name: "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
@@ -1285,6 +1307,19 @@ impl ServerConfig {
                 "slowRequestThresholdMs" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: the memory brake.
+                "zkrs.treeMemorySoftLimitBytes" => {
+                    cfg.tree_memory_soft_limit_bytes = byte_size(value).ok_or_else(|| {
+                        src.err(
+                            key,
+                            at,
+                            format!(
+                                "\"{value}\" is not a size in bytes (a whole number, optionally \
+                                 followed by k, m or g)"
+                            ),
+                        )
+                    })?;
                 }
                 "logFormat" => {
                     cfg.log_format = match value {
@@ -1983,7 +2018,8 @@ mod tests {
              slowRequestThresholdMs=250\nlogFormat=json\nlogLevel=warn\nmetricsProvider.className=x.Y\n\
              metricsProvider.httpPort=7000\nznode.container.checkIntervalMs=1000\n\
              znode.container.maxPerMinute=50\nznode.container.maxNeverUsedIntervalMs=300000\n\
-             snapshot.writeMBPerSecond=0\ntxnLog.appendMode=MMAP\nsnapshot.idleSeconds=0\n",
+             snapshot.writeMBPerSecond=0\ntxnLog.appendMode=MMAP\nsnapshot.idleSeconds=0\n\
+             zkrs.treeMemorySoftLimitBytes=3m\n",
         ));
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/zkrs-log"));
         assert_eq!(c.client_address, Some(HostPort { host: "127.0.0.2".into(), port: 2181 }));
@@ -2013,6 +2049,7 @@ mod tests {
         assert_eq!(c.admin_command_url, "/cmds");
         assert_eq!(c.admin_idle_timeout_ms, 5000);
         assert_eq!(c.slow_request_threshold_ms, 250);
+        assert_eq!(c.tree_memory_soft_limit_bytes, 3 << 20);
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.log_level.as_deref(), Some("warn"));
         assert_eq!(c.metrics_provider_class_name, "x.Y");
@@ -2127,6 +2164,7 @@ mod tests {
             "snapshot.writeMBPerSecond",
             "snapshot.idleSeconds",
             "txnLog.appendMode",
+            "zkrs.treeMemorySoftLimitBytes",
         ] {
             let e = bad(&with(&format!("# comment\n{key}=12abc\n")));
             assert_err(&e, key, Some(5), "12abc");
@@ -2140,6 +2178,12 @@ mod tests {
             "negative",
         );
         assert_err(&bad(&with("snapshot.idleSeconds=-5\n")), "snapshot.idleSeconds", Some(4), "negative");
+        for v in ["-1", "1.5g", "k", "12kb", "99999999999g"] {
+            let e = bad(&with(&format!("zkrs.treeMemorySoftLimitBytes={v}\n")));
+            assert_err(&e, "zkrs.treeMemorySoftLimitBytes", Some(4), "not a size in bytes");
+        }
+        let c = ServerConfig::parse(&with("zkrs.treeMemorySoftLimitBytes=65536\n"), None).unwrap();
+        assert_eq!(c.tree_memory_soft_limit_bytes, 65536);
     }
 
     #[test]

@@ -8,12 +8,15 @@ use crate::driver::{Backlog, DriverMsg, Out, Outbox};
 use crate::fourlw;
 use crate::settings::Settings;
 use crate::stats::{ConnCounters, ConnStats};
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::{debug, info, warn};
@@ -65,6 +68,25 @@ pub async fn serve_tcp(
         serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits, counters).await;
         return;
     };
+    // Boxed: the TLS handshake's state would otherwise be part of every connection's task, TLS
+    // or not, for as long as it lives (it doubled a plain connection's task).
+    Box::pin(serve_tls(stream, tls, port, remote, id, driver, settings, permits, counters)).await;
+}
+
+/// [`serve_tcp`] for a connection that speaks TLS: the handshake, the client certificate's ids,
+/// then [`serve`] over the two halves of the TLS stream.
+#[allow(clippy::too_many_arguments)]
+async fn serve_tls(
+    stream: TcpStream,
+    tls: Arc<crate::tls::ServerTls>,
+    port: Port,
+    remote: SocketAddr,
+    id: ConnId,
+    driver: mpsc::Sender<DriverMsg>,
+    settings: Arc<Settings>,
+    permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
+) {
     let wait = handshake_wait(&settings);
     let accepted = match tokio::time::timeout(wait, tls.acceptor().accept(stream)).await {
         Ok(Ok(s)) => s,
@@ -118,6 +140,22 @@ const OUTBOX_ROOM_FOR_NEXT: usize = 1024;
 /// Bytes the writer gathers into one socket write.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
+/// The writer's gathering buffer when several frames are waiting (it grows to
+/// [`WRITE_BATCH_BYTES`] and a frame more). It is released when the outbox is empty and the
+/// connection idle ([`IDLE_AFTER`]).
+const WRITE_BUF_BYTES: usize = 64 * 1024;
+
+/// A connection that waited this long for its last request (or, its writer, for its last
+/// frame) is idle: it gives its buffer back before it waits again. A busy one keeps it, since
+/// a fresh buffer for every request cost a client sending one request at a time about 14% more
+/// server CPU per request (bench/cpu-per-op.sh, `get`, 1 in flight).
+const IDLE_AFTER: Duration = Duration::from_millis(500);
+
+/// The reader's receive buffer while bytes are coming in. Frames cut at its end move to a new
+/// buffer of the same size (see [`read_loop`]); an idle plain connection with nothing to read
+/// holds none ([`ConnReader`], [`IDLE_AFTER`]).
+const RECV_BUF_BYTES: usize = 16 * 1024;
+
 /// Unwritten bytes above which the reader takes no new request from the connection. With the
 /// requests already in the server (the global outstanding limit bounds them), this bounds the
 /// memory a client that does not read its replies can hold.
@@ -142,10 +180,10 @@ pub async fn serve<R, W>(
     permits: Arc<Semaphore>,
     counters: Arc<ConnCounters>,
 ) where
-    R: AsyncRead + Unpin + Send,
+    R: ConnReader,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut buf = BytesMut::with_capacity(RECV_BUF_BYTES);
     // One deadline for everything before the session, however the bytes trickle in: a client
     // sending a byte now and then must not hold its connection (and its maxClientCnxns slot).
     let deadline = tokio::time::Instant::now() + settings.sessionless_cnxn_timeout;
@@ -288,13 +326,48 @@ struct ReaderCtx<'a> {
     counters: &'a ConnCounters,
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(
+/// The reading half of a client connection. An idle session waits here for its next request,
+/// most of its life: a half that can wait for bytes without a buffer lets an idle connection
+/// hold none meanwhile. With the receive buffer held, the writer's buffer kept and the TLS
+/// handshake's state in every task, an idle session cost 15.8 KB of resident memory; without
+/// them, about 6 KB (bench/idle-sessions.sh, bench/RESULTS.md).
+pub trait ConnReader: AsyncRead + Unpin + Send {
+    /// Reads what has arrived into `buf` without waiting: `Some(Err(WouldBlock))` when nothing
+    /// has; `None` when this half cannot read without waiting (it then keeps its buffer).
+    fn try_read_now(&mut self, _buf: &mut BytesMut) -> Option<io::Result<usize>> {
+        None
+    }
+
+    /// Waits until a read would find bytes (or the end of the stream), holding no buffer.
+    /// Called only after [`Self::try_read_now`] found nothing.
+    fn ready(&mut self) -> impl Future<Output = io::Result<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// Plain TCP: tokio tells readiness without a read.
+impl ConnReader for OwnedReadHalf {
+    fn try_read_now(&mut self, buf: &mut BytesMut) -> Option<io::Result<usize>> {
+        Some(self.try_read_buf(buf))
+    }
+
+    fn ready(&mut self) -> impl Future<Output = io::Result<()>> + Send {
+        self.readable()
+    }
+}
+
+/// TLS: rustls reads records into the reader's buffer as they come; it keeps its buffer.
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> ConnReader for tokio::io::ReadHalf<S> {}
+
+async fn read_loop<R: ConnReader>(
     rd: &mut R,
     buf: &mut BytesMut,
     decoder: FrameDecoder,
     cx: ReaderCtx<'_>,
 ) -> String {
     let ReaderCtx { id, driver, permits, stats, room, room_for_next, backlog, counters } = cx;
+    // Whether the last wait for bytes lasted IDLE_AFTER or more.
+    let mut idle = false;
     loop {
         loop {
             let frame = match decoder.decode(buf) {
@@ -335,7 +408,31 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 return "server shutting down".into();
             }
         }
-        let reason = match rd.read_buf(buf).await {
+        let read = match rd.try_read_now(buf) {
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Nothing to read: an idle connection waits without a receive buffer, unless a
+                // frame is half here (frames already taken keep their part of the old one alive
+                // as long as they need it).
+                if idle && buf.is_empty() {
+                    *buf = BytesMut::new();
+                }
+                let waiting = Instant::now();
+                let ready = rd.ready().await;
+                idle = waiting.elapsed() >= IDLE_AFTER;
+                match ready {
+                    Ok(()) => {
+                        if buf.capacity() == 0 {
+                            *buf = BytesMut::with_capacity(RECV_BUF_BYTES);
+                        }
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Some(read) => read,
+            None => rd.read_buf(buf).await,
+        };
+        let reason = match read {
             Ok(0) => "closed by client".to_string(),
             Ok(_) => continue,
             Err(e) => format!("read error: {e}"),
@@ -355,42 +452,73 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     backlog: Arc<Backlog>,
     stats: Arc<ConnStats>,
 ) {
-    let mut batch = BytesMut::with_capacity(64 * 1024);
+    // Frames gathered for one write; no buffer while an idle connection's outbox is empty, and
+    // none for a lone frame, which is written as it is.
+    let mut batch = BytesMut::new();
+    // Whether the last wait for a frame lasted IDLE_AFTER or more.
+    let mut idle = false;
     let mut closing = false;
     // Once the driver has closed the connection, what is left gets CLOSE_FLUSH to be written: a
     // client that does not read is not waited for.
     let mut deadline: Option<tokio::time::Instant> = None;
     while !closing {
-        let Some(first) = rx.recv().await else { break };
+        let first = match rx.try_recv() {
+            Ok(out) => out,
+            Err(_) => {
+                if idle {
+                    batch = BytesMut::new();
+                }
+                let waiting = Instant::now();
+                let Some(out) = rx.recv().await else { break };
+                idle = waiting.elapsed() >= IDLE_AFTER;
+                out
+            }
+        };
         let mut frames = 0u64;
-        let mut take = |out: Out, batch: &mut BytesMut| match out {
+        let mut lone: Option<Bytes> = None;
+        let mut take = |out: Out, lone: &mut Option<Bytes>, batch: &mut BytesMut| match out {
             Out::Reply(b) | Out::Frame(b) => {
                 frames += 1;
-                batch.extend_from_slice(&b);
+                match lone.take() {
+                    None if batch.is_empty() => *lone = Some(b),
+                    earlier => {
+                        if let Some(earlier) = earlier {
+                            batch.reserve(WRITE_BUF_BYTES.max(earlier.len() + b.len()));
+                            batch.extend_from_slice(&earlier);
+                        }
+                        batch.extend_from_slice(&b);
+                    }
+                }
                 false
             }
             Out::Close => true,
         };
-        closing = take(first, &mut batch);
+        closing = take(first, &mut lone, &mut batch);
         while !closing && batch.len() < WRITE_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(out) => closing = take(out, &mut batch),
+                Ok(out) => closing = take(out, &mut lone, &mut batch),
                 Err(_) => break,
             }
         }
-        let len = batch.len();
+        let mut lone = lone.unwrap_or_default();
+        let len = batch.len() + lone.len();
         let res = loop {
+            let write = async {
+                write_all(&mut wr, &mut lone).await?;
+                write_all(&mut wr, &mut batch).await
+            };
             if let Some(at) = deadline {
-                break match tokio::time::timeout_at(at, write_all(&mut wr, &mut batch)).await {
+                break match tokio::time::timeout_at(at, write).await {
                     Ok(res) => res,
                     Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
                 };
             }
             tokio::select! {
-                res = write_all(&mut wr, &mut batch) => break res,
+                res = write => break res,
                 () = backlog.closed() => deadline = Some(tokio::time::Instant::now() + CLOSE_FLUSH),
             }
         };
+        batch.clear();
         backlog.written(len);
         stats.sent.fetch_add(frames, Relaxed);
         if res.is_err() {
@@ -406,15 +534,19 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let _ = wr.shutdown().await;
 }
 
-async fn write_all<W: AsyncWrite + Unpin>(wr: &mut W, batch: &mut BytesMut) -> std::io::Result<()> {
-    while batch.has_remaining() {
-        let n = wr.write(batch).await?;
+/// Writes what `bytes` holds (nothing for an empty one), taking it from the front as the
+/// socket takes it, so that a write cut short by the close deadline leaves the rest.
+async fn write_all<W: AsyncWrite + Unpin, B: Buf>(wr: &mut W, bytes: &mut B) -> std::io::Result<()> {
+    if !bytes.has_remaining() {
+        return Ok(());
+    }
+    while bytes.has_remaining() {
+        let n = wr.write(bytes.chunk()).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        batch.advance(n);
+        bytes.advance(n);
     }
-    batch.clear();
     // TLS keeps what the socket did not take in its own buffer until flushed (a no-op on TCP).
     wr.flush().await
 }

@@ -109,6 +109,7 @@ pub async fn run(
         sasl_enabled: settings.sasl.provider,
         tick_ms: settings.tick_ms,
         container_max_never_used_ms: settings.container_max_never_used_ms,
+        memory_soft_limit_bytes: settings.tree_memory_soft_limit_bytes,
         // Only proposals carry the digest: a standalone server computes none.
         tree_digest: ensemble.is_some() && settings.digest_enabled,
         ..TreeConfig::default()

@@ -94,6 +94,10 @@ pub struct Settings {
     /// Requests answered this long after they arrived (or longer) are logged; `None` = off
     /// (`slowRequestThresholdMs`).
     pub slow_request: Option<std::time::Duration>,
+    /// The memory brake's soft limit on the tree's accounted bytes
+    /// (`zkrs.treeMemorySoftLimitBytes`; 0 = off), handed to zk-tree as
+    /// `TreeConfig::memory_soft_limit_bytes`.
+    pub tree_memory_soft_limit_bytes: u64,
     /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), its
     /// passwords replaced by `***` ([`redact_passwords`]), or `None` when the server started from
     /// its embedded defaults.
@@ -252,6 +256,7 @@ impl Settings {
             initial_config,
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
+            tree_memory_soft_limit_bytes: cfg.tree_memory_soft_limit_bytes,
             client_addr,
             secure_client_addr,
             tls,

@@ -70,6 +70,9 @@ pub struct ServerStats {
     pub auth_failed: u64,
     /// Writes answered SYSTEMERROR because the transaction log was out of space.
     pub writes_refused: u64,
+    /// Writes answered SYSTEMERROR by the memory brake (`zkrs.treeMemorySoftLimitBytes`), as
+    /// leader or standalone server (the server that preps them).
+    pub writes_refused_memory: u64,
     /// Whether the log is refusing writes right now (out of space).
     pub disk_full: bool,
     /// Sessions this server expired for want of pings, as standalone server or leader (Apache's
@@ -100,6 +103,7 @@ impl ServerStats {
             packets_sent: 0,
             auth_failed: 0,
             writes_refused: 0,
+            writes_refused_memory: 0,
             disk_full: false,
             sessions_expired: 0,
             digest_mismatches: 0,

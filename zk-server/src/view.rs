@@ -184,6 +184,11 @@ pub fn monitor_values(v: &View<'_>) -> Vec<(String, MntrValue)> {
         // zkrs's own: the log refuses writes while its disk is full.
         ("zk_log_disk_full", Int(i64::from(v.stats.disk_full))),
         ("zk_writes_refused_disk_full", MntrValue::Counter(v.stats.writes_refused)),
+        // zkrs's own: the memory brake (zkrs.treeMemorySoftLimitBytes; limit 0 = off).
+        ("zk_memory_brake", Int(i64::from(v.db.memory_brake_on()))),
+        ("zk_tree_memory_bytes", u(v.db.tree_memory_bytes())),
+        ("zk_tree_memory_soft_limit_bytes", u(v.db.memory_soft_limit_bytes())),
+        ("zk_writes_refused_memory_brake", MntrValue::Counter(v.stats.writes_refused_memory)),
     ];
     if let Some(q) = v.quorum {
         lines.push(("zk_learners", n(q.learners)));

@@ -46,6 +46,7 @@ impl Database {
             },
         };
         self.outstanding.applied(hdr.zxid);
+        self.pending_growth.applied(hdr.zxid);
         if hdr.zxid > self.last_applied {
             self.last_applied = hdr.zxid;
         }

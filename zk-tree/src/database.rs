@@ -3,6 +3,7 @@
 //! expiry), and its introspection.
 
 use crate::expiry::SessionExpiry;
+use crate::memory::{PendingGrowth, NODE_OVERHEAD_BYTES};
 use crate::outstanding::Outstanding;
 use crate::session::SessionTable;
 use crate::tree::DataTree;
@@ -59,6 +60,10 @@ pub struct Database {
     pub(crate) sessions: SessionTable,
     pub(crate) last_applied: i64,
     pub(crate) outstanding: Outstanding,
+    /// Leader-only: the growth of the txns prepped but not applied, for the memory brake.
+    pub(crate) pending_growth: PendingGrowth,
+    /// Leader-only: writes prep refused for the memory brake (see [`crate::memory`]).
+    pub(crate) memory_refusals: u64,
     pub(crate) expiry: SessionExpiry,
     /// Applying txns over a fuzzy snapshot (see [`crate::snapshot::Recovery`]): a create that
     /// finds its node present still moves the parent's cversion and pzxid forward, whatever its
@@ -80,6 +85,8 @@ impl Database {
             tree,
             sessions: SessionTable::new(),
             outstanding: Outstanding::default(),
+            pending_growth: PendingGrowth::default(),
+            memory_refusals: 0,
             expiry: SessionExpiry::new(cfg.tick_ms.max(1) as u64),
             last_applied: 0,
             replaying: false,
@@ -160,6 +167,7 @@ impl Database {
     /// ([`SessionExpiry::reopen`]).
     pub fn abandon_after(&mut self, zxid: i64) {
         self.outstanding.rollback_after(zxid);
+        self.pending_growth.rollback_after(zxid);
     }
 
     /// The replicated session set.
@@ -182,6 +190,7 @@ impl Database {
     /// timeout counted afresh from `now_ms` on the caller's monotonic clock.
     pub fn start_leading(&mut self, now_ms: u64) {
         self.outstanding = Outstanding::default();
+        self.pending_growth = PendingGrowth::default();
         let sessions: Vec<(SessionId, i32)> = self.sessions.iter().collect();
         self.expiry.restart_all(sessions.into_iter(), now_ms);
     }
@@ -195,6 +204,32 @@ impl Database {
     /// Sum of path lengths (UTF-16 units) and data lengths, as Apache's approximateDataSize.
     pub fn approximate_data_size(&self) -> u64 {
         self.tree.data_size()
+    }
+
+    /// The tree's memory as the memory brake counts it ([`crate::memory`]): the approximate data
+    /// size plus [`NODE_OVERHEAD_BYTES`] a node, plus the growth of the txns prepped and not yet
+    /// applied (on a leader; elsewhere none are).
+    pub fn tree_memory_bytes(&self) -> u64 {
+        let nodes = (self.node_count() as u64).saturating_mul(NODE_OVERHEAD_BYTES);
+        self.approximate_data_size().saturating_add(nodes).saturating_add(self.pending_growth.total())
+    }
+
+    /// The memory brake's limit, bytes (`TreeConfig::memory_soft_limit_bytes`; 0 = none).
+    pub fn memory_soft_limit_bytes(&self) -> u64 {
+        self.cfg.memory_soft_limit_bytes
+    }
+
+    /// Whether the memory brake is on: a limit is set and [`Self::tree_memory_bytes`] is over it,
+    /// so prep refuses every write that would grow the tree.
+    pub fn memory_brake_on(&self) -> bool {
+        let limit = self.cfg.memory_soft_limit_bytes;
+        limit > 0 && self.tree_memory_bytes() > limit
+    }
+
+    /// Writes prep refused for the memory brake on this database (leader-only: a learner preps
+    /// nothing).
+    pub fn memory_refusals(&self) -> u64 {
+        self.memory_refusals
     }
 
     /// Ephemeral nodes in the tree.

@@ -52,6 +52,7 @@ mod database;
 pub mod digest;
 pub mod expiry;
 pub mod java;
+pub mod memory;
 pub mod node;
 mod nodes;
 mod outstanding;
@@ -128,6 +129,11 @@ pub struct TreeConfig {
     /// proposals carry (Apache's `zookeeper.digest.enabled`, on by default there). Off, no
     /// digest is computed at all: a standalone server has no use for one.
     pub tree_digest: bool,
+    /// The memory brake's soft limit on the tree's accounted bytes (zoo.cfg's zkrs key
+    /// `zkrs.treeMemorySoftLimitBytes`; 0, the default, = no limit): past it, prep refuses writes
+    /// that grow the tree with [`memory::MEMORY_BRAKE_ERROR`] ([`memory`] says what is counted
+    /// and why).
+    pub memory_soft_limit_bytes: u64,
 }
 
 impl Default for TreeConfig {
@@ -144,6 +150,7 @@ impl Default for TreeConfig {
             x509_super_user: None,
             sasl_enabled: false,
             tree_digest: false,
+            memory_soft_limit_bytes: 0,
         }
     }
 }

@@ -5,9 +5,10 @@ use crate::acl::{check_acl, fixup_acl};
 use crate::database::Database;
 use crate::digest;
 use crate::java;
+use crate::memory::{MEMORY_BRAKE_ERROR, NODE_OVERHEAD_BYTES};
 use crate::node::{new_stat, owner_kind, ttl_owner, OwnerKind, CONTAINER_OWNER, MAX_TTL_MS};
 use crate::outstanding::ChangeRecord;
-use crate::tree::{is_special_path, parent_of};
+use crate::tree::{is_special_path, node_size, parent_of};
 use crate::{RequestCtx, SessionId};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -148,6 +149,17 @@ impl Database {
         }
     }
 
+    /// The memory brake ([`crate::memory`]): a write that would grow the tree by `growth` bytes
+    /// is refused while the tree's accounted bytes (in-flight growth included) are over the
+    /// limit. Writes that do not grow it, and writes under `/zookeeper/`, always pass.
+    fn check_memory(&mut self, path: &str, growth: u64) -> Result<(), ErrorCode> {
+        if growth == 0 || path.starts_with("/zookeeper/") || !self.memory_brake_on() {
+            return Ok(());
+        }
+        self.memory_refusals += 1;
+        Err(MEMORY_BRAKE_ERROR)
+    }
+
     fn prep_op(&mut self, ctx: &RequestCtx, op: &WriteOp, zxid: i64, now: i64) -> Result<Txn, ErrorCode> {
         match *op {
             WriteOp::Create { ty, path, data, acl, flags, ttl } => {
@@ -194,6 +206,11 @@ impl Database {
                 }
                 let mut stat = node.stat.take().unwrap_or_default();
                 let new_version = check_version(stat.version, version)?;
+                // Growth against the applied node, as the quota check above measures it.
+                let old_len = self.tree.get(path).and_then(|n| n.data()).map_or(0, |d| d.len() as u64);
+                let growth = data.as_ref().map_or(0, |d| d.len() as u64).saturating_sub(old_len);
+                self.check_memory(path, growth)?;
+                self.pending_growth.add(zxid, growth);
                 stat.version = new_version;
                 stat.mtime = now;
                 stat.mzxid = zxid;
@@ -326,6 +343,9 @@ impl Database {
             let bytes = data.as_ref().map_or(0, |d| d.len() as i64);
             self.tree.check_quota(&final_path, bytes, 1)?;
         }
+        let growth = node_size(&final_path, data.as_deref()) + NODE_OVERHEAD_BYTES;
+        self.check_memory(&final_path, growth)?;
+        self.pending_growth.add(zxid, growth);
         let new_cv = parent_cv.wrapping_add(1);
         // The record shares the tree's copy of the list when it has one (nearly always: one ACL
         // for most nodes), and the txn takes the list itself.
@@ -381,6 +401,7 @@ impl Database {
                 // Apache fails the whole request (a record of the wrong class for the op type, or
                 // an op a multi may not hold) with MARSHALLINGERROR.
                 self.outstanding.rollback(zxid);
+                self.pending_growth.rollback_after(zxid - 1);
                 return error_txn(ErrorCode::MarshallingError);
             };
             match self.prep_op(ctx, &op, zxid, now) {
@@ -389,6 +410,7 @@ impl Database {
                     failed = true;
                     txns.push((OpCode::Error, error_txn(e)));
                     self.outstanding.rollback(zxid);
+                    self.pending_growth.rollback_after(zxid - 1);
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Scenario tests of the whole database: prep then apply, reads, watches, sessions.
 
+mod memory_tests;
 mod multi_tests;
 mod prop_tests;
 mod snapshot_tests;

@@ -7,7 +7,9 @@
 //!   `updatelatency`) in milliseconds: `{quantile="0.5"}` (and 0.9, 0.99 for the ones Apache
 //!   registers at its advanced level) over the last 10 minutes, `<name>_count` and `<name>_sum`
 //!   ([`crate::summary`]); `mntr`'s avg/min/max/cnt/sum lines of these are not exported twice;
-//! - zkrs's own figures under their own names (`log_disk_full`, `writes_refused_disk_full`, and
+//! - zkrs's own figures under their own names (`log_disk_full`, `writes_refused_disk_full`, the
+//!   memory brake's `memory_brake`, `tree_memory_bytes`, `tree_memory_soft_limit_bytes` and
+//!   `writes_refused_memory_brake`, and
 //!   the histograms `zkrs_log_persist_seconds` and `zkrs_snapshot_seconds`).
 //!
 //! Only what zkrs measures is exported, each counting the same event Apache counts; docs/metrics.md
@@ -180,6 +182,20 @@ fn help(name: &str) -> String {
         "log_disk_full" => "zkrs: 1 while the transaction log refuses writes because its disk is full".into(),
         "writes_refused_disk_full" => {
             "zkrs: writes answered with an error because the log's disk was full".into()
+        }
+        "memory_brake" => {
+            "zkrs: 1 while the tree is over zkrs.treeMemorySoftLimitBytes and writes that grow it \
+             are refused"
+                .into()
+        }
+        "tree_memory_bytes" => {
+            "zkrs: the tree's memory as the memory brake counts it (paths, data, a per-node \
+             overhead, writes in flight)"
+                .into()
+        }
+        "tree_memory_soft_limit_bytes" => "zkrs: zkrs.treeMemorySoftLimitBytes (0 = no limit)".into(),
+        "writes_refused_memory_brake" => {
+            "zkrs: writes answered SYSTEMERROR because the tree was over zkrs.treeMemorySoftLimitBytes".into()
         }
         _ => format!("ZooKeeper {name} (as mntr reports it)"),
     }

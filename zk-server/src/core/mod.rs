@@ -423,6 +423,8 @@ pub struct ServerCore {
     divergences: VecDeque<u64>,
     /// Set while the log refuses writes for a full disk (since the first refusal, mono ms).
     disk_full_since_ms: Option<u64>,
+    /// The memory brake's log line: when it was last written (mono ms) and the refusals since.
+    memory_brake_log: (Option<u64>, u64),
     next_reap_ms: u64,
     next_purge_ms: Option<u64>,
     retain_in_flight: bool,
@@ -484,6 +486,7 @@ impl ServerCore {
             sasl_rng: StdRng::from_seed(cfg.sasl_seed),
             started_ms: now_ms,
             disk_full_since_ms: None,
+            memory_brake_log: (None, 0),
             sync_digest: None,
             divergences: VecDeque::new(),
             retain_in_flight: false,

@@ -58,12 +58,18 @@ impl ServerCore {
     /// Preps a write: reconfig requests here (on a leader with reconfiguration on), everything
     /// else (and reconfig without it: RECONFIGDISABLED) by the database.
     pub(super) fn prep_write(&mut self, ctx: &RequestCtx<'_>, req: &Request, zxid: i64, now: Now) -> Txn {
-        if let Request::Reconfig(r) = req {
-            if let Some(txn) = self.prep_reconfig(ctx, r, zxid, now) {
-                return txn;
-            }
+        let refusals = self.db.memory_refusals();
+        let txn = match req {
+            Request::Reconfig(r) => match self.prep_reconfig(ctx, r, zxid, now) {
+                Some(txn) => txn,
+                None => self.db.prep(ctx, req, zxid, now.wall_ms),
+            },
+            _ => self.db.prep(ctx, req, zxid, now.wall_ms),
+        };
+        if self.db.memory_refusals() != refusals {
+            self.memory_brake_refused(ctx.session, req.op(), now);
         }
-        self.db.prep(ctx, req, zxid, now.wall_ms)
+        txn
     }
 
     fn prep_reconfig(

@@ -9,6 +9,9 @@ const DIVERGENCE_REBUILDS_MAX: usize = 3;
 /// The window those rebuilds are counted in, ms.
 const DIVERGENCE_WINDOW_MS: u64 = 10 * 60_000;
 
+/// The memory brake's refusals are logged at most once in this many ms.
+const MEMORY_BRAKE_LOG_EVERY_MS: u64 = 10_000;
+
 impl ServerCore {
     /// The next zxid, or None when the epoch is exhausted. A leader then leaves its role (the
     /// request is not answered; its client reconnects elsewhere), and the next election starts
@@ -41,6 +44,30 @@ impl ServerCore {
             s.bytes_since = s.bytes_since.saturating_add(records.bytes());
         }
         self.actions.push_back(Action::Persist { records, inline: false });
+    }
+
+    /// Prep refused a write for the memory brake (zk-tree's `memory`): counted, and logged at
+    /// most once every [`MEMORY_BRAKE_LOG_EVERY_MS`] with the refusals since the last line, so a
+    /// client retrying in a loop cannot flood the log.
+    pub(super) fn memory_brake_refused(&mut self, session: SessionId, op: OpCode, now: Now) {
+        self.stats.writes_refused_memory += 1;
+        let (last, unlogged) = &mut self.memory_brake_log;
+        *unlogged += 1;
+        let now_ms = now.mono_ms();
+        if last.is_some_and(|t| now_ms < t + MEMORY_BRAKE_LOG_EVERY_MS) {
+            return;
+        }
+        warn!(
+            "{op:?} from session 0x{session:x} refused with SYSTEMERROR: the tree's accounted memory, \
+             {} bytes with the writes in flight, is over zkrs.treeMemorySoftLimitBytes={}; writes \
+             that grow the tree are refused until deletes bring it under ({} refused since the last \
+             such line)",
+            self.db.tree_memory_bytes(),
+            self.db.memory_soft_limit_bytes(),
+            unlogged
+        );
+        *last = Some(now_ms);
+        *unlogged = 0;
     }
 
     /// Proposes a txn just prepped: it carries the tree digest prep predicts for the tree once it

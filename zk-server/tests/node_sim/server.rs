@@ -107,6 +107,7 @@ impl Server {
         TreeConfig {
             tick_ms: settings.tick_ms,
             container_max_never_used_ms: settings.container_max_never_used_ms,
+            memory_soft_limit_bytes: settings.tree_memory_soft_limit_bytes,
             tree_digest: true,
             ..TreeConfig::default()
         }
