@@ -1174,13 +1174,13 @@ impl Replica {
                      snapshot from an epoch that failed): dropping what is past it and syncing again",
                     self.log.base
                 );
-                self.flush_learner_batch(core);
+                self.no_learner_batch("a resync below the log's start");
                 self.log_jobs += 1;
                 self.out.push_back(Output::ResyncBelow { cut: after_zxid });
                 self.look("truncation below the log's start", now, false);
             }
             LearnerAction::Truncate { after_zxid } => {
-                self.flush_learner_batch(core);
+                self.no_learner_batch("a truncation");
                 self.log_jobs += 1;
                 self.out.push_back(Output::TruncateLog { after: after_zxid });
             }
@@ -1250,6 +1250,14 @@ impl Replica {
                 self.look("disconnected", now, false);
             }
         }
+    }
+
+    /// A TRUNC (or a resync below the log's start) comes before any proposal of its sync, and
+    /// the decision that made this learner waited until every earlier proposal was durable: no
+    /// gathered batch can be waiting. (Its records would reach the log after the truncation,
+    /// which goes out first.)
+    fn no_learner_batch(&self, before: &str) {
+        assert!(self.learner_batch.is_none(), "proposals gathered before {before} of the log");
     }
 
     /// Hands the learner's gathered proposals to the log (through the core, which counts them
