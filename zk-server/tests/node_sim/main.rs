@@ -57,7 +57,8 @@ fn config(name: &str) -> Params {
         "five" => Params::five(),
         "observer" => Params::with_observer(),
         "single" => Params::single_voter(),
-        other => panic!("unknown configuration {other} (three, five, observer, single)"),
+        "reconfig" => Params::reconfig(),
+        other => panic!("unknown configuration {other} (three, five, observer, single, reconfig)"),
     }
 }
 
@@ -122,6 +123,11 @@ fn seeds_observer() {
 #[test]
 fn seeds_single_voter() {
     run_many("single", seeds(2));
+}
+
+#[test]
+fn seeds_reconfig() {
+    run_many("reconfig", seeds(2));
 }
 
 /// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace.

@@ -107,6 +107,7 @@ impl Server {
         TreeConfig {
             tick_ms: settings.tick_ms,
             container_max_never_used_ms: settings.container_max_never_used_ms,
+            super_digest: settings.super_digest.clone(),
             tree_digest: true,
             ..TreeConfig::default()
         }
