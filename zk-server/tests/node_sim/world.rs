@@ -1403,8 +1403,14 @@ impl World {
                     }
                 }
             }
-            // An administrator's reconfig request.
-            85..=99 if self.p.reconfig => self.reconfig_fault(),
+            // An administrator's reconfig request; now and then two at once, from two clients
+            // (the second may meet the first in flight: RECONFIGINPROGRESS).
+            85..=99 if self.p.reconfig => {
+                self.reconfig_fault();
+                if self.rng.gen_bool(0.2) {
+                    self.reconfig_fault();
+                }
+            }
             _ => {}
         }
         if self.t < self.p.run_ms {
@@ -1518,6 +1524,12 @@ impl World {
             return Err(format!("t={}: the healed ensemble did not converge\n{}", self.t, self.describe()));
         }
         self.check_end()
+    }
+
+    /// [`Self::finish`] from now on: the clients stop here (not at `Params::run_ms`).
+    pub fn finish_now(&mut self) -> Result<(), String> {
+        self.p.run_ms = self.p.run_ms.min(self.t);
+        self.finish()
     }
 
     /// One leader established, every other server up to date with it, all at the same zxid
@@ -2061,6 +2073,54 @@ impl World {
     /// Syncs (DIFF, TRUNC or SNAP) `sid` was sent.
     pub fn syncs_of(&self, sid: i64) -> u64 {
         self.syncs_of.get(&sid).copied().unwrap_or(0)
+    }
+
+    /// The configuration in force at `sid` (None while it is down).
+    pub fn config_of(&self, sid: i64) -> Option<QuorumConfig> {
+        let p = self.servers[(sid - 1) as usize].proc.as_ref()?;
+        Some(p.node.replica()?.config().clone())
+    }
+
+    /// Where the configuration in force at `sid` places `who` (None while `sid` is down).
+    pub fn placement(&self, sid: i64, who: i64) -> Option<Placement> {
+        self.config_of(sid).map(|c| zk_quorum::reconfig::placement(&c, who))
+    }
+
+    /// `sid`'s role as its core has it (None while it is down).
+    pub fn role(&self, sid: i64) -> Option<Role> {
+        Some(self.servers[(sid - 1) as usize].proc.as_ref()?.node.core().role())
+    }
+
+    /// Has a client send a reconfig request (see [`Self::request_reconfig`]) and runs until it
+    /// is answered: the configuration it installed, or the error code. Errors: no client was
+    /// connected, or no answer within `max_ms`.
+    pub fn reconfig(
+        &mut self,
+        joining: Option<(i64, &str)>,
+        leaving: Option<i64>,
+        max_ms: u64,
+    ) -> Result<Result<QuorumConfig, i32>, String> {
+        self.run_until_cond(max_ms, "a client connected", |w| {
+            w.clients.iter().any(|c| matches!(c.link, ClientLink::Connected { .. }) && c.admin.is_none())
+        })?;
+        let answered =
+            |w: &World| w.rec.reconfigs_acked.len() + w.rec.reconfig_errors.values().sum::<u64>() as usize;
+        let before = (answered(self), self.rec.reconfig_errors.clone());
+        if !self.request_reconfig(joining, leaving) {
+            return Err("no client connected to send the reconfig".into());
+        }
+        self.run_until_cond(max_ms, "the reconfig answered", |w| answered(w) > before.0)?;
+        if let Some(c) = self.rec.reconfigs_acked.last().filter(|_| self.rec.reconfig_errors == before.1) {
+            return Ok(Ok(c.clone()));
+        }
+        let code = self
+            .rec
+            .reconfig_errors
+            .iter()
+            .find(|(k, v)| before.1.get(k) != Some(v))
+            .map(|(k, _)| *k)
+            .expect("an error was counted");
+        Ok(Err(code))
     }
 }
 
