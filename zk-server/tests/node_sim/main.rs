@@ -130,10 +130,23 @@ fn seeds_reconfig() {
     run_many("reconfig", seeds(2));
 }
 
-/// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace.
+/// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace (`ZAB_LOG=1`: and the nodes' log lines).
 #[test]
 fn replay() {
     let Ok(seed) = std::env::var("ZAB_SEED") else { return };
+    if std::env::var("ZAB_LOG").is_ok() {
+        // The node's own log lines, each in its server's span (server id, sim time).
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(if std::env::var("ZAB_LOG").as_deref() == Ok("trace") {
+                tracing::Level::TRACE
+            } else {
+                tracing::Level::DEBUG
+            })
+            .without_time()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let seed: u64 = seed.parse().expect("ZAB_SEED is a number");
     let name = std::env::var("ZAB_CONFIG").unwrap_or_else(|_| "three".into());
     if let Err(e) = run_seed(&name, seed, true) {

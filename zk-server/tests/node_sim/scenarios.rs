@@ -784,3 +784,40 @@ fn reconfig_leader_removal_racing_a_power_loss() {
         w.finish_now()
     });
 }
+
+/// Found by the `reconfig` configuration (seed 1028): a removed server restarted as a joiner
+/// adopted the ensemble's configuration from a notification but kept, as pending, the older
+/// reconfiguration its own log ends with (the one that removed it), so its elections went on
+/// asking a quorum of that configuration too; once that configuration's voters had become
+/// observers, nothing could satisfy it and the joiner looked for a leader forever. A follower
+/// is removed (its log ends with that reconfiguration) and loses its power; the other follower
+/// is demoted to observer, leaving the leader the only voter; the removed server restarts
+/// (refused, then started as a joiner) and must follow the leader without a vote. Adopting a configuration settles any
+/// pending one that is not newer, as Apache's last seen configuration is replaced.
+#[test]
+fn reconfig_a_joiner_drops_the_stale_pending_configuration_of_its_log() {
+    let w = scenario("stale pending configuration", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let leader = w.leader().ok_or("no leader")?;
+        let v = leader % 3 + 1;
+        let other = 6 - leader - v;
+        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
+        let removed = reconfig_ok(w, None, Some(v))?;
+        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        w.power_loss(v, Keep::Durable, 0);
+        let single = reconfig_ok(w, Some((other, "observer")), None)?;
+        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
+            serves_as(w, other, single.version, Placement::Observer)
+        })?;
+        w.restart(v);
+        w.run_until_cond(ELECT_MS, "the joiner following without a vote", |w| {
+            serves_as(w, v, single.version, Placement::NonVoting)
+        })?;
+        writes_go_on(w, 10, ELECT_MS, "writes with a single voter")?;
+        w.finish_now()
+    });
+    assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
+}

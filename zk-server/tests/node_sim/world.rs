@@ -477,6 +477,7 @@ impl World {
                 let ev = self.events.remove(&seq).expect("every queued event is stored");
                 self.event(ev);
             } else if let Some((_, sid)) = next_timer {
+                let _span = tracing::debug_span!("server", sid, t = self.t).entered();
                 let now = self.servers[(sid - 1) as usize].now(self.t);
                 if let Some(p) = self.server(sid).proc.as_mut() {
                     p.node.handle_timeout(now);
@@ -578,6 +579,7 @@ impl World {
         if self.server(sid).proc.is_none() {
             return;
         }
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
         let now = self.servers[(sid - 1) as usize].now(self.t);
         let stop = self.stop_at.is_some() && self.at_moment(&Moment::Input(sid, &input));
         let Some(p) = self.server(sid).proc.as_mut() else { return };
@@ -590,6 +592,7 @@ impl World {
 
     /// Carries out every output of `sid`'s node (none while a scenario's stop holds the run).
     fn pump(&mut self, sid: i64) {
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
         loop {
             if self.server(sid).proc.is_none() {
                 return;
