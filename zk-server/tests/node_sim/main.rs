@@ -21,8 +21,14 @@
 //!
 //! `ZAB_SEEDS=N cargo test --release -p zk-server --test node_sim seeds_` runs N seeds per
 //! configuration (a few by default); a failing seed prints the command that replays it with a
-//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay`. CI runs the four configurations at
-//! the size test.sh names.
+//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay` (`ZAB_LOG=1` adds the nodes' log
+//! lines). CI runs the five configurations at the size test.sh names.
+//!
+//! The `reconfig` configuration (three voters, two observers, reconfigEnabled) adds reconfig
+//! requests to the faults, sent by a client as an administrator sends them; its end checks
+//! demand that every server, members and removed non-voting followers alike, has the final
+//! configuration in force and in /zookeeper/config and serves as it places it, and that every
+//! acknowledged reconfig came into force.
 //!
 //! Named scenarios (`scenarios.rs`: the replication bugs of Apache ZooKeeper that lost data and
 //! the findings of earlier simulations) script the same world: disks preloaded before the first
