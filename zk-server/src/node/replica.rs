@@ -1458,6 +1458,19 @@ impl Replica {
             l.set_configuration(self.verifier.clone(), Bytes::from(next.to_config_string()));
         }
         self.out.push_back(Output::InstallConfig(Box::new(next.clone())));
+        // A pending configuration no newer than this one is settled: it is this one, or an
+        // earlier one (committed before it, or never committed and superseded). Apache keeps one
+        // last seen configuration, which a newer one replaces. Kept, its voters would go on
+        // being asked for a quorum of every election and NEWLEADER here, though they may have
+        // become observers or left.
+        if self.pending.as_ref().is_some_and(|p| p.version <= next.version) {
+            info!(
+                "pending configuration {:#x} settled by {:#x}",
+                self.pending.as_ref().map_or(0, |p| p.version),
+                next.version
+            );
+            self.pending = None;
+        }
         self.cfg.config = next;
         let ecfg = self.election_config();
         self.fle.set_config(ecfg);

@@ -5,7 +5,10 @@
 //! - create, conditional setData and sync+getData on a few shared keys, whose histories are
 //!   checked for linearizability ([`super::linear`]);
 //! - sequential creates under one parent (acknowledged names must be unique);
-//! - ephemerals, and now and then a closeSession.
+//! - ephemerals, and now and then a closeSession;
+//! - when the fault model asks one for it (`World::reconfig_fault`), a reconfig request as an
+//!   administrator sends it: `addauth digest` as the super user, then the incremental reconfig
+//!   (op code 16), whose answer (the new configuration, or Apache's error) is recorded.
 //!
 //! An operation whose connection closes, whose server crashes, or that takes too long ends
 //! unknown (it may or may not have taken effect). A client whose connection ends tries another
@@ -19,8 +22,10 @@ use rand::Rng;
 use zk_proto::jute::{Jute, Reader};
 use zk_proto::{
     Acl, ConnectRequest, ConnectResponse, CreateRequest, GetDataRequest, GetDataResponse, Id, OpCode,
-    ReplyHeader, Request, SetDataRequest, Stat, SyncRequest,
+    ReconfigRequest, ReplyHeader, Request, SetDataRequest, Stat, SyncRequest,
 };
+use zk_quorum::config::QuorumConfig;
+use zk_server::node::replica::parse_config;
 
 use super::linear::{Event as LinEvent, Op as LinOp, Ret};
 
@@ -32,6 +37,12 @@ const OPS_PER_KEY_MAX: usize = 40;
 pub const OP_TIMEOUT_MS: u64 = 3_000;
 /// Session timeout the clients ask for.
 pub const SESSION_TIMEOUT_MS: i32 = 6_000;
+/// The super user's `addauth digest` credentials; the servers' zoo.cfg holds its digest
+/// ([`SUPER_DIGEST`]). Reconfiguring takes write access to /zookeeper/config, which only the
+/// super user has.
+pub const SUPER_AUTH: &[u8] = b"super:secret";
+/// `DigestAuthenticationProvider.superDigest` for [`SUPER_AUTH`].
+pub const SUPER_DIGEST: &str = "super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
 
 /// What a client is waiting for.
 #[derive(Debug, Clone)]
@@ -55,6 +66,8 @@ pub enum Op {
     Delete,
     /// closeSession.
     Close,
+    /// A reconfig request (after `addauth` as the super user).
+    Reconfig,
 }
 
 /// An operation in flight.
@@ -95,6 +108,8 @@ pub struct Client {
     pub last_sent_ms: u64,
     /// Scratch paths it created and has not deleted.
     pub scratch: Vec<String>,
+    /// A reconfig request to send as its next operation.
+    pub admin: Option<ReconfigRequest>,
 }
 
 /// Everything the clients learned, for the checks.
@@ -113,6 +128,12 @@ pub struct Record {
     /// Operations answered, and ended unknown.
     pub answered: u64,
     pub unknown: u64,
+    /// Reconfig requests acknowledged: the configuration each answered with.
+    pub reconfigs_acked: Vec<QuorumConfig>,
+    /// Reconfig requests answered with an error, by error code.
+    pub reconfig_errors: BTreeMap<i32, u64>,
+    /// Reconfig requests whose outcome stayed unknown.
+    pub reconfig_unknown: u64,
 }
 
 impl Record {
@@ -134,6 +155,7 @@ impl Client {
             next_op_ms: 0,
             last_sent_ms: 0,
             scratch: Vec::new(),
+            admin: None,
         }
     }
 
@@ -177,6 +199,19 @@ impl Client {
         let roll =
             if (35..=84).contains(&roll) && rec.histories[k].len() >= OPS_PER_KEY_MAX { 0 } else { roll };
         let (op, reqs): (Op, Vec<(i32, Request)>) = match roll {
+            // An administrator's reconfig: as the super user (addauth), then the request.
+            _ if self.admin.is_some() => {
+                let r = self.admin.take().expect("checked");
+                let auth = Request::Auth(zk_proto::AuthPacket {
+                    auth_type: 0,
+                    scheme: "digest".into(),
+                    auth: Bytes::from_static(SUPER_AUTH),
+                });
+                (
+                    Op::Reconfig,
+                    vec![(OpCode::Auth.code(), auth), (OpCode::Reconfig.code(), Request::Reconfig(r))],
+                )
+            }
             // The parent of the sequential creates, made once.
             _ if first => {
                 self.next_unique += 1;
@@ -266,8 +301,12 @@ impl Client {
         });
         let mut out = Vec::new();
         for (code, req) in reqs {
-            let xid = self.next_xid;
-            self.next_xid += 1;
+            let xid = if code == OpCode::Auth.code() {
+                zk_proto::xid::AUTH
+            } else {
+                self.next_xid += 1;
+                self.next_xid - 1
+            };
             out.push((xid, code, req));
         }
         let last_xid = out.last().map_or(0, |r| r.0);
@@ -340,6 +379,17 @@ impl Client {
                 }
                 None
             }
+            Op::Reconfig => {
+                if ok {
+                    match GetDataResponse::read(&mut r).ok().and_then(|g| parse_config(g.data.as_deref()?)) {
+                        Some(c) => rec.reconfigs_acked.push(c),
+                        None => *rec.reconfig_errors.entry(i32::MIN).or_insert(0) += 1,
+                    }
+                } else {
+                    *rec.reconfig_errors.entry(h.err).or_insert(0) += 1;
+                }
+                None
+            }
             Op::LinCreate(..) => {
                 if ok {
                     Some(Ret::Created)
@@ -373,8 +423,11 @@ impl Client {
 
     /// The operation in flight ends without an answer (its outcome stays unknown).
     pub fn abandon(&mut self, rec: &mut Record) {
-        if self.pending.take().is_some() {
+        if let Some(p) = self.pending.take() {
             rec.unknown += 1;
+            if matches!(p.op, Op::Reconfig) {
+                rec.reconfig_unknown += 1;
+            }
         }
     }
 }

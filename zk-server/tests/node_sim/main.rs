@@ -21,8 +21,15 @@
 //!
 //! `ZAB_SEEDS=N cargo test --release -p zk-server --test node_sim seeds_` runs N seeds per
 //! configuration (a few by default); a failing seed prints the command that replays it with a
-//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay`. The debug build (the workspace
-//! tests, and so CI) runs 10 seeds of each configuration.
+//! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay` (`ZAB_LOG=1` adds the nodes' log
+//! lines). The debug build (the workspace tests, and so CI) runs 10 seeds of each of the five
+//! configurations.
+//!
+//! The `reconfig` configuration (three voters, two observers, reconfigEnabled) adds reconfig
+//! requests to the faults, sent by a client as an administrator sends them; its end checks
+//! demand that every server, members and removed non-voting followers alike, has the final
+//! configuration in force and in /zookeeper/config and serves as it places it, and that every
+//! acknowledged reconfig came into force.
 //!
 //! Named scenarios (`scenarios.rs`: the replication bugs of Apache ZooKeeper that lost data and
 //! the findings of earlier simulations) script the same world: disks preloaded before the first
@@ -58,7 +65,8 @@ fn config(name: &str) -> Params {
         "five" => Params::five(),
         "observer" => Params::with_observer(),
         "single" => Params::single_voter(),
-        other => panic!("unknown configuration {other} (three, five, observer, single)"),
+        "reconfig" => Params::reconfig(),
+        other => panic!("unknown configuration {other} (three, five, observer, single, reconfig)"),
     }
 }
 
@@ -125,10 +133,28 @@ fn seeds_single_voter() {
     run_many("single", seeds(2));
 }
 
-/// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace.
+#[test]
+fn seeds_reconfig() {
+    run_many("reconfig", seeds(2));
+}
+
+/// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace (`ZAB_LOG=1`: and the nodes' log lines).
 #[test]
 fn replay() {
     let Ok(seed) = std::env::var("ZAB_SEED") else { return };
+    if std::env::var("ZAB_LOG").is_ok() {
+        // The node's own log lines, each in its server's span (server id, sim time).
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(if std::env::var("ZAB_LOG").as_deref() == Ok("trace") {
+                tracing::Level::TRACE
+            } else {
+                tracing::Level::DEBUG
+            })
+            .without_time()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let seed: u64 = seed.parse().expect("ZAB_SEED is a number");
     let name = std::env::var("ZAB_CONFIG").unwrap_or_else(|_| "three".into());
     if let Err(e) = run_seed(&name, seed, true) {

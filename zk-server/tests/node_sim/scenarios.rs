@@ -16,8 +16,11 @@
 //! glue around the Zab machines; here the glue is the server's own. `ZAB_VERBOSE=1` traces a
 //! scenario.
 
-use crate::world::{Keep, Moment, Params, World};
+use crate::world::{config_summary, Keep, Moment, Params, World};
+use zk_quorum::config::QuorumConfig;
+use zk_quorum::reconfig::Placement;
 use zk_quorum::wire::PacketType;
+use zk_server::core::Role;
 use zk_server::node::{EpochFile, Input, Output};
 
 /// The seed every scenario draws its delays from.
@@ -35,7 +38,7 @@ fn scenario(name: &str, p: Params, script: impl FnOnce(&mut World) -> R) -> Worl
     if let Err(e) = script(&mut w) {
         panic!("{name}: {e}\n{}(ZAB_VERBOSE=1 to trace)", w.describe());
     }
-    eprintln!("{name}: {:?}", w.stats);
+    eprintln!("{name}: t={} {:?}", w.t, w.stats);
     w
 }
 
@@ -579,4 +582,242 @@ fn zk_3875_crash_cycles_under_conditional_writes() {
         w.finish()
     });
     assert!(w.rec.answered > 100, "the clients were served: {} answers", w.rec.answered);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic reconfiguration.
+
+/// `voters` voters and `observers` observers with reconfiguration on, clients writing, no
+/// random faults: the script reconfigures.
+fn reconfigurable(voters: usize, observers: usize) -> Params {
+    Params {
+        voters,
+        observers,
+        reconfig: true,
+        faults: false,
+        clients: 3,
+        run_ms: 60_000,
+        settle_ms: 20_000,
+        ..Params::three()
+    }
+}
+
+/// A reconfig request answered: the configuration it installed, or an error naming the code.
+fn reconfig_ok(
+    w: &mut World,
+    joining: Option<(i64, &str)>,
+    leaving: Option<i64>,
+) -> Result<QuorumConfig, String> {
+    match w.reconfig(joining, leaving, ELECT_MS)? {
+        Ok(c) => Ok(c),
+        Err(code) => Err(format!("reconfig (joining {joining:?}, leaving {leaving:?}) answered {code}")),
+    }
+}
+
+/// Acknowledged writes grow by `n` within `ms`: the ensemble commits.
+fn writes_go_on(w: &mut World, n: usize, ms: u64, what: &str) -> R {
+    let before = w.rec.acked.len();
+    w.run_until_cond(ms, what, |w| w.rec.acked.len() >= before + n)
+}
+
+/// `sid` follows the leader in broadcast, placed `placed` by the configuration `version`.
+fn serves_as(w: &World, sid: i64, version: i64, placed: Placement) -> bool {
+    w.config_of(sid).is_some_and(|c| c.version == version)
+        && w.placement(sid, sid) == Some(placed)
+        && w.view(sid).up_to_date
+        && matches!(w.role(sid), Some(Role::Learner { observer }) if observer == (placed == Placement::Observer))
+}
+
+/// The leader removes itself (Apache's documentation: any server can be removed, the leader
+/// included, with a short unavailability while it hands off). The reconfig is acknowledged; a
+/// server of the rest leads; the old leader stays up as a non-voting follower, not shut down;
+/// writes go on, and no acknowledged write is lost.
+#[test]
+fn reconfig_the_leader_removes_itself() {
+    let w = scenario("leader removal", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        writes_go_on(w, 10, ELECT_MS, "writes before the reconfig")?;
+        let old = w.leader().ok_or("no leader")?;
+        let next = reconfig_ok(w, None, Some(old))?;
+        if next.servers.contains_key(&old) || next.servers.len() != 2 {
+            return Err(format!("the new configuration is {}", config_summary(&next)));
+        }
+        w.run_until_cond(ELECT_MS, "another server leading", |w| w.leader().is_some_and(|l| l != old))?;
+        let leader = w.leader().ok_or("no leader")?;
+        if w.config_of(leader).map(|c| c.version) != Some(next.version) {
+            return Err(format!("leader {leader} leads without configuration {:#x}", next.version));
+        }
+        w.run_until_cond(ELECT_MS, "the old leader following without a vote", |w| {
+            serves_as(w, old, next.version, Placement::NonVoting)
+        })?;
+        writes_go_on(w, 10, ELECT_MS, "writes after the hand-off")?;
+        w.finish_now()
+    });
+    assert!(w.installed.len() >= 2, "configurations put in force: {:?}", w.installed);
+}
+
+/// An observer promoted to participant votes: two voters (1, 2) and an observer (3); 3 is
+/// promoted, then the voter that does not lead loses its power: the leader and 3 are a quorum
+/// of the new configuration, so writes are still acknowledged (with the two voters of before,
+/// the leader alone would stall). Then the voter comes back and the leader loses its power: the
+/// two others elect a leader, which again takes 3's vote, and writes go on.
+#[test]
+fn reconfig_a_promoted_observer_votes() {
+    scenario("observer promotion", reconfigurable(2, 1), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        w.run_until_cond(ELECT_MS, "3 observing", |w| {
+            matches!(w.role(3), Some(Role::Learner { observer: true }))
+        })?;
+        let next = reconfig_ok(w, Some((3, "participant")), None)?;
+        if zk_quorum::reconfig::placement(&next, 3) != Placement::Participant {
+            return Err(format!("the new configuration is {}", config_summary(&next)));
+        }
+        w.run_until_cond(ELECT_MS, "3 following as a voter", |w| {
+            w.leader().is_some() && serves_as(w, 3, next.version, Placement::Participant)
+        })?;
+        let leader = w.leader().ok_or("no leader")?;
+        let other = 3 - leader;
+        w.power_loss(other, Keep::Durable, 0);
+        writes_go_on(w, 10, ELECT_MS, "writes with the leader and 3 alone")?;
+        w.restart(other);
+        w.run_until_cond(ELECT_MS, "the voter back", |w| w.view(other).up_to_date)?;
+        w.power_loss(leader, Keep::Durable, 0);
+        w.run_until_cond(ELECT_MS, "a leader elected by the other two", |w| {
+            w.leader().is_some_and(|l| l != leader)
+        })?;
+        writes_go_on(w, 10, ELECT_MS, "writes under the new leader")?;
+        w.restart(leader);
+        w.finish_now()
+    });
+}
+
+/// A voter removed and added back: it stays up as a non-voting follower; restarted, it is
+/// refused (its configuration no longer lists it, as zkrs-server and Apache's members refuse)
+/// and started again as a joiner, following without a vote; added back as a participant, its
+/// vote counts again (the third voter down, the leader and it commit).
+#[test]
+fn reconfig_remove_a_voter_then_add_it_back() {
+    let w = scenario("remove and add back", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let leader = w.leader().ok_or("no leader")?;
+        let v = leader % 3 + 1;
+        let third = 6 - leader - v;
+        let removed = reconfig_ok(w, None, Some(v))?;
+        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        writes_go_on(w, 10, ELECT_MS, "writes without it")?;
+        w.power_loss(v, Keep::Durable, 0);
+        w.restart(v);
+        w.run_until_cond(ELECT_MS, "the joiner following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        let leader = w.leader().ok_or("no leader")?;
+        let back = reconfig_ok(w, Some((v, "participant")), None)?;
+        w.run_until_cond(ELECT_MS, "it follows as a voter again", |w| {
+            serves_as(w, v, back.version, Placement::Participant)
+        })?;
+        let down = if third == leader { 6 - leader - v } else { third };
+        w.power_loss(down, Keep::Durable, 0);
+        writes_go_on(w, 10, ELECT_MS, "writes with the leader and it")?;
+        w.restart(down);
+        w.finish_now()
+    });
+    assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
+}
+
+/// A reconfiguration racing a power loss and an election: the leader proposes its own removal,
+/// and the moment a follower sends its ACK (the proposal durable there) the leader loses its
+/// power, before anything commits. The two followers elect a leader; the one with the proposal
+/// in its log wins (it has the newest zxid), so the configuration is pending there and its
+/// NEWLEADER needs a quorum of both configurations and carries it: it must come into force
+/// with the new epoch. The old leader comes back as a non-voting follower.
+#[test]
+fn reconfig_leader_removal_racing_a_power_loss() {
+    scenario("reconfig racing a power loss", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        writes_go_on(w, 5, ELECT_MS, "writes before the reconfig")?;
+        let old = w.leader().ok_or("no leader")?;
+        if !w.request_reconfig(None, Some(old)) {
+            return Err("no client connected".into());
+        }
+        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
+        let zxid = found.clone();
+        w.run_until_moment(ELECT_MS, "the leader proposes the reconfig", move |_, m| {
+            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
+            if *s != old || kind(packet) != Some(PacketType::Proposal) {
+                return false;
+            }
+            let reconfig = packet.data.clone().is_some_and(|d| {
+                zk_log::format::decode_payload_digest(d)
+                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
+            });
+            if reconfig {
+                found.set(packet.zxid);
+            }
+            reconfig
+        })?;
+        let z = zxid.get();
+        w.run_until_moment(ELECT_MS, "a follower ACKs it", move |_, m| {
+            matches!(m, Moment::Output(s, Output::SendPacket { packet, .. })
+                if *s != old && kind(packet) == Some(PacketType::Ack) && packet.zxid == z)
+        })?;
+        w.power_loss(old, Keep::Durable, 0);
+        w.run_until_cond(ELECT_MS, "a new leader", |w| w.leader().is_some_and(|l| l != old))?;
+        let leader = w.leader().ok_or("no leader")?;
+        let in_force = w.config_of(leader).ok_or("the leader is down")?;
+        if in_force.version != z || in_force.servers.contains_key(&old) {
+            return Err(format!(
+                "leader {leader} established with {:#x} ({}), not the proposed {z:#x}",
+                in_force.version,
+                config_summary(&in_force)
+            ));
+        }
+        w.restart(old);
+        w.run_until_cond(ELECT_MS, "the old leader following without a vote", |w| {
+            serves_as(w, old, z, Placement::NonVoting)
+        })?;
+        w.finish_now()
+    });
+}
+
+/// Found by the `reconfig` configuration (seed 1028): a removed server restarted as a joiner
+/// adopted the ensemble's configuration from a notification but kept, as pending, the older
+/// reconfiguration its own log ends with (the one that removed it), so its elections went on
+/// asking a quorum of that configuration too; once that configuration's voters had become
+/// observers, nothing could satisfy it and the joiner looked for a leader forever. A follower
+/// is removed (its log ends with that reconfiguration) and loses its power; the other follower
+/// is demoted to observer, leaving the leader the only voter; the removed server restarts
+/// (refused, then started as a joiner) and must follow the leader without a vote. Adopting a configuration settles any
+/// pending one that is not newer, as Apache's last seen configuration is replaced.
+#[test]
+fn reconfig_a_joiner_drops_the_stale_pending_configuration_of_its_log() {
+    let w = scenario("stale pending configuration", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let leader = w.leader().ok_or("no leader")?;
+        let v = leader % 3 + 1;
+        let other = 6 - leader - v;
+        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
+        let removed = reconfig_ok(w, None, Some(v))?;
+        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        w.power_loss(v, Keep::Durable, 0);
+        let single = reconfig_ok(w, Some((other, "observer")), None)?;
+        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
+            serves_as(w, other, single.version, Placement::Observer)
+        })?;
+        w.restart(v);
+        w.run_until_cond(ELECT_MS, "the joiner following without a vote", |w| {
+            serves_as(w, v, single.version, Placement::NonVoting)
+        })?;
+        writes_go_on(w, 10, ELECT_MS, "writes with a single voter")?;
+        w.finish_now()
+    });
+    assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
 }

@@ -108,6 +108,7 @@ impl Server {
             tick_ms: settings.tick_ms,
             container_max_never_used_ms: settings.container_max_never_used_ms,
             memory_soft_limit_bytes: settings.tree_memory_soft_limit_bytes,
+            super_digest: settings.super_digest.clone(),
             tree_digest: true,
             ..TreeConfig::default()
         }

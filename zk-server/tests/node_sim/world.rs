@@ -14,6 +14,8 @@ use rand::{Rng, SeedableRng};
 use zk_log::{AppendMode, CrashModel, FaultStorage};
 use zk_proto::Request;
 use zk_quorum::config::QuorumConfig;
+use zk_quorum::quorum::QuorumVerifier;
+use zk_quorum::reconfig::Placement;
 use zk_quorum::wire::PacketType;
 use zk_server::core::{Action, Event, Role, NODES_PER_STEP};
 use zk_server::ensemble::peers::SnapshotIntake;
@@ -109,6 +111,9 @@ pub struct Params {
     /// Apache's learners before 3.8.5 send them (ZK-4685): the leader must count the proposal
     /// and keep waiting for the NEWLEADER ACK.
     pub early_proposal_acks: bool,
+    /// `reconfigEnabled=true`, client addresses in the configuration, and (with `faults`)
+    /// reconfig requests among the faults ([`World::reconfig_fault`]).
+    pub reconfig: bool,
 }
 
 impl Params {
@@ -129,6 +134,7 @@ impl Params {
             log_ms: (1, 8),
             committed_log_max: 20,
             early_proposal_acks: false,
+            reconfig: false,
         }
     }
 
@@ -145,6 +151,14 @@ impl Params {
     /// One voter and two observers (standaloneEnabled=false).
     pub fn single_voter() -> Params {
         Params { voters: 1, observers: 2, ..Params::three() }
+    }
+
+    /// Three voters and two observers with dynamic reconfiguration: reconfig requests among the
+    /// faults remove voters (the leader too) and observers, add removed servers back, promote
+    /// observers and demote voters, so that runs pass through single-voter configurations,
+    /// observers and non-voting followers.
+    pub fn reconfig() -> Params {
+        Params { observers: 2, reconfig: true, ..Params::three() }
     }
 }
 
@@ -233,6 +247,8 @@ pub struct World {
     /// A scenario's stop (see [`World::run_until_moment`]), and whether it struck.
     stop_at: Option<StopAt>,
     halted: bool,
+    /// Versions of the configurations some server put in force (`Output::InstallConfig`).
+    pub installed: BTreeSet<i64>,
 }
 
 impl World {
@@ -241,14 +257,20 @@ impl World {
         let mut rng = StdRng::seed_from_u64(seed);
         let n = p.voters + p.observers;
         let mut lines = Vec::new();
-        for sid in 1..=n {
-            let kind = if sid <= p.voters { "participant" } else { "observer" };
-            lines.push(format!("server.{sid}=127.0.0.1:{}:{}:{kind}", 2000 + sid, 3000 + sid));
+        for sid in 1..=n as i64 {
+            let kind = if sid as usize <= p.voters { "participant" } else { "observer" };
+            lines.push(server_line(sid, kind, p.reconfig));
         }
         lines.push("version=0".into());
         let config = QuorumConfig::parse(&lines.join("\n")).expect("the simulation's ensemble parses");
-        let extra =
+        let mut extra =
             format!("snapCount={}\nsnapshot.idleSeconds=2\nautopurge.snapRetainCount=3\n", p.snap_count);
+        if p.reconfig {
+            extra.push_str(&format!(
+                "reconfigEnabled=true\nDigestAuthenticationProvider.superDigest={}\n",
+                client::SUPER_DIGEST
+            ));
+        }
         let mut servers = Vec::new();
         for sid in 1..=n as i64 {
             let replica = ReplicaConfig {
@@ -260,7 +282,7 @@ impl World {
                 sync_limit: p.sync_limit,
                 committed_log_max: p.committed_log_max,
                 read_only_mode: false,
-                reconfig_enabled: false,
+                reconfig_enabled: p.reconfig,
                 standalone_enabled: false,
                 // Small trees streamed in many steps and pieces, so a SNAP is fuzzy.
                 snap_step_items: 8,
@@ -309,6 +331,7 @@ impl World {
             syncs_of: BTreeMap::new(),
             stop_at: None,
             halted: false,
+            installed: BTreeSet::new(),
         }
     }
 
@@ -368,6 +391,29 @@ impl World {
     }
 
     fn boot(&mut self, sid: i64) {
+        if self.p.reconfig && !self.servers[(sid - 1) as usize].spec.replica.config.servers.contains_key(&sid)
+        {
+            // zkrs-server refuses to start from a configuration that does not list it (exit
+            // status 1, `ServerConfig::not_in_peer_list`), as Apache's members do after a
+            // reconfiguration removed them. The operator starts it again as Apache's
+            // documentation prescribes for a joiner: the newest configuration a member has,
+            // with this server listed as an observer, unversioned. It adopts the ensemble's
+            // configuration from its peers and follows as a non-voting member until added back.
+            self.count("starts refused: not in the configuration");
+            let mut joiner = self.newest_config();
+            joiner.version = 0;
+            let line = server_line(sid, "observer", true);
+            let spec = QuorumConfig::parse(&line)
+                .expect("a joiner's line parses")
+                .servers
+                .remove(&sid)
+                .expect("it names the joiner");
+            joiner.servers.insert(sid, spec);
+            self.note(|| format!("server {sid} is not in its configuration: started again as a joiner"));
+            let r = &mut self.server(sid).spec.replica;
+            r.config = joiner;
+            r.observer = true;
+        }
         let t = self.t;
         let seed = self.rng.gen();
         let offset = 0;
@@ -431,6 +477,7 @@ impl World {
                 let ev = self.events.remove(&seq).expect("every queued event is stored");
                 self.event(ev);
             } else if let Some((_, sid)) = next_timer {
+                let _span = tracing::debug_span!("server", sid, t = self.t).entered();
                 let now = self.servers[(sid - 1) as usize].now(self.t);
                 if let Some(p) = self.server(sid).proc.as_mut() {
                     p.node.handle_timeout(now);
@@ -532,6 +579,7 @@ impl World {
         if self.server(sid).proc.is_none() {
             return;
         }
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
         let now = self.servers[(sid - 1) as usize].now(self.t);
         let stop = self.stop_at.is_some() && self.at_moment(&Moment::Input(sid, &input));
         let Some(p) = self.server(sid).proc.as_mut() else { return };
@@ -544,6 +592,7 @@ impl World {
 
     /// Carries out every output of `sid`'s node (none while a scenario's stop holds the run).
     fn pump(&mut self, sid: i64) {
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
         loop {
             if self.server(sid).proc.is_none() {
                 return;
@@ -737,7 +786,18 @@ impl World {
                     Err(e) => self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t)),
                 }
             }
-            Output::InstallConfig(_) => {}
+            // The driver writes it beside zoo.cfg durably before it goes on (and zoo.cfg names
+            // it): a restart starts from it.
+            Output::InstallConfig(config) => {
+                self.count("configurations installed");
+                self.installed.insert(config.version);
+                self.note(|| {
+                    format!("server {sid} installs {:#x}: {}", config.version, config_summary(&config))
+                });
+                let r = &mut self.server(sid).spec.replica;
+                r.observer = zk_quorum::reconfig::placement(&config, sid) == Placement::Observer;
+                r.config = *config;
+            }
         }
     }
 
@@ -1346,12 +1406,98 @@ impl World {
                     }
                 }
             }
+            // An administrator's reconfig request; now and then two at once, from two clients
+            // (the second may meet the first in flight: RECONFIGINPROGRESS).
+            85..=99 if self.p.reconfig => {
+                self.reconfig_fault();
+                if self.rng.gen_bool(0.2) {
+                    self.reconfig_fault();
+                }
+            }
             _ => {}
         }
         if self.t < self.p.run_ms {
             let dt = self.rng.gen_range(100..1500);
             self.at(dt, Ev::Fault);
         }
+    }
+
+    /// A reconfig request, drawn against the newest configuration a member has: remove a voter
+    /// (the leader, a third of the time), remove an observer, add a server the configuration
+    /// lacks (as a voter or an observer), promote an observer, demote a voter. One client sends
+    /// it to the server it is connected to (the request may be stale, or refused: NEWCONFIGNOQUORUM,
+    /// RECONFIGINPROGRESS, BADARGUMENTS are answers like any other).
+    fn reconfig_fault(&mut self) {
+        let config = self.newest_config();
+        let n = self.servers.len() as i64;
+        let of = |p: Placement| -> Vec<i64> {
+            (1..=n).filter(|s| zk_quorum::reconfig::placement(&config, *s) == p).collect()
+        };
+        let (voters, observers, outside) =
+            (of(Placement::Participant), of(Placement::Observer), of(Placement::NonVoting));
+        let pick = |rng: &mut StdRng, v: &[i64]| v[rng.gen_range(0..v.len())];
+        let mut kinds: Vec<&'static str> = vec!["remove a voter", "demote a voter"];
+        if !observers.is_empty() {
+            kinds.extend(["remove an observer", "promote an observer"]);
+        }
+        if !outside.is_empty() {
+            kinds.extend(["add a voter", "add an observer"]);
+        }
+        let kind = kinds[self.rng.gen_range(0..kinds.len())];
+        let (joining, leaving) = match kind {
+            "remove a voter" => {
+                let leader = self.leader().filter(|l| voters.contains(l));
+                let sid = match leader {
+                    Some(l) if self.rng.gen_bool(0.33) => l,
+                    _ => pick(&mut self.rng, &voters),
+                };
+                (None, Some(sid))
+            }
+            "demote a voter" => (Some((pick(&mut self.rng, &voters), "observer")), None),
+            "remove an observer" => (None, Some(pick(&mut self.rng, &observers))),
+            "promote an observer" => (Some((pick(&mut self.rng, &observers), "participant")), None),
+            "add a voter" => (Some((pick(&mut self.rng, &outside), "participant")), None),
+            _ => (Some((pick(&mut self.rng, &outside), "observer")), None),
+        };
+        if self.request_reconfig(joining, leaving) {
+            self.count(kind);
+            self.note(|| format!("reconfig requested: {kind} ({joining:?}, leaving {leaving:?})"));
+        } else {
+            self.count("reconfigs not sent: no client connected");
+        }
+    }
+
+    /// Has a connected client (one at random) send a reconfig request as its next operation:
+    /// `joining` the server with that role, `leaving` the server. Returns whether a client was
+    /// connected to take it.
+    pub fn request_reconfig(&mut self, joining: Option<(i64, &str)>, leaving: Option<i64>) -> bool {
+        let idle: Vec<usize> = (0..self.clients.len())
+            .filter(|&c| matches!(self.clients[c].link, ClientLink::Connected { .. }))
+            .filter(|&c| self.clients[c].admin.is_none())
+            .collect();
+        if idle.is_empty() {
+            return false;
+        }
+        let c = idle[self.rng.gen_range(0..idle.len())];
+        self.clients[c].admin = Some(zk_proto::ReconfigRequest {
+            joining_servers: joining.map(|(sid, kind)| server_line(sid, kind, true)),
+            leaving_servers: leaving.map(|sid| sid.to_string()),
+            new_members: None,
+            cur_config_id: -1,
+        });
+        true
+    }
+
+    /// The newest configuration a server holds (in force there, or in its files while down).
+    pub fn newest_config(&self) -> QuorumConfig {
+        self.servers
+            .iter()
+            .map(|s| {
+                s.proc.as_ref().and_then(|p| p.node.replica()).map_or(&s.spec.replica.config, |r| r.config())
+            })
+            .max_by_key(|c| c.version)
+            .expect("servers")
+            .clone()
     }
 
     /// Stops the faults, heals the network, restarts every server and lets the ensemble
@@ -1383,10 +1529,19 @@ impl World {
         self.check_end()
     }
 
-    /// One leader established, every other server up to date with it, all at the same zxid.
+    /// [`Self::finish`] from now on: the clients stop here (not at `Params::run_ms`).
+    pub fn finish_now(&mut self) -> Result<(), String> {
+        self.p.run_ms = self.p.run_ms.min(self.t);
+        self.finish()
+    }
+
+    /// One leader established, every other server up to date with it, all at the same zxid
+    /// (and, with reconfiguration, the same configuration in force: the members of the final
+    /// configuration, and the servers it removed as non-voting followers).
     pub fn converged(&self) -> bool {
         let mut leader = None;
         let mut zxids = BTreeSet::new();
+        let mut versions = BTreeSet::new();
         for s in &self.servers {
             let Some(p) = s.proc.as_ref() else { return false };
             let Some(r) = p.node.replica() else { return false };
@@ -1401,8 +1556,12 @@ impl World {
                 leader = Some(s.sid);
             }
             zxids.insert(p.node.database().last_applied_zxid());
+            versions.insert(r.config().version);
         }
-        leader.is_some() && zxids.len() == 1 && self.clients.iter().all(|c| c.pending.is_none())
+        leader.is_some()
+            && zxids.len() == 1
+            && versions.len() == 1
+            && self.clients.iter().all(|c| c.pending.is_none())
     }
 
     pub fn describe(&self) -> String {
@@ -1461,6 +1620,15 @@ impl World {
                 self.t,
                 missing.len()
             ));
+        }
+        let in_force = p.node.replica().map_or(0, |r| r.config().version);
+        if let Some(acked) = self.rec.reconfigs_acked.iter().map(|c| c.version).max() {
+            if acked > in_force {
+                self.failures.push(format!(
+                    "t={}: server {sid} established epoch {epoch} with configuration {in_force:#x} in force, older than acknowledged reconfiguration {acked:#x}",
+                    self.t
+                ));
+            }
         }
         let lost: Vec<(&String, &u32)> =
             self.committed.iter().filter(|(path, _)| db.tree().get(path).is_none()).collect();
@@ -1627,6 +1795,9 @@ impl World {
                 ));
             }
         }
+        if self.p.reconfig {
+            self.check_configs(&mut errors);
+        }
         for (k, h) in self.rec.histories.iter().enumerate() {
             if let Err(e) = linear::check(h) {
                 errors.push(format!("/k{k}: {e}"));
@@ -1639,6 +1810,102 @@ impl World {
             Ok(())
         } else {
             Err(errors.join("\n"))
+        }
+    }
+
+    /// With reconfiguration, once converged: every server has the leader's configuration in
+    /// force and holds it in /zookeeper/config; each serves as that configuration places it (a
+    /// voter leads or follows, an observer observes, a server it lacks follows without a vote,
+    /// as Apache's removed servers do); the leader votes in it; every acknowledged reconfig
+    /// came into force and is no newer than it.
+    fn check_configs(&mut self, errors: &mut Vec<String>) {
+        let Some(leader) = self.leader() else {
+            errors.push("no leader".into());
+            return;
+        };
+        let final_config = self.servers[(leader - 1) as usize]
+            .proc
+            .as_ref()
+            .and_then(|p| p.node.replica())
+            .expect("the leader runs")
+            .config()
+            .clone();
+        let text = final_config.to_config_string();
+        if zk_quorum::reconfig::placement(&final_config, leader) != Placement::Participant {
+            errors.push(format!("leader {leader} does not vote in {}", config_summary(&final_config)));
+        }
+        for s in &self.servers {
+            let p = s.proc.as_ref().expect("converged: every server is up");
+            let r = p.node.replica().expect("an ensemble node");
+            if r.config().to_config_string() != text {
+                errors.push(format!(
+                    "server {} has {:#x} in force ({}), the leader {:#x} ({})",
+                    s.sid,
+                    r.config().version,
+                    config_summary(r.config()),
+                    final_config.version,
+                    config_summary(&final_config)
+                ));
+            }
+            if s.spec.replica.config.to_config_string() != text {
+                errors.push(format!("server {}'s configuration file is not the one in force", s.sid));
+            }
+            let node =
+                p.node.database().tree().get("/zookeeper/config").map(|n| n.data_bytes().unwrap_or_default());
+            if node.as_deref() != Some(text.as_bytes()) {
+                errors.push(format!(
+                    "server {}'s /zookeeper/config is {:?}, the configuration in force {text:?}",
+                    s.sid,
+                    node.map(|b| String::from_utf8_lossy(&b).into_owned())
+                ));
+            }
+            let role = p.node.core().role();
+            let placed = zk_quorum::reconfig::placement(&final_config, s.sid);
+            let fits = match (placed, role) {
+                (Placement::Participant, Role::Leader { .. }) => true,
+                (Placement::Participant | Placement::NonVoting, Role::Learner { observer }) => !observer,
+                (Placement::Observer, Role::Learner { observer }) => observer,
+                _ => false,
+            };
+            if !fits {
+                errors.push(format!("server {} serves as {role:?}, placed {placed:?}", s.sid));
+            }
+        }
+        for acked in &self.rec.reconfigs_acked {
+            if acked.version > final_config.version || !self.installed.contains(&acked.version) {
+                errors.push(format!(
+                    "acknowledged reconfiguration {:#x} ({}) never came into force (in force: {:#x})",
+                    acked.version,
+                    config_summary(acked),
+                    final_config.version
+                ));
+            }
+        }
+        self.stats.insert("reconfigs acknowledged", self.rec.reconfigs_acked.len() as u64);
+        self.stats.insert("reconfig outcomes unknown", self.rec.reconfig_unknown);
+        for (&code, &n) in &self.rec.reconfig_errors {
+            let name = match code {
+                -13 => "reconfigs answered NEWCONFIGNOQUORUM",
+                -14 => "reconfigs answered RECONFIGINPROGRESS",
+                -8 => "reconfigs answered BADARGUMENTS",
+                -103 => "reconfigs answered BADVERSION",
+                _ => "reconfigs answered another error",
+            };
+            *self.stats.entry(name).or_insert(0) += n;
+        }
+        if let Some(other) = self.rec.reconfig_errors.keys().find(|c| ![-13, -14, -8, -103].contains(*c)) {
+            errors.push(format!("a reconfig was answered {other}, not an error Apache's leader gives"));
+        }
+        let voters = QuorumVerifier::from_config(&final_config).voters().len();
+        self.stats.insert("final voters (sum over seeds)", voters as u64);
+        if voters == 1 {
+            self.count("runs ending with a single voter");
+        }
+        let outside = (1..=self.servers.len() as i64)
+            .filter(|s| zk_quorum::reconfig::placement(&final_config, *s) == Placement::NonVoting)
+            .count();
+        if outside > 0 {
+            self.count("runs ending with non-voting followers");
         }
     }
 
@@ -1810,6 +2077,72 @@ impl World {
     pub fn syncs_of(&self, sid: i64) -> u64 {
         self.syncs_of.get(&sid).copied().unwrap_or(0)
     }
+
+    /// The configuration in force at `sid` (None while it is down).
+    pub fn config_of(&self, sid: i64) -> Option<QuorumConfig> {
+        let p = self.servers[(sid - 1) as usize].proc.as_ref()?;
+        Some(p.node.replica()?.config().clone())
+    }
+
+    /// Where the configuration in force at `sid` places `who` (None while `sid` is down).
+    pub fn placement(&self, sid: i64, who: i64) -> Option<Placement> {
+        self.config_of(sid).map(|c| zk_quorum::reconfig::placement(&c, who))
+    }
+
+    /// `sid`'s role as its core has it (None while it is down).
+    pub fn role(&self, sid: i64) -> Option<Role> {
+        Some(self.servers[(sid - 1) as usize].proc.as_ref()?.node.core().role())
+    }
+
+    /// Has a client send a reconfig request (see [`Self::request_reconfig`]) and runs until it
+    /// is answered: the configuration it installed, or the error code. Errors: no client was
+    /// connected, or no answer within `max_ms`.
+    pub fn reconfig(
+        &mut self,
+        joining: Option<(i64, &str)>,
+        leaving: Option<i64>,
+        max_ms: u64,
+    ) -> Result<Result<QuorumConfig, i32>, String> {
+        self.run_until_cond(max_ms, "a client connected", |w| {
+            w.clients.iter().any(|c| matches!(c.link, ClientLink::Connected { .. }) && c.admin.is_none())
+        })?;
+        let answered =
+            |w: &World| w.rec.reconfigs_acked.len() + w.rec.reconfig_errors.values().sum::<u64>() as usize;
+        let before = (answered(self), self.rec.reconfig_errors.clone());
+        if !self.request_reconfig(joining, leaving) {
+            return Err("no client connected to send the reconfig".into());
+        }
+        self.run_until_cond(max_ms, "the reconfig answered", |w| answered(w) > before.0)?;
+        if let Some(c) = self.rec.reconfigs_acked.last().filter(|_| self.rec.reconfig_errors == before.1) {
+            return Ok(Ok(c.clone()));
+        }
+        let code = self
+            .rec
+            .reconfig_errors
+            .iter()
+            .find(|(k, v)| before.1.get(k) != Some(v))
+            .map(|(k, _)| *k)
+            .expect("an error was counted");
+        Ok(Err(code))
+    }
+}
+
+/// Server `sid`'s line in a configuration, of `kind` (participant or observer); with its client
+/// address when `client` (a reconfig request's joining servers need one).
+pub fn server_line(sid: i64, kind: &str, client: bool) -> String {
+    let mut line = format!("server.{sid}=127.0.0.1:{}:{}:{kind}", 2000 + sid, 3000 + sid);
+    if client {
+        line.push_str(&format!(";127.0.0.1:{}", 4000 + sid));
+    }
+    line
+}
+
+/// A configuration in a few words: its voters and observers.
+pub fn config_summary(c: &QuorumConfig) -> String {
+    let of = |p: Placement| -> Vec<i64> {
+        c.servers.keys().copied().filter(|s| zk_quorum::reconfig::placement(c, *s) == p).collect()
+    };
+    format!("voters {:?}, observers {:?}", of(Placement::Participant), of(Placement::Observer))
 }
 
 /// A canonical dump of a database: every node with its data and stat, and the sessions.
@@ -1818,12 +2151,14 @@ pub fn dump(db: &zk_tree::Database) -> String {
     nodes.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = String::new();
     for (path, n) in nodes {
-        let _ = writeln!(
-            out,
-            "{path} {:?} {:?}",
-            n.data_bytes(),
-            n.client_stat(false, db.tree().num_children(n))
-        );
+        let mut stat = n.client_stat(false, db.tree().num_children(n));
+        if path == "/zookeeper/config" {
+            // Each member writes a configuration that did not come with a transaction (the
+            // first leader's stamp of version 0, a NEWLEADER's) on its own clock, as Apache's
+            // do: its modification time is the member's own.
+            stat.mtime = 0;
+        }
+        let _ = writeln!(out, "{path} {:?} {stat:?}", n.data_bytes());
     }
     for (s, t) in db.sessions().iter() {
         let _ = writeln!(out, "session {s:#x} {t}");
