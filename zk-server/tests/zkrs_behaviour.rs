@@ -130,7 +130,18 @@ fn random_garbage_never_takes_the_server_down() {
         }
     }
     assert_eq!(good.create("/g/after", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    assert_eq!(server.four_letter("ruok"), "imok");
+    // The garbage connections count against maxClientCnxns (60 from one address) until the
+    // server has read each one's end: on a loaded machine a new connection can still be turned
+    // away for a moment, so the four-letter word is asked again for up to 5 s.
+    let mut answer = String::new();
+    for _ in 0..50 {
+        answer = server.four_letter("ruok");
+        if answer == "imok" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(answer, "imok");
 }
 
 /// A watcher that never reads while other clients' writes keep firing its watch: once its socket
