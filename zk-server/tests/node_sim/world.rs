@@ -576,18 +576,25 @@ impl World {
 
     /// Hands `input` to server `sid`'s node and carries out what it asks.
     fn input(&mut self, sid: i64, input: Input) {
+        if self.input_unpumped(sid, input) {
+            self.pump(sid);
+        }
+    }
+
+    /// Hands `sid`'s node an input without carrying out its outputs; false if it is down.
+    fn input_unpumped(&mut self, sid: i64, input: Input) -> bool {
         if self.server(sid).proc.is_none() {
-            return;
+            return false;
         }
         let _span = tracing::debug_span!("server", sid, t = self.t).entered();
         let now = self.servers[(sid - 1) as usize].now(self.t);
         let stop = self.stop_at.is_some() && self.at_moment(&Moment::Input(sid, &input));
-        let Some(p) = self.server(sid).proc.as_mut() else { return };
+        let Some(p) = self.server(sid).proc.as_mut() else { return false };
         p.node.handle(now, input);
         if stop {
             self.halted = true;
         }
-        self.pump(sid);
+        true
     }
 
     /// Carries out every output of `sid`'s node (none while a scenario's stop holds the run).
@@ -1085,7 +1092,19 @@ impl World {
                     _ => {}
                 }
                 let zxid = packet.zxid;
-                self.input(to.sid, Input::Packet { conn: to.conn, packet });
+                // As the driver: a node that leads an established epoch or follows a leader it
+                // is up to date with takes every packet already read before its outputs are
+                // carried out (a follower logs their proposals as one batch); otherwise each
+                // packet is a step of its own.
+                let batching = self.gen_of(to.sid) == Some(to.gen)
+                    && self.server(to.sid).proc.as_ref().is_some_and(|p| p.node.in_broadcast());
+                if batching {
+                    self.input_unpumped(to.sid, Input::Packet { conn: to.conn, packet });
+                    self.more_packets(id, dir, to);
+                    self.pump(to.sid);
+                } else {
+                    self.input(to.sid, Input::Packet { conn: to.conn, packet });
+                }
                 if newleader && self.gen_of(to.sid) == Some(to.gen) {
                     // What the sync handed the log so far must be durable before the NEWLEADER
                     // ACK (ZK-3911, -4646, -4785, -3023) and before currentEpoch (ZK-4643).
@@ -1108,11 +1127,45 @@ impl World {
                 self.input(to.sid, Input::PeerClosed { conn: to.conn, why });
             }
         }
+        // Packets taken in a batch emptied the pipe too.
+        let (drained, more) = match self.net.links.get_mut(&id) {
+            Some(l) if more && l.pipes[dir].is_empty() => {
+                let watched = l.drain_watch[dir];
+                l.drain_watch[dir] = false;
+                (drained || watched, false)
+            }
+            _ => (drained, more),
+        };
         if drained && self.gen_of(from.sid) == Some(from.gen) {
             self.input(from.sid, Input::PeerDrained { conn: from.conn });
         }
         if more {
             self.schedule_pipe(id, dir);
+        }
+    }
+
+    /// The packets queued behind the one just handled on link `id`, direction `dir`, taken
+    /// while the reader stays in broadcast (the driver's `try_next_packet`), each handled without
+    /// carrying out the node's outputs in between. Bounded by the driver's batch size.
+    fn more_packets(&mut self, id: u64, dir: usize, to: End) {
+        for _ in 1..1024 {
+            if self.halted || self.gen_of(to.sid) != Some(to.gen) {
+                return;
+            }
+            if !self.server(to.sid).proc.as_ref().is_some_and(|p| p.node.in_broadcast()) {
+                return;
+            }
+            let Some(l) = self.net.links.get_mut(&id) else { return };
+            if !l.open[1 - dir] || !matches!(l.pipes[dir].front(), Some(Msg::Packet(_))) {
+                return;
+            }
+            let Some(Msg::Packet(packet)) = l.pipes[dir].pop_front() else { return };
+            let key = (to.sid, to.gen, to.conn);
+            if packet.packet_type == PacketType::Commit.to_wire() && self.after_newleader.contains(&key) {
+                self.count("COMMITs between NEWLEADER and UPTODATE");
+            }
+            self.count("packets taken in a batch");
+            self.input_unpumped(to.sid, Input::Packet { conn: to.conn, packet });
         }
     }
 
