@@ -66,7 +66,7 @@ fn slot_hash(s: Slot) -> u64 {
 
 /// A node's children as slot numbers (4 bytes each: names live once, in the child's path), plus
 /// what Java's HashSet order depends on: the largest size reached (its capacity never shrinks)
-/// and the next insertion rank (each child keeps its own in [`Node::rank`]).
+/// and the next insertion rank (each child keeps its own in [`NodeStat::rank`]).
 #[derive(Debug, Default, Clone)]
 pub struct Children {
     set: hashbrown::HashTable<Slot>,
