@@ -142,15 +142,7 @@ fn every_command_has_apaches_fields_and_types() {
     }
     // monitor: zkrs's keys are Apache's (same types) plus zkrs's own.
     let (a, z) = (json_of(a_addr, "monitor"), json_of(z_addr, "monitor"));
-    let zkrs_own = [
-        "log_disk_full",
-        "writes_refused_disk_full",
-        "memory_brake",
-        "tree_memory_bytes",
-        "tree_memory_soft_limit_bytes",
-        "writes_refused_memory_brake",
-        "last_proposal_size",
-    ];
+    let zkrs_own = support::ZKRS_ONLY_METRICS;
     for (k, v) in z.as_object().unwrap() {
         match a.get(k) {
             Some(av) => assert_eq!(shape(v), shape(av), "monitor {k}"),

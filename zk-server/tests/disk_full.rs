@@ -14,14 +14,6 @@ use support::disk::{fill, Tmpfs};
 use support::*;
 use zk_proto::*;
 
-fn mntr_value(server: &ServerProc, key: &str) -> String {
-    let text = server.four_letter("mntr");
-    text.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
-        .unwrap_or_else(|| panic!("no {key} in mntr:\n{text}"))
-        .to_string()
-}
-
 #[test]
 fn full_log_disk_refuses_writes_and_recovers() {
     let Some(fs) = Tmpfs::mount(4 << 20) else { return };
@@ -101,8 +93,8 @@ fn full_log_disk_refuses_writes_and_recovers() {
         ConnectRequest { time_out: 30_000, read_only: Some(false), ..Default::default() },
     );
     assert!(refused_session.is_none(), "session creation needs the log");
-    assert_eq!(mntr_value(&server, "zk_log_disk_full"), "1");
-    assert!(mntr_value(&server, "zk_writes_refused_disk_full").parse::<u64>().unwrap() >= 53);
+    assert_eq!(server.mntr_value("zk_log_disk_full"), "1");
+    assert!(server.mntr_value("zk_writes_refused_disk_full").parse::<u64>().unwrap() >= 53);
 
     // The expired session's closeSession is refused too: its ephemeral stays while the disk is full.
     std::thread::sleep(Duration::from_secs(7));
@@ -115,7 +107,7 @@ fn full_log_disk_refuses_writes_and_recovers() {
     assert_eq!(r.header.zxid, last_ok_zxid + 1, "refused writes took no zxids");
     acked.push(refused_at);
     assert_eq!(c.set_data("/t/n0", b"new", 0).err(), ErrorCode::Ok, "the refused set left the version");
-    assert_eq!(mntr_value(&server, "zk_log_disk_full"), "0");
+    assert_eq!(server.mntr_value("zk_log_disk_full"), "0");
     // The pending expiry goes through now.
     let deadline = Instant::now() + Duration::from_secs(10);
     while c.exists("/eph", false).err() == ErrorCode::Ok {

@@ -134,15 +134,7 @@ fn mntr_names_are_apaches() {
     }
     let (a, z) = (mntr_keys(&apache), mntr_keys(&zkrs));
     // zkrs's own lines, and one Apache prints on a leader only.
-    let zkrs_only = [
-        "log_disk_full",
-        "writes_refused_disk_full",
-        "memory_brake",
-        "tree_memory_bytes",
-        "tree_memory_soft_limit_bytes",
-        "writes_refused_memory_brake",
-        "last_proposal_size",
-    ];
+    let zkrs_only = support::ZKRS_ONLY_METRICS;
     let extra: Vec<&String> =
         z.iter().filter(|k| !a.contains(*k) && !zkrs_only.contains(&k.as_str())).collect();
     assert!(extra.is_empty(), "zkrs prints names Apache does not: {extra:?}");

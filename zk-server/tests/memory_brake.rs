@@ -19,14 +19,6 @@ const PYTHON: &str = "/usr/bin/python3";
 
 const LIMIT: u64 = 64 * 1024;
 
-fn mntr_value(server: &ServerProc, key: &str) -> String {
-    let text = server.four_letter("mntr");
-    text.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
-        .unwrap_or_else(|| panic!("no {key} in mntr:\n{text}"))
-        .to_string()
-}
-
 fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect to /metrics");
     write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
@@ -72,8 +64,8 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     );
     let server = start(Target::Zkrs, &extra);
     let addr = server.addr();
-    assert_eq!(mntr_value(&server, "zk_tree_memory_soft_limit_bytes"), LIMIT.to_string());
-    assert_eq!(mntr_value(&server, "zk_memory_brake"), "0");
+    assert_eq!(server.mntr_value("zk_tree_memory_soft_limit_bytes"), LIMIT.to_string());
+    assert_eq!(server.mntr_value("zk_memory_brake"), "0");
 
     let mut a = RawClient::connect(addr, 30_000);
     let mut b = RawClient::connect(addr, 30_000);
@@ -91,8 +83,8 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     }
     // About 1,130 accounted bytes a node: the limit holds some 57 of them.
     assert!((40..=64).contains(&created.len()), "{} nodes fit under {LIMIT} bytes", created.len());
-    assert_eq!(mntr_value(&server, "zk_memory_brake"), "1");
-    let used: u64 = mntr_value(&server, "zk_tree_memory_bytes").parse().unwrap();
+    assert_eq!(server.mntr_value("zk_memory_brake"), "1");
+    let used: u64 = server.mntr_value("zk_tree_memory_bytes").parse().unwrap();
     assert!(used > LIMIT, "{used}");
 
     // Growing writes are refused, from any session: a longer value, an ephemeral, a multi
@@ -131,7 +123,7 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     );
 
     // mntr counts every refusal; /metrics exports the same figures.
-    let refused: u64 = mntr_value(&server, "zk_writes_refused_memory_brake").parse().unwrap();
+    let refused: u64 = server.mntr_value("zk_writes_refused_memory_brake").parse().unwrap();
     assert_eq!(refused, 6, "the create, setData, ephemeral, multi and kazoo's create and transaction");
     let text = http_get(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "/metrics");
     assert!(text.contains("# TYPE memory_brake gauge\nmemory_brake 1\n"), "{text}");
@@ -157,7 +149,7 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     for p in &created[created.len() / 2..] {
         assert_eq!(b.delete(p, -1).err(), ErrorCode::Ok);
     }
-    assert_eq!(mntr_value(&server, "zk_memory_brake"), "0");
+    assert_eq!(server.mntr_value("zk_memory_brake"), "0");
     assert_eq!(a.create("/b/again", &value, CreateMode::Persistent).err(), ErrorCode::Ok);
     assert_eq!(c.create("/e", b"", CreateMode::Ephemeral).err(), ErrorCode::Ok);
     let grown = a.set_data("/b/n1", &Bytes::from(vec![b'z'; 2000]), -1);
