@@ -69,18 +69,6 @@ fn reconfig_add(c: &mut RawClient, joining: &str) -> (ErrorCode, String) {
     (ErrorCode::Ok, String::from_utf8_lossy(resp.data.as_deref().unwrap_or_default()).into_owned())
 }
 
-/// The server ids a configuration string lists, with their kinds (p, o).
-fn members_of(config: &str) -> Vec<String> {
-    config
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            let sid = k.strip_prefix("server.")?;
-            Some(format!("{sid}{}", if v.contains(":observer") { "o" } else { "p" }))
-        })
-        .collect()
-}
-
 /// Member `i`'s /zookeeper/config after a sync.
 fn config_of(e: &Ensemble, i: usize) -> String {
     let Some(mut c) = session(e, i) else { return String::new() };
@@ -97,7 +85,7 @@ fn wait_members(e: &Ensemble, among: &[usize], want: &[&str]) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     for &i in among {
         loop {
-            let got = members_of(&config_of(e, i));
+            let got = support::members_of(&config_of(e, i));
             if got == want {
                 break;
             }
@@ -180,7 +168,7 @@ fn scenario(kind: Kind) -> Vec<String> {
 
     e.launch(0);
     e.wait_mode(0, "leader");
-    t.push(format!("server 1 alone: {:?}, members {:?}", e.mode(0), members_of(&config_of(&e, 0))));
+    t.push(format!("server 1 alone: {:?}, members {:?}", e.mode(0), support::members_of(&config_of(&e, 0))));
     let mut c = e.client(0);
     let mut errs = vec![c.create("/app", b"bootstrap", CreateMode::Persistent).err()];
     for k in 0..50 {
@@ -208,11 +196,11 @@ fn scenario(kind: Kind) -> Vec<String> {
     let mut admin = e.client(0);
     assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
     let (code, config) = reconfig_add(&mut admin, &spec2);
-    t.push(format!("reconfig -add 2: {code:?} {:?}", members_of(&config)));
+    t.push(format!("reconfig -add 2: {code:?} {:?}", support::members_of(&config)));
     t.push(wait_members(&e, &[0, 1], &["1p", "2p"]));
     t.push(format!("writes through server 1 with two voters: {}", writes(&e, 0, "two")));
     let (code, config) = reconfig_add(&mut admin, &spec3);
-    t.push(format!("reconfig -add 3: {code:?} {:?}", members_of(&config)));
+    t.push(format!("reconfig -add 3: {code:?} {:?}", support::members_of(&config)));
     t.push(wait_members(&e, &[0, 1, 2], &["1p", "2p", "3p"]));
     for (via, name) in [(0, "after1"), (1, "after2"), (2, "after3")] {
         t.push(format!("writes through server {} with three voters: {}", via + 1, writes(&e, via, name)));

@@ -73,19 +73,6 @@ fn version_of(config: &str) -> i64 {
     i64::from_str_radix(v, 16).expect("hex version")
 }
 
-/// The server ids a config string lists, with their kinds.
-fn members_of(config: &str) -> Vec<String> {
-    config
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            let sid = k.strip_prefix("server.")?;
-            let kind = if v.contains(":observer") { "o" } else { "p" };
-            Some(format!("{sid}{kind}"))
-        })
-        .collect()
-}
-
 /// Waits until every server in `among` holds a /zookeeper/config of version `version`.
 fn wait_config(e: &Ensemble, among: &[usize], version: i64) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -188,7 +175,7 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
     // The first leader stamps the zoo.cfg configuration with its epoch's first zxid.
     let first = config_of(&e, leader);
     let v0 = version_of(&first);
-    t.push(format!("initial members {:?}, version counter {}", members_of(&first), v0 as u32));
+    t.push(format!("initial members {:?}, version counter {}", support::members_of(&first), v0 as u32));
     wait_config(&e, &[0, 1, 2], v0);
 
     let mut admin = e.client(leader);
@@ -203,7 +190,7 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
     e.launch(3);
     e.wait_mode(3, "follower");
     let (code, added) = reconfig(&mut admin, Some(&joiner), None, v0);
-    t.push(format!("add 4: {code:?} members {:?}", members_of(&added)));
+    t.push(format!("add 4: {code:?} members {:?}", support::members_of(&added)));
     let v1 = version_of(&added);
     assert!(v1 > v0, "the new version is the reconfiguration's zxid");
     wait_config(&e, &[0, 1, 2, 3], v1);
@@ -225,7 +212,7 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
             .unwrap_or_default()
             .lines()
             .any(|l| l.starts_with("dynamicConfigFile=") && l.ends_with(&name));
-        t.push(format!("server {} files: {:?}, named {names_it}", i + 1, members_of(&text)));
+        t.push(format!("server {} files: {:?}, named {names_it}", i + 1, support::members_of(&text)));
     }
     e.kill(3);
     e.launch(3);
@@ -244,12 +231,12 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
     // Remove a follower other than 4, then the leader itself.
     let follower = (0..3).find(|&i| i != leader).expect("a follower");
     let (code, removed) = reconfig(&mut admin, None, Some(&(follower + 1).to_string()), -1);
-    t.push(format!("remove a follower: {code:?} members {}", members_of(&removed).len()));
+    t.push(format!("remove a follower: {code:?} members {}", support::members_of(&removed).len()));
     let v2 = version_of(&removed);
     let rest: Vec<usize> = (0..4).filter(|&i| i != follower).collect();
     wait_config(&e, &rest, v2);
     let (code, without_leader) = reconfig(&mut admin, None, Some(&(leader + 1).to_string()), -1);
-    t.push(format!("remove the leader: {code:?} members {}", members_of(&without_leader).len()));
+    t.push(format!("remove the leader: {code:?} members {}", support::members_of(&without_leader).len()));
     let v3 = version_of(&without_leader);
     let remaining: Vec<usize> = rest.iter().copied().filter(|&i| i != leader).collect();
     let new_leader = e.wait_for_leader_among(&remaining);
@@ -345,7 +332,7 @@ fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
     let mut admin = e.client(leader);
     assert_eq!(admin.add_auth("digest", b"super:secret"), Some(ErrorCode::Ok));
     let (code, promoted) = reconfig(&mut admin, Some(&participant), None, -1);
-    t.push(format!("promote 4: {code:?} {:?}", members_of(&promoted)));
+    t.push(format!("promote 4: {code:?} {:?}", support::members_of(&promoted)));
     let event = watcher.next_event().expect("a watch event");
     t.push(format!("watch: {:?} {}", EventType::from_i32(event.event_type), event.path));
     e.wait_mode(3, "follower");
@@ -369,7 +356,7 @@ fn observer_scenario(kinds: [Kind; 4]) -> Transcript {
             })
             .collect();
     let (code, demoted) = reconfig_members(&mut admin, &members.join(","));
-    t.push(format!("demote 4: {code:?} {:?}", members_of(&demoted)));
+    t.push(format!("demote 4: {code:?} {:?}", support::members_of(&demoted)));
     e.wait_mode(3, "observer");
     t.push("4 observes".into());
     wait_config(&e, &[0, 1, 2, 3], version_of(&demoted));
@@ -428,7 +415,7 @@ fn zkcli_reconfigures_a_zkrs_ensemble() {
     let tail = after_remove.split("version=").nth(2).unwrap_or_default();
     assert!(!tail.contains("server.4="), "`config` after the removal still lists server 4:\n{out}");
     assert!(!config_of(&e, 3).is_empty());
-    let members = members_of(&config_of(&e, leader));
+    let members = support::members_of(&config_of(&e, leader));
     assert_eq!(members, ["1p", "2p", "3p"], "{out}");
 }
 
@@ -593,7 +580,7 @@ fn removed_restart_scenario(kinds: [Kind; 3]) -> Transcript {
     eprintln!("{kinds:?}: server {} leads, server {} is removed", leader + 1, removed + 1);
     let rest: Vec<usize> = (0..3).filter(|&i| i != removed).collect();
     let (code, config) = reconfig(&mut admin, None, Some(&(removed + 1).to_string()), -1);
-    t.push(format!("remove a follower: {code:?} members {}", members_of(&config).len()));
+    t.push(format!("remove a follower: {code:?} members {}", support::members_of(&config).len()));
     // The removed member got the commit too and wrote the configuration without itself.
     let name = format!("zoo.cfg.dynamic.{:x}", version_of(&config));
     let dir = e.members[removed].dir.clone();

@@ -113,7 +113,6 @@ impl Drop for ServerProc {
     }
 }
 
-/// Sends a four-letter word to `addr` and reads until the server closes.
 /// The monitoring keys zkrs reports that Apache 3.8 does not (its own), and one Apache reports on
 /// a leader only (`last_proposal_size`): `mntr` and the AdminServer's `monitor` tests allow them.
 pub const ZKRS_ONLY_METRICS: [&str; 7] = [
@@ -126,6 +125,21 @@ pub const ZKRS_ONLY_METRICS: [&str; 7] = [
     "last_proposal_size",
 ];
 
+/// The server ids a configuration string (`server.N=...` lines) lists, each with its kind: `1p`
+/// for a participant, `4o` for an observer.
+pub fn members_of(config: &str) -> Vec<String> {
+    config
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            let sid = k.strip_prefix("server.")?;
+            let kind = if v.contains(":observer") { "o" } else { "p" };
+            Some(format!("{sid}{kind}"))
+        })
+        .collect()
+}
+
+/// Sends a four-letter word to `addr` and reads until the server closes.
 pub fn four_letter(addr: SocketAddr, cmd: &str) -> String {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect for 4lw");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
