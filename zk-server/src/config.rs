@@ -344,6 +344,11 @@ pub struct ServerConfig {
     /// SYSTEMERROR; reads, deletes and shrinking writes go on. A whole number of bytes,
     /// optionally followed by `k`, `m` or `g` (KiB, MiB, GiB).
     pub tree_memory_soft_limit_bytes: u64,
+    /// `testingonly.initialZxid` (Apache's system property `zookeeper.testingonly.initialZxid`;
+    /// unset by default): the counter a leader starts each new epoch at, instead of 0, so that a
+    /// test reaches the end of an epoch's 2^32 zxids in a few writes. For tests only, as in
+    /// Apache; a decimal number (as Apache reads it) or `0x` hexadecimal, at most 0xffffffff.
+    pub initial_zxid_counter: Option<u32>,
     /// `logFormat` (zkrs key): `text` (default) or `json` (one JSON object a line).
     pub log_format: LogFormat,
     /// `logLevel` (zkrs key): the log filter (`info`, `warn`, `zk_server=debug,info`, ...) when
@@ -987,6 +992,7 @@ impl ServerConfig {
             admin_need_client_auth: false,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
+            initial_zxid_counter: None,
             log_format: LogFormat::Text,
             log_level: None,
             metrics_provider_class_name: "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
@@ -1320,6 +1326,27 @@ impl ServerConfig {
                             ),
                         )
                     })?;
+                }
+                "testingonly.initialZxid" => {
+                    let parsed = match value.strip_prefix("0x").or_else(|| value.strip_prefix("0X")) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                        None => value.parse::<u32>().ok(),
+                    };
+                    let counter = parsed.ok_or_else(|| {
+                        src.err(
+                            key,
+                            at,
+                            format!(
+                                "\"{value}\" is not a zxid counter (0 to 4294967295, decimal or 0x \
+                                 hexadecimal)"
+                            ),
+                        )
+                    })?;
+                    tracing::warn!(
+                        "{key}={value} (line {line}): a leader starts each epoch's zxid counter at \
+                         {counter:#x}; for tests only"
+                    );
+                    cfg.initial_zxid_counter = Some(counter);
                 }
                 "logFormat" => {
                     cfg.log_format = match value {
@@ -2165,6 +2192,7 @@ mod tests {
             "snapshot.idleSeconds",
             "txnLog.appendMode",
             "zkrs.treeMemorySoftLimitBytes",
+            "testingonly.initialZxid",
         ] {
             let e = bad(&with(&format!("# comment\n{key}=12abc\n")));
             assert_err(&e, key, Some(5), "12abc");
@@ -2184,6 +2212,16 @@ mod tests {
         }
         let c = ServerConfig::parse(&with("zkrs.treeMemorySoftLimitBytes=65536\n"), None).unwrap();
         assert_eq!(c.tree_memory_soft_limit_bytes, 65536);
+        // A zxid counter: 32 bits, decimal as Apache reads it, or hexadecimal.
+        for v in ["-1", "4294967296", "0x1ffffffff", "0xzz", ""] {
+            let e = bad(&with(&format!("testingonly.initialZxid={v}\n")));
+            assert_err(&e, "testingonly.initialZxid", Some(4), "not a zxid counter");
+        }
+        for (v, want) in [("4294967280", 0xffff_fff0), ("0xfffffff0", 0xffff_fff0), ("0", 0)] {
+            let c = ServerConfig::parse(&with(&format!("testingonly.initialZxid={v}\n")), None).unwrap();
+            assert_eq!(c.initial_zxid_counter, Some(want), "{v}");
+        }
+        assert_eq!(ServerConfig::parse(&with(""), None).unwrap().initial_zxid_counter, None);
     }
 
     #[test]

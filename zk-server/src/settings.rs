@@ -98,6 +98,9 @@ pub struct Settings {
     /// (`zkrs.treeMemorySoftLimitBytes`; 0 = off), handed to zk-tree as
     /// `TreeConfig::memory_soft_limit_bytes`.
     pub tree_memory_soft_limit_bytes: u64,
+    /// The counter a leader starts each new epoch's zxids at (`testingonly.initialZxid`, for
+    /// tests; 0 when unset).
+    pub initial_zxid_counter: u32,
     /// The zoo.cfg's text as read at start-up (the `initial_configuration` command), its
     /// passwords replaced by `***` ([`redact_passwords`]), or `None` when the server started from
     /// its embedded defaults.
@@ -257,6 +260,7 @@ impl Settings {
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
             tree_memory_soft_limit_bytes: cfg.tree_memory_soft_limit_bytes,
+            initial_zxid_counter: cfg.initial_zxid_counter.unwrap_or(0),
             client_addr,
             secure_client_addr,
             tls,

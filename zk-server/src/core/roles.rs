@@ -43,7 +43,10 @@ impl ServerCore {
         self.owners.clear();
         match role {
             Role::Leader { epoch } => {
-                let start = Zxid { epoch, counter: 0 }.to_i64().max(self.db.last_applied_zxid());
+                // Counter 0 (or `testingonly.initialZxid`'s, for tests, as Apache's leader
+                // takes it), unless the database is already past it in this epoch.
+                let counter = self.settings.initial_zxid_counter;
+                let start = Zxid { epoch, counter }.to_i64().max(self.db.last_applied_zxid());
                 self.proposer = Proposer::new(start, voters, CounterRule::StopAtEpochEnd);
                 self.db.start_leading(now.mono_ms());
             }

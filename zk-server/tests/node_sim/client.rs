@@ -110,6 +110,10 @@ pub struct Client {
     pub scratch: Vec<String>,
     /// A reconfig request to send as its next operation.
     pub admin: Option<ReconfigRequest>,
+    /// The token of its one live tick: a tick scheduled since replaces the one before, whose
+    /// event is then ignored (without this every reply started another perpetual tick chain,
+    /// and the event queue grew with every answered operation).
+    pub tick: u64,
 }
 
 /// Everything the clients learned, for the checks.
@@ -154,6 +158,7 @@ impl Client {
             next_unique: 0,
             next_op_ms: 0,
             last_sent_ms: 0,
+            tick: 0,
             scratch: Vec::new(),
             admin: None,
         }

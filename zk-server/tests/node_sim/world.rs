@@ -3,8 +3,8 @@
 //! nodes' own timers (`Node::poll_timeout`) are woken when due. Everything is drawn from one
 //! seeded generator, so a seed replays the same run exactly.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -114,6 +114,9 @@ pub struct Params {
     /// `reconfigEnabled=true`, client addresses in the configuration, and (with `faults`)
     /// reconfig requests among the faults ([`World::reconfig_fault`]).
     pub reconfig: bool,
+    /// `testingonly.initialZxid`: each new epoch's counter starts here, so that runs reach the
+    /// end of an epoch (2^32 zxids) and the leader must hand over to a new one.
+    pub initial_zxid: Option<u32>,
 }
 
 impl Params {
@@ -135,6 +138,7 @@ impl Params {
             committed_log_max: 20,
             early_proposal_acks: false,
             reconfig: false,
+            initial_zxid: None,
         }
     }
 
@@ -160,6 +164,13 @@ impl Params {
     pub fn reconfig() -> Params {
         Params { observers: 2, reconfig: true, ..Params::three() }
     }
+
+    /// Three voters and an observer whose epochs end after a few hundred zxids: each leader
+    /// exhausts its epoch's counter and steps down, and the next election starts a new epoch
+    /// (F9: an exhausted counter is a handover, not a process exit).
+    pub fn short_epochs() -> Params {
+        Params { observers: 1, initial_zxid: Some(u32::MAX - 400), ..Params::three() }
+    }
 }
 
 #[derive(Debug)]
@@ -180,8 +191,8 @@ enum Ev {
     Dial { sid: i64, gen: u64, conn: PeerConn, leader: i64 },
     /// The set of peers known down reaches a server.
     PeersDown { sid: i64, gen: u64 },
-    /// A client acts.
-    Client(usize),
+    /// A client acts, if the token is still its live tick's.
+    Client(usize, u64),
     /// The next fault.
     Fault,
     /// A server comes back.
@@ -190,12 +201,38 @@ enum Ev {
     Heal,
 }
 
+/// An event in the queue, ordered by its time and then by when it was scheduled.
+struct Queued {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
 /// The world. See the module docs.
 pub struct World {
     pub t: u64,
     seq: u64,
-    queue: BinaryHeap<Reverse<(u64, u64)>>,
-    events: HashMap<u64, Ev>,
+    queue: BinaryHeap<Reverse<Queued>>,
     rng: StdRng,
     pub servers: Vec<Server>,
     net: Net,
@@ -265,6 +302,9 @@ impl World {
         let config = QuorumConfig::parse(&lines.join("\n")).expect("the simulation's ensemble parses");
         let mut extra =
             format!("snapCount={}\nsnapshot.idleSeconds=2\nautopurge.snapRetainCount=3\n", p.snap_count);
+        if let Some(z) = p.initial_zxid {
+            extra.push_str(&format!("testingonly.initialZxid={z}\n"));
+        }
         if p.reconfig {
             extra.push_str(&format!(
                 "reconfigEnabled=true\nDigestAuthenticationProvider.superDigest={}\n",
@@ -301,7 +341,6 @@ impl World {
             t: 0,
             seq: 0,
             queue: BinaryHeap::new(),
-            events: HashMap::new(),
             rng,
             servers,
             net: Net::default(),
@@ -349,8 +388,7 @@ impl World {
     fn at(&mut self, dt: u64, ev: Ev) {
         let seq = self.seq;
         self.seq += 1;
-        self.queue.push(Reverse((self.t + dt, seq)));
-        self.events.insert(seq, ev);
+        self.queue.push(Reverse(Queued { at: self.t + dt, seq, ev }));
     }
 
     fn server(&mut self, sid: i64) -> &mut Server {
@@ -381,7 +419,7 @@ impl World {
         }
         for c in 0..self.clients.len() {
             let dt = self.rng.gen_range(10..200);
-            self.at(dt, Ev::Client(c));
+            self.tick_client(c, dt);
         }
         if self.p.faults {
             self.faults_on = true;
@@ -435,7 +473,7 @@ impl World {
         let mut same_t = 0u32;
         let mut last_t = u64::MAX;
         while self.failures.is_empty() && !self.halted {
-            let next_ev = self.queue.peek().map(|r| r.0 .0);
+            let next_ev = self.queue.peek().map(|r| r.0.at);
             let next_timer = self.next_timer();
             let t = match (next_ev, next_timer) {
                 (Some(a), Some((b, _))) => a.min(b),
@@ -473,8 +511,7 @@ impl World {
                 last_t = self.t;
             }
             if next_ev.is_some_and(|e| e <= self.t) {
-                let Reverse((_, seq)) = self.queue.pop().expect("peeked");
-                let ev = self.events.remove(&seq).expect("every queued event is stored");
+                let Reverse(Queued { ev, .. }) = self.queue.pop().expect("peeked");
                 self.event(ev);
             } else if let Some((_, sid)) = next_timer {
                 let _span = tracing::debug_span!("server", sid, t = self.t).entered();
@@ -560,7 +597,11 @@ impl World {
                     self.input(sid, Input::PeersDown(down));
                 }
             }
-            Ev::Client(c) => self.client_tick(c),
+            Ev::Client(c, token) => {
+                if self.clients[c].tick == token {
+                    self.client_tick(c)
+                }
+            }
             Ev::Fault => self.fault(),
             Ev::Restart(sid) => {
                 if self.server(sid).proc.is_none() {
@@ -863,6 +904,7 @@ impl World {
     /// make the next group.
     fn kick_log(&mut self, sid: i64) {
         let gen = self.servers[(sid - 1) as usize].gen;
+        let epoch_first = i64::from(self.p.initial_zxid.unwrap_or(0)) + 1;
         let p = self.server(sid).proc.as_mut().expect("up");
         if p.log_busy || p.log_jobs.is_empty() {
             return;
@@ -874,10 +916,13 @@ impl World {
             while let Some(LogJob::Append(_)) = p.log_jobs.front() {
                 let Some(LogJob::Append(b)) = p.log_jobs.pop_front() else { unreachable!("checked") };
                 // ZK-4925: no holes. Zxids are dense within an epoch, and an epoch's first
-                // transaction has counter 1.
+                // transaction has counter 1 (or the one after `testingonly.initialZxid`).
                 let (last, first) = (p.log.last_zxid(), b.first_zxid().unwrap_or(0));
-                let dense =
-                    if first >> 32 == last >> 32 { first == last + 1 } else { first & 0xffff_ffff == 1 };
+                let dense = if first >> 32 == last >> 32 {
+                    first == last + 1
+                } else {
+                    first & 0xffff_ffff == epoch_first
+                };
                 if first != 0 && !dense && hole.is_none() {
                     hole = Some((last, first));
                 }
@@ -1272,7 +1317,7 @@ impl World {
                 if cl.connected(&frame) {
                     cl.link = ClientLink::Connected { sid, gen, conn };
                     cl.next_op_ms = t;
-                    self.at(1, Ev::Client(c));
+                    self.tick_client(c, 1);
                 } else {
                     self.client_conns.remove(&(sid, gen, conn));
                     self.close_client_conn(sid, gen, conn);
@@ -1283,7 +1328,7 @@ impl World {
                 if cl.reply(&frame, t, &mut self.rec) {
                     let think = self.rng.gen_range(0..30);
                     self.clients[c].next_op_ms = t + think;
-                    self.at(think + 1, Ev::Client(c));
+                    self.tick_client(c, think + 1);
                 }
             }
             ClientLink::Idle { .. } => {}
@@ -1367,8 +1412,15 @@ impl World {
         }
         let dt = self.rng.gen_range(5..40);
         if running || self.clients[c].pending.is_some() {
-            self.at(dt, Ev::Client(c));
+            self.tick_client(c, dt);
         }
+    }
+
+    /// Client `c` acts in `dt` ms: this tick replaces any other it had scheduled.
+    fn tick_client(&mut self, c: usize, dt: u64) {
+        self.clients[c].tick += 1;
+        let token = self.clients[c].tick;
+        self.at(dt, Ev::Client(c, token));
     }
 
     fn request(&mut self, sid: i64, gen: u64, conn: u64, xid: i32, op: i32, req: Request) {
@@ -1960,6 +2012,11 @@ impl World {
         if outside > 0 {
             self.count("runs ending with non-voting followers");
         }
+    }
+
+    /// The epochs that had an established leader, in order.
+    pub fn epochs(&self) -> Vec<u32> {
+        self.leaders.keys().copied().collect()
     }
 
     /// The established leader, if exactly one serves.
