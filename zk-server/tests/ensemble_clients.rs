@@ -130,7 +130,12 @@ fn owners(output: &str) -> Vec<String> {
 /// The children of / in the client's last answer to `ls /`, sorted (servers list them in a
 /// set's order): zkCli prints them as one `[a, b]` line, cli_mt one per tab-indented line.
 fn root_children(output: &str, d: &Dialect) -> Vec<String> {
-    let lines: Vec<&str> = output.lines().collect();
+    // Only whole lines: the output is read as it arrives, and a line cut short ("[after, eph,
+    // w, " or "\tzoo") would count a child that is not one.
+    let mut lines: Vec<&str> = output.lines().collect();
+    if !output.ends_with('\n') {
+        lines.pop();
+    }
     let start = lines.iter().rposition(|l| l.starts_with(d.list_root.1)).unwrap_or(lines.len());
     let mut v: Vec<String> = if d.list_root.1 == "[" {
         lines.get(start).map_or(vec![], |l| {
