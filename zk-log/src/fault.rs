@@ -715,7 +715,7 @@ impl FaultFile {
             let n = node(st, ino);
             let total = head.len() + rest.len();
             let end = offset.checked_add(total as u64);
-            if end.map_or(true, |e| e > n.current.len()) {
+            if end.is_none_or(|e| e > n.current.len()) {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the allocated length"));
             }
             if total == 0 {
@@ -914,8 +914,9 @@ mod tests {
             let a = disk.contents("a").unwrap();
             let kept = a[96..96 + data.len()].iter().zip(&data).take_while(|(x, y)| x == y).count();
             assert!(a[96 + kept..].iter().all(|&b| b == 0), "seed {seed}: bytes after the prefix");
-            torn_inside +=
-                u32::from(kept > 0 && kept < data.len() && (96 + kept) as u64 % FAULT_PAGE_BYTES != 0);
+            torn_inside += u32::from(
+                kept > 0 && kept < data.len() && !((96 + kept) as u64).is_multiple_of(FAULT_PAGE_BYTES),
+            );
         }
         assert!(torn_inside > 0, "no crash tore a page of the pwrite");
     }

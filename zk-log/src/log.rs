@@ -87,7 +87,7 @@ struct SegmentMeta {
 
 impl SegmentMeta {
     fn note_record(&mut self, zxid: i64, offset: u64, bytes: u64) {
-        if self.records % INDEX_STRIDE == 0 {
+        if self.records.is_multiple_of(INDEX_STRIDE) {
             self.index.push((zxid, offset));
         }
         self.records += 1;

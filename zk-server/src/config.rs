@@ -346,8 +346,9 @@ pub struct ServerConfig {
     pub tree_memory_soft_limit_bytes: u64,
     /// `testingonly.initialZxid` (Apache's system property `zookeeper.testingonly.initialZxid`;
     /// unset by default): the counter a leader starts each new epoch at, instead of 0, so that a
-    /// test reaches the end of an epoch's 2^32 zxids in a few writes. For tests only, as in
-    /// Apache; a decimal number (as Apache reads it) or `0x` hexadecimal, at most 0xffffffff.
+    /// test reaches the end of an epoch's zxids in a few writes. For tests only, as in Apache; a
+    /// decimal number (as Apache reads it) or `0x` hexadecimal, at most 0xfffffffd (an epoch's
+    /// last zxid has counter 0xfffffffe).
     pub initial_zxid_counter: Option<u32>,
     /// `logFormat` (zkrs key): `text` (default) or `json` (one JSON object a line).
     pub log_format: LogFormat,
@@ -1332,13 +1333,15 @@ impl ServerConfig {
                         Some(hex) => u32::from_str_radix(hex, 16).ok(),
                         None => value.parse::<u32>().ok(),
                     };
-                    let counter = parsed.ok_or_else(|| {
+                    // Past 0xfffffffd an epoch has no zxid left to propose (its last counter is
+                    // 0xfffffffe): every leader would step down at its first write.
+                    let counter = parsed.filter(|c| *c < u32::MAX - 1).ok_or_else(|| {
                         src.err(
                             key,
                             at,
                             format!(
-                                "\"{value}\" is not a zxid counter (0 to 4294967295, decimal or 0x \
-                                 hexadecimal)"
+                                "\"{value}\" is not a zxid counter an epoch can start at (0 to \
+                                 4294967293, decimal or 0x hexadecimal)"
                             ),
                         )
                     })?;
@@ -2213,11 +2216,11 @@ mod tests {
         let c = ServerConfig::parse(&with("zkrs.treeMemorySoftLimitBytes=65536\n"), None).unwrap();
         assert_eq!(c.tree_memory_soft_limit_bytes, 65536);
         // A zxid counter: 32 bits, decimal as Apache reads it, or hexadecimal.
-        for v in ["-1", "4294967296", "0x1ffffffff", "0xzz", ""] {
+        for v in ["-1", "4294967296", "0x1ffffffff", "0xzz", "", "4294967294", "0xffffffff"] {
             let e = bad(&with(&format!("testingonly.initialZxid={v}\n")));
             assert_err(&e, "testingonly.initialZxid", Some(4), "not a zxid counter");
         }
-        for (v, want) in [("4294967280", 0xffff_fff0), ("0xfffffff0", 0xffff_fff0), ("0", 0)] {
+        for (v, want) in [("4294967293", 0xffff_fffd), ("0xfffffff0", 0xffff_fff0), ("0", 0)] {
             let c = ServerConfig::parse(&with(&format!("testingonly.initialZxid={v}\n")), None).unwrap();
             assert_eq!(c.initial_zxid_counter, Some(want), "{v}");
         }

@@ -221,8 +221,12 @@ fn status(path: Option<&String>) -> ExitCode {
             }
         },
     };
+    // Written with errors ignored: `zkrs-server status | grep -q ...` closes the pipe early,
+    // and the exit status still tells.
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
     if let Some(p) = path {
-        println!("Using config: {p}");
+        let _ = writeln!(out, "Using config: {p}");
     }
     let addr = match zk_server::status::client_addr(&cfg) {
         Ok(a) => a,
@@ -231,12 +235,15 @@ fn status(path: Option<&String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    println!("Client port found: {}. Client address: {}. Client SSL: false.", addr.port(), addr.ip());
+    let _ = writeln!(
+        out,
+        "Client port found: {}. Client address: {}. Client SSL: false.",
+        addr.port(),
+        addr.ip()
+    );
     match zk_server::status::query(addr) {
         Ok(s) => {
-            println!("Mode: {}", s.mode);
-            println!("Zxid: {}", s.zxid);
-            println!("Connections: {}", s.connections);
+            let _ = writeln!(out, "Mode: {}\nZxid: {}\nConnections: {}", s.mode, s.zxid, s.connections);
             ExitCode::SUCCESS
         }
         Err(e) => {

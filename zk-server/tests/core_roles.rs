@@ -112,10 +112,10 @@ fn an_exhausted_epoch_steps_the_leader_down_without_stopping() {
     let mut c = core(100_000);
     // As a learner, the core applies a commit near the end of epoch 1.
     c.set_role(Role::Learner { observer: false }, VoterSet::new(1, [2, 3]), None, now(0));
-    let (hdr, txn) = create_hdr(0x1_ffff_fffe, "/near-the-end", c.database());
+    let (hdr, txn) = create_hdr(0x1_ffff_fffd, "/near-the-end", c.database());
     c.handle(now(1), Event::Committed { hdr, txn, digest: None });
     drain(&mut c);
-    assert_eq!(c.database().last_applied_zxid(), 0x1_ffff_fffe);
+    assert_eq!(c.database().last_applied_zxid(), 0x1_ffff_fffd);
     c.set_role(Role::Leader { epoch: 1 }, VoterSet::new(1, [2, 3]), None, now(2));
     let actions = connect(&mut c, 3);
     assert!(

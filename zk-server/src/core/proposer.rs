@@ -263,10 +263,12 @@ mod tests {
 
     #[test]
     fn an_exhausted_epoch_stops_a_leader_but_not_a_standalone_server() {
-        let end = Zxid { epoch: 4, counter: u32::MAX }.to_i64();
+        let end = Zxid { epoch: 4, counter: Zxid::LAST_COUNTER }.to_i64();
         let mut leader = Proposer::new(end, VoterSet::new(1, [2, 3]), CounterRule::StopAtEpochEnd);
         assert_eq!(leader.next_zxid(), Err(EpochExhausted(Zxid::from_i64(end))));
+        // A standalone server counts on as a plain long, through 0xffffffff into the next epoch.
         let mut solo = Proposer::new(end, VoterSet::solo(0), CounterRule::Wrap);
+        assert_eq!(solo.next_zxid(), Ok(Zxid { epoch: 4, counter: u32::MAX }));
         assert_eq!(solo.next_zxid(), Ok(Zxid { epoch: 5, counter: 0 }));
     }
 

@@ -27,10 +27,14 @@ impl Zxid {
         ((u64::from(self.epoch) << 32) | u64::from(self.counter)) as i64
     }
 
-    /// The next zxid in the same epoch, or None when the counter is exhausted (an ensemble
-    /// leader must then hand over to a new epoch).
+    /// The last counter an ensemble leader proposes in an epoch: as Apache's leader does, it
+    /// hands over to a new epoch rather than propose a zxid whose low 32 bits are all set.
+    pub const LAST_COUNTER: u32 = u32::MAX - 1;
+
+    /// The next zxid in the same epoch, or None when the epoch has no more
+    /// ([`Self::LAST_COUNTER`] reached: an ensemble leader must then hand over to a new epoch).
     pub fn next_in_epoch(self) -> Option<Zxid> {
-        self.counter.checked_add(1).map(|counter| Zxid { epoch: self.epoch, counter })
+        (self.counter < Self::LAST_COUNTER).then(|| Zxid { epoch: self.epoch, counter: self.counter + 1 })
     }
 
     /// The next zxid as a plain 64-bit increment: past the last counter it moves into the next
@@ -60,6 +64,10 @@ mod tests {
         assert!(a < b && a.to_i64() < b.to_i64());
         assert_eq!(a.next_in_epoch(), None);
         assert_eq!(a.next_wrapping(), b);
+        // Apache's leader never proposes counter 0xffffffff: 0xfffffffe is an epoch's last.
+        let last = Zxid { epoch: 1, counter: Zxid::LAST_COUNTER };
+        assert_eq!(Zxid { epoch: 1, counter: 0xffff_fffd }.next_in_epoch(), Some(last));
+        assert_eq!(last.next_in_epoch(), None);
         assert_eq!(Zxid { epoch: 3, counter: 9 }.next_in_epoch(), Some(Zxid { epoch: 3, counter: 10 }));
         assert_eq!(Zxid::from_i64(0x3_0000_0010).to_string(), "0x300000010");
     }

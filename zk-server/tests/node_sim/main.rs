@@ -89,7 +89,7 @@ fn run_seed(name: &str, seed: u64, trace: bool) -> Result<World, String> {
     }
 }
 
-fn run_many(name: &str, n: u64) {
+fn run_many(name: &str, n: u64) -> std::collections::BTreeMap<&'static str, u64> {
     let base = seed_base();
     let mut failed = Vec::new();
     let mut totals: std::collections::BTreeMap<&'static str, u64> = Default::default();
@@ -112,6 +112,7 @@ fn run_many(name: &str, n: u64) {
     }
     eprintln!("{name}: {n} seeds from {base}, {} failed; {answered} operations answered, {unknown} unknown; {totals:?}", failed.len());
     assert!(failed.is_empty(), "{name}: seeds {failed:?} failed");
+    totals
 }
 
 #[test]
@@ -141,7 +142,13 @@ fn seeds_reconfig() {
 
 #[test]
 fn seeds_short_epochs() {
-    run_many("epochs", seeds(2));
+    let n = seeds(2);
+    let totals = run_many("epochs", n);
+    // Leaders do run out of zxids under the faults (about a third of the epochs, in release
+    // runs).
+    if n >= 10 {
+        assert!(totals.get("epochs run to their last zxid").copied().unwrap_or(0) > 0, "{totals:?}");
+    }
 }
 
 /// Replays `ZAB_SEED` of `ZAB_CONFIG` with a trace (`ZAB_LOG=1`: and the nodes' log lines).
@@ -184,7 +191,11 @@ fn an_exhausted_epoch_hands_over_to_a_new_epoch() {
     let epochs = w.epochs();
     eprintln!("epochs {epochs:?}, {} answers, {:?}", w.rec.answered, w.stats);
     assert!(epochs.len() >= 4, "epochs with a leader: {epochs:?}");
-    assert!(w.rec.answered > 1000, "the clients were served: {} answers", w.rec.answered);
+    // Each handover came from an epoch run to its last zxid (0x...fffffffe): nothing else
+    // changes leaders in a run without faults.
+    let run_out = w.stats.get("epochs run to their last zxid").copied().unwrap_or(0);
+    assert!(run_out as usize >= epochs.len() - 1, "epochs run out: {run_out}, epochs {epochs:?}");
+    assert!(w.rec.acked.len() > 500, "writes went on: {} acknowledged", w.rec.acked.len());
 }
 
 /// F2: a leader whose voter set is itself alone (one participant and observers, with

@@ -17,6 +17,7 @@ use zk_quorum::config::QuorumConfig;
 use zk_quorum::quorum::QuorumVerifier;
 use zk_quorum::reconfig::Placement;
 use zk_quorum::wire::PacketType;
+use zk_server::core::zxid::Zxid;
 use zk_server::core::{Action, Event, Role, NODES_PER_STEP};
 use zk_server::ensemble::peers::SnapshotIntake;
 use zk_server::node::replica::{read_anchored, recent_history};
@@ -241,6 +242,8 @@ pub struct World {
     p: Params,
     /// Established leaders by epoch.
     leaders: BTreeMap<u32, i64>,
+    /// Epochs whose leader proposed the last zxid an epoch has.
+    epochs_run_out: BTreeSet<u32>,
     /// Who was seen leading which epoch last (to check each leadership once).
     leading_seen: BTreeMap<i64, u32>,
     /// Client connections: (sid, gen, conn) -> client.
@@ -348,6 +351,7 @@ impl World {
             rec: Record::new(),
             p,
             leaders: BTreeMap::new(),
+            epochs_run_out: BTreeSet::new(),
             leading_seen: BTreeMap::new(),
             client_conns: BTreeMap::new(),
             intakes: BTreeMap::new(),
@@ -695,6 +699,12 @@ impl World {
                     Ok(PacketType::Snap) => self.count("syncs by SNAP"),
                     Ok(PacketType::Diff) => self.count("syncs by DIFF"),
                     Ok(PacketType::Trunc) => self.count("syncs by TRUNC"),
+                    Ok(PacketType::Proposal | PacketType::Inform)
+                        if packet.zxid & 0xffff_ffff == i64::from(Zxid::LAST_COUNTER)
+                            && self.epochs_run_out.insert((packet.zxid >> 32) as u32) =>
+                    {
+                        self.count("epochs run to their last zxid");
+                    }
                     _ => {}
                 }
                 let key = (sid, gen, conn);
@@ -1348,6 +1358,7 @@ impl World {
     }
 
     fn client_tick(&mut self, c: usize) {
+        let token = self.clients[c].tick;
         let t = self.t;
         let running = self.faults_on || t < self.p.run_ms;
         match self.clients[c].link.clone() {
@@ -1411,7 +1422,9 @@ impl World {
             }
         }
         let dt = self.rng.gen_range(5..40);
-        if running || self.clients[c].pending.is_some() {
+        // An answer that arrived meanwhile (a read served within the same step, a refused
+        // connect) scheduled its own tick: it stands.
+        if (running || self.clients[c].pending.is_some()) && self.clients[c].tick == token {
             self.tick_client(c, dt);
         }
     }
