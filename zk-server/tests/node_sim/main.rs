@@ -37,6 +37,11 @@
 //! synced, partitions and slow disks, under the same checks.
 #![allow(clippy::disallowed_methods)]
 
+// The allocator zkrs-server runs on (zk-server's main.rs), so the node allocates here as it
+// does there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod client;
 mod linear;
 mod net;

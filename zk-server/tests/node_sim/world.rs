@@ -1901,7 +1901,7 @@ impl World {
                     break;
                 }
             }
-            dumps.push((s.sid, dump(db), db.tree_digest()));
+            dumps.push((s.sid, canonical(db), db.tree_digest()));
         }
         for w in dumps.windows(2) {
             if w[0].1 != w[1].1 || w[0].2 != w[1].2 {
@@ -1909,7 +1909,7 @@ impl World {
                     "servers {} and {} differ: {}",
                     w[0].0,
                     w[1].0,
-                    first_difference(&w[0].1, &w[1].1)
+                    first_difference(&w[0].1.to_text(), &w[1].1.to_text())
                 ));
             }
         }
@@ -2268,25 +2268,47 @@ pub fn config_summary(c: &QuorumConfig) -> String {
     format!("voters {:?}, observers {:?}", of(Placement::Participant), of(Placement::Observer))
 }
 
-/// A canonical dump of a database: every node with its data and stat, and the sessions.
-pub fn dump(db: &zk_tree::Database) -> String {
-    let mut nodes: Vec<(&str, &zk_tree::node::Node)> = db.tree().iter().collect();
-    nodes.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = String::new();
-    for (path, n) in nodes {
-        let mut stat = n.client_stat(false, db.tree().num_children(n));
-        if path == "/zookeeper/config" {
-            // Each member writes a configuration that did not come with a transaction (the
-            // first leader's stamp of version 0, a NEWLEADER's) on its own clock, as Apache's
-            // do: its modification time is the member's own.
-            stat.mtime = 0;
+/// A database as the end checks compare it: every node with its data and stat, in path order,
+/// and the sessions. Compared as values; printed only to show a difference.
+#[derive(PartialEq)]
+pub struct Canonical {
+    nodes: Vec<(String, Option<Bytes>, zk_proto::Stat)>,
+    sessions: Vec<(i64, i32)>,
+}
+
+impl Canonical {
+    /// One line a node, then one a session.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (path, data, stat) in &self.nodes {
+            let _ = writeln!(out, "{path} {data:?} {stat:?}");
         }
-        let _ = writeln!(out, "{path} {:?} {stat:?}", n.data_bytes());
+        for (s, t) in &self.sessions {
+            let _ = writeln!(out, "session {s:#x} {t}");
+        }
+        out
     }
-    for (s, t) in db.sessions().iter() {
-        let _ = writeln!(out, "session {s:#x} {t}");
-    }
-    out
+}
+
+/// The canonical form of a database (see [`Canonical`]).
+pub fn canonical(db: &zk_tree::Database) -> Canonical {
+    let mut nodes: Vec<(String, Option<Bytes>, zk_proto::Stat)> = db
+        .tree()
+        .iter()
+        .map(|(path, n)| {
+            let mut stat = n.client_stat(false, db.tree().num_children(n));
+            if path == "/zookeeper/config" {
+                // Each member writes a configuration that did not come with a transaction (the
+                // first leader's stamp of version 0, a NEWLEADER's) on its own clock, as
+                // Apache's do: its modification time is the member's own.
+                stat.mtime = 0;
+            }
+            (path.to_string(), n.data_bytes(), stat)
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.0.cmp(&b.0));
+    let sessions = db.sessions().iter().collect();
+    Canonical { nodes, sessions }
 }
 
 fn first_difference(a: &str, b: &str) -> String {
