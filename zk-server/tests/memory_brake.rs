@@ -155,3 +155,65 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     let grown = a.set_data("/b/n1", &Bytes::from(vec![b'z'; 2000]), -1);
     assert_eq!(grown.err(), ErrorCode::Ok);
 }
+
+/// The value of `key` in member `i`'s `mntr`.
+fn member_mntr(e: &support::ensemble::Ensemble, i: usize, key: &str) -> String {
+    let text = four_letter(e.members[i].client, "mntr");
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
+        .unwrap_or_else(|| panic!("member {}: no {key} in mntr:\n{text}", i + 1))
+        .to_string()
+}
+
+/// In a 3-server ensemble the leader alone decides (it preps every write): a create sent to a
+/// follower past the limit is refused with SYSTEMERROR, the refusal is a transaction every
+/// member applies alike (equal trees, equal accounted bytes), reads and deletes go on through
+/// every member, and once deletes bring the tree under the limit, writes through a follower
+/// succeed again.
+#[test]
+fn in_an_ensemble_the_leader_refuses_for_everyone() {
+    use support::ensemble::Ensemble;
+    let e = Ensemble::start_with_extra(3, &format!("zkrs.treeMemorySoftLimitBytes={}k\n", LIMIT / 1024));
+    let leader = e.wait_for_leader();
+    let follower = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    let mut f = e.client(follower);
+    let mut o = e.client(other);
+    assert_eq!(f.create("/b", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let value = vec![b'v'; 1000];
+    let mut created = Vec::new();
+    loop {
+        let path = format!("/b/n{}", created.len());
+        match f.create(&path, &value, CreateMode::Persistent).err() {
+            ErrorCode::Ok => created.push(path),
+            ErrorCode::SystemError => break,
+            other => panic!("create {path} through a follower: {other:?}"),
+        }
+        assert!(created.len() < 1000, "the brake never came on");
+    }
+    assert!((40..=64).contains(&created.len()), "{} nodes fit under {LIMIT} bytes", created.len());
+    // Through the other follower and through the leader alike.
+    assert_eq!(o.create("/x", b"", CreateMode::Persistent).err(), ErrorCode::SystemError);
+    let mut l = e.client(leader);
+    assert_eq!(l.set_data("/b/n0", &[b'w'; 1001], -1).err(), ErrorCode::SystemError);
+    // The leader counted the refusals it decided; every member holds the same tree.
+    assert_eq!(member_mntr(&e, leader, "zk_memory_brake"), "1");
+    assert_eq!(member_mntr(&e, leader, "zk_writes_refused_memory_brake"), "3");
+    for c in [&mut o, &mut f] {
+        assert_eq!(c.call(Request::Sync(SyncRequest { path: "/".into() })).err(), ErrorCode::Ok);
+    }
+    let bytes: Vec<String> = (0..3).map(|i| member_mntr(&e, i, "zk_tree_memory_bytes")).collect();
+    assert!(bytes.iter().all(|b| b == &bytes[0]), "accounted bytes differ: {bytes:?}");
+    let counts: Vec<String> = (0..3).map(|i| member_mntr(&e, i, "zk_znode_count")).collect();
+    assert!(counts.iter().all(|c| c == &counts[0]), "znode counts differ: {counts:?}");
+
+    // Reads and deletes through the followers go on; the tree comes back under the limit.
+    assert_eq!(o.get_data("/b/n1", false).err(), ErrorCode::Ok);
+    for p in &created[created.len() / 2..] {
+        assert_eq!(o.delete(p, -1).err(), ErrorCode::Ok);
+    }
+    assert_eq!(member_mntr(&e, leader, "zk_memory_brake"), "0");
+    assert_eq!(f.create("/b/again", &value, CreateMode::Persistent).err(), ErrorCode::Ok);
+    assert_eq!(o.call(Request::Sync(SyncRequest { path: "/".into() })).err(), ErrorCode::Ok);
+    assert_eq!(o.exists("/b/again", false).err(), ErrorCode::Ok, "the other follower has it once synced");
+}
