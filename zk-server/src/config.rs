@@ -661,7 +661,7 @@ const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:partici
 
 /// Keys Apache 3.8 understands that zkrs reads but has no use for (the threads of quorum SASL
 /// connection set-up, JVM pause monitor, multiple addresses per server, the quorum oracle).
-const APACHE_KEYS_IGNORED: [&str; 8] = [
+pub(crate) const APACHE_KEYS_IGNORED: [&str; 8] = [
     "quorum.cnxn.threads.size",
     "jvm.pause.info-threshold.ms",
     "jvm.pause.warn-threshold.ms",
@@ -674,7 +674,7 @@ const APACHE_KEYS_IGNORED: [&str; 8] = [
 
 /// Boolean keys Apache reads that zkrs cannot honour when true (several addresses per server):
 /// false is accepted, true refused.
-const APACHE_FEATURES_REFUSED: [&str; 1] = ["multiAddress.enabled"];
+pub(crate) const APACHE_FEATURES_REFUSED: [&str; 1] = ["multiAddress.enabled"];
 
 /// Values read so far, in Apache's raw form (0 / -1 meaning "not set") until validation.
 struct Raw {

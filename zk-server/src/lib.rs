@@ -26,6 +26,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_reference;
 pub mod conn;
 pub mod core;
 pub mod driver;
