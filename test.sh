@@ -4,8 +4,8 @@
 # (libzookeeper-mt-dev), the Python client kazoo (python3-kazoo), the servlet API Apache's
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
 # (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
-# libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), lintian
-# and cargo-deb (the Debian package tests).
+# libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), curl and
+# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,6 +22,10 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need+=(libfaketime)
 # The TLS tests run `openssl s_client` against the secure client port.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# The user guide's quick start (zk-server/tests/guide_quick_start.rs) runs as written: it asks the
+# servers with curl and netcat.
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v nc >/dev/null 2>&1 || need+=(netcat-openbsd)
 # The Debian package tests lint the packages they build.
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
 if [ ${#need[@]} -gt 0 ]; then
