@@ -307,6 +307,10 @@ pub struct Driver {
     /// When the snapshot being written began.
     snapshot_started: Option<Instant>,
     stop: Option<String>,
+    /// A resync below the log's start (`Output::ResyncBelow`): the snapshots past this cut are
+    /// removed once the log's reset to the newest one left is durable, not before (a crash in
+    /// between would leave a log starting past every snapshot, and no state to start from).
+    discard_after_reset: Option<i64>,
     /// The ensemble's sockets, when this server is one of several.
     peers: Option<PeerIo>,
     /// The ensemble member's disk, beside the log.
@@ -356,6 +360,7 @@ impl Driver {
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
+            discard_after_reset: None,
             peers: None,
             disk: None,
             idle_trim: IdleTrim::default(),
@@ -558,6 +563,12 @@ impl Driver {
             }
             Some(WriterReport::Reset(zxid)) => {
                 self.persist_started.clear();
+                if let (Some(cut), Some(disk)) = (self.discard_after_reset.take(), self.disk.as_ref()) {
+                    match crate::snapshots::discard_after(&disk.snapshots, cut) {
+                        Ok((_, trash)) => remove_trash_later(&disk.snapshots, trash),
+                        Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
+                    }
+                }
                 Input::LogReset { zxid }
             }
             Some(WriterReport::Failed(error)) => {
@@ -887,16 +898,19 @@ impl Driver {
             }
             Output::ResyncBelow { cut } => {
                 let Some(disk) = self.disk.as_ref() else { return };
-                // Snapshots past the cut go first (durably): a crash after the reset must not
-                // restart from one of them.
-                match crate::snapshots::discard_after(&disk.snapshots, cut) {
-                    Ok((newest, trash)) => {
-                        remove_trash_later(&disk.snapshots, trash);
+                // The log is reset to the newest snapshot at or below the cut first; the ones
+                // past it go once that reset is durable (`on_log_report`). A crash in between
+                // restarts from the newest snapshot, past the log's end, which a restart takes
+                // as the log's new start; the other order could leave a log that starts past
+                // every snapshot left.
+                match crate::snapshots::newest_at_or_below(&disk.snapshots, cut) {
+                    Ok(newest) => {
+                        self.discard_after_reset = Some(cut);
                         if let Err(error) = self.log.reset_to(newest) {
                             self.node.handle(now, Input::LogFailed { error });
                         }
                     }
-                    Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
+                    Err(e) => self.stop = Some(format!("cannot list the snapshots: {e}")),
                 }
             }
             other => debug!("an ensemble output with no ensemble: {other:?}"),

@@ -152,6 +152,15 @@ pub fn verified<S: Storage>(
     }
 }
 
+/// The zxid of the newest snapshot taken at or below `cut` (0 when there is none): where the log
+/// is reset before [`discard_after`] removes the ones past the cut.
+///
+/// Errors: the directory cannot be listed.
+pub fn newest_at_or_below<S: Storage>(storage: &S, cut: i64) -> Result<i64, String> {
+    let all = list_snapshots(storage).map_err(|e| e.to_string())?;
+    Ok(all.into_iter().map(|(zxid, _)| zxid).filter(|z| *z <= cut).max().unwrap_or(0))
+}
+
 /// Removes (durably, through the trash) every snapshot taken past `cut`: after the log is cut
 /// there, they hold transactions gone from the ensemble's history (ZOOKEEPER-2832). Returns the
 /// zxid of the newest snapshot left (0 when none is) and the trash files to delete, which the

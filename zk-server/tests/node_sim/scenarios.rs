@@ -268,6 +268,49 @@ fn trunc_below_a_snapshot_from_a_failed_epoch() {
     });
 }
 
+/// Found by node_sim's short-epochs seeds (seed 32452 of `epochs`): the learner of the scenario
+/// above, told to TRUNC below its snapshot, removed that snapshot durably at once and queued its
+/// log's reset to the older one; a power loss before the reset was durable left a log starting
+/// past every snapshot it had, and the server could not start ("not in the log"). The log is now
+/// reset first and the snapshot removed after. Here 2 loses its power the moment it asks for
+/// the resync, and again once its log's reset is done: it must start both times, and the
+/// ensemble converge.
+#[test]
+fn a_power_loss_during_a_resync_below_the_log_start() {
+    scenario("resync below, power loss", slow_disks(), |w| {
+        let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
+        w.preload(3, 2, 2, &long, true);
+        w.preload(1, 5, 5, &long[..5], false);
+        w.start_without(&[1]);
+        let top = zxid(2, 4);
+        w.run_until_moment(
+            ELECT_MS,
+            "2's log reset to 3's snapshot",
+            move |_, m| matches!(m, Moment::Input(2, Input::LogReset { zxid }) if *zxid == top),
+        )?;
+        w.power_loss(3, Keep::Durable, 0);
+        w.restart(1);
+        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start", |_, m| {
+            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
+        })?;
+        w.power_loss(2, Keep::Random, 0);
+        w.restart(2);
+        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start again", |_, m| {
+            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
+        })?;
+        w.run_until_moment(ELECT_MS, "2's log reset below the cut", |_, m| {
+            matches!(m, Moment::Input(2, Input::LogReset { .. }))
+        })?;
+        w.power_loss(2, Keep::Random, 0);
+        w.restart(2);
+        w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        w.restart(3);
+        w.finish()
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Crashes in the middle of a sync.
 

@@ -83,6 +83,9 @@ pub struct Process {
     pub next_client_conn: u64,
     /// When the node's timers are next due, sim ms (cached after every step of the node).
     pub timer: Option<u64>,
+    /// After a resync below the log's start: the snapshots past this cut go once the log's
+    /// reset is done, as the driver does.
+    pub discard_after_reset: Option<i64>,
 }
 
 /// The wall clock the simulation starts at.
@@ -190,6 +193,7 @@ impl Server {
             snap_busy: false,
             next_client_conn: 1,
             timer: Some(now_ms),
+            discard_after_reset: None,
         });
         Ok(())
     }

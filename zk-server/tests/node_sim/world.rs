@@ -835,13 +835,15 @@ impl World {
                 self.log_job(sid, LogJob::Reset(zxid));
             }
             Output::ResyncBelow { cut } => {
+                // As the driver: the log is reset to the newest snapshot at or below the cut,
+                // and the snapshots past it go once that reset is done (`log_done`).
                 let disk = self.server(sid).snap_disk.clone();
-                match snapshots::discard_after(&disk, cut) {
-                    Ok((newest, trash)) => {
-                        snapshots::remove_trash(&disk, &trash);
+                match snapshots::newest_at_or_below(&disk, cut) {
+                    Ok(newest) => {
+                        self.server(sid).proc.as_mut().expect("up").discard_after_reset = Some(cut);
                         self.log_job(sid, LogJob::Reset(newest))
                     }
-                    Err(e) => self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t)),
+                    Err(e) => self.failures.push(format!("t={}: server {sid}: snapshots: {e}", self.t)),
                 }
             }
             // The driver writes it beside zoo.cfg durably before it goes on (and zoo.cfg names
@@ -979,7 +981,19 @@ impl World {
                 Err(error) => Input::LogFailed { error },
             },
             LogJob::Reset(z) => match p.log.reset_to(z) {
-                Ok(()) => Input::LogReset { zxid: z },
+                Ok(()) => {
+                    if let Some(cut) = p.discard_after_reset.take() {
+                        let disk = self.servers[(sid - 1) as usize].snap_disk.clone();
+                        match snapshots::discard_after(&disk, cut) {
+                            Ok((_, trash)) => snapshots::remove_trash(&disk, &trash),
+                            Err(e) => {
+                                let t = self.t;
+                                self.failures.push(format!("t={t}: server {sid}: discard_after: {e}"));
+                            }
+                        }
+                    }
+                    Input::LogReset { zxid: z }
+                }
                 Err(error) => Input::LogFailed { error },
             },
         };
