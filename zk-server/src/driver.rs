@@ -566,7 +566,12 @@ impl Driver {
                 if let (Some(cut), Some(disk)) = (self.discard_after_reset.take(), self.disk.as_ref()) {
                     match crate::snapshots::discard_after(&disk.snapshots, cut) {
                         Ok((_, trash)) => remove_trash_later(&disk.snapshots, trash),
-                        Err(e) => self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}")),
+                        Err(e) => {
+                            // The node is not told of the reset: it would rebuild from a
+                            // snapshot past the cut. The server stops instead.
+                            self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}"));
+                            return;
+                        }
                     }
                 }
                 Input::LogReset { zxid }

@@ -402,11 +402,18 @@ impl Replica {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        if matches!(self.state, State::Looking) {
+        if matches!(self.state, State::Looking) && self.read_only_may_start() {
             add(self.read_only_at);
         }
         add(self.parked.iter().map(|(_, at)| at.saturating_add(self.init_ms())).min());
         t
+    }
+
+    /// Whether read-only mode may begin now (its reload): no election decision or reload under
+    /// way, and no truncation or reset pending, whose snapshots past a cut a reload could
+    /// otherwise load and serve. The next input that clears them lets the timer fire.
+    fn read_only_may_start(&self) -> bool {
+        self.decision.is_none() && self.reloading.is_none() && self.log_jobs == 0
     }
 
     pub(super) fn handle_timeout(&mut self, now: Now, core: &mut ServerCore) {
@@ -422,10 +429,7 @@ impl Replica {
         match &mut self.state {
             State::Looking => {
                 self.fle.handle_timeout(ms);
-                if self.read_only_at.is_some_and(|t| t <= ms)
-                    && self.decision.is_none()
-                    && self.reloading.is_none()
-                {
+                if self.read_only_at.is_some_and(|t| t <= ms) && self.read_only_may_start() {
                     self.read_only_at = None;
                     self.reload(AfterReload::ReadOnly);
                 }
