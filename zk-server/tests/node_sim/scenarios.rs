@@ -238,25 +238,32 @@ fn zk_2678_database_reloaded_after_trunc() {
 /// fail. Server 3 leads with its history in a snapshot and SNAPs 2; the moment 2's log is reset
 /// to it, 3 loses its power; 1, back with a later currentEpoch and a shorter history, leads and
 /// sends 2 a TRUNC below its snapshot.
+/// The set-up of the two scenarios below: 3 leads with its history in a snapshot and SNAPs 2;
+/// the moment 2's log is reset to that snapshot (before the epoch is established), 3 loses its
+/// power; 1 comes back, ranking first (a later currentEpoch) with a shorter history.
+fn snap_from_a_failed_epoch(w: &mut World) -> Result<(), String> {
+    let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
+    w.preload(3, 2, 2, &long, true);
+    w.preload(1, 5, 5, &long[..5], false);
+    w.start_without(&[1]);
+    let top = zxid(2, 4);
+    w.run_until_moment(
+        ELECT_MS,
+        "2's log reset to 3's snapshot",
+        move |_, m| matches!(m, Moment::Input(2, Input::LogReset { zxid }) if *zxid == top),
+    )?;
+    if w.leader().is_some() {
+        return Err("established before the crash".into());
+    }
+    w.power_loss(3, Keep::Durable, 0);
+    w.restart(1);
+    Ok(())
+}
+
 #[test]
 fn trunc_below_a_snapshot_from_a_failed_epoch() {
     scenario("TRUNC below a snapshot", slow_disks(), |w| {
-        let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
-        w.preload(3, 2, 2, &long, true);
-        // 1 ranks first once back (a later currentEpoch), with a shorter history.
-        w.preload(1, 5, 5, &long[..5], false);
-        w.start_without(&[1]);
-        let top = zxid(2, 4);
-        w.run_until_moment(
-            ELECT_MS,
-            "2's log reset to 3's snapshot",
-            move |_, m| matches!(m, Moment::Input(2, Input::LogReset { zxid }) if *zxid == top),
-        )?;
-        if w.leader().is_some() {
-            return Err("established before the crash".into());
-        }
-        w.power_loss(3, Keep::Durable, 0);
-        w.restart(1);
+        snap_from_a_failed_epoch(w)?;
         w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
             w.leader() == Some(1) && w.view(2).up_to_date
         })?;
@@ -278,18 +285,7 @@ fn trunc_below_a_snapshot_from_a_failed_epoch() {
 #[test]
 fn a_power_loss_during_a_resync_below_the_log_start() {
     scenario("resync below, power loss", slow_disks(), |w| {
-        let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
-        w.preload(3, 2, 2, &long, true);
-        w.preload(1, 5, 5, &long[..5], false);
-        w.start_without(&[1]);
-        let top = zxid(2, 4);
-        w.run_until_moment(
-            ELECT_MS,
-            "2's log reset to 3's snapshot",
-            move |_, m| matches!(m, Moment::Input(2, Input::LogReset { zxid }) if *zxid == top),
-        )?;
-        w.power_loss(3, Keep::Durable, 0);
-        w.restart(1);
+        snap_from_a_failed_epoch(w)?;
         w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start", |_, m| {
             matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
         })?;
