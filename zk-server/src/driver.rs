@@ -563,15 +563,11 @@ impl Driver {
             }
             Some(WriterReport::Reset(zxid)) => {
                 self.persist_started.clear();
-                if let (Some(cut), Some(disk)) = (self.discard_after_reset.take(), self.disk.as_ref()) {
-                    match crate::snapshots::discard_after(&disk.snapshots, cut) {
-                        Ok((_, trash)) => remove_trash_later(&disk.snapshots, trash),
-                        Err(e) => {
-                            // The node is not told of the reset: it would rebuild from a
-                            // snapshot past the cut. The server stops instead.
-                            self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}"));
-                            return;
-                        }
+                if let Some(cut) = self.discard_after_reset.take() {
+                    // On failure the node is not told of the reset: it would rebuild from a
+                    // snapshot past the cut. The server stops instead.
+                    if !self.discard_snapshots_after(cut) {
+                        return;
                     }
                 }
                 Input::LogReset { zxid }
@@ -876,15 +872,13 @@ impl Driver {
                 self.node.handle(Self::now(self.origin), Input::LogRead { req, read });
             }
             Output::TruncateLog { after } => {
-                let Some(disk) = self.disk.as_ref() else { return };
+                if self.disk.is_none() {
+                    return;
+                }
                 // Snapshots past the cut go first, durably: a crash between the two must not
                 // bring a cut transaction back from a snapshot.
-                match crate::snapshots::discard_after(&disk.snapshots, after) {
-                    Ok((_, trash)) => remove_trash_later(&disk.snapshots, trash),
-                    Err(e) => {
-                        self.stop = Some(format!("cannot remove snapshots past 0x{after:x}: {e}"));
-                        return;
-                    }
+                if !self.discard_snapshots_after(after) {
+                    return;
                 }
                 if let Err(error) = self.log.truncate_after(after) {
                     self.node.handle(now, Input::LogFailed { error });
@@ -919,6 +913,22 @@ impl Driver {
                 }
             }
             other => debug!("an ensemble output with no ensemble: {other:?}"),
+        }
+    }
+
+    /// Removes (durably) the snapshots taken past `cut`, their files deleted later off this
+    /// thread; false, with the server stopping, if they cannot be removed. True without a disk.
+    fn discard_snapshots_after(&mut self, cut: i64) -> bool {
+        let Some(disk) = self.disk.as_ref() else { return true };
+        match crate::snapshots::discard_after(&disk.snapshots, cut) {
+            Ok(trash) => {
+                remove_trash_later(&disk.snapshots, trash);
+                true
+            }
+            Err(e) => {
+                self.stop = Some(format!("cannot remove snapshots past 0x{cut:x}: {e}"));
+                false
+            }
         }
     }
 

@@ -163,23 +163,20 @@ pub fn newest_at_or_below<S: Storage>(storage: &S, cut: i64) -> Result<i64, Stri
 
 /// Removes (durably, through the trash) every snapshot taken past `cut`: after the log is cut
 /// there, they hold transactions gone from the ensemble's history (ZOOKEEPER-2832). Returns the
-/// zxid of the newest snapshot left (0 when none is) and the trash files to delete, which the
-/// caller removes off its own thread ([`remove_trash`]): deleting a large file at once holds up
-/// the disk.
+/// trash files to delete, which the caller removes off its own thread ([`remove_trash`]):
+/// deleting a large file at once holds up the disk. [`newest_at_or_below`] names the newest
+/// snapshot this leaves.
 ///
 /// Errors: the directory cannot be listed, or a snapshot cannot be moved away.
-pub fn discard_after<S: Storage>(storage: &S, cut: i64) -> Result<(i64, Vec<String>), String> {
-    let mut newest = 0;
+pub fn discard_after<S: Storage>(storage: &S, cut: i64) -> Result<Vec<String>, String> {
     let mut trash = Vec::new();
     for (zxid, name) in list_snapshots(storage).map_err(|e| e.to_string())? {
         if zxid > cut {
             info!("removing snapshot {name}: it is past the truncation at 0x{cut:x}");
             trash.push(zk_log::move_to_trash(storage, &name).map_err(|e| format!("{name}: {e}"))?);
-        } else {
-            newest = newest.max(zxid);
         }
     }
-    Ok((newest, trash))
+    Ok(trash)
 }
 
 /// Deletes trash files [`discard_after`] left, gradually (a failure is logged: the next start
@@ -555,12 +552,14 @@ mod tests {
             let mut f = storage.create(&snapshot_name(z)).expect("create");
             f.sync().expect("sync");
         }
-        let (newest, trash) = discard_after(&storage, 0x2_0000_0004).expect("discard");
-        assert_eq!(newest, 0x2_0000_0001);
+        assert_eq!(newest_at_or_below(&storage, 0x2_0000_0004).expect("list"), 0x2_0000_0001);
+        let trash = discard_after(&storage, 0x2_0000_0004).expect("discard");
+        assert_eq!(newest_at_or_below(&storage, i64::MAX).expect("list"), 0x2_0000_0001);
         remove_trash(&storage, &trash);
         let left: Vec<i64> = list_snapshots(&storage).expect("list").into_iter().map(|(z, _)| z).collect();
         assert_eq!(left, zxids[..2]);
-        assert_eq!(discard_after(&storage, 0x1_0000_0000).expect("discard").0, 0, "none left");
+        discard_after(&storage, 0x1_0000_0000).expect("discard");
+        assert_eq!(newest_at_or_below(&storage, i64::MAX).expect("list"), 0, "none left");
         assert!(list_snapshots(&storage).expect("list").is_empty());
     }
 

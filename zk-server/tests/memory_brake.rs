@@ -156,15 +156,6 @@ fn growing_writes_refused_past_the_limit_others_go_on() {
     assert_eq!(grown.err(), ErrorCode::Ok);
 }
 
-/// The value of `key` in member `i`'s `mntr`.
-fn member_mntr(e: &support::ensemble::Ensemble, i: usize, key: &str) -> String {
-    let text = four_letter(e.members[i].client, "mntr");
-    text.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
-        .unwrap_or_else(|| panic!("member {}: no {key} in mntr:\n{text}", i + 1))
-        .to_string()
-}
-
 /// In a 3-server ensemble the leader alone decides (it preps every write): a create sent to a
 /// follower past the limit is refused with SYSTEMERROR, the refusal is a transaction every
 /// member applies alike (equal trees, equal accounted bytes), reads and deletes go on through
@@ -197,14 +188,15 @@ fn in_an_ensemble_the_leader_refuses_for_everyone() {
     let mut l = e.client(leader);
     assert_eq!(l.set_data("/b/n0", &[b'w'; 1001], -1).err(), ErrorCode::SystemError);
     // The leader counted the refusals it decided; every member holds the same tree.
-    assert_eq!(member_mntr(&e, leader, "zk_memory_brake"), "1");
-    assert_eq!(member_mntr(&e, leader, "zk_writes_refused_memory_brake"), "3");
+    assert_eq!(mntr_value(e.members[leader].client, "zk_memory_brake"), "1");
+    assert_eq!(mntr_value(e.members[leader].client, "zk_writes_refused_memory_brake"), "3");
     for c in [&mut o, &mut f] {
         assert_eq!(c.call(Request::Sync(SyncRequest { path: "/".into() })).err(), ErrorCode::Ok);
     }
-    let bytes: Vec<String> = (0..3).map(|i| member_mntr(&e, i, "zk_tree_memory_bytes")).collect();
+    let bytes: Vec<String> =
+        (0..3).map(|i| mntr_value(e.members[i].client, "zk_tree_memory_bytes")).collect();
     assert!(bytes.iter().all(|b| b == &bytes[0]), "accounted bytes differ: {bytes:?}");
-    let counts: Vec<String> = (0..3).map(|i| member_mntr(&e, i, "zk_znode_count")).collect();
+    let counts: Vec<String> = (0..3).map(|i| mntr_value(e.members[i].client, "zk_znode_count")).collect();
     assert!(counts.iter().all(|c| c == &counts[0]), "znode counts differ: {counts:?}");
 
     // Reads and deletes through the followers go on; the tree comes back under the limit.
@@ -212,7 +204,7 @@ fn in_an_ensemble_the_leader_refuses_for_everyone() {
     for p in &created[created.len() / 2..] {
         assert_eq!(o.delete(p, -1).err(), ErrorCode::Ok);
     }
-    assert_eq!(member_mntr(&e, leader, "zk_memory_brake"), "0");
+    assert_eq!(mntr_value(e.members[leader].client, "zk_memory_brake"), "0");
     assert_eq!(f.create("/b/again", &value, CreateMode::Persistent).err(), ErrorCode::Ok);
     assert_eq!(o.call(Request::Sync(SyncRequest { path: "/".into() })).err(), ErrorCode::Ok);
     assert_eq!(o.exists("/b/again", false).err(), ErrorCode::Ok, "the other follower has it once synced");

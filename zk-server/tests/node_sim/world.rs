@@ -815,13 +815,8 @@ impl World {
                 self.input(sid, Input::LogRead { req, read });
             }
             Output::TruncateLog { after } => {
-                let disk = self.server(sid).snap_disk.clone();
-                match snapshots::discard_after(&disk, after) {
-                    Ok((_, trash)) => snapshots::remove_trash(&disk, &trash),
-                    Err(e) => {
-                        self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t));
-                        return;
-                    }
+                if !self.discard_snapshots_after(sid, after) {
+                    return;
                 }
                 self.log_job(sid, LogJob::Truncate(after));
             }
@@ -963,6 +958,22 @@ impl World {
         self.at(dt, Ev::LogDone { sid, gen });
     }
 
+    /// Removes server `sid`'s snapshots past `cut` as the driver does; false (a failure of the
+    /// run) if that fails.
+    fn discard_snapshots_after(&mut self, sid: i64, cut: i64) -> bool {
+        let disk = self.server(sid).snap_disk.clone();
+        match snapshots::discard_after(&disk, cut) {
+            Ok(trash) => {
+                snapshots::remove_trash(&disk, &trash);
+                true
+            }
+            Err(e) => {
+                self.failures.push(format!("t={}: server {sid}: discard_after: {e}", self.t));
+                false
+            }
+        }
+    }
+
     fn log_done(&mut self, sid: i64, gen: u64) {
         if self.gen_of(sid) != Some(gen) {
             return;
@@ -983,14 +994,7 @@ impl World {
             LogJob::Reset(z) => match p.log.reset_to(z) {
                 Ok(()) => {
                     if let Some(cut) = p.discard_after_reset.take() {
-                        let disk = self.servers[(sid - 1) as usize].snap_disk.clone();
-                        match snapshots::discard_after(&disk, cut) {
-                            Ok((_, trash)) => snapshots::remove_trash(&disk, &trash),
-                            Err(e) => {
-                                let t = self.t;
-                                self.failures.push(format!("t={t}: server {sid}: discard_after: {e}"));
-                            }
-                        }
+                        self.discard_snapshots_after(sid, cut);
                     }
                     Input::LogReset { zxid: z }
                 }

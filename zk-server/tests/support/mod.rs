@@ -70,11 +70,7 @@ impl ServerProc {
 
     /// The value of `key` in the server's `mntr` output; panics naming the key when it is absent.
     pub fn mntr_value(&self, key: &str) -> String {
-        let text = self.four_letter("mntr");
-        text.lines()
-            .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
-            .unwrap_or_else(|| panic!("no {key} in mntr:\n{text}"))
-            .to_string()
+        mntr_value(self.addr(), key)
     }
 
     /// The server's process id.
@@ -137,6 +133,16 @@ pub fn members_of(config: &str) -> Vec<String> {
             Some(format!("{sid}{kind}"))
         })
         .collect()
+}
+
+/// The value of `key` in the `mntr` output of the server at `addr`; panics naming the server and
+/// the key when it is absent.
+pub fn mntr_value(addr: SocketAddr, key: &str) -> String {
+    let text = four_letter(addr, "mntr");
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('\t')))
+        .unwrap_or_else(|| panic!("{addr}: no {key} in mntr:\n{text}"))
+        .to_string()
 }
 
 /// Sends a four-letter word to `addr` and reads until the server closes.
