@@ -68,6 +68,12 @@
 //! the voters were still looking, or still following the leader it lost, waits for its next
 //! re-send, up to a doubling interval later).
 //!
+//! A sixth deviation: a server that votes only in the pending configuration (a reconfiguration in
+//! flight adds it) counts its own agreement in that configuration's quorum when it would follow a
+//! leader, since that quorum may need exactly its vote and following is how it gives it (see
+//! `has_settled_quorum`). Apache counts only what it hears, and such a server never finds the
+//! leader that waits for its ACK.
+//!
 //! A third deviation: during the finalize wait, a LOOKING notification of a higher round resumes the
 //! election (its sender started a newer election than the one our quorum voted in; Apache drops it
 //! unless its vote is better, decides in the older round, and the sender, possibly the candidate
@@ -751,9 +757,25 @@ impl FastLeaderElection {
 
     /// A quorum of `votes` agrees with `vote`, and the leader it names is known to lead (or is us, in
     /// the same round).
+    ///
+    /// A server that votes only in the pending configuration (a reconfiguration adds it, and the
+    /// current one gives it no vote, so its proposal is never counted) adds its own agreement to
+    /// the pending configuration's quorum when it would follow: that quorum may need its vote (a
+    /// lone voter adding it needs both), and the only way to give it is to follow the leader and
+    /// ACK the reconfiguration. Without this it looks for a leader forever and the reconfiguration
+    /// never commits (found by the node simulation, seed 40239 of `reconfig`). Apache's election
+    /// counts only the notifications received here.
     fn has_settled_quorum(&self, votes: &BTreeMap<i64, Vote>, vote: &Vote) -> bool {
-        let agreeing: Vec<i64> =
+        let mut agreeing: Vec<i64> =
             votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| *sid).collect();
+        let me = self.config.my_sid;
+        if vote.leader != me
+            && !self.config.verifier.is_voter(me)
+            && self.config.pending_verifier.as_ref().is_some_and(|p| p.is_voter(me))
+            && !agreeing.contains(&me)
+        {
+            agreeing.push(me);
+        }
         if !self.is_quorum(&agreeing) {
             return false;
         }

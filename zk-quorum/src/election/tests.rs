@@ -522,3 +522,34 @@ fn unanimity_in_a_joined_round_decides_early_too() {
     fle.handle_notification(1, looking(3, 0, 4, 1), 6);
     assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
 }
+
+/// Seed 40239 of the node simulation's `reconfig`: the lone voter 3 proposes adding 2, whose log
+/// holds that proposal, so 2 restarts a non-voter of the current configuration with the pending
+/// one naming it a voter. The pending quorum {2, 3} needs 2's own agreement, which its vote (a
+/// non-voter's, never counted) cannot give: it follows 3 on 3's word alone and counts itself.
+#[test]
+fn a_server_the_pending_configuration_adds_counts_itself_when_it_follows() {
+    let mut cfg = config(2, &[3], &[1]);
+    cfg.pending_verifier = Some(QuorumVerifier::majority([2, 3], [1]));
+    let mut fle = FastLeaderElection::new(cfg, data(0x1_0000_097f, 1), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, note(PeerState::Leading, 3, 0x1_0000_097b, 1, 1), 5);
+    assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Observing)));
+
+    // A voter of the current configuration counts only what it hears, as Apache: {1, 2, 3} moving
+    // to {1, 2, 3, 4}; 1 alone saying it leads is not a quorum of either for 2.
+    let mut cfg = config(2, &[1, 2, 3], &[]);
+    cfg.pending_verifier = Some(QuorumVerifier::majority([1, 2, 3, 4], []));
+    let mut fle = FastLeaderElection::new(cfg, data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(1, note(PeerState::Leading, 1, 5, 1, 1), 5);
+    assert_eq!(decided(&drain(&mut fle)), None);
+
+    // Nor does a non-voter of both (an observer): the leader's word alone is not a quorum of {3, 4}.
+    let mut cfg = config(2, &[3, 4], &[2]);
+    cfg.pending_verifier = Some(QuorumVerifier::majority([3, 4, 5], [2]));
+    let mut fle = FastLeaderElection::new(cfg, data(0, 0), 0);
+    drain(&mut fle);
+    fle.handle_notification(3, note(PeerState::Leading, 3, 5, 1, 1), 5);
+    assert_eq!(decided(&drain(&mut fle)), None);
+}

@@ -860,3 +860,68 @@ fn reconfig_a_joiner_drops_the_stale_pending_configuration_of_its_log() {
     });
     assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
 }
+
+/// Found by the `reconfig` configuration (seed 40239): the lone voter proposes adding a server
+/// that follows without a vote; that server writes the proposal and loses its power before its
+/// ACK leaves. Restarted, it is not in the configuration in force (started again as a joiner),
+/// and its log holds the proposal, so its elections ask a quorum of that pending configuration
+/// too, which needs its own vote: it looked for a leader forever, the leader waited for its ACK
+/// forever, and writes stopped. It must count itself in the pending quorum it votes in, follow
+/// the leader, ACK, and the reconfiguration commits with it a voter.
+#[test]
+fn reconfig_a_joiner_the_pending_configuration_adds_follows_to_ack_it() {
+    let w = scenario("joiner added while down", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let leader = w.leader().ok_or("no leader")?;
+        let v = leader % 3 + 1;
+        let other = 6 - leader - v;
+        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
+        let removed = reconfig_ok(w, None, Some(v))?;
+        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        let single = reconfig_ok(w, Some((other, "observer")), None)?;
+        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
+            serves_as(w, other, single.version, Placement::Observer)
+        })?;
+        w.run_until_cond(ELECT_MS, "v following the lone voter", |w| {
+            serves_as(w, v, single.version, Placement::NonVoting)
+        })?;
+        if !w.request_reconfig(Some((v, "participant")), None) {
+            return Err("no client connected".into());
+        }
+        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
+        let zxid = found.clone();
+        w.run_until_moment(ELECT_MS, "the leader proposes adding v", move |_, m| {
+            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
+            if *s != leader || kind(packet) != Some(PacketType::Proposal) {
+                return false;
+            }
+            let reconfig = packet.data.clone().is_some_and(|d| {
+                zk_log::format::decode_payload_digest(d)
+                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
+            });
+            if reconfig {
+                found.set(packet.zxid);
+            }
+            reconfig
+        })?;
+        let z = zxid.get();
+        // The moment the proposal is durable on v, before the ACK it leads to leaves.
+        w.run_until_moment(
+            ELECT_MS,
+            "the proposal durable on v",
+            move |_, m| matches!(m, Moment::Input(s, Input::Durable { zxid }) if *s == v && *zxid >= z),
+        )?;
+        w.power_loss(v, Keep::Durable, 0);
+        if w.config_of(leader).is_some_and(|c| c.version == z) {
+            return Err(format!("{z:#x} committed without v's ACK"));
+        }
+        w.restart(v);
+        w.run_until_cond(ELECT_MS, "v following as a voter", |w| serves_as(w, v, z, Placement::Participant))?;
+        writes_go_on(w, 10, ELECT_MS, "writes with v a voter")?;
+        w.finish_now()
+    });
+    assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
+}
