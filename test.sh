@@ -40,7 +40,7 @@ fi
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 
 # Among them the simulation of whole ensembles of the real server node (zk-server's node_sim):
-# its named scenarios and 10 seeds in each configuration (longer runs: README, "Longer runs").
+# its named scenarios and 10 seeds in each configuration (longer runs: the guide's Testing chapter).
 # The user guide's relative links and anchors resolve (docs/guide; a Python script, no build).
 echo "== user guide links"
 python3 docs/guide/check_links.py

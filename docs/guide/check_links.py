@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the relative links of the user guide's chapters (docs/guide/src/*.md).
+"""Checks the relative links of the user guide's chapters (docs/guide/src/*.md) and of the
+repository's README.md, which points into the guide.
 
 For every Markdown link `[text](target)` outside code, where the target is not an absolute URL:
 - the file the target names (relative to the chapter) must exist, inside the repository;
@@ -134,6 +135,7 @@ def check_summary(errors):
 def main():
     errors = []
     chapters = sorted(os.path.join(SRC, n) for n in os.listdir(SRC) if n.endswith(".md"))
+    chapters.append(os.path.join(REPO, "README.md"))
     total = sum(check_file(p, errors) for p in chapters)
     check_summary(errors)
     for e in errors:
