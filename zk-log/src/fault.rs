@@ -420,6 +420,12 @@ impl FaultStorage {
         self.lock().crash_model = model;
     }
 
+    /// The total bytes of all files (their lengths, stored or not), as [`Self::set_capacity`]
+    /// counts them.
+    pub fn used_bytes(&self) -> u64 {
+        self.lock().used_bytes()
+    }
+
     /// Limits the total bytes of all files (their lengths, stored or not): an `allocate`,
     /// `reserve` or `set_len` growing a file beyond it fails with ENOSPC.
     pub fn set_capacity(&self, bytes: Option<u64>) {

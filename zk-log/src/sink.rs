@@ -42,6 +42,9 @@ pub trait TxnSink: Send {
     fn reset_to(&mut self, zxid: i64) -> Result<(), LogError>;
     /// A handle that reads durable records from another thread while the sink keeps writing.
     fn source(&self) -> Box<dyn TxnSource>;
+    /// Whether the sink has stopped for good after a failure (see [`LogWriter::is_stopped`]):
+    /// nothing more will be written or reported.
+    fn is_stopped(&self) -> bool;
 }
 
 /// Reads a log's durable transactions by zxid range, from any thread (a Zab leader's DIFF).
@@ -94,5 +97,8 @@ impl<S: Storage> TxnSink for LogWriter<S> {
     }
     fn source(&self) -> Box<dyn TxnSource> {
         Box::new(self.reader())
+    }
+    fn is_stopped(&self) -> bool {
+        LogWriter::is_stopped(self)
     }
 }

@@ -302,6 +302,13 @@ impl<S: Storage> LogWriter<S> {
         })
     }
 
+    /// Whether the writer thread has stopped after a failure (a failed sync, a write error other
+    /// than a full disk, or any failed truncation or reset, a full disk included): nothing more
+    /// is written through this writer, and [`Self::resume`] does not bring it back.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.stopped.load(SeqCst)
+    }
+
     /// Stops taking batches, lets the thread make everything already queued durable (reporting it
     /// as usual), and returns the log.
     ///

@@ -555,6 +555,30 @@ fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
     assert_eq!(log.last_zxid(), z + 1);
 }
 
+/// A reset that finds the disk full stops the writer, full disk or not (a barrier that failed
+/// half-way leaves nothing to resume from): the report says so and `is_stopped` tells the
+/// caller, whose server must stop rather than wait for a resume that cannot come.
+#[test]
+fn a_reset_on_a_full_disk_stops_the_writer() {
+    let s = FaultStorage::with_append_mode(13, AppendMode::Pwrite);
+    let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
+    let log = SegmentLog::open(s.clone(), opts).expect("open");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = zk_log::LogWriter::spawn(log, 4, move |r| {
+        let _ = tx.send(r.map_err(|e| e.is_storage_full()));
+    })
+    .expect("spawn");
+    w.submit(one_record(1, 150)).expect("submit");
+    assert_eq!(rx.recv().expect("report"), Ok(1));
+    assert!(!w.is_stopped());
+    s.set_capacity(Some(s.used_bytes()));
+    w.reset_to(100).expect("queued");
+    assert_eq!(rx.recv().expect("report"), Err(true), "the reset is refused for a full disk");
+    assert!(w.is_stopped(), "and the writer has stopped");
+    s.set_capacity(None);
+    assert!(w.resume().is_err() || w.is_stopped(), "a resume does not bring it back");
+}
+
 /// Batches that queue up behind a sync go to the log in one write: a follower submits a batch
 /// per PROPOSAL, and a write per batch was most of its system calls. A crash keeps a prefix.
 #[test]

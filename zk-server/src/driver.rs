@@ -574,6 +574,15 @@ impl Driver {
             }
             Some(WriterReport::Failed(error)) => {
                 self.persist_started.clear();
+                if error.is_storage_full() && self.log.is_stopped() {
+                    // A truncation or reset refused for a full disk stops the writer (the log is
+                    // half-way through it): no resume comes, and the node would wait for the
+                    // barrier's report for good. Stop, as for any other failure that ends the log.
+                    let reason = format!("transaction log stopped: {error} during a truncation or reset");
+                    error!("stopping: {reason}");
+                    self.stop = Some(reason);
+                    return;
+                }
                 if error.is_storage_full() {
                     // Every proposal not yet durable is taken back by the core, these included.
                     self.log_backlog.clear();

@@ -681,6 +681,15 @@ impl Leader {
         self.cfg.config_string = config_string;
     }
 
+    /// Whether `set` holds a quorum of the configuration in force, ignoring a pending one: what
+    /// the new epoch and its acknowledgement need, as in Apache (`getEpochToPropose`,
+    /// `waitForEpochAck`). A pending configuration's quorum is asked of NEWLEADER, which carries
+    /// it, and of commits; asking it of the epoch too left a leader whose pending configuration
+    /// needs a learner ahead of it (refused at ACKEPOCH until the epoch is set) unable to set one.
+    fn has_current_quorum(&self, set: &BTreeSet<i64>) -> bool {
+        self.cfg.verifier.contains_quorum(set.iter().copied())
+    }
+
     /// Whether `set` holds a quorum of the configuration, and of the pending one if there is.
     fn has_quorum(&self, set: &BTreeSet<i64>) -> bool {
         self.cfg.verifier.contains_quorum(set.iter().copied())
@@ -913,7 +922,7 @@ impl Leader {
     }
 
     fn maybe_fix_epoch(&mut self) {
-        if self.phase != Phase::Discovery || !self.has_quorum(&self.epoch_set) {
+        if self.phase != Phase::Discovery || !self.has_current_quorum(&self.epoch_set) {
             return;
         }
         if self.max_accepted >= MAX_EPOCH {
@@ -994,7 +1003,7 @@ impl Leader {
     }
 
     fn maybe_epoch_acked(&mut self) {
-        if self.phase == Phase::AwaitAckEpochs && self.has_quorum(&self.ack_epoch_set) {
+        if self.phase == Phase::AwaitAckEpochs && self.has_current_quorum(&self.ack_epoch_set) {
             let epoch = self.epoch.unwrap_or(0);
             self.phase = Phase::PersistingCurrent;
             self.actions.push_back(LeaderAction::PersistCurrentEpoch(epoch));

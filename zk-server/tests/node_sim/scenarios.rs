@@ -307,6 +307,29 @@ fn a_power_loss_during_a_resync_below_the_log_start() {
     });
 }
 
+/// The window the driver's order leaves: 2's log is reset durably below the cut, and it loses
+/// its power before the driver hears of it, so the snapshots past the cut (from the failed
+/// epoch) are still on disk beside a log that now starts below them. Restarted, it loads the
+/// newest of them, which holds only transactions past the cut (uncommitted ones, since the cut
+/// is the leader's history), takes it as its log's new start, and is cut back again by the
+/// leader: it must start, resync and converge, and no acknowledged write is lost.
+#[test]
+fn a_power_loss_between_the_log_reset_and_the_snapshot_removal() {
+    scenario("power loss between reset and removal", slow_disks(), |w| {
+        snap_from_a_failed_epoch(w)?;
+        w.run_until_moment(ELECT_MS, "2's log reset, its report on the way", |w, m| {
+            matches!(m, Moment::Step) && w.reset_report_pending(2)
+        })?;
+        w.power_loss(2, Keep::Durable, 0);
+        w.restart(2);
+        w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        w.restart(3);
+        w.finish()
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Crashes in the middle of a sync.
 
@@ -924,4 +947,73 @@ fn reconfig_a_joiner_the_pending_configuration_adds_follows_to_ack_it() {
         w.finish_now()
     });
     assert_eq!(w.stat("starts refused: not in the configuration"), 1, "{:?}", w.stats);
+}
+
+/// Found by a review (helper-19): the lone voter proposes adding v, a non-voting follower; v
+/// logs the proposal and the writes after it durably, the leader only the proposal, and the
+/// leader loses its power the moment its own copy is durable, before it can commit. Restarted,
+/// the leader has the pending configuration {leader, v}, which needs v, and v's log is ahead of
+/// the leader's: v's ACKEPOCH was refused as ahead, and with the epoch's quorums asked of the
+/// pending configuration too the leader could never establish an epoch; it stepped down and was
+/// elected again forever. As Apache's, the epoch and its acknowledgement need a quorum of the
+/// configuration in force only (a commit needs one, so a learner ahead of such a quorum holds
+/// nothing committed); NEWLEADER needs both, and v, cut back by TRUNC once the epoch is set,
+/// gives the pending configuration's.
+#[test]
+fn reconfig_a_joiner_ahead_of_the_lone_voter() {
+    scenario("joiner ahead of the lone voter", reconfigurable(3, 0), |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let leader = w.leader().ok_or("no leader")?;
+        let v = leader % 3 + 1;
+        let other = 6 - leader - v;
+        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
+        let removed = reconfig_ok(w, None, Some(v))?;
+        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+            serves_as(w, v, removed.version, Placement::NonVoting)
+        })?;
+        let single = reconfig_ok(w, Some((other, "observer")), None)?;
+        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
+            serves_as(w, other, single.version, Placement::Observer)
+        })?;
+        w.run_until_cond(ELECT_MS, "v following the lone voter", |w| {
+            serves_as(w, v, single.version, Placement::NonVoting)
+        })?;
+        if !w.request_reconfig(Some((v, "participant")), None) {
+            return Err("no client connected".into());
+        }
+        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
+        let zxid = found.clone();
+        w.run_until_moment(ELECT_MS, "the leader proposes adding v", move |_, m| {
+            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
+            if *s != leader || kind(packet) != Some(PacketType::Proposal) {
+                return false;
+            }
+            let reconfig = packet.data.clone().is_some_and(|d| {
+                zk_log::format::decode_payload_digest(d)
+                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
+            });
+            if reconfig {
+                found.set(packet.zxid);
+            }
+            reconfig
+        })?;
+        let z = zxid.get();
+        w.slow_disk(leader, 40);
+        w.run_until_moment(
+            ELECT_MS,
+            "the proposal durable on the leader",
+            move |_, m| matches!(m, Moment::Input(s, Input::Durable { zxid }) if *s == leader && *zxid >= z),
+        )?;
+        let (ld, _) = w.log_state(leader);
+        let (vd, _) = w.log_state(v);
+        if vd <= ld {
+            return Err(format!("set-up missed: v durable {vd:#x}, leader {ld:#x}"));
+        }
+        w.power_loss(leader, Keep::Durable, 0);
+        w.slow_disk(leader, 1);
+        w.restart(leader);
+        writes_go_on(w, 10, 6 * ELECT_MS, "writes after the lone voter restarts")?;
+        w.finish_now()
+    });
 }

@@ -184,6 +184,10 @@ enum Ev {
     MailAgain { from: i64, to: i64 },
     /// The log's thread finished the group under way.
     LogDone { sid: i64, gen: u64 },
+    /// The log's report of a reset for a resync below its start reaches the driver (which then
+    /// removes the snapshots past `cut` and tells the node): a power loss before it finds the
+    /// log reset and those snapshots still there.
+    ResetReported { sid: i64, gen: u64, zxid: i64, cut: i64 },
     /// The snapshot thread finished its job.
     SnapDone { sid: i64, gen: u64 },
     /// An epoch file write finished.
@@ -581,6 +585,20 @@ impl World {
                 }
             }
             Ev::LogDone { sid, gen } => self.log_done(sid, gen),
+            Ev::ResetReported { sid, gen, zxid, cut } => {
+                if self.gen_of(sid) != Some(gen) {
+                    return;
+                }
+                self.server(sid).proc.as_mut().expect("up").reset_reported = None;
+                if !self.discard_snapshots_after(sid, cut) {
+                    return;
+                }
+                self.input(sid, Input::LogReset { zxid });
+                if self.gen_of(sid) == Some(gen) {
+                    self.server(sid).proc.as_mut().expect("up").log_busy = false;
+                    self.kick_log(sid);
+                }
+            }
             Ev::SnapDone { sid, gen } => self.snap_done(sid, gen),
             Ev::EpochDone { sid, gen, file, epoch } => {
                 if self.gen_of(sid) != Some(gen) {
@@ -994,7 +1012,14 @@ impl World {
             LogJob::Reset(z) => match p.log.reset_to(z) {
                 Ok(()) => {
                     if let Some(cut) = p.discard_after_reset.take() {
-                        self.discard_snapshots_after(sid, cut);
+                        // The writer's report reaches the driver a moment later (up to 2 ms): a
+                        // window a power loss can strike. The log stays busy until the report is
+                        // handled, as the writer's reports arrive in order.
+                        p.log_busy = true;
+                        p.reset_reported = Some(cut);
+                        let report_ms = self.rng.gen_range(0..3);
+                        self.at(report_ms, Ev::ResetReported { sid, gen, zxid: z, cut });
+                        return;
                     }
                     Input::LogReset { zxid: z }
                 }
@@ -2168,6 +2193,13 @@ impl World {
         } else {
             Err(format!("t={}: {what} did not happen within {max_ms} ms\n{}", self.t, self.describe()))
         }
+    }
+
+    /// Whether `sid`'s log has reset for a resync below its start and the driver has not yet
+    /// heard of it (the snapshots past the cut are still on disk).
+    pub fn reset_report_pending(&self, sid: i64) -> bool {
+        let s = &self.servers[(sid - 1) as usize];
+        s.proc.as_ref().is_some_and(|p| p.reset_reported.is_some())
     }
 
     /// What a scenario sees of `sid`.
