@@ -264,6 +264,9 @@ pub struct EnsembleDisk {
     pub epochs: zk_log::EpochStore<zk_log::FileStorage>,
     /// The snapshot directory.
     pub snapshots: zk_log::FileStorage,
+    /// Shared with the snapshot thread: every cut of the log runs under it, so that no snapshot
+    /// begun before a cut lands after it.
+    pub fence: Arc<crate::snapshots::SnapshotFence>,
     /// Reads the log's durable records while its writer runs.
     pub source: Box<dyn zk_log::TxnSource>,
     /// How a rebuilt database is set up.
@@ -895,8 +898,13 @@ impl Driver {
             }
             Output::InstallSnapshot { zxid } => {
                 // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
-                // a crash between the two restarts from the snapshot.
-                if let Err(e) = self.write_snapshot() {
+                // a crash between the two restarts from the snapshot. Under the fence: a snapshot
+                // of the old database still finishing must not land beside it.
+                let written = match self.disk.as_ref() {
+                    Some(disk) => disk.fence.clone().cut(|| self.write_snapshot()),
+                    None => Ok(()),
+                };
+                if let Err(e) = written {
                     self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
                     return;
                 }
@@ -911,7 +919,7 @@ impl Driver {
                 // restarts from the newest snapshot, past the log's end, which a restart takes
                 // as the log's new start; the other order could leave a log that starts past
                 // every snapshot left.
-                match crate::snapshots::newest_at_or_below(&disk.snapshots, cut) {
+                match disk.fence.cut(|| crate::snapshots::newest_at_or_below(&disk.snapshots, cut)) {
                     Ok(newest) => {
                         self.discard_after_reset = Some(cut);
                         if let Err(error) = self.log.reset_to(newest) {
@@ -929,7 +937,7 @@ impl Driver {
     /// thread; false, with the server stopping, if they cannot be removed. True without a disk.
     fn discard_snapshots_after(&mut self, cut: i64) -> bool {
         let Some(disk) = self.disk.as_ref() else { return true };
-        match crate::snapshots::discard_after(&disk.snapshots, cut) {
+        match disk.fence.cut(|| crate::snapshots::discard_after(&disk.snapshots, cut)) {
             Ok(trash) => {
                 remove_trash_later(&disk.snapshots, trash);
                 true

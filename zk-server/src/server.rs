@@ -202,18 +202,23 @@ pub async fn run(
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
     let reports = core_tx.clone();
-    let snap_tx =
-        snapshots::spawn_writer(snap_storage.clone(), settings.snap_retain_count as usize, move |r| {
+    let fence = Arc::new(snapshots::SnapshotFence::new());
+    let snap_tx = snapshots::spawn_writer(
+        snap_storage.clone(),
+        settings.snap_retain_count as usize,
+        fence.clone(),
+        move |r| {
             let _ = reports.blocking_send(DriverMsg::Snapshot(r));
-        })
-        .map_err(|source| StartError::Log {
-            dir: snap_dir.clone(),
-            source: zk_log::LogError::Io {
-                op: "start the snapshot thread",
-                file: snap_dir.display().to_string(),
-                source,
-            },
-        })?;
+        },
+    )
+    .map_err(|source| StartError::Log {
+        dir: snap_dir.clone(),
+        source: zk_log::LogError::Io {
+            op: "start the snapshot thread",
+            file: snap_dir.display().to_string(),
+            source,
+        },
+    })?;
     let server_id = ensemble.as_ref().map_or(0, |e| e.my_sid);
     let log_position =
         LogPosition { base: writer.source().base_zxid(), durable: writer.source().durable_zxid() };
@@ -263,6 +268,7 @@ pub async fn run(
             let disk = EnsembleDisk {
                 epochs,
                 snapshots: snap_storage.clone(),
+                fence,
                 source,
                 tree_cfg: tree_cfg.clone(),
                 config_node: config_node.clone(),

@@ -12,6 +12,7 @@
 use crate::core::{SnapJob, CHUNK_CREDITS};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
@@ -292,11 +293,49 @@ pub fn write_whole<S: Storage>(
 pub fn spawn_writer(
     storage: FileStorage,
     retain: usize,
+    fence: Arc<SnapshotFence>,
     report: impl Fn(SnapshotReport) + Send + 'static,
 ) -> std::io::Result<SyncSender<SnapJob>> {
     let (tx, rx) = sync_channel(CHUNK_CREDITS + 4);
-    std::thread::Builder::new().name("zk-snapshot".into()).spawn(move || run(storage, retain, rx, report))?;
+    std::thread::Builder::new()
+        .name("zk-snapshot".into())
+        .spawn(move || run(storage, retain, fence, rx, report))?;
     Ok(tx)
+}
+
+/// Keeps a snapshot begun before the log was cut (TRUNC, a resync below the log's start, a
+/// snapshot received from the leader) from landing after the cut.
+///
+/// The core abandons a snapshot under way when its database is replaced, but once the last
+/// chunk is out the snapshot thread still has to finish the file (sync, rename), and may do so,
+/// at its idle disk priority, after the driver has listed the snapshots for a cut: the file then
+/// appears beside a log reset below it, and the next reload serves a tree that log does not
+/// continue (review of issue 29, finding 2). Each cut runs under this fence and starts a new
+/// generation; a snapshot finishes only under the fence, and only in the generation it began
+/// in, otherwise its file is dropped. So every snapshot either lands before a cut looks at the
+/// directory, or not at all.
+#[derive(Debug, Default)]
+pub struct SnapshotFence {
+    generation: std::sync::Mutex<u64>,
+}
+
+impl SnapshotFence {
+    /// A fence in its first generation.
+    pub fn new() -> SnapshotFence {
+        SnapshotFence::default()
+    }
+
+    /// Runs `cut` (listing, removing or writing snapshots for a cut of the log) with no snapshot
+    /// finishing meanwhile; snapshots begun before it will not finish.
+    pub fn cut<R>(&self, cut: impl FnOnce() -> R) -> R {
+        let mut g = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        *g += 1;
+        cut()
+    }
+
+    fn generation(&self) -> u64 {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The most a snapshot is written at (the core picks it: `snapshot_policy::pace`).
@@ -347,9 +386,15 @@ fn background_priority() {
     }
 }
 
-fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, report: impl Fn(SnapshotReport)) {
+fn run(
+    storage: FileStorage,
+    retain: usize,
+    fence: Arc<SnapshotFence>,
+    rx: Receiver<SnapJob>,
+    report: impl Fn(SnapshotReport),
+) {
     background_priority();
-    let mut files = SnapshotFiles::new(storage, retain);
+    let mut files = SnapshotFiles::new(storage, retain, fence);
     // The pace's reckoning for the snapshot under way: when it (last) started, bytes written
     // since.
     let mut pace = Pace::new(0);
@@ -385,28 +430,32 @@ fn run(storage: FileStorage, retain: usize, rx: Receiver<SnapJob>, report: impl 
 pub struct SnapshotFiles<S: Storage> {
     storage: S,
     retain: usize,
-    /// The snapshot being written, and when it began.
-    current: Option<(SnapshotWriter<S>, Instant)>,
+    /// Cuts of the log the snapshot under way must not land after.
+    fence: Arc<SnapshotFence>,
+    /// The snapshot being written, when it began, and the fence's generation then.
+    current: Option<(SnapshotWriter<S>, Instant, u64)>,
     /// The snapshot under way failed (it is reported as not written when it finishes).
     failed: bool,
 }
 
 impl<S: Storage> SnapshotFiles<S> {
-    /// Snapshots in `storage`, the newest `retain` kept.
-    pub fn new(storage: S, retain: usize) -> SnapshotFiles<S> {
-        SnapshotFiles { storage, retain, current: None, failed: false }
+    /// Snapshots in `storage`, the newest `retain` kept, none landing after a cut `fence` saw
+    /// ([`SnapshotFence`]).
+    pub fn new(storage: S, retain: usize, fence: Arc<SnapshotFence>) -> SnapshotFiles<S> {
+        SnapshotFiles { storage, retain, fence, current: None, failed: false }
     }
 
     /// Carries out `job`; returns the report it makes, if any.
     pub fn run(&mut self, job: SnapJob) -> Option<SnapshotReport> {
         match job {
             SnapJob::Begin { zxid, .. } => {
-                if let Some((w, _)) = self.current.take() {
+                if let Some((w, _, _)) = self.current.take() {
                     w.abort();
                 }
                 self.failed = false;
+                let generation = self.fence.generation();
                 self.current = match SnapshotWriter::create(&self.storage, zxid) {
-                    Ok(w) => Some((w, Instant::now())),
+                    Ok(w) => Some((w, Instant::now(), generation)),
                     Err(e) => {
                         warn!("cannot start a snapshot at zxid 0x{zxid:x}: {e}");
                         self.failed = true;
@@ -417,10 +466,10 @@ impl<S: Storage> SnapshotFiles<S> {
             }
             SnapJob::Pace(_) => None,
             SnapJob::Chunk(bytes) => {
-                if let Some((w, _)) = self.current.as_mut() {
+                if let Some((w, _, _)) = self.current.as_mut() {
                     if let Err(e) = w.write(&bytes) {
                         warn!("snapshot abandoned: {e}");
-                        if let Some((w, _)) = self.current.take() {
+                        if let Some((w, _, _)) = self.current.take() {
                             w.abort();
                         }
                         self.failed = true;
@@ -431,8 +480,18 @@ impl<S: Storage> SnapshotFiles<S> {
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
-                if let Some((w, t0)) = self.current.take() {
-                    match w.finish() {
+                if let Some((w, t0, began)) = self.current.take() {
+                    // Under the fence: no cut looks at the directory while the file lands.
+                    let generation = self.fence.generation.lock().unwrap_or_else(|p| p.into_inner());
+                    if *generation != began {
+                        drop(generation);
+                        info!("snapshot {} dropped: the log was cut while it was written", w.name());
+                        w.abort();
+                        return Some(SnapshotReport::Done { ok: false, purge_logs_before: None });
+                    }
+                    let finished = w.finish();
+                    drop(generation);
+                    match finished {
                         Ok(info) => {
                             info!(
                                 "snapshot {} written: {} bytes in {:.2?}",
@@ -451,7 +510,7 @@ impl<S: Storage> SnapshotFiles<S> {
                 Some(SnapshotReport::Done { ok: !self.failed, purge_logs_before: purge_before })
             }
             SnapJob::Abort => {
-                if let Some((w, _)) = self.current.take() {
+                if let Some((w, _, _)) = self.current.take() {
                     info!("snapshot {} abandoned", w.name());
                     w.abort();
                 }
@@ -561,6 +620,31 @@ mod tests {
         discard_after(&storage, 0x1_0000_0000).expect("discard");
         assert_eq!(newest_at_or_below(&storage, i64::MAX).expect("list"), 0, "none left");
         assert!(list_snapshots(&storage).expect("list").is_empty());
+    }
+
+    /// Review of issue 29, finding 2: a snapshot whose last chunk is out finishes only if no
+    /// cut of the log ran since it began; otherwise its file is dropped, so it never lands
+    /// beside a log reset below it. One begun after the cut finishes as usual.
+    #[test]
+    fn a_snapshot_begun_before_a_cut_does_not_land_after_it() {
+        use zk_log::snapshot::list_snapshots;
+        let disk = zk_log::FaultStorage::new(3);
+        let fence = Arc::new(SnapshotFence::new());
+        let mut files = SnapshotFiles::new(disk.clone(), 3, fence.clone());
+        let done = |r: Option<SnapshotReport>| match r {
+            Some(SnapshotReport::Done { ok, .. }) => ok,
+            other => panic!("not a Done report: {other:?}"),
+        };
+        files.run(SnapJob::Begin { zxid: 0x10, pace: 0 });
+        files.run(SnapJob::Chunk(vec![7; 100]));
+        assert_eq!(fence.cut(|| newest_at_or_below(&disk, 0x8).expect("list")), 0);
+        assert!(!done(files.run(SnapJob::Finish)), "dropped: a cut ran while it was written");
+        assert!(list_snapshots(&disk).expect("list").is_empty());
+        files.run(SnapJob::Begin { zxid: 0x20, pace: 0 });
+        files.run(SnapJob::Chunk(vec![7; 100]));
+        assert!(done(files.run(SnapJob::Finish)), "no cut since it began");
+        let left: Vec<i64> = list_snapshots(&disk).expect("list").into_iter().map(|(z, _)| z).collect();
+        assert_eq!(left, [0x20]);
     }
 
     /// F7: the database rebuilt at a role change never skips a range of the log: when the

@@ -69,6 +69,8 @@ pub struct Process {
     pub log: SegmentLog<zk_log::FaultStorage>,
     pub epochs: EpochStore<FaultStorage>,
     pub snaps: SnapshotFiles<FaultStorage>,
+    /// Shared with `snaps`, as the driver's with its snapshot thread: cuts of the log run under it.
+    pub fence: std::sync::Arc<snapshots::SnapshotFence>,
     /// When it started, sim ms (its monotonic clock counts from here).
     pub started_ms: u64,
     /// Its wall clock runs this far from the simulation's.
@@ -182,11 +184,13 @@ impl Server {
             now,
         );
         let retain = settings.snap_retain_count as usize;
+        let fence = std::sync::Arc::new(snapshots::SnapshotFence::new());
         self.proc = Some(Process {
             node,
             log,
             epochs,
-            snaps: SnapshotFiles::new(self.snap_disk.clone(), retain),
+            snaps: SnapshotFiles::new(self.snap_disk.clone(), retain, fence.clone()),
+            fence,
             started_ms: now_ms,
             wall_offset_ms,
             log_jobs: VecDeque::new(),

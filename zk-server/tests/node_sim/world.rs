@@ -841,7 +841,9 @@ impl World {
             Output::InstallSnapshot { zxid } => {
                 let s = &self.servers[(sid - 1) as usize];
                 let p = s.proc.as_ref().expect("up");
-                if let Err(e) = snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP) {
+                let written =
+                    p.fence.cut(|| snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP));
+                if let Err(e) = written {
                     self.failures.push(format!("t={}: server {sid}: snapshot write: {e}", self.t));
                     return;
                 }
@@ -851,7 +853,8 @@ impl World {
                 // As the driver: the log is reset to the newest snapshot at or below the cut,
                 // and the snapshots past it go once that reset is done (`log_done`).
                 let disk = self.server(sid).snap_disk.clone();
-                match snapshots::newest_at_or_below(&disk, cut) {
+                let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
+                match fence.cut(|| snapshots::newest_at_or_below(&disk, cut)) {
                     Ok(newest) => {
                         self.server(sid).proc.as_mut().expect("up").discard_after_reset = Some(cut);
                         self.log_job(sid, LogJob::Reset(newest))
@@ -980,7 +983,8 @@ impl World {
     /// run) if that fails.
     fn discard_snapshots_after(&mut self, sid: i64, cut: i64) -> bool {
         let disk = self.server(sid).snap_disk.clone();
-        match snapshots::discard_after(&disk, cut) {
+        let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
+        match fence.cut(|| snapshots::discard_after(&disk, cut)) {
             Ok(trash) => {
                 snapshots::remove_trash(&disk, &trash);
                 true
