@@ -634,4 +634,34 @@ mod tests {
         let e = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap_err();
         assert!(e.contains("in JVMFLAGS"), "{e}");
     }
+
+    #[test]
+    fn kerberos_login_errors_name_the_file_section_and_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jaas.conf");
+        let c = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        let krb5 = |opts: &str| {
+            std::fs::write(
+                &p,
+                format!("Server {{\n {} required {opts};\n}};", crate::kerberos::KRB5_LOGIN_MODULE),
+            )
+            .unwrap();
+        };
+        krb5("useKeyTab=true principal=\"zookeeper/h@R\"");
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        assert!(
+            e.contains("zoo.cfg line 1") && e.contains("section 'Server'") && e.contains("no keyTab option"),
+            "{e}"
+        );
+        // auth_to_local rules other than DEFAULT are refused, naming where they were set.
+        krb5("useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"zookeeper/h@R\"");
+        let mut rules = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        rules.take("security.auth_to_local", "RULE:[1:$1]", 2).unwrap();
+        let e = SaslSettings::resolve(&rules, &no_env, false).unwrap_err();
+        assert!(e.contains("security.auth_to_local (zoo.cfg line 2)") && e.contains("DEFAULT"), "{e}");
+        // A keytab the library cannot read (or, without the feature, Kerberos at all).
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
+        assert!(e.contains(expected), "{e}");
+    }
 }
