@@ -2,19 +2,16 @@
 //! library (no KDC): the tokens it answers with, the `sasl` id and super user it records, and
 //! AUTHFAILED with the close on a refused ticket, counted in `auth_failed`.
 #![allow(clippy::disallowed_methods)]
+mod core_support;
 
 use bytes::Bytes;
+use core_support::{connect, drain, now};
 use std::sync::Arc;
 use zk_proto::*;
 use zk_server::config::ServerConfig;
-use zk_server::core::{Action, CoreConfig, CounterRule, Event, Now, ServerCore, VoterSet};
+use zk_server::core::{Action, CoreConfig, CounterRule, Event, ServerCore, VoterSet};
 use zk_server::kerberos::{Accepted, GssAcceptor, GssContext, KerberosServer, PrincipalMapping};
 use zk_server::settings::Settings;
-use zk_server::stats::ConnStats;
-
-fn now(ms: u64) -> Now {
-    Now { mono_us: ms * 1000, wall_ms: 1_700_000_000_000 + ms as i64 }
-}
 
 /// Accepts the token `ap-req` (answering `ap-rep`, client `alice/h@ZKRS.TEST`) and refuses
 /// anything else; wrap prefixes `W:`, unwrap strips `U:`.
@@ -76,17 +73,7 @@ fn core(super_user: &str) -> ServerCore {
     let mut db = zk_tree::Database::new(tree);
     db.start_leading(0);
     let mut c = ServerCore::new(cfg, db, now(0));
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-    };
-    let remote = "127.0.0.1:5000".parse().expect("address");
-    c.handle(now(1), Event::Connect { conn: 1, remote, req, ids: vec![], stats: Arc::new(ConnStats::new()) });
-    let actions = drain(&mut c);
+    let actions = connect(&mut c, 1);
     // The session's creation is written inline (standalone); once durable, the session is ready.
     let zxid = actions
         .iter()
@@ -99,10 +86,6 @@ fn core(super_user: &str) -> ServerCore {
     let actions = drain(&mut c);
     assert!(actions.iter().any(|a| matches!(a, Action::SessionReady { .. })), "{actions:?}");
     c
-}
-
-fn drain(c: &mut ServerCore) -> Vec<Action> {
-    std::iter::from_fn(|| c.poll_action()).collect()
 }
 
 /// Sends `req` as `xid`; the replies' headers and bodies, and whether the connection closed.
