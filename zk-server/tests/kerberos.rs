@@ -335,9 +335,23 @@ fn sasl(c: &mut RawClient, token: &[u8]) -> Option<client::Reply> {
     c.recv(xid)
 }
 
+/// A first GSSAPI token for `zookeeper@localhost` from alice's ticket cache (kinit with her
+/// keytab), made by python3-kerberos, as pure-sasl makes it.
+fn ap_req(kdc: &Kdc) -> Vec<u8> {
+    kdc.run("/usr/bin/kinit", &["-k", "-t", kdc.path("alice.keytab").to_str().unwrap(), "alice"]);
+    let script = "import kerberos, sys\n\
+                  _, ctx = kerberos.authGSSClientInit('zookeeper@localhost')\n\
+                  kerberos.authGSSClientStep(ctx, '')\n\
+                  sys.stdout.write(kerberos.authGSSClientResponse(ctx))\n";
+    let out = kdc.run(PYTHON, &["-c", script]);
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(out.trim()).expect("a base64 token")
+}
+
 /// Bad input: a server whose keytab holds an old key (the client's ticket does not decrypt),
-/// a token that is no Kerberos token, a client gone right after its first token. AUTHFAILED and
-/// the close as Apache, zkrs's auth-failed counter, and the server serving others all along.
+/// a token that is no Kerberos token, a client gone right after its first token (a junk one, and
+/// a real one), a replayed ticket. AUTHFAILED and the close as Apache, zkrs's auth-failed
+/// counter, and the server serving others all along.
 #[test]
 fn failures_as_apache_and_others_served() {
     let Some(kdc) = realm() else { return };
@@ -383,6 +397,20 @@ fn failures_as_apache_and_others_served() {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(server.mntr_value("zk_auth_failed_count"), counted(2), "{target:?}");
+        // A real first token (alice's ticket from her ticket cache, through python3-kerberos):
+        // answered with the server's context token; then the client is gone mid-exchange.
+        let token = ap_req(&kdc);
+        let mut half = RawClient::connect(server.addr(), 10_000);
+        let r = sasl(&mut half, &token).expect("an answer");
+        assert_eq!((r.header.zxid, r.err()), (0, ErrorCode::Ok), "{target:?}");
+        assert!(r.decode::<SetSaslResponse>().token.len() > 4, "{target:?}: mutual authentication's token");
+        drop(half);
+        // The same token again on another connection: a replay, refused.
+        let mut replay = RawClient::connect(server.addr(), 10_000);
+        let r = sasl(&mut replay, &token).expect("an answer");
+        assert_eq!((r.header.zxid, r.err()), (0, ErrorCode::AuthFailed), "{target:?}: a replayed ticket");
+        assert!(replay.is_closed_within(Duration::from_secs(10)), "{target:?}");
+        assert_eq!(server.mntr_value("zk_auth_failed_count"), counted(3), "{target:?}");
         // Others are served: alice authenticates.
         let who = cli(&kdc.jvm_flags(&good), &server, "whoami");
         assert_eq!(ids(&who), ["ip: 127.0.0.1", "sasl: alice@ZKRS.TEST"], "{target:?}: {who}");
