@@ -5,7 +5,10 @@
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
 # (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
 # libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), curl and
-# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests).
+# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests); for
+# Kerberos, the MIT KDC and its tools (krb5-kdc, krb5-admin-server, krb5-user), kazoo's GSSAPI
+# (python3-kerberos), and what the `kerberos` feature builds with (libkrb5-dev's GSSAPI headers,
+# libclang-dev for bindgen).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,6 +31,14 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v nc >/dev/null 2>&1 || need+=(netcat-openbsd)
 # The Debian package tests lint the packages they build.
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
+# Kerberos (zk-server/tests/kerberos.rs): a throw-away MIT KDC, kinit, kazoo's GSSAPI, and the
+# headers and libclang the `kerberos` feature's bindings are generated with.
+[ -x /usr/sbin/krb5kdc ] || need+=(krb5-kdc)
+[ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
+command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
+/usr/bin/python3 -c 'import kerberos' 2>/dev/null || need+=(python3-kerberos)
+[ -f /usr/include/gssapi/gssapi.h ] || need+=(libkrb5-dev)
+compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""
@@ -45,5 +56,7 @@ command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 echo "== user guide links"
 python3 docs/guide/check_links.py
 
-echo "== cargo test --workspace"
-cargo test --workspace "$@"
+# The `kerberos` feature (SASL GSSAPI, off by default: it needs the packages above to build) is on
+# here, so its code and zk-server/tests/kerberos.rs are built and run.
+echo "== cargo test --workspace --features zk-server/kerberos"
+cargo test --workspace --features zk-server/kerberos "$@"

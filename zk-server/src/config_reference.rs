@@ -733,8 +733,26 @@ are `ssl.quorum.` versions of the client keys above, with the same values and re
             Row {
                 key: r#"`sasl.serverconfig`"#,
                 default: r#"`Server`"#,
-                meaning: r#"The JAAS section listing the users. A file without it leaves client SASL off."#,
+                meaning: r#"The JAAS section listing the users (DIGEST-MD5), or with `com.sun.security.auth.module.Krb5LoginModule` the server's Kerberos login (GSSAPI: options `useKeyTab=true`, `keyTab`, `principal`; [Security](security.md#kerberos-sasl-gssapi-for-clients)). A file without it leaves client SASL off."#,
+                refused: r#"a Kerberos login without `useKeyTab=true`, `keyTab` or `principal`, or whose keytab has no key for the principal; Kerberos in a build without the `kerberos` feature"#,
+            },
+            Row {
+                key: r#"`kerberos.removeHostFromPrincipal`"#,
+                default: r#"false"#,
+                meaning: r#"GSSAPI: a client principal `name/host@REALM` of the default realm gets the id `name@REALM`."#,
                 refused: r#"—"#,
+            },
+            Row {
+                key: r#"`kerberos.removeRealmFromPrincipal`"#,
+                default: r#"false"#,
+                meaning: r#"GSSAPI: a client principal of the default realm gets its id without `@REALM`."#,
+                refused: r#"—"#,
+            },
+            Row {
+                key: r#"`security.auth_to_local`"#,
+                default: r#"`DEFAULT`"#,
+                meaning: r#"GSSAPI: how principals map to short names. Only Apache's default rule (the first component, for the default realm of `-Djava.security.krb5.conf`, `KRB5_CONFIG` or /etc/krb5.conf, or `-Djava.security.krb5.realm`)."#,
+                refused: r#"any other rule list"#,
             },
             Row {
                 key: r#"`superUser`, `superUser.*`"#,
@@ -776,7 +794,7 @@ are `ssl.quorum.` versions of the client keys above, with the same values and re
                 key: r#"`quorum.auth.enableSasl`"#,
                 default: r#"false"#,
                 meaning: r#"SASL between members."#,
-                refused: r#"not a boolean; `true` without a JAAS file or its sections; a section whose login module is not DIGEST-MD5 (Kerberos)"#,
+                refused: r#"not a boolean; `true` without a JAAS file or its sections; a section whose login module is not DIGEST-MD5 (Kerberos between members is not supported)"#,
             },
             Row {
                 key: r#"`quorum.auth.learnerRequireSasl`"#,
@@ -805,7 +823,7 @@ are `ssl.quorum.` versions of the client keys above, with the same values and re
             Row {
                 key: r#"`quorum.auth.kerberos.servicePrincipal`"#,
                 default: r#"—"#,
-                meaning: r#"Not used (no Kerberos); logged."#,
+                meaning: r#"Not used (quorum SASL is DIGEST-MD5 only); logged."#,
                 refused: r#"—"#,
             },
         ],

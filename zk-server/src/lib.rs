@@ -32,6 +32,9 @@ pub mod core;
 pub mod driver;
 pub mod ensemble;
 pub mod fourlw;
+pub mod kerberos;
+#[cfg(feature = "kerberos")]
+pub mod kerberos_gss;
 pub mod log;
 pub mod node;
 pub mod sasl_config;

@@ -41,6 +41,12 @@ pub struct SaslConfig {
     pub server_section: Option<Setting<String>>,
     /// `allowSaslFailedClients`.
     pub allow_failed: Option<Setting<String>>,
+    /// `kerberos.removeHostFromPrincipal`.
+    pub remove_host: Option<Setting<String>>,
+    /// `kerberos.removeRealmFromPrincipal`.
+    pub remove_realm: Option<Setting<String>>,
+    /// `security.auth_to_local` (Apache's `zookeeper.security.auth_to_local`).
+    pub auth_to_local: Option<Setting<String>>,
     /// `quorum.auth.enableSasl`, `quorum.auth.serverRequireSasl`,
     /// `quorum.auth.learnerRequireSasl`, `quorum.auth.learner.saslLoginContext`,
     /// `quorum.auth.server.saslLoginContext`, `quorum.auth.kerberos.servicePrincipal`: SASL
@@ -75,6 +81,9 @@ impl SaslConfig {
             "sessionRequireClientSASLAuth" => self.session_require_sasl = Some(s),
             "sasl.serverconfig" => self.server_section = Some(s),
             "allowSaslFailedClients" => self.allow_failed = Some(s),
+            "kerberos.removeHostFromPrincipal" => self.remove_host = Some(s),
+            "kerberos.removeRealmFromPrincipal" => self.remove_realm = Some(s),
+            "security.auth_to_local" => self.auth_to_local = Some(s),
             k if k == "superUser" || k.starts_with("superUser.") => self.super_users.push(s),
             k => match QUORUM_KEYS.iter().find(|q| **q == k) {
                 Some(q) => {
@@ -107,8 +116,11 @@ impl std::fmt::Display for Origin {
 #[derive(Clone, Default)]
 pub struct SaslSettings {
     /// DIGEST-MD5 users (name to password) from the JAAS file's server section; `None` when no
-    /// JAAS file is configured, so SASL requests get Apache's null-token answer.
+    /// JAAS file is configured, or when the section logs in with Kerberos.
     pub users: Option<HashMap<String, String>>,
+    /// SASL GSSAPI (Kerberos): the server section uses `Krb5LoginModule`. With neither this nor
+    /// `users`, SASL requests get Apache's null-token answer.
+    pub kerberos: Option<crate::kerberos::KerberosServer>,
     /// Whether the `sasl` scheme is registered (`authProvider.N` names Apache's provider): `sasl`
     /// ACL entries are accepted and matched.
     pub provider: bool,
@@ -129,6 +141,7 @@ impl std::fmt::Debug for SaslSettings {
         let users: Option<Vec<&String>> = self.users.as_ref().map(|u| u.keys().collect());
         f.debug_struct("SaslSettings")
             .field("users", &users)
+            .field("kerberos", &self.kerberos)
             .field("provider", &self.provider)
             .field("super_users", &self.super_users)
             .field("enforce_schemes", &self.enforce_schemes)
@@ -168,6 +181,17 @@ impl SaslSettings {
         );
         from_cfg("zookeeper.sasl.serverconfig", "sasl.serverconfig", &cfg.server_section);
         from_cfg("zookeeper.allowSaslFailedClients", "allowSaslFailedClients", &cfg.allow_failed);
+        from_cfg(
+            "zookeeper.kerberos.removeHostFromPrincipal",
+            "kerberos.removeHostFromPrincipal",
+            &cfg.remove_host,
+        );
+        from_cfg(
+            "zookeeper.kerberos.removeRealmFromPrincipal",
+            "kerberos.removeRealmFromPrincipal",
+            &cfg.remove_realm,
+        );
+        from_cfg("zookeeper.security.auth_to_local", "security.auth_to_local", &cfg.auth_to_local);
         let get = |k: &str| props.get(k);
         let is_true = |k: &str| get(k).is_some_and(|(v, _)| v.eq_ignore_ascii_case("true"));
 
@@ -214,23 +238,45 @@ impl SaslSettings {
         };
         let sasl_required = enforce_schemes.as_ref().is_some_and(|s| s.iter().any(|s| s == "sasl"));
 
-        let users = match get(LOGIN_CONFIG_KEY) {
-            None => None,
+        let (users, kerberos) = match get(LOGIN_CONFIG_KEY) {
+            None => (None, None),
             Some((path, at)) => {
                 let section = get("zookeeper.sasl.serverconfig").map_or("Server", |(v, _)| v.as_str());
                 // A readable file without the section (one for quorum SASL only) leaves client
                 // SASL off, as Apache does; an unreadable one is an error.
                 let jaas = read_jaas(Path::new(path)).map_err(|e| format!("{at}: {e}"))?;
-                if jaas.section(section).is_none() {
-                    tracing::info!("JAAS file {path} has no '{section}' section: SASL for clients is off");
-                    None
-                } else {
-                    Some(users_of(&jaas, Path::new(path), section).map_err(|e| format!("{at}: {e}"))?)
+                match jaas.section(section) {
+                    None => {
+                        tracing::info!(
+                            "JAAS file {path} has no '{section}' section: SASL for clients is off"
+                        );
+                        (None, None)
+                    }
+                    // Apache's server runs GSSAPI when the section's login gave it a Kerberos
+                    // principal, DIGEST-MD5 otherwise: one mechanism, never both.
+                    Some(modules) => {
+                        match modules.iter().find(|m| m.class == crate::kerberos::KRB5_LOGIN_MODULE) {
+                            Some(m) => {
+                                let kerberos = kerberos_server(&m.options, &props, env).map_err(|e| {
+                                    format!("{at}: JAAS file {path}, section '{section}': {e}")
+                                })?;
+                                (None, Some(kerberos))
+                            }
+                            None => (
+                                Some(
+                                    users_of(&jaas, Path::new(path), section)
+                                        .map_err(|e| format!("{at}: {e}"))?,
+                                ),
+                                None,
+                            ),
+                        }
+                    }
                 }
             }
         };
         Ok(SaslSettings {
             users,
+            kerberos,
             provider,
             super_users,
             enforce_schemes,
@@ -252,6 +298,49 @@ fn jvm_properties(env: &dyn Fn(&str) -> Option<String>) -> HashMap<String, (Stri
         }
     }
     props
+}
+
+/// The Kerberos side of client SASL from a `Krb5LoginModule` entry's `options` and the
+/// properties `props` (`env` reads `KRB5_CONFIG`): the server's principal and keytab, its accepting credential, and how
+/// client principals become ids (`kerberos.removeHostFromPrincipal`,
+/// `kerberos.removeRealmFromPrincipal`; `security.auth_to_local` may only be `DEFAULT`, the one
+/// rule zkrs implements).
+///
+/// Errors: a login option missing, `auth_to_local` rules other than `DEFAULT` (naming where it
+/// was set), or a keytab the GSSAPI library cannot take the principal's key from.
+fn kerberos_server(
+    options: &[(String, String)],
+    props: &HashMap<String, (String, Origin)>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<crate::kerberos::KerberosServer, String> {
+    if let Some((rules, at)) = props.get("zookeeper.security.auth_to_local") {
+        if rules.trim() != "DEFAULT" {
+            return Err(format!(
+                "{at}: zkrs maps principals with the DEFAULT rule only; other auth_to_local rules \
+                 are not supported"
+            ));
+        }
+    }
+    let (principal, keytab) = crate::kerberos::login_options(options)?;
+    let prop = |k: &str| props.get(k).map(|(v, _)| v.as_str());
+    let is_true = |k: &str| prop(k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let krb5_config = env("KRB5_CONFIG");
+    let mapping = crate::kerberos::PrincipalMapping {
+        remove_host: is_true("zookeeper.kerberos.removeHostFromPrincipal"),
+        remove_realm: is_true("zookeeper.kerberos.removeRealmFromPrincipal"),
+        default_realm: crate::kerberos::default_realm(
+            prop("java.security.krb5.realm"),
+            prop("java.security.krb5.conf"),
+            krb5_config.as_deref(),
+        ),
+    };
+    let acceptor = crate::kerberos::keytab_acceptor(&principal, &keytab)?;
+    tracing::info!(
+        "SASL GSSAPI for clients as {principal} (keytab {}); default realm {:?}",
+        keytab.display(),
+        mapping.default_realm
+    );
+    Ok(crate::kerberos::KerberosServer { principal, keytab, mapping, acceptor })
 }
 
 /// A learner's DIGEST-MD5 credentials (`username`/`password` of the `QuorumLearner` section).
@@ -544,5 +633,35 @@ mod tests {
             |v: &str| (v == "JVMFLAGS").then(|| "-Dzookeeper.sessionRequireClientSASLAuth=true".to_string());
         let e = SaslSettings::resolve(&SaslConfig::default(), &env, false).unwrap_err();
         assert!(e.contains("in JVMFLAGS"), "{e}");
+    }
+
+    #[test]
+    fn kerberos_login_errors_name_the_file_section_and_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jaas.conf");
+        let c = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        let krb5 = |opts: &str| {
+            std::fs::write(
+                &p,
+                format!("Server {{\n {} required {opts};\n}};", crate::kerberos::KRB5_LOGIN_MODULE),
+            )
+            .unwrap();
+        };
+        krb5("useKeyTab=true principal=\"zookeeper/h@R\"");
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        assert!(
+            e.contains("zoo.cfg line 1") && e.contains("section 'Server'") && e.contains("no keyTab option"),
+            "{e}"
+        );
+        // auth_to_local rules other than DEFAULT are refused, naming where they were set.
+        krb5("useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"zookeeper/h@R\"");
+        let mut rules = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        rules.take("security.auth_to_local", "RULE:[1:$1]", 2).unwrap();
+        let e = SaslSettings::resolve(&rules, &no_env, false).unwrap_err();
+        assert!(e.contains("security.auth_to_local (zoo.cfg line 2)") && e.contains("DEFAULT"), "{e}");
+        // A keytab the library cannot read (or, without the feature, Kerberos at all).
+        let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
+        assert!(e.contains(expected), "{e}");
     }
 }

@@ -2,22 +2,17 @@
 //! review that lives in the core (the whole-ensemble ones are in `tests/node_sim`): each drives
 //! `ServerCore` with events, no sockets or clocks, and checks the exact actions that matter.
 #![allow(clippy::disallowed_methods)]
+mod core_support;
 
 use bytes::Bytes;
+use core_support::{connect, drain, now, WALL};
 use std::sync::Arc;
 use zk_proto::*;
 use zk_server::config::ServerConfig;
 use zk_server::core::{
-    Action, CoreConfig, CounterRule, Event, Now, Role, ServerCore, SnapJob, SnapshotSettings, VoterSet,
+    Action, CoreConfig, CounterRule, Event, Role, ServerCore, SnapJob, SnapshotSettings, VoterSet,
 };
 use zk_server::settings::Settings;
-use zk_server::stats::ConnStats;
-
-const WALL: i64 = 1_700_000_000_000;
-
-fn now(ms: u64) -> Now {
-    Now { mono_us: ms * 1000, wall_ms: WALL + ms as i64 }
-}
 
 fn core(snap_count: u64) -> ServerCore {
     let text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\nsnapCount={snap_count}\n");
@@ -45,10 +40,6 @@ fn core(snap_count: u64) -> ServerCore {
     ServerCore::new(cfg, db, now(0))
 }
 
-fn drain(c: &mut ServerCore) -> Vec<Action> {
-    std::iter::from_fn(|| c.poll_action()).collect()
-}
-
 /// A create of `path` under the root, as a leader would have prepped it for a tree whose root
 /// has `parent_cversion - 1` as its cversion.
 fn create_hdr(zxid: i64, path: &str, db: &zk_tree::Database) -> (TxnHeader, Txn) {
@@ -61,24 +52,6 @@ fn create_hdr(zxid: i64, path: &str, db: &zk_tree::Database) -> (TxnHeader, Txn)
         parent_cversion: root + 1,
     });
     (TxnHeader { client_id: 0, cxid: 0, zxid, time: WALL, txn_type: OpCode::Create.code() }, txn)
-}
-
-/// A client's handshake on connection 1; returns what the core did.
-fn connect(c: &mut ServerCore, at: u64) -> Vec<Action> {
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-    };
-    let remote = "127.0.0.1:5000".parse().expect("address");
-    c.handle(
-        now(at),
-        Event::Connect { conn: 1, remote, req, ids: vec![], stats: Arc::new(ConnStats::new()) },
-    );
-    drain(c)
 }
 
 /// F2: a leader whose voter set is itself alone (one participant with observers, or the first

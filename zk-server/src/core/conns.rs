@@ -25,8 +25,18 @@ pub struct ConnState {
     pub stats: Arc<ConnStats>,
     /// Negotiated session timeout.
     pub timeout_ms: i32,
-    /// The connection's SASL DIGEST-MD5 exchange, from its first SASL token on.
-    pub sasl: Option<Box<zk_proto::digest_md5::ServerExchange>>,
+    /// The connection's SASL exchange, from its first SASL token on.
+    pub sasl: Option<SaslExchange>,
+}
+
+/// A connection's SASL exchange: the mechanism is the server's (DIGEST-MD5 with users in the
+/// JAAS server section, GSSAPI with a Kerberos login there).
+#[derive(Debug)]
+pub enum SaslExchange {
+    /// DIGEST-MD5 (RFC 2831).
+    Digest(Box<zk_proto::digest_md5::ServerExchange>),
+    /// GSSAPI (RFC 4752).
+    Gssapi(Box<crate::kerberos::GssapiExchange>),
 }
 
 /// Every live connection, and the connection each session is bound to.

@@ -1,7 +1,9 @@
-//! SASL DIGEST-MD5 over the SASL request (opcode 102), and `enforce.auth.*`: what Apache's
+//! SASL (DIGEST-MD5, or GSSAPI with a Kerberos login) over the SASL request (opcode 102), and `enforce.auth.*`: what Apache's
 //! server does when it receives either, before a request reaches its pipeline.
 
+use super::conns::SaslExchange;
 use super::*;
+use crate::kerberos::{GssStep, GssapiExchange};
 use rand::RngCore;
 use zk_proto::digest_md5::{self, ServerExchange, ServerStep};
 
@@ -19,27 +21,60 @@ impl ServerCore {
             return;
         };
         let sasl = &self.settings.sasl;
-        let Some(users) = sasl.users.as_ref() else {
-            // No JAAS users: Apache's connection has no SASL server and answers a null token.
+        if sasl.users.is_none() && sasl.kerberos.is_none() {
+            // No JAAS server section: Apache's connection has no SASL server and answers a null
+            // token.
             info!("session 0x{sid:x} sent a SASL token; SASL is not configured");
             return self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::SaslToken(None));
-        };
+        }
         let Some(c) = self.conns.get_mut(conn) else {
             self.actions.push_back(Action::ReleasePermit);
             return;
         };
-        let exchange = c.sasl.get_or_insert_with(|| {
-            let mut nonce = [0u8; 16];
-            self.sasl_rng.fill_bytes(&mut nonce);
-            Box::new(ServerExchange::new(digest_md5::SERVER_NAME, &nonce))
-        });
-        let step = exchange.step(&token, |user| users.get(user).cloned());
-        match step {
-            Ok(ServerStep::Challenge(t)) => {
-                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::SaslToken(Some(t.into())))
+        let exchange = c.sasl.get_or_insert_with(|| match &sasl.kerberos {
+            Some(k) => SaslExchange::Gssapi(Box::new(GssapiExchange::new(k.acceptor.as_ref()))),
+            None => {
+                let mut nonce = [0u8; 16];
+                self.sasl_rng.fill_bytes(&mut nonce);
+                SaslExchange::Digest(Box::new(ServerExchange::new(digest_md5::SERVER_NAME, &nonce)))
             }
-            Ok(ServerStep::Success { token, username }) => {
-                info!("session 0x{sid:x}: SASL DIGEST-MD5 authenticated {username} from {}", c.remote);
+        });
+        // Ok(token, None): the exchange goes on; Ok(token, Some(id)): authenticated.
+        let step: Result<(Option<Vec<u8>>, Option<String>), String> = match exchange {
+            SaslExchange::Digest(x) => {
+                let users = sasl.users.as_ref();
+                match x.step(&token, |user| users.and_then(|u| u.get(user).cloned())) {
+                    Ok(ServerStep::Challenge(t)) => Ok((Some(t), None)),
+                    Ok(ServerStep::Success { token, username }) => Ok((Some(token), Some(username))),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            SaslExchange::Gssapi(x) => match x.step(&token) {
+                Ok(GssStep::Challenge(t)) => Ok((Some(t), None)),
+                Ok(GssStep::Success { principal }) => {
+                    let mapping = sasl.kerberos.as_ref().map(|k| &k.mapping);
+                    match mapping.map(|m| m.id_for(&principal)) {
+                        Some(Ok(id)) => {
+                            info!("session 0x{sid:x}: Kerberos principal {principal} is sasl:{id}");
+                            Ok((None, Some(id)))
+                        }
+                        Some(Err(e)) => Err(e),
+                        None => Err("GSSAPI without Kerberos settings".into()),
+                    }
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let mech = match exchange {
+            SaslExchange::Digest(_) => "DIGEST-MD5",
+            SaslExchange::Gssapi(_) => "GSSAPI",
+        };
+        match step {
+            Ok((t, None)) => {
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::SaslToken(t.map(Into::into)))
+            }
+            Ok((token, Some(username))) => {
+                info!("session 0x{sid:x}: SASL {mech} authenticated {username} from {}", c.remote);
                 let id = Id { scheme: "sasl".into(), id: username };
                 let is_super = sasl.super_users.contains(&id.id);
                 if !c.auth.ids.contains(&id) {
@@ -53,10 +88,11 @@ impl ServerCore {
                         c.auth.ids.push(sup);
                     }
                 }
-                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &Body::SaslToken(Some(token.into())))
+                let body = Body::SaslToken(token.map(Into::into));
+                self.reply(conn, ReplyHeader { xid, zxid: 0, err: 0 }, &body)
             }
             Err(e) => {
-                warn!("session 0x{sid:x}: client {} failed to SASL authenticate: {e}", c.remote);
+                warn!("session 0x{sid:x}: client {} failed to SASL ({mech}) authenticate: {e}", c.remote);
                 self.stats.auth_failed += 1;
                 if sasl.allow_failed && !sasl.sasl_required {
                     // zookeeper.allowSaslFailedClients: the connection stays, unauthenticated.

@@ -1,0 +1,461 @@
+//! Kerberos (SASL GSSAPI) for clients against a real MIT KDC: each test starts Debian's
+//! krb5kdc in a throw-away realm (ZKRS.TEST) in a temporary directory, with keytabs made there,
+//! then runs the same scenarios on Apache ZooKeeper 3.8 and zkrs-server, both configured the
+//! same way (a JAAS `Server` section with `Krb5LoginModule` named by
+//! `-Djava.security.auth.login.config` in `SERVER_JVMFLAGS`): Apache's Java shell and kazoo
+//! authenticate with keytabs or a ticket cache, and the ids, ACL decisions and failures are
+//! compared. Built only with the `kerberos` feature (test.sh turns it on).
+// Clocks, threads and processes are the tests' to use.
+#![allow(clippy::disallowed_methods)]
+mod support;
+
+use bytes::Bytes;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::client::RawClient;
+use support::*;
+use zk_proto::*;
+
+const REALM: &str = "ZKRS.TEST";
+const PROVIDER: &str = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
+/// The server's principal: the Java client asks for `zookeeper/<host>`; the tests name it.
+const SERVICE: &str = "zookeeper/localhost@ZKRS.TEST";
+/// Debian's python, which has python3-kazoo and python3-kerberos.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A KDC of the realm ZKRS.TEST on a free loopback port, with its configuration and keytabs in
+/// a temporary directory; killed when dropped.
+struct Kdc {
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Drop for Kdc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Kdc {
+    /// Starts the KDC, or `None` (with a message) when Debian's KDC is not installed.
+    fn start() -> Option<Kdc> {
+        if !Path::new("/usr/sbin/krb5kdc").exists() || !Path::new("/usr/sbin/kadmin.local").exists() {
+            eprintln!(
+                "SKIPPED: the MIT KDC is not installed (Debian's krb5-kdc, krb5-admin-server and \
+                 krb5-user; test.sh installs them)"
+            );
+            return None;
+        }
+        let dir = tempfile::Builder::new().prefix("zkrs-kdc-").tempdir().unwrap();
+        let d = dir.path();
+        let port = free_port();
+        std::fs::write(
+            d.join("krb5.conf"),
+            format!(
+                "[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n \
+                 rdns = false\n dns_canonicalize_hostname = false\n udp_preference_limit = 1\n \
+                 ticket_lifetime = 1h\n\n[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("kdc.conf"),
+            format!(
+                "[kdcdefaults]\n kdc_ports = {port}\n kdc_tcp_ports = {port}\n\n[realms]\n {REALM} = {{\n  \
+                 database_name = {db}\n  key_stash_file = {d}/stash\n  acl_file = {d}/kadm5.acl\n  \
+                 max_life = 1h\n  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal\n \
+                 }}\n\n[logging]\n kdc = FILE:{d}/kdc.log\n",
+                db = d.join("principal").display(),
+                d = d.display()
+            ),
+        )
+        .unwrap();
+        let kdc = Kdc { child: Command::new("true").spawn().unwrap(), dir };
+        kdc.run("/usr/sbin/kdb5_util", &["-r", REALM, "create", "-s", "-P", "throwaway-master"]);
+        let mut kdc = kdc;
+        kdc.child = kdc
+            .command("/usr/sbin/krb5kdc")
+            .args(["-n", "-r", REALM])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start krb5kdc");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "krb5kdc did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(kdc)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A command with the realm's configuration in its environment.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("KRB5_CONFIG", self.path("krb5.conf"))
+            .env("KRB5_KDC_PROFILE", self.path("kdc.conf"))
+            .env("KRB5CCNAME", format!("FILE:{}", self.path("ccache").display()))
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = self.command(program).args(args).output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{program} {args:?}: {text}");
+        text
+    }
+
+    /// `kadmin.local -q QUERY`.
+    fn admin(&self, query: &str) {
+        let out = self.run("/usr/sbin/kadmin.local", &["-r", REALM, "-q", query]);
+        assert!(!out.contains("rror"), "kadmin.local {query}: {out}");
+    }
+
+    /// A principal with a random key, exported to `<file>.keytab`; returns the keytab's path.
+    fn principal(&self, name: &str, file: &str) -> PathBuf {
+        self.admin(&format!("addprinc -randkey {name}"));
+        self.keytab(name, file)
+    }
+
+    /// Exports (and so renews) `name`'s key to `<file>.keytab`.
+    fn keytab(&self, name: &str, file: &str) -> PathBuf {
+        let path = self.path(&format!("{file}.keytab"));
+        self.admin(&format!("ktadd -k {} {name}", path.display()));
+        path
+    }
+
+    /// A JAAS file with the server's section (keytab `server_keytab`) and a client section
+    /// logging in as `client` with `client_keytab`.
+    fn jaas(&self, file: &str, server_keytab: &Path, client: &str, client_keytab: &Path) -> PathBuf {
+        self.jaas_with(file, server_keytab, "", client, client_keytab)
+    }
+
+    /// Like [`Kdc::jaas`], with `server_options` added to the server's section.
+    fn jaas_with(
+        &self,
+        file: &str,
+        server_keytab: &Path,
+        server_options: &str,
+        client: &str,
+        client_keytab: &Path,
+    ) -> PathBuf {
+        let path = self.path(file);
+        std::fs::write(
+            &path,
+            format!(
+                "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
+                 keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  {server_options}\n  principal=\"{SERVICE}\";\n}};\n\n\
+                 Client {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
+                 keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  doNotPrompt=true\n  \
+                 principal=\"{client}\";\n}};\n",
+                server_keytab.display(),
+                client_keytab.display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    /// The JVM flags of a server or shell using `jaas` in this realm.
+    fn jvm_flags(&self, jaas: &Path) -> String {
+        format!(
+            "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
+             -Dzookeeper.server.principal={SERVICE}",
+            jaas.display(),
+            self.path("krb5.conf").display()
+        )
+    }
+}
+
+/// The realm's usual principals: the service (`server.keytab`), alice, bob, and a client with a
+/// host part, `zkcli/localhost` (`zkcli.keytab`).
+fn realm() -> Option<Kdc> {
+    let kdc = Kdc::start()?;
+    kdc.principal(SERVICE, "server");
+    kdc.principal("alice", "alice");
+    kdc.principal("bob", "bob");
+    kdc.principal("zkcli/localhost", "zkcli");
+    Some(kdc)
+}
+
+/// Apache's shell (zkCli.sh's class) with `flags` running `command` (its words split at white
+/// space, as zkCli.sh takes them); its stdout and stderr.
+fn cli(flags: &str, server: &ServerProc, command: &str) -> String {
+    assert_apache_installed();
+    let child = Command::new("java")
+        .arg("-cp")
+        .arg(APACHE_CLASSPATH)
+        .args(flags.split_whitespace())
+        .args(["org.apache.zookeeper.ZooKeeperMain", "-server", &server.connect_string()])
+        .args(command.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run java");
+    let out = wait_output(child, Duration::from_secs(60));
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The `whoami` lines of a shell's output (`scheme: id`), sorted.
+fn ids(output: &str) -> Vec<String> {
+    let mut ids: Vec<String> = output
+        .lines()
+        .filter(|l| ["sasl: ", "ip: ", "super: "].iter().any(|p| l.starts_with(p)))
+        .map(str::to_string)
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Apache's shell (Java GSSAPI with keytabs): `whoami`, a node only alice may use, bob refused,
+/// the super user let in; the same outcome on Apache's server and zkrs.
+#[test]
+fn java_shell_ids_and_acls_match_apache() {
+    let Some(kdc) = realm() else { return };
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    for target in BOTH {
+        let server_jaas =
+            kdc.jaas("server.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+        let flags = format!("{} -Dzookeeper.superUser=zkcli/localhost@{REALM}", kdc.jvm_flags(&server_jaas));
+        let server = start_with_jvm_flags(target, PROVIDER, &flags);
+        let alice = kdc.jvm_flags(&server_jaas);
+        let bob =
+            kdc.jvm_flags(&kdc.jaas("bob.jaas", &kdc.path("server.keytab"), "bob", &kdc.path("bob.keytab")));
+        let zkcli = kdc.jvm_flags(&kdc.jaas(
+            "zkcli.jaas",
+            &kdc.path("server.keytab"),
+            &format!("zkcli/localhost@{REALM}"),
+            &kdc.path("zkcli.keytab"),
+        ));
+        let who = cli(&alice, &server, "whoami");
+        assert_eq!(ids(&who), ["ip: 127.0.0.1", "sasl: alice@ZKRS.TEST"], "{target:?}: {who}");
+        let out = cli(&alice, &server, "create /alice secret sasl:alice@ZKRS.TEST:cdrwa");
+        assert!(out.contains("Created /alice"), "{target:?}: {out}");
+        let alice_get = cli(&alice, &server, "get /alice");
+        assert!(alice_get.lines().any(|l| l == "secret"), "{target:?}: {alice_get}");
+        let bob_get = cli(&bob, &server, "get /alice");
+        assert!(bob_get.contains("Insufficient permission : /alice"), "{target:?}: {bob_get}");
+        let super_get = cli(&zkcli, &server, "get /alice");
+        assert!(super_get.lines().any(|l| l == "secret"), "{target:?}: {super_get}");
+        let acl = cli(&alice, &server, "getAcl /alice");
+        assert!(acl.contains("'sasl,'alice@ZKRS.TEST\n: cdrwa"), "{target:?}: {acl}");
+        seen.push((ids(&who), ids(&cli(&bob, &server, "whoami")), ids(&cli(&zkcli, &server, "whoami"))));
+    }
+    assert_eq!(seen[0], seen[1], "Apache and zkrs give the same ids");
+    assert_eq!(seen[1].2, ["ip: 127.0.0.1", "sasl: zkcli/localhost@ZKRS.TEST", "super: "].map(String::from));
+    eprintln!("java shell scenarios: {:?}", started.elapsed());
+}
+
+/// `kerberos.removeHostFromPrincipal` and `kerberos.removeRealmFromPrincipal`, as Apache's
+/// JVM properties (SERVER_JVMFLAGS) and as zoo.cfg lines: the ids are shortened the same way.
+#[test]
+fn principals_shortened_as_apache_does() {
+    let Some(kdc) = realm() else { return };
+    for (how, cfg, props) in [
+        ("properties", String::new(), "-Dzookeeper.kerberos.removeHostFromPrincipal=true -Dzookeeper.kerberos.removeRealmFromPrincipal=true"),
+        ("zoo.cfg", "kerberos.removeHostFromPrincipal=true\nkerberos.removeRealmFromPrincipal=true\n".to_string(), ""),
+    ] {
+        let mut seen = Vec::new();
+        for target in BOTH {
+            let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+            let server = start_with_jvm_flags(target, &format!("{PROVIDER}{cfg}"), &format!("{} {props}", kdc.jvm_flags(&jaas)));
+            let alice = ids(&cli(&kdc.jvm_flags(&jaas), &server, "whoami"));
+            let host = kdc.jaas("h.jaas", &kdc.path("server.keytab"), &format!("zkcli/localhost@{REALM}"), &kdc.path("zkcli.keytab"));
+            let host = ids(&cli(&kdc.jvm_flags(&host), &server, "whoami"));
+            assert_eq!(alice, ["ip: 127.0.0.1", "sasl: alice"], "{how} {target:?}");
+            seen.push((alice, host));
+        }
+        assert_eq!(seen[0], seen[1], "{how}: Apache and zkrs shorten alike");
+        assert_eq!(seen[1].1, ["ip: 127.0.0.1", "sasl: zkcli"], "{how}");
+    }
+}
+
+/// kazoo (pure-sasl's GSSAPI over python3-kerberos, with alice's ticket cache from kinit):
+/// alice's node, readable by her only.
+const KAZOO: &str = r#"
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import make_acl
+from kazoo.exceptions import NoAuthError
+port = sys.argv[1]
+zk = KazooClient(hosts="localhost:" + port, timeout=5,
+                 sasl_options={"mechanism": "GSSAPI", "service": "zookeeper"})
+zk.start(timeout=20)
+zk.create("/kz", b"k", acl=[make_acl("sasl", "alice@ZKRS.TEST", all=True)])
+print("alice reads", zk.get("/kz")[0].decode())
+print("acl", zk.get_acls("/kz")[0])
+zk.stop()
+anon = KazooClient(hosts="localhost:" + port, timeout=5)
+anon.start(timeout=20)
+try:
+    anon.get("/kz")
+    print("anon reads")
+except NoAuthError:
+    print("anon refused")
+anon.stop()
+"#;
+
+#[test]
+fn kazoo_gssapi_on_both_servers() {
+    let Some(kdc) = realm() else { return };
+    kdc.run("/usr/bin/kinit", &["-k", "-t", kdc.path("alice.keytab").to_str().unwrap(), "alice"]);
+    let mut seen = Vec::new();
+    for target in BOTH {
+        let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+        let server = start_with_jvm_flags(target, PROVIDER, &kdc.jvm_flags(&jaas));
+        let child = kdc
+            .command(PYTHON)
+            .args(["-c", KAZOO, &server.port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(60));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            text.starts_with("alice reads k\nacl [ACL(perms=31, acl_list=['ALL'], id=Id(scheme='sasl', id='alice@ZKRS.TEST'))]\nanon refused"),
+            "kazoo against {target:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        seen.push(text);
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+fn sasl(c: &mut RawClient, token: &[u8]) -> Option<client::Reply> {
+    let xid = c.send(&Request::Sasl(GetSaslRequest { token: Bytes::copy_from_slice(token) }));
+    c.recv(xid)
+}
+
+/// A first GSSAPI token for `zookeeper@localhost` from alice's ticket cache (kinit with her
+/// keytab), made by python3-kerberos, as pure-sasl makes it.
+fn ap_req(kdc: &Kdc) -> Vec<u8> {
+    kdc.run("/usr/bin/kinit", &["-k", "-t", kdc.path("alice.keytab").to_str().unwrap(), "alice"]);
+    let script = "import kerberos, sys\n\
+                  _, ctx = kerberos.authGSSClientInit('zookeeper@localhost')\n\
+                  kerberos.authGSSClientStep(ctx, '')\n\
+                  sys.stdout.write(kerberos.authGSSClientResponse(ctx))\n";
+    let out = kdc.run(PYTHON, &["-c", script]);
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(out.trim()).expect("a base64 token")
+}
+
+/// Bad input: a server whose keytab holds an old key (the client's ticket does not decrypt),
+/// a token that is no Kerberos token, a client gone right after its first token (a junk one, and
+/// a real one), a replayed ticket. AUTHFAILED and the close as Apache, zkrs's auth-failed
+/// counter, and the server serving others all along.
+#[test]
+fn failures_as_apache_and_others_served() {
+    let Some(kdc) = realm() else { return };
+    // The service's key as first exported, then renewed: the old keytab no longer matches.
+    std::fs::copy(kdc.path("server.keytab"), kdc.path("stale.keytab")).unwrap();
+    kdc.keytab(SERVICE, "server");
+    for target in BOTH {
+        let good = kdc.jaas("good.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+        // isInitiator=false: Apache's server then does not log in to the KDC at start-up (with
+        // the default, true, it refuses to start with this keytab; zkrs never asks the KDC).
+        let stale = kdc.jaas_with(
+            "stale.jaas",
+            &kdc.path("stale.keytab"),
+            "isInitiator=false",
+            "alice",
+            &kdc.path("alice.keytab"),
+        );
+        let server = start_with_jvm_flags(target, PROVIDER, &kdc.jvm_flags(&stale));
+        let out = cli(&kdc.jvm_flags(&good), &server, "whoami");
+        assert!(out.contains("AuthFailed"), "{target:?} with a stale keytab: {out}");
+        assert!(!ids(&out).iter().any(|l| l.starts_with("sasl:")), "{target:?}: {out}");
+        // zkrs counts failed SASL exchanges in zk_auth_failed_count (as it does for DIGEST-MD5);
+        // Apache 3.8 counts only failed TLS handshakes there.
+        let counted = |n: u32| if target == Target::Apache { 0 } else { n }.to_string();
+        assert_eq!(server.mntr_value("zk_auth_failed_count"), counted(1), "{target:?}");
+
+        let server = start_with_jvm_flags(target, PROVIDER, &kdc.jvm_flags(&good));
+        // Not a Kerberos token: AUTHFAILED, a null token, then the close.
+        let mut junk = RawClient::connect(server.addr(), 10_000);
+        let r = sasl(&mut junk, b"\x60\x05not-a-token").expect("an answer");
+        assert_eq!(
+            (r.header.zxid, r.err(), &r.body[..]),
+            (0, ErrorCode::AuthFailed, &[0xff; 4][..]),
+            "{target:?}"
+        );
+        assert!(junk.is_closed_within(Duration::from_secs(10)), "{target:?}");
+        // Gone mid-exchange: a SASL request, then the connection dropped unread.
+        let mut gone = RawClient::connect(server.addr(), 10_000);
+        gone.send(&Request::Sasl(GetSaslRequest { token: Bytes::from_static(b"\x60\x03abc") }));
+        drop(gone);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.mntr_value("zk_auth_failed_count") != counted(2) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(server.mntr_value("zk_auth_failed_count"), counted(2), "{target:?}");
+        // A real first token (alice's ticket from her ticket cache, through python3-kerberos):
+        // answered with the server's context token; then the client is gone mid-exchange.
+        let token = ap_req(&kdc);
+        let mut half = RawClient::connect(server.addr(), 10_000);
+        let r = sasl(&mut half, &token).expect("an answer");
+        assert_eq!((r.header.zxid, r.err()), (0, ErrorCode::Ok), "{target:?}");
+        assert!(r.decode::<SetSaslResponse>().token.len() > 4, "{target:?}: mutual authentication's token");
+        drop(half);
+        // The same token again on another connection: a replay, refused.
+        let mut replay = RawClient::connect(server.addr(), 10_000);
+        let r = sasl(&mut replay, &token).expect("an answer");
+        assert_eq!((r.header.zxid, r.err()), (0, ErrorCode::AuthFailed), "{target:?}: a replayed ticket");
+        assert!(replay.is_closed_within(Duration::from_secs(10)), "{target:?}");
+        assert_eq!(server.mntr_value("zk_auth_failed_count"), counted(3), "{target:?}");
+        // Others are served: alice authenticates.
+        let who = cli(&kdc.jvm_flags(&good), &server, "whoami");
+        assert_eq!(ids(&who), ["ip: 127.0.0.1", "sasl: alice@ZKRS.TEST"], "{target:?}: {who}");
+    }
+}
+
+/// zkrs refuses to start, naming what is wrong, when its Kerberos login cannot work: a
+/// principal the keytab has no key for, a keytab that does not exist, a missing option.
+#[test]
+fn zkrs_refuses_a_kerberos_login_that_cannot_work() {
+    let Some(kdc) = realm() else { return };
+    let write = |name: &str, body: &str| {
+        let p = kdc.path(name);
+        std::fs::write(
+            &p,
+            format!("Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n{body};\n}};\n"),
+        )
+        .unwrap();
+        p
+    };
+    let keytab = kdc.path("server.keytab").display().to_string();
+    for (jaas, expected) in [
+        (
+            write("unknown.jaas", &format!("  useKeyTab=true storeKey=true keyTab=\"{keytab}\" principal=\"nobody/localhost@{REALM}\"")),
+            "cannot take the key of nobody/localhost@ZKRS.TEST",
+        ),
+        (
+            write("nofile.jaas", &format!("  useKeyTab=true keyTab=\"{keytab}.missing\" principal=\"{SERVICE}\"")),
+            "server.keytab.missing",
+        ),
+        (write("nokeytab.jaas", &format!("  useKeyTab=true principal=\"{SERVICE}\"")), "no keyTab option"),
+        (write("nouse.jaas", &format!("  keyTab=\"{keytab}\" principal=\"{SERVICE}\"")), "needs useKeyTab=true"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("zoo.cfg");
+        std::fs::write(&cfg, format!("tickTime=2000\ndataDir={}\nclientPort={}\n{PROVIDER}", dir.path().join("d").display(), free_port()))
+            .unwrap();
+        let out = Command::new(zkrs_binary())
+            .arg(&cfg)
+            .env("SERVER_JVMFLAGS", kdc.jvm_flags(&jaas))
+            .env_remove("JVMFLAGS")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started with {}", jaas.display());
+        assert!(err.contains(expected) && err.contains("Server"), "{}: {err}", jaas.display());
+    }
+}
