@@ -3,8 +3,9 @@
 
 Usage: idle_client.py PORT N
 
-One socket a session, opened one after another: the handshake (a 30 s session), then a ping on
-each, and another 1 s later, as an idle client pings every third of its timeout. Then prints
+One socket a session, opened one after another: the handshake (a 30 s session), the sessions
+already open pinged every 5 s while the rest open, then a ping on each, and another 1 s later, as
+an idle client pings every third of its timeout. Then prints
 "ready SECONDS" (SECONDS: the time the N handshakes took, from the first connect to the last
 answer) and keeps the sessions open, pinging every 10 s, until its standard input closes.
 Standard library only; works against zkrs-server and Apache ZooKeeper alike.
@@ -38,19 +39,25 @@ def main():
     hello = struct.pack(">iqiqi16s?", 0, 0, 30000, 0, 16, b"\0" * 16, False)
     ping = struct.pack(">iii", 8, -2, 11)
     socks = []
-    started = time.monotonic()
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(struct.pack(">i", len(hello)) + hello)
-        frame(s)
-        socks.append(s)
-    took = time.monotonic() - started
 
     def ping_all():
         for s in socks:
             s.sendall(ping)
         for s in socks:
             frame(s)
+
+    started = time.monotonic()
+    last = started
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(struct.pack(">i", len(hello)) + hello)
+        frame(s)
+        socks.append(s)
+        # Opening many takes longer than a session's timeout: the open ones ping meanwhile.
+        if time.monotonic() - last >= 5:
+            ping_all()
+            last = time.monotonic()
+    took = time.monotonic() - started
 
     ping_all()
     time.sleep(1)

@@ -503,15 +503,25 @@ fn writer_refuses_on_a_full_disk_and_resumes() {
     }
 }
 
-fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
-    let s = FaultStorage::with_append_mode(11, mode);
-    let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
+/// A writer over a log opened on `s`, and its reports: the durable zxid, or whether a failure was
+/// a full disk.
+fn writer_reporting_full_disks(
+    s: &FaultStorage,
+    opts: LogOptions,
+) -> (zk_log::LogWriter<FaultStorage>, std::sync::mpsc::Receiver<Result<i64, bool>>) {
     let log = SegmentLog::open(s.clone(), opts).expect("open");
     let (tx, rx) = std::sync::mpsc::channel();
     let w = zk_log::LogWriter::spawn(log, 4, move |r| {
         let _ = tx.send(r.map_err(|e| e.is_storage_full()));
     })
     .expect("spawn");
+    (w, rx)
+}
+
+fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
+    let s = FaultStorage::with_append_mode(11, mode);
+    let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
+    let (w, rx) = writer_reporting_full_disks(&s, opts);
     s.set_capacity(Some(8 * 1024));
     let batch = |z: i64| one_record(z, 150);
     // Submit one at a time until the refusal arrives.
@@ -562,12 +572,7 @@ fn writer_refuses_on_a_full_disk_and_resumes_in(mode: AppendMode) {
 fn a_reset_on_a_full_disk_stops_the_writer() {
     let s = FaultStorage::with_append_mode(13, AppendMode::Pwrite);
     let opts = LogOptions { prealloc_bytes: 1024, segment_bytes_max: 1 << 20 };
-    let log = SegmentLog::open(s.clone(), opts).expect("open");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let w = zk_log::LogWriter::spawn(log, 4, move |r| {
-        let _ = tx.send(r.map_err(|e| e.is_storage_full()));
-    })
-    .expect("spawn");
+    let (w, rx) = writer_reporting_full_disks(&s, opts);
     w.submit(one_record(1, 150)).expect("submit");
     assert_eq!(rx.recv().expect("report"), Ok(1));
     assert!(!w.is_stopped());

@@ -297,14 +297,18 @@ fn a_power_loss_during_a_resync_below_the_log_start() {
         w.run_until_moment(ELECT_MS, "2's log reset below the cut", |_, m| {
             matches!(m, Moment::Input(2, Input::LogReset { .. }))
         })?;
-        w.power_loss(2, Keep::Random, 0);
-        w.restart(2);
-        w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
-            w.leader() == Some(1) && w.view(2).up_to_date
-        })?;
-        w.restart(3);
-        w.finish()
+        power_loss_then_synced(w, Keep::Random)
     });
+}
+
+/// 2 loses its power (keeping `keep` of what was not synced) and restarts; 1 leads with 2 synced
+/// again, then 3 comes back and the run finishes.
+fn power_loss_then_synced(w: &mut World, keep: Keep) -> R {
+    w.power_loss(2, keep, 0);
+    w.restart(2);
+    w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| w.leader() == Some(1) && w.view(2).up_to_date)?;
+    w.restart(3);
+    w.finish()
 }
 
 /// The window the driver's order leaves: 2's log is reset durably below the cut, and it loses
@@ -320,13 +324,7 @@ fn a_power_loss_between_the_log_reset_and_the_snapshot_removal() {
         w.run_until_moment(ELECT_MS, "2's log reset, its report on the way", |w, m| {
             matches!(m, Moment::Step) && w.reset_report_pending(2)
         })?;
-        w.power_loss(2, Keep::Durable, 0);
-        w.restart(2);
-        w.run_until_cond(ELECT_MS, "1 leading with 2 synced", |w| {
-            w.leader() == Some(1) && w.view(2).up_to_date
-        })?;
-        w.restart(3);
-        w.finish()
+        power_loss_then_synced(w, Keep::Durable)
     });
 }
 
@@ -690,6 +688,62 @@ fn serves_as(w: &World, sid: i64, version: i64, placed: Placement) -> bool {
         && matches!(w.role(sid), Some(Role::Learner { observer }) if observer == (placed == Placement::Observer))
 }
 
+/// Runs until `leader` sends the PROPOSAL of a reconfiguration; its zxid.
+fn until_reconfig_proposed(w: &mut World, leader: i64, what: &str) -> Result<i64, String> {
+    let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
+    let zxid = found.clone();
+    w.run_until_moment(ELECT_MS, what, move |_, m| {
+        let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
+        if *s != leader || kind(packet) != Some(PacketType::Proposal) {
+            return false;
+        }
+        let reconfig = packet.data.clone().is_some_and(|d| {
+            zk_log::format::decode_payload_digest(d)
+                .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
+        });
+        if reconfig {
+            found.set(packet.zxid);
+        }
+        reconfig
+    })?;
+    Ok(zxid.get())
+}
+
+/// Three voters and a leader; a follower `v` is removed by reconfig and follows on without a
+/// vote. (leader, v, the other follower).
+fn a_follower_removed(w: &mut World) -> Result<(i64, i64, i64), String> {
+    w.start();
+    w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+    let leader = w.leader().ok_or("no leader")?;
+    let v = leader % 3 + 1;
+    let other = 6 - leader - v;
+    w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
+    let removed = reconfig_ok(w, None, Some(v))?;
+    w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
+        serves_as(w, v, removed.version, Placement::NonVoting)
+    })?;
+    Ok((leader, v, other))
+}
+
+/// Three voters made one: a follower `v` is removed (it follows on without a vote), the other is
+/// demoted to observer; then a client asks to add `v` back as a participant, and the run stops
+/// when the lone voter proposes it. (leader, v, the proposal's zxid).
+fn lone_voter_proposes_adding_a_follower(w: &mut World) -> Result<(i64, i64, i64), String> {
+    let (leader, v, other) = a_follower_removed(w)?;
+    let single = reconfig_ok(w, Some((other, "observer")), None)?;
+    w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
+        serves_as(w, other, single.version, Placement::Observer)
+    })?;
+    w.run_until_cond(ELECT_MS, "v following the lone voter", |w| {
+        serves_as(w, v, single.version, Placement::NonVoting)
+    })?;
+    if !w.request_reconfig(Some((v, "participant")), None) {
+        return Err("no client connected".into());
+    }
+    let z = until_reconfig_proposed(w, leader, "the leader proposes adding v")?;
+    Ok((leader, v, z))
+}
+
 /// The leader removes itself (Apache's documentation: any server can be removed, the leader
 /// included, with a short unavailability while it hands off). The reconfig is acknowledged; a
 /// server of the rest leads; the old leader stays up as a non-voting follower, not shut down;
@@ -807,23 +861,7 @@ fn reconfig_leader_removal_racing_a_power_loss() {
         if !w.request_reconfig(None, Some(old)) {
             return Err("no client connected".into());
         }
-        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
-        let zxid = found.clone();
-        w.run_until_moment(ELECT_MS, "the leader proposes the reconfig", move |_, m| {
-            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
-            if *s != old || kind(packet) != Some(PacketType::Proposal) {
-                return false;
-            }
-            let reconfig = packet.data.clone().is_some_and(|d| {
-                zk_log::format::decode_payload_digest(d)
-                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
-            });
-            if reconfig {
-                found.set(packet.zxid);
-            }
-            reconfig
-        })?;
-        let z = zxid.get();
+        let z = until_reconfig_proposed(w, old, "the leader proposes the reconfig")?;
         w.run_until_moment(ELECT_MS, "a follower ACKs it", move |_, m| {
             matches!(m, Moment::Output(s, Output::SendPacket { packet, .. })
                 if *s != old && kind(packet) == Some(PacketType::Ack) && packet.zxid == z)
@@ -859,16 +897,7 @@ fn reconfig_leader_removal_racing_a_power_loss() {
 #[test]
 fn reconfig_a_joiner_drops_the_stale_pending_configuration_of_its_log() {
     let w = scenario("stale pending configuration", reconfigurable(3, 0), |w| {
-        w.start();
-        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-        let leader = w.leader().ok_or("no leader")?;
-        let v = leader % 3 + 1;
-        let other = 6 - leader - v;
-        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
-        let removed = reconfig_ok(w, None, Some(v))?;
-        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
-            serves_as(w, v, removed.version, Placement::NonVoting)
-        })?;
+        let (_, v, other) = a_follower_removed(w)?;
         w.power_loss(v, Keep::Durable, 0);
         let single = reconfig_ok(w, Some((other, "observer")), None)?;
         w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
@@ -894,43 +923,7 @@ fn reconfig_a_joiner_drops_the_stale_pending_configuration_of_its_log() {
 #[test]
 fn reconfig_a_joiner_the_pending_configuration_adds_follows_to_ack_it() {
     let w = scenario("joiner added while down", reconfigurable(3, 0), |w| {
-        w.start();
-        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-        let leader = w.leader().ok_or("no leader")?;
-        let v = leader % 3 + 1;
-        let other = 6 - leader - v;
-        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
-        let removed = reconfig_ok(w, None, Some(v))?;
-        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
-            serves_as(w, v, removed.version, Placement::NonVoting)
-        })?;
-        let single = reconfig_ok(w, Some((other, "observer")), None)?;
-        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
-            serves_as(w, other, single.version, Placement::Observer)
-        })?;
-        w.run_until_cond(ELECT_MS, "v following the lone voter", |w| {
-            serves_as(w, v, single.version, Placement::NonVoting)
-        })?;
-        if !w.request_reconfig(Some((v, "participant")), None) {
-            return Err("no client connected".into());
-        }
-        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
-        let zxid = found.clone();
-        w.run_until_moment(ELECT_MS, "the leader proposes adding v", move |_, m| {
-            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
-            if *s != leader || kind(packet) != Some(PacketType::Proposal) {
-                return false;
-            }
-            let reconfig = packet.data.clone().is_some_and(|d| {
-                zk_log::format::decode_payload_digest(d)
-                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
-            });
-            if reconfig {
-                found.set(packet.zxid);
-            }
-            reconfig
-        })?;
-        let z = zxid.get();
+        let (leader, v, z) = lone_voter_proposes_adding_a_follower(w)?;
         // The moment the proposal is durable on v, before the ACK it leads to leaves.
         w.run_until_moment(
             ELECT_MS,
@@ -962,43 +955,7 @@ fn reconfig_a_joiner_the_pending_configuration_adds_follows_to_ack_it() {
 #[test]
 fn reconfig_a_joiner_ahead_of_the_lone_voter() {
     scenario("joiner ahead of the lone voter", reconfigurable(3, 0), |w| {
-        w.start();
-        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-        let leader = w.leader().ok_or("no leader")?;
-        let v = leader % 3 + 1;
-        let other = 6 - leader - v;
-        w.run_until_cond(ELECT_MS, "both following", |w| w.view(v).up_to_date && w.view(other).up_to_date)?;
-        let removed = reconfig_ok(w, None, Some(v))?;
-        w.run_until_cond(ELECT_MS, "the removed voter following without a vote", |w| {
-            serves_as(w, v, removed.version, Placement::NonVoting)
-        })?;
-        let single = reconfig_ok(w, Some((other, "observer")), None)?;
-        w.run_until_cond(ELECT_MS, "the other voter observing", |w| {
-            serves_as(w, other, single.version, Placement::Observer)
-        })?;
-        w.run_until_cond(ELECT_MS, "v following the lone voter", |w| {
-            serves_as(w, v, single.version, Placement::NonVoting)
-        })?;
-        if !w.request_reconfig(Some((v, "participant")), None) {
-            return Err("no client connected".into());
-        }
-        let found = std::rc::Rc::new(std::cell::Cell::new(0i64));
-        let zxid = found.clone();
-        w.run_until_moment(ELECT_MS, "the leader proposes adding v", move |_, m| {
-            let Moment::Output(s, Output::SendPacket { packet, .. }) = m else { return false };
-            if *s != leader || kind(packet) != Some(PacketType::Proposal) {
-                return false;
-            }
-            let reconfig = packet.data.clone().is_some_and(|d| {
-                zk_log::format::decode_payload_digest(d)
-                    .is_ok_and(|(h, _, _)| h.txn_type == zk_proto::OpCode::Reconfig.code())
-            });
-            if reconfig {
-                found.set(packet.zxid);
-            }
-            reconfig
-        })?;
-        let z = zxid.get();
+        let (leader, v, z) = lone_voter_proposes_adding_a_follower(w)?;
         w.slow_disk(leader, 40);
         w.run_until_moment(
             ELECT_MS,
