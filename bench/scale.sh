@@ -138,7 +138,7 @@ set title '$3'
 set xlabel '$(head -1 "$1" | cut -d, -f2)'
 set ylabel '$4'
 set logscale x
-set key top left
+set key below
 set grid
 plot '< grep ^zkrs, $1' using 2:$5 with linespoints title 'zkrs', \
      '< grep ^apache, $1' using 2:$5 with linespoints title 'Apache ZooKeeper 3.8 (-Xmx$APACHE_XMX)'
