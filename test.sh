@@ -5,7 +5,8 @@
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
 # (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
 # libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), curl and
-# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests).
+# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests),
+# chromium, chromium-driver and python3-selenium (the console's browser test).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,6 +29,11 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v nc >/dev/null 2>&1 || need+=(netcat-openbsd)
 # The Debian package tests lint the packages they build.
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
+# The operator's console is tested in a headless Chromium driven by Selenium
+# (zk-server/tests/console.rs).
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+/usr/bin/python3 -c 'import selenium' 2>/dev/null || need+=(python3-selenium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""

@@ -469,7 +469,7 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`admin.restApi.enabled`"#,
                 default: r#"false"#,
-                meaning: r#"*zkrs key.* The AdminServer also serves the REST data API, `/api/v1/storage/{path}` ([REST data API](rest-api.md)): reads only, each request as a client session with the caller's credentials, so ACLs apply as on the client port."#,
+                meaning: r#"*zkrs key.* The AdminServer also serves the REST data API, `/api/v1/storage/{path}` ([REST data API](rest-api.md)): reads only, each request as a client session with the caller's credentials, so ACLs apply as on the client port; and the operator's console at `/console` ([Operations](operations.md#the-console))."#,
                 refused: r#"not `true` or `false`"#,
             },
             Row {

@@ -9,13 +9,12 @@
 mod support;
 
 use base64::Engine as _;
-use bytes::Bytes;
 use std::net::SocketAddr;
 use support::client::RawClient;
 use support::http::{exchange, request, tls_config, tls_exchange, Answer};
 use support::pki::Pki;
 use support::*;
-use zk_proto::{perms, Acl, CreateMode, CreateRequest, ErrorCode, GetDataResponse, Id, Request};
+use zk_proto::{perms, Acl, ErrorCode, GetDataResponse, Id, Request};
 
 const ADMIN: &str = "admin:adminpw";
 const READER: &str = "reader:readpw";
@@ -49,13 +48,7 @@ fn digest_acl(user_password: &str, perms: i32) -> Acl {
 }
 
 fn create_with_acl(c: &mut RawClient, path: &str, data: &[u8], acl: Vec<Acl>) {
-    let r = c.call(Request::Create(CreateRequest {
-        path: path.into(),
-        data: Some(Bytes::copy_from_slice(data)),
-        acl,
-        flags: CreateMode::Persistent as i32,
-    }));
-    assert_eq!(r.err(), ErrorCode::Ok, "create {path}");
+    assert_eq!(c.create_with_acl(path, data, acl).err(), ErrorCode::Ok, "create {path}");
 }
 
 fn wire_data(c: &mut RawClient, path: &str) -> (Vec<u8>, i32) {
@@ -75,6 +68,7 @@ fn off_by_default_and_read_only_unless_writable() {
     let a = call(addr, "GET", "/", None, None);
     assert_status(&a, 404, "the API is off by default");
     assert!(!a.text().contains("children"), "{}", a.text());
+    assert_status(&exchange(addr, &request("GET", "/console", &[], None)), 404, "no console without the API");
 
     let (_ro, addr) = server("admin.restApi.enabled=true\n");
     let a = call(addr, "GET", "/?children=true", None, None);
@@ -87,6 +81,9 @@ fn off_by_default_and_read_only_unless_writable() {
         assert!(a.text().contains("admin.restApi.writable"), "{}", a.text());
     }
     assert_status(&call(addr, "HEAD", "/x", None, None), 404, "nothing was created");
+    let console = exchange(addr, &request("GET", "/console", &[], None));
+    assert_status(&console, 200, "the console comes with the API");
+    assert!(console.text().contains("/console/console.js"), "{}", console.text());
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use super::https::{AdminStream, AdminTls, STS_VALUE};
 use super::rest::{self, RestApi};
 use super::session::{ServerSide, SessionPool};
-use super::{commands, metrics, AdminAsk, AdminReply};
+use super::{commands, console, metrics, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
 use crate::settings::{AdminSettings, Settings};
 use crate::stats::ConnCounters;
@@ -320,6 +320,16 @@ async fn handle(
         }
     }
     let method = req.method().clone();
+    if let Routes::Admin { rest: Some(_), command_url } = routes {
+        if matches!(method, Method::GET | Method::HEAD) {
+            if let Some(mut r) = console::asset(req.uri().path(), command_url) {
+                if method == Method::HEAD {
+                    *r.body_mut() = Full::new(Bytes::new());
+                }
+                return r;
+            }
+        }
+    }
     if method == Method::TRACE {
         // As Apache's Jetty: TRACE is refused.
         return response(StatusCode::FORBIDDEN, "text/plain", "");

@@ -9,9 +9,10 @@
 //!
 //! With `admin.restApi.enabled` the AdminServer also serves the REST data API ([`rest`]), whose
 //! requests run on internal client sessions ([`session`]) through the same connection code and
-//! core as the client port's.
+//! core as the client port's, and the operator's console ([`console`]) that uses both.
 
 pub mod commands;
+pub mod console;
 pub mod http;
 pub mod https;
 pub mod metrics;

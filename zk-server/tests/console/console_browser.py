@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Drives zkrs's console (/console) in Debian's headless Chromium with Selenium.
+
+Usage: console_browser.py BASE_URL SCREENSHOT_DIR
+
+The server behind BASE_URL has the REST API on and writable, and holds /app, /app/config
+(data "hello console") and /app/locked (readable by anyone, writable by digest admin:adminpw).
+Checks, in order, and exits 1 at the first that fails (the reason on stderr):
+1. the console loads, shows the server's role, and no request of the page failed;
+2. the tree browser walks / -> app -> config and shows its data, as text and as hex;
+3. the command console runs `mntr`;
+4. saving /app/locked without credentials is refused (403 NoAuth shown, data unchanged);
+5. saving it as admin:adminpw works and the new version is shown.
+Screenshots of each step go to SCREENSHOT_DIR. Prints "console ok" at the end.
+"""
+
+import json
+import os
+import sys
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE, SHOTS = sys.argv[1], sys.argv[2]
+os.makedirs(SHOTS, exist_ok=True)
+
+
+def fail(why):
+    print(why, file=sys.stderr)
+    sys.exit(1)
+
+
+def rest_get(path):
+    with urllib.request.urlopen(BASE + "/api/v1/storage" + path) as r:
+        return r.read()
+
+
+opts = webdriver.ChromeOptions()
+opts.add_argument("--headless=new")
+opts.add_argument("--no-sandbox")
+opts.add_argument("--disable-dev-shm-usage")
+opts.add_argument("--window-size=1400,1000")
+opts.binary_location = "/usr/bin/chromium"
+opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+wait = WebDriverWait(driver, 20)
+
+
+def shot(name):
+    driver.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def text_of(element_id):
+    return driver.find_element(By.ID, element_id).text
+
+
+try:
+    # 1. Loads, with the server's figures, and no failed request.
+    driver.get(BASE + "/console")
+    wait.until(lambda d: text_of("role") in ("standalone", "leader", "follower", "observer"))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app']"))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-latency polyline"))
+    statuses = driver.execute_script(
+        "return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))"
+        ".map(e => [e.name, e.responseStatus])"
+    )
+    failed = [s for s in statuses if s[1] is not None and (s[1] == 0 or s[1] >= 400)]
+    if failed:
+        fail(f"requests of the page failed: {failed}")
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    if severe:
+        fail(f"the browser logged errors while loading: {severe}")
+    if len(statuses) < 4:
+        fail(f"expected the page, its script, its style sheet and API calls, saw {statuses}")
+    shot("1-overview")
+
+    # 2. The tree: / -> app -> config, data as text, then as hex.
+    driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/app']").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app/config']"))
+    driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/app/config']").click()
+    wait.until(lambda d: text_of("data") == "hello console")
+    if "/app/config" not in driver.find_element(By.ID, "path").get_attribute("value"):
+        fail("the path field does not show /app/config")
+    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=hex]").click()
+    wait.until(lambda d: text_of("data").startswith("00000000  68 65 6c 6c 6f"))
+    shot("2-tree")
+
+    # 3. The command console.
+    box = driver.find_element(By.ID, "command")
+    box.clear()
+    box.send_keys("mntr")
+    driver.find_element(By.CSS_SELECTOR, "#command-form button").click()
+    wait.until(lambda d: "server_state" in text_of("command-output"))
+    shot("3-commands")
+
+    # 4. An edit without credentials is refused.
+    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=text]").click()
+    path = driver.find_element(By.ID, "path")
+    path.clear()
+    path.send_keys("/app/locked")
+    driver.find_element(By.CSS_SELECTOR, "#goto button").click()
+    wait.until(lambda d: text_of("data") == "v0")
+    area = driver.find_element(By.ID, "new-data")
+    area.clear()
+    area.send_keys("anonymous edit")
+    driver.find_element(By.ID, "save").click()
+    wait.until(lambda d: "403" in text_of("status"))
+    if "NoAuth" not in text_of("status"):
+        fail(f"the refusal does not name NoAuth: {text_of('status')!r}")
+    if rest_get("/app/locked") != b"v0":
+        fail("the refused edit changed the node")
+    shot("4-edit-refused")
+
+    # 5. With credentials it is saved.
+    driver.find_element(By.ID, "user").send_keys("admin")
+    driver.find_element(By.ID, "password").send_keys("adminpw")
+    area = driver.find_element(By.ID, "new-data")
+    area.clear()
+    area.send_keys("edited by admin")
+    driver.find_element(By.ID, "save").click()
+    wait.until(lambda d: "saved /app/locked at version 1" in text_of("status"))
+    wait.until(lambda d: text_of("data") == "edited by admin")
+    if rest_get("/app/locked") != b"edited by admin":
+        fail("the saved edit is not on the server")
+    shot("5-edit-saved")
+    print("console ok")
+except Exception as e:  # a timeout or a missing element: say where, with a screenshot
+    shot("failure")
+    fail(f"{type(e).__name__}: {e}; status: {text_of('status')!r}; log: {json.dumps(driver.get_log('browser'))}")
+finally:
+    driver.quit()
