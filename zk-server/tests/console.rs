@@ -1,18 +1,20 @@
 //! The operator's console (`/console`) in a real headless Chromium (Debian's chromium and
 //! chromium-driver, driven by python3-selenium from `tests/console/console_browser.py`): it loads
-//! with no failed request, shows the server's figures, browses a tree, runs a command, refuses an
+//! with no failed request, shows the server's figures, browses a tree (one node of it with 10,000
+//! children), runs a command, refuses an
 //! edit without credentials and makes it with them. Screenshots of each step are kept in
 //! `target/console-screenshots/`.
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 mod support;
 
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use support::client::{open_acl, RawClient};
 use support::*;
-use zk_proto::{perms, Acl, ErrorCode, GetDataResponse, Id};
+use zk_proto::{perms, Acl, CreateMode, CreateRequest, ErrorCode, GetDataResponse, Id, Request};
 
 fn assert_browser_installed() {
     for file in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
@@ -54,6 +56,24 @@ fn console_browses_and_refuses_an_edit_without_credentials() {
         ],
     );
 
+    // A node with 10,000 children, created 500 at a time.
+    create(&mut c, "/big", b"", open_acl());
+    for batch in 0..20 {
+        let xids: Vec<i32> = (batch * 500..(batch + 1) * 500)
+            .map(|i| {
+                c.send(&Request::Create(CreateRequest {
+                    path: format!("/big/n{i:05}"),
+                    data: Some(Bytes::from(i.to_string())),
+                    acl: open_acl(),
+                    flags: CreateMode::Persistent.code(),
+                }))
+            })
+            .collect();
+        for xid in xids {
+            assert_eq!(c.recv(xid).expect("create reply").err(), ErrorCode::Ok);
+        }
+    }
+
     let shots: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/console_browser.py");
@@ -73,7 +93,7 @@ fn console_browses_and_refuses_an_edit_without_credentials() {
         shots.display(),
         server_log(server.dir.path())
     );
-    for step in ["1-overview", "2-tree", "3-commands", "4-edit-refused", "5-edit-saved"] {
+    for step in ["1-overview", "2-tree", "2b-big-tree", "3-commands", "4-edit-refused", "5-edit-saved"] {
         assert!(shots.join(format!("{step}.png")).exists(), "no screenshot of {step}");
     }
     // The one write that was allowed, as a wire client sees it.

@@ -117,8 +117,9 @@ impl Session {
             .await
             .map_err(|_| SessionError::Lost)?
             .map_err(|_| SessionError::Lost)?;
-        // Positive, and never the special negative xids.
-        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed) & 0x3fff_ffff;
+        // Always positive, after a wrap too: the reader takes xids of 0 and below for pings and
+        // notifications.
+        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed).rem_euclid(i32::MAX - 1) + 1;
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(xid, tx);
         let mut frame = BytesMut::new();

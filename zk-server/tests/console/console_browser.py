@@ -4,10 +4,12 @@
 Usage: console_browser.py BASE_URL SCREENSHOT_DIR
 
 The server behind BASE_URL has the REST API on and writable, and holds /app, /app/config
-(data "hello console") and /app/locked (readable by anyone, writable by digest admin:adminpw).
+(data "hello console"), /app/locked (readable by anyone, writable by digest admin:adminpw) and
+/big with 10,000 children n00000..n09999 (data: their number).
 Checks, in order, and exits 1 at the first that fails (the reason on stderr):
 1. the console loads, shows the server's role, and no request of the page failed;
-2. the tree browser walks / -> app -> config and shows its data, as text and as hex;
+2. the tree browser walks / -> app -> config and shows its data, as text and as hex; it lists
+   /big's 10,000 children and opens the last;
 3. the command console runs `mntr`;
 4. saving /app/locked without credentials is refused (403 NoAuth shown, data unchanged);
 5. saving it as admin:adminpw works and the new version is shown.
@@ -89,6 +91,19 @@ try:
     wait.until(lambda d: text_of("data").startswith("00000000  68 65 6c 6c 6f"))
     shot("2-tree")
 
+    # 2b. A node with 10,000 children: all listed, the last one opens.
+    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=text]").click()
+    path = driver.find_element(By.ID, "path")
+    path.clear()
+    path.send_keys("/big")
+    driver.find_element(By.CSS_SELECTOR, "#goto button").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#children a")) == 10000)
+    last = driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/big/n09999']")
+    driver.execute_script("arguments[0].scrollIntoView()", last)
+    last.click()
+    wait.until(lambda d: text_of("data") == "9999")
+    shot("2b-big-tree")
+
     # 3. The command console.
     box = driver.find_element(By.ID, "command")
     box.clear()
@@ -98,7 +113,6 @@ try:
     shot("3-commands")
 
     # 4. An edit without credentials is refused.
-    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=text]").click()
     path = driver.find_element(By.ID, "path")
     path.clear()
     path.send_keys("/app/locked")
