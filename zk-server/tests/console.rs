@@ -3,14 +3,16 @@
 //! with no failed request, shows the server's figures, browses a tree (one node of it with 10,000
 //! children), runs a command, refuses an
 //! edit without credentials and makes it with them. Screenshots of each step are kept in
-//! `target/console-screenshots/`.
+//! `target/console-screenshots/` (`standalone/`, `ensemble/`). On a 3-server ensemble it shows the members and the leader,
+//! and follows the leader's kill to the new one.
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 mod support;
 
 use bytes::Bytes;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::client::{open_acl, RawClient};
 use support::*;
@@ -25,6 +27,13 @@ fn assert_browser_installed() {
     }
     let selenium = Command::new("/usr/bin/python3").args(["-c", "import selenium"]).status().unwrap();
     assert!(selenium.success(), "python3-selenium is missing: install it (./test.sh does)");
+}
+
+/// `target/console-screenshots/<test>`, emptied.
+fn screenshots(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 fn create(c: &mut RawClient, path: &str, data: &[u8], acl: Vec<Acl>) {
@@ -74,10 +83,11 @@ fn console_browses_and_refuses_an_edit_without_credentials() {
         }
     }
 
-    let shots: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
+    let shots = screenshots("standalone");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/console_browser.py");
     let child = Command::new("/usr/bin/python3")
+        // No __pycache__ in the source tree (the scripts import browser.py).
+        .arg("-B")
         .arg(&script)
         .arg(format!("http://127.0.0.1:{admin_port}"))
         .arg(&shots)
@@ -99,4 +109,47 @@ fn console_browses_and_refuses_an_edit_without_credentials() {
     // The one write that was allowed, as a wire client sees it.
     let d: GetDataResponse = c.get_data("/app/locked", false).decode();
     assert_eq!((d.data.unwrap_or_default().as_ref(), d.stat.version), (&b"edited by admin"[..], 1));
+}
+
+/// A line the script printed that starts with `prefix`, the rest of it; panics when the script
+/// ends first.
+fn line_after(out: &mut impl BufRead, prefix: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap_or(0) > 0, "the script ended before printing {prefix:?}");
+        if let Some(rest) = line.trim().strip_prefix(prefix) {
+            return rest.trim().to_string();
+        }
+    }
+}
+
+#[test]
+fn console_follows_a_leader_kill() {
+    assert_browser_installed();
+    let (mut e, admin_ports) =
+        support::ensemble::Ensemble::start_with_admin(3, "admin.restApi.enabled=true\n");
+    let leader = e.wait_for_leader();
+    let watcher = (leader + 1) % 3;
+    let shots = screenshots("ensemble");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/console_ensemble.py");
+    let mut child = Command::new("/usr/bin/python3")
+        // No __pycache__ in the source tree (the scripts import browser.py).
+        .arg("-B")
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{}", admin_ports[watcher]))
+        .arg(&shots)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run the browser script");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let shown = line_after(&mut out, "leader ");
+    assert_eq!(shown, (leader + 1).to_string(), "the console's leader");
+    e.kill(leader);
+    writeln!(child.stdin.as_mut().unwrap(), "killed").unwrap();
+    let new = line_after(&mut out, "new leader ");
+    let elected = e.wait_for_leader();
+    assert_eq!(new, (elected + 1).to_string(), "the console's new leader");
+    assert!(child.wait().unwrap().success());
 }

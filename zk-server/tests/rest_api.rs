@@ -343,21 +343,7 @@ fn client_certificate_is_the_x509_identity() {
 
 #[test]
 fn a_followers_rest_api_writes_through_the_leader() {
-    let admin_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let mut e = support::ensemble::Ensemble::configure(&[support::ensemble::Kind::Zkrs; 3]);
-    for (i, m) in e.members.iter().enumerate() {
-        let mut f = std::fs::OpenOptions::new().append(true).open(m.dir.join("zoo.cfg")).unwrap();
-        use std::io::Write;
-        write!(
-            f,
-            "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={}\n{WRITABLE}",
-            admin_ports[i]
-        )
-        .unwrap();
-    }
-    for i in 0..3 {
-        e.launch(i);
-    }
+    let (e, admin_ports) = support::ensemble::Ensemble::start_with_admin(3, WRITABLE);
     let leader = e.wait_for_leader();
     let follower = (leader + 1) % 3;
     e.wait_mode(follower, "follower");

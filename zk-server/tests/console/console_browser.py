@@ -21,11 +21,10 @@ import os
 import sys
 import urllib.request
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
+
+import browser
 
 BASE, SHOTS = sys.argv[1], sys.argv[2]
 os.makedirs(SHOTS, exist_ok=True)
@@ -41,14 +40,7 @@ def rest_get(path):
         return r.read()
 
 
-opts = webdriver.ChromeOptions()
-opts.add_argument("--headless=new")
-opts.add_argument("--no-sandbox")
-opts.add_argument("--disable-dev-shm-usage")
-opts.add_argument("--window-size=1400,1000")
-opts.binary_location = "/usr/bin/chromium"
-opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+driver = browser.start()
 wait = WebDriverWait(driver, 20)
 
 
@@ -66,16 +58,9 @@ try:
     wait.until(lambda d: text_of("role") in ("standalone", "leader", "follower", "observer"))
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app']"))
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-latency polyline"))
-    statuses = driver.execute_script(
-        "return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))"
-        ".map(e => [e.name, e.responseStatus])"
-    )
-    failed = [s for s in statuses if s[1] is not None and (s[1] == 0 or s[1] >= 400)]
+    failed, statuses = browser.failures(driver)
     if failed:
-        fail(f"requests of the page failed: {failed}")
-    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    if severe:
-        fail(f"the browser logged errors while loading: {severe}")
+        fail(f"requests of the page failed or the browser logged errors: {failed}")
     if len(statuses) < 4:
         fail(f"expected the page, its script, its style sheet and API calls, saw {statuses}")
     shot("1-overview")
