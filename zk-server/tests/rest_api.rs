@@ -276,6 +276,18 @@ fn bad_input_gets_a_clear_4xx() {
     let a = call(addr, "GET", "/v", None, None);
     assert_eq!(a.body, b"x", "refused writes changed nothing");
 
+    // A browser page from elsewhere may not write; the server's own pages and non-browsers may.
+    let from = |origin: &str| {
+        let headers = [("Origin", origin.to_string())];
+        exchange(addr, &request("POST", "/api/v1/storage/o", &headers, Some(b"o")))
+    };
+    let a = from("http://evil.example");
+    assert_status(&a, 403, "a cross-origin POST");
+    assert_eq!(a.json()["error"], "CrossOriginWrite");
+    assert_status(&call(addr, "HEAD", "/o", None, None), 404, "the cross-origin POST created nothing");
+    // The test client sends `Host: localhost`.
+    assert_status(&from("http://localhost"), 201, "a POST from the server's own origin");
+
     // Malformed Basic credentials.
     let bad = exchange(
         addr,

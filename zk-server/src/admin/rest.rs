@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{
-    HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE,
+    HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, ORIGIN, WWW_AUTHENTICATE,
 };
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
@@ -325,6 +325,14 @@ impl RestApi {
                 message: "the REST API takes no writes: set admin.restApi.writable=true".into(),
             });
         }
+        if writes && !same_origin(req.headers()) {
+            return Err(Refusal {
+                status: StatusCode::FORBIDDEN,
+                error: "CrossOriginWrite".into(),
+                code: None,
+                message: "a browser page from another origin may not write here".into(),
+            });
+        }
         let key = SessionKey {
             ip: peer,
             digest: basic_credentials(req.headers())?,
@@ -482,6 +490,20 @@ impl RestApi {
     }
 }
 
+/// Whether a request may write: it carries no `Origin` (not from a browser page, e.g. curl), or
+/// one naming the host it was sent to. A page elsewhere could otherwise have a browser on the
+/// operators' network send a form's POST here (a "simple" request, which browsers send without
+/// asking first), with the browser's address as its `ip` identity.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(ORIGIN) else { return true };
+    let origin = origin.to_str().unwrap_or("");
+    let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+    match (authority, headers.get(HOST).and_then(|h| h.to_str().ok())) {
+        (Some(a), Some(host)) => a.eq_ignore_ascii_case(host),
+        _ => false,
+    }
+}
+
 /// `path` percent-encoded for a URL (bytes outside unreserved characters and `/`).
 fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
@@ -542,6 +564,23 @@ mod tests {
         assert_eq!(perms_text(perms::ALL), "cdrwa");
         assert_eq!(perms_text(perms::READ), "r");
         assert_eq!(encode_path("/a b/c"), "/a%20b/c");
+    }
+
+    #[test]
+    fn origins() {
+        let h = |pairs: &[(hyper::header::HeaderName, &'static str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(k, HeaderValue::from_static(v));
+            }
+            m
+        };
+        assert!(same_origin(&h(&[(HOST, "zk1:8080")])));
+        assert!(same_origin(&h(&[(HOST, "zk1:8080"), (ORIGIN, "http://zk1:8080")])));
+        assert!(same_origin(&h(&[(HOST, "ZK1:8080"), (ORIGIN, "https://zk1:8080")])));
+        assert!(!same_origin(&h(&[(HOST, "zk1:8080"), (ORIGIN, "http://evil.example")])));
+        assert!(!same_origin(&h(&[(HOST, "zk1:8080"), (ORIGIN, "null")])));
+        assert!(!same_origin(&h(&[(ORIGIN, "http://zk1:8080")])));
     }
 
     #[test]
