@@ -5,8 +5,9 @@
 # AdminServer needs on its class path (libservlet-api-java), the Prometheus project's text parser
 # (python3-prometheus-client), systemd-analyze (systemd) for the Debian package's unit,
 # libfaketime (the fault harness's clock jumps), openssl (s_client against the TLS port), curl and
-# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests); for
-# Kerberos, the MIT KDC and its tools (krb5-kdc, krb5-admin-server, krb5-user), kazoo's GSSAPI
+# netcat (the user guide's quick start), lintian and cargo-deb (the Debian package tests),
+# chromium, chromium-driver and python3-selenium (the console's browser test); for Kerberos, the
+# MIT KDC and its tools (krb5-kdc, krb5-admin-server, krb5-user), kazoo's GSSAPI
 # (python3-kerberos), and what the `kerberos` feature builds with (libkrb5-dev's GSSAPI headers,
 # libclang-dev for bindgen).
 set -euo pipefail
@@ -39,6 +40,11 @@ command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
 /usr/bin/python3 -c 'import kerberos' 2>/dev/null || need+=(python3-kerberos)
 [ -f /usr/include/gssapi/gssapi.h ] || need+=(libkrb5-dev)
 compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || need+=(libclang-dev)
+# The operator's console is tested in a headless Chromium driven by Selenium
+# (zk-server/tests/console.rs).
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+/usr/bin/python3 -c 'import selenium' 2>/dev/null || need+=(python3-selenium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]} (Debian packages the tests compare against)"
   sudo_cmd=""

@@ -335,6 +335,12 @@ pub struct ServerConfig {
     /// `admin.needClientAuth` (Apache 3.9; default false): HTTPS clients must show a certificate
     /// the `ssl.quorum.*` trust store vouches for. Without it none is asked for.
     pub admin_need_client_auth: bool,
+    /// `admin.restApi.enabled` (a zkrs key; default false): the AdminServer also serves the REST
+    /// data API under `/api/v1/storage` (reads only, unless `admin.restApi.writable`).
+    pub admin_rest_api_enabled: bool,
+    /// `admin.restApi.writable` (a zkrs key; default false): the REST data API also creates,
+    /// sets and deletes znodes (ACLs apply as for any client).
+    pub admin_rest_api_writable: bool,
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
@@ -991,6 +997,8 @@ impl ServerConfig {
             admin_force_https: None,
             admin_port_unification: None,
             admin_need_client_auth: false,
+            admin_rest_api_enabled: false,
+            admin_rest_api_writable: false,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
             initial_zxid_counter: None,
@@ -1311,6 +1319,9 @@ impl ServerConfig {
                         _ => cfg.admin_need_client_auth = on,
                     }
                 }
+                // zkrs's own keys: the REST data API on the AdminServer's port.
+                "admin.restApi.enabled" => cfg.admin_rest_api_enabled = bool_value(&src, key, value, line)?,
+                "admin.restApi.writable" => cfg.admin_rest_api_writable = bool_value(&src, key, value, line)?,
                 "slowRequestThresholdMs" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;

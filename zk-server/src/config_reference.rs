@@ -467,6 +467,18 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"—"#,
             },
             Row {
+                key: r#"`admin.restApi.enabled`"#,
+                default: r#"false"#,
+                meaning: r#"*zkrs key.* The AdminServer also serves the REST data API, `/api/v1/storage/{path}` ([REST data API](rest-api.md)): reads only, each request as a client session with the caller's credentials, so ACLs apply as on the client port; and the operator's console at `/console` ([Operations](operations.md#the-console))."#,
+                refused: r#"not `true` or `false`"#,
+            },
+            Row {
+                key: r#"`admin.restApi.writable`"#,
+                default: r#"false"#,
+                meaning: r#"*zkrs key.* The REST data API also creates (`POST`), sets (`PUT`) and deletes (`DELETE`) znodes; without it they are answered 405. Writes go through the server's one write path, from a follower too."#,
+                refused: r#"not `true` or `false`"#,
+            },
+            Row {
                 key: r#"`metricsProvider.className`"#,
                 default: r#"Apache's `DefaultMetricsProvider`"#,
                 meaning: r#"`org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider` turns on the Prometheus endpoint `/metrics`."#,

@@ -287,7 +287,14 @@ pub async fn run(
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
     if let Some(admin) = &settings.admin {
-        crate::admin::http::spawn_admin(admin, core_tx.clone(), connections.clone()).await;
+        crate::admin::http::spawn_admin(
+            admin,
+            core_tx.clone(),
+            connections.clone(),
+            settings.clone(),
+            permits.clone(),
+        )
+        .await;
     }
     if let Some(addr) = settings.metrics_addr {
         crate::admin::http::spawn_metrics(addr, core_tx.clone())

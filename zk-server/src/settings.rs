@@ -146,6 +146,15 @@ pub struct AdminSettings {
     pub idle_timeout: std::time::Duration,
     /// HTTPS (`admin.forceHttps`, `admin.portUnification`), or `None` for plain HTTP only.
     pub tls: Option<std::sync::Arc<crate::admin::https::AdminTls>>,
+    /// The REST data API (`admin.restApi.enabled`), or `None` when it is off.
+    pub rest: Option<RestApi>,
+}
+
+/// The REST data API's settings (`admin.restApi.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestApi {
+    /// `admin.restApi.writable`: `POST`, `PUT` and `DELETE` are served.
+    pub writable: bool,
 }
 
 /// The `metricsProvider.className` that turns on the Prometheus endpoint.
@@ -176,7 +185,13 @@ fn http_endpoints(
         }
         let idle_timeout = std::time::Duration::from_millis(cfg.admin_idle_timeout_ms.into());
         let tls = crate::admin::https::AdminTls::load(cfg)?.map(std::sync::Arc::new);
-        Some(AdminSettings { addr, command_url: url, idle_timeout, tls })
+        let rest = cfg.admin_rest_api_enabled.then_some(RestApi { writable: cfg.admin_rest_api_writable });
+        if cfg.admin_rest_api_writable && !cfg.admin_rest_api_enabled {
+            tracing::warn!(
+                "admin.restApi.writable=true without admin.restApi.enabled=true: no REST API is served"
+            );
+        }
+        Some(AdminSettings { addr, command_url: url, idle_timeout, tls, rest })
     } else {
         None
     };

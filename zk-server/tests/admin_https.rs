@@ -7,13 +7,11 @@
 #![allow(clippy::disallowed_methods)]
 mod support;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::http;
 use support::pki::Pki;
 use support::*;
 
@@ -21,15 +19,9 @@ use support::*;
 /// and the body.
 type Answer = (u16, String, String);
 
-fn parse(raw: &[u8]) -> Answer {
-    let text = String::from_utf8_lossy(raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = if head.starts_with("HTTP/1.") {
-        head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
-    } else {
-        0
-    };
-    (status, head.to_ascii_lowercase(), body.to_string())
+fn tuple(a: http::Answer) -> Answer {
+    let body = a.text();
+    (a.status, a.head, body)
 }
 
 fn request(path: &str) -> String {
@@ -38,12 +30,7 @@ fn request(path: &str) -> String {
 
 /// `GET path` in plain HTTP. A connection the server drops gives status 0.
 fn plain_get(addr: SocketAddr, path: &str) -> Answer {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let _ = s.write_all(request(path).as_bytes());
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    parse(&raw)
+    tuple(http::exchange(addr, request(path).as_bytes()))
 }
 
 /// `GET path` over TLS, trusting the authorities in `ca` and showing `who`'s certificate
@@ -51,41 +38,7 @@ fn plain_get(addr: SocketAddr, path: &str) -> Answer {
 ///
 /// Errors: the handshake failed or no HTTP response came.
 fn https_get(pki: &Pki, addr: SocketAddr, path: &str, ca: &str, who: Option<&str>) -> Result<Answer, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(pki.path(ca)).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let config = match who {
-        None => builder.with_no_client_auth(),
-        Some(w) => {
-            let chain = CertificateDer::pem_file_iter(pki.path(&format!("{w}.crt")))
-                .unwrap()
-                .collect::<Result<Vec<_>, _>>()
-                .unwrap();
-            let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{w}.key"))).unwrap();
-            builder.with_client_auth_cert(chain, key).unwrap()
-        }
-    };
-    let name = ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(request(path).as_bytes()).map_err(|e| format!("handshake or write: {e}"))?;
-    let mut raw = Vec::new();
-    let read = tls.read_to_end(&mut raw);
-    let answer = parse(&raw);
-    match read {
-        // A server that ends the connection without close_notify still gave its answer.
-        Err(e) if answer.0 == 0 => Err(format!("read: {e}")),
-        _ if answer.0 == 0 => Err("no HTTP response".into()),
-        _ => Ok(answer),
-    }
+    http::tls_exchange(http::tls_config(pki, ca, who), addr, request(path).as_bytes()).map(tuple)
 }
 
 /// zoo.cfg lines for the AdminServer on `port` with the `ssl.quorum.*` stores of `pki`, and `keys`.

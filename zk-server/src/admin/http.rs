@@ -6,9 +6,11 @@
 //! `admin.idleTimeout`, so a stalled or failed handshake holds up no other connection.
 
 use super::https::{AdminStream, AdminTls, STS_VALUE};
-use super::{commands, metrics, AdminAsk, AdminReply};
+use super::rest::{self, RestApi};
+use super::session::{ServerSide, SessionPool};
+use super::{commands, console, metrics, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
-use crate::settings::AdminSettings;
+use crate::settings::{AdminSettings, Settings};
 use crate::stats::ConnCounters;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -35,21 +37,25 @@ pub const DRIVER_WAIT: Duration = Duration::from_secs(10);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which endpoints a server offers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Routes {
-    /// The AdminServer: commands under this URL, and `/ready`.
-    Admin { command_url: String },
+    /// The AdminServer: commands under this URL, `/ready`, and the REST data API when it is on.
+    Admin { command_url: String, rest: Option<RestApi> },
     /// `/metrics`.
     Metrics,
 }
 
 /// Binds the AdminServer and serves it until the process ends. A port that cannot be bound is
 /// logged and the server runs without it, as Apache's does. Plain connections on a unified
-/// port are counted in `counters` (Apache's `insecure_admin_count`).
+/// port are counted in `counters` (Apache's `insecure_admin_count`). The REST data API's
+/// sessions are served like client connections, with `server`'s settings and `permits` (the
+/// outstanding requests every connection shares).
 pub async fn spawn_admin(
     settings: &AdminSettings,
     core: mpsc::Sender<DriverMsg>,
     counters: Arc<ConnCounters>,
+    server: Arc<Settings>,
+    permits: Arc<Semaphore>,
 ) -> Option<SocketAddr> {
     match TcpListener::bind(settings.addr).await {
         Ok(listener) => {
@@ -63,7 +69,23 @@ pub async fn spawn_admin(
             if let Some(tls) = &settings.tls {
                 tls.watch_stores();
             }
-            let routes = Routes::Admin { command_url: settings.command_url.clone() };
+            let rest = settings.rest.map(|api| {
+                tracing::info!(
+                    "REST data API on {}{} ({})",
+                    settings.addr,
+                    rest::PREFIX,
+                    if api.writable { "reads and writes" } else { "reads only" }
+                );
+                let max_body = server.max_frame as usize;
+                let side = ServerSide {
+                    driver: core.clone(),
+                    settings: server,
+                    permits,
+                    counters: counters.clone(),
+                };
+                RestApi::new(SessionPool::start(side), api.writable, max_body)
+            });
+            let routes = Routes::Admin { command_url: settings.command_url.clone(), rest };
             let tls = settings.tls.clone().map(|t| (t, counters));
             tokio::spawn(serve(listener, routes, settings.idle_timeout, tls, core));
             local
@@ -106,18 +128,19 @@ async fn serve(
         let (routes, core, tls) = (routes.clone(), core.clone(), tls.clone());
         tokio::spawn(async move {
             let Some((tls, counters)) = tls else {
-                return serve_connection(stream, peer, routes, core, idle, false, permit).await;
+                return serve_connection(stream, peer, routes, core, idle, None, permit).await;
             };
             // Telling TLS from plain and the handshake get admin.idleTimeout in all, as a
             // request's headers do.
             match tokio::time::timeout(idle, tls.accept(stream)).await {
                 Ok(Ok(AdminStream::Plain(s))) => {
                     counters.insecure_admin_one();
-                    serve_connection(s, peer, routes, core, idle, false, permit).await
+                    serve_connection(s, peer, routes, core, idle, None, permit).await
                 }
-                Ok(Ok(AdminStream::Tls(s))) => {
-                    serve_connection(*s, peer, routes, core, idle, true, permit).await
-                }
+                Ok(Ok(AdminStream::Tls(s))) => match tls.peer_ids(&s) {
+                    Ok(ids) => serve_connection(*s, peer, routes, core, idle, Some(ids), permit).await,
+                    Err(e) => warn!("AdminServer: closing {peer}: client certificate: {e}"),
+                },
                 Ok(Err(e)) => debug!("AdminServer: TLS set-up with {peer} failed: {e}"),
                 Err(_) => debug!("AdminServer: no TLS handshake from {peer} within {} ms", idle.as_millis()),
             }
@@ -125,23 +148,25 @@ async fn serve(
     }
 }
 
-/// Serves HTTP/1 on one connection, plain or TLS (`secure`), until it ends; `permit` is its
-/// slot among [`MAX_CONNECTIONS`].
+/// Serves HTTP/1 on one connection, plain or TLS (`secure`: the ids its client certificate
+/// proved, empty without one), until it ends; `permit` is its slot among [`MAX_CONNECTIONS`].
 async fn serve_connection<S>(
     io: S,
     peer: SocketAddr,
     routes: Arc<Routes>,
     core: mpsc::Sender<DriverMsg>,
     idle: Duration,
-    secure: bool,
+    secure: Option<Vec<zk_proto::Id>>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let cert_ids: Arc<[zk_proto::Id]> = secure.clone().unwrap_or_default().into();
+    let secure = secure.is_some();
     let service = hyper::service::service_fn(move |req| {
-        let (routes, core) = (routes.clone(), core.clone());
+        let (routes, core, cert_ids) = (routes.clone(), core.clone(), cert_ids.clone());
         async move {
-            let mut r = handle(&routes, &core, req).await;
+            let mut r = handle(&routes, &core, req, peer, &cert_ids).await;
             if secure {
                 r.headers_mut().insert(STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(STS_VALUE));
             }
@@ -231,8 +256,8 @@ fn unavailable() -> Response<Full<Bytes>> {
     response(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "the server is not answering\n")
 }
 
-/// Splits a query string into its pairs, percent-decoded.
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+/// Splits a query string into its pairs, percent-decoded (at most 32).
+pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     let Some(q) = query else { return Vec::new() };
     q.split('&')
         .filter(|p| !p.is_empty())
@@ -281,8 +306,30 @@ async fn handle(
     routes: &Routes,
     core: &mpsc::Sender<DriverMsg>,
     req: Request<Incoming>,
+    peer: SocketAddr,
+    cert_ids: &[zk_proto::Id],
 ) -> Response<Full<Bytes>> {
+    if let Routes::Admin { rest: Some(api), .. } = routes {
+        if rest::znode_path(req.uri().path()).is_some() {
+            let head = req.method() == Method::HEAD;
+            let mut r = api.handle(req, peer.ip(), cert_ids).await;
+            if head {
+                *r.body_mut() = Full::new(Bytes::new());
+            }
+            return r;
+        }
+    }
     let method = req.method().clone();
+    if let Routes::Admin { rest: Some(_), command_url } = routes {
+        if matches!(method, Method::GET | Method::HEAD) {
+            if let Some(mut r) = console::asset(req.uri().path(), command_url) {
+                if method == Method::HEAD {
+                    *r.body_mut() = Full::new(Bytes::new());
+                }
+                return r;
+            }
+        }
+    }
     if method == Method::TRACE {
         // As Apache's Jetty: TRACE is refused.
         return response(StatusCode::FORBIDDEN, "text/plain", "");
@@ -307,7 +354,7 @@ async fn handle(
             }
             _ => unavailable(),
         },
-        Routes::Admin { command_url }
+        Routes::Admin { command_url, .. }
             if path == command_url || path.strip_prefix(command_url.as_str()) == Some("/") =>
         {
             let mut html = String::new();
@@ -316,7 +363,7 @@ async fn handle(
             }
             response(StatusCode::OK, "text/html", html)
         }
-        Routes::Admin { command_url } => {
+        Routes::Admin { command_url, .. } => {
             match path.strip_prefix(command_url.as_str()).and_then(|rest| rest.strip_prefix('/')) {
                 Some(name) if !name.is_empty() => {
                     let args = query_pairs(req.uri().query());

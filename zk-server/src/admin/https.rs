@@ -78,6 +78,17 @@ impl AdminTls {
         }
     }
 
+    /// The ids an HTTPS client's certificate proves, as on the secure client port (`x509`, and
+    /// `super` for the configured x509 super user); none without a certificate.
+    ///
+    /// Errors: the certificate's subject cannot be read.
+    pub fn peer_ids(
+        &self,
+        stream: &tokio_rustls::server::TlsStream<TcpStream>,
+    ) -> Result<Vec<zk_proto::Id>, crate::x509::DnError> {
+        self.context.peer_ids(stream.get_ref().1.peer_certificates())
+    }
+
     /// Sets an accepted connection up: with port unification, plain when its first byte does
     /// not open a TLS record (a connection closed before sending anything counts as plain, and
     /// ends there); else the TLS handshake. The caller bounds the time this takes.

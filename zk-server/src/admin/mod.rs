@@ -6,11 +6,18 @@
 //! [`DriverMsg::Admin`](crate::driver::DriverMsg::Admin) message, as the four-letter words do, and
 //! the driver renders the answer from the server's read model ([`crate::view`]) with
 //! [`commands`] and [`metrics`].
+//!
+//! With `admin.restApi.enabled` the AdminServer also serves the REST data API ([`rest`]), whose
+//! requests run on internal client sessions ([`session`]) through the same connection code and
+//! core as the client port's, and the operator's console ([`console`]) that uses both.
 
 pub mod commands;
+pub mod console;
 pub mod http;
 pub mod https;
 pub mod metrics;
+pub mod rest;
+pub mod session;
 
 use crate::view::MntrValue;
 use serde_json::{json, Value};

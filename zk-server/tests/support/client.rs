@@ -252,6 +252,16 @@ impl RawClient {
         }))
     }
 
+    /// create of a persistent node with `acl`.
+    pub fn create_with_acl(&mut self, path: &str, data: &[u8], acl: Vec<Acl>) -> Reply {
+        self.call(Request::Create(CreateRequest {
+            path: path.into(),
+            data: Some(Bytes::copy_from_slice(data)),
+            acl,
+            flags: CreateMode::Persistent.code(),
+        }))
+    }
+
     /// getData.
     pub fn get_data(&mut self, path: &str, watch: bool) -> Reply {
         self.call(Request::GetData(GetDataRequest { path: path.into(), watch }))

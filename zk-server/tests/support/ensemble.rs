@@ -287,6 +287,27 @@ impl Ensemble {
         e
     }
 
+    /// `n` zkrs servers, each with its AdminServer on 127.0.0.1 on a port of its own and `keys`
+    /// (zoo.cfg lines) added, all started; the AdminServers' ports, by member.
+    pub fn start_with_admin(n: usize, keys: &str) -> (Ensemble, Vec<u16>) {
+        let ports: Vec<u16> = (0..n).map(|_| stable_port()).collect();
+        let mut e = Ensemble::configure(&vec![Kind::Zkrs; n]);
+        for (m, port) in e.members.iter().zip(&ports) {
+            use std::io::Write;
+            let mut f =
+                std::fs::OpenOptions::new().append(true).open(m.dir.join("zoo.cfg")).expect("zoo.cfg");
+            write!(
+                f,
+                "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n{keys}"
+            )
+            .expect("zoo.cfg");
+        }
+        for i in 0..n {
+            e.launch(i);
+        }
+        (e, ports)
+    }
+
     /// The process id of member `i`, while it runs.
     pub fn pid(&self, i: usize) -> Option<u32> {
         self.members[i].child.as_ref().map(Child::id)

@@ -10,6 +10,7 @@ pub use ports::free_port;
 pub mod client;
 pub mod disk;
 pub mod ensemble;
+pub mod http;
 pub mod interactive;
 pub mod load;
 pub mod pki;

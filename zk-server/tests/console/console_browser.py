@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Drives zkrs's console (/console) in Debian's headless Chromium with Selenium.
+
+Usage: console_browser.py BASE_URL SCREENSHOT_DIR
+
+The server behind BASE_URL has the REST API on and writable, and holds /app, /app/config
+(data "hello console"), /app/locked (readable by anyone, writable by digest admin:adminpw) and
+/big with 10,000 children n00000..n09999 (data: their number).
+Checks, in order, and exits 1 at the first that fails (the reason on stderr):
+1. the console loads, shows the server's role, and no request of the page failed;
+2. the tree browser walks / -> app -> config and shows its data, as text and as hex; it lists
+   /big's 10,000 children and opens the last;
+3. the command console runs `mntr`;
+4. saving /app/locked without credentials is refused (403 NoAuth shown, data unchanged);
+5. saving it as admin:adminpw works and the new version is shown.
+Screenshots of each step go to SCREENSHOT_DIR. Prints "console ok" at the end.
+"""
+
+import json
+import os
+import sys
+import urllib.request
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+import browser
+
+BASE, SHOTS = sys.argv[1], sys.argv[2]
+os.makedirs(SHOTS, exist_ok=True)
+
+
+def fail(why):
+    print(why, file=sys.stderr)
+    sys.exit(1)
+
+
+def rest_get(path):
+    with urllib.request.urlopen(BASE + "/api/v1/storage" + path) as r:
+        return r.read()
+
+
+driver = browser.start()
+wait = WebDriverWait(driver, 20)
+
+
+def shot(name):
+    driver.save_screenshot(os.path.join(SHOTS, name + ".png"))
+
+
+def text_of(element_id):
+    return driver.find_element(By.ID, element_id).text
+
+
+try:
+    # 1. Loads, with the server's figures, and no failed request.
+    driver.get(BASE + "/console")
+    wait.until(lambda d: text_of("role") in ("standalone", "leader", "follower", "observer"))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app']"))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-latency polyline"))
+    failed, statuses = browser.failures(driver)
+    if failed:
+        fail(f"requests of the page failed or the browser logged errors: {failed}")
+    if len(statuses) < 4:
+        fail(f"expected the page, its script, its style sheet and API calls, saw {statuses}")
+    shot("1-overview")
+
+    # 2. The tree: / -> app -> config, data as text, then as hex.
+    driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/app']").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app/config']"))
+    driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/app/config']").click()
+    wait.until(lambda d: text_of("data") == "hello console")
+    if "/app/config" not in driver.find_element(By.ID, "path").get_attribute("value"):
+        fail("the path field does not show /app/config")
+    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=hex]").click()
+    wait.until(lambda d: text_of("data").startswith("00000000  68 65 6c 6c 6f"))
+    shot("2-tree")
+
+    # 2b. A node with 10,000 children: all listed, the last one opens.
+    driver.find_element(By.CSS_SELECTOR, "input[name=view][value=text]").click()
+    path = driver.find_element(By.ID, "path")
+    path.clear()
+    path.send_keys("/big")
+    driver.find_element(By.CSS_SELECTOR, "#goto button").click()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#children a")) == 10000)
+    last = driver.find_element(By.CSS_SELECTOR, "#children a[data-path='/big/n09999']")
+    driver.execute_script("arguments[0].scrollIntoView()", last)
+    last.click()
+    wait.until(lambda d: text_of("data") == "9999")
+    shot("2b-big-tree")
+
+    # 3. The command console.
+    box = driver.find_element(By.ID, "command")
+    box.clear()
+    box.send_keys("mntr")
+    driver.find_element(By.CSS_SELECTOR, "#command-form button").click()
+    wait.until(lambda d: "server_state" in text_of("command-output"))
+    shot("3-commands")
+
+    # 4. An edit without credentials is refused.
+    path = driver.find_element(By.ID, "path")
+    path.clear()
+    path.send_keys("/app/locked")
+    driver.find_element(By.CSS_SELECTOR, "#goto button").click()
+    wait.until(lambda d: text_of("data") == "v0")
+    area = driver.find_element(By.ID, "new-data")
+    area.clear()
+    area.send_keys("anonymous edit")
+    driver.find_element(By.ID, "save").click()
+    wait.until(lambda d: "403" in text_of("status"))
+    if "NoAuth" not in text_of("status"):
+        fail(f"the refusal does not name NoAuth: {text_of('status')!r}")
+    if rest_get("/app/locked") != b"v0":
+        fail("the refused edit changed the node")
+    shot("4-edit-refused")
+
+    # 5. With credentials it is saved.
+    driver.find_element(By.ID, "user").send_keys("admin")
+    driver.find_element(By.ID, "password").send_keys("adminpw")
+    area = driver.find_element(By.ID, "new-data")
+    area.clear()
+    area.send_keys("edited by admin")
+    driver.find_element(By.ID, "save").click()
+    wait.until(lambda d: "saved /app/locked at version 1" in text_of("status"))
+    wait.until(lambda d: text_of("data") == "edited by admin")
+    if rest_get("/app/locked") != b"edited by admin":
+        fail("the saved edit is not on the server")
+    shot("5-edit-saved")
+    print("console ok")
+except Exception as e:  # a timeout or a missing element: say where, with a screenshot
+    shot("failure")
+    fail(f"{type(e).__name__}: {e}; status: {text_of('status')!r}; log: {json.dumps(driver.get_log('browser'))}")
+finally:
+    driver.quit()
