@@ -64,5 +64,11 @@ python3 docs/guide/check_links.py
 
 # The `kerberos` feature (SASL GSSAPI, off by default: it needs the packages above to build) is on
 # here, so its code and zk-server/tests/kerberos.rs are built and run.
+# zk-client's tests start the workspace's zkrs-server, and without this would bring it up to date
+# with `cargo build -p zk-server` (no feature), replacing the binary this run built, which the
+# Kerberos tests then start: they get the one this run builds.
+profile=debug
+for a in "$@"; do [ "$a" = --release ] && profile=release; done
+export ZKRS_SERVER_BIN="$PWD/${CARGO_TARGET_DIR:-target}/$profile/zkrs-server"
 echo "== cargo test --workspace --features zk-server/kerberos"
 cargo test --workspace --features zk-server/kerberos "$@"
