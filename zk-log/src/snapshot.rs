@@ -513,22 +513,39 @@ pub struct Retention {
 ///
 /// Errors: [`LogError::Io`]; snapshots removed before the failure stay removed.
 pub fn retain_newest<S: Storage>(storage: &S, keep: usize) -> Result<Retention, LogError> {
+    let (r, trash) = retain_newest_to_trash(storage, keep)?;
+    for t in &trash {
+        crate::storage::remove_gradually(storage, t)
+            .map_err(|e| LogError::io("remove", storage.display_name(t), e))?;
+    }
+    Ok(r)
+}
+
+/// [`retain_newest`]'s first half: the snapshots past the newest `keep` are moved out of the way
+/// (durably; a crash leaves trash, removed at the next open), and the trash files are returned
+/// for the caller to cut down gradually ([`crate::remove_gradually`]), so that freeing a large
+/// file's blocks never holds up the log's syncs, nor whatever the caller holds while it decides.
+///
+/// Errors: [`LogError::Io`]; snapshots moved before the failure stay moved.
+pub fn retain_newest_to_trash<S: Storage>(
+    storage: &S,
+    keep: usize,
+) -> Result<(Retention, Vec<String>), LogError> {
     let all = list_snapshots(storage)?;
     let keep = keep.max(1);
     let cut = all.len().saturating_sub(keep);
     let mut r = Retention::default();
+    let mut trash = Vec::new();
     for (_, name) in &all[..cut] {
-        // Out of the way first (a crash leaves trash, removed at the next open), then cut down
-        // gradually, so that freeing a large file's blocks never holds up the log's syncs.
-        let trash = crate::storage::move_to_trash(storage, name)
-            .map_err(|e| LogError::io("rename for removal", storage.display_name(name), e))?;
-        crate::storage::remove_gradually(storage, &trash)
-            .map_err(|e| LogError::io("remove", storage.display_name(&trash), e))?;
+        trash.push(
+            crate::storage::move_to_trash(storage, name)
+                .map_err(|e| LogError::io("rename for removal", storage.display_name(name), e))?,
+        );
         r.removed.push(name.clone());
     }
     r.kept = all[cut..].iter().map(|(_, n)| n.clone()).collect();
     r.purge_logs_before = all.get(cut).map(|(z, _)| z.saturating_add(1));
-    Ok(r)
+    Ok((r, trash))
 }
 
 /// Of log segments named by their first zxid (oldest first), those [`crate::SegmentLog::purge_before`]

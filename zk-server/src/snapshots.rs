@@ -15,7 +15,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
-use zk_log::snapshot::{list_snapshots, read_snapshot, remove_stale_temps, retain_newest, SnapshotWriter};
+use zk_log::snapshot::{
+    list_snapshots, read_snapshot, remove_stale_temps, retain_newest_to_trash, SnapshotWriter,
+};
 use zk_log::{AppendMode, FileStorage, LogError, Storage};
 use zk_tree::{Database, Decoded, Recovery, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
 
@@ -313,7 +315,8 @@ pub fn spawn_writer(
 /// continue (review of issue 29, finding 2). Each cut runs under this fence and starts a new
 /// generation; a snapshot finishes only under the fence, and only in the generation it began
 /// in, otherwise its file is dropped. So every snapshot either lands before a cut looks at the
-/// directory, or not at all.
+/// directory, or not at all. Retention chooses and moves aside old snapshots under it too, so
+/// that a cut never picks a snapshot retention is taking away.
 #[derive(Debug, Default)]
 pub struct SnapshotFence {
     generation: std::sync::Mutex<u64>,
@@ -499,7 +502,7 @@ impl<S: Storage> SnapshotFiles<S> {
                                 info.file_bytes,
                                 t0.elapsed()
                             );
-                            purge_before = retention(&self.storage, self.retain);
+                            purge_before = retention(&self.storage, self.retain, &self.fence);
                         }
                         Err(e) => {
                             warn!("snapshot could not be finished: {e}");
@@ -517,9 +520,9 @@ impl<S: Storage> SnapshotFiles<S> {
                 self.failed = false;
                 Some(SnapshotReport::Done { ok: false, purge_logs_before: None })
             }
-            SnapJob::Retain => {
-                Some(SnapshotReport::Retained { purge_logs_before: retention(&self.storage, self.retain) })
-            }
+            SnapJob::Retain => Some(SnapshotReport::Retained {
+                purge_logs_before: retention(&self.storage, self.retain, &self.fence),
+            }),
         }
     }
 }
@@ -570,12 +573,19 @@ fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(
 }
 
 /// Keeps the newest `retain` snapshots; returns the zxid before which the log is no longer needed.
-fn retention<S: Storage>(storage: &S, retain: usize) -> Option<i64> {
-    match retain_newest(storage, retain) {
-        Ok(r) => {
+/// The old ones are chosen and moved aside under `fence`, so that a cut of the log never lists
+/// a snapshot retention is taking away (it could reset the log to a snapshot then gone), and cut
+/// down after it, which may take a while for large files.
+fn retention<S: Storage>(storage: &S, retain: usize, fence: &SnapshotFence) -> Option<i64> {
+    let held = fence.generation.lock().unwrap_or_else(|p| p.into_inner());
+    let moved = retain_newest_to_trash(storage, retain);
+    drop(held);
+    match moved {
+        Ok((r, trash)) => {
             for name in &r.removed {
                 info!("removed old snapshot {name}");
             }
+            remove_trash(storage, &trash);
             r.purge_logs_before
         }
         Err(e) => {
