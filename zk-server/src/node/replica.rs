@@ -1421,7 +1421,11 @@ impl Replica {
     }
 
     /// A reconfiguration in the log of `db` newer than the configuration in force becomes the
-    /// pending one (or none, when there is none).
+    /// pending one (or none, when there is none), for the election under way too: a TRUNC that
+    /// cut the reconfiguration from the log, then a reload, left the election asking a quorum of
+    /// a configuration no longer pending (node_sim seed 180514 of `reconfig`: a voter looked for
+    /// a leader forever, its answers a quorum of the configuration in force but not of that one),
+    /// and the first election after a start did not ask the pending one's.
     fn note_logged_config(&mut self, db: &Database) {
         self.pending = self
             .cfg
@@ -1435,6 +1439,8 @@ impl Replica {
                 c.version
             );
         }
+        let ecfg = self.election_config();
+        self.fle.set_config(ecfg);
     }
 
     /// The configuration a notification carries, when reconfiguration is on and it is newer
