@@ -331,13 +331,19 @@ impl SnapshotFence {
     /// Runs `cut` (listing, removing or writing snapshots for a cut of the log) with no snapshot
     /// finishing meanwhile; snapshots begun before it will not finish.
     pub fn cut<R>(&self, cut: impl FnOnce() -> R) -> R {
-        let mut g = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.hold();
         *g += 1;
         cut()
     }
 
     fn generation(&self) -> u64 {
-        *self.generation.lock().unwrap_or_else(|p| p.into_inner())
+        *self.hold()
+    }
+
+    /// The fence held (no cut runs meanwhile), with the generation it is in. A panic elsewhere
+    /// while it was held leaves the count as it was: it is taken as it stands.
+    fn hold(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.generation.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -485,7 +491,7 @@ impl<S: Storage> SnapshotFiles<S> {
                 let mut purge_before = None;
                 if let Some((w, t0, began)) = self.current.take() {
                     // Under the fence: no cut looks at the directory while the file lands.
-                    let generation = self.fence.generation.lock().unwrap_or_else(|p| p.into_inner());
+                    let generation = self.fence.hold();
                     if *generation != began {
                         drop(generation);
                         info!("snapshot {} dropped: the log was cut while it was written", w.name());
@@ -577,7 +583,7 @@ fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(
 /// a snapshot retention is taking away (it could reset the log to a snapshot then gone), and cut
 /// down after it, which may take a while for large files.
 fn retention<S: Storage>(storage: &S, retain: usize, fence: &SnapshotFence) -> Option<i64> {
-    let held = fence.generation.lock().unwrap_or_else(|p| p.into_inner());
+    let held = fence.hold();
     let moved = retain_newest_to_trash(storage, retain);
     drop(held);
     match moved {

@@ -88,8 +88,8 @@ pub struct Process {
     /// After a resync below the log's start: the snapshots past this cut go once the log's
     /// reset is done, as the driver does.
     pub discard_after_reset: Option<i64>,
-    /// A resync's log reset is durable and its report on the way (`Ev::ResetReported`): the cut.
-    pub reset_reported: Option<i64>,
+    /// A resync's log reset is durable and its report on the way (`Ev::ResetReported`).
+    pub reset_reported: bool,
 }
 
 /// The wall clock the simulation starts at.
@@ -200,7 +200,7 @@ impl Server {
             next_client_conn: 1,
             timer: Some(now_ms),
             discard_after_reset: None,
-            reset_reported: None,
+            reset_reported: false,
         });
         Ok(())
     }

@@ -589,7 +589,7 @@ impl World {
                 if self.gen_of(sid) != Some(gen) {
                     return;
                 }
-                self.server(sid).proc.as_mut().expect("up").reset_reported = None;
+                self.server(sid).proc.as_mut().expect("up").reset_reported = false;
                 if !self.discard_snapshots_after(sid, cut) {
                     return;
                 }
@@ -1020,7 +1020,7 @@ impl World {
                         // window a power loss can strike. The log stays busy until the report is
                         // handled, as the writer's reports arrive in order.
                         p.log_busy = true;
-                        p.reset_reported = Some(cut);
+                        p.reset_reported = true;
                         let report_ms = self.rng.gen_range(0..3);
                         self.at(report_ms, Ev::ResetReported { sid, gen, zxid: z, cut });
                         return;
@@ -2203,7 +2203,7 @@ impl World {
     /// heard of it (the snapshots past the cut are still on disk).
     pub fn reset_report_pending(&self, sid: i64) -> bool {
         let s = &self.servers[(sid - 1) as usize];
-        s.proc.as_ref().is_some_and(|p| p.reset_reported.is_some())
+        s.proc.as_ref().is_some_and(|p| p.reset_reported)
     }
 
     /// What a scenario sees of `sid`.
