@@ -245,14 +245,42 @@ fn snapshots_written(e: &Ensemble, i: usize) -> Vec<i64> {
         .collect()
 }
 
-/// What became of member `i`'s snapshot starting at `zxid`: "written" (the file exists),
-/// "abandoned", or None while neither.
-fn fate(e: &Ensemble, i: usize, zxid: i64) -> Option<&'static str> {
-    if snapshots_written(e, i).contains(&zxid) {
-        return Some("written");
+/// A snapshot a member began: the how-many-th it began (0 = its first, counting every start the
+/// test's log holds, restarts included) and its start zxid. The ordinal tells apart two
+/// snapshots at one zxid: a server with no writes since begins again at the zxid it was at.
+#[derive(Debug, Clone, Copy)]
+struct Begun {
+    nth: usize,
+    zxid: i64,
+}
+
+/// Member `i`'s log from the line where it began snapshot `s` on.
+fn log_since(e: &Ensemble, i: usize, s: Begun) -> String {
+    let mut starts = 0;
+    let mut out = String::new();
+    for line in e.log(i).lines() {
+        if line.contains("taking a snapshot at zxid ") {
+            starts += 1;
+        }
+        if starts > s.nth {
+            out.push_str(line);
+            out.push('\n');
+        }
     }
-    let name = format!("snapshot snapshot.{zxid:016x} abandoned");
-    e.log(i).contains(&name).then_some("abandoned")
+    out
+}
+
+/// What became of member `i`'s snapshot `s`: "written" (the file exists), "abandoned", or None
+/// while neither.
+fn fate(e: &Ensemble, i: usize, s: Begun) -> Option<&'static str> {
+    let log = log_since(e, i, s);
+    let written = format!("snapshot snapshot.{:016x} written: ", s.zxid);
+    let abandoned = format!("snapshot snapshot.{:016x} abandoned", s.zxid);
+    if log.contains(&written) {
+        Some("written")
+    } else {
+        log.contains(&abandoned).then_some("abandoned")
+    }
 }
 
 /// The `mntr` value `key` of member `i`.
@@ -425,48 +453,48 @@ fn setup(extra: &str) -> Setup {
     Setup { e, leader, built_at, writer, t0 }
 }
 
-/// Waits until member `i` logs beginning a snapshot beyond the `seen` it had begun; returns its
-/// start zxid. Polls often: the test acts on it at once.
-fn next_snapshot(e: &Ensemble, i: usize, seen: usize) -> i64 {
+/// Waits until member `i` logs beginning a snapshot beyond the `seen` it had begun; returns it.
+/// Polls often: the test acts on it at once.
+fn next_snapshot(e: &Ensemble, i: usize, seen: usize) -> Begun {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        if let Some(&z) = snapshots_begun(e, i).get(seen) {
-            return z;
+        if let Some(&zxid) = snapshots_begun(e, i).get(seen) {
+            return Begun { nth: seen, zxid };
         }
         assert!(Instant::now() < deadline, "member {} began no snapshot\n{}", i + 1, e.logs());
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-/// Waits until member `i` leaves its role (its log's "-> Down" line) after it began its snapshot
-/// at `zxid`; fails unless that snapshot was still being serialized then (no stepping happens
-/// while a server is down, before the fix or after it).
-fn leaves_role_mid_snapshot(e: &Ensemble, i: usize, zxid: i64) {
-    let begun = format!("taking a snapshot at zxid 0x{zxid:x}");
-    let done = format!("snapshot at zxid 0x{zxid:x} serialized");
+/// Waits until member `i` leaves its role (its log's "-> Down" line) after it began snapshot
+/// `s`; fails unless that snapshot was still being serialized then (no stepping happens while a
+/// server is down, before the fix or after it).
+fn leaves_role_mid_snapshot(e: &Ensemble, i: usize, s: Begun) {
+    let done = format!("snapshot at zxid 0x{:x} serialized", s.zxid);
     let mut order = None;
     wait_until(e, &format!("member {} to leave its role", i + 1), || {
-        let log = e.log(i);
-        let after: Vec<&str> = log.lines().skip_while(|l| !l.contains(&begun)).collect();
-        let down = after.iter().position(|l| l.contains(" -> Down"));
-        order = down.map(|d| (d, after.iter().position(|l| l.contains(&done))));
+        let log = log_since(e, i, s);
+        let lines: Vec<&str> = log.lines().collect();
+        let down = lines.iter().position(|l| l.contains(" -> Down"));
+        order = down.map(|d| (d, lines.iter().position(|l| l.contains(&done))));
         order.is_some()
     });
     let (down, done_at) = order.expect("waited for");
     assert!(
-        done_at.is_none_or(|s| s > down),
-        "the machine was too slow for the scenario: member {}'s snapshot at 0x{zxid:x} was all \
+        done_at.is_none_or(|at| at > down),
+        "the machine was too slow for the scenario: member {}'s snapshot at 0x{:x} was all \
          serialized before it left its role\n{}",
         i + 1,
+        s.zxid,
         e.logs()
     );
 }
 
-/// Waits until member `i`'s snapshot at `zxid` is written or abandoned; returns which.
-fn settled_fate(e: &Ensemble, i: usize, zxid: i64) -> &'static str {
+/// Waits until member `i`'s snapshot `s` is written or abandoned; returns which.
+fn settled_fate(e: &Ensemble, i: usize, s: Begun) -> &'static str {
     let mut what = None;
     wait_until(e, "the snapshot under way to be written or abandoned", || {
-        what = fate(e, i, zxid);
+        what = fate(e, i, s);
         what.is_some()
     });
     what.unwrap_or_default()
@@ -506,17 +534,18 @@ fn leader_reelected_during_its_snapshot_keeps_every_znode() {
     let s = setup("");
     let (e, leader, t0) = (&s.e, s.leader, s.t0);
     let followers = [0, 1];
-    let zxid = next_snapshot(e, leader, snapshots_begun(e, leader).len());
+    let snap = next_snapshot(e, leader, snapshots_begun(e, leader).len());
+    let zxid = snap.zxid;
     for &f in &followers {
         e.stop(f);
     }
     eprintln!("{:.1?}: followers frozen; the leader's snapshot at 0x{zxid:x} under way", t0.elapsed());
-    leaves_role_mid_snapshot(e, leader, zxid);
+    leaves_role_mid_snapshot(e, leader, snap);
     for &f in &followers {
         e.cont(f);
     }
     assert_eq!(e.wait_for_leader(), leader, "the leader is elected again\n{}", e.logs());
-    let fate = settled_fate(e, leader, zxid);
+    let fate = settled_fate(e, leader, snap);
     eprintln!("{:.1?}: re-elected; the snapshot at 0x{zxid:x} was {fate}", t0.elapsed());
     let (e, acked, built_at, t0) = restart_and_settle(s, leader);
     final_checks(&e, acked, built_at, t0);
@@ -538,7 +567,8 @@ fn leader_truncated_as_a_follower_during_its_snapshot_keeps_every_znode() {
     let followers = [0, 1];
     // A session opened beforehand: opening one needs a commit.
     let mut side = s.e.client(leader);
-    let zxid = next_snapshot(&s.e, leader, snapshots_begun(&s.e, leader).len());
+    let snap = next_snapshot(&s.e, leader, snapshots_begun(&s.e, leader).len());
+    let zxid = snap.zxid;
     for &f in &followers {
         s.e.stop(f);
     }
@@ -546,7 +576,7 @@ fn leader_truncated_as_a_follower_during_its_snapshot_keeps_every_znode() {
         side.send(&create(format!("/w/uncommitted-{k}"), b""));
     }
     wait_logged(&s.e, leader, "/w/uncommitted-19");
-    leaves_role_mid_snapshot(&s.e, leader, zxid);
+    leaves_role_mid_snapshot(&s.e, leader, snap);
     s.e.stop(leader);
     eprintln!("{:.1?}: the leader logged a tail alone and stepped down; frozen", t0.elapsed());
     for &f in &followers {
@@ -560,7 +590,7 @@ fn leader_truncated_as_a_follower_during_its_snapshot_keeps_every_znode() {
     assert_eq!(e.wait_for_leader(), new_leader, "{}", e.logs());
     let mode = next_sync_mode(e, new_leader, leader, seen);
     assert_eq!(mode, "Trunc", "the old leader's uncommitted tail is truncated\n{}", e.logs());
-    let fate = settled_fate(e, leader, zxid);
+    let fate = settled_fate(e, leader, snap);
     eprintln!("{:.1?}: told to TRUNC; the snapshot at 0x{zxid:x} was {fate}", t0.elapsed());
     drop(side);
     let (e, acked, built_at, t0) = restart_and_settle(s, leader);
@@ -620,7 +650,8 @@ fn follower_synced_by_snap_during_its_snapshot_keeps_every_znode() {
     s.e.wait_mode(f, "follower");
     s.writer.pause(false);
     let e = &s.e;
-    let zxid = next_snapshot(e, f, seen);
+    let snap = next_snapshot(e, f, seen);
+    let zxid = snap.zxid;
     e.stop(f);
     let behind = e.zxid(leader).expect("the leader's zxid");
     eprintln!("{:.1?}: follower frozen; its snapshot at 0x{zxid:x} under way", t0.elapsed());
@@ -638,11 +669,11 @@ fn follower_synced_by_snap_during_its_snapshot_keeps_every_znode() {
     eprintln!("{:.1?}: {} MB written; the leader's log starts after the follower", t0.elapsed(), rounds * 2);
     let synced = e.sync_modes(leader, f + 1).len();
     e.cont(f);
-    leaves_role_mid_snapshot(e, f, zxid);
+    leaves_role_mid_snapshot(e, f, snap);
     let mode = next_sync_mode(e, leader, f, synced);
     assert_eq!(mode, "Snap", "the follower is brought back by SNAP\n{}", e.logs());
     assert_eq!(e.wait_for_leader(), leader, "{}", e.logs());
-    let fate = settled_fate(e, f, zxid);
+    let fate = settled_fate(e, f, snap);
     eprintln!("{:.1?}: synced by SNAP; the snapshot at 0x{zxid:x} was {fate}", t0.elapsed());
     let (e, acked, built_at, t0) = restart_and_settle(s, f);
     final_checks(&e, acked, built_at, t0);
