@@ -113,7 +113,8 @@ pub struct SnapshotInfo {
 }
 
 /// Writes one snapshot: create, [`SnapshotWriter::write`] the content in any pieces, then
-/// [`SnapshotWriter::finish`]. Until `finish` returns, nothing but a `.tmp` file exists, which a
+/// [`SnapshotWriter::finish`] (or [`SnapshotWriter::seal`], the slow part of finishing, then
+/// `finish`). Until `finish` returns, nothing but a `.tmp` file exists, which a
 /// crash leaves behind and [`remove_stale_temps`] clears at the next start (with any trash a
 /// crash left during retention).
 #[derive(Debug)]
@@ -128,6 +129,8 @@ pub struct SnapshotWriter<S: Storage> {
     buf: Vec<u8>,
     seq: u64,
     content: u64,
+    /// The file is complete and synced ([`SnapshotWriter::seal`]): only its rename is left.
+    sealed: bool,
 }
 
 impl<S: Storage> SnapshotWriter<S> {
@@ -151,6 +154,7 @@ impl<S: Storage> SnapshotWriter<S> {
             buf: Vec::with_capacity(CHUNK_BYTES as usize),
             seq: 0,
             content: 0,
+            sealed: false,
         };
         let h = encode_header(start_zxid, CHUNK_BYTES);
         if let Err(e) = w.put(&h) {
@@ -221,8 +225,14 @@ impl<S: Storage> SnapshotWriter<S> {
     /// Appends content. Full chunks go to the file as they fill.
     ///
     /// Errors: [`LogError::Io`]; the writer should then be dropped (or aborted), which removes
-    /// the temp file.
+    /// the temp file. [`LogError::Poisoned`] once it is sealed.
     pub fn write(&mut self, mut data: &[u8]) -> Result<(), LogError> {
+        if self.sealed {
+            return Err(LogError::Poisoned(format!(
+                "snapshot {} is sealed: nothing more goes in",
+                self.name
+            )));
+        }
         while !data.is_empty() {
             let room = CHUNK_BYTES as usize - self.buf.len();
             let n = room.min(data.len());
@@ -248,7 +258,24 @@ impl<S: Storage> SnapshotWriter<S> {
         }
     }
 
-    fn finish_inner(&mut self) -> Result<SnapshotInfo, LogError> {
+    /// Completes the temp file (the last chunk, the end marker and the trailer), cuts it to its
+    /// end and syncs it: all of finishing but the rename and the directory's sync, which
+    /// [`SnapshotWriter::finish`] then does quickly. A caller that must finish under a lock
+    /// seals first, outside it. Nothing can be written after. On error the temp file is removed.
+    ///
+    /// Errors: [`LogError::Io`].
+    pub fn seal(&mut self) -> Result<(), LogError> {
+        let sealed = self.seal_inner();
+        if sealed.is_err() {
+            self.abort_inner();
+        }
+        sealed
+    }
+
+    fn seal_inner(&mut self) -> Result<(), LogError> {
+        if self.sealed {
+            return Ok(());
+        }
         self.flush_chunk()?;
         let mut end = [0u8; 8];
         end[4..8].copy_from_slice(&chunk_crc(self.seq, &[]).to_le_bytes());
@@ -258,9 +285,15 @@ impl<S: Storage> SnapshotWriter<S> {
         let shown = self.storage.display_name(&self.tmp);
         let mut file = self.file.take().ok_or_else(|| LogError::Poisoned("snapshot writer closed".into()))?;
         file.set_len(self.off).map_err(|e| LogError::io("truncate", shown.clone(), e))?;
-        file.sync().map_err(|e| LogError::io("sync", shown.clone(), e))?;
-        drop(file);
-        self.storage.rename(&self.tmp, &self.name).map_err(|e| LogError::io("rename", shown.clone(), e))?;
+        file.sync().map_err(|e| LogError::io("sync", shown, e))?;
+        self.sealed = true;
+        Ok(())
+    }
+
+    fn finish_inner(&mut self) -> Result<SnapshotInfo, LogError> {
+        self.seal_inner()?;
+        let shown = self.storage.display_name(&self.tmp);
+        self.storage.rename(&self.tmp, &self.name).map_err(|e| LogError::io("rename", shown, e))?;
         self.storage
             .sync_dir()
             .map_err(|e| LogError::io("sync directory", self.storage.display_name("."), e))?;
@@ -608,6 +641,28 @@ mod tests {
         }
         assert_eq!(list_snapshots(&s).expect("list").len(), 4);
         assert_eq!(latest_valid(&s).expect("latest").map(|i| i.start_zxid), Some(4));
+    }
+
+    #[test]
+    fn a_sealed_snapshot_is_only_a_temp_file_until_it_is_finished() {
+        let s = FaultStorage::new(3);
+        let data = content(2 * CHUNK_BYTES as usize + 5);
+        let mut w = SnapshotWriter::create(&s, 7).expect("create");
+        w.write(&data).expect("write");
+        w.seal().expect("seal");
+        w.seal().expect("sealing twice is sealing once");
+        assert!(w.write(b"more").is_err(), "nothing is written after the seal");
+        assert!(list_snapshots(&s).expect("list").is_empty(), "not there before finish");
+        let info = w.finish().expect("finish");
+        assert_eq!(info.content_bytes, data.len() as u64);
+        assert_eq!(read_all(&s, &snapshot_name(7)).expect("read"), data);
+        // Sealed, then dropped: the temp file goes.
+        let mut w = SnapshotWriter::create(&s, 8).expect("create");
+        w.write(&data).expect("write");
+        w.seal().expect("seal");
+        drop(w);
+        assert_eq!(list_snapshots(&s).expect("list").len(), 1);
+        assert!(s.contents("snapshot.0000000000000008.tmp").is_none());
     }
 
     #[test]

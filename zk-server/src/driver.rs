@@ -16,7 +16,7 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::TrySendError;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
@@ -286,7 +286,7 @@ pub struct Driver {
     log: Box<dyn TxnSink>,
     /// Batches the log's queue had no room for, in order: submitted after its next report.
     log_backlog: VecDeque<zk_log::RecordBatch>,
-    snapshot_jobs: Option<SyncSender<SnapJob>>,
+    snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
@@ -339,7 +339,7 @@ impl Driver {
         origin: Instant,
         settings: Arc<Settings>,
         log: Box<dyn TxnSink>,
-        snapshot_jobs: Option<SyncSender<SnapJob>>,
+        snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
         permits: Arc<Semaphore>,
     ) -> Driver {
         let client_addr = settings.client_addr;
@@ -569,7 +569,7 @@ impl Driver {
                 if let Some(cut) = self.discard_after_reset.take() {
                     // On failure the node is not told of the reset: it would rebuild from a
                     // snapshot past the cut. The server stops instead.
-                    if !self.discard_snapshots_after(cut) {
+                    if !self.discard_snapshots_after(cut, true) {
                         return;
                     }
                 }
@@ -889,7 +889,7 @@ impl Driver {
                 }
                 // Snapshots past the cut go first, durably: a crash between the two must not
                 // bring a cut transaction back from a snapshot.
-                if !self.discard_snapshots_after(after) {
+                if !self.discard_snapshots_after(after, false) {
                     return;
                 }
                 if let Err(error) = self.log.truncate_after(after) {
@@ -919,7 +919,8 @@ impl Driver {
                 // restarts from the newest snapshot, past the log's end, which a restart takes
                 // as the log's new start; the other order could leave a log that starts past
                 // every snapshot left.
-                match disk.fence.cut(|| crate::snapshots::newest_at_or_below(&disk.snapshots, cut)) {
+                match disk.fence.cut_for_reset(|| crate::snapshots::newest_at_or_below(&disk.snapshots, cut))
+                {
                     Ok(newest) => {
                         self.discard_after_reset = Some(cut);
                         if let Err(error) = self.log.reset_to(newest) {
@@ -935,9 +936,13 @@ impl Driver {
 
     /// Removes (durably) the snapshots taken past `cut`, their files deleted later off this
     /// thread; false, with the server stopping, if they cannot be removed. True without a disk.
-    fn discard_snapshots_after(&mut self, cut: i64) -> bool {
+    /// `ends_reset`: the last step of a resync below the log's start, whose snapshot retention
+    /// kept meanwhile ([`crate::snapshots::SnapshotFence::cut_for_reset`]).
+    fn discard_snapshots_after(&mut self, cut: i64, ends_reset: bool) -> bool {
         let Some(disk) = self.disk.as_ref() else { return true };
-        match disk.fence.cut(|| crate::snapshots::discard_after(&disk.snapshots, cut)) {
+        let discard = || crate::snapshots::discard_after(&disk.snapshots, cut);
+        let discarded = if ends_reset { disk.fence.reset_done(discard) } else { disk.fence.cut(discard) };
+        match discarded {
             Ok(trash) => {
                 remove_trash_later(&disk.snapshots, trash);
                 true

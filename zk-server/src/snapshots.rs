@@ -11,7 +11,7 @@
 
 use crate::core::{SnapJob, CHUNK_CREDITS};
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -297,12 +297,38 @@ pub fn spawn_writer(
     retain: usize,
     fence: Arc<SnapshotFence>,
     report: impl Fn(SnapshotReport) + Send + 'static,
-) -> std::io::Result<SyncSender<SnapJob>> {
+) -> std::io::Result<SnapshotQueue> {
     let (tx, rx) = sync_channel(CHUNK_CREDITS + 4);
+    let thread_fence = fence.clone();
     std::thread::Builder::new()
         .name("zk-snapshot".into())
-        .spawn(move || run(storage, retain, fence, rx, report))?;
-    Ok(tx)
+        .spawn(move || run(storage, retain, thread_fence, rx, report))?;
+    Ok(SnapshotQueue { tx, fence })
+}
+
+/// The snapshot thread's job queue. Each job goes with the fence's generation at the moment it
+/// is handed over: the cuts run on the thread that hands the jobs over, so that is where the
+/// order between a snapshot's beginning and a cut is known. Read on the snapshot thread, a
+/// Begin still queued behind slow work (a retention removing large files, a disk busy at the
+/// thread's idle priority) would take the generation of a cut made after it, and a snapshot of
+/// the tree before that cut could land after it (review of issue 29, helper-20, finding 2).
+#[derive(Debug)]
+pub struct SnapshotQueue {
+    tx: SyncSender<(SnapJob, u64)>,
+    fence: Arc<SnapshotFence>,
+}
+
+impl SnapshotQueue {
+    /// Hands `job` over without waiting, stamped with the fence's generation now.
+    ///
+    /// Errors: the queue is full, or the thread is gone; the job comes back.
+    pub fn try_send(&self, job: SnapJob) -> Result<(), TrySendError<SnapJob>> {
+        let generation = self.fence.generation();
+        self.tx.try_send((job, generation)).map_err(|e| match e {
+            TrySendError::Full((job, _)) => TrySendError::Full(job),
+            TrySendError::Disconnected((job, _)) => TrySendError::Disconnected(job),
+        })
+    }
 }
 
 /// Keeps a snapshot begun before the log was cut (TRUNC, a resync below the log's start, a
@@ -319,7 +345,17 @@ pub fn spawn_writer(
 /// that a cut never picks a snapshot retention is taking away.
 #[derive(Debug, Default)]
 pub struct SnapshotFence {
-    generation: std::sync::Mutex<u64>,
+    state: std::sync::Mutex<FenceState>,
+}
+
+#[derive(Debug, Default)]
+struct FenceState {
+    /// Cuts so far.
+    generation: u64,
+    /// A log reset to this snapshot is under way (a resync below the log's start), and the
+    /// snapshots past its cut are not removed yet: retention waits, or, counting those among
+    /// the newest, it could remove the one the log will start from.
+    resync_base: Option<i64>,
 }
 
 impl SnapshotFence {
@@ -332,18 +368,43 @@ impl SnapshotFence {
     /// finishing meanwhile; snapshots begun before it will not finish.
     pub fn cut<R>(&self, cut: impl FnOnce() -> R) -> R {
         let mut g = self.hold();
-        *g += 1;
+        g.generation += 1;
         cut()
     }
 
-    fn generation(&self) -> u64 {
-        *self.hold()
+    /// A cut that picks the snapshot a log reset will start from (`pick` lists them and returns
+    /// its zxid): retention removes nothing until [`SnapshotFence::reset_done`] (review of issue
+    /// 29, helper-20: between the pick and the removal of the snapshots past the cut, which
+    /// waits for the reset to be durable, retention could take the picked one away).
+    pub fn cut_for_reset<E>(&self, pick: impl FnOnce() -> Result<i64, E>) -> Result<i64, E> {
+        let mut g = self.hold();
+        g.generation += 1;
+        let picked = pick();
+        if let Ok(zxid) = &picked {
+            g.resync_base = Some(*zxid);
+        }
+        picked
     }
 
-    /// The fence held (no cut runs meanwhile), with the generation it is in. A panic elsewhere
-    /// while it was held leaves the count as it was: it is taken as it stands.
-    fn hold(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.generation.lock().unwrap_or_else(|p| p.into_inner())
+    /// A cut that removes the snapshots past a reset's cut (`cut`): the reset is over, and
+    /// retention runs again.
+    pub fn reset_done<R>(&self, cut: impl FnOnce() -> R) -> R {
+        let mut g = self.hold();
+        g.generation += 1;
+        g.resync_base = None;
+        cut()
+    }
+
+    /// The generation the fence is in: a snapshot begun now may finish only while it still is.
+    /// Read it where the cuts are ordered, when the snapshot's Begin is handed over.
+    pub fn generation(&self) -> u64 {
+        self.hold().generation
+    }
+
+    /// The fence held (no cut runs meanwhile). A panic elsewhere while it was held leaves the
+    /// state as it was: it is taken as it stands.
+    fn hold(&self) -> std::sync::MutexGuard<'_, FenceState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -399,7 +460,7 @@ fn run(
     storage: FileStorage,
     retain: usize,
     fence: Arc<SnapshotFence>,
-    rx: Receiver<SnapJob>,
+    rx: Receiver<(SnapJob, u64)>,
     report: impl Fn(SnapshotReport),
 ) {
     background_priority();
@@ -409,7 +470,7 @@ fn run(
     let mut pace = Pace::new(0);
     let mut paced_from = Instant::now();
     let mut written = 0u64;
-    while let Ok(job) = rx.recv() {
+    while let Ok((job, generation)) = rx.recv() {
         match &job {
             SnapJob::Begin { pace: bytes_per_second, .. } | SnapJob::Pace(bytes_per_second) => {
                 pace = Pace::new(*bytes_per_second);
@@ -420,7 +481,7 @@ fn run(
             _ => {}
         }
         let chunk = matches!(job, SnapJob::Chunk(_));
-        let out = files.run(job);
+        let out = files.run(job, generation);
         if chunk {
             let wait = pace.delay(written, paced_from.elapsed());
             if !wait.is_zero() {
@@ -454,15 +515,16 @@ impl<S: Storage> SnapshotFiles<S> {
         SnapshotFiles { storage, retain, fence, current: None, failed: false }
     }
 
-    /// Carries out `job`; returns the report it makes, if any.
-    pub fn run(&mut self, job: SnapJob) -> Option<SnapshotReport> {
+    /// Carries out `job`, handed over when the fence was in `generation` (only a Begin's
+    /// counts: the snapshot finishes only if the fence is still in it); returns the report it
+    /// makes, if any.
+    pub fn run(&mut self, job: SnapJob, generation: u64) -> Option<SnapshotReport> {
         match job {
             SnapJob::Begin { zxid, .. } => {
                 if let Some((w, _, _)) = self.current.take() {
                     w.abort();
                 }
                 self.failed = false;
-                let generation = self.fence.generation();
                 self.current = match SnapshotWriter::create(&self.storage, zxid) {
                     Ok(w) => Some((w, Instant::now(), generation)),
                     Err(e) => {
@@ -489,10 +551,16 @@ impl<S: Storage> SnapshotFiles<S> {
             }
             SnapJob::Finish => {
                 let mut purge_before = None;
-                if let Some((w, t0, began)) = self.current.take() {
+                if let Some((mut w, t0, began)) = self.current.take() {
+                    // The slow part (the file's sync) outside the fence, so that a cut, which
+                    // the driver makes on its own thread, never waits on it.
+                    if let Err(e) = w.seal() {
+                        warn!("snapshot could not be finished: {e}");
+                        return Some(SnapshotReport::Done { ok: false, purge_logs_before: None });
+                    }
                     // Under the fence: no cut looks at the directory while the file lands.
                     let generation = self.fence.hold();
-                    if *generation != began {
+                    if generation.generation != began {
                         drop(generation);
                         info!("snapshot {} dropped: the log was cut while it was written", w.name());
                         w.abort();
@@ -584,6 +652,10 @@ fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(
 /// down after it, which may take a while for large files.
 fn retention<S: Storage>(storage: &S, retain: usize, fence: &SnapshotFence) -> Option<i64> {
     let held = fence.hold();
+    if let Some(base) = held.resync_base {
+        debug!("snapshot retention waits: a log reset to snapshot 0x{base:x} is under way");
+        return None;
+    }
     let moved = retain_newest_to_trash(storage, retain);
     drop(held);
     match moved {
@@ -651,16 +723,62 @@ mod tests {
             Some(SnapshotReport::Done { ok, .. }) => ok,
             other => panic!("not a Done report: {other:?}"),
         };
-        files.run(SnapJob::Begin { zxid: 0x10, pace: 0 });
-        files.run(SnapJob::Chunk(vec![7; 100]));
+        let g = fence.generation();
+        files.run(SnapJob::Begin { zxid: 0x10, pace: 0 }, g);
+        files.run(SnapJob::Chunk(vec![7; 100]), g);
         assert_eq!(fence.cut(|| newest_at_or_below(&disk, 0x8).expect("list")), 0);
-        assert!(!done(files.run(SnapJob::Finish)), "dropped: a cut ran while it was written");
+        let g = fence.generation();
+        assert!(!done(files.run(SnapJob::Finish, g)), "dropped: a cut ran while it was written");
         assert!(list_snapshots(&disk).expect("list").is_empty());
-        files.run(SnapJob::Begin { zxid: 0x20, pace: 0 });
-        files.run(SnapJob::Chunk(vec![7; 100]));
-        assert!(done(files.run(SnapJob::Finish)), "no cut since it began");
+        // Review of issue 29 (helper-20), finding 2: a Begin handed over before a cut but run by
+        // the thread only after it (queued behind slow work) is of the generation it was handed
+        // over in, and is dropped too.
+        let queued = fence.generation();
+        fence.cut(|| newest_at_or_below(&disk, 0x8).expect("list"));
+        let g = fence.generation();
+        files.run(SnapJob::Begin { zxid: 0x18, pace: 0 }, queued);
+        files.run(SnapJob::Chunk(vec![7; 100]), g);
+        assert!(!done(files.run(SnapJob::Finish, g)), "dropped: begun before the cut");
+        assert!(list_snapshots(&disk).expect("list").is_empty());
+        files.run(SnapJob::Begin { zxid: 0x20, pace: 0 }, g);
+        files.run(SnapJob::Chunk(vec![7; 100]), g);
+        assert!(done(files.run(SnapJob::Finish, g)), "no cut since it began");
         let left: Vec<i64> = list_snapshots(&disk).expect("list").into_iter().map(|(z, _)| z).collect();
         assert_eq!(left, [0x20]);
+    }
+
+    /// Review of issue 29 (helper-20), finding 3: between a resync's pick of the snapshot its
+    /// log is reset to and the removal of the snapshots past its cut, retention removes nothing
+    /// (counting those among the newest, it would take the picked one); after, it runs again.
+    #[test]
+    fn retention_keeps_the_snapshot_a_reset_starts_from() {
+        use zk_log::snapshot::list_snapshots;
+        let disk = zk_log::FaultStorage::new(4);
+        let fence = Arc::new(SnapshotFence::new());
+        let mut files = SnapshotFiles::new(disk.clone(), 2, fence.clone());
+        let mut take = |zxid: i64| {
+            let g = fence.generation();
+            files.run(SnapJob::Begin { zxid, pace: 0 }, g);
+            files.run(SnapJob::Chunk(vec![7; 100]), g);
+            match files.run(SnapJob::Finish, g) {
+                Some(SnapshotReport::Done { ok, .. }) => assert!(ok, "0x{zxid:x} written"),
+                other => panic!("not a Done report: {other:?}"),
+            }
+        };
+        let on_disk =
+            || -> Vec<i64> { list_snapshots(&disk).expect("list").into_iter().map(|(z, _)| z).collect() };
+        take(0x10);
+        take(0x20);
+        let base = fence.cut_for_reset(|| newest_at_or_below(&disk, 0x15)).expect("pick");
+        assert_eq!(base, 0x10);
+        take(0x30);
+        assert_eq!(on_disk(), [0x10, 0x20, 0x30], "retention waits for the reset");
+        let trash = fence.reset_done(|| discard_after(&disk, 0x15)).expect("discard");
+        remove_trash(&disk, &trash);
+        assert_eq!(on_disk(), [0x10]);
+        take(0x40);
+        take(0x50);
+        assert_eq!(on_disk(), [0x40, 0x50], "retention runs again");
     }
 
     /// F7: the database rebuilt at a role change never skips a range of the log: when the

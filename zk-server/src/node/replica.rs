@@ -141,6 +141,10 @@ enum AfterReload {
     /// Read-only service starts (from what is on disk: a tree the server left its role for is
     /// not served).
     ReadOnly,
+    /// A resync below the log's start reset the log while this server elects: the pending
+    /// configuration is the one the snapshot it was reset to holds, and the election starts
+    /// again under it.
+    Reset,
 }
 
 /// The role of the moment.
@@ -465,8 +469,22 @@ impl Replica {
                 match &mut self.state {
                     State::Learning { learner, .. } => learner.snapshot_loaded(zxid, ms),
                     // A reset while electing (ResyncBelow): the vote still names the log as it
-                    // was; it must name what this server has now.
-                    _ => self.revote(now),
+                    // was; it must name what this server has now, at once. The pending
+                    // configuration, and so the quorums the election asks, came from the
+                    // snapshot the reset dropped: a reload reads the one it was reset to, and
+                    // the election starts again under its configuration (a reconfiguration of a
+                    // failed epoch left the election asking a quorum of servers that may never
+                    // come back: the scenario `a_resync_below_drops_the_pending_configuration_
+                    // of_the_snapshot_it_removes`). A decision already taken reloads anyway.
+                    _ => {
+                        self.revote(now);
+                        if self.decision.is_none() {
+                            // Every reload is issued with no log job outstanding, and leaving
+                            // the learner's role dropped any reload it had under way.
+                            debug_assert!(self.reloading.is_none(), "a reload under way across a log reset");
+                            self.reload(AfterReload::Reset);
+                        }
+                    }
                 }
             }
             Input::Reloaded { result, log, recent } => self.reloaded(now, result, log, recent),
@@ -786,6 +804,7 @@ impl Replica {
         self.for_core.push_back(CoreChange::Event(Event::Membership(self.membership())));
         let ms = now.mono_ms();
         match after {
+            AfterReload::Reset => self.revote(now),
             AfterReload::Truncated(zxid) => {
                 if let State::Learning { learner, .. } = &mut self.state {
                     learner.truncated(zxid, ms);

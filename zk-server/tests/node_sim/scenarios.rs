@@ -242,11 +242,39 @@ fn zk_2678_database_reloaded_after_trunc() {
 /// the moment 2's log is reset to that snapshot (before the epoch is established), 3 loses its
 /// power; 1 comes back, ranking first (a later currentEpoch) with a shorter history.
 fn snap_from_a_failed_epoch(w: &mut World) -> Result<(), String> {
-    let long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
+    snap_from_a_failed_epoch_ending(w, false)
+}
+
+/// The set-up above; with `removal`, 3's history ends with a reconfiguration that removes 1,
+/// never committed (3's snapshot, and so 2's after the SNAP, holds it: pending {2, 3}).
+fn snap_from_a_failed_epoch_ending(w: &mut World, removal: bool) -> Result<(), String> {
+    let mut long = w.history(&[(1, 1, 3, "h"), (2, 1, 4, "h")]);
+    let mut top = zxid(2, 4);
+    if removal {
+        let mut next = w.newest_config();
+        next.servers.remove(&1);
+        top = zxid(2, 5);
+        next.version = top;
+        let time = long.last().expect("a history").hdr.time;
+        long.push(crate::server::HistTxn {
+            hdr: zk_proto::TxnHeader {
+                client_id: 0,
+                cxid: 5,
+                zxid: top,
+                time,
+                txn_type: zk_proto::OpCode::Reconfig.code(),
+            },
+            txn: zk_proto::Txn::SetData(zk_proto::SetDataTxn {
+                path: "/zookeeper/config".into(),
+                data: Some(bytes::Bytes::from(next.to_config_string())),
+                version: 1,
+            }),
+            digest: None,
+        });
+    }
     w.preload(3, 2, 2, &long, true);
     w.preload(1, 5, 5, &long[..5], false);
     w.start_without(&[1]);
-    let top = zxid(2, 4);
     w.run_until_moment(
         ELECT_MS,
         "2's log reset to 3's snapshot",
@@ -972,5 +1000,28 @@ fn reconfig_a_joiner_ahead_of_the_lone_voter() {
         w.restart(leader);
         writes_go_on(w, 10, 6 * ELECT_MS, "writes after the lone voter restarts")?;
         w.finish_now()
+    });
+}
+
+/// Found by a review (helper-20): the learner of `snap_from_a_failed_epoch`, but 3's history
+/// (and so the snapshot 2 was reset to) ends with a reconfiguration removing 1 that never
+/// committed. 2 decides to follow 1 and reloads that snapshot: pending {2, 3}. Told by 1 to TRUNC
+/// below it, 2 resets its log to an older snapshot and elects again; its election kept asking a
+/// quorum of {2, 3} too, and with 3 down (for good, had its disk been lost) 1 and 2 never formed
+/// an ensemble. The reset's reload now reads the pending configuration from the snapshot the log
+/// was reset to, which holds none, and the election starts again under it.
+#[test]
+fn a_resync_below_drops_the_pending_configuration_of_the_snapshot_it_removes() {
+    let p = Params { reconfig: true, ..slow_disks() };
+    scenario("resync below a pending configuration", p, |w| {
+        snap_from_a_failed_epoch_ending(w, true)?;
+        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start", |_, m| {
+            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
+        })?;
+        w.run_until_cond(3 * ELECT_MS, "1 leading with 2 synced, 3 down", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date
+        })?;
+        w.restart(3);
+        w.finish()
     });
 }

@@ -78,8 +78,9 @@ pub struct Process {
     /// Log jobs queued, oldest first; the head is under way while `log_busy`.
     pub log_jobs: VecDeque<LogJob>,
     pub log_busy: bool,
-    /// Snapshot thread jobs queued; the head under way while `snap_busy`.
-    pub snap_jobs: VecDeque<SnapJob>,
+    /// Snapshot thread jobs queued, each with the fence's generation when it was handed over;
+    /// the head under way while `snap_busy`.
+    pub snap_jobs: VecDeque<(SnapJob, u64)>,
     pub snap_busy: bool,
     /// Client connections the core knows, by the core's connection number.
     pub next_client_conn: u64,

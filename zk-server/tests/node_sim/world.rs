@@ -590,7 +590,7 @@ impl World {
                     return;
                 }
                 self.server(sid).proc.as_mut().expect("up").reset_reported = false;
-                if !self.discard_snapshots_after(sid, cut) {
+                if !self.discard_snapshots_after(sid, cut, true) {
                     return;
                 }
                 self.input(sid, Input::LogReset { zxid });
@@ -833,7 +833,7 @@ impl World {
                 self.input(sid, Input::LogRead { req, read });
             }
             Output::TruncateLog { after } => {
-                if !self.discard_snapshots_after(sid, after) {
+                if !self.discard_snapshots_after(sid, after, false) {
                     return;
                 }
                 self.log_job(sid, LogJob::Truncate(after));
@@ -854,7 +854,7 @@ impl World {
                 // and the snapshots past it go once that reset is done (`log_done`).
                 let disk = self.server(sid).snap_disk.clone();
                 let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
-                match fence.cut(|| snapshots::newest_at_or_below(&disk, cut)) {
+                match fence.cut_for_reset(|| snapshots::newest_at_or_below(&disk, cut)) {
                     Ok(newest) => {
                         self.server(sid).proc.as_mut().expect("up").discard_after_reset = Some(cut);
                         self.log_job(sid, LogJob::Reset(newest))
@@ -899,7 +899,9 @@ impl World {
                     self.count("snapshots abandoned");
                 }
                 let p = self.server(sid).proc.as_mut().expect("up");
-                p.snap_jobs.push_back(job);
+                // Stamped as the driver's queue stamps it, when handed over.
+                let generation = p.fence.generation();
+                p.snap_jobs.push_back((job, generation));
                 self.kick_snap(sid);
             }
             Action::Stop { reason } => {
@@ -979,12 +981,14 @@ impl World {
         self.at(dt, Ev::LogDone { sid, gen });
     }
 
-    /// Removes server `sid`'s snapshots past `cut` as the driver does; false (a failure of the
-    /// run) if that fails.
-    fn discard_snapshots_after(&mut self, sid: i64, cut: i64) -> bool {
+    /// Removes server `sid`'s snapshots past `cut` as the driver does (`ends_reset`: the last
+    /// step of a resync below the log's start); false (a failure of the run) if that fails.
+    fn discard_snapshots_after(&mut self, sid: i64, cut: i64, ends_reset: bool) -> bool {
         let disk = self.server(sid).snap_disk.clone();
         let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
-        match fence.cut(|| snapshots::discard_after(&disk, cut)) {
+        let discard = || snapshots::discard_after(&disk, cut);
+        let discarded = if ends_reset { fence.reset_done(discard) } else { fence.cut(discard) };
+        match discarded {
             Ok(trash) => {
                 snapshots::remove_trash(&disk, &trash);
                 true
@@ -1054,8 +1058,8 @@ impl World {
         }
         let p = self.server(sid).proc.as_mut().expect("up");
         p.snap_busy = false;
-        let Some(job) = p.snap_jobs.pop_front() else { return };
-        let report = p.snaps.run(job);
+        let Some((job, generation)) = p.snap_jobs.pop_front() else { return };
+        let report = p.snaps.run(job, generation);
         match report {
             Some(SnapshotReport::ChunkDone(buffer)) => {
                 self.input(sid, Input::Core(Event::SnapshotChunkDone { buffer }))
