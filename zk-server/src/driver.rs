@@ -786,6 +786,13 @@ impl Driver {
                 };
                 AdminReply::Ready(Readiness { serving, role, has_leader })
             }
+            AdminAsk::Ensemble => {
+                AdminReply::Ensemble(Box::new(crate::admin::members::plan(&self.view(None, now))))
+            }
+            AdminAsk::Sessions(page) => {
+                let facts = crate::admin::session_list::Facts::of(&self.view(None, now));
+                AdminReply::Json(crate::admin::session_list::render(facts, page))
+            }
         }
     }
 

@@ -162,10 +162,10 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             m.insert("current_config".into(), Value::Object(voters));
         }
         "watches" => {
-            let mut out = Map::new();
-            for (watcher, paths) in v.db.watches_by_watcher() {
-                out.insert(session_of(v, watcher).to_string(), json!(paths));
-            }
+            let out: Map<String, Value> = watches_by_session(v)
+                .into_iter()
+                .map(|(sid, paths)| (sid.to_string(), json!(paths)))
+                .collect();
             m.insert("session_id_to_watched_paths".into(), Value::Object(out));
         }
         "watches_by_path" => {
@@ -187,6 +187,22 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
     m.insert("command".into(), json!(primary));
     m.insert("error".into(), error.map_or(Value::Null, Value::String));
     Value::Object(m)
+}
+
+/// `wchc`'s answer: the paths each session watches on this server (its connections' data
+/// watches), by session id (0 for connections without a session).
+pub fn watches_by_session(v: &View<'_>) -> std::collections::BTreeMap<i64, Vec<String>> {
+    let mut out: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for (watcher, paths) in v.db.watches_by_watcher() {
+        let entry = out.entry(session_of(v, watcher)).or_default();
+        entry.extend(paths);
+    }
+    // Two connections of one key (those without a session) may watch the same path.
+    for paths in out.values_mut() {
+        paths.sort_unstable();
+        paths.dedup();
+    }
+    out
 }
 
 /// The session a watcher (connection) is bound to; 0 for one without a session.

@@ -6,9 +6,10 @@
 //! `admin.idleTimeout`, so a stalled or failed handshake holds up no other connection.
 
 use super::https::{AdminStream, AdminTls, STS_VALUE};
+use super::members::{self, EnsembleProbe};
 use super::rest::{self, RestApi};
 use super::session::{ServerSide, SessionPool};
-use super::{commands, console, metrics, AdminAsk, AdminReply};
+use super::{commands, console, metrics, session_list, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
 use crate::settings::{AdminSettings, Settings};
 use crate::stats::ConnCounters;
@@ -39,8 +40,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Which endpoints a server offers.
 #[derive(Debug)]
 enum Routes {
-    /// The AdminServer: commands under this URL, `/ready`, and the REST data API when it is on.
-    Admin { command_url: String, rest: Option<RestApi> },
+    /// The AdminServer: commands under this URL, `/ready`, and the REST data API when it is on
+    /// (with the console and its ensemble view, whose answers `probe` keeps).
+    Admin { command_url: String, rest: Option<RestApi>, probe: EnsembleProbe },
     /// `/metrics`.
     Metrics,
 }
@@ -85,7 +87,11 @@ pub async fn spawn_admin(
                 };
                 RestApi::new(SessionPool::start(side), api.writable, max_body)
             });
-            let routes = Routes::Admin { command_url: settings.command_url.clone(), rest };
+            let routes = Routes::Admin {
+                command_url: settings.command_url.clone(),
+                rest,
+                probe: EnsembleProbe::default(),
+            };
             let tls = settings.tls.clone().map(|t| (t, counters));
             tokio::spawn(serve(listener, routes, settings.idle_timeout, tls, core));
             local
@@ -243,13 +249,30 @@ impl serde_json::ser::Formatter for JacksonFormatter {
     }
 }
 
-async fn ask(core: &mpsc::Sender<DriverMsg>, ask: AdminAsk) -> Option<AdminReply> {
+/// Sends `ask` to the driver and waits for its answer, each within [`DRIVER_WAIT`]; `None` when
+/// the driver does not take or answer it.
+pub(crate) async fn ask(core: &mpsc::Sender<DriverMsg>, ask: AdminAsk) -> Option<AdminReply> {
     let (tx, rx) = oneshot::channel();
     let sent = tokio::time::timeout(DRIVER_WAIT, core.send(DriverMsg::Admin { ask, reply: tx })).await;
     if !matches!(sent, Ok(Ok(()))) {
         return None;
     }
     tokio::time::timeout(DRIVER_WAIT, rx).await.ok()?.ok()
+}
+
+/// The console's sessions page (`?offset=&limit=`): 400 for a bad query.
+async fn sessions_page(core: &mpsc::Sender<DriverMsg>, query: Option<&str>) -> Response<Full<Bytes>> {
+    match session_list::Page::from_query(&query_pairs(query)) {
+        Err(why) => response(
+            StatusCode::BAD_REQUEST,
+            "application/json",
+            to_pretty_json(&serde_json::json!({ "error": why })),
+        ),
+        Ok(page) => match ask(core, AdminAsk::Sessions(page)).await {
+            Some(AdminReply::Json(v)) => response(StatusCode::OK, "application/json", to_pretty_json(&v)),
+            _ => unavailable(),
+        },
+    }
 }
 
 fn unavailable() -> Response<Full<Bytes>> {
@@ -320,8 +343,19 @@ async fn handle(
         }
     }
     let method = req.method().clone();
-    if let Routes::Admin { rest: Some(_), command_url } = routes {
+    if let Routes::Admin { rest: Some(_), command_url, probe } = routes {
         if matches!(method, Method::GET | Method::HEAD) {
+            let console_json = match req.uri().path() {
+                members::PATH => Some(probe.answer(core).await),
+                session_list::PATH => Some(sessions_page(core, req.uri().query()).await),
+                _ => None,
+            };
+            if let Some(mut r) = console_json {
+                if method == Method::HEAD {
+                    *r.body_mut() = Full::new(Bytes::new());
+                }
+                return r;
+            }
             if let Some(mut r) = console::asset(req.uri().path(), command_url) {
                 if method == Method::HEAD {
                     *r.body_mut() = Full::new(Bytes::new());

@@ -9,15 +9,20 @@
 //!
 //! With `admin.restApi.enabled` the AdminServer also serves the REST data API ([`rest`]), whose
 //! requests run on internal client sessions ([`session`]) through the same connection code and
-//! core as the client port's, and the operator's console ([`console`]) that uses both.
+//! core as the client port's, and the operator's console ([`console`]) that uses both, plus its
+//! own read-only JSON: the ensemble's members ([`members`]) and the sessions with their watches
+//! ([`session_list`]); the REST API's search by path is [`search`].
 
 pub mod commands;
 pub mod console;
 pub mod http;
 pub mod https;
+pub mod members;
 pub mod metrics;
 pub mod rest;
+pub mod search;
 pub mod session;
+pub mod session_list;
 
 use crate::view::MntrValue;
 use serde_json::{json, Value};
@@ -38,6 +43,10 @@ pub enum AdminAsk {
     Ready,
     /// The figures `/metrics` exports (those of `mntr`).
     Metrics,
+    /// The members to ask for the console's ensemble view, and this server's own figures.
+    Ensemble,
+    /// A page of the console's sessions view.
+    Sessions(session_list::Page),
 }
 
 /// The driver's answer to an [`AdminAsk`].
@@ -49,6 +58,8 @@ pub enum AdminReply {
     Ready(Readiness),
     /// `mntr`'s figures and the rest of what `/metrics` exports.
     Metrics(Vec<(String, MntrValue)>, Box<metrics::Figures>),
+    /// The ensemble view's plan.
+    Ensemble(Box<members::EnsemblePlan>),
 }
 
 /// Whether the server serves clients, and in which role.

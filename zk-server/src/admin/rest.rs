@@ -13,7 +13,8 @@
 //! [`status_of`] gives for the ZooKeeper error code; bad input is answered 400 (413 for a body
 //! over `jute.maxbuffer`) before anything reaches the server.
 
-use super::session::{Reply, SessionError, SessionKey, SessionPool};
+use super::search;
+use super::session::{Reply, Session, SessionError, SessionKey, SessionPool};
 use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -28,8 +29,9 @@ use std::sync::Arc;
 use zk_proto::jute;
 use zk_proto::{
     perms, Acl, Create2Response, CreateMode, CreateRequest, DeleteRequest, ErrorCode, ExistsRequest,
-    ExistsResponse, GetAclRequest, GetAclResponse, GetChildren2Request, GetChildren2Response, GetDataRequest,
-    GetDataResponse, Id, SetDataRequest, SetDataResponse, Stat,
+    ExistsResponse, GetAclRequest, GetAclResponse, GetChildren2Request, GetChildren2Response,
+    GetChildrenRequest, GetChildrenResponse, GetDataRequest, GetDataResponse, Id, SetDataRequest,
+    SetDataResponse, Stat,
 };
 
 /// Where the API is served; a znode's path follows it.
@@ -180,6 +182,8 @@ struct Query {
     version: Option<i32>,
     mode: Option<String>,
     new_acl: Option<String>,
+    search: Option<String>,
+    limit: Option<String>,
 }
 
 fn flag(key: &str, v: &str) -> Result<bool, Refusal> {
@@ -209,9 +213,12 @@ fn parse_query(pairs: Vec<(String, String)>) -> Result<Query, Refusal> {
                 }
             },
             "mode" => q.mode = Some(v),
+            "search" => q.search = Some(v),
+            "limit" => q.limit = Some(v),
             _ => {
                 return Err(Refusal::bad(format!(
-                    "unknown query parameter {k:?} (known: children, acl, format, version, mode)"
+                    "unknown query parameter {k:?} (known: children, acl, format, version, mode, search, \
+                     limit)"
                 )))
             }
         }
@@ -309,6 +316,14 @@ impl RestApi {
         };
         let query = parse_query(super::http::query_pairs(req.uri().query()))?;
         let writes = matches!(method, Method::POST | Method::PUT | Method::DELETE);
+        let search = match &query.search {
+            Some(text) if method == Method::GET => {
+                Some(search::Query::new(text, query.limit.as_deref()).map_err(Refusal::bad)?)
+            }
+            Some(_) => return Err(Refusal::bad("search= is for GET")),
+            None if query.limit.is_some() => return Err(Refusal::bad("limit= goes with search=")),
+            None => None,
+        };
         if !matches!(method, Method::GET | Method::HEAD) && !writes {
             return Err(Refusal {
                 status: StatusCode::METHOD_NOT_ALLOWED,
@@ -357,6 +372,9 @@ impl RestApi {
             code: None,
             message: format!("reply did not decode: {e}"),
         };
+        if let Some(q) = search {
+            return search_below(&session, &path, &q).await;
+        }
         match method {
             Method::HEAD => {
                 let reply =
@@ -488,6 +506,43 @@ impl RestApi {
             Err(e) => Err(Refusal::bad(format!("the body could not be read: {e}"))),
         }
     }
+}
+
+/// Answers a search below `root` ([`search`]), listing children with getChildren requests on
+/// `session`, [`search::WINDOW`] in flight at once. A root that is missing or that the caller
+/// may not read is refused as a read of it would be (404, 403).
+async fn search_below(session: &Arc<Session>, root: &str, q: &search::Query) -> Result<Answer, Refusal> {
+    let list = |batch: Vec<String>| {
+        let calls: Vec<_> = batch
+            .into_iter()
+            .map(|path| {
+                let session = session.clone();
+                tokio::spawn(async move {
+                    session
+                        .call(&zk_proto::Request::GetChildren(GetChildrenRequest { path, watch: false }))
+                        .await
+                })
+            })
+            .collect();
+        async move {
+            let mut out = Vec::with_capacity(calls.len());
+            for call in calls {
+                let reply = call.await.map_err(|_| SessionError::Lost)??;
+                out.push(match reply.err {
+                    ErrorCode::Ok => jute::from_bytes::<GetChildrenResponse>(reply.body)
+                        .map(|r| r.children)
+                        .map_err(|_| ErrorCode::MarshallingError),
+                    e => Err(e),
+                });
+            }
+            Ok::<_, SessionError>(out)
+        }
+    };
+    let found = search::search(root, q, list).await?;
+    if let Some(e) = found.root_error {
+        return Err(Refusal::zk(e, root));
+    }
+    Ok(json_response(StatusCode::OK, &found.to_json(root, q)))
 }
 
 /// Whether a request may write: it carries no `Origin` (not from a browser page, e.g. curl), or

@@ -287,11 +287,40 @@ impl Ensemble {
         e
     }
 
+    /// Gives every member's server lines their client addresses (`;127.0.0.1:port`, as a
+    /// dynamic configuration writes them), so members can find each other's client ports.
+    pub fn put_client_addresses_in_server_lines(&self) {
+        for m in &self.members {
+            let path = m.dir.join("zoo.cfg");
+            let text = std::fs::read_to_string(&path).expect("zoo.cfg");
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| match l.strip_prefix("server.").and_then(|r| r.split_once('=')) {
+                    Some((n, _)) if !l.contains(';') => {
+                        let i: usize = n.parse().expect("server id");
+                        format!("{l};{}", self.members[i - 1].client)
+                    }
+                    _ => l.to_string(),
+                })
+                .collect();
+            std::fs::write(&path, lines.join("\n") + "\n").expect("zoo.cfg");
+        }
+    }
+
     /// `n` zkrs servers, each with its AdminServer on 127.0.0.1 on a port of its own and `keys`
     /// (zoo.cfg lines) added, all started; the AdminServers' ports, by member.
     pub fn start_with_admin(n: usize, keys: &str) -> (Ensemble, Vec<u16>) {
+        Ensemble::start_with_admin_as(n, keys, false)
+    }
+
+    /// As [`Self::start_with_admin`]; with `client_addresses`, the server lines carry the
+    /// members' client addresses ([`Self::put_client_addresses_in_server_lines`]).
+    pub fn start_with_admin_as(n: usize, keys: &str, client_addresses: bool) -> (Ensemble, Vec<u16>) {
         let ports: Vec<u16> = (0..n).map(|_| stable_port()).collect();
         let mut e = Ensemble::configure(&vec![Kind::Zkrs; n]);
+        if client_addresses {
+            e.put_client_addresses_in_server_lines();
+        }
         for (m, port) in e.members.iter().zip(&ports) {
             use std::io::Write;
             let mut f =

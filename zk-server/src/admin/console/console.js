@@ -5,12 +5,13 @@
 const COMMANDS = document.body.dataset.commands || "/commands";
 const STORAGE = "/api/v1/storage";
 const HISTORY = 150; // samples kept for the charts: 5 minutes at one every 2 s
-const samples = { latency: [], outstanding: [], connections: [] };
 let current = { path: "/", data: null, stat: null };
 
 function $(id) { return document.getElementById(id); }
 
 function text(el, value) { el.textContent = value; }
+
+function round(v) { return Math.round(Number(v) * 100) / 100; }
 
 // HTTP Basic credentials from the header's fields, as base64 of the UTF-8 "user:password".
 function authHeaders() {
@@ -53,69 +54,179 @@ function refusal(what, r) {
 }
 
 // ---- ensemble at a glance ----
+//
+// This server's figures come from its server_stats command; every member's (this one's
+// included) from ENSEMBLE, which this server answers by asking each member `srvr` with a short
+// timeout (see zk-server/src/admin/members.rs for why). The charts keep HISTORY samples a
+// member, at most MAX_MEMBERS members: a member that does not answer leaves a gap.
 
-function chart(id, values) {
+const ENSEMBLE = "/console/api/ensemble";
+const MAX_MEMBERS = 64;
+const SERIES = ["latency", "outstanding", "connections", "lag"];
+const COLORS = ["#2a6fd6", "#d6542a", "#1e7b34", "#8a2ad6", "#c79a00", "#00838f", "#ad1457", "#5d4037"];
+const history = new Map(); // sid -> { latency: [], outstanding: [], connections: [], lag: [] }
+
+function color(sid) { return COLORS[Math.abs(Number(sid)) % COLORS.length]; }
+
+// One polyline per member and per run of answered samples, scaled to the largest value shown.
+function chart(id, series) {
   const svg = $(id);
-  const max = Math.max(1, ...values);
+  const all = [].concat(...series.map((s) => s.values.filter((v) => v !== null)));
+  const max = Math.max(1, ...all);
   const step = 300 / Math.max(1, HISTORY - 1);
-  const points = values.map((v, i) => (i * step).toFixed(1) + "," + (58 - (v / max) * 56).toFixed(1)).join(" ");
   svg.replaceChildren();
-  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
-  line.setAttribute("points", points);
-  svg.appendChild(line);
+  for (const s of series) {
+    const offset = HISTORY - s.values.length;
+    let run = [];
+    const flush = () => {
+      if (run.length === 0) return;
+      const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+      line.setAttribute("points", run.join(" "));
+      line.setAttribute("stroke", color(s.sid));
+      line.dataset.sid = s.sid;
+      svg.appendChild(line);
+      run = [];
+    };
+    s.values.forEach((v, i) => {
+      if (v === null) { flush(); return; }
+      run.push(((offset + i) * step).toFixed(1) + "," + (58 - (v / max) * 56).toFixed(1));
+    });
+    flush();
+  }
   const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
   title.textContent = "max " + max;
   svg.appendChild(title);
 }
 
-function push(name, v) {
-  const a = samples[name];
-  a.push(Number(v) || 0);
+function push(sid, name, v) {
+  if (!history.has(sid)) {
+    if (history.size >= MAX_MEMBERS) return;
+    history.set(sid, { latency: [], outstanding: [], connections: [], lag: [] });
+  }
+  const a = history.get(sid)[name];
+  a.push(v === null || v === undefined ? null : Number(v));
   if (a.length > HISTORY) a.shift();
+}
+
+function drawCharts() {
+  for (const name of SERIES) {
+    const series = Array.from(history.entries()).map(([sid, h]) => ({ sid, values: h[name] }));
+    chart("chart-" + name, series);
+  }
+  const legend = $("legend");
+  legend.replaceChildren(...Array.from(history.keys()).map((sid) => {
+    const span = document.createElement("span");
+    span.className = "swatch";
+    span.style.borderColor = color(sid);
+    span.textContent = sid === 0 ? "this server" : "server " + sid;
+    return span;
+  }));
 }
 
 async function refreshOverview() {
   try {
-    const s = (await command("server_stats")).server_stats;
+    const answer = await command("server_stats");
+    if (answer.error) throw new Error(answer.error);
+    const s = answer.server_stats;
     text($("role"), s.server_state);
     text($("zxid"), "0x" + Number(s.last_processed_zxid).toString(16));
     text($("connections"), s.num_alive_client_connections);
     text($("outstanding"), s.outstanding_requests);
-    text($("latency"), s.avg_latency + " / " + s.max_latency);
+    text($("latency"), round(s.avg_latency) + " / " + s.max_latency);
     text($("uptime"), Math.round(s.uptime / 1000) + " s");
-    push("latency", s.avg_latency);
-    push("outstanding", s.outstanding_requests);
-    push("connections", s.num_alive_client_connections);
-    chart("chart-latency", samples.latency);
-    chart("chart-outstanding", samples.outstanding);
-    chart("chart-connections", samples.connections);
-    await refreshMembers(s.server_state);
   } catch (e) {
-    text($("role"), "unreachable (" + e.message + ")");
+    text($("role"), "not serving (" + e.message + ")");
   }
+  await refreshMembers();
 }
 
-async function refreshMembers(state) {
-  const body = $("members").tBodies[0];
-  if (state === "standalone") {
-    body.replaceChildren();
-    text($("ensemble-note"), "Standalone: no other members.");
+function cell(tr, value, className) {
+  const td = document.createElement("td");
+  td.textContent = value === null || value === undefined ? "—" : value;
+  if (className) td.className = className;
+  tr.appendChild(td);
+}
+
+async function refreshMembers() {
+  let view;
+  try {
+    const r = await fetch(ENSEMBLE);
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    view = await r.json();
+  } catch (e) {
+    text($("ensemble-note"), "This server did not answer for the ensemble (" + e.message + ").");
     return;
   }
-  const [view, leader] = await Promise.all([command("voting_view"), command("leader")]);
-  const rows = Object.entries(view.current_config || {}).map(([sid, m]) => {
+  const rows = view.members.map((m) => {
     const tr = document.createElement("tr");
-    const isLeader = Number(sid) === leader.leader_id;
-    if (isLeader) tr.className = "leader";
-    for (const v of [sid, m.client_address || (m.server_addresses || []).join(", "), isLeader ? "leader" : "voter"]) {
-      const td = document.createElement("td");
-      td.textContent = v;
-      tr.appendChild(td);
-    }
+    tr.dataset.sid = m.sid;
+    if (m.role === "leader") tr.className = "leader";
+    if (!m.reachable) tr.className = "unreachable";
+    cell(tr, view.standalone ? "—" : m.sid + (m.self ? " (this)" : ""));
+    cell(tr, m.address);
+    cell(tr, m.reachable ? m.role : "unreachable");
+    if (!m.reachable) tr.lastChild.title = m.error;
+    cell(tr, m.zxid);
+    cell(tr, m.lag);
+    cell(tr, m.connections);
+    cell(tr, m.reachable && m.latency_avg_ms !== null ? round(m.latency_avg_ms) + " / " + m.latency_max_ms : null);
+    cell(tr, m.outstanding);
+    push(m.sid, "latency", m.reachable ? m.latency_avg_ms : null);
+    push(m.sid, "outstanding", m.reachable ? m.outstanding : null);
+    push(m.sid, "connections", m.reachable ? m.connections : null);
+    push(m.sid, "lag", m.reachable ? m.lag : null);
     return tr;
   });
-  body.replaceChildren(...rows);
-  text($("ensemble-note"), leader.leader_id > 0 ? "Leader: server " + leader.leader_id + "." : "No leader now.");
+  $("members").tBodies[0].replaceChildren(...rows);
+  drawCharts();
+  let note;
+  if (view.standalone) note = "Standalone: no other members.";
+  else if (view.leader !== null) note = "Leader: server " + view.leader + " at zxid " + view.leader_zxid + ".";
+  else note = "No leader answers now.";
+  const down = view.members.filter((m) => !m.reachable).map((m) => "server " + m.sid + ": " + m.error);
+  if (down.length) note += " Unreachable: " + down.join("; ") + ".";
+  if (view.left_out) note += " " + view.left_out + " more members not asked (limit).";
+  text($("ensemble-note"), note);
+}
+
+// ---- sessions and their watches ----
+
+const SESSIONS = "/console/api/sessions";
+let sessionOffset = 0;
+
+async function refreshSessions() {
+  const limit = Number($("session-limit").value);
+  let page;
+  try {
+    const r = await fetch(SESSIONS + "?offset=" + sessionOffset + "&limit=" + limit);
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    page = await r.json();
+  } catch (e) {
+    text($("sessions-note"), "Sessions not available (" + e.message + ").");
+    return;
+  }
+  const rows = page.sessions.map((s) => {
+    const tr = document.createElement("tr");
+    tr.dataset.session = s.id;
+    cell(tr, s.id);
+    cell(tr, s.timeout_ms);
+    cell(tr, s.connected_here ? s.remote : "(another server)");
+    cell(tr, s.last_seen_ms ? Math.max(0, Math.round((page.now_ms - s.last_seen_ms) / 1000)) + " s ago" : null);
+    cell(tr, s.ephemerals);
+    let w = s.watches.join(", ");
+    if (s.watch_count > s.watches.length) w += " … and " + (s.watch_count - s.watches.length) + " more";
+    cell(tr, s.watch_count ? w : "", "watches");
+    return tr;
+  });
+  $("session-table").tBodies[0].replaceChildren(...rows);
+  let note = page.total === 0 ? "No sessions."
+    : "Sessions " + (page.shown ? page.offset + 1 : 0) + "–" + (page.offset + page.shown) + " of " + page.total + ".";
+  if (page.capped) note += " The list is capped at " + page.limit + " a page: use next for more.";
+  note += " Watches: " + page.watch_summary.watches + " on " + page.watch_summary.paths +
+    " paths (those set through this server).";
+  text($("sessions-note"), note);
+  $("sessions-prev").disabled = page.offset === 0;
+  $("sessions-next").disabled = !page.capped;
 }
 
 // ---- tree browser ----
@@ -240,6 +351,45 @@ async function save(ev) {
   }
 }
 
+// ---- search by path ----
+//
+// The server walks the tree below the open node with the caller's own reads, bounded in nodes
+// listed and matches returned, and says which bound it reached.
+
+async function search(ev) {
+  ev.preventDefault();
+  const needle = $("search").value;
+  if (!needle) return;
+  const box = $("search-box");
+  box.hidden = false;
+  text($("search-note"), "searching below " + current.path + " …");
+  $("search-results").replaceChildren();
+  const r = await storage(current.path, "search=" + encodeURIComponent(needle));
+  if (!r.ok) {
+    text($("search-note"), refusal("search below " + current.path, r));
+    return;
+  }
+  const b = r.body;
+  const items = b.matches.map((p) => {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = "#" + p;
+    a.textContent = p;
+    a.dataset.path = p;
+    a.addEventListener("click", (e) => { e.preventDefault(); open(p); });
+    li.appendChild(a);
+    return li;
+  });
+  $("search-results").replaceChildren(...items);
+  let note = b.matches.length + " match" + (b.matches.length === 1 ? "" : "es") + " for " +
+    (b.mode === "prefix" ? "paths starting with " : "paths containing ") + JSON.stringify(b.search) +
+    " below " + b.path + " (" + b.visited + " nodes listed).";
+  if (b.truncated === "results") note += " Stopped at the limit of " + b.limits.results + " matches: narrow the search.";
+  if (b.truncated === "visits") note += " Stopped after listing " + b.limits.visits + " nodes: search below a deeper node.";
+  if (b.unreadable) note += " " + b.unreadable + " nodes not readable with these credentials were not searched.";
+  text($("search-note"), note);
+}
+
 // ---- commands ----
 
 async function runCommand(ev) {
@@ -258,10 +408,23 @@ async function runCommand(ev) {
 $("goto").addEventListener("submit", (ev) => { ev.preventDefault(); open($("path").value || "/"); });
 $("edit").addEventListener("submit", save);
 $("command-form").addEventListener("submit", runCommand);
+$("search-form").addEventListener("submit", search);
+$("sessions-form").addEventListener("submit", (ev) => { ev.preventDefault(); refreshSessions(); });
+$("session-limit").addEventListener("change", () => { sessionOffset = 0; refreshSessions(); });
+$("sessions-prev").addEventListener("click", () => {
+  sessionOffset = Math.max(0, sessionOffset - Number($("session-limit").value));
+  refreshSessions();
+});
+$("sessions-next").addEventListener("click", () => {
+  sessionOffset += Number($("session-limit").value);
+  refreshSessions();
+});
 document.querySelectorAll("input[name=view]").forEach((r) => r.addEventListener("change", renderData));
 $("user").addEventListener("input", () => { text($("who"), $("user").value ? "as " + $("user").value : "anonymous"); });
 $("login").addEventListener("submit", (ev) => { ev.preventDefault(); open(current.path); });
 
 refreshOverview();
 setInterval(refreshOverview, 2000);
+refreshSessions();
+setInterval(refreshSessions, 5000);
 open(location.hash.length > 1 ? decodeURIComponent(location.hash.slice(1)) : "/");
