@@ -1025,3 +1025,93 @@ fn a_resync_below_drops_the_pending_configuration_of_the_snapshot_it_removes() {
         w.finish()
     });
 }
+
+/// Found by the `reconfig` configuration (seed 180514): a voter's log held a reconfiguration
+/// that never committed. It elected a leader, and the reload for its role found the
+/// reconfiguration in the log and made it pending; the leader told it to TRUNC it away, and its
+/// connection ended while the truncation was under way, so its next election started asking a
+/// quorum of that pending configuration too (rightly: the log still held it). The truncation
+/// done, the reload found nothing pending any more, but the election kept the configuration it
+/// had been given and went on asking a quorum of it, which the voters left could not give: the
+/// voter looked for a leader forever, and without it the other voter could not lead. Every
+/// reload now hands the election the pending configuration the log holds (none, here).
+///
+/// Three voters and an observer, 4. The leader proposes promoting 4 (a quorum of that
+/// configuration is three of 1-4); one follower, b, logs the proposal durably while the
+/// leader's and the other follower's disks are slow, and the moment b's copy is durable those
+/// two lose their power and b is cut off: the proposal is in b's log alone. The two come back and
+/// elect a leader without it. The partition heals; b follows that leader (the reload for its
+/// role makes the proposal pending) and is told to TRUNC it away; that moment, with b's disk
+/// slow, the new leader and 4 lose their power. b elects with its log's truncation under way,
+/// and once it is done, b and the voter left are a quorum of the configuration in force (and of
+/// no other): they must elect a leader, and writes go on.
+#[test]
+fn reconfig_a_truncated_pending_configuration_leaves_the_election() {
+    // The new leader keeps every write of its epoch to sync b with (a TRUNC, not a SNAP).
+    let p = Params { committed_log_max: 10_000, ..reconfigurable(3, 1) };
+    scenario("truncated pending configuration", p, |w| {
+        w.start();
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        let old = w.leader().ok_or("no leader")?;
+        let b = old % 3 + 1;
+        let a = 6 - old - b;
+        w.run_until_cond(ELECT_MS, "both followers and 4 in broadcast", |w| {
+            w.view(a).up_to_date
+                && w.view(b).up_to_date
+                && serves_as(w, 4, w.config_of(old).map_or(-1, |c| c.version), Placement::Observer)
+        })?;
+        writes_go_on(w, 5, ELECT_MS, "writes before the reconfig")?;
+        w.slow_disk(old, 40);
+        w.slow_disk(a, 40);
+        if !w.request_reconfig(Some((4, "participant")), None) {
+            return Err("no client connected".into());
+        }
+        let z = until_reconfig_proposed(w, old, "the leader proposes promoting 4")?;
+        w.run_until_moment(
+            ELECT_MS,
+            "the proposal durable on b",
+            move |_, m| matches!(m, Moment::Input(s, Input::Durable { zxid }) if *s == b && *zxid >= z),
+        )?;
+        for s in [old, a] {
+            let (durable, _) = w.log_state(s);
+            if durable >= z {
+                return Err(format!("set-up missed: {s} durable {durable:#x}, the proposal {z:#x}"));
+            }
+        }
+        w.power_loss(old, Keep::Durable, 0);
+        w.power_loss(a, Keep::Durable, 0);
+        w.partition([b].into_iter().collect(), 3_000);
+        w.slow_disk(old, 1);
+        w.slow_disk(a, 1);
+        w.restart(old);
+        w.restart(a);
+        w.run_until_cond(ELECT_MS, "a leader without the reconfiguration", |w| w.leader().is_some())?;
+        let c = w.leader().ok_or("no leader")?;
+        let other = old + a - c;
+        w.run_until_moment(ELECT_MS, "b told to TRUNC", move |_, m| {
+            matches!(m, Moment::Input(s, Input::Packet { packet, .. })
+                if *s == b && kind(packet) == Some(PacketType::Trunc))
+        })?;
+        let (durable, _) = w.log_state(b);
+        if durable < z {
+            return Err(format!("set-up missed: b durable {durable:#x}, the proposal {z:#x}"));
+        }
+        // b's truncation lasts long enough for its connection to end first.
+        w.slow_disk(b, 100);
+        w.power_loss(c, Keep::Durable, 0);
+        w.power_loss(4, Keep::Durable, 0);
+        w.run_until_moment(
+            ELECT_MS,
+            "b's log truncated",
+            move |_, m| matches!(m, Moment::Input(s, Input::LogTruncated { .. }) if *s == b),
+        )?;
+        if !w.view(b).looking {
+            return Err("set-up missed: b was not electing when its truncation ended".into());
+        }
+        w.slow_disk(b, 1);
+        writes_go_on(w, 10, 3 * ELECT_MS, &format!("writes with b ({b}) and the other voter ({other})"))?;
+        w.restart(c);
+        w.restart(4);
+        w.finish_now()
+    });
+}
