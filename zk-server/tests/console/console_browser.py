@@ -13,7 +13,9 @@ Checks, in order, and exits 1 at the first that fails (the reason on stderr):
    /big's 10,000 children and opens the last;
 3. the command console runs `mntr`;
 4. saving /app/locked without credentials is refused (403 NoAuth shown, data unchanged);
-5. saving it as admin:adminpw works and the new version is shown;
+5. saving it as admin:adminpw works and the new version is shown; a sequential child of /app is
+   created from the console (the name the server gave it opened) and then deleted (after the
+   browser's confirmation), both seen through the REST API;
 6. search by path from /: "n09999" finds /big/n09999 (one match), which opens; the prefix
    "/big/n0999" finds its 10 nodes; "n0" stops at the limit of 100 matches and says so;
 7. the sessions view lists SESSION with its remote address and its watch on /app/config, and
@@ -25,6 +27,7 @@ Screenshots of each step go to SCREENSHOT_DIR. Prints "console ok" at the end.
 import json
 import os
 import sys
+import urllib.error
 import urllib.request
 
 from selenium.webdriver.common.by import By
@@ -132,6 +135,36 @@ try:
     if rest_get("/app/locked") != b"edited by admin":
         fail("the saved edit is not on the server")
     shot("5-edit-saved")
+
+    # 5b. Create a sequential child of /app, then delete it.
+    path = driver.find_element(By.ID, "path")
+    path.clear()
+    path.send_keys("/app")
+    driver.find_element(By.CSS_SELECTOR, "#goto button").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#children a[data-path='/app/config']"))
+    driver.find_element(By.ID, "child-name").send_keys("made-")
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, "child-mode")).select_by_value("persistent_sequential")
+    driver.find_element(By.ID, "child-data").send_keys("made in the console")
+    driver.find_element(By.ID, "create-child").click()
+    wait.until(lambda d: "created /app/made-" in text_of("status"))
+    made = text_of("status").split("created ", 1)[1].strip()
+    if len(made) != len("/app/made-") + 10 or not made[-10:].isdigit():
+        fail(f"the sequential child's name: {made!r}")
+    wait.until(lambda d: text_of("data") == "made in the console")
+    if rest_get(made) != b"made in the console":
+        fail(f"{made} is not on the server")
+    shot("5b-created")
+    driver.find_element(By.ID, "delete").click()
+    WebDriverWait(driver, 10).until(lambda d: d.switch_to.alert)
+    driver.switch_to.alert.accept()
+    wait.until(lambda d: f"deleted {made}" in text_of("status"))
+    try:
+        rest_get(made)
+        fail(f"{made} is still on the server after the delete")
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            fail(f"reading the deleted {made}: HTTP {e.code}")
 
     # 6. Search by path, from the root.
     path = driver.find_element(By.ID, "path")

@@ -351,6 +351,47 @@ async function save(ev) {
   }
 }
 
+// The parent of `path` ("/" for a top-level node).
+function parentOf(path) {
+  const i = path.lastIndexOf("/");
+  return i <= 0 ? "/" : path.slice(0, i);
+}
+
+async function createChild(ev) {
+  ev.preventDefault();
+  const name = $("child-name").value.trim();
+  if (!name) { showStatus("a child needs a name", false); return; }
+  const path = (current.path === "/" ? "" : current.path) + "/" + name;
+  const r = await storage(path, "mode=" + encodeURIComponent($("child-mode").value), {
+    method: "POST",
+    body: $("child-data").value,
+  });
+  if (r.ok) {
+    // A sequential node's name is the server's: open the one it made.
+    const made = r.body.path;
+    $("child-name").value = "";
+    $("child-data").value = "";
+    await open(made);
+    showStatus("created " + made, true);
+  } else {
+    showStatus(refusal("create " + path, r), false);
+  }
+}
+
+async function deleteNode() {
+  if (!current.stat) { showStatus("nothing to delete: the node was not read", false); return; }
+  const path = current.path;
+  if (path === "/") { showStatus("the root cannot be deleted", false); return; }
+  if (!window.confirm("Delete " + path + " (version " + current.stat.version + ")?")) return;
+  const r = await storage(path, "version=" + current.stat.version, { method: "DELETE" });
+  if (r.ok) {
+    await open(parentOf(path));
+    showStatus("deleted " + path, true);
+  } else {
+    showStatus(refusal("delete " + path, r), false);
+  }
+}
+
 // ---- search by path ----
 //
 // The server walks the tree below the open node with the caller's own reads, bounded in nodes
@@ -407,6 +448,8 @@ async function runCommand(ev) {
 
 $("goto").addEventListener("submit", (ev) => { ev.preventDefault(); open($("path").value || "/"); });
 $("edit").addEventListener("submit", save);
+$("create").addEventListener("submit", createChild);
+$("delete").addEventListener("click", deleteNode);
 $("command-form").addEventListener("submit", runCommand);
 $("search-form").addEventListener("submit", search);
 $("sessions-form").addEventListener("submit", (ev) => { ev.preventDefault(); refreshSessions(); });
