@@ -68,11 +68,13 @@
 //! the voters were still looking, or still following the leader it lost, waits for its next
 //! re-send, up to a doubling interval later).
 //!
-//! A sixth deviation: a server that votes only in the pending configuration (a reconfiguration in
-//! flight adds it) counts its own agreement in that configuration's quorum when it would follow a
-//! leader, since that quorum may need exactly its vote and following is how it gives it (see
-//! `has_settled_quorum`). Apache counts only what it hears, and such a server never finds the
-//! leader that waits for its ACK.
+//! A sixth deviation: a server that votes in the pending configuration (a reconfiguration in flight
+//! adds it, or keeps it) counts its own agreement in that configuration's quorum when it would
+//! follow a leader, since that quorum may need exactly its vote and following is how it gives it
+//! (see `has_settled_quorum`). Apache counts only what it hears, and such a server never finds the
+//! leader that waits for its ACK, or, restarted with a reconfiguration in its log that its
+//! ensemble never committed, the ensemble that goes on without it. The configuration in force
+//! still counts only what is heard.
 //!
 //! A third deviation: during the finalize wait, a LOOKING notification of a higher round resumes the
 //! election (its sender started a newer election than the one our quorum voted in; Apache drops it
@@ -758,25 +760,34 @@ impl FastLeaderElection {
     /// A quorum of `votes` agrees with `vote`, and the leader it names is known to lead (or is us, in
     /// the same round).
     ///
-    /// A server that votes only in the pending configuration (a reconfiguration adds it, and the
-    /// current one gives it no vote, so its proposal is never counted) adds its own agreement to
-    /// the pending configuration's quorum when it would follow: that quorum may need its vote (a
-    /// lone voter adding it needs both), and the only way to give it is to follow the leader and
-    /// ACK the reconfiguration. Without this it looks for a leader forever and the reconfiguration
-    /// never commits (found by the node simulation, seed 40239 of `reconfig`). Apache's election
-    /// counts only the notifications received here.
+    /// A server that votes in the pending configuration adds its own agreement to that
+    /// configuration's quorum when it would follow; the configuration in force counts only the
+    /// votes received (Apache's election counts only those, for both). The pending quorum may need
+    /// its vote, and the only way to give it is to follow the leader and ACK:
+    /// - a server that votes only in the pending configuration (a reconfiguration adds it, and the
+    ///   current one gives it no vote, so its proposal is never counted): a lone voter adding it
+    ///   needs both, and without this it looks for a leader forever and the reconfiguration never
+    ///   commits (node simulation, seed 40239 of `reconfig`);
+    /// - a voter restarted with a reconfiguration in its log its ensemble never committed (one
+    ///   promoting an observer, whose OBSERVING answers count for nobody): the ensemble goes on
+    ///   under the configuration in force, and without its own agreement this server never
+    ///   reaches the pending quorum and never rejoins (found while writing the scenario of seed
+    ///   180514; `reconfig_a_voter_restarted_with_an_uncommitted_promotion_rejoins`).
+    ///
+    /// Following decides nothing: the leader still needs both quorums' ACKs for NEWLEADER and
+    /// every commit, and a leader is still chosen only with the votes it hears.
     fn has_settled_quorum(&self, votes: &BTreeMap<i64, Vote>, vote: &Vote) -> bool {
-        let mut agreeing: Vec<i64> =
+        let heard: Vec<i64> =
             votes.iter().filter(|(_, v)| v.agrees_with(vote)).map(|(sid, _)| *sid).collect();
         let me = self.config.my_sid;
-        if vote.leader != me
-            && !self.config.verifier.is_voter(me)
-            && self.config.pending_verifier.as_ref().is_some_and(|p| p.is_voter(me))
-            && !agreeing.contains(&me)
-        {
-            agreeing.push(me);
-        }
-        if !self.is_quorum(&agreeing) {
+        let pending_quorum = self.config.pending_verifier.as_ref().is_none_or(|p| {
+            let mut agreeing = heard.clone();
+            if vote.leader != me && p.is_voter(me) && !agreeing.contains(&me) {
+                agreeing.push(me);
+            }
+            p.contains_quorum(agreeing.iter().copied())
+        });
+        if !(self.config.verifier.contains_quorum(heard.iter().copied()) && pending_quorum) {
             return false;
         }
         if vote.leader != self.config.my_sid {

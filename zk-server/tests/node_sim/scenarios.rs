@@ -1026,6 +1026,42 @@ fn a_resync_below_drops_the_pending_configuration_of_the_snapshot_it_removes() {
     });
 }
 
+/// Three voters and an observer, 4: the leader `old` proposes promoting 4 (a quorum of that
+/// configuration is three of 1-4), and one follower, `b`, logs the proposal durably while the
+/// leader's and the other follower's (`a`) disks are slow; returns `(old, a, b, z)` (z the
+/// proposal's zxid) the moment b's copy is durable, with neither old's nor a's.
+fn promotion_logged_by_one_follower(w: &mut World) -> Result<(i64, i64, i64, i64), String> {
+    w.start();
+    w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+    let old = w.leader().ok_or("no leader")?;
+    let b = old % 3 + 1;
+    let a = 6 - old - b;
+    w.run_until_cond(ELECT_MS, "both followers and 4 in broadcast", |w| {
+        w.view(a).up_to_date
+            && w.view(b).up_to_date
+            && serves_as(w, 4, w.config_of(old).map_or(-1, |c| c.version), Placement::Observer)
+    })?;
+    writes_go_on(w, 5, ELECT_MS, "writes before the reconfig")?;
+    w.slow_disk(old, 40);
+    w.slow_disk(a, 40);
+    if !w.request_reconfig(Some((4, "participant")), None) {
+        return Err("no client connected".into());
+    }
+    let z = until_reconfig_proposed(w, old, "the leader proposes promoting 4")?;
+    w.run_until_moment(
+        ELECT_MS,
+        "the proposal durable on b",
+        move |_, m| matches!(m, Moment::Input(s, Input::Durable { zxid }) if *s == b && *zxid >= z),
+    )?;
+    for s in [old, a] {
+        let (durable, _) = w.log_state(s);
+        if durable >= z {
+            return Err(format!("set-up missed: {s} durable {durable:#x}, the proposal {z:#x}"));
+        }
+    }
+    Ok((old, a, b, z))
+}
+
 /// Found by the `reconfig` configuration (seed 180514): a voter's log held a reconfiguration
 /// that never committed. It elected a leader, and the reload for its role found the
 /// reconfiguration in the log and made it pending; the leader told it to TRUNC it away, and its
@@ -1050,34 +1086,7 @@ fn reconfig_a_truncated_pending_configuration_leaves_the_election() {
     // The new leader keeps every write of its epoch to sync b with (a TRUNC, not a SNAP).
     let p = Params { committed_log_max: 10_000, ..reconfigurable(3, 1) };
     scenario("truncated pending configuration", p, |w| {
-        w.start();
-        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-        let old = w.leader().ok_or("no leader")?;
-        let b = old % 3 + 1;
-        let a = 6 - old - b;
-        w.run_until_cond(ELECT_MS, "both followers and 4 in broadcast", |w| {
-            w.view(a).up_to_date
-                && w.view(b).up_to_date
-                && serves_as(w, 4, w.config_of(old).map_or(-1, |c| c.version), Placement::Observer)
-        })?;
-        writes_go_on(w, 5, ELECT_MS, "writes before the reconfig")?;
-        w.slow_disk(old, 40);
-        w.slow_disk(a, 40);
-        if !w.request_reconfig(Some((4, "participant")), None) {
-            return Err("no client connected".into());
-        }
-        let z = until_reconfig_proposed(w, old, "the leader proposes promoting 4")?;
-        w.run_until_moment(
-            ELECT_MS,
-            "the proposal durable on b",
-            move |_, m| matches!(m, Moment::Input(s, Input::Durable { zxid }) if *s == b && *zxid >= z),
-        )?;
-        for s in [old, a] {
-            let (durable, _) = w.log_state(s);
-            if durable >= z {
-                return Err(format!("set-up missed: {s} durable {durable:#x}, the proposal {z:#x}"));
-            }
-        }
+        let (old, a, b, z) = promotion_logged_by_one_follower(w)?;
         w.power_loss(old, Keep::Durable, 0);
         w.power_loss(a, Keep::Durable, 0);
         w.partition([b].into_iter().collect(), 3_000);
@@ -1112,6 +1121,44 @@ fn reconfig_a_truncated_pending_configuration_leaves_the_election() {
         writes_go_on(w, 10, 3 * ELECT_MS, &format!("writes with b ({b}) and the other voter ({other})"))?;
         w.restart(c);
         w.restart(4);
+        w.finish_now()
+    });
+}
+
+/// Found while writing the scenario above: b, with the uncommitted promotion of 4 in its log, is
+/// power-cycled instead (with old and a, before their copies are durable). The two elect a
+/// leader without the proposal and go on, 4 observing. b restarts with the promotion pending,
+/// so its election asks a quorum of 1-4 too; it hears the leader and the other voter (4's
+/// OBSERVING answers count for nobody): two of four. It looked for a leader forever; a voter of
+/// the pending configuration now counts its own agreement in that configuration's quorum when it
+/// would follow (zk-quorum's election, sixth deviation), follows, and is told to TRUNC the
+/// proposal away.
+#[test]
+fn reconfig_a_voter_restarted_with_an_uncommitted_promotion_rejoins() {
+    let p = Params { committed_log_max: 10_000, ..reconfigurable(3, 1) };
+    scenario("voter restarted with an uncommitted promotion", p, |w| {
+        let (old, a, b, z) = promotion_logged_by_one_follower(w)?;
+        for s in [old, a, b] {
+            w.power_loss(s, Keep::Durable, 0);
+        }
+        w.slow_disk(old, 1);
+        w.slow_disk(a, 1);
+        w.restart(old);
+        w.restart(a);
+        w.run_until_cond(ELECT_MS, "a leader without the reconfiguration", |w| w.leader().is_some())?;
+        let c = w.leader().ok_or("no leader")?;
+        writes_go_on(w, 5, ELECT_MS, "writes without b")?;
+        w.restart(b);
+        let (durable, _) = w.log_state(b);
+        if durable < z {
+            return Err(format!("set-up missed: b restarted at {durable:#x}, the proposal {z:#x}"));
+        }
+        w.run_until_moment(2 * ELECT_MS, "b told to TRUNC", move |_, m| {
+            matches!(m, Moment::Input(s, Input::Packet { packet, .. })
+                if *s == b && kind(packet) == Some(PacketType::Trunc))
+        })?;
+        w.run_until_cond(ELECT_MS, "b following", move |w| w.leader() == Some(c) && w.view(b).up_to_date)?;
+        writes_go_on(w, 10, ELECT_MS, "writes with b back")?;
         w.finish_now()
     });
 }
