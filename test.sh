@@ -58,14 +58,15 @@ command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 # The user guide is an mdBook (Debian has no package of it). Only the HTML renderer is needed:
 # without the default features (a local web server, file watching, the search index) it builds in
 # about a third of the time.
-command -v mdbook >/dev/null 2>&1 || cargo install mdbook --version 0.5.4 --locked --no-default-features
+mdbook=$(command -v mdbook || echo "${CARGO_HOME:-$HOME/.cargo}/bin/mdbook")
+[ -x "$mdbook" ] || cargo install mdbook --version 0.5.4 --locked --no-default-features
 
 # Among them the simulation of whole ensembles of the real server node (zk-server's node_sim):
 # its named scenarios and 10 seeds in each configuration (longer runs: the guide's Testing chapter).
 # The user guide builds (into target/guide), and its relative links and anchors resolve (a Python
 # script over the sources: mdBook itself leaves a broken link in place).
 echo "== user guide"
-mdbook build docs/guide -d "$PWD/${CARGO_TARGET_DIR:-target}/guide"
+"$mdbook" build docs/guide -d "$PWD/${CARGO_TARGET_DIR:-target}/guide"
 python3 docs/guide/check_links.py
 
 # The `kerberos` feature (SASL GSSAPI, off by default: it needs the packages above to build) is on
