@@ -319,11 +319,13 @@ pub struct SnapshotQueue {
 }
 
 impl SnapshotQueue {
-    /// Hands `job` over without waiting, stamped with the fence's generation now.
+    /// Hands `job` over without waiting; a Begin stamped with the fence's generation now (the
+    /// only one read: reading it takes the fence, which the thread holds while a snapshot lands
+    /// or retention runs, and the other jobs need not wait for that).
     ///
     /// Errors: the queue is full, or the thread is gone; the job comes back.
     pub fn try_send(&self, job: SnapJob) -> Result<(), TrySendError<SnapJob>> {
-        let generation = self.fence.generation();
+        let generation = if matches!(job, SnapJob::Begin { .. }) { self.fence.generation() } else { 0 };
         self.tx.try_send((job, generation)).map_err(|e| match e {
             TrySendError::Full((job, _)) => TrySendError::Full(job),
             TrySendError::Disconnected((job, _)) => TrySendError::Disconnected(job),

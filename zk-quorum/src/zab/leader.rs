@@ -408,9 +408,23 @@ impl Leader {
     }
 
     /// A learner's connection closed (or failed). Its pending log read or snapshot is forgotten.
+    ///
+    /// Before this leader is established, the learner's NEWLEADER ACK no longer counts once it
+    /// has no connection left that gave one (zkrs; Apache keeps it): a leader is established
+    /// only with a quorum that still follows it. Otherwise a leader whose own quorum's last ACK
+    /// came late (a slow disk) counted one from a follower that had left meanwhile and led a
+    /// later epoch with writes acknowledged, and began serving, as the leader of the older epoch,
+    /// a history without them (node simulation, seed 700123 of `five`).
     pub fn learner_disconnected(&mut self, conn: ConnId, _now_ms: u64) {
-        if let Some(l) = self.learners.remove(&conn) {
-            tracing::debug!(sid = self.cfg.my_sid, learner = ?known(l.sid), conn, "learner disconnected");
+        let Some(l) = self.learners.remove(&conn) else { return };
+        tracing::debug!(sid = self.cfg.my_sid, learner = ?known(l.sid), conn, "learner disconnected");
+        if self.phase == Phase::AwaitNewLeaderAcks
+            && l.sid != self.cfg.my_sid
+            && !self.learners.values().any(|o| {
+                o.sid == l.sid && matches!(o.phase, LearnerPhase::AwaitUpToDate | LearnerPhase::Active)
+            })
+        {
+            self.new_leader_set.remove(&l.sid);
         }
     }
 

@@ -1334,3 +1334,48 @@ fn a_learner_that_asks_for_a_snapshot_gets_one() {
     let info = LearnerInfo::decode(p.data.as_deref().expect("data")).expect("decodes");
     assert_eq!(info.zkrs_flags, Some(crate::wire::payload::LEARNER_WANTS_SNAP));
 }
+
+/// A NEWLEADER ACK stops counting once the learner that gave it has no connection left before
+/// the leader is established (zkrs; Apache keeps it): a follower that left could lead a later
+/// epoch meanwhile, and the leader would be established, late, with a quorum that no longer
+/// follows it (node simulation, seed 700123 of `five`).
+#[test]
+fn a_newleader_ack_of_a_learner_gone_before_establishment_does_not_count() {
+    let mut c = ZabConfig::new(1, QuorumVerifier::majority([1, 2, 3, 4, 5], []), 100, 10, 5);
+    c.config_string = Bytes::from_static(b"version=0");
+    let last = z(E5, 3);
+    let mut l = Leader::new(c, local(E5, E5, last, Some(z(E5, 1))), txs(&[z(E5, 1), z(E5, 2), last]), 0);
+    for (conn, sid) in [(20, 2), (30, 3)] {
+        l.learner_connected(conn, 0);
+        l.handle_packet(conn, follower_info(sid, E5), 1);
+    }
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
+    l.epoch_persisted(2);
+    leader_actions(&mut l);
+    for conn in [20, 30] {
+        l.handle_packet(conn, ack_epoch(last, E5 as i32), 3);
+    }
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(4);
+    let synced = leader_actions(&mut l);
+    assert!(synced.contains(&new_leader(20, 6)) && synced.contains(&new_leader(30, 6)), "{synced:?}");
+    // 2 acknowledges NEWLEADER, then its connection ends: {1, 2} was no quorum of five.
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    assert!(leader_actions(&mut l).is_empty());
+    l.learner_disconnected(20, 6);
+    // 3's ACK makes {1, 3}: still no quorum, where {1, 2, 3} would have been one.
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    assert!(leader_actions(&mut l).is_empty());
+    assert!(!l.is_established());
+    // 2 back on another connection, acknowledging again: established.
+    l.learner_connected(21, 8);
+    l.handle_packet(21, follower_info(2, 6), 8);
+    leader_actions(&mut l);
+    l.handle_packet(21, ack_epoch(last, 6), 9);
+    let sync = leader_actions(&mut l);
+    assert!(sync.contains(&new_leader(21, 6)), "{sync:?}");
+    l.handle_packet(21, pkt(T::Ack, z(6, 0), None), 10);
+    let done = leader_actions(&mut l);
+    assert!(done.contains(&LeaderAction::Established { epoch: 6 }), "{done:?}");
+    assert!(l.is_established());
+}

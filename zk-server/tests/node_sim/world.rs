@@ -899,8 +899,12 @@ impl World {
                     self.count("snapshots abandoned");
                 }
                 let p = self.server(sid).proc.as_mut().expect("up");
-                // Stamped as the driver's queue stamps it, when handed over.
-                let generation = p.fence.generation();
+                // Stamped as the driver's queue stamps it, when handed over (a Begin's only).
+                let generation = if matches!(job, zk_server::core::SnapJob::Begin { .. }) {
+                    p.fence.generation()
+                } else {
+                    0
+                };
                 p.snap_jobs.push_back((job, generation));
                 self.kick_snap(sid);
             }
