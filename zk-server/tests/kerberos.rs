@@ -678,3 +678,88 @@ fn unknown_principal_as_apache() {
     }
     assert_eq!(seen[0], seen[1], "Apache and zkrs alike");
 }
+
+/// `security.auth_to_local` rules beyond DEFAULT, as a zoo.cfg line and as Apache's JVM property
+/// in SERVER_JVMFLAGS: alice mapped to `admin` by one rule, the two-component `zkcli/localhost`
+/// renamed by another (its host and realm then appended, as Apache's server appends them), bob
+/// left to DEFAULT. The ids are compared on both servers.
+#[test]
+fn auth_to_local_rules_map_as_apache_does() {
+    let Some(kdc) = realm() else { return };
+    let rules =
+        r"RULE:[1:$1@$0](alice@ZKRS\.TEST)s/.*/admin/ RULE:[2:$1;$2](zkcli;.*)s/zkcli;.*/cli/ DEFAULT";
+    // SERVER_JVMFLAGS is split at white space: the same rules written without any.
+    let property = r"-Dzookeeper.security.auth_to_local=RULE:[1:$1@$0](alice@ZKRS.TEST)s/.*/admin/RULE:[2:$1;$2](zkcli;.*)s/zkcli;.*/cli/DEFAULT";
+    for (how, cfg, props) in
+        [("zoo.cfg", format!("security.auth_to_local={rules}\n"), ""), ("property", String::new(), property)]
+    {
+        let mut seen = Vec::new();
+        for target in BOTH {
+            let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+            let server = start_with_jvm_flags(
+                target,
+                &format!("{PROVIDER}{cfg}"),
+                &format!("{} {props}", kdc.jvm_flags(&jaas)),
+            );
+            let alice = ids(&cli(&kdc.jvm_flags(&jaas), &server, "whoami"));
+            let bob = kdc.jaas("b.jaas", &kdc.path("server.keytab"), "bob", &kdc.path("bob.keytab"));
+            let bob = ids(&cli(&kdc.jvm_flags(&bob), &server, "whoami"));
+            let host = kdc.jaas(
+                "h.jaas",
+                &kdc.path("server.keytab"),
+                &format!("zkcli/localhost@{REALM}"),
+                &kdc.path("zkcli.keytab"),
+            );
+            let host = ids(&cli(&kdc.jvm_flags(&host), &server, "whoami"));
+            seen.push((alice, bob, host));
+        }
+        assert_eq!(seen[0], seen[1], "{how}: Apache and zkrs map alike");
+        let expected = |id: &str| vec!["ip: 127.0.0.1".to_string(), format!("sasl: {id}")];
+        assert_eq!(
+            seen[1],
+            (expected("admin@ZKRS.TEST"), expected("bob@ZKRS.TEST"), expected("cli/localhost@ZKRS.TEST")),
+            "{how}"
+        );
+    }
+}
+
+/// Rules zkrs cannot use are refused at start-up, naming the key and what is wrong (Apache's
+/// server starts, and fails every GSSAPI client when the first one comes): Hadoop's `/L` flag, a
+/// parameter the rule's principals lack, a regular expression that does not compile.
+#[test]
+fn zkrs_refuses_bad_auth_to_local_rules() {
+    let Some(kdc) = realm() else { return };
+    let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+    for (rules, expected) in [
+        (r"RULE:[1:$1@$0](.*@ZKRS\.TEST)s/@.*//L DEFAULT", "/L (lower-case) flag"),
+        (r"RULE:[1:$2] DEFAULT", "$0 to $1"),
+        (r"RULE:[1:$1](a(b) DEFAULT", "regular expression"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("zoo.cfg");
+        std::fs::write(
+            &cfg,
+            format!(
+                "tickTime=2000\ndataDir={}\nclientPort={}\n{PROVIDER}security.auth_to_local={rules}\n",
+                dir.path().join("d").display(),
+                free_port()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(zkrs_binary())
+            .arg(&cfg)
+            .env("SERVER_JVMFLAGS", kdc.jvm_flags(&jaas))
+            .env_remove("JVMFLAGS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started with {rules}");
+        assert!(
+            err.contains("security.auth_to_local (zoo.cfg line 5)") && err.contains(expected),
+            "{rules}: {err}"
+        );
+    }
+}
