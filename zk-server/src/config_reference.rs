@@ -763,8 +763,8 @@ are `ssl.quorum.` versions of the client keys above, with the same values and re
             Row {
                 key: r#"`security.auth_to_local`"#,
                 default: r#"`DEFAULT`"#,
-                meaning: r#"GSSAPI: how principals map to short names. Only Apache's default rule (the first component, for the default realm of `-Djava.security.krb5.conf`, `KRB5_CONFIG` or /etc/krb5.conf, or `-Djava.security.krb5.realm`)."#,
-                refused: r#"any other rule list"#,
+                meaning: r#"GSSAPI: the rules that give principals their short names, in Apache's grammar: `DEFAULT` (the first component, for the default realm of `-Djava.security.krb5.conf`, `KRB5_CONFIG` or /etc/krb5.conf, or `-Djava.security.krb5.realm`) and `RULE:[n:format](filter)s/from/to/g` ([Security](security.md#mapping-principals-to-ids))."#,
+                refused: r#"a list that does not parse: Hadoop's `/L` flag, a `$n` past the rule's components, a regular expression the regex crate does not take, a replacement naming a missing group"#,
             },
             Row {
                 key: r#"`superUser`, `superUser.*`"#,

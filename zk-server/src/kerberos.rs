@@ -14,6 +14,9 @@
 //! 3. the client answers with a wrapped message: the layer it chose, its own largest message,
 //!    then an optional authorization id (UTF-8). The exchange is then complete.
 
+mod auth_to_local;
+
+pub use auth_to_local::AuthToLocal;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,10 +190,11 @@ impl GssapiExchange {
 }
 
 /// How a client's principal becomes its `sasl` id, as Apache's server maps it: the short name
-/// (the first component, for a principal of the default realm or one without a realm), then
-/// `/host` unless `kerberos.removeHostFromPrincipal`, then `@REALM` unless
-/// `kerberos.removeRealmFromPrincipal`. A principal of another realm keeps its full name
-/// (Apache's default `auth_to_local` rule does not apply to it).
+/// the `auth_to_local` rules give (with `DEFAULT`, the first component of a principal of the
+/// default realm), then `/host` when the principal has one unless `kerberos.removeHostFromPrincipal`,
+/// then `@REALM` unless `kerberos.removeRealmFromPrincipal`. A principal no rule maps (with
+/// `DEFAULT`, one of another realm) keeps its full name, as Apache's server then keeps it; a
+/// principal without a realm is its own id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PrincipalMapping {
     /// `kerberos.removeHostFromPrincipal`.
@@ -199,6 +203,8 @@ pub struct PrincipalMapping {
     pub remove_realm: bool,
     /// The default realm of the Kerberos configuration, if it names one.
     pub default_realm: Option<String>,
+    /// `security.auth_to_local` (`DEFAULT` when not set).
+    pub rules: AuthToLocal,
 }
 
 impl PrincipalMapping {
@@ -207,7 +213,7 @@ impl PrincipalMapping {
     /// Errors: a principal with a realm whose name part has more than two components
     /// (`a/b/c@R`), as Apache refuses it.
     pub fn id_for(&self, principal: &str) -> Result<String, String> {
-        let Some((name, realm)) = principal.rsplit_once('@') else {
+        let Some((name, realm)) = principal.split_once('@') else {
             // No realm: the whole name is the short name.
             return Ok(principal.to_string());
         };
@@ -215,15 +221,18 @@ impl PrincipalMapping {
             Some((s, h)) => (s, Some(h)),
             None => (name, None),
         };
-        let well_formed =
-            !realm.contains('/') && !name.contains('@') && host.is_none_or(|h| !h.contains('/'));
-        if !well_formed {
+        if realm.contains(['/', '@']) || host.is_some_and(|h| h.contains('/')) {
             return Err(format!("malformed Kerberos principal {principal:?}"));
         }
-        if self.default_realm.as_deref() != Some(realm) {
-            return Ok(principal.to_string());
-        }
-        let mut id = service.to_string();
+        let parts =
+            auth_to_local::Parts { realm, components: [Some(service), host].into_iter().flatten().collect() };
+        let mut id = match self.rules.short_name(&parts, self.default_realm.as_deref().unwrap_or("")) {
+            Ok(short) => short,
+            Err(e) => {
+                tracing::info!("principal {principal} keeps its full name as its id: {e}");
+                return Ok(principal.to_string());
+            }
+        };
         if let (Some(h), false) = (host, self.remove_host) {
             id.push('/');
             id.push_str(h);
@@ -445,6 +454,7 @@ mod tests {
             remove_host: host,
             remove_realm: realm,
             default_realm: Some("ZKRS.TEST".into()),
+            rules: AuthToLocal::default(),
         };
         let keep = m(false, false);
         assert_eq!(keep.id_for("alice@ZKRS.TEST").unwrap(), "alice@ZKRS.TEST");
@@ -456,6 +466,29 @@ mod tests {
         assert_eq!(m(true, true).id_for("carol/h@OTHER.TEST").unwrap(), "carol/h@OTHER.TEST");
         assert_eq!(m(true, true).id_for("plain").unwrap(), "plain");
         assert!(keep.id_for("a/b/c@ZKRS.TEST").is_err());
+        assert!(keep.id_for("a@b@ZKRS.TEST").is_err());
+    }
+
+    #[test]
+    fn ids_from_auth_to_local_rules_then_host_and_realm() {
+        let m = |rules: &str, host, realm| PrincipalMapping {
+            remove_host: host,
+            remove_realm: realm,
+            default_realm: Some("ZKRS.TEST".into()),
+            rules: AuthToLocal::parse(rules).unwrap(),
+        };
+        let rules =
+            r"RULE:[1:$1@$0](alice@ZKRS\.TEST)s/.*/admin/ RULE:[1:$1@$0](.*@OTHER\.TEST)s/@.*// DEFAULT";
+        // The short name, then the realm (and the host) appended, as Apache's server does.
+        assert_eq!(m(rules, false, false).id_for("alice@ZKRS.TEST").unwrap(), "admin@ZKRS.TEST");
+        assert_eq!(m(rules, false, true).id_for("alice@ZKRS.TEST").unwrap(), "admin");
+        assert_eq!(m(rules, false, false).id_for("carol@OTHER.TEST").unwrap(), "carol@OTHER.TEST");
+        assert_eq!(m(rules, true, true).id_for("carol@OTHER.TEST").unwrap(), "carol");
+        assert_eq!(m(rules, false, false).id_for("zk/h1@ZKRS.TEST").unwrap(), "zk/h1@ZKRS.TEST");
+        assert_eq!(m(rules, true, true).id_for("zk/h1@ZKRS.TEST").unwrap(), "zk");
+        // No rule applies, or a rule gives a name that is not simple: the full principal.
+        assert_eq!(m(rules, true, true).id_for("dave@ELSE.TEST").unwrap(), "dave@ELSE.TEST");
+        assert_eq!(m("RULE:[1:$1/x]", true, true).id_for("bob@ZKRS.TEST").unwrap(), "bob@ZKRS.TEST");
     }
 
     #[test]

@@ -303,24 +303,22 @@ fn jvm_properties(env: &dyn Fn(&str) -> Option<String>) -> HashMap<String, (Stri
 /// The Kerberos side of client SASL from a `Krb5LoginModule` entry's `options` and the
 /// properties `props` (`env` reads `KRB5_CONFIG`): the server's principal and keytab, its accepting credential, and how
 /// client principals become ids (`kerberos.removeHostFromPrincipal`,
-/// `kerberos.removeRealmFromPrincipal`; `security.auth_to_local` may only be `DEFAULT`, the one
-/// rule zkrs implements).
+/// `kerberos.removeRealmFromPrincipal`, the `security.auth_to_local` rules).
 ///
-/// Errors: a login option missing, `auth_to_local` rules other than `DEFAULT` (naming where it
-/// was set), or a keytab the GSSAPI library cannot take the principal's key from.
+/// Errors: a login option missing, `auth_to_local` rules that do not parse (naming where they
+/// were set and what is wrong), or a keytab the GSSAPI library cannot take the principal's key
+/// from.
 fn kerberos_server(
     options: &[(String, String)],
     props: &HashMap<String, (String, Origin)>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<crate::kerberos::KerberosServer, String> {
-    if let Some((rules, at)) = props.get("zookeeper.security.auth_to_local") {
-        if rules.trim() != "DEFAULT" {
-            return Err(format!(
-                "{at}: zkrs maps principals with the DEFAULT rule only; other auth_to_local rules \
-                 are not supported"
-            ));
-        }
-    }
+    // Checked here, at start-up: Apache's server reads the rules at its first GSSAPI client and,
+    // when they do not parse, fails that client and every later one.
+    let rules = match props.get("zookeeper.security.auth_to_local") {
+        None => crate::kerberos::AuthToLocal::default(),
+        Some((text, at)) => crate::kerberos::AuthToLocal::parse(text).map_err(|e| format!("{at}: {e}"))?,
+    };
     let (principal, keytab) = crate::kerberos::login_options(options)?;
     let prop = |k: &str| props.get(k).map(|(v, _)| v.as_str());
     let is_true = |k: &str| prop(k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -333,6 +331,7 @@ fn kerberos_server(
             prop("java.security.krb5.conf"),
             krb5_config.as_deref(),
         ),
+        rules,
     };
     let acceptor = crate::kerberos::keytab_acceptor(&principal, &keytab)?;
     tracing::info!(
@@ -653,12 +652,22 @@ mod tests {
             e.contains("zoo.cfg line 1") && e.contains("section 'Server'") && e.contains("no keyTab option"),
             "{e}"
         );
-        // auth_to_local rules other than DEFAULT are refused, naming where they were set.
+        // auth_to_local rules that do not parse are refused, naming where they were set (before
+        // the keytab is looked at); rules that parse get as far as the keytab.
         krb5("useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"zookeeper/h@R\"");
         let mut rules = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
-        rules.take("security.auth_to_local", "RULE:[1:$1]", 2).unwrap();
+        rules.take("security.auth_to_local", "RULE:[1:$1]s/a/b/L", 2).unwrap();
         let e = SaslSettings::resolve(&rules, &no_env, false).unwrap_err();
-        assert!(e.contains("security.auth_to_local (zoo.cfg line 2)") && e.contains("DEFAULT"), "{e}");
+        assert!(e.contains("security.auth_to_local (zoo.cfg line 2)") && e.contains("/L"), "{e}");
+        let env = |v: &str| {
+            (v == "SERVER_JVMFLAGS").then(|| "-Dzookeeper.security.auth_to_local=RULE:[1:$2]".to_string())
+        };
+        let e = SaslSettings::resolve(&c, &env, false).unwrap_err();
+        assert!(e.contains("zookeeper.security.auth_to_local") && e.contains("$0 to $1"), "{e}");
+        let mut rules = cfg(&[(LOGIN_CONFIG_KEY, p.to_str().unwrap())]);
+        rules.take("security.auth_to_local", "RULE:[1:$1] DEFAULT", 2).unwrap();
+        let e = SaslSettings::resolve(&rules, &no_env, false).unwrap_err();
+        assert!(!e.contains("auth_to_local"), "{e}");
         // A keytab the library cannot read (or, without the feature, Kerberos at all).
         let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
         let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };

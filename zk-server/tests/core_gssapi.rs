@@ -55,6 +55,7 @@ fn core(super_user: &str) -> ServerCore {
             remove_host: true,
             remove_realm: false,
             default_realm: Some("ZKRS.TEST".into()),
+            ..PrincipalMapping::default()
         },
         acceptor: Arc::new(Scripted),
     });

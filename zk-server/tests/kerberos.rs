@@ -23,6 +23,8 @@ const PROVIDER: &str = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuth
 const SERVICE: &str = "zookeeper/localhost@ZKRS.TEST";
 /// Debian's python, which has python3-kazoo and python3-kerberos.
 const PYTHON: &str = "/usr/bin/python3";
+/// Debian's libfaketime (the single-threaded library: enough for a short python process).
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// A KDC of the realm ZKRS.TEST on a free loopback port, with its configuration and keytabs in
 /// a temporary directory; killed when dropped.
@@ -161,6 +163,67 @@ impl Kdc {
         )
         .unwrap();
         path
+    }
+
+    /// A JAAS file with the server's section and a client section that logs in from the ticket
+    /// cache `ccache` only (no keytab, no prompt), as a user after `kinit` does.
+    fn jaas_from_cache(&self, file: &str, ccache: &Path) -> PathBuf {
+        let path = self.path(file);
+        std::fs::write(
+            &path,
+            format!(
+                "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
+                 keyTab=\"{}\"\n  storeKey=true\n  principal=\"{SERVICE}\";\n}};\n\n\
+                 Client {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=false\n  \
+                 useTicketCache=true\n  ticketCache=\"{}\"\n  doNotPrompt=true;\n}};\n",
+                self.path("server.keytab").display(),
+                ccache.display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    /// `kinit` into the ticket cache `ccache` as `principal` with its keytab `<file>.keytab`,
+    /// `lifetime` long (kinit's `-l`) when given; the output, and whether it succeeded.
+    fn kinit(&self, ccache: &Path, principal: &str, file: &str, lifetime: Option<&str>) -> (bool, String) {
+        let keytab = self.path(&format!("{file}.keytab"));
+        let mut c = self.command("/usr/bin/kinit");
+        c.env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
+        if let Some(l) = lifetime {
+            c.args(["-l", l]);
+        }
+        let out = c.args(["-k", "-t", keytab.to_str().unwrap(), principal]).output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    }
+
+    /// `n` first GSSAPI tokens for `zookeeper@localhost`, each of its own context (so none is a
+    /// replay of another), made by python3-kerberos (as pure-sasl makes them) from the ticket cache
+    /// `ccache`, with the wall clock moved by `clock_offset` (libfaketime's `FAKETIME`, such as
+    /// `+10m`) when given.
+    fn tokens(&self, ccache: &Path, clock_offset: Option<&str>, n: usize) -> Vec<Vec<u8>> {
+        let script = "import kerberos, sys\n\
+                      for _ in range(int(sys.argv[1])):\n\
+                      \x20   _, ctx = kerberos.authGSSClientInit('zookeeper@localhost')\n\
+                      \x20   kerberos.authGSSClientStep(ctx, '')\n\
+                      \x20   print(kerberos.authGSSClientResponse(ctx))\n";
+        let mut c = self.command(PYTHON);
+        c.env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
+        if let Some(offset) = clock_offset {
+            assert!(Path::new(FAKETIME_LIB).exists(), "libfaketime is not installed (test.sh installs it)");
+            c.env("LD_PRELOAD", FAKETIME_LIB).env("FAKETIME", offset);
+        }
+        let out = c.args(["-c", script, &n.to_string()]).output().unwrap();
+        assert!(out.status.success(), "python3-kerberos: {}", String::from_utf8_lossy(&out.stderr));
+        use base64::Engine;
+        let tokens: Vec<Vec<u8>> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| base64::engine::general_purpose::STANDARD.decode(l.trim()).expect("a base64 token"))
+            .collect();
+        assert_eq!(tokens.len(), n);
+        tokens
     }
 
     /// The JVM flags of a server or shell using `jaas` in this realm.
@@ -457,5 +520,246 @@ fn zkrs_refuses_a_kerberos_login_that_cannot_work() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "started with {}", jaas.display());
         assert!(err.contains(expected) && err.contains("Server"), "{}: {err}", jaas.display());
+    }
+}
+
+/// Both servers started with the realm's service keytab, Apache's first.
+fn both_servers(kdc: &Kdc, extra: &str, flags: &str) -> Vec<ServerProc> {
+    let jaas = kdc.jaas("both.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+    BOTH.iter()
+        .map(|&t| {
+            start_with_jvm_flags(
+                t,
+                &format!("{PROVIDER}{extra}"),
+                &format!("{} {flags}", kdc.jvm_flags(&jaas)),
+            )
+        })
+        .collect()
+}
+
+/// What the server answers a connection's first GSSAPI token with: the error code, whether a
+/// context token came back, and whether the server closed the connection within 10 s (only
+/// looked at after a failure: a live exchange is left open).
+fn first_step(server: &ServerProc, token: &[u8]) -> (ErrorCode, bool, bool) {
+    let mut c = RawClient::connect(server.addr(), 10_000);
+    let r = sasl(&mut c, token).expect("an answer");
+    let err = r.err();
+    let answered = err == ErrorCode::Ok && r.decode::<SetSaslResponse>().token.len() > 4;
+    let closed = err != ErrorCode::Ok && c.is_closed_within(Duration::from_secs(10));
+    (err, answered, closed)
+}
+
+/// Alice still authenticates (Apache's shell with her keytab): the server serves others.
+fn alice_served(kdc: &Kdc, server: &ServerProc) {
+    let jaas = kdc.jaas("alice.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+    let who = cli(&kdc.jvm_flags(&jaas), server, "whoami");
+    assert_eq!(ids(&who), ["ip: 127.0.0.1", "sasl: alice@ZKRS.TEST"], "{:?}: {who}", server.target);
+}
+
+/// zkrs's failed-authentication count (Apache 3.8 counts only TLS handshakes there: 0).
+fn failed_count(server: &ServerProc) -> String {
+    server.mntr_value("zk_auth_failed_count")
+}
+
+/// The zkrs count expected after `n` failed exchanges (Apache's stays 0).
+fn counted(server: &ServerProc, n: u32) -> String {
+    if server.target == Target::Apache { 0 } else { n }.to_string()
+}
+
+/// An expired ticket. A ticket cache that has run out (kinit -l 5s, then 7 s later): Apache's
+/// shell cannot log in with it, says AuthFailed and goes on without SASL (its only id `ip`), and
+/// the server never sees a token. A token made while the ticket was good and sent once it had
+/// expired (a client slow to send it) is still taken, within the clock allowance, by both. The
+/// server serves alice after.
+#[test]
+fn expired_ticket_as_apache() {
+    let Some(kdc) = realm() else { return };
+    let servers = both_servers(&kdc, "", "");
+    let ccache = kdc.path("short.ccache");
+    let (ok, out) = kdc.kinit(&ccache, "alice", "alice", Some("5s"));
+    assert!(ok, "kinit -l 5s: {out}");
+    let made = Instant::now();
+    let tokens = kdc.tokens(&ccache, None, BOTH.len());
+    // The KDC's times are whole seconds: past 5 s with a margin.
+    std::thread::sleep((made + Duration::from_secs(7)).saturating_duration_since(Instant::now()));
+    let klist = kdc
+        .command("/usr/bin/klist")
+        .env("KRB5CCNAME", format!("FILE:{}", ccache.display()))
+        .arg("-s")
+        .status()
+        .unwrap();
+    assert!(!klist.success(), "the ticket cache should have expired");
+    let from_cache = kdc.jvm_flags(&kdc.jaas_from_cache("cache.jaas", &ccache));
+    let mut seen = Vec::new();
+    for (server, token) in servers.iter().zip(&tokens) {
+        let target = server.target;
+        let out = cli(&from_cache, server, "whoami");
+        let shell = (out.contains("AuthFailed"), ids(&out));
+        assert_eq!(failed_count(server), "0", "{target:?}: the shell sent no token");
+        assert_eq!(shell, (true, vec!["ip: 127.0.0.1".to_string()]), "{target:?}: {out}");
+        // Expired 2 s before, within Kerberos's 5-minute clock allowance: both servers' libraries
+        // (Java's and MIT's) still take the ticket and answer with their context token.
+        let step = first_step(server, token);
+        assert_eq!(step, (ErrorCode::Ok, true, false), "{target:?}: a token of a just-expired ticket");
+        seen.push((shell, step));
+        alice_served(&kdc, server);
+    }
+    assert_eq!(seen[0], seen[1], "Apache and zkrs alike");
+}
+
+/// Clock skew: tokens made by a client whose clock is ahead (libfaketime on python3-kerberos;
+/// the service ticket fetched first at the true time, or the KDC would refuse the skewed client
+/// itself). 3 minutes ahead is within Kerberos's 5-minute allowance; 10 minutes is not. The
+/// verdicts, zkrs's count and the server serving alice after, compared on both servers.
+#[test]
+fn clock_skew_as_apache() {
+    let Some(kdc) = realm() else { return };
+    let servers = both_servers(&kdc, "", "");
+    let ccache = kdc.path("skew.ccache");
+    let (ok, out) = kdc.kinit(&ccache, "alice", "alice", None);
+    assert!(ok, "kinit: {out}");
+    let kvno = kdc
+        .command("/usr/bin/kvno")
+        .env("KRB5CCNAME", format!("FILE:{}", ccache.display()))
+        .arg(SERVICE)
+        .output()
+        .unwrap();
+    assert!(kvno.status.success(), "kvno: {}", String::from_utf8_lossy(&kvno.stderr));
+    let within = kdc.tokens(&ccache, Some("+3m"), BOTH.len());
+    let beyond = kdc.tokens(&ccache, Some("+10m"), BOTH.len());
+    let mut seen = Vec::new();
+    for (i, server) in servers.iter().enumerate() {
+        let target = server.target;
+        let far = first_step(server, &beyond[i]);
+        assert_eq!(far, (ErrorCode::AuthFailed, false, true), "{target:?}: 10 minutes ahead");
+        assert_eq!(failed_count(server), counted(server, 1), "{target:?}");
+        let near = first_step(server, &within[i]);
+        assert_eq!(near, (ErrorCode::Ok, true, false), "{target:?}: 3 minutes ahead");
+        seen.push((far, near));
+        alice_served(&kdc, server);
+    }
+    assert_eq!(seen[0], seen[1], "Apache and zkrs alike");
+}
+
+/// An unknown principal: a keytab whose principal the KDC no longer has. kinit says "not found in
+/// Kerberos database"; Apache's shell cannot get a ticket either, says AuthFailed and goes on
+/// without SASL (its only id `ip`); the
+/// server sees no token. A ticket issued before the principal was deleted still authenticates
+/// (the server never asks the KDC), on both.
+#[test]
+fn unknown_principal_as_apache() {
+    let Some(kdc) = realm() else { return };
+    kdc.principal("ghost", "ghost");
+    let ccache = kdc.path("ghost.ccache");
+    let (ok, out) = kdc.kinit(&ccache, "ghost", "ghost", None);
+    assert!(ok, "kinit ghost: {out}");
+    let early = kdc.tokens(&ccache, None, BOTH.len());
+    kdc.admin("delprinc -force ghost");
+    let (ok, out) = kdc.kinit(&kdc.path("ghost2.ccache"), "ghost", "ghost", None);
+    assert!(!ok && out.contains("not found in Kerberos database"), "kinit of a deleted principal: {out}");
+    let servers = both_servers(&kdc, "", "");
+    let ghost = kdc.jvm_flags(&kdc.jaas(
+        "ghost.jaas",
+        &kdc.path("server.keytab"),
+        "ghost",
+        &kdc.path("ghost.keytab"),
+    ));
+    let mut seen = Vec::new();
+    for (server, token) in servers.iter().zip(&early) {
+        let target = server.target;
+        let out = cli(&ghost, server, "whoami");
+        let shell = (out.contains("AuthFailed"), ids(&out));
+        assert_eq!(shell, (true, vec!["ip: 127.0.0.1".to_string()]), "{target:?}: {out}");
+        assert_eq!(failed_count(server), "0", "{target:?}: the shell sent no token");
+        let step = first_step(server, token);
+        assert_eq!(step, (ErrorCode::Ok, true, false), "{target:?}: a ticket issued before the deletion");
+        seen.push(shell);
+        alice_served(&kdc, server);
+    }
+    assert_eq!(seen[0], seen[1], "Apache and zkrs alike");
+}
+
+/// `security.auth_to_local` rules beyond DEFAULT, as a zoo.cfg line and as Apache's JVM property
+/// in SERVER_JVMFLAGS: alice mapped to `admin` by one rule, the two-component `zkcli/localhost`
+/// renamed by another (its host and realm then appended, as Apache's server appends them), bob
+/// left to DEFAULT. The ids are compared on both servers.
+#[test]
+fn auth_to_local_rules_map_as_apache_does() {
+    let Some(kdc) = realm() else { return };
+    let rules =
+        r"RULE:[1:$1@$0](alice@ZKRS\.TEST)s/.*/admin/ RULE:[2:$1;$2](zkcli;.*)s/zkcli;.*/cli/ DEFAULT";
+    // SERVER_JVMFLAGS is split at white space: the same rules written without any.
+    let property = r"-Dzookeeper.security.auth_to_local=RULE:[1:$1@$0](alice@ZKRS.TEST)s/.*/admin/RULE:[2:$1;$2](zkcli;.*)s/zkcli;.*/cli/DEFAULT";
+    for (how, cfg, props) in
+        [("zoo.cfg", format!("security.auth_to_local={rules}\n"), ""), ("property", String::new(), property)]
+    {
+        let mut seen = Vec::new();
+        for target in BOTH {
+            let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+            let server = start_with_jvm_flags(
+                target,
+                &format!("{PROVIDER}{cfg}"),
+                &format!("{} {props}", kdc.jvm_flags(&jaas)),
+            );
+            let alice = ids(&cli(&kdc.jvm_flags(&jaas), &server, "whoami"));
+            let bob = kdc.jaas("b.jaas", &kdc.path("server.keytab"), "bob", &kdc.path("bob.keytab"));
+            let bob = ids(&cli(&kdc.jvm_flags(&bob), &server, "whoami"));
+            let host = kdc.jaas(
+                "h.jaas",
+                &kdc.path("server.keytab"),
+                &format!("zkcli/localhost@{REALM}"),
+                &kdc.path("zkcli.keytab"),
+            );
+            let host = ids(&cli(&kdc.jvm_flags(&host), &server, "whoami"));
+            seen.push((alice, bob, host));
+        }
+        assert_eq!(seen[0], seen[1], "{how}: Apache and zkrs map alike");
+        let expected = |id: &str| vec!["ip: 127.0.0.1".to_string(), format!("sasl: {id}")];
+        assert_eq!(
+            seen[1],
+            (expected("admin@ZKRS.TEST"), expected("bob@ZKRS.TEST"), expected("cli/localhost@ZKRS.TEST")),
+            "{how}"
+        );
+    }
+}
+
+/// Rules zkrs cannot use are refused at start-up, naming the key and what is wrong (Apache's
+/// server starts, and fails every GSSAPI client when the first one comes): Hadoop's `/L` flag, a
+/// parameter the rule's principals lack, a regular expression that does not compile.
+#[test]
+fn zkrs_refuses_bad_auth_to_local_rules() {
+    let Some(kdc) = realm() else { return };
+    let jaas = kdc.jaas("s.jaas", &kdc.path("server.keytab"), "alice", &kdc.path("alice.keytab"));
+    for (rules, expected) in [
+        (r"RULE:[1:$1@$0](.*@ZKRS\.TEST)s/@.*//L DEFAULT", "/L (lower-case) flag"),
+        (r"RULE:[1:$2] DEFAULT", "$0 to $1"),
+        (r"RULE:[1:$1](a(b) DEFAULT", "regular expression"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("zoo.cfg");
+        std::fs::write(
+            &cfg,
+            format!(
+                "tickTime=2000\ndataDir={}\nclientPort={}\n{PROVIDER}security.auth_to_local={rules}\n",
+                dir.path().join("d").display(),
+                free_port()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(zkrs_binary())
+            .arg(&cfg)
+            .env("SERVER_JVMFLAGS", kdc.jvm_flags(&jaas))
+            .env_remove("JVMFLAGS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "started with {rules}");
+        assert!(
+            err.contains("security.auth_to_local (zoo.cfg line 5)") && err.contains(expected),
+            "{rules}: {err}"
+        );
     }
 }
