@@ -1062,6 +1062,25 @@ fn promotion_logged_by_one_follower(w: &mut World) -> Result<(i64, i64, i64, i64
     Ok((old, a, b, z))
 }
 
+/// After `promotion_logged_by_one_follower` and the power losses: `old` and `a`, their disks
+/// back to speed, restart and elect a leader without the proposal; returns it.
+fn back_without_the_proposal(w: &mut World, old: i64, a: i64) -> Result<i64, String> {
+    w.slow_disk(old, 1);
+    w.slow_disk(a, 1);
+    w.restart(old);
+    w.restart(a);
+    w.run_until_cond(ELECT_MS, "a leader without the reconfiguration", |w| w.leader().is_some())?;
+    w.leader().ok_or_else(|| "no leader".to_string())
+}
+
+/// Runs until server `b` is handed a TRUNC, within `ms`.
+fn told_to_trunc(w: &mut World, b: i64, ms: u64) -> Result<(), String> {
+    w.run_until_moment(ms, "b told to TRUNC", move |_, m| {
+        matches!(m, Moment::Input(s, Input::Packet { packet, .. })
+            if *s == b && kind(packet) == Some(PacketType::Trunc))
+    })
+}
+
 /// Found by the `reconfig` configuration (seed 180514): a voter's log held a reconfiguration
 /// that never committed. It elected a leader, and the reload for its role found the
 /// reconfiguration in the log and made it pending; the leader told it to TRUNC it away, and its
@@ -1090,17 +1109,9 @@ fn reconfig_a_truncated_pending_configuration_leaves_the_election() {
         w.power_loss(old, Keep::Durable, 0);
         w.power_loss(a, Keep::Durable, 0);
         w.partition([b].into_iter().collect(), 3_000);
-        w.slow_disk(old, 1);
-        w.slow_disk(a, 1);
-        w.restart(old);
-        w.restart(a);
-        w.run_until_cond(ELECT_MS, "a leader without the reconfiguration", |w| w.leader().is_some())?;
-        let c = w.leader().ok_or("no leader")?;
+        let c = back_without_the_proposal(w, old, a)?;
         let other = old + a - c;
-        w.run_until_moment(ELECT_MS, "b told to TRUNC", move |_, m| {
-            matches!(m, Moment::Input(s, Input::Packet { packet, .. })
-                if *s == b && kind(packet) == Some(PacketType::Trunc))
-        })?;
+        told_to_trunc(w, b, ELECT_MS)?;
         let (durable, _) = w.log_state(b);
         if durable < z {
             return Err(format!("set-up missed: b durable {durable:#x}, the proposal {z:#x}"));
@@ -1141,22 +1152,14 @@ fn reconfig_a_voter_restarted_with_an_uncommitted_promotion_rejoins() {
         for s in [old, a, b] {
             w.power_loss(s, Keep::Durable, 0);
         }
-        w.slow_disk(old, 1);
-        w.slow_disk(a, 1);
-        w.restart(old);
-        w.restart(a);
-        w.run_until_cond(ELECT_MS, "a leader without the reconfiguration", |w| w.leader().is_some())?;
-        let c = w.leader().ok_or("no leader")?;
+        let c = back_without_the_proposal(w, old, a)?;
         writes_go_on(w, 5, ELECT_MS, "writes without b")?;
         w.restart(b);
         let (durable, _) = w.log_state(b);
         if durable < z {
             return Err(format!("set-up missed: b restarted at {durable:#x}, the proposal {z:#x}"));
         }
-        w.run_until_moment(2 * ELECT_MS, "b told to TRUNC", move |_, m| {
-            matches!(m, Moment::Input(s, Input::Packet { packet, .. })
-                if *s == b && kind(packet) == Some(PacketType::Trunc))
-        })?;
+        told_to_trunc(w, b, 2 * ELECT_MS)?;
         w.run_until_cond(ELECT_MS, "b following", move |w| w.leader() == Some(c) && w.view(b).up_to_date)?;
         writes_go_on(w, 10, ELECT_MS, "writes with b back")?;
         w.finish_now()

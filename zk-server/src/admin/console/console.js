@@ -27,10 +27,15 @@ function encodePath(path) {
   return path.split("/").map(encodeURIComponent).join("/");
 }
 
-async function command(name) {
-  const r = await fetch(COMMANDS + "/" + encodeURIComponent(name));
-  if (!r.ok) throw new Error(name + ": HTTP " + r.status);
+// GET `url` as JSON; an error status throws, its message starting with `what` when given.
+async function getJson(url, what) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error((what ? what + ": " : "") + "HTTP " + r.status);
   return r.json();
+}
+
+async function command(name) {
+  return getJson(COMMANDS + "/" + encodeURIComponent(name), name);
 }
 
 async function storage(path, query, init) {
@@ -150,9 +155,7 @@ function cell(tr, value, className) {
 async function refreshMembers() {
   let view;
   try {
-    const r = await fetch(ENSEMBLE);
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    view = await r.json();
+    view = await getJson(ENSEMBLE);
   } catch (e) {
     text($("ensemble-note"), "This server did not answer for the ensemble (" + e.message + ").");
     return;
@@ -198,9 +201,7 @@ async function refreshSessions() {
   const limit = Number($("session-limit").value);
   let page;
   try {
-    const r = await fetch(SESSIONS + "?offset=" + sessionOffset + "&limit=" + limit);
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    page = await r.json();
+    page = await getJson(SESSIONS + "?offset=" + sessionOffset + "&limit=" + limit);
   } catch (e) {
     text($("sessions-note"), "Sessions not available (" + e.message + ").");
     return;
