@@ -310,9 +310,9 @@ pub struct Driver {
     /// When the snapshot being written began.
     snapshot_started: Option<Instant>,
     stop: Option<String>,
-    /// A resync below the log's start (`Output::ResyncBelow`): the snapshots past this cut are
-    /// removed once the log's reset to the newest one left is durable, not before (a crash in
-    /// between would leave a log starting past every snapshot, and no state to start from).
+    /// A snapshot received from the leader (`Output::InstallSnapshot`) at this zxid: the
+    /// snapshots past it are removed once the log's reset to it is durable. A crash before that
+    /// restarts from the newest of them, the state before the SNAP, whole.
     discard_after_reset: Option<i64>,
     /// The ensemble's sockets, when this server is one of several.
     peers: Option<PeerIo>,
@@ -906,11 +906,16 @@ impl Driver {
             Output::InstallSnapshot { zxid } => {
                 // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
                 // a crash between the two restarts from the snapshot. Under the fence: a snapshot
-                // of the old database still finishing must not land beside it.
+                // of the old database still finishing must not land beside it. Retention then
+                // waits until the snapshots past this one are gone (`on_log_report`), so that it
+                // never counts them among the newest and takes this one away.
                 let written = match self.disk.as_ref() {
-                    Some(disk) => disk.fence.clone().cut(|| self.write_snapshot()),
-                    None => Ok(()),
+                    Some(disk) => disk.fence.clone().cut_for_reset(|| self.write_snapshot().map(|()| zxid)),
+                    None => Ok(zxid),
                 };
+                if written.is_ok() && self.disk.is_some() {
+                    self.discard_after_reset = Some(zxid);
+                }
                 if let Err(e) = written {
                     self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
                     return;
@@ -919,32 +924,14 @@ impl Driver {
                     self.node.handle(now, Input::LogFailed { error });
                 }
             }
-            Output::ResyncBelow { cut } => {
-                let Some(disk) = self.disk.as_ref() else { return };
-                // The log is reset to the newest snapshot at or below the cut first; the ones
-                // past it go once that reset is durable (`on_log_report`). A crash in between
-                // restarts from the newest snapshot, past the log's end, which a restart takes
-                // as the log's new start; the other order could leave a log that starts past
-                // every snapshot left.
-                match disk.fence.cut_for_reset(|| crate::snapshots::newest_at_or_below(&disk.snapshots, cut))
-                {
-                    Ok(newest) => {
-                        self.discard_after_reset = Some(cut);
-                        if let Err(error) = self.log.reset_to(newest) {
-                            self.node.handle(now, Input::LogFailed { error });
-                        }
-                    }
-                    Err(e) => self.stop = Some(format!("cannot list the snapshots: {e}")),
-                }
-            }
             other => debug!("an ensemble output with no ensemble: {other:?}"),
         }
     }
 
     /// Removes (durably) the snapshots taken past `cut`, their files deleted later off this
     /// thread; false, with the server stopping, if they cannot be removed. True without a disk.
-    /// `ends_reset`: the last step of a resync below the log's start, whose snapshot retention
-    /// kept meanwhile ([`crate::snapshots::SnapshotFence::cut_for_reset`]).
+    /// `ends_reset`: the last step of installing a snapshot received from the leader, whose
+    /// snapshot retention kept meanwhile ([`crate::snapshots::SnapshotFence::cut_for_reset`]).
     fn discard_snapshots_after(&mut self, cut: i64, ends_reset: bool) -> bool {
         let Some(disk) = self.disk.as_ref() else { return true };
         let discard = || crate::snapshots::discard_after(&disk.snapshots, cut);

@@ -155,20 +155,11 @@ pub fn verified<S: Storage>(
     }
 }
 
-/// The zxid of the newest snapshot taken at or below `cut` (0 when there is none): where the log
-/// is reset before [`discard_after`] removes the ones past the cut.
-///
-/// Errors: the directory cannot be listed.
-pub fn newest_at_or_below<S: Storage>(storage: &S, cut: i64) -> Result<i64, String> {
-    let all = list_snapshots(storage).map_err(|e| e.to_string())?;
-    Ok(all.into_iter().map(|(zxid, _)| zxid).filter(|z| *z <= cut).max().unwrap_or(0))
-}
-
 /// Removes (durably, through the trash) every snapshot taken past `cut`: after the log is cut
-/// there, they hold transactions gone from the ensemble's history (ZOOKEEPER-2832). Returns the
-/// trash files to delete, which the caller removes off its own thread ([`remove_trash`]):
-/// deleting a large file at once holds up the disk. [`newest_at_or_below`] names the newest
-/// snapshot this leaves.
+/// there, or reset to a snapshot received at `cut`, they hold transactions gone from the
+/// ensemble's history (ZOOKEEPER-2832). Returns the trash files to delete, which the caller
+/// removes off its own thread ([`remove_trash`]): deleting a large file at once holds up the
+/// disk.
 ///
 /// Errors: the directory cannot be listed, or a snapshot cannot be moved away.
 pub fn discard_after<S: Storage>(storage: &S, cut: i64) -> Result<Vec<String>, String> {
@@ -333,8 +324,8 @@ impl SnapshotQueue {
     }
 }
 
-/// Keeps a snapshot begun before the log was cut (TRUNC, a resync below the log's start, a
-/// snapshot received from the leader) from landing after the cut.
+/// Keeps a snapshot begun before the log was cut (TRUNC, a snapshot received from the leader)
+/// from landing after the cut.
 ///
 /// The core abandons a snapshot under way when its database is replaced, but once the last
 /// chunk is out the snapshot thread still has to finish the file (sync, rename), and may do so,
@@ -354,9 +345,9 @@ pub struct SnapshotFence {
 struct FenceState {
     /// Cuts so far.
     generation: u64,
-    /// A log reset to this snapshot is under way (a resync below the log's start), and the
-    /// snapshots past its cut are not removed yet: retention waits, or, counting those among
-    /// the newest, it could remove the one the log will start from.
+    /// A log reset to this snapshot (one received from the leader) is under way, and the
+    /// snapshots past it are not removed yet: retention waits, or, counting those among the
+    /// newest, it could remove the one the log will start from.
     resync_base: Option<i64>,
 }
 
@@ -374,21 +365,21 @@ impl SnapshotFence {
         cut()
     }
 
-    /// A cut that picks the snapshot a log reset will start from (`pick` lists them and returns
-    /// its zxid): retention removes nothing until [`SnapshotFence::reset_done`] (review of issue
-    /// 29, helper-20: between the pick and the removal of the snapshots past the cut, which
-    /// waits for the reset to be durable, retention could take the picked one away).
-    pub fn cut_for_reset<E>(&self, pick: impl FnOnce() -> Result<i64, E>) -> Result<i64, E> {
+    /// A cut that writes the snapshot a log reset will start from (`write` returns its zxid):
+    /// retention removes nothing until [`SnapshotFence::reset_done`] (review of issue 29,
+    /// helper-20: between the write and the removal of the snapshots past it, which waits for
+    /// the reset to be durable, retention could count those among the newest and take it away).
+    pub fn cut_for_reset<E>(&self, write: impl FnOnce() -> Result<i64, E>) -> Result<i64, E> {
         let mut g = self.hold();
         g.generation += 1;
-        let picked = pick();
+        let picked = write();
         if let Ok(zxid) = &picked {
             g.resync_base = Some(*zxid);
         }
         picked
     }
 
-    /// A cut that removes the snapshots past a reset's cut (`cut`): the reset is over, and
+    /// A cut that removes the snapshots past a reset's start (`cut`): the reset is over, and
     /// retention runs again.
     pub fn reset_done<R>(&self, cut: impl FnOnce() -> R) -> R {
         let mut g = self.hold();
@@ -701,15 +692,16 @@ mod tests {
             let mut f = storage.create(&snapshot_name(z)).expect("create");
             f.sync().expect("sync");
         }
-        assert_eq!(newest_at_or_below(&storage, 0x2_0000_0004).expect("list"), 0x2_0000_0001);
+        let on_disk =
+            || -> Vec<i64> { list_snapshots(&storage).expect("list").into_iter().map(|(z, _)| z).collect() };
         let trash = discard_after(&storage, 0x2_0000_0004).expect("discard");
-        assert_eq!(newest_at_or_below(&storage, i64::MAX).expect("list"), 0x2_0000_0001);
+        assert_eq!(on_disk(), zxids[..2], "moved to the trash at once");
         remove_trash(&storage, &trash);
-        let left: Vec<i64> = list_snapshots(&storage).expect("list").into_iter().map(|(z, _)| z).collect();
-        assert_eq!(left, zxids[..2]);
+        assert_eq!(on_disk(), zxids[..2]);
+        discard_after(&storage, 0x2_0000_0001).expect("discard");
+        assert_eq!(on_disk(), zxids[..2], "the one at the cut stays");
         discard_after(&storage, 0x1_0000_0000).expect("discard");
-        assert_eq!(newest_at_or_below(&storage, i64::MAX).expect("list"), 0, "none left");
-        assert!(list_snapshots(&storage).expect("list").is_empty());
+        assert!(on_disk().is_empty(), "none left");
     }
 
     /// Review of issue 29, finding 2: a snapshot whose last chunk is out finishes only if no
@@ -728,7 +720,7 @@ mod tests {
         let g = fence.generation();
         files.run(SnapJob::Begin { zxid: 0x10, pace: 0 }, g);
         files.run(SnapJob::Chunk(vec![7; 100]), g);
-        assert_eq!(fence.cut(|| newest_at_or_below(&disk, 0x8).expect("list")), 0);
+        assert!(fence.cut(|| list_snapshots(&disk).expect("list")).is_empty());
         let g = fence.generation();
         assert!(!done(files.run(SnapJob::Finish, g)), "dropped: a cut ran while it was written");
         assert!(list_snapshots(&disk).expect("list").is_empty());
@@ -736,7 +728,7 @@ mod tests {
         // the thread only after it (queued behind slow work) is of the generation it was handed
         // over in, and is dropped too.
         let queued = fence.generation();
-        fence.cut(|| newest_at_or_below(&disk, 0x8).expect("list"));
+        fence.cut(|| discard_after(&disk, 0x8).expect("discard"));
         let g = fence.generation();
         files.run(SnapJob::Begin { zxid: 0x18, pace: 0 }, queued);
         files.run(SnapJob::Chunk(vec![7; 100]), g);
@@ -749,9 +741,10 @@ mod tests {
         assert_eq!(left, [0x20]);
     }
 
-    /// Review of issue 29 (helper-20), finding 3: between a resync's pick of the snapshot its
-    /// log is reset to and the removal of the snapshots past its cut, retention removes nothing
-    /// (counting those among the newest, it would take the picked one); after, it runs again.
+    /// Review of issue 29 (helper-20), finding 3: between the write of a snapshot received from
+    /// the leader, which the log is reset to, and the removal of the snapshots past it,
+    /// retention removes nothing (counting those among the newest, it would take the received
+    /// one); after, it runs again.
     #[test]
     fn retention_keeps_the_snapshot_a_reset_starts_from() {
         use zk_log::snapshot::list_snapshots;
@@ -771,13 +764,19 @@ mod tests {
             || -> Vec<i64> { list_snapshots(&disk).expect("list").into_iter().map(|(z, _)| z).collect() };
         take(0x10);
         take(0x20);
-        let base = fence.cut_for_reset(|| newest_at_or_below(&disk, 0x15)).expect("pick");
-        assert_eq!(base, 0x10);
+        let received = |zxid: i64| -> Result<i64, String> {
+            use zk_log::{Storage, StorageFile};
+            let mut f = disk.create(&zk_log::snapshot::snapshot_name(zxid)).map_err(|e| e.to_string())?;
+            f.sync().map_err(|e| e.to_string())?;
+            Ok(zxid)
+        };
+        let base = fence.cut_for_reset(|| received(0x15)).expect("written");
+        assert_eq!(base, 0x15);
         take(0x30);
-        assert_eq!(on_disk(), [0x10, 0x20, 0x30], "retention waits for the reset");
+        assert_eq!(on_disk(), [0x10, 0x15, 0x20, 0x30], "retention waits for the reset");
         let trash = fence.reset_done(|| discard_after(&disk, 0x15)).expect("discard");
         remove_trash(&disk, &trash);
-        assert_eq!(on_disk(), [0x10]);
+        assert_eq!(on_disk(), [0x10, 0x15]);
         take(0x40);
         take(0x50);
         assert_eq!(on_disk(), [0x40, 0x50], "retention runs again");

@@ -61,8 +61,7 @@ pub enum Input {
         /// The zxid.
         zxid: i64,
     },
-    /// The log was reset to continue above `zxid` ([`Output::InstallSnapshot`],
-    /// [`Output::ResyncBelow`]), durably.
+    /// The log was reset to continue above `zxid` ([`Output::InstallSnapshot`]), durably.
     LogReset {
         /// The zxid.
         zxid: i64,
@@ -234,17 +233,13 @@ pub enum Output {
     },
     /// SNAP received: write the database (the node's, now the received one) as a snapshot
     /// file, whole and durably, then reset the log to continue above `zxid`; reported as
-    /// [`Input::LogReset`].
+    /// [`Input::LogReset`]. Once the reset is durable, the snapshots past `zxid` are removed
+    /// (durably): they hold a history the leader's does not continue (a learner ahead of its
+    /// leader, synced by SNAP after a TRUNC below its log's start). Until then a restart takes
+    /// the newest of them, as if the SNAP had not come, never a mix.
     InstallSnapshot {
         /// The snapshot's zxid.
         zxid: i64,
-    },
-    /// A TRUNC below where the log starts (the start is a snapshot received from a leader
-    /// whose epoch never became established): remove the snapshots past `cut`, reset the log to
-    /// the newest snapshot left; reported as [`Input::LogReset`].
-    ResyncBelow {
-        /// The truncation point.
-        cut: i64,
     },
     /// This configuration is in force: the election port's peers and the quorum addresses
     /// follow it, the client listener moves to the address it gives this server (if any), and

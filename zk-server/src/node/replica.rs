@@ -141,9 +141,9 @@ enum AfterReload {
     /// Read-only service starts (from what is on disk: a tree the server left its role for is
     /// not served).
     ReadOnly,
-    /// A resync below the log's start reset the log while this server elects: the pending
-    /// configuration is the one the snapshot it was reset to holds, and the election starts
-    /// again under it.
+    /// A snapshot received from the leader reset the log after this server left that leader
+    /// (it elects now): the pending configuration is the one that snapshot holds, and the
+    /// election starts again under it.
     Reset,
 }
 
@@ -335,6 +335,12 @@ impl Replica {
         Timing::read("election_time", Detail::Basic, &self.election_time, now.mono_ms())
     }
 
+    /// Whether this server leads, its epoch established or not ([`Self::view`] says leading
+    /// only once it is).
+    pub fn is_leading(&self) -> bool {
+        matches!(self.state, State::Leading(_))
+    }
+
     /// The ensemble as the AdminServer shows it (`leader`, `voting_view`, `zabstate`).
     pub fn view(&self) -> crate::view::EnsembleView {
         let (leading, leader_sid, zab_state) = match &self.state {
@@ -468,14 +474,14 @@ impl Replica {
                 self.log = LogPosition { base: zxid, durable: zxid };
                 match &mut self.state {
                     State::Learning { learner, .. } => learner.snapshot_loaded(zxid, ms),
-                    // A reset while electing (ResyncBelow): the vote still names the log as it
-                    // was; it must name what this server has now, at once. The pending
-                    // configuration, and so the quorums the election asks, came from the
-                    // snapshot the reset dropped: a reload reads the one it was reset to, and
-                    // the election starts again under its configuration (a reconfiguration of a
-                    // failed epoch left the election asking a quorum of servers that may never
-                    // come back: the scenario `a_resync_below_drops_the_pending_configuration_
-                    // of_the_snapshot_it_removes`). A decision already taken reloads anyway.
+                    // A SNAP's install that outlived its learner (the connection went while the
+                    // snapshot was written): the vote still names the log as it was; it must
+                    // name what this server has now, at once. The pending configuration, and so
+                    // the quorums the election asks, must be the installed snapshot's too: a
+                    // reload reads it, and the election starts again under its configuration
+                    // (the scenario `a_resync_below_drops_the_pending_configuration_of_the_
+                    // snapshot_it_removes` found an election asking the quorum of a dropped
+                    // snapshot's reconfiguration). A decision already taken reloads anyway.
                     _ => {
                         self.revote(now);
                         if self.decision.is_none() {
@@ -1192,15 +1198,7 @@ impl Replica {
             LearnerAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
             LearnerAction::PersistCurrentEpoch(e) => self.persist_epoch(EpochFile::Current, e),
             LearnerAction::Truncate { after_zxid } if after_zxid < self.log.base => {
-                warn!(
-                    "told to truncate after 0x{after_zxid:x}, below the start of this log (0x{:x}, a \
-                     snapshot from an epoch that failed): dropping what is past it and syncing again",
-                    self.log.base
-                );
-                self.no_learner_batch("a resync below the log's start");
-                self.log_jobs += 1;
-                self.out.push_back(Output::ResyncBelow { cut: after_zxid });
-                self.look("truncation below the log's start", now, false);
+                self.truncation_below(after_zxid, conn, now);
             }
             LearnerAction::Truncate { after_zxid } => {
                 self.no_learner_batch("a truncation");
@@ -1275,7 +1273,50 @@ impl Replica {
         }
     }
 
-    /// A TRUNC (or a resync below the log's start) comes before any proposal of its sync, and
+    /// A TRUNC below where this server's log starts: the start is a snapshot received from a
+    /// leader whose epoch never became established, and a log cannot be cut inside a snapshot.
+    ///
+    /// Nothing on disk changes. Dropping that snapshot for an older one would forget
+    /// transactions this server holds that are committed (they are below the cut, in the
+    /// leader's history too), while its currentEpoch, from the failed epoch, still ranks its vote
+    /// high: in a five-server ensemble it could then win an election over servers of an earlier
+    /// epoch and lead without them (review of issue 29, helper-23, finding 1; the scenario
+    /// `a_trunc_below_keeps_the_snapshot_until_the_leaders_replaces_it`). Instead the server
+    /// connects again asking this leader for a SNAP, which replaces the snapshot whole, and the
+    /// snapshots past it go once that is durable (Output::InstallSnapshot). A zkrs leader
+    /// honours the request. An Apache leader ignores it and sends the same TRUNC: the server then
+    /// keeps what it has and asks again after initLimit (Apache's own server stops there,
+    /// "not able to truncate the log"); an election in between may give it a leader that
+    /// honours the request, or rank its history first.
+    fn truncation_below(&mut self, after_zxid: i64, conn: PeerConn, now: Now) {
+        self.no_learner_batch("a truncation below the log's start");
+        let State::Learning { learner, .. } = &self.state else { unreachable!("a learner's TRUNC") };
+        let leader = learner.leader_sid();
+        self.conns.remove(&conn);
+        self.out.push_back(Output::ClosePeer { conn });
+        if self.snap_next {
+            warn!(
+                "leader {leader} sent TRUNC 0x{after_zxid:x}, below the start of this log (0x{:x}), \
+                 though this server asked it for a snapshot (an Apache leader does not take the \
+                 request): keeping this server's data, and asking again in {} ms",
+                self.log.base,
+                self.init_ms()
+            );
+            let at = now.mono_ms() + self.init_ms();
+            self.state = State::Connecting { leader, conn: None, attempt: 0, retry_at: Some(at) };
+        } else {
+            warn!(
+                "leader {leader} sent TRUNC 0x{after_zxid:x}, below the start of this log (0x{:x}, \
+                 a snapshot from an epoch that failed): keeping it, and asking the leader for a \
+                 snapshot to replace it",
+                self.log.base
+            );
+            self.snap_next = true;
+            self.dial(leader, 0);
+        }
+    }
+
+    /// A TRUNC comes before any proposal of its sync, and
     /// the decision that made this learner waited until every earlier proposal was durable: no
     /// gathered batch can be waiting. (Its records would reach the log after the truncation,
     /// which goes out first.)

@@ -233,12 +233,11 @@ fn zk_2678_database_reloaded_after_trunc() {
 
 /// Found by zk-quorum's simulation (seed 55058 of its stack runs): a learner whose log was
 /// reset to a SNAP from a leader whose epoch never got established, then told by the next
-/// leader to TRUNC below that snapshot. A log cannot truncate into a snapshot: the learner must
-/// drop the snapshot (and anything past the cut) and sync again from what it has left, not
-/// fail. Server 3 leads with its history in a snapshot and SNAPs 2; the moment 2's log is reset
-/// to it, 3 loses its power; 1, back with a later currentEpoch and a shorter history, leads and
-/// sends 2 a TRUNC below its snapshot.
-/// The set-up of the two scenarios below: 3 leads with its history in a snapshot and SNAPs 2;
+/// leader to TRUNC below that snapshot. A log cannot truncate into a snapshot, and the learner
+/// must not fail: it keeps the snapshot and asks the leader for a SNAP, which replaces it whole
+/// (review of issue 29, helper-23, finding 1: dropping it for an older one forgot committed
+/// transactions; `a_trunc_below_keeps_the_snapshot_until_the_leaders_replaces_it`).
+/// The set-up of the scenarios below: 3 leads with its history in a snapshot and SNAPs 2;
 /// the moment 2's log is reset to that snapshot (before the epoch is established), 3 loses its
 /// power; 1 comes back, ranking first (a later currentEpoch) with a shorter history.
 fn snap_from_a_failed_epoch(w: &mut World) -> Result<(), String> {
@@ -298,34 +297,136 @@ fn trunc_below_a_snapshot_from_a_failed_epoch() {
         if w.stat("syncs by TRUNC") == 0 {
             return Err("no TRUNC sync happened".into());
         }
+        if w.stat("syncs by SNAP") < 2 {
+            return Err("2 was not synced by SNAP after the TRUNC".into());
+        }
         w.restart(3);
         w.finish()
     });
 }
 
-/// Found by node_sim's short-epochs seeds (seed 32452 of `epochs`): the learner of the scenario
-/// above, told to TRUNC below its snapshot, removed that snapshot durably at once and queued its
-/// log's reset to the older one; a power loss before the reset was durable left a log starting
-/// past every snapshot it had, and the server could not start ("not in the log"). The log is now
-/// reset first and the snapshot removed after. Here 2 loses its power the moment it asks for
-/// the resync, and again once its log's reset is done: it must start both times, and the
-/// ensemble converge.
+/// 2 sends its request for a SNAP, after a TRUNC below its log's start, to leader 1.
+fn asks_for_a_snap(m: &Moment<'_>) -> bool {
+    let Moment::Output(2, Output::SendPacket { packet, .. }) = m else { return false };
+    kind(packet) == Some(PacketType::FollowerInfo)
+        && packet.data.as_ref().is_some_and(|d| {
+            zk_quorum::wire::payload::LearnerInfo::decode(d).is_ok_and(|i| {
+                i.zkrs_flags.is_some_and(|f| f & zk_quorum::wire::payload::LEARNER_WANTS_SNAP != 0)
+            })
+        })
+}
+
+/// Found by node_sim's short-epochs seeds (seed 32452 of `epochs`), when a TRUNC below the log's
+/// start still reset the log to an older snapshot: a power loss in the middle left a log
+/// starting past every snapshot. Now the learner of the scenario above asks for a SNAP instead;
+/// here 2 loses its power the moment it asks, and again the moment the leader's snapshot is to
+/// be written, with its disk keeping any part of what was not synced: it must start both times,
+/// from its own snapshot or the leader's, never a mix, and the ensemble converge.
 #[test]
-fn a_power_loss_during_a_resync_below_the_log_start() {
-    scenario("resync below, power loss", slow_disks(), |w| {
+fn a_power_loss_while_a_snap_replaces_a_snapshot_from_a_failed_epoch() {
+    scenario("SNAP replacing a snapshot, power loss", slow_disks(), |w| {
         snap_from_a_failed_epoch(w)?;
-        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start", |_, m| {
-            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
-        })?;
+        w.run_until_moment(ELECT_MS, "2 asks 1 for a SNAP", |_, m| asks_for_a_snap(m))?;
         w.power_loss(2, Keep::Random, 0);
         w.restart(2);
-        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start again", |_, m| {
-            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
-        })?;
-        w.run_until_moment(ELECT_MS, "2's log reset below the cut", |_, m| {
-            matches!(m, Moment::Input(2, Input::LogReset { .. }))
-        })?;
+        w.run_until_moment(
+            ELECT_MS,
+            "2 installs 1's snapshot",
+            |_, m| matches!(m, Moment::Output(2, Output::InstallSnapshot { zxid }) if *zxid < zxid_top()),
+        )?;
         power_loss_then_synced(w, Keep::Random)
+    });
+}
+
+/// The last zxid of 3's history in `snap_from_a_failed_epoch`.
+fn zxid_top() -> i64 {
+    zxid(2, 4)
+}
+
+/// Review of issue 29, helper-23, finding 1, on five servers. A learner told to TRUNC below
+/// its log's start used to reset its log to an older snapshot (here: none, an empty tree) and
+/// elect again, its currentEpoch, from the failed epoch it had acknowledged, unchanged: it had
+/// forgotten transactions committed in an earlier epoch, yet its vote still ranked above the
+/// servers of that epoch, and with two of them it won and led without those transactions.
+/// 3 leads epoch 2 over 1, 4 and 5, and writes commit; 3 alone logs the last proposals, and 1, 4
+/// and 5 lose their power. 3 leads again (epoch 3) with 2 and a slow 4: 2, empty, is synced by
+/// SNAP (3's history, those proposals included) and acknowledges NEWLEADER, then 3, 4 and 2 lose
+/// their power before the epoch is established. 1, 4 and 5 elect one of them; 2 comes back,
+/// follows it and is told to TRUNC below its snapshot; that leader loses its power before its
+/// epoch is established, and the other two before their currentEpoch is written. 2 and the
+/// other two elect: whoever leads must hold every committed
+/// write. Now 2 keeps its snapshot and asks for a SNAP instead, so leading it holds them all.
+#[test]
+fn a_trunc_below_keeps_the_snapshot_until_the_leaders_replaces_it() {
+    // initLimit 10 s: slow disks take seconds to sync a learner.
+    let p = Params { voters: 5, clients: 3, run_ms: 3_000, init_limit: 100, ..quiet() };
+    scenario("TRUNC below, five servers", p, |w| {
+        let d = w.history(&[(1, 1, 3, "d")]);
+        w.preload(3, 1, 1, &d, false);
+        for s in [1, 4, 5] {
+            w.preload(s, 1, 1, &d[..2], false);
+        }
+        w.start_without(&[2]);
+        w.run_until_cond(ELECT_MS, "3 leading epoch 2", |w| w.leader() == Some(3))?;
+        writes_go_on(w, 5, ELECT_MS, "writes committed in epoch 2")?;
+        for s in [1, 4, 5] {
+            w.slow_disk(s, 1000);
+        }
+        w.run_until_moment(ELECT_MS, "a proposal durable on 3 alone", |w, m| {
+            let top = w.log_state(3).0;
+            matches!(m, Moment::Step) && [1, 4, 5].iter().all(|&s| w.log_state(s).0 < top)
+        })?;
+        for s in [1, 4, 5] {
+            w.power_loss(s, Keep::Durable, 0);
+        }
+        for s in [1, 4, 5] {
+            w.slow_disk(s, 300);
+        }
+        w.restart(2);
+        w.restart(4);
+        w.run_until_moment(ELECT_MS, "2 acknowledges 3's NEWLEADER", |_, m| sends_newleader_ack(2, m))?;
+        if w.leader().is_some() || w.view(4).acked_newleader {
+            return Err("set-up missed: 3's epoch 3 is established".into());
+        }
+        let snapped = w.log_state(2).0;
+        for s in [3, 4, 2] {
+            w.power_loss(s, Keep::Durable, 0);
+        }
+        for s in [1, 4, 5] {
+            w.restart(s);
+        }
+        w.run_until_cond(ELECT_MS, "one of 1, 4 and 5 leading", |w| {
+            [1, 4, 5].iter().any(|&s| w.view(s).leading)
+        })?;
+        let l = [1, 4, 5].into_iter().find(|&s| w.view(s).leading).ok_or("no leader")?;
+        w.restart(2);
+        w.run_until_moment(ELECT_MS, "2 told to TRUNC below its snapshot, and acting on it", |_, m| {
+            matches!(m, Moment::Input(2, Input::LogReset { .. })) || asks_for_a_snap(m)
+        })?;
+        let others: Vec<i64> = [1, 4, 5].into_iter().filter(|&s| s != l).collect();
+        if w.leader().is_some() || others.iter().any(|&s| w.view(s).epochs.1 > 2) {
+            return Err(format!("set-up missed: {l}'s epoch is established"));
+        }
+        if snapped <= w.log_state(l).0 {
+            return Err(format!("set-up missed: 2's snapshot 0x{snapped:x} is not past {l}'s history"));
+        }
+        // The other two may have NEWLEADER already, their currentEpoch write under way: they
+        // lose their power too, before it lands (a slow disk), and come back.
+        w.power_loss(l, Keep::Durable, 0);
+        for &s in &others {
+            w.power_loss(s, Keep::Durable, 0);
+        }
+        for s in 1..=5 {
+            w.slow_disk(s, 1);
+        }
+        for &s in &others {
+            w.restart(s);
+        }
+        // 2 waits out initLimit (10 s) on the connection to the leader that lost its power.
+        w.run_until_cond(3 * ELECT_MS, "a leader of 2 and the other two", |w| w.leader().is_some())?;
+        w.restart(3);
+        w.restart(l);
+        w.finish()
     });
 }
 
@@ -339,12 +440,11 @@ fn power_loss_then_synced(w: &mut World, keep: Keep) -> R {
     w.finish()
 }
 
-/// The window the driver's order leaves: 2's log is reset durably below the cut, and it loses
-/// its power before the driver hears of it, so the snapshots past the cut (from the failed
-/// epoch) are still on disk beside a log that now starts below them. Restarted, it loads the
-/// newest of them, which holds only transactions past the cut (uncommitted ones, since the cut
-/// is the leader's history), takes it as its log's new start, and is cut back again by the
-/// leader: it must start, resync and converge, and no acknowledged write is lost.
+/// The window the driver's order leaves: 2's log is reset durably to 1's snapshot, and it loses
+/// its power before the driver hears of it, so the snapshot from the failed epoch, past 1's, is
+/// still on disk beside a log that now starts below it. Restarted, it loads that newest
+/// snapshot, as if the SNAP had not come, takes it as its log's new start, and is cut back again
+/// by the leader: it must start, resync and converge, and no acknowledged write is lost.
 #[test]
 fn a_power_loss_between_the_log_reset_and_the_snapshot_removal() {
     scenario("power loss between reset and removal", slow_disks(), |w| {
@@ -1006,18 +1106,17 @@ fn reconfig_a_joiner_ahead_of_the_lone_voter() {
 /// Found by a review (helper-20): the learner of `snap_from_a_failed_epoch`, but 3's history
 /// (and so the snapshot 2 was reset to) ends with a reconfiguration removing 1 that never
 /// committed. 2 decides to follow 1 and reloads that snapshot: pending {2, 3}. Told by 1 to TRUNC
-/// below it, 2 resets its log to an older snapshot and elects again; its election kept asking a
-/// quorum of {2, 3} too, and with 3 down (for good, had its disk been lost) 1 and 2 never formed
-/// an ensemble. The reset's reload now reads the pending configuration from the snapshot the log
-/// was reset to, which holds none, and the election starts again under it.
+/// below it, 2 then reset its log to an older snapshot and elected again, and its election kept
+/// asking a quorum of {2, 3}: with 3 down (for good, had its disk been lost) 1 and 2 never
+/// formed an ensemble. Now 2 keeps its snapshot and asks 1 for a SNAP, with no election in
+/// between: 1's snapshot and NEWLEADER replace the pending configuration, and a SNAP installed
+/// after its learner left reloads it before electing.
 #[test]
 fn a_resync_below_drops_the_pending_configuration_of_the_snapshot_it_removes() {
     let p = Params { reconfig: true, ..slow_disks() };
     scenario("resync below a pending configuration", p, |w| {
         snap_from_a_failed_epoch_ending(w, true)?;
-        w.run_until_moment(ELECT_MS, "2 asks to resync below its log's start", |_, m| {
-            matches!(m, Moment::Output(2, Output::ResyncBelow { .. }))
-        })?;
+        w.run_until_moment(ELECT_MS, "2 asks 1 for a SNAP", |_, m| asks_for_a_snap(m))?;
         w.run_until_cond(3 * ELECT_MS, "1 leading with 2 synced, 3 down", |w| {
             w.leader() == Some(1) && w.view(2).up_to_date
         })?;

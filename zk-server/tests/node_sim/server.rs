@@ -86,10 +86,10 @@ pub struct Process {
     pub next_client_conn: u64,
     /// When the node's timers are next due, sim ms (cached after every step of the node).
     pub timer: Option<u64>,
-    /// After a resync below the log's start: the snapshots past this cut go once the log's
-    /// reset is done, as the driver does.
+    /// After a snapshot received from the leader is written: the snapshots past it go once the
+    /// log's reset to it is done, as the driver does.
     pub discard_after_reset: Option<i64>,
-    /// A resync's log reset is durable and its report on the way (`Ev::ResetReported`).
+    /// A SNAP's log reset is durable and its report on the way (`Ev::ResetReported`).
     pub reset_reported: bool,
 }
 

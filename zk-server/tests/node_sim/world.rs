@@ -72,6 +72,8 @@ pub struct View {
     pub up_to_date: bool,
     /// Its learner connection of the moment sent its leader the NEWLEADER ACK.
     pub acked_newleader: bool,
+    /// Leading, established or not.
+    pub leading: bool,
 }
 
 /// Packets a connection's pipe holds before the sender is cut off, as zk-server's outbox.
@@ -184,7 +186,7 @@ enum Ev {
     MailAgain { from: i64, to: i64 },
     /// The log's thread finished the group under way.
     LogDone { sid: i64, gen: u64 },
-    /// The log's report of a reset for a resync below its start reaches the driver (which then
+    /// The log's report of a reset to a received snapshot reaches the driver (which then
     /// removes the snapshots past `cut` and tells the node): a power loss before it finds the
     /// log reset and those snapshots still there.
     ResetReported { sid: i64, gen: u64, zxid: i64, cut: i64 },
@@ -841,26 +843,17 @@ impl World {
             Output::InstallSnapshot { zxid } => {
                 let s = &self.servers[(sid - 1) as usize];
                 let p = s.proc.as_ref().expect("up");
-                let written =
-                    p.fence.cut(|| snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP));
+                // As the driver: written under the fence, retention held until the snapshots
+                // past it go, once the log's reset to it is done (`log_done`).
+                let written = p.fence.cut_for_reset(|| {
+                    snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP).map(|_| zxid)
+                });
                 if let Err(e) = written {
                     self.failures.push(format!("t={}: server {sid}: snapshot write: {e}", self.t));
                     return;
                 }
+                self.server(sid).proc.as_mut().expect("up").discard_after_reset = Some(zxid);
                 self.log_job(sid, LogJob::Reset(zxid));
-            }
-            Output::ResyncBelow { cut } => {
-                // As the driver: the log is reset to the newest snapshot at or below the cut,
-                // and the snapshots past it go once that reset is done (`log_done`).
-                let disk = self.server(sid).snap_disk.clone();
-                let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
-                match fence.cut_for_reset(|| snapshots::newest_at_or_below(&disk, cut)) {
-                    Ok(newest) => {
-                        self.server(sid).proc.as_mut().expect("up").discard_after_reset = Some(cut);
-                        self.log_job(sid, LogJob::Reset(newest))
-                    }
-                    Err(e) => self.failures.push(format!("t={}: server {sid}: snapshots: {e}", self.t)),
-                }
             }
             // The driver writes it beside zoo.cfg durably before it goes on (and zoo.cfg names
             // it): a restart starts from it.
@@ -986,7 +979,8 @@ impl World {
     }
 
     /// Removes server `sid`'s snapshots past `cut` as the driver does (`ends_reset`: the last
-    /// step of a resync below the log's start); false (a failure of the run) if that fails.
+    /// step of installing a snapshot received from the leader); false (a failure of the run)
+    /// if that fails.
     fn discard_snapshots_after(&mut self, sid: i64, cut: i64, ends_reset: bool) -> bool {
         let disk = self.server(sid).snap_disk.clone();
         let fence = self.server(sid).proc.as_ref().expect("up").fence.clone();
@@ -2207,8 +2201,8 @@ impl World {
         }
     }
 
-    /// Whether `sid`'s log has reset for a resync below its start and the driver has not yet
-    /// heard of it (the snapshots past the cut are still on disk).
+    /// Whether `sid`'s log has reset to a received snapshot and the driver has not yet heard of
+    /// it (the snapshots past it are still on disk).
     pub fn reset_report_pending(&self, sid: i64) -> bool {
         let s = &self.servers[(sid - 1) as usize];
         s.proc.as_ref().is_some_and(|p| p.reset_reported)
@@ -2229,6 +2223,7 @@ impl World {
             looking: v.zab_state == "election",
             up_to_date: r.in_broadcast() && !v.leading,
             acked_newleader: acked,
+            leading: r.is_leading(),
         }
     }
 
