@@ -418,13 +418,21 @@ impl Leader {
     pub fn learner_disconnected(&mut self, conn: ConnId, _now_ms: u64) {
         let Some(l) = self.learners.remove(&conn) else { return };
         tracing::debug!(sid = self.cfg.my_sid, learner = ?known(l.sid), conn, "learner disconnected");
+        self.forget_new_leader_ack_of_gone(l.sid);
+    }
+
+    /// Before establishment, a learner's NEWLEADER ACK counts only while a connection that
+    /// gave one is left (seed 700123 of node_sim's `five`): one that left may have gone on to
+    /// a later epoch with writes this leader's history lacks. Called once one of `sid`'s
+    /// connections is gone (closed by it, or replaced by a new one of its).
+    fn forget_new_leader_ack_of_gone(&mut self, sid: i64) {
         if self.phase == Phase::AwaitNewLeaderAcks
-            && l.sid != self.cfg.my_sid
+            && sid != self.cfg.my_sid
             && !self.learners.values().any(|o| {
-                o.sid == l.sid && matches!(o.phase, LearnerPhase::AwaitUpToDate | LearnerPhase::Active)
+                o.sid == sid && matches!(o.phase, LearnerPhase::AwaitUpToDate | LearnerPhase::Active)
             })
         {
-            self.new_leader_set.remove(&l.sid);
+            self.new_leader_set.remove(&sid);
         }
     }
 
@@ -904,8 +912,14 @@ impl Leader {
         // A reconnecting learner replaces its old connection (which may not have timed out yet).
         let old: Vec<ConnId> =
             self.learners.iter().filter(|(c, l)| **c != conn && l.sid == sid).map(|(c, _)| *c).collect();
+        let replaced = !old.is_empty();
         for c in old {
             self.reject(c, format!("learner {sid} reconnected"));
+        }
+        if replaced {
+            // The new connection has given no NEWLEADER ACK yet (review of issue 29, helper-26,
+            // finding 6: the replaced one's ACK outlived it).
+            self.forget_new_leader_ack_of_gone(sid);
         }
         let accepted = epoch_of(pkt.zxid);
         if let Some(epoch) = self.epoch.filter(|e| accepted > *e) {

@@ -1379,3 +1379,42 @@ fn a_newleader_ack_of_a_learner_gone_before_establishment_does_not_count() {
     assert!(done.contains(&LeaderAction::Established { epoch: 6 }), "{done:?}");
     assert!(l.is_established());
 }
+
+/// Review of issue 29 (helper-26, finding 6): a learner that acknowledged NEWLEADER and then
+/// connects again replaces its old connection; the old connection's ACK stops counting with
+/// it, as when the connection closes first.
+#[test]
+fn a_newleader_ack_of_a_replaced_connection_does_not_count() {
+    let mut c = ZabConfig::new(1, QuorumVerifier::majority([1, 2, 3, 4, 5], []), 100, 10, 5);
+    c.config_string = Bytes::from_static(b"version=0");
+    let last = z(E5, 3);
+    let mut l = Leader::new(c, local(E5, E5, last, Some(z(E5, 1))), txs(&[z(E5, 1), z(E5, 2), last]), 0);
+    for (conn, sid) in [(20, 2), (30, 3)] {
+        l.learner_connected(conn, 0);
+        l.handle_packet(conn, follower_info(sid, E5), 1);
+    }
+    leader_actions(&mut l);
+    l.epoch_persisted(2);
+    leader_actions(&mut l);
+    for conn in [20, 30] {
+        l.handle_packet(conn, ack_epoch(last, E5 as i32), 3);
+    }
+    leader_actions(&mut l);
+    l.epoch_persisted(4);
+    leader_actions(&mut l);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    assert!(leader_actions(&mut l).is_empty());
+    // 2 connects again before its old connection is seen to close: the new one replaces it.
+    l.learner_connected(21, 6);
+    l.handle_packet(21, follower_info(2, 6), 6);
+    let closed = leader_actions(&mut l);
+    assert!(closed.iter().any(|a| matches!(a, LeaderAction::Close { conn: 20, .. })), "{closed:?}");
+    // 3's ACK makes {1, 3}: no quorum, where {1, 2, 3} with the replaced ACK would have been one.
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Established { .. })));
+    assert!(!l.is_established());
+    l.handle_packet(21, ack_epoch(last, 6), 8);
+    assert!(leader_actions(&mut l).contains(&new_leader(21, 6)));
+    l.handle_packet(21, pkt(T::Ack, z(6, 0), None), 9);
+    assert!(leader_actions(&mut l).contains(&LeaderAction::Established { epoch: 6 }));
+}

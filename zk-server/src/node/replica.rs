@@ -471,6 +471,9 @@ impl Replica {
             Input::LogReset { zxid } => {
                 self.log_jobs = self.log_jobs.saturating_sub(1);
                 self.requested = zxid;
+                // A snapshot of the leader's replaced this server's: whatever asked for one (a
+                // tree that disagreed, a TRUNC below the log's start) has it (helper-26, F2).
+                self.snap_next = false;
                 self.log = LogPosition { base: zxid, durable: zxid };
                 match &mut self.state {
                     State::Learning { learner, .. } => learner.snapshot_loaded(zxid, ms),
@@ -614,7 +617,8 @@ impl Replica {
                     let ms = now.mono_ms();
                     let recent =
                         self.last_divergence_ms.is_some_and(|t| ms.saturating_sub(t) < DIVERGENCE_MEMORY_MS);
-                    self.snap_next = recent;
+                    // Kept if set: a TRUNC below the log's start asked for one too.
+                    self.snap_next |= recent;
                     self.last_divergence_ms = Some(ms);
                     if recent {
                         warn!("the tree disagreed again: the next sync asks the leader for a SNAP");
@@ -893,6 +897,8 @@ impl Replica {
         // DIFFs from the log are bounded by a share of what a snapshot would be.
         leader.set_database_bytes(db_bytes);
         self.state = State::Leading(Box::new(leader));
+        // Leading, its history is the ensemble's: no snapshot of another's is wanted.
+        self.snap_next = false;
         let limit = self.init_ms();
         for (conn, at) in std::mem::take(&mut self.parked) {
             if ms.saturating_sub(at) <= limit {
@@ -1295,7 +1301,7 @@ impl Replica {
         self.conns.remove(&conn);
         self.out.push_back(Output::ClosePeer { conn });
         if self.snap_next {
-            warn!(
+            error!(
                 "leader {leader} sent TRUNC 0x{after_zxid:x}, below the start of this log (0x{:x}), \
                  though this server asked it for a snapshot (an Apache leader does not take the \
                  request): keeping this server's data, and asking again in {} ms",

@@ -316,6 +316,39 @@ fn asks_for_a_snap(m: &Moment<'_>) -> bool {
         })
 }
 
+/// Review of issue 29 (helper-26, finding 1): the learner of the scenario above under a leader
+/// that does not read zkrs's request for a SNAP, as an Apache leader: told to TRUNC below its
+/// snapshot again, it keeps the snapshot and asks again after initLimit, for as long as that
+/// leader leads, and never forgets what it holds (Apache's own server stops there). 3, back with
+/// the same snapshot, fares the same, so the ensemble waits, as Apache's would. Once the leader
+/// reads the request (a zkrs leader), both sync and the ensemble converges.
+#[test]
+fn a_leader_that_ignores_the_snap_request_never_makes_the_learner_forget() {
+    scenario("TRUNC below, request ignored", slow_disks(), |w| {
+        snap_from_a_failed_epoch(w)?;
+        w.ignore_zkrs_flags(1, true);
+        for n in 1..=3 {
+            w.run_until_moment(3 * ELECT_MS, "2 asks 1 for a SNAP", |_, m| asks_for_a_snap(m))?;
+            let (durable, _) = w.log_state(2);
+            if durable != zxid_top() || !w.holds(2, "/h2.4") {
+                return Err(format!("request {n}: 2 no longer holds its snapshot (log at 0x{durable:x})"));
+            }
+        }
+        w.restart(3);
+        w.run_for(3_000);
+        for sid in [2, 3] {
+            if !w.holds(sid, "/h2.4") || w.view(sid).up_to_date {
+                return Err(format!("{sid} forgot its snapshot or synced by TRUNC"));
+            }
+        }
+        w.ignore_zkrs_flags(1, false);
+        w.run_until_cond(3 * ELECT_MS, "1 leading with 2 and 3 synced", |w| {
+            w.leader() == Some(1) && w.view(2).up_to_date && w.view(3).up_to_date
+        })?;
+        w.finish()
+    });
+}
+
 /// Found by node_sim's short-epochs seeds (seed 32452 of `epochs`), when a TRUNC below the log's
 /// start still reset the log to an older snapshot: a power loss in the middle left a log
 /// starting past every snapshot. Now the learner of the scenario above asks for a SNAP instead;

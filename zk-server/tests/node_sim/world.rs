@@ -264,6 +264,9 @@ pub struct World {
     last_mail: BTreeMap<(i64, i64), (zk_quorum::wire::Notification, u64)>,
     /// Disk latency multiplier per server (a slow disk).
     slow: BTreeMap<i64, u64>,
+    /// Servers that read no zkrs extension of a FOLLOWERINFO, as an Apache leader: its flags
+    /// are stripped on the way in ([`World::ignore_zkrs_flags`]).
+    flags_ignored: BTreeSet<i64>,
     /// When each server's epoch file writer is free.
     epoch_free: BTreeMap<i64, u64>,
     /// Violations found.
@@ -365,6 +368,7 @@ impl World {
             down: BTreeSet::new(),
             last_mail: BTreeMap::new(),
             slow: BTreeMap::new(),
+            flags_ignored: BTreeSet::new(),
             epoch_free: BTreeMap::new(),
             failures: Vec::new(),
             trace,
@@ -1173,7 +1177,10 @@ impl World {
         }
         let more = !l.pipes[dir].is_empty();
         match m {
-            Msg::Packet(packet) => {
+            Msg::Packet(mut packet) => {
+                if self.flags_ignored.contains(&to.sid) {
+                    strip_zkrs_flags(&mut packet);
+                }
                 let snap = packet.packet_type == PacketType::Snap.to_wire();
                 let newleader = packet.packet_type == PacketType::NewLeader.to_wire();
                 if matches!(
@@ -2175,6 +2182,16 @@ impl World {
         self.slow.insert(sid, k);
     }
 
+    /// Whether `sid`, leading, reads the zkrs extension of a learner's FOLLOWERINFO (its
+    /// request for a SNAP) or, as an Apache leader, does not.
+    pub fn ignore_zkrs_flags(&mut self, sid: i64, ignore: bool) {
+        if ignore {
+            self.flags_ignored.insert(sid);
+        } else {
+            self.flags_ignored.remove(&sid);
+        }
+    }
+
     /// Runs until `stop` strikes (see [`Moment`]) or `max_ms` pass; the run then stands still
     /// at that moment (whatever the nodes ask for meanwhile is carried out when it goes on), so
     /// a crash lands exactly there.
@@ -2375,4 +2392,19 @@ fn first_difference(a: &str, b: &str) -> String {
         }
     }
     format!("one has {} lines, the other {}", a.lines().count(), b.lines().count())
+}
+
+/// A FOLLOWERINFO or OBSERVERINFO as an Apache leader reads it: without zkrs's flags.
+fn strip_zkrs_flags(packet: &mut zk_quorum::wire::QuorumPacket) {
+    use zk_quorum::wire::payload::LearnerInfo;
+    if !matches!(
+        PacketType::from_wire(packet.packet_type),
+        Ok(PacketType::FollowerInfo | PacketType::ObserverInfo)
+    ) {
+        return;
+    }
+    let Some(info) = packet.data.as_ref().and_then(|d| LearnerInfo::decode(d).ok()) else { return };
+    if info.zkrs_flags.is_some() {
+        packet.data = Some(LearnerInfo { zkrs_flags: Some(0), ..info }.encode());
+    }
 }
