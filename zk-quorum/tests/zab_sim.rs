@@ -463,8 +463,11 @@ fn trunc_below_a_received_snapshot<S: Store>(sim: &mut Sim<S>) -> R {
 /// Found by this simulation (seed 55058 of its runs on the real stack, a backend since retired
 /// for zk-server's node_sim, which runs this scenario on the real node): a learner whose log was reset to a
 /// SNAP from a leader whose epoch never got established, then told by the next leader to TRUNC
-/// below that snapshot. Its log cannot truncate into a snapshot (zk-log's NotInLog): it must
-/// drop the snapshot and sync again from what it has left, not fail.
+/// below that snapshot. This model's server truncates inside its snapshot's records, which a
+/// real log cannot (zk-log's NotInLog): here the scenario checks the machines' side (the TRUNC
+/// is taken and the ensemble converges). What the real server does instead, keep the snapshot and
+/// ask the leader for a SNAP, runs in zk-server's node_sim (`trunc_below_a_snapshot_from_a_
+/// failed_epoch` and the scenarios after it).
 #[test]
 fn trunc_below_a_snapshot_from_a_failed_epoch() {
     on_model!("TRUNC below a snapshot", slow_disks(), trunc_below_a_received_snapshot);

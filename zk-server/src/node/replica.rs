@@ -482,9 +482,10 @@ impl Replica {
                     // name what this server has now, at once. The pending configuration, and so
                     // the quorums the election asks, must be the installed snapshot's too: a
                     // reload reads it, and the election starts again under its configuration
-                    // (the scenario `a_resync_below_drops_the_pending_configuration_of_the_
-                    // snapshot_it_removes` found an election asking the quorum of a dropped
-                    // snapshot's reconfiguration). A decision already taken reloads anyway.
+                    // (helper-20 found an election asking the quorum of a dropped snapshot's
+                    // reconfiguration; the scenario `a_snap_after_a_trunc_below_replaces_the_
+                    // pending_configuration_of_a_failed_epoch`). A decision already taken
+                    // reloads anyway.
                     _ => {
                         self.revote(now);
                         if self.decision.is_none() {
