@@ -10,8 +10,8 @@
 mod support;
 
 use bytes::Bytes;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::client::RawClient;
 use support::*;
