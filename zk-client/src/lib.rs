@@ -12,8 +12,8 @@
 //! Features: `tokio` (default) builds [`Client`] and [`recipes`]; without it the crate is the
 //! sans-IO core alone, with no async runtime (zk-ffi builds libzkrs that way). `cli` (default)
 //! builds the `zkrs-cli` shell. `kerberos` (off by default: it builds against the system's MIT
-//! GSSAPI library) adds SASL GSSAPI ([`gssapi`]); the sans-IO side of the exchange is always
-//! there ([`core::gssapi`]).
+//! GSSAPI library) adds SASL GSSAPI (the `gssapi` module); the sans-IO side of the exchange is
+//! always there ([`core::gssapi`]).
 //!
 //! # Example
 //!

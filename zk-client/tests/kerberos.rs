@@ -66,7 +66,7 @@ struct Seen {
 
 /// The failure's error, its reason checked to contain `expected`.
 fn refused(r: Result<Client, ConnectFailure>, expected: &str) -> Error {
-    let f = r.err().expect("refused");
+    let f = r.expect_err("refused");
     let reason = f.reason.clone().unwrap_or_default();
     assert!(reason.contains(expected), "{f}: expected {expected:?}");
     f.error

@@ -87,6 +87,7 @@ pub enum Mechanism {
 }
 
 /// The longest service or host name taken for GSSAPI.
+#[cfg(feature = "kerberos")]
 const MAX_NAME_BYTES: usize = 1024;
 
 /// The mechanism `params` ask for: DIGEST-MD5 when the list names it (see [`credentials`]),

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The test crates that include this file may load ports.rs for their servers too: two copies of
+// one small function.
+#[allow(clippy::duplicate_mod)]
 #[path = "ports.rs"]
 mod ports;
 use ports::free_port;
