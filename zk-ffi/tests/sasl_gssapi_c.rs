@@ -42,6 +42,7 @@ fn zookeeper_init_sasl_gssapi_on_both_servers() {
             Duration::from_secs(90),
         );
         assert!(ok && out.contains("DONE"), "sasl_gssapi_test against {target:?}:\n{out}");
+        eprintln!("sasl_gssapi_test against {target:?}:\n{out}");
     }
     eprintln!("C GSSAPI scenarios: {:?}", started.elapsed());
 }

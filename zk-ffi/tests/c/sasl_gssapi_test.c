@@ -3,11 +3,11 @@
  * credentials from the environment (KRB5CCNAME's ticket cache, else KRB5_CLIENT_KTNAME's keytab),
  * the realm's configuration from KRB5_CONFIG.
  * Usage: sasl_gssapi_test host:port server-host realm bob-keytab ccache-prefix
- * alice (the ticket cache the caller names in KRB5CCNAME) creates a node only she may read and
- * reads it; an anonymous handle gets ZNOAUTH; a server host with no principal in the realm ends
+ * alice (the ticket cache the caller names in KRB5CCNAME) is sasl:alice@REALM to zoo_whoami
+ * (libzkrs's extension), creates a node only she may read and reads it; an anonymous handle gets ZNOAUTH; a server host with no principal in the realm ends
  * in ZOO_AUTH_FAILED_STATE; then, alone in the process, from an empty ticket cache
- * (<ccache-prefix>.bob): bob's client keytab authenticates him (he cannot read alice's node, he
- * can read his own; the library keeps his tickets in that cache), and from another empty cache
+ * (<ccache-prefix>.bob): bob's client keytab authenticates him (whoami says so; he cannot read
+ * alice's node, he can read his own; the library keeps his tickets in that cache), and from another empty cache
  * (<ccache-prefix>.none) with no keytab the handle ends in ZOO_AUTH_FAILED_STATE while alice is
  * still served. Prints one
  * line per check; exits non-zero on a failure. */
@@ -28,6 +28,7 @@ typedef struct zoo_sasl_params {
     const char *service, *host, *mechlist;
     const sasl_callback_t *callbacks;
 } zoo_sasl_params_t;
+typedef int (*whoami_fn)(zhandle_t *zh, struct ClientInfo_vector *infos);
 typedef zhandle_t *(*init_sasl_fn)(const char *host, watcher_fn fn, int recv_timeout, const clientid_t *clientid,
                                    void *context, int flags, log_callback_fn log_callback, zoo_sasl_params_t *params);
 
@@ -45,6 +46,17 @@ static int wait_state(zhandle_t *zh, int want) {
         usleep(100 * 1000);
     }
     return 0;
+}
+
+/* Whether the server knows the session by scheme:id (zoo_whoami, libzkrs's extension). */
+static int known_as(whoami_fn whoami, zhandle_t *zh, const char *scheme, const char *id) {
+    struct ClientInfo_vector who = { 0, NULL };
+    if (whoami(zh, &who) != ZOK) return 0;
+    int found = 0;
+    for (int i = 0; i < who.count; i++)
+        if (!strcmp(who.data[i].authScheme, scheme) && !strcmp(who.data[i].user, id)) found = 1;
+    deallocate_ClientInfo_vector(&who);
+    return found;
 }
 
 static int create_only_for(zhandle_t *zh, const char *node, const char *principal) {
@@ -68,8 +80,9 @@ int main(int argc, char **argv) {
     }
     const char *hosts = argv[1], *server = argv[2], *realm = argv[3];
     init_sasl_fn init_sasl = (init_sasl_fn)dlsym(RTLD_DEFAULT, "zookeeper_init_sasl");
-    CHECK(init_sasl != NULL, "zookeeper_init_sasl is exported");
-    if (!init_sasl) return 1;
+    whoami_fn whoami = (whoami_fn)dlsym(RTLD_DEFAULT, "zoo_whoami");
+    CHECK(init_sasl && whoami, "zookeeper_init_sasl and zoo_whoami are exported");
+    if (!init_sasl || !whoami) return 1;
     zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
     char alice_id[128], bob_id[128];
     snprintf(alice_id, sizeof alice_id, "alice@%s", realm);
@@ -79,6 +92,7 @@ int main(int argc, char **argv) {
     zoo_sasl_params_t params = { "zookeeper", server, "GSSAPI", callbacks };
     zhandle_t *alice = init_sasl(hosts, watcher, 10000, NULL, NULL, 0, NULL, &params);
     CHECK(alice && wait_state(alice, ZOO_CONNECTED_STATE), "alice connects with GSSAPI from her ticket cache");
+    CHECK(known_as(whoami, alice, "sasl", alice_id), "whoami: sasl %s", alice_id);
     int rc = create_only_for(alice, "/krb-alice", alice_id);
     CHECK(rc == ZOK, "alice creates /krb-alice for sasl:%s only (%d)", alice_id, rc);
     rc = get(alice, "/krb-alice");
@@ -102,6 +116,7 @@ int main(int argc, char **argv) {
     setenv("KRB5_CLIENT_KTNAME", argv[4], 1);
     zhandle_t *bob = init_sasl(hosts, watcher, 10000, NULL, NULL, 0, NULL, &params);
     CHECK(bob && wait_state(bob, ZOO_CONNECTED_STATE), "bob connects with GSSAPI from his client keytab");
+    CHECK(known_as(whoami, bob, "sasl", bob_id) && !known_as(whoami, bob, "sasl", alice_id), "whoami: sasl %s only", bob_id);
     rc = get(bob, "/krb-alice");
     CHECK(rc == ZNOAUTH, "bob gets ZNOAUTH on /krb-alice (%d)", rc);
     rc = create_only_for(bob, "/krb-bob", bob_id);
