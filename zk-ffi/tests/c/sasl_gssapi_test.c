@@ -4,13 +4,13 @@
  * the realm's configuration from KRB5_CONFIG.
  * Usage: sasl_gssapi_test host:port server-host realm bob-keytab ccache-prefix
  * alice (the ticket cache the caller names in KRB5CCNAME) is sasl:alice@REALM to zoo_whoami
- * (libzkrs's extension), creates a node only she may read and reads it; an anonymous handle gets ZNOAUTH; a server host with no principal in the realm ends
- * in ZOO_AUTH_FAILED_STATE; then, alone in the process, from an empty ticket cache
- * (<ccache-prefix>.bob): bob's client keytab authenticates him (whoami says so; he cannot read
- * alice's node, he can read his own; the library keeps his tickets in that cache), and from another empty cache
- * (<ccache-prefix>.none) with no keytab the handle ends in ZOO_AUTH_FAILED_STATE while alice is
- * still served. Prints one
- * line per check; exits non-zero on a failure. */
+ * (libzkrs's extension), creates a node only she may read and reads it; an anonymous handle gets
+ * ZNOAUTH; a server host with no principal in the realm ends in ZOO_AUTH_FAILED_STATE. Then,
+ * alone in the process, from an empty ticket cache (<ccache-prefix>.bob): bob's client keytab
+ * authenticates him (whoami says so; he cannot read alice's node, he can read his own; the
+ * library keeps his tickets in that cache); from another empty cache (<ccache-prefix>.none) with
+ * no keytab the handle ends in ZOO_AUTH_FAILED_STATE, and alice is still served. Prints one line
+ * per check; exits non-zero on a failure. */
 #define _GNU_SOURCE
 #include <zookeeper/zookeeper.h>
 #include <dlfcn.h>
