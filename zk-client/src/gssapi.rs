@@ -97,8 +97,9 @@ pub struct KerberosOptions {
     pub service: String,
     /// `zookeeper.server.principal`: the server's whole principal, overriding `service/host`.
     pub server_principal: Option<String>,
-    /// `zookeeper.server.realm`: appended to `service/host` (the library's default realm when
-    /// unset).
+    /// `zookeeper.server.realm`: the server's realm, appended to `service/host`. Unset, the
+    /// library maps the host to its realm (krb5.conf's `domain_realm`, else the default realm),
+    /// as Java's Kerberos does for Apache's client.
     pub server_realm: Option<String>,
     /// `zookeeper.sasl.client.canonicalize.hostname` (default true): the host part is the name a
     /// reverse lookup of the server's address gives.
@@ -126,8 +127,8 @@ impl KerberosOptions {
     /// `credentials` with the server's principal from Apache's client properties as `prop` gives
     /// them (`-D` flags of `CLIENT_JVMFLAGS`, say): `zookeeper.sasl.client.username`,
     /// `zookeeper.server.principal`, `zookeeper.server.realm`,
-    /// `zookeeper.sasl.client.canonicalize.hostname` (anything but `false`, ignoring case, is
-    /// true, as Java's `Boolean.parseBoolean` of the default "true").
+    /// `zookeeper.sasl.client.canonicalize.hostname` (true when it is `true` ignoring case, as
+    /// Java's `Boolean.parseBoolean` reads it; true when unset).
     pub fn from_properties(
         credentials: Credentials,
         prop: &dyn Fn(&str) -> Option<String>,
@@ -139,21 +140,60 @@ impl KerberosOptions {
         o.server_principal = prop("zookeeper.server.principal").filter(|p| !p.is_empty());
         o.server_realm = prop("zookeeper.server.realm").filter(|r| !r.is_empty());
         o.canonicalize_hostname = prop("zookeeper.sasl.client.canonicalize.hostname")
-            .is_none_or(|v| !v.eq_ignore_ascii_case("false"));
+            .is_none_or(|v| v.eq_ignore_ascii_case("true"));
         o
     }
 
-    /// The server principal asked for when connected to `host` (the connect string's name).
-    pub fn server_principal_for(&self, host: &str) -> String {
-        if let Some(p) = &self.server_principal {
-            return p.clone();
+    /// The server's name asked for when connected to `host` (the connect string's name): the
+    /// host-based service `service@host` unless a realm is known (in `zookeeper.server.principal`
+    /// or `zookeeper.server.realm`), then the principal `service/host@REALM`.
+    pub fn server_name_for(&self, host: &str) -> ServerName {
+        if let Some(name) = &self.host_based_service {
+            return ServerName::HostBasedService(name.clone());
         }
-        let literal = host.parse::<std::net::IpAddr>().is_ok();
-        let host = if self.canonicalize_hostname || literal { canonical_name(host) } else { None }
-            .unwrap_or(host.to_string());
+        let (service, host) = match &self.server_principal {
+            Some(p) if p.contains('@') => return ServerName::Principal(p.clone()),
+            Some(p) => match p.split_once('/') {
+                Some((service, host)) => (service.to_string(), host.to_string()),
+                None => return ServerName::Principal(self.with_realm(p)),
+            },
+            None => {
+                let literal = host.parse::<std::net::IpAddr>().is_ok();
+                let canonical =
+                    if self.canonicalize_hostname || literal { canonical_name(host) } else { None };
+                (self.service.clone(), canonical.unwrap_or_else(|| host.to_string()))
+            }
+        };
         match &self.server_realm {
-            Some(realm) if !host.contains('@') => format!("{}/{host}@{realm}", self.service),
-            _ => format!("{}/{host}", self.service),
+            Some(realm) => ServerName::Principal(format!("{service}/{host}@{realm}")),
+            None => ServerName::HostBasedService(format!("{service}@{host}")),
+        }
+    }
+
+    fn with_realm(&self, principal: &str) -> String {
+        match &self.server_realm {
+            Some(realm) => format!("{principal}@{realm}"),
+            None => principal.to_string(),
+        }
+    }
+}
+
+/// How the server is named to the GSS-API library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerName {
+    /// A Kerberos principal, `service/host@REALM`, asked for as it is.
+    Principal(String),
+    /// A host-based service, `service@host`: the library maps it to `service/host@REALM`, the
+    /// realm from the host (krb5.conf's `domain_realm`, else the default realm), canonicalizing
+    /// the host as krb5.conf's `dns_canonicalize_hostname` and `rdns` say.
+    HostBasedService(String),
+}
+
+impl std::fmt::Display for ServerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerName::Principal(p) => f.write_str(p),
+            ServerName::HostBasedService(s) => f.write_str(s),
         }
     }
 }
@@ -271,12 +311,12 @@ impl GssMechanism for Kerberos {
     fn start(&self, host: &str) -> Result<Box<dyn GssInitiator>, String> {
         let cred = self.credential()?;
         let client = cred.name().map_err(|e| e.to_string())?.to_string();
-        let (server, kind) = match &self.opts.host_based_service {
-            Some(name) => (name.clone(), GSS_NT_HOSTBASED_SERVICE),
-            None => (self.opts.server_principal_for(host), GSS_NT_KRB5_PRINCIPAL),
+        let (server, kind) = match self.opts.server_name_for(host) {
+            ServerName::Principal(p) => (p, GSS_NT_KRB5_PRINCIPAL),
+            ServerName::HostBasedService(s) => (s, GSS_NT_HOSTBASED_SERVICE),
         };
-        let target = Name::new(server.as_bytes(), Some(kind))
-            .map_err(|e| format!("server principal {server:?}: {e}"))?;
+        let target =
+            Name::new(server.as_bytes(), Some(kind)).map_err(|e| format!("server name {server:?}: {e}"))?;
         let ctx = ClientCtx::new(
             Some(cred),
             target,
@@ -295,7 +335,7 @@ impl GssMechanism for Kerberos {
         let to = match (&self.opts.host_based_service, &self.opts.server_principal) {
             (Some(name), _) => name.clone(),
             (None, Some(p)) => p.clone(),
-            (None, None) => format!("{}/<host>", self.opts.service),
+            (None, None) => format!("{}@<host>", self.opts.service),
         };
         format!("Kerberos from {who} to {to}")
     }
@@ -418,17 +458,29 @@ mod tests {
                 ("zookeeper.server.realm", "R.TEST"),
             ]),
         );
-        assert_eq!(o.server_principal_for("zk1.invalid"), "zk/zk1.invalid@R.TEST");
+        assert_eq!(o.server_name_for("zk1.invalid"), ServerName::Principal("zk/zk1.invalid@R.TEST".into()));
         let o = KerberosOptions::from_properties(
             Credentials::Default,
             &props(&[("zookeeper.server.principal", "zookeeper/node@R.TEST")]),
         );
-        assert_eq!(o.server_principal_for("anything"), "zookeeper/node@R.TEST");
+        assert_eq!(o.server_name_for("anything"), ServerName::Principal("zookeeper/node@R.TEST".into()));
+        let o = KerberosOptions::from_properties(
+            Credentials::Default,
+            &props(&[
+                ("zookeeper.server.principal", "zookeeper/node"),
+                ("zookeeper.sasl.client.canonicalize.hostname", "yes"),
+            ]),
+        );
+        assert!(!o.canonicalize_hostname, "Java's parseBoolean: only \"true\" is true");
+        assert_eq!(o.server_name_for("anything"), ServerName::HostBasedService("zookeeper@node".into()));
         // An address literal is looked up (as Java's InetSocketAddress does): loopback is
         // `localhost` in every /etc/hosts this runs with, or stays the literal without one.
         let o = KerberosOptions::new(Credentials::Default);
-        let p = o.server_principal_for("127.0.0.1");
-        assert!(p == "zookeeper/localhost" || p == "zookeeper/127.0.0.1", "{p}");
+        let p = o.server_name_for("127.0.0.1").to_string();
+        assert!(p == "zookeeper@localhost" || p == "zookeeper@127.0.0.1", "{p}");
+        let mut o = KerberosOptions::new(Credentials::Default);
+        o.host_based_service = Some("zk@given".into());
+        assert_eq!(o.server_name_for("127.0.0.1"), ServerName::HostBasedService("zk@given".into()));
     }
 
     #[test]
