@@ -6,11 +6,12 @@
 //! connection it acquires the client's credentials ([`Credentials`]: the ticket cache `kinit`
 //! filled, or a keytab and principal as a JAAS `Client` section with `Krb5LoginModule` names
 //! them) and starts a context for the server's principal, built as Apache's Java client builds
-//! it ([`KerberosOptions`]): `zookeeper.server.principal` when set, otherwise
+//! it ([`KerberosOptions::server_name_for`]): `zookeeper.server.principal` when set, otherwise
 //! `<zookeeper.sasl.client.username>/<host>`, the host as the connect string names it,
-//! canonicalized with a reverse lookup of its address when `zookeeper.sasl.client.canonicalize.hostname`
-//! is true (the default) or when it is an address literal, with `@<zookeeper.server.realm>`
-//! appended when that is set (the library's default realm otherwise).
+//! canonicalized with a reverse lookup of its address when
+//! `zookeeper.sasl.client.canonicalize.hostname` is true (the default) or when it is an address
+//! literal; in the realm `zookeeper.server.realm` names, else in the one the library maps the
+//! host to ([`ServerName`]).
 //!
 //! The library's calls block while it asks the KDC for a ticket (a round trip on the realm's
 //! network, once per connection and service ticket lifetime). The Kerberos configuration is the
@@ -46,7 +47,8 @@ pub enum Credentials {
         principal: Option<String>,
     },
     /// Log in as `principal` with its key from `keytab` (JAAS `useKeyTab=true`, `keyTab`,
-    /// `principal`). The tickets go to a memory cache of this client, never to the user's.
+    /// `principal`). The tickets go to a memory cache of the process for this login, never to
+    /// the user's.
     Keytab {
         /// The client's principal, such as `alice@EXAMPLE.COM`.
         principal: String,
@@ -262,7 +264,7 @@ fn reverse_lookup(ip: std::net::IpAddr) -> Option<String> {
 #[derive(Debug)]
 pub struct Kerberos {
     opts: KerberosOptions,
-    /// The memory ticket cache of a keytab login.
+    /// The memory ticket cache of a keytab login (`MEMORY:` and a hash of principal and keytab).
     memory_cache: String,
 }
 
@@ -271,10 +273,15 @@ impl Kerberos {
     /// acquires the credentials afresh (a renewed ticket cache is picked up), and a failure then
     /// makes the session AUTHFAILED.
     pub fn new(opts: KerberosOptions) -> Kerberos {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let memory_cache =
-            format!("MEMORY:zkrs-client-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        // One memory cache per keytab login (principal and file), shared by the mechanisms of
+        // the process that log in the same way: the library keeps a memory cache until the
+        // process ends, so one per mechanism would grow with every client made.
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        if let Credentials::Keytab { principal, keytab } = &opts.credentials {
+            (principal, keytab).hash(&mut h);
+        }
+        let memory_cache = format!("MEMORY:zkrs-client-{:016x}", h.finish());
         Kerberos { opts, memory_cache }
     }
 

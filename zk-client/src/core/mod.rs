@@ -946,7 +946,9 @@ impl Session {
         }
     }
 
-    /// A SASL exchange failed: the session ends AUTHFAILED, as Apache's clients end it.
+    /// A SASL exchange failed: the session ends AUTHFAILED, as Apache's clients end a refused one
+    /// (a Kerberos login that fails before any token is sent ends it too, where Apache's Java
+    /// client goes on without SASL).
     fn sasl_failed(&mut self, why: String) {
         tracing::warn!("session 0x{:x}: SASL authentication failed: {why}", self.session_id);
         self.sasl_failure = Some(why);
