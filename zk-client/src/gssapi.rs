@@ -339,12 +339,8 @@ impl GssMechanism for Kerberos {
             Credentials::TicketCache { cache, .. } => format!("ticket cache {cache}"),
             Credentials::Keytab { principal, .. } => principal.clone(),
         };
-        let to = match (&self.opts.host_based_service, &self.opts.server_principal) {
-            (Some(name), _) => name.clone(),
-            (None, Some(p)) => p.clone(),
-            (None, None) => format!("{}@<host>", self.opts.service),
-        };
-        format!("Kerberos from {who} to {to}")
+        // The server's name is in the context's messages: it depends on the host.
+        format!("Kerberos from {who}")
     }
 }
 

@@ -48,7 +48,7 @@ pub trait GssMechanism: Send + Sync {
     /// Errors: no usable credentials, a principal that does not parse (the library's message,
     /// with what was asked for).
     fn start(&self, host: &str) -> Result<Box<dyn GssInitiator>, String>;
-    /// What this mechanism authenticates as and to, for logs and `Debug` (never a secret).
+    /// What this mechanism authenticates as, for logs and `Debug` (never a secret).
     fn describe(&self) -> String;
 }
 
