@@ -69,13 +69,16 @@ echo "== user guide"
 "$mdbook" build docs/guide -d "$PWD/${CARGO_TARGET_DIR:-target}/guide"
 python3 docs/guide/check_links.py
 
-# The `kerberos` feature (SASL GSSAPI, off by default: it needs the packages above to build) is on
-# here, so its code and zk-server/tests/kerberos.rs are built and run.
+# The `kerberos` features (SASL GSSAPI, off by default: they need the packages above to build) are
+# on here, the server's, zk-client's and libzkrs's, so their code and the KDC tests
+# (zk-server/tests/kerberos.rs, zk-client/tests/kerberos.rs, zk-ffi/tests/sasl_gssapi_c.rs) are
+# built and run: the libzkrs.so this run builds and tests has GSSAPI.
 # zk-client's tests start the workspace's zkrs-server, and without this would bring it up to date
 # with `cargo build -p zk-server` (no feature), replacing the binary this run built, which the
 # Kerberos tests then start: they get the one this run builds.
 profile=debug
 for a in "$@"; do [ "$a" = --release ] && profile=release; done
 export ZKRS_SERVER_BIN="$PWD/${CARGO_TARGET_DIR:-target}/$profile/zkrs-server"
-echo "== cargo test --workspace --features zk-server/kerberos"
-cargo test --workspace --features zk-server/kerberos "$@"
+features=zk-server/kerberos,zk-client/kerberos,zk-ffi/kerberos
+echo "== cargo test --workspace --features $features"
+cargo test --workspace --features "$features" "$@"

@@ -245,7 +245,8 @@ ZOOAPI zhandle_t *zookeeper_init_ssl(const char *host, const char *cert, watcher
                                      int recv_timeout, const clientid_t *clientid, void *context,
                                      int flags);
 /* SASL, as Apache's C client declares it when built with Cyrus SASL (HAVE_CYRUS_SASL_H, which
- * includes <sasl/sasl.h>); libzkrs has it always, on its own DIGEST-MD5, without linking Cyrus.
+ * includes <sasl/sasl.h>); libzkrs has it always, on its own DIGEST-MD5 (and GSSAPI when built
+ * with zk-ffi's `kerberos` feature), without linking Cyrus.
  * Define ZKRS_SASL instead to get Cyrus's callback types and ids from here, without Cyrus's
  * headers. */
 #if defined(HAVE_CYRUS_SASL_H)
@@ -271,13 +272,16 @@ typedef struct sasl_secret {
 #if defined(HAVE_CYRUS_SASL_H) || defined(ZKRS_SASL)
 typedef struct zoo_sasl_params {
     const char *service;              /* "zookeeper" */
-    const char *host;                 /* "zk-sasl-md5" */
-    const char *mechlist;             /* must name "DIGEST-MD5" */
+    const char *host;                 /* "zk-sasl-md5"; GSSAPI: the server's host name */
+    const char *mechlist;             /* "DIGEST-MD5", or "GSSAPI" (Kerberos builds) */
     const sasl_callback_t *callbacks; /* SASL_CB_AUTHNAME or SASL_CB_USER, SASL_CB_PASS */
 } zoo_sasl_params_t;
 /* zookeeper_init2 with SASL DIGEST-MD5: the callbacks are asked once, here; every connection
  * authenticates before anything else is sent; a refused password ends the session
- * (ZOO_AUTH_FAILED_STATE). Returns NULL with errno EINVAL when the parameters cannot be used. */
+ * (ZOO_AUTH_FAILED_STATE). With GSSAPI, Kerberos credentials come from KRB5CCNAME's ticket cache
+ * or KRB5_CLIENT_KTNAME's keytab for the service service@host; no credentials or an unknown
+ * service end the session the same way. Returns NULL with errno EINVAL when the parameters
+ * cannot be used. */
 ZOOAPI zhandle_t *zookeeper_init_sasl(const char *host, watcher_fn fn, int recv_timeout,
                                       const clientid_t *clientid, void *context, int flags,
                                       log_callback_fn log_callback, zoo_sasl_params_t *sasl_params);

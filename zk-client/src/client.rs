@@ -37,6 +37,7 @@ pub struct ClientBuilder {
     reconnect_delay_max: Duration,
     tls: Option<crate::tls::ClientTls>,
     sasl: Option<crate::core::SaslCredentials>,
+    gssapi: Option<crate::core::gssapi::Gssapi>,
 }
 
 impl ClientBuilder {
@@ -85,12 +86,33 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates every connection with SASL GSSAPI (Kerberos) through `mechanism` (with the
+    /// `kerberos` feature, `zk_client::gssapi::Kerberos::into_config`), right after the handshake
+    /// and before any other request, as Apache's Java client with a `Krb5LoginModule` `Client`
+    /// section does; the server's ACL id becomes `sasl:<principal>` (as its rules map it). No
+    /// credentials, an unknown service principal or a server's refusal make
+    /// [`ClientBuilder::connect`] fail with AUTHFAILED (the reason is logged). Taken over
+    /// [`ClientBuilder::sasl_digest_md5`] when both are given.
+    pub fn sasl_gssapi(mut self, mechanism: crate::core::gssapi::Gssapi) -> Self {
+        self.gssapi = Some(mechanism);
+        self
+    }
+
     /// Starts the session task and waits until the first connection is established.
     ///
     /// Errors: BADARGUMENTS for a malformed connect string; SESSIONEXPIRED when resuming a session
     /// the server no longer knows; AUTHFAILED when the SASL exchange fails; CONNECTIONLOSS when no server accepted a session within the
     /// session timeout. Must be called inside a tokio runtime.
     pub async fn connect(self) -> Result<Client> {
+        self.connect_explained().await.map_err(|f| f.error)
+    }
+
+    /// [`ClientBuilder::connect`], with the reason when the SASL exchange failed (the
+    /// Kerberos library's message: no ticket, a keytab without the principal's key, an unknown
+    /// service principal; or the server's refusal).
+    ///
+    /// Errors: as [`ClientBuilder::connect`], in [`ConnectFailure::error`].
+    pub async fn connect_explained(self) -> std::result::Result<Client, ConnectFailure> {
         let cs = ConnectString::parse(&self.connect_string).map_err(|_| Error::BadArguments)?;
         let mut cfg = Config::new(cs.hosts, self.session_timeout);
         cfg.chroot = cs.chroot;
@@ -99,6 +121,7 @@ impl ClientBuilder {
         cfg.max_pending = self.max_pending;
         cfg.reconnect_delay_max = self.reconnect_delay_max;
         cfg.sasl = self.sasl;
+        cfg.gssapi = self.gssapi;
         let core = Session::new(cfg, rand::random(), Instant::now());
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let (state_tx, state_rx) = watch::channel(SessionState::Connecting);
@@ -108,6 +131,7 @@ impl ClientBuilder {
             password: Bytes::new(),
             timeout: self.session_timeout,
             connection: None,
+            sasl_failure: None,
         }));
         let driver = Driver {
             core,
@@ -129,10 +153,39 @@ impl ClientBuilder {
         };
         match outcome {
             Some(SessionState::Connected | SessionState::ConnectedReadOnly) => Ok(client),
-            Some(SessionState::AuthFailed) => Err(Error::AuthFailed),
-            Some(_) => Err(Error::SessionExpired),
-            None => Err(Error::ConnectionLoss),
+            Some(SessionState::AuthFailed) => Err(ConnectFailure {
+                error: Error::AuthFailed,
+                reason: client.shared.lock().ok().and_then(|sh| sh.sasl_failure.clone()),
+            }),
+            Some(_) => Err(Error::SessionExpired.into()),
+            None => Err(Error::ConnectionLoss.into()),
         }
+    }
+}
+
+/// Why [`ClientBuilder::connect_explained`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectFailure {
+    /// The error [`ClientBuilder::connect`] gives.
+    pub error: Error,
+    /// For AUTHFAILED after a failed SASL exchange, what failed.
+    pub reason: Option<String>,
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.reason {
+            Some(r) => write!(f, "{}: {r}", self.error),
+            None => write!(f, "{}", self.error),
+        }
+    }
+}
+
+impl std::error::Error for ConnectFailure {}
+
+impl From<Error> for ConnectFailure {
+    fn from(error: Error) -> ConnectFailure {
+        ConnectFailure { error, reason: None }
     }
 }
 
@@ -237,6 +290,7 @@ impl Client {
             reconnect_delay_max: Duration::from_secs(1),
             tls: None,
             sasl: None,
+            gssapi: None,
         }
     }
 

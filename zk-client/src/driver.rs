@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     /// The server of the latest connection ("host:port" as in the connect string) and how
     /// many connections the session had made when it was made (1 for the first).
     pub connection: Option<(String, u64)>,
+    /// Why the SASL exchange failed, once the session is AUTHFAILED because of it.
+    pub sasl_failure: Option<String>,
 }
 
 struct PendingOp {
@@ -323,6 +325,7 @@ impl Driver {
                         sh.session_id = self.core.session_id();
                         sh.password = self.core.session_password().clone();
                         sh.timeout = self.core.negotiated_timeout();
+                        sh.sasl_failure = self.core.sasl_failure().map(str::to_string);
                     }
                     self.state_tx.send_replace(s);
                     let _ = self.events_tx.send(s);

@@ -11,7 +11,9 @@
 //!
 //! Features: `tokio` (default) builds [`Client`] and [`recipes`]; without it the crate is the
 //! sans-IO core alone, with no async runtime (zk-ffi builds libzkrs that way). `cli` (default)
-//! builds the `zkrs-cli` shell.
+//! builds the `zkrs-cli` shell. `kerberos` (off by default: it builds against the system's MIT
+//! GSSAPI library) adds SASL GSSAPI (the `gssapi` module); the sans-IO side of the exchange is
+//! always there ([`core::gssapi`]).
 //!
 //! # Example
 //!
@@ -47,6 +49,8 @@ pub mod core;
 #[allow(clippy::disallowed_methods)]
 mod driver;
 mod error;
+#[cfg(feature = "kerberos")]
+pub mod gssapi;
 pub mod jaas;
 #[cfg(feature = "tokio")]
 #[allow(clippy::disallowed_methods)]
@@ -60,7 +64,8 @@ pub use zk_proto::tls_verify;
 
 #[cfg(feature = "tokio")]
 pub use client::{
-    multi_error, Client, ClientBuilder, PersistentWatch, StateEvents, Watch, PERSISTENT_WATCH_BUFFER,
+    multi_error, Client, ClientBuilder, ConnectFailure, PersistentWatch, StateEvents, Watch,
+    PERSISTENT_WATCH_BUFFER,
 };
 pub use core::{MultiOp, ReadOp, SaslCredentials, SessionCredentials, SessionState, WatchedEvent};
 pub use error::{Error, Result};

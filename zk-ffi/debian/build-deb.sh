@@ -69,6 +69,12 @@ done
 
 # The glibc the libraries ask for, from their versioned symbol references.
 glibc=$(objdump -T "$libdir"/*.so.* | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+# A library built with zk-ffi's `kerberos` feature (test.sh's) links MIT's GSSAPI library; the
+# release packages are built without it. (gss_acquire_cred_from and client keytabs: MIT 1.11.)
+gssapi=""
+if objdump -p "$libdir/libzookeeper_mt.so.2.0.0" | grep -q 'NEEDED *libgssapi_krb5\.so\.2'; then
+    gssapi=", libgssapi-krb5-2 (>= 1.11)"
+fi
 installed_size() { du -sk --exclude=DEBIAN "$1" | cut -f1; }
 
 cat > "$rt/DEBIAN/control" <<CONTROL
@@ -78,7 +84,7 @@ Version: $debver
 Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $(installed_size "$rt")
-Depends: libc6 (>= $glibc), libgcc-s1 (>= 4.2)
+Depends: libc6 (>= $glibc), libgcc-s1 (>= 4.2)$gssapi
 Provides: libzookeeper-mt2, libzookeeper-st2
 Conflicts: libzookeeper-mt2, libzookeeper-st2
 Replaces: libzookeeper-mt2, libzookeeper-st2

@@ -527,7 +527,10 @@ impl Handle {
                             ),
                         ),
                         SessionState::Expired => log::log(cb, log::ERROR, "check_events", format_args!("session 0x{:016x} has expired", sh.core.session_id())),
-                        SessionState::AuthFailed => log::log(cb, log::ERROR, "check_events", format_args!("authentication failed")),
+                        SessionState::AuthFailed => match sh.core.sasl_failure() {
+                            Some(why) => log::log(cb, log::ERROR, "check_events", format_args!("authentication failed: {why}")),
+                            None => log::log(cb, log::ERROR, "check_events", format_args!("authentication failed")),
+                        },
                         _ => {}
                     }
                     let mut targets = vec![self.global_watcher()];

@@ -99,7 +99,10 @@ fn refuse(log_callback: abi::log_callback_fn, call: &str, why: impl std::fmt::Di
 /// zookeeper_init with SASL, as Apache's C client declares it when built with Cyrus SASL, here
 /// on libzkrs's own DIGEST-MD5: `sasl_params` is `{"zookeeper", "zk-sasl-md5", "DIGEST-MD5",
 /// callbacks}`, the callbacks Cyrus-style (`SASL_CB_AUTHNAME` or `SASL_CB_USER`, `SASL_CB_PASS`;
-/// `zoo_sasl_make_basic_callbacks` makes them), asked once, here. Each connection authenticates
+/// `zoo_sasl_make_basic_callbacks` makes them), asked once, here. With the `kerberos` feature,
+/// `{"zookeeper", "<server host>", "GSSAPI", callbacks}` authenticates with Kerberos from the
+/// default ticket cache (or `KRB5_CLIENT_KTNAME`'s keytab) to `zookeeper/<server host>`, as
+/// Cyrus's GSSAPI plugin does; no ticket or an unknown service end the session as a refusal does. Each connection authenticates
 /// before anything else is sent; a refused password ends the session (ZOO_AUTH_FAILED_STATE).
 /// Returns NULL with errno EINVAL when the parameters cannot be used (logged), otherwise as
 /// zookeeper_init2.
@@ -114,12 +117,12 @@ pub extern "C" fn zookeeper_init_sasl(
     log_callback: abi::log_callback_fn,
     sasl_params: *const crate::sasl::zoo_sasl_params_t,
 ) -> *mut c_void {
-    let creds = match crate::sasl::credentials(sasl_params) {
-        Ok(c) => c,
+    let mechanism = match crate::sasl::mechanism(sasl_params) {
+        Ok(m) => m,
         Err(e) => return refuse(log_callback, "zookeeper_init_sasl", e),
     };
     let threaded = !SINGLE_THREADED.load(Ordering::Acquire);
-    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None, Some(creds))
+    init(host, watcher, recv_timeout, clientid, context, flags, log_callback, threaded, None, Some(mechanism))
 }
 
 pub(crate) fn init(
@@ -132,7 +135,7 @@ pub(crate) fn init(
     log_callback: abi::log_callback_fn,
     threaded: bool,
     tls: Option<Arc<rustls::ClientConfig>>,
-    sasl: Option<zk_client::SaslCredentials>,
+    sasl: Option<crate::sasl::Mechanism>,
 ) -> *mut c_void {
     let host_text = cstr(host);
     log::log(
@@ -174,7 +177,12 @@ pub(crate) fn init(
     // Apache's C client looks for a read-write server first 200 ms into a read-only connection.
     cfg.rw_probe_min = Duration::from_millis(200);
     cfg.max_pending = 100_000;
-    cfg.sasl = sasl;
+    match sasl {
+        Some(crate::sasl::Mechanism::DigestMd5(creds)) => cfg.sasl = Some(creds),
+        #[cfg(feature = "kerberos")]
+        Some(crate::sasl::Mechanism::Gssapi(g)) => cfg.gssapi = Some(g),
+        None => {}
+    }
     if !clientid.is_null() {
         // SAFETY: a valid clientid_t per the API.
         let id = unsafe { &*clientid };

@@ -1,7 +1,11 @@
 //! SASL for `zookeeper_init_sasl`, Apache's C API when built with Cyrus SASL, without Cyrus: the
 //! `sasl_callback_t` array is read with Cyrus's numeric ids and calling conventions, and the
 //! DIGEST-MD5 exchange itself is zk-client's (zk-proto's mechanism), run by the session core
-//! right after each handshake.
+//! right after each handshake. With the `kerberos` feature, the mechanism list may name GSSAPI
+//! instead: the credentials are the ones Cyrus's GSSAPI plugin takes (the default ticket cache,
+//! `KRB5CCNAME`, or the client keytab `KRB5_CLIENT_KTNAME`), the server's name the host-based
+//! service `<service>@<host>` of the parameters, and the exchange zk-client's
+//! (`zk_client::gssapi`).
 
 use libc::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::ffi::CStr;
@@ -53,11 +57,13 @@ pub struct sasl_secret_t {
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct zoo_sasl_params_t {
-    /// The service name: `zookeeper`.
+    /// The service name: `zookeeper` (with GSSAPI, the first part of the server's principal).
     pub service: *const c_char,
-    /// The server name: `zk-sasl-md5`.
+    /// The server name: `zk-sasl-md5` for DIGEST-MD5; with GSSAPI, the host of the server's
+    /// principal.
     pub host: *const c_char,
-    /// Mechanisms to try: must name DIGEST-MD5, the one libzkrs has.
+    /// Mechanisms to try: DIGEST-MD5, or GSSAPI with the `kerberos` feature (DIGEST-MD5 is
+    /// taken when both are named, as it needs no Kerberos set-up).
     pub mechlist: *const c_char,
     /// The callbacks, ending with `SASL_CB_LIST_END`.
     pub callbacks: *const sasl_callback_t,
@@ -71,8 +77,72 @@ fn text(p: *const c_char) -> Option<String> {
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
-/// The credentials `params` give: the name from `SASL_CB_AUTHNAME` (else `SASL_CB_USER`) and
-/// the password from `SASL_CB_PASS`, asked once, now.
+/// How a `zookeeper_init_sasl` session authenticates.
+pub enum Mechanism {
+    /// DIGEST-MD5 with the callbacks' name and password.
+    DigestMd5(SaslCredentials),
+    /// GSSAPI (Kerberos), the `kerberos` feature.
+    #[cfg(feature = "kerberos")]
+    Gssapi(zk_client::core::gssapi::Gssapi),
+}
+
+/// The longest service or host name taken for GSSAPI.
+#[cfg(feature = "kerberos")]
+const MAX_NAME_BYTES: usize = 1024;
+
+/// The mechanism `params` ask for: DIGEST-MD5 when the list names it (see [`credentials`]),
+/// else GSSAPI when it names that and libzkrs has Kerberos.
+///
+/// Errors: NULL params, a list naming neither mechanism libzkrs has, GSSAPI without the
+/// `kerberos` feature or without a service and host, and [`credentials`]' errors.
+pub fn mechanism(params: *const zoo_sasl_params_t) -> Result<Mechanism, String> {
+    if params.is_null() {
+        return Err("sasl_params is NULL".into());
+    }
+    // SAFETY: a valid zoo_sasl_params_t per the API.
+    let p = unsafe { &*params };
+    let mechs = text(p.mechlist).unwrap_or_default();
+    let named = |m: &str| mechs.split([' ', ',']).any(|n| n.eq_ignore_ascii_case(m));
+    if named("DIGEST-MD5") {
+        return credentials(params).map(Mechanism::DigestMd5);
+    }
+    if named("GSSAPI") {
+        return gssapi(p);
+    }
+    Err(format!(
+        "mechlist \"{mechs}\": libzkrs offers DIGEST-MD5{}",
+        if cfg!(feature = "kerberos") {
+            " and GSSAPI"
+        } else {
+            " only (GSSAPI needs libzkrs built with Kerberos)"
+        }
+    ))
+}
+
+#[cfg(feature = "kerberos")]
+fn gssapi(p: &zoo_sasl_params_t) -> Result<Mechanism, String> {
+    use zk_client::gssapi::{Credentials, Kerberos, KerberosOptions};
+    let service =
+        text(p.service).filter(|s| !s.is_empty()).ok_or("GSSAPI needs sasl_params->service (zookeeper)")?;
+    let host = text(p.host)
+        .filter(|h| !h.is_empty())
+        .ok_or("GSSAPI needs sasl_params->host (the server's host name)")?;
+    if service.len() > MAX_NAME_BYTES || host.len() > MAX_NAME_BYTES {
+        return Err("GSSAPI service or host name too long".into());
+    }
+    let mut opts = KerberosOptions::new(Credentials::Default);
+    opts.service = service.clone();
+    opts.host_based_service = Some(format!("{service}@{host}"));
+    Ok(Mechanism::Gssapi(Kerberos::new(opts).into_config()))
+}
+
+#[cfg(not(feature = "kerberos"))]
+fn gssapi(_: &zoo_sasl_params_t) -> Result<Mechanism, String> {
+    Err("mechlist GSSAPI: this libzkrs was built without Kerberos (zk-ffi's `kerberos` feature)".into())
+}
+
+/// The DIGEST-MD5 credentials `params` give: the name from `SASL_CB_AUTHNAME` (else
+/// `SASL_CB_USER`) and the password from `SASL_CB_PASS`, asked once, now.
 ///
 /// Errors: NULL params, a mechanism list without DIGEST-MD5, a service or host other than
 /// ZooKeeper's (`zookeeper`, `zk-sasl-md5`: the server checks the digest URI they make), a
@@ -85,7 +155,7 @@ pub fn credentials(params: *const zoo_sasl_params_t) -> Result<SaslCredentials, 
     let p = unsafe { &*params };
     let mechs = text(p.mechlist).unwrap_or_default();
     if !mechs.split([' ', ',']).any(|m| m.eq_ignore_ascii_case("DIGEST-MD5")) {
-        return Err(format!("mechlist \"{mechs}\": libzkrs offers DIGEST-MD5 only"));
+        return Err(format!("mechlist \"{mechs}\": not DIGEST-MD5"));
     }
     let service = text(p.service).unwrap_or_default();
     let host = text(p.host).unwrap_or_default();

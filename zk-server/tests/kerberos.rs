@@ -10,242 +10,48 @@
 mod support;
 
 use bytes::Bytes;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::client::RawClient;
 use support::*;
 use zk_proto::*;
 
-const REALM: &str = "ZKRS.TEST";
+#[path = "../../zk-client/tests/support/kdc.rs"]
+mod kdc;
+use kdc::{realm, Kdc, REALM, SERVICE};
+
 const PROVIDER: &str = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
-/// The server's principal: the Java client asks for `zookeeper/<host>`; the tests name it.
-const SERVICE: &str = "zookeeper/localhost@ZKRS.TEST";
 /// Debian's python, which has python3-kazoo and python3-kerberos.
 const PYTHON: &str = "/usr/bin/python3";
 /// Debian's libfaketime (the single-threaded library: enough for a short python process).
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-/// A KDC of the realm ZKRS.TEST on a free loopback port, with its configuration and keytabs in
-/// a temporary directory; killed when dropped.
-struct Kdc {
-    dir: tempfile::TempDir,
-    child: Child,
-}
-
-impl Drop for Kdc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// `n` first GSSAPI tokens for `zookeeper@localhost`, each of its own context (so none is a
+/// replay of another), made by python3-kerberos (as pure-sasl makes them) from the ticket cache
+/// `ccache`, with the wall clock moved by `clock_offset` (libfaketime's `FAKETIME`, such as
+/// `+10m`) when given.
+fn tokens(kdc: &Kdc, ccache: &Path, clock_offset: Option<&str>, n: usize) -> Vec<Vec<u8>> {
+    let script = "import kerberos, sys\n\
+                  for _ in range(int(sys.argv[1])):\n\
+                  \x20   _, ctx = kerberos.authGSSClientInit('zookeeper@localhost')\n\
+                  \x20   kerberos.authGSSClientStep(ctx, '')\n\
+                  \x20   print(kerberos.authGSSClientResponse(ctx))\n";
+    let mut c = kdc.command(PYTHON);
+    c.env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
+    if let Some(offset) = clock_offset {
+        assert!(Path::new(FAKETIME_LIB).exists(), "libfaketime is not installed (test.sh installs it)");
+        c.env("LD_PRELOAD", FAKETIME_LIB).env("FAKETIME", offset);
     }
-}
-
-impl Kdc {
-    /// Starts the KDC, or `None` (with a message) when Debian's KDC is not installed.
-    fn start() -> Option<Kdc> {
-        if !Path::new("/usr/sbin/krb5kdc").exists() || !Path::new("/usr/sbin/kadmin.local").exists() {
-            eprintln!(
-                "SKIPPED: the MIT KDC is not installed (Debian's krb5-kdc, krb5-admin-server and \
-                 krb5-user; test.sh installs them)"
-            );
-            return None;
-        }
-        let dir = tempfile::Builder::new().prefix("zkrs-kdc-").tempdir().unwrap();
-        let d = dir.path();
-        let port = free_port();
-        std::fs::write(
-            d.join("krb5.conf"),
-            format!(
-                "[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n \
-                 rdns = false\n dns_canonicalize_hostname = false\n udp_preference_limit = 1\n \
-                 ticket_lifetime = 1h\n\n[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            d.join("kdc.conf"),
-            format!(
-                "[kdcdefaults]\n kdc_ports = {port}\n kdc_tcp_ports = {port}\n\n[realms]\n {REALM} = {{\n  \
-                 database_name = {db}\n  key_stash_file = {d}/stash\n  acl_file = {d}/kadm5.acl\n  \
-                 max_life = 1h\n  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal\n \
-                 }}\n\n[logging]\n kdc = FILE:{d}/kdc.log\n",
-                db = d.join("principal").display(),
-                d = d.display()
-            ),
-        )
-        .unwrap();
-        let kdc = Kdc { child: Command::new("true").spawn().unwrap(), dir };
-        kdc.run("/usr/sbin/kdb5_util", &["-r", REALM, "create", "-s", "-P", "throwaway-master"]);
-        let mut kdc = kdc;
-        kdc.child = kdc
-            .command("/usr/sbin/krb5kdc")
-            .args(["-n", "-r", REALM])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start krb5kdc");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "krb5kdc did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(kdc)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// A command with the realm's configuration in its environment.
-    fn command(&self, program: &str) -> Command {
-        let mut c = Command::new(program);
-        c.env("KRB5_CONFIG", self.path("krb5.conf"))
-            .env("KRB5_KDC_PROFILE", self.path("kdc.conf"))
-            .env("KRB5CCNAME", format!("FILE:{}", self.path("ccache").display()))
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        let out = self.command(program).args(args).output().unwrap();
-        let text =
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{program} {args:?}: {text}");
-        text
-    }
-
-    /// `kadmin.local -q QUERY`.
-    fn admin(&self, query: &str) {
-        let out = self.run("/usr/sbin/kadmin.local", &["-r", REALM, "-q", query]);
-        assert!(!out.contains("rror"), "kadmin.local {query}: {out}");
-    }
-
-    /// A principal with a random key, exported to `<file>.keytab`; returns the keytab's path.
-    fn principal(&self, name: &str, file: &str) -> PathBuf {
-        self.admin(&format!("addprinc -randkey {name}"));
-        self.keytab(name, file)
-    }
-
-    /// Exports (and so renews) `name`'s key to `<file>.keytab`.
-    fn keytab(&self, name: &str, file: &str) -> PathBuf {
-        let path = self.path(&format!("{file}.keytab"));
-        self.admin(&format!("ktadd -k {} {name}", path.display()));
-        path
-    }
-
-    /// A JAAS file with the server's section (keytab `server_keytab`) and a client section
-    /// logging in as `client` with `client_keytab`.
-    fn jaas(&self, file: &str, server_keytab: &Path, client: &str, client_keytab: &Path) -> PathBuf {
-        self.jaas_with(file, server_keytab, "", client, client_keytab)
-    }
-
-    /// Like [`Kdc::jaas`], with `server_options` added to the server's section.
-    fn jaas_with(
-        &self,
-        file: &str,
-        server_keytab: &Path,
-        server_options: &str,
-        client: &str,
-        client_keytab: &Path,
-    ) -> PathBuf {
-        let path = self.path(file);
-        std::fs::write(
-            &path,
-            format!(
-                "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
-                 keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  {server_options}\n  principal=\"{SERVICE}\";\n}};\n\n\
-                 Client {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
-                 keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  doNotPrompt=true\n  \
-                 principal=\"{client}\";\n}};\n",
-                server_keytab.display(),
-                client_keytab.display()
-            ),
-        )
-        .unwrap();
-        path
-    }
-
-    /// A JAAS file with the server's section and a client section that logs in from the ticket
-    /// cache `ccache` only (no keytab, no prompt), as a user after `kinit` does.
-    fn jaas_from_cache(&self, file: &str, ccache: &Path) -> PathBuf {
-        let path = self.path(file);
-        std::fs::write(
-            &path,
-            format!(
-                "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
-                 keyTab=\"{}\"\n  storeKey=true\n  principal=\"{SERVICE}\";\n}};\n\n\
-                 Client {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=false\n  \
-                 useTicketCache=true\n  ticketCache=\"{}\"\n  doNotPrompt=true;\n}};\n",
-                self.path("server.keytab").display(),
-                ccache.display()
-            ),
-        )
-        .unwrap();
-        path
-    }
-
-    /// `kinit` into the ticket cache `ccache` as `principal` with its keytab `<file>.keytab`,
-    /// `lifetime` long (kinit's `-l`) when given; the output, and whether it succeeded.
-    fn kinit(&self, ccache: &Path, principal: &str, file: &str, lifetime: Option<&str>) -> (bool, String) {
-        let keytab = self.path(&format!("{file}.keytab"));
-        let mut c = self.command("/usr/bin/kinit");
-        c.env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
-        if let Some(l) = lifetime {
-            c.args(["-l", l]);
-        }
-        let out = c.args(["-k", "-t", keytab.to_str().unwrap(), principal]).output().unwrap();
-        let text =
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
-    }
-
-    /// `n` first GSSAPI tokens for `zookeeper@localhost`, each of its own context (so none is a
-    /// replay of another), made by python3-kerberos (as pure-sasl makes them) from the ticket cache
-    /// `ccache`, with the wall clock moved by `clock_offset` (libfaketime's `FAKETIME`, such as
-    /// `+10m`) when given.
-    fn tokens(&self, ccache: &Path, clock_offset: Option<&str>, n: usize) -> Vec<Vec<u8>> {
-        let script = "import kerberos, sys\n\
-                      for _ in range(int(sys.argv[1])):\n\
-                      \x20   _, ctx = kerberos.authGSSClientInit('zookeeper@localhost')\n\
-                      \x20   kerberos.authGSSClientStep(ctx, '')\n\
-                      \x20   print(kerberos.authGSSClientResponse(ctx))\n";
-        let mut c = self.command(PYTHON);
-        c.env("KRB5CCNAME", format!("FILE:{}", ccache.display()));
-        if let Some(offset) = clock_offset {
-            assert!(Path::new(FAKETIME_LIB).exists(), "libfaketime is not installed (test.sh installs it)");
-            c.env("LD_PRELOAD", FAKETIME_LIB).env("FAKETIME", offset);
-        }
-        let out = c.args(["-c", script, &n.to_string()]).output().unwrap();
-        assert!(out.status.success(), "python3-kerberos: {}", String::from_utf8_lossy(&out.stderr));
-        use base64::Engine;
-        let tokens: Vec<Vec<u8>> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| base64::engine::general_purpose::STANDARD.decode(l.trim()).expect("a base64 token"))
-            .collect();
-        assert_eq!(tokens.len(), n);
-        tokens
-    }
-
-    /// The JVM flags of a server or shell using `jaas` in this realm.
-    fn jvm_flags(&self, jaas: &Path) -> String {
-        format!(
-            "-Djava.security.auth.login.config={} -Djava.security.krb5.conf={} \
-             -Dzookeeper.server.principal={SERVICE}",
-            jaas.display(),
-            self.path("krb5.conf").display()
-        )
-    }
-}
-
-/// The realm's usual principals: the service (`server.keytab`), alice, bob, and a client with a
-/// host part, `zkcli/localhost` (`zkcli.keytab`).
-fn realm() -> Option<Kdc> {
-    let kdc = Kdc::start()?;
-    kdc.principal(SERVICE, "server");
-    kdc.principal("alice", "alice");
-    kdc.principal("bob", "bob");
-    kdc.principal("zkcli/localhost", "zkcli");
-    Some(kdc)
+    let out = c.args(["-c", script, &n.to_string()]).output().unwrap();
+    assert!(out.status.success(), "python3-kerberos: {}", String::from_utf8_lossy(&out.stderr));
+    use base64::Engine;
+    let tokens: Vec<Vec<u8>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| base64::engine::general_purpose::STANDARD.decode(l.trim()).expect("a base64 token"))
+        .collect();
+    assert_eq!(tokens.len(), n);
+    tokens
 }
 
 /// Apache's shell (zkCli.sh's class) with `flags` running `command` (its words split at white
@@ -579,7 +385,7 @@ fn expired_ticket_as_apache() {
     let (ok, out) = kdc.kinit(&ccache, "alice", "alice", Some("5s"));
     assert!(ok, "kinit -l 5s: {out}");
     let made = Instant::now();
-    let tokens = kdc.tokens(&ccache, None, BOTH.len());
+    let tokens = tokens(&kdc, &ccache, None, BOTH.len());
     // The KDC's times are whole seconds: past 5 s with a margin.
     std::thread::sleep((made + Duration::from_secs(7)).saturating_duration_since(Instant::now()));
     let klist = kdc
@@ -625,8 +431,8 @@ fn clock_skew_as_apache() {
         .output()
         .unwrap();
     assert!(kvno.status.success(), "kvno: {}", String::from_utf8_lossy(&kvno.stderr));
-    let within = kdc.tokens(&ccache, Some("+3m"), BOTH.len());
-    let beyond = kdc.tokens(&ccache, Some("+10m"), BOTH.len());
+    let within = tokens(&kdc, &ccache, Some("+3m"), BOTH.len());
+    let beyond = tokens(&kdc, &ccache, Some("+10m"), BOTH.len());
     let mut seen = Vec::new();
     for (i, server) in servers.iter().enumerate() {
         let target = server.target;
@@ -653,7 +459,7 @@ fn unknown_principal_as_apache() {
     let ccache = kdc.path("ghost.ccache");
     let (ok, out) = kdc.kinit(&ccache, "ghost", "ghost", None);
     assert!(ok, "kinit ghost: {out}");
-    let early = kdc.tokens(&ccache, None, BOTH.len());
+    let early = tokens(&kdc, &ccache, None, BOTH.len());
     kdc.admin("delprinc -force ghost");
     let (ok, out) = kdc.kinit(&kdc.path("ghost2.ccache"), "ghost", "ghost", None);
     assert!(!ok && out.contains("not found in Kerberos database"), "kinit of a deleted principal: {out}");

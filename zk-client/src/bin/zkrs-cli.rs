@@ -489,7 +489,7 @@ struct Shell {
     timeout: Duration,
     read_only: bool,
     tls: Option<zk_client::ClientTls>,
-    sasl: Option<zk_client::SaslCredentials>,
+    sasl: Option<client_config::Sasl>,
     client: Option<Client>,
     print_watches: Arc<AtomicBool>,
     history: VecDeque<(u64, String)>,
@@ -508,10 +508,22 @@ impl Shell {
         if let Some(tls) = &self.tls {
             builder = builder.tls(tls.clone());
         }
-        if let Some(c) = &self.sasl {
-            builder = builder.sasl_digest_md5(&c.username, &c.password);
+        match &self.sasl {
+            Some(client_config::Sasl::DigestMd5(c)) => {
+                builder = builder.sasl_digest_md5(&c.username, &c.password)
+            }
+            #[cfg(feature = "kerberos")]
+            Some(client_config::Sasl::Kerberos(o)) => {
+                builder = builder.sasl_gssapi(zk_client::gssapi::Kerberos::new(o.clone()).into_config())
+            }
+            None => {}
         }
-        let client = self.rt.block_on(builder.connect()).map_err(|e| failed(e, ""))?;
+        let client = self.rt.block_on(builder.connect_explained()).map_err(|f| {
+            if let Some(reason) = &f.reason {
+                eprintln!("SASL authentication failed: {reason}");
+            }
+            failed(f.error, "")
+        })?;
         let state = if client.state() == SessionState::ConnectedReadOnly {
             KeeperState::ConnectedReadOnly
         } else {
@@ -1291,19 +1303,25 @@ fn run_line(shell: &mut Shell, line: &str) -> Line {
 
 fn main() {
     let opts = parse_argv(std::env::args().skip(1).collect());
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-        Ok(rt) => Arc::new(rt),
-        Err(e) => {
-            eprintln!("cannot start the runtime: {e}");
-            std::process::exit(1);
+    // The settings first, while this is the only thread: the Kerberos configuration Java is
+    // told of goes to the environment the system's GSSAPI library reads.
+    let settings = client_config::load(opts.client_configuration.as_deref()).and_then(|p| {
+        if let Some(conf) = client_config::krb5_config(&p) {
+            std::env::set_var("KRB5_CONFIG", conf);
         }
-    };
-    let settings = client_config::load(opts.client_configuration.as_deref())
-        .and_then(|p| Ok((client_config::tls(&p)?, client_config::sasl(&p)?)));
+        Ok((client_config::tls(&p)?, client_config::sasl(&p)?))
+    });
     let (tls, sasl) = match settings {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
             std::process::exit(1);
         }
     };

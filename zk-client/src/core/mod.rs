@@ -31,6 +31,7 @@
 //! CONNECTIONLOSS (it may or may not have been applied); the session is only known expired when a
 //! server says so on reconnect.
 
+pub mod gssapi;
 pub mod op;
 pub mod watches;
 
@@ -126,6 +127,9 @@ pub struct Config {
     pub rw_probe_max: Duration,
     /// Authenticate each connection with SASL DIGEST-MD5 before anything else.
     pub sasl: Option<SaslCredentials>,
+    /// Authenticate each connection with SASL GSSAPI (Kerberos) before anything else; taken
+    /// over `sasl` when both are set.
+    pub gssapi: Option<gssapi::Gssapi>,
 }
 
 impl Config {
@@ -143,6 +147,7 @@ impl Config {
             rw_probe_min: Duration::from_millis(100),
             rw_probe_max: Duration::from_secs(60),
             sasl: None,
+            gssapi: None,
         }
     }
 }
@@ -336,9 +341,41 @@ pub struct Session {
     /// The SASL exchange under way on this connection, the xid of its request in flight and the
     /// state the session enters once it is over; nothing else is sent (and the application is
     /// not told of the connection) until then.
-    sasl: Option<(i32, zk_proto::digest_md5::ClientExchange, SessionState)>,
+    sasl: Option<(i32, SaslExchange, SessionState)>,
+    /// Why the last SASL exchange failed (the session is then AUTHFAILED).
+    sasl_failure: Option<String>,
     /// Client nonces: a ChaCha stream keyed with [`SaslCredentials::nonce_key`].
     sasl_rng: StdRng,
+}
+
+/// A SASL exchange under way: DIGEST-MD5 (zk-proto's) or GSSAPI ([`gssapi::GssExchange`]).
+#[derive(Debug)]
+enum SaslExchange {
+    DigestMd5(zk_proto::digest_md5::ClientExchange),
+    Gssapi(gssapi::GssExchange),
+}
+
+impl SaslExchange {
+    /// The next token to send, or `None` once the server has accepted the exchange.
+    fn step(&mut self, token: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        match self {
+            SaslExchange::DigestMd5(x) => match x.step(token).map_err(|e| e.to_string())? {
+                zk_proto::digest_md5::ClientStep::Send(t) => Ok(Some(t)),
+                zk_proto::digest_md5::ClientStep::Done => Ok(None),
+            },
+            SaslExchange::Gssapi(x) => match x.step(token)? {
+                gssapi::GssStep::Send(t) => Ok(Some(t)),
+                gssapi::GssStep::Done => Ok(None),
+            },
+        }
+    }
+
+    fn mechanism(&self) -> &'static str {
+        match self {
+            SaslExchange::DigestMd5(_) => "DIGEST-MD5",
+            SaslExchange::Gssapi(_) => "GSSAPI",
+        }
+    }
 }
 
 impl Session {
@@ -391,6 +428,7 @@ impl Session {
             rw_target: None,
             next_probe_id: 1,
             sasl: None,
+            sasl_failure: None,
             sasl_rng: StdRng::from_seed(cfg_sasl_key),
         }
     }
@@ -845,6 +883,17 @@ impl Session {
             in_flight: None,
         });
         let connected = if read_only { SessionState::ConnectedReadOnly } else { SessionState::Connected };
+        if let Some(mech) = &self.cfg.gssapi {
+            let host = self.current.as_ref().map(|h| h.host.clone()).unwrap_or_default();
+            match mech.0.start(&host).and_then(gssapi::GssExchange::start) {
+                Ok((exchange, token)) => {
+                    let xid = self.send_sasl(now, &token);
+                    self.sasl = Some((xid, SaslExchange::Gssapi(exchange), connected));
+                }
+                Err(e) => self.sasl_failed(format!("GSSAPI for {}: {e}", mech.0.describe())),
+            }
+            return Ok(());
+        }
         if let Some(creds) = &self.cfg.sasl {
             let mut cnonce = [0u8; 16];
             self.sasl_rng.fill(&mut cnonce);
@@ -852,7 +901,7 @@ impl Session {
                 zk_proto::digest_md5::ClientExchange::new(&creds.username, &creds.password, &cnonce);
             let token = exchange.initial();
             let xid = self.send_sasl(now, &token);
-            self.sasl = Some((xid, exchange, connected));
+            self.sasl = Some((xid, SaslExchange::DigestMd5(exchange), connected));
             return Ok(());
         }
         self.after_authentication(now, connected);
@@ -878,22 +927,39 @@ impl Session {
         } else {
             zk_proto::SetSaslResponse::read(r)
                 .map_err(|e| format!("bad SASL reply: {e}"))
-                .and_then(|resp| exchange.step(&resp.token).map_err(|e| e.to_string()))
+                .and_then(|resp| exchange.step(&resp.token))
         };
         match step {
-            Ok(zk_proto::digest_md5::ClientStep::Send(token)) => {
+            Ok(Some(token)) => {
                 let xid = self.send_sasl(now, &token);
                 self.sasl = Some((xid, exchange, connected));
             }
-            Ok(zk_proto::digest_md5::ClientStep::Done) => {
-                tracing::info!("session 0x{:x}: SASL DIGEST-MD5 authentication done", self.session_id);
+            Ok(None) => {
+                tracing::info!(
+                    "session 0x{:x}: SASL {} authentication done",
+                    self.session_id,
+                    exchange.mechanism()
+                );
                 self.after_authentication(now, connected);
             }
-            Err(e) => {
-                tracing::warn!("session 0x{:x}: SASL authentication failed: {e}", self.session_id);
-                self.terminate(ErrorCode::AuthFailed, SessionState::AuthFailed);
-            }
+            Err(e) => self.sasl_failed(format!("SASL {}: {e}", exchange.mechanism())),
         }
+    }
+
+    /// A SASL exchange failed: the session ends AUTHFAILED, as Apache's clients end a refused one
+    /// (a Kerberos login that fails before any token is sent ends it too, where Apache's Java
+    /// client goes on without SASL).
+    fn sasl_failed(&mut self, why: String) {
+        tracing::warn!("session 0x{:x}: SASL authentication failed: {why}", self.session_id);
+        self.sasl_failure = Some(why);
+        self.terminate(ErrorCode::AuthFailed, SessionState::AuthFailed);
+    }
+
+    /// Why the SASL exchange failed, once the session is AUTHFAILED because of it: the
+    /// library's or the server's reason (no ticket, an unknown service principal, the server's
+    /// refusal).
+    pub fn sasl_failure(&self) -> Option<&str> {
+        self.sasl_failure.as_deref()
     }
 
     /// Whether requests go out now: the session is open and no SASL exchange holds them back.

@@ -533,3 +533,102 @@ fn sasl_runs_before_anything_else() {
         }
     }
 }
+
+/// A GSSAPI mechanism whose contexts play a fixed script: the first token names the host asked
+/// for, the context is established by the server's "ap-rep", wrap and unwrap add and strip "W".
+struct ScriptedGss {
+    fail_start: bool,
+}
+
+struct ScriptedCtx {
+    host: String,
+    steps: u8,
+}
+
+impl gssapi::GssInitiator for ScriptedCtx {
+    fn step(&mut self, input: Option<&[u8]>) -> Result<(Vec<u8>, bool), String> {
+        self.steps += 1;
+        match input {
+            None => Ok((format!("ap-req for zookeeper/{}", self.host).into_bytes(), false)),
+            Some(b"ap-rep") => Ok((Vec::new(), true)),
+            Some(other) => Err(format!("unexpected {other:?}")),
+        }
+    }
+    fn unwrap(&mut self, msg: &[u8]) -> Result<Vec<u8>, String> {
+        msg.strip_prefix(b"W").map(<[u8]>::to_vec).ok_or_else(|| "not wrapped".into())
+    }
+    fn wrap(&mut self, msg: &[u8]) -> Result<Vec<u8>, String> {
+        Ok([b"W", msg].concat())
+    }
+    fn authzid(&self) -> String {
+        "alice@R".into()
+    }
+}
+
+impl gssapi::GssMechanism for ScriptedGss {
+    fn start(&self, host: &str) -> Result<Box<dyn gssapi::GssInitiator>, String> {
+        if self.fail_start {
+            return Err("No Kerberos credentials available".into());
+        }
+        Ok(Box::new(ScriptedCtx { host: host.into(), steps: 0 }))
+    }
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+}
+
+/// SASL GSSAPI: the context tokens for `zookeeper/<connected host>`, the empty answer once the
+/// context is established, the security-layer answer (none, 0, the authzid), then the session is
+/// connected and what waited goes out; a server's AUTHFAILED and a mechanism with no
+/// credentials both end the session AUTHFAILED with the reason kept.
+#[test]
+fn gssapi_runs_before_anything_else() {
+    use std::sync::Arc;
+    let token_of = |b: &Bytes| zk_proto::GetSaslRequest::read(&mut Reader::new(b.clone())).unwrap().token;
+    let body = |t: &'static [u8]| move |o: &mut BytesMut| Some(Bytes::from_static(t)).write(o);
+    for refuse in [false, true] {
+        let mut h = Harness::new(&["zk1"], None);
+        h.s.cfg.gssapi = Some(gssapi::Gssapi(Arc::new(ScriptedGss { fail_start: false })));
+        h.connect(0x55);
+        let early = h.submit(get_data("/x", false));
+        let sent = h.sent();
+        assert_eq!((sent.len(), sent[0].0.xid, sent[0].0.op), (1, 1, OpCode::Sasl.code()));
+        assert_eq!(&token_of(&sent[0].1)[..], b"ap-req for zookeeper/zk1");
+        h.s.handle_bytes(h.now, &reply(1, 0, 0, body(b"ap-rep")));
+        let sent = h.sent();
+        assert_eq!((sent.len(), sent[0].0.xid), (1, 2));
+        assert!(token_of(&sent[0].1).is_empty(), "the empty answer after the context");
+        h.s.handle_bytes(h.now, &reply(2, 0, 0, body(b"W\x01\x00\x00\x00")));
+        let sent = h.sent();
+        assert_eq!(&token_of(&sent[0].1)[..], b"W\x01\x00\x00\x00alice@R");
+        assert_eq!(h.events(), [], "not connected before the exchange is over");
+        if refuse {
+            h.s.handle_bytes(h.now, &reply(3, 0, ErrorCode::AuthFailed.code(), |o| o.put_i32(-1)));
+            let ev = h.events();
+            assert!(
+                ev.contains(&Event::Completed {
+                    id: early,
+                    result: Err(ErrorCode::AuthFailed),
+                    watch_registered: false
+                }),
+                "{ev:?}"
+            );
+            assert_eq!(ev.last(), Some(&Event::State(SessionState::AuthFailed)));
+            assert!(h.s.sasl_failure().unwrap().contains("AuthFailed (-115)"), "{:?}", h.s.sasl_failure());
+        } else {
+            h.s.handle_bytes(h.now, &reply(3, 0, 0, |o| o.put_i32(-1)));
+            assert_eq!(h.events(), [Event::State(SessionState::Connected)]);
+            let sent = h.sent();
+            assert_eq!((sent.len(), sent[0].0.xid, sent[0].0.op), (1, 4, OpCode::GetData.code()));
+            assert_eq!(h.s.sasl_failure(), None);
+        }
+    }
+    // No credentials: nothing is sent, the session is AUTHFAILED with the library's reason.
+    let mut h = Harness::new(&["zk1"], None);
+    h.s.cfg.gssapi = Some(gssapi::Gssapi(Arc::new(ScriptedGss { fail_start: true })));
+    h.connect(0x55);
+    assert!(h.sent().is_empty());
+    assert_eq!(h.events().last(), Some(&Event::State(SessionState::AuthFailed)));
+    let why = h.s.sasl_failure().unwrap();
+    assert!(why.contains("No Kerberos credentials") && why.contains("scripted"), "{why}");
+}

@@ -62,6 +62,9 @@ struct Managed {
     child: Option<Child>,
     /// zoo.cfg lines added to the defaults.
     extra: String,
+    /// `SERVER_JVMFLAGS`: Apache's JVM gets them on its command line, zkrs-server in its
+    /// environment.
+    jvm_flags: String,
 }
 
 /// A loopback port nobody listens on right now.
@@ -110,9 +113,22 @@ impl TestServer {
     /// Starts `target` as [`TestServer::start`] does, with `extra` zoo.cfg lines (never an
     /// external server: the lines matter).
     pub fn start_with(target: Target, extra: &str) -> TestServer {
+        Self::start_with_jvm_flags(target, extra, "")
+    }
+
+    /// Starts `target` as [`TestServer::start_with`] does, with `SERVER_JVMFLAGS` set to
+    /// `jvm_flags` as zkServer.sh takes them (split at white space for Apache's JVM).
+    pub fn start_with_jvm_flags(target: Target, extra: &str, jvm_flags: &str) -> TestServer {
         let dir = tempfile::Builder::new().prefix("zk-client-test-").tempdir().unwrap();
         let port = free_port();
-        let mut m = Managed { target, port, dir, child: None, extra: extra.to_string() };
+        let mut m = Managed {
+            target,
+            port,
+            dir,
+            child: None,
+            extra: extra.to_string(),
+            jvm_flags: jvm_flags.to_string(),
+        };
         m.spawn();
         TestServer { addr: format!("127.0.0.1:{port}"), target, managed: Some(m) }
     }
@@ -201,6 +217,7 @@ impl Managed {
                     .arg("-Dzookeeper.root.logger=INFO,CONSOLE")
                     .arg("-Dznode.container.checkIntervalMs=500")
                     .arg("-Xmx256m")
+                    .args(self.jvm_flags.split_whitespace())
                     .arg("-cp")
                     .arg(CLASSPATH)
                     .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
@@ -214,6 +231,8 @@ impl Managed {
             Target::Zkrs => Command::new(zkrs_binary())
                 .arg(&cfg_path)
                 .env("RUST_LOG", "info")
+                .env("SERVER_JVMFLAGS", &self.jvm_flags)
+                .env_remove("JVMFLAGS")
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .stdin(Stdio::null())

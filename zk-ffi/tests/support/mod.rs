@@ -95,6 +95,10 @@ impl Drop for Server {
 
 /// The workspace's zkrs-server, built first when missing.
 pub fn zkrs_server_binary() -> PathBuf {
+    // test.sh names the one its run built (with the `kerberos` feature the GSSAPI test needs).
+    if let Ok(p) = std::env::var("ZKRS_SERVER_BIN") {
+        return PathBuf::from(p);
+    }
     let p = target_dir().join("zkrs-server");
     if !p.exists() {
         let st = Command::new(env!("CARGO"))
@@ -115,6 +119,12 @@ pub fn start(target: Target) -> Server {
 
 /// [`start`] with `extra` zoo.cfg lines.
 pub fn start_with(target: Target, extra: &str) -> Server {
+    start_with_jvm_flags(target, extra, "")
+}
+
+/// [`start_with`], with `SERVER_JVMFLAGS` set to `jvm_flags` as zkServer.sh takes them: Apache's
+/// JVM gets them on its command line (split at white space), zkrs-server in its environment.
+pub fn start_with_jvm_flags(target: Target, extra: &str, jvm_flags: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let data = dir.path().join("data");
@@ -130,9 +140,13 @@ pub fn start_with(target: Target, extra: &str) -> Server {
     .unwrap();
     let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
     let child = match target {
-        Target::Zkrs => {
-            Command::new(zkrs_server_binary()).arg(&cfg).stdout(log.try_clone().unwrap()).stderr(log).spawn()
-        }
+        Target::Zkrs => Command::new(zkrs_server_binary())
+            .arg(&cfg)
+            .env("SERVER_JVMFLAGS", jvm_flags)
+            .env_remove("JVMFLAGS")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn(),
         Target::Apache => Command::new("java")
             // zkrs reads the JAAS file's name from zoo.cfg too; Apache only from its JVM flags.
             .args(
@@ -142,6 +156,7 @@ pub fn start_with(target: Target, extra: &str) -> Server {
                     .map(|l| format!("-D{l}")),
             )
             .arg(format!("-Dzookeeper.log.dir={}", dir.path().display()))
+            .args(jvm_flags.split_whitespace())
             .args([
                 "-Xmx512m",
                 "-cp",
@@ -174,9 +189,21 @@ pub fn start_with(target: Target, extra: &str) -> Server {
 
 /// Runs `exe args` with libzkrs as libzookeeper_mt.so.2; returns (success, stdout+stderr).
 pub fn run_on_libzkrs(exe: &Path, args: &[&str], stdin: Option<&str>, limit: Duration) -> (bool, String) {
+    run_on_libzkrs_with_env(exe, args, &[], stdin, limit)
+}
+
+/// [`run_on_libzkrs`] with `env` added to the program's environment.
+pub fn run_on_libzkrs_with_env(
+    exe: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+    limit: Duration,
+) -> (bool, String) {
     let lib = soname_dir();
     let mut child = Command::new(exe)
         .args(args)
+        .envs(env.iter().copied())
         .env("LD_LIBRARY_PATH", lib.path())
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())

@@ -86,15 +86,33 @@ pub fn tls(props: &HashMap<String, String>) -> Result<Option<ClientTls>, String>
     tls.map(Some).map_err(|e| format!("zookeeper.ssl.*: {e}"))
 }
 
-/// SASL DIGEST-MD5 credentials as Apache's Java client finds them: the `username` and
-/// `password` options of the JAAS file's `Client` section (`zookeeper.sasl.clientconfig` names
-/// another), the file named by `java.security.auth.login.config`; none when that is not set,
-/// when `zookeeper.sasl.client=false`, or when the file has no such section (as the Java
-/// client, which then goes on without SASL).
+/// How the shell authenticates with SASL, from the JAAS file's `Client` section.
+#[derive(Debug)]
+pub enum Sasl {
+    /// DIGEST-MD5 with the section's `username` and `password`.
+    DigestMd5(SaslCredentials),
+    /// GSSAPI (Kerberos): the section uses `Krb5LoginModule`.
+    #[cfg(feature = "kerberos")]
+    Kerberos(zk_client::gssapi::KerberosOptions),
+}
+
+/// The JAAS login module of Kerberos logins.
+const KRB5_LOGIN_MODULE: &str = "com.sun.security.auth.module.Krb5LoginModule";
+
+/// SASL as Apache's Java client finds it: the JAAS file's `Client` section
+/// (`zookeeper.sasl.clientconfig` names another), the file named by
+/// `java.security.auth.login.config`. A section with `Krb5LoginModule` means GSSAPI (its
+/// `useKeyTab`, `keyTab`, `principal`, `useTicketCache`, `ticketCache` options, and the
+/// `zookeeper.sasl.client.username`, `zookeeper.server.principal`, `zookeeper.server.realm`,
+/// `zookeeper.sasl.client.canonicalize.hostname` properties); otherwise its `username` and
+/// `password` options mean DIGEST-MD5. None when the file is not named, when
+/// `zookeeper.sasl.client=false`, or when the file has no such section (as the Java client,
+/// which then goes on without SASL).
 ///
-/// Errors: the file cannot be read or parsed (file and line), or the section lacks a username
-/// or password.
-pub fn sasl(props: &HashMap<String, String>) -> Result<Option<SaslCredentials>, String> {
+/// Errors: the file cannot be read or parsed (file and line), the section lacks a username or
+/// password, or a Kerberos section cannot be used (no keytab or ticket cache to log in with,
+/// or a shell built without the `kerberos` feature).
+pub fn sasl(props: &HashMap<String, String>) -> Result<Option<Sasl>, String> {
     let get = |k: &str| props.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let Some(file) = get("java.security.auth.login.config") else { return Ok(None) };
     if get("zookeeper.sasl.client").is_some_and(|v| v.eq_ignore_ascii_case("false")) {
@@ -106,13 +124,36 @@ pub fn sasl(props: &HashMap<String, String>) -> Result<Option<SaslCredentials>, 
         eprintln!("JAAS file {file} has no '{section}' section: not authenticating with SASL");
         return Ok(None);
     };
+    if let Some(krb5) = modules.iter().find(|m| m.class == KRB5_LOGIN_MODULE) {
+        return kerberos(props, &krb5.options)
+            .map(Some)
+            .map_err(|e| format!("JAAS file {file}, section {section}: {e}"));
+    }
     let option = |name: &str| {
         modules.iter().flat_map(|m| m.options.iter()).find(|(k, _)| k == name).map(|(_, v)| v.clone())
     };
     match (option("username"), option("password")) {
-        (Some(user), Some(password)) => Ok(Some(SaslCredentials::new(user, password))),
+        (Some(user), Some(password)) => Ok(Some(Sasl::DigestMd5(SaslCredentials::new(user, password)))),
         _ => Err(format!("JAAS file {file}: section {section} needs username and password options")),
     }
+}
+
+#[cfg(feature = "kerberos")]
+fn kerberos(props: &HashMap<String, String>, options: &[(String, String)]) -> Result<Sasl, String> {
+    let credentials = zk_client::gssapi::Credentials::from_jaas(options)?;
+    let prop = |k: &str| props.get(k).cloned();
+    Ok(Sasl::Kerberos(zk_client::gssapi::KerberosOptions::from_properties(credentials, &prop)))
+}
+
+#[cfg(not(feature = "kerberos"))]
+fn kerberos(_: &HashMap<String, String>, _: &[(String, String)]) -> Result<Sasl, String> {
+    Err(format!("{KRB5_LOGIN_MODULE} (Kerberos) needs zkrs-cli built with zk-client's `kerberos` feature"))
+}
+
+/// The Kerberos configuration file Java is told of (`java.security.krb5.conf`), which the
+/// system's library reads from `KRB5_CONFIG`.
+pub fn krb5_config(props: &HashMap<String, String>) -> Option<String> {
+    props.get("java.security.krb5.conf").filter(|v| !v.is_empty()).cloned()
 }
 
 #[cfg(test)]
@@ -146,7 +187,7 @@ mod tests {
         let mut p: HashMap<String, String> = HashMap::new();
         assert!(sasl(&p).unwrap().is_none());
         p.insert("java.security.auth.login.config".into(), jaas.display().to_string());
-        let c = sasl(&p).unwrap().unwrap();
+        let Some(Sasl::DigestMd5(c)) = sasl(&p).unwrap() else { panic!("DIGEST-MD5 expected") };
         assert_eq!((c.username.as_str(), c.password.as_str()), ("bob", "pw"));
         p.insert("zookeeper.sasl.clientconfig".into(), "Other".into());
         assert!(sasl(&p).unwrap().is_none());
@@ -158,5 +199,39 @@ mod tests {
         assert!(sasl(&p).unwrap_err().contains("username and password"));
         std::fs::write(&jaas, "Client {\n m required username=;\n};").unwrap();
         assert!(sasl(&p).unwrap_err().contains("line 2"));
+    }
+
+    #[test]
+    fn kerberos_from_a_krb5_login_module() {
+        let dir = tempfile::tempdir().unwrap();
+        let jaas = dir.path().join("jaas.conf");
+        std::fs::write(
+            &jaas,
+            "Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
+             keyTab=\"/k/alice.keytab\" principal=\"alice@R.TEST\"; };",
+        )
+        .unwrap();
+        let mut p = HashMap::new();
+        p.insert("java.security.auth.login.config".into(), jaas.display().to_string());
+        p.insert("zookeeper.server.principal".into(), "zookeeper/zk1@R.TEST".into());
+        let r = sasl(&p);
+        #[cfg(feature = "kerberos")]
+        {
+            let Ok(Some(Sasl::Kerberos(o))) = r else { panic!("Kerberos expected") };
+            assert_eq!(o.server_principal.as_deref(), Some("zookeeper/zk1@R.TEST"));
+            assert_eq!(
+                o.credentials,
+                zk_client::gssapi::Credentials::Keytab {
+                    principal: "alice@R.TEST".into(),
+                    keytab: "/k/alice.keytab".into()
+                }
+            );
+            std::fs::write(&jaas, "Client { com.sun.security.auth.module.Krb5LoginModule required; };")
+                .unwrap();
+            let e = sasl(&p).err().unwrap();
+            assert!(e.contains("useKeyTab") && e.contains("section Client"), "{e}");
+        }
+        #[cfg(not(feature = "kerberos"))]
+        assert!(r.err().unwrap().contains("`kerberos` feature"));
     }
 }
