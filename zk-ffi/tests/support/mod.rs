@@ -19,15 +19,18 @@ fn target_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-/// The libzkrs.so built for this test run.
+/// The libzkrs.so built for this test run: the newer of `deps/` (what `cargo test` builds) and
+/// the profile directory (what `cargo build` copies there, possibly from an older build with
+/// other features).
 pub fn libzkrs() -> PathBuf {
     let dir = target_dir();
-    for p in [dir.join("libzkrs.so"), dir.join("deps/libzkrs.so")] {
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("libzkrs.so not found under {}", dir.display());
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    [dir.join("deps/libzkrs.so"), dir.join("libzkrs.so")]
+        .into_iter()
+        .filter_map(|p| modified(&p).map(|t| (t, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("libzkrs.so not found under {}", dir.display()))
 }
 
 /// A directory holding libzookeeper_mt.so.2 -> libzkrs.so, for LD_LIBRARY_PATH.
