@@ -1292,9 +1292,10 @@ impl Replica {
     /// connects again asking this leader for a SNAP, which replaces the snapshot whole, and the
     /// snapshots past it go once that is durable (Output::InstallSnapshot). A zkrs leader
     /// honours the request. An Apache leader ignores it and sends the same TRUNC: the server then
-    /// keeps what it has and asks again after initLimit (Apache's own server stops there,
-    /// "not able to truncate the log"); an election in between may give it a leader that
-    /// honours the request, or rank its history first.
+    /// keeps what it has and asks again after initLimit, for as long as that leader leads
+    /// (Apache's own server cannot go on either: it exits, "Not able to truncate the log", or,
+    /// with no log file to cut, elects again and is told the same). The scenario
+    /// `a_leader_that_ignores_the_snap_request_never_makes_the_learner_forget` runs it.
     fn truncation_below(&mut self, after_zxid: i64, conn: PeerConn, now: Now) {
         self.no_learner_batch("a truncation below the log's start");
         let State::Learning { learner, .. } = &self.state else { unreachable!("a learner's TRUNC") };
