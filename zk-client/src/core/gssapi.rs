@@ -115,6 +115,12 @@ impl GssExchange {
         Ok((GssExchange { ctx, stage }, token))
     }
 
+    /// Whether this side has sent its last token (the security-layer answer), as Java's
+    /// `SaslClient.isComplete` says: only the server's verdict is left.
+    pub fn is_complete(&self) -> bool {
+        self.stage == Stage::Answered
+    }
+
     /// Takes the server's token.
     ///
     /// Errors (the exchange is then over): a server token over [`MAX_GSS_TOKEN`]; a context
