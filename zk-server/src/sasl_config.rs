@@ -831,4 +831,94 @@ mod tests {
         let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
         assert!(e.contains(expected), "{e}");
     }
+
+    /// A JAAS file with the quorum sections `learner` and `server` (module and options each).
+    fn quorum_jaas(dir: &Path, learner: &str, server: &str) -> SaslConfig {
+        let p = dir.join("jaas.conf");
+        std::fs::write(&p, format!("QuorumLearner {{ {learner}; }};\nQuorumServer {{ {server}; }};\n"))
+            .unwrap();
+        cfg(&[
+            (LOGIN_CONFIG_KEY, p.to_str().unwrap()),
+            ("quorum.auth.enableSasl", "true"),
+            ("quorum.auth.learnerRequireSasl", "true"),
+            ("quorum.auth.serverRequireSasl", "true"),
+        ])
+    }
+
+    /// Apache's choice of mechanism, side by side: a Krb5LoginModule learner section is
+    /// GSSAPI (its principal and keytab, the service principal defaulting to
+    /// zkquorum/localhost in the learner's realm); a DigestLoginModule one is DIGEST-MD5.
+    #[test]
+    fn a_kerberos_learner_section_makes_the_learner_use_gssapi() {
+        let dir = tempfile::tempdir().unwrap();
+        let krb5 = format!(
+            "{} required useKeyTab=true keyTab=\"/k.keytab\" storeKey=true principal=\"zkquorum/h1@R\"",
+            crate::kerberos::KRB5_LOGIN_MODULE
+        );
+        let digest = format!("{DIGEST_LOGIN_MODULE} required user_peer=\"secret\"");
+        let c = quorum_jaas(dir.path(), &krb5, &digest);
+        if !cfg!(feature = "kerberos") {
+            let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+            assert!(e.contains("QuorumLearner") && e.contains("--features kerberos"), "{e}");
+            return;
+        }
+        let q = QuorumSasl::resolve(&c, &no_env).unwrap().unwrap();
+        let k = q.learner_kerberos.as_ref().unwrap();
+        assert_eq!((k.principal.as_str(), k.keytab.as_path()), ("zkquorum/h1@R", Path::new("/k.keytab")));
+        assert_eq!(k.service_principal, DEFAULT_QUORUM_SERVICE_PRINCIPAL);
+        assert_eq!(k.service_principal_for("zk2"), "zkquorum/localhost@R");
+        assert!(q.learner.is_none() && q.server_kerberos.is_none());
+        assert_eq!(q.users["peer"], "secret");
+        assert_eq!(q.cnxn_threads, DEFAULT_QUORUM_CNXN_THREADS);
+        // _HOST, and the realm of -Dzookeeper.server.realm.
+        let mut c = quorum_jaas(dir.path(), &krb5, &digest);
+        c.take("quorum.auth.kerberos.servicePrincipal", "zkquorum/_HOST", 9).unwrap();
+        let env = |v: &str| (v == "SERVER_JVMFLAGS").then(|| "-Dzookeeper.server.realm=OTHER".to_string());
+        let q = QuorumSasl::resolve(&c, &env).unwrap().unwrap();
+        assert_eq!(
+            q.learner_kerberos.unwrap().service_principal_for("ZK2.example"),
+            "zkquorum/zk2.example@OTHER"
+        );
+    }
+
+    /// A Kerberos server section needs a keytab with the principal's key (checked at start-up),
+    /// and its login's options; any module other than the two is refused.
+    #[test]
+    fn kerberos_quorum_sections_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = format!("{DIGEST_LOGIN_MODULE} required username=\"peer\" password=\"secret\"");
+        let krb5 = |opts: &str| format!("{} required {opts}", crate::kerberos::KRB5_LOGIN_MODULE);
+        let c = quorum_jaas(
+            dir.path(),
+            &digest,
+            &krb5("useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"zkquorum/h@R\""),
+        );
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
+        assert!(e.contains("section 'QuorumServer'") && e.contains(expected), "{e}");
+        let c = quorum_jaas(dir.path(), &krb5("useKeyTab=true principal=\"p@R\""), &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        assert!(e.contains("section 'QuorumLearner'") && e.contains("no keyTab option"), "{e}");
+        let c = quorum_jaas(dir.path(), "org.example.Other required", &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        assert!(e.contains("org.example.Other") && e.contains("DIGEST-MD5"), "{e}");
+    }
+
+    /// quorum.cnxn.threads.size: a number, raised to Apache's 20 when smaller, bounded above.
+    #[test]
+    fn quorum_cnxn_threads_size_is_a_bounded_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = format!(
+            "{DIGEST_LOGIN_MODULE} required username=\"peer\" password=\"secret\" user_peer=\"secret\""
+        );
+        for (v, want) in [("5", Ok(20)), ("64", Ok(64)), ("1000000", Ok(4096)), ("many", Err(()))] {
+            let mut c = quorum_jaas(dir.path(), &digest, &digest);
+            c.take("quorum.cnxn.threads.size", v, 7).unwrap();
+            match (QuorumSasl::resolve(&c, &no_env), want) {
+                (Ok(q), Ok(n)) => assert_eq!(q.unwrap().cnxn_threads, n, "{v}"),
+                (Err(e), Err(())) => assert!(e.contains("quorum.cnxn.threads.size (zoo.cfg line 7)"), "{e}"),
+                (r, _) => panic!("{v}: {r:?}"),
+            }
+        }
+    }
 }
