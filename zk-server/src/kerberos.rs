@@ -466,6 +466,7 @@ mod tests {
         assert_eq!(x.step(b"").unwrap(), GssStep::Challenge(OFFER.to_vec()));
         let r = x.step(b"U:\x01\x00\x00\x00alice@R").unwrap();
         assert_eq!(r, GssStep::Success { principal: "alice@R".into() });
+        assert_eq!(x.authorization_id(), Some("alice@R"));
         assert!(x.step(b"").is_err(), "nothing after the end");
     }
 
@@ -476,6 +477,9 @@ mod tests {
         // Another authorization id than the principal: still the principal.
         let r = x.step(b"U:\x01\xff\xff\xffmallory").unwrap();
         assert_eq!(r, GssStep::Success { principal: "bob@R".into() });
+        // The id asked for is kept for quorum SASL, which refuses it (clients are authorized as
+        // themselves whatever they ask).
+        assert_eq!(x.authorization_id(), Some("mallory"));
     }
 
     #[test]
