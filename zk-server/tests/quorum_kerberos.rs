@@ -26,15 +26,15 @@ const QUORUM_PRINCIPAL: &str = "zkquorum/localhost@ZKRS.TEST";
 const REQUIRE_ALL: &str = "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\n\
                            quorum.auth.serverRequireSasl=true\nquorum.auth.kerberos.servicePrincipal=zkquorum/_HOST\n";
 
-/// Gives member `i` a JAAS file whose quorum sections log in as [`QUORUM_PRINCIPAL`] with the
-/// keytab `keytab`, and the realm's configuration (JVM flags for Apache, `KRB5_CONFIG` for zkrs).
-fn kerberos_member(kdc: &Kdc, e: &Ensemble, i: usize, keytab: &Path) {
+/// Gives member `i` a JAAS file whose quorum sections log in as `principal` with the keytab
+/// `keytab`, and the realm's configuration (JVM flags for Apache, `KRB5_CONFIG` for zkrs).
+fn kerberos_member(kdc: &Kdc, e: &Ensemble, i: usize, keytab: &Path, principal: &str) {
     let dir = &e.members[i].dir;
     let section = |name: &str| {
         format!(
             "{name} {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n  \
              keyTab=\"{}\"\n  storeKey=true\n  useTicketCache=false\n  doNotPrompt=true\n  \
-             principal=\"{QUORUM_PRINCIPAL}\";\n}};\n",
+             principal=\"{principal}\";\n}};\n",
             keytab.display()
         )
     };
@@ -77,7 +77,7 @@ fn kerberos_ensemble(kdc: &Kdc, kinds: &[Kind], keytab: &Path) -> Ensemble {
     for i in 0..kinds.len() {
         let mine = e.members[i].dir.join("quorum.keytab");
         std::fs::copy(keytab, &mine).expect("keytab");
-        kerberos_member(kdc, &e, i, &mine);
+        kerberos_member(kdc, &e, i, &mine, QUORUM_PRINCIPAL);
     }
     e
 }
@@ -124,6 +124,26 @@ fn zkrs_members_authenticate_with_kerberos_and_one_with_a_stale_keytab_stays_out
     e.write_and_read(2, "/two", &[0, 1, 2]);
     e.write_and_read(leader, "/three", &[0, 1, 2]);
     assert!(e.log(2).contains("(quorum SASL, GSSAPI)"), "{}", e.logs());
+}
+
+/// Apache's authorization: a learner that authenticates as a principal whose host is not one of
+/// the `server.N` hosts is refused, and the other two keep serving.
+#[test]
+fn a_member_whose_principal_names_another_host_is_not_authorized() {
+    let Some(kdc) = quorum_realm() else { return };
+    let intruder = "zkquorum/intruder@ZKRS.TEST";
+    let keytab = kdc.principal(intruder, "intruder");
+    let mut e = kerberos_ensemble(&kdc, &[Kind::Zkrs; 3], &kdc.path("quorum.keytab"));
+    kerberos_member(&kdc, &e, 2, &keytab, intruder);
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader_among(&[0, 1]);
+    e.write_and_read(leader, "/one", &[0, 1]);
+    e.stays_out(2, Duration::from_secs(4));
+    let others = e.log(0) + &e.log(1);
+    assert!(others.contains(&format!("{intruder} is not authorized to join")), "{}", e.logs());
+    assert!(e.log(2).contains("refused our credentials"), "{}", e.logs());
 }
 
 #[test]
