@@ -409,3 +409,120 @@ mod tests {
         assert_eq!(s.ok(), Some(None));
     }
 }
+
+#[cfg(test)]
+mod kerberos_tests {
+    use super::*;
+    use crate::kerberos::{Accepted, GssAcceptor, GssContext};
+    use crate::sasl_config::QuorumKerberosServer;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use zk_quorum::auth::AuthStatus;
+
+    /// An acceptor whose contexts take the token `ticket-for-<principal>` as that principal's
+    /// AP-REQ (no AP-REP), and wrap and unwrap by adding and stripping a `W` byte.
+    struct Scripted;
+
+    struct Ctx;
+
+    impl GssAcceptor for Scripted {
+        fn start(&self) -> Box<dyn GssContext> {
+            Box::new(Ctx)
+        }
+    }
+
+    impl GssContext for Ctx {
+        fn accept(&mut self, token: &[u8]) -> Result<Accepted, String> {
+            let t = std::str::from_utf8(token).map_err(|_| "not a ticket".to_string())?;
+            let client = t.strip_prefix("ticket-for-").ok_or("Decrypt integrity check failed")?;
+            Ok(Accepted::Established { token: None, client: client.to_string() })
+        }
+        fn wrap(&mut self, msg: &[u8]) -> Result<Vec<u8>, String> {
+            Ok([b"W".as_slice(), msg].concat())
+        }
+        fn unwrap(&mut self, msg: &[u8]) -> Result<Vec<u8>, String> {
+            msg.strip_prefix(b"W").map(<[u8]>::to_vec).ok_or_else(|| "not wrapped".to_string())
+        }
+    }
+
+    fn sasl(required: bool) -> QuorumSasl {
+        QuorumSasl {
+            learner: None,
+            server_required: required,
+            users: HashMap::new(),
+            learner_kerberos: None,
+            server_kerberos: Some(QuorumKerberosServer {
+                principal: "zkquorum/localhost@R".into(),
+                keytab: "/k".into(),
+                acceptor: Arc::new(Scripted),
+            }),
+            hosts: HashMap::from([(1, "localhost".to_string()), (2, "zk2".to_string())]),
+            cnxn_threads: crate::sasl_config::DEFAULT_QUORUM_CNXN_THREADS,
+        }
+    }
+
+    /// Plays a learner sending `tokens` (each after the server's previous answer); returns the
+    /// server's verdict and the statuses it sent.
+    async fn learner_sends(
+        server: QuorumSasl,
+        tokens: &'static [&'static [u8]],
+    ) -> (Result<Option<String>, SetupError>, Vec<i32>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let a = tokio::net::TcpStream::connect(l.local_addr().expect("addr")).await.expect("connect");
+        let (b, _) = l.accept().await.expect("accept");
+        let (mut a, mut b) = (PeerStream::Plain(a), PeerStream::Plain(b));
+        let learner = tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            let mut buf = BytesMut::new();
+            for t in tokens {
+                let p = QuorumAuthPacket::new(AuthStatus::InProgress, Some(bytes::Bytes::from_static(t)));
+                if write_packet(&mut a, &p).await.is_err() {
+                    break;
+                }
+                match read_packet(&mut a, &mut buf).await {
+                    Ok(reply) => statuses.push(reply.status),
+                    Err(_) => break,
+                }
+            }
+            statuses
+        });
+        let mut buf = BytesMut::new();
+        let verdict = check_peer(Some(&server), &mut b, &mut buf, "test", Duration::from_secs(5)).await;
+        drop(b);
+        (verdict, learner.await.expect("learner"))
+    }
+
+    #[tokio::test]
+    async fn a_member_principal_gets_the_offer_then_success() {
+        let (v, statuses) =
+            learner_sends(sasl(true), &[b"ticket-for-zkquorum/zk2@R", b"W\x01\x00\x00\x00"]).await;
+        assert_eq!(v.ok().flatten().as_deref(), Some("zkquorum/zk2@R"));
+        assert_eq!(statuses, [0, 1], "IN_PROGRESS (the offer), then SUCCESS");
+    }
+
+    /// CVE-2023-44981's invariant with GSSAPI: a ticket the keytab cannot take, or a principal
+    /// of no member's host (or of none at all, `eve@R`), is answered ERROR and cut off when SASL
+    /// is required; only when it is not is the member let in (with a warning), as in Apache.
+    #[tokio::test]
+    async fn bad_tickets_and_unauthorized_principals_are_refused_when_required() {
+        let cases: [&'static [&'static [u8]]; 3] = [
+            &[b"garbage"],
+            &[b"ticket-for-zkquorum/intruder@R", b"W\x01\x00\x00\x00"],
+            &[b"ticket-for-eve@R", b"W\x01\x00\x00\x00"],
+        ];
+        for tokens in cases {
+            let (v, statuses) = learner_sends(sasl(true), tokens).await;
+            assert!(
+                matches!(v, Err(SetupError::Refused(ref w)) if w.contains("GSSAPI")),
+                "{tokens:?}: {v:?}"
+            );
+            assert_eq!(statuses.last(), Some(&-1), "{tokens:?}: ERROR sent");
+            let (v, _) = learner_sends(sasl(false), tokens).await;
+            assert_eq!(v.ok(), Some(None), "{tokens:?}: let in unauthenticated when not required");
+        }
+        let (v, _) =
+            learner_sends(sasl(true), &[b"ticket-for-zkquorum/intruder@R", b"W\x01\x00\x00\x00"]).await;
+        let Err(SetupError::Refused(why)) = v else { panic!("{v:?}") };
+        assert!(why.contains("zkquorum/intruder@R is not authorized to join"), "{why}");
+    }
+}
