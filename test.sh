@@ -71,7 +71,8 @@ python3 docs/guide/check_links.py
 
 # The `kerberos` features (SASL GSSAPI, off by default: they need the packages above to build) are
 # on here, the server's, zk-client's and libzkrs's, so their code and the KDC tests
-# (zk-server/tests/kerberos.rs, zk-client/tests/kerberos.rs, zk-ffi/tests/sasl_gssapi_c.rs) are
+# (zk-server/tests/kerberos.rs and quorum_kerberos.rs, zk-client/tests/kerberos.rs,
+# zk-ffi/tests/sasl_gssapi_c.rs) are
 # built and run: the libzkrs.so this run builds and tests has GSSAPI.
 # zk-client's tests start the workspace's zkrs-server, and without this would bring it up to date
 # with `cargo build -p zk-server` (no feature), replacing the binary this run built, which the

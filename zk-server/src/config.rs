@@ -665,10 +665,9 @@ impl Source<'_> {
 const SERVER_FORMAT_HELP: &str = "expected host:quorumPort:electionPort[:participant|observer]\
      [;[clientHost:]clientPort]";
 
-/// Keys Apache 3.8 understands that zkrs reads but has no use for (the threads of quorum SASL
-/// connection set-up, JVM pause monitor, multiple addresses per server, the quorum oracle).
-pub(crate) const APACHE_KEYS_IGNORED: [&str; 8] = [
-    "quorum.cnxn.threads.size",
+/// Keys Apache 3.8 understands that zkrs reads but has no use for (JVM pause monitor, multiple
+/// addresses per server, the quorum oracle).
+pub(crate) const APACHE_KEYS_IGNORED: [&str; 7] = [
     "jvm.pause.info-threshold.ms",
     "jvm.pause.warn-threshold.ms",
     "jvm.pause.sleep.time.ms",

@@ -93,6 +93,7 @@ pub struct GssapiExchange {
     ctx: Box<dyn GssContext>,
     stage: Stage,
     client: String,
+    authzid: Option<String>,
 }
 
 impl fmt::Debug for GssapiExchange {
@@ -104,7 +105,7 @@ impl fmt::Debug for GssapiExchange {
 impl GssapiExchange {
     /// An exchange over a fresh context from `acceptor`.
     pub fn new(acceptor: &dyn GssAcceptor) -> GssapiExchange {
-        GssapiExchange { ctx: acceptor.start(), stage: Stage::Context, client: String::new() }
+        GssapiExchange { ctx: acceptor.start(), stage: Stage::Context, client: String::new(), authzid: None }
     }
 
     /// Takes the client's next token.
@@ -173,12 +174,20 @@ impl GssapiExchange {
                         self.client
                     );
                 }
+                self.authzid = Some(authzid.to_string()).filter(|a| !a.is_empty());
                 self.stage = Stage::Done;
                 Ok(GssStep::Success { principal: self.client.clone() })
             }
             Stage::Done => Err("SASL token after the exchange completed".into()),
             Stage::Failed => Err("SASL token after the exchange failed".into()),
         }
+    }
+
+    /// The authorization id the client asked for in its security-layer answer, once the
+    /// exchange succeeded (`None`: none, or an empty one). Client sessions are authorized as
+    /// their principal whatever it is; quorum SASL refuses a learner asking to be another.
+    pub fn authorization_id(&self) -> Option<&str> {
+        self.authzid.as_deref()
     }
 
     fn offer(&mut self) -> Result<GssStep, String> {
@@ -356,9 +365,57 @@ pub fn keytab_acceptor(principal: &str, keytab: &Path) -> Result<Arc<dyn GssAcce
     #[cfg(not(feature = "kerberos"))]
     {
         let _ = (principal, keytab);
-        Err("this zkrs-server was built without Kerberos (SASL GSSAPI): build it with \
-             `--features kerberos` (needs the GSSAPI headers, Debian's libkrb5-dev and libclang-dev)"
-            .into())
+        Err(WITHOUT_KERBEROS.into())
+    }
+}
+
+/// Why a build without the `kerberos` feature refuses a Kerberos login.
+#[cfg(not(feature = "kerberos"))]
+const WITHOUT_KERBEROS: &str = "this zkrs-server was built without Kerberos (SASL GSSAPI): build it with \
+     `--features kerberos` (needs the GSSAPI headers, Debian's libkrb5-dev and libclang-dev)";
+
+/// Whether this build has Kerberos; the error says how to get it.
+///
+/// Errors: this build lacks the `kerberos` feature.
+pub fn supported() -> Result<(), String> {
+    #[cfg(feature = "kerberos")]
+    {
+        Ok(())
+    }
+    #[cfg(not(feature = "kerberos"))]
+    {
+        Err(WITHOUT_KERBEROS.into())
+    }
+}
+
+/// A GSSAPI client context for quorum SASL (zk-client's initiator over the system's library):
+/// logged in as `principal` with its key from `keytab` (a memory ticket cache of the process),
+/// for the service principal `service` (with its realm). The library asks the KDC for tickets
+/// when the context makes its first token, so the caller runs that off the async threads.
+///
+/// Errors: the library's message (no key for the principal in the keytab, a principal that
+/// does not parse), or this build lacks the `kerberos` feature.
+pub fn keytab_initiator(
+    principal: &str,
+    keytab: &Path,
+    service: &str,
+) -> Result<Box<dyn zk_client::core::gssapi::GssInitiator>, String> {
+    #[cfg(feature = "kerberos")]
+    {
+        use zk_client::core::gssapi::GssMechanism;
+        use zk_client::gssapi::{Credentials, Kerberos, KerberosOptions};
+        let mut opts = KerberosOptions::new(Credentials::Keytab {
+            principal: principal.to_string(),
+            keytab: keytab.to_path_buf(),
+        });
+        opts.server_principal = Some(service.to_string());
+        // The host is not used: the service principal is given whole.
+        Kerberos::new(opts).start("")
+    }
+    #[cfg(not(feature = "kerberos"))]
+    {
+        let _ = (principal, keytab, service);
+        Err(WITHOUT_KERBEROS.into())
     }
 }
 
@@ -409,6 +466,7 @@ mod tests {
         assert_eq!(x.step(b"").unwrap(), GssStep::Challenge(OFFER.to_vec()));
         let r = x.step(b"U:\x01\x00\x00\x00alice@R").unwrap();
         assert_eq!(r, GssStep::Success { principal: "alice@R".into() });
+        assert_eq!(x.authorization_id(), Some("alice@R"));
         assert!(x.step(b"").is_err(), "nothing after the end");
     }
 
@@ -419,6 +477,9 @@ mod tests {
         // Another authorization id than the principal: still the principal.
         let r = x.step(b"U:\x01\xff\xff\xffmallory").unwrap();
         assert_eq!(r, GssStep::Success { principal: "bob@R".into() });
+        // The id asked for is kept for quorum SASL, which refuses it (clients are authorized as
+        // themselves whatever they ask).
+        assert_eq!(x.authorization_id(), Some("mallory"));
     }
 
     #[test]

@@ -49,20 +49,28 @@ pub struct SaslConfig {
     pub auth_to_local: Option<Setting<String>>,
     /// `quorum.auth.enableSasl`, `quorum.auth.serverRequireSasl`,
     /// `quorum.auth.learnerRequireSasl`, `quorum.auth.learner.saslLoginContext`,
-    /// `quorum.auth.server.saslLoginContext`, `quorum.auth.kerberos.servicePrincipal`: SASL
+    /// `quorum.auth.server.saslLoginContext`, `quorum.auth.kerberos.servicePrincipal`,
+    /// `quorum.cnxn.threads.size`: SASL
     /// between ensemble members (Apache reads these from zoo.cfg only), by key.
     pub quorum: HashMap<&'static str, Setting<String>>,
 }
 
 /// The zoo.cfg keys of quorum SASL.
-const QUORUM_KEYS: [&str; 6] = [
+const QUORUM_KEYS: [&str; 7] = [
     QUORUM_ENABLE,
     QUORUM_SERVER_REQUIRED,
     QUORUM_LEARNER_REQUIRED,
     "quorum.auth.learner.saslLoginContext",
     "quorum.auth.server.saslLoginContext",
-    "quorum.auth.kerberos.servicePrincipal",
+    QUORUM_SERVICE_PRINCIPAL,
+    QUORUM_CNXN_THREADS,
 ];
+const QUORUM_SERVICE_PRINCIPAL: &str = "quorum.auth.kerberos.servicePrincipal";
+const QUORUM_CNXN_THREADS: &str = "quorum.cnxn.threads.size";
+/// Apache's default `quorum.auth.kerberos.servicePrincipal`.
+pub const DEFAULT_QUORUM_SERVICE_PRINCIPAL: &str = "zkquorum/localhost";
+/// Apache's default (and smallest effective) `quorum.cnxn.threads.size`.
+pub const DEFAULT_QUORUM_CNXN_THREADS: u32 = 20;
 const QUORUM_ENABLE: &str = "quorum.auth.enableSasl";
 const QUORUM_SERVER_REQUIRED: &str = "quorum.auth.serverRequireSasl";
 const QUORUM_LEARNER_REQUIRED: &str = "quorum.auth.learnerRequireSasl";
@@ -372,6 +380,67 @@ pub struct QuorumSasl {
     /// The users members may authenticate as (`user_NAME="password"` of the `QuorumServer`
     /// section).
     pub users: HashMap<String, String>,
+    /// Kerberos as a learner, set when `quorum.auth.learnerRequireSasl` is and the learner
+    /// section logs in with `Krb5LoginModule`: this server authenticates with GSSAPI (and
+    /// [`QuorumSasl::learner`] is `None`).
+    pub learner_kerberos: Option<QuorumKerberosLearner>,
+    /// Kerberos as a server: the server section logs in with `Krb5LoginModule`, so members
+    /// connecting here authenticate with GSSAPI (and [`QuorumSasl::users`] is empty).
+    pub server_kerberos: Option<QuorumKerberosServer>,
+    /// Every configured member's host as its `server.N` line names it, by server id: the host a
+    /// learner puts in place of `_HOST`, and the hosts a Kerberos learner's principal may name
+    /// (Apache's `authzHosts`). Filled in by the ensemble's settings.
+    pub hosts: HashMap<i64, String>,
+    /// `quorum.cnxn.threads.size` (Apache's default 20; smaller values are raised to it, as
+    /// Apache does): the most quorum SASL exchanges this server's election port runs at once.
+    pub cnxn_threads: u32,
+}
+
+/// A learner's Kerberos login (`Krb5LoginModule` in the learner section) and whom it asks for.
+#[derive(Debug, Clone)]
+pub struct QuorumKerberosLearner {
+    /// Its principal (`principal`), such as `zkquorum/host1@REALM`.
+    pub principal: String,
+    /// The keytab with its key (`keyTab`).
+    pub keytab: std::path::PathBuf,
+    /// `quorum.auth.kerberos.servicePrincipal` (default `zkquorum/localhost`), `_HOST` still in
+    /// it.
+    pub service_principal: String,
+    /// The realm added to a service principal without one: `-Dzookeeper.server.realm`, else the
+    /// learner principal's realm, as Apache's learner does.
+    pub server_realm: Option<String>,
+}
+
+impl QuorumKerberosLearner {
+    /// The service principal asked for when connecting to the member configured as `host`:
+    /// `_HOST` replaced as Apache does, and the realm added when it has none.
+    pub fn service_principal_for(&self, host: &str) -> String {
+        let p = zk_quorum::auth::service_principal_for(&self.service_principal, host);
+        match &self.server_realm {
+            Some(realm) if !p.contains('@') => format!("{p}@{realm}"),
+            _ => p,
+        }
+    }
+}
+
+/// A server's Kerberos login for accepting members (`Krb5LoginModule` in the server section).
+#[derive(Clone)]
+pub struct QuorumKerberosServer {
+    /// Its principal (`principal`).
+    pub principal: String,
+    /// The keytab (`keyTab`).
+    pub keytab: std::path::PathBuf,
+    /// Accepting contexts with the keytab's keys.
+    pub acceptor: std::sync::Arc<dyn crate::kerberos::GssAcceptor>,
+}
+
+impl std::fmt::Debug for QuorumKerberosServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumKerberosServer")
+            .field("principal", &self.principal)
+            .field("keytab", &self.keytab)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for QuorumSasl {
@@ -381,11 +450,23 @@ impl std::fmt::Debug for QuorumSasl {
             .field("learner", &self.learner)
             .field("server_required", &self.server_required)
             .field("users", &users)
+            .field("learner_kerberos", &self.learner_kerberos)
+            .field("server_kerberos", &self.server_kerberos)
+            .field("hosts", &self.hosts)
+            .field("cnxn_threads", &self.cnxn_threads)
             .finish()
     }
 }
 
 impl QuorumSasl {
+    /// The hosts a Kerberos learner's principal may name: every configured member's.
+    pub fn authorized_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self.hosts.values().cloned().collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
+    }
+
     /// Resolves the quorum SASL keys of `cfg`, reading the JAAS file named as for client SASL
     /// (zoo.cfg's `java.security.auth.login.config`, else the JVM flags in the environment).
     /// `Ok(None)` when `quorum.auth.enableSasl` is not true.
@@ -393,7 +474,9 @@ impl QuorumSasl {
     /// Errors name the key and line: a value other than true/false; a required side without
     /// `quorum.auth.enableSasl` (or the server side required without the learner side), as
     /// Apache refuses them; no JAAS file; a JAAS file without the learner or server section, or
-    /// whose modules are not DIGEST-MD5 (Kerberos between servers is not supported).
+    /// whose modules are neither DIGEST-MD5 nor Kerberos; a Kerberos login without its keytab or
+    /// principal, or a server keytab without the principal's key; a `quorum.cnxn.threads.size`
+    /// that is not a number.
     pub fn resolve(
         cfg: &SaslConfig,
         env: &dyn Fn(&str) -> Option<String>,
@@ -432,6 +515,21 @@ impl QuorumSasl {
                 "{server_at}: {QUORUM_LEARNER_REQUIRED} is disabled, so cannot enable {QUORUM_SERVER_REQUIRED}"
             ));
         }
+        let cnxn_threads = match cfg.quorum.get(QUORUM_CNXN_THREADS) {
+            None => DEFAULT_QUORUM_CNXN_THREADS,
+            Some(s) => {
+                let n: i64 = s.value.trim().parse().map_err(|_| {
+                    format!(
+                        "{QUORUM_CNXN_THREADS} (zoo.cfg line {}): \"{}\" is not a number",
+                        s.line,
+                        s.value.trim()
+                    )
+                })?;
+                // Apache keeps its default for smaller values; a larger one is bounded by the
+                // sockets a process may hold.
+                n.clamp(i64::from(DEFAULT_QUORUM_CNXN_THREADS), 4096) as u32
+            }
+        };
         if !enabled {
             return Ok(None);
         }
@@ -463,16 +561,63 @@ impl QuorumSasl {
                     path.display()
                 )
             })?;
-            if let Some(m) = modules.iter().find(|m| m.class != DIGEST_LOGIN_MODULE) {
+            if let Some(m) = modules
+                .iter()
+                .find(|m| m.class != DIGEST_LOGIN_MODULE && m.class != crate::kerberos::KRB5_LOGIN_MODULE)
+            {
                 return Err(format!(
                     "{at}: JAAS section '{name}' uses {}; zkrs authenticates ensemble members with \
-                     DIGEST-MD5 ({DIGEST_LOGIN_MODULE}) only, not Kerberos",
-                    m.class
+                     DIGEST-MD5 ({DIGEST_LOGIN_MODULE}) or Kerberos ({})",
+                    m.class,
+                    crate::kerberos::KRB5_LOGIN_MODULE
                 ));
             }
             Ok(modules)
         };
+        // Apache's mechanism: GSSAPI when the section's login gave a Kerberos principal (a
+        // Krb5LoginModule entry), DIGEST-MD5 otherwise; each side by its own section.
+        let krb5 = |modules: &[&jaas::LoginModule]| {
+            modules.iter().find(|m| m.class == crate::kerberos::KRB5_LOGIN_MODULE).map(|m| m.options.clone())
+        };
         let learner_modules = section(&learner_section)?;
+        let server_modules = section(&server_section)?;
+        let service_principal = cfg
+            .quorum
+            .get(QUORUM_SERVICE_PRINCIPAL)
+            .map_or(DEFAULT_QUORUM_SERVICE_PRINCIPAL.to_string(), |s| s.value.trim().to_string());
+        let learner_kerberos = match krb5(&learner_modules) {
+            None => None,
+            Some(options) => {
+                let (principal, keytab) = crate::kerberos::login_options(&options).map_err(|e| {
+                    format!("{at}: JAAS file {}, section '{learner_section}': {e}", path.display())
+                })?;
+                let server_realm = props
+                    .get("zookeeper.server.realm")
+                    .map(|(v, _)| v.clone())
+                    .or_else(|| principal.rsplit_once('@').map(|(_, r)| r.to_string()));
+                crate::kerberos::supported()
+                    .map_err(|e| format!("{at}: section '{learner_section}': {e}"))?;
+                // Checked either way (Apache logs in with the section at start-up); used only
+                // when this server authenticates.
+                learner_required.then_some(QuorumKerberosLearner {
+                    principal,
+                    keytab,
+                    service_principal,
+                    server_realm,
+                })
+            }
+        };
+        let server_kerberos = match krb5(&server_modules) {
+            None => None,
+            Some(options) => {
+                let in_section = |e: String| {
+                    format!("{at}: JAAS file {}, section '{server_section}': {e}", path.display())
+                };
+                let (principal, keytab) = crate::kerberos::login_options(&options).map_err(in_section)?;
+                let acceptor = crate::kerberos::keytab_acceptor(&principal, &keytab).map_err(in_section)?;
+                Some(QuorumKerberosServer { principal, keytab, acceptor })
+            }
+        };
         let option = |k: &str| {
             learner_modules
                 .iter()
@@ -484,6 +629,7 @@ impl QuorumSasl {
         // credentials are needed only when this server authenticates.
         let learner = match (learner_required, option("username"), option("password")) {
             (false, _, _) => None,
+            _ if learner_kerberos.is_some() => None,
             (true, Some(username), Some(password)) => Some(LearnerCredentials { username, password }),
             (true, _, _) => {
                 return Err(format!(
@@ -492,21 +638,33 @@ impl QuorumSasl {
             ))
             }
         };
-        let users = users_of(&jaas, path, &server_section).map_err(|e| format!("{at}: {e}"))?;
-        if let Some(p) = cfg.quorum.get("quorum.auth.kerberos.servicePrincipal") {
-            tracing::warn!(
-                "quorum.auth.kerberos.servicePrincipal (line {}) is not used: zkrs authenticates ensemble \
-                 members with DIGEST-MD5",
-                p.line
-            );
-        }
+        let users = match &server_kerberos {
+            Some(_) => HashMap::new(),
+            None => users_of(&jaas, path, &server_section).map_err(|e| format!("{at}: {e}"))?,
+        };
+        let learner_mech = match &learner_kerberos {
+            Some(k) => format!("GSSAPI as {} for {}", k.principal, k.service_principal),
+            None => "DIGEST-MD5".to_string(),
+        };
+        let server_mech = match &server_kerberos {
+            Some(k) => format!("GSSAPI as {}", k.principal),
+            None => format!("DIGEST-MD5, {} user(s) from section {server_section}", users.len()),
+        };
         tracing::info!(
-            "quorum SASL (DIGEST-MD5): learners {}, members connecting here {}; {} user(s) from section {server_section}",
+            "quorum SASL: learners {} ({learner_mech}), members connecting here {} ({server_mech}); \
+             quorum.cnxn.threads.size {cnxn_threads}",
             if learner_required { "authenticate" } else { "do not authenticate" },
             if server_required { "must authenticate" } else { "may authenticate" },
-            users.len()
         );
-        Ok(Some(QuorumSasl { learner, server_required, users }))
+        Ok(Some(QuorumSasl {
+            learner,
+            server_required,
+            users,
+            learner_kerberos,
+            server_kerberos,
+            hosts: HashMap::new(),
+            cnxn_threads,
+        }))
     }
 }
 
@@ -672,5 +830,95 @@ mod tests {
         let e = SaslSettings::resolve(&c, &no_env, false).unwrap_err();
         let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
         assert!(e.contains(expected), "{e}");
+    }
+
+    /// A JAAS file with the quorum sections `learner` and `server` (module and options each).
+    fn quorum_jaas(dir: &Path, learner: &str, server: &str) -> SaslConfig {
+        let p = dir.join("jaas.conf");
+        std::fs::write(&p, format!("QuorumLearner {{ {learner}; }};\nQuorumServer {{ {server}; }};\n"))
+            .unwrap();
+        cfg(&[
+            (LOGIN_CONFIG_KEY, p.to_str().unwrap()),
+            ("quorum.auth.enableSasl", "true"),
+            ("quorum.auth.learnerRequireSasl", "true"),
+            ("quorum.auth.serverRequireSasl", "true"),
+        ])
+    }
+
+    /// Apache's choice of mechanism, side by side: a Krb5LoginModule learner section is
+    /// GSSAPI (its principal and keytab, the service principal defaulting to
+    /// zkquorum/localhost in the learner's realm); a DigestLoginModule one is DIGEST-MD5.
+    #[test]
+    fn a_kerberos_learner_section_makes_the_learner_use_gssapi() {
+        let dir = tempfile::tempdir().unwrap();
+        let krb5 = format!(
+            "{} required useKeyTab=true keyTab=\"/k.keytab\" storeKey=true principal=\"zkquorum/h1@R\"",
+            crate::kerberos::KRB5_LOGIN_MODULE
+        );
+        let digest = format!("{DIGEST_LOGIN_MODULE} required user_peer=\"secret\"");
+        let c = quorum_jaas(dir.path(), &krb5, &digest);
+        if !cfg!(feature = "kerberos") {
+            let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+            assert!(e.contains("QuorumLearner") && e.contains("--features kerberos"), "{e}");
+            return;
+        }
+        let q = QuorumSasl::resolve(&c, &no_env).unwrap().unwrap();
+        let k = q.learner_kerberos.as_ref().unwrap();
+        assert_eq!((k.principal.as_str(), k.keytab.as_path()), ("zkquorum/h1@R", Path::new("/k.keytab")));
+        assert_eq!(k.service_principal, DEFAULT_QUORUM_SERVICE_PRINCIPAL);
+        assert_eq!(k.service_principal_for("zk2"), "zkquorum/localhost@R");
+        assert!(q.learner.is_none() && q.server_kerberos.is_none());
+        assert_eq!(q.users["peer"], "secret");
+        assert_eq!(q.cnxn_threads, DEFAULT_QUORUM_CNXN_THREADS);
+        // _HOST, and the realm of -Dzookeeper.server.realm.
+        let mut c = quorum_jaas(dir.path(), &krb5, &digest);
+        c.take("quorum.auth.kerberos.servicePrincipal", "zkquorum/_HOST", 9).unwrap();
+        let env = |v: &str| (v == "SERVER_JVMFLAGS").then(|| "-Dzookeeper.server.realm=OTHER".to_string());
+        let q = QuorumSasl::resolve(&c, &env).unwrap().unwrap();
+        assert_eq!(
+            q.learner_kerberos.unwrap().service_principal_for("ZK2.example"),
+            "zkquorum/zk2.example@OTHER"
+        );
+    }
+
+    /// A Kerberos server section needs a keytab with the principal's key (checked at start-up),
+    /// and its login's options; any module other than the two is refused.
+    #[test]
+    fn kerberos_quorum_sections_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = format!("{DIGEST_LOGIN_MODULE} required username=\"peer\" password=\"secret\"");
+        let krb5 = |opts: &str| format!("{} required {opts}", crate::kerberos::KRB5_LOGIN_MODULE);
+        let c = quorum_jaas(
+            dir.path(),
+            &digest,
+            &krb5("useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"zkquorum/h@R\""),
+        );
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "/nonexistent.keytab" } else { "--features kerberos" };
+        assert!(e.contains("section 'QuorumServer'") && e.contains(expected), "{e}");
+        let c = quorum_jaas(dir.path(), &krb5("useKeyTab=true principal=\"p@R\""), &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        assert!(e.contains("section 'QuorumLearner'") && e.contains("no keyTab option"), "{e}");
+        let c = quorum_jaas(dir.path(), "org.example.Other required", &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        assert!(e.contains("org.example.Other") && e.contains("DIGEST-MD5"), "{e}");
+    }
+
+    /// quorum.cnxn.threads.size: a number, raised to Apache's 20 when smaller, bounded above.
+    #[test]
+    fn quorum_cnxn_threads_size_is_a_bounded_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = format!(
+            "{DIGEST_LOGIN_MODULE} required username=\"peer\" password=\"secret\" user_peer=\"secret\""
+        );
+        for (v, want) in [("5", Ok(20)), ("64", Ok(64)), ("1000000", Ok(4096)), ("many", Err(()))] {
+            let mut c = quorum_jaas(dir.path(), &digest, &digest);
+            c.take("quorum.cnxn.threads.size", v, 7).unwrap();
+            match (QuorumSasl::resolve(&c, &no_env), want) {
+                (Ok(q), Ok(n)) => assert_eq!(q.unwrap().cnxn_threads, n, "{v}"),
+                (Err(e), Err(())) => assert!(e.contains("quorum.cnxn.threads.size (zoo.cfg line 7)"), "{e}"),
+                (r, _) => panic!("{v}: {r:?}"),
+            }
+        }
     }
 }

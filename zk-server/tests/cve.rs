@@ -6,8 +6,10 @@
 //! Not here: CVE-2016-5017 (a buffer overflow in Apache's C shell, which zkrs does not ship: its
 //! C library's decoders are fuzzed instead, fuzz/README.md) and CVE-2023-44981 (quorum SASL that
 //! cannot be skipped: `zk-server/tests/quorum_sasl.rs`, which pokes a zkrs and an Apache leader
-//! requiring it as an unauthenticated member; the Kerberos host check the CVE fixed does not apply,
-//! as zkrs authenticates members with DIGEST-MD5 only).
+//! requiring it as an unauthenticated member; the Kerberos part the CVE fixed, a learner principal
+//! without a host part such as `eve@REALM` skipping the host check, is refused by zk-quorum's
+//! `auth::authorize_host_principal` (its unit tests) and a learner of another host is refused on
+//! real processes in `zk-server/tests/quorum_kerberos.rs`).
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 

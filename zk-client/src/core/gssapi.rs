@@ -115,6 +115,12 @@ impl GssExchange {
         Ok((GssExchange { ctx, stage }, token))
     }
 
+    /// Whether this side has sent its last token (the security-layer answer), as Java's
+    /// `SaslClient.isComplete` says: only the server's verdict is left.
+    pub fn is_complete(&self) -> bool {
+        self.stage == Stage::Answered
+    }
+
     /// Takes the server's token.
     ///
     /// Errors (the exchange is then over): a server token over [`MAX_GSS_TOKEN`]; a context
@@ -217,8 +223,10 @@ mod tests {
         assert_eq!(first, b"ap-req");
         // The AP-REP establishes the context; nothing to send but the empty answer.
         assert_eq!(x.step(b"ap-rep").unwrap(), GssStep::Send(vec![]));
+        assert!(!x.is_complete(), "the offer is still to come");
         let answer = x.step(b"W\x07\x00\x10\x00").unwrap();
         assert_eq!(answer, GssStep::Send(b"W\x01\x00\x00\x00alice@ZKRS.TEST".to_vec()));
+        assert!(x.is_complete(), "only the server's verdict is left");
         assert_eq!(x.step(b"").unwrap(), GssStep::Done);
         assert!(x.step(b"").is_err(), "nothing after the end");
     }

@@ -201,7 +201,11 @@ impl ElectionNet {
     }
 
     async fn accept_loop(self, listener: TcpListener) {
-        let pending = Arc::new(Semaphore::new(MAX_PENDING_SETUPS));
+        // With quorum SASL, `quorum.cnxn.threads.size` bounds the set-ups under way, as it bounds
+        // Apache's pool of threads setting up (and authenticating) election connections; past it
+        // the port waits to accept rather than refusing.
+        let bound = self.inner.sasl.as_ref().map_or(MAX_PENDING_SETUPS, |s| s.cnxn_threads as usize);
+        let pending = Arc::new(Semaphore::new(bound));
         loop {
             let Ok(permit) = pending.clone().acquire_owned().await else { return };
             let (stream, remote) = match listener.accept().await {

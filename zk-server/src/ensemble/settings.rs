@@ -126,8 +126,14 @@ impl EnsembleSettings {
             cnx_timeout: std::time::Duration::from_millis(u64::from(cfg.cnx_timeout_ms)),
             config_file: cfg.config_file.clone(),
             tls: super::peer_tls::PeerTls::load(cfg)?,
-            sasl: crate::sasl_config::QuorumSasl::resolve(&cfg.sasl, &|v| std::env::var(v).ok())?
-                .map(std::sync::Arc::new),
+            sasl: crate::sasl_config::QuorumSasl::resolve(&cfg.sasl, &|v| std::env::var(v).ok())?.map(
+                |mut sasl| {
+                    // The members' hosts as the server.N lines spell them (Apache's view at
+                    // start-up): for `_HOST`, and the hosts Kerberos learners may come from.
+                    sasl.hosts = cfg.servers.values().map(|s| (s.id as i64, s.host.clone())).collect();
+                    std::sync::Arc::new(sasl)
+                },
+            ),
         })
     }
 }

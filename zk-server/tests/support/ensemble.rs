@@ -156,6 +156,10 @@ impl Ensemble {
                 c
             }
         };
+        // Environment for the member (`KEY=VALUE` lines of its `env` file; the Kerberos tests
+        // name their realm's krb5.conf there for zkrs-server's GSSAPI library).
+        let env = std::fs::read_to_string(m.dir.join("env")).unwrap_or_default();
+        cmd.envs(env.lines().filter_map(|l| l.split_once('=')));
         let child = cmd
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
