@@ -259,22 +259,9 @@ pub async fn check_peer(
         let mut auth = ServerAuth::new(&nonce()?);
         loop {
             let p = read_packet(stream, buf).await?;
-            match auth.on_packet(&p, |u| sasl.users.get(u).cloned()) {
-                ServerStep::Continue(challenge) => write_packet(stream, &challenge).await?,
-                ServerStep::Authenticated { reply, user } => {
-                    write_packet(stream, &reply).await?;
-                    return Ok(Some(user));
-                }
-                ServerStep::Failed { reply, why } => {
-                    write_packet(stream, &reply).await?;
-                    if sasl.server_required {
-                        return Err(SetupError::Refused(format!("quorum SASL failed: {why}")));
-                    }
-                    warn!(
-                        "quorum SASL from {remote} failed ({why}); let in, as quorum.auth.serverRequireSasl is false"
-                    );
-                    return Ok(None);
-                }
+            let step = auth.on_packet(&p, |u| sasl.users.get(u).cloned());
+            if let Some(outcome) = answer_step(stream, step, sasl, remote, "quorum SASL").await? {
+                return Ok(outcome);
             }
         }
     };
@@ -302,23 +289,39 @@ async fn kerberos_server(
         let p = read_packet(stream, buf).await?;
         let (back, step) = off_thread((mech, auth), move |(m, a)| a.on_packet(&p, m)).await?;
         (mech, auth) = back;
-        match step {
-            ServerStep::Continue(challenge) => write_packet(stream, &challenge).await?,
-            ServerStep::Authenticated { reply, user } => {
-                write_packet(stream, &reply).await?;
-                return Ok(Some(user));
+        if let Some(outcome) = answer_step(stream, step, sasl, remote, "quorum SASL (GSSAPI)").await? {
+            return Ok(outcome);
+        }
+    }
+}
+
+/// Sends the server's answer to one step of either mechanism's exchange. None: the exchange
+/// goes on; Some(the authenticated user, or None for a failure let in). A failure is refused
+/// when `quorum.auth.serverRequireSasl` is set (CVE-2023-44981: never skipped when required),
+/// otherwise let in with a warning, as Apache does.
+async fn answer_step(
+    stream: &mut PeerStream,
+    step: ServerStep,
+    sasl: &QuorumSasl,
+    remote: &str,
+    what: &str,
+) -> Result<Option<Option<String>>, SetupError> {
+    match step {
+        ServerStep::Continue(challenge) => {
+            write_packet(stream, &challenge).await?;
+            Ok(None)
+        }
+        ServerStep::Authenticated { reply, user } => {
+            write_packet(stream, &reply).await?;
+            Ok(Some(Some(user)))
+        }
+        ServerStep::Failed { reply, why } => {
+            write_packet(stream, &reply).await?;
+            if sasl.server_required {
+                return Err(SetupError::Refused(format!("{what} failed: {why}")));
             }
-            ServerStep::Failed { reply, why } => {
-                write_packet(stream, &reply).await?;
-                if sasl.server_required {
-                    return Err(SetupError::Refused(format!("quorum SASL (GSSAPI) failed: {why}")));
-                }
-                warn!(
-                    "quorum SASL (GSSAPI) from {remote} failed ({why}); let in, as \
-                     quorum.auth.serverRequireSasl is false"
-                );
-                return Ok(None);
-            }
+            warn!("{what} from {remote} failed ({why}); let in, as quorum.auth.serverRequireSasl is false");
+            Ok(Some(None))
         }
     }
 }
