@@ -81,5 +81,5 @@ profile=debug
 for a in "$@"; do [ "$a" = --release ] && profile=release; done
 export ZKRS_SERVER_BIN="$PWD/${CARGO_TARGET_DIR:-target}/$profile/zkrs-server"
 features=zk-server/kerberos,zk-client/kerberos,zk-ffi/kerberos
-echo "== cargo test --workspace --features $features"
-cargo test --workspace --features "$features" "$@"
+echo "== cargo test --workspace --no-fail-fast --features $features"
+cargo test --workspace --no-fail-fast --features "$features" "$@"

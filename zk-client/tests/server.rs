@@ -410,6 +410,10 @@ async fn auth_replayed_after_reconnect_and_session_resumable(target: Target) {
     assert_eq!(&c.get_data(&base).await.unwrap().0[..], b"mine");
 
     // Another client resumes this session with its id and password (auth is per connection).
+    // The first client is kept away meanwhile: reconnecting, it would take the session back and
+    // the server would close the resumed connection.
+    proxy.block();
+    next_state(&mut states, SessionState::Disconnected, T).await;
     let resumed =
         Client::builder(&srv.addr).session(c.credentials()).session_timeout(T).connect().await.unwrap();
     assert_eq!(resumed.session_id(), c.session_id());
