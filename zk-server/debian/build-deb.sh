@@ -19,9 +19,19 @@ case "$profile" in
 esac
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 prebuilt="${ZKRS_DEB_PREBUILT:-0}"
+# The packaged server, shell and C library speak Kerberos (SASL GSSAPI), as Apache's Java server
+# does out of the box: built with the `kerberos` features, against the system's GSSAPI (the
+# packages then depend on libgssapi-krb5-2). Building needs its headers and libclang.
 if [ "$prebuilt" != 1 ]; then
-  cargo build --profile "$profile" -p zk-server --bins
-  cargo build --profile "$profile" -p zk-client --bin zkrs-cli
+  missing=()
+  [ -f /usr/include/gssapi/gssapi.h ] || missing+=(libkrb5-dev)
+  compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || missing+=(libclang-dev)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "build-deb.sh: the Kerberos build needs ${missing[*]} (apt install ${missing[*]})" >&2
+    exit 1
+  fi
+  cargo build --profile "$profile" -p zk-server --features kerberos --bins
+  cargo build --profile "$profile" -p zk-client --features kerberos --bin zkrs-cli
 fi
 mkdir -p "$bins/man"
 for page in zk-server/debian/man/*.1; do
@@ -31,6 +41,6 @@ done
 # cargo-deb reads the assets' target/release/ as the chosen profile's directory.
 cargo deb -p zk-server --no-build --profile "$profile" --dbgsym -o "$out" "$@"
 if [ "$prebuilt" != 1 ]; then
-  cargo build --profile "$profile" -p zk-ffi
+  cargo build --profile "$profile" -p zk-ffi --features kerberos
   zk-ffi/debian/build-deb.sh "$out" "$bins"
 fi

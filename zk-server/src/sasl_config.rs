@@ -597,8 +597,14 @@ impl QuorumSasl {
                     .or_else(|| principal.rsplit_once('@').map(|(_, r)| r.to_string()));
                 crate::kerberos::supported()
                     .map_err(|e| format!("{at}: section '{learner_section}': {e}"))?;
-                // Checked either way (Apache logs in with the section at start-up); used only
-                // when this server authenticates.
+                // Apache logs in with the section at start-up and exits when it cannot (a missing
+                // keytab, a key the KDC refuses). zkrs checks the keytab here, without the KDC:
+                // it must hold a key for the principal. The KDC is asked at each connection, so
+                // one that is down or refuses a stale key keeps this server out (logged), not
+                // stopped. Checked either way; used only when this server authenticates.
+                crate::kerberos::keytab_acceptor(&principal, &keytab).map_err(|e| {
+                    format!("{at}: JAAS file {}, section '{learner_section}': {e}", path.display())
+                })?;
                 learner_required.then_some(QuorumKerberosLearner {
                     principal,
                     keytab,
@@ -845,15 +851,45 @@ mod tests {
         ])
     }
 
+    /// A keytab file (MIT's format 0x0502) with one made-up AES-256 key for `principal`
+    /// (`name/host@REALM` or `name@REALM`): what the start-up check looks for, no KDC needed.
+    fn keytab_for(dir: &Path, principal: &str) -> std::path::PathBuf {
+        let (name, realm) = principal.rsplit_once('@').unwrap();
+        let counted = |out: &mut Vec<u8>, s: &[u8]| {
+            out.extend_from_slice(&u16::try_from(s.len()).unwrap().to_be_bytes());
+            out.extend_from_slice(s);
+        };
+        let components: Vec<&str> = name.split('/').collect();
+        let mut entry = Vec::new();
+        entry.extend_from_slice(&u16::try_from(components.len()).unwrap().to_be_bytes());
+        counted(&mut entry, realm.as_bytes());
+        for c in &components {
+            counted(&mut entry, c.as_bytes());
+        }
+        entry.extend_from_slice(&1u32.to_be_bytes()); // KRB5_NT_PRINCIPAL
+        entry.extend_from_slice(&0u32.to_be_bytes()); // timestamp
+        entry.push(1); // key version
+        entry.extend_from_slice(&18u16.to_be_bytes()); // aes256-cts-hmac-sha1-96
+        counted(&mut entry, &[7u8; 32]);
+        let mut file = vec![0x05, 0x02];
+        file.extend_from_slice(&i32::try_from(entry.len()).unwrap().to_be_bytes());
+        file.extend_from_slice(&entry);
+        let p = dir.join("made-up.keytab");
+        std::fs::write(&p, file).unwrap();
+        p
+    }
+
     /// Apache's choice of mechanism, side by side: a Krb5LoginModule learner section is
     /// GSSAPI (its principal and keytab, the service principal defaulting to
     /// zkquorum/localhost in the learner's realm); a DigestLoginModule one is DIGEST-MD5.
     #[test]
     fn a_kerberos_learner_section_makes_the_learner_use_gssapi() {
         let dir = tempfile::tempdir().unwrap();
+        let keytab = keytab_for(dir.path(), "zkquorum/h1@R");
         let krb5 = format!(
-            "{} required useKeyTab=true keyTab=\"/k.keytab\" storeKey=true principal=\"zkquorum/h1@R\"",
-            crate::kerberos::KRB5_LOGIN_MODULE
+            "{} required useKeyTab=true keyTab=\"{}\" storeKey=true principal=\"zkquorum/h1@R\"",
+            crate::kerberos::KRB5_LOGIN_MODULE,
+            keytab.display()
         );
         let digest = format!("{DIGEST_LOGIN_MODULE} required user_peer=\"secret\"");
         let c = quorum_jaas(dir.path(), &krb5, &digest);
@@ -864,7 +900,7 @@ mod tests {
         }
         let q = QuorumSasl::resolve(&c, &no_env).unwrap().unwrap();
         let k = q.learner_kerberos.as_ref().unwrap();
-        assert_eq!((k.principal.as_str(), k.keytab.as_path()), ("zkquorum/h1@R", Path::new("/k.keytab")));
+        assert_eq!((k.principal.as_str(), k.keytab.as_path()), ("zkquorum/h1@R", keytab.as_path()));
         assert_eq!(k.service_principal, DEFAULT_QUORUM_SERVICE_PRINCIPAL);
         assert_eq!(k.service_principal_for("zk2"), "zkquorum/localhost@R");
         assert!(q.learner.is_none() && q.server_kerberos.is_none());
@@ -899,6 +935,25 @@ mod tests {
         let c = quorum_jaas(dir.path(), &krb5("useKeyTab=true principal=\"p@R\""), &digest);
         let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
         assert!(e.contains("section 'QuorumLearner'") && e.contains("no keyTab option"), "{e}");
+        // The learner's keytab too (Apache logs in with it at start-up and exits when it cannot):
+        // a missing file, then a keytab without the principal's key.
+        let learner = |keytab: &Path, principal: &str| {
+            krb5(&format!("useKeyTab=true keyTab=\"{}\" principal=\"{principal}\"", keytab.display()))
+        };
+        let nowhere = dir.path().join("nonexistent.keytab");
+        let c = quorum_jaas(dir.path(), &learner(&nowhere, "zkquorum/h@R"), &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "nonexistent.keytab" } else { "--features kerberos" };
+        assert!(e.contains("section 'QuorumLearner'") && e.contains(expected), "{e}");
+        let other = keytab_for(dir.path(), "zkquorum/other@R");
+        let c = quorum_jaas(dir.path(), &learner(&other, "zkquorum/h@R"), &digest);
+        let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
+        let expected = if cfg!(feature = "kerberos") { "zkquorum/h@R" } else { "--features kerberos" };
+        assert!(e.contains("section 'QuorumLearner'") && e.contains(expected), "{e}");
+        if cfg!(feature = "kerberos") {
+            let c = quorum_jaas(dir.path(), &learner(&other, "zkquorum/other@R"), &digest);
+            assert!(QuorumSasl::resolve(&c, &no_env).is_ok());
+        }
         let c = quorum_jaas(dir.path(), "org.example.Other required", &digest);
         let e = QuorumSasl::resolve(&c, &no_env).unwrap_err();
         assert!(e.contains("org.example.Other") && e.contains("DIGEST-MD5"), "{e}");

@@ -5,7 +5,8 @@
 //! lines name `localhost` (the host Apache authorizes learner principals by), and every member
 //! requires SASL both ways and asks for `zkquorum/_HOST`. Three zkrs members with one stale
 //! keytab (that member stays out, the other two serve), then all three; Apache and zkrs members
-//! in one ensemble, zkrs leading and then following an Apache leader. Built only with the
+//! in one ensemble, zkrs leading and then following an Apache leader; a member of either kind
+//! whose keytab is missing does not start. Built only with the
 //! `kerberos` feature; skipped, saying why, where the KDC is not installed.
 // Clocks, threads and processes are the tests' to use.
 #![allow(clippy::disallowed_methods)]
@@ -158,4 +159,45 @@ fn apache_and_zkrs_members_authenticate_with_kerberos_either_leading() {
     // zkrs then followed an Apache leader, having authenticated to it.
     let log = e.log(2);
     assert!(log.contains("authenticated to server") && log.contains("(quorum SASL, GSSAPI)"), "{}", e.logs());
+}
+
+/// A member whose quorum keytab is missing does not start: Apache's login at start-up fails
+/// ("Unable to obtain password from user"), zkrs checks the keytab at start-up and names the file
+/// and the section. The other two form an ensemble and serve.
+#[test]
+fn a_member_without_its_keytab_does_not_start_on_either_server() {
+    let Some(kdc) = quorum_realm() else { return };
+    for kind in [Kind::Apache, Kind::Zkrs] {
+        let mut e = kerberos_ensemble(&kdc, &[Kind::Zkrs, Kind::Zkrs, kind], &kdc.path("quorum.keytab"));
+        e.members[2].apache_log = true;
+        let missing = e.members[2].dir.join("quorum.keytab");
+        std::fs::remove_file(&missing).expect("keytab");
+        for i in 0..3 {
+            e.launch(i);
+        }
+        let child = e.members[2].child.as_mut().expect("launched");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{kind:?} started without its keytab: {}",
+                e.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(!status.success(), "{kind:?}: {}", e.logs());
+        let log = e.log(2);
+        let said = match kind {
+            Kind::Apache => log.contains("LoginException: Unable to obtain password"),
+            Kind::Zkrs => {
+                log.contains("section 'QuorumLearner'") && log.contains(&missing.display().to_string())
+            }
+        };
+        assert!(said, "{kind:?}: {log}");
+        let leader = e.wait_for_leader_among(&[0, 1]);
+        e.write_and_read(leader, "/without-3", &[0, 1]);
+    }
 }
