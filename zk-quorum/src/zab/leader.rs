@@ -869,11 +869,17 @@ impl Leader {
         self.send(conn, QuorumPacket::new(PacketType::Commit, zxid, None));
     }
 
-    /// Closes a connection for bad or untimely input; the leader keeps leading.
+    /// Closes a connection for bad or untimely input; the leader keeps leading. A NEWLEADER ACK
+    /// the learner gave on it stops counting, as when a connection closes by itself (review of
+    /// issue 29, helper-28: a learner that acknowledged NEWLEADER and then sent a packet the
+    /// leader refuses kept its ACK).
     fn reject(&mut self, conn: ConnId, reason: String) {
         let sid = self.learners.remove(&conn).and_then(|l| known(l.sid));
         tracing::warn!(me = self.cfg.my_sid, conn, learner = ?sid, %reason, "closing learner connection");
         self.actions.push_back(LeaderAction::Close { conn, reason });
+        if let Some(sid) = sid {
+            self.forget_new_leader_ack_of_gone(sid);
+        }
     }
 
     fn step_down(&mut self, reason: String) {
@@ -910,16 +916,12 @@ impl Leader {
             return self.reject(conn, format!("learner {sid} has a newer config"));
         }
         // A reconnecting learner replaces its old connection (which may not have timed out yet).
+        // Its NEWLEADER ACK goes with it (`reject`): the new connection has given none yet
+        // (review of issue 29, helper-26, finding 6: the replaced one's ACK outlived it).
         let old: Vec<ConnId> =
             self.learners.iter().filter(|(c, l)| **c != conn && l.sid == sid).map(|(c, _)| *c).collect();
-        let replaced = !old.is_empty();
         for c in old {
             self.reject(c, format!("learner {sid} reconnected"));
-        }
-        if replaced {
-            // The new connection has given no NEWLEADER ACK yet (review of issue 29, helper-26,
-            // finding 6: the replaced one's ACK outlived it).
-            self.forget_new_leader_ack_of_gone(sid);
         }
         let accepted = epoch_of(pkt.zxid);
         if let Some(epoch) = self.epoch.filter(|e| accepted > *e) {

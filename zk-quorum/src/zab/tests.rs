@@ -1380,11 +1380,9 @@ fn a_newleader_ack_of_a_learner_gone_before_establishment_does_not_count() {
     assert!(l.is_established());
 }
 
-/// Review of issue 29 (helper-26, finding 6): a learner that acknowledged NEWLEADER and then
-/// connects again replaces its old connection; the old connection's ACK stops counting with
-/// it, as when the connection closes first.
-#[test]
-fn a_newleader_ack_of_a_replaced_connection_does_not_count() {
+/// Leader 1 of five voters in epoch 6, learners 2 (connection 20) and 3 (connection 30) synced:
+/// 2 has acknowledged NEWLEADER, 3 not yet. With 2's ACK, 3's makes a quorum. Also the last zxid.
+fn five_voters_with_2s_newleader_ack() -> (Leader, i64) {
     let mut c = ZabConfig::new(1, QuorumVerifier::majority([1, 2, 3, 4, 5], []), 100, 10, 5);
     c.config_string = Bytes::from_static(b"version=0");
     let last = z(E5, 3);
@@ -1404,6 +1402,29 @@ fn a_newleader_ack_of_a_replaced_connection_does_not_count() {
     leader_actions(&mut l);
     l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
     assert!(leader_actions(&mut l).is_empty());
+    (l, last)
+}
+
+/// Review of issue 29 (helper-28): a learner that acknowledged NEWLEADER and then sent a packet
+/// the leader refuses (an ACK of a zxid never proposed) is closed, and its ACK stops counting.
+#[test]
+fn a_newleader_ack_of_a_rejected_connection_does_not_count() {
+    let (mut l, _) = five_voters_with_2s_newleader_ack();
+    l.handle_packet(20, pkt(T::Ack, z(6, 99), None), 6);
+    let closed = leader_actions(&mut l);
+    assert!(closed.iter().any(|a| matches!(a, LeaderAction::Close { conn: 20, .. })), "{closed:?}");
+    // 3's ACK makes {1, 3}: no quorum, where {1, 2, 3} with the rejected one's ACK was one.
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Established { .. })));
+    assert!(!l.is_established());
+}
+
+/// Review of issue 29 (helper-26, finding 6): a learner that acknowledged NEWLEADER and then
+/// connects again replaces its old connection; the old connection's ACK stops counting with
+/// it, as when the connection closes first.
+#[test]
+fn a_newleader_ack_of_a_replaced_connection_does_not_count() {
+    let (mut l, last) = five_voters_with_2s_newleader_ack();
     // 2 connects again before its old connection is seen to close: the new one replaces it.
     l.learner_connected(21, 6);
     l.handle_packet(21, follower_info(2, 6), 6);
