@@ -374,20 +374,6 @@ pub fn keytab_acceptor(principal: &str, keytab: &Path) -> Result<Arc<dyn GssAcce
 const WITHOUT_KERBEROS: &str = "this zkrs-server was built without Kerberos (SASL GSSAPI): build it with \
      `--features kerberos` (needs the GSSAPI headers, Debian's libkrb5-dev and libclang-dev)";
 
-/// Whether this build has Kerberos; the error says how to get it.
-///
-/// Errors: this build lacks the `kerberos` feature.
-pub fn supported() -> Result<(), String> {
-    #[cfg(feature = "kerberos")]
-    {
-        Ok(())
-    }
-    #[cfg(not(feature = "kerberos"))]
-    {
-        Err(WITHOUT_KERBEROS.into())
-    }
-}
-
 /// A GSSAPI client context for quorum SASL (zk-client's initiator over the system's library):
 /// logged in as `principal` with its key from `keytab` (a memory ticket cache of the process),
 /// for the service principal `service` (with its realm). The library asks the KDC for tickets

@@ -25,15 +25,17 @@ use zk_proto::*;
 const SUPER: &str = "DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n";
 
 fn reconfig(c: &mut RawClient, joining: Option<&str>, leaving: Option<&str>, id: i64) -> (ErrorCode, String) {
-    send_reconfig(
-        c,
-        ReconfigRequest {
-            joining_servers: joining.map(str::to_owned),
-            leaving_servers: leaving.map(str::to_owned),
-            new_members: None,
-            cur_config_id: id,
-        },
-    )
+    send_reconfig(c, incremental(joining, leaving, id))
+}
+
+/// An incremental reconfig: servers joining and leaving (entries separated by commas).
+fn incremental(joining: Option<&str>, leaving: Option<&str>, id: i64) -> ReconfigRequest {
+    ReconfigRequest {
+        joining_servers: joining.map(str::to_owned),
+        leaving_servers: leaving.map(str::to_owned),
+        new_members: None,
+        cur_config_id: id,
+    }
 }
 
 /// A reconfig with a whole new member list (entries separated by commas).
@@ -244,12 +246,7 @@ fn scenario(kinds: [Kind; 4]) -> Transcript {
     // here): the client sees a connection loss, as Apache's own client would, and the outcome is
     // read back from a remaining member once it has a leader.
     let remaining: Vec<usize> = rest.iter().copied().filter(|&i| i != leader).collect();
-    let req = Request::Reconfig(ReconfigRequest {
-        joining_servers: None,
-        leaving_servers: Some((leader + 1).to_string()),
-        new_members: None,
-        cur_config_id: -1,
-    });
+    let req = Request::Reconfig(incremental(None, Some(&(leader + 1).to_string()), -1));
     let reply = admin.try_send_request(&req).and_then(|xid| admin.recv(xid));
     let (code, without_leader) = match reply {
         Some(r) => reconfig_reply(r),
