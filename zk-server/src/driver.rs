@@ -832,6 +832,11 @@ impl Driver {
     }
 
     fn output(&mut self, o: Output, now: Now) {
+        // Most outputs are the core's (replies to clients): straight to them.
+        let o = match o {
+            Output::Core(a) => return self.act(a),
+            o => o,
+        };
         let o = match self.peers.as_mut() {
             Some(p) => match p.act(o) {
                 Some(o) => o,

@@ -131,9 +131,12 @@ impl ServerCore {
         self.revalidating.clear();
     }
 
-    /// Learner: the sessions with requests since the last call, for the leader (PING replies).
-    pub fn take_touched(&mut self) -> Vec<(SessionId, i32)> {
-        self.touched.drain().collect()
+    /// Learner: hands `f` each session with requests since the last call, with its timeout,
+    /// for the leader (PING replies). No allocation: a follower calls it for every input.
+    pub fn drain_touched(&mut self, mut f: impl FnMut(SessionId, i32)) {
+        for (session, timeout) in self.touched.drain() {
+            f(session, timeout);
+        }
     }
 
     /// Leader: a learner's client request. Preps and proposes it as the leader's own clients'

@@ -317,7 +317,16 @@ impl Node {
     /// Handles one input.
     pub fn handle(&mut self, now: Now, input: Input) {
         match input {
-            Input::Core(ev) => self.core.handle(now, ev),
+            Input::Core(ev) => {
+                // A client's input changes nothing the replica acts on: what the core decides
+                // reaches the replica through `poll_action`, which settles it, and the sessions
+                // the input touched are taken before the replica's next input or timeout. No
+                // settle here: reads paid for one per request (with the core's output passed
+                // through the peers' dispatch, about 3% of the servers' samples under gets in an
+                // ensemble; bench/RESULTS.md, 2026-11-30, seventh session).
+                self.core.handle(now, ev);
+                return;
+            }
             Input::Durable { zxid } => {
                 self.core.handle(now, Event::Durable { zxid });
                 if let Some(r) = self.replica.as_mut() {

@@ -427,6 +427,7 @@ impl Replica {
     }
 
     pub(super) fn handle_timeout(&mut self, now: Now, core: &mut ServerCore) {
+        self.absorb_touched(core);
         let ms = now.mono_ms();
         let limit = self.init_ms();
         let (keep, expired): (Vec<_>, Vec<_>) =
@@ -455,7 +456,18 @@ impl Replica {
         self.drain(now, core);
     }
 
+    /// A learner takes the sessions its clients used since the last call, for its next PING
+    /// reply. Before every input and timeout of the replica (and in [`Self::settle`]): a core
+    /// input is not followed by a settle of its own (see [`super::Node::handle`]), so a PING
+    /// from the leader must not be answered before the sessions touched by then are taken.
+    fn absorb_touched(&mut self, core: &mut ServerCore) {
+        if let State::Learning { learner, .. } = &mut self.state {
+            core.drain_touched(|session, timeout| learner.touch(session, timeout));
+        }
+    }
+
     pub(super) fn handle(&mut self, now: Now, input: Input, core: &mut ServerCore) {
+        self.absorb_touched(core);
         let ms = now.mono_ms();
         match input {
             Input::Core(_) | Input::Durable { .. } | Input::LogFailed { .. } => {
@@ -654,11 +666,7 @@ impl Replica {
                     CoreChange::Event(ev) => core.handle(now, ev),
                 }
             }
-            if let State::Learning { learner, .. } = &mut self.state {
-                for (s, t) in core.take_touched() {
-                    learner.touch(s, t);
-                }
-            }
+            self.absorb_touched(core);
             if let Some((zxid, config, designated)) = self.activation.take() {
                 self.activate(zxid, &config, Some(designated), now);
             }

@@ -218,6 +218,24 @@ fn single_voter_leader_replicates_to_its_observers() {
     assert!(!w.rec.acked.is_empty());
 }
 
+/// Sessions used through followers stay alive: a learner hands the sessions its clients used
+/// to the leader in its PING replies, so with no faults no client finds its session expired
+/// when it reconnects. A follower that kept them (or sent them a ping late, after a PING it
+/// answered before taking the sessions its last requests touched) lets the leader expire
+/// sessions whose clients are busy.
+#[test]
+fn sessions_used_through_followers_do_not_expire() {
+    let mut p = Params::three();
+    p.faults = false;
+    p.run_ms = 6 * client::SESSION_TIMEOUT_MS as u64;
+    p.clients = 6;
+    let mut w = World::new(3, p, false);
+    w.start();
+    w.finish().unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.rec.answered > 1_000, "the clients were served: {} answers", w.rec.answered);
+    assert_eq!(w.stat("sessions found expired"), 0, "{:?}", w.stats);
+}
+
 /// Followers take snapshots again and again, as the leader does: the log-bytes trigger counts
 /// what a learner logs of its leader's proposals too (it grew only on the leader's write path,
 /// so a follower stopped after its first snapshot and never purged its log).

@@ -1380,11 +1380,15 @@ impl World {
         let cl = &mut self.clients[c];
         match cl.link.clone() {
             ClientLink::Connecting { .. } => {
+                let resuming = cl.session.is_some();
                 if cl.connected(&frame) {
                     cl.link = ClientLink::Connected { sid, gen, conn };
                     cl.next_op_ms = t;
                     self.tick_client(c, 1);
                 } else {
+                    if resuming && self.clients[c].session.is_none() {
+                        self.count("sessions found expired");
+                    }
                     self.client_conns.remove(&(sid, gen, conn));
                     self.close_client_conn(sid, gen, conn);
                     self.clients[c].link = ClientLink::Idle { retry_at: t + 10 };
