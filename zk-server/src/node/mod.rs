@@ -318,6 +318,20 @@ impl Node {
     pub fn handle(&mut self, now: Now, input: Input) {
         match input {
             Input::Core(ev) => {
+                debug_assert!(
+                    matches!(
+                        ev,
+                        Event::Connect { .. }
+                            | Event::Request { .. }
+                            | Event::Closed { .. }
+                            | Event::AuthFailed
+                            | Event::SnapshotChunkDone { .. }
+                            | Event::SnapshotDone { .. }
+                            | Event::Retained { .. }
+                            | Event::SnapshotThreadGone
+                    ),
+                    "only a client's or the snapshot thread's input reaches the core unsettled: {ev:?}"
+                );
                 // A client's input changes nothing the replica acts on: what the core decides
                 // reaches the replica through `poll_action`, which settles it, and the sessions
                 // the input touched are taken before the replica's next input or timeout. No

@@ -220,9 +220,9 @@ fn single_voter_leader_replicates_to_its_observers() {
 
 /// Sessions used through followers stay alive: a learner hands the sessions its clients used
 /// to the leader in its PING replies, so with no faults no client finds its session expired
-/// when it reconnects. A follower that kept them (or sent them a ping late, after a PING it
-/// answered before taking the sessions its last requests touched) lets the leader expire
-/// sessions whose clients are busy.
+/// when it reconnects. A follower that kept them from the leader lets it expire sessions whose
+/// clients are busy. (A touch sent one PING late would not fail this: a tick is far below the
+/// session timeout; the learner takes the touched sessions before it handles any packet.)
 #[test]
 fn sessions_used_through_followers_do_not_expire() {
     let mut p = Params::three();
