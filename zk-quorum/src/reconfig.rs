@@ -115,8 +115,19 @@ pub fn plan(
             "reconfiguration failed: the new configuration must have at least {min} voting members"
         )));
     }
-    let mut synced: BTreeSet<i64> =
-        ctx.synced_followers.iter().copied().filter(|s| voters.is_voter(*s)).collect();
+    // A server the configuration in force lists as an observer does not acknowledge proposals.
+    // A follower connection it still has is from before that configuration, and it is about to
+    // come back as an observer: counting it let a configuration whose quorum needs it be
+    // proposed right after the one that made it an observer, which no leader could then commit
+    // or be elected with pending (node_sim seed 10001055 of `reconfig`; Apache counts the
+    // follower connections too).
+    let now = QuorumVerifier::from_config(ctx.current);
+    let mut synced: BTreeSet<i64> = ctx
+        .synced_followers
+        .iter()
+        .copied()
+        .filter(|s| voters.is_voter(*s) && !now.observers().contains(s))
+        .collect();
     if voters.is_voter(ctx.leader) {
         synced.insert(ctx.leader);
     }
@@ -270,6 +281,29 @@ mod tests {
             synced_followers: synced,
             standalone_enabled: true,
         }
+    }
+
+    /// An observer still counted among the synced followers (its follower connection from
+    /// before the configuration that made it an observer) is no ACK a new configuration can
+    /// count on: promoting it back is refused until it is a follower again.
+    #[test]
+    fn an_observer_with_a_stale_follower_connection_is_not_counted() {
+        let text = THREE.replace(
+            "version=100000000",
+            "server.4=127.0.0.1:2884:3884:observer;127.0.0.1:2184\nversion=100000000",
+        );
+        let current = QuorumConfig::parse(&text).unwrap();
+        let synced = BTreeSet::from([2, 4]);
+        let req = ReconfigRequest {
+            joining: Some("server.4=127.0.0.1:2884:3884:participant;127.0.0.1:2184"),
+            ..ReconfigRequest { cur_config_id: -1, ..Default::default() }
+        };
+        // Voters 1 to 4 need three: the leader and 2, and 4 only through its stale connection.
+        assert_eq!(plan(&req, &ctx(&current, &synced), 0x1_0000_0005), Err(ReconfigError::NoQuorum));
+        // With 3 synced too, the quorum is there without 4.
+        let synced = BTreeSet::from([2, 3, 4]);
+        let next = plan(&req, &ctx(&current, &synced), 0x1_0000_0005).unwrap();
+        assert!(QuorumVerifier::from_config(&next).is_voter(4));
     }
 
     #[test]
