@@ -236,7 +236,7 @@ pub fn unsnappy(file: &str, data: &[u8], max_bytes: u64) -> Result<Vec<u8>, Apac
     let mut out: Vec<u8> = Vec::new();
     let mut decoder = snap::raw::Decoder::new();
     while at < data.len() {
-        let Some(len_bytes) = data.get(at..at + 4) else {
+        let Some(len_bytes) = data[at..].get(..4) else {
             return Err(format_err(
                 file,
                 at,
@@ -254,7 +254,7 @@ pub fn unsnappy(file: &str, data: &[u8], max_bytes: u64) -> Result<Vec<u8>, Apac
         }
         let body_at = at + 4;
         let len = len as usize;
-        let Some(block) = data.get(body_at..body_at + len) else {
+        let Some(block) = data[body_at..].get(..len) else {
             return Err(format_err(
                 file,
                 at,
@@ -272,7 +272,7 @@ pub fn unsnappy(file: &str, data: &[u8], max_bytes: u64) -> Result<Vec<u8>, Apac
                 "declares {content_len} bytes of content, more than {len} compressed bytes can hold"
             )));
         }
-        if (out.len() + content_len) as u64 > max_bytes {
+        if out.len() as u64 + content_len as u64 > max_bytes {
             return Err(too_large(file, body_at, max_bytes));
         }
         let start = out.len();
