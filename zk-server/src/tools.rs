@@ -206,7 +206,8 @@ fn load_apache_snapshot(
 /// and continues at zxid `last_zxid + 1`.
 ///
 /// Errors: [`ToolError::Refused`] if `dest_data_dir` already holds zkrs snapshots, if no snapshot
-/// is usable while logs do not start at zxid 1, or if the logs have a gap after the snapshot;
+/// is usable while logs do not start at zxid 1 (or hold no transaction at all: nothing to
+/// import), or if the logs have a gap after the snapshot;
 /// [`ToolError::Apache`] for a damaged log before its tail; [`ToolError::Log`] if the snapshot
 /// cannot be written (or another process holds the directory).
 pub fn import_apache(
@@ -279,6 +280,17 @@ pub fn import_apache(
         }
     }
     let txns_replayed = rec.replayed();
+    if snap_path.is_none() && txns_replayed == 0 {
+        // Every snapshot damaged (or none) and no log to rebuild from: an empty tree here would
+        // be a silent loss (or a wrong path), where Apache refuses to start.
+        return Err(ToolError::Refused(format!(
+            "nothing to import: none of the {} snapshots in {} reads cleanly and no log in {} holds \
+             a transaction",
+            snaps.len(),
+            version2(apache_data_dir).display(),
+            version2(apache_log_dir).display()
+        )));
+    }
     // Session expiry is not written to the snapshot: any clock will do.
     let db = rec.finish(0);
 

@@ -366,6 +366,38 @@ fn imports_snappy_snapshots_apache_wrote() {
     imports_compressed(SnapStreamKind::Snappy);
 }
 
+/// Snapshots that all fail to read, and no log: refused, each file named with what is wrong,
+/// rather than an empty tree imported.
+#[test]
+fn nothing_readable_is_refused_with_each_file_named() {
+    let apache = tempfile::tempdir().expect("apache");
+    let v2 = apache.path().join("version-2");
+    std::fs::create_dir(&v2).expect("version-2");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/apache_snap_stream");
+    // A sound gzip stream whose content is not a snapshot, and a truncated snappy-java stream.
+    std::fs::copy(fixtures.join("content.gz"), v2.join("snapshot.7.gz")).expect("copy");
+    let snappy = std::fs::read(fixtures.join("blocks.snappy")).expect("read");
+    std::fs::write(v2.join("snapshot.3.snappy"), &snappy[..100]).expect("write");
+    let dest = tempfile::tempdir().expect("dest");
+    let mut progress = Vec::new();
+    let r =
+        tools::import_apache(apache.path(), apache.path(), dest.path(), Default::default(), &mut progress);
+    let progress = String::from_utf8_lossy(&progress);
+    let Err(tools::ToolError::Refused(why)) = r else { panic!("{r:?}\n{progress}") };
+    assert!(why.contains("nothing to import: none of the 2 snapshots"), "{why}");
+    let gz = v2.join("snapshot.7.gz").display().to_string();
+    assert!(
+        progress.contains(&format!("skipping {gz}: {gz} (decompressed gz) at offset 0: magic")),
+        "{progress}"
+    );
+    let sn = v2.join("snapshot.3.snappy").display().to_string();
+    assert!(
+        progress.contains(&format!("skipping {sn}: {sn} at offset 16: block of 263 bytes")),
+        "{progress}"
+    );
+    assert!(progress.contains("truncated"), "{progress}");
+}
+
 #[test]
 fn dump_log_prints_a_zkrs_segment() {
     use zk_log::{FileStorage, LogOptions, SegmentLog};
