@@ -36,6 +36,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("snapshot_file", snapshot::file),
     ("apache_snap", snapshot::apache_snap),
     ("apache_files", snapshot::apache_files),
+    ("apache_snap_stream", snapshot::apache_snap_stream),
     ("zoo_cfg", config::zoo_cfg),
     ("x509_subject", x509::subject),
     ("sasl_token", sasl::token),

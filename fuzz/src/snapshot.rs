@@ -1,6 +1,7 @@
 //! Snapshots: zkrs's own snapshot content (zk-tree) and file (zk-log), the SNAP stream an Apache
-//! leader sends (zk-tree `apache_snap`), and Apache's snapshot and log files read for import
-//! (zk-log `apache`).
+//! leader sends (zk-tree `apache_snap`), Apache's snapshot and log files read for import
+//! (zk-log `apache`), and the gz and snappy streams of Apache's compressed snapshots (zk-server
+//! `apache_snap_stream`).
 
 use bytes::Bytes;
 use zk_log::apache::{read_snapshot_bytes as read_apache_snapshot, ApacheLog};
@@ -160,5 +161,58 @@ pub fn apache_files(data: &[u8]) {
         txn.encode(&mut out);
         let (hdr2, txn2) = decode_payload(Bytes::from(out)).expect("a re-encoded transaction decodes");
         assert_eq!((hdr2, txn2), (hdr, txn));
+    }
+}
+
+/// The limit [`apache_snap_stream`] runs the decoders under: small, so that inputs that
+/// decompress far reach it.
+const STREAM_CONTENT_MAX: u64 = 1 << 20;
+
+/// A decoder of one compressed stream kind: file name, bytes, content limit.
+type StreamDecoder = fn(&str, &[u8], u64) -> Result<Vec<u8>, zk_log::apache::ApacheError>;
+/// Compresses content again into the same kind of stream.
+type StreamEncoder = fn(&[u8]) -> Vec<u8>;
+
+fn gzip_again(content: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(content).expect("gzip to memory");
+    e.finish().expect("gzip to memory")
+}
+
+/// snappy-java's framing as SnappyOutputStream writes it: header, then length-prefixed raw
+/// blocks of 32 KiB of content.
+fn snappy_again(content: &[u8]) -> Vec<u8> {
+    let mut out = zk_server::apache_snap_stream::SNAPPY_MAGIC.to_vec();
+    out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+    for block in content.chunks(32 << 10) {
+        let z = snap::raw::Encoder::new().compress_vec(block).expect("snappy block");
+        out.extend_from_slice(&(z.len() as i32).to_be_bytes());
+        out.extend_from_slice(&z);
+    }
+    out
+}
+
+/// The streams of Apache's compressed snapshot files, as `zkrs-server import` decompresses them;
+/// the first byte picks gz (even) or snappy-java's stream (odd). What decodes is at most the
+/// limit; compressed again (gzip, or snappy-java's framing around raw snappy blocks of 32 KiB)
+/// it decodes to the same bytes; an error names the file.
+pub fn apache_snap_stream(data: &[u8]) {
+    use zk_server::apache_snap_stream::{gunzip, unsnappy};
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let (name, decode, again): (&str, StreamDecoder, StreamEncoder) = if which & 1 == 0 {
+        ("snapshot.1.gz", gunzip, gzip_again)
+    } else {
+        ("snapshot.1.snappy", unsnappy, snappy_again)
+    };
+    match decode(name, rest, STREAM_CONTENT_MAX) {
+        Ok(content) => {
+            assert!(content.len() as u64 <= STREAM_CONTENT_MAX);
+            let round = decode(name, &again(&content), STREAM_CONTENT_MAX);
+            assert_eq!(round.expect("compressed again, it decodes"), content);
+        }
+        Err(e) => assert!(e.to_string().starts_with(name), "{e}"),
     }
 }

@@ -25,8 +25,9 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
-(its version-2 snapshots and logs) into a zkrs snapshot to start from. Log verbosity: RUST_LOG,\n\
-else the zoo.cfg's logLevel (default info); logFormat=json writes one JSON object a line.";
+(its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
+Log verbosity: RUST_LOG, else the zoo.cfg's logLevel (default info); logFormat=json writes one\n\
+JSON object a line.";
 
 /// Sets up logging: RUST_LOG, else the zoo.cfg's `logLevel`, else info; the zoo.cfg's `logFormat`
 /// (`json`: one JSON object a line). The configuration is read here a first time, before logging

@@ -6,11 +6,14 @@
 //! the binary decides where output goes and what exit code an error gets. None of them modifies
 //! the files it reads; `import_apache` only creates a snapshot in the destination.
 
+use crate::apache_snap_stream::{snapshot_content, SnapStreamKind, CONTENT_BYTES_MAX};
 use bytes::Bytes;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use zk_log::apache::{read_snapshot as read_apache_snapshot, zxid_from_apache_name, ApacheError, ApacheLog};
+use zk_log::apache::{
+    read_snapshot_bytes as read_apache_snapshot, zxid_from_apache_name, ApacheError, ApacheLog,
+};
 use zk_log::format::{
     check_segment_header, decode_payload_digest, record_crc, zxid_follows, HeaderCheck, RecordHeader,
     RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES,
@@ -128,7 +131,24 @@ fn open_acl() -> Vec<Acl> {
     vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }]
 }
 
-/// Builds a database from one Apache snapshot file. Errors leave nothing behind.
+/// The jute content of one Apache snapshot file, plain, gz or snappy by its name, decompressed,
+/// and the name errors about that content give the file (offsets in it are offsets in the
+/// content, so a compressed file's says so).
+fn apache_snapshot_content(path: &Path) -> Result<(String, Bytes), ApacheError> {
+    let shown = path.display().to_string();
+    let data = std::fs::read(path).map_err(|source| ApacheError::Io { file: shown.clone(), source })?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let kind = SnapStreamKind::of_file_name(name);
+    let content = snapshot_content(&shown, kind, Bytes::from(data), CONTENT_BYTES_MAX)?;
+    let label = match kind {
+        SnapStreamKind::Plain => shown,
+        _ => format!("{shown} (decompressed {})", kind.method_name()),
+    };
+    Ok((label, content))
+}
+
+/// Builds a database from one Apache snapshot file, plain or compressed. Errors leave nothing
+/// behind.
 fn load_apache_snapshot(
     path: &Path,
     cfg: &TreeConfig,
@@ -141,7 +161,9 @@ fn load_apache_snapshot(
     // The ACL table comes back with the sessions once the file is read; the nodes name ACLs by
     // key, so they are held (in batches fed to the loader later) until then. Apache's snapshot
     // gives the ACL table before the nodes in the file, but this reader reports it at the end.
-    let info = read_apache_snapshot(path, |n| {
+    let (label, content) = apache_snapshot_content(path)?;
+    // The Adler32 seals are over the uncompressed content, as Apache computes them.
+    let info = read_apache_snapshot(label, content, |n| {
         nodes.push((n.path, n.data, n.acl_key, n.stat));
     })?;
     let acls: std::collections::HashMap<i64, Vec<Acl>> = info.acls.iter().cloned().collect();
@@ -172,7 +194,10 @@ fn load_apache_snapshot(
 }
 
 /// Imports an Apache ZooKeeper data directory: loads the newest Apache snapshot that reads
-/// cleanly from `apache_data_dir` (its `version-2`), replays every later txn from the log files
+/// cleanly from `apache_data_dir` (its `version-2`; plain `snapshot.<zxid>`, or `.gz` or
+/// `.snappy` as Apache 3.6+ writes them under `zookeeper.snapshot.compression.method`,
+/// decompressed and then checked against their Adler32 seals, which Apache computes over the
+/// uncompressed content: [`crate::apache_snap_stream`]), replays every later txn from the log files
 /// in `apache_log_dir` idempotently (Apache's snapshots are fuzzy too), and writes the result as
 /// a zkrs snapshot in `dest_data_dir`'s `zkrs-snap` directory. Progress lines (nodes and txns
 /// loaded, at most one a second, plus a summary) go to `progress`.
@@ -181,7 +206,8 @@ fn load_apache_snapshot(
 /// and continues at zxid `last_zxid + 1`.
 ///
 /// Errors: [`ToolError::Refused`] if `dest_data_dir` already holds zkrs snapshots, if no snapshot
-/// is usable while logs do not start at zxid 1, or if the logs have a gap after the snapshot;
+/// is usable while logs do not start at zxid 1 (or hold no transaction at all: nothing to
+/// import), or if the logs have a gap after the snapshot;
 /// [`ToolError::Apache`] for a damaged log before its tail; [`ToolError::Log`] if the snapshot
 /// cannot be written (or another process holds the directory).
 pub fn import_apache(
@@ -201,7 +227,8 @@ pub fn import_apache(
         )));
     }
 
-    // The newest Apache snapshot that reads cleanly (a torn newest one is skipped, as Apache does).
+    // The newest Apache snapshot of any stream kind that reads cleanly (a torn or damaged newest
+    // one is skipped, as Apache does); at one zxid, .snappy before .gz before plain.
     let snaps = apache_files(&version2(apache_data_dir), "snapshot")?;
     let mut start: Option<(Database, i64, PathBuf, u64)> = None;
     for (zxid, path) in snaps.iter().rev() {
@@ -253,6 +280,17 @@ pub fn import_apache(
         }
     }
     let txns_replayed = rec.replayed();
+    if snap_path.is_none() && txns_replayed == 0 {
+        // Every snapshot damaged (or none) and no log to rebuild from: an empty tree here would
+        // be a silent loss (or a wrong path), where Apache refuses to start.
+        return Err(ToolError::Refused(format!(
+            "nothing to import: none of the {} snapshots in {} reads cleanly and no log in {} holds \
+             a transaction",
+            snaps.len(),
+            version2(apache_data_dir).display(),
+            version2(apache_log_dir).display()
+        )));
+    }
     // Session expiry is not written to the snapshot: any clock will do.
     let db = rec.finish(0);
 
