@@ -304,6 +304,14 @@ mod tests {
         let synced = BTreeSet::from([2, 3, 4]);
         let next = plan(&req, &ctx(&current, &synced), 0x1_0000_0005).unwrap();
         assert!(QuorumVerifier::from_config(&next).is_voter(4));
+        // The same as a whole member list.
+        let members = THREE.replace("\nversion=100000000", "")
+            + "\nserver.4=127.0.0.1:2884:3884:participant;127.0.0.1:2184";
+        let whole = ReconfigRequest { new_members: Some(&members), cur_config_id: -1, ..Default::default() };
+        let synced = BTreeSet::from([2, 4]);
+        assert_eq!(plan(&whole, &ctx(&current, &synced), 0x1_0000_0005), Err(ReconfigError::NoQuorum));
+        let synced = BTreeSet::from([2, 3, 4]);
+        assert!(plan(&whole, &ctx(&current, &synced), 0x1_0000_0005).is_ok());
     }
 
     #[test]
