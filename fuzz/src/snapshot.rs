@@ -180,19 +180,6 @@ fn gzip_again(content: &[u8]) -> Vec<u8> {
     e.finish().expect("gzip to memory")
 }
 
-/// snappy-java's framing as SnappyOutputStream writes it: header, then length-prefixed raw
-/// blocks of 32 KiB of content.
-fn snappy_again(content: &[u8]) -> Vec<u8> {
-    let mut out = zk_server::apache_snap_stream::SNAPPY_MAGIC.to_vec();
-    out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
-    for block in content.chunks(32 << 10) {
-        let z = snap::raw::Encoder::new().compress_vec(block).expect("snappy block");
-        out.extend_from_slice(&(z.len() as i32).to_be_bytes());
-        out.extend_from_slice(&z);
-    }
-    out
-}
-
 /// The streams of Apache's compressed snapshot files, as `zkrs-server import` decompresses them;
 /// the first byte picks gz (even) or snappy-java's stream (odd). What decodes is at most the
 /// limit; compressed again (gzip, or snappy-java's framing around raw snappy blocks of 32 KiB)
@@ -205,7 +192,7 @@ pub fn apache_snap_stream(data: &[u8]) {
     let (name, decode, again): (&str, StreamDecoder, StreamEncoder) = if which & 1 == 0 {
         ("snapshot.1.gz", gunzip, gzip_again)
     } else {
-        ("snapshot.1.snappy", unsnappy, snappy_again)
+        ("snapshot.1.snappy", unsnappy, zk_server::apache_snap_stream::snappy_java_stream)
     };
     match decode(name, rest, STREAM_CONTENT_MAX) {
         Ok(content) => {

@@ -283,5 +283,24 @@ pub fn unsnappy(file: &str, data: &[u8], max_bytes: u64) -> Result<Vec<u8>, Apac
     Ok(out)
 }
 
+/// The stream snappy-java's `SnappyOutputStream` writes for `content`, as Apache writes a
+/// `.snappy` snapshot: the header (magic, version 1, compatible version 1), then each 32 KiB of
+/// content as one raw snappy block after its length. The inverse of [`unsnappy`]; zkrs writes
+/// no such file, but its tests and fuzz target build their inputs with it.
+pub fn snappy_java_stream(content: &[u8]) -> Vec<u8> {
+    let mut out = SNAPPY_MAGIC.to_vec();
+    // Version, then compatible version: 1 and 1.
+    out.extend_from_slice(&1i32.to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    let mut encoder = snap::raw::Encoder::new();
+    for block in content.chunks(32 << 10) {
+        let z = encoder.compress_vec(block).expect("raw snappy compression of a 32 KiB block");
+        let len = i32::try_from(z.len()).expect("a compressed 32 KiB block fits an i32");
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&z);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

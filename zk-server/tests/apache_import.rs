@@ -75,21 +75,11 @@ fn compress(kind: SnapStreamKind, content: &[u8]) -> Vec<u8> {
             e.write_all(content).expect("gzip");
             e.finish().expect("gzip")
         }
-        SnapStreamKind::Snappy => {
-            let mut out = apache_snap_stream::SNAPPY_MAGIC.to_vec();
-            out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
-            for block in content.chunks(32 << 10) {
-                let c = snap::raw::Encoder::new().compress_vec(block).expect("snappy");
-                out.extend_from_slice(&(c.len() as i32).to_be_bytes());
-                out.extend_from_slice(&c);
-            }
-            out
-        }
+        SnapStreamKind::Snappy => apache_snap_stream::snappy_java_stream(content),
         SnapStreamKind::Plain => content.to_vec(),
     }
 }
 
-/// A copy of `data`'s version-2 directory in a new temporary directory.
 /// A copy of `data`'s version-2 directory as `data/version-2` in a new temporary directory, laid
 /// out as [`support::start_in`] wants it, so that Apache can be started on the copy too.
 fn copy_apache_dir(data: &Path) -> (tempfile::TempDir, PathBuf) {
