@@ -1116,6 +1116,47 @@ fn a_pending_configuration_needs_its_own_quorum_for_newleader_not_the_epoch() {
     assert!(a.contains(&LeaderAction::Established { epoch: 6 }), "1, 2, 4: both: {a:?}");
 }
 
+/// An observer of the configuration in force that the pending one makes a voter: its NEWLEADER
+/// ACK counts for the pending configuration's quorum, as Apache counts NEWLEADER ACKs by id in
+/// each configuration (helper-31's review, F1). It comes back as an observer (its committed
+/// configuration says so) and only becomes a follower when it activates the pending
+/// configuration at UPTODATE, so a leader that ignored its ACK was never established, and no
+/// other leader could be either.
+#[test]
+fn an_observer_the_pending_configuration_makes_a_voter_counts_for_newleader() {
+    // In force: voters 1, 2, 3 and observer 4. Pending: voters 1, 4, 5.
+    let mut c = cfg(1);
+    c.reconfig_enabled = true;
+    c.pending_verifier = Some(QuorumVerifier::majority([1, 4, 5], []));
+    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
+    l.epoch_persisted(2);
+    leader_actions(&mut l);
+    l.handle_packet(20, ack_epoch(z(5, 1), E5 as i32), 3);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(4);
+    leader_actions(&mut l);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Established { .. })));
+    // Observer 4 connects as an observer and acknowledges NEWLEADER: 1 and 4 make the pending
+    // configuration's quorum, 1 and 2 the one in force.
+    l.learner_connected(40, 6);
+    l.handle_packet(40, pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(4, 0).encode())), 6);
+    assert_eq!(leader_actions(&mut l).len(), 1, "LEADERINFO to 4");
+    l.handle_packet(40, ack_epoch(z(5, 1), E5 as i32), 7);
+    let sync = leader_actions(&mut l);
+    assert!(sync.iter().any(|a| matches!(a, LeaderAction::Send { conn: 40, .. })), "{sync:?}");
+    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 8);
+    let a = leader_actions(&mut l);
+    assert!(a.contains(&LeaderAction::Established { epoch: 6 }), "{a:?}");
+    assert!(a.contains(&send(40, T::UpToDate, -1, None)), "{a:?}");
+    // Still an observer of the configuration in force: it is no synced follower a
+    // reconfiguration may count on.
+    assert_eq!(l.synced_followers(), BTreeSet::from([2]));
+}
+
 /// CVE-2018-8012: only the servers the configuration lists are synced. A FOLLOWERINFO from a
 /// non-voter (the observer 4, or the unknown 9) and an OBSERVERINFO from an unknown id are closed
 /// with nothing sent; the listed observer is answered with LEADERINFO.

@@ -427,7 +427,6 @@ impl Replica {
     }
 
     pub(super) fn handle_timeout(&mut self, now: Now, core: &mut ServerCore) {
-        self.absorb_touched(core);
         let ms = now.mono_ms();
         let limit = self.init_ms();
         let (keep, expired): (Vec<_>, Vec<_>) =
@@ -457,9 +456,10 @@ impl Replica {
     }
 
     /// A learner takes the sessions its clients used since the last call, for its next PING
-    /// reply. Before every input and timeout of the replica (and in [`Self::settle`]): a core
-    /// input is not followed by a settle of its own (see [`super::Node::handle`]), so a PING
-    /// from the leader must not be answered before the sessions touched by then are taken.
+    /// reply. At the start of every input of the replica, the only place a PING is answered: a
+    /// core input is not followed by a settle of its own (see [`super::Node::handle`]), so the
+    /// sessions touched by then must be taken before the reply is made. Touches of a server not
+    /// learning wait in the core for its next leader.
     fn absorb_touched(&mut self, core: &mut ServerCore) {
         if let State::Learning { learner, .. } = &mut self.state {
             core.drain_touched(|session, timeout| learner.touch(session, timeout));
@@ -666,7 +666,6 @@ impl Replica {
                     CoreChange::Event(ev) => core.handle(now, ev),
                 }
             }
-            self.absorb_touched(core);
             if let Some((zxid, config, designated)) = self.activation.take() {
                 self.activate(zxid, &config, Some(designated), now);
             }
