@@ -809,10 +809,7 @@ impl Leader {
                     self.next_ping_ms = Some(now_ms.saturating_add(self.ping_interval_ms()));
                     let mut alive = BTreeSet::from([self.cfg.my_sid]);
                     for l in self.learners.values() {
-                        // Observers too, as Apache's leader counts every synced learner: only
-                        // voters count in a quorum, and an observer the configuration now makes
-                        // a voter is on its way back as a follower.
-                        if l.synced() && now_ms < l.last_heard_ms.saturating_add(sync_ms) {
+                        if l.synced() && !l.observer && now_ms < l.last_heard_ms.saturating_add(sync_ms) {
                             alive.insert(l.sid);
                         }
                     }
@@ -1254,22 +1251,26 @@ impl Leader {
         if zxid != make_zxid(epoch, 0) {
             return self.on_early_proposal_ack(conn, zxid);
         }
-        let sid = {
+        let (sid, observer) = {
             let Some(l) = self.learners.get_mut(&conn) else { return };
             l.phase = LearnerPhase::AwaitUpToDate;
             l.deadline_ms = None;
-            l.sid
+            (l.sid, l.observer)
         };
         if self.phase == Phase::Established {
             return self.send_up_to_date(conn);
         }
-        // An observer's ACK too, as Apache counts NEWLEADER ACKs by id in each configuration: the
-        // quorum checks count only the voters of each, so an observer of the configuration in
-        // force counts where the pending one makes it a voter. Without it, a pending
-        // configuration whose quorum needs such a server never got one: it comes back as the
-        // observer its committed configuration says, and only becomes a follower once it
-        // activates the pending configuration, at UPTODATE, which needs the leader established.
-        self.new_leader_set.insert(sid);
+        // An observer's ACK counts where the pending configuration makes it a voter (the quorum
+        // checks count only the voters of each configuration), as Apache counts NEWLEADER ACKs
+        // by id in each. Without it, a pending configuration whose quorum needs such a server
+        // never got one: the server comes back as the observer its committed configuration
+        // says, and only becomes a follower once it activates the pending configuration, at
+        // UPTODATE, which needs the leader established. An observer that the configuration in
+        // force makes a voter is misconfigured (its reconfiguration off, or its own
+        // configuration another): it never acknowledges a proposal, so it is not counted.
+        if !observer || !self.cfg.verifier.is_voter(sid) {
+            self.new_leader_set.insert(sid);
+        }
         self.maybe_established(now_ms);
     }
 

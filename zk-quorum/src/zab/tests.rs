@@ -1157,6 +1157,35 @@ fn an_observer_the_pending_configuration_makes_a_voter_counts_for_newleader() {
     assert_eq!(l.synced_followers(), BTreeSet::from([2]));
 }
 
+/// A misconfigured observer, 3 (a voter of the leader's configuration in force, connecting with
+/// OBSERVERINFO: its reconfiguration off, or its own configuration another), never
+/// acknowledges a proposal: its NEWLEADER ACK does not make the configuration's quorum with the
+/// leader (helper-32's review of the change above), a follower's does.
+#[test]
+fn a_misconfigured_observer_that_votes_in_force_does_not_establish() {
+    let mut l = Leader::new(cfg(1), local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
+    l.epoch_persisted(2);
+    leader_actions(&mut l);
+    l.handle_packet(20, ack_epoch(z(5, 1), E5 as i32), 3);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
+    l.epoch_persisted(4);
+    leader_actions(&mut l);
+    l.learner_connected(30, 5);
+    l.handle_packet(30, pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(3, 0).encode())), 5);
+    assert_eq!(leader_actions(&mut l).len(), 1, "LEADERINFO to 3");
+    l.handle_packet(30, ack_epoch(z(5, 1), E5 as i32), 6);
+    leader_actions(&mut l);
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    let a = leader_actions(&mut l);
+    assert!(!a.iter().any(|a| matches!(a, LeaderAction::Established { .. })), "{a:?}");
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 8);
+    let a = leader_actions(&mut l);
+    assert!(a.contains(&LeaderAction::Established { epoch: 6 }), "{a:?}");
+}
+
 /// CVE-2018-8012: only the servers the configuration lists are synced. A FOLLOWERINFO from a
 /// non-voter (the observer 4, or the unknown 9) and an OBSERVERINFO from an unknown id are closed
 /// with nothing sent; the listed observer is answered with LEADERINFO.

@@ -1300,3 +1300,35 @@ fn reconfig_a_voter_restarted_with_an_uncommitted_promotion_rejoins() {
         w.finish_now()
     });
 }
+
+/// helper-31's review, F1: b, alone with the uncommitted promotion of 4 in its log, must lead,
+/// and the old leader is lost for good. b's pending configuration (voters 1-4) needs three of
+/// four, so its NEWLEADER quorum needs 4's ACK; 4 comes back as the observer its committed
+/// configuration says, and becomes a follower only once it activates the pending configuration
+/// at UPTODATE. A leader that ignored an observer's NEWLEADER ACK was never established, and no
+/// other server could lead (b's log is the longest): the ensemble stayed without a leader for
+/// good. As Apache's leader, zkrs's now counts that ACK by 4's id in each configuration.
+#[test]
+fn reconfig_an_observer_the_pending_configuration_promotes_completes_its_quorum() {
+    let p = Params { committed_log_max: 10_000, ..reconfigurable(3, 1) };
+    scenario("observer completes a pending configuration's quorum", p, |w| {
+        let (old, a, b, z) = promotion_logged_by_one_follower(w)?;
+        // The old leader is gone for good; a comes back without the proposal.
+        w.power_loss(old, Keep::Durable, 0);
+        w.power_loss(a, Keep::Durable, 0);
+        w.slow_disk(a, 1);
+        w.restart(a);
+        w.run_until_cond(3 * ELECT_MS, "b leading", move |w| w.leader() == Some(b))?;
+        let (durable, _) = w.log_state(b);
+        if durable < z {
+            return Err(format!("set-up missed: b durable {durable:#x}, the proposal {z:#x}"));
+        }
+        writes_go_on(w, 10, 3 * ELECT_MS, &format!("writes with b ({b}), a ({a}) and 4, {old} gone"))?;
+        // The promotion in force: 4 a voter, leading or following.
+        w.run_until_cond(3 * ELECT_MS, "4 a participant", |w| {
+            w.placement(4, 4) == Some(Placement::Participant)
+                && matches!(w.role(4), Some(Role::Leader { .. } | Role::Learner { observer: false }))
+        })?;
+        w.finish_now()
+    });
+}
