@@ -44,10 +44,11 @@ start_zkrs_cfg() {
   echo $!
 }
 
-# Starts Apache ZooKeeper (Debian's package) on DIR/zoo.cfg with the heap XMX (e.g. 8g) in the
-# background, logging to DIR/server.log; prints its pid.
+# Starts Apache ZooKeeper (Debian's package) on DIR/zoo.cfg with the heap XMX (e.g. 8g) and any
+# JVM flags in APACHE_JVM_OPTS in the background, logging to DIR/server.log; prints its pid.
 start_apache_cfg() {
-  java "-Xmx$2" -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar \
+  # shellcheck disable=SC2086 # APACHE_JVM_OPTS: extra JVM flags, split on spaces
+  java "-Xmx$2" ${APACHE_JVM_OPTS:-} -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar \
     org.apache.zookeeper.server.ZooKeeperServerMain "$1/zoo.cfg" >> "$1/server.log" 2>&1 &
   echo $!
 }

@@ -15,11 +15,25 @@
 #             second while opening them, and RSS per session. The server and the client each hold N
 #             sockets: N stays below the open-file limit, which the script raises to the hard limit
 #             (20,000 on the workplace's VMs, where root cannot raise it), and larger N are skipped.
+#   watches   for each SESSIONSxPATHS in WATCH_SHAPES: PATHS znodes, then SESSIONS sessions each
+#             setting an exists watch on every one of them (bench/tree_client.py): RSS with the
+#             sessions alone and with their watches, so bytes per watch without the sessions' own
+#             cost, and the time the watches took to set; then one setData fanning out to
+#             FANOUT_WATCHERS sessions each watching it (zkrs-bench's watch workload, DURATION s):
+#             notification latency p50/p99/max from the setData being sent.
+#   children  N persistent-sequential creates under one parent for each N in CHILDREN_COUNTS:
+#             creates per second, RSS, and one getChildren of that parent (median of three: its
+#             time and its reply's size).
+#   values    setData of each size in VALUE_SIZES bytes (64 keys, 4 connections x 4 in flight,
+#             DURATION s; jute.maxbuffer raised to fit on both servers): MB/s against this disk's
+#             own rate measured in the same run (dd: 256 MiB with one fdatasync at the end, and
+#             64 x 1 MiB each synced).
 #
 #   bench/scale.sh                                     # defaults below
 #   SIZES="100000 1000000 10000000" APACHE_XMX=16g bench/scale.sh
 #   AXES=sessions SESSION_COUNTS="1000 10000 50000" bench/scale.sh   # 50,000 needs the file limit
 #   ZKRS_ONLY_SIZES="20000000 50000000" AXES=tree bench/scale.sh
+#   AXES="watches children values" bench/scale.sh
 #
 # Apache runs with the heap APACHE_XMX (default 8g), given in every table; a point it cannot load
 # within 10 minutes is reported as failed, not dropped. Each point starts with a warm-up: the
@@ -31,6 +45,10 @@ AXES=${AXES:-tree sessions}
 SIZES=${SIZES:-100000 1000000}
 ZKRS_ONLY_SIZES=${ZKRS_ONLY_SIZES:-}
 SESSION_COUNTS=${SESSION_COUNTS:-1000 5000 10000 19000}
+WATCH_SHAPES=${WATCH_SHAPES:-10x100000 10000x100}
+FANOUT_WATCHERS=${FANOUT_WATCHERS:-10000}
+CHILDREN_COUNTS=${CHILDREN_COUNTS:-100000 1000000}
+VALUE_SIZES=${VALUE_SIZES:-1024 10240 102400 1048576 4194304}
 DURATION=${DURATION:-10}
 VALUE=${VALUE:-100}
 APACHE_XMX=${APACHE_XMX:-8g}
@@ -127,6 +145,117 @@ sessions_point() { # impl count
   rm -rf "$dir"
 }
 
+# One point of the watch axis: prints
+# impl,sessions,paths,watches,rss_sessions_mb,rss_watches_mb,bytes_per_watch,set_watches_s
+watch_point() { # impl sessions paths
+  local impl=$1 s=$2 p=$3 dir="$WORK/$1-w$2x$3" port word took n mid after
+  port=$(port_free)
+  write_cfg "$dir" "$port"
+  PID=$(start "$impl" "$dir")
+  if ! wait_serving "$port"; then echo "$impl,$s,$p,failed to start,,,,"; kill_wait "$PID"; return; fi
+  echo "== watches: $impl, $s sessions x $p paths" >&2
+  "$BENCH" --server "127.0.0.1:$port" --workload populate --count "$p" --conns 1 --inflight 500 \
+    --value-size "$VALUE" >/dev/null 2>&1
+  coproc WATCHERS { python3 bench/tree_client.py watches "$port" "$s" "$p" /zkrs-bench/pop-c0-; }
+  read -r word took <&"${WATCHERS[0]}" || true
+  if [ "${word:-}" != open ]; then
+    echo "$impl,$s,$p,failed to open the sessions,,,,"
+  else
+    sleep 3
+    mid=$(rss_kb "$PID")
+    echo go >&"${WATCHERS[1]}"
+    read -r word took n <&"${WATCHERS[0]}" || true
+    if [ "${word:-}" != ready ]; then
+      echo "$impl,$s,$p,failed to set the watches,,,,"
+    else
+      sleep 3
+      after=$(rss_kb "$PID")
+      echo "$impl,$s,$p,$n,$((mid / 1024)),$((after / 1024)),$(( (after - mid) * 1024 / n )),$took"
+    fi
+  fi
+  [ -z "${WATCHERS[1]:-}" ] || exec {WATCHERS[1]}>&-
+  wait "${WATCHERS_PID:-}" 2>/dev/null || true
+  kill_wait "$PID"
+  PID=
+  rm -rf "$dir"
+}
+
+# One point of the fan-out: prints impl,watchers,events_per_s,p50_us,p99_us,max_us
+fanout_point() { # impl watchers
+  local impl=$1 w=$2 dir="$WORK/$1-f$2" port r
+  port=$(port_free)
+  write_cfg "$dir" "$port"
+  PID=$(start "$impl" "$dir")
+  if ! wait_serving "$port"; then echo "$impl,$w,failed to start,,,"; kill_wait "$PID"; return; fi
+  echo "== watches: $impl, one setData to $w watchers" >&2
+  r=$("$BENCH" --server "127.0.0.1:$port" --workload watch --conns "$w" --duration "$DURATION" --json \
+    2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["ops_per_sec"], r["p50_us"], r["p99_us"], r["max_us"])') ||
+    r="failed"
+  echo "$impl,$w,${r// /,}"
+  kill_wait "$PID"
+  PID=
+  rm -rf "$dir"
+}
+
+# One point of the children axis: prints
+# impl,children,creates_per_s,rss_mb,get_children_s,reply_bytes,children_listed
+children_point() { # impl count
+  local impl=$1 n=$2 dir="$WORK/$1-c$2" port t0 t1 rss runs=() listed bytes
+  port=$(port_free)
+  write_cfg "$dir" "$port"
+  PID=$(start "$impl" "$dir")
+  if ! wait_serving "$port"; then echo "$impl,$n,failed to start,,,,"; kill_wait "$PID"; return; fi
+  echo "== children: $impl, $n sequential children of one parent" >&2
+  t0=$(now)
+  if ! "$BENCH" --server "127.0.0.1:$port" --workload populate-seq --count "$n" --conns 4 --inflight 500 \
+      --value-size "$VALUE" >/dev/null 2>"$dir/populate.err"; then
+    echo "$impl,$n,failed to populate: $(tail -1 "$dir/populate.err"),,,,"; kill_wait "$PID"; return
+  fi
+  t1=$(now)
+  sleep 3
+  rss=$(( $(rss_kb "$PID") / 1024 ))
+  for _ in 1 2 3; do
+    read -r _ listed bytes took < <(python3 bench/tree_client.py children "$port" /zkrs-bench/seq) || true
+    runs+=("${took:-nan}")
+  done
+  local median
+  median=$(printf '%s\n' "${runs[@]}" | sort -g | sed -n 2p)
+  echo "$impl,$n,$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}'),$rss,$median,${bytes:-},${listed:-}"
+  kill_wait "$PID"
+  PID=
+  rm -rf "$dir"
+}
+
+# One point of the value axis: prints impl,value_bytes,ops_per_s,mb_per_s,p50_us,p99_us,errors
+value_point() { # impl size
+  local impl=$1 v=$2 dir="$WORK/$1-v$2" port r max
+  port=$(port_free)
+  max=$((v * 2 + 65536))
+  write_cfg "$dir" "$port" "jute.maxbuffer=$max"
+  if [ "$impl" = zkrs ]; then PID=$(start zkrs "$dir"); else
+    PID=$(APACHE_JVM_OPTS="-Djute.maxbuffer=$max" start apache "$dir"); fi
+  if ! wait_serving "$port"; then echo "$impl,$v,failed to start,,,,"; kill_wait "$PID"; return; fi
+  echo "== values: $impl, $v bytes" >&2
+  r=$("$BENCH" --server "127.0.0.1:$port" --workload set --keys 64 --conns 4 --inflight 4 \
+    --value-size "$v" --duration "$DURATION" --json 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["ops_per_sec"], round(r["ops_per_sec"] * r["value_size"] / 1e6, 1), r["p50_us"], r["p99_us"], r["errors"])') ||
+    r="failed"
+  echo "$impl,$v,${r// /,}"
+  kill_wait "$PID"
+  PID=
+  rm -rf "$dir"
+}
+
+# This disk's own sequential write rate, MB/s: "one_sync synced_each".
+disk_rate() {
+  local f="$WORK/dd.bin" a b
+  a=$(dd if=/dev/zero of="$f" bs=1M count=256 conv=fdatasync 2>&1 | awk '/copied/ {print $(NF-1), $NF}')
+  b=$(dd if=/dev/zero of="$f" bs=1M count=64 oflag=dsync 2>&1 | awk '/copied/ {print $(NF-1), $NF}')
+  rm -f "$f"
+  # dd prints "N MB/s" or "N GB/s".
+  echo "$a" "$b" | awk '{x = ($2 == "GB/s") ? $1 * 1000 : $1; y = ($4 == "GB/s") ? $3 * 1000 : $3; print x, y}'
+}
+
 # PNG plot of CSV columns against the second (log scale), one line per impl, when gnuplot is here.
 plot() { # csv png title ylabel column
   command -v gnuplot >/dev/null || return 0
@@ -192,6 +321,80 @@ if [[ " $AXES " == *" sessions "* ]]; then
     tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
   } >> "$MD"
   plot "$CSV" "$OUT/sessions-bytes.png" "Resident memory per idle session" "bytes" 6
+fi
+
+if [[ " $AXES " == *" watches "* ]]; then
+  CSV="$OUT/watches.csv"
+  echo "impl,sessions,paths,watches,rss_sessions_mb,rss_watches_mb,bytes_per_watch,set_watches_s" > "$CSV"
+  for shape in $WATCH_SHAPES; do
+    s=${shape%x*} p=${shape#*x}
+    if [ $((s + 100)) -ge "$(ulimit -n)" ]; then
+      echo "== watches: $s sessions need more open files than the limit, $(ulimit -n); skipped" >&2
+      continue
+    fi
+    watch_point zkrs "$s" "$p" >> "$CSV"
+    watch_point apache "$s" "$p" >> "$CSV"
+  done
+  FCSV="$OUT/fanout.csv"
+  echo "impl,watchers,events_per_s,p50_us,p99_us,max_us" > "$FCSV"
+  if [ $((FANOUT_WATCHERS + 100)) -lt "$(ulimit -n)" ]; then
+    fanout_point zkrs "$FANOUT_WATCHERS" >> "$FCSV"
+    fanout_point apache "$FANOUT_WATCHERS" >> "$FCSV"
+  fi
+  {
+    echo
+    echo "## Watches (exists watches on $VALUE-byte znodes; bytes per watch: RSS with the watches minus RSS with the sessions alone)"
+    echo
+    echo "| server | sessions | paths each | watches | RSS with the sessions MB | RSS with the watches MB | bytes per watch | seconds to set them |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    echo
+    echo "One setData, a data watch on it in each of $FANOUT_WATCHERS sessions (re-armed after each event), $DURATION s: notification latency from the setData being sent."
+    echo
+    echo "| server | watchers | events/s | p50 us | p99 us | max us |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    tail -n +2 "$FCSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+  } >> "$MD"
+fi
+
+if [[ " $AXES " == *" children "* ]]; then
+  CSV="$OUT/children.csv"
+  echo "impl,children,creates_per_s,rss_mb,get_children_s,reply_bytes,children_listed" > "$CSV"
+  for n in $CHILDREN_COUNTS; do
+    children_point zkrs "$n" >> "$CSV"
+    children_point apache "$n" >> "$CSV"
+  done
+  {
+    echo
+    echo "## Children of one parent (persistent-sequential creates, 4 connections x 500 in flight; getChildren: median of three)"
+    echo
+    echo "| server | children | creates/s | RSS MB | getChildren s | reply bytes | children listed |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+  } >> "$MD"
+  plot "$CSV" "$OUT/children-get.png" "getChildren of a parent with N children" "s" 5
+  plot "$CSV" "$OUT/children-creates.png" "Sequential creates into one parent" "creates/s" 3
+fi
+
+if [[ " $AXES " == *" values "* ]]; then
+  CSV="$OUT/values.csv"
+  echo "impl,value_bytes,ops_per_s,mb_per_s,p50_us,p99_us,errors" > "$CSV"
+  read -r disk_one disk_each < <(disk_rate)
+  for v in $VALUE_SIZES; do
+    value_point zkrs "$v" >> "$CSV"
+    value_point apache "$v" >> "$CSV"
+  done
+  {
+    echo
+    echo "## Value sizes (setData on 64 keys, 4 connections x 4 in flight, $DURATION s)"
+    echo
+    echo "This disk, measured in the same run with dd: $disk_one MB/s written with one fdatasync at the end, $disk_each MB/s in 1 MiB writes each synced."
+    echo
+    echo "| server | value bytes | sets/s | MB/s | p50 us | p99 us | errors |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+  } >> "$MD"
+  plot "$CSV" "$OUT/values-mbps.png" "setData MB/s by value size" "MB/s" 4
 fi
 
 cat "$MD"

@@ -36,6 +36,8 @@ workloads (W), each connection keeping --inflight requests outstanding unless sa
   delete    deletes of znodes each connection creates first (20000 per connection)
   mixed     get or set on random keys, --read-percent reads
   populate  creates --count znodes, then stops
+  populate-seq
+            creates --count persistent-sequential znodes under /zkrs-bench/seq, then stops
   ping      pings: the loopback round trip plus framing
   watch     --conns watcher sessions each hold a one-shot data watch (getData, watch=true) on one
             znode; one more session does setData on it once all are armed; latency is from the
@@ -72,6 +74,9 @@ enum Workload {
     Mixed,
     /// Creates `--count` znodes and stops: for memory and restart measurements.
     Populate,
+    /// Creates `--count` persistent-sequential znodes under one parent and stops: for the cost
+    /// of a parent with many children.
+    PopulateSeq,
     /// Pings: the server does no work, so this is the loopback round trip plus framing.
     Ping,
     /// Watch fan-out: one setData, `--conns` notifications.
@@ -91,6 +96,11 @@ impl Workload {
             Workload::Multi => "multis",
             _ => "ops",
         }
+    }
+
+    /// Whether the workload creates `--count` znodes and stops, whatever `--duration` says.
+    fn populates(self) -> bool {
+        matches!(self, Workload::Populate | Workload::PopulateSeq)
     }
 }
 
@@ -147,6 +157,7 @@ fn parse_args() -> Result<Opts, String> {
                     "delete" => Workload::Delete,
                     "mixed" => Workload::Mixed,
                     "populate" => Workload::Populate,
+                    "populate-seq" => Workload::PopulateSeq,
                     "ping" => Workload::Ping,
                     "watch" => Workload::Watch,
                     "churn" => Workload::Churn,
@@ -157,7 +168,7 @@ fn parse_args() -> Result<Opts, String> {
             "--conns" => o.conns = num(val()?)?.max(1) as usize,
             "--inflight" => o.inflight = num(val()?)?.clamp(1, 100_000) as usize,
             "--duration" => o.duration = Duration::from_secs(num(val()?)?.max(1)),
-            "--value-size" => o.value_size = num(val()?)?.min(1_000_000) as usize,
+            "--value-size" => o.value_size = num(val()?)?.min(16 << 20) as usize,
             "--keys" => o.keys = num(val()?)?.max(1) as usize,
             "--read-percent" => o.read_percent = num(val()?)?.min(100) as u32,
             "--json" => o.json = true,
@@ -420,7 +431,7 @@ struct Maker {
 
 impl Maker {
     fn new(o: Arc<Opts>, id: usize, data: Bytes) -> Maker {
-        let to_create = if o.workload == Workload::Populate {
+        let to_create = if o.workload.populates() {
             o.count / o.conns as u64 + u64::from((id as u64) < o.count % o.conns as u64)
         } else {
             0
@@ -474,6 +485,13 @@ impl Maker {
                 }
                 self.to_create -= 1;
                 create_req(format!("/zkrs-bench/pop-c{}-{}", self.id, self.to_create), &self.data, 0)
+            }
+            Workload::PopulateSeq => {
+                if self.to_create == 0 {
+                    return None;
+                }
+                self.to_create -= 1;
+                create_req(self.prefix.clone(), &self.data, CreateMode::PersistentSequential.code())
             }
             Workload::Mixed => {
                 let path = self.key();
@@ -877,7 +895,7 @@ async fn main() {
         let _ = writeln!(t, "unix_ms,ops,p50_us,p99_us,max_us");
     }
     let mut last = 0u64;
-    let populating = o.workload == Workload::Populate;
+    let populating = o.workload.populates();
     while populating || start.elapsed() < o.duration {
         if populating && tasks.iter().all(|t| t.is_finished()) {
             break;

@@ -1307,7 +1307,11 @@ fn reconfig_a_voter_restarted_with_an_uncommitted_promotion_rejoins() {
 /// configuration says, and becomes a follower only once it activates the pending configuration
 /// at UPTODATE. A leader that ignored an observer's NEWLEADER ACK was never established, and no
 /// other server could lead (b's log is the longest): the ensemble stayed without a leader for
-/// good. As Apache's leader, zkrs's now counts that ACK by 4's id in each configuration.
+/// good. As Apache's leader, zkrs's now counts that ACK by 4's id in each configuration (not in
+/// the configuration in force, where 4 does not vote). Once established, b puts the promotion in
+/// force, so its first term ends at its first ping check (a and b alone are no quorum of 1-4, 4
+/// being on its way back as a follower), and the next election, under the promotion, decides
+/// (helper-33's review): one extra round, bounded.
 #[test]
 fn reconfig_an_observer_the_pending_configuration_promotes_completes_its_quorum() {
     let p = Params { committed_log_max: 10_000, ..reconfigurable(3, 1) };
