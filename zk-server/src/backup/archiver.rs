@@ -1,28 +1,35 @@
-//! `zkrs-server backup`: copies what a server has closed and the archive lacks into the
-//! archive, once or every `--interval` (`--follow`).
+//! `zkrs-server backup`: copies what the archive lacks from a server's data directories, once
+//! or every `--interval` (`--follow`).
 //!
-//! What is closed: every log segment but the newest (the server appends only to its newest
-//! segment; a roll closes the old one, cut at its last record and synced, before the next
-//! exists), and every snapshot under its final name (the server renames a snapshot only once it
-//! is complete and synced). The newest segment is archived once the server has started the
-//! next one: after a snapshot, or when the segment is full.
+//! The log: the server appends to its newest segment and rolls to a new one only when a segment
+//! is full (64 MiB), so waiting for segments to close would leave a quiet server's archive far
+//! behind. Instead each pass archives the transactions after the archive's newest one, from
+//! whichever segments hold them, as one archived segment (a "piece": a segment header for its
+//! first zxid, then the records' frames byte for byte, so it reads like any segment). Of the
+//! segment being written, only the records before its last group mark are taken: the log marks
+//! a record only once everything before it in the segment is durable (docs/log-format.md, "Sync
+//! groups"), so nothing archived can be lost by a power failure on the server and come back as
+//! another transaction. The records of the last sync group wait for the next write.
 //!
-//! Each file is first copied into the staging directory with plain reads (never through a
-//! mapping: the server may purge, and cut down, a file while it is read), and the copy is then
-//! checked whole (every record of a segment, every chunk of a snapshot). A file that vanished or
-//! was cut short while copied was purged by the server: it is reported and skipped. A checked
-//! copy is installed under its key, and only then does the manifest name it.
+//! Snapshots: every snapshot under its final name (the server renames a snapshot only once it is
+//! complete and synced) that the archive lacks, copied whole.
+//!
+//! Every file is staged in the staging directory with plain reads (never through a mapping: the
+//! server may purge, and cut down, a file while it is read), then read back whole and checked
+//! (every record of a piece, every chunk of a snapshot), then installed under its key, and only
+//! then named by the manifest. A file that vanished while it was read was purged by the server:
+//! it is reported and skipped, and a gap it leaves in the archived log is reported loudly.
 
 use super::manifest::{LogFile, Manifest, SnapFile, LOG_PREFIX, SNAP_PREFIX};
-use super::segment::{summarize, SegmentReader};
-use super::target::{copy_with_crc, ArchiveTarget};
+use super::segment::{summarize, SegmentReader, SegmentSummary};
+use super::target::{copy_with_crc, ArchiveTarget, CrcReader};
 use super::time::format_time_ms;
 use super::{io_err, BackupError};
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use zk_log::format::parse_segment_name;
+use zk_log::format::{encode_segment_header, parse_segment_name, SEGMENT_HEADER_BYTES};
 use zk_log::snapshot::parse_snapshot_name;
 use zk_log::{FileStorage, BASE_FILE, LOG_DIR_NAME};
 use zk_tree::snapshot::{ContentParser, ContentRecord};
@@ -40,12 +47,27 @@ pub struct PassReport {
     pub newest_archived: Option<i64>,
 }
 
-/// The last look at the server's open segment, so the next look reads only what was added.
+/// Where the last archived record of a server segment ended, so the next pass reads that
+/// segment on from there.
 #[derive(Debug, Clone)]
 struct TailScan {
     name: String,
     offset: u64,
-    last_zxid: Option<i64>,
+    prev_zxid: i64,
+}
+
+/// An archived segment being staged.
+struct Piece {
+    name: String,
+    path: PathBuf,
+    file: std::io::BufWriter<File>,
+    /// Bytes written, the header included.
+    bytes: u64,
+    summary: SegmentSummary,
+    /// Before the last group-marked record: (bytes, summary, offset in the server's segment).
+    durable: Option<(u64, SegmentSummary, u64)>,
+    /// The first piece of a log that was never purged or reset.
+    from_start: bool,
 }
 
 /// Archives one server's data directories into one archive. Holds the staging directory's
@@ -58,6 +80,9 @@ pub struct Archiver {
     staging_storage: FileStorage,
     manifest: Manifest,
     tail: Option<TailScan>,
+    /// Server segments known to hold nothing the archive lacks.
+    done: std::collections::HashSet<String>,
+    newest_on_disk: Option<i64>,
 }
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
@@ -128,6 +153,8 @@ impl Archiver {
             staging_storage,
             manifest,
             tail: None,
+            done: std::collections::HashSet::new(),
+            newest_on_disk: None,
         })
     }
 
@@ -159,94 +186,194 @@ impl Archiver {
         self.target.write_manifest(&self.manifest)
     }
 
-    /// One pass: archives every closed segment and finished snapshot the archive lacks,
-    /// then looks at the open segment for the lag. Progress lines go to `out`.
+    /// One pass: archives the transactions the archive lacks, from every segment (the open
+    /// one up to where its records are known durable), and every finished snapshot it lacks,
+    /// then reports the lag. Progress lines go to `out`.
     ///
     /// Errors: a file that cannot be read or installed, or a closed segment or snapshot that is
-    /// damaged on the server (named; it is not archived, and no later segment is either, so
+    /// damaged on the server (named; it is not archived, and no later transaction is either, so
     /// the archived log never skips it unnoticed).
     pub fn pass(&mut self, out: &mut dyn Write) -> Result<PassReport, BackupError> {
         let mut report = PassReport::default();
         let segments = list_named(&self.log_dir, parse_segment_name)?;
-        let closed = segments.len().saturating_sub(1);
-        for (i, (first, name)) in segments[..closed].iter().enumerate() {
-            if self.manifest.logs.iter().any(|l| &l.name == name) {
+        self.done.retain(|n| segments.iter().any(|(_, s)| s == n));
+        for (i, (_, name)) in segments.iter().enumerate() {
+            if self.done.contains(name) {
                 continue;
             }
-            let last = self.manifest.last_log_zxid();
-            if last.is_some_and(|l| *first <= l) {
-                let _ = writeln!(
-                    out,
-                    "backup: skipping {name}: it overlaps the archived log (through {}); the server's log \
-                     was truncated after it was archived",
-                    hex(last.unwrap_or_default())
-                );
-                continue;
-            }
-            let src = self.log_dir.join(name);
-            let Some((staged, bytes, crc32)) = self.stage(&src, name)? else {
-                let _ = writeln!(out, "backup: {name} was purged by the server before it could be archived");
-                continue;
-            };
-            let summary = File::open(&staged).map_err(io_err(&staged)).and_then(|f| {
-                summarize(&src.display().to_string(), BufReader::new(f)).map_err(|d| BackupError::Damaged {
-                    key: d.name.clone(),
-                    why: format!("{} at offset {}", d.why, d.offset),
-                })
-            });
-            let summary = match summary {
-                Ok(s) => s,
-                Err(e) => {
-                    self.discard(&staged);
-                    if !src.exists() {
-                        let _ = writeln!(out, "backup: {name} was purged by the server while it was copied");
-                        continue;
-                    }
-                    return Err(e);
+            let next_first = segments.get(i + 1).map(|(z, _)| *z);
+            // A segment followed by one that starts at or before the archive's next zxid holds
+            // nothing the archive lacks.
+            if let (Some(l), Some(next)) = (self.manifest.last_log_zxid(), next_first) {
+                if next <= l.saturating_add(1) {
+                    self.done.insert(name.clone());
+                    continue;
                 }
-            };
-            if let Some(l) = last {
-                if !zk_log::format::zxid_follows(l, summary.first_zxid) {
-                    let _ = writeln!(
-                        out,
-                        "backup: WARNING: the archived log has a gap: it ends at {} and {name} starts at {} \
-                         (the server purged the segments between before they were archived); a restore \
-                         to a zxid in the gap is impossible, and later ones need a snapshot taken after it",
-                        hex(l),
-                        hex(summary.first_zxid)
-                    );
-                }
-            } else if i == 0 && !self.log_dir.join(BASE_FILE).exists() {
-                // The oldest segment of a log never purged or reset: it starts at the beginning.
-                self.manifest.log_from_start = true;
             }
-            let key = format!("{LOG_PREFIX}{name}");
-            self.target.put_file(&key, &staged)?;
-            self.manifest.add_log(LogFile {
-                name: name.clone(),
-                bytes,
-                crc32,
-                first_zxid: summary.first_zxid,
-                last_zxid: summary.last_zxid,
-                records: summary.records,
-                first_time_ms: summary.first_time_ms,
-                last_time_ms: summary.last_time_ms,
-                max_time_ms: summary.max_time_ms,
-                digests: summary.digests,
-            });
-            self.commit_manifest()?;
-            let _ = writeln!(
-                out,
-                "backup: archived {key}: zxid {}..{}, {} txns from {} to {}, {bytes} bytes",
-                hex(summary.first_zxid),
-                hex(summary.last_zxid),
-                summary.records,
-                format_time_ms(summary.first_time_ms),
-                format_time_ms(summary.last_time_ms)
-            );
-            report.logs.push(name.clone());
+            let open = next_first.is_none();
+            match self.archive_segment(name, open, i == 0, out)? {
+                Some(piece) => report.logs.push(piece),
+                None => {}
+            }
+            if !open {
+                self.done.insert(name.clone());
+            }
         }
+        self.archive_snapshots(out, &mut report)?;
+        report.newest_archived = self.manifest.last_log_zxid();
+        report.newest_on_disk = self.newest_on_disk.max(report.newest_archived);
+        Ok(report)
+    }
 
+    /// Archives the records of segment `name` the archive lacks as one archived segment (a
+    /// piece: a segment header for its first zxid, then the records' frames as stored). Of the
+    /// `open` segment only the records before its last group mark are taken: those are durable
+    /// (docs/log-format.md, "Sync groups"); the rest waits for the next pass. Returns the
+    /// piece's name, if one was archived.
+    fn archive_segment(
+        &mut self,
+        name: &str,
+        open: bool,
+        oldest: bool,
+        out: &mut dyn Write,
+    ) -> Result<Option<String>, BackupError> {
+        let src = self.log_dir.join(name);
+        let shown = src.display().to_string();
+        let f = match File::open(&src) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let _ = writeln!(out, "backup: {name} was purged by the server before it could be archived");
+                return Ok(None);
+            }
+            Err(e) => return Err(io_err(&src)(e)),
+        };
+        let damaged = |d: super::segment::SegmentDamage| BackupError::Damaged {
+            key: d.name.clone(),
+            why: format!("{} at offset {}", d.why, d.offset),
+        };
+        let mut r = SegmentReader::open(&shown, BufReader::new(f)).map_err(damaged)?;
+        let last = self.manifest.last_log_zxid();
+        if let (Some(t), Some(l)) = (&self.tail, last) {
+            if t.name == name && t.prev_zxid == l {
+                r.resume_at(t.offset, t.prev_zxid).map_err(damaged)?;
+            }
+        }
+        let mut piece: Option<Piece> = None;
+        let mut before = r.offset();
+        loop {
+            let rec = match r.next_record() {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                // The open segment ends in a record being written: stop before it.
+                Err(_) if open => break,
+                Err(d) => {
+                    if let Some(p) = piece.take() {
+                        self.discard(&p.path);
+                    }
+                    if !src.exists() {
+                        let _ = writeln!(out, "backup: {name} was purged by the server while it was read");
+                        return Ok(None);
+                    }
+                    return Err(damaged(d));
+                }
+            };
+            let z = rec.header.zxid;
+            self.newest_on_disk = self.newest_on_disk.max(Some(z));
+            if last.is_some_and(|l| z <= l) {
+                before = r.offset();
+                continue;
+            }
+            match &mut piece {
+                Some(p) => {
+                    if rec.group_start {
+                        p.durable = Some((p.bytes, p.summary, before));
+                    }
+                    p.summary.add(&rec);
+                }
+                None => {
+                    if let Some(l) = last {
+                        if !zk_log::format::zxid_follows(l, z) {
+                            let _ = writeln!(
+                                out,
+                                "backup: WARNING: the archived log has a gap: it ends at {} and the server's log \
+                                 goes on at {} (the server purged the segments between before they were \
+                                 archived); a restore to a zxid in the gap is impossible, and later ones need \
+                                 a snapshot taken after it",
+                                hex(l),
+                                hex(z)
+                            );
+                        }
+                    }
+                    let piece_name = zk_log::format::segment_name(z);
+                    let path = self.staging.join(&piece_name);
+                    let mut file = std::io::BufWriter::new(File::create(&path).map_err(io_err(&path))?);
+                    file.write_all(&encode_segment_header(z)).map_err(io_err(&path))?;
+                    piece = Some(Piece {
+                        name: piece_name,
+                        path,
+                        file,
+                        bytes: SEGMENT_HEADER_BYTES,
+                        summary: SegmentSummary::of(&rec),
+                        durable: None,
+                        from_start: last.is_none() && oldest && !self.log_dir.join(BASE_FILE).exists(),
+                    });
+                }
+            }
+            let p = piece.as_mut().expect("set above");
+            p.file.write_all(&rec.frame).map_err(io_err(&p.path))?;
+            p.bytes += rec.frame.len() as u64;
+            before = r.offset();
+        }
+        let Some(p) = piece else { return Ok(None) };
+        let Piece { name: piece_name, path, file, bytes, summary, durable, from_start } = p;
+        let (len, summary, resume) = match (open, durable) {
+            (false, _) => (bytes, summary, before),
+            (true, Some(d)) => d,
+            (true, None) => {
+                drop(file);
+                self.discard(&path);
+                return Ok(None);
+            }
+        };
+        let file = file.into_inner().map_err(|e| io_err(&path)(e.into_error()))?;
+        file.set_len(len).and_then(|_| file.sync_all()).map_err(io_err(&path))?;
+        drop(file);
+        // Read back what was written, checking every record again, for its size and checksum.
+        let mut crc = CrcReader::new(BufReader::new(File::open(&path).map_err(io_err(&path))?));
+        let check = summarize(&path.display().to_string(), &mut crc).map_err(damaged)?;
+        let (bytes, crc32) = crc.finish().map_err(io_err(&path))?;
+        assert_eq!(check, summary, "a staged piece reads back as it was written");
+        let key = format!("{LOG_PREFIX}{piece_name}");
+        self.target.put_file(&key, &path)?;
+        self.manifest.log_from_start |= from_start;
+        self.manifest.add_log(LogFile {
+            name: piece_name.clone(),
+            bytes,
+            crc32,
+            first_zxid: summary.first_zxid,
+            last_zxid: summary.last_zxid,
+            records: summary.records,
+            first_time_ms: summary.first_time_ms,
+            last_time_ms: summary.last_time_ms,
+            max_time_ms: summary.max_time_ms,
+            digests: summary.digests,
+        });
+        self.commit_manifest()?;
+        self.tail = Some(TailScan { name: name.to_string(), offset: resume, prev_zxid: summary.last_zxid });
+        let _ = writeln!(
+            out,
+            "backup: archived {key} (from {name}): zxid {}..{}, {} txns from {} to {}, {bytes} bytes",
+            hex(summary.first_zxid),
+            hex(summary.last_zxid),
+            summary.records,
+            format_time_ms(summary.first_time_ms),
+            format_time_ms(summary.last_time_ms)
+        );
+        Ok(Some(piece_name))
+    }
+
+    /// Archives every finished snapshot the archive lacks.
+    fn archive_snapshots(&mut self, out: &mut dyn Write, report: &mut PassReport) -> Result<(), BackupError> {
         for (start, name) in list_named(&self.snap_dir, parse_snapshot_name)? {
             if self.manifest.snapshots.iter().any(|s| s.name == name) {
                 continue;
@@ -294,9 +421,7 @@ impl Archiver {
             }
         }
 
-        report.newest_archived = self.manifest.last_log_zxid();
-        report.newest_on_disk = self.look_at_tail(segments.last()).or(report.newest_archived);
-        Ok(report)
+        Ok(())
     }
 
     /// Reads the staged snapshot `name` whole, checking every chunk and the content's counts;
@@ -319,38 +444,6 @@ impl Archiver {
             return Err("content ends inside a record".into());
         }
         Ok((parser.end_state(), nodes))
-    }
-
-    /// The newest zxid in the server's open segment, reading on from where the last look ended.
-    fn look_at_tail(&mut self, open: Option<&(i64, String)>) -> Option<i64> {
-        let (_, name) = open?;
-        let mut scan = match self.tail.take() {
-            Some(t) if &t.name == name => t,
-            _ => TailScan { name: name.clone(), offset: 0, last_zxid: None },
-        };
-        let path = self.log_dir.join(name);
-        if let Ok(f) = File::open(&path) {
-            if let Ok(mut r) = SegmentReader::open(name, BufReader::new(f)) {
-                let resumed = match scan.last_zxid {
-                    Some(z) if scan.offset > 0 => r.resume_at(scan.offset, z).is_ok(),
-                    _ => true,
-                };
-                // The open segment ends in zeros or in a record being written: stop at the first
-                // frame that does not check out, and look again from there next time.
-                while resumed {
-                    match r.next_record() {
-                        Ok(Some(rec)) => {
-                            scan.last_zxid = Some(rec.header.zxid);
-                            scan.offset = r.offset();
-                        }
-                        _ => break,
-                    }
-                }
-            }
-        }
-        let newest = scan.last_zxid;
-        self.tail = Some(scan);
-        newest
     }
 }
 

@@ -26,6 +26,11 @@ pub struct SegmentRecord {
     pub txn: Txn,
     /// The tree digest the txn leaves, when the record carries one (an ensemble's records do).
     pub digest: Option<TxnDigest>,
+    /// The record's frame as stored: the 16-byte frame header, then the payload.
+    pub frame: Bytes,
+    /// The frame carries the group mark: every byte before it in its segment was durable
+    /// before it was written (docs/log-format.md, "Sync groups").
+    pub group_start: bool,
 }
 
 /// What is wrong with a segment, and where.
@@ -161,17 +166,19 @@ impl<R: Read> SegmentReader<R> {
         if !h.len_plausible() || h.len > MAX_PAYLOAD_BYTES {
             return Err(self.damage(at, format!("implausible record length {}", h.len)));
         }
-        let mut payload = vec![0u8; h.len as usize];
-        let got =
-            read_full(&mut self.r, &mut payload).map_err(|e| self.damage(at, format!("read failed: {e}")))?;
+        let mut frame = vec![0u8; RECORD_HEADER_BYTES as usize + h.len as usize];
+        frame[..RECORD_HEADER_BYTES as usize].copy_from_slice(&hb);
+        let got = read_full(&mut self.r, &mut frame[RECORD_HEADER_BYTES as usize..])
+            .map_err(|e| self.damage(at, format!("read failed: {e}")))?;
+        let payload = &frame[RECORD_HEADER_BYTES as usize..];
         if got < payload.len() {
             return Err(self.damage(at, format!("record cut short ({got} of {} payload bytes)", h.len)));
         }
-        if record_crc(h.len, h.zxid, &payload) != h.crc {
+        if record_crc(h.len, h.zxid, payload) != h.crc {
             return Err(self.damage(at, "record checksum mismatch"));
         }
         let zxid = h.zxid as i64;
-        if payload_zxid(&payload) != Some(zxid) {
+        if payload_zxid(payload) != Some(zxid) {
             return Err(self.damage(at, format!("frame zxid {zxid:#x} differs from the payload's")));
         }
         match self.prev_zxid {
@@ -186,11 +193,12 @@ impl<R: Read> SegmentReader<R> {
             }
             _ => {}
         }
-        let (header, txn, digest) = decode_payload_digest(Bytes::from(payload))
+        let frame = Bytes::from(frame);
+        let (header, txn, digest) = decode_payload_digest(frame.slice(RECORD_HEADER_BYTES as usize..))
             .map_err(|e| self.damage(at, format!("payload does not decode: {e}")))?;
         self.prev_zxid = Some(zxid);
         self.offset = at + RECORD_HEADER_BYTES + u64::from(h.len);
-        Ok(Some(SegmentRecord { header, txn, digest }))
+        Ok(Some(SegmentRecord { header, txn, digest, frame, group_start: h.group_start }))
     }
 
     /// After a zero frame, everything to the end must be zero too (preallocated space).
@@ -230,6 +238,31 @@ pub struct SegmentSummary {
     pub digests: u64,
 }
 
+impl SegmentSummary {
+    /// The summary of one record.
+    pub fn of(rec: &SegmentRecord) -> Self {
+        let (z, t) = (rec.header.zxid, rec.header.time);
+        SegmentSummary {
+            first_zxid: z,
+            last_zxid: z,
+            records: 1,
+            first_time_ms: t,
+            last_time_ms: t,
+            max_time_ms: t,
+            digests: u64::from(rec.digest.is_some()),
+        }
+    }
+
+    /// Adds the record that follows.
+    pub fn add(&mut self, rec: &SegmentRecord) {
+        self.last_zxid = rec.header.zxid;
+        self.records += 1;
+        self.last_time_ms = rec.header.time;
+        self.max_time_ms = self.max_time_ms.max(rec.header.time);
+        self.digests += u64::from(rec.digest.is_some());
+    }
+}
+
 /// Reads a whole segment and sums it up; every record is checked.
 ///
 /// Errors: any damage ([`SegmentReader::next_record`]), or a segment with no record at all
@@ -238,27 +271,9 @@ pub fn summarize(name: &str, r: impl Read) -> Result<SegmentSummary, SegmentDama
     let mut reader = SegmentReader::open(name, r)?;
     let mut s: Option<SegmentSummary> = None;
     while let Some(rec) = reader.next_record()? {
-        let (z, t) = (rec.header.zxid, rec.header.time);
-        let d = u64::from(rec.digest.is_some());
         match &mut s {
-            None => {
-                s = Some(SegmentSummary {
-                    first_zxid: z,
-                    last_zxid: z,
-                    records: 1,
-                    first_time_ms: t,
-                    last_time_ms: t,
-                    max_time_ms: t,
-                    digests: d,
-                })
-            }
-            Some(s) => {
-                s.last_zxid = z;
-                s.records += 1;
-                s.last_time_ms = t;
-                s.max_time_ms = s.max_time_ms.max(t);
-                s.digests += d;
-            }
+            None => s = Some(SegmentSummary::of(&rec)),
+            Some(s) => s.add(&rec),
         }
     }
     s.ok_or_else(|| SegmentDamage {

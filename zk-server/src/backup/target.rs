@@ -32,6 +32,37 @@ pub fn copy_with_crc(r: &mut impl Read, w: &mut impl Write) -> std::io::Result<(
     Ok((n, hasher.finalize()))
 }
 
+/// A reader that counts and checksums what passes through it.
+#[derive(Debug)]
+pub struct CrcReader<R> {
+    inner: R,
+    hasher: crc32fast::Hasher,
+    bytes: u64,
+}
+
+impl<R: Read> CrcReader<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R) -> Self {
+        CrcReader { inner, hasher: crc32fast::Hasher::new(), bytes: 0 }
+    }
+
+    /// Reads what is left (so the checksum covers the whole source), then returns the bytes
+    /// read and their CRC-32.
+    pub fn finish(mut self) -> std::io::Result<(u64, u32)> {
+        std::io::copy(&mut self, &mut std::io::sink())?;
+        Ok((self.bytes, self.hasher.finalize()))
+    }
+}
+
+impl<R: Read> Read for CrcReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
 /// Syncs a directory, so that names created or renamed in it survive a power loss.
 pub fn sync_dir(dir: &Path) -> Result<(), BackupError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))

@@ -1,0 +1,365 @@
+//! Continuous backup and point-in-time restore on real processes: a standalone server with a
+//! small snapCount (segments and snapshots roll), `zkrs-server backup --follow` beside it
+//! archiving into a directory, writes under load with three checkpoints. At each checkpoint the
+//! writes stop, the zxid of the last write is noted from its Stat and the whole tree is dumped
+//! through a client (the reference). Then: a restore to each checkpoint (by zxid, by time, by
+//! zxid in hex) is started as a server and read back node for node (path, data, ACL, every stat
+//! field); one subtree is restored and checked, with the next sequential names continuing both
+//! under it and under its parent; and a damaged archive (a flipped byte, a missing segment, a
+//! segment the manifest no longer names, a busy output directory) is refused with an error
+//! naming the file or the range.
+#![allow(clippy::disallowed_methods)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::client::RawClient;
+use support::*;
+use zk_proto::*;
+
+/// One znode as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Znode {
+    data: Option<Vec<u8>>,
+    acl: Vec<Acl>,
+    stat: Stat,
+}
+
+type Tree = BTreeMap<String, Znode>;
+
+/// The cversion a node stores (creates of its children, which numbers its sequential
+/// children) from the one a client sees, twice that less the children it has.
+fn stored_cversion(s: &Stat) -> i32 {
+    (s.cversion + s.num_children) / 2
+}
+
+/// Reads the whole tree through `c`, parents before children.
+fn dump(c: &mut RawClient) -> Tree {
+    let mut tree = Tree::new();
+    let mut todo = vec!["/".to_string()];
+    while let Some(p) = todo.pop() {
+        let d = c.get_data(&p, false);
+        assert_eq!(d.err(), ErrorCode::Ok, "getData {p}");
+        let d: GetDataResponse = d.decode();
+        let a = c.call(Request::GetAcl(GetAclRequest { path: p.clone() }));
+        assert_eq!(a.err(), ErrorCode::Ok, "getACL {p}");
+        let a: GetAclResponse = a.decode();
+        let k: GetChildren2Response = c.children2(&p, false).decode();
+        for child in k.children {
+            todo.push(if p == "/" { format!("/{child}") } else { format!("{p}/{child}") });
+        }
+        tree.insert(p, Znode { data: d.data.map(|b| b.to_vec()), acl: a.acl, stat: d.stat });
+    }
+    tree
+}
+
+/// Asserts two trees equal node for node, naming the first difference.
+fn assert_same(what: &str, got: &Tree, want: &Tree) {
+    for (p, w) in want {
+        let g = got.get(p).unwrap_or_else(|| panic!("{what}: {p} missing"));
+        assert_eq!(g, w, "{what}: {p} differs");
+    }
+    for p in got.keys() {
+        assert!(want.contains_key(p), "{what}: {p} should not be there");
+    }
+}
+
+fn server_bin() -> PathBuf {
+    zkrs_binary()
+}
+
+/// Runs `zkrs-server args...`, returning (success, stdout, stderr).
+fn run(args: &[&str]) -> (bool, String, String) {
+    let child = Command::new(server_bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run zkrs-server");
+    let out = wait_output(child, Duration::from_secs(120));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Restores `archive` into a fresh directory with `extra` arguments, starts a server on it and
+/// dumps its tree. Returns the tree and restore's progress output.
+fn restore_and_read(archive: &Path, extra: &[&str]) -> (Tree, String, ServerProc) {
+    let dir = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_s = data.to_str().unwrap();
+    let mut args = vec!["restore", "--from", archive.to_str().unwrap(), "--data-dir", data_s];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = run(&args);
+    assert!(ok, "restore {extra:?} failed:\n{stdout}\n{stderr}");
+    let server = start_in(Target::Zkrs, dir, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    let tree = dump(&mut c);
+    (tree, format!("{stdout}{stderr}"), server)
+}
+
+/// The load: creates, sequential creates, setData, deletes and setACL over two top-level
+/// trees; ends with a setData of /app/marker, whose Stat gives the checkpoint's zxid and time.
+fn write_round(c: &mut RawClient, round: usize, n: usize) -> Stat {
+    for i in 0..n {
+        let p = format!("/app/data/r{round}-{i}");
+        assert_eq!(
+            c.create(&p, format!("{round}:{i}").as_bytes(), CreateMode::Persistent).err(),
+            ErrorCode::Ok
+        );
+        let r = c.create("/app/queue/item-", b"q", CreateMode::PersistentSequential);
+        assert_eq!(r.err(), ErrorCode::Ok);
+        if i % 3 == 0 {
+            assert_eq!(c.create("/app/s-", b"", CreateMode::PersistentSequential).err(), ErrorCode::Ok);
+            assert_eq!(c.set_data(&p, b"changed", -1).err(), ErrorCode::Ok);
+            assert_eq!(
+                c.create(&format!("/other/o{round}-{i}"), b"o", CreateMode::Persistent).err(),
+                ErrorCode::Ok
+            );
+        }
+        if i % 5 == 4 {
+            assert_eq!(c.delete(&format!("/app/data/r{round}-{}", i - 1), -1).err(), ErrorCode::Ok);
+        }
+        if i % 7 == 0 {
+            let acl = vec![
+                Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } },
+                Acl { perms: perms::ALL, id: Id { scheme: "ip".into(), id: "127.0.0.1".into() } },
+            ];
+            let r = c.call(Request::SetAcl(SetAclRequest { path: p.clone(), acl, version: -1 }));
+            assert_eq!(r.err(), ErrorCode::Ok);
+        }
+    }
+    let r = c.set_data("/app/marker", format!("round {round}").as_bytes(), -1);
+    assert_eq!(r.err(), ErrorCode::Ok);
+    r.decode::<SetDataResponse>().stat
+}
+
+fn manifest(archive: &Path) -> serde_json::Value {
+    let text = std::fs::read(archive.join("manifest.json")).unwrap_or_default();
+    serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)
+}
+
+fn archived_through(archive: &Path) -> i64 {
+    manifest(archive)["logs"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|l| l["last_zxid"].as_i64())
+        .unwrap_or(0)
+}
+
+/// The archive directory's copy, for damaging.
+fn copy_archive(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("log")).unwrap();
+    std::fs::create_dir_all(to.join("snap")).unwrap();
+    for sub in ["log", "snap"] {
+        for e in std::fs::read_dir(from.join(sub)).unwrap().flatten() {
+            std::fs::copy(e.path(), to.join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::copy(from.join("manifest.json"), to.join("manifest.json")).unwrap();
+}
+
+struct Backup(Child);
+impl Drop for Backup {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
+    // Snapshots every 100-200 txns (each rolls the log), ten kept, so the server purges a
+    // segment only ~1,500 txns after it closed: the archiver, polling every 0.2 s, is far ahead.
+    let server = start(Target::Zkrs, "snapCount=200\nautopurge.snapRetainCount=10\npreAllocSize=64");
+    let data = server.dir.path().join("data");
+    let work = tempfile::Builder::new().prefix("zkrs-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    let backup_out = work.path().join("backup.out");
+    let backup = Backup(
+        Command::new(server_bin())
+            .args(["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()])
+            .args(["--follow", "--interval", "0.2"])
+            .stdout(std::fs::File::create(&backup_out).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start backup"),
+    );
+
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut checkpoints: Vec<(Stat, Tree)> = Vec::new();
+    for round in 0..3 {
+        let stat = write_round(&mut c, round, 150);
+        checkpoints.push((stat, dump(&mut c)));
+    }
+    // More writes, so that the segment holding the last checkpoint is closed and archived.
+    let after = write_round(&mut c, 3, 150);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while archived_through(&archive) < checkpoints[2].0.mzxid && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        archived_through(&archive) >= checkpoints[2].0.mzxid,
+        "the archive never reached the last checkpoint ({:#x}); backup printed:\n{}\nlog: {:?}\nsnapshots: {:?}",
+        checkpoints[2].0.mzxid,
+        std::fs::read_to_string(&backup_out).unwrap_or_default(),
+        std::fs::read_dir(data.join("zkrs-log")).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(data.join("zkrs-snap")).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+    );
+    drop(backup);
+    let m = manifest(&archive);
+    let logs = m["logs"].as_array().unwrap();
+    let snaps = m["snapshots"].as_array().unwrap();
+    assert!(logs.len() >= 4 && snaps.len() >= 3, "segments and snapshots roll: {m}");
+    assert_eq!(m["log_from_start"], true);
+    // Contiguous archived log: the archiver kept up with the purges.
+    for w in logs.windows(2) {
+        assert_eq!(w[0]["last_zxid"].as_i64().unwrap() + 1, w[1]["first_zxid"].as_i64().unwrap(), "{m}");
+    }
+    let progress = std::fs::read_to_string(&backup_out).unwrap();
+    assert!(
+        progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
+        "{progress}"
+    );
+    assert!(progress.contains("backup: lag: "), "{progress}");
+    assert!(after.mzxid > checkpoints[2].0.mzxid);
+
+    // Checkpoint 1 by zxid (decimal), 2 by time, 3 by zxid in hex.
+    let z1 = checkpoints[0].0.mzxid.to_string();
+    let t2 = checkpoints[1].0.mtime.to_string();
+    let z3 = format!("{:#x}", checkpoints[2].0.mzxid);
+    let points: [(&str, &str); 3] = [("--zxid", &z1), ("--time", &t2), ("--zxid", &z3)];
+    for (i, (flag, value)) in points.iter().enumerate() {
+        let (tree, out, _server) = restore_and_read(&archive, &[flag, value]);
+        assert_same(&format!("checkpoint {} ({flag} {value})", i + 1), &tree, &checkpoints[i].1);
+        assert!(out.contains("restore: checked: "), "{out}");
+        assert!(out.contains(&format!("at zxid {:#x}", checkpoints[i].0.mzxid)), "{out}");
+        if i == 2 {
+            assert!(
+                out.contains("from snapshot snapshot."),
+                "the last checkpoint starts from a snapshot: {out}"
+            );
+        }
+    }
+
+    // One subtree at checkpoint 3: /app/queue whole, its ancestors with their own stat.
+    let (tree, out, restored) = restore_and_read(&archive, &["--zxid", &z3, "--subtree", "/app/queue"]);
+    let want = &checkpoints[2].1;
+    for (p, w) in want {
+        let kept = p == "/" || p == "/app" || p == "/app/queue" || p.starts_with("/app/queue/");
+        match tree.get(p) {
+            Some(g) if kept => {
+                let mut w = w.clone();
+                // Only the kept children are there: / has /app and /zookeeper, /app has /app/queue.
+                // The cversion a client sees is the stored one (creates of children) times two
+                // less the children there are: the stored one is what is kept.
+                let kids = match p.as_str() {
+                    "/" => Some(2),
+                    "/app" => Some(1),
+                    _ => None,
+                };
+                if let Some(k) = kids {
+                    w.stat.cversion = 2 * stored_cversion(&w.stat) - k;
+                    w.stat.num_children = k;
+                }
+                assert_eq!(g, &w, "subtree restore: {p}");
+            }
+            None if kept => panic!("subtree restore: {p} missing:\n{out}"),
+            Some(_) if !p.starts_with("/zookeeper") => panic!("subtree restore: {p} should not be there"),
+            _ => {}
+        }
+    }
+    assert!(tree.contains_key("/zookeeper"), "the system nodes are there");
+    let mut c = RawClient::connect(restored.addr(), 30_000);
+    for (parent, prefix) in [("/app/queue", "item-"), ("/app", "s-")] {
+        let r = c.create(&format!("{parent}/{prefix}"), b"", CreateMode::PersistentSequential);
+        assert_eq!(r.err(), ErrorCode::Ok);
+        let name = r.decode::<CreateResponse>().path;
+        let next = stored_cversion(&want[parent].stat);
+        assert_eq!(name, format!("{parent}/{prefix}{next:010}"), "the sequence under {parent} continues");
+    }
+
+    // Damage, each on a copy of the archive.
+    let last_log = logs.last().unwrap()["name"].as_str().unwrap().to_string();
+    let out_dir = work.path().join("out");
+    let out_s = out_dir.to_str().unwrap();
+
+    let bad = work.path().join("flipped");
+    copy_archive(&archive, &bad);
+    let f = bad.join("log").join(&last_log);
+    let mut bytes = std::fs::read(&f).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&f, bytes).unwrap();
+    let (ok, _, err) = run(&["restore", "--from", bad.to_str().unwrap(), "--data-dir", out_s]);
+    assert!(!ok && err.contains(&last_log) && err.contains("CRC-32"), "{err}");
+
+    let missing = work.path().join("missing");
+    copy_archive(&archive, &missing);
+    std::fs::remove_file(missing.join("log").join(&last_log)).unwrap();
+    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(!ok && err.contains(&last_log) && err.contains("missing from the archive"), "{err}");
+
+    // The archived segment holding the first transaction a restore to checkpoint 1 replays,
+    // dropped from the manifest: the restore names the range it lacks.
+    let gap = work.path().join("gap");
+    copy_archive(&archive, &gap);
+    let mut m2 = manifest(&gap);
+    let z1n = checkpoints[0].0.mzxid;
+    let start = m2["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["end_zxid"].as_i64().unwrap() <= z1n)
+        .map(|s| s["start_zxid"].as_i64().unwrap())
+        .max()
+        .unwrap_or(0);
+    let logs2 = m2["logs"].as_array_mut().unwrap();
+    let hole = logs2
+        .iter()
+        .position(|l| {
+            l["first_zxid"].as_i64().unwrap() <= start + 1 && start + 1 <= l["last_zxid"].as_i64().unwrap()
+        })
+        .expect("a segment holds the first transaction to replay");
+    // The range runs to the next archived transaction, or to the target if that comes first.
+    let resumes_at = (logs2[hole]["last_zxid"].as_i64().unwrap() + 1).min(z1n);
+    logs2.remove(hole);
+    std::fs::write(gap.join("manifest.json"), serde_json::to_vec(&m2).unwrap()).unwrap();
+    let (ok, _, err) =
+        run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--force", "--zxid", &z1]);
+    let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
+    assert!(!ok && err.contains(&range), "want `{range}`:\n{err}");
+
+    // A directory that holds something is refused without --force, taken with it.
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("keep-me"), b"x").unwrap();
+    let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s]);
+    assert!(!ok && err.contains("is not empty"), "{err}");
+    let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(ok, "{err}");
+    assert!(out_dir.join("keep-me").exists());
+
+    // A target this build does not take, and a point past the archive.
+    let (ok, _, err) = run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", "ftp://host/x"]);
+    assert!(!ok && err.contains("ftp://host/x") && err.contains("not supported"), "{err}");
+    let past = format!("{:#x}", after.mzxid + 1_000_000);
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        out_s,
+        "--force",
+        "--zxid",
+        &past,
+    ]);
+    assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
+}
