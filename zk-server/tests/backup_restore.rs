@@ -195,6 +195,10 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
         assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
     }
     assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // Checkpoint 0, before any snapshot: restored from an empty tree and the whole log.
+    let r = c.set_data("/app/marker", b"start", -1);
+    let start_stat = r.decode::<SetDataResponse>().stat;
+    let start_tree = dump(&mut c);
     let mut checkpoints: Vec<(Stat, Tree)> = Vec::new();
     for round in 0..3 {
         let stat = write_round(&mut c, round, 150);
@@ -231,6 +235,10 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     );
     assert!(progress.contains("backup: lag: "), "{progress}");
     assert!(after.mzxid > checkpoints[2].0.mzxid);
+
+    let (tree, out, _server) = restore_and_read(&archive, &["--zxid", &start_stat.mzxid.to_string()]);
+    assert_same("checkpoint 0", &tree, &start_tree);
+    assert!(out.contains("from an empty tree"), "{out}");
 
     // Checkpoint 1 by zxid (decimal), 2 by time, 3 by zxid in hex.
     let z1 = checkpoints[0].0.mzxid.to_string();
@@ -362,4 +370,104 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
         &past,
     ]);
     assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
+}
+
+/// A frame's payload range and whether it is group-marked, for every record of a segment file.
+fn frames(bytes: &[u8]) -> Vec<(i64, std::ops::Range<usize>, bool)> {
+    let mut v = Vec::new();
+    let mut off = 32;
+    while off + 16 <= bytes.len() {
+        let h = zk_log::format::RecordHeader::parse(bytes[off..off + 16].try_into().unwrap());
+        if h.is_zero() {
+            break;
+        }
+        let body = off + 16..off + 16 + h.len as usize;
+        v.push((h.zxid as i64, body.clone(), h.group_start));
+        off = body.end;
+    }
+    v
+}
+
+/// An ensemble member's log and snapshots carry tree digests: a restore checks the snapshot's
+/// and every transaction's, and refuses an archive whose records were altered consistently (each
+/// checksum made again) but no longer replay to the digests the server recorded.
+#[test]
+fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
+    use support::ensemble::{Ensemble, Kind};
+    // One participant, run as an ensemble (standaloneEnabled=false): a leader, whose log and
+    // snapshots carry the tree digest as an ensemble's do.
+    let mut e =
+        Ensemble::configure_with_extra(&[Kind::Zkrs], &[], "standaloneEnabled=false\nsnapCount=100\n");
+    e.launch(0);
+    e.wait_mode(0, "leader");
+    let data = e.members[0].dir.join("data");
+    let mut c = e.client(0);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let cp = write_round(&mut c, 0, 120);
+    let reference = dump(&mut c);
+    // Later writes, so the checkpoint's group is followed by a marked one and is archived.
+    write_round(&mut c, 1, 20);
+    let work = tempfile::Builder::new().prefix("zkrs-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    let (ok, out, err) =
+        run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(archived_through(&archive) >= cp.mzxid, "{out}");
+    let m = manifest(&archive);
+    assert!(m["snapshots"].as_array().unwrap().iter().any(|s| s["tree_digest"].is_i64()), "{m}");
+    assert!(m["logs"].as_array().unwrap().iter().all(|l| l["digests"] == l["records"]), "{m}");
+
+    let z = format!("{:#x}", cp.mzxid);
+    let (tree, out, _server) = restore_and_read(&archive, &["--zxid", &z]);
+    assert_same("ensemble checkpoint", &tree, &reference);
+    assert!(out.contains("transaction tree digests matched the replayed tree"), "{out}");
+    if out.contains("from snapshot") {
+        assert!(out.contains("reproduced at its end zxid"), "{out}");
+    }
+
+    // The checkpoint's record with one bit of its recorded digest flipped, its record checksum,
+    // the file's CRC-32 and the manifest made to agree; no snapshot, so the whole log replays.
+    let bad = work.path().join("bad");
+    copy_archive(&archive, &bad);
+    let mut m2 = manifest(&bad);
+    m2["snapshots"] = serde_json::json!([]);
+    let logs = m2["logs"].as_array_mut().unwrap();
+    let i = logs
+        .iter()
+        .position(|l| {
+            l["first_zxid"].as_i64().unwrap() <= cp.mzxid && cp.mzxid <= l["last_zxid"].as_i64().unwrap()
+        })
+        .unwrap();
+    let name = logs[i]["name"].as_str().unwrap().to_string();
+    let path = bad.join("log").join(&name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (_, body, marked) = frames(&bytes).into_iter().find(|(z, _, _)| *z == cp.mzxid).unwrap();
+    let last = body.end - 1;
+    bytes[last] ^= 1;
+    let len = body.len() as u32;
+    let mut crc = zk_log::format::record_crc(len, cp.mzxid as u64, &bytes[body.clone()]);
+    if marked {
+        crc ^= zk_log::format::GROUP_START_CRC_XOR;
+    }
+    bytes[body.start - 12..body.start - 8].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    logs[i]["crc32"] = format!("{:08x}", crc32fast::hash(&bytes)).into();
+    std::fs::write(bad.join("manifest.json"), serde_json::to_vec(&m2).unwrap()).unwrap();
+    let out_dir = work.path().join("out");
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        bad.to_str().unwrap(),
+        "--data-dir",
+        out_dir.to_str().unwrap(),
+        "--zxid",
+        &z,
+    ]);
+    assert!(
+        !ok && err.contains(&name) && err.contains(&format!("after zxid {z} the tree digest is")),
+        "{err}"
+    );
 }

@@ -392,7 +392,8 @@ fn restore_staged(
     }
     if !segments.is_empty() {
         checks.push(format!(
-            "{} segments: size and CRC-32 as the manifest says; {records} record checksums and zxid order",
+            "{} archived segment(s): size and CRC-32 as the manifest says; {records} record checksums \
+             and zxid order",
             segments.len()
         ));
     }
