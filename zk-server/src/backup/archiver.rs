@@ -211,9 +211,8 @@ impl Archiver {
                 }
             }
             let open = next_first.is_none();
-            match self.archive_segment(name, open, i == 0, out)? {
-                Some(piece) => report.logs.push(piece),
-                None => {}
+            if let Some(piece) = self.archive_segment(name, open, i == 0, out)? {
+                report.logs.push(piece);
             }
             if !open {
                 self.done.insert(name.clone());
