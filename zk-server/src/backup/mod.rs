@@ -1,6 +1,6 @@
 //! Continuous backup and point-in-time restore: `zkrs-server backup` and `zkrs-server restore`.
 //!
-//! An archive is a directory (or an object-store prefix) holding closed log segments and
+//! An archive is a directory or an S3 prefix ([`s3`]) holding closed log segments and
 //! finished snapshots copied byte for byte from a server's data directories, plus a manifest
 //! ([`manifest`]) that names each file with its size, CRC-32 and zxid range, and, for a segment,
 //! the times of its first and last transaction. A file is always complete in the archive before
@@ -21,6 +21,7 @@
 pub mod archiver;
 pub mod manifest;
 pub mod restore;
+pub mod s3;
 pub mod segment;
 pub mod target;
 pub mod time;
@@ -56,6 +57,14 @@ pub enum BackupError {
         /// The first zxid held after it, or the target when nothing is held after it.
         before: i64,
         /// Where the gap is.
+        why: String,
+    },
+    /// Object storage refused or failed a request.
+    #[error("{key}: {why}")]
+    Remote {
+        /// The object's URL.
+        key: String,
+        /// The store's error.
         why: String,
     },
     /// The archive target (a path or a URL) cannot be used.

@@ -1,4 +1,4 @@
-//! Where an archive lives: a directory (here) behind [`ArchiveTarget`], the few operations
+//! Where an archive lives: a directory (here) or S3 ([`super::s3`]) behind [`ArchiveTarget`], the few operations
 //! backup and restore need. A target installs a file so that it is either whole or absent under
 //! its key, and replaces the manifest atomically; the archiver puts files before the manifest
 //! that names them, so a crash at any point leaves a manifest naming only whole files.
@@ -104,11 +104,15 @@ pub trait ArchiveTarget {
     fn fetch(&self, key: &str, bytes: u64, crc32: u32, local: &Path) -> Result<(), BackupError>;
 }
 
-/// Opens the target an operator named: `s3://bucket/prefix` is object storage, anything else
-/// a directory path.
+/// Opens the target an operator named: `s3://bucket/prefix` is S3 ([`super::s3`]), anything
+/// else a directory path.
 ///
-/// Errors: [`BackupError::Target`] for a URL scheme this build does not support.
+/// Errors: [`BackupError::Target`] for another URL scheme, or an S3 configuration that does not
+/// build.
 pub fn open(target: &str) -> Result<Box<dyn ArchiveTarget>, BackupError> {
+    if target.starts_with("s3://") {
+        return Ok(Box::new(super::s3::S3Target::open(target)?));
+    }
     if let Some((scheme, _)) = target.split_once("://") {
         return Err(BackupError::Target {
             target: target.to_string(),
