@@ -240,9 +240,10 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     assert_same("checkpoint 0", &tree, &start_tree);
     assert!(out.contains("from an empty tree"), "{out}");
 
-    // Checkpoint 1 by zxid (decimal), 2 by time, 3 by zxid in hex.
+    // Checkpoint 1 by zxid (decimal), 2 by time (RFC 3339), 3 by zxid in hex.
     let z1 = checkpoints[0].0.mzxid.to_string();
-    let t2 = checkpoints[1].0.mtime.to_string();
+    // As RFC 3339, to the millisecond (the transactions' own resolution).
+    let t2 = zk_server::backup::time::format_time_ms(checkpoints[1].0.mtime);
     let z3 = format!("{:#x}", checkpoints[2].0.mzxid);
     let points: [(&str, &str); 3] = [("--zxid", &z1), ("--time", &t2), ("--zxid", &z3)];
     for (i, (flag, value)) in points.iter().enumerate() {
