@@ -195,6 +195,14 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
         assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
     }
     assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // A second backup into the same archive is refused while the first runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !archive.join(".staging").join("LOCK").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, _, err) =
+        run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    assert!(!ok && err.contains("another `zkrs-server backup` is writing to this archive"), "{err}");
     // Checkpoint 0, before any snapshot: restored from an empty tree and the whole log.
     let r = c.set_data("/app/marker", b"start", -1);
     let start_stat = r.decode::<SetDataResponse>().stat;
