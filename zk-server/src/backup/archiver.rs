@@ -323,7 +323,16 @@ impl Archiver {
             p.bytes += rec.frame.len() as u64;
             before = r.offset();
         }
-        let Some(p) = piece else { return Ok(None) };
+        let Some(p) = piece else {
+            // Nothing new: the next pass over this segment starts where this one ended, so an
+            // idle server's open segment is not read again from its start at every interval.
+            if let (Some(l), true) = (last, self.newest_on_disk == last) {
+                if before > SEGMENT_HEADER_BYTES {
+                    self.tail = Some(TailScan { name: name.to_string(), offset: before, prev_zxid: l });
+                }
+            }
+            return Ok(None);
+        };
         let Piece { name: piece_name, path, file, bytes, summary, durable, from_start } = p;
         let (len, summary, resume) = match (open, durable) {
             (false, _) => (bytes, summary, before),
