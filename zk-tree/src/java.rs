@@ -9,6 +9,10 @@
 
 /// Java's `String.hashCode` over UTF-16 code units.
 pub fn string_hash(s: &str) -> i32 {
+    if s.is_ascii() {
+        // An ASCII byte is its own UTF-16 code unit: no decoding.
+        return ascii_hash(s.as_bytes());
+    }
     let mut h: i32 = 0;
     for unit in s.encode_utf16() {
         h = h.wrapping_mul(31).wrapping_add(unit as i32);
@@ -16,11 +20,30 @@ pub fn string_hash(s: &str) -> i32 {
     h
 }
 
+/// [`string_hash`] of ASCII bytes (each byte one UTF-16 code unit).
+fn ascii_hash(b: &[u8]) -> i32 {
+    debug_assert!(b.is_ascii());
+    b.iter().fold(0i32, |h, &c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The bucket of a hash in a `HashMap` table of `capacity` (a power of two): `hash ^ (hash >>> 16)`
+/// masked.
+fn bucket_of_hash(h: i32, capacity: usize) -> usize {
+    let h = h as u32;
+    ((h ^ (h >> 16)) as usize) & (capacity - 1)
+}
+
 /// The bucket a string lands in inside a `HashMap` table of `capacity` (a power of two).
 pub fn bucket(s: &str, capacity: usize) -> usize {
-    let h = string_hash(s) as u32;
-    let spread = h ^ (h >> 16);
-    (spread as usize) & (capacity - 1)
+    bucket_of_hash(string_hash(s), capacity)
+}
+
+/// [`bucket`] of a string given as its UTF-8 bytes (a znode name read from its path's bytes,
+/// skipping the UTF-8 check for the usual ASCII name). Bytes that are not UTF-8 hash as Java
+/// would hash their lossy decoding (never the case for a path, which was a `&str`).
+pub fn bucket_of_utf8(b: &[u8], capacity: usize) -> usize {
+    let h = if b.is_ascii() { ascii_hash(b) } else { string_hash(&String::from_utf8_lossy(b)) };
+    bucket_of_hash(h, capacity)
 }
 
 /// Smallest table capacity (>= `initial`, a power of two) a HashMap reaches after holding `max_len`
@@ -137,6 +160,14 @@ mod tests {
         assert_eq!(string_hash("a"), 97);
         assert_eq!(string_hash("hello"), 99162322);
         assert_eq!(string_hash("polygenelubricants"), i32::MIN);
+        // Non-ASCII: "\u{e9}" is one UTF-16 unit (233), "\u{1f600}" a surrogate pair.
+        assert_eq!(string_hash("\u{e9}"), 233);
+        assert_eq!(string_hash("\u{1f600}"), 0xD83D * 31 + 0xDE00);
+        for s in ["", "a", "c0-0000123456", "\u{e9}t\u{e9}", "x\u{1f600}y"] {
+            for cap in [1, 16, 1 << 21] {
+                assert_eq!(bucket_of_utf8(s.as_bytes(), cap), bucket(s, cap), "{s:?} in {cap}");
+            }
+        }
     }
 
     #[test]

@@ -48,6 +48,7 @@
 pub mod acl;
 pub mod apache_snap;
 mod apply;
+mod child_names;
 mod database;
 pub mod digest;
 pub mod expiry;
@@ -68,6 +69,7 @@ pub mod watch;
 pub mod x509;
 
 pub use acl::{authenticate, authenticate_conn, digest_id, AuthIdEntry};
+pub use child_names::ChildNames;
 pub use database::{Database, DatabaseId};
 pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};

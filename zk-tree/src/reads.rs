@@ -3,7 +3,7 @@
 use crate::acl::{check_acl, mask_digests, READ_OR_ADMIN};
 use crate::database::Database;
 use crate::watch::WatchMode;
-use crate::{AuthIds, SessionId, WatcherId};
+use crate::{AuthIds, ChildNames, SessionId, WatcherId};
 use bytes::Bytes;
 use zk_proto::{
     perms, Acl, AddWatchMode, ErrorCode, EventType, KeeperState, SetWatches2, Stat, WatcherEvent, WatcherType,
@@ -56,7 +56,8 @@ impl Database {
         Ok(n.client_stat(self.tree.extended_types(), count))
     }
 
-    /// getChildren / getChildren2: child names in Apache's (HashSet) order and the node's stat;
+    /// getChildren / getChildren2: child names in Apache's (HashSet) order, as the jute list a
+    /// reply carries ([`ChildNames::to_vec`] for strings), and the node's stat;
     /// with `watch`, leaves a child watch.
     ///
     /// Errors: NONODE, NOAUTH without READ (no watch left in either case).
@@ -65,13 +66,13 @@ impl Database {
         path: &str,
         auth: &AuthIds,
         watch: Option<WatcherId>,
-    ) -> Result<(Vec<String>, Stat), ErrorCode> {
+    ) -> Result<(ChildNames, Stat), ErrorCode> {
         self.read_checked(path, auth, perms::READ)?;
         if let Some(w) = watch {
             self.tree.watch_children(path, w);
         }
         let (n, count) = self.tree.get_counted(path).ok_or(ErrorCode::NoNode)?;
-        Ok((self.tree.child_names(n), n.client_stat(self.tree.extended_types(), count)))
+        Ok((self.tree.children_ordered(n), n.client_stat(self.tree.extended_types(), count)))
     }
 
     /// getACL: needs READ or ADMIN; without ADMIN, digest ids come back as `user:x`.

@@ -3,6 +3,7 @@
 //! validated by prep); each one fires the watches Apache's DataTree fires, in the same order.
 
 use crate::acl::{AclRef, AclTable};
+use crate::child_names::{self, ChildNames};
 use crate::digest;
 use crate::java;
 use crate::node::{new_stat, owner_kind, Node, OwnerKind, Slot};
@@ -261,16 +262,19 @@ impl DataTree {
         }
     }
 
-    /// Child names of a node in the order Apache lists them (Java HashSet iteration order).
+    /// Child names of a node in the order Apache lists them (Java HashSet iteration order), as
+    /// owned strings: [`Self::children_ordered`] for a reply.
     pub fn child_names(&self, node: &Node) -> Vec<String> {
-        let Some(children) = self.nodes.children_of(node) else { return Vec::new() };
-        let mut v: Vec<(&str, u64)> = children
-            .iter()
-            .filter_map(|s| self.nodes.node(s))
-            .map(|c| (c.name(), c.stat.rank as u64))
-            .collect();
-        java::hash_order(&mut v, children.java_capacity());
-        v.into_iter().map(|(n, _)| n.to_string()).collect()
+        self.children_ordered(node).to_vec()
+    }
+
+    /// Child names of a node in the order Apache lists them (Java HashSet iteration order), held
+    /// as the jute encoding a getChildren reply carries.
+    pub fn children_ordered(&self, node: &Node) -> ChildNames {
+        match self.nodes.children_of(node) {
+            Some(children) => child_names::ordered(&self.nodes, children),
+            None => ChildNames::default(),
+        }
     }
 
     /// Whether TTL owners are read as TTL nodes.

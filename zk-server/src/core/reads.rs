@@ -91,7 +91,7 @@ pub fn read(db: &mut Database, conn: ConnId, sid: SessionId, auth: &AuthIds, req
             for o in ops {
                 results.push(match o {
                     Request::GetChildren(r) => match db.get_children(&r.path, auth, watch(r.watch)) {
-                        Ok((c, _)) => OpResult::GetChildren(c),
+                        Ok((c, _)) => OpResult::GetChildren(c.to_vec()),
                         Err(e) => OpResult::Error(e),
                     },
                     Request::GetData(r) => match db.get_data(&r.path, auth, None) {

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use zk_proto::jute::Jute;
 use zk_proto::response::encode_multi_response;
 use zk_proto::{Acl, ClientInfo, ErrorCode, OpCode, OpResult, Stat};
-use zk_tree::Outcome;
+use zk_tree::{ChildNames, Outcome};
 
 /// A reply body, encoded after the header when the error code is 0.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,10 +19,11 @@ pub enum Body {
     Path(String),
     /// create2, createContainer, createTTL.
     Path2(String, Stat),
-    /// getChildren.
-    Children(Vec<String>),
+    /// getChildren: the names already in their jute encoding (one copy into the frame, however
+    /// many children).
+    Children(ChildNames),
     /// getChildren2.
-    Children2(Vec<String>, Stat),
+    Children2(ChildNames, Stat),
     /// getACL.
     Acl(Vec<Acl>, Stat),
     /// multi, multiRead.
@@ -52,9 +53,10 @@ impl Body {
                 p.write(b);
                 s.write(b);
             }
-            Body::Children(c) | Body::Strings(c) => c.write(b),
+            Body::Children(c) => b.extend_from_slice(c.jute()),
+            Body::Strings(c) => c.write(b),
             Body::Children2(c, s) => {
-                c.write(b);
+                b.extend_from_slice(c.jute());
                 s.write(b);
             }
             Body::Acl(a, s) => {

@@ -444,7 +444,7 @@ fn children_listed_in_apache_order() {
     }
     let auth = h.auth.clone();
     assert_eq!(
-        h.db.get_children("/o", &auth, None).unwrap().0,
+        h.db.get_children("/o", &auth, None).unwrap().0.to_vec(),
         ["a", "b", "bar", "c", "zookeeper", "foo", "x1"]
     );
     h.mkdir("/m");
@@ -455,7 +455,55 @@ fn children_listed_in_apache_order() {
         .split(' ')
         .map(String::from)
         .collect();
-    assert_eq!(h.db.get_children("/m", &auth, None).unwrap().0, want);
+    assert_eq!(h.db.get_children("/m", &auth, None).unwrap().0.to_vec(), want);
+}
+
+/// Large child sets take the radix path of `child_names::ordered`; its order must be the one the
+/// definition gives: ascending (Java bucket, insertion rank), checked here against `java::hash_order`
+/// over every child's name and rank, through deletes (freed slots reused out of rank order),
+/// sequential and non-ASCII names and a table that grew past its size, on sets below and above
+/// the radix threshold.
+#[test]
+fn large_child_lists_keep_apache_order() {
+    let mut h = Harness::new();
+    let auth = h.auth.clone();
+    for (parent, count) in [("/small", 300usize), ("/large", 5000)] {
+        h.mkdir(parent);
+        for i in 0..count {
+            match i % 4 {
+                0 => h.mkdir(&format!("{parent}/n{i}")),
+                1 => h.mkdir(&format!("{parent}/\u{e9}t\u{e9}-{i}\u{4e2d}")),
+                _ => assert!(matches!(
+                    h.outcome(S1, Request::Create(creq(&format!("{parent}/c0-"), b"v", 2))),
+                    Outcome::Created { .. }
+                )),
+            }
+            // Delete every eighth so slots are freed and reused by later children (of this
+            // parent and of the next), out of rank order.
+            if i % 8 == 4 {
+                assert!(matches!(h.delete(&format!("{parent}/n{}", i - 4), -1), Outcome::Deleted));
+            }
+        }
+        let tree = h.db.tree();
+        let node = tree.get(parent).unwrap();
+        let mut want: Vec<(String, u64)> = tree
+            .child_names(node)
+            .into_iter()
+            .map(|c| {
+                let rank = tree.get(&format!("{parent}/{c}")).unwrap().stat.rank;
+                (c, u64::from(rank))
+            })
+            .collect();
+        let cap = tree.nodes.children_of(node).unwrap().java_capacity();
+        crate::java::hash_order(&mut want, cap);
+        let want: Vec<String> = want.into_iter().map(|(c, _)| c).collect();
+        let (got, stat) = h.db.get_children(parent, &auth, None).unwrap();
+        assert_eq!(got.len(), stat.num_children as usize);
+        assert_eq!(got.to_vec(), want, "children of {parent}");
+        let mut jute = bytes::BytesMut::new();
+        zk_proto::jute::Jute::write(&want, &mut jute);
+        assert_eq!(got.jute(), &jute[..], "the jute list of {parent}");
+    }
 }
 
 #[test]
