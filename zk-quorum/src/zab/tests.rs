@@ -1078,17 +1078,9 @@ fn observers_activate_inform_and_activate() {
     );
 }
 
-/// As Apache's leader (`getEpochToPropose`, `waitForEpochAck`, `waitForNewLeaderAck`): the new
-/// epoch and its acknowledgement need a quorum of the configuration in force, NEWLEADER a quorum
-/// of the pending configuration too. (Asking the pending one of the epoch left a leader whose
-/// pending configuration needs a learner ahead of it, refused at ACKEPOCH, stuck for good:
-/// node_sim's `reconfig_a_joiner_ahead_of_the_lone_voter`.)
-#[test]
-fn a_pending_configuration_needs_its_own_quorum_for_newleader_not_the_epoch() {
-    // In force: voters 1, 2, 3. In this leader's log, not known to be committed: 1, 4, 5.
-    let mut c = cfg(1);
-    c.reconfig_enabled = true;
-    c.pending_verifier = Some(QuorumVerifier::majority([1, 4, 5], []));
+/// Leader 1 with configuration `c` (log through z(5, 1)): follower 2 (conn 20) fixes epoch 6
+/// with it and acknowledges it, and is sent its sync. 2's NEWLEADER ACK is left to the caller.
+fn epoch_6_fixed_with_follower_2(c: ZabConfig) -> Leader {
     let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
     l.learner_connected(20, 0);
     l.handle_packet(20, follower_info(2, E5), 1);
@@ -1100,19 +1092,41 @@ fn a_pending_configuration_needs_its_own_quorum_for_newleader_not_the_epoch() {
     l.epoch_persisted(4);
     let sync = leader_actions(&mut l);
     assert!(sync.iter().any(|a| matches!(a, LeaderAction::Send { conn: 20, .. })), "{sync:?}");
+    l
+}
+
+/// A learner joins leader `l` of `epoch_6_fixed_with_follower_2` on `conn` with `info`
+/// (FOLLOWERINFO or OBSERVERINFO) at `t`, acknowledges the epoch, is synced and acknowledges
+/// NEWLEADER; the leader's actions after that ACK.
+fn joins_and_acks_newleader(l: &mut Leader, conn: ConnId, info: QuorumPacket, t: u64) -> Vec<LeaderAction> {
+    l.learner_connected(conn, t);
+    l.handle_packet(conn, info, t);
+    assert_eq!(leader_actions(l).len(), 1, "LEADERINFO to {conn}");
+    l.handle_packet(conn, ack_epoch(z(5, 1), E5 as i32), t + 1);
+    let sync = leader_actions(l);
+    assert!(sync.iter().any(|a| matches!(a, LeaderAction::Send { conn: c, .. } if *c == conn)), "{sync:?}");
+    l.handle_packet(conn, pkt(T::Ack, z(6, 0), None), t + 2);
+    leader_actions(l)
+}
+
+/// As Apache's leader (`getEpochToPropose`, `waitForEpochAck`, `waitForNewLeaderAck`): the new
+/// epoch and its acknowledgement need a quorum of the configuration in force, NEWLEADER a quorum
+/// of the pending configuration too. (Asking the pending one of the epoch left a leader whose
+/// pending configuration needs a learner ahead of it, refused at ACKEPOCH, stuck for good:
+/// node_sim's `reconfig_a_joiner_ahead_of_the_lone_voter`.)
+#[test]
+fn a_pending_configuration_needs_its_own_quorum_for_newleader_not_the_epoch() {
+    // In force: voters 1, 2, 3. In this leader's log, not known to be committed: 1, 4, 5.
+    let mut c = cfg(1);
+    c.reconfig_enabled = true;
+    c.pending_verifier = Some(QuorumVerifier::majority([1, 4, 5], []));
+    let mut l = epoch_6_fixed_with_follower_2(c);
     l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
     let a = leader_actions(&mut l);
     assert!(!a.iter().any(|a| matches!(a, LeaderAction::Established { .. })), "1 and 2 only: {a:?}");
     assert!(!l.is_established());
     // 4 joins (a voter of the pending configuration) and acknowledges NEWLEADER: both quorums.
-    l.learner_connected(40, 6);
-    l.handle_packet(40, follower_info(4, E5), 6);
-    assert_eq!(leader_actions(&mut l).len(), 1, "LEADERINFO to 4");
-    l.handle_packet(40, ack_epoch(z(5, 1), E5 as i32), 7);
-    let sync = leader_actions(&mut l);
-    assert!(sync.iter().any(|a| matches!(a, LeaderAction::Send { conn: 40, .. })), "{sync:?}");
-    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 8);
-    let a = leader_actions(&mut l);
+    let a = joins_and_acks_newleader(&mut l, 40, follower_info(4, E5), 6);
     assert!(a.contains(&LeaderAction::Established { epoch: 6 }), "1, 2, 4: both: {a:?}");
 }
 
@@ -1128,28 +1142,13 @@ fn an_observer_the_pending_configuration_makes_a_voter_counts_for_newleader() {
     let mut c = cfg(1);
     c.reconfig_enabled = true;
     c.pending_verifier = Some(QuorumVerifier::majority([1, 4, 5], []));
-    let mut l = Leader::new(c, local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
-    l.learner_connected(20, 0);
-    l.handle_packet(20, follower_info(2, E5), 1);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
-    l.epoch_persisted(2);
-    leader_actions(&mut l);
-    l.handle_packet(20, ack_epoch(z(5, 1), E5 as i32), 3);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
-    l.epoch_persisted(4);
-    leader_actions(&mut l);
+    let mut l = epoch_6_fixed_with_follower_2(c);
     l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
     assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Established { .. })));
     // Observer 4 connects as an observer and acknowledges NEWLEADER: 1 and 4 make the pending
     // configuration's quorum, 1 and 2 the one in force.
-    l.learner_connected(40, 6);
-    l.handle_packet(40, pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(4, 0).encode())), 6);
-    assert_eq!(leader_actions(&mut l).len(), 1, "LEADERINFO to 4");
-    l.handle_packet(40, ack_epoch(z(5, 1), E5 as i32), 7);
-    let sync = leader_actions(&mut l);
-    assert!(sync.iter().any(|a| matches!(a, LeaderAction::Send { conn: 40, .. })), "{sync:?}");
-    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 8);
-    let a = leader_actions(&mut l);
+    let observer_info = pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(4, 0).encode()));
+    let a = joins_and_acks_newleader(&mut l, 40, observer_info, 6);
     assert!(a.contains(&LeaderAction::Established { epoch: 6 }), "{a:?}");
     assert!(a.contains(&send(40, T::UpToDate, -1, None)), "{a:?}");
     // Still an observer of the configuration in force: it is no synced follower a
@@ -1163,23 +1162,9 @@ fn an_observer_the_pending_configuration_makes_a_voter_counts_for_newleader() {
 /// leader (helper-32's review of the change above), a follower's does.
 #[test]
 fn a_misconfigured_observer_that_votes_in_force_does_not_establish() {
-    let mut l = Leader::new(cfg(1), local(E5, E5, z(5, 1), Some(z(5, 1))), txs(&[z(5, 1)]), 0);
-    l.learner_connected(20, 0);
-    l.handle_packet(20, follower_info(2, E5), 1);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistAcceptedEpoch(6)]);
-    l.epoch_persisted(2);
-    leader_actions(&mut l);
-    l.handle_packet(20, ack_epoch(z(5, 1), E5 as i32), 3);
-    assert_eq!(leader_actions(&mut l), vec![LeaderAction::PersistCurrentEpoch(6)]);
-    l.epoch_persisted(4);
-    leader_actions(&mut l);
-    l.learner_connected(30, 5);
-    l.handle_packet(30, pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(3, 0).encode())), 5);
-    assert_eq!(leader_actions(&mut l).len(), 1, "LEADERINFO to 3");
-    l.handle_packet(30, ack_epoch(z(5, 1), E5 as i32), 6);
-    leader_actions(&mut l);
-    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
-    let a = leader_actions(&mut l);
+    let mut l = epoch_6_fixed_with_follower_2(cfg(1));
+    let observer_info = pkt(T::ObserverInfo, z(E5, 0), Some(LearnerInfo::new(3, 0).encode()));
+    let a = joins_and_acks_newleader(&mut l, 30, observer_info, 5);
     assert!(!a.iter().any(|a| matches!(a, LeaderAction::Established { .. })), "{a:?}");
     l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 8);
     let a = leader_actions(&mut l);
