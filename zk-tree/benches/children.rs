@@ -9,60 +9,27 @@
 // criterion_group! defines an undocumented `pub fn`; a bench has no API to document.
 #![allow(missing_docs)]
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
 use zk_proto::jute::Jute;
-use zk_proto::{perms, Acl, CreateRequest, Id, OpCode, Request, TxnHeader};
-use zk_tree::{AuthIds, Database, RequestCtx, TreeConfig};
 
-const SESSION: i64 = 0x1234;
+mod fixture;
+use fixture::{create, Fixture};
+use zk_proto::OpCode;
+
 const PARENT: &str = "/seq";
 
-struct Fixture {
-    db: Database,
-    zxid: i64,
-    auth: AuthIds,
-}
-
-impl Fixture {
-    /// A tree with `PARENT` holding `count` persistent-sequential children.
-    fn new(count: usize) -> Fixture {
-        let mut f = Fixture { db: Database::new(TreeConfig::default()), zxid: 0, auth: AuthIds::default() };
-        f.write(OpCode::CreateSession, None);
-        f.write(OpCode::Create, Some(create(PARENT.to_string(), 0)));
-        for _ in 0..count {
-            // PERSISTENT_SEQUENTIAL
-            f.write(OpCode::Create, Some(create(format!("{PARENT}/c0-"), 2)));
-        }
-        f
+/// A tree with `PARENT` holding `count` persistent-sequential children.
+fn with_children(count: usize) -> Fixture {
+    let mut f = Fixture::with_session();
+    f.write(OpCode::Create, Some(create(PARENT.to_string(), 0)));
+    for _ in 0..count {
+        // PERSISTENT_SEQUENTIAL
+        f.write(OpCode::Create, Some(create(format!("{PARENT}/c0-"), 2)));
     }
-
-    /// Prep then apply, as a committed write; `None` creates the session.
-    fn write(&mut self, op: OpCode, req: Option<Request>) {
-        self.zxid += 1;
-        let txn = match &req {
-            Some(r) => {
-                let ctx = RequestCtx { session: SESSION, cxid: 1, auth: &self.auth };
-                self.db.prep(&ctx, r, self.zxid, self.zxid)
-            }
-            None => self.db.prep_create_session(SESSION, 30_000),
-        };
-        let hdr = TxnHeader {
-            client_id: SESSION,
-            cxid: 1,
-            zxid: self.zxid,
-            time: self.zxid,
-            txn_type: zk_tree::txn_type(op, &txn).code(),
-        };
-        self.db.apply(&hdr, &txn);
-    }
-}
-
-fn create(path: String, flags: i32) -> Request {
-    let acl = vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }];
-    Request::Create(CreateRequest { path, data: Some(Bytes::from_static(&[1u8; 100])), acl, flags })
+    f
 }
 
 /// The calling thread's CPU time in nanoseconds, formatted as criterion formats wall time.
@@ -98,7 +65,7 @@ impl Measurement for CpuTime {
 }
 
 fn bench_size(c: &mut Criterion<CpuTime>, label: &str, count: usize) {
-    let mut f = Fixture::new(count);
+    let mut f = with_children(count);
     let mut g = c.benchmark_group(format!("children-{label}"));
     g.throughput(Throughput::Elements(count as u64))
         .sample_size(10)

@@ -8,61 +8,25 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use zk_proto::{perms, Acl, CreateRequest, GetDataRequest, Id, OpCode, Request, SetDataRequest, TxnHeader};
-use zk_tree::{AuthIds, Database, RequestCtx, TreeConfig};
+use zk_proto::{GetDataRequest, OpCode, Request, SetDataRequest};
 
-const SESSION: i64 = 0x1234;
+mod fixture;
+use fixture::{create, Fixture};
 
-struct Fixture {
-    db: Database,
-    zxid: i64,
-    auth: AuthIds,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let mut f = Fixture { db: Database::new(TreeConfig::default()), zxid: 0, auth: AuthIds::default() };
-        f.write(OpCode::CreateSession, None);
-        for d in 0..100 {
-            f.write(OpCode::Create, Some(create(format!("/d{d}"))));
-            for i in 0..1000 {
-                f.write(OpCode::Create, Some(create(format!("/d{d}/n{i}"))));
-            }
+/// A tree of 100 directories of 1,000 nodes each.
+fn tree_100k() -> Fixture {
+    let mut f = Fixture::with_session();
+    for d in 0..100 {
+        f.write(OpCode::Create, Some(create(format!("/d{d}"), 0)));
+        for i in 0..1000 {
+            f.write(OpCode::Create, Some(create(format!("/d{d}/n{i}"), 0)));
         }
-        f
     }
-
-    /// Prep then apply, as a committed write; `None` creates the session.
-    fn write(&mut self, op: OpCode, req: Option<Request>) {
-        self.zxid += 1;
-        let txn = match &req {
-            Some(r) => {
-                let ctx = RequestCtx { session: SESSION, cxid: 1, auth: &self.auth };
-                self.db.prep(&ctx, r, self.zxid, self.zxid)
-            }
-            None => self.db.prep_create_session(SESSION, 30_000),
-        };
-        let hdr = TxnHeader {
-            client_id: SESSION,
-            cxid: 1,
-            zxid: self.zxid,
-            time: self.zxid,
-            txn_type: zk_tree::txn_type(op, &txn).code(),
-        };
-        self.db.apply(&hdr, &txn);
-    }
-}
-
-fn acl() -> Vec<Acl> {
-    vec![Acl { perms: perms::ALL, id: Id { scheme: "world".into(), id: "anyone".into() } }]
-}
-
-fn create(path: String) -> Request {
-    Request::Create(CreateRequest { path, data: Some(Bytes::from_static(&[1u8; 100])), acl: acl(), flags: 0 })
+    f
 }
 
 fn ops(c: &mut Criterion) {
-    let mut f = Fixture::new();
+    let mut f = tree_100k();
     let mut g = c.benchmark_group("tree-100k");
     g.throughput(Throughput::Elements(1)).measurement_time(Duration::from_secs(3));
     let data = Bytes::from_static(&[2u8; 100]);
@@ -82,7 +46,7 @@ fn ops(c: &mut Criterion) {
     g.bench_function("create prep+apply", |b| {
         b.iter(|| {
             n += 1;
-            f.write(OpCode::Create, Some(create(format!("/d{}/new{n}", n % 100))));
+            f.write(OpCode::Create, Some(create(format!("/d{}/new{n}", n % 100), 0)));
         })
     });
     g.bench_function("getData", |b| {
