@@ -17,20 +17,7 @@ import struct
 import sys
 import time
 
-
-def read_exact(s, k):
-    b = b""
-    while len(b) < k:
-        c = s.recv(k - len(b))
-        if not c:
-            raise SystemExit("the server closed a session")
-        b += c
-    return b
-
-
-def frame(s):
-    (length,) = struct.unpack(">i", read_exact(s, 4))
-    return read_exact(s, length)
+from tree_client import frame  # the same framing as the scale bench's other raw-wire client
 
 
 def main():
