@@ -51,6 +51,31 @@ impl RawClient {
         .expect("handshake")
     }
 
+    /// Opens a new session on a socket whose receive buffer is `recv_buffer` bytes (set before
+    /// it connects, so the kernel never grows it): a client that stops reading then fills its
+    /// side after a known amount, whatever the machine's `tcp_rmem` allows.
+    pub fn connect_with_recv_buffer(addr: SocketAddr, timeout_ms: i32, recv_buffer: u32) -> RawClient {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+        let stream = rt
+            .block_on(async {
+                let socket = if addr.is_ipv4() {
+                    tokio::net::TcpSocket::new_v4()
+                } else {
+                    tokio::net::TcpSocket::new_v6()
+                }?;
+                socket.set_recv_buffer_size(recv_buffer)?;
+                socket.connect(addr).await?.into_std()
+            })
+            .expect("connect");
+        stream.set_nonblocking(false).expect("blocking socket");
+        stream.set_read_timeout(Some(Duration::from_secs(15))).expect("read timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        let req = ConnectRequest { time_out: timeout_ms, read_only: Some(false), ..Default::default() };
+        let (mut c, resp) = Self::handshake(stream, &req).expect("handshake");
+        c.session = resp.expect("connect response");
+        c
+    }
+
     /// Sends `req` as the handshake; `None` when the server closed without answering.
     pub fn connect_with(addr: SocketAddr, req: ConnectRequest) -> Option<RawClient> {
         let (mut c, resp) = Self::handshake(Self::open(addr).expect("connect"), &req)?;
