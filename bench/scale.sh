@@ -34,6 +34,7 @@
 #   AXES=sessions SESSION_COUNTS="1000 10000 50000" bench/scale.sh   # 50,000 needs the file limit
 #   ZKRS_ONLY_SIZES="20000000 50000000" AXES=tree bench/scale.sh
 #   AXES="watches children values" bench/scale.sh
+#   IMPLS=zkrs AXES=watches bench/scale.sh              # one server only (IMPLS: zkrs apache)
 #
 # Apache runs with the heap APACHE_XMX (default 8g), given in every table; a point it cannot load
 # within 10 minutes is reported as failed, not dropped. Each point starts with a warm-up: the
@@ -52,12 +53,13 @@ VALUE_SIZES=${VALUE_SIZES:-1024 10240 102400 1048576 4194304}
 DURATION=${DURATION:-10}
 VALUE=${VALUE:-100}
 APACHE_XMX=${APACHE_XMX:-8g}
+IMPLS=${IMPLS:-zkrs apache}
 OUT=${OUT:-target/scale}
-BENCH=target/release/zkrs-bench
-ZKRS=target/release/zkrs-server
+BENCH=${BENCH:-target/release/zkrs-bench}
+ZKRS=${ZKRS:-target/release/zkrs-server}
 . bench/lib.sh
 
-[ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
+[[ " $IMPLS " != *" apache "* ]] || [ -f /usr/share/java/zookeeper.jar ] || { echo "Apache ZooKeeper is not installed (apt-get install zookeeper)" >&2; exit 1; }
 echo "== building (release)" >&2
 cargo build --release -q -p zk-server --bins
 mkdir -p "$OUT"
@@ -282,8 +284,7 @@ if [[ " $AXES " == *" tree "* ]]; then
   CSV="$OUT/tree.csv"
   echo "impl,znodes,creates_per_s,rss_mb,get_ops,set_ops,set_p50_us,set_p99_us,max_snapshot_ms,restart_s,rss_restart_mb,znodes_after" > "$CSV"
   for n in $SIZES; do
-    tree_point zkrs "$n" >> "$CSV"
-    tree_point apache "$n" >> "$CSV"
+    for impl in $IMPLS; do tree_point "$impl" "$n" >> "$CSV"; done
   done
   for n in $ZKRS_ONLY_SIZES; do tree_point zkrs "$n" >> "$CSV"; done
   {
@@ -309,8 +310,7 @@ if [[ " $AXES " == *" sessions "* ]]; then
       echo "== sessions: $n needs more open files than the limit, $(ulimit -n); skipped" >&2
       continue
     fi
-    sessions_point zkrs "$n" >> "$CSV"
-    sessions_point apache "$n" >> "$CSV"
+    for impl in $IMPLS; do sessions_point "$impl" "$n" >> "$CSV"; done
   done
   {
     echo
@@ -332,14 +332,12 @@ if [[ " $AXES " == *" watches "* ]]; then
       echo "== watches: $s sessions need more open files than the limit, $(ulimit -n); skipped" >&2
       continue
     fi
-    watch_point zkrs "$s" "$p" >> "$CSV"
-    watch_point apache "$s" "$p" >> "$CSV"
+    for impl in $IMPLS; do watch_point "$impl" "$s" "$p" >> "$CSV"; done
   done
   FCSV="$OUT/fanout.csv"
   echo "impl,watchers,events_per_s,p50_us,p99_us,max_us" > "$FCSV"
   if [ $((FANOUT_WATCHERS + 100)) -lt "$(ulimit -n)" ]; then
-    fanout_point zkrs "$FANOUT_WATCHERS" >> "$FCSV"
-    fanout_point apache "$FANOUT_WATCHERS" >> "$FCSV"
+    for impl in $IMPLS; do fanout_point "$impl" "$FANOUT_WATCHERS" >> "$FCSV"; done
   fi
   {
     echo
@@ -361,8 +359,7 @@ if [[ " $AXES " == *" children "* ]]; then
   CSV="$OUT/children.csv"
   echo "impl,children,creates_per_s,rss_mb,get_children_s,reply_bytes,children_listed" > "$CSV"
   for n in $CHILDREN_COUNTS; do
-    children_point zkrs "$n" >> "$CSV"
-    children_point apache "$n" >> "$CSV"
+    for impl in $IMPLS; do children_point "$impl" "$n" >> "$CSV"; done
   done
   {
     echo
@@ -381,8 +378,7 @@ if [[ " $AXES " == *" values "* ]]; then
   echo "impl,value_bytes,ops_per_s,mb_per_s,p50_us,p99_us,errors" > "$CSV"
   read -r disk_one disk_each < <(disk_rate)
   for v in $VALUE_SIZES; do
-    value_point zkrs "$v" >> "$CSV"
-    value_point apache "$v" >> "$CSV"
+    for impl in $IMPLS; do value_point "$impl" "$v" >> "$CSV"; done
   done
   {
     echo

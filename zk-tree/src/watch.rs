@@ -3,8 +3,9 @@
 //! or persistent-recursive. Setting a watch on a (watcher, path) replaces its mode, as in Apache.
 
 use crate::WatcherId;
-use hashbrown::{HashMap, HashSet};
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use zk_proto::EventType;
 
 /// How a watch behaves when it fires.
@@ -18,14 +19,34 @@ pub enum WatchMode {
     PersistentRecursive,
 }
 
+/// A watched path's number in its table, while anyone watches it.
+type PathId = u32;
+
+/// A watched path and the watchers on it.
+#[derive(Debug)]
+struct Watched {
+    path: Box<str>,
+    /// Ordered by id, so that firing order is deterministic.
+    watchers: BTreeMap<WatcherId, WatchMode>,
+}
+
 /// One of the two watch tables.
+///
+/// Each watched path is stored once and known by a [`PathId`]: a watcher's own set holds 4-byte
+/// ids, not copies of the paths (with 10,000 sessions of 100 watches each, copies were most of
+/// what a watch cost).
 #[derive(Debug, Default)]
 pub struct WatchTable {
-    /// Path -> watchers on it (ordered by id so that firing order is deterministic). foldhash,
-    /// seeded per table (hashbrown's default): every write looks its path up here, twice.
-    by_path: HashMap<Box<str>, BTreeMap<WatcherId, WatchMode>>,
-    /// Watcher -> paths it watches.
-    by_watcher: HashMap<WatcherId, HashSet<Box<str>>>,
+    /// Watched paths by id; a freed slot is reused.
+    slots: Vec<Option<Watched>>,
+    /// Ids of the empty slots.
+    free: Vec<PathId>,
+    /// Path -> id: the ids alone, hashed by their slot's path. foldhash, seeded per table: every
+    /// write looks its path up here, twice.
+    ids: HashTable<PathId>,
+    hasher: DefaultHashBuilder,
+    /// Watcher -> ids of the paths it watches.
+    by_watcher: HashMap<WatcherId, HashSet<PathId>>,
     /// Recursive watches present; when 0 a trigger looks at the path only.
     recursive: usize,
 }
@@ -42,11 +63,77 @@ fn walk_parent(path: &str) -> Option<&str> {
     }
 }
 
+/// The live slot `id` names; a dangling id is a bug of this table.
+fn slot(slots: &[Option<Watched>], id: PathId) -> &Watched {
+    slots[id as usize].as_ref().expect("a watched path's id names a live slot")
+}
+
 impl WatchTable {
+    /// The id of `path`, if anyone watches it.
+    fn find(&self, path: &str) -> Option<PathId> {
+        let slots = &self.slots;
+        self.ids.find(self.hasher.hash_one(path), |&id| &*slot(slots, id).path == path).copied()
+    }
+
+    /// The id of `path`, given one (with no watchers yet) if nobody watched it.
+    fn intern(&mut self, path: &str) -> PathId {
+        let hash = self.hasher.hash_one(path);
+        let Self { slots, free, ids, hasher, .. } = self;
+        if let Some(&id) = ids.find(hash, |&id| &*slot(slots, id).path == path) {
+            return id;
+        }
+        let watched = Watched { path: path.into(), watchers: BTreeMap::new() };
+        let id = match free.pop() {
+            Some(id) => {
+                slots[id as usize] = Some(watched);
+                id
+            }
+            None => {
+                let id = PathId::try_from(slots.len()).expect("fewer than 2^32 watched paths");
+                slots.push(Some(watched));
+                id
+            }
+        };
+        ids.insert_unique(hash, id, |&id| hasher.hash_one(&*slot(slots, id).path));
+        id
+    }
+
+    /// Forgets path `id`, whose last watcher has gone.
+    fn release(&mut self, id: PathId) {
+        let watched = self.slots[id as usize].take().expect("a released id names a live slot");
+        debug_assert!(watched.watchers.is_empty(), "a path released with watchers");
+        let hash = self.hasher.hash_one(&*watched.path);
+        match self.ids.find_entry(hash, |&other| other == id) {
+            Ok(entry) => {
+                entry.remove();
+            }
+            Err(_) => unreachable!("a live path's id is in the index"),
+        }
+        if self.ids.is_empty() {
+            // Nothing watched: give back what a burst of watches grew.
+            self.slots = Vec::new();
+            self.free = Vec::new();
+            self.ids = HashTable::new();
+        } else {
+            self.free.push(id);
+        }
+    }
+
+    /// Takes `id` out of `watcher`'s own set.
+    fn unlink(&mut self, watcher: WatcherId, id: PathId) {
+        if let Some(ids) = self.by_watcher.get_mut(&watcher) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_watcher.remove(&watcher);
+            }
+        }
+    }
+
     /// Sets `watcher`'s watch on `path` with `mode` (replacing any mode it had there).
     pub fn add(&mut self, path: &str, watcher: WatcherId, mode: WatchMode) {
-        let set = self.by_path.entry(path.into()).or_default();
-        let old = set.insert(watcher, mode);
+        let id = self.intern(path);
+        let watched = self.slots[id as usize].as_mut().expect("an interned id names a live slot");
+        let old = watched.watchers.insert(watcher, mode);
         let was_rec = old == Some(WatchMode::PersistentRecursive);
         let is_rec = mode == WatchMode::PersistentRecursive;
         if was_rec && !is_rec {
@@ -54,40 +141,35 @@ impl WatchTable {
         } else if is_rec && !was_rec {
             self.recursive += 1;
         }
-        self.by_watcher.entry(watcher).or_default().insert(path.into());
+        self.by_watcher.entry(watcher).or_default().insert(id);
     }
 
     /// Removes `watcher`'s watch on `path`; false if it had none.
     pub fn remove(&mut self, path: &str, watcher: WatcherId) -> bool {
-        let Some(paths) = self.by_watcher.get_mut(&watcher) else { return false };
-        if !paths.remove(path) {
-            return false;
-        }
-        if paths.is_empty() {
-            self.by_watcher.remove(&watcher);
-        }
-        let Some(set) = self.by_path.get_mut(path) else { return false };
-        let Some(mode) = set.remove(&watcher) else { return false };
+        let Some(id) = self.find(path) else { return false };
+        let watched = self.slots[id as usize].as_mut().expect("a found id names a live slot");
+        let Some(mode) = watched.watchers.remove(&watcher) else { return false };
+        let now_empty = watched.watchers.is_empty();
         if mode == WatchMode::PersistentRecursive {
             self.recursive -= 1;
         }
-        if set.is_empty() {
-            self.by_path.remove(path);
+        self.unlink(watcher, id);
+        if now_empty {
+            self.release(id);
         }
         true
     }
 
     /// Drops every watch of `watcher`.
     pub fn remove_watcher(&mut self, watcher: WatcherId) {
-        let Some(paths) = self.by_watcher.remove(&watcher) else { return };
-        for p in paths {
-            if let Some(set) = self.by_path.get_mut(&p) {
-                if set.remove(&watcher) == Some(WatchMode::PersistentRecursive) {
-                    self.recursive -= 1;
-                }
-                if set.is_empty() {
-                    self.by_path.remove(&p);
-                }
+        let Some(ids) = self.by_watcher.remove(&watcher) else { return };
+        for id in ids {
+            let watched = self.slots[id as usize].as_mut().expect("a watcher's path id names a live slot");
+            if watched.watchers.remove(&watcher) == Some(WatchMode::PersistentRecursive) {
+                self.recursive -= 1;
+            }
+            if watched.watchers.is_empty() {
+                self.release(id);
             }
         }
     }
@@ -98,7 +180,7 @@ impl WatchTable {
         // A recursive watch of `watcher` on `path` also lives in this set, so one lookup answers
         // both halves of Apache's rule.
         let _ = watcher;
-        self.by_path.contains_key(path)
+        self.find(path).is_some()
     }
 
     /// Fires the watches an event of type `ty` on `path` triggers: every watch on `path` (one-shot
@@ -106,16 +188,17 @@ impl WatchTable {
     /// NodeChildrenChanged. Each watcher appears once, in discovery order.
     pub fn trigger(&mut self, path: &str, ty: EventType) -> Vec<WatcherId> {
         let mut fired = Vec::new();
-        if self.by_path.is_empty() {
+        if self.ids.is_empty() {
             return fired;
         }
         let mut seen = HashSet::new();
         let mut at = Some(path);
         let mut first = true;
         while let Some(p) = at {
-            if let Some(set) = self.by_path.get_mut(p) {
+            if let Some(id) = self.find(p) {
+                let watched = self.slots[id as usize].as_mut().expect("a found id names a live slot");
                 let mut dropped = Vec::new();
-                for (&w, &mode) in set.iter() {
+                for (&w, &mode) in watched.watchers.iter() {
                     if mode == WatchMode::PersistentRecursive {
                         if ty != EventType::NodeChildrenChanged && seen.insert(w) {
                             fired.push(w);
@@ -129,17 +212,15 @@ impl WatchTable {
                         }
                     }
                 }
-                for w in dropped {
-                    set.remove(&w);
-                    if let Some(paths) = self.by_watcher.get_mut(&w) {
-                        paths.remove(p);
-                        if paths.is_empty() {
-                            self.by_watcher.remove(&w);
-                        }
-                    }
+                for &w in &dropped {
+                    watched.watchers.remove(&w);
                 }
-                if set.is_empty() {
-                    self.by_path.remove(p);
+                let now_empty = watched.watchers.is_empty();
+                for w in dropped {
+                    self.unlink(w, id);
+                }
+                if now_empty {
+                    self.release(id);
                 }
             }
             if self.recursive == 0 {
@@ -163,17 +244,19 @@ impl WatchTable {
 
     /// Paths with at least one watch.
     pub fn paths(&self) -> impl Iterator<Item = (&str, impl Iterator<Item = WatcherId> + '_)> {
-        self.by_path.iter().map(|(p, set)| (&**p, set.keys().copied()))
+        self.slots.iter().flatten().map(|w| (&*w.path, w.watchers.keys().copied()))
     }
 
     /// Watchers with their paths.
     pub fn watchers(&self) -> impl Iterator<Item = (WatcherId, impl Iterator<Item = &str>)> {
-        self.by_watcher.iter().map(|(w, ps)| (*w, ps.iter().map(|p| &**p)))
+        let slots = &self.slots;
+        self.by_watcher.iter().map(move |(w, ids)| (*w, ids.iter().map(move |&id| &*slot(slots, id).path)))
     }
 
     /// The mode `watcher` has on `path`, if any.
     pub fn mode(&self, path: &str, watcher: WatcherId) -> Option<WatchMode> {
-        self.by_path.get(path).and_then(|s| s.get(&watcher)).copied()
+        let id = self.find(path)?;
+        slot(&self.slots, id).watchers.get(&watcher).copied()
     }
 }
 
@@ -262,5 +345,140 @@ mod tests {
         t.remove_watcher(3);
         assert!(t.is_empty());
         assert_eq!(t.recursive, 0);
+    }
+    #[test]
+    fn emptied_table_gives_its_slots_back_and_reuses_ids() {
+        let mut t = WatchTable::default();
+        for i in 0..1000 {
+            t.add(&format!("/n{i}"), 1, WatchMode::Standard);
+        }
+        t.remove("/n5", 1);
+        t.add("/again", 2, WatchMode::Standard);
+        assert_eq!(t.slots.len(), 1000, "the freed slot is reused");
+        assert_eq!(t.find("/again"), Some(5));
+        t.remove_watcher(1);
+        t.remove_watcher(2);
+        assert!(t.is_empty());
+        assert_eq!((t.slots.capacity(), t.free.capacity(), t.ids.capacity()), (0, 0, 0));
+    }
+
+    /// One operation of the model check.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(usize, WatcherId, WatchMode),
+        Remove(usize, WatcherId),
+        RemoveWatcher(WatcherId),
+        Trigger(usize, EventType),
+    }
+
+    const PATHS: [&str; 6] = ["/", "/a", "/a/b", "/a/b/c", "/x", "/x/y"];
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let mode = prop_oneof![
+            Just(WatchMode::Standard),
+            Just(WatchMode::Persistent),
+            Just(WatchMode::PersistentRecursive)
+        ];
+        let ty = prop_oneof![
+            Just(NodeCreated),
+            Just(NodeDeleted),
+            Just(NodeDataChanged),
+            Just(NodeChildrenChanged)
+        ];
+        prop_oneof![
+            4 => (0..PATHS.len(), 1..5u64, mode).prop_map(|(p, w, m)| Op::Add(p, w, m)),
+            2 => (0..PATHS.len(), 1..5u64).prop_map(|(p, w)| Op::Remove(p, w)),
+            1 => (1..5u64).prop_map(Op::RemoveWatcher),
+            3 => (0..PATHS.len(), ty).prop_map(|(p, t)| Op::Trigger(p, t)),
+        ]
+    }
+
+    /// The rules of the table, kept as plainly as possible: (path, watcher) -> mode.
+    fn model_trigger(
+        m: &mut BTreeMap<(String, WatcherId), WatchMode>,
+        path: &str,
+        ty: EventType,
+    ) -> Vec<WatcherId> {
+        let mut fired: Vec<WatcherId> = Vec::new();
+        let recursive = m.values().any(|&mode| mode == WatchMode::PersistentRecursive);
+        let mut at = Some(path);
+        let mut first = true;
+        while let Some(p) = at {
+            let here: Vec<(WatcherId, WatchMode)> =
+                m.iter().filter(|((q, _), _)| q == p).map(|((_, w), &mode)| (*w, mode)).collect();
+            for (w, mode) in here {
+                let fires =
+                    if mode == WatchMode::PersistentRecursive { ty != NodeChildrenChanged } else { first };
+                if fires && !fired.contains(&w) {
+                    fired.push(w);
+                }
+                if first && mode == WatchMode::Standard {
+                    m.remove(&(p.to_string(), w));
+                }
+            }
+            if !recursive {
+                break;
+            }
+            first = false;
+            at = walk_parent(p);
+        }
+        fired
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn behaves_as_the_plain_model(ops in proptest::collection::vec(op(), 1..80)) {
+            let mut t = WatchTable::default();
+            let mut m: BTreeMap<(String, WatcherId), WatchMode> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Add(p, w, mode) => {
+                        t.add(PATHS[p], w, mode);
+                        m.insert((PATHS[p].to_string(), w), mode);
+                    }
+                    Op::Remove(p, w) => {
+                        let had = m.remove(&(PATHS[p].to_string(), w)).is_some();
+                        proptest::prop_assert_eq!(t.remove(PATHS[p], w), had);
+                    }
+                    Op::RemoveWatcher(w) => {
+                        t.remove_watcher(w);
+                        m.retain(|(_, x), _| *x != w);
+                    }
+                    Op::Trigger(p, ty) => {
+                        let want = model_trigger(&mut m, PATHS[p], ty);
+                        proptest::prop_assert_eq!(t.trigger(PATHS[p], ty), want);
+                    }
+                }
+                proptest::prop_assert_eq!(t.len(), m.len());
+                proptest::prop_assert_eq!(
+                    t.recursive,
+                    m.values().filter(|&&mode| mode == WatchMode::PersistentRecursive).count()
+                );
+                for path in PATHS {
+                    for w in 1..5 {
+                        proptest::prop_assert_eq!(t.mode(path, w), m.get(&(path.to_string(), w)).copied());
+                    }
+                    proptest::prop_assert_eq!(t.contains(path, 0), m.keys().any(|(q, _)| q == path));
+                }
+                let mut by_watcher: Vec<(WatcherId, Vec<String>)> = t
+                    .watchers()
+                    .map(|(w, ps)| {
+                        let mut ps: Vec<String> = ps.map(String::from).collect();
+                        ps.sort();
+                        (w, ps)
+                    })
+                    .collect();
+                by_watcher.sort();
+                let mut want: BTreeMap<WatcherId, Vec<String>> = BTreeMap::new();
+                for (p, w) in m.keys() {
+                    want.entry(*w).or_default().push(p.clone());
+                }
+                proptest::prop_assert_eq!(by_watcher, want.into_iter().collect::<Vec<_>>());
+                let live = t.slots.iter().flatten().count();
+                proptest::prop_assert_eq!(live, t.ids.len());
+                proptest::prop_assert_eq!(live + t.free.len(), t.slots.len());
+            }
+        }
     }
 }
