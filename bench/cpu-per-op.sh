@@ -14,14 +14,16 @@ WORKLOAD=${WORKLOAD:-create} ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-6} INFLIGH
 cargo build --release -q -p zk-server --bins
 BENCH=$PWD/target/release/zkrs-bench
 [ $# -gt 0 ] || set -- "$PWD/target/release/zkrs-server"
-port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. bench/lib.sh
 mode() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3 ) 2>/dev/null | awk '/^Mode:/ {print $2}'; }
 
 one_round() { # server binary -> "ops/s cpu_us_per_op cores"
   local bin=$1 work lines="" pids=() benches=() i
   work=$(mktemp -d /tmp/zkrs-cpuop.XXXXXX)
   local -a cport
-  for i in 1 2 3; do lines+="server.$i=127.0.0.1:$(port_free):$(port_free)"$'\n'; cport[$i]=$(port_free); done
+  local -a p
+  read -r -a p <<< "$(ports_free 9)"
+  for i in 1 2 3; do lines+="server.$i=127.0.0.1:${p[3*i-3]}:${p[3*i-2]}"$'\n'; cport[$i]=${p[3*i-1]}; done
   for i in 1 2 3; do
     mkdir -p "$work/$i/data"; echo $i > "$work/$i/data/myid"
     printf 'tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\nglobalOutstandingLimit=100000\n%s' \

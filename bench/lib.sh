@@ -4,6 +4,14 @@
 # A free loopback port.
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# N free loopback ports, all different (one at a time, the kernel may hand the same one out twice).
+ports_free() {
+  python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
+
 # `srvr` on a port; a server still starting may take the connection and never answer: 2 s at most.
 srvr() { ( exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && timeout 2 cat <&3 ) 2>/dev/null || true; }
 

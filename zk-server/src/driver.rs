@@ -39,7 +39,7 @@ pub enum Out {
 #[derive(Debug, Clone)]
 pub struct Outbox {
     /// Frames for the writer, in order.
-    pub tx: mpsc::Sender<Out>,
+    pub tx: crate::frame_queue::FrameSender<Out>,
     /// Bytes queued and not yet written to the socket.
     pub backlog: Arc<Backlog>,
 }
@@ -1022,7 +1022,7 @@ impl Driver {
         outbox.backlog.queued(len);
         if let Err(e) = outbox.tx.try_send(out) {
             outbox.backlog.written(len);
-            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+            if matches!(e, crate::frame_queue::TrySendError::Full(_)) {
                 warn!("closing connection {conn}: it is not reading what it is sent");
             } else {
                 debug!("connection {conn} already closed");

@@ -33,6 +33,7 @@ pub mod core;
 pub mod driver;
 pub mod ensemble;
 pub mod fourlw;
+pub mod frame_queue;
 pub mod kerberos;
 #[cfg(feature = "kerberos")]
 pub mod kerberos_gss;
