@@ -439,7 +439,7 @@ impl Maker {
         Maker {
             o,
             data,
-            rng: id as u64 * 0x9E37_79B9_7F4A_7C15 + 1,
+            rng: (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             prefix: format!("/zkrs-bench/seq/c{id}-"),
             id,
             delete_pool: VecDeque::new(),
