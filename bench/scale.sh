@@ -21,6 +21,10 @@
 #             cost, and the time the watches took to set; then one setData fanning out to
 #             FANOUT_WATCHERS sessions each watching it (zkrs-bench's watch workload, DURATION s):
 #             notification latency p50/p99/max from the setData being sent.
+#   recursive for each R in RECURSIVE_COUNTS: R persistent recursive watches (10 sessions, on
+#             paths beside the written ones, so none fires), then setData for DURATION s: the
+#             cost every write pays for the recursive watches it must look for among its
+#             ancestors, and the memory of a recursive watch.
 #   children  N persistent-sequential creates under one parent for each N in CHILDREN_COUNTS:
 #             creates per second, RSS, and one getChildren of that parent (median of three: its
 #             time and its reply's size).
@@ -33,7 +37,7 @@
 #   SIZES="100000 1000000 10000000" APACHE_XMX=16g bench/scale.sh
 #   AXES=sessions SESSION_COUNTS="1000 10000 50000" bench/scale.sh   # 50,000 needs the file limit
 #   ZKRS_ONLY_SIZES="20000000 50000000" AXES=tree bench/scale.sh
-#   AXES="watches children values" bench/scale.sh
+#   AXES="watches recursive children values" bench/scale.sh
 #   IMPLS=zkrs AXES=watches bench/scale.sh              # one server only (IMPLS: zkrs apache)
 #
 # Apache runs with the heap APACHE_XMX (default 8g), given in every table; a point it cannot load
@@ -48,6 +52,7 @@ ZKRS_ONLY_SIZES=${ZKRS_ONLY_SIZES:-}
 SESSION_COUNTS=${SESSION_COUNTS:-1000 5000 10000 19000}
 WATCH_SHAPES=${WATCH_SHAPES:-10x100000 10000x100}
 FANOUT_WATCHERS=${FANOUT_WATCHERS:-10000}
+RECURSIVE_COUNTS=${RECURSIVE_COUNTS:-0 1000 100000}
 CHILDREN_COUNTS=${CHILDREN_COUNTS:-100000 1000000}
 VALUE_SIZES=${VALUE_SIZES:-1024 10240 102400 1048576 4194304}
 DURATION=${DURATION:-10}
@@ -177,6 +182,47 @@ watch_point() { # impl sessions paths
   fi
   [ -z "${WATCHERS[1]:-}" ] || exec {WATCHERS[1]}>&-
   wait "${WATCHERS_PID:-}" 2>/dev/null || true
+  kill_wait "$PID"
+  PID=
+  rm -rf "$dir"
+}
+
+# One point of the recursive axis: prints impl,watches,rss_before_mb,rss_after_mb,bytes_per_watch,set_ops_per_s,set_p50_us,set_p99_us
+recursive_point() { # impl watches
+  local impl=$1 r=$2 dir="$WORK/$1-r$2" port word took n mid after=0 per=0 res
+  port=$(port_free)
+  write_cfg "$dir" "$port"
+  PID=$(start "$impl" "$dir")
+  if ! wait_serving "$port"; then echo "$impl,$r,failed to start,,,,,"; kill_wait "$PID"; return; fi
+  echo "== recursive watches: $impl, $r" >&2
+  mid=$(rss_kb "$PID")
+  if [ "$r" -gt 0 ]; then
+    coproc WATCHERS { python3 bench/tree_client.py watches "$port" 10 $((r / 10)) /recursive/w recursive; }
+    read -r word took <&"${WATCHERS[0]}" || true
+    if [ "${word:-}" != open ]; then
+      echo "$impl,$r,failed to open the sessions,,,,,"
+      kill_wait "$PID"; PID=; rm -rf "$dir"; return
+    fi
+    sleep 3
+    mid=$(rss_kb "$PID")
+    echo go >&"${WATCHERS[1]}"
+    read -r word took n <&"${WATCHERS[0]}" || true
+    if [ "${word:-}" != ready ]; then
+      echo "$impl,$r,failed to set the watches,,,,,"
+      kill_wait "$PID"; PID=; rm -rf "$dir"; return
+    fi
+    sleep 3
+    after=$(rss_kb "$PID")
+    per=$(( (after - mid) * 1024 / n ))
+  else
+    after=$mid
+  fi
+  res=$(load "$port" set | tr ' ' ',')
+  echo "$impl,$r,$((mid / 1024)),$((after / 1024)),$per,$res"
+  if [ "$r" -gt 0 ]; then
+    exec {WATCHERS[1]}>&-
+    wait "${WATCHERS_PID:-}" 2>/dev/null || true
+  fi
   kill_wait "$PID"
   PID=
   rm -rf "$dir"
@@ -352,6 +398,22 @@ if [[ " $AXES " == *" watches "* ]]; then
     echo "| server | watchers | events/s | p50 us | p99 us | max us |"
     echo "|---|---:|---:|---:|---:|---:|"
     tail -n +2 "$FCSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+  } >> "$MD"
+fi
+
+if [[ " $AXES " == *" recursive "* ]]; then
+  CSV="$OUT/recursive.csv"
+  echo "impl,watches,rss_before_mb,rss_after_mb,bytes_per_watch,set_ops_per_s,set_p50_us,set_p99_us" > "$CSV"
+  for r in $RECURSIVE_COUNTS; do
+    for impl in $IMPLS; do recursive_point "$impl" "$r" >> "$CSV"; done
+  done
+  {
+    echo
+    echo "## Persistent recursive watches that do not fire (10 sessions; setData 4 x 200 in flight, $DURATION s)"
+    echo
+    echo "| server | recursive watches | RSS before MB | RSS with them MB | bytes per watch | set ops/s | set p50 us | set p99 us |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
   } >> "$MD"
 fi
 

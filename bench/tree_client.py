@@ -2,10 +2,11 @@
 """Raw-wire helpers for bench/scale.sh's watch and children axes. Standard library only; the same
 requests against zkrs-server and Apache ZooKeeper.
 
-  tree_client.py watches PORT SESSIONS PATHS PREFIX
+  tree_client.py watches PORT SESSIONS PATHS PREFIX [KIND]
       Opens SESSIONS sessions and prints "open SECONDS"; then, after a line on its standard input,
-      each session sets an exists watch on PREFIX0 .. PREFIX<PATHS-1> (the paths need not exist:
-      an exists watch on a missing path is kept as well), pipelined 1,000 at a time, and it prints
+      each session sets a watch on PREFIX0 .. PREFIX<PATHS-1> (the paths need not exist: an
+      exists watch on a missing path is kept as well), pipelined 1,000 at a time: an exists watch,
+      or with KIND "recursive" a persistent recursive one (addWatch), and it prints
       "ready SECONDS WATCHES" (the time the watches took). It holds every session and watch,
       pinging every 5 s, until its standard input closes, then prints "events N": the
       notifications that writes fired meanwhile. The two steps let a caller measure the server's
@@ -21,6 +22,8 @@ import sys
 import time
 
 OP_EXISTS = 3
+OP_ADD_WATCH = 106
+PERSISTENT_RECURSIVE = 1
 OP_GET_CHILDREN = 8
 OP_PING = 11
 NOTIFICATION_XID = -1
@@ -108,7 +111,7 @@ def keep_alive(open_, last_ping):
     return time.monotonic()
 
 
-def watches(port, sessions, paths, prefix):
+def watches(port, sessions, paths, prefix, kind="exists"):
     started = time.monotonic()
     last_ping = started
     open_ = []
@@ -124,7 +127,10 @@ def watches(port, sessions, paths, prefix):
         for first in range(0, paths, BATCH):
             n = min(BATCH, paths - first)
             for i in range(first, first + n):
-                sess.request(OP_EXISTS, zk_string(f"{prefix}{i}") + b"\x01")
+                if kind == "recursive":
+                    sess.request(OP_ADD_WATCH, zk_string(f"{prefix}{i}") + struct.pack(">i", PERSISTENT_RECURSIVE))
+                else:
+                    sess.request(OP_EXISTS, zk_string(f"{prefix}{i}") + b"\x01")
             for _ in range(n):
                 _, err, _ = sess.reply()
                 if err not in (0, -101):  # OK, or NONODE: the watch is set either way
@@ -151,8 +157,11 @@ def children(port, path):
 
 
 def main():
-    if len(sys.argv) >= 2 and sys.argv[1] == "watches" and len(sys.argv) == 6:
-        watches(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) >= 2 and sys.argv[1] == "watches" and len(sys.argv) in (6, 7):
+        kind = sys.argv[6] if len(sys.argv) == 7 else "exists"
+        if kind not in ("exists", "recursive"):
+            raise SystemExit(__doc__)
+        watches(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], kind)
     elif len(sys.argv) >= 2 and sys.argv[1] == "children" and len(sys.argv) == 4:
         children(int(sys.argv[2]), sys.argv[3])
     else:
