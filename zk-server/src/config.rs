@@ -63,8 +63,9 @@ pub const MAX_SERVER_ID: u64 = 255;
 /// Largest server id when `extendedTypesEnabled` (TTL nodes) is on, as in Apache.
 pub const MAX_EXTENDED_SERVER_ID: u64 = 254;
 
-/// Every four-letter word Apache 3.8 knows; `4lw.commands.whitelist=*` enables all of them.
-pub const FOUR_LETTER_WORDS: [&str; 19] = [
+/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp` and `lgif`;
+/// `4lw.commands.whitelist=*` enables all of them.
+pub const FOUR_LETTER_WORDS: [&str; 21] = [
     "conf",
     "cons",
     "crst",
@@ -84,6 +85,8 @@ pub const FOUR_LETTER_WORDS: [&str; 19] = [
     "isro",
     "hash",
     "telnet close",
+    "csnp",
+    "lgif",
 ];
 
 /// Why a configuration was refused.
@@ -335,6 +338,12 @@ pub struct ServerConfig {
     /// `admin.needClientAuth` (Apache 3.9; default false): HTTPS clients must show a certificate
     /// the `ssl.quorum.*` trust store vouches for. Without it none is asked for.
     pub admin_need_client_auth: bool,
+    /// `admin.snapshot.enabled` (Apache 3.9; default true): the AdminServer's `snapshot` command
+    /// is served. Java's `parseBoolean`: only `true`, in any case, keeps it on.
+    pub admin_snapshot_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS` (Apache 3.9; default 300000): at most one `snapshot` per
+    /// this many ms.
+    pub admin_rate_limiter_interval_ms: u64,
     /// `admin.restApi.enabled` (a zkrs key; default false): the AdminServer also serves the REST
     /// data API under `/api/v1/storage` (reads only, unless `admin.restApi.writable`).
     pub admin_rest_api_enabled: bool,
@@ -998,6 +1007,8 @@ impl ServerConfig {
             admin_need_client_auth: false,
             admin_rest_api_enabled: false,
             admin_rest_api_writable: false,
+            admin_snapshot_enabled: true,
+            admin_rate_limiter_interval_ms: 300_000,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
             initial_zxid_counter: None,
@@ -1317,6 +1328,20 @@ impl ServerConfig {
                         "admin.portUnification" => cfg.admin_port_unification = on.then_some(line),
                         _ => cfg.admin_need_client_auth = on,
                     }
+                }
+                // Apache 3.9's: read with Boolean.parseBoolean, so anything but "true" is false.
+                "admin.snapshot.enabled" => {
+                    let on = value.eq_ignore_ascii_case("true");
+                    if !on && !value.eq_ignore_ascii_case("false") {
+                        tracing::warn!(
+                            "{key}={value} (line {line}): only \"true\" enables it, taking it as false"
+                        );
+                    }
+                    cfg.admin_snapshot_enabled = on;
+                }
+                "admin.rateLimiterIntervalInMS" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.admin_rate_limiter_interval_ms = non_negative(&src, key, v, line)?.into();
                 }
                 // zkrs's own keys: the REST data API on the AdminServer's port.
                 "admin.restApi.enabled" => cfg.admin_rest_api_enabled = bool_value(&src, key, value, line)?,

@@ -467,6 +467,18 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"—"#,
             },
             Row {
+                key: r#"`admin.snapshot.enabled`"#,
+                default: r#"true"#,
+                meaning: r#"Apache 3.9's key: serve the `snapshot` command ([Operations](operations.md#a-snapshot-over-http)); otherwise it answers 503. Java's `parseBoolean`: anything but `true` turns it off."#,
+                refused: r#"—"#,
+            },
+            Row {
+                key: r#"`admin.rateLimiterIntervalInMS`"#,
+                default: r#"300000 ms"#,
+                meaning: r#"Apache 3.9's key: at most one `snapshot` per interval; the others get 429. Counted in milliseconds (Apache's code counts microseconds for this command)."#,
+                refused: r#"not a number; negative"#,
+            },
+            Row {
                 key: r#"`admin.restApi.enabled`"#,
                 default: r#"false"#,
                 meaning: r#"*zkrs key.* The AdminServer also serves the REST data API, `/api/v1/storage/{path}` ([REST data API](rest-api.md)): reads only, each request as a client session with the caller's credentials, so ACLs apply as on the client port; and the operator's console at `/console` ([Operations](operations.md#the-console))."#,

@@ -287,6 +287,8 @@ pub struct Driver {
     /// Batches the log's queue had no room for, in order: submitted after its next report.
     log_backlog: VecDeque<zk_log::RecordBatch>,
     snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
+    /// The snapshot directory and the tree's settings ([`Driver::with_snapshot_disk`]).
+    snapshot_disk: Option<(zk_log::FileStorage, zk_tree::TreeConfig)>,
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
@@ -352,6 +354,7 @@ impl Driver {
             log,
             log_backlog: VecDeque::new(),
             snapshot_jobs,
+            snapshot_disk: None,
             permits,
             dead: Vec::new(),
             metrics: Default::default(),
@@ -406,6 +409,17 @@ impl Driver {
             s[3].observe(load.txns_loaded, at);
         }
         self.startup = Some(s);
+        self
+    }
+
+    /// The snapshot directory and the tree's settings, for the AdminServer's `snapshot`, which
+    /// rebuilds a copy of the tree from them.
+    pub fn with_snapshot_disk(
+        mut self,
+        storage: zk_log::FileStorage,
+        tree_cfg: zk_tree::TreeConfig,
+    ) -> Driver {
+        self.snapshot_disk = Some((storage, tree_cfg));
         self
     }
 
@@ -620,11 +634,15 @@ impl Driver {
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
                 self.take_sync_times(now);
-                let view = if cmd == "mntr" {
+                let answer = (cmd == "csnp").then(|| self.snapshot_now(now));
+                let log_info = (cmd == "lgif").then(|| self.log_info());
+                let mut view = if cmd == "mntr" {
                     self.view_with_metrics(Some(asker), now)
                 } else {
                     self.view(Some(asker), now)
                 };
+                view.snapshot_answer = answer;
+                view.log_info = log_info;
                 let text = fourlw::render(&cmd, &view);
                 self.reset_counters(&cmd);
                 let _ = reply.send(text);
@@ -755,7 +773,13 @@ impl Driver {
         self.take_sync_times(now);
         match ask {
             AdminAsk::Command { name, args } => {
-                let json = commands::run(&name, &args, &self.view_with_metrics(None, now));
+                let primary = commands::primary_name(&name);
+                let answer = (primary == Some("create_snapshot")).then(|| self.snapshot_now(now));
+                let log_info = (primary == Some("log_info")).then(|| self.log_info());
+                let mut view = self.view_with_metrics(None, now);
+                view.snapshot_answer = answer;
+                view.log_info = log_info;
+                let json = commands::run(&name, &args, &view);
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
                         self.reset_counters(word);
@@ -793,7 +817,99 @@ impl Driver {
                 let facts = crate::admin::session_list::Facts::of(&self.view(None, now));
                 AdminReply::Json(crate::admin::session_list::render(facts, page))
             }
+            AdminAsk::Authorize { credentials, perm } => {
+                AdminReply::Authorization(self.authorize(credentials, perm))
+            }
+            AdminAsk::SnapshotNow => AdminReply::Snapshot(self.snapshot_now(now)),
+            AdminAsk::SnapshotStatus => AdminReply::SnapshotStatus(self.node.core().snapshot_status()),
+            AdminAsk::SnapshotSource => AdminReply::SnapshotSource(self.snapshot_disk.as_ref().map(|disk| {
+                let log = self.log.source();
+                let core = self.node.core();
+                // Committed, and durable here: a follower applies a commit before its own copy
+                // of the proposal is durable, and a leader may commit on its followers' ACKs
+                // before its own.
+                let through = core.committed_zxid().min(core.applied_zxid()).min(log.durable_zxid());
+                Box::new(crate::admin::snapshot::ConsistentSource {
+                    storage: disk.0.clone(),
+                    tree_cfg: disk.1.clone(),
+                    log,
+                    through,
+                })
+            })),
         }
+    }
+
+    /// An operator's request for a snapshot (`csnp`, the AdminServer's `create_snapshot` and
+    /// `snapshot`), handed to the core, and what the core did with it. The node hands the core
+    /// this kind of input (one that changes nothing its replica acts on, like a client's) alone
+    /// too, so it goes to the core directly.
+    fn snapshot_now(&mut self, now: Now) -> crate::view::SnapshotAnswer {
+        use crate::view::SnapshotAnswer;
+        let core = self.node.core_mut();
+        let Some(before) = core.snapshot_status() else {
+            return SnapshotAnswer::Refused("this server takes no snapshots");
+        };
+        if let Some(zxid) = before.under_way {
+            return SnapshotAnswer::UnderWay(zxid);
+        }
+        core.handle(now, Event::SnapshotNow);
+        match core.snapshot_status().and_then(|s| s.under_way) {
+            Some(zxid) => SnapshotAnswer::Started(zxid),
+            None => SnapshotAnswer::Refused("the server is not serving"),
+        }
+    }
+
+    /// Where the log and the snapshots stand (`lgif`).
+    fn log_info(&self) -> crate::view::LogInfo {
+        let source = self.log.source();
+        let durable = source.durable_zxid();
+        let from = source.base_zxid().saturating_add(1);
+        let first = source.read_range(from, durable, 1).ok().and_then(|v| v.first().map(|e| e.header.zxid));
+        let core = self.node.core();
+        crate::view::LogInfo {
+            first_log_zxid: first.unwrap_or(0),
+            last_log_zxid: if first.is_some() { durable } else { 0 },
+            applied_zxid: core.applied_zxid(),
+            committed_zxid: core.committed_zxid(),
+            last_snapshot_zxid: crate::view::newest_snapshot(&self.settings).map_or(0, |(zxid, _)| zxid),
+        }
+    }
+
+    /// Whether `credentials` hold every bit of `perm` on `/`, each bit checked on its own (Apache
+    /// 3.9's check for its `snapshot` and `restore` commands since CVE-2025-58457).
+    fn authorize(
+        &self,
+        credentials: Option<crate::admin::snapshot::Credentials>,
+        perm: i32,
+    ) -> crate::admin::snapshot::Authorization {
+        use crate::admin::snapshot::{Authorization, Credentials};
+        let core = self.node.core();
+        if core.view(None, 0, Self::now(self.origin)).mode.is_none() {
+            return Authorization::NotServing;
+        }
+        let db = core.database();
+        let cfg = db.config();
+        let auth = match credentials {
+            None => return Authorization::NotAuthenticated,
+            Some(Credentials::Digest(secret)) => match zk_tree::authenticate("digest", &secret, cfg) {
+                Ok(entry) => zk_tree::AuthIds { ids: vec![entry.id], is_super: entry.is_super },
+                Err(_) => return Authorization::NotAuthenticated,
+            },
+            Some(Credentials::Ip(addr)) => zk_tree::AuthIds {
+                ids: vec![zk_proto::Id { scheme: "ip".into(), id: addr.to_string() }],
+                is_super: false,
+            },
+            Some(Credentials::X509(ids)) => zk_tree::AuthIds { ids, is_super: false },
+        };
+        let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
+        let Ok((acl, _)) = db.get_acl("/", &superuser) else { return Authorization::Denied };
+        let every_bit = (0..i32::BITS).map(|b| 1i32 << b).filter(|bit| perm & bit != 0);
+        for bit in every_bit {
+            if zk_tree::acl::check_acl(cfg, &acl, bit, &auth).is_err() {
+                return Authorization::Denied;
+            }
+        }
+        Authorization::Granted
     }
 
     /// The configuration gives this server the client address `addr`: if the listener is

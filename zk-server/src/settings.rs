@@ -148,6 +148,10 @@ pub struct AdminSettings {
     pub tls: Option<std::sync::Arc<crate::admin::https::AdminTls>>,
     /// The REST data API (`admin.restApi.enabled`), or `None` when it is off.
     pub rest: Option<RestApi>,
+    /// Apache 3.9's `snapshot` command is served (`admin.snapshot.enabled`).
+    pub snapshot_enabled: bool,
+    /// At most one `snapshot` per this long (`admin.rateLimiterIntervalInMS`).
+    pub rate_limiter_interval: std::time::Duration,
 }
 
 /// The REST data API's settings (`admin.restApi.*`).
@@ -191,7 +195,15 @@ fn http_endpoints(
                 "admin.restApi.writable=true without admin.restApi.enabled=true: no REST API is served"
             );
         }
-        Some(AdminSettings { addr, command_url: url, idle_timeout, tls, rest })
+        Some(AdminSettings {
+            addr,
+            command_url: url,
+            idle_timeout,
+            tls,
+            rest,
+            snapshot_enabled: cfg.admin_snapshot_enabled,
+            rate_limiter_interval: std::time::Duration::from_millis(cfg.admin_rate_limiter_interval_ms),
+        })
     } else {
         None
     };

@@ -613,6 +613,83 @@ pub fn rebuild<S: Storage>(
     Ok(rec.finish(0))
 }
 
+/// The database exactly as of one committed zxid, rebuilt from disk while the server runs (the
+/// AdminServer's `snapshot` serves it): the newest snapshot starting at or below `through`,
+/// with the log after it replayed from `source` through `through`, or through the snapshot's
+/// end zxid if that is later (a snapshot is finished only once the log holds its end, and its
+/// nodes may have been captured as late as that end, so the tree is whole only from there on).
+/// The caller picks `through` among the transactions committed and durable here. Nothing on
+/// disk changes: a snapshot whose recorded digest does not check out is refused, not renamed
+/// aside (the running server's own load decides that).
+///
+/// Memory: one copy of the tree, beside the server's own.
+///
+/// Errors: no snapshot, the log no longer (or not yet) holds the transactions needed, a record
+/// does not read back, or the snapshot does not reproduce its recorded digest.
+pub fn consistent_copy<S: Storage>(
+    storage: &S,
+    cfg: TreeConfig,
+    source: &dyn zk_log::TxnSource,
+    through: i64,
+) -> Result<Database, String> {
+    let (db, name) = load_newest_before(storage, cfg, through.saturating_add(1))?;
+    let Some(name) = name else {
+        return Err(format!("no snapshot at or below zxid 0x{through:x} to start from"));
+    };
+    let mut rec = Recovery::new(db);
+    let end = match rec.snapshot_check() {
+        zk_tree::SnapshotCheck::Verified { zxid, .. } | zk_tree::SnapshotCheck::Mismatch { zxid, .. } => zxid,
+        zk_tree::SnapshotCheck::Unverifiable { why } => match why {
+            zk_tree::Unverifiable::NoDigest { end_zxid }
+            | zk_tree::Unverifiable::LogEndsBefore { end_zxid, .. }
+            | zk_tree::Unverifiable::EndZxidMissing { end_zxid, .. } => end_zxid,
+            zk_tree::Unverifiable::NoSnapshot | zk_tree::Unverifiable::NoEndState { .. } => rec.start_zxid(),
+        },
+    };
+    let target = through.max(end);
+    let base = source.base_zxid();
+    if rec.start_zxid() < base {
+        return Err(format!(
+            "snapshot {name} starts at 0x{:x}, but the log starts after 0x{base:x}",
+            rec.start_zxid()
+        ));
+    }
+    let mut from = rec.start_zxid() + 1;
+    while from <= target {
+        let entries = source.read_range(from, target, CONSISTENT_READ_ENTRIES).map_err(|e| e.to_string())?;
+        let Some(last) = entries.last().map(|e| e.header.zxid) else { break };
+        for e in &entries {
+            rec.replay(&e.header, &e.txn);
+        }
+        from = last + 1;
+    }
+    if rec.last_zxid() < target {
+        return Err(format!(
+            "the log holds transactions only through 0x{:x}, not through 0x{target:x}",
+            rec.last_zxid()
+        ));
+    }
+    match rec.snapshot_check() {
+        zk_tree::SnapshotCheck::Mismatch { zxid, want, got } => {
+            return Err(format!(
+                "snapshot {name} and the log after it give digest {got:x} at 0x{zxid:x}, where it recorded {want:x}"
+            ))
+        }
+        zk_tree::SnapshotCheck::Unverifiable { why: why @ zk_tree::Unverifiable::EndZxidMissing { .. } } => {
+            return Err(format!("snapshot {name}: {why:?}"))
+        }
+        _ => {}
+    }
+    debug!(
+        "a copy of the tree at 0x{target:x} rebuilt from snapshot {name} and {} transactions",
+        rec.replayed()
+    );
+    Ok(rec.finish(0))
+}
+
+/// Log records read at a time by [`consistent_copy`].
+const CONSISTENT_READ_ENTRIES: usize = 4096;
+
 /// Replays what `source` holds after the snapshot `rec` started from.
 fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(), String> {
     let last = source.durable_zxid();

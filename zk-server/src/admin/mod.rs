@@ -23,6 +23,7 @@ pub mod rest;
 pub mod search;
 pub mod session;
 pub mod session_list;
+pub mod snapshot;
 
 use crate::view::MntrValue;
 use serde_json::{json, Value};
@@ -47,6 +48,21 @@ pub enum AdminAsk {
     Ensemble,
     /// A page of the console's sessions view.
     Sessions(session_list::Page),
+    /// Whether the caller's credentials hold every bit of `perm` on `/` (Apache 3.9's check for
+    /// `snapshot` and `restore`, bit by bit since CVE-2025-58457); `None`: the caller gave
+    /// none the server takes.
+    Authorize {
+        /// What the `Authorization` header proved.
+        credentials: Option<snapshot::Credentials>,
+        /// The permission bits needed.
+        perm: i32,
+    },
+    /// Take a snapshot now, unless one is under way (`csnp`'s request).
+    SnapshotNow,
+    /// Where the snapshots stand.
+    SnapshotStatus,
+    /// What to rebuild a consistent copy of the tree from, off the driver's thread.
+    SnapshotSource,
 }
 
 /// The driver's answer to an [`AdminAsk`].
@@ -60,6 +76,14 @@ pub enum AdminReply {
     Metrics(Vec<(String, MntrValue)>, Box<metrics::Figures>),
     /// The ensemble view's plan.
     Ensemble(Box<members::EnsemblePlan>),
+    /// The answer to [`AdminAsk::Authorize`].
+    Authorization(snapshot::Authorization),
+    /// The answer to [`AdminAsk::SnapshotNow`].
+    Snapshot(crate::view::SnapshotAnswer),
+    /// The answer to [`AdminAsk::SnapshotStatus`]: `None` without a snapshot thread.
+    SnapshotStatus(Option<crate::core::SnapshotStatus>),
+    /// The answer to [`AdminAsk::SnapshotSource`]: `None` when this server keeps no snapshots.
+    SnapshotSource(Option<Box<snapshot::ConsistentSource>>),
 }
 
 /// Whether the server serves clients, and in which role.

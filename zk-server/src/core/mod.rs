@@ -37,7 +37,9 @@ pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
-pub use snapshot_policy::{SnapJob, SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
+pub use snapshot_policy::{
+    SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
+};
 pub use zxid::Zxid;
 
 use crate::settings::Settings;
@@ -186,6 +188,11 @@ pub enum Event {
     },
     /// The snapshot thread is gone: no more snapshots.
     SnapshotThreadGone,
+    /// An operator asks for a snapshot now (`csnp`, the AdminServer's `snapshot`): one starts
+    /// at once unless one is under way, which then stands for it. None starts while the server
+    /// is down or read-only (as for the snapshots the thresholds start), or without a snapshot
+    /// thread; [`ServerCore::snapshot_status`] tells the asker what happened.
+    SnapshotNow,
     /// Leader: a learner forwarded a client's request (REQUEST).
     Forwarded {
         /// The learner's quorum connection (a forwarded sync is answered on it).
@@ -560,6 +567,14 @@ impl ServerCore {
                 warn!("the snapshot thread stopped; no more snapshots");
                 self.snapshots = None;
             }
+            Event::SnapshotNow => {
+                if matches!(self.role, Role::Down | Role::ReadOnly) {
+                    info!("a snapshot was asked for, but none is taken while the server does not serve");
+                } else if let Some(s) = self.snapshots.as_mut() {
+                    s.request();
+                    self.snapshot_step(now);
+                }
+            }
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -773,6 +788,8 @@ impl ServerCore {
             wall_ms: now.wall_ms,
             counters: Vec::new(),
             timings: Vec::new(),
+            log_info: None,
+            snapshot_answer: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,
@@ -782,6 +799,25 @@ impl ServerCore {
                 Role::ReadOnly => Some("read-only"),
                 Role::Down => None,
             },
+        }
+    }
+
+    /// The snapshot under way and the last one written, or `None` without a snapshot thread.
+    pub fn snapshot_status(&self) -> Option<SnapshotStatus> {
+        self.snapshots.as_ref().map(SnapshotPolicy::status)
+    }
+
+    /// The zxid of the last transaction applied to the tree.
+    pub fn applied_zxid(&self) -> i64 {
+        self.db.last_applied_zxid()
+    }
+
+    /// The zxid this server knows committed: the proposer's on a server that decides, the last
+    /// applied on a learner (it applies each commit as it hears it).
+    pub fn committed_zxid(&self) -> i64 {
+        match self.role {
+            Role::Standalone | Role::Leader { .. } => self.proposer.committed().max(self.applied_zxid()),
+            _ => self.applied_zxid(),
         }
     }
 

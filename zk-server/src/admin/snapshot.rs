@@ -1,0 +1,419 @@
+//! Apache 3.9's AdminServer `snapshot` command (alias `snap`): a snapshot of the tree in Apache's
+//! file format, streamed to the caller.
+//!
+//! As Apache 3.9.5 answers it (its `Commands.runCommand` and `SnapshotCommand`), in this order:
+//! - the server not serving: 200, JSON error "This ZooKeeper instance is not currently serving
+//!   requests";
+//! - no `Authorization` header: 401, "Auth info is missing for the command"; a header naming no
+//!   scheme the server takes, or credentials that prove no id: 401, "Not authenticated"; ids
+//!   without every bit of ALL on `/` (each bit checked on its own, CVE-2025-58457): 403, "Not
+//!   authorized". The header is `digest user:password`, `ip` (the TCP peer's address; no
+//!   forwarding header is believed) or `x509` (the client certificate of an HTTPS connection);
+//! - `admin.snapshot.enabled=false` (default true): 503; more than one request per
+//!   `admin.rateLimiterIntervalInMS` (default 300000): 429. Both with a JSON body naming the
+//!   command and a null error;
+//! - else 200 with headers `last_zxid` (`0x` and the zxid in hex) and `snapshot_size` (bytes),
+//!   and, unless `streaming=false` (Java's `parseBoolean`: only `true` in any case is true), the
+//!   snapshot as `application/octet-stream`; with `streaming=false` the JSON body alone.
+//!
+//! Deliberate differences: Apache's limiter for this command counts its interval in
+//! microseconds (a snapshot every 300 ms with the default), here in milliseconds as the key's
+//! name and Apache's documentation say. Apache streams the file its `takeSnapshot` wrote, which is
+//! fuzzy (nodes captured at different zxids while writes went on); here the core takes a snapshot
+//! as `csnp` does, then a copy of the tree is rebuilt from it and the log after it exactly as of
+//! one committed zxid ([`crate::snapshots::consistent_copy`]), and that copy is written as
+//! Apache's file ([`crate::apache_snap_file`]), so `last_zxid` is the zxid the whole content is
+//! at. A failure is a 500 whose JSON error says why (Apache's is null).
+//!
+//! Memory: the copy of the tree while the request is served (one request at a time; another
+//! meanwhile is answered 429), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
+//! the connection: the writer waits for the client to take them.
+
+use super::http::{ask, to_pretty_json, AdminBody};
+use super::{AdminAsk, AdminReply};
+use crate::driver::DriverMsg;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{HeaderMap, Response, StatusCode};
+use serde_json::json;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Semaphore};
+use tracing::{info, warn};
+use zk_proto::Id;
+
+/// Chunks queued between the thread writing the snapshot and the connection.
+pub const STREAM_CHUNKS: usize = 4;
+
+/// How long the command waits for the core's snapshot to be written.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
+
+/// How often it asks the driver whether that snapshot is written.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// The response header carrying the zxid the snapshot is at.
+pub const LAST_ZXID_HEADER: &str = "last_zxid";
+/// The response header carrying the snapshot's size in bytes.
+pub const SNAPSHOT_SIZE_HEADER: &str = "snapshot_size";
+
+/// What the `Authorization` header proved, for the driver to turn into ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// `digest user:password`: the bytes after the scheme.
+    Digest(Vec<u8>),
+    /// `ip`: the TCP peer's address.
+    Ip(IpAddr),
+    /// `x509`: the ids the HTTPS client's certificate proved.
+    X509(Vec<Id>),
+}
+
+/// The driver's verdict on a caller's credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authorization {
+    /// The server is not serving: Apache answers so before it looks at credentials.
+    NotServing,
+    /// The credentials prove no id.
+    NotAuthenticated,
+    /// Some bit of the permission is held by none of the ids on `/`.
+    Denied,
+    /// Every bit is held.
+    Granted,
+}
+
+/// Why the `Authorization` header gives no credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderProblem {
+    /// There is none.
+    Missing,
+    /// It names no scheme the server takes, or lacks what the scheme needs.
+    Unusable,
+}
+
+/// The credentials in `header`, read as Apache 3.9 reads them: the value split at single
+/// spaces (Java's `split(" ")`, trailing empty parts dropped) into a scheme and, for digest,
+/// the secret; `ip` and `x509` need nothing after the scheme and take the id from the
+/// connection (`peer`, `cert_ids`).
+///
+/// Errors: [`HeaderProblem::Missing`] without a header; [`HeaderProblem::Unusable`] for more
+/// than two parts, an unknown scheme, digest without a secret, x509 without a certificate.
+pub fn credentials(
+    header: Option<&HeaderValue>,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Result<Credentials, HeaderProblem> {
+    let Some(value) = header else { return Err(HeaderProblem::Missing) };
+    let mut parts: Vec<&[u8]> = value.as_bytes().split(|&b| b == b' ').collect();
+    while parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    match parts.as_slice() {
+        [b"digest", secret] => Ok(Credentials::Digest(secret.to_vec())),
+        [b"ip"] | [b"ip", _] => Ok(Credentials::Ip(peer)),
+        [b"x509"] | [b"x509", _] if !cert_ids.is_empty() => Ok(Credentials::X509(cert_ids.to_vec())),
+        _ => Err(HeaderProblem::Unusable),
+    }
+}
+
+/// What a consistent copy of the tree is rebuilt from: the snapshot directory, the log, and
+/// the zxid to rebuild it at (committed and durable when the driver answered).
+pub struct ConsistentSource {
+    /// The snapshot directory.
+    pub storage: zk_log::FileStorage,
+    /// How the copy is set up.
+    pub tree_cfg: zk_tree::TreeConfig,
+    /// The log's durable records.
+    pub log: Box<dyn zk_log::TxnSource>,
+    /// The zxid to rebuild the tree at (or the snapshot's end, if later).
+    pub through: i64,
+}
+
+impl std::fmt::Debug for ConsistentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsistentSource").field("through", &self.through).finish_non_exhaustive()
+    }
+}
+
+/// Apache's `RateLimiter` with a rate of one: allowed once, then again only after `interval`
+/// has passed since the last reset.
+#[derive(Debug)]
+struct RateLimiter {
+    interval: Duration,
+    last_reset: Instant,
+    remained: u32,
+}
+
+impl RateLimiter {
+    fn allow(&mut self, now: Instant) -> bool {
+        if now > self.last_reset + self.interval {
+            self.remained = 1;
+            self.last_reset = now;
+        }
+        if self.remained > 0 {
+            self.remained -= 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// The command's settings and state, one per AdminServer.
+#[derive(Debug)]
+pub struct SnapshotCommand {
+    enabled: bool,
+    limiter: Mutex<RateLimiter>,
+    /// One snapshot served at a time: each holds a copy of the tree.
+    serving: std::sync::Arc<Semaphore>,
+}
+
+impl SnapshotCommand {
+    /// The command as `admin.snapshot.enabled` and `admin.rateLimiterIntervalInMS` configure it.
+    pub fn new(enabled: bool, interval: Duration) -> SnapshotCommand {
+        SnapshotCommand {
+            enabled,
+            limiter: Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 }),
+            serving: std::sync::Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+    let body = to_pretty_json(&json!({ "command": super::commands::SNAPSHOT, "error": error }));
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn driver_gone() -> Response<AdminBody> {
+    json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
+}
+
+/// Serves one `snapshot` request: `head` for a HEAD request (answered as `streaming=false`).
+pub async fn serve(
+    cmd: &SnapshotCommand,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    args: &[(String, String)],
+    head: bool,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Response<AdminBody> {
+    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
+    let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
+    let verdict = match ask(core, ask_auth).await {
+        Some(AdminReply::Authorization(v)) => v,
+        _ => return driver_gone(),
+    };
+    match (verdict, parsed) {
+        (Authorization::NotServing, _) => {
+            return json_response(
+                StatusCode::OK,
+                Some("This ZooKeeper instance is not currently serving requests"),
+            )
+        }
+        (_, Err(HeaderProblem::Missing)) => {
+            warn!("snapshot command from {peer}: no Authorization header");
+            return json_response(StatusCode::UNAUTHORIZED, Some("Auth info is missing for the command"));
+        }
+        (Authorization::NotAuthenticated, _) | (_, Err(HeaderProblem::Unusable)) => {
+            warn!("snapshot command from {peer}: not authenticated");
+            return json_response(StatusCode::UNAUTHORIZED, Some("Not authenticated"));
+        }
+        (Authorization::Denied, _) => {
+            warn!("snapshot command from {peer}: not authorized (ALL on / needed)");
+            return json_response(StatusCode::FORBIDDEN, Some("Not authorized"));
+        }
+        (Authorization::Granted, Ok(_)) => {}
+    }
+    if !cmd.enabled {
+        warn!("snapshot command from {peer}: disabled (admin.snapshot.enabled=false)");
+        return json_response(StatusCode::SERVICE_UNAVAILABLE, None);
+    }
+    let allowed = cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false);
+    let permit = match cmd.serving.clone().try_acquire_owned() {
+        Ok(p) if allowed => p,
+        _ => {
+            warn!("snapshot command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
+            return json_response(StatusCode::TOO_MANY_REQUESTS, None);
+        }
+    };
+    let streaming = !head
+        && args.iter().find(|(k, _)| k == "streaming").is_none_or(|(_, v)| v.eq_ignore_ascii_case("true"));
+    let started = Instant::now();
+    let zxid = match ask(core, AdminAsk::SnapshotNow).await {
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Started(z)))
+        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z))) => z,
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Refused(why))) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+        }
+        _ => return driver_gone(),
+    };
+    if let Err(why) = written(core, zxid).await {
+        warn!("snapshot command from {peer}: {why}");
+        return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+    }
+    let source = match ask(core, AdminAsk::SnapshotSource).await {
+        Some(AdminReply::SnapshotSource(Some(s))) => s,
+        Some(AdminReply::SnapshotSource(None)) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("this server keeps no snapshots"))
+        }
+        _ => return driver_gone(),
+    };
+    let (tx, mut rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<(i64, u64), String>>();
+    // The copy is built, measured and written off the async threads; the permit goes with it.
+    let task = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let ConsistentSource { storage, tree_cfg, log, through } = *source;
+        let db = match crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through) {
+            Ok(db) => db,
+            Err(why) => {
+                let _ = head_tx.send(Err(why));
+                return;
+            }
+        };
+        let size = crate::apache_snap_file::size(&db);
+        if head_tx.send(Ok((db.last_applied_zxid(), size))).is_err() || !streaming {
+            return;
+        }
+        let sent = crate::apache_snap_file::write(&db, &mut |chunk| {
+            tx.blocking_send(Bytes::copy_from_slice(chunk)).map_err(|_| "the client went away")
+        });
+        if let Err(why) = sent {
+            info!("snapshot stream to {peer} stopped: {why}");
+        }
+    });
+    let (last_zxid, size) = match head_rx.await {
+        Ok(Ok(h)) => h,
+        Ok(Err(why)) => {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+        }
+        Err(_) => {
+            let why = match task.await {
+                Err(e) if e.is_panic() => "the snapshot writer failed",
+                _ => "the snapshot writer stopped",
+            };
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+        }
+    };
+    info!(
+        "snapshot command from {peer}: a snapshot at 0x{last_zxid:x}, {size} bytes, ready in {:?}{}",
+        started.elapsed(),
+        if streaming { ", streaming" } else { "" }
+    );
+    let mut r = if streaming {
+        let mut r = Response::new(ChunkBody { rx: Some(rx) }.boxed_unsync());
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(size));
+        r
+    } else {
+        rx.close();
+        json_response(StatusCode::OK, None)
+    };
+    if let Ok(v) = HeaderValue::from_str(&format!("0x{last_zxid:x}")) {
+        r.headers_mut().insert(LAST_ZXID_HEADER, v);
+    }
+    r.headers_mut().insert(SNAPSHOT_SIZE_HEADER, HeaderValue::from(size));
+    r
+}
+
+/// Waits until the snapshot that starts at `zxid` (or a later one) is written.
+///
+/// Errors: it failed, or it took longer than [`SNAPSHOT_WAIT`].
+async fn written(core: &mpsc::Sender<DriverMsg>, zxid: i64) -> Result<(), String> {
+    let deadline = Instant::now() + SNAPSHOT_WAIT;
+    loop {
+        let status = match ask(core, AdminAsk::SnapshotStatus).await {
+            Some(AdminReply::SnapshotStatus(Some(s))) => s,
+            Some(AdminReply::SnapshotStatus(None)) => return Err("this server takes no snapshots".into()),
+            _ => return Err("the server is not answering".into()),
+        };
+        if status.last_written.is_some_and(|w| w >= zxid) {
+            return Ok(());
+        }
+        if status.under_way.is_none_or(|u| u < zxid) {
+            return Err(format!("the snapshot at 0x{zxid:x} was not written (see the server's log)"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("the snapshot at 0x{zxid:x} took longer than {SNAPSHOT_WAIT:?}"));
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// A response body fed chunk by chunk from a bounded channel; it ends when the writer drops
+/// its sender.
+struct ChunkBody {
+    rx: Option<mpsc::Receiver<Bytes>>,
+}
+
+impl Body for ChunkBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(chunk)) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            Poll::Ready(None) => {
+                self.rx = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rx.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_authorization_header_is_read_as_apache_reads_it() {
+        let peer: IpAddr = [10, 0, 0, 7].into();
+        let alice = Id { scheme: "x509".into(), id: "CN=alice".into() };
+        let read = |v: &str, certs: &[Id]| credentials(Some(&HeaderValue::from_str(v).unwrap()), peer, certs);
+        assert_eq!(read("digest bob:pw", &[]), Ok(Credentials::Digest(b"bob:pw".to_vec())));
+        assert_eq!(
+            read("digest bob:pw ", &[]),
+            Ok(Credentials::Digest(b"bob:pw".to_vec())),
+            "trailing part dropped"
+        );
+        assert_eq!(read("digest", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("digest a b", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("digest  bob:pw", &[]), Err(HeaderProblem::Unusable), "an empty part between");
+        assert_eq!(read("ip", &[]), Ok(Credentials::Ip(peer)));
+        assert_eq!(read("x509", &[]), Err(HeaderProblem::Unusable), "no certificate");
+        assert_eq!(read("x509", std::slice::from_ref(&alice)), Ok(Credentials::X509(vec![alice])));
+        assert_eq!(read("Basic Ym9iOnB3", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("DIGEST bob:pw", &[]), Err(HeaderProblem::Unusable), "schemes are case-sensitive");
+        assert_eq!(credentials(None, peer, &[]), Err(HeaderProblem::Missing));
+    }
+
+    #[test]
+    fn one_request_per_interval() {
+        let t0 = Instant::now();
+        let mut l = RateLimiter { interval: Duration::from_millis(1000), last_reset: t0, remained: 1 };
+        assert!(l.allow(t0), "the first is allowed at once");
+        assert!(!l.allow(t0 + Duration::from_millis(500)));
+        assert!(!l.allow(t0 + Duration::from_millis(1000)), "not before the interval has passed");
+        assert!(l.allow(t0 + Duration::from_millis(1001)));
+        assert!(!l.allow(t0 + Duration::from_millis(1500)), "the interval counts from that reset");
+        assert!(l.allow(t0 + Duration::from_millis(2002)));
+    }
+}

@@ -1,0 +1,369 @@
+//! Snapshots on an operator's request, on live zkrs-server processes: ClickHouse Keeper's `csnp`
+//! and `lgif` (four-letter words and AdminServer commands), and Apache 3.9's AdminServer
+//! `snapshot` command: its authorization matrix (no credentials, credentials without ALL on `/`,
+//! with it; each bit checked, CVE-2025-58457), `admin.snapshot.enabled`, the rate limit, and the
+//! snapshot it serves, taken under writes, checked to be the tree at exactly its `last_zxid`,
+//! imported with `zkrs-server import` and loaded by Apache 3.8 (Debian's), each serving the tree
+//! the live server served. Apache 3.8 itself has no `snapshot` command: what it answers is
+//! checked too.
+// Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::client::RawClient;
+use support::http::{exchange, request, Answer};
+use support::tree::walk;
+use support::{free_port, ServerProc, Target};
+use zk_proto::*;
+
+/// A zkrs server with its AdminServer on a free loopback port, and that port's address.
+fn zkrs_with_admin(extra: &str) -> (ServerProc, SocketAddr) {
+    let port = free_port();
+    let srv = support::start(
+        Target::Zkrs,
+        &format!("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n{extra}"),
+    );
+    (srv, SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// `GET path` with an `Authorization` header when `auth` is given.
+fn get(admin: SocketAddr, path: &str, auth: Option<&str>) -> Answer {
+    let headers: Vec<(&str, String)> = auth.map(|a| ("Authorization", a.to_string())).into_iter().collect();
+    exchange(admin, &request("GET", path, &headers, None))
+}
+
+/// `lgif`'s lines as a map.
+fn lgif(srv: &ServerProc) -> BTreeMap<String, i64> {
+    let text = srv.four_letter("lgif");
+    text.lines()
+        .map(|l| {
+            let (k, v) = l.split_once('\t').unwrap_or_else(|| panic!("not key\\tvalue: {l:?} in {text}"));
+            (k.to_string(), v.parse().unwrap_or_else(|_| panic!("{l:?}")))
+        })
+        .collect()
+}
+
+fn digest_acl(perms: i32, user_password: &str) -> Acl {
+    Acl { perms, id: Id { scheme: "digest".into(), id: zk_tree::digest_id(user_password).unwrap() } }
+}
+
+fn create(c: &mut RawClient, path: &str, data: &[u8], mode: CreateMode) {
+    let r = c.create(path, data, mode);
+    assert_eq!(r.err(), ErrorCode::Ok, "create {path}");
+}
+
+#[test]
+fn csnp_takes_a_snapshot_and_lgif_shows_it() {
+    let (srv, admin) = zkrs_with_admin("");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    for i in 0..20 {
+        create(&mut c, &format!("/n{i}"), b"v", CreateMode::Persistent);
+    }
+    let before = lgif(&srv);
+    let keys: Vec<&str> = before.keys().map(String::as_str).collect();
+    let mut want = vec![
+        "first_log_idx",
+        "first_log_term",
+        "last_log_idx",
+        "last_log_term",
+        "last_committed_log_idx",
+        "leader_committed_log_idx",
+        "target_committed_log_idx",
+        "last_snapshot_idx",
+    ];
+    want.sort_unstable();
+    assert_eq!(keys, want, "ClickHouse Keeper's keys");
+    let last = before["last_committed_log_idx"];
+    assert!(before["first_log_idx"] >= 1 && before["first_log_idx"] <= last, "{before:?}");
+    assert_eq!(before["last_log_idx"], last, "standalone: applied once durable: {before:?}");
+    assert_eq!(before["leader_committed_log_idx"], last);
+    assert_eq!(before["last_log_term"], last >> 32, "terms are the zxids' epochs");
+    assert!(before["last_snapshot_idx"] < last, "no snapshot of the 20 creates yet: {before:?}");
+
+    // csnp answers the zxid it snapshots at, as Keeper answers the log index.
+    let answer = srv.four_letter("csnp");
+    let zxid: i64 =
+        answer.lines().next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{answer:?}"));
+    assert_eq!(zxid, last, "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lgif(&srv)["last_snapshot_idx"] != zxid {
+        assert!(Instant::now() < deadline, "lgif never showed the snapshot at {zxid}: {:?}", lgif(&srv));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(srv.dir.path().join("data").join(zk_log::snapshot::SNAP_DIR_NAME))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    assert!(names.contains(&zk_log::snapshot::snapshot_name(zxid)), "{names:?}");
+
+    // The AdminServer's forms: JSON with the same figures.
+    create(&mut c, "/after", b"", CreateMode::Persistent);
+    let a = get(admin, "/commands/csnp", None);
+    assert_eq!(a.status, 200, "{a:?}");
+    let j = a.json();
+    assert_eq!(j["command"], "create_snapshot");
+    assert_eq!(j["error"], serde_json::Value::Null);
+    let z = j["last_committed_log_idx"].as_i64().expect("zxid");
+    assert_eq!(j["zxid"], format!("0x{z:x}"));
+    assert!(z > zxid, "{j}");
+    let info = get(admin, "/commands/log_info", None).json();
+    assert_eq!(info["command"], "log_info");
+    assert_eq!(info["last_committed_log_idx"].as_i64(), Some(z), "{info}");
+    let alias = get(admin, "/commands/lgif", None).json();
+    assert_eq!(alias["command"], "log_info");
+
+    // Gated by the whitelist like every other word.
+    let default_words = support::start_with_default_words(Target::Zkrs, "");
+    for word in ["csnp", "lgif"] {
+        let text = default_words.four_letter(word);
+        assert!(text.contains("is not executed because it is not in the whitelist"), "{word}: {text}");
+    }
+}
+
+#[test]
+fn snapshot_needs_all_on_the_root_and_is_rate_limited() {
+    let (srv, admin) = zkrs_with_admin("admin.rateLimiterIntervalInMS=1500\n");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    create(&mut c, "/a", b"x", CreateMode::Persistent);
+    // The root: ALL for admin; every bit but ADMIN for reader; nothing for the rest.
+    let root_acl = vec![
+        digest_acl(perms::ALL, "admin:pw"),
+        digest_acl(perms::READ | perms::WRITE | perms::CREATE | perms::DELETE, "reader:pw"),
+    ];
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl: root_acl, version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+
+    let refused = |auth: Option<&str>, status: u16, error: &str| {
+        let a = get(admin, "/commands/snapshot", auth);
+        assert_eq!(a.status, status, "{auth:?}: {a:?}");
+        assert!(a.head.contains("content-type: application/json"), "{auth:?}: {}", a.head);
+        let j = a.json();
+        assert_eq!((j["command"].as_str(), j["error"].as_str()), (Some("snapshot"), Some(error)), "{auth:?}");
+        assert!(a.header("last_zxid").is_none());
+    };
+    refused(None, 401, "Auth info is missing for the command");
+    refused(Some("Basic YWRtaW46cHc="), 401, "Not authenticated");
+    refused(Some("digest"), 401, "Not authenticated");
+    refused(Some("x509"), 401, "Not authenticated");
+    refused(Some("digest reader:pw"), 403, "Not authorized");
+    refused(Some("digest nobody:pw"), 403, "Not authorized");
+    refused(Some("ip"), 403, "Not authorized");
+
+    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.head.contains("content-type: application/octet-stream"), "{}", a.head);
+    let size: usize = a.header("snapshot_size").and_then(|s| s.parse().ok()).expect("snapshot_size");
+    assert_eq!(size, a.body.len());
+    let last_zxid = a.header("last_zxid").expect("last_zxid");
+    let zxid = i64::from_str_radix(last_zxid.trim_start_matches("0x"), 16).expect("hex");
+    let mut paths = Vec::new();
+    let snap = zk_log::apache::read_snapshot_bytes("served".into(), Bytes::from(a.body.clone()), |n| {
+        assert!(n.stat.mzxid <= zxid && n.stat.czxid <= zxid, "{} after 0x{zxid:x}", n.path);
+        paths.push(n.path);
+    })
+    .expect("Apache's snapshot format");
+    assert!(paths.contains(&"/a".to_string()), "{paths:?}");
+    assert!(
+        snap.acls.iter().any(|(_, list)| list.iter().any(|acl| acl.perms == perms::ALL)),
+        "{:?}",
+        snap.acls
+    );
+
+    // Once per interval, then again; `snap` is its alias, streaming=false answers the headers.
+    let again = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(again.status, 429, "{again:?}");
+    assert_eq!(again.json(), serde_json::json!({"command": "snapshot", "error": null}));
+    std::thread::sleep(Duration::from_millis(1600));
+    let headers_only = get(admin, "/commands/snap?streaming=false", Some("digest admin:pw"));
+    assert_eq!(headers_only.status, 200, "{headers_only:?}");
+    assert_eq!(headers_only.json(), serde_json::json!({"command": "snapshot", "error": null}));
+    assert!(headers_only.header("snapshot_size").is_some() && headers_only.header("last_zxid").is_some());
+    // A refused caller does not use up the interval's one request.
+    std::thread::sleep(Duration::from_millis(1600));
+    refused(Some("digest reader:pw"), 403, "Not authorized");
+    assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw")).status, 200);
+}
+
+#[test]
+fn a_disabled_snapshot_command_is_unavailable_after_authentication() {
+    let (_srv, admin) = zkrs_with_admin("admin.snapshot.enabled=false\n");
+    let a = get(admin, "/commands/snapshot", None);
+    assert_eq!(a.status, 401, "authentication comes first, as in Apache: {a:?}");
+    // The root is world:anyone ALL: any authenticated caller holds ALL on it.
+    let a = get(admin, "/commands/snapshot", Some("digest someone:pw"));
+    assert_eq!(a.status, 503, "{a:?}");
+    assert_eq!(a.json(), serde_json::json!({"command": "snapshot", "error": null}));
+}
+
+/// The served snapshot's nodes: path to (data, stat).
+fn nodes_of(file: &[u8]) -> BTreeMap<String, (Option<Bytes>, StatPersisted)> {
+    let mut out = BTreeMap::new();
+    zk_log::apache::read_snapshot_bytes("served".into(), Bytes::copy_from_slice(file), |n| {
+        out.insert(n.path, (n.data, n.stat));
+    })
+    .expect("Apache's snapshot format");
+    out
+}
+
+/// A data directory holding `file` as Apache's `version-2/snapshot.<zxid>`.
+fn apache_dir_with(file: &[u8], zxid: i64) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("zkrs-snapcmd-").tempdir().unwrap();
+    let v2 = dir.path().join("data").join("version-2");
+    std::fs::create_dir_all(&v2).unwrap();
+    std::fs::write(v2.join(format!("snapshot.{zxid:x}")), file).unwrap();
+    dir
+}
+
+fn import(apache_data: &Path, dest: &Path) {
+    let out = std::process::Command::new(support::zkrs_binary())
+        .arg("import")
+        .arg(apache_data)
+        .arg(apache_data)
+        .arg(dest)
+        .output()
+        .expect("run zkrs-server import");
+    assert!(
+        out.status.success(),
+        "import failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_served_snapshot_is_the_tree_at_its_zxid_and_loads_in_zkrs_and_apache() {
+    let (srv, admin) = zkrs_with_admin("admin.rateLimiterIntervalInMS=0\n");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    create(&mut c, "/a", b"top", CreateMode::Persistent);
+    let world_read = Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } };
+    assert_eq!(c.create_with_acl("/a/b", b"ro", vec![world_read]).err(), ErrorCode::Ok);
+    create(&mut c, "/x", b"", CreateMode::Persistent);
+    create(&mut c, "/x/y", b"", CreateMode::Persistent);
+    create(&mut c, "/x/y/z", &vec![7u8; 200_000], CreateMode::Persistent);
+    for _ in 0..3 {
+        create(&mut c, "/a/seq-", b"q", CreateMode::PersistentSequential);
+    }
+    assert_eq!(c.set_data("/a", b"top2", 0).err(), ErrorCode::Ok);
+    create(&mut c, "/eph", b"e", CreateMode::Ephemeral);
+    create(&mut c, "/load", b"", CreateMode::Persistent);
+
+    // Creates under /load while the snapshot is taken.
+    let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, made, addr) = (stop.clone(), made.clone(), srv.addr());
+        std::thread::spawn(move || {
+            let mut w = RawClient::connect(addr, 30_000);
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(w.create("/load/n-", b"w", CreateMode::PersistentSequential).err(), ErrorCode::Ok);
+                made.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    while made.load(Ordering::Relaxed) < 200 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    let during = made.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    let zxid = i64::from_str_radix(a.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
+
+    // Exactly the tree at `zxid`: nothing later, and /load's children are the first creates,
+    // every one, numbered without a gap and counted by its cversion.
+    let nodes = nodes_of(&a.body);
+    for (path, (_, stat)) in &nodes {
+        assert!(
+            stat.czxid <= zxid && stat.mzxid <= zxid && stat.pzxid <= zxid,
+            "{path}: {stat:?} after 0x{zxid:x}"
+        );
+    }
+    let kids: Vec<&String> = nodes.keys().filter(|p| p.starts_with("/load/")).collect();
+    let load = &nodes["/load"].1;
+    assert_eq!(load.cversion as usize, kids.len(), "/load's cversion counts its children");
+    for (i, k) in kids.iter().enumerate() {
+        assert_eq!(**k, format!("/load/n-{i:010}"), "children numbered without a gap");
+    }
+    let newest = kids.iter().map(|k| nodes[*k].1.czxid).max().unwrap_or(0);
+    assert_eq!(load.pzxid, newest.max(load.czxid), "/load's pzxid is its newest child's");
+    assert!(kids.len() as u64 >= 200 && kids.len() as u64 <= during, "{} of {during}", kids.len());
+    assert!(nodes.contains_key("/eph") && nodes["/x/y/z"].0.as_ref().map(|d| d.len()) == Some(200_000));
+    eprintln!(
+        "snapshot at 0x{zxid:x} under writes: {} nodes, {} of the {} creates under /load acknowledged by the time it was served",
+        nodes.len(),
+        kids.len(),
+        during
+    );
+
+    // With the writes stopped, a second snapshot is the tree the server serves.
+    let served = walk(&mut c);
+    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(a.status, 200, "{a:?}");
+    let zxid = i64::from_str_radix(a.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
+
+    // zkrs-server import, then a zkrs server on what it wrote.
+    let from = apache_dir_with(&a.body, zxid);
+    let dest = tempfile::Builder::new().prefix("zkrs-snapcmd-imported-").tempdir().unwrap();
+    import(&from.path().join("data"), &dest.path().join("data"));
+    let imported = support::start_in(Target::Zkrs, dest, "");
+    let mut ic = RawClient::connect(imported.addr(), 30_000);
+    let got = walk(&mut ic);
+    assert_same(&served, &got, "zkrs after import");
+
+    // Apache 3.8 loads the same file as its own snapshot.
+    support::assert_apache_installed();
+    let apache = support::start_in(Target::Apache, apache_dir_with(&a.body, zxid), "");
+    let mut ac = RawClient::connect(apache.addr(), 30_000);
+    let got = walk(&mut ac);
+    assert_same(&served, &got, "Apache 3.8 on the served snapshot");
+    eprintln!("{} nodes served alike by the live server, zkrs after import and Apache 3.8", served.len());
+    drop(c);
+}
+
+fn assert_same(
+    want: &BTreeMap<String, support::tree::Served>,
+    got: &BTreeMap<String, support::tree::Served>,
+    who: &str,
+) {
+    let paths: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
+    for p in paths {
+        assert_eq!(got.get(p), want.get(p), "{who}: {p}");
+    }
+}
+
+#[test]
+fn apache_38_has_no_snapshot_command() {
+    support::assert_apache_installed();
+    let port = free_port();
+    let _apache = support::start(
+        Target::Apache,
+        &format!("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={port}\n"),
+    );
+    let admin = SocketAddr::from(([127, 0, 0, 1], port));
+    for auth in [None, Some("digest admin:pw")] {
+        let a = get(admin, "/commands/snapshot", auth);
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(
+            a.json(),
+            serde_json::json!({"command": "snapshot", "error": "Unknown command: snapshot"}),
+            "{auth:?}"
+        );
+    }
+    let listing = get(admin, "/commands", None).text();
+    assert!(!listing.contains("/commands/snapshot"), "{listing}");
+    // Nor Keeper's words.
+    let text = support::four_letter(SocketAddr::from(([127, 0, 0, 1], _apache.port)), "lgif");
+    assert!(!text.contains("last_log_idx"), "{text}");
+}
