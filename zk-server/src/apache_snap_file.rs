@@ -17,8 +17,9 @@
 //! Apache's `CheckedOutputStream` counts them. Apache 3.8 stops reading after the digest's seal,
 //! 3.9 reads the last zxid too.
 //!
-//! The writer holds one chunk of about [`CHUNK_BYTES`] (plus the one node that crossed the line,
-//! at most jute.maxbuffer): the caller's sink takes each chunk before the next is made.
+//! The writer holds one chunk of about [`CHUNK_BYTES`] (plus the few nodes of the step that
+//! crossed the line, each at most jute.maxbuffer): the caller's sink takes each chunk before the
+//! next is made.
 
 use zk_log::apache::{Adler32, APACHE_SNAP_MAGIC};
 use zk_tree::apache_snap::SIGNATURE;
@@ -36,8 +37,9 @@ pub const DIGEST_VERSION: i32 = 2;
 /// Bytes gathered before a chunk goes to the sink.
 pub const CHUNK_BYTES: usize = 64 * 1024;
 
-/// Sessions, ACL lists or nodes serialized per step.
-const ITEMS_PER_STEP: usize = 256;
+/// Sessions, ACL lists or nodes serialized per step: a chunk is at most [`CHUNK_BYTES`] plus
+/// this many items, each bounded by jute.maxbuffer (a node's data and path).
+const ITEMS_PER_STEP: usize = 4;
 
 /// The bytes not yet handed to the sink, and the checksum of those that were.
 struct Sealed {

@@ -899,6 +899,9 @@ impl Driver {
                 ids: vec![zk_proto::Id { scheme: "ip".into(), id: addr.to_string() }],
                 is_super: false,
             },
+            // Apache has the x509 provider only with TLS served to clients or the provider
+            // named in zoo.cfg; without it the scheme proves nothing.
+            Some(Credentials::X509(_)) if !cfg.x509_enabled => return Authorization::NotAuthenticated,
             Some(Credentials::X509(ids)) => zk_tree::AuthIds { ids, is_super: false },
         };
         let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };

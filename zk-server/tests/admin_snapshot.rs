@@ -130,6 +130,82 @@ fn csnp_takes_a_snapshot_and_lgif_shows_it() {
 }
 
 #[test]
+fn csnp_during_a_snapshot_answers_that_one_and_starts_none() {
+    // Written at 1 MB/s, or twice the log's rate since the start: about 4 MB/s here, so the
+    // snapshot of 9 MB takes a couple of seconds. No snapshot on a quiet period.
+    let srv = support::start(Target::Zkrs, "snapshot.writeMBPerSecond=1\nsnapshot.idleSeconds=0\n");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    let big = vec![b'x'; 900_000];
+    for i in 0..10 {
+        create(&mut c, &format!("/big{i}"), &big, CreateMode::Persistent);
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let first = srv.four_letter("csnp");
+    let second = srv.four_letter("csnp");
+    let zxid: i64 = first.trim().parse().unwrap_or_else(|_| panic!("a zxid alone: {first:?}"));
+    let mut lines = second.lines();
+    assert_eq!(lines.next(), Some(zxid.to_string().as_str()), "{second}");
+    assert_eq!(
+        lines.next(),
+        Some(format!("A snapshot at zxid 0x{zxid:x} is already under way; no other was started.").as_str())
+    );
+    assert!(lgif(&srv)["last_snapshot_idx"] < zxid, "still being written: the test shows nothing otherwise");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lgif(&srv)["last_snapshot_idx"] != zxid {
+        assert!(Instant::now() < deadline, "never written: {:?}", lgif(&srv));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = support::server_log(srv.dir.path());
+    assert_eq!(log.matches(&format!("taking a snapshot at zxid 0x{zxid:x}")).count(), 1, "{log}");
+}
+
+#[test]
+fn every_member_of_an_ensemble_serves_the_same_snapshot() {
+    let (e, ports) = support::ensemble::Ensemble::start_with_admin(3, "");
+    let leader = e.wait_for_leader();
+    // Every session first: a session's creation is a transaction too.
+    let mut members: Vec<RawClient> = (0..ports.len()).map(|i| e.client(i)).collect();
+    let c = &mut members[leader];
+    create(c, "/app", b"cfg", CreateMode::Persistent);
+    for i in 0..50 {
+        create(c, &format!("/app/n{i}"), format!("{i}").as_bytes(), CreateMode::Persistent);
+    }
+    let last = c.exists("/app/n49", false).decode::<ExistsResponse>().stat.mzxid;
+    let mut served = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let m = &mut members[i];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while m.exists("/app/n49", false).err() != ErrorCode::Ok {
+            assert!(Instant::now() < deadline, "member {i} never saw the writes");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let admin = SocketAddr::from(([127, 0, 0, 1], *port));
+        let info = get(admin, "/commands/lgif", None).json();
+        assert!(info["last_committed_log_idx"].as_i64() >= Some(last), "member {i}: {info}");
+        let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+        assert_eq!(a.status, 200, "member {i}: {a:?}");
+        let zxid = i64::from_str_radix(a.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
+        assert!(zxid >= last, "member {i} at 0x{zxid:x}, the writes end at 0x{last:x}");
+        served.push((zxid, nodes_of(&a.body)));
+    }
+    for (i, s) in served.iter().enumerate().skip(1) {
+        assert_eq!(s.0, served[0].0, "member {i}'s zxid");
+        for (path, node) in &served[0].1 {
+            let theirs = s.1.get(path);
+            if path == "/zookeeper/config" {
+                // Each member writes it from its own configuration at start (reconfig off), as
+                // Apache's do: the same text, its own mtime.
+                assert_eq!(theirs.map(|n| &n.0), Some(&node.0), "member {i}'s {path}");
+                continue;
+            }
+            assert_eq!(theirs, Some(node), "member {i}'s {path}, beside member 0's");
+        }
+        assert_eq!(s.1.len(), served[0].1.len(), "member {i}'s node count");
+    }
+    assert_eq!(served[0].1.keys().filter(|p| p.starts_with("/app/")).count(), 50);
+}
+
+#[test]
 fn snapshot_needs_all_on_the_root_and_is_rate_limited() {
     let (srv, admin) = zkrs_with_admin("admin.rateLimiterIntervalInMS=1500\n");
     let mut c = RawClient::connect(srv.addr(), 30_000);
@@ -192,6 +268,14 @@ fn snapshot_needs_all_on_the_root_and_is_rate_limited() {
     std::thread::sleep(Duration::from_millis(1600));
     refused(Some("digest reader:pw"), 403, "Not authorized");
     assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw")).status, 200);
+
+    // The `ip` scheme: the TCP peer's address, granted ALL on the root.
+    let loopback = Acl { perms: perms::ALL, id: Id { scheme: "ip".into(), id: "127.0.0.1".into() } };
+    let acl = vec![digest_acl(perms::ALL, "admin:pw"), loopback];
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    std::thread::sleep(Duration::from_millis(1600));
+    assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("ip")).status, 200);
 }
 
 #[test]

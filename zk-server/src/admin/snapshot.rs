@@ -27,7 +27,8 @@
 //!
 //! Memory: the copy of the tree while the request is served (one request at a time; another
 //! meanwhile is answered 429), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
-//! the connection: the writer waits for the client to take them.
+//! the connection: the writer waits for the client to take them, at most [`CHUNK_WAIT`] for
+//! each, then gives up and frees the copy.
 
 use super::http::{ask, to_pretty_json, AdminBody};
 use super::{AdminAsk, AdminReply};
@@ -52,6 +53,9 @@ pub const STREAM_CHUNKS: usize = 4;
 
 /// How long the command waits for the core's snapshot to be written.
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
+
+/// How long the writer waits for the client to take one chunk before it gives up.
+pub const CHUNK_WAIT: Duration = Duration::from_secs(60);
 
 /// How often it asks the driver whether that snapshot is written.
 const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -269,6 +273,7 @@ pub async fn serve(
     let (tx, mut rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
     let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<(i64, u64), String>>();
     // The copy is built, measured and written off the async threads; the permit goes with it.
+    let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let ConsistentSource { storage, tree_cfg, log, through } = *source;
@@ -284,7 +289,14 @@ pub async fn serve(
             return;
         }
         let sent = crate::apache_snap_file::write(&db, &mut |chunk| {
-            tx.blocking_send(Bytes::copy_from_slice(chunk)).map_err(|_| "the client went away")
+            // A client that stops reading would hold the copy of the tree (and the one
+            // request's slot) for good: it gets CHUNK_WAIT per chunk.
+            let send = tokio::time::timeout(CHUNK_WAIT, tx.send(Bytes::copy_from_slice(chunk)));
+            match runtime.block_on(send) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) => Err("the client went away"),
+                Err(_) => Err("the client took no data for a minute"),
+            }
         });
         if let Err(why) = sent {
             info!("snapshot stream to {peer} stopped: {why}");
