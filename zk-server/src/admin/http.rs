@@ -212,11 +212,11 @@ async fn route(
         let head = req.method() == Method::HEAD;
         let name =
             req.uri().path().strip_prefix(command_url.as_str()).and_then(|rest| rest.strip_prefix('/'));
-        if (head || req.method() == Method::GET)
-            && name.is_some_and(|n| commands::primary_name(&percent_decode(n)) == Some(commands::SNAPSHOT))
-        {
+        let name = name.map(percent_decode).filter(|n| commands::primary_name(n) == Some(commands::SNAPSHOT));
+        if let Some(name) = name.filter(|_| head || req.method() == Method::GET) {
             let args = query_pairs(req.uri().query());
-            let mut r = snapshot::serve(cmd, core, req.headers(), &args, head, peer.ip(), cert_ids).await;
+            let mut r =
+                snapshot::serve(cmd, &name, core, req.headers(), &args, head, peer.ip(), cert_ids).await;
             if head {
                 *r.body_mut() = Full::new(Bytes::new()).map_err(|never| match never {}).boxed_unsync();
             }

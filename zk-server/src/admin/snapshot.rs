@@ -3,7 +3,8 @@
 //!
 //! As Apache 3.9.5 answers it (its `Commands.runCommand` and `SnapshotCommand`), in this order:
 //! - the server not serving: 200, JSON error "This ZooKeeper instance is not currently serving
-//!   requests";
+//!   requests" (this answer and the authentication ones name the command as the URL does,
+//!   `snap` for the alias; the later ones by its primary name, as Apache's);
 //! - no `Authorization` header: 401, "Auth info is missing for the command"; a header naming no
 //!   scheme the server takes, or credentials that prove no id: 401, "Not authenticated"; ids
 //!   without every bit of ALL on `/` (each bit checked on its own, CVE-2025-58457): 403, "Not
@@ -185,8 +186,10 @@ impl SnapshotCommand {
     }
 }
 
-fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
-    let body = to_pretty_json(&json!({ "command": super::commands::SNAPSHOT, "error": error }));
+/// A JSON answer naming `command`: the name in the URL for what Apache answers before the
+/// command runs (not serving, authentication, authorization), the primary name after.
+fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+    let body = to_pretty_json(&json!({ "command": command, "error": error }));
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync(),
     );
@@ -195,13 +198,20 @@ fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody>
     r
 }
 
+fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+    named_response(super::commands::SNAPSHOT, status, error)
+}
+
 fn driver_gone() -> Response<AdminBody> {
     json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
 }
 
-/// Serves one `snapshot` request: `head` for a HEAD request (answered as `streaming=false`).
+/// Serves one `snapshot` request, asked for as `name` (`snapshot` or `snap`): `head` for a HEAD
+/// request (answered as `streaming=false`).
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     cmd: &SnapshotCommand,
+    name: &str,
     core: &mpsc::Sender<DriverMsg>,
     headers: &HeaderMap,
     args: &[(String, String)],
@@ -217,22 +227,27 @@ pub async fn serve(
     };
     match (verdict, parsed) {
         (Authorization::NotServing, _) => {
-            return json_response(
+            return named_response(
+                name,
                 StatusCode::OK,
                 Some("This ZooKeeper instance is not currently serving requests"),
             )
         }
         (_, Err(HeaderProblem::Missing)) => {
             warn!("snapshot command from {peer}: no Authorization header");
-            return json_response(StatusCode::UNAUTHORIZED, Some("Auth info is missing for the command"));
+            return named_response(
+                name,
+                StatusCode::UNAUTHORIZED,
+                Some("Auth info is missing for the command"),
+            );
         }
         (Authorization::NotAuthenticated, _) | (_, Err(HeaderProblem::Unusable)) => {
             warn!("snapshot command from {peer}: not authenticated");
-            return json_response(StatusCode::UNAUTHORIZED, Some("Not authenticated"));
+            return named_response(name, StatusCode::UNAUTHORIZED, Some("Not authenticated"));
         }
         (Authorization::Denied, _) => {
             warn!("snapshot command from {peer}: not authorized (ALL on / needed)");
-            return json_response(StatusCode::FORBIDDEN, Some("Not authorized"));
+            return named_response(name, StatusCode::FORBIDDEN, Some("Not authorized"));
         }
         (Authorization::Granted, Ok(_)) => {}
     }
