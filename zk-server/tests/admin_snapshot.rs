@@ -4,8 +4,9 @@
 //! with it; each bit checked, CVE-2025-58457), `admin.snapshot.enabled`, the rate limit, and the
 //! snapshot it serves, taken under writes, checked to be the tree at exactly its `last_zxid`,
 //! imported with `zkrs-server import` and loaded by Apache 3.8 (Debian's), each serving the tree
-//! the live server served. Apache 3.8 itself has no `snapshot` command: what it answers is
-//! checked too.
+//! the live server served; every member of an ensemble serves the same tree, with Apache's
+//! digest, which Apache 3.8 checks when it loads the file (and counts a mismatch when the digest
+//! is changed). Apache 3.8 itself has no `snapshot` command: what it answers is checked too.
 // Clocks, threads and OS randomness are the driver's and the tests' to use; src/core denies them.
 #![allow(clippy::disallowed_methods)]
 
@@ -172,6 +173,7 @@ fn every_member_of_an_ensemble_serves_the_same_snapshot() {
     }
     let last = c.exists("/app/n49", false).decode::<ExistsResponse>().stat.mzxid;
     let mut served = Vec::new();
+    let mut leader_file = Vec::new();
     for (i, port) in ports.iter().enumerate() {
         let m = &mut members[i];
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -187,6 +189,9 @@ fn every_member_of_an_ensemble_serves_the_same_snapshot() {
         let zxid = i64::from_str_radix(a.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
         assert!(zxid >= last, "member {i} at 0x{zxid:x}, the writes end at 0x{last:x}");
         served.push((zxid, nodes_of(&a.body)));
+        if i == leader {
+            leader_file = a.body.clone();
+        }
     }
     for (i, s) in served.iter().enumerate().skip(1) {
         assert_eq!(s.0, served[0].0, "member {i}'s zxid");
@@ -203,6 +208,39 @@ fn every_member_of_an_ensemble_serves_the_same_snapshot() {
         assert_eq!(s.1.len(), served[0].1.len(), "member {i}'s node count");
     }
     assert_eq!(served[0].1.keys().filter(|p| p.starts_with("/app/")).count(), 50);
+
+    // An ensemble's tree keeps Apache's digest, and the file carries it: Apache 3.8 loads the
+    // leader's snapshot and finds the digest it computes equal to the recorded one.
+    support::assert_apache_installed();
+    let apache = support::start_in(Target::Apache, apache_dir_with(&leader_file, served[0].0), "");
+    assert_eq!(apache.mntr_value("zk_digest_mismatches_count"), "0");
+    let log = support::server_log(apache.dir.path());
+    assert!(!log.to_ascii_lowercase().contains("digest mismatch"), "{log}");
+    let mut ac = RawClient::connect(apache.addr(), 30_000);
+    let got = walk(&mut ac);
+    assert_eq!(got.keys().filter(|p| p.starts_with("/app/")).count(), 50);
+    assert_eq!(got["/app/n7"].data.as_deref(), Some(&b"7"[..]));
+
+    // And it does compare: the same file with another digest (its seals made again) counts a
+    // mismatch.
+    let apache =
+        support::start_in(Target::Apache, apache_dir_with(&with_other_digest(&leader_file), served[0].0), "");
+    assert_eq!(apache.mntr_value("zk_digest_mismatches_count"), "1");
+}
+
+/// `file` (an Apache snapshot ending digest, seal, last zxid, seal) with its digest changed and
+/// the two seals after it computed again.
+fn with_other_digest(file: &[u8]) -> Vec<u8> {
+    const SEAL: usize = 8 + 4 + 1;
+    let mut f = file.to_vec();
+    let last_seal = f.len() - SEAL;
+    let digest_seal = last_seal - 8 - SEAL;
+    f[digest_seal - 1] ^= 0x01;
+    for at in [digest_seal, last_seal] {
+        let sum = i64::from(zk_log::apache::Adler32::of(&f[..at]));
+        f[at..at + 8].copy_from_slice(&sum.to_be_bytes());
+    }
+    f
 }
 
 #[test]
