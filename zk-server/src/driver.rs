@@ -820,23 +820,39 @@ impl Driver {
             AdminAsk::Authorize { credentials, perm } => {
                 AdminReply::Authorization(self.authorize(credentials, perm))
             }
-            AdminAsk::SnapshotNow => AdminReply::Snapshot(self.snapshot_now(now)),
+            AdminAsk::SnapshotNow => {
+                let answer = self.snapshot_now(now);
+                AdminReply::Snapshot(answer, self.node.core().serving_generation())
+            }
             AdminAsk::SnapshotStatus => AdminReply::SnapshotStatus(self.node.core().snapshot_status()),
-            AdminAsk::SnapshotSource => AdminReply::SnapshotSource(self.snapshot_disk.as_ref().map(|disk| {
-                let log = self.log.source();
-                let core = self.node.core();
-                // Committed, and durable here: a follower applies a commit before its own copy
-                // of the proposal is durable, and a leader may commit on its followers' ACKs
-                // before its own.
-                let through = core.committed_zxid().min(core.applied_zxid()).min(log.durable_zxid());
-                Box::new(crate::admin::snapshot::ConsistentSource {
-                    storage: disk.0.clone(),
-                    tree_cfg: disk.1.clone(),
-                    log,
-                    through,
-                })
-            })),
+            AdminAsk::SnapshotSource { generation } => {
+                AdminReply::SnapshotSource(self.snapshot_source(generation))
+            }
         }
+    }
+
+    /// What the AdminServer's `snapshot` rebuilds its copy of the tree from, for a snapshot
+    /// started in serving term `generation`: refused unless the server still serves in that term
+    /// ([`crate::core::ServerCore::snapshot_source_through`]). The log's cut fence goes with it,
+    /// so that the copy is refused if a cut (a TRUNC or a SNAP's reset) ran while it was read.
+    fn snapshot_source(
+        &self,
+        generation: u64,
+    ) -> Result<Box<crate::admin::snapshot::ConsistentSource>, &'static str> {
+        let disk = self.snapshot_disk.as_ref().ok_or("this server keeps no snapshots")?;
+        let log = self.log.source();
+        let through = self.node.core().snapshot_source_through(generation, log.durable_zxid())?;
+        let fence = self.disk.as_ref().map(|d| {
+            let at = d.fence.generation();
+            (d.fence.clone(), at)
+        });
+        Ok(Box::new(crate::admin::snapshot::ConsistentSource {
+            storage: disk.0.clone(),
+            tree_cfg: disk.1.clone(),
+            log,
+            through,
+            fence,
+        }))
     }
 
     /// An operator's request for a snapshot (`csnp`, the AdminServer's `create_snapshot` and
@@ -870,7 +886,7 @@ impl Driver {
             first_log_zxid: first.unwrap_or(0),
             last_log_zxid: if first.is_some() { durable } else { 0 },
             applied_zxid: core.applied_zxid(),
-            committed_zxid: core.committed_zxid(),
+            committed_zxid: core.committed_zxid().unwrap_or(0),
             last_snapshot_zxid: crate::view::newest_snapshot(&self.settings).map_or(0, |(zxid, _)| zxid),
         }
     }

@@ -61,8 +61,12 @@ pub enum AdminAsk {
     SnapshotNow,
     /// Where the snapshots stand.
     SnapshotStatus,
-    /// What to rebuild a consistent copy of the tree from, off the driver's thread.
-    SnapshotSource,
+    /// What to rebuild a consistent copy of the tree from, off the driver's thread, for a
+    /// snapshot started in serving term `generation` (as [`AdminReply::Snapshot`] gave it).
+    SnapshotSource {
+        /// The serving term the snapshot started in.
+        generation: u64,
+    },
 }
 
 /// The driver's answer to an [`AdminAsk`].
@@ -78,12 +82,14 @@ pub enum AdminReply {
     Ensemble(Box<members::EnsemblePlan>),
     /// The answer to [`AdminAsk::Authorize`].
     Authorization(snapshot::Authorization),
-    /// The answer to [`AdminAsk::SnapshotNow`].
-    Snapshot(crate::view::SnapshotAnswer),
+    /// The answer to [`AdminAsk::SnapshotNow`], and the serving term it was given in
+    /// ([`crate::core::ServerCore::serving_generation`]; `None` when not serving).
+    Snapshot(crate::view::SnapshotAnswer, Option<u64>),
     /// The answer to [`AdminAsk::SnapshotStatus`]: `None` without a snapshot thread.
     SnapshotStatus(Option<crate::core::SnapshotStatus>),
-    /// The answer to [`AdminAsk::SnapshotSource`]: `None` when this server keeps no snapshots.
-    SnapshotSource(Option<Box<snapshot::ConsistentSource>>),
+    /// The answer to [`AdminAsk::SnapshotSource`], or why there is none (this server keeps no
+    /// snapshots, it is not serving, or it changed its role since the snapshot started).
+    SnapshotSource(Result<Box<snapshot::ConsistentSource>, &'static str>),
 }
 
 /// Whether the server serves clients, and in which role.

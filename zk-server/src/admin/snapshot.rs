@@ -24,7 +24,10 @@
 //! as `csnp` does, then a copy of the tree is rebuilt from it and the log after it exactly as of
 //! one committed zxid ([`crate::snapshots::consistent_copy`]), and that copy is written as
 //! Apache's file ([`crate::apache_snap_file`]), so `last_zxid` is the zxid the whole content is
-//! at. A failure is a 500 whose JSON error says why (Apache's is null).
+//! at. A failure is a 500 whose JSON error says why (Apache's is null); so is a server that
+//! changed its role between the snapshot's start and the copy (down and back reloads the tree
+//! from the whole log, uncommitted proposals included), or whose log was cut (a resync) while
+//! the copy read it.
 //!
 //! Memory: the copy of the tree while the request is served (one request at a time; another
 //! meanwhile is answered 429), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
@@ -135,6 +138,25 @@ pub struct ConsistentSource {
     pub log: Box<dyn zk_log::TxnSource>,
     /// The zxid to rebuild the tree at (or the snapshot's end, if later).
     pub through: i64,
+    /// An ensemble member's log cut fence and its generation when `through` was chosen: a cut
+    /// since (a TRUNC, a SNAP's log reset) may have rewritten the records the copy read.
+    pub fence: Option<(std::sync::Arc<crate::snapshots::SnapshotFence>, u64)>,
+}
+
+impl ConsistentSource {
+    /// The copy of the tree at `through`, rebuilt off the driver's thread.
+    ///
+    /// Errors: [`crate::snapshots::consistent_copy`]'s, or the log was cut while it was read.
+    pub fn rebuild(self) -> Result<zk_tree::Database, String> {
+        let ConsistentSource { storage, tree_cfg, log, through, fence } = self;
+        let db = crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through)?;
+        if let Some((fence, at)) = fence {
+            if fence.generation() != at {
+                return Err("the log was cut (the server resynchronized) while the copy was read".into());
+            }
+        }
+        Ok(db)
+    }
 }
 
 impl std::fmt::Debug for ConsistentSource {
@@ -266,11 +288,14 @@ pub async fn serve(
     let streaming = !head
         && args.iter().find(|(k, _)| k == "streaming").is_none_or(|(_, v)| v.eq_ignore_ascii_case("true"));
     let started = Instant::now();
-    let zxid = match ask(core, AdminAsk::SnapshotNow).await {
-        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Started(z)))
-        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z))) => z,
-        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Refused(why))) => {
+    let (zxid, generation) = match ask(core, AdminAsk::SnapshotNow).await {
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Started(z), Some(g)))
+        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z), Some(g))) => (z, g),
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Refused(why), _)) => {
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+        }
+        Some(AdminReply::Snapshot(_, None)) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("the server is not serving"));
         }
         _ => return driver_gone(),
     };
@@ -278,10 +303,11 @@ pub async fn serve(
         warn!("snapshot command from {peer}: {why}");
         return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
     }
-    let source = match ask(core, AdminAsk::SnapshotSource).await {
-        Some(AdminReply::SnapshotSource(Some(s))) => s,
-        Some(AdminReply::SnapshotSource(None)) => {
-            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("this server keeps no snapshots"))
+    let source = match ask(core, AdminAsk::SnapshotSource { generation }).await {
+        Some(AdminReply::SnapshotSource(Ok(s))) => s,
+        Some(AdminReply::SnapshotSource(Err(why))) => {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
         }
         _ => return driver_gone(),
     };
@@ -291,8 +317,7 @@ pub async fn serve(
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let ConsistentSource { storage, tree_cfg, log, through } = *source;
-        let db = match crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through) {
+        let db = match source.rebuild() {
             Ok(db) => db,
             Err(why) => {
                 let _ = head_tx.send(Err(why));

@@ -398,6 +398,10 @@ pub struct CoreConfig {
 #[derive(Debug)]
 pub struct ServerCore {
     role: Role,
+    /// Counts [`Self::set_role`] calls: a snapshot served to an operator is rebuilt from what
+    /// this server held in one serving term, never across a role change
+    /// ([`Self::snapshot_source_through`]).
+    role_generation: u64,
     settings: Arc<Settings>,
     db: Database,
     conns: ConnRegistry,
@@ -466,6 +470,7 @@ impl ServerCore {
         let purge_hours = u64::from(cfg.settings.purge_interval_hours);
         ServerCore {
             role: Role::Standalone,
+            role_generation: 0,
             syncs_waiting: VecDeque::new(),
             syncs_forwarded: VecDeque::new(),
             sync_paths: HashMap::new(),
@@ -813,11 +818,47 @@ impl ServerCore {
     }
 
     /// The zxid this server knows committed: the proposer's on a server that decides, the last
-    /// applied on a learner (it applies each commit as it hears it).
-    pub fn committed_zxid(&self) -> i64 {
+    /// applied on a serving learner (it applies each commit as it hears it). `None` while down
+    /// or read-only: the database is then reloaded from the snapshots and the whole log, which
+    /// may end in proposals no quorum ever acknowledged.
+    pub fn committed_zxid(&self) -> Option<i64> {
         match self.role {
-            Role::Standalone | Role::Leader { .. } => self.proposer.committed().max(self.applied_zxid()),
-            _ => self.applied_zxid(),
+            Role::Standalone | Role::Leader { .. } => {
+                Some(self.proposer.committed().max(self.applied_zxid()))
+            }
+            Role::Learner { .. } => Some(self.applied_zxid()),
+            Role::Down | Role::ReadOnly => None,
+        }
+    }
+
+    /// The serving term this server is in: `Some` while it serves from committed history
+    /// (standalone, an established leader, a learner its leader told UPTODATE), a number that
+    /// changes with every role change; `None` while down or read-only. An operator's snapshot
+    /// request takes it when the snapshot starts ([`Self::snapshot_source_through`]).
+    pub fn serving_generation(&self) -> Option<u64> {
+        match self.role {
+            Role::Standalone | Role::Leader { .. } | Role::Learner { .. } => Some(self.role_generation),
+            Role::Down | Role::ReadOnly => None,
+        }
+    }
+
+    /// The zxid a copy of the tree served to an operator is rebuilt through, for a request whose
+    /// snapshot started in serving term `generation` ([`Self::serving_generation`]), with this
+    /// server's log durable through `log_durable`: committed, applied and durable here. A
+    /// follower applies a commit before its own copy of the proposal is durable, and a leader
+    /// may commit on its followers' ACKs before its own.
+    ///
+    /// Errors: the server is not serving, or left that term since (a role change reloads the
+    /// database from the whole log, which may hold proposals never committed, and a later sync
+    /// may rewrite the log the copy would read).
+    pub fn snapshot_source_through(&self, generation: u64, log_durable: i64) -> Result<i64, &'static str> {
+        match self.serving_generation() {
+            None => Err("the server is not serving"),
+            Some(g) if g != generation => Err("the server changed its role while the snapshot was taken"),
+            Some(_) => {
+                let committed = self.committed_zxid().unwrap_or(i64::MIN);
+                Ok(committed.min(self.applied_zxid()).min(log_durable))
+            }
         }
     }
 
@@ -848,5 +889,65 @@ impl ServerCore {
             "srst" => self.stats.reset(),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Now {
+        Now { mono_us: ms * 1000, wall_ms: 1_700_000_000_000 + ms as i64 }
+    }
+
+    /// A standalone core with a snapshot thread, configured by `extra` zoo.cfg lines.
+    pub(super) fn core(extra: &str) -> ServerCore {
+        let text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\n{extra}");
+        let cfg = crate::config::ServerConfig::parse(&text, None).expect("zoo.cfg");
+        let settings = Arc::new(Settings::from_config(&cfg).expect("settings"));
+        let cfg = CoreConfig {
+            settings: settings.clone(),
+            server_id: 1,
+            voters: VoterSet::solo(1),
+            counter_rule: CounterRule::Wrap,
+            snapshots: Some(SnapshotSettings {
+                snap_count: settings.snap_count,
+                snap_size_bytes: 0,
+                pace_floor: 0,
+                idle_ms: 0,
+                nodes_per_step: NODES_PER_STEP,
+            }),
+            snapshot_now: false,
+            seed: 1,
+            sasl_seed: [1; 32],
+        };
+        let mut db = Database::new(zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() });
+        db.start_leading(0);
+        ServerCore::new(cfg, db, at(0))
+    }
+
+    /// Review of the snapshot command, finding 1: a snapshot an operator asked for is served
+    /// only from the serving term it started in; a role change between (through Down, which
+    /// reloads the database from the whole log, uncommitted proposals included) refuses it, and
+    /// nothing is known committed while down.
+    #[test]
+    fn a_snapshot_is_served_only_from_the_term_it_started_in() {
+        let mut c = core("");
+        let g = c.serving_generation().expect("standalone serves");
+        assert_eq!(c.snapshot_source_through(g, 0), Ok(0));
+        assert_eq!(c.committed_zxid(), Some(0));
+        c.set_role(Role::Down, VoterSet::solo(1), None, at(10));
+        assert_eq!(c.serving_generation(), None);
+        assert_eq!(c.committed_zxid(), None, "nothing known committed while down");
+        assert_eq!(c.snapshot_source_through(g, 0), Err("the server is not serving"));
+        c.set_role(Role::Leader { epoch: 2 }, VoterSet::solo(1), None, at(20));
+        let g2 = c.serving_generation().expect("an established leader serves");
+        assert_ne!(g, g2);
+        assert!(c.snapshot_source_through(g, 0).is_err(), "a later term does not serve the earlier request");
+        assert!(c.snapshot_source_through(g2, 0).is_ok());
+        c.set_role(Role::ReadOnly, VoterSet::solo(1), None, at(30));
+        assert_eq!(c.serving_generation(), None);
+        assert_eq!(c.committed_zxid(), None);
+        assert!(c.snapshot_source_through(g2, 0).is_err());
     }
 }
