@@ -31,6 +31,10 @@ pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
 /// Default `snapshot.idleSeconds` (a zkrs key): a snapshot is taken once writes have stopped for
 /// this long, when the log written since the last one is worth replacing.
 pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
+/// Default `snapshot.minRequestIntervalSeconds` (a zkrs key): an operator's request for a
+/// snapshot (`csnp`, the AdminServer's `create_snapshot` and `snapshot`) starts none within this
+/// long of the last snapshot's start.
+pub const DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS: u32 = 60;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -287,6 +291,10 @@ pub struct ServerConfig {
     /// as the disk takes it while writes stay away; so that a restart after a burst of writes
     /// replays nothing. 0 = off.
     pub snapshot_idle_seconds: u32,
+    /// `snapshot.minRequestIntervalSeconds` (a zkrs key, default 60): an operator's request for
+    /// a snapshot starts none within this many seconds of the last snapshot's start (each one
+    /// serializes and syncs the whole tree and lets retention purge the log). 0 = no minimum.
+    pub snapshot_min_request_interval_seconds: u32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
     /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
@@ -985,6 +993,7 @@ impl ServerConfig {
             snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
             snapshot_idle_seconds: DEFAULT_SNAPSHOT_IDLE_SECONDS,
+            snapshot_min_request_interval_seconds: DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS,
             txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
@@ -1246,6 +1255,11 @@ impl ServerConfig {
                 "snapshot.idleSeconds" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_idle_seconds = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: how often an operator's request may start a snapshot.
+                "snapshot.minRequestIntervalSeconds" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.snapshot_min_request_interval_seconds = non_negative(&src, key, v, line)?;
                 }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
@@ -1849,6 +1863,11 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
         for name in list.split(',').map(java_trim) {
             if name == "*" {
                 set.extend(FOUR_LETTER_WORDS.iter().map(|w| w.to_string()));
+                tracing::warn!(
+                    "4lw.commands.whitelist (line {line}): * enables csnp, so anyone who reaches the client \
+                     port can start snapshots (one per snapshot.minRequestIntervalSeconds); list the words \
+                     to leave it out"
+                );
                 break;
             }
             if name.is_empty() {
@@ -2019,6 +2038,7 @@ mod tests {
         assert_eq!(c.purge_interval_hours, 0);
         assert_eq!(c.snapshot_write_mb_per_second, 10);
         assert_eq!(c.snapshot_idle_seconds, 5);
+        assert_eq!(c.snapshot_min_request_interval_seconds, 60);
         assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::default());
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
@@ -2228,6 +2248,7 @@ mod tests {
             "znode.container.maxNeverUsedIntervalMs",
             "snapshot.writeMBPerSecond",
             "snapshot.idleSeconds",
+            "snapshot.minRequestIntervalSeconds",
             "txnLog.appendMode",
             "zkrs.treeMemorySoftLimitBytes",
             "testingonly.initialZxid",

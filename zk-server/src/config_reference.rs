@@ -311,6 +311,12 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"not a number; negative"#,
             },
             Row {
+                key: r#"`snapshot.minRequestIntervalSeconds`"#,
+                default: r#"60"#,
+                meaning: r#"*zkrs.* An operator's request for a snapshot (`csnp`, AdminServer `create_snapshot` and `snapshot`) starts none within this many seconds of the last snapshot's start; `csnp` then answers the refusal, `snapshot` serves the copy from the snapshots already on disk. 0 = no minimum."#,
+                refused: r#"not a number; negative"#,
+            },
+            Row {
                 key: r#"`txnLog.appendMode`"#,
                 default: r#"`pwrite`"#,
                 meaning: r#"*zkrs.* How log appends reach the segment files: `pwrite`, or `mmap` (through the file's mapping). Same format, syncs and recovery either way ([log format](../../log-format.md#append-modes))."#,

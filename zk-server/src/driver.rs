@@ -860,19 +860,9 @@ impl Driver {
     /// this kind of input (one that changes nothing its replica acts on, like a client's) alone
     /// too, so it goes to the core directly.
     fn snapshot_now(&mut self, now: Now) -> crate::view::SnapshotAnswer {
-        use crate::view::SnapshotAnswer;
         let core = self.node.core_mut();
-        let Some(before) = core.snapshot_status() else {
-            return SnapshotAnswer::Refused("this server takes no snapshots");
-        };
-        if let Some(zxid) = before.under_way {
-            return SnapshotAnswer::UnderWay(zxid);
-        }
         core.handle(now, Event::SnapshotNow);
-        match core.snapshot_status().and_then(|s| s.under_way) {
-            Some(zxid) => SnapshotAnswer::Started(zxid),
-            None => SnapshotAnswer::Refused("the server is not serving"),
-        }
+        core.take_snapshot_answer().unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
     }
 
     /// Where the log and the snapshots stand (`lgif`).

@@ -187,6 +187,10 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 let _ = writeln!(out, "{CSNP_FAILED}");
                 let _ = writeln!(out, "{why}");
             }
+            Some(SnapshotAnswer::TooSoon) => {
+                let _ = writeln!(out, "{CSNP_FAILED}");
+                let _ = writeln!(out, "{}", SnapshotAnswer::TOO_SOON);
+            }
             None => {
                 let _ = writeln!(out, "{CSNP_FAILED}");
             }

@@ -119,6 +119,15 @@ pub enum SnapshotAnswer {
     UnderWay(i64),
     /// None could be started: why.
     Refused(&'static str),
+    /// The last snapshot started less than `snapshot.minRequestIntervalSeconds` ago: none was
+    /// started.
+    TooSoon,
+}
+
+impl SnapshotAnswer {
+    /// Why [`SnapshotAnswer::TooSoon`] started none.
+    pub const TOO_SOON: &'static str =
+        "a snapshot was started less than snapshot.minRequestIntervalSeconds ago";
 }
 
 /// The newest snapshot in the server's snapshot directory: its start zxid and its file's

@@ -63,7 +63,7 @@ fn create(c: &mut RawClient, path: &str, data: &[u8], mode: CreateMode) {
 
 #[test]
 fn csnp_takes_a_snapshot_and_lgif_shows_it() {
-    let (srv, admin) = zkrs_with_admin("");
+    let (srv, admin) = zkrs_with_admin("snapshot.minRequestIntervalSeconds=0\n");
     let mut c = RawClient::connect(srv.addr(), 30_000);
     for i in 0..20 {
         create(&mut c, &format!("/n{i}"), b"v", CreateMode::Persistent);
@@ -106,9 +106,21 @@ fn csnp_takes_a_snapshot_and_lgif_shows_it() {
             .collect();
     assert!(names.contains(&zk_log::snapshot::snapshot_name(zxid)), "{names:?}");
 
-    // The AdminServer's forms: JSON with the same figures.
+    // The AdminServer's forms: JSON with the same figures, for a caller holding ALL on `/`
+    // (review finding 2: a GET anyone can send, or a browser be made to, wrote a snapshot).
     create(&mut c, "/after", b"", CreateMode::Persistent);
-    let a = get(admin, "/commands/csnp", None);
+    for path in ["/commands/csnp", "/commands/create_snapshot"] {
+        let a = get(admin, path, None);
+        assert_eq!(a.status, 401, "{path}: {a:?}");
+    }
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    let r = c.call(Request::SetAcl(SetAclRequest {
+        path: "/".into(),
+        acl: vec![digest_acl(perms::ALL, "admin:pw")],
+        version: -1,
+    }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let a = get(admin, "/commands/csnp", Some("digest admin:pw"));
     assert_eq!(a.status, 200, "{a:?}");
     let j = a.json();
     assert_eq!(j["command"], "create_snapshot");
@@ -128,6 +140,43 @@ fn csnp_takes_a_snapshot_and_lgif_shows_it() {
         let text = default_words.four_letter(word);
         assert!(text.contains("is not executed because it is not in the whitelist"), "{word}: {text}");
     }
+}
+
+/// Review finding 2: requests in a loop start at most one snapshot per
+/// `snapshot.minRequestIntervalSeconds` (default 60), and create_snapshot over HTTP shares the
+/// `snapshot` command's limiter.
+#[test]
+fn requests_start_at_most_one_snapshot_per_interval() {
+    let (srv, admin) = zkrs_with_admin("admin.rateLimiterIntervalInMS=60000\n");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    create(&mut c, "/n", b"v", CreateMode::Persistent);
+    let first = srv.four_letter("csnp");
+    let zxid: i64 = first.trim().parse().unwrap_or_else(|_| panic!("a zxid alone: {first:?}"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lgif(&srv)["last_snapshot_idx"] != zxid {
+        assert!(Instant::now() < deadline, "never written: {:?}", lgif(&srv));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    create(&mut c, "/m", b"v", CreateMode::Persistent);
+    let second = srv.four_letter("csnp");
+    assert_eq!(
+        second,
+        "Failed to schedule snapshot creation task.\n\
+         a snapshot was started less than snapshot.minRequestIntervalSeconds ago\n"
+    );
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    let acl = vec![digest_acl(perms::ALL, "admin:pw")];
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let a = get(admin, "/commands/create_snapshot", Some("digest admin:pw"));
+    assert_eq!(a.status, 200, "{a:?}");
+    let err = a.json()["error"].as_str().map(str::to_owned).unwrap_or_default();
+    assert!(err.contains("minRequestIntervalSeconds"), "{a:?}");
+    let again = get(admin, "/commands/csnp", Some("digest admin:pw"));
+    assert_eq!(again.status, 429, "one per admin.rateLimiterIntervalInMS: {again:?}");
+    assert_eq!(again.json(), serde_json::json!({"command": "create_snapshot", "error": null}));
+    let log = support::server_log(srv.dir.path());
+    assert_eq!(log.matches("taking a snapshot at zxid").count(), 1, "{log}");
 }
 
 #[test]

@@ -166,6 +166,10 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             Some(SnapshotAnswer::Refused(why)) => {
                 error = Some(format!("Failed to schedule snapshot creation task: {why}"))
             }
+            Some(SnapshotAnswer::TooSoon) => {
+                error =
+                    Some(format!("Failed to schedule snapshot creation task: {}", SnapshotAnswer::TOO_SOON))
+            }
             None => error = Some("Failed to schedule snapshot creation task.".into()),
         },
         "log_info" => match &v.log_info {

@@ -212,7 +212,15 @@ async fn route(
         let head = req.method() == Method::HEAD;
         let name =
             req.uri().path().strip_prefix(command_url.as_str()).and_then(|rest| rest.strip_prefix('/'));
-        let name = name.map(percent_decode).filter(|n| commands::primary_name(n) == Some(commands::SNAPSHOT));
+        let name = name.map(percent_decode);
+        if let Some(asked) = name.as_deref().filter(|n| commands::primary_name(n) == Some("create_snapshot"))
+        {
+            if let Some(r) = snapshot::gate_create(cmd, asked, core, req.headers(), peer.ip(), cert_ids).await
+            {
+                return r;
+            }
+        }
+        let name = name.filter(|n| commands::primary_name(n) == Some(commands::SNAPSHOT));
         if let Some(name) = name.filter(|_| head || req.method() == Method::GET) {
             let args = query_pairs(req.uri().query());
             let mut r =

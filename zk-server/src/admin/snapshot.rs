@@ -224,6 +224,78 @@ fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody>
     named_response(super::commands::SNAPSHOT, status, error)
 }
 
+/// Whether the caller may have a snapshot (`snapshot`, or `create_snapshot` over HTTP, asked
+/// for as `name`; `primary` is the command's primary name): the server serves, the
+/// `Authorization` header proves ids holding ALL on `/`, the command is enabled
+/// (`admin.snapshot.enabled`) and the rate limiter lets it through. Otherwise the answer to
+/// give, in Apache's order.
+async fn gate(
+    cmd: &SnapshotCommand,
+    name: &str,
+    primary: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Result<(), Response<AdminBody>> {
+    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
+    let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
+    let verdict = match ask(core, ask_auth).await {
+        Some(AdminReply::Authorization(v)) => v,
+        _ => return Err(driver_gone()),
+    };
+    match (verdict, parsed) {
+        (Authorization::NotServing, _) => {
+            return Err(named_response(
+                name,
+                StatusCode::OK,
+                Some("This ZooKeeper instance is not currently serving requests"),
+            ))
+        }
+        (_, Err(HeaderProblem::Missing)) => {
+            warn!("{primary} command from {peer}: no Authorization header");
+            return Err(named_response(
+                name,
+                StatusCode::UNAUTHORIZED,
+                Some("Auth info is missing for the command"),
+            ));
+        }
+        (Authorization::NotAuthenticated, _) | (_, Err(HeaderProblem::Unusable)) => {
+            warn!("{primary} command from {peer}: not authenticated");
+            return Err(named_response(name, StatusCode::UNAUTHORIZED, Some("Not authenticated")));
+        }
+        (Authorization::Denied, _) => {
+            warn!("{primary} command from {peer}: not authorized (ALL on / needed)");
+            return Err(named_response(name, StatusCode::FORBIDDEN, Some("Not authorized")));
+        }
+        (Authorization::Granted, Ok(_)) => {}
+    }
+    if !cmd.enabled {
+        warn!("{primary} command from {peer}: disabled (admin.snapshot.enabled=false)");
+        return Err(named_response(primary, StatusCode::SERVICE_UNAVAILABLE, None));
+    }
+    if !cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
+        warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
+        return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
+    }
+    Ok(())
+}
+
+/// Serves `create_snapshot` (alias `csnp`) over HTTP, asked for as `name`: a snapshot is
+/// written to disk, so the caller passes the `snapshot` command's checks first ([`gate`]:
+/// ALL on `/`, `admin.snapshot.enabled`, one request per `admin.rateLimiterIntervalInMS`,
+/// shared with `snapshot`). Then `None`: the command runs as the others do.
+pub async fn gate_create(
+    cmd: &SnapshotCommand,
+    name: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Option<Response<AdminBody>> {
+    gate(cmd, name, "create_snapshot", core, headers, peer, cert_ids).await.err()
+}
+
 fn driver_gone() -> Response<AdminBody> {
     json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
 }
@@ -241,56 +313,22 @@ pub async fn serve(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Response<AdminBody> {
-    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
-    let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
-    let verdict = match ask(core, ask_auth).await {
-        Some(AdminReply::Authorization(v)) => v,
-        _ => return driver_gone(),
-    };
-    match (verdict, parsed) {
-        (Authorization::NotServing, _) => {
-            return named_response(
-                name,
-                StatusCode::OK,
-                Some("This ZooKeeper instance is not currently serving requests"),
-            )
-        }
-        (_, Err(HeaderProblem::Missing)) => {
-            warn!("snapshot command from {peer}: no Authorization header");
-            return named_response(
-                name,
-                StatusCode::UNAUTHORIZED,
-                Some("Auth info is missing for the command"),
-            );
-        }
-        (Authorization::NotAuthenticated, _) | (_, Err(HeaderProblem::Unusable)) => {
-            warn!("snapshot command from {peer}: not authenticated");
-            return named_response(name, StatusCode::UNAUTHORIZED, Some("Not authenticated"));
-        }
-        (Authorization::Denied, _) => {
-            warn!("snapshot command from {peer}: not authorized (ALL on / needed)");
-            return named_response(name, StatusCode::FORBIDDEN, Some("Not authorized"));
-        }
-        (Authorization::Granted, Ok(_)) => {}
+    if let Err(r) = gate(cmd, name, super::commands::SNAPSHOT, core, headers, peer, cert_ids).await {
+        return r;
     }
-    if !cmd.enabled {
-        warn!("snapshot command from {peer}: disabled (admin.snapshot.enabled=false)");
-        return json_response(StatusCode::SERVICE_UNAVAILABLE, None);
-    }
-    let allowed = cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false);
-    let permit = match cmd.serving.clone().try_acquire_owned() {
-        Ok(p) if allowed => p,
-        _ => {
-            warn!("snapshot command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
-            return json_response(StatusCode::TOO_MANY_REQUESTS, None);
-        }
+    let Ok(permit) = cmd.serving.clone().try_acquire_owned() else {
+        warn!("snapshot command from {peer}: another snapshot is being served");
+        return json_response(StatusCode::TOO_MANY_REQUESTS, None);
     };
     let streaming = !head
         && args.iter().find(|(k, _)| k == "streaming").is_none_or(|(_, v)| v.eq_ignore_ascii_case("true"));
     let started = Instant::now();
+    // Within snapshot.minRequestIntervalSeconds of the last snapshot none is started: the copy
+    // is rebuilt from the snapshots already on disk and the log after them.
     let (zxid, generation) = match ask(core, AdminAsk::SnapshotNow).await {
         Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Started(z), Some(g)))
-        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z), Some(g))) => (z, g),
+        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z), Some(g))) => (Some(z), g),
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::TooSoon, Some(g))) => (None, g),
         Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Refused(why), _)) => {
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
         }
@@ -299,9 +337,11 @@ pub async fn serve(
         }
         _ => return driver_gone(),
     };
-    if let Err(why) = written(core, zxid).await {
-        warn!("snapshot command from {peer}: {why}");
-        return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+    if let Some(zxid) = zxid {
+        if let Err(why) = written(core, zxid).await {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+        }
     }
     let source = match ask(core, AdminAsk::SnapshotSource { generation }).await {
         Some(AdminReply::SnapshotSource(Ok(s))) => s,

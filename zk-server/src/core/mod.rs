@@ -38,7 +38,7 @@ pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSe
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
 pub use snapshot_policy::{
-    SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
+    Requested, SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
 };
 pub use zxid::Zxid;
 
@@ -413,6 +413,8 @@ pub struct ServerCore {
     /// the connection that asked.
     revalidating: HashMap<SessionId, ConnId>,
     snapshots: Option<SnapshotPolicy>,
+    /// What became of the last operator's request for a snapshot, until the asker takes it.
+    snapshot_answer: Option<crate::view::SnapshotAnswer>,
     stats: ServerStats,
     actions: VecDeque<Action>,
     buf: BytesMut,
@@ -491,6 +493,7 @@ impl ServerCore {
             connecting: HashMap::new(),
             revalidating: HashMap::new(),
             snapshots,
+            snapshot_answer: None,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
             buf: BytesMut::with_capacity(64 * 1024),
@@ -572,14 +575,7 @@ impl ServerCore {
                 warn!("the snapshot thread stopped; no more snapshots");
                 self.snapshots = None;
             }
-            Event::SnapshotNow => {
-                if matches!(self.role, Role::Down | Role::ReadOnly) {
-                    info!("a snapshot was asked for, but none is taken while the server does not serve");
-                } else if let Some(s) = self.snapshots.as_mut() {
-                    s.request();
-                    self.snapshot_step(now);
-                }
-            }
+            Event::SnapshotNow => self.on_snapshot_now(now),
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -805,6 +801,41 @@ impl ServerCore {
                 Role::Down => None,
             },
         }
+    }
+
+    /// An operator asks for a snapshot now: what became of it is kept for
+    /// [`Self::take_snapshot_answer`].
+    fn on_snapshot_now(&mut self, now: Now) {
+        use crate::view::SnapshotAnswer;
+        let min_interval = self.settings.snapshot_min_request_interval_ms;
+        let serving = self.serving_generation().is_some();
+        let answer = match self.snapshots.as_mut() {
+            None => SnapshotAnswer::Refused("this server takes no snapshots"),
+            Some(_) if !serving => {
+                info!("a snapshot was asked for, but none is taken while the server does not serve");
+                SnapshotAnswer::Refused("the server is not serving")
+            }
+            Some(s) => match s.request(now.mono_ms(), min_interval) {
+                Requested::UnderWay(zxid) => SnapshotAnswer::UnderWay(zxid),
+                Requested::TooSoon => {
+                    info!("a snapshot was asked for within snapshot.minRequestIntervalSeconds of the last; none started");
+                    SnapshotAnswer::TooSoon
+                }
+                Requested::Accepted => {
+                    self.snapshot_step(now);
+                    match self.snapshot_status().and_then(|s| s.under_way) {
+                        Some(zxid) => SnapshotAnswer::Started(zxid),
+                        None => SnapshotAnswer::Refused("the snapshot could not start"),
+                    }
+                }
+            },
+        };
+        self.snapshot_answer = Some(answer);
+    }
+
+    /// What became of the last [`Event::SnapshotNow`], once.
+    pub fn take_snapshot_answer(&mut self) -> Option<crate::view::SnapshotAnswer> {
+        self.snapshot_answer.take()
     }
 
     /// The snapshot under way and the last one written, or `None` without a snapshot thread.
