@@ -835,13 +835,21 @@ impl Driver {
     /// started in serving term `generation`: refused unless the server still serves in that term
     /// ([`crate::core::ServerCore::snapshot_source_through`]). The log's cut fence goes with it,
     /// so that the copy is refused if a cut (a TRUNC or a SNAP's reset) ran while it was read.
+    /// Refused under the memory brake too: the copy doubles the tree's memory.
     fn snapshot_source(
         &self,
         generation: u64,
-    ) -> Result<Box<crate::admin::snapshot::ConsistentSource>, &'static str> {
-        let disk = self.snapshot_disk.as_ref().ok_or("this server keeps no snapshots")?;
+    ) -> Result<Box<crate::admin::snapshot::ConsistentSource>, crate::admin::snapshot::SourceRefused> {
+        use crate::admin::snapshot::SourceRefused;
+        let disk =
+            self.snapshot_disk.as_ref().ok_or(SourceRefused::Other("this server keeps no snapshots"))?;
         let log = self.log.source();
-        let through = self.node.core().snapshot_source_through(generation, log.durable_zxid())?;
+        let core = self.node.core();
+        let through =
+            core.snapshot_source_through(generation, log.durable_zxid()).map_err(SourceRefused::Other)?;
+        if !core.tree_copy_fits() {
+            return Err(SourceRefused::Memory);
+        }
         let fence = self.disk.as_ref().map(|d| {
             let at = d.fence.generation();
             (d.fence.clone(), at)

@@ -365,6 +365,34 @@ fn snapshot_needs_all_on_the_root_and_is_rate_limited() {
     assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("ip")).status, 200);
 }
 
+/// Review finding 3: the copy of the tree the command rebuilds doubles the tree's memory; under
+/// the memory brake (or when twice the tree would pass its limit) it answers 503.
+#[test]
+fn no_copy_of_the_tree_under_the_memory_brake() {
+    let (srv, admin) =
+        zkrs_with_admin("zkrs.treeMemorySoftLimitBytes=64k\nadmin.rateLimiterIntervalInMS=0\n");
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    let acl = vec![digest_acl(perms::ALL, "admin:pw")];
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+    let a = get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw"));
+    assert_eq!(a.status, 200, "an empty tree fits twice: {a:?}");
+    let value = vec![b'v'; 1000];
+    let mut n = 0;
+    while c.create(&format!("/n{n}"), &value, CreateMode::Persistent).err() == ErrorCode::Ok {
+        n += 1;
+        assert!(n < 1000, "the brake never came on");
+    }
+    assert_eq!(srv.mntr_value("zk_memory_brake"), "1");
+    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(a.status, 503, "{a:?}");
+    let j = a.json();
+    assert_eq!(j["command"], "snapshot");
+    assert!(j["error"].as_str().is_some_and(|e| e.contains("zkrs.treeMemorySoftLimitBytes")), "{j}");
+    assert!(a.header("last_zxid").is_none());
+}
+
 #[test]
 fn a_disabled_snapshot_command_is_unavailable_after_authentication() {
     let (_srv, admin) = zkrs_with_admin("admin.snapshot.enabled=false\n");

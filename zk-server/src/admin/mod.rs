@@ -89,7 +89,7 @@ pub enum AdminReply {
     SnapshotStatus(Option<crate::core::SnapshotStatus>),
     /// The answer to [`AdminAsk::SnapshotSource`], or why there is none (this server keeps no
     /// snapshots, it is not serving, or it changed its role since the snapshot started).
-    SnapshotSource(Result<Box<snapshot::ConsistentSource>, &'static str>),
+    SnapshotSource(Result<Box<snapshot::ConsistentSource>, snapshot::SourceRefused>),
 }
 
 /// Whether the server serves clients, and in which role.

@@ -30,7 +30,8 @@
 //! the copy read it.
 //!
 //! Memory: the copy of the tree while the request is served (one request at a time; another
-//! meanwhile is answered 429), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
+//! meanwhile is answered 429; none under the memory brake or when twice the tree would pass
+//! `zkrs.treeMemorySoftLimitBytes`: 503), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
 //! the connection: the writer waits for the client to take them, at most [`CHUNK_WAIT`] for
 //! each, then gives up and frees the copy.
 
@@ -126,6 +127,20 @@ pub fn credentials(
         _ => Err(HeaderProblem::Unusable),
     }
 }
+
+/// Why the driver gives no [`ConsistentSource`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceRefused {
+    /// A copy of the tree would not fit under the memory brake (`zkrs.treeMemorySoftLimitBytes`):
+    /// 503, the caller may come back once the tree is smaller.
+    Memory,
+    /// Anything else (no snapshots kept, not serving, a role change since the start): 500, why.
+    Other(&'static str),
+}
+
+/// The error a copy refused for memory answers.
+pub const MEMORY_REFUSAL: &str =
+    "a copy of the tree would not fit under zkrs.treeMemorySoftLimitBytes (the memory brake)";
 
 /// What a consistent copy of the tree is rebuilt from: the snapshot directory, the log, and
 /// the zxid to rebuild it at (committed and durable when the driver answered).
@@ -345,7 +360,11 @@ pub async fn serve(
     }
     let source = match ask(core, AdminAsk::SnapshotSource { generation }).await {
         Some(AdminReply::SnapshotSource(Ok(s))) => s,
-        Some(AdminReply::SnapshotSource(Err(why))) => {
+        Some(AdminReply::SnapshotSource(Err(SourceRefused::Memory))) => {
+            warn!("snapshot command from {peer}: {MEMORY_REFUSAL}");
+            return json_response(StatusCode::SERVICE_UNAVAILABLE, Some(MEMORY_REFUSAL));
+        }
+        Some(AdminReply::SnapshotSource(Err(SourceRefused::Other(why)))) => {
             warn!("snapshot command from {peer}: {why}");
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
         }

@@ -893,6 +893,14 @@ impl ServerCore {
         }
     }
 
+    /// Whether a copy of the tree (the AdminServer's `snapshot` rebuilds one beside the
+    /// server's own) fits under the memory brake: the brake is off, and the tree's accounted
+    /// bytes twice over stay under `zkrs.treeMemorySoftLimitBytes` (no limit: always).
+    pub fn tree_copy_fits(&self) -> bool {
+        let limit = self.db.memory_soft_limit_bytes();
+        limit == 0 || (!self.db.memory_brake_on() && self.db.tree_memory_bytes().saturating_mul(2) <= limit)
+    }
+
     /// Leader: learners' syncs waiting for earlier proposals to commit.
     pub fn pending_syncs(&self) -> usize {
         self.syncs_waiting.len()
