@@ -920,13 +920,7 @@ impl Driver {
         };
         let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
         let Ok((acl, _)) = db.get_acl("/", &superuser) else { return Authorization::Denied };
-        let every_bit = (0..i32::BITS).map(|b| 1i32 << b).filter(|bit| perm & bit != 0);
-        for bit in every_bit {
-            if zk_tree::acl::check_acl(cfg, &acl, bit, &auth).is_err() {
-                return Authorization::Denied;
-            }
-        }
-        Authorization::Granted
+        root_grants(cfg, &acl, perm, &auth)
     }
 
     /// The configuration gives this server the client address `addr`: if the listener is
@@ -1272,9 +1266,71 @@ fn quorum_metrics(
     }
 }
 
+/// Whether the root's `acl` grants `auth` every bit of `perm`, each bit checked on its own
+/// (Apache 3.9's check since CVE-2025-58457), where, stricter than Apache, an entry for
+/// `world:anyone` (the root's ACL until someone sets it) or an empty ACL proves nothing: these
+/// commands hand out every node, whatever its own ACL, so only an id the caller authenticated
+/// as (or a super user) passes.
+fn root_grants(
+    cfg: &zk_tree::TreeConfig,
+    acl: &[zk_proto::Acl],
+    perm: i32,
+    auth: &zk_tree::AuthIds,
+) -> crate::admin::snapshot::Authorization {
+    use crate::admin::snapshot::Authorization;
+    let superuser = auth.is_super || auth.ids.iter().any(|i| i.scheme == "super");
+    let named: Vec<zk_proto::Acl> =
+        acl.iter().filter(|a| !(a.id.scheme == "world" && a.id.id == "anyone")).cloned().collect();
+    if named.is_empty() && !superuser {
+        return Authorization::Denied;
+    }
+    let every_bit = (0..i32::BITS).map(|b| 1i32 << b).filter(|bit| perm & bit != 0);
+    for bit in every_bit {
+        if zk_tree::acl::check_acl(cfg, &named, bit, auth).is_err() {
+            return Authorization::Denied;
+        }
+    }
+    Authorization::Granted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding 5: with the root open to `world:anyone`, a caller proving any id (even
+    /// `ip`, which needs no secret) got every node; that entry, or an empty ACL, proves nothing
+    /// here. An id named on the root with ALL, or a super user, still passes.
+    #[test]
+    fn world_anyone_on_the_root_grants_no_snapshot() {
+        use crate::admin::snapshot::Authorization;
+        use zk_proto::{perms, Acl, Id};
+        let cfg = zk_tree::TreeConfig::default();
+        let id = |scheme: &str, id: &str| Id { scheme: scheme.into(), id: id.into() };
+        let caller = zk_tree::AuthIds { ids: vec![id("ip", "10.0.0.7")], is_super: false };
+        let anyone = Acl { perms: perms::ALL, id: id("world", "anyone") };
+        assert_eq!(
+            root_grants(&cfg, std::slice::from_ref(&anyone), perms::ALL, &caller),
+            Authorization::Denied
+        );
+        assert_eq!(
+            root_grants(&cfg, &[], perms::ALL, &caller),
+            Authorization::Denied,
+            "an empty ACL neither"
+        );
+        let ip = Acl { perms: perms::ALL, id: id("ip", "10.0.0.0/8") };
+        assert_eq!(
+            root_grants(&cfg, &[anyone.clone(), ip.clone()], perms::ALL, &caller),
+            Authorization::Granted
+        );
+        let partial = Acl { perms: perms::ALL & !perms::ADMIN, ..ip };
+        assert_eq!(
+            root_grants(&cfg, &[anyone.clone(), partial], perms::ALL, &caller),
+            Authorization::Denied,
+            "world:anyone does not supply the missing bit"
+        );
+        let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
+        assert_eq!(root_grants(&cfg, &[anyone], perms::ALL, &superuser), Authorization::Granted);
+    }
 
     #[test]
     fn idle_trim_once_per_quiet_period_after_work() {

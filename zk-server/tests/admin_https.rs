@@ -307,8 +307,8 @@ fn snapshot_takes_the_client_certificate_as_its_x509_id() {
     for with_provider in [true, false] {
         let (server, addr) =
             admin_server(&pki, &format!("{keys}{}", if with_provider { provider } else { "" }));
-        // Without the provider an x509 ACL is invalid: the root stays world:anyone ALL, which
-        // any id would hold.
+        // Without the provider an x509 ACL is invalid: the root stays world:anyone ALL (which
+        // proves nothing to this command), and x509 proves no id.
         if with_provider {
             let mut c = support::client::RawClient::connect(server.addr(), 30_000);
             let acl = vec![x509("alice", perms::ALL), x509("bob", perms::READ)];

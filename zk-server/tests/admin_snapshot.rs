@@ -56,6 +56,16 @@ fn digest_acl(perms: i32, user_password: &str) -> Acl {
     Acl { perms, id: Id { scheme: "digest".into(), id: zk_tree::digest_id(user_password).unwrap() } }
 }
 
+/// Gives `admin:pw` ALL on the root, and `world:anyone` READ alone (which proves nothing to the
+/// `snapshot` command either, review finding 5); `c` is authenticated as `admin:pw` from then on.
+fn root_for_admin(c: &mut RawClient) {
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    let world_read = Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } };
+    let acl = vec![digest_acl(perms::ALL, "admin:pw"), world_read];
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
+}
+
 fn create(c: &mut RawClient, path: &str, data: &[u8], mode: CreateMode) {
     let r = c.create(path, data, mode);
     assert_eq!(r.err(), ErrorCode::Ok, "create {path}");
@@ -216,6 +226,7 @@ fn every_member_of_an_ensemble_serves_the_same_snapshot() {
     // Every session first: a session's creation is a transaction too.
     let mut members: Vec<RawClient> = (0..ports.len()).map(|i| e.client(i)).collect();
     let c = &mut members[leader];
+    root_for_admin(c);
     create(c, "/app", b"cfg", CreateMode::Persistent);
     for i in 0..50 {
         create(c, &format!("/app/n{i}"), format!("{i}").as_bytes(), CreateMode::Persistent);
@@ -395,11 +406,18 @@ fn no_copy_of_the_tree_under_the_memory_brake() {
 
 #[test]
 fn a_disabled_snapshot_command_is_unavailable_after_authentication() {
-    let (_srv, admin) = zkrs_with_admin("admin.snapshot.enabled=false\n");
+    let (srv, admin) = zkrs_with_admin("admin.snapshot.enabled=false\n");
     let a = get(admin, "/commands/snapshot", None);
     assert_eq!(a.status, 401, "authentication comes first, as in Apache: {a:?}");
-    // The root is world:anyone ALL: any authenticated caller holds ALL on it.
-    let a = get(admin, "/commands/snapshot", Some("digest someone:pw"));
+    // The root is world:anyone ALL, which Apache takes as ALL for any authenticated caller (even
+    // `ip`, which needs no secret); zkrs does not (review finding 5).
+    for auth in ["digest someone:pw", "ip"] {
+        let a = get(admin, "/commands/snapshot", Some(auth));
+        assert_eq!(a.status, 403, "{auth}: {a:?}");
+    }
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    root_for_admin(&mut c);
+    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
     assert_eq!(a.status, 503, "{a:?}");
     assert_eq!(a.json(), serde_json::json!({"command": "snapshot", "error": null}));
 }
@@ -443,6 +461,11 @@ fn import(apache_data: &Path, dest: &Path) {
 fn the_served_snapshot_is_the_tree_at_its_zxid_and_loads_in_zkrs_and_apache() {
     let (srv, admin) = zkrs_with_admin("admin.rateLimiterIntervalInMS=0\n");
     let mut c = RawClient::connect(srv.addr(), 30_000);
+    // ALL on the root for loopback callers (`ip`): every server the file is loaded into then
+    // shows the walks below the same root ACL, unmasked.
+    let loopback = Acl { perms: perms::ALL, id: Id { scheme: "ip".into(), id: "127.0.0.1".into() } };
+    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl: vec![loopback], version: -1 }));
+    assert_eq!(r.err(), ErrorCode::Ok);
     create(&mut c, "/a", b"top", CreateMode::Persistent);
     let world_read = Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } };
     assert_eq!(c.create_with_acl("/a/b", b"ro", vec![world_read]).err(), ErrorCode::Ok);
@@ -472,7 +495,7 @@ fn the_served_snapshot_is_the_tree_at_its_zxid_and_loads_in_zkrs_and_apache() {
     while made.load(Ordering::Relaxed) < 200 {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    let a = get(admin, "/commands/snapshot", Some("ip"));
     let during = made.load(Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
@@ -508,7 +531,7 @@ fn the_served_snapshot_is_the_tree_at_its_zxid_and_loads_in_zkrs_and_apache() {
 
     // With the writes stopped, a second snapshot is the tree the server serves.
     let served = walk(&mut c);
-    let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    let a = get(admin, "/commands/snapshot", Some("ip"));
     assert_eq!(a.status, 200, "{a:?}");
     let zxid = i64::from_str_radix(a.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
 
