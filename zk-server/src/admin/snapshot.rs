@@ -33,7 +33,8 @@
 //! meanwhile is answered 429; none under the memory brake or when twice the tree would pass
 //! `zkrs.treeMemorySoftLimitBytes`: 503), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
 //! the connection: the writer waits for the client to take them, at most [`CHUNK_WAIT`] for
-//! each, then gives up and frees the copy.
+//! each, and stops when a [`THROUGHPUT_WINDOW`] sees less than [`MIN_BYTES_PER_WINDOW`] taken;
+//! then it gives up and frees the copy.
 
 use super::http::{ask, to_pretty_json, AdminBody};
 use super::{AdminAsk, AdminReply};
@@ -61,6 +62,14 @@ pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
 
 /// How long the writer waits for the client to take one chunk before it gives up.
 pub const CHUNK_WAIT: Duration = Duration::from_secs(60);
+
+/// The window the client's reading pace is measured over ([`Throughput`]).
+pub const THROUGHPUT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The least the client must take in each [`THROUGHPUT_WINDOW`], bytes (about 17 KB/s): a
+/// client taking a chunk just inside [`CHUNK_WAIT`] each time would otherwise hold the copy of
+/// the tree, and the one request's slot, for days.
+pub const MIN_BYTES_PER_WINDOW: u64 = 1 << 20;
 
 /// How often it asks the driver whether that snapshot is written.
 const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -387,12 +396,15 @@ pub async fn serve(
         if head_tx.send(Ok((db.last_applied_zxid(), size))).is_err() || !streaming {
             return;
         }
+        let mut pace = Throughput::new(Instant::now());
         let sent = crate::apache_snap_file::write(&db, &mut |chunk| {
             // A client that stops reading would hold the copy of the tree (and the one
-            // request's slot) for good: it gets CHUNK_WAIT per chunk.
+            // request's slot) for good: it gets CHUNK_WAIT per chunk, and must take
+            // MIN_BYTES_PER_WINDOW in each THROUGHPUT_WINDOW.
             let send = tokio::time::timeout(CHUNK_WAIT, tx.send(Bytes::copy_from_slice(chunk)));
             match runtime.block_on(send) {
-                Ok(Ok(())) => Ok(()),
+                Ok(Ok(())) if pace.taken(Instant::now(), chunk.len() as u64) => Ok(()),
+                Ok(Ok(())) => Err("the client read less than 1 MiB in a minute"),
                 Ok(Err(_)) => Err("the client went away"),
                 Err(_) => Err("the client took no data for a minute"),
             }
@@ -460,6 +472,33 @@ async fn written(core: &mpsc::Sender<DriverMsg>, zxid: i64) -> Result<(), String
     }
 }
 
+/// The client's reading pace: each [`THROUGHPUT_WINDOW`] in turn must see at least
+/// [`MIN_BYTES_PER_WINDOW`] taken, or the stream stops.
+#[derive(Debug)]
+struct Throughput {
+    window_start: Instant,
+    in_window: u64,
+}
+
+impl Throughput {
+    fn new(now: Instant) -> Throughput {
+        Throughput { window_start: now, in_window: 0 }
+    }
+
+    /// `bytes` were taken at `now`; false when a window ended with too little taken in it.
+    fn taken(&mut self, now: Instant, bytes: u64) -> bool {
+        if now.duration_since(self.window_start) >= THROUGHPUT_WINDOW {
+            if self.in_window < MIN_BYTES_PER_WINDOW {
+                return false;
+            }
+            self.window_start = now;
+            self.in_window = 0;
+        }
+        self.in_window = self.in_window.saturating_add(bytes);
+        true
+    }
+}
+
 /// A response body fed chunk by chunk from a bounded channel; it ends when the writer drops
 /// its sender.
 struct ChunkBody {
@@ -514,6 +553,26 @@ mod tests {
         assert_eq!(read("Basic Ym9iOnB3", &[]), Err(HeaderProblem::Unusable));
         assert_eq!(read("DIGEST bob:pw", &[]), Err(HeaderProblem::Unusable), "schemes are case-sensitive");
         assert_eq!(credentials(None, peer, &[]), Err(HeaderProblem::Missing));
+    }
+
+    /// Review finding 4: a client taking a chunk just inside CHUNK_WAIT each time is cut off at
+    /// the end of the first window it reads too little in; one keeping up is not.
+    #[test]
+    fn a_slow_reader_is_cut_off_after_a_window() {
+        let t0 = Instant::now();
+        let mut slow = Throughput::new(t0);
+        let chunk = 64 * 1024;
+        assert!(slow.taken(t0 + Duration::from_secs(59), chunk));
+        assert!(!slow.taken(t0 + Duration::from_secs(118), chunk), "64 KiB in the first minute");
+        let mut fast = Throughput::new(t0);
+        for i in 0..1_000u64 {
+            assert!(fast.taken(t0 + Duration::from_millis(i * 100), chunk), "6.4 MiB a second, at {i}");
+        }
+        // Just enough in each window, up to the window's end.
+        let mut steady = Throughput::new(t0);
+        for s in 1..=600u64 {
+            assert!(steady.taken(t0 + Duration::from_secs(s), MIN_BYTES_PER_WINDOW / 50), "at {s} s");
+        }
     }
 
     #[test]
