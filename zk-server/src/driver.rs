@@ -909,10 +909,7 @@ impl Driver {
                 Ok(entry) => zk_tree::AuthIds { ids: vec![entry.id], is_super: entry.is_super },
                 Err(_) => return Authorization::NotAuthenticated,
             },
-            Some(Credentials::Ip(addr)) => zk_tree::AuthIds {
-                ids: vec![zk_proto::Id { scheme: "ip".into(), id: addr.to_string() }],
-                is_super: false,
-            },
+            Some(Credentials::Ip(addr)) => zk_tree::AuthIds { ids: vec![ip_id(addr)], is_super: false },
             // Apache has the x509 provider only with TLS served to clients or the provider
             // named in zoo.cfg; without it the scheme proves nothing.
             Some(Credentials::X509(_)) if !cfg.x509_enabled => return Authorization::NotAuthenticated,
@@ -1266,6 +1263,12 @@ fn quorum_metrics(
     }
 }
 
+/// The `ip` id of a caller at `addr`, as the client port names it: an IPv4 caller reaching an
+/// IPv6 listener (`::ffff:a.b.c.d`) is `a.b.c.d`, so that `ip:` ACLs written for IPv4 match it.
+fn ip_id(addr: std::net::IpAddr) -> zk_proto::Id {
+    zk_proto::Id { scheme: "ip".into(), id: addr.to_canonical().to_string() }
+}
+
 /// Whether the root's `acl` grants `auth` every bit of `perm`, each bit checked on its own
 /// (Apache 3.9's check since CVE-2025-58457), where, stricter than Apache, an entry for
 /// `world:anyone` (the root's ACL until someone sets it) or an empty ACL proves nothing: these
@@ -1296,6 +1299,26 @@ fn root_grants(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding 6: with `admin.serverAddress=::`, an IPv4 caller arrives as an IPv4-mapped
+    /// address; its `ip` id is the IPv4 one, as on the client port.
+    #[test]
+    fn an_ipv4_caller_on_an_ipv6_listener_has_its_ipv4_id() {
+        let mapped: std::net::IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(ip_id(mapped).id, "10.0.0.7");
+        let v6: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(ip_id(v6).id, "2001:db8::1");
+        let cfg = zk_tree::TreeConfig::default();
+        let acl = [zk_proto::Acl {
+            perms: zk_proto::perms::ALL,
+            id: zk_proto::Id { scheme: "ip".into(), id: "10.0.0.0/8".into() },
+        }];
+        let caller = zk_tree::AuthIds { ids: vec![ip_id(mapped)], is_super: false };
+        assert_eq!(
+            root_grants(&cfg, &acl, zk_proto::perms::ALL, &caller),
+            crate::admin::snapshot::Authorization::Granted
+        );
+    }
 
     /// Review finding 5: with the root open to `world:anyone`, a caller proving any id (even
     /// `ip`, which needs no secret) got every node; that entry, or an empty ACL, proves nothing
