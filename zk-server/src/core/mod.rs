@@ -808,7 +808,10 @@ impl ServerCore {
     fn on_snapshot_now(&mut self, now: Now) {
         use crate::view::SnapshotAnswer;
         let min_interval = self.settings.snapshot_min_request_interval_ms;
-        let serving = self.serving_generation().is_some();
+        // As the commands see it: a leader with leaderServes=no serves no clients, and answers
+        // "not currently serving"; it starts no snapshot behind that answer.
+        let leader_aside = matches!(self.role, Role::Leader { .. }) && !self.settings.leader_serves;
+        let serving = self.serving_generation().is_some() && !leader_aside;
         let answer = match self.snapshots.as_mut() {
             None => SnapshotAnswer::Refused("this server takes no snapshots"),
             Some(_) if !serving => {
@@ -963,6 +966,24 @@ mod tests {
         let mut db = Database::new(zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() });
         db.start_leading(0);
         ServerCore::new(cfg, db, at(0))
+    }
+
+    /// Review of the snapshot command, finding 7: a leader with leaderServes=no answers the
+    /// commands "not currently serving", and starts no snapshot behind that answer.
+    #[test]
+    fn a_leader_that_serves_no_clients_takes_no_requested_snapshot() {
+        let mut c = core("leaderServes=no\n");
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, at(10));
+        c.handle(at(20), Event::SnapshotNow);
+        assert_eq!(
+            c.take_snapshot_answer(),
+            Some(crate::view::SnapshotAnswer::Refused("the server is not serving"))
+        );
+        assert_eq!(c.snapshot_status().and_then(|s| s.under_way), None, "none started");
+        let mut c = core("");
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, at(10));
+        c.handle(at(20), Event::SnapshotNow);
+        assert!(matches!(c.take_snapshot_answer(), Some(crate::view::SnapshotAnswer::Started(_))));
     }
 
     /// Review of the snapshot command, finding 1: a snapshot an operator asked for is served
