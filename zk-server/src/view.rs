@@ -85,7 +85,8 @@ pub struct LogInfo {
     /// The last transaction applied to the tree.
     pub applied_zxid: i64,
     /// The last transaction this server knows committed (a leader's or a standalone server's
-    /// own count; a learner's last applied).
+    /// own count; a serving learner's last applied); 0 while down or read-only, when the tree
+    /// reloaded from the whole log may hold proposals never committed.
     pub committed_zxid: i64,
     /// The start zxid of the newest snapshot on disk (0: none): loading it and replaying the log
     /// after it rebuilds the tree.
