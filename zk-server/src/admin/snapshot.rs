@@ -168,12 +168,13 @@ pub struct ConsistentSource {
 }
 
 impl ConsistentSource {
-    /// The copy of the tree at `through`, rebuilt off the driver's thread.
+    /// The copy of the tree at `through`, rebuilt off the driver's thread; given up once `stop`
+    /// says so.
     ///
     /// Errors: [`crate::snapshots::consistent_copy`]'s, or the log was cut while it was read.
-    pub fn rebuild(self) -> Result<zk_tree::Database, String> {
+    pub fn rebuild(self, stop: &dyn Fn() -> bool) -> Result<zk_tree::Database, String> {
         let ConsistentSource { storage, tree_cfg, log, through, fence } = self;
-        let db = crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through)?;
+        let db = crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through, stop)?;
         if let Some((fence, at)) = fence {
             if fence.generation() != at {
                 return Err("the log was cut (the server resynchronized) while the copy was read".into());
@@ -381,17 +382,23 @@ pub async fn serve(
     };
     let (tx, mut rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
     let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<(i64, u64), String>>();
-    // The copy is built, measured and written off the async threads; the permit goes with it.
+    // The copy is built, measured and written on a thread of its own at background priority
+    // (as the snapshot thread's), off the async threads; the permit goes with it. A client gone
+    // before the headers stops it.
     let runtime = tokio::runtime::Handle::current();
-    let task = tokio::task::spawn_blocking(move || {
+    let copy = move || {
+        crate::snapshots::background_priority();
         let _permit = permit;
-        let db = match source.rebuild() {
+        let db = match source.rebuild(&|| head_tx.is_closed()) {
             Ok(db) => db,
             Err(why) => {
                 let _ = head_tx.send(Err(why));
                 return;
             }
         };
+        if head_tx.is_closed() {
+            return;
+        }
         let size = crate::apache_snap_file::size(&db);
         if head_tx.send(Ok((db.last_applied_zxid(), size))).is_err() || !streaming {
             return;
@@ -412,7 +419,11 @@ pub async fn serve(
         if let Err(why) = sent {
             info!("snapshot stream to {peer} stopped: {why}");
         }
-    });
+    };
+    if let Err(e) = std::thread::Builder::new().name("zk-snap-copy".into()).spawn(copy) {
+        warn!("snapshot command from {peer}: no thread for the copy: {e}");
+        return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("no thread for the copy"));
+    }
     let (last_zxid, size) = match head_rx.await {
         Ok(Ok(h)) => h,
         Ok(Err(why)) => {
@@ -420,11 +431,7 @@ pub async fn serve(
             return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
         }
         Err(_) => {
-            let why = match task.await {
-                Err(e) if e.is_panic() => "the snapshot writer failed",
-                _ => "the snapshot writer stopped",
-            };
-            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("the snapshot writer stopped"))
         }
     };
     info!(
