@@ -82,8 +82,9 @@ pub const SNAPSHOT_SIZE_HEADER: &str = "snapshot_size";
 /// What the `Authorization` header proved, for the driver to turn into ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credentials {
-    /// `digest user:password`: the bytes after the scheme.
-    Digest(Vec<u8>),
+    /// `digest user:password`: the id the bytes after the scheme prove (`user:` and the
+    /// base64 of their SHA-1, [`zk_tree::digest_id`]), hashed off the driver's thread.
+    Digest(String),
     /// `ip`: the TCP peer's address.
     Ip(IpAddr),
     /// `x509`: the ids the HTTPS client's certificate proved.
@@ -130,7 +131,9 @@ pub fn credentials(
         parts.pop();
     }
     match parts.as_slice() {
-        [b"digest", secret] => Ok(Credentials::Digest(secret.to_vec())),
+        [b"digest", secret] => zk_tree::digest_id(&String::from_utf8_lossy(secret))
+            .map(Credentials::Digest)
+            .ok_or(HeaderProblem::Unusable),
         [b"ip"] | [b"ip", _] => Ok(Credentials::Ip(peer)),
         [b"x509"] | [b"x509", _] if !cert_ids.is_empty() => Ok(Credentials::X509(cert_ids.to_vec())),
         _ => Err(HeaderProblem::Unusable),
@@ -213,11 +216,59 @@ impl RateLimiter {
     }
 }
 
+/// Failed authorizations a peer may have per [`FAILURE_WINDOW`]; past them it is answered 429
+/// without its credentials being looked at, so that passwords cannot be tried at the pace the
+/// server answers.
+pub const FAILURES_PER_WINDOW: u32 = 20;
+
+/// The window [`FAILURES_PER_WINDOW`] counts over.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Peers whose failures are remembered at most (one entry each).
+const FAILURE_PEERS: usize = 4096;
+
+/// Failed authorizations by peer address, each counted from its first in the window.
+#[derive(Debug, Default)]
+struct FailureLimiter {
+    by_peer: std::collections::HashMap<IpAddr, (Instant, u32)>,
+}
+
+impl FailureLimiter {
+    /// Whether `peer` has used up its failures for now.
+    fn blocked(&self, peer: IpAddr, now: Instant) -> bool {
+        self.by_peer.get(&peer).is_some_and(|(since, n)| {
+            *n >= FAILURES_PER_WINDOW && now.duration_since(*since) < FAILURE_WINDOW
+        })
+    }
+
+    /// `peer` failed at `now`. The table stays bounded: when full, entries whose window has
+    /// passed go, and if none has, the oldest.
+    fn failed(&mut self, peer: IpAddr, now: Instant) {
+        if !self.by_peer.contains_key(&peer) && self.by_peer.len() >= FAILURE_PEERS {
+            self.by_peer.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
+            if self.by_peer.len() >= FAILURE_PEERS {
+                if let Some(oldest) =
+                    self.by_peer.iter().min_by_key(|(_, (since, _))| *since).map(|(p, _)| *p)
+                {
+                    self.by_peer.remove(&oldest);
+                }
+            }
+        }
+        let e = self.by_peer.entry(peer).or_insert((now, 0));
+        if now.duration_since(e.0) >= FAILURE_WINDOW {
+            *e = (now, 0);
+        }
+        e.1 = e.1.saturating_add(1);
+    }
+}
+
 /// The command's settings and state, one per AdminServer.
 #[derive(Debug)]
 pub struct SnapshotCommand {
     enabled: bool,
     limiter: Mutex<RateLimiter>,
+    /// Failed authorizations by peer.
+    failures: Mutex<FailureLimiter>,
     /// One snapshot served at a time: each holds a copy of the tree.
     serving: std::sync::Arc<Semaphore>,
 }
@@ -228,6 +279,7 @@ impl SnapshotCommand {
         SnapshotCommand {
             enabled,
             limiter: Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 }),
+            failures: Mutex::new(FailureLimiter::default()),
             serving: std::sync::Arc::new(Semaphore::new(1)),
         }
     }
@@ -263,12 +315,28 @@ async fn gate(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Result<(), Response<AdminBody>> {
+    let blocked = cmd.failures.lock().map(|f| f.blocked(peer, Instant::now())).unwrap_or(true);
+    if blocked {
+        warn!("{primary} command from {peer}: refused, {FAILURES_PER_WINDOW} failed authorizations within {FAILURE_WINDOW:?}");
+        return Err(named_response(
+            name,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Too many failed authorizations"),
+        ));
+    }
     let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
     let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
     let verdict = match ask(core, ask_auth).await {
         Some(AdminReply::Authorization(v)) => v,
         _ => return Err(driver_gone()),
     };
+    let failed =
+        !matches!((verdict, &parsed), (Authorization::Granted, Ok(_)) | (Authorization::NotServing, _));
+    if failed {
+        if let Ok(mut f) = cmd.failures.lock() {
+            f.failed(peer, Instant::now());
+        }
+    }
     match (verdict, parsed) {
         (Authorization::NotServing, _) => {
             return Err(named_response(
@@ -545,12 +613,9 @@ mod tests {
         let peer: IpAddr = [10, 0, 0, 7].into();
         let alice = Id { scheme: "x509".into(), id: "CN=alice".into() };
         let read = |v: &str, certs: &[Id]| credentials(Some(&HeaderValue::from_str(v).unwrap()), peer, certs);
-        assert_eq!(read("digest bob:pw", &[]), Ok(Credentials::Digest(b"bob:pw".to_vec())));
-        assert_eq!(
-            read("digest bob:pw ", &[]),
-            Ok(Credentials::Digest(b"bob:pw".to_vec())),
-            "trailing part dropped"
-        );
+        let bob = Credentials::Digest(zk_tree::digest_id("bob:pw").unwrap());
+        assert_eq!(read("digest bob:pw", &[]), Ok(bob.clone()));
+        assert_eq!(read("digest bob:pw ", &[]), Ok(bob), "trailing part dropped");
         assert_eq!(read("digest", &[]), Err(HeaderProblem::Unusable));
         assert_eq!(read("digest a b", &[]), Err(HeaderProblem::Unusable));
         assert_eq!(read("digest  bob:pw", &[]), Err(HeaderProblem::Unusable), "an empty part between");
@@ -580,6 +645,27 @@ mod tests {
         for s in 1..=600u64 {
             assert!(steady.taken(t0 + Duration::from_secs(s), MIN_BYTES_PER_WINDOW / 50), "at {s} s");
         }
+    }
+
+    /// Review finding 11: a peer gets FAILURES_PER_WINDOW failed authorizations per window;
+    /// others are not held up by it, and the table of peers stays bounded.
+    #[test]
+    fn failed_authorizations_are_limited_per_peer() {
+        let t0 = Instant::now();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let mut f = FailureLimiter::default();
+        for i in 0..FAILURES_PER_WINDOW {
+            assert!(!f.blocked(a, t0), "after {i}");
+            f.failed(a, t0 + Duration::from_millis(u64::from(i)));
+        }
+        assert!(f.blocked(a, t0 + Duration::from_secs(1)));
+        assert!(!f.blocked(b, t0 + Duration::from_secs(1)), "another peer");
+        assert!(!f.blocked(a, t0 + FAILURE_WINDOW), "once the window has passed");
+        for i in 0..(FAILURE_PEERS as u32 + 10) {
+            f.failed(IpAddr::from(i.to_be_bytes()), t0 + Duration::from_secs(2));
+        }
+        assert!(f.by_peer.len() <= FAILURE_PEERS);
     }
 
     #[test]
