@@ -864,13 +864,14 @@ impl Driver {
     }
 
     /// An operator's request for a snapshot (`csnp`, the AdminServer's `create_snapshot` and
-    /// `snapshot`), handed to the core, and what the core did with it. The node hands the core
-    /// this kind of input (one that changes nothing its replica acts on, like a client's) alone
-    /// too, so it goes to the core directly.
+    /// `snapshot`), handed to the node as any input (the simulator can send it too), and what
+    /// the core decided and recorded.
     fn snapshot_now(&mut self, now: Now) -> crate::view::SnapshotAnswer {
-        let core = self.node.core_mut();
-        core.handle(now, Event::SnapshotNow);
-        core.take_snapshot_answer().unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
+        self.node.handle(now, Input::Core(Event::SnapshotNow));
+        self.node
+            .core_mut()
+            .take_snapshot_answer()
+            .unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
     }
 
     /// Where the log and the snapshots stand (`lgif`).

@@ -190,8 +190,10 @@ pub enum Event {
     SnapshotThreadGone,
     /// An operator asks for a snapshot now (`csnp`, the AdminServer's `snapshot`): one starts
     /// at once unless one is under way, which then stands for it. None starts while the server
-    /// is down or read-only (as for the snapshots the thresholds start), or without a snapshot
-    /// thread; [`ServerCore::snapshot_status`] tells the asker what happened.
+    /// is down or read-only (as for the snapshots the thresholds start), on a leader that serves
+    /// no clients, within `snapshot.minRequestIntervalSeconds` of the last snapshot's start, or
+    /// without a snapshot thread; [`ServerCore::take_snapshot_answer`] tells the asker what
+    /// happened.
     SnapshotNow,
     /// Leader: a learner forwarded a client's request (REQUEST).
     Forwarded {
@@ -966,6 +968,21 @@ mod tests {
         let mut db = Database::new(zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() });
         db.start_leading(0);
         ServerCore::new(cfg, db, at(0))
+    }
+
+    /// Review of the snapshot command, finding 9: an operator's request goes through the node's
+    /// allow-list (the simulator can send it as the driver does), and the core records what it
+    /// decided.
+    #[test]
+    fn a_snapshot_request_goes_through_the_node() {
+        let mut node = crate::node::Node::standalone(core(""));
+        node.handle(at(10), crate::node::Input::Core(Event::SnapshotNow));
+        let answer = node.core_mut().take_snapshot_answer();
+        assert!(matches!(answer, Some(crate::view::SnapshotAnswer::Started(_))), "{answer:?}");
+        assert_eq!(node.core_mut().take_snapshot_answer(), None, "taken once");
+        node.handle(at(20), crate::node::Input::Core(Event::SnapshotNow));
+        let answer = node.core_mut().take_snapshot_answer();
+        assert!(matches!(answer, Some(crate::view::SnapshotAnswer::UnderWay(_))), "{answer:?}");
     }
 
     /// Review of the snapshot command, finding 7: a leader with leaderServes=no answers the
