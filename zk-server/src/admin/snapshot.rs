@@ -63,7 +63,7 @@ pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
 /// How long the writer waits for the client to take one chunk before it gives up.
 pub const CHUNK_WAIT: Duration = Duration::from_secs(60);
 
-/// The window the client's reading pace is measured over ([`Throughput`]).
+/// The window the client's reading pace is measured over.
 pub const THROUGHPUT_WINDOW: Duration = Duration::from_secs(60);
 
 /// The least the client must take in each [`THROUGHPUT_WINDOW`], bytes (about 17 KB/s): a
@@ -375,9 +375,9 @@ async fn gate(
 }
 
 /// Serves `create_snapshot` (alias `csnp`) over HTTP, asked for as `name`: a snapshot is
-/// written to disk, so the caller passes the `snapshot` command's checks first ([`gate`]:
-/// ALL on `/`, `admin.snapshot.enabled`, one request per `admin.rateLimiterIntervalInMS`,
-/// shared with `snapshot`). Then `None`: the command runs as the others do.
+/// written to disk, so the caller passes the `snapshot` command's checks first: ALL on `/`,
+/// `admin.snapshot.enabled`, one request per `admin.rateLimiterIntervalInMS` (shared with
+/// `snapshot`). Then `None`: the command runs as the others do.
 pub async fn gate_create(
     cmd: &SnapshotCommand,
     name: &str,
@@ -476,7 +476,9 @@ pub async fn serve(
             // A client that stops reading would hold the copy of the tree (and the one
             // request's slot) for good: it gets CHUNK_WAIT per chunk, and must take
             // MIN_BYTES_PER_WINDOW in each THROUGHPUT_WINDOW.
-            let send = tokio::time::timeout(CHUNK_WAIT, tx.send(Bytes::copy_from_slice(chunk)));
+            // The timer is made inside the runtime's context: this thread is not one of its own.
+            let send =
+                async { tokio::time::timeout(CHUNK_WAIT, tx.send(Bytes::copy_from_slice(chunk))).await };
             match runtime.block_on(send) {
                 Ok(Ok(())) if pace.taken(Instant::now(), chunk.len() as u64) => Ok(()),
                 Ok(Ok(())) => Err("the client read less than 1 MiB in a minute"),
