@@ -31,6 +31,10 @@ pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
 /// Default `snapshot.idleSeconds` (a zkrs key): a snapshot is taken once writes have stopped for
 /// this long, when the log written since the last one is worth replacing.
 pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
+/// Default `snapshot.minRequestIntervalSeconds` (a zkrs key): an operator's request for a
+/// snapshot (`csnp`, the AdminServer's `create_snapshot` and `snapshot`) starts none within this
+/// long of the last snapshot's start.
+pub const DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS: u32 = 60;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -63,8 +67,9 @@ pub const MAX_SERVER_ID: u64 = 255;
 /// Largest server id when `extendedTypesEnabled` (TTL nodes) is on, as in Apache.
 pub const MAX_EXTENDED_SERVER_ID: u64 = 254;
 
-/// Every four-letter word Apache 3.8 knows; `4lw.commands.whitelist=*` enables all of them.
-pub const FOUR_LETTER_WORDS: [&str; 19] = [
+/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp` and `lgif`;
+/// `4lw.commands.whitelist=*` enables all of them.
+pub const FOUR_LETTER_WORDS: [&str; 21] = [
     "conf",
     "cons",
     "crst",
@@ -84,6 +89,8 @@ pub const FOUR_LETTER_WORDS: [&str; 19] = [
     "isro",
     "hash",
     "telnet close",
+    "csnp",
+    "lgif",
 ];
 
 /// Why a configuration was refused.
@@ -284,6 +291,10 @@ pub struct ServerConfig {
     /// as the disk takes it while writes stay away; so that a restart after a burst of writes
     /// replays nothing. 0 = off.
     pub snapshot_idle_seconds: u32,
+    /// `snapshot.minRequestIntervalSeconds` (a zkrs key, default 60): an operator's request for
+    /// a snapshot starts none within this many seconds of the last snapshot's start (each one
+    /// serializes and syncs the whole tree and lets retention purge the log). 0 = no minimum.
+    pub snapshot_min_request_interval_seconds: u32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
     /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
@@ -335,6 +346,12 @@ pub struct ServerConfig {
     /// `admin.needClientAuth` (Apache 3.9; default false): HTTPS clients must show a certificate
     /// the `ssl.quorum.*` trust store vouches for. Without it none is asked for.
     pub admin_need_client_auth: bool,
+    /// `admin.snapshot.enabled` (Apache 3.9; default true): the AdminServer's `snapshot` command
+    /// is served. Java's `parseBoolean`: only `true`, in any case, keeps it on.
+    pub admin_snapshot_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS` (Apache 3.9; default 300000): at most one `snapshot` per
+    /// this many ms.
+    pub admin_rate_limiter_interval_ms: u64,
     /// `admin.restApi.enabled` (a zkrs key; default false): the AdminServer also serves the REST
     /// data API under `/api/v1/storage` (reads only, unless `admin.restApi.writable`).
     pub admin_rest_api_enabled: bool,
@@ -976,6 +993,7 @@ impl ServerConfig {
             snap_size_limit_kb: DEFAULT_SNAP_SIZE_LIMIT_KB,
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
             snapshot_idle_seconds: DEFAULT_SNAPSHOT_IDLE_SECONDS,
+            snapshot_min_request_interval_seconds: DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS,
             txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
@@ -998,6 +1016,8 @@ impl ServerConfig {
             admin_need_client_auth: false,
             admin_rest_api_enabled: false,
             admin_rest_api_writable: false,
+            admin_snapshot_enabled: true,
+            admin_rate_limiter_interval_ms: 300_000,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
             initial_zxid_counter: None,
@@ -1236,6 +1256,11 @@ impl ServerConfig {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_idle_seconds = non_negative(&src, key, v, line)?;
                 }
+                // zkrs's own key: how often an operator's request may start a snapshot.
+                "snapshot.minRequestIntervalSeconds" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.snapshot_min_request_interval_seconds = non_negative(&src, key, v, line)?;
+                }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
                     cfg.txn_log_append_mode = zk_log::AppendMode::parse(value).ok_or_else(|| {
@@ -1317,6 +1342,20 @@ impl ServerConfig {
                         "admin.portUnification" => cfg.admin_port_unification = on.then_some(line),
                         _ => cfg.admin_need_client_auth = on,
                     }
+                }
+                // Apache 3.9's: read with Boolean.parseBoolean, so anything but "true" is false.
+                "admin.snapshot.enabled" => {
+                    let on = value.eq_ignore_ascii_case("true");
+                    if !on && !value.eq_ignore_ascii_case("false") {
+                        tracing::warn!(
+                            "{key}={value} (line {line}): only \"true\" enables it, taking it as false"
+                        );
+                    }
+                    cfg.admin_snapshot_enabled = on;
+                }
+                "admin.rateLimiterIntervalInMS" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    cfg.admin_rate_limiter_interval_ms = non_negative(&src, key, v, line)?.into();
                 }
                 // zkrs's own keys: the REST data API on the AdminServer's port.
                 "admin.restApi.enabled" => cfg.admin_rest_api_enabled = bool_value(&src, key, value, line)?,
@@ -1824,6 +1863,11 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
         for name in list.split(',').map(java_trim) {
             if name == "*" {
                 set.extend(FOUR_LETTER_WORDS.iter().map(|w| w.to_string()));
+                tracing::warn!(
+                    "4lw.commands.whitelist (line {line}): * enables csnp, so anyone who reaches the client \
+                     port can start snapshots (one per snapshot.minRequestIntervalSeconds); list the words \
+                     to leave it out"
+                );
                 break;
             }
             if name.is_empty() {
@@ -1994,6 +2038,7 @@ mod tests {
         assert_eq!(c.purge_interval_hours, 0);
         assert_eq!(c.snapshot_write_mb_per_second, 10);
         assert_eq!(c.snapshot_idle_seconds, 5);
+        assert_eq!(c.snapshot_min_request_interval_seconds, 60);
         assert_eq!(c.txn_log_append_mode, zk_log::AppendMode::default());
         assert!(c.sync_enabled && !c.quorum_listen_on_all_ips);
         assert_eq!(c.snap_count, 100_000);
@@ -2203,6 +2248,7 @@ mod tests {
             "znode.container.maxNeverUsedIntervalMs",
             "snapshot.writeMBPerSecond",
             "snapshot.idleSeconds",
+            "snapshot.minRequestIntervalSeconds",
             "txnLog.appendMode",
             "zkrs.treeMemorySoftLimitBytes",
             "testingonly.initialZxid",

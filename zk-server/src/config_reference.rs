@@ -311,6 +311,12 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"not a number; negative"#,
             },
             Row {
+                key: r#"`snapshot.minRequestIntervalSeconds`"#,
+                default: r#"60"#,
+                meaning: r#"*zkrs.* An operator's request for a snapshot (`csnp`, AdminServer `create_snapshot` and `snapshot`) starts none within this many seconds of the last snapshot's start; `csnp` then answers the refusal, `snapshot` serves the copy from the snapshots already on disk. 0 = no minimum."#,
+                refused: r#"not a number; negative"#,
+            },
+            Row {
                 key: r#"`txnLog.appendMode`"#,
                 default: r#"`pwrite`"#,
                 meaning: r#"*zkrs.* How log appends reach the segment files: `pwrite`, or `mmap` (through the file's mapping). Same format, syncs and recovery either way ([log format](../../log-format.md#append-modes))."#,
@@ -465,6 +471,18 @@ pub const SECTIONS: &[Section] = &[
                 default: r#"false"#,
                 meaning: r#"HTTPS clients must show a certificate the `ssl.quorum` trust store vouches for (Apache 3.9's key). Lenient boolean."#,
                 refused: r#"—"#,
+            },
+            Row {
+                key: r#"`admin.snapshot.enabled`"#,
+                default: r#"true"#,
+                meaning: r#"Apache 3.9's key: serve the `snapshot` command ([Operations](operations.md#a-snapshot-over-http)); otherwise it answers 503. Java's `parseBoolean`: anything but `true` turns it off."#,
+                refused: r#"—"#,
+            },
+            Row {
+                key: r#"`admin.rateLimiterIntervalInMS`"#,
+                default: r#"300000 ms"#,
+                meaning: r#"Apache 3.9's key: at most one `snapshot` per interval; the others get 429. Counted in milliseconds (Apache's code counts microseconds for this command)."#,
+                refused: r#"not a number; negative"#,
             },
             Row {
                 key: r#"`admin.restApi.enabled`"#,

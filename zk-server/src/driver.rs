@@ -287,6 +287,8 @@ pub struct Driver {
     /// Batches the log's queue had no room for, in order: submitted after its next report.
     log_backlog: VecDeque<zk_log::RecordBatch>,
     snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
+    /// The snapshot directory and the tree's settings ([`Driver::with_snapshot_disk`]).
+    snapshot_disk: Option<(zk_log::FileStorage, zk_tree::TreeConfig)>,
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
@@ -352,6 +354,7 @@ impl Driver {
             log,
             log_backlog: VecDeque::new(),
             snapshot_jobs,
+            snapshot_disk: None,
             permits,
             dead: Vec::new(),
             metrics: Default::default(),
@@ -406,6 +409,17 @@ impl Driver {
             s[3].observe(load.txns_loaded, at);
         }
         self.startup = Some(s);
+        self
+    }
+
+    /// The snapshot directory and the tree's settings, for the AdminServer's `snapshot`, which
+    /// rebuilds a copy of the tree from them.
+    pub fn with_snapshot_disk(
+        mut self,
+        storage: zk_log::FileStorage,
+        tree_cfg: zk_tree::TreeConfig,
+    ) -> Driver {
+        self.snapshot_disk = Some((storage, tree_cfg));
         self
     }
 
@@ -620,11 +634,15 @@ impl Driver {
             }
             DriverMsg::FourLetter { cmd, asker, reply } => {
                 self.take_sync_times(now);
-                let view = if cmd == "mntr" {
+                let answer = (cmd == "csnp").then(|| self.snapshot_now(now));
+                let log_info = (cmd == "lgif").then(|| self.log_info());
+                let mut view = if cmd == "mntr" {
                     self.view_with_metrics(Some(asker), now)
                 } else {
                     self.view(Some(asker), now)
                 };
+                view.snapshot_answer = answer;
+                view.log_info = log_info;
                 let text = fourlw::render(&cmd, &view);
                 self.reset_counters(&cmd);
                 let _ = reply.send(text);
@@ -755,7 +773,13 @@ impl Driver {
         self.take_sync_times(now);
         match ask {
             AdminAsk::Command { name, args } => {
-                let json = commands::run(&name, &args, &self.view_with_metrics(None, now));
+                let primary = commands::primary_name(&name);
+                let answer = (primary == Some("create_snapshot")).then(|| self.snapshot_now(now));
+                let log_info = (primary == Some("log_info")).then(|| self.log_info());
+                let mut view = self.view_with_metrics(None, now);
+                view.snapshot_answer = answer;
+                view.log_info = log_info;
+                let json = commands::run(&name, &args, &view);
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
                         self.reset_counters(word);
@@ -793,7 +817,110 @@ impl Driver {
                 let facts = crate::admin::session_list::Facts::of(&self.view(None, now));
                 AdminReply::Json(crate::admin::session_list::render(facts, page))
             }
+            AdminAsk::Authorize { credentials, perm } => {
+                AdminReply::Authorization(self.authorize(credentials, perm))
+            }
+            AdminAsk::SnapshotNow => {
+                let answer = self.snapshot_now(now);
+                AdminReply::Snapshot(answer, self.node.core().serving_generation())
+            }
+            AdminAsk::SnapshotStatus => AdminReply::SnapshotStatus(self.node.core().snapshot_status()),
+            AdminAsk::SnapshotSource { generation } => {
+                AdminReply::SnapshotSource(self.snapshot_source(generation))
+            }
         }
+    }
+
+    /// What the AdminServer's `snapshot` rebuilds its copy of the tree from, for a snapshot
+    /// started in serving term `generation`: refused unless the server still serves in that term
+    /// ([`crate::core::ServerCore::snapshot_source_through`]). The log's cut fence goes with it,
+    /// so that the copy is refused if a cut (a TRUNC or a SNAP's reset) ran while it was read.
+    /// Refused under the memory brake too: the copy doubles the tree's memory.
+    fn snapshot_source(
+        &self,
+        generation: u64,
+    ) -> Result<Box<crate::admin::snapshot::ConsistentSource>, crate::admin::snapshot::SourceRefused> {
+        use crate::admin::snapshot::SourceRefused;
+        let disk =
+            self.snapshot_disk.as_ref().ok_or(SourceRefused::Other("this server keeps no snapshots"))?;
+        let log = self.log.source();
+        let core = self.node.core();
+        let through =
+            core.snapshot_source_through(generation, log.durable_zxid()).map_err(SourceRefused::Other)?;
+        if !core.tree_copy_fits() {
+            return Err(SourceRefused::Memory);
+        }
+        let fence = self.disk.as_ref().map(|d| {
+            let at = d.fence.generation();
+            (d.fence.clone(), at)
+        });
+        Ok(Box::new(crate::admin::snapshot::ConsistentSource {
+            storage: disk.0.clone(),
+            tree_cfg: disk.1.clone(),
+            log,
+            through,
+            fence,
+        }))
+    }
+
+    /// An operator's request for a snapshot (`csnp`, the AdminServer's `create_snapshot` and
+    /// `snapshot`), handed to the node as any input (the simulator can send it too), and what
+    /// the core decided and recorded.
+    fn snapshot_now(&mut self, now: Now) -> crate::view::SnapshotAnswer {
+        self.node.handle(now, Input::Core(Event::SnapshotNow));
+        self.node
+            .core_mut()
+            .take_snapshot_answer()
+            .unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
+    }
+
+    /// Where the log and the snapshots stand (`lgif`).
+    fn log_info(&self) -> crate::view::LogInfo {
+        let source = self.log.source();
+        let durable = source.durable_zxid();
+        let from = source.base_zxid().saturating_add(1);
+        let first = source.read_range(from, durable, 1).ok().and_then(|v| v.first().map(|e| e.header.zxid));
+        let core = self.node.core();
+        crate::view::LogInfo {
+            first_log_zxid: first.unwrap_or(0),
+            last_log_zxid: if first.is_some() { durable } else { 0 },
+            applied_zxid: core.applied_zxid(),
+            committed_zxid: core.committed_zxid().unwrap_or(0),
+            last_snapshot_zxid: crate::view::newest_snapshot(&self.settings).map_or(0, |(zxid, _)| zxid),
+        }
+    }
+
+    /// Whether `credentials` hold every bit of `perm` on `/`, each bit checked on its own (Apache
+    /// 3.9's check for its `snapshot` and `restore` commands since CVE-2025-58457).
+    fn authorize(
+        &self,
+        credentials: Option<crate::admin::snapshot::Credentials>,
+        perm: i32,
+    ) -> crate::admin::snapshot::Authorization {
+        use crate::admin::snapshot::{Authorization, Credentials};
+        let core = self.node.core();
+        if core.view(None, 0, Self::now(self.origin)).mode.is_none() {
+            return Authorization::NotServing;
+        }
+        let db = core.database();
+        let cfg = db.config();
+        let auth = match credentials {
+            None => return Authorization::NotAuthenticated,
+            // The id was hashed by the HTTP task: the driver's thread compares strings only.
+            Some(Credentials::Digest(_)) if !cfg.digest_enabled => return Authorization::NotAuthenticated,
+            Some(Credentials::Digest(id)) => {
+                let is_super = cfg.super_digest.as_deref() == Some(id.as_str());
+                zk_tree::AuthIds { ids: vec![zk_proto::Id { scheme: "digest".into(), id }], is_super }
+            }
+            Some(Credentials::Ip(addr)) => zk_tree::AuthIds { ids: vec![ip_id(addr)], is_super: false },
+            // Apache has the x509 provider only with TLS served to clients or the provider
+            // named in zoo.cfg; without it the scheme proves nothing.
+            Some(Credentials::X509(_)) if !cfg.x509_enabled => return Authorization::NotAuthenticated,
+            Some(Credentials::X509(ids)) => zk_tree::AuthIds { ids, is_super: false },
+        };
+        let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
+        let Ok((acl, _)) = db.get_acl("/", &superuser) else { return Authorization::Denied };
+        root_grants(cfg, &acl, perm, &auth)
     }
 
     /// The configuration gives this server the client address `addr`: if the listener is
@@ -1139,9 +1266,97 @@ fn quorum_metrics(
     }
 }
 
+/// The `ip` id of a caller at `addr`, as the client port names it: an IPv4 caller reaching an
+/// IPv6 listener (`::ffff:a.b.c.d`) is `a.b.c.d`, so that `ip:` ACLs written for IPv4 match it.
+fn ip_id(addr: std::net::IpAddr) -> zk_proto::Id {
+    zk_proto::Id { scheme: "ip".into(), id: addr.to_canonical().to_string() }
+}
+
+/// Whether the root's `acl` grants `auth` every bit of `perm`, each bit checked on its own
+/// (Apache 3.9's check since CVE-2025-58457), where, stricter than Apache, an entry for
+/// `world:anyone` (the root's ACL until someone sets it) or an empty ACL proves nothing: these
+/// commands hand out every node, whatever its own ACL, so only an id the caller authenticated
+/// as (or a super user) passes.
+fn root_grants(
+    cfg: &zk_tree::TreeConfig,
+    acl: &[zk_proto::Acl],
+    perm: i32,
+    auth: &zk_tree::AuthIds,
+) -> crate::admin::snapshot::Authorization {
+    use crate::admin::snapshot::Authorization;
+    let superuser = auth.is_super || auth.ids.iter().any(|i| i.scheme == "super");
+    let named: Vec<zk_proto::Acl> =
+        acl.iter().filter(|a| !(a.id.scheme == "world" && a.id.id == "anyone")).cloned().collect();
+    if named.is_empty() && !superuser {
+        return Authorization::Denied;
+    }
+    let every_bit = (0..i32::BITS).map(|b| 1i32 << b).filter(|bit| perm & bit != 0);
+    for bit in every_bit {
+        if zk_tree::acl::check_acl(cfg, &named, bit, auth).is_err() {
+            return Authorization::Denied;
+        }
+    }
+    Authorization::Granted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review finding 6: with `admin.serverAddress=::`, an IPv4 caller arrives as an IPv4-mapped
+    /// address; its `ip` id is the IPv4 one, as on the client port.
+    #[test]
+    fn an_ipv4_caller_on_an_ipv6_listener_has_its_ipv4_id() {
+        let mapped: std::net::IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(ip_id(mapped).id, "10.0.0.7");
+        let v6: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(ip_id(v6).id, "2001:db8::1");
+        let cfg = zk_tree::TreeConfig::default();
+        let acl = [zk_proto::Acl {
+            perms: zk_proto::perms::ALL,
+            id: zk_proto::Id { scheme: "ip".into(), id: "10.0.0.0/8".into() },
+        }];
+        let caller = zk_tree::AuthIds { ids: vec![ip_id(mapped)], is_super: false };
+        assert_eq!(
+            root_grants(&cfg, &acl, zk_proto::perms::ALL, &caller),
+            crate::admin::snapshot::Authorization::Granted
+        );
+    }
+
+    /// Review finding 5: with the root open to `world:anyone`, a caller proving any id (even
+    /// `ip`, which needs no secret) got every node; that entry, or an empty ACL, proves nothing
+    /// here. An id named on the root with ALL, or a super user, still passes.
+    #[test]
+    fn world_anyone_on_the_root_grants_no_snapshot() {
+        use crate::admin::snapshot::Authorization;
+        use zk_proto::{perms, Acl, Id};
+        let cfg = zk_tree::TreeConfig::default();
+        let id = |scheme: &str, id: &str| Id { scheme: scheme.into(), id: id.into() };
+        let caller = zk_tree::AuthIds { ids: vec![id("ip", "10.0.0.7")], is_super: false };
+        let anyone = Acl { perms: perms::ALL, id: id("world", "anyone") };
+        assert_eq!(
+            root_grants(&cfg, std::slice::from_ref(&anyone), perms::ALL, &caller),
+            Authorization::Denied
+        );
+        assert_eq!(
+            root_grants(&cfg, &[], perms::ALL, &caller),
+            Authorization::Denied,
+            "an empty ACL neither"
+        );
+        let ip = Acl { perms: perms::ALL, id: id("ip", "10.0.0.0/8") };
+        assert_eq!(
+            root_grants(&cfg, &[anyone.clone(), ip.clone()], perms::ALL, &caller),
+            Authorization::Granted
+        );
+        let partial = Acl { perms: perms::ALL & !perms::ADMIN, ..ip };
+        assert_eq!(
+            root_grants(&cfg, &[anyone.clone(), partial], perms::ALL, &caller),
+            Authorization::Denied,
+            "world:anyone does not supply the missing bit"
+        );
+        let superuser = zk_tree::AuthIds { ids: Vec::new(), is_super: true };
+        assert_eq!(root_grants(&cfg, &[anyone], perms::ALL, &superuser), Authorization::Granted);
+    }
 
     #[test]
     fn idle_trim_once_per_quiet_period_after_work() {

@@ -2,16 +2,23 @@
 //! the rest, with the same line formats so that existing monitoring keeps working. They render the
 //! server's read model ([`crate::view`]), as the AdminServer does in JSON.
 
-use crate::view::{data_sizes, environment, java_double, monitor_values, version, ConnView, View};
+use crate::view::{
+    data_sizes, environment, java_double, monitor_values, version, ConnView, SnapshotAnswer, View,
+};
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The words this server knows. Anything else in the first four bytes is read as a frame length.
-pub const WORDS: [&str; 17] = [
+/// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now)
+/// and `lgif` (the log's and the snapshots' positions). Anything else in the first four bytes is
+/// read as a frame length.
+pub const WORDS: [&str; 19] = [
     "ruok", "srvr", "stat", "conf", "cons", "mntr", "wchs", "wchc", "wchp", "dump", "envi", "isro", "dirs",
-    "crst", "srst", "gtmk", "stmk",
+    "crst", "srst", "gtmk", "stmk", "csnp", "lgif",
 ];
+
+/// ClickHouse Keeper's answer to `csnp` when no snapshot could be scheduled.
+pub const CSNP_FAILED: &str = "Failed to schedule snapshot creation task.";
 
 /// `conf`'s text: zoo.cfg's, with the client port where the listener is now.
 fn conf_text(v: &View<'_>) -> String {
@@ -159,6 +166,37 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
         }
         "mntr" => {
             for (k, val) in monitor_values(v) {
+                let _ = writeln!(out, "{k}\t{val}");
+            }
+        }
+        // Keeper answers the snapshot's log index; here the zxid the snapshot starts at, in
+        // decimal as Keeper prints its indexes, so scripts reading the first line's number work
+        // with either.
+        "csnp" => match v.snapshot_answer {
+            Some(SnapshotAnswer::Started(zxid)) => {
+                let _ = writeln!(out, "{zxid}");
+            }
+            Some(SnapshotAnswer::UnderWay(zxid)) => {
+                let _ = writeln!(out, "{zxid}");
+                let _ = writeln!(
+                    out,
+                    "A snapshot at zxid 0x{zxid:x} is already under way; no other was started."
+                );
+            }
+            Some(SnapshotAnswer::Refused(why)) => {
+                let _ = writeln!(out, "{CSNP_FAILED}");
+                let _ = writeln!(out, "{why}");
+            }
+            Some(SnapshotAnswer::TooSoon) => {
+                let _ = writeln!(out, "{CSNP_FAILED}");
+                let _ = writeln!(out, "{}", SnapshotAnswer::TOO_SOON);
+            }
+            None => {
+                let _ = writeln!(out, "{CSNP_FAILED}");
+            }
+        },
+        "lgif" => {
+            for (k, val) in v.log_info.unwrap_or_default().pairs() {
                 let _ = writeln!(out, "{k}\t{val}");
             }
         }

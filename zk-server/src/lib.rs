@@ -25,6 +25,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod admin;
+pub mod apache_snap_file;
 pub mod apache_snap_stream;
 pub mod config;
 pub mod config_reference;

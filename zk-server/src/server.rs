@@ -279,7 +279,8 @@ pub async fn run(
     let mut driver =
         Driver::new(node, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
             .with_metric_sources(sync_times, connections.clone())
-            .with_startup_load(startup);
+            .with_startup_load(startup)
+            .with_snapshot_disk(snap_storage.clone(), tree_cfg.clone());
     // A reconfiguration may move this server's client address: the driver says where to.
     let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
     if let Some((peers, disk)) = ensemble_io {

@@ -71,6 +71,9 @@ pub struct Settings {
     /// A snapshot is taken once no transaction has been applied for this long, ms
     /// (snapshot.idleSeconds); 0 = never for that reason.
     pub snapshot_idle_ms: u64,
+    /// An operator's request starts no snapshot within this long of the last one's start, ms
+    /// (snapshot.minRequestIntervalSeconds); 0 = no minimum.
+    pub snapshot_min_request_interval_ms: u64,
     /// How the transaction log's appends are written (txnLog.appendMode): with `pwrite` or
     /// through the segment's mapping.
     pub txn_log_append_mode: zk_log::AppendMode,
@@ -148,6 +151,10 @@ pub struct AdminSettings {
     pub tls: Option<std::sync::Arc<crate::admin::https::AdminTls>>,
     /// The REST data API (`admin.restApi.enabled`), or `None` when it is off.
     pub rest: Option<RestApi>,
+    /// Apache 3.9's `snapshot` command is served (`admin.snapshot.enabled`).
+    pub snapshot_enabled: bool,
+    /// At most one `snapshot` per this long (`admin.rateLimiterIntervalInMS`).
+    pub rate_limiter_interval: std::time::Duration,
 }
 
 /// The REST data API's settings (`admin.restApi.*`).
@@ -191,7 +198,15 @@ fn http_endpoints(
                 "admin.restApi.writable=true without admin.restApi.enabled=true: no REST API is served"
             );
         }
-        Some(AdminSettings { addr, command_url: url, idle_timeout, tls, rest })
+        Some(AdminSettings {
+            addr,
+            command_url: url,
+            idle_timeout,
+            tls,
+            rest,
+            snapshot_enabled: cfg.admin_snapshot_enabled,
+            rate_limiter_interval: std::time::Duration::from_millis(cfg.admin_rate_limiter_interval_ms),
+        })
     } else {
         None
     };
@@ -313,6 +328,7 @@ impl Settings {
             snap_size_bytes: u64::try_from(cfg.snap_size_limit_kb).unwrap_or(0).saturating_mul(1024),
             snapshot_write_bytes_per_second: u64::from(cfg.snapshot_write_mb_per_second) * 1_000_000,
             snapshot_idle_ms: u64::from(cfg.snapshot_idle_seconds) * 1000,
+            snapshot_min_request_interval_ms: u64::from(cfg.snapshot_min_request_interval_seconds) * 1000,
             txn_log_append_mode: cfg.txn_log_append_mode,
             snap_retain_count: cfg.snap_retain_count,
             purge_interval_hours: cfg.purge_interval_hours,

@@ -434,7 +434,7 @@ impl Pace {
 /// Lowers the calling thread's CPU and disk priority: its work (writing a snapshot, removing old
 /// files) may take longer, but must not hold up the core or the log's syncs, which clients wait on.
 #[allow(unsafe_code)] // setpriority and ioprio_set have no safe wrapper in libc.
-fn background_priority() {
+pub(crate) fn background_priority() {
     // SAFETY: plain syscalls about the calling thread (tid from gettid); no memory is passed.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
@@ -613,6 +613,93 @@ pub fn rebuild<S: Storage>(
     Ok(rec.finish(0))
 }
 
+/// The database exactly as of one committed zxid, rebuilt from disk while the server runs (the
+/// AdminServer's `snapshot` serves it): the newest snapshot starting at or below `through`,
+/// with the log after it replayed from `source` through `through`, or through the snapshot's
+/// end zxid if that is later (a snapshot is finished only once the log holds its end, and its
+/// nodes may have been captured as late as that end, so the tree is whole only from there on).
+/// The caller picks `through` among the transactions committed and durable here. Nothing on
+/// disk changes: a snapshot whose recorded digest does not check out is refused, not renamed
+/// aside (the running server's own load decides that).
+///
+/// Memory: one copy of the tree, beside the server's own.
+///
+/// `stop` is asked between batches of the log: once it says so, the copy is given up (the
+/// asker went away).
+///
+/// Errors: no snapshot, the log no longer (or not yet) holds the transactions needed, a record
+/// does not read back, the snapshot does not reproduce its recorded digest, or `stop`.
+pub fn consistent_copy<S: Storage>(
+    storage: &S,
+    cfg: TreeConfig,
+    source: &dyn zk_log::TxnSource,
+    through: i64,
+    stop: &dyn Fn() -> bool,
+) -> Result<Database, String> {
+    let (db, name) = load_newest_before(storage, cfg, through.saturating_add(1))?;
+    let Some(name) = name else {
+        return Err(format!("no snapshot at or below zxid 0x{through:x} to start from"));
+    };
+    let mut rec = Recovery::new(db);
+    let end = match rec.snapshot_check() {
+        zk_tree::SnapshotCheck::Verified { zxid, .. } | zk_tree::SnapshotCheck::Mismatch { zxid, .. } => zxid,
+        zk_tree::SnapshotCheck::Unverifiable { why } => match why {
+            zk_tree::Unverifiable::NoDigest { end_zxid }
+            | zk_tree::Unverifiable::LogEndsBefore { end_zxid, .. }
+            | zk_tree::Unverifiable::EndZxidMissing { end_zxid, .. } => end_zxid,
+            zk_tree::Unverifiable::NoSnapshot | zk_tree::Unverifiable::NoEndState { .. } => rec.start_zxid(),
+        },
+    };
+    let target = through.max(end);
+    let base = source.base_zxid();
+    if rec.start_zxid() < base {
+        return Err(format!(
+            "snapshot {name} starts at 0x{:x}, but the log starts after 0x{base:x}",
+            rec.start_zxid()
+        ));
+    }
+    let mut from = rec.start_zxid() + 1;
+    while from <= target {
+        if stop() {
+            return Err(COPY_STOPPED.into());
+        }
+        let entries = source.read_range(from, target, CONSISTENT_READ_ENTRIES).map_err(|e| e.to_string())?;
+        let Some(last) = entries.last().map(|e| e.header.zxid) else { break };
+        for e in &entries {
+            rec.replay(&e.header, &e.txn);
+        }
+        from = last + 1;
+    }
+    if rec.last_zxid() < target {
+        return Err(format!(
+            "the log holds transactions only through 0x{:x}, not through 0x{target:x}",
+            rec.last_zxid()
+        ));
+    }
+    match rec.snapshot_check() {
+        zk_tree::SnapshotCheck::Mismatch { zxid, want, got } => {
+            return Err(format!(
+                "snapshot {name} and the log after it give digest {got:x} at 0x{zxid:x}, where it recorded {want:x}"
+            ))
+        }
+        zk_tree::SnapshotCheck::Unverifiable { why: why @ zk_tree::Unverifiable::EndZxidMissing { .. } } => {
+            return Err(format!("snapshot {name}: {why:?}"))
+        }
+        _ => {}
+    }
+    debug!(
+        "a copy of the tree at 0x{target:x} rebuilt from snapshot {name} and {} transactions",
+        rec.replayed()
+    );
+    Ok(rec.finish(0))
+}
+
+/// [`consistent_copy`]'s error when its `stop` said so.
+pub const COPY_STOPPED: &str = "the copy was given up: its asker went away";
+
+/// Log records read at a time by [`consistent_copy`].
+const CONSISTENT_READ_ENTRIES: usize = 4096;
+
 /// Replays what `source` holds after the snapshot `rec` started from.
 fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(), String> {
     let last = source.durable_zxid();
@@ -702,6 +789,41 @@ mod tests {
         assert_eq!(on_disk(), zxids[..2], "the one at the cut stays");
         discard_after(&storage, 0x1_0000_0000).expect("discard");
         assert!(on_disk().is_empty(), "none left");
+    }
+
+    /// Review of the snapshot command, finding 10: the copy is given up between batches of the
+    /// log once its asker is gone.
+    #[test]
+    fn a_consistent_copy_stops_when_asked() {
+        struct Log;
+        impl zk_log::TxnSource for Log {
+            fn durable_zxid(&self) -> i64 {
+                10
+            }
+            fn base_zxid(&self) -> i64 {
+                0
+            }
+            fn read_range(&self, _: i64, _: i64, _: usize) -> Result<Vec<zk_log::LogEntry>, LogError> {
+                Ok(Vec::new())
+            }
+        }
+        let disk = zk_log::FaultStorage::new(3);
+        let fence = Arc::new(SnapshotFence::new());
+        let mut files = SnapshotFiles::new(disk.clone(), 3, fence.clone());
+        let db = Database::new(TreeConfig::default());
+        let mut cur = db.snapshot_begin();
+        let zxid = cur.start_zxid();
+        let mut buf = Vec::new();
+        while !db.snapshot_step(&mut cur, &mut buf, usize::MAX) {}
+        let g = fence.generation();
+        files.run(SnapJob::Begin { zxid, pace: 0 }, g);
+        files.run(SnapJob::Chunk(buf), g);
+        assert!(matches!(files.run(SnapJob::Finish, g), Some(SnapshotReport::Done { ok: true, .. })));
+        let stopped = consistent_copy(&disk, TreeConfig::default(), &Log, zxid + 5, &|| true);
+        assert_eq!(stopped.err().as_deref(), Some(COPY_STOPPED));
+        let short = consistent_copy(&disk, TreeConfig::default(), &Log, zxid + 5, &|| false);
+        assert!(short.err().is_some_and(|e| e.contains("only through")), "not stopped: it reads the log");
+        assert!(consistent_copy(&disk, TreeConfig::default(), &Log, zxid, &|| false).is_ok());
     }
 
     /// Review of issue 29, finding 2: a snapshot whose last chunk is out finishes only if no

@@ -68,6 +68,87 @@ pub struct View<'a> {
     /// Apache's timing summaries that zkrs measures (`mntr` prints their avg/min/max/cnt/sum and
     /// the advanced ones' percentiles; `/metrics` exports them as summaries).
     pub timings: Vec<Timing>,
+    /// The log's and the snapshots' positions (`lgif`), when the driver read them for this view.
+    pub log_info: Option<LogInfo>,
+    /// What became of an operator's request for a snapshot (`csnp`), when this view answers one.
+    pub snapshot_answer: Option<SnapshotAnswer>,
+}
+
+/// Where this server's log and snapshots stand, as ClickHouse Keeper's `lgif` reports its Raft
+/// log: zxids where Keeper gives log indexes, and epochs where it gives terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogInfo {
+    /// The oldest transaction the log on disk holds (0: none).
+    pub first_log_zxid: i64,
+    /// The newest durable transaction in the log (0: none).
+    pub last_log_zxid: i64,
+    /// The last transaction applied to the tree.
+    pub applied_zxid: i64,
+    /// The last transaction this server knows committed (a leader's or a standalone server's
+    /// own count; a serving learner's last applied); 0 while down or read-only, when the tree
+    /// reloaded from the whole log may hold proposals never committed.
+    pub committed_zxid: i64,
+    /// The start zxid of the newest snapshot on disk (0: none): loading it and replaying the log
+    /// after it rebuilds the tree.
+    pub last_snapshot_zxid: i64,
+}
+
+impl LogInfo {
+    /// The `key\tvalue` pairs in ClickHouse Keeper's order and names (its `lgif`): indexes are
+    /// zxids, terms the zxids' epochs.
+    pub fn pairs(&self) -> [(&'static str, i64); 8] {
+        let epoch = |zxid: i64| zxid >> 32;
+        [
+            ("first_log_idx", self.first_log_zxid),
+            ("first_log_term", epoch(self.first_log_zxid)),
+            ("last_log_idx", self.last_log_zxid),
+            ("last_log_term", epoch(self.last_log_zxid)),
+            ("last_committed_log_idx", self.applied_zxid),
+            ("leader_committed_log_idx", self.committed_zxid),
+            ("target_committed_log_idx", self.committed_zxid),
+            ("last_snapshot_idx", self.last_snapshot_zxid),
+        ]
+    }
+}
+
+/// What became of an operator's request for a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotAnswer {
+    /// A snapshot started now, at this zxid.
+    Started(i64),
+    /// A snapshot at this zxid was already under way; no second one was started.
+    UnderWay(i64),
+    /// None could be started: why.
+    Refused(&'static str),
+    /// The last snapshot started less than `snapshot.minRequestIntervalSeconds` ago: none was
+    /// started.
+    TooSoon,
+}
+
+impl SnapshotAnswer {
+    /// Why [`SnapshotAnswer::TooSoon`] started none.
+    pub const TOO_SOON: &'static str =
+        "a snapshot was started less than snapshot.minRequestIntervalSeconds ago";
+}
+
+/// The newest snapshot in the server's snapshot directory: its start zxid and its file's
+/// modification time (s since the Unix epoch, -1 if unknown); `None` when there is none.
+pub fn newest_snapshot(settings: &Settings) -> Option<(i64, i64)> {
+    let dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let entries = std::fs::read_dir(&dir).ok()?;
+    let (zxid, path) = entries
+        .flatten()
+        .filter_map(|e| {
+            let zxid = zk_log::snapshot::parse_snapshot_name(&e.file_name().to_string_lossy())?;
+            Some((zxid, e.path()))
+        })
+        .max_by_key(|(zxid, _)| *zxid)?;
+    let secs = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(-1, |d| d.as_secs() as i64);
+    Some((zxid, secs))
 }
 
 impl View<'_> {

@@ -290,3 +290,44 @@ fn stores_are_read_again_with_ssl_quorum_reload_cert_files() {
     }
     assert!(https_get(&pki, addr, "/commands/ruok", "ca.pem", None).is_err());
 }
+
+/// Apache 3.9's `snapshot` over HTTPS with `Authorization: x509`: the id is the client
+/// certificate's subject, which must hold ALL on `/`; the scheme exists only with the x509
+/// provider (TLS on the client port, or the provider named in zoo.cfg).
+#[test]
+fn snapshot_takes_the_client_certificate_as_its_x509_id() {
+    use zk_proto::{perms, Acl, ErrorCode, Id, Request, SetAclRequest};
+    let pki = Pki::new();
+    let x509 = |cn: &str, perms: i32| Acl {
+        perms,
+        id: Id { scheme: "x509".into(), id: format!("CN={cn},OU=Eng,O=Example,C=US") },
+    };
+    let keys = "admin.forceHttps=true\nadmin.needClientAuth=true\n";
+    let provider = "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n";
+    for with_provider in [true, false] {
+        let (server, addr) =
+            admin_server(&pki, &format!("{keys}{}", if with_provider { provider } else { "" }));
+        // Without the provider an x509 ACL is invalid: the root stays world:anyone ALL (which
+        // proves nothing to this command), and x509 proves no id.
+        if with_provider {
+            let mut c = support::client::RawClient::connect(server.addr(), 30_000);
+            let acl = vec![x509("alice", perms::ALL), x509("bob", perms::READ)];
+            let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
+            assert_eq!(r.err(), ErrorCode::Ok);
+        }
+        let snapshot = |who: &str, auth: &str| {
+            let raw =
+                http::request("GET", "/commands/snapshot", &[("Authorization", auth.to_string())], None);
+            http::tls_exchange(http::tls_config(&pki, "ca.pem", Some(who)), addr, &raw).unwrap()
+        };
+        if !with_provider {
+            assert_eq!(snapshot("alice", "x509").status, 401, "no x509 provider: nothing proved");
+            continue;
+        }
+        let a = snapshot("alice", "x509");
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(a.header("snapshot_size").and_then(|s| s.parse().ok()), Some(a.body.len()));
+        assert_eq!(snapshot("bob", "x509").status, 403, "READ alone");
+        assert_eq!(snapshot("alice", "ip").status, 403, "the certificate counts only under x509");
+    }
+}

@@ -198,9 +198,15 @@ fn every_command_has_apaches_fields_and_types() {
     // The command URL lists the primary names as Apache does; TRACE is refused.
     let (status, _, a_list) = http(a_addr, "GET", "/commands");
     assert_eq!(status, 200);
-    let (status, head, z_list) = http(z_addr, "GET", "/commands");
+    let (status, head, mut z_list) = http(z_addr, "GET", "/commands");
     assert_eq!(status, 200);
     assert!(head.contains("text/html"), "{head}");
+    // zkrs's additions: Apache 3.9's `snapshot`, ClickHouse Keeper's `csnp` and `lgif`.
+    for name in ["create_snapshot", "log_info", "snapshot"] {
+        let link = format!("<a href=\"/commands/{name}\">{name}</a>\n<br/>\n");
+        assert!(z_list.contains(&link), "{name} listed: {z_list}");
+        z_list = z_list.replace(&link, "");
+    }
     assert_eq!(z_list, a_list, "the command listing");
     assert_eq!(http(z_addr, "TRACE", "/commands/ruok").0, 403);
     assert_eq!(http(z_addr, "GET", "/nowhere").0, 404);

@@ -13,44 +13,11 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use support::client::RawClient;
+use support::tree::{walk, Served};
 use support::Target;
 use zk_proto::*;
 use zk_server::apache_snap_stream::{self, SnapStreamKind};
 use zk_server::tools;
-
-#[derive(PartialEq)]
-struct Served {
-    data: Option<Bytes>,
-    stat: Stat,
-    acl: Vec<Acl>,
-    children: BTreeSet<String>,
-}
-
-fn child(parent: &str, name: &str) -> String {
-    if parent == "/" {
-        format!("/{name}")
-    } else {
-        format!("{parent}/{name}")
-    }
-}
-
-fn walk(c: &mut RawClient) -> BTreeMap<String, Served> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec!["/".to_string()];
-    while let Some(p) = stack.pop() {
-        let d: GetDataResponse = c.get_data(&p, false).decode();
-        let a: GetAclResponse = c.call(Request::GetAcl(GetAclRequest { path: p.clone() })).decode();
-        let ch: GetChildren2Response = c.children2(&p, false).decode();
-        for n in &ch.children {
-            stack.push(child(&p, n));
-        }
-        out.insert(
-            p,
-            Served { data: d.data, stat: d.stat, acl: a.acl, children: ch.children.into_iter().collect() },
-        );
-    }
-    out
-}
 
 /// 150,000 bytes that do not compress (xorshift32).
 fn noise() -> Vec<u8> {

@@ -5,7 +5,7 @@
 //! Every answer is a JSON object: the command's fields, then `"command"` (the primary name) and
 //! `"error"` (null, or why the command could not run), as Apache's `CommandResponse` has them.
 
-use crate::view::{self, EnsembleView, MntrValue, View};
+use crate::view::{self, EnsembleView, MntrValue, SnapshotAnswer, View};
 use serde_json::{json, Map, Value};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -45,7 +45,16 @@ const SPECS: &[Spec] = &[
     Spec { names: &["watches_by_path", "wchp"], server_required: true },
     Spec { names: &["watch_summary", "wchs"], server_required: true },
     Spec { names: &["zabstate"], server_required: false },
+    // ClickHouse Keeper's four-letter words, as commands (zkrs's names; the words are aliases).
+    Spec { names: &["create_snapshot", "csnp"], server_required: true },
+    Spec { names: &["log_info", "lgif"], server_required: true },
+    // Apache 3.9's, answered by `super::snapshot` (an octet stream, not JSON); listed here for
+    // its names and the command listing.
+    Spec { names: &[SNAPSHOT, "snap"], server_required: true },
 ];
+
+/// The primary name of Apache 3.9's `snapshot` command.
+pub const SNAPSHOT: &str = "snapshot";
 
 fn spec(name: &str) -> Option<&'static Spec> {
     SPECS.iter().find(|s| s.names.contains(&name))
@@ -145,6 +154,34 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             None => error = Some("server is not initialized".into()),
         },
         "monitor" => monitor(&mut m, v),
+        "create_snapshot" => match v.snapshot_answer {
+            Some(SnapshotAnswer::Started(zxid)) | Some(SnapshotAnswer::UnderWay(zxid)) => {
+                m.insert("zxid".into(), json!(format!("0x{zxid:x}")));
+                m.insert("last_committed_log_idx".into(), json!(zxid));
+                m.insert(
+                    "already_under_way".into(),
+                    json!(matches!(v.snapshot_answer, Some(SnapshotAnswer::UnderWay(_)))),
+                );
+            }
+            Some(SnapshotAnswer::Refused(why)) => {
+                error = Some(format!("Failed to schedule snapshot creation task: {why}"))
+            }
+            Some(SnapshotAnswer::TooSoon) => {
+                error =
+                    Some(format!("Failed to schedule snapshot creation task: {}", SnapshotAnswer::TOO_SOON))
+            }
+            None => error = Some("Failed to schedule snapshot creation task.".into()),
+        },
+        "log_info" => match &v.log_info {
+            Some(info) => {
+                for (k, val) in info.pairs() {
+                    m.insert(k.into(), json!(val));
+                }
+            }
+            None => error = Some("log information is not available".into()),
+        },
+        // Served as a stream by `super::snapshot` before it gets here.
+        SNAPSHOT => error = Some("the snapshot command is served by the AdminServer's HTTP layer".into()),
         "server_stats" => server_stats(&mut m, v),
         "stats" => {
             server_stats(&mut m, v);
@@ -284,22 +321,7 @@ fn dump(m: &mut Map<String, Value>, v: &View<'_>) {
 
 /// The newest snapshot's zxid and modification time (seconds), or -1 and -1 when there is none.
 fn last_snapshot(v: &View<'_>) -> (i64, i64) {
-    let dir = v.settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
-    let Ok(entries) = std::fs::read_dir(&dir) else { return (-1, -1) };
-    let newest = entries
-        .flatten()
-        .filter_map(|e| {
-            let zxid = zk_log::snapshot::parse_snapshot_name(&e.file_name().to_string_lossy())?;
-            Some((zxid, e.path()))
-        })
-        .max_by_key(|(zxid, _)| *zxid);
-    let Some((zxid, path)) = newest else { return (-1, -1) };
-    let secs = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(-1, |d| d.as_secs() as i64);
-    (zxid, secs)
+    view::newest_snapshot(v.settings).unwrap_or((-1, -1))
 }
 
 /// `mntr` as JSON: the same figures as the four-letter word, named without its `zk_` prefix, with

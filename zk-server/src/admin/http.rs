@@ -9,12 +9,14 @@ use super::https::{AdminStream, AdminTls, STS_VALUE};
 use super::members::{self, EnsembleProbe};
 use super::rest::{self, RestApi};
 use super::session::{ServerSide, SessionPool};
+use super::snapshot::{self, SnapshotCommand};
 use super::{commands, console, metrics, session_list, AdminAsk, AdminReply};
 use crate::driver::DriverMsg;
 use crate::settings::{AdminSettings, Settings};
 use crate::stats::ConnCounters;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, STRICT_TRANSPORT_SECURITY};
 use hyper::{Method, Request, Response, StatusCode};
@@ -42,7 +44,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 enum Routes {
     /// The AdminServer: commands under this URL, `/ready`, and the REST data API when it is on
     /// (with the console and its ensemble view, whose answers `probe` keeps).
-    Admin { command_url: String, rest: Option<RestApi>, probe: EnsembleProbe },
+    Admin { command_url: String, rest: Option<RestApi>, probe: EnsembleProbe, snapshot: Box<SnapshotCommand> },
     /// `/metrics`.
     Metrics,
 }
@@ -91,6 +93,10 @@ pub async fn spawn_admin(
                 command_url: settings.command_url.clone(),
                 rest,
                 probe: EnsembleProbe::default(),
+                snapshot: Box::new(SnapshotCommand::new(
+                    settings.snapshot_enabled,
+                    settings.rate_limiter_interval,
+                )),
             };
             let tls = settings.tls.clone().map(|t| (t, counters));
             tokio::spawn(serve(listener, routes, settings.idle_timeout, tls, core));
@@ -172,7 +178,7 @@ async fn serve_connection<S>(
     let service = hyper::service::service_fn(move |req| {
         let (routes, core, cert_ids) = (routes.clone(), core.clone(), cert_ids.clone());
         async move {
-            let mut r = handle(&routes, &core, req, peer, &cert_ids).await;
+            let mut r = route(&routes, &core, req, peer, &cert_ids).await;
             if secure {
                 r.headers_mut().insert(STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(STS_VALUE));
             }
@@ -188,6 +194,44 @@ async fn serve_connection<S>(
         debug!("HTTP connection from {peer}: {e}");
     }
     drop(permit);
+}
+
+/// The body of every answer: whole, or streamed (the `snapshot` command's).
+pub type AdminBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// Apache 3.9's `snapshot` command goes to [`snapshot::serve`], whose answer may be a stream;
+/// everything else to [`handle`].
+async fn route(
+    routes: &Routes,
+    core: &mpsc::Sender<DriverMsg>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    cert_ids: &[zk_proto::Id],
+) -> Response<AdminBody> {
+    if let Routes::Admin { command_url, snapshot: cmd, .. } = routes {
+        let head = req.method() == Method::HEAD;
+        let name =
+            req.uri().path().strip_prefix(command_url.as_str()).and_then(|rest| rest.strip_prefix('/'));
+        let name = name.map(percent_decode);
+        if let Some(asked) = name.as_deref().filter(|n| commands::primary_name(n) == Some("create_snapshot"))
+        {
+            if let Some(r) = snapshot::gate_create(cmd, asked, core, req.headers(), peer.ip(), cert_ids).await
+            {
+                return r;
+            }
+        }
+        let name = name.filter(|n| commands::primary_name(n) == Some(commands::SNAPSHOT));
+        if let Some(name) = name.filter(|_| head || req.method() == Method::GET) {
+            let args = query_pairs(req.uri().query());
+            let mut r =
+                snapshot::serve(cmd, &name, core, req.headers(), &args, head, peer.ip(), cert_ids).await;
+            if head {
+                *r.body_mut() = Full::new(Bytes::new()).map_err(|never| match never {}).boxed_unsync();
+            }
+            return r;
+        }
+    }
+    handle(routes, core, req, peer, cert_ids).await.map(|b| b.map_err(|never| match never {}).boxed_unsync())
 }
 
 fn response(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -343,7 +387,7 @@ async fn handle(
         }
     }
     let method = req.method().clone();
-    if let Routes::Admin { rest: Some(_), command_url, probe } = routes {
+    if let Routes::Admin { rest: Some(_), command_url, probe, .. } = routes {
         if matches!(method, Method::GET | Method::HEAD) {
             let console_json = match req.uri().path() {
                 members::PATH => Some(probe.answer(core).await),

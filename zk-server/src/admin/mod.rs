@@ -23,6 +23,7 @@ pub mod rest;
 pub mod search;
 pub mod session;
 pub mod session_list;
+pub mod snapshot;
 
 use crate::view::MntrValue;
 use serde_json::{json, Value};
@@ -47,6 +48,25 @@ pub enum AdminAsk {
     Ensemble,
     /// A page of the console's sessions view.
     Sessions(session_list::Page),
+    /// Whether the caller's credentials hold every bit of `perm` on `/` (Apache 3.9's check for
+    /// `snapshot` and `restore`, bit by bit since CVE-2025-58457); `None`: the caller gave
+    /// none the server takes.
+    Authorize {
+        /// What the `Authorization` header proved.
+        credentials: Option<snapshot::Credentials>,
+        /// The permission bits needed.
+        perm: i32,
+    },
+    /// Take a snapshot now, unless one is under way (`csnp`'s request).
+    SnapshotNow,
+    /// Where the snapshots stand.
+    SnapshotStatus,
+    /// What to rebuild a consistent copy of the tree from, off the driver's thread, for a
+    /// snapshot started in serving term `generation` (as [`AdminReply::Snapshot`] gave it).
+    SnapshotSource {
+        /// The serving term the snapshot started in.
+        generation: u64,
+    },
 }
 
 /// The driver's answer to an [`AdminAsk`].
@@ -60,6 +80,16 @@ pub enum AdminReply {
     Metrics(Vec<(String, MntrValue)>, Box<metrics::Figures>),
     /// The ensemble view's plan.
     Ensemble(Box<members::EnsemblePlan>),
+    /// The answer to [`AdminAsk::Authorize`].
+    Authorization(snapshot::Authorization),
+    /// The answer to [`AdminAsk::SnapshotNow`], and the serving term it was given in
+    /// ([`crate::core::ServerCore::serving_generation`]; `None` when not serving).
+    Snapshot(crate::view::SnapshotAnswer, Option<u64>),
+    /// The answer to [`AdminAsk::SnapshotStatus`]: `None` without a snapshot thread.
+    SnapshotStatus(Option<crate::core::SnapshotStatus>),
+    /// The answer to [`AdminAsk::SnapshotSource`], or why there is none (this server keeps no
+    /// snapshots, it is not serving, or it changed its role since the snapshot started).
+    SnapshotSource(Result<Box<snapshot::ConsistentSource>, snapshot::SourceRefused>),
 }
 
 /// Whether the server serves clients, and in which role.

@@ -37,7 +37,9 @@ pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
 pub use queues::{PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
-pub use snapshot_policy::{SnapJob, SnapshotPolicy, SnapshotSettings, CHUNK_CREDITS, NODES_PER_STEP};
+pub use snapshot_policy::{
+    Requested, SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
+};
 pub use zxid::Zxid;
 
 use crate::settings::Settings;
@@ -186,6 +188,13 @@ pub enum Event {
     },
     /// The snapshot thread is gone: no more snapshots.
     SnapshotThreadGone,
+    /// An operator asks for a snapshot now (`csnp`, the AdminServer's `snapshot`): one starts
+    /// at once unless one is under way, which then stands for it. None starts while the server
+    /// is down or read-only (as for the snapshots the thresholds start), on a leader that serves
+    /// no clients, within `snapshot.minRequestIntervalSeconds` of the last snapshot's start, or
+    /// without a snapshot thread; [`ServerCore::take_snapshot_answer`] tells the asker what
+    /// happened.
+    SnapshotNow,
     /// Leader: a learner forwarded a client's request (REQUEST).
     Forwarded {
         /// The learner's quorum connection (a forwarded sync is answered on it).
@@ -391,6 +400,10 @@ pub struct CoreConfig {
 #[derive(Debug)]
 pub struct ServerCore {
     role: Role,
+    /// Counts [`Self::set_role`] calls: a snapshot served to an operator is rebuilt from what
+    /// this server held in one serving term, never across a role change
+    /// ([`Self::snapshot_source_through`]).
+    role_generation: u64,
     settings: Arc<Settings>,
     db: Database,
     conns: ConnRegistry,
@@ -402,6 +415,8 @@ pub struct ServerCore {
     /// the connection that asked.
     revalidating: HashMap<SessionId, ConnId>,
     snapshots: Option<SnapshotPolicy>,
+    /// What became of the last operator's request for a snapshot, until the asker takes it.
+    snapshot_answer: Option<crate::view::SnapshotAnswer>,
     stats: ServerStats,
     actions: VecDeque<Action>,
     buf: BytesMut,
@@ -459,6 +474,7 @@ impl ServerCore {
         let purge_hours = u64::from(cfg.settings.purge_interval_hours);
         ServerCore {
             role: Role::Standalone,
+            role_generation: 0,
             syncs_waiting: VecDeque::new(),
             syncs_forwarded: VecDeque::new(),
             sync_paths: HashMap::new(),
@@ -479,6 +495,7 @@ impl ServerCore {
             connecting: HashMap::new(),
             revalidating: HashMap::new(),
             snapshots,
+            snapshot_answer: None,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
             buf: BytesMut::with_capacity(64 * 1024),
@@ -560,6 +577,7 @@ impl ServerCore {
                 warn!("the snapshot thread stopped; no more snapshots");
                 self.snapshots = None;
             }
+            Event::SnapshotNow => self.on_snapshot_now(now),
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -773,6 +791,8 @@ impl ServerCore {
             wall_ms: now.wall_ms,
             counters: Vec::new(),
             timings: Vec::new(),
+            log_info: None,
+            snapshot_answer: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,
@@ -783,6 +803,107 @@ impl ServerCore {
                 Role::Down => None,
             },
         }
+    }
+
+    /// An operator asks for a snapshot now: what became of it is kept for
+    /// [`Self::take_snapshot_answer`].
+    fn on_snapshot_now(&mut self, now: Now) {
+        use crate::view::SnapshotAnswer;
+        let min_interval = self.settings.snapshot_min_request_interval_ms;
+        // As the commands see it: a leader with leaderServes=no serves no clients, and answers
+        // "not currently serving"; it starts no snapshot behind that answer.
+        let leader_aside = matches!(self.role, Role::Leader { .. }) && !self.settings.leader_serves;
+        let serving = self.serving_generation().is_some() && !leader_aside;
+        let answer = match self.snapshots.as_mut() {
+            None => SnapshotAnswer::Refused("this server takes no snapshots"),
+            Some(_) if !serving => {
+                info!("a snapshot was asked for, but none is taken while the server does not serve");
+                SnapshotAnswer::Refused("the server is not serving")
+            }
+            Some(s) => match s.request(now.mono_ms(), min_interval) {
+                Requested::UnderWay(zxid) => SnapshotAnswer::UnderWay(zxid),
+                Requested::TooSoon => {
+                    info!("a snapshot was asked for within snapshot.minRequestIntervalSeconds of the last; none started");
+                    SnapshotAnswer::TooSoon
+                }
+                Requested::Accepted => {
+                    self.snapshot_step(now);
+                    match self.snapshot_status().and_then(|s| s.under_way) {
+                        Some(zxid) => SnapshotAnswer::Started(zxid),
+                        None => SnapshotAnswer::Refused("the snapshot could not start"),
+                    }
+                }
+            },
+        };
+        self.snapshot_answer = Some(answer);
+    }
+
+    /// What became of the last [`Event::SnapshotNow`], once.
+    pub fn take_snapshot_answer(&mut self) -> Option<crate::view::SnapshotAnswer> {
+        self.snapshot_answer.take()
+    }
+
+    /// The snapshot under way and the last one written, or `None` without a snapshot thread.
+    pub fn snapshot_status(&self) -> Option<SnapshotStatus> {
+        self.snapshots.as_ref().map(SnapshotPolicy::status)
+    }
+
+    /// The zxid of the last transaction applied to the tree.
+    pub fn applied_zxid(&self) -> i64 {
+        self.db.last_applied_zxid()
+    }
+
+    /// The zxid this server knows committed: the proposer's on a server that decides, the last
+    /// applied on a serving learner (it applies each commit as it hears it). `None` while down
+    /// or read-only: the database is then reloaded from the snapshots and the whole log, which
+    /// may end in proposals no quorum ever acknowledged.
+    pub fn committed_zxid(&self) -> Option<i64> {
+        match self.role {
+            Role::Standalone | Role::Leader { .. } => {
+                Some(self.proposer.committed().max(self.applied_zxid()))
+            }
+            Role::Learner { .. } => Some(self.applied_zxid()),
+            Role::Down | Role::ReadOnly => None,
+        }
+    }
+
+    /// The serving term this server is in: `Some` while it serves from committed history
+    /// (standalone, an established leader, a learner its leader told UPTODATE), a number that
+    /// changes with every role change; `None` while down or read-only. An operator's snapshot
+    /// request takes it when the snapshot starts ([`Self::snapshot_source_through`]).
+    pub fn serving_generation(&self) -> Option<u64> {
+        match self.role {
+            Role::Standalone | Role::Leader { .. } | Role::Learner { .. } => Some(self.role_generation),
+            Role::Down | Role::ReadOnly => None,
+        }
+    }
+
+    /// The zxid a copy of the tree served to an operator is rebuilt through, for a request whose
+    /// snapshot started in serving term `generation` ([`Self::serving_generation`]), with this
+    /// server's log durable through `log_durable`: committed, applied and durable here. A
+    /// follower applies a commit before its own copy of the proposal is durable, and a leader
+    /// may commit on its followers' ACKs before its own.
+    ///
+    /// Errors: the server is not serving, or left that term since (a role change reloads the
+    /// database from the whole log, which may hold proposals never committed, and a later sync
+    /// may rewrite the log the copy would read).
+    pub fn snapshot_source_through(&self, generation: u64, log_durable: i64) -> Result<i64, &'static str> {
+        match self.serving_generation() {
+            None => Err("the server is not serving"),
+            Some(g) if g != generation => Err("the server changed its role while the snapshot was taken"),
+            Some(_) => {
+                let committed = self.committed_zxid().unwrap_or(i64::MIN);
+                Ok(committed.min(self.applied_zxid()).min(log_durable))
+            }
+        }
+    }
+
+    /// Whether a copy of the tree (the AdminServer's `snapshot` rebuilds one beside the
+    /// server's own) fits under the memory brake: the brake is off, and the tree's accounted
+    /// bytes twice over stay under `zkrs.treeMemorySoftLimitBytes` (no limit: always).
+    pub fn tree_copy_fits(&self) -> bool {
+        let limit = self.db.memory_soft_limit_bytes();
+        limit == 0 || (!self.db.memory_brake_on() && self.db.tree_memory_bytes().saturating_mul(2) <= limit)
     }
 
     /// Leader: learners' syncs waiting for earlier proposals to commit.
@@ -812,5 +933,98 @@ impl ServerCore {
             "srst" => self.stats.reset(),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Now {
+        Now { mono_us: ms * 1000, wall_ms: 1_700_000_000_000 + ms as i64 }
+    }
+
+    /// A standalone core with a snapshot thread, configured by `extra` zoo.cfg lines.
+    pub(super) fn core(extra: &str) -> ServerCore {
+        let text = format!("tickTime=2000\ndataDir=/nonexistent\nclientPort=2181\n{extra}");
+        let cfg = crate::config::ServerConfig::parse(&text, None).expect("zoo.cfg");
+        let settings = Arc::new(Settings::from_config(&cfg).expect("settings"));
+        let cfg = CoreConfig {
+            settings: settings.clone(),
+            server_id: 1,
+            voters: VoterSet::solo(1),
+            counter_rule: CounterRule::Wrap,
+            snapshots: Some(SnapshotSettings {
+                snap_count: settings.snap_count,
+                snap_size_bytes: 0,
+                pace_floor: 0,
+                idle_ms: 0,
+                nodes_per_step: NODES_PER_STEP,
+            }),
+            snapshot_now: false,
+            seed: 1,
+            sasl_seed: [1; 32],
+        };
+        let mut db = Database::new(zk_tree::TreeConfig { tick_ms: settings.tick_ms, ..Default::default() });
+        db.start_leading(0);
+        ServerCore::new(cfg, db, at(0))
+    }
+
+    /// Review of the snapshot command, finding 9: an operator's request goes through the node's
+    /// allow-list (the simulator can send it as the driver does), and the core records what it
+    /// decided.
+    #[test]
+    fn a_snapshot_request_goes_through_the_node() {
+        let mut node = crate::node::Node::standalone(core(""));
+        node.handle(at(10), crate::node::Input::Core(Event::SnapshotNow));
+        let answer = node.core_mut().take_snapshot_answer();
+        assert!(matches!(answer, Some(crate::view::SnapshotAnswer::Started(_))), "{answer:?}");
+        assert_eq!(node.core_mut().take_snapshot_answer(), None, "taken once");
+        node.handle(at(20), crate::node::Input::Core(Event::SnapshotNow));
+        let answer = node.core_mut().take_snapshot_answer();
+        assert!(matches!(answer, Some(crate::view::SnapshotAnswer::UnderWay(_))), "{answer:?}");
+    }
+
+    /// Review of the snapshot command, finding 7: a leader with leaderServes=no answers the
+    /// commands "not currently serving", and starts no snapshot behind that answer.
+    #[test]
+    fn a_leader_that_serves_no_clients_takes_no_requested_snapshot() {
+        let mut c = core("leaderServes=no\n");
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, at(10));
+        c.handle(at(20), Event::SnapshotNow);
+        assert_eq!(
+            c.take_snapshot_answer(),
+            Some(crate::view::SnapshotAnswer::Refused("the server is not serving"))
+        );
+        assert_eq!(c.snapshot_status().and_then(|s| s.under_way), None, "none started");
+        let mut c = core("");
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, at(10));
+        c.handle(at(20), Event::SnapshotNow);
+        assert!(matches!(c.take_snapshot_answer(), Some(crate::view::SnapshotAnswer::Started(_))));
+    }
+
+    /// Review of the snapshot command, finding 1: a snapshot an operator asked for is served
+    /// only from the serving term it started in; a role change between (through Down, which
+    /// reloads the database from the whole log, uncommitted proposals included) refuses it, and
+    /// nothing is known committed while down.
+    #[test]
+    fn a_snapshot_is_served_only_from_the_term_it_started_in() {
+        let mut c = core("");
+        let g = c.serving_generation().expect("standalone serves");
+        assert_eq!(c.snapshot_source_through(g, 0), Ok(0));
+        assert_eq!(c.committed_zxid(), Some(0));
+        c.set_role(Role::Down, VoterSet::solo(1), None, at(10));
+        assert_eq!(c.serving_generation(), None);
+        assert_eq!(c.committed_zxid(), None, "nothing known committed while down");
+        assert_eq!(c.snapshot_source_through(g, 0), Err("the server is not serving"));
+        c.set_role(Role::Leader { epoch: 2 }, VoterSet::solo(1), None, at(20));
+        let g2 = c.serving_generation().expect("an established leader serves");
+        assert_ne!(g, g2);
+        assert!(c.snapshot_source_through(g, 0).is_err(), "a later term does not serve the earlier request");
+        assert!(c.snapshot_source_through(g2, 0).is_ok());
+        c.set_role(Role::ReadOnly, VoterSet::solo(1), None, at(30));
+        assert_eq!(c.serving_generation(), None);
+        assert_eq!(c.committed_zxid(), None);
+        assert!(c.snapshot_source_through(g2, 0).is_err());
     }
 }

@@ -35,6 +35,7 @@ impl ServerCore {
         }
         let synced = matches!(role, Role::Learner { .. }) && self.role == Role::Down;
         self.role = role;
+        self.role_generation = self.role_generation.wrapping_add(1);
         self.reset_reconfig();
         self.syncs_waiting.clear();
         self.syncs_forwarded.clear();

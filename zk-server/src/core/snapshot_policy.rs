@@ -96,6 +96,35 @@ pub struct SnapshotPolicy {
     pub unpaced_idle: bool,
     /// The pace of the snapshot under way while writes come, bytes a second (0 = no limit).
     pub pace: u64,
+    /// An operator asked for a snapshot now (`csnp`, the AdminServer's `snapshot`): the next
+    /// one starts at the next step, whatever the thresholds say.
+    requested: bool,
+    /// The start zxid of the snapshot being taken or written, until the thread reports it done.
+    taking_zxid: Option<i64>,
+    /// The start zxid of the last snapshot this server wrote since it started.
+    last_written: Option<i64>,
+    /// When the last snapshot started (ms, monotonic), if one has since the server started.
+    last_started_ms: Option<u64>,
+}
+
+/// What became of an operator's request ([`SnapshotPolicy::request`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// Taken: the snapshot starts at the next step.
+    Accepted,
+    /// The snapshot at this start zxid is under way: it stands for the request.
+    UnderWay(i64),
+    /// The last snapshot started less than the minimum interval ago: none is started.
+    TooSoon,
+}
+
+/// Where the snapshots stand, for an operator's request ([`SnapshotPolicy::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotStatus {
+    /// The start zxid of the snapshot being taken or written, if one is.
+    pub under_way: Option<i64>,
+    /// The start zxid of the last snapshot written since the server started, if any.
+    pub last_written: Option<i64>,
 }
 
 impl SnapshotPolicy {
@@ -120,7 +149,31 @@ impl SnapshotPolicy {
             last_txn_ms: now_ms,
             unpaced_idle: false,
             pace: 0,
+            requested: false,
+            taking_zxid: None,
+            last_written: None,
+            last_started_ms: None,
         }
+    }
+
+    /// Asks, at `now_ms`, for a snapshot at the next step, unless one is under way (that one is
+    /// the answer) or the last one started less than `min_interval_ms` ago: each one serializes
+    /// and syncs the whole tree and lets retention purge the log, so requests in a loop would
+    /// keep the disk busy and shrink the log a leader syncs its learners from.
+    pub fn request(&mut self, now_ms: u64, min_interval_ms: u64) -> Requested {
+        if let Some(zxid) = self.taking_zxid {
+            return Requested::UnderWay(zxid);
+        }
+        if self.last_started_ms.is_some_and(|at| now_ms.saturating_sub(at) < min_interval_ms) {
+            return Requested::TooSoon;
+        }
+        self.requested = true;
+        Requested::Accepted
+    }
+
+    /// The snapshot under way and the last one written.
+    pub fn status(&self) -> SnapshotStatus {
+        SnapshotStatus { under_way: self.taking_zxid, last_written: self.last_written }
     }
 
     /// Nodes serialized per step.
@@ -138,12 +191,14 @@ impl SnapshotPolicy {
     /// that snapshot's size: with a large tree, snapCount alone would write a whole tree every
     /// few megabytes of log, and that disk traffic is what every commit's sync waits behind.
     /// Replay at start-up then covers at most about half a snapshot's worth of log.
+    /// A snapshot an operator asked for ([`SnapshotPolicy::request`]) is due at once.
     pub fn due(&self) -> bool {
         !self.busy
             && self.cursor.is_none()
             && self.finish_after.is_none()
-            && (self.since >= self.threshold || self.bytes_since >= self.size_threshold)
-            && self.bytes_since >= self.last_bytes / 2
+            && (self.requested
+                || ((self.since >= self.threshold || self.bytes_since >= self.size_threshold)
+                    && self.bytes_since >= self.last_bytes / 2))
     }
 
     /// When a quiet period (no transaction applied for `idle_ms`) acts, in ms on the monotonic
@@ -182,6 +237,9 @@ impl SnapshotPolicy {
         self.pace = pace(self.settings.pace_floor, self.bytes_since, elapsed_ms);
         self.unpaced_idle = idle && self.pace != 0;
         self.since_ms = now_ms;
+        self.last_started_ms = Some(now_ms);
+        self.taking_zxid = Some(cursor.start_zxid());
+        self.requested = false;
         self.cursor = Some(cursor);
         self.busy = true;
         self.since = 0;
@@ -212,7 +270,10 @@ impl SnapshotPolicy {
     pub fn done(&mut self, ok: bool) {
         self.busy = false;
         self.buffers = Vec::new();
-        if !ok {
+        let taken = self.taking_zxid.take();
+        if ok {
+            self.last_written = taken.or(self.last_written);
+        } else {
             // Try again after another snap_count transactions.
             self.since = 0;
         }
@@ -271,6 +332,71 @@ mod tests {
         // 0 is no limit, whatever the log does.
         assert_eq!(pace(0, 220_000_000, 1000), 0);
         assert_eq!(pace(floor, u64::MAX, 1), u64::MAX);
+    }
+
+    #[test]
+    fn a_requested_snapshot_is_due_at_once_and_never_doubled() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let settings = SnapshotSettings {
+            snap_count: 100_000,
+            snap_size_bytes: 0,
+            pace_floor: 0,
+            idle_ms: 0,
+            nodes_per_step: 10,
+        };
+        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        assert!(!p.due(), "nothing logged yet");
+        assert_eq!(p.request(0, 0), Requested::Accepted);
+        assert!(p.due(), "asked for: due whatever the thresholds say");
+        let db = zk_tree::Database::new(zk_tree::TreeConfig::default());
+        let cur = db.snapshot_begin();
+        let zxid = cur.start_zxid();
+        p.started(cur, 10, false, &mut rng);
+        assert_eq!(p.status(), SnapshotStatus { under_way: Some(zxid), last_written: None });
+        assert_eq!(p.request(10, 0), Requested::UnderWay(zxid));
+        assert!(!p.due(), "one under way stands for the request");
+        p.cursor = None;
+        p.done(true);
+        assert_eq!(p.status(), SnapshotStatus { under_way: None, last_written: Some(zxid) });
+        assert!(!p.due(), "the request under way was not kept for later");
+        // One abandoned or failed is not written.
+        assert_eq!(p.request(20, 0), Requested::Accepted);
+        let cur = db.snapshot_begin();
+        p.started(cur, 20, false, &mut rng);
+        assert!(p.abandon());
+        p.done(false);
+        assert_eq!(p.status(), SnapshotStatus { under_way: None, last_written: Some(zxid) });
+    }
+
+    /// Review of the snapshot command, finding 2: requests in a loop start at most one snapshot
+    /// per minimum interval, counted from the last snapshot's start (any snapshot's).
+    #[test]
+    fn requests_start_at_most_one_snapshot_per_interval() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let settings = SnapshotSettings {
+            snap_count: 100_000,
+            snap_size_bytes: 0,
+            pace_floor: 0,
+            idle_ms: 0,
+            nodes_per_step: 10,
+        };
+        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        let db = zk_tree::Database::new(zk_tree::TreeConfig::default());
+        assert_eq!(p.request(500, 60_000), Requested::Accepted, "none started yet: no interval to wait");
+        p.started(db.snapshot_begin(), 1_000, false, &mut rng);
+        p.cursor = None;
+        p.done(true);
+        assert_eq!(p.request(30_000, 60_000), Requested::TooSoon);
+        assert!(!p.due(), "a refused request is not kept for later");
+        assert_eq!(p.request(60_999, 60_000), Requested::TooSoon);
+        assert_eq!(p.request(61_000, 60_000), Requested::Accepted);
+        // A snapshot the thresholds started counts too.
+        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        p.started(db.snapshot_begin(), 5_000, false, &mut rng);
+        p.cursor = None;
+        p.done(true);
+        assert_eq!(p.request(6_000, 60_000), Requested::TooSoon);
+        assert_eq!(p.request(6_000, 0), Requested::Accepted, "0: no minimum");
     }
 
     #[test]

@@ -329,6 +329,7 @@ impl Node {
                             | Event::SnapshotDone { .. }
                             | Event::Retained { .. }
                             | Event::SnapshotThreadGone
+                            | Event::SnapshotNow
                     ),
                     "only a client's or the snapshot thread's input reaches the core unsettled: {ev:?}"
                 );

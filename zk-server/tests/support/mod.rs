@@ -15,6 +15,7 @@ pub mod interactive;
 pub mod load;
 pub mod pki;
 pub mod transcript;
+pub mod tree;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

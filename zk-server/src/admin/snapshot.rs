@@ -1,0 +1,684 @@
+//! Apache 3.9's AdminServer `snapshot` command (alias `snap`): a snapshot of the tree in Apache's
+//! file format, streamed to the caller.
+//!
+//! As Apache 3.9.5 answers it (its `Commands.runCommand` and `SnapshotCommand`), in this order:
+//! - the server not serving: 200, JSON error "This ZooKeeper instance is not currently serving
+//!   requests" (this answer and the authentication ones name the command as the URL does,
+//!   `snap` for the alias; the later ones by its primary name, as Apache's);
+//! - no `Authorization` header: 401, "Auth info is missing for the command"; a header naming no
+//!   scheme the server takes, or credentials that prove no id: 401, "Not authenticated"; ids
+//!   without every bit of ALL on `/` (each bit checked on its own, CVE-2025-58457): 403, "Not
+//!   authorized". The header is `digest user:password`, `ip` (the TCP peer's address; no
+//!   forwarding header is believed) or `x509` (the client certificate of an HTTPS connection);
+//! - `admin.snapshot.enabled=false` (default true): 503; more than one request per
+//!   `admin.rateLimiterIntervalInMS` (default 300000): 429. Both with a JSON body naming the
+//!   command and a null error;
+//! - else 200 with headers `last_zxid` (`0x` and the zxid in hex) and `snapshot_size` (bytes),
+//!   and, unless `streaming=false` (Java's `parseBoolean`: only `true` in any case is true), the
+//!   snapshot as `application/octet-stream`; with `streaming=false` the JSON body alone.
+//!
+//! Deliberate differences: Apache's limiter for this command counts its interval in
+//! microseconds (a snapshot every 300 ms with the default), here in milliseconds as the key's
+//! name and Apache's documentation say. Apache streams the file its `takeSnapshot` wrote, which is
+//! fuzzy (nodes captured at different zxids while writes went on); here the core takes a snapshot
+//! as `csnp` does, then a copy of the tree is rebuilt from it and the log after it exactly as of
+//! one committed zxid ([`crate::snapshots::consistent_copy`]), and that copy is written as
+//! Apache's file ([`crate::apache_snap_file`]), so `last_zxid` is the zxid the whole content is
+//! at. A failure is a 500 whose JSON error says why (Apache's is null); so is a server that
+//! changed its role between the snapshot's start and the copy (down and back reloads the tree
+//! from the whole log, uncommitted proposals included), or whose log was cut (a resync) while
+//! the copy read it.
+//!
+//! Memory: the copy of the tree while the request is served (one request at a time; another
+//! meanwhile is answered 429; none under the memory brake or when twice the tree would pass
+//! `zkrs.treeMemorySoftLimitBytes`: 503), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
+//! the connection: the writer waits for the client to take them, at most [`CHUNK_WAIT`] for
+//! each, and stops when a [`THROUGHPUT_WINDOW`] sees less than [`MIN_BYTES_PER_WINDOW`] taken;
+//! then it gives up and frees the copy.
+
+use super::http::{ask, to_pretty_json, AdminBody};
+use super::{AdminAsk, AdminReply};
+use crate::driver::DriverMsg;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{HeaderMap, Response, StatusCode};
+use serde_json::json;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Semaphore};
+use tracing::{info, warn};
+use zk_proto::Id;
+
+/// Chunks queued between the thread writing the snapshot and the connection.
+pub const STREAM_CHUNKS: usize = 4;
+
+/// How long the command waits for the core's snapshot to be written.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
+
+/// How long the writer waits for the client to take one chunk before it gives up.
+pub const CHUNK_WAIT: Duration = Duration::from_secs(60);
+
+/// The window the client's reading pace is measured over.
+pub const THROUGHPUT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The least the client must take in each [`THROUGHPUT_WINDOW`], bytes (about 17 KB/s): a
+/// client taking a chunk just inside [`CHUNK_WAIT`] each time would otherwise hold the copy of
+/// the tree, and the one request's slot, for days.
+pub const MIN_BYTES_PER_WINDOW: u64 = 1 << 20;
+
+/// How often it asks the driver whether that snapshot is written.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// The response header carrying the zxid the snapshot is at.
+pub const LAST_ZXID_HEADER: &str = "last_zxid";
+/// The response header carrying the snapshot's size in bytes.
+pub const SNAPSHOT_SIZE_HEADER: &str = "snapshot_size";
+
+/// What the `Authorization` header proved, for the driver to turn into ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// `digest user:password`: the id the bytes after the scheme prove (`user:` and the
+    /// base64 of their SHA-1, [`zk_tree::digest_id`]), hashed off the driver's thread.
+    Digest(String),
+    /// `ip`: the TCP peer's address.
+    Ip(IpAddr),
+    /// `x509`: the ids the HTTPS client's certificate proved.
+    X509(Vec<Id>),
+}
+
+/// The driver's verdict on a caller's credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authorization {
+    /// The server is not serving: Apache answers so before it looks at credentials.
+    NotServing,
+    /// The credentials prove no id.
+    NotAuthenticated,
+    /// Some bit of the permission is held by none of the ids on `/`.
+    Denied,
+    /// Every bit is held.
+    Granted,
+}
+
+/// Why the `Authorization` header gives no credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderProblem {
+    /// There is none.
+    Missing,
+    /// It names no scheme the server takes, or lacks what the scheme needs.
+    Unusable,
+}
+
+/// The credentials in `header`, read as Apache 3.9 reads them: the value split at single
+/// spaces (Java's `split(" ")`, trailing empty parts dropped) into a scheme and, for digest,
+/// the secret; `ip` and `x509` need nothing after the scheme and take the id from the
+/// connection (`peer`, `cert_ids`).
+///
+/// Errors: [`HeaderProblem::Missing`] without a header; [`HeaderProblem::Unusable`] for more
+/// than two parts, an unknown scheme, digest without a secret, x509 without a certificate.
+pub fn credentials(
+    header: Option<&HeaderValue>,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Result<Credentials, HeaderProblem> {
+    let Some(value) = header else { return Err(HeaderProblem::Missing) };
+    let mut parts: Vec<&[u8]> = value.as_bytes().split(|&b| b == b' ').collect();
+    while parts.last().is_some_and(|p| p.is_empty()) {
+        parts.pop();
+    }
+    match parts.as_slice() {
+        [b"digest", secret] => zk_tree::digest_id(&String::from_utf8_lossy(secret))
+            .map(Credentials::Digest)
+            .ok_or(HeaderProblem::Unusable),
+        [b"ip"] | [b"ip", _] => Ok(Credentials::Ip(peer)),
+        [b"x509"] | [b"x509", _] if !cert_ids.is_empty() => Ok(Credentials::X509(cert_ids.to_vec())),
+        _ => Err(HeaderProblem::Unusable),
+    }
+}
+
+/// Why the driver gives no [`ConsistentSource`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceRefused {
+    /// A copy of the tree would not fit under the memory brake (`zkrs.treeMemorySoftLimitBytes`):
+    /// 503, the caller may come back once the tree is smaller.
+    Memory,
+    /// Anything else (no snapshots kept, not serving, a role change since the start): 500, why.
+    Other(&'static str),
+}
+
+/// The error a copy refused for memory answers.
+pub const MEMORY_REFUSAL: &str =
+    "a copy of the tree would not fit under zkrs.treeMemorySoftLimitBytes (the memory brake)";
+
+/// What a consistent copy of the tree is rebuilt from: the snapshot directory, the log, and
+/// the zxid to rebuild it at (committed and durable when the driver answered).
+pub struct ConsistentSource {
+    /// The snapshot directory.
+    pub storage: zk_log::FileStorage,
+    /// How the copy is set up.
+    pub tree_cfg: zk_tree::TreeConfig,
+    /// The log's durable records.
+    pub log: Box<dyn zk_log::TxnSource>,
+    /// The zxid to rebuild the tree at (or the snapshot's end, if later).
+    pub through: i64,
+    /// An ensemble member's log cut fence and its generation when `through` was chosen: a cut
+    /// since (a TRUNC, a SNAP's log reset) may have rewritten the records the copy read.
+    pub fence: Option<(std::sync::Arc<crate::snapshots::SnapshotFence>, u64)>,
+}
+
+impl ConsistentSource {
+    /// The copy of the tree at `through`, rebuilt off the driver's thread; given up once `stop`
+    /// says so.
+    ///
+    /// Errors: [`crate::snapshots::consistent_copy`]'s, or the log was cut while it was read.
+    pub fn rebuild(self, stop: &dyn Fn() -> bool) -> Result<zk_tree::Database, String> {
+        let ConsistentSource { storage, tree_cfg, log, through, fence } = self;
+        let db = crate::snapshots::consistent_copy(&storage, tree_cfg, log.as_ref(), through, stop)?;
+        if let Some((fence, at)) = fence {
+            if fence.generation() != at {
+                return Err("the log was cut (the server resynchronized) while the copy was read".into());
+            }
+        }
+        Ok(db)
+    }
+}
+
+impl std::fmt::Debug for ConsistentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsistentSource").field("through", &self.through).finish_non_exhaustive()
+    }
+}
+
+/// Apache's `RateLimiter` with a rate of one: allowed once, then again only after `interval`
+/// has passed since the last reset.
+#[derive(Debug)]
+struct RateLimiter {
+    interval: Duration,
+    last_reset: Instant,
+    remained: u32,
+}
+
+impl RateLimiter {
+    fn allow(&mut self, now: Instant) -> bool {
+        if now > self.last_reset + self.interval {
+            self.remained = 1;
+            self.last_reset = now;
+        }
+        if self.remained > 0 {
+            self.remained -= 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// Failed authorizations a peer may have per [`FAILURE_WINDOW`]; past them it is answered 429
+/// without its credentials being looked at, so that passwords cannot be tried at the pace the
+/// server answers.
+pub const FAILURES_PER_WINDOW: u32 = 20;
+
+/// The window [`FAILURES_PER_WINDOW`] counts over.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Peers whose failures are remembered at most (one entry each).
+const FAILURE_PEERS: usize = 4096;
+
+/// Failed authorizations by peer address, each counted from its first in the window.
+#[derive(Debug, Default)]
+struct FailureLimiter {
+    by_peer: std::collections::HashMap<IpAddr, (Instant, u32)>,
+}
+
+impl FailureLimiter {
+    /// Whether `peer` has used up its failures for now.
+    fn blocked(&self, peer: IpAddr, now: Instant) -> bool {
+        self.by_peer.get(&peer).is_some_and(|(since, n)| {
+            *n >= FAILURES_PER_WINDOW && now.duration_since(*since) < FAILURE_WINDOW
+        })
+    }
+
+    /// `peer` failed at `now`. The table stays bounded: when full, entries whose window has
+    /// passed go, and if none has, the oldest.
+    fn failed(&mut self, peer: IpAddr, now: Instant) {
+        if !self.by_peer.contains_key(&peer) && self.by_peer.len() >= FAILURE_PEERS {
+            self.by_peer.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
+            if self.by_peer.len() >= FAILURE_PEERS {
+                if let Some(oldest) =
+                    self.by_peer.iter().min_by_key(|(_, (since, _))| *since).map(|(p, _)| *p)
+                {
+                    self.by_peer.remove(&oldest);
+                }
+            }
+        }
+        let e = self.by_peer.entry(peer).or_insert((now, 0));
+        if now.duration_since(e.0) >= FAILURE_WINDOW {
+            *e = (now, 0);
+        }
+        e.1 = e.1.saturating_add(1);
+    }
+}
+
+/// The command's settings and state, one per AdminServer.
+#[derive(Debug)]
+pub struct SnapshotCommand {
+    enabled: bool,
+    limiter: Mutex<RateLimiter>,
+    /// Failed authorizations by peer.
+    failures: Mutex<FailureLimiter>,
+    /// One snapshot served at a time: each holds a copy of the tree.
+    serving: std::sync::Arc<Semaphore>,
+}
+
+impl SnapshotCommand {
+    /// The command as `admin.snapshot.enabled` and `admin.rateLimiterIntervalInMS` configure it.
+    pub fn new(enabled: bool, interval: Duration) -> SnapshotCommand {
+        SnapshotCommand {
+            enabled,
+            limiter: Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 }),
+            failures: Mutex::new(FailureLimiter::default()),
+            serving: std::sync::Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+/// A JSON answer naming `command`: the name in the URL for what Apache answers before the
+/// command runs (not serving, authentication, authorization), the primary name after.
+fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+    let body = to_pretty_json(&json!({ "command": command, "error": error }));
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+    named_response(super::commands::SNAPSHOT, status, error)
+}
+
+/// Whether the caller may have a snapshot (`snapshot`, or `create_snapshot` over HTTP, asked
+/// for as `name`; `primary` is the command's primary name): the server serves, the
+/// `Authorization` header proves ids holding ALL on `/`, the command is enabled
+/// (`admin.snapshot.enabled`) and the rate limiter lets it through. Otherwise the answer to
+/// give, in Apache's order.
+async fn gate(
+    cmd: &SnapshotCommand,
+    name: &str,
+    primary: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Result<(), Response<AdminBody>> {
+    let blocked = cmd.failures.lock().map(|f| f.blocked(peer, Instant::now())).unwrap_or(true);
+    if blocked {
+        warn!("{primary} command from {peer}: refused, {FAILURES_PER_WINDOW} failed authorizations within {FAILURE_WINDOW:?}");
+        return Err(named_response(
+            name,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Too many failed authorizations"),
+        ));
+    }
+    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
+    let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
+    let verdict = match ask(core, ask_auth).await {
+        Some(AdminReply::Authorization(v)) => v,
+        _ => return Err(driver_gone()),
+    };
+    let failed =
+        !matches!((verdict, &parsed), (Authorization::Granted, Ok(_)) | (Authorization::NotServing, _));
+    if failed {
+        if let Ok(mut f) = cmd.failures.lock() {
+            f.failed(peer, Instant::now());
+        }
+    }
+    match (verdict, parsed) {
+        (Authorization::NotServing, _) => {
+            return Err(named_response(
+                name,
+                StatusCode::OK,
+                Some("This ZooKeeper instance is not currently serving requests"),
+            ))
+        }
+        (_, Err(HeaderProblem::Missing)) => {
+            warn!("{primary} command from {peer}: no Authorization header");
+            return Err(named_response(
+                name,
+                StatusCode::UNAUTHORIZED,
+                Some("Auth info is missing for the command"),
+            ));
+        }
+        (Authorization::NotAuthenticated, _) | (_, Err(HeaderProblem::Unusable)) => {
+            warn!("{primary} command from {peer}: not authenticated");
+            return Err(named_response(name, StatusCode::UNAUTHORIZED, Some("Not authenticated")));
+        }
+        (Authorization::Denied, _) => {
+            warn!("{primary} command from {peer}: not authorized (ALL on / needed)");
+            return Err(named_response(name, StatusCode::FORBIDDEN, Some("Not authorized")));
+        }
+        (Authorization::Granted, Ok(_)) => {}
+    }
+    if !cmd.enabled {
+        warn!("{primary} command from {peer}: disabled (admin.snapshot.enabled=false)");
+        return Err(named_response(primary, StatusCode::SERVICE_UNAVAILABLE, None));
+    }
+    if !cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
+        warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
+        return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
+    }
+    Ok(())
+}
+
+/// Serves `create_snapshot` (alias `csnp`) over HTTP, asked for as `name`: a snapshot is
+/// written to disk, so the caller passes the `snapshot` command's checks first: ALL on `/`,
+/// `admin.snapshot.enabled`, one request per `admin.rateLimiterIntervalInMS` (shared with
+/// `snapshot`). Then `None`: the command runs as the others do.
+pub async fn gate_create(
+    cmd: &SnapshotCommand,
+    name: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Option<Response<AdminBody>> {
+    gate(cmd, name, "create_snapshot", core, headers, peer, cert_ids).await.err()
+}
+
+fn driver_gone() -> Response<AdminBody> {
+    json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
+}
+
+/// Serves one `snapshot` request, asked for as `name` (`snapshot` or `snap`): `head` for a HEAD
+/// request (answered as `streaming=false`).
+#[allow(clippy::too_many_arguments)]
+pub async fn serve(
+    cmd: &SnapshotCommand,
+    name: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    args: &[(String, String)],
+    head: bool,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Response<AdminBody> {
+    if let Err(r) = gate(cmd, name, super::commands::SNAPSHOT, core, headers, peer, cert_ids).await {
+        return r;
+    }
+    let Ok(permit) = cmd.serving.clone().try_acquire_owned() else {
+        warn!("snapshot command from {peer}: another snapshot is being served");
+        return json_response(StatusCode::TOO_MANY_REQUESTS, None);
+    };
+    let streaming = !head
+        && args.iter().find(|(k, _)| k == "streaming").is_none_or(|(_, v)| v.eq_ignore_ascii_case("true"));
+    let started = Instant::now();
+    // Within snapshot.minRequestIntervalSeconds of the last snapshot none is started: the copy
+    // is rebuilt from the snapshots already on disk and the log after them.
+    let (zxid, generation) = match ask(core, AdminAsk::SnapshotNow).await {
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Started(z), Some(g)))
+        | Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::UnderWay(z), Some(g))) => (Some(z), g),
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::TooSoon, Some(g))) => (None, g),
+        Some(AdminReply::Snapshot(crate::view::SnapshotAnswer::Refused(why), _)) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+        }
+        Some(AdminReply::Snapshot(_, None)) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("the server is not serving"));
+        }
+        _ => return driver_gone(),
+    };
+    if let Some(zxid) = zxid {
+        if let Err(why) = written(core, zxid).await {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+        }
+    }
+    let source = match ask(core, AdminAsk::SnapshotSource { generation }).await {
+        Some(AdminReply::SnapshotSource(Ok(s))) => s,
+        Some(AdminReply::SnapshotSource(Err(SourceRefused::Memory))) => {
+            warn!("snapshot command from {peer}: {MEMORY_REFUSAL}");
+            return json_response(StatusCode::SERVICE_UNAVAILABLE, Some(MEMORY_REFUSAL));
+        }
+        Some(AdminReply::SnapshotSource(Err(SourceRefused::Other(why)))) => {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(why));
+        }
+        _ => return driver_gone(),
+    };
+    let (tx, mut rx) = mpsc::channel::<Bytes>(STREAM_CHUNKS);
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<Result<(i64, u64), String>>();
+    // The copy is built, measured and written on a thread of its own at background priority
+    // (as the snapshot thread's), off the async threads; the permit goes with it. A client gone
+    // before the headers stops it.
+    let runtime = tokio::runtime::Handle::current();
+    let copy = move || {
+        crate::snapshots::background_priority();
+        let _permit = permit;
+        let db = match source.rebuild(&|| head_tx.is_closed()) {
+            Ok(db) => db,
+            Err(why) => {
+                let _ = head_tx.send(Err(why));
+                return;
+            }
+        };
+        if head_tx.is_closed() {
+            return;
+        }
+        let size = crate::apache_snap_file::size(&db);
+        if head_tx.send(Ok((db.last_applied_zxid(), size))).is_err() || !streaming {
+            return;
+        }
+        let mut pace = Throughput::new(Instant::now());
+        let sent = crate::apache_snap_file::write(&db, &mut |chunk| {
+            // A client that stops reading would hold the copy of the tree (and the one
+            // request's slot) for good: it gets CHUNK_WAIT per chunk, and must take
+            // MIN_BYTES_PER_WINDOW in each THROUGHPUT_WINDOW.
+            // The timer is made inside the runtime's context: this thread is not one of its own.
+            let send =
+                async { tokio::time::timeout(CHUNK_WAIT, tx.send(Bytes::copy_from_slice(chunk))).await };
+            match runtime.block_on(send) {
+                Ok(Ok(())) if pace.taken(Instant::now(), chunk.len() as u64) => Ok(()),
+                Ok(Ok(())) => Err("the client read less than 1 MiB in a minute"),
+                Ok(Err(_)) => Err("the client went away"),
+                Err(_) => Err("the client took no data for a minute"),
+            }
+        });
+        if let Err(why) = sent {
+            info!("snapshot stream to {peer} stopped: {why}");
+        }
+    };
+    if let Err(e) = std::thread::Builder::new().name("zk-snap-copy".into()).spawn(copy) {
+        warn!("snapshot command from {peer}: no thread for the copy: {e}");
+        return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("no thread for the copy"));
+    }
+    let (last_zxid, size) = match head_rx.await {
+        Ok(Ok(h)) => h,
+        Ok(Err(why)) => {
+            warn!("snapshot command from {peer}: {why}");
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some(&why));
+        }
+        Err(_) => {
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, Some("the snapshot writer stopped"))
+        }
+    };
+    info!(
+        "snapshot command from {peer}: a snapshot at 0x{last_zxid:x}, {size} bytes, ready in {:?}{}",
+        started.elapsed(),
+        if streaming { ", streaming" } else { "" }
+    );
+    let mut r = if streaming {
+        let mut r = Response::new(ChunkBody { rx: Some(rx) }.boxed_unsync());
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(size));
+        r
+    } else {
+        rx.close();
+        json_response(StatusCode::OK, None)
+    };
+    if let Ok(v) = HeaderValue::from_str(&format!("0x{last_zxid:x}")) {
+        r.headers_mut().insert(LAST_ZXID_HEADER, v);
+    }
+    r.headers_mut().insert(SNAPSHOT_SIZE_HEADER, HeaderValue::from(size));
+    r
+}
+
+/// Waits until the snapshot that starts at `zxid` (or a later one) is written.
+///
+/// Errors: it failed, or it took longer than [`SNAPSHOT_WAIT`].
+async fn written(core: &mpsc::Sender<DriverMsg>, zxid: i64) -> Result<(), String> {
+    let deadline = Instant::now() + SNAPSHOT_WAIT;
+    loop {
+        let status = match ask(core, AdminAsk::SnapshotStatus).await {
+            Some(AdminReply::SnapshotStatus(Some(s))) => s,
+            Some(AdminReply::SnapshotStatus(None)) => return Err("this server takes no snapshots".into()),
+            _ => return Err("the server is not answering".into()),
+        };
+        if status.last_written.is_some_and(|w| w >= zxid) {
+            return Ok(());
+        }
+        if status.under_way.is_none_or(|u| u < zxid) {
+            return Err(format!("the snapshot at 0x{zxid:x} was not written (see the server's log)"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("the snapshot at 0x{zxid:x} took longer than {SNAPSHOT_WAIT:?}"));
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// The client's reading pace: each [`THROUGHPUT_WINDOW`] in turn must see at least
+/// [`MIN_BYTES_PER_WINDOW`] taken, or the stream stops.
+#[derive(Debug)]
+struct Throughput {
+    window_start: Instant,
+    in_window: u64,
+}
+
+impl Throughput {
+    fn new(now: Instant) -> Throughput {
+        Throughput { window_start: now, in_window: 0 }
+    }
+
+    /// `bytes` were taken at `now`; false when a window ended with too little taken in it.
+    fn taken(&mut self, now: Instant, bytes: u64) -> bool {
+        if now.duration_since(self.window_start) >= THROUGHPUT_WINDOW {
+            if self.in_window < MIN_BYTES_PER_WINDOW {
+                return false;
+            }
+            self.window_start = now;
+            self.in_window = 0;
+        }
+        self.in_window = self.in_window.saturating_add(bytes);
+        true
+    }
+}
+
+/// A response body fed chunk by chunk from a bounded channel; it ends when the writer drops
+/// its sender.
+struct ChunkBody {
+    rx: Option<mpsc::Receiver<Bytes>>,
+}
+
+impl Body for ChunkBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(chunk)) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            Poll::Ready(None) => {
+                self.rx = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rx.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_authorization_header_is_read_as_apache_reads_it() {
+        let peer: IpAddr = [10, 0, 0, 7].into();
+        let alice = Id { scheme: "x509".into(), id: "CN=alice".into() };
+        let read = |v: &str, certs: &[Id]| credentials(Some(&HeaderValue::from_str(v).unwrap()), peer, certs);
+        let bob = Credentials::Digest(zk_tree::digest_id("bob:pw").unwrap());
+        assert_eq!(read("digest bob:pw", &[]), Ok(bob.clone()));
+        assert_eq!(read("digest bob:pw ", &[]), Ok(bob), "trailing part dropped");
+        assert_eq!(read("digest", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("digest a b", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("digest  bob:pw", &[]), Err(HeaderProblem::Unusable), "an empty part between");
+        assert_eq!(read("ip", &[]), Ok(Credentials::Ip(peer)));
+        assert_eq!(read("x509", &[]), Err(HeaderProblem::Unusable), "no certificate");
+        assert_eq!(read("x509", std::slice::from_ref(&alice)), Ok(Credentials::X509(vec![alice])));
+        assert_eq!(read("Basic Ym9iOnB3", &[]), Err(HeaderProblem::Unusable));
+        assert_eq!(read("DIGEST bob:pw", &[]), Err(HeaderProblem::Unusable), "schemes are case-sensitive");
+        assert_eq!(credentials(None, peer, &[]), Err(HeaderProblem::Missing));
+    }
+
+    /// Review finding 4: a client taking a chunk just inside CHUNK_WAIT each time is cut off at
+    /// the end of the first window it reads too little in; one keeping up is not.
+    #[test]
+    fn a_slow_reader_is_cut_off_after_a_window() {
+        let t0 = Instant::now();
+        let mut slow = Throughput::new(t0);
+        let chunk = 64 * 1024;
+        assert!(slow.taken(t0 + Duration::from_secs(59), chunk));
+        assert!(!slow.taken(t0 + Duration::from_secs(118), chunk), "64 KiB in the first minute");
+        let mut fast = Throughput::new(t0);
+        for i in 0..1_000u64 {
+            assert!(fast.taken(t0 + Duration::from_millis(i * 100), chunk), "6.4 MiB a second, at {i}");
+        }
+        // Just enough in each window, up to the window's end.
+        let mut steady = Throughput::new(t0);
+        for s in 1..=600u64 {
+            assert!(steady.taken(t0 + Duration::from_secs(s), MIN_BYTES_PER_WINDOW / 50), "at {s} s");
+        }
+    }
+
+    /// Review finding 11: a peer gets FAILURES_PER_WINDOW failed authorizations per window;
+    /// others are not held up by it, and the table of peers stays bounded.
+    #[test]
+    fn failed_authorizations_are_limited_per_peer() {
+        let t0 = Instant::now();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let mut f = FailureLimiter::default();
+        for i in 0..FAILURES_PER_WINDOW {
+            assert!(!f.blocked(a, t0), "after {i}");
+            f.failed(a, t0 + Duration::from_millis(u64::from(i)));
+        }
+        assert!(f.blocked(a, t0 + Duration::from_secs(1)));
+        assert!(!f.blocked(b, t0 + Duration::from_secs(1)), "another peer");
+        assert!(!f.blocked(a, t0 + FAILURE_WINDOW), "once the window has passed");
+        for i in 0..(FAILURE_PEERS as u32 + 10) {
+            f.failed(IpAddr::from(i.to_be_bytes()), t0 + Duration::from_secs(2));
+        }
+        assert!(f.by_peer.len() <= FAILURE_PEERS);
+    }
+
+    #[test]
+    fn one_request_per_interval() {
+        let t0 = Instant::now();
+        let mut l = RateLimiter { interval: Duration::from_millis(1000), last_reset: t0, remained: 1 };
+        assert!(l.allow(t0), "the first is allowed at once");
+        assert!(!l.allow(t0 + Duration::from_millis(500)));
+        assert!(!l.allow(t0 + Duration::from_millis(1000)), "not before the interval has passed");
+        assert!(l.allow(t0 + Duration::from_millis(1001)));
+        assert!(!l.allow(t0 + Duration::from_millis(1500)), "the interval counts from that reset");
+        assert!(l.allow(t0 + Duration::from_millis(2002)));
+    }
+}
