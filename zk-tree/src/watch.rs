@@ -32,7 +32,7 @@ struct Watched {
 
 /// One of the two watch tables.
 ///
-/// Each watched path is stored once and known by a [`PathId`]: a watcher's own set holds 4-byte
+/// Each watched path is stored once and known by a 4-byte id: a watcher's own set holds 4-byte
 /// ids, not copies of the paths (with 10,000 sessions of 100 watches each, copies were most of
 /// what a watch cost).
 #[derive(Debug, Default)]
