@@ -374,6 +374,21 @@ fn snapshot_needs_all_on_the_root_and_is_rate_limited() {
     assert_eq!(r.err(), ErrorCode::Ok);
     std::thread::sleep(Duration::from_millis(1600));
     assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("ip")).status, 200);
+
+    // Only a wrong password counts towards a peer's failed authorizations: requests without
+    // credentials (a web page can make an operator's browser send them) lock nobody out.
+    std::thread::sleep(Duration::from_millis(1600));
+    for _ in 0..25 {
+        assert_eq!(get(admin, "/commands/snapshot", None).status, 401);
+    }
+    assert_eq!(get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw")).status, 200);
+    // Three wrong digests above (reader twice, nobody once) already count in this window.
+    for _ in 0..17 {
+        assert_eq!(get(admin, "/commands/snapshot", Some("digest admin:guess")).status, 403);
+    }
+    let blocked = get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw"));
+    assert_eq!(blocked.status, 429, "{blocked:?}");
+    assert_eq!(blocked.json()["error"].as_str(), Some("Too many failed authorizations"));
 }
 
 /// Review finding 3: the copy of the tree the command rebuilds doubles the tree's memory; under

@@ -330,9 +330,12 @@ async fn gate(
         Some(AdminReply::Authorization(v)) => v,
         _ => return Err(driver_gone()),
     };
-    let failed =
-        !matches!((verdict, &parsed), (Authorization::Granted, Ok(_)) | (Authorization::NotServing, _));
-    if failed {
+    // Only a password guessed wrong counts: a request without credentials, or with ip or x509
+    // ones, guesses nothing, and counting it would let any page an operator's browser opens (or
+    // anyone behind the same proxy) lock the operator out.
+    let guessed_wrong = matches!(parsed, Ok(Credentials::Digest(_)))
+        && !matches!(verdict, Authorization::Granted | Authorization::NotServing);
+    if guessed_wrong {
         if let Ok(mut f) = cmd.failures.lock() {
             f.failed(peer, Instant::now());
         }
