@@ -22,10 +22,16 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
-       zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
+       zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\
+       zkrs-server backup --data-dir D [--data-log-dir L] --to ARCHIVE [--follow] [--interval SECS]\n\
+       zkrs-server restore --from ARCHIVE --data-dir OUT [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
+`backup` copies a running server's durable log and snapshots into ARCHIVE (a directory, or\n\
+s3://bucket/prefix with the AWS_* environment variables) under a manifest; `restore` builds a\n\
+data directory from one as of zxid Z, time T (RFC 3339 or epoch ms) or its newest transaction,\n\
+whole or one subtree.\n\
 Log verbosity: RUST_LOG, else the zoo.cfg's logLevel (default info); logFormat=json writes one\n\
 JSON object a line.";
 
@@ -194,6 +200,8 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
         [cmd, path] if cmd == "dump-snapshot" => {
             zk_server::tools::dump_snapshot(Path::new(path), &mut out).map(|_| ())
         }
+        [cmd, rest @ ..] if cmd == "backup" => return Some(backup(rest)),
+        [cmd, rest @ ..] if cmd == "restore" => return Some(restore(rest)),
         [cmd, ..] if cmd == "import" || cmd == "purge" || cmd == "dump-log" || cmd == "dump-snapshot" => {
             eprintln!("{USAGE}");
             return Some(ExitCode::from(2));
@@ -207,6 +215,144 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
             ExitCode::from(1)
         }
     })
+}
+
+/// `--name value` options and bare `--flag`s, each allowed at most once; `None` (after printing
+/// why) for anything else.
+fn options<'a>(
+    cmd: &str,
+    args: &'a [String],
+    valued: &[&str],
+    flags: &[&str],
+) -> Option<std::collections::HashMap<&'a str, Option<&'a str>>> {
+    let mut got = std::collections::HashMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let a = a.as_str();
+        let value = if valued.contains(&a) {
+            match it.next() {
+                Some(v) => Some(v.as_str()),
+                None => {
+                    eprintln!("zkrs-server {cmd}: {a} needs a value\n{USAGE}");
+                    return None;
+                }
+            }
+        } else if flags.contains(&a) {
+            None
+        } else {
+            eprintln!("zkrs-server {cmd}: unknown argument `{a}`\n{USAGE}");
+            return None;
+        };
+        if got.insert(a, value).is_some() {
+            eprintln!("zkrs-server {cmd}: {a} given twice");
+            return None;
+        }
+    }
+    Some(got)
+}
+
+/// `backup`: archives a server's closed files, once or with `--follow` until stopped.
+fn backup(args: &[String]) -> ExitCode {
+    use std::path::Path;
+    let Some(o) =
+        options("backup", args, &["--data-dir", "--data-log-dir", "--to", "--interval"], &["--follow"])
+    else {
+        return ExitCode::from(2);
+    };
+    let (Some(Some(data)), Some(Some(to))) = (o.get("--data-dir"), o.get("--to")) else {
+        eprintln!("zkrs-server backup: --data-dir and --to are required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let log = o.get("--data-log-dir").copied().flatten().unwrap_or(data);
+    let interval = match o.get("--interval").copied().flatten().map(str::parse::<f64>) {
+        None => std::time::Duration::from_secs(10),
+        Some(Ok(s)) if s > 0.0 && s <= 86_400.0 => std::time::Duration::from_secs_f64(s),
+        Some(_) => {
+            eprintln!("zkrs-server backup: --interval takes seconds, more than 0 and at most 86400");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let follow = o.contains_key("--follow");
+    match zk_server::backup::archiver::run(to, Path::new(data), Path::new(log), follow, interval, &mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zkrs-server backup: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A zxid as given on the command line: `0x` hex or decimal.
+fn parse_zxid(s: &str) -> Option<i64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok().and_then(|v| i64::try_from(v).ok()),
+        None => s.parse().ok(),
+    }
+    .filter(|z| *z >= 0)
+}
+
+/// `restore`: builds a data directory from an archive.
+fn restore(args: &[String]) -> ExitCode {
+    use std::path::Path;
+    use zk_server::backup::restore::Point;
+    let Some(o) =
+        options("restore", args, &["--from", "--data-dir", "--zxid", "--time", "--subtree"], &["--force"])
+    else {
+        return ExitCode::from(2);
+    };
+    let (Some(Some(from)), Some(Some(out_dir))) = (o.get("--from"), o.get("--data-dir")) else {
+        eprintln!("zkrs-server restore: --from and --data-dir are required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let point = match (o.get("--zxid").copied().flatten(), o.get("--time").copied().flatten()) {
+        (Some(_), Some(_)) => {
+            eprintln!("zkrs-server restore: give --zxid or --time, not both");
+            return ExitCode::from(2);
+        }
+        (Some(z), None) => match parse_zxid(z) {
+            Some(z) => Point::Zxid(z),
+            None => {
+                eprintln!("zkrs-server restore: --zxid {z}: not a zxid (decimal, or hex with 0x)");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(t)) => match zk_server::backup::time::parse_time_ms(t) {
+            Ok(ms) => Point::Time(ms),
+            Err(e) => {
+                eprintln!("zkrs-server restore: --time {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => Point::Newest,
+    };
+    let subtree = o.get("--subtree").copied().flatten();
+    let mut progress = std::io::stderr();
+    let result = zk_server::backup::target::open(from).and_then(|t| {
+        zk_server::backup::restore::restore(
+            t.as_ref(),
+            Path::new(out_dir),
+            point,
+            subtree,
+            o.contains_key("--force"),
+            &mut progress,
+        )
+    });
+    match result {
+        Ok(r) => {
+            println!(
+                "restored {} znodes at zxid 0x{:x} into {}",
+                r.nodes,
+                r.zxid,
+                Path::new(out_dir).display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zkrs-server restore: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `status [zoo.cfg]`: as zkServer.sh's `status`, asks the server the configuration names (the

@@ -1,0 +1,370 @@
+//! The archive's manifest: which files an archive holds, with what size, checksum and zxid
+//! range. It is the only file a restore trusts to say what is there: a file in the archive that
+//! the manifest does not name (an upload a crash interrupted) is ignored.
+//!
+//! It is JSON (docs/guide's "Backup and restore" chapter shows an example), written whole on
+//! every change and installed atomically by the target (a rename, or one object PUT), always
+//! after the files it adds. Zxids and times are JSON integers (i64); checksums are the CRC-32
+//! (IEEE) of the whole file, as 8 hex digits.
+
+use super::BackupError;
+use serde_json::{json, Map, Value};
+
+/// The manifest's key (file name) at the archive's root.
+pub const MANIFEST_KEY: &str = "manifest.json";
+/// The value of the manifest's `format` field.
+pub const FORMAT_NAME: &str = "zkrs-backup";
+/// The manifest version this build writes and reads.
+pub const MANIFEST_VERSION: u64 = 1;
+/// The folder (key prefix) archived log segments go under.
+pub const LOG_PREFIX: &str = "log/";
+/// The folder (key prefix) archived snapshots go under.
+pub const SNAP_PREFIX: &str = "snap/";
+/// The most files a manifest may list (about 100 bytes of JSON each): a bound on what reading
+/// one allocates, far above what years of segments make.
+pub const FILES_MAX: usize = 1 << 20;
+
+/// An archived log segment (closed: it never changes after it is archived).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// Its name, as in the server's log directory (`log.<first zxid in 16 hex digits>`).
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// CRC-32 of the whole file.
+    pub crc32: u32,
+    /// Zxid of its first record.
+    pub first_zxid: i64,
+    /// Zxid of its last record.
+    pub last_zxid: i64,
+    /// Records in it.
+    pub records: u64,
+    /// Time of its first transaction, ms since the epoch (the leader's clock when it proposed it).
+    pub first_time_ms: i64,
+    /// Time of its last transaction.
+    pub last_time_ms: i64,
+    /// The latest transaction time in it (a stepped-back clock can make it differ from the last).
+    pub max_time_ms: i64,
+    /// Records carrying a tree digest (an ensemble's do; a standalone server's do not).
+    pub digests: u64,
+}
+
+/// An archived snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapFile {
+    /// Its name, as in the server's snapshot directory (`snapshot.<start zxid in 16 hex digits>`).
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// CRC-32 of the whole file.
+    pub crc32: u32,
+    /// Every transaction through this zxid is in it.
+    pub start_zxid: i64,
+    /// The zxid the server had applied when it finished writing it: replayed through this zxid,
+    /// the snapshot is exact. None when it recorded none (imported, or an old content version).
+    pub end_zxid: Option<i64>,
+    /// The tree digest at `end_zxid`, if the server kept one (an ensemble member does).
+    pub tree_digest: Option<i64>,
+    /// Node records in it.
+    pub nodes: u64,
+}
+
+impl SnapFile {
+    /// The zxid from which replaying the log gives an exact tree: its end zxid, or its start
+    /// zxid when it recorded none (content built whole, as an import's is).
+    pub fn exact_from(&self) -> i64 {
+        self.end_zxid.unwrap_or(self.start_zxid)
+    }
+}
+
+/// What an archive holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Manifest {
+    /// Bumped on every write.
+    pub generation: u64,
+    /// The archive's log starts at the server's first transaction (the oldest segment was
+    /// archived while the server's log had never been purged or reset), so a restore may
+    /// replay from an empty tree without a snapshot.
+    pub log_from_start: bool,
+    /// Archived log segments, in zxid order.
+    pub logs: Vec<LogFile>,
+    /// Archived snapshots, in zxid order.
+    pub snapshots: Vec<SnapFile>,
+}
+
+fn bad(key: &str, what: impl std::fmt::Display) -> BackupError {
+    BackupError::Damaged { key: key.to_string(), why: what.to_string() }
+}
+
+fn field<'a>(o: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a Value, BackupError> {
+    o.get(name).ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `{name}` missing")))
+}
+
+fn int(o: &Map<String, Value>, at: &str, name: &str) -> Result<i64, BackupError> {
+    field(o, at, name)?
+        .as_i64()
+        .ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `{name}` is not an integer")))
+}
+
+fn uint(o: &Map<String, Value>, at: &str, name: &str) -> Result<u64, BackupError> {
+    field(o, at, name)?
+        .as_u64()
+        .ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `{name}` is not a non-negative integer")))
+}
+
+fn opt_int(o: &Map<String, Value>, at: &str, name: &str) -> Result<Option<i64>, BackupError> {
+    match o.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `{name}` is not an integer"))),
+    }
+}
+
+fn text<'a>(o: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a str, BackupError> {
+    field(o, at, name)?
+        .as_str()
+        .ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `{name}` is not a string")))
+}
+
+fn crc(o: &Map<String, Value>, at: &str) -> Result<u32, BackupError> {
+    let s = text(o, at, "crc32")?;
+    if s.len() != 8 {
+        return Err(bad(MANIFEST_KEY, format!("{at}: crc32 `{s}` is not 8 hex digits")));
+    }
+    u32::from_str_radix(s, 16)
+        .map_err(|_| bad(MANIFEST_KEY, format!("{at}: crc32 `{s}` is not 8 hex digits")))
+}
+
+fn objects<'a>(root: &'a Map<String, Value>, name: &str) -> Result<Vec<&'a Map<String, Value>>, BackupError> {
+    let list = field(root, "manifest", name)?
+        .as_array()
+        .ok_or_else(|| bad(MANIFEST_KEY, format!("`{name}` is not a list")))?;
+    if list.len() > FILES_MAX {
+        return Err(bad(MANIFEST_KEY, format!("`{name}` lists {} files, more than {FILES_MAX}", list.len())));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| v.as_object().ok_or_else(|| bad(MANIFEST_KEY, format!("{name}[{i}] is not an object"))))
+        .collect()
+}
+
+impl Manifest {
+    /// The manifest as JSON bytes, pretty-printed (an operator reads it).
+    pub fn to_json(&self) -> Vec<u8> {
+        let logs: Vec<Value> = self
+            .logs
+            .iter()
+            .map(|l| {
+                json!({
+                    "name": l.name, "bytes": l.bytes, "crc32": format!("{:08x}", l.crc32),
+                    "first_zxid": l.first_zxid, "last_zxid": l.last_zxid, "records": l.records,
+                    "first_time_ms": l.first_time_ms, "last_time_ms": l.last_time_ms,
+                    "max_time_ms": l.max_time_ms, "digests": l.digests,
+                })
+            })
+            .collect();
+        let snaps: Vec<Value> = self
+            .snapshots
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name, "bytes": s.bytes, "crc32": format!("{:08x}", s.crc32),
+                    "start_zxid": s.start_zxid, "end_zxid": s.end_zxid, "tree_digest": s.tree_digest,
+                    "nodes": s.nodes,
+                })
+            })
+            .collect();
+        let v = json!({
+            "format": FORMAT_NAME,
+            "version": MANIFEST_VERSION,
+            "generation": self.generation,
+            "log_from_start": self.log_from_start,
+            "logs": logs,
+            "snapshots": snaps,
+        });
+        let mut out = serde_json::to_vec_pretty(&v).expect("a JSON value serializes");
+        out.push(b'\n');
+        out
+    }
+
+    /// Reads a manifest, checking every field and that the lists are in zxid order without
+    /// overlaps.
+    ///
+    /// Errors: [`BackupError::Damaged`] naming the manifest and what is wrong (not JSON, another
+    /// format, a newer version, a field missing or of the wrong type, files out of order).
+    pub fn from_json(bytes: &[u8]) -> Result<Manifest, BackupError> {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| bad(MANIFEST_KEY, format!("not JSON: {e}")))?;
+        let root = v.as_object().ok_or_else(|| bad(MANIFEST_KEY, "not a JSON object"))?;
+        let format = text(root, "manifest", "format")?;
+        if format != FORMAT_NAME {
+            return Err(bad(MANIFEST_KEY, format!("format is `{format}`, not `{FORMAT_NAME}`")));
+        }
+        let version = uint(root, "manifest", "version")?;
+        if version > MANIFEST_VERSION {
+            return Err(bad(
+                MANIFEST_KEY,
+                format!("manifest version {version} is newer than this zkrs reads ({MANIFEST_VERSION})"),
+            ));
+        }
+        let mut m = Manifest {
+            generation: uint(root, "manifest", "generation")?,
+            log_from_start: field(root, "manifest", "log_from_start")?
+                .as_bool()
+                .ok_or_else(|| bad(MANIFEST_KEY, "`log_from_start` is not true or false"))?,
+            ..Manifest::default()
+        };
+        for (i, o) in objects(root, "logs")?.into_iter().enumerate() {
+            let at = format!("logs[{i}]");
+            m.logs.push(LogFile {
+                name: text(o, &at, "name")?.to_string(),
+                bytes: uint(o, &at, "bytes")?,
+                crc32: crc(o, &at)?,
+                first_zxid: int(o, &at, "first_zxid")?,
+                last_zxid: int(o, &at, "last_zxid")?,
+                records: uint(o, &at, "records")?,
+                first_time_ms: int(o, &at, "first_time_ms")?,
+                last_time_ms: int(o, &at, "last_time_ms")?,
+                max_time_ms: int(o, &at, "max_time_ms")?,
+                digests: uint(o, &at, "digests")?,
+            });
+        }
+        for (i, o) in objects(root, "snapshots")?.into_iter().enumerate() {
+            let at = format!("snapshots[{i}]");
+            m.snapshots.push(SnapFile {
+                name: text(o, &at, "name")?.to_string(),
+                bytes: uint(o, &at, "bytes")?,
+                crc32: crc(o, &at)?,
+                start_zxid: int(o, &at, "start_zxid")?,
+                end_zxid: opt_int(o, &at, "end_zxid")?,
+                tree_digest: opt_int(o, &at, "tree_digest")?,
+                nodes: uint(o, &at, "nodes")?,
+            });
+        }
+        m.check_order()?;
+        Ok(m)
+    }
+
+    /// Names are the server's own (so they say the zxid they start at), segments do not overlap,
+    /// and both lists are in zxid order.
+    fn check_order(&self) -> Result<(), BackupError> {
+        for (i, l) in self.logs.iter().enumerate() {
+            if zk_log::format::parse_segment_name(&l.name) != Some(l.first_zxid) || l.last_zxid < l.first_zxid
+            {
+                return Err(bad(
+                    MANIFEST_KEY,
+                    format!("logs[{i}] ({}): name and zxid range disagree", l.name),
+                ));
+            }
+            if let Some(prev) = i.checked_sub(1).map(|p| &self.logs[p]) {
+                if l.first_zxid <= prev.last_zxid {
+                    return Err(bad(MANIFEST_KEY, format!("logs[{i}] ({}) overlaps {}", l.name, prev.name)));
+                }
+            }
+        }
+        for (i, s) in self.snapshots.iter().enumerate() {
+            if zk_log::snapshot::parse_snapshot_name(&s.name) != Some(s.start_zxid)
+                || s.end_zxid.is_some_and(|e| e < s.start_zxid)
+            {
+                return Err(bad(
+                    MANIFEST_KEY,
+                    format!("snapshots[{i}] ({}): name and zxids disagree", s.name),
+                ));
+            }
+            if i > 0 && self.snapshots[i - 1].start_zxid >= s.start_zxid {
+                return Err(bad(MANIFEST_KEY, format!("snapshots[{i}] ({}) is out of order", s.name)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest zxid the archived log holds (None: no segment archived).
+    pub fn last_log_zxid(&self) -> Option<i64> {
+        self.logs.last().map(|l| l.last_zxid)
+    }
+
+    /// Adds a segment, keeping the list in order.
+    pub fn add_log(&mut self, l: LogFile) {
+        let at = self.logs.partition_point(|x| x.first_zxid < l.first_zxid);
+        self.logs.insert(at, l);
+    }
+
+    /// Adds a snapshot, keeping the list in order.
+    pub fn add_snapshot(&mut self, s: SnapFile) {
+        let at = self.snapshots.partition_point(|x| x.start_zxid < s.start_zxid);
+        self.snapshots.insert(at, s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        let mut m = Manifest { generation: 3, log_from_start: true, ..Manifest::default() };
+        m.add_log(LogFile {
+            name: "log.0000000000000065".into(),
+            bytes: 4000,
+            crc32: 0xdead_beef,
+            first_zxid: 0x65,
+            last_zxid: 0x90,
+            records: 44,
+            first_time_ms: 1_700_000_000_100,
+            last_time_ms: 1_700_000_000_900,
+            max_time_ms: 1_700_000_000_900,
+            digests: 0,
+        });
+        m.add_log(LogFile {
+            name: "log.0000000000000001".into(),
+            bytes: 9000,
+            crc32: 7,
+            first_zxid: 1,
+            last_zxid: 0x64,
+            records: 100,
+            first_time_ms: 1_700_000_000_000,
+            last_time_ms: 1_700_000_000_050,
+            max_time_ms: 1_700_000_000_050,
+            digests: 100,
+        });
+        m.add_snapshot(SnapFile {
+            name: "snapshot.0000000000000064".into(),
+            bytes: 500,
+            crc32: 1,
+            start_zxid: 0x64,
+            end_zxid: Some(0x66),
+            tree_digest: None,
+            nodes: 12,
+        });
+        m
+    }
+
+    #[test]
+    fn round_trips_in_order() {
+        let m = sample();
+        assert_eq!(m.logs[0].first_zxid, 1);
+        let back = Manifest::from_json(&m.to_json()).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.last_log_zxid(), Some(0x90));
+    }
+
+    #[test]
+    fn damage_names_the_field() {
+        let text = String::from_utf8(sample().to_json()).unwrap();
+        let e = Manifest::from_json(text.replace("\"crc32\": \"deadbeef\"", "\"crc32\": 5").as_bytes())
+            .unwrap_err();
+        assert!(e.to_string().contains("logs[1]: field `crc32` is not a string"), "{e}");
+        let e = Manifest::from_json(text.replace("\"records\": 44,", "").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("logs[1]: field `records` missing"), "{e}");
+        let e = Manifest::from_json(b"{\"format\": \"zkrs-backup\", \"version\": 9}").unwrap_err();
+        assert!(e.to_string().contains("newer"), "{e}");
+        let e = Manifest::from_json(&sample().to_json()[..50]).unwrap_err();
+        assert!(e.to_string().starts_with("manifest.json: not JSON"), "{e}");
+        let mut m = sample();
+        m.logs[1].first_zxid = 0x64;
+        m.logs[1].name = "log.0000000000000064".into();
+        let e = Manifest::from_json(&m.to_json()).unwrap_err();
+        assert!(e.to_string().contains("overlaps"), "{e}");
+    }
+}
