@@ -23,8 +23,10 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\
-       zkrs-server backup --data-dir D [--data-log-dir L] --to ARCHIVE [--follow] [--interval SECS]\n\
-       zkrs-server restore --from ARCHIVE --data-dir OUT [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
+       zkrs-server backup --data-dir D [--data-log-dir L] --to ARCHIVE [--server HOST:PORT] [--follow]\n\
+                          [--interval SECS]   (--server: an ensemble member's client port)\n\
+       zkrs-server restore --from ARCHIVE --data-dir OUT [--data-log-dir L] [--zxid Z | --time T]\n\
+                           [--subtree /path] [--force]\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
@@ -254,9 +256,12 @@ fn options<'a>(
 /// `backup`: archives a server's closed files, once or with `--follow` until stopped.
 fn backup(args: &[String]) -> ExitCode {
     use std::path::Path;
-    let Some(o) =
-        options("backup", args, &["--data-dir", "--data-log-dir", "--to", "--interval"], &["--follow"])
-    else {
+    let Some(o) = options(
+        "backup",
+        args,
+        &["--data-dir", "--data-log-dir", "--to", "--interval", "--server"],
+        &["--follow"],
+    ) else {
         return ExitCode::from(2);
     };
     let (Some(Some(data)), Some(Some(to))) = (o.get("--data-dir"), o.get("--to")) else {
@@ -274,7 +279,16 @@ fn backup(args: &[String]) -> ExitCode {
     };
     let mut out = std::io::stdout().lock();
     let follow = o.contains_key("--follow");
-    match zk_server::backup::archiver::run(to, Path::new(data), Path::new(log), follow, interval, &mut out) {
+    let server = o.get("--server").copied().flatten();
+    match zk_server::backup::archiver::run(
+        to,
+        Path::new(data),
+        Path::new(log),
+        server,
+        follow,
+        interval,
+        &mut out,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zkrs-server backup: {e}");
@@ -296,9 +310,12 @@ fn parse_zxid(s: &str) -> Option<i64> {
 fn restore(args: &[String]) -> ExitCode {
     use std::path::Path;
     use zk_server::backup::restore::Point;
-    let Some(o) =
-        options("restore", args, &["--from", "--data-dir", "--zxid", "--time", "--subtree"], &["--force"])
-    else {
+    let Some(o) = options(
+        "restore",
+        args,
+        &["--from", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
+        &["--force"],
+    ) else {
         return ExitCode::from(2);
     };
     let (Some(Some(from)), Some(Some(out_dir))) = (o.get("--from"), o.get("--data-dir")) else {
@@ -332,6 +349,7 @@ fn restore(args: &[String]) -> ExitCode {
         zk_server::backup::restore::restore(
             t.as_ref(),
             Path::new(out_dir),
+            o.get("--data-log-dir").copied().flatten().map(Path::new),
             point,
             subtree,
             o.contains_key("--force"),

@@ -11,6 +11,14 @@
 //! groups"), so nothing archived can be lost by a power failure on the server and come back as
 //! another transaction. The records of the last sync group wait for the next write.
 //!
+//! Durable is not committed on an ensemble member: its log holds proposals a new leader may have
+//! it truncate away. Each pass then first asks the server for the zxid it has applied
+//! ([`srvr_commit_cap`]) and archives nothing past it. Each piece records the zxid the server's
+//! log held right before its first record, as read ([`LogFile::prev_zxid`]), so a restore can
+//! tell the archived log whole from one piece to the next even across epochs. Where a pass
+//! reads on from where the last one ended, it first checks that the record there is unchanged
+//! (a TRUNC or SNAP on a follower rewrites the log).
+//!
 //! Snapshots: every snapshot under its final name (the server renames a snapshot only once it is
 //! complete and synced) that the archive lacks, copied whole.
 //!
@@ -45,15 +53,69 @@ pub struct PassReport {
     pub newest_on_disk: Option<i64>,
     /// The newest zxid the archived log holds.
     pub newest_archived: Option<i64>,
+    /// The server's committed zxid this pass archived up to, when it was asked (`--server`).
+    pub committed: Option<i64>,
 }
 
-/// Where the last archived record of a server segment ended, so the next pass reads that
-/// segment on from there.
+/// Where the record holding the archive's newest zxid sits in a server segment, so the next
+/// pass reads that segment on from there, once it has checked the record is still there.
 #[derive(Debug, Clone)]
 struct TailScan {
+    /// The server segment.
     name: String,
-    offset: u64,
-    prev_zxid: i64,
+    /// Offset of the record's frame in it.
+    record_at: u64,
+    /// The record's zxid.
+    zxid: i64,
+    /// The record's payload CRC ([`super::segment::SegmentRecord::payload_crc`]).
+    payload_crc: u32,
+}
+
+/// What the server's log held right before the record being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Before {
+    /// Nothing: the next record is the server's first transaction (its log was never purged or
+    /// reset).
+    Start,
+    /// The record with this zxid.
+    Zxid(i64),
+    /// Not known: what came before was purged, or the log reset, before it was read.
+    Unknown,
+}
+
+/// How a file is told unchanged since it was last read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdent {
+    inode: u64,
+    bytes: u64,
+    modified_ns: i64,
+}
+
+fn file_ident(path: &Path) -> Option<FileIdent> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileIdent {
+        inode: m.ino(),
+        bytes: m.len(),
+        modified_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+    })
+}
+
+/// A closed server segment read to its end: not read again while it is unchanged.
+#[derive(Debug, Clone, Copy)]
+struct ReadSegment {
+    ident: FileIdent,
+    /// Its last record (what precedes the next segment's first).
+    last: Before,
+}
+
+/// Where a piece may end: its size, summary and last record then.
+#[derive(Debug, Clone, Copy)]
+struct PieceEnd {
+    bytes: u64,
+    summary: SegmentSummary,
+    /// The last record's offset in the server's segment, zxid and payload CRC.
+    last: (u64, i64, u32),
 }
 
 /// An archived segment being staged.
@@ -61,14 +123,31 @@ struct Piece {
     name: String,
     path: PathBuf,
     file: std::io::BufWriter<File>,
-    /// Bytes written, the header included.
-    bytes: u64,
-    summary: SegmentSummary,
-    /// Before the last group-marked record: (bytes, summary, offset in the server's segment).
-    durable: Option<(u64, SegmentSummary, u64)>,
+    /// Where it ends so far.
+    end: PieceEnd,
+    /// Where it ended before the last group-marked record: what is known durable of an open
+    /// segment.
+    durable: Option<PieceEnd>,
+    /// The zxid before its first record, as read from the log ([`LogFile::prev_zxid`]).
+    prev_zxid: Option<i64>,
     /// The first piece of a log that was never purged or reset.
     from_start: bool,
 }
+
+/// What reading one server segment came to.
+struct SegmentPass {
+    /// The piece archived from it, if any.
+    piece: Option<String>,
+    /// Its last record read (what precedes the next segment's first).
+    last: Before,
+    /// Reading stopped at a record past the server's committed zxid.
+    capped: bool,
+    /// Read to its end, every record checked.
+    whole: bool,
+}
+
+/// Asks the server for its committed zxid ([`Archiver::set_commit_cap`]).
+pub type CommitCap = Box<dyn FnMut() -> Result<i64, BackupError>>;
 
 /// Archives one server's data directories into one archive. Holds the staging directory's
 /// lock, so two archivers never write one archive.
@@ -80,9 +159,13 @@ pub struct Archiver {
     staging_storage: FileStorage,
     manifest: Manifest,
     tail: Option<TailScan>,
-    /// Server segments known to hold nothing the archive lacks.
-    done: std::collections::HashSet<String>,
+    /// The archive's newest transaction as archived: its zxid and payload CRC, to tell it from
+    /// another transaction of that zxid in a rewritten log.
+    last_archived: Option<(i64, u32)>,
+    /// Closed server segments read to their end, by name.
+    read_segments: std::collections::HashMap<String, ReadSegment>,
     newest_on_disk: Option<i64>,
+    commit_cap: Option<CommitCap>,
 }
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
@@ -153,9 +236,28 @@ impl Archiver {
             staging_storage,
             manifest,
             tail: None,
-            done: std::collections::HashSet::new(),
+            last_archived: None,
+            read_segments: std::collections::HashMap::new(),
             newest_on_disk: None,
+            commit_cap: None,
         })
+    }
+
+    /// Has every pass first ask `cap` for the server's committed zxid and archive no
+    /// transaction past it. An ensemble member's log holds proposals that are durable but not
+    /// committed, which a new leader may have it truncate away (Zab's TRUNC): archived, they
+    /// would restore as writes that never happened. Without a cap, a pass refuses an ensemble
+    /// member's directories.
+    pub fn set_commit_cap(&mut self, cap: CommitCap) {
+        self.commit_cap = Some(cap);
+    }
+
+    /// Whether the directories are an ensemble member's: its snapshot directory holds the
+    /// epochs it has accepted and acknowledged (a standalone server keeps none).
+    fn is_ensemble_member(&self) -> bool {
+        [zk_log::ACCEPTED_EPOCH_FILE, zk_log::CURRENT_EPOCH_FILE]
+            .iter()
+            .any(|f| self.snap_dir.join(f).exists())
     }
 
     /// The manifest as last written.
@@ -187,35 +289,62 @@ impl Archiver {
     }
 
     /// One pass: archives the transactions the archive lacks, from every segment (the open
-    /// one up to where its records are known durable), and every finished snapshot it lacks,
-    /// then reports the lag. Progress lines go to `out`.
+    /// one up to where its records are known durable), up to the server's committed zxid when
+    /// a cap is set ([`Self::set_commit_cap`]), and every finished snapshot it lacks, then
+    /// reports the lag. Progress lines go to `out`.
     ///
-    /// Errors: a file that cannot be read or installed, or a closed segment or snapshot that is
-    /// damaged on the server (named; it is not archived, and no later transaction is either, so
-    /// the archived log never skips it unnoticed).
+    /// Each archived segment records the zxid the server's log held before its first record
+    /// ([`LogFile::prev_zxid`]); where that is not the archive's newest zxid (the server purged
+    /// or reset its log before the archiver read it), the pass warns of the gap, and a restore
+    /// refuses points past it. A server segment read in an earlier pass is read again when it
+    /// changed (a TRUNC or SNAP on a follower rewrites the log); reading on from where the last
+    /// pass ended happens only once the record there is found unchanged.
+    ///
+    /// Errors: asking for the cap fails; an ensemble member's directories without a cap; a file
+    /// that cannot be read or installed; a closed segment or snapshot that is damaged on the
+    /// server (named; it is not archived, and no later transaction is either, so the archived
+    /// log never skips it unnoticed); the server's log holding another transaction than the
+    /// archived one under the archive's newest zxid.
     pub fn pass(&mut self, out: &mut dyn Write) -> Result<PassReport, BackupError> {
-        let mut report = PassReport::default();
-        let segments = list_named(&self.log_dir, parse_segment_name)?;
-        self.done.retain(|n| segments.iter().any(|(_, s)| s == n));
-        for (i, (_, name)) in segments.iter().enumerate() {
-            if self.done.contains(name) {
-                continue;
+        let member = self.is_ensemble_member();
+        let cap = match &mut self.commit_cap {
+            Some(ask) => Some(ask()?),
+            None if member => {
+                return Err(BackupError::Refused(format!(
+                    "{} is an ensemble member's: its log holds proposals that are not committed yet (a new \
+                     leader may truncate them away), so the backup must ask the server how far it has \
+                     committed: give --server HOST:PORT (its client port; `srvr` must be allowed)",
+                    self.snap_dir.parent().unwrap_or(&self.snap_dir).display()
+                )))
             }
-            let next_first = segments.get(i + 1).map(|(z, _)| *z);
-            // A segment followed by one that starts at or before the archive's next zxid holds
-            // nothing the archive lacks.
-            if let (Some(l), Some(next)) = (self.manifest.last_log_zxid(), next_first) {
-                if next <= l.saturating_add(1) {
-                    self.done.insert(name.clone());
+            None => None,
+        };
+        let mut report = PassReport { committed: cap, ..PassReport::default() };
+        let segments = list_named(&self.log_dir, parse_segment_name)?;
+        self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
+        let mut before = if self.log_dir.join(BASE_FILE).exists() { Before::Unknown } else { Before::Start };
+        for (i, (_, name)) in segments.iter().enumerate() {
+            let open = i + 1 == segments.len();
+            let ident = file_ident(&self.log_dir.join(name));
+            if let (false, Some(read), Some(id)) = (open, self.read_segments.get(name), ident) {
+                if read.ident == id {
+                    before = read.last;
                     continue;
                 }
             }
-            let open = next_first.is_none();
-            if let Some(piece) = self.archive_segment(name, open, i == 0, out)? {
-                report.logs.push(piece);
+            let seen = self.archive_segment(name, open, before, cap, out)?;
+            report.logs.extend(seen.piece);
+            before = seen.last;
+            if seen.capped {
+                break;
             }
-            if !open {
-                self.done.insert(name.clone());
+            match ident {
+                Some(ident) if seen.whole && !open => {
+                    self.read_segments.insert(name.clone(), ReadSegment { ident, last: before });
+                }
+                _ => {
+                    self.read_segments.remove(name);
+                }
             }
         }
         self.archive_snapshots(out, &mut report)?;
@@ -225,152 +354,229 @@ impl Archiver {
     }
 
     /// Archives the records of segment `name` the archive lacks as one archived segment (a
-    /// piece: a segment header for its first zxid, then the records' frames as stored). Of the
-    /// `open` segment only the records before its last group mark are taken: those are durable
-    /// (docs/log-format.md, "Sync groups"); the rest waits for the next pass. Returns the
-    /// piece's name, if one was archived.
+    /// piece: a segment header for its first zxid, then the records' frames as stored), none
+    /// past `cap`. Of the `open` segment only the records before its last group mark are taken:
+    /// those are durable (docs/log-format.md, "Sync groups"); the rest waits for the next pass.
+    /// `before` is what the log held before the segment's first record.
     fn archive_segment(
         &mut self,
         name: &str,
         open: bool,
-        oldest: bool,
+        mut before: Before,
+        cap: Option<i64>,
         out: &mut dyn Write,
-    ) -> Result<Option<String>, BackupError> {
+    ) -> Result<SegmentPass, BackupError> {
         let src = self.log_dir.join(name);
         let shown = src.display().to_string();
-        let f = match File::open(&src) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let _ = writeln!(out, "backup: {name} was purged by the server before it could be archived");
-                return Ok(None);
-            }
-            Err(e) => return Err(io_err(&src)(e)),
-        };
+        let purged = SegmentPass { piece: None, last: Before::Unknown, capped: false, whole: false };
         let damaged = |d: super::segment::SegmentDamage| BackupError::Damaged {
             key: d.name.clone(),
             why: format!("{} at offset {}", d.why, d.offset),
         };
-        let mut r = SegmentReader::open(&shown, BufReader::new(f)).map_err(damaged)?;
+        let open_reader = || -> Result<Option<SegmentReader<BufReader<File>>>, BackupError> {
+            match File::open(&src) {
+                Ok(f) => SegmentReader::open(&shown, BufReader::new(f)).map(Some).map_err(damaged),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io_err(&src)(e)),
+            }
+        };
+        let Some(mut r) = open_reader()? else {
+            let _ = writeln!(out, "backup: {name} was purged by the server before it could be archived");
+            return Ok(purged);
+        };
         let last = self.manifest.last_log_zxid();
-        if let (Some(t), Some(l)) = (&self.tail, last) {
-            if t.name == name && t.prev_zxid == l {
-                r.resume_at(t.offset, t.prev_zxid).map_err(damaged)?;
+        if let Some(t) = self.tail.clone().filter(|t| t.name == name && Some(t.zxid) == last) {
+            if r.resume_after(t.record_at, t.zxid, t.payload_crc).map_err(damaged)? {
+                before = Before::Zxid(t.zxid);
+            } else {
+                let _ = writeln!(
+                    out,
+                    "backup: {name} no longer holds zxid {} where the last pass left it (the server \
+                     truncated, reset or purged its log since): reading it again from its start",
+                    hex(t.zxid)
+                );
+                self.tail = None;
+                let Some(again) = open_reader()? else {
+                    let _ =
+                        writeln!(out, "backup: {name} was purged by the server before it could be archived");
+                    return Ok(purged);
+                };
+                r = again;
             }
         }
         let mut piece: Option<Piece> = None;
-        let mut before = r.offset();
+        let (mut capped, mut whole) = (false, true);
         loop {
+            let at = r.offset();
             let rec = match r.next_record() {
                 Ok(Some(rec)) => rec,
                 Ok(None) => break,
                 // The open segment ends in a record being written: stop before it.
-                Err(_) if open => break,
+                Err(_) if open => {
+                    whole = false;
+                    break;
+                }
                 Err(d) => {
                     if let Some(p) = piece.take() {
                         self.discard(&p.path);
                     }
                     if !src.exists() {
                         let _ = writeln!(out, "backup: {name} was purged by the server while it was read");
-                        return Ok(None);
+                        return Ok(purged);
                     }
                     return Err(damaged(d));
                 }
             };
             let z = rec.header.zxid;
             self.newest_on_disk = self.newest_on_disk.max(Some(z));
-            if last.is_some_and(|l| z <= l) {
-                before = r.offset();
+            if let Some(l) = last.filter(|l| z <= *l) {
+                if z == l {
+                    self.check_same_as_archived(&rec, &shown)?;
+                    let payload_crc = rec.payload_crc();
+                    self.tail =
+                        Some(TailScan { name: name.to_string(), record_at: at, zxid: z, payload_crc });
+                }
+                before = Before::Zxid(z);
                 continue;
             }
-            match &mut piece {
+            if cap.is_some_and(|c| z > c) {
+                // Not committed yet: it waits for a pass whose cap has moved past it. The rest of
+                // the segment is read only for the lag (what the server has on disk).
+                capped = true;
+                continue;
+            }
+            let p = match &mut piece {
                 Some(p) => {
                     if rec.group_start {
-                        p.durable = Some((p.bytes, p.summary, before));
+                        p.durable = Some(p.end);
                     }
-                    p.summary.add(&rec);
+                    p.end.summary.add(&rec);
+                    p
                 }
-                None => {
-                    if let Some(l) = last {
-                        if !zk_log::format::zxid_follows(l, z) {
-                            let _ = writeln!(
-                                out,
-                                "backup: WARNING: the archived log has a gap: it ends at {} and the server's log \
-                                 goes on at {} (the server purged the segments between before they were \
-                                 archived); a restore to a zxid in the gap is impossible, and later ones need \
-                                 a snapshot taken after it",
-                                hex(l),
-                                hex(z)
-                            );
-                        }
-                    }
-                    let piece_name = zk_log::format::segment_name(z);
-                    let path = self.staging.join(&piece_name);
-                    let mut file = std::io::BufWriter::new(File::create(&path).map_err(io_err(&path))?);
-                    file.write_all(&encode_segment_header(z)).map_err(io_err(&path))?;
-                    piece = Some(Piece {
-                        name: piece_name,
-                        path,
-                        file,
-                        bytes: SEGMENT_HEADER_BYTES,
-                        summary: SegmentSummary::of(&rec),
-                        durable: None,
-                        from_start: last.is_none() && oldest && !self.log_dir.join(BASE_FILE).exists(),
-                    });
-                }
-            }
-            let p = piece.as_mut().expect("set above");
+                None => piece.insert(self.start_piece(&rec, before, last, out)?),
+            };
             p.file.write_all(&rec.frame).map_err(io_err(&p.path))?;
-            p.bytes += rec.frame.len() as u64;
-            before = r.offset();
+            p.end.bytes += rec.frame.len() as u64;
+            p.end.last = (at, z, rec.payload_crc());
+            before = Before::Zxid(z);
         }
-        let Some(p) = piece else {
-            // Nothing new: the next pass over this segment starts where this one ended, so an
-            // idle server's open segment is not read again from its start at every interval.
-            if let (Some(l), true) = (last, self.newest_on_disk == last) {
-                if before > SEGMENT_HEADER_BYTES {
-                    self.tail = Some(TailScan { name: name.to_string(), offset: before, prev_zxid: l });
-                }
+        let mut seen = SegmentPass { piece: None, last: before, capped, whole };
+        let Some(p) = piece else { return Ok(seen) };
+        // A closed segment is durable whole; of the open one, what a group mark proved, unless
+        // the server vouched for every record read: committed, each is in the ensemble's history
+        // whatever becomes of this server's copy.
+        let end = if open && cap.is_none() { p.durable } else { Some(p.end) };
+        seen.piece = self.install_piece(p, end, name, &damaged, out)?;
+        Ok(seen)
+    }
+
+    /// Errors when `rec`, of the archive's newest zxid, is another transaction than the one
+    /// archived under that zxid (known when this archiver archived or checked it).
+    fn check_same_as_archived(
+        &self,
+        rec: &super::segment::SegmentRecord,
+        shown: &str,
+    ) -> Result<(), BackupError> {
+        match self.last_archived {
+            Some((z, crc)) if z == rec.header.zxid && crc != rec.payload_crc() => {
+                Err(BackupError::Refused(format!(
+                "{shown} holds another transaction under zxid {} than the archived one: the server's history \
+                 was rewritten under the archive (its log was reset or truncated past what it had \
+                 committed); start a new archive",
+                hex(z)
+            )))
             }
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts a piece at `rec`, the first record the archive lacks, `before` being what the
+    /// log held before it and `last` the archive's newest zxid. Warns when the piece does not
+    /// continue the archived log.
+    fn start_piece(
+        &self,
+        rec: &super::segment::SegmentRecord,
+        before: Before,
+        last: Option<i64>,
+        out: &mut dyn Write,
+    ) -> Result<Piece, BackupError> {
+        let z = rec.header.zxid;
+        let prev_zxid = match before {
+            Before::Start => Some(0),
+            Before::Zxid(p) => Some(p),
+            // The record before was purged, or the log reset: only the next zxid of the same
+            // epoch proves nothing lies between.
+            Before::Unknown => last.filter(|l| *l > 0 && z == l + 1 && z >> 32 == l >> 32),
+        };
+        if let Some(l) = last.filter(|l| prev_zxid != Some(*l)) {
+            let _ = writeln!(
+                out,
+                "backup: WARNING: the archived log has a gap: it ends at {} and the server's log goes on \
+                 at {} after {} (the server purged or reset its log before the archiver read it); a \
+                 restore to a zxid past the gap needs an archived snapshot taken after it",
+                hex(l),
+                hex(z),
+                prev_zxid
+                    .map_or("transactions it no longer holds".to_string(), |p| format!("zxid {}", hex(p)))
+            );
+        }
+        let name = zk_log::format::segment_name(z);
+        let path = self.staging.join(&name);
+        let mut file = std::io::BufWriter::new(File::create(&path).map_err(io_err(&path))?);
+        file.write_all(&encode_segment_header(z)).map_err(io_err(&path))?;
+        Ok(Piece {
+            name,
+            path,
+            file,
+            end: PieceEnd { bytes: SEGMENT_HEADER_BYTES, summary: SegmentSummary::of(rec), last: (0, z, 0) },
+            durable: None,
+            prev_zxid,
+            from_start: before == Before::Start && last.is_none(),
+        })
+    }
+
+    /// Cuts the staged piece `p` at `end` (nothing: it is dropped), checks it, installs it and
+    /// names it in the manifest. Returns its name when it was archived.
+    fn install_piece(
+        &mut self,
+        p: Piece,
+        end: Option<PieceEnd>,
+        segment: &str,
+        damaged: &dyn Fn(super::segment::SegmentDamage) -> BackupError,
+        out: &mut dyn Write,
+    ) -> Result<Option<String>, BackupError> {
+        let Piece { name: piece_name, path, file, prev_zxid, from_start, .. } = p;
+        let Some(end) = end else {
+            drop(file);
+            self.discard(&path);
             return Ok(None);
         };
-        let Piece { name: piece_name, path, file, bytes, summary, durable, from_start } = p;
-        let (len, summary, resume) = match (open, durable) {
-            (false, _) => (bytes, summary, before),
-            (true, Some(d)) => d,
-            (true, None) => {
-                drop(file);
-                self.discard(&path);
-                return Ok(None);
-            }
-        };
         let file = file.into_inner().map_err(|e| io_err(&path)(e.into_error()))?;
-        file.set_len(len).and_then(|_| file.sync_all()).map_err(io_err(&path))?;
+        file.set_len(end.bytes).and_then(|_| file.sync_all()).map_err(io_err(&path))?;
         drop(file);
         // Read back what was written, checking every record again, for its size and checksum.
         let mut crc = CrcReader::new(BufReader::new(File::open(&path).map_err(io_err(&path))?));
         let check = summarize(&path.display().to_string(), &mut crc).map_err(damaged)?;
         let (bytes, crc32) = crc.finish().map_err(io_err(&path))?;
-        assert_eq!(check, summary, "a staged piece reads back as it was written");
+        let summary = end.summary;
+        if check != summary {
+            self.discard(&path);
+            return Err(BackupError::Damaged {
+                key: path.display().to_string(),
+                why: format!("reads back as {check:?}, written as {summary:?}"),
+            });
+        }
         let key = format!("{LOG_PREFIX}{piece_name}");
         self.target.put_file(&key, &path)?;
         self.manifest.log_from_start |= from_start;
-        self.manifest.add_log(LogFile {
-            name: piece_name.clone(),
-            bytes,
-            crc32,
-            first_zxid: summary.first_zxid,
-            last_zxid: summary.last_zxid,
-            records: summary.records,
-            first_time_ms: summary.first_time_ms,
-            last_time_ms: summary.last_time_ms,
-            max_time_ms: summary.max_time_ms,
-            digests: summary.digests,
-        });
+        self.manifest.add_log(LogFile { name: piece_name.clone(), bytes, crc32, summary, prev_zxid });
         self.commit_manifest()?;
-        self.tail = Some(TailScan { name: name.to_string(), offset: resume, prev_zxid: summary.last_zxid });
+        let (record_at, zxid, payload_crc) = end.last;
+        self.tail = Some(TailScan { name: segment.to_string(), record_at, zxid, payload_crc });
+        self.last_archived = Some((zxid, payload_crc));
         let _ = writeln!(
             out,
-            "backup: archived {key} (from {name}): zxid {}..{}, {} txns from {} to {}, {bytes} bytes",
+            "backup: archived {key} (from {segment}): zxid {}..{}, {} txns from {} to {}, {bytes} bytes",
             hex(summary.first_zxid),
             hex(summary.last_zxid),
             summary.records,
@@ -462,13 +668,45 @@ pub fn lag_line(r: &PassReport) -> String {
         (Some(d), None) => format!("backup: lag: nothing archived yet; newest zxid on disk {}", hex(d)),
         (Some(d), Some(a)) => {
             let n = txns_between(a, d).map_or("a new epoch's".to_string(), |n| n.to_string());
-            format!("backup: lag: {n} txns (newest zxid on disk {}, newest archived {})", hex(d), hex(a))
+            let committed = r.committed.map_or(String::new(), |c| format!(", committed {}", hex(c)));
+            format!(
+                "backup: lag: {n} txns (newest zxid on disk {}, newest archived {}{committed})",
+                hex(d),
+                hex(a)
+            )
         }
     }
 }
 
+/// A [`CommitCap`] that asks the server at `server` (`host:port`, its client port) with the
+/// `srvr` four-letter word: its `Zxid:` line is the last transaction it applied, which is
+/// committed (a leader elected moments ago reports its new epoch's zxid 0, above everything
+/// its log held when it was elected).
+///
+/// Errors (when asked): the address does not resolve, the server does not answer, or answers
+/// without statistics (electing or syncing, or `srvr` not allowed).
+pub fn srvr_commit_cap(server: &str) -> CommitCap {
+    let server = server.to_string();
+    Box::new(move || {
+        let failed = |why: String| BackupError::Refused(format!("--server {server}: {why}"));
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(server.as_str())
+            .map_err(|e| failed(format!("not an address: {e}")))?
+            .next()
+            .ok_or_else(|| failed("resolves to no address".into()))?;
+        let status = crate::status::query(addr).map_err(|e| failed(e.to_string()))?;
+        status
+            .zxid
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .and_then(|z| i64::try_from(z).ok())
+            .ok_or_else(|| failed(format!("`srvr` reports zxid `{}`, not a zxid", status.zxid)))
+    })
+}
+
 /// `zkrs-server backup`: opens the archive and runs one pass, or, with `follow`, a pass every
 /// `interval` until the process is stopped (stopping it at any moment leaves a usable archive).
+/// With `server` (`host:port`), every pass archives only what that server has committed
+/// ([`srvr_commit_cap`]); an ensemble member's directories need it.
 ///
 /// Errors: the archive cannot be opened; in one-pass mode, the pass's error. With `follow`, a
 /// failed pass is reported and retried at the next interval.
@@ -476,6 +714,7 @@ pub fn run(
     target: &str,
     data_dir: &Path,
     data_log_dir: &Path,
+    server: Option<&str>,
     follow: bool,
     interval: Duration,
     out: &mut dyn Write,
@@ -485,6 +724,9 @@ pub fn run(
         return Err(BackupError::Refused(format!("{}: not a directory", data_dir.display())));
     }
     let mut a = Archiver::open(t, data_dir, data_log_dir)?;
+    if let Some(s) = server {
+        a.set_commit_cap(srvr_commit_cap(s));
+    }
     let _ = writeln!(
         out,
         "backup: {} -> {} ({} segments and {} snapshots archived so far)",
@@ -514,32 +756,30 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::restore::{restore, Point};
     use crate::backup::target::DirTarget;
-    use zk_log::{LogOptions, SegmentLog};
-    use zk_proto::{CreateTxn, OpCode, Txn, TxnHeader};
+    use crate::backup::test_log::Fixture;
 
-    fn create(zxid: i64) -> (TxnHeader, Txn) {
-        let hdr = TxnHeader {
-            client_id: 1,
-            cxid: zxid as i32,
-            zxid,
-            time: 1_000 + zxid,
-            txn_type: OpCode::Create.code(),
-        };
-        let txn = Txn::Create(CreateTxn {
-            path: format!("/n{zxid}"),
-            data: None,
-            acl: vec![],
-            ephemeral: false,
-            parent_cversion: zxid as i32,
-        });
-        (hdr, txn)
+    fn ranges(a: &Archiver) -> Vec<(i64, i64, Option<i64>)> {
+        a.manifest().logs.iter().map(|l| (l.summary.first_zxid, l.summary.last_zxid, l.prev_zxid)).collect()
     }
 
-    fn commit(log: &mut SegmentLog<FileStorage>, zxids: std::ops::RangeInclusive<i64>) {
-        let batch: Vec<(TxnHeader, Txn)> = zxids.map(create).collect();
-        let refs: Vec<(&TxnHeader, &Txn)> = batch.iter().map(|(h, t)| (h, t)).collect();
-        log.commit(&refs).unwrap();
+    fn text(out: &[u8]) -> String {
+        String::from_utf8_lossy(out).into_owned()
+    }
+
+    /// A log of `groups` (each one sync group), and a first pass over it of an archiver whose
+    /// commit cap is `cap`; its output is in the returned buffer.
+    fn capped_first_pass(groups: &[std::ops::RangeInclusive<i64>], cap: i64) -> (Fixture, Archiver, Vec<u8>) {
+        let mut f = Fixture::new();
+        let mut a = f.capped_archiver();
+        let mut out = Vec::new();
+        for g in groups {
+            f.commit(g.clone());
+        }
+        f.cap.set(cap);
+        a.pass(&mut out).unwrap();
+        (f, a, out)
     }
 
     /// Of the segment being written, a pass takes only the records before its last group mark
@@ -547,40 +787,134 @@ mod tests {
     /// durable. The pieces join up with no gap and read back as segments.
     #[test]
     fn the_open_segment_is_archived_up_to_its_last_group_mark() {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let storage = FileStorage::open_dir(data.join(LOG_DIR_NAME)).unwrap();
-        let mut log = SegmentLog::open(storage, LogOptions::default()).unwrap();
-        let archive = dir.path().join("archive");
-        let mut a = Archiver::open(Box::new(DirTarget::new(archive.clone())), &data, &data).unwrap();
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
         let mut out = Vec::new();
 
-        commit(&mut log, 1..=3);
+        f.commit(1..=3);
         let r = a.pass(&mut out).unwrap();
         assert_eq!(r.newest_archived, None, "the only group is not known durable yet");
         assert_eq!(r.newest_on_disk, Some(3));
 
-        commit(&mut log, 4..=5);
-        commit(&mut log, 6..=6);
+        f.commit(4..=5);
+        f.commit(6..=6);
         let r = a.pass(&mut out).unwrap();
         assert_eq!((r.newest_archived, r.newest_on_disk), (Some(5), Some(6)));
         assert_eq!(lag_line(&r), "backup: lag: 1 txns (newest zxid on disk 0x6, newest archived 0x5)");
 
-        commit(&mut log, 7..=7);
+        f.commit(7..=7);
         let r = a.pass(&mut out).unwrap();
         assert_eq!(r.newest_archived, Some(6));
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (6, 6, Some(5))]);
         let m = a.manifest();
-        let ranges: Vec<(i64, i64)> = m.logs.iter().map(|l| (l.first_zxid, l.last_zxid)).collect();
-        assert_eq!(ranges, [(1, 5), (6, 6)]);
         assert!(m.log_from_start);
         for l in &m.logs {
-            let f = File::open(archive.join(LOG_PREFIX).join(&l.name)).unwrap();
-            let s = summarize(&l.name, BufReader::new(f)).unwrap();
-            assert_eq!((s.first_zxid, s.last_zxid, s.records), (l.first_zxid, l.last_zxid, l.records));
-            assert_eq!((s.first_time_ms, s.last_time_ms), (1_000 + l.first_zxid, 1_000 + l.last_zxid));
+            let file = File::open(f.archive.join(LOG_PREFIX).join(&l.name)).unwrap();
+            let s = summarize(&l.name, BufReader::new(file)).unwrap();
+            assert_eq!(
+                (s.first_zxid, s.last_zxid, s.records),
+                (l.summary.first_zxid, l.summary.last_zxid, l.summary.records)
+            );
+            assert_eq!(
+                (s.first_time_ms, s.last_time_ms),
+                (1_000 + l.summary.first_zxid, 1_000 + l.summary.last_zxid)
+            );
         }
         // A manifest read back equals the one in memory.
-        let back = DirTarget::new(archive).read_manifest().unwrap().unwrap();
+        let back = DirTarget::new(f.archive.clone()).read_manifest().unwrap().unwrap();
         assert_eq!(&back, a.manifest());
+    }
+
+    /// A member's log holds proposals past what it has committed (a new leader may truncate
+    /// them away): a pass archives nothing past the committed zxid the server reports, ends a
+    /// piece there (inside a sync group too: committed, a record is in the ensemble's history
+    /// whatever becomes of this copy), and takes the rest once the committed zxid has moved
+    /// past it.
+    #[test]
+    fn nothing_past_the_servers_committed_zxid_is_archived() {
+        let (f, mut a, mut out) = capped_first_pass(&[1..=3, 4..=6, 7..=9, 10..=10], 5);
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!((r.newest_archived, r.committed), (Some(5), Some(5)), "{}", text(&out));
+        assert_eq!(
+            lag_line(&r),
+            "backup: lag: 5 txns (newest zxid on disk 0xa, newest archived 0x5, committed 0x5)"
+        );
+        f.cap.set(8);
+        a.pass(&mut out).unwrap();
+        f.cap.set(10);
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.newest_archived, Some(10));
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (6, 8, Some(5)), (9, 10, Some(8))]);
+        assert!(!text(&out).contains("gap"), "{}", text(&out));
+    }
+
+    /// An ensemble member's directories (its snapshot directory holds the epoch files) are
+    /// refused without a server to ask how far it has committed.
+    #[test]
+    fn an_ensemble_members_log_needs_a_server_to_ask() {
+        let mut f = Fixture::new();
+        f.commit(1..=3);
+        f.commit(4..=4);
+        let snap = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::write(snap.join(zk_log::CURRENT_EPOCH_FILE), b"1").unwrap();
+        let e = f.archiver().pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("ensemble member") && e.to_string().contains("--server"), "{e}");
+        drop(e);
+        f.cap.set(4);
+        let r = f.capped_archiver().pass(&mut Vec::new()).unwrap();
+        assert_eq!(r.newest_archived, Some(4));
+    }
+
+    /// The resume point is checked before a pass reads on from it: a log cut below it and
+    /// written again (a follower's TRUNC, here past what it had reported committed) is read
+    /// again from its start, and the new piece records what the log now holds before it, so
+    /// the archived log shows the break instead of joining the new records to the old.
+    #[test]
+    fn a_log_rewritten_under_the_resume_point_is_read_again() {
+        let (mut f, mut a, mut out) = capped_first_pass(&[1..=3, 4..=6, 7..=9], 6);
+        assert_eq!(ranges(&a), [(1, 6, Some(0))]);
+        let e1 = 1i64 << 32;
+        f.log.truncate_after(4).unwrap();
+        f.commit(e1 + 1..=e1 + 2);
+        f.commit(e1 + 3..=e1 + 3);
+        f.cap.set(e1 + 3);
+        let r = a.pass(&mut out).unwrap();
+        let said = text(&out);
+        assert!(said.contains("no longer holds zxid 0x6 where the last pass left it"), "{said}");
+        assert!(said.contains("WARNING: the archived log has a gap: it ends at 0x6"), "{said}");
+        assert_eq!(r.newest_archived, Some(e1 + 3));
+        assert_eq!(ranges(&a), [(1, 6, Some(0)), (e1 + 1, e1 + 3, Some(4))]);
+    }
+
+    /// A segment purged before the archiver read all of it leaves the end of epoch 0
+    /// unarchived; the next epoch's records are archived with their predecessor unknown, the
+    /// pass warns of the gap, and a restore refuses points past it (naming it) while points
+    /// before it still restore.
+    #[test]
+    fn a_purged_end_of_an_epoch_is_a_gap_a_restore_names() {
+        let (mut f, mut a, mut out) = capped_first_pass(&[1..=5, 6..=8], 5);
+        assert_eq!(ranges(&a), [(1, 5, Some(0))]);
+        let e1 = 1i64 << 32;
+        f.log.roll().unwrap();
+        f.commit(e1 + 1..=e1 + 2);
+        f.commit(e1 + 3..=e1 + 3);
+        assert_eq!(f.log.purge_before(e1 + 1).unwrap().len(), 1, "log.1 is purged");
+        f.cap.set(e1 + 3);
+        a.pass(&mut out).unwrap();
+        let said = text(&out);
+        assert!(said.contains("gap: it ends at 0x5 and the server's log goes on at 0x100000001"), "{said}");
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, None)]);
+        drop(a);
+
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        let e = restore(&target, &into, None, Point::Zxid(e1 + 2), None, false, &mut Vec::new()).unwrap_err();
+        let want = "lacks the transactions after zxid 0x5 up to 0x100000001 (between";
+        assert!(e.to_string().contains(want), "want `{want}`: {e}");
+        let e = restore(&target, &into, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(want), "want `{want}`: {e}");
+        let r = restore(&target, &into, None, Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
+        assert_eq!((r.zxid, r.replayed), (5, 5));
     }
 }

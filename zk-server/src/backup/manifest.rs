@@ -7,6 +7,7 @@
 //! after the files it adds. Zxids and times are JSON integers (i64); checksums are the CRC-32
 //! (IEEE) of the whole file, as 8 hex digits.
 
+use super::segment::SegmentSummary;
 use super::BackupError;
 use serde_json::{json, Map, Value};
 
@@ -14,15 +15,23 @@ use serde_json::{json, Map, Value};
 pub const MANIFEST_KEY: &str = "manifest.json";
 /// The value of the manifest's `format` field.
 pub const FORMAT_NAME: &str = "zkrs-backup";
-/// The manifest version this build writes and reads.
-pub const MANIFEST_VERSION: u64 = 1;
+/// The manifest version this build writes (and the newest it reads). Version 2 added each
+/// segment's `prev_zxid`; a version 1 manifest reads with it unknown.
+pub const MANIFEST_VERSION: u64 = 2;
 /// The folder (key prefix) archived log segments go under.
 pub const LOG_PREFIX: &str = "log/";
 /// The folder (key prefix) archived snapshots go under.
 pub const SNAP_PREFIX: &str = "snap/";
-/// The most files a manifest may list (about 100 bytes of JSON each): a bound on what reading
-/// one allocates, far above what years of segments make.
-pub const FILES_MAX: usize = 1 << 20;
+/// The most files a manifest may list, segments and snapshots together. With
+/// [`ENTRY_BYTES_MAX`] it bounds the manifest's size ([`MANIFEST_BYTES_MAX`]), and so what reading
+/// one allocates.
+pub const FILES_MAX: usize = 1 << 18;
+/// The most bytes one file's entry takes in the manifest as written (every field at its
+/// widest, pretty-printed, is under 500).
+pub const ENTRY_BYTES_MAX: u64 = 512;
+/// The largest manifest read or written: a manifest file longer than this is refused before
+/// any of it is parsed. The archiver refuses to write one that would not fit.
+pub const MANIFEST_BYTES_MAX: u64 = FILES_MAX as u64 * ENTRY_BYTES_MAX + 4096;
 
 /// An archived log segment (closed: it never changes after it is archived).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,20 +42,32 @@ pub struct LogFile {
     pub bytes: u64,
     /// CRC-32 of the whole file.
     pub crc32: u32,
-    /// Zxid of its first record.
-    pub first_zxid: i64,
-    /// Zxid of its last record.
-    pub last_zxid: i64,
-    /// Records in it.
-    pub records: u64,
-    /// Time of its first transaction, ms since the epoch (the leader's clock when it proposed it).
-    pub first_time_ms: i64,
-    /// Time of its last transaction.
-    pub last_time_ms: i64,
-    /// The latest transaction time in it (a stepped-back clock can make it differ from the last).
-    pub max_time_ms: i64,
-    /// Records carrying a tree digest (an ensemble's do; a standalone server's do not).
-    pub digests: u64,
+    /// Its records' zxid range, count and times (the leader's clock when it proposed them),
+    /// and how many carry a tree digest (an ensemble's do; a standalone server's do not).
+    pub summary: SegmentSummary,
+    /// The zxid of the transaction right before its first, as the server's log held it when
+    /// the segment was archived: 0 when its first is the server's first transaction, None when
+    /// unknown (the server had purged or reset the log before it; a version 1 manifest). The
+    /// archived log is whole from one segment to the next only when the next one's
+    /// `prev_zxid` is the last zxid of the one before ([`LogFile::continues`]).
+    pub prev_zxid: Option<i64>,
+}
+
+impl LogFile {
+    /// Whether this segment's first transaction comes right after the transaction `after` in
+    /// the server's history: its `prev_zxid` says so, or, with `prev_zxid` unknown, its first
+    /// zxid is the next one of the same epoch (a leader numbers an epoch's transactions one
+    /// by one, so nothing can lie between). Zxids of different epochs never prove it: the end
+    /// of an epoch may be missing.
+    pub fn continues(&self, after: i64) -> bool {
+        match self.prev_zxid {
+            Some(p) => p == after,
+            None => {
+                let first = self.summary.first_zxid;
+                first == after.wrapping_add(1) && first >> 32 == after >> 32
+            }
+        }
+    }
 }
 
 /// An archived snapshot.
@@ -70,10 +91,11 @@ pub struct SnapFile {
 }
 
 impl SnapFile {
-    /// The zxid from which replaying the log gives an exact tree: its end zxid, or its start
-    /// zxid when it recorded none (content built whole, as an import's is).
-    pub fn exact_from(&self) -> i64 {
-        self.end_zxid.unwrap_or(self.start_zxid)
+    /// The zxid from which replaying the log gives an exact tree: its end zxid. None when it
+    /// recorded none: then nothing says which transactions after its start zxid it already
+    /// holds (a fuzzy snapshot holds some), so it is no base for a restore.
+    pub fn exact_from(&self) -> Option<i64> {
+        self.end_zxid
     }
 }
 
@@ -137,6 +159,14 @@ fn crc(o: &Map<String, Value>, at: &str) -> Result<u32, BackupError> {
         .map_err(|_| bad(MANIFEST_KEY, format!("{at}: crc32 `{s}` is not 8 hex digits")))
 }
 
+/// The error for a manifest of `bytes` bytes, over [`MANIFEST_BYTES_MAX`].
+pub fn too_big(bytes: u64) -> BackupError {
+    bad(
+        MANIFEST_KEY,
+        format!("{bytes} bytes, more than a manifest may have ({MANIFEST_BYTES_MAX}): not read"),
+    )
+}
+
 fn objects<'a>(root: &'a Map<String, Value>, name: &str) -> Result<Vec<&'a Map<String, Value>>, BackupError> {
     let list = field(root, "manifest", name)?
         .as_array()
@@ -159,9 +189,9 @@ impl Manifest {
             .map(|l| {
                 json!({
                     "name": l.name, "bytes": l.bytes, "crc32": format!("{:08x}", l.crc32),
-                    "first_zxid": l.first_zxid, "last_zxid": l.last_zxid, "records": l.records,
-                    "first_time_ms": l.first_time_ms, "last_time_ms": l.last_time_ms,
-                    "max_time_ms": l.max_time_ms, "digests": l.digests,
+                    "first_zxid": l.summary.first_zxid, "last_zxid": l.summary.last_zxid, "records": l.summary.records,
+                    "first_time_ms": l.summary.first_time_ms, "last_time_ms": l.summary.last_time_ms,
+                    "max_time_ms": l.summary.max_time_ms, "digests": l.summary.digests, "prev_zxid": l.prev_zxid,
                 })
             })
             .collect();
@@ -195,6 +225,9 @@ impl Manifest {
     /// Errors: [`BackupError::Damaged`] naming the manifest and what is wrong (not JSON, another
     /// format, a newer version, a field missing or of the wrong type, files out of order).
     pub fn from_json(bytes: &[u8]) -> Result<Manifest, BackupError> {
+        if bytes.len() as u64 > MANIFEST_BYTES_MAX {
+            return Err(too_big(bytes.len() as u64));
+        }
         let v: Value =
             serde_json::from_slice(bytes).map_err(|e| bad(MANIFEST_KEY, format!("not JSON: {e}")))?;
         let root = v.as_object().ok_or_else(|| bad(MANIFEST_KEY, "not a JSON object"))?;
@@ -222,13 +255,16 @@ impl Manifest {
                 name: text(o, &at, "name")?.to_string(),
                 bytes: uint(o, &at, "bytes")?,
                 crc32: crc(o, &at)?,
-                first_zxid: int(o, &at, "first_zxid")?,
-                last_zxid: int(o, &at, "last_zxid")?,
-                records: uint(o, &at, "records")?,
-                first_time_ms: int(o, &at, "first_time_ms")?,
-                last_time_ms: int(o, &at, "last_time_ms")?,
-                max_time_ms: int(o, &at, "max_time_ms")?,
-                digests: uint(o, &at, "digests")?,
+                summary: SegmentSummary {
+                    first_zxid: int(o, &at, "first_zxid")?,
+                    last_zxid: int(o, &at, "last_zxid")?,
+                    records: uint(o, &at, "records")?,
+                    first_time_ms: int(o, &at, "first_time_ms")?,
+                    last_time_ms: int(o, &at, "last_time_ms")?,
+                    max_time_ms: int(o, &at, "max_time_ms")?,
+                    digests: uint(o, &at, "digests")?,
+                },
+                prev_zxid: opt_int(o, &at, "prev_zxid")?,
             });
         }
         for (i, o) in objects(root, "snapshots")?.into_iter().enumerate() {
@@ -251,7 +287,8 @@ impl Manifest {
     /// and both lists are in zxid order.
     fn check_order(&self) -> Result<(), BackupError> {
         for (i, l) in self.logs.iter().enumerate() {
-            if zk_log::format::parse_segment_name(&l.name) != Some(l.first_zxid) || l.last_zxid < l.first_zxid
+            if zk_log::format::parse_segment_name(&l.name) != Some(l.summary.first_zxid)
+                || l.summary.last_zxid < l.summary.first_zxid
             {
                 return Err(bad(
                     MANIFEST_KEY,
@@ -259,7 +296,7 @@ impl Manifest {
                 ));
             }
             if let Some(prev) = i.checked_sub(1).map(|p| &self.logs[p]) {
-                if l.first_zxid <= prev.last_zxid {
+                if l.summary.first_zxid <= prev.summary.last_zxid {
                     return Err(bad(MANIFEST_KEY, format!("logs[{i}] ({}) overlaps {}", l.name, prev.name)));
                 }
             }
@@ -280,14 +317,37 @@ impl Manifest {
         Ok(())
     }
 
+    /// The manifest as JSON, checked to be within the bounds a reader accepts
+    /// ([`FILES_MAX`], [`MANIFEST_BYTES_MAX`]).
+    ///
+    /// Errors: [`BackupError::Refused`] when it is too big: the archive is full, and a new one
+    /// (a new target) must be started.
+    pub fn to_json_bounded(&self) -> Result<Vec<u8>, BackupError> {
+        let files = self.logs.len() + self.snapshots.len();
+        let full = |what: String| {
+            BackupError::Refused(format!(
+                "the archive is full: its manifest would {what}, more than a manifest may ({FILES_MAX} files, \
+                 {MANIFEST_BYTES_MAX} bytes); start a new archive (another --to)"
+            ))
+        };
+        if files > FILES_MAX {
+            return Err(full(format!("list {files} files")));
+        }
+        let json = self.to_json();
+        if json.len() as u64 > MANIFEST_BYTES_MAX {
+            return Err(full(format!("take {} bytes", json.len())));
+        }
+        Ok(json)
+    }
+
     /// The newest zxid the archived log holds (None: no segment archived).
     pub fn last_log_zxid(&self) -> Option<i64> {
-        self.logs.last().map(|l| l.last_zxid)
+        self.logs.last().map(|l| l.summary.last_zxid)
     }
 
     /// Adds a segment, keeping the list in order.
     pub fn add_log(&mut self, l: LogFile) {
-        let at = self.logs.partition_point(|x| x.first_zxid < l.first_zxid);
+        let at = self.logs.partition_point(|x| x.summary.first_zxid < l.summary.first_zxid);
         self.logs.insert(at, l);
     }
 
@@ -308,25 +368,31 @@ mod tests {
             name: "log.0000000000000065".into(),
             bytes: 4000,
             crc32: 0xdead_beef,
-            first_zxid: 0x65,
-            last_zxid: 0x90,
-            records: 44,
-            first_time_ms: 1_700_000_000_100,
-            last_time_ms: 1_700_000_000_900,
-            max_time_ms: 1_700_000_000_900,
-            digests: 0,
+            summary: SegmentSummary {
+                first_zxid: 0x65,
+                last_zxid: 0x90,
+                records: 44,
+                first_time_ms: 1_700_000_000_100,
+                last_time_ms: 1_700_000_000_900,
+                max_time_ms: 1_700_000_000_900,
+                digests: 0,
+            },
+            prev_zxid: Some(0x64),
         });
         m.add_log(LogFile {
             name: "log.0000000000000001".into(),
             bytes: 9000,
             crc32: 7,
-            first_zxid: 1,
-            last_zxid: 0x64,
-            records: 100,
-            first_time_ms: 1_700_000_000_000,
-            last_time_ms: 1_700_000_000_050,
-            max_time_ms: 1_700_000_000_050,
-            digests: 100,
+            summary: SegmentSummary {
+                first_zxid: 1,
+                last_zxid: 0x64,
+                records: 100,
+                first_time_ms: 1_700_000_000_000,
+                last_time_ms: 1_700_000_000_050,
+                max_time_ms: 1_700_000_000_050,
+                digests: 100,
+            },
+            prev_zxid: Some(0),
         });
         m.add_snapshot(SnapFile {
             name: "snapshot.0000000000000064".into(),
@@ -343,10 +409,65 @@ mod tests {
     #[test]
     fn round_trips_in_order() {
         let m = sample();
-        assert_eq!(m.logs[0].first_zxid, 1);
+        assert_eq!(m.logs[0].summary.first_zxid, 1);
         let back = Manifest::from_json(&m.to_json()).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.last_log_zxid(), Some(0x90));
+    }
+
+    /// A segment continues another by the zxid the server's log held before it; with that
+    /// unknown, only the next zxid of the same epoch does.
+    #[test]
+    fn segments_continue_by_the_zxid_before_them() {
+        let mut l = sample().logs[1].clone();
+        assert!(l.continues(0x64) && !l.continues(0x63));
+        l.prev_zxid = None;
+        assert!(l.continues(0x64) && !l.continues(0x63));
+        l.summary.first_zxid = 2 << 32 | 1;
+        assert!(!l.continues(1 << 32 | 0x90), "the end of epoch 1 may be missing");
+        l.prev_zxid = Some(1 << 32 | 0x90);
+        assert!(l.continues(1 << 32 | 0x90));
+    }
+
+    /// A manifest over the bound is refused before it is parsed, with a message saying so;
+    /// an entry at its widest fits the room the bound allows each.
+    #[test]
+    fn size_is_bounded_before_parsing() {
+        let e = Manifest::from_json(&vec![b' '; MANIFEST_BYTES_MAX as usize + 1]).unwrap_err();
+        assert!(e.to_string().contains("more than a manifest may have"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join(MANIFEST_KEY)).unwrap();
+        f.set_len(MANIFEST_BYTES_MAX + 10).unwrap();
+        let e = crate::backup::target::ArchiveTarget::read_manifest(&crate::backup::target::DirTarget::new(
+            dir.path().to_path_buf(),
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("{} bytes, more than a manifest may have", MANIFEST_BYTES_MAX + 10)),
+            "{e}"
+        );
+        let wide = LogFile {
+            name: zk_log::format::segment_name(i64::MAX),
+            bytes: u64::MAX,
+            crc32: u32::MAX,
+            summary: SegmentSummary {
+                first_zxid: i64::MIN,
+                last_zxid: i64::MIN,
+                records: u64::MAX,
+                first_time_ms: i64::MIN,
+                last_time_ms: i64::MIN,
+                max_time_ms: i64::MIN,
+                digests: u64::MAX,
+            },
+            prev_zxid: Some(i64::MIN),
+        };
+        let one = Manifest { logs: vec![wide], ..Manifest::default() }.to_json().len();
+        let none = Manifest::default().to_json().len();
+        assert!((one - none) as u64 <= ENTRY_BYTES_MAX, "{}", one - none);
+        let full = Manifest { logs: vec![sample().logs[0].clone(); FILES_MAX + 1], ..Manifest::default() };
+        let e = full.to_json_bounded().unwrap_err();
+        assert!(e.to_string().contains("the archive is full"), "{e}");
     }
 
     #[test]
@@ -362,7 +483,7 @@ mod tests {
         let e = Manifest::from_json(&sample().to_json()[..50]).unwrap_err();
         assert!(e.to_string().starts_with("manifest.json: not JSON"), "{e}");
         let mut m = sample();
-        m.logs[1].first_zxid = 0x64;
+        m.logs[1].summary.first_zxid = 0x64;
         m.logs[1].name = "log.0000000000000064".into();
         let e = Manifest::from_json(&m.to_json()).unwrap_err();
         assert!(e.to_string().contains("overlaps"), "{e}");

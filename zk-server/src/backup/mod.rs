@@ -24,6 +24,8 @@ pub mod restore;
 pub mod s3;
 pub mod segment;
 pub mod target;
+#[cfg(test)]
+mod test_log;
 pub mod time;
 
 /// Why a backup or restore failed.
@@ -49,7 +51,8 @@ pub enum BackupError {
     /// The archived log lacks transactions a restore needs.
     #[error(
         "the archive lacks the transactions after zxid {after:#x} up to {before:#x} ({why}): \
-         no archived snapshot lets the restore skip them"
+         no archived snapshot lets the restore skip them; a point at or before zxid {after:#x} needs \
+         none of them"
     )]
     Gap {
         /// The last zxid held before the gap.
@@ -78,6 +81,17 @@ pub enum BackupError {
     /// The request cannot be carried out (the message says why).
     #[error("{0}")]
     Refused(String),
+}
+
+impl BackupError {
+    /// The same error, a [`BackupError::Damaged`] one naming `key` instead (the manifest's path
+    /// or URL, where the parser only knew it as `manifest.json`).
+    pub fn naming(self, key: &str) -> BackupError {
+        match self {
+            BackupError::Damaged { why, .. } => BackupError::Damaged { key: key.to_string(), why },
+            e => e,
+        }
+    }
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {

@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use zk_log::format::zxid_follows;
 use zk_log::FileStorage;
 use zk_proto::Acl;
 use zk_tree::snapshot::{ContentParser, ContentRecord};
@@ -60,6 +59,9 @@ pub struct RestoreReport {
     pub checks: Vec<String>,
     /// The snapshot file written.
     pub written: PathBuf,
+    /// What the operator should check (transaction times out of order around a `--time`
+    /// point), one line each; also printed.
+    pub warnings: Vec<String>,
 }
 
 /// The tree settings a restore replays with: the tree digest kept, so that every digest the
@@ -72,48 +74,67 @@ fn hex(z: i64) -> String {
     format!("{z:#x}")
 }
 
-/// Makes `out` ready: created if absent; refused when it holds anything, unless `force`, which
-/// moves its `zkrs-snap` and `zkrs-log` aside (renamed `<name>.before-restore-<ms>`, never
-/// deleted).
-fn prepare_out(out: &Path, force: bool, progress: &mut Progress<'_>) -> Result<(), BackupError> {
+/// Makes `out` (and `log_out`, a separate dataLogDir) ready: created if absent; refused when
+/// `out` holds anything or `log_out` holds a `zkrs-log`, unless `force`, which moves the
+/// `zkrs-snap` and `zkrs-log` of both aside (renamed `<name>.before-restore-<ms>`, never
+/// deleted): a log left there would be replayed over the restored tree.
+fn prepare_out(
+    out: &Path,
+    log_out: Option<&Path>,
+    force: bool,
+    progress: &mut Progress<'_>,
+) -> Result<(), BackupError> {
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let entries: Vec<String> = std::fs::read_dir(out)
         .map_err(io_err(out))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    if entries.is_empty() {
+    let log_out = log_out.filter(|l| *l != out);
+    let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
+    if entries.is_empty() && old_log.is_none() {
         return Ok(());
     }
     if !force {
+        let what = match (&old_log, entries.is_empty()) {
+            (Some(l), true) => format!("{} exists", l.display()),
+            (Some(l), false) => format!(
+                "{} is not empty (it holds {}) and {} exists",
+                out.display(),
+                entries.join(", "),
+                l.display()
+            ),
+            (None, _) => format!("{} is not empty (it holds {})", out.display(), entries.join(", ")),
+        };
         return Err(BackupError::Refused(format!(
-            "{} is not empty (it holds {}); restore into an empty directory, or give --force to move its \
-             zkrs-snap and zkrs-log aside",
-            out.display(),
-            entries.join(", ")
+            "{what}; restore into an empty directory, or give --force to move its zkrs-snap and zkrs-log \
+             aside"
         )));
     }
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    for name in [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME] {
-        let p = out.join(name);
-        if p.exists() {
-            let aside = out.join(format!("{name}.before-restore-{stamp}"));
-            std::fs::rename(&p, &aside).map_err(io_err(&p))?;
-            progress.say(format!("restore: moved {} aside to {}", p.display(), aside.display()));
-        }
+    let mut aside = vec![out.join(zk_log::snapshot::SNAP_DIR_NAME), out.join(zk_log::LOG_DIR_NAME)];
+    aside.extend(old_log);
+    for p in aside.into_iter().filter(|p| p.exists()) {
+        let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
+        std::fs::rename(&p, &to).map_err(io_err(&p))?;
+        progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
     }
     Ok(())
 }
 
-/// The zxid a point stands for in this archive.
+/// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
+/// transaction times are not in order around the point (they are the proposing leaders' wall
+/// clocks, which need not agree, nor only go forward).
 fn resolve_point(
     m: &Manifest,
     point: Point,
     target: &dyn ArchiveTarget,
     staging: &Path,
+    warnings: &mut Vec<String>,
 ) -> Result<i64, BackupError> {
-    let newest = m.last_log_zxid().or_else(|| m.snapshots.iter().map(|s| s.exact_from()).max());
+    let newest = m.last_log_zxid().or_else(|| m.snapshots.iter().filter_map(|s| s.exact_from()).max());
     let Some(newest) = newest else {
         return Err(BackupError::Refused(format!("{}: the archive holds no file yet", target.describe())));
     };
@@ -129,7 +150,7 @@ fn resolve_point(
         Point::Time(t) => {
             // The first segment holding a transaction stamped later than t; the point is the
             // transaction before that one.
-            let Some(i) = m.logs.iter().position(|l| l.max_time_ms > t) else {
+            let Some(i) = m.logs.iter().position(|l| l.summary.max_time_ms > t) else {
                 let last = m.logs.last();
                 return Err(BackupError::Refused(format!(
                     "{} is past the newest archived transaction ({}), so later transactions before it may \
@@ -137,32 +158,117 @@ fn resolve_point(
                     format_time_ms(t),
                     last.map_or("none".into(), |l| format!(
                         "zxid {} at {}",
-                        hex(l.last_zxid),
-                        format_time_ms(l.last_time_ms)
+                        hex(l.summary.last_zxid),
+                        format_time_ms(l.summary.last_time_ms)
                     )),
                     hex(newest)
                 )));
             };
             let seg = &m.logs[i];
-            let mut before = if i > 0 { Some(m.logs[i - 1].last_zxid) } else { None };
+            let mut before = if i > 0 { Some(m.logs[i - 1].summary.last_zxid) } else { None };
+            let mut order = TimeOrder::default();
+            for l in &m.logs[..i] {
+                order.segment(l);
+            }
             let local = fetch_log(target, seg, staging)?;
             let mut r = open_log(&local, target, seg)?;
+            let mut later_one = false;
             while let Some(rec) = next_log_record(&mut r, target, seg)? {
-                if rec.header.time > t {
-                    break;
+                let (z, at) = (rec.header.zxid, rec.header.time);
+                if later_one {
+                    order.after_point(z, at, t);
+                } else if at > t {
+                    later_one = true;
+                } else {
+                    order.record(z, at);
+                    before = Some(z);
                 }
-                before = Some(rec.header.zxid);
             }
             let _ = std::fs::remove_file(&local);
+            for l in &m.logs[i + 1..] {
+                if l.summary.first_time_ms <= t {
+                    order.after_point(l.summary.first_zxid, l.summary.first_time_ms, t);
+                }
+            }
+            warnings.extend(order.warnings(t));
             before.ok_or_else(|| {
                 BackupError::Refused(format!(
                     "{} is before the first archived transaction (zxid {} at {})",
                     format_time_ms(t),
-                    hex(seg.first_zxid),
-                    format_time_ms(seg.first_time_ms)
+                    hex(seg.summary.first_zxid),
+                    format_time_ms(seg.summary.first_time_ms)
                 ))
             })
         }
+    }
+}
+
+/// Whether transaction times go forward up to a `--time` point, and none after it is stamped
+/// at or before the time.
+#[derive(Debug, Default)]
+struct TimeOrder {
+    /// The latest time so far, and its zxid.
+    latest: Option<(i64, i64)>,
+    /// The first step back before the point: (zxid, its time, the later time before it).
+    step_back: Option<(i64, i64, i64)>,
+    /// The first transaction after the point stamped at or before the time: (zxid, time).
+    early_after: Option<(i64, i64)>,
+}
+
+impl TimeOrder {
+    /// A transaction before the point, in zxid order.
+    fn record(&mut self, zxid: i64, time_ms: i64) {
+        if let Some((latest, _)) = self.latest {
+            if time_ms < latest && self.step_back.is_none() {
+                self.step_back = Some((zxid, time_ms, latest));
+            }
+        }
+        if self.latest.is_none_or(|(latest, _)| time_ms > latest) {
+            self.latest = Some((time_ms, zxid));
+        }
+    }
+
+    /// A whole archived segment before the point, from its manifest entry: a step back inside
+    /// it (its latest time is not its last) or from the segment before.
+    fn segment(&mut self, l: &LogFile) {
+        self.record(l.summary.first_zxid, l.summary.first_time_ms);
+        if l.summary.max_time_ms > l.summary.last_time_ms && self.step_back.is_none() {
+            self.step_back = Some((l.summary.last_zxid, l.summary.last_time_ms, l.summary.max_time_ms));
+        }
+        self.record(l.summary.last_zxid, l.summary.max_time_ms);
+    }
+
+    /// A transaction after the point, stamped at `time_ms`.
+    fn after_point(&mut self, zxid: i64, time_ms: i64, t: i64) {
+        if time_ms <= t && self.early_after.is_none() {
+            self.early_after = Some((zxid, time_ms));
+        }
+    }
+
+    fn warnings(&self, t: i64) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some((z, at, latest)) = self.step_back {
+            w.push(format!(
+                "transaction times go backwards before the chosen point: zxid {} is stamped {}, after one \
+                 stamped {} (times are the proposing leaders' wall clocks, which need not agree across \
+                 leaders nor only go forward); --time restores the transactions before the first one \
+                 stamped later than {}; to be sure which, give --zxid",
+                hex(z),
+                format_time_ms(at),
+                format_time_ms(latest),
+                format_time_ms(t)
+            ));
+        }
+        if let Some((z, at)) = self.early_after {
+            w.push(format!(
+                "zxid {}, after the chosen point, is stamped {}, not later than {}: it is not restored (a \
+                 leader's clock went backwards); give --zxid to restore past it",
+                hex(z),
+                format_time_ms(at),
+                format_time_ms(t)
+            ));
+        }
+        w
     }
 }
 
@@ -183,10 +289,14 @@ fn open_log(
         key: key.clone(),
         why: format!("{} at offset {}", d.why, d.offset),
     })?;
-    if r.first_zxid() != l.first_zxid {
+    if r.first_zxid() != l.summary.first_zxid {
         return Err(BackupError::Damaged {
             key,
-            why: format!("starts at zxid {}, the manifest says {}", hex(r.first_zxid()), hex(l.first_zxid)),
+            why: format!(
+                "starts at zxid {}, the manifest says {}",
+                hex(r.first_zxid()),
+                hex(l.summary.first_zxid)
+            ),
         });
     }
     Ok(r)
@@ -204,20 +314,23 @@ fn next_log_record(
 }
 
 /// The segments holding the transactions after `start` through `point`, checked to hold all
-/// of them.
+/// of them: the first holds the one after `start`, and each of the others continues the one
+/// before it ([`LogFile::continues`]: by the zxid the server's log held before it, so a missing
+/// end of an epoch is noticed).
 ///
-/// Errors: [`BackupError::Gap`] naming the first missing range.
+/// Errors: [`BackupError::Gap`] naming the first missing range; a point before it still
+/// restores.
 fn plan_segments<'m>(
     m: &'m Manifest,
     start: i64,
     point: i64,
     target: &dyn ArchiveTarget,
 ) -> Result<Vec<&'m LogFile>, BackupError> {
-    let needed: Vec<&LogFile> =
-        m.logs.iter().filter(|l| l.last_zxid > start && l.first_zxid <= point).collect();
     if point <= start {
         return Ok(Vec::new());
     }
+    let needed: Vec<&LogFile> =
+        m.logs.iter().filter(|l| l.summary.last_zxid > start && l.summary.first_zxid <= point).collect();
     let Some(first) = needed.first() else {
         return Err(BackupError::Gap {
             after: start,
@@ -225,28 +338,62 @@ fn plan_segments<'m>(
             why: "no archived segment holds them".into(),
         });
     };
-    if first.first_zxid > start && !zxid_follows(start, first.first_zxid) {
+    if first.summary.first_zxid > start && !first.continues(start) {
         return Err(BackupError::Gap {
             after: start,
-            before: first.first_zxid,
-            why: format!("before {}", target.show(&format!("{LOG_PREFIX}{}", first.name))),
+            before: first.summary.first_zxid,
+            why: format!(
+                "before {}{}",
+                target.show(&format!("{LOG_PREFIX}{}", first.name)),
+                held_before(first)
+            ),
         });
     }
     for w in needed.windows(2) {
-        if !zxid_follows(w[0].last_zxid, w[1].first_zxid) {
+        if !w[1].continues(w[0].summary.last_zxid) {
             return Err(BackupError::Gap {
-                after: w[0].last_zxid,
-                before: w[1].first_zxid,
-                why: format!("between {} and {}", w[0].name, w[1].name),
+                after: w[0].summary.last_zxid,
+                before: w[1].summary.first_zxid,
+                why: format!("between {} and {}{}", w[0].name, w[1].name, held_before(w[1])),
             });
         }
     }
     Ok(needed)
 }
 
+/// What the server's log held before an archived segment, for a gap's message.
+fn held_before(l: &LogFile) -> String {
+    match l.prev_zxid {
+        Some(p) => format!("; the server's log held zxid {} before it", hex(p)),
+        None => "; what the server's log held before it had been purged when it was archived".into(),
+    }
+}
+
+/// The newest archived snapshot a restore to `zxid` can start from: one that recorded the
+/// zxid it is exact at (its end), at or before `zxid`. Those that recorded none are passed
+/// over (which transactions after their start they hold is unknown): each one passed over
+/// that would have been chosen is named in `notes`.
+fn base_snapshot<'m>(m: &'m Manifest, zxid: i64, notes: &mut Vec<String>) -> Option<&'m SnapFile> {
+    for s in m.snapshots.iter().rev().filter(|s| s.start_zxid <= zxid) {
+        match s.exact_from() {
+            Some(e) if e <= zxid => return Some(s),
+            Some(_) => {}
+            None => notes.push(format!(
+                "snapshot {} records no end zxid, so which transactions after its start zxid {} it holds is \
+                 unknown: not used",
+                s.name,
+                hex(s.start_zxid)
+            )),
+        }
+    }
+    None
+}
+
 /// Restores the archive at `target` into `out` (a data directory: the snapshot goes into its
-/// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. Progress
-/// lines, at most one a second plus a summary of what was checked, go to `progress`.
+/// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. `log_out`
+/// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
+/// (or is moved aside with `force`), or the server would replay it over the restored tree.
+/// Progress lines, at most one a second plus a summary of what was checked, go to `progress`.
 ///
 /// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
 /// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
@@ -255,6 +402,7 @@ fn plan_segments<'m>(
 pub fn restore(
     target: &dyn ArchiveTarget,
     out: &Path,
+    log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
     force: bool,
@@ -276,7 +424,7 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    prepare_out(out, force, &mut progress)?;
+    prepare_out(out, log_out, force, &mut progress)?;
     let staging = out.join(".restore-staging");
     std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
     let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress);
@@ -293,13 +441,24 @@ fn restore_staged(
     subtree: Option<&str>,
     progress: &mut Progress<'_>,
 ) -> Result<RestoreReport, BackupError> {
-    let zxid = resolve_point(m, point, target, staging)?;
-    let snap: Option<&SnapFile> = m.snapshots.iter().rev().find(|s| s.exact_from() <= zxid);
+    let mut warnings = Vec::new();
+    let zxid = resolve_point(m, point, target, staging, &mut warnings)?;
+    for w in &warnings {
+        progress.say(format!("restore: WARNING: {w}"));
+    }
+    let mut notes = Vec::new();
+    let snap = base_snapshot(m, zxid, &mut notes);
+    for n in &notes {
+        progress.say(format!("restore: {n}"));
+    }
     if snap.is_none() && !m.log_from_start {
         let oldest = m
             .snapshots
-            .first()
-            .map_or("none".to_string(), |s| format!("{} (exact from {})", s.name, hex(s.exact_from())));
+            .iter()
+            .find_map(|s| s.exact_from().map(|e| (s, e)))
+            .map_or("none that recorded its end".to_string(), |(s, e)| {
+                format!("{} (exact from {})", s.name, hex(e))
+            });
         return Err(BackupError::Refused(format!(
             "no archived snapshot is exact at or before zxid {} (oldest: {oldest}), and the archived log does \
              not go back to the server's first transaction",
@@ -315,7 +474,7 @@ fn restore_staged(
             "snapshot {} (start {}, exact from {})",
             s.name,
             hex(s.start_zxid),
-            hex(s.exact_from())
+            hex(s.exact_from().unwrap_or(s.start_zxid))
         )),
         segments.len()
     ));
@@ -352,7 +511,7 @@ fn restore_staged(
             db
         }
     };
-    let exact_from = snap.map_or(0, |s| s.exact_from());
+    let exact_from = snap.and_then(|s| s.exact_from()).unwrap_or(0);
     let mut rec = Recovery::new(db);
     let mut digests = 0u64;
     let mut records = 0u64;
@@ -445,6 +604,7 @@ fn restore_staged(
         nodes: db.tree().len() as u64,
         checks,
         written: snap_dir.join(&written.name),
+        warnings,
     };
     for c in &report.checks {
         progress.say(format!("restore: checked: {c}"));
@@ -523,6 +683,123 @@ fn keep_subtree(db: &Database, subtree: &str, cfg: &TreeConfig) -> Result<Databa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::target::DirTarget;
+    use crate::backup::test_log::{create_at, Fixture};
+
+    fn snap(start: i64, end: Option<i64>) -> SnapFile {
+        SnapFile {
+            name: zk_log::snapshot::snapshot_name(start),
+            bytes: 1,
+            crc32: 0,
+            start_zxid: start,
+            end_zxid: end,
+            tree_digest: None,
+            nodes: 1,
+        }
+    }
+
+    /// A snapshot that recorded no end zxid is fuzzy to an unknown extent: it is never a base,
+    /// and the restore says it passed it over.
+    #[test]
+    fn a_snapshot_without_a_recorded_end_is_no_base() {
+        let mut m = Manifest::default();
+        m.add_snapshot(snap(5, Some(7)));
+        m.add_snapshot(snap(10, None));
+        m.add_snapshot(snap(30, Some(35)));
+        let mut notes = Vec::new();
+        assert_eq!(base_snapshot(&m, 20, &mut notes).map(|s| s.start_zxid), Some(5));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("records no end zxid") && notes[0].contains(&m.snapshots[1].name),
+            "{notes:?}"
+        );
+        let mut notes = Vec::new();
+        assert_eq!(
+            base_snapshot(&m, 32, &mut notes).map(|s| s.start_zxid),
+            Some(5),
+            "30 is exact only from 35"
+        );
+        assert_eq!(base_snapshot(&m, 35, &mut notes).map(|s| s.start_zxid), Some(30));
+        assert_eq!(base_snapshot(&m, 6, &mut notes).map(|s| s.start_zxid), None, "5 is exact only from 7");
+        let mut only_unended = Manifest::default();
+        only_unended.add_snapshot(snap(10, None));
+        assert!(base_snapshot(&only_unended, 20, &mut notes).is_none());
+    }
+
+    /// An archive of 1..=5 (6 waits in the last sync group).
+    fn archived_1_to_5() -> Fixture {
+        let mut f = Fixture::new();
+        f.commit(1..=5);
+        f.commit(6..=6);
+        f.archiver().pass(&mut Vec::new()).unwrap();
+        f
+    }
+
+    /// `--force` moves aside a separate dataLogDir's log too (the server would replay it over
+    /// the restored tree), and without it a dataLogDir holding a log is refused.
+    #[test]
+    fn force_moves_a_separate_log_dirs_log_aside() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        let old_log = logs.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let e = restore(&target, &out, Some(&logs), Point::Newest, None, false, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&format!("{} exists", old_log.display())), "{e}");
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut said).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert!(!old_log.exists(), "{}", String::from_utf8_lossy(&said));
+        let aside: Vec<String> = std::fs::read_dir(&logs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
+        assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
+    }
+
+    /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
+    /// point, and when a transaction after it is stamped at or before the time.
+    #[test]
+    fn time_points_warn_of_times_that_go_backwards() {
+        let mut f = Fixture::new();
+        let times = [100, 200, 300, 150, 400, 500, 250];
+        let batch: Vec<_> = times.iter().enumerate().map(|(i, t)| create_at(i as i64 + 1, *t)).collect();
+        f.commit_batch(&batch);
+        f.commit_batch(&[create_at(8, 600)]);
+        f.archiver().pass(&mut Vec::new()).unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        let mut said = Vec::new();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, false, &mut said)
+            .unwrap();
+        assert_eq!(r.zxid, 4, "the last one before the first stamped later than 350");
+        assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].contains("go backwards") && r.warnings[0].contains("zxid 0x4"),
+            "{:?}",
+            r.warnings
+        );
+        assert!(r.warnings[1].contains("zxid 0x7, after the chosen point"), "{:?}", r.warnings);
+        assert!(String::from_utf8_lossy(&said).contains("restore: WARNING: "));
+        // In order (stamped 1001, 1002, ...), no warning.
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let r = restore(
+            &target,
+            &f.dir.path().join("out"),
+            None,
+            Point::Time(1_003),
+            None,
+            false,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(r.zxid, 3);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
 
     #[test]
     fn a_subtree_keeps_itself_and_its_ancestors_only() {

@@ -12,7 +12,7 @@
 //! `AWS_ENDPOINT` (or `AWS_ENDPOINT_URL`, for an S3-compatible server) and `AWS_ALLOW_HTTP=true`
 //! (for a plain-HTTP endpoint, as a local test server has).
 
-use super::manifest::{Manifest, MANIFEST_KEY};
+use super::manifest::{Manifest, MANIFEST_BYTES_MAX, MANIFEST_KEY};
 use super::target::{check_copy, ArchiveTarget, COPY_BUF_BYTES};
 use super::{io_err, BackupError};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -29,8 +29,6 @@ pub const SINGLE_PUT_BYTES_MAX: u64 = 16 << 20;
 pub const PART_BYTES: usize = 8 << 20;
 /// Parts of one upload in flight at once (what an upload holds in memory: this many parts).
 pub const PARTS_IN_FLIGHT: usize = 4;
-/// The largest manifest read.
-const MANIFEST_BYTES_MAX: u64 = 512 << 20;
 
 /// An archive at `s3://bucket/prefix`.
 pub struct S3Target {
@@ -82,6 +80,11 @@ impl S3Target {
     fn failed(&self, key: &str, e: object_store::Error) -> BackupError {
         BackupError::Remote { key: self.show(key), why: e.to_string() }
     }
+
+    /// A manifest error, named by the manifest's URL.
+    fn named(&self, e: BackupError) -> BackupError {
+        e.naming(&self.show(MANIFEST_KEY))
+    }
 }
 
 impl ArchiveTarget for S3Target {
@@ -116,23 +119,16 @@ impl ArchiveTarget for S3Target {
         });
         match bytes.map_err(|e| self.failed(MANIFEST_KEY, e))? {
             None => Ok(None),
-            Some(Err(size)) => Err(BackupError::Damaged {
-                key: self.show(MANIFEST_KEY),
-                why: format!("{size} bytes, more than a manifest can be"),
-            }),
-            Some(Ok(b)) => Manifest::from_json(&b).map(Some).map_err(|e| match e {
-                BackupError::Damaged { why, .. } => {
-                    BackupError::Damaged { key: self.show(MANIFEST_KEY), why }
-                }
-                e => e,
-            }),
+            Some(Err(size)) => Err(self.named(super::manifest::too_big(size))),
+            Some(Ok(b)) => Manifest::from_json(&b).map(Some).map_err(|e| self.named(e)),
         }
     }
 
     fn write_manifest(&self, m: &Manifest) -> Result<(), BackupError> {
         let path = self.path(MANIFEST_KEY);
+        let json = m.to_json_bounded()?;
         self.rt
-            .block_on(self.store.put(&path, PutPayload::from(m.to_json())))
+            .block_on(self.store.put(&path, PutPayload::from(json)))
             .map(|_| ())
             .map_err(|e| self.failed(MANIFEST_KEY, e))
     }

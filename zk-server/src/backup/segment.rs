@@ -33,6 +33,15 @@ pub struct SegmentRecord {
     pub group_start: bool,
 }
 
+impl SegmentRecord {
+    /// The CRC-32 of the record's payload (its txn, not the frame header, whose group mark
+    /// depends on how the record was synced): with the zxid, what tells this transaction from
+    /// another one given the same zxid in a log that was cut and written again.
+    pub fn payload_crc(&self) -> u32 {
+        crc32fast::hash(&self.frame[RECORD_HEADER_BYTES as usize..])
+    }
+}
+
 /// What is wrong with a segment, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}: {why} at offset {offset}")]
@@ -55,6 +64,9 @@ pub struct SegmentReader<R: Read> {
     offset: u64,
     prev_zxid: Option<i64>,
     ended: bool,
+    /// The next record is read without checking its zxid against the header's or a previous
+    /// one (it is read to check it, in [`SegmentReader::resume_after`]).
+    order_unchecked: bool,
 }
 
 /// Reads as much of `buf` as the source has; returns how many bytes that was (less than
@@ -101,6 +113,7 @@ impl<R: Read> SegmentReader<R> {
             offset: SEGMENT_HEADER_BYTES,
             prev_zxid: None,
             ended: false,
+            order_unchecked: false,
         })
     }
 
@@ -114,21 +127,37 @@ impl<R: Read> SegmentReader<R> {
         self.offset
     }
 
-    /// Continues reading at `offset`, a frame boundary an earlier reader of the same file
-    /// reached, right after the record with zxid `prev_zxid` (for reading a growing segment
-    /// again from where the last look stopped).
+    /// Moves to the record at `record_at` and reads it: when it has zxid `zxid` and the frame
+    /// CRC `frame_crc`, it is the record an earlier reader of the same file ended on, and reading
+    /// goes on right after it (for a growing segment read again from where the last look
+    /// stopped). Anything else there (the file was cut, reset or rewritten since: a TRUNC or a
+    /// SNAP on a follower, or a purge and a new file of the same name) returns false, and this
+    /// reader is then of no further use: open the file again and read it from its start.
     ///
     /// Errors: the seek fails.
-    pub fn resume_at(&mut self, offset: u64, prev_zxid: i64) -> Result<(), SegmentDamage>
+    pub fn resume_after(&mut self, record_at: u64, zxid: i64, payload_crc: u32) -> Result<bool, SegmentDamage>
     where
         R: std::io::Seek,
     {
+        if record_at < SEGMENT_HEADER_BYTES {
+            return Ok(false);
+        }
         self.r
-            .seek(std::io::SeekFrom::Start(offset))
-            .map_err(|e| self.damage(offset, format!("seek failed: {e}")))?;
-        self.offset = offset;
-        self.prev_zxid = Some(prev_zxid);
-        Ok(())
+            .seek(std::io::SeekFrom::Start(record_at))
+            .map_err(|e| self.damage(record_at, format!("seek failed: {e}")))?;
+        self.offset = record_at;
+        self.prev_zxid = None;
+        self.ended = false;
+        self.order_unchecked = true;
+        let found = self.next_record();
+        self.order_unchecked = false;
+        match found {
+            Ok(Some(rec)) if rec.header.zxid == zxid && rec.payload_crc() == payload_crc => Ok(true),
+            _ => {
+                self.ended = true;
+                Ok(false)
+            }
+        }
     }
 
     fn damage(&self, offset: u64, why: impl Into<String>) -> SegmentDamage {
@@ -182,6 +211,7 @@ impl<R: Read> SegmentReader<R> {
             return Err(self.damage(at, format!("frame zxid {zxid:#x} differs from the payload's")));
         }
         match self.prev_zxid {
+            _ if self.order_unchecked => {}
             None if zxid != self.first_zxid => {
                 return Err(self.damage(
                     at,
@@ -286,28 +316,15 @@ pub fn summarize(name: &str, r: impl Read) -> Result<SegmentSummary, SegmentDama
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backup::test_log::create_at;
     use zk_log::format::encode_segment_header;
     use zk_log::RecordBatch;
-    use zk_proto::{CreateTxn, OpCode};
 
     fn segment(first: i64, n: i64) -> Vec<u8> {
         let mut out = encode_segment_header(first).to_vec();
         let mut batch = RecordBatch::new();
         for z in first..first + n {
-            let hdr = TxnHeader {
-                client_id: 1,
-                cxid: z as i32,
-                zxid: z,
-                time: 1000 + z,
-                txn_type: OpCode::Create.code(),
-            };
-            let txn = Txn::Create(CreateTxn {
-                path: format!("/n{z}"),
-                data: Some(Bytes::from_static(b"x")),
-                acl: vec![],
-                ephemeral: false,
-                parent_cversion: z as i32,
-            });
+            let (hdr, txn) = create_at(z, 1000 + z);
             batch.push(&hdr, &txn).unwrap();
         }
         for (_, p) in batch.payloads() {

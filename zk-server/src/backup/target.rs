@@ -3,7 +3,7 @@
 //! its key, and replaces the manifest atomically; the archiver puts files before the manifest
 //! that names them, so a crash at any point leaves a manifest naming only whole files.
 
-use super::manifest::{Manifest, MANIFEST_KEY};
+use super::manifest::{Manifest, MANIFEST_BYTES_MAX, MANIFEST_KEY};
 use super::{io_err, BackupError};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -166,21 +166,24 @@ impl ArchiveTarget for DirTarget {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err(&p)(e)),
         };
-        // Bounded: a manifest of FILES_MAX entries is far below this.
+        // At most one byte past the limit is read: enough to tell a manifest that is too big.
         let mut bytes = Vec::new();
-        f.take(512 << 20).read_to_end(&mut bytes).map_err(io_err(&p))?;
-        Manifest::from_json(&bytes).map(Some).map_err(|e| match e {
-            BackupError::Damaged { why, .. } => BackupError::Damaged { key: p.display().to_string(), why },
-            e => e,
-        })
+        f.take(MANIFEST_BYTES_MAX + 1).read_to_end(&mut bytes).map_err(io_err(&p))?;
+        let shown = p.display().to_string();
+        if bytes.len() as u64 > MANIFEST_BYTES_MAX {
+            let size = std::fs::metadata(&p).map_or(bytes.len() as u64, |m| m.len());
+            return Err(super::manifest::too_big(size).naming(&shown));
+        }
+        Manifest::from_json(&bytes).map(Some).map_err(|e| e.naming(&shown))
     }
 
     fn write_manifest(&self, m: &Manifest) -> Result<(), BackupError> {
         std::fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
         let p = self.path(MANIFEST_KEY);
         let tmp = self.path(&format!("{MANIFEST_KEY}.tmp"));
+        let json = m.to_json_bounded()?;
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(&m.to_json()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        f.write_all(&json).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, &p).map_err(io_err(&p))?;
         sync_dir(&self.root)
     }
