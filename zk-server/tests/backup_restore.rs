@@ -6,8 +6,8 @@
 //! zxid in hex) is started as a server and read back node for node (path, data, ACL, every stat
 //! field); one subtree is restored and checked, with the next sequential names continuing both
 //! under it and under its parent; and a damaged archive (a flipped byte, a missing segment, a
-//! segment the manifest no longer names, a busy output directory) is refused with an error
-//! naming the file or the range.
+//! segment the manifest no longer names, a busy output directory, a separate dataLogDir that
+//! still holds a log) is refused with an error naming the file or the range.
 #![allow(clippy::disallowed_methods)]
 mod support;
 
@@ -72,12 +72,13 @@ fn server_bin() -> PathBuf {
 
 /// Runs `zkrs-server args...`, returning (success, stdout, stderr).
 fn run(args: &[&str]) -> (bool, String, String) {
-    let child = Command::new(server_bin())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run zkrs-server");
+    run_command(Command::new(server_bin()).args(args))
+}
+
+/// Runs `cmd` (a zkrs-server tool) to its end, within two minutes, returning (success, stdout,
+/// stderr).
+fn run_command(cmd: &mut Command) -> (bool, String, String) {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run zkrs-server");
     let out = wait_output(child, Duration::from_secs(120));
     (
         out.status.success(),
@@ -161,6 +162,16 @@ fn copy_archive(from: &Path, to: &Path) {
         }
     }
     std::fs::copy(from.join("manifest.json"), to.join("manifest.json")).unwrap();
+}
+
+/// Copies the files of directory `from` into `to` (created).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }
 
 struct Backup(Child);
@@ -364,6 +375,45 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     assert!(ok, "{err}");
     assert!(out_dir.join("keep-me").exists());
 
+    // A separate dataLogDir: its log would be replayed over the restored tree, so it is
+    // refused while it holds one, and moved aside with --force; a server started on the two
+    // directories serves the restored tree.
+    let log_dir = work.path().join("datalog");
+    copy_dir(&data.join("zkrs-log"), &log_dir.join("zkrs-log"));
+    let log_s = log_dir.to_str().unwrap();
+    let fresh = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let fresh_data = fresh.path().join("data");
+    let fresh_s = fresh_data.to_str().unwrap();
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        fresh_s,
+        "--data-log-dir",
+        log_s,
+        "--zxid",
+        &z1,
+    ]);
+    assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        fresh_s,
+        "--data-log-dir",
+        log_s,
+        "--zxid",
+        &z1,
+        "--force",
+    ]);
+    assert!(ok, "{err}");
+    assert!(!log_dir.join("zkrs-log").exists(), "{err}");
+    let server = start_in(Target::Zkrs, fresh, &format!("dataLogDir={log_s}"));
+    let tree = dump(&mut RawClient::connect(server.addr(), 30_000));
+    assert_same("restored with a separate dataLogDir", &tree, &checkpoints[0].1);
+
     // A target this build does not take, and a point past the archive.
     let (ok, _, err) = run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", "ftp://host/x"]);
     assert!(!ok && err.contains("ftp://host/x") && err.contains("not supported"), "{err}");
@@ -421,10 +471,29 @@ fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
     write_round(&mut c, 1, 20);
     let work = tempfile::Builder::new().prefix("zkrs-archive-").tempdir().unwrap();
     let archive = work.path().join("archive");
+    // A member's log may hold proposals it has not committed: without a server to ask how far
+    // it has, the backup is refused; with one, nothing past its reported zxid is archived.
     let (ok, out, err) =
         run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    assert!(!ok && err.contains("ensemble member") && err.contains("--server HOST:PORT"), "{out}{err}");
+    let server = e.members[0].client.to_string();
+    let (ok, out, err) = run(&[
+        "backup",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--to",
+        archive.to_str().unwrap(),
+        "--server",
+        &server,
+    ]);
     assert!(ok, "{out}{err}");
+    let committed = e.zxid(0).expect("the member reports its zxid");
     assert!(archived_through(&archive) >= cp.mzxid, "{out}");
+    assert!(archived_through(&archive) <= committed, "archived past the committed {committed:#x}: {out}");
+    assert!(
+        out.contains(&format!("committed {:#x}", archived_through(&archive))) || out.contains("committed 0x"),
+        "{out}"
+    );
     let m = manifest(&archive);
     assert!(m["snapshots"].as_array().unwrap().iter().any(|s| s["tree_digest"].is_i64()), "{m}");
     assert!(m["logs"].as_array().unwrap().iter().all(|l| l["digests"] == l["records"]), "{m}");
@@ -545,24 +614,16 @@ impl Moto {
 
     /// Runs `zkrs-server args...` with the AWS environment pointing at this server.
     fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let child = Command::new(server_bin())
-            .args(args)
-            .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "zkrs-test")
-            .env("AWS_SECRET_ACCESS_KEY", "zkrs-test")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run zkrs-server");
-        let out = wait_output(child, Duration::from_secs(120));
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        run_command(
+            Command::new(server_bin())
+                .args(args)
+                .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
+                .env("AWS_ALLOW_HTTP", "true")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ACCESS_KEY_ID", "zkrs-test")
+                .env("AWS_SECRET_ACCESS_KEY", "zkrs-test")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("AWS_PROFILE"),
         )
     }
 }
