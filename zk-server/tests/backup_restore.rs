@@ -384,7 +384,7 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let fresh = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
     let fresh_data = fresh.path().join("data");
     let fresh_s = fresh_data.to_str().unwrap();
-    let (ok, _, err) = run(&[
+    let args = [
         "restore",
         "--from",
         archive.to_str().unwrap(),
@@ -394,20 +394,10 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
         log_s,
         "--zxid",
         &z1,
-    ]);
+    ];
+    let (ok, _, err) = run(&args);
     assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
-    let (ok, _, err) = run(&[
-        "restore",
-        "--from",
-        archive.to_str().unwrap(),
-        "--data-dir",
-        fresh_s,
-        "--data-log-dir",
-        log_s,
-        "--zxid",
-        &z1,
-        "--force",
-    ]);
+    let (ok, _, err) = run(&[&args[..], &["--force"]].concat());
     assert!(ok, "{err}");
     assert!(!log_dir.join("zkrs-log").exists(), "{err}");
     let server = start_in(Target::Zkrs, fresh, &format!("dataLogDir={log_s}"));
