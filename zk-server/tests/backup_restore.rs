@@ -480,10 +480,7 @@ fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
     let committed = e.zxid(0).expect("the member reports its zxid");
     assert!(archived_through(&archive) >= cp.mzxid, "{out}");
     assert!(archived_through(&archive) <= committed, "archived past the committed {committed:#x}: {out}");
-    assert!(
-        out.contains(&format!("committed {:#x}", archived_through(&archive))) || out.contains("committed 0x"),
-        "{out}"
-    );
+    assert!(out.contains(", committed 0x"), "the lag names the committed zxid: {out}");
     let m = manifest(&archive);
     assert!(m["snapshots"].as_array().unwrap().iter().any(|s| s["tree_digest"].is_i64()), "{m}");
     assert!(m["logs"].as_array().unwrap().iter().all(|l| l["digests"] == l["records"]), "{m}");
