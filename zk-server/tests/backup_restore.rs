@@ -244,9 +244,13 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     assert!(logs.len() >= 4 && snaps.len() >= 3, "segments and snapshots roll: {m}");
     assert_eq!(m["log_from_start"], true);
     // Contiguous archived log: the archiver kept up with the purges.
+    // Each piece records the zxid the server's log held before it: the one before it, or, for
+    // the first, none (0: the server's first transaction).
     for w in logs.windows(2) {
         assert_eq!(w[0]["last_zxid"].as_i64().unwrap() + 1, w[1]["first_zxid"].as_i64().unwrap(), "{m}");
+        assert_eq!(w[0]["last_zxid"], w[1]["prev_zxid"], "{m}");
     }
+    assert_eq!(logs[0]["prev_zxid"], 0, "{m}");
     let progress = std::fs::read_to_string(&backup_out).unwrap();
     assert!(
         progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
