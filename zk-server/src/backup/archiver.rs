@@ -917,4 +917,52 @@ mod tests {
         let r = restore(&target, &into, None, Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
         assert_eq!((r.zxid, r.replayed), (5, 5));
     }
+
+    /// A point inside a gap (after the archived end of epoch 0, before the next archived
+    /// piece, which does not continue it) is refused, by zxid and by time: the transactions
+    /// before it that the archive lacks would be missing from the restored tree. A point
+    /// between two epochs whose pieces do continue each other restores to the end of the
+    /// first.
+    #[test]
+    fn a_point_inside_a_gap_is_refused() {
+        let (mut f, mut a, mut out) = capped_first_pass(&[1..=5, 6..=8], 5);
+        let e1 = 1i64 << 32;
+        f.log.roll().unwrap();
+        f.commit(e1 + 1..=e1 + 2);
+        f.commit(e1 + 3..=e1 + 3);
+        f.log.purge_before(e1 + 1).unwrap();
+        f.cap.set(e1 + 3);
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, None)]);
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        for point in [Point::Zxid(7), Point::Zxid(e1), Point::Time(1_007)] {
+            let e = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap_err();
+            let want = "lacks the transactions after zxid 0x5 up to 0x100000001";
+            assert!(e.to_string().contains(want), "{point:?}: want `{want}`: {e}");
+        }
+        // The time of zxid 5 itself: the missing transactions after it may be stamped the same.
+        let e = restore(&target, &into, None, Point::Time(1_005), None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("falls between log.0000000000000001 and"), "{e}");
+        let r = restore(&target, &into, None, Point::Time(1_004), None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 4);
+
+        // The same log unpurged: the epoch-1 piece records 5 before it.
+        let (mut f, mut a, mut out) = capped_first_pass(&[1..=5, 6..=6], 5);
+        f.log.truncate_after(5).unwrap();
+        f.log.roll().unwrap();
+        f.commit(e1 + 1..=e1 + 2);
+        f.commit(e1 + 3..=e1 + 3);
+        f.cap.set(e1 + 3);
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, Some(5))], "{}", text(&out));
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        for point in [Point::Zxid(7), Point::Zxid(e1)] {
+            let r = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap();
+            assert_eq!(r.zxid, 5, "{point:?}");
+        }
+    }
 }

@@ -185,6 +185,26 @@ fn resolve_point(
                 }
             }
             let _ = std::fs::remove_file(&local);
+            // The point falls between two segments: unless the later one continues the
+            // earlier, the transactions between them are not archived, and any of them may be
+            // stamped at or before the time.
+            let in_seg = before.is_some_and(|b| b >= seg.summary.first_zxid);
+            if let (Some(prev), false) = (i.checked_sub(1).map(|p| &m.logs[p]), in_seg) {
+                if !seg.continues(prev.summary.last_zxid) {
+                    return Err(BackupError::Gap {
+                        after: prev.summary.last_zxid,
+                        before: seg.summary.first_zxid,
+                        why: format!(
+                            "{} falls between {} and {}, and transactions between them may be stamped \
+                             before it{}",
+                            format_time_ms(t),
+                            prev.name,
+                            seg.name,
+                            held_before(seg)
+                        ),
+                    });
+                }
+            }
             for l in &m.logs[i + 1..] {
                 if l.summary.first_time_ms <= t {
                     order.after_point(l.summary.first_zxid, l.summary.first_time_ms, t);
@@ -316,7 +336,9 @@ fn next_log_record(
 /// The segments holding the transactions after `start` through `point`, checked to hold all
 /// of them: the first holds the one after `start`, and each of the others continues the one
 /// before it ([`LogFile::continues`]: by the zxid the server's log held before it, so a missing
-/// end of an epoch is noticed).
+/// end of an epoch is noticed). A point past the last of them, before the next archived one,
+/// restores to that last one's end only when the next one continues it: otherwise the point
+/// lies in a gap, and transactions before it may be missing.
 ///
 /// Errors: [`BackupError::Gap`] naming the first missing range; a point before it still
 /// restores.
@@ -356,6 +378,28 @@ fn plan_segments<'m>(
                 before: w[1].summary.first_zxid,
                 why: format!("between {} and {}{}", w[0].name, w[1].name, held_before(w[1])),
             });
+        }
+    }
+    // A point past the last segment needed lies between it and the next one: the restore
+    // stops at the last one's end, which is the state at the point only when nothing lies
+    // between (as between two epochs, the next one recording that end as what came before it).
+    let last_needed = needed[needed.len() - 1];
+    let last = last_needed.summary.last_zxid;
+    if point > last {
+        if let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) {
+            if !next.continues(last) {
+                return Err(BackupError::Gap {
+                    after: last,
+                    before: next.summary.first_zxid,
+                    why: format!(
+                        "zxid {} lies between {} and {}{}",
+                        hex(point),
+                        last_needed.name,
+                        next.name,
+                        held_before(next)
+                    ),
+                });
+            }
         }
     }
     Ok(needed)
