@@ -192,6 +192,21 @@ fn hex(z: i64) -> String {
     format!("{z:#x}")
 }
 
+/// What the server's log held before its oldest segment, which starts at zxid `first`, given
+/// whether it has a base marker ([`BASE_FILE`]). A marker's absence alone proves nothing: a
+/// purge whose first kept segment does not follow zxid 0 (always so within epoch 0, so on
+/// every standalone server) writes none, the log taking the zxid before that segment as its
+/// base. So without a marker the log goes back to the server's first transaction only when
+/// `first` is the first transaction of an epoch (a leader numbers an epoch's from 1), as the
+/// server's first is; anything else, or a marker (the log was purged or reset), is unknown.
+fn log_begins(has_marker: bool, first: i64) -> Before {
+    if !has_marker && first > 0 && first & 0xffff_ffff == 1 {
+        Before::Start
+    } else {
+        Before::Unknown
+    }
+}
+
 /// How many transactions lie between two zxids, when both are in one epoch.
 pub fn txns_between(older: i64, newer: i64) -> Option<i64> {
     (older >> 32 == newer >> 32).then(|| (newer - older).max(0))
@@ -322,7 +337,10 @@ impl Archiver {
         let mut report = PassReport { committed: cap, ..PassReport::default() };
         let segments = list_named(&self.log_dir, parse_segment_name)?;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
-        let mut before = if self.log_dir.join(BASE_FILE).exists() { Before::Unknown } else { Before::Start };
+        let mut before = match segments.first() {
+            Some((first, _)) => log_begins(self.log_dir.join(BASE_FILE).exists(), *first),
+            None => Before::Unknown,
+        };
         for (i, (_, name)) in segments.iter().enumerate() {
             let open = i + 1 == segments.len();
             let ident = file_ident(&self.log_dir.join(name));
@@ -916,6 +934,55 @@ mod tests {
         assert!(e.to_string().contains(want), "want `{want}`: {e}");
         let r = restore(&target, &into, None, Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
         assert_eq!((r.zxid, r.replayed), (5, 5));
+    }
+
+    /// A standalone server's log purged before its first backup has no base marker (the log
+    /// writes none when its first kept segment does not follow zxid 0): its first piece is not
+    /// taken for the server's first transaction, and a restore needing what was purged is
+    /// refused. A purge after the archiver read the purged segment leaves no false gap.
+    #[test]
+    fn a_purged_log_without_a_marker_is_not_from_the_start() {
+        let mut f = Fixture::new();
+        f.commit(1..=5);
+        f.log.roll().unwrap();
+        f.commit(6..=7);
+        f.commit(8..=8);
+        assert_eq!(f.log.purge_before(6).unwrap().len(), 1);
+        assert!(!f.data.join(LOG_DIR_NAME).join(BASE_FILE).exists(), "the log wrote no marker");
+        let mut a = f.archiver();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(6, 7, None)]);
+        assert!(!a.manifest().log_from_start, "{}", text(&out));
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        for point in [Point::Zxid(7), Point::Newest] {
+            let e = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap_err();
+            assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
+        }
+        // What an earlier archiver wrote for it: a restore does not take it at its word.
+        let mut m = target.read_manifest().unwrap().unwrap();
+        m.log_from_start = true;
+        m.logs[0].prev_zxid = Some(0);
+        target.write_manifest(&m).unwrap();
+        let e = restore(&target, &into, None, Point::Zxid(7), None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
+
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        let mut out = Vec::new();
+        f.commit(1..=5);
+        f.log.roll().unwrap();
+        f.commit(6..=7);
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 5, Some(0))]);
+        f.commit(8..=8);
+        f.log.purge_before(6).unwrap();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (6, 7, Some(5))]);
+        assert!(a.manifest().log_from_start);
+        assert!(!text(&out).contains("gap"), "{}", text(&out));
     }
 
     /// A point inside a gap (after the archived end of epoch 0, before the next archived

@@ -495,7 +495,12 @@ fn restore_staged(
     for n in &notes {
         progress.say(format!("restore: {n}"));
     }
-    if snap.is_none() && !m.log_from_start {
+    // An archive written before the archiver learnt that a purged log need not have a base
+    // marker may claim to start at the server's first transaction with a first piece that
+    // cannot be it (not the first of an epoch).
+    let from_start = m.log_from_start
+        && m.logs.first().is_some_and(|l| l.prev_zxid == Some(0) && l.summary.first_zxid & 0xffff_ffff == 1);
+    if snap.is_none() && !from_start {
         let oldest = m
             .snapshots
             .iter()
