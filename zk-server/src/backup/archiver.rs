@@ -334,6 +334,18 @@ impl Archiver {
             }
             None => None,
         };
+        if let (Some(c), Some(l)) = (cap, self.manifest.last_log_zxid()) {
+            if c < l {
+                return Err(BackupError::Refused(format!(
+                    "the server reports zxid {} committed, below the archive's newest, {}: the archive \
+                     holds transactions the server does not have as committed (another server was asked, \
+                     or uncommitted ones were archived); nothing is archived: check --server, or start a \
+                     new archive",
+                    hex(c),
+                    hex(l)
+                )));
+            }
+        }
         let mut report = PassReport { committed: cap, ..PassReport::default() };
         let segments = list_named(&self.log_dir, parse_segment_name)?;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
@@ -696,22 +708,54 @@ pub fn lag_line(r: &PassReport) -> String {
     }
 }
 
-/// A [`CommitCap`] that asks the server at `server` (`host:port`, its client port) with the
-/// `srvr` four-letter word: its `Zxid:` line is the last transaction it applied, which is
-/// committed (a leader elected moments ago reports its new epoch's zxid 0, above everything
-/// its log held when it was elected).
+/// A [`CommitCap`] that asks the server at `server` (`host:port`, its client port) how far it
+/// has committed, once it has made sure that server is the one whose directories are backed up:
 ///
-/// Errors (when asked): the address does not resolve, the server does not answer, or answers
-/// without statistics (electing or syncing, or `srvr` not allowed).
-pub fn srvr_commit_cap(server: &str) -> CommitCap {
+/// - the address is one of this host's (a server elsewhere may have directories of the same
+///   names);
+/// - `conf` names `data_dir` and `data_log_dir` as its dataDir and dataLogDir (so a leader, a
+///   virtual address or another member answering instead is refused: its committed zxid says
+///   nothing of this copy's log);
+/// - `srvr`'s `Mode:` is `leader`, `follower`, `observer` or `standalone`: a read-only server
+///   rebuilt its tree from its own log, uncommitted proposals included, so its `Zxid:` is no
+///   commit point.
+///
+/// Then `srvr`'s `Zxid:` line, the last transaction the server applied, is the cap (a leader
+/// elected moments ago reports its new epoch's zxid 0, above everything its log held when it
+/// was elected).
+///
+/// Errors (when asked): the address does not resolve or is not this host's; the server does
+/// not answer, or answers without statistics (electing or syncing, a leader with
+/// `leaderServes=no`, or `srvr` or `conf` not in `4lw.commands.whitelist`); it names other
+/// directories; it is read-only.
+pub fn srvr_commit_cap(server: &str, data_dir: &Path, data_log_dir: &Path) -> CommitCap {
     let server = server.to_string();
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (data_dir, data_log_dir) = (canonical(data_dir), canonical(data_log_dir));
     Box::new(move || {
         let failed = |why: String| BackupError::Refused(format!("--server {server}: {why}"));
         let addr = std::net::ToSocketAddrs::to_socket_addrs(server.as_str())
             .map_err(|e| failed(format!("not an address: {e}")))?
             .next()
             .ok_or_else(|| failed("resolves to no address".into()))?;
+        if std::net::UdpSocket::bind((addr.ip(), 0)).is_err() {
+            return Err(failed(format!(
+                "{} is not an address of this host: give the client port of the server running on \
+                 the data directory backed up, on this host",
+                addr.ip()
+            )));
+        }
+        let conf = crate::status::ask(addr, "conf").map_err(|e| failed(e.to_string()))?;
+        check_conf_dirs(&conf, &data_dir, &data_log_dir).map_err(failed)?;
         let status = crate::status::query(addr).map_err(|e| failed(e.to_string()))?;
+        if !matches!(status.mode.as_str(), "leader" | "follower" | "observer" | "standalone") {
+            return Err(failed(format!(
+                "the server is in mode `{}`: a read-only server's tree holds what its log holds, \
+                 proposals that may never have been committed among it, so it cannot say what is \
+                 committed; back up once it has rejoined the ensemble",
+                status.mode
+            )));
+        }
         status
             .zxid
             .strip_prefix("0x")
@@ -719,6 +763,37 @@ pub fn srvr_commit_cap(server: &str) -> CommitCap {
             .and_then(|z| i64::try_from(z).ok())
             .ok_or_else(|| failed(format!("`srvr` reports zxid `{}`, not a zxid", status.zxid)))
     })
+}
+
+/// Checks that `conf`'s answer names `data_dir` and `data_log_dir` (canonical) as the server's
+/// dataDir and dataLogDir (`conf` prints each with Apache's `/version-2` after it).
+fn check_conf_dirs(conf: &str, data_dir: &Path, data_log_dir: &Path) -> Result<(), String> {
+    let field = |key: &str| {
+        conf.lines().find_map(|l| l.strip_prefix(key)).map(|v| {
+            let v = v.trim();
+            let v = v.strip_suffix("/version-2").unwrap_or(v);
+            std::fs::canonicalize(v).unwrap_or_else(|_| PathBuf::from(v))
+        })
+    };
+    let (Some(dd), Some(dl)) = (field("dataDir="), field("dataLogDir=")) else {
+        return Err(format!(
+            "`conf` does not answer with the server's directories ({}): the backup must make sure \
+             the server asked is the one running on the data directory; add `conf` to \
+             4lw.commands.whitelist",
+            conf.trim()
+        ));
+    };
+    if dd != data_dir || dl != data_log_dir {
+        return Err(format!(
+            "the server runs on dataDir {} and dataLogDir {}, not on {} and {} (--data-dir, \
+             --data-log-dir): its committed zxid says nothing of this copy's log",
+            dd.display(),
+            dl.display(),
+            data_dir.display(),
+            data_log_dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// `zkrs-server backup`: opens the archive and runs one pass, or, with `follow`, a pass every
@@ -743,7 +818,7 @@ pub fn run(
     }
     let mut a = Archiver::open(t, data_dir, data_log_dir)?;
     if let Some(s) = server {
-        a.set_commit_cap(srvr_commit_cap(s));
+        a.set_commit_cap(srvr_commit_cap(s, data_dir, data_log_dir));
     }
     let _ = writeln!(
         out,
@@ -864,6 +939,75 @@ mod tests {
         assert_eq!(r.newest_archived, Some(10));
         assert_eq!(ranges(&a), [(1, 5, Some(0)), (6, 8, Some(5)), (9, 10, Some(8))]);
         assert!(!text(&out).contains("gap"), "{}", text(&out));
+    }
+
+    /// A server on loopback answering `srvr` as a server in `mode` at zxid 0x7, and `conf` with
+    /// `conf` (the rest of the connections too, until the test ends).
+    fn fake_server(mode: &'static str, conf: String) -> String {
+        use std::io::Read;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                let mut word = [0u8; 4];
+                if s.read_exact(&mut word).is_err() {
+                    continue;
+                }
+                let answer = match &word {
+                    b"conf" => conf.clone(),
+                    b"srvr" => format!(
+                        "Zookeeper version: x\nConnections: 1\nZxid: 0x7\nMode: {mode}\nNode count: 4\n"
+                    ),
+                    _ => String::new(),
+                };
+                let _ = s.write_all(answer.as_bytes());
+            }
+        });
+        addr
+    }
+
+    /// The commit cap comes only from the server running on the directories backed up, in a
+    /// mode whose zxid is committed: a read-only server (its tree replays its whole log), a
+    /// server on other directories, one that does not say which, and an address of another
+    /// host are refused.
+    #[test]
+    fn the_commit_cap_is_asked_of_the_directories_own_server_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&logs).unwrap();
+        let conf = |d: &Path, l: &Path| {
+            format!(
+                "clientPort=2181\ndataDir={}/version-2\ndataDirSize=0\ndataLogDir={}/version-2\nserverId=0\n",
+                d.display(),
+                l.display()
+            )
+        };
+        let ask = |server: &str| srvr_commit_cap(server, &data, &logs)();
+        assert_eq!(ask(&fake_server("follower", conf(&data, &logs))).unwrap(), 7);
+        let e = ask(&fake_server("read-only", conf(&data, &logs))).unwrap_err();
+        assert!(e.to_string().contains("mode `read-only`"), "{e}");
+        let e = ask(&fake_server("leader", conf(&data, &data))).unwrap_err();
+        assert!(e.to_string().contains("its committed zxid says nothing of this copy's log"), "{e}");
+        let e = ask(&fake_server("leader", String::new())).unwrap_err();
+        assert!(e.to_string().contains("add `conf` to 4lw.commands.whitelist"), "{e}");
+        let e = ask("192.0.2.1:2181").unwrap_err();
+        assert!(e.to_string().contains("is not an address of this host"), "{e}");
+    }
+
+    /// A committed zxid below the archive's newest (another server asked, or uncommitted
+    /// transactions archived) stops the pass before it archives anything.
+    #[test]
+    fn a_commit_cap_below_the_archive_is_refused() {
+        let (mut f, mut a, _) = capped_first_pass(&[1..=3, 4..=6], 6);
+        assert_eq!(ranges(&a), [(1, 6, Some(0))]);
+        f.commit(7..=7);
+        f.cap.set(5);
+        let e = a.pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("reports zxid 0x5 committed, below the archive's newest, 0x6"), "{e}");
+        assert_eq!(ranges(&a), [(1, 6, Some(0))]);
     }
 
     /// An ensemble member's directories (its snapshot directory holds the epoch files) are
