@@ -23,10 +23,11 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
        zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\
-       zkrs-server backup --data-dir D [--data-log-dir L] --to ARCHIVE [--server HOST:PORT] [--follow]\n\
-                          [--interval SECS]   (--server: an ensemble member's client port)\n\
-       zkrs-server restore --from ARCHIVE --data-dir OUT [--data-log-dir L] [--zxid Z | --time T]\n\
-                           [--subtree /path] [--force]\n\n\
+       zkrs-server backup (--config zoo.cfg | --data-dir D [--data-log-dir L]) --to ARCHIVE\n\
+                          [--server HOST:PORT] [--follow] [--interval SECS]\n\
+                          (--server: the client port of the server running on D, on this host)\n\
+       zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
+                           [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
@@ -253,22 +254,54 @@ fn options<'a>(
     Some(got)
 }
 
+/// The server's dataDir and dataLogDir for `backup` and `restore`: from `--config` (a zoo.cfg),
+/// or `--data-dir` and `--data-log-dir` (which defaults to the first), not both ways; the second
+/// is None when neither `--config` nor `--data-log-dir` named it. An error is printed.
+fn server_dirs(
+    cmd: &str,
+    o: &std::collections::HashMap<&str, Option<&str>>,
+) -> Option<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+    let given = |k: &str| o.get(k).copied().flatten();
+    let (cfg, data, log) = (given("--config"), given("--data-dir"), given("--data-log-dir"));
+    if cfg.is_some() && (data.is_some() || log.is_some()) {
+        eprintln!("zkrs-server {cmd}: give --config or --data-dir (with --data-log-dir), not both");
+        return None;
+    }
+    match (cfg, data) {
+        (Some(cfg), _) => match ServerConfig::from_file(cfg) {
+            Ok(c) => Some((c.data_dir, Some(c.data_log_dir))),
+            Err(e) => {
+                eprintln!("zkrs-server {cmd}: --config {cfg}: {e}");
+                None
+            }
+        },
+        (None, Some(d)) => Some((d.into(), log.map(Into::into))),
+        (None, None) => {
+            eprintln!("zkrs-server {cmd}: --data-dir (or --config) is required\n{USAGE}");
+            None
+        }
+    }
+}
+
 /// `backup`: archives a server's closed files, once or with `--follow` until stopped.
 fn backup(args: &[String]) -> ExitCode {
     use std::path::Path;
     let Some(o) = options(
         "backup",
         args,
-        &["--data-dir", "--data-log-dir", "--to", "--interval", "--server"],
+        &["--config", "--data-dir", "--data-log-dir", "--to", "--interval", "--server"],
         &["--follow"],
     ) else {
         return ExitCode::from(2);
     };
-    let (Some(Some(data)), Some(Some(to))) = (o.get("--data-dir"), o.get("--to")) else {
-        eprintln!("zkrs-server backup: --data-dir and --to are required\n{USAGE}");
+    let Some(Some(to)) = o.get("--to") else {
+        eprintln!("zkrs-server backup: --to is required\n{USAGE}");
         return ExitCode::from(2);
     };
-    let log = o.get("--data-log-dir").copied().flatten().unwrap_or(data);
+    let Some((data, log)) = server_dirs("backup", &o) else {
+        return ExitCode::from(2);
+    };
+    let log = log.unwrap_or_else(|| data.clone());
     let interval = match o.get("--interval").copied().flatten().map(str::parse::<f64>) {
         None => std::time::Duration::from_secs(10),
         Some(Ok(s)) if s > 0.0 && s <= 86_400.0 => std::time::Duration::from_secs_f64(s),
@@ -280,15 +313,7 @@ fn backup(args: &[String]) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let follow = o.contains_key("--follow");
     let server = o.get("--server").copied().flatten();
-    match zk_server::backup::archiver::run(
-        to,
-        Path::new(data),
-        Path::new(log),
-        server,
-        follow,
-        interval,
-        &mut out,
-    ) {
+    match zk_server::backup::archiver::run(to, &data, &log, server, follow, interval, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zkrs-server backup: {e}");
@@ -313,13 +338,16 @@ fn restore(args: &[String]) -> ExitCode {
     let Some(o) = options(
         "restore",
         args,
-        &["--from", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
+        &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
         &["--force"],
     ) else {
         return ExitCode::from(2);
     };
-    let (Some(Some(from)), Some(Some(out_dir))) = (o.get("--from"), o.get("--data-dir")) else {
-        eprintln!("zkrs-server restore: --from and --data-dir are required\n{USAGE}");
+    let Some(Some(from)) = o.get("--from") else {
+        eprintln!("zkrs-server restore: --from is required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Some((out_dir, log_dir)) = server_dirs("restore", &o) else {
         return ExitCode::from(2);
     };
     let point = match (o.get("--zxid").copied().flatten(), o.get("--time").copied().flatten()) {
@@ -348,8 +376,8 @@ fn restore(args: &[String]) -> ExitCode {
     let result = zk_server::backup::target::open(from).and_then(|t| {
         zk_server::backup::restore::restore(
             t.as_ref(),
-            Path::new(out_dir),
-            o.get("--data-log-dir").copied().flatten().map(Path::new),
+            &out_dir,
+            log_dir.as_deref(),
             point,
             subtree,
             o.contains_key("--force"),
@@ -358,12 +386,7 @@ fn restore(args: &[String]) -> ExitCode {
     });
     match result {
         Ok(r) => {
-            println!(
-                "restored {} znodes at zxid 0x{:x} into {}",
-                r.nodes,
-                r.zxid,
-                Path::new(out_dir).display()
-            );
+            println!("restored {} znodes at zxid 0x{:x} into {}", r.nodes, r.zxid, out_dir.display());
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -796,12 +796,28 @@ fn check_conf_dirs(conf: &str, data_dir: &Path, data_log_dir: &Path) -> Result<(
     Ok(())
 }
 
+/// Refuses a dataLogDir without the server's log in it: a server makes its `zkrs-log` when it
+/// starts, so its absence means the wrong directory (most likely, a server with a separate
+/// dataLogDir backed up without it), not an empty log.
+fn check_log_dir(data_log_dir: &Path) -> Result<(), BackupError> {
+    let log = data_log_dir.join(LOG_DIR_NAME);
+    if log.is_dir() {
+        return Ok(());
+    }
+    Err(BackupError::Refused(format!(
+        "{} does not exist: a server keeps its log there from its first start; if it has a separate \
+         dataLogDir, give --data-log-dir (or --config with its zoo.cfg)",
+        log.display()
+    )))
+}
+
 /// `zkrs-server backup`: opens the archive and runs one pass, or, with `follow`, a pass every
 /// `interval` until the process is stopped (stopping it at any moment leaves a usable archive).
 /// With `server` (`host:port`), every pass archives only what that server has committed
 /// ([`srvr_commit_cap`]); an ensemble member's directories need it.
 ///
-/// Errors: the archive cannot be opened; in one-pass mode, the pass's error. With `follow`, a
+/// Errors: the archive cannot be opened; `data_log_dir` holds no `zkrs-log` (the server's
+/// separate dataLogDir was not given); in one-pass mode, the pass's error. With `follow`, a
 /// failed pass is reported and retried at the next interval.
 pub fn run(
     target: &str,
@@ -816,6 +832,7 @@ pub fn run(
     if !data_dir.is_dir() {
         return Err(BackupError::Refused(format!("{}: not a directory", data_dir.display())));
     }
+    check_log_dir(data_log_dir)?;
     let mut a = Archiver::open(t, data_dir, data_log_dir)?;
     if let Some(s) = server {
         a.set_commit_cap(srvr_commit_cap(s, data_dir, data_log_dir));
@@ -1010,6 +1027,36 @@ mod tests {
         assert_eq!(ranges(&a), [(1, 6, Some(0))]);
     }
 
+    /// A dataLogDir without a `zkrs-log` (a server's separate dataLogDir left out, so the data
+    /// directory is taken for it) is refused, not archived as a log with nothing in it.
+    #[test]
+    fn a_data_log_dir_without_a_log_is_refused() {
+        let f = Fixture::new();
+        let elsewhere = f.dir.path().join("snaps-only");
+        std::fs::create_dir_all(elsewhere.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+        let e = run(
+            f.archive.to_str().unwrap(),
+            &elsewhere,
+            &elsewhere,
+            None,
+            false,
+            Duration::from_secs(1),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("give --data-log-dir (or --config"), "{e}");
+        run(
+            f.archive.to_str().unwrap(),
+            &elsewhere,
+            &f.data,
+            None,
+            false,
+            Duration::from_secs(1),
+            &mut Vec::new(),
+        )
+        .unwrap();
+    }
+
     /// An ensemble member's directories (its snapshot directory holds the epoch files) are
     /// refused without a server to ask how far it has committed.
     #[test]
@@ -1071,12 +1118,13 @@ mod tests {
 
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
-        let e = restore(&target, &into, None, Point::Zxid(e1 + 2), None, false, &mut Vec::new()).unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Zxid(e1 + 2), None, false, &mut Vec::new())
+            .unwrap_err();
         let want = "lacks the transactions after zxid 0x5 up to 0x100000001 (between";
         assert!(e.to_string().contains(want), "want `{want}`: {e}");
-        let e = restore(&target, &into, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Newest, None, true, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains(want), "want `{want}`: {e}");
-        let r = restore(&target, &into, None, Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
+        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
         assert_eq!((r.zxid, r.replayed), (5, 5));
     }
 
@@ -1102,7 +1150,7 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(7), Point::Newest] {
-            let e = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap_err();
+            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
             assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
         }
         // What an earlier archiver wrote for it: a restore does not take it at its word.
@@ -1110,7 +1158,8 @@ mod tests {
         m.log_from_start = true;
         m.logs[0].prev_zxid = Some(0);
         target.write_manifest(&m).unwrap();
-        let e = restore(&target, &into, None, Point::Zxid(7), None, true, &mut Vec::new()).unwrap_err();
+        let e =
+            restore(&target, &into, Some(&into), Point::Zxid(7), None, true, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
 
         let mut f = Fixture::new();
@@ -1149,14 +1198,16 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(7), Point::Zxid(e1), Point::Time(1_007)] {
-            let e = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap_err();
+            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
             let want = "lacks the transactions after zxid 0x5 up to 0x100000001";
             assert!(e.to_string().contains(want), "{point:?}: want `{want}`: {e}");
         }
         // The time of zxid 5 itself: the missing transactions after it may be stamped the same.
-        let e = restore(&target, &into, None, Point::Time(1_005), None, true, &mut Vec::new()).unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Time(1_005), None, true, &mut Vec::new())
+            .unwrap_err();
         assert!(e.to_string().contains("falls between log.0000000000000001 and"), "{e}");
-        let r = restore(&target, &into, None, Point::Time(1_004), None, true, &mut Vec::new()).unwrap();
+        let r =
+            restore(&target, &into, Some(&into), Point::Time(1_004), None, true, &mut Vec::new()).unwrap();
         assert_eq!(r.zxid, 4);
 
         // The same log unpurged: the epoch-1 piece records 5 before it.
@@ -1172,7 +1223,7 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(7), Point::Zxid(e1)] {
-            let r = restore(&target, &into, None, point, None, true, &mut Vec::new()).unwrap();
+            let r = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap();
             assert_eq!(r.zxid, 5, "{point:?}");
         }
     }

@@ -90,6 +90,7 @@ fn prepare_out(
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    let log_given = log_out.is_some();
     let log_out = log_out.filter(|l| *l != out);
     let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
     if entries.is_empty() && old_log.is_none() {
@@ -109,6 +110,21 @@ fn prepare_out(
         return Err(BackupError::Refused(format!(
             "{what}; restore into an empty directory, or give --force to move its zkrs-snap and zkrs-log \
              aside"
+        )));
+    }
+    // A data directory with snapshots and no log had its log elsewhere: a separate dataLogDir,
+    // whose log, left in place, the server would replay over the restored tree.
+    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+    if !log_given && snaps.exists() && !out.join(zk_log::LOG_DIR_NAME).exists() {
+        return Err(BackupError::Refused(format!(
+            "{} holds {} but no {}: the server keeps its log in a separate dataLogDir, whose log it would \
+             replay over the restored tree; give --data-log-dir (or --config with its zoo.cfg) so that \
+             log is moved aside too (--data-log-dir {} when it has none, as in a directory a restore \
+             wrote that no server has started on)",
+            out.display(),
+            zk_log::snapshot::SNAP_DIR_NAME,
+            zk_log::LOG_DIR_NAME,
+            out.display()
         )));
     }
     let stamp =
@@ -808,6 +824,26 @@ mod tests {
             .collect();
         assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
         assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
+    }
+
+    /// `--force` over a data directory holding snapshots but no log (the server's log is in a
+    /// separate dataLogDir) is refused without that dataLogDir, and nothing is moved aside.
+    #[test]
+    fn force_over_a_data_dir_without_its_log_needs_the_log_dir() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snaps).unwrap();
+        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("give --data-log-dir (or --config"), "{e}");
+        assert!(snaps.exists());
+        let logs = f.dir.path().join("logs");
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        // The dataLogDir is the data directory itself: nothing elsewhere to move.
+        let r = restore(&target, &out, Some(&out), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 4);
     }
 
     /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
