@@ -418,6 +418,8 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
         archive.to_str().unwrap(),
         "--data-dir",
         out_s,
+        "--data-log-dir",
+        out_s,
         "--force",
         "--zxid",
         &past,
