@@ -243,6 +243,8 @@ impl Archiver {
             }
         }
         let manifest = target.read_manifest()?.unwrap_or_default();
+        let last_archived =
+            manifest.logs.last().and_then(|l| l.last_payload_crc.map(|c| (l.summary.last_zxid, c)));
         Ok(Archiver {
             target,
             log_dir: data_log_dir.join(LOG_DIR_NAME),
@@ -251,7 +253,7 @@ impl Archiver {
             staging_storage,
             manifest,
             tail: None,
-            last_archived: None,
+            last_archived,
             read_segments: std::collections::HashMap::new(),
             newest_on_disk: None,
             commit_cap: None,
@@ -321,6 +323,9 @@ impl Archiver {
     /// log never skips it unnoticed); the server's log holding another transaction than the
     /// archived one under the archive's newest zxid.
     pub fn pass(&mut self, out: &mut dyn Write) -> Result<PassReport, BackupError> {
+        if let Some(p) = self.manifest.rewritten_after {
+            return Err(rewritten(p, self.manifest.last_log_zxid()));
+        }
         let member = self.is_ensemble_member();
         let cap = match &mut self.commit_cap {
             Some(ask) => Some(ask()?),
@@ -520,17 +525,37 @@ impl Archiver {
         }
     }
 
+    /// Records in the manifest that the server's log no longer holds the archived transactions
+    /// after `p` up to `l` (the archive's newest): it holds `p` and then one past `l`, so they
+    /// were cut away (a TRUNC: never committed). Returns the error that stops the pass; the
+    /// manifest's own write failing is reported in it.
+    fn mark_rewritten(&mut self, p: i64, l: i64) -> BackupError {
+        self.manifest.rewritten_after = Some(p);
+        match self.commit_manifest() {
+            Ok(()) => rewritten(p, Some(l)),
+            Err(e) => BackupError::Refused(format!(
+                "{}; marking it in the manifest failed: {e}",
+                rewritten(p, Some(l))
+            )),
+        }
+    }
+
     /// Starts a piece at `rec`, the first record the archive lacks, `before` being what the
     /// log held before it and `last` the archive's newest zxid. Warns when the piece does not
     /// continue the archived log.
     fn start_piece(
-        &self,
+        &mut self,
         rec: &super::segment::SegmentRecord,
         before: Before,
         last: Option<i64>,
         out: &mut dyn Write,
     ) -> Result<Piece, BackupError> {
         let z = rec.header.zxid;
+        if let (Before::Zxid(p), Some(l)) = (before, last) {
+            if p < l {
+                return Err(self.mark_rewritten(p, l));
+            }
+        }
         let prev_zxid = match before {
             Before::Start => Some(0),
             Before::Zxid(p) => Some(p),
@@ -599,7 +624,15 @@ impl Archiver {
         let key = format!("{LOG_PREFIX}{piece_name}");
         self.target.put_file(&key, &path)?;
         self.manifest.log_from_start |= from_start;
-        self.manifest.add_log(LogFile { name: piece_name.clone(), bytes, crc32, summary, prev_zxid });
+        let last_payload_crc = Some(end.last.2);
+        self.manifest.add_log(LogFile {
+            name: piece_name.clone(),
+            bytes,
+            crc32,
+            summary,
+            prev_zxid,
+            last_payload_crc,
+        });
         self.commit_manifest()?;
         let (record_at, zxid, payload_crc) = end.last;
         self.tail = Some(TailScan { name: segment.to_string(), record_at, zxid, payload_crc });
@@ -689,6 +722,20 @@ impl Archiver {
         }
         Ok((parser.end_state(), nodes))
     }
+}
+
+/// The error for an archive whose transactions after `p` (up to `l`, its newest) the server's
+/// log no longer holds.
+fn rewritten(p: i64, l: Option<i64>) -> BackupError {
+    BackupError::Refused(format!(
+        "the server's log no longer holds the archived transactions after zxid {} (up to {}): they \
+         were cut away, so they were never committed (the archive was written without a correct \
+         --server); the manifest marks them, a restore refuses points after {}, and nothing more is \
+         archived here: start a new archive",
+        hex(p),
+        l.map_or("?".to_string(), hex),
+        hex(p)
+    ))
 }
 
 /// A progress line about the lag.
@@ -868,7 +915,7 @@ mod tests {
     use super::*;
     use crate::backup::restore::{restore, Point};
     use crate::backup::target::DirTarget;
-    use crate::backup::test_log::Fixture;
+    use crate::backup::test_log::{create_at, Fixture};
 
     fn ranges(a: &Archiver) -> Vec<(i64, i64, Option<i64>)> {
         a.manifest().logs.iter().map(|l| (l.summary.first_zxid, l.summary.last_zxid, l.prev_zxid)).collect()
@@ -1077,10 +1124,11 @@ mod tests {
 
     /// The resume point is checked before a pass reads on from it: a log cut below it and
     /// written again (a follower's TRUNC, here past what it had reported committed) is read
-    /// again from its start, and the new piece records what the log now holds before it, so
-    /// the archived log shows the break instead of joining the new records to the old.
+    /// again from its start; finding the archived transactions 5 and 6 gone from the log (it
+    /// holds 4, then the next epoch), the pass stops, the manifest marks them, a restore
+    /// refuses points after 4, and no later pass archives anything.
     #[test]
-    fn a_log_rewritten_under_the_resume_point_is_read_again() {
+    fn a_log_cut_below_the_archive_stops_the_backup_and_marks_it() {
         let (mut f, mut a, mut out) = capped_first_pass(&[1..=3, 4..=6, 7..=9], 6);
         assert_eq!(ranges(&a), [(1, 6, Some(0))]);
         let e1 = 1i64 << 32;
@@ -1088,12 +1136,46 @@ mod tests {
         f.commit(e1 + 1..=e1 + 2);
         f.commit(e1 + 3..=e1 + 3);
         f.cap.set(e1 + 3);
-        let r = a.pass(&mut out).unwrap();
+        let e = a.pass(&mut out).unwrap_err();
         let said = text(&out);
         assert!(said.contains("no longer holds zxid 0x6 where the last pass left it"), "{said}");
-        assert!(said.contains("WARNING: the archived log has a gap: it ends at 0x6"), "{said}");
-        assert_eq!(r.newest_archived, Some(e1 + 3));
-        assert_eq!(ranges(&a), [(1, 6, Some(0)), (e1 + 1, e1 + 3, Some(4))]);
+        assert!(
+            e.to_string().contains("no longer holds the archived transactions after zxid 0x4 (up to 0x6)"),
+            "{e}"
+        );
+        assert_eq!(ranges(&a), [(1, 6, Some(0))]);
+        assert_eq!(a.manifest().rewritten_after, Some(4));
+        let e = a.pass(&mut out).unwrap_err();
+        assert!(e.to_string().contains("start a new archive"), "{e}");
+        drop(a);
+        let e = f.capped_archiver().pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("start a new archive"), "{e}");
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        for point in [Point::Zxid(5), Point::Newest] {
+            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
+            assert!(e.to_string().contains("no point after 0x4 is restored"), "{point:?}: {e}");
+        }
+        let r = restore(&target, &into, Some(&into), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 4);
+    }
+
+    /// An archiver started again knows the archive's last transaction by its payload CRC (the
+    /// manifest keeps it): a log holding another transaction under that zxid is refused.
+    #[test]
+    fn another_transaction_under_the_archived_zxid_is_refused_after_a_restart() {
+        let mut f = Fixture::new();
+        f.commit(1..=5);
+        f.commit(6..=6);
+        f.archiver().pass(&mut Vec::new()).unwrap();
+        f.log.truncate_after(4).unwrap();
+        f.commit_batch(&[create_at(5, 77)]);
+        f.commit(6..=6);
+        let e = f.archiver().pass(&mut Vec::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("holds another transaction under zxid 0x5 than the archived one"),
+            "{e}"
+        );
     }
 
     /// A segment purged before the archiver read all of it leaves the end of epoch 0

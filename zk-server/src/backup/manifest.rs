@@ -16,8 +16,10 @@ pub const MANIFEST_KEY: &str = "manifest.json";
 /// The value of the manifest's `format` field.
 pub const FORMAT_NAME: &str = "zkrs-backup";
 /// The manifest version this build writes (and the newest it reads). Version 2 added each
-/// segment's `prev_zxid`; a version 1 manifest reads with it unknown.
-pub const MANIFEST_VERSION: u64 = 2;
+/// segment's `prev_zxid`; a version 1 manifest reads with it unknown. Version 3 added each
+/// segment's `last_payload_crc` and the archive's `rewritten_after` (older versions read with
+/// them unknown and unset), which a version 2 reader must not ignore.
+pub const MANIFEST_VERSION: u64 = 3;
 /// The folder (key prefix) archived log segments go under.
 pub const LOG_PREFIX: &str = "log/";
 /// The folder (key prefix) archived snapshots go under.
@@ -51,6 +53,10 @@ pub struct LogFile {
     /// archived log is whole from one segment to the next only when the next one's
     /// `prev_zxid` is the last zxid of the one before ([`LogFile::continues`]).
     pub prev_zxid: Option<i64>,
+    /// The payload CRC of its last record ([`super::segment::SegmentRecord::payload_crc`]), so
+    /// that an archiver started again tells the transaction the archive ends with from another
+    /// one under the same zxid in the server's log. None when unknown (an older manifest).
+    pub last_payload_crc: Option<u32>,
 }
 
 impl LogFile {
@@ -112,6 +118,10 @@ pub struct Manifest {
     pub logs: Vec<LogFile>,
     /// Archived snapshots, in zxid order.
     pub snapshots: Vec<SnapFile>,
+    /// Set when the archiver found the server's log cut below the archive's newest zxid: the
+    /// transactions archived after this zxid are not in the server's history (they were never
+    /// committed), so a restore refuses points after it, and no backup adds to the archive.
+    pub rewritten_after: Option<i64>,
 }
 
 fn bad(key: &str, what: impl std::fmt::Display) -> BackupError {
@@ -151,12 +161,16 @@ fn text<'a>(o: &'a Map<String, Value>, at: &str, name: &str) -> Result<&'a str, 
 }
 
 fn crc(o: &Map<String, Value>, at: &str) -> Result<u32, BackupError> {
-    let s = text(o, at, "crc32")?;
-    if s.len() != 8 {
-        return Err(bad(MANIFEST_KEY, format!("{at}: crc32 `{s}` is not 8 hex digits")));
+    hex32(o, at, "crc32")
+}
+
+fn hex32(o: &Map<String, Value>, at: &str, name: &str) -> Result<u32, BackupError> {
+    let s = text(o, at, name)?;
+    let not = || bad(MANIFEST_KEY, format!("{at}: {name} `{s}` is not 8 hex digits"));
+    if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(not());
     }
-    u32::from_str_radix(s, 16)
-        .map_err(|_| bad(MANIFEST_KEY, format!("{at}: crc32 `{s}` is not 8 hex digits")))
+    u32::from_str_radix(s, 16).map_err(|_| not())
 }
 
 /// The error for a manifest of `bytes` bytes, over [`MANIFEST_BYTES_MAX`].
@@ -192,6 +206,7 @@ impl Manifest {
                     "first_zxid": l.summary.first_zxid, "last_zxid": l.summary.last_zxid, "records": l.summary.records,
                     "first_time_ms": l.summary.first_time_ms, "last_time_ms": l.summary.last_time_ms,
                     "max_time_ms": l.summary.max_time_ms, "digests": l.summary.digests, "prev_zxid": l.prev_zxid,
+                    "last_payload_crc": l.last_payload_crc.map(|c| format!("{c:08x}")),
                 })
             })
             .collect();
@@ -211,6 +226,7 @@ impl Manifest {
             "version": MANIFEST_VERSION,
             "generation": self.generation,
             "log_from_start": self.log_from_start,
+            "rewritten_after": self.rewritten_after,
             "logs": logs,
             "snapshots": snaps,
         });
@@ -247,6 +263,7 @@ impl Manifest {
             log_from_start: field(root, "manifest", "log_from_start")?
                 .as_bool()
                 .ok_or_else(|| bad(MANIFEST_KEY, "`log_from_start` is not true or false"))?,
+            rewritten_after: opt_int(root, "manifest", "rewritten_after")?,
             ..Manifest::default()
         };
         for (i, o) in objects(root, "logs")?.into_iter().enumerate() {
@@ -265,6 +282,10 @@ impl Manifest {
                     digests: uint(o, &at, "digests")?,
                 },
                 prev_zxid: opt_int(o, &at, "prev_zxid")?,
+                last_payload_crc: match o.get("last_payload_crc") {
+                    None | Some(Value::Null) => None,
+                    Some(_) => Some(hex32(o, &at, "last_payload_crc")?),
+                },
             });
         }
         for (i, o) in objects(root, "snapshots")?.into_iter().enumerate() {
@@ -363,7 +384,12 @@ mod tests {
     use super::*;
 
     fn sample() -> Manifest {
-        let mut m = Manifest { generation: 3, log_from_start: true, ..Manifest::default() };
+        let mut m = Manifest {
+            generation: 3,
+            log_from_start: true,
+            rewritten_after: Some(0x70),
+            ..Manifest::default()
+        };
         m.add_log(LogFile {
             name: "log.0000000000000065".into(),
             bytes: 4000,
@@ -378,6 +404,7 @@ mod tests {
                 digests: 0,
             },
             prev_zxid: Some(0x64),
+            last_payload_crc: Some(0x1234_abcd),
         });
         m.add_log(LogFile {
             name: "log.0000000000000001".into(),
@@ -393,6 +420,7 @@ mod tests {
                 digests: 100,
             },
             prev_zxid: Some(0),
+            last_payload_crc: None,
         });
         m.add_snapshot(SnapFile {
             name: "snapshot.0000000000000064".into(),
@@ -461,6 +489,7 @@ mod tests {
                 digests: u64::MAX,
             },
             prev_zxid: Some(i64::MIN),
+            last_payload_crc: Some(u32::MAX),
         };
         let one = Manifest { logs: vec![wide], ..Manifest::default() }.to_json().len();
         let none = Manifest::default().to_json().len();

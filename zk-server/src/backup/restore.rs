@@ -506,6 +506,14 @@ fn restore_staged(
     for w in &warnings {
         progress.say(format!("restore: WARNING: {w}"));
     }
+    if let Some(p) = m.rewritten_after.filter(|p| zxid > *p) {
+        return Err(BackupError::Refused(format!(
+            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
+             committed; the backup marked them when it found out): no point after {} is restored",
+            hex(p),
+            hex(p)
+        )));
+    }
     let mut notes = Vec::new();
     let snap = base_snapshot(m, zxid, &mut notes);
     for n in &notes {
