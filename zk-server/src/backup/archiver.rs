@@ -382,7 +382,7 @@ impl Archiver {
                 }
             }
         }
-        self.archive_snapshots(out, &mut report)?;
+        self.archive_snapshots(cap, member, out, &mut report)?;
         report.newest_archived = self.manifest.last_log_zxid();
         report.newest_on_disk = self.newest_on_disk.max(report.newest_archived);
         Ok(report)
@@ -649,10 +649,22 @@ impl Archiver {
         Ok(Some(piece_name))
     }
 
-    /// Archives every finished snapshot the archive lacks.
-    fn archive_snapshots(&mut self, out: &mut dyn Write, report: &mut PassReport) -> Result<(), BackupError> {
+    /// Archives every finished snapshot the archive lacks, but one that ends past `cap` (the
+    /// server's committed zxid as the pass began): it may hold transactions that are not
+    /// committed, and waits for a pass whose cap has moved past it. `member`: the directories
+    /// are an ensemble member's ([`SnapFile::member`]).
+    fn archive_snapshots(
+        &mut self,
+        cap: Option<i64>,
+        member: bool,
+        out: &mut dyn Write,
+        report: &mut PassReport,
+    ) -> Result<(), BackupError> {
         for (start, name) in list_named(&self.snap_dir, parse_snapshot_name)? {
             if self.manifest.snapshots.iter().any(|s| s.name == name) {
+                continue;
+            }
+            if cap.is_some_and(|c| start > c) {
                 continue;
             }
             let src = self.snap_dir.join(&name);
@@ -668,6 +680,15 @@ impl Archiver {
                         Some(e) => (Some(e.zxid), e.digest),
                         None => (None, None),
                     };
+                    if let Some(c) = cap.filter(|c| end_zxid.is_some_and(|e| e > *c)) {
+                        self.discard(&staged);
+                        let _ = writeln!(
+                            out,
+                            "backup: {name} ends past the committed zxid {}: it waits for a later pass",
+                            hex(c)
+                        );
+                        continue;
+                    }
                     self.manifest.add_snapshot(SnapFile {
                         name: name.clone(),
                         bytes,
@@ -676,6 +697,7 @@ impl Archiver {
                         end_zxid,
                         tree_digest,
                         nodes,
+                        member,
                     });
                     self.commit_manifest()?;
                     let _ = writeln!(
@@ -1102,6 +1124,50 @@ mod tests {
             &mut Vec::new(),
         )
         .unwrap();
+    }
+
+    /// A member writes the snapshot a leader sends it with its own zxid as its end, though the
+    /// leader read it while writes went on: such a snapshot (end = start) is archived (once
+    /// committed: a snapshot past the commit cap waits) but a restore does not start from it
+    /// unless the archived log shows its tree digest, and says so; here nothing can show it
+    /// (no digests), so the restore replays from the start.
+    #[test]
+    fn a_members_snapshot_ending_at_its_start_is_no_base_unless_proven() {
+        let mut f = Fixture::new();
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snap_dir).unwrap();
+        std::fs::write(snap_dir.join(zk_log::CURRENT_EPOCH_FILE), b"0").unwrap();
+        f.commit(1..=3);
+        f.commit(4..=6);
+        f.commit(7..=7);
+        let mut rec = zk_tree::Recovery::new(zk_tree::Database::new(zk_tree::TreeConfig::default()));
+        for z in 1..=3 {
+            let (h, t) = create_at(z, 1_000 + z);
+            assert!(rec.replay(&h, &t));
+        }
+        let storage = crate::snapshots::open_dir(&snap_dir).unwrap();
+        crate::snapshots::write_whole(&storage, &rec.finish(0), 16_384).unwrap();
+        let mut a = f.capped_archiver();
+        f.cap.set(2);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(r.snapshots.is_empty(), "past the cap: {}", text(&out));
+        f.cap.set(7);
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.snapshots.len(), 1, "{}", text(&out));
+        let s = &a.manifest().snapshots[0];
+        assert!(s.member && s.start_zxid == 3 && s.end_zxid == Some(3), "{s:?}");
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("restored");
+        let mut said = Vec::new();
+        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, false, &mut said).unwrap();
+        assert_eq!((r.zxid, r.snapshot.as_deref(), r.replayed), (5, None, 5));
+        assert!(
+            text(&said).contains("is an ensemble member's that ends at its start zxid 0x3"),
+            "{}",
+            text(&said)
+        );
     }
 
     /// An ensemble member's directories (its snapshot directory holds the epoch files) are

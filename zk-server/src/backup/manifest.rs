@@ -94,6 +94,12 @@ pub struct SnapFile {
     pub tree_digest: Option<i64>,
     /// Node records in it.
     pub nodes: u64,
+    /// Archived from an ensemble member's directories. A member also writes the snapshot a
+    /// leader sends it (SNAP), which the leader read from its tree while writes went on: fuzzy,
+    /// yet recording its own zxid as its end, with the digest of the tree it holds. So a
+    /// member's snapshot whose end is its start is exact only once shown to be (see the
+    /// restore). A version 2 manifest reads it as whether the archive holds any tree digest.
+    pub member: bool,
 }
 
 impl SnapFile {
@@ -217,7 +223,7 @@ impl Manifest {
                 json!({
                     "name": s.name, "bytes": s.bytes, "crc32": format!("{:08x}", s.crc32),
                     "start_zxid": s.start_zxid, "end_zxid": s.end_zxid, "tree_digest": s.tree_digest,
-                    "nodes": s.nodes,
+                    "nodes": s.nodes, "member": s.member,
                 })
             })
             .collect();
@@ -288,16 +294,25 @@ impl Manifest {
                 },
             });
         }
+        let any_digests = m.logs.iter().any(|l| l.summary.digests > 0);
         for (i, o) in objects(root, "snapshots")?.into_iter().enumerate() {
             let at = format!("snapshots[{i}]");
+            let tree_digest = opt_int(o, &at, "tree_digest")?;
+            let member = match o.get("member") {
+                None => any_digests || tree_digest.is_some(),
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| bad(MANIFEST_KEY, format!("{at}: field `member` is not true or false")))?,
+            };
             m.snapshots.push(SnapFile {
                 name: text(o, &at, "name")?.to_string(),
                 bytes: uint(o, &at, "bytes")?,
                 crc32: crc(o, &at)?,
                 start_zxid: int(o, &at, "start_zxid")?,
                 end_zxid: opt_int(o, &at, "end_zxid")?,
-                tree_digest: opt_int(o, &at, "tree_digest")?,
+                tree_digest,
                 nodes: uint(o, &at, "nodes")?,
+                member,
             });
         }
         m.check_order()?;
@@ -430,6 +445,7 @@ mod tests {
             end_zxid: Some(0x66),
             tree_digest: None,
             nodes: 12,
+            member: true,
         });
         m
     }

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use zk_log::FileStorage;
 use zk_proto::Acl;
 use zk_tree::snapshot::{ContentParser, ContentRecord};
-use zk_tree::{ContentBuilder, Database, Recovery, SnapshotCheck, SnapshotLoader, TreeConfig};
+use zk_tree::{ContentBuilder, Database, Recovery, SnapshotCheck, SnapshotLoader, TreeConfig, Unverifiable};
 
 /// Which state to restore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,12 +431,32 @@ fn held_before(l: &LogFile) -> String {
 
 /// The newest archived snapshot a restore to `zxid` can start from: one that recorded the
 /// zxid it is exact at (its end), at or before `zxid`. Those that recorded none are passed
-/// over (which transactions after their start they hold is unknown): each one passed over
-/// that would have been chosen is named in `notes`.
-fn base_snapshot<'m>(m: &'m Manifest, zxid: i64, notes: &mut Vec<String>) -> Option<&'m SnapFile> {
+/// over (which transactions after their start they hold is unknown), and so is an ensemble
+/// member's whose end is its start unless `proven` shows it exact ([`needs_proof`]): each one
+/// passed over that would have been chosen is named in `notes`.
+///
+/// Errors: those of `proven`.
+fn base_snapshot<'m>(
+    m: &'m Manifest,
+    zxid: i64,
+    notes: &mut Vec<String>,
+    proven: &mut dyn FnMut(&SnapFile) -> Result<bool, BackupError>,
+) -> Result<Option<&'m SnapFile>, BackupError> {
     for s in m.snapshots.iter().rev().filter(|s| s.start_zxid <= zxid) {
         match s.exact_from() {
-            Some(e) if e <= zxid => return Some(s),
+            Some(e) if e <= zxid => {
+                if !needs_proof(s) || proven(s)? {
+                    return Ok(Some(s));
+                }
+                notes.push(format!(
+                    "snapshot {} is an ensemble member's that ends at its start zxid {}, as one received \
+                     from the leader (fuzzy) does, and the archived log does not show its tree digest to \
+                     be the state after {}: not used",
+                    s.name,
+                    hex(s.start_zxid),
+                    hex(s.start_zxid)
+                ));
+            }
             Some(_) => {}
             None => notes.push(format!(
                 "snapshot {} records no end zxid, so which transactions after its start zxid {} it holds is \
@@ -446,7 +466,42 @@ fn base_snapshot<'m>(m: &'m Manifest, zxid: i64, notes: &mut Vec<String>) -> Opt
             )),
         }
     }
-    None
+    Ok(None)
+}
+
+/// Whether a snapshot is exact only once shown to be: an ensemble member's whose end zxid is
+/// its start. A member writes such a snapshot from a leader's SNAP, which the leader read from
+/// its tree while writes went on, so the tree it holds need not be the state at any zxid; the
+/// member's own periodic snapshots record the zxid it had applied when it finished (past the
+/// start while writes go on) and are exact once replayed through it.
+fn needs_proof(s: &SnapFile) -> bool {
+    s.member && s.end_zxid == Some(s.start_zxid)
+}
+
+/// Whether the archived log shows `s` exact at its end zxid: the record of that zxid is
+/// archived and carries the tree digest `s` recorded (the digest the leader's tree had right
+/// after that transaction).
+fn proven_by_the_log(
+    m: &Manifest,
+    s: &SnapFile,
+    target: &dyn ArchiveTarget,
+    staging: &Path,
+) -> Result<bool, BackupError> {
+    let (Some(end), Some(digest)) = (s.end_zxid, s.tree_digest) else { return Ok(false) };
+    let Some(l) = m.logs.iter().find(|l| l.summary.first_zxid <= end && end <= l.summary.last_zxid) else {
+        return Ok(false);
+    };
+    let local = fetch_log(target, l, staging)?;
+    let mut r = open_log(&local, target, l)?;
+    let mut found = None;
+    while let Some(rec) = next_log_record(&mut r, target, l)? {
+        if rec.header.zxid >= end {
+            found = (rec.header.zxid == end).then(|| rec.digest.map(|d| d.tree_digest));
+            break;
+        }
+    }
+    let _ = std::fs::remove_file(&local);
+    Ok(found == Some(Some(digest)))
 }
 
 /// Restores the archive at `target` into `out` (a data directory: the snapshot goes into its
@@ -515,7 +570,7 @@ fn restore_staged(
         )));
     }
     let mut notes = Vec::new();
-    let snap = base_snapshot(m, zxid, &mut notes);
+    let snap = base_snapshot(m, zxid, &mut notes, &mut |s| proven_by_the_log(m, s, target, staging))?;
     for n in &notes {
         progress.say(format!("restore: {n}"));
     }
@@ -640,6 +695,22 @@ fn restore_staged(
                 why: format!(
                     "replayed through its end zxid {}, it gives tree digest {got:x}, not the {want:x} it recorded",
                     hex(e)
+                ),
+            });
+        }
+        // The replay never stood at the snapshot's end: the tree may hold transactions past the
+        // point that the snapshot took in while it was written. (An end whose counter is 0 is
+        // an epoch's start, no transaction: nothing is missing there.)
+        SnapshotCheck::Unverifiable {
+            why:
+                why @ (Unverifiable::EndZxidMissing { end_zxid, .. }
+                | Unverifiable::LogEndsBefore { end_zxid, .. }),
+        } if end_zxid & 0xffff_ffff != 0 => {
+            let name = snap.map_or(String::new(), |s| target.show(&format!("{SNAP_PREFIX}{}", s.name)));
+            return Err(BackupError::Damaged {
+                key: name,
+                why: format!(
+                    "the replay over it never stood at its end zxid, so it is not known exact: {why}"
                 ),
             });
         }
@@ -768,6 +839,7 @@ mod tests {
             end_zxid: end,
             tree_digest: None,
             nodes: 1,
+            member: false,
         }
     }
 
@@ -780,7 +852,10 @@ mod tests {
         m.add_snapshot(snap(10, None));
         m.add_snapshot(snap(30, Some(35)));
         let mut notes = Vec::new();
-        assert_eq!(base_snapshot(&m, 20, &mut notes).map(|s| s.start_zxid), Some(5));
+        assert_eq!(
+            base_snapshot(&m, 20, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            Some(5)
+        );
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
             notes[0].contains("records no end zxid") && notes[0].contains(&m.snapshots[1].name),
@@ -788,15 +863,45 @@ mod tests {
         );
         let mut notes = Vec::new();
         assert_eq!(
-            base_snapshot(&m, 32, &mut notes).map(|s| s.start_zxid),
+            base_snapshot(&m, 32, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
             Some(5),
             "30 is exact only from 35"
         );
-        assert_eq!(base_snapshot(&m, 35, &mut notes).map(|s| s.start_zxid), Some(30));
-        assert_eq!(base_snapshot(&m, 6, &mut notes).map(|s| s.start_zxid), None, "5 is exact only from 7");
+        assert_eq!(
+            base_snapshot(&m, 35, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            Some(30)
+        );
+        assert_eq!(
+            base_snapshot(&m, 6, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            None,
+            "5 is exact only from 7"
+        );
         let mut only_unended = Manifest::default();
         only_unended.add_snapshot(snap(10, None));
-        assert!(base_snapshot(&only_unended, 20, &mut notes).is_none());
+        assert!(base_snapshot(&only_unended, 20, &mut notes, &mut |_| Ok(true)).unwrap().is_none());
+    }
+
+    /// A member's snapshot that ends at its start (as one received from a leader does) is a
+    /// base only when shown exact; one whose end is past its start needs no proof.
+    #[test]
+    fn a_members_snapshot_ending_at_its_start_needs_proof() {
+        let mut m = Manifest::default();
+        m.add_snapshot(SnapFile { member: true, ..snap(5, Some(7)) });
+        m.add_snapshot(SnapFile { member: true, ..snap(10, Some(10)) });
+        let mut notes = Vec::new();
+        let mut asked = Vec::new();
+        let got = base_snapshot(&m, 20, &mut notes, &mut |s| {
+            asked.push(s.start_zxid);
+            Ok(false)
+        })
+        .unwrap();
+        assert_eq!((got.map(|s| s.start_zxid), asked), (Some(5), vec![10]));
+        assert!(notes.len() == 1 && notes[0].contains("ends at its start zxid 0xa"), "{notes:?}");
+        let got = base_snapshot(&m, 20, &mut Vec::new(), &mut |_| Ok(true)).unwrap();
+        assert_eq!(got.map(|s| s.start_zxid), Some(10));
+        m.snapshots[1].member = false;
+        let got = base_snapshot(&m, 20, &mut Vec::new(), &mut |_| Ok(false)).unwrap();
+        assert_eq!(got.map(|s| s.start_zxid), Some(10), "a standalone server's is its own");
     }
 
     /// An archive of 1..=5 (6 waits in the last sync group).
