@@ -285,7 +285,6 @@ fn server_dirs(
 
 /// `backup`: archives a server's closed files, once or with `--follow` until stopped.
 fn backup(args: &[String]) -> ExitCode {
-    use std::path::Path;
     let Some(o) = options(
         "backup",
         args,
@@ -333,7 +332,6 @@ fn parse_zxid(s: &str) -> Option<i64> {
 
 /// `restore`: builds a data directory from an archive.
 fn restore(args: &[String]) -> ExitCode {
-    use std::path::Path;
     use zk_server::backup::restore::Point;
     let Some(o) = options(
         "restore",

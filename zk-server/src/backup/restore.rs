@@ -74,27 +74,24 @@ fn hex(z: i64) -> String {
     format!("{z:#x}")
 }
 
-/// Makes `out` (and `log_out`, a separate dataLogDir) ready: created if absent; refused when
-/// `out` holds anything or `log_out` holds a `zkrs-log`, unless `force`, which moves the
-/// `zkrs-snap` and `zkrs-log` of both aside (renamed `<name>.before-restore-<ms>`, never
-/// deleted): a log left there would be replayed over the restored tree.
-fn prepare_out(
-    out: &Path,
-    log_out: Option<&Path>,
-    force: bool,
-    progress: &mut Progress<'_>,
-) -> Result<(), BackupError> {
+/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result: `out` is
+/// created if absent; refused when `out` holds anything or `log_out` holds a `zkrs-log`, unless
+/// `force`: then returns the `zkrs-snap` and `zkrs-log` of both, which [`move_aside`] renames
+/// `<name>.before-restore-<ms>` (never deleted) once the restore has succeeded: a log left
+/// there would be replayed over the restored tree.
+fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<PathBuf>, BackupError> {
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     let entries: Vec<String> = std::fs::read_dir(out)
         .map_err(io_err(out))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != STAGING_NAME)
         .collect();
     let log_given = log_out.is_some();
     let log_out = log_out.filter(|l| *l != out);
     let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
     if entries.is_empty() && old_log.is_none() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if !force {
         let what = match (&old_log, entries.is_empty()) {
@@ -127,14 +124,22 @@ fn prepare_out(
             out.display()
         )));
     }
-    let stamp =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
     let mut aside = vec![out.join(zk_log::snapshot::SNAP_DIR_NAME), out.join(zk_log::LOG_DIR_NAME)];
     aside.extend(old_log);
-    for p in aside.into_iter().filter(|p| p.exists()) {
+    Ok(aside.into_iter().filter(|p| p.exists()).collect())
+}
+
+/// The directory under the output directory a restore fetches into and builds its result in.
+const STAGING_NAME: &str = ".restore-staging";
+
+/// Moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`.
+fn move_aside(aside: &[PathBuf], progress: &mut Progress<'_>) -> Result<(), BackupError> {
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    for p in aside {
         let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
-        std::fs::rename(&p, &to).map_err(io_err(&p))?;
+        std::fs::rename(p, &to).map_err(io_err(p))?;
         progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
     }
     Ok(())
@@ -508,7 +513,9 @@ fn proven_by_the_log(
 /// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. `log_out`
 /// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
 /// (or is moved aside with `force`), or the server would replay it over the restored tree.
-/// Progress lines, at most one a second plus a summary of what was checked, go to `progress`.
+/// With `force`, nothing is moved aside before the result is whole: a restore that fails
+/// leaves both directories as they were. Progress lines, at most one a second plus a summary
+/// of what was checked, go to `progress`.
 ///
 /// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
 /// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
@@ -539,10 +546,20 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    prepare_out(out, log_out, force, &mut progress)?;
-    let staging = out.join(".restore-staging");
+    let aside = prepare_out(out, log_out, force)?;
+    let staging = out.join(STAGING_NAME);
+    let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress);
+    // The result is built in the staging directory; only once it is whole is anything there
+    // moved aside and the result moved in, so a failed restore leaves the directories as they
+    // were.
+    let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
+        move_aside(&aside, &mut progress)?;
+        let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::rename(&built, &snap_dir).map_err(io_err(&snap_dir))?;
+        Ok(r)
+    });
     let _ = std::fs::remove_dir_all(&staging);
     result
 }
@@ -737,10 +754,12 @@ fn restore_staged(
         db = keep_subtree(&db, p, &cfg)?;
         checks.push(format!("kept {p} and its ancestors; /zookeeper as a fresh server has it"));
     }
+    let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
     let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-    let storage = crate::snapshots::open_dir(&snap_dir).map_err(|e| BackupError::Refused(e.to_string()))?;
+    let storage = crate::snapshots::open_dir(&built).map_err(|e| BackupError::Refused(e.to_string()))?;
     let written = crate::snapshots::write_whole(&storage, &db, 16_384)
         .map_err(|e| BackupError::Refused(e.to_string()))?;
+    drop(storage);
     let report = RestoreReport {
         zxid: restored,
         snapshot: snap.map(|s| s.name.clone()),
@@ -937,6 +956,38 @@ mod tests {
             .collect();
         assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
         assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
+    }
+
+    /// `--force` moves nothing aside until the restore has succeeded: one that fails (here, a
+    /// point past the archive, and a damaged file) leaves the old directories in place.
+    #[test]
+    fn a_failed_forced_restore_leaves_the_old_directories() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let old_snap = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let old_log = out.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_snap).unwrap();
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let e = restore(&target, &out, None, Point::Zxid(99), None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
+        let m = target.read_manifest().unwrap().unwrap();
+        let piece = f.archive.join(LOG_PREFIX).join(&m.logs[0].name);
+        let mut bytes = std::fs::read(&piece).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&piece, &bytes).unwrap();
+        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&m.logs[0].name), "{e}");
+        let mut left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["zkrs-log", "zkrs-snap"]);
+        assert_eq!(std::fs::read(old_log.join("log.0000000000000001")).unwrap(), b"old");
     }
 
     /// `--force` over a data directory holding snapshots but no log (the server's log is in a
