@@ -144,6 +144,17 @@ fn manifest(archive: &Path) -> serde_json::Value {
     serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)
 }
 
+/// Writes `m` as the manifest of `archive`, with the checksum of its content it must carry
+/// (`manifest_crc32`, last: the CRC-32 of the rest, serialized compactly).
+fn write_manifest(archive: &Path, m: &serde_json::Value) {
+    let mut m = m.clone();
+    let root = m.as_object_mut().unwrap();
+    root.shift_remove("manifest_crc32");
+    let crc = crc32fast::hash(&serde_json::to_vec(&m).unwrap());
+    m["manifest_crc32"] = format!("{crc:08x}").into();
+    std::fs::write(archive.join("manifest.json"), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+}
+
 fn archived_through(archive: &Path) -> i64 {
     manifest(archive)["logs"]
         .as_array()
@@ -364,7 +375,7 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     // The range runs to the next archived transaction, or to the target if that comes first.
     let resumes_at = (logs2[hole]["last_zxid"].as_i64().unwrap() + 1).min(z1n);
     logs2.remove(hole);
-    std::fs::write(gap.join("manifest.json"), serde_json::to_vec(&m2).unwrap()).unwrap();
+    write_manifest(&gap, &m2);
     let (ok, _, err) =
         run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--force", "--zxid", &z1]);
     let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
@@ -506,7 +517,7 @@ fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
     copy_archive(&archive, &bad);
     let mut m2 = manifest(&bad);
     m2["snapshots"] = serde_json::json!([]);
-    std::fs::write(bad.join("manifest.json"), serde_json::to_vec(&m2).unwrap()).unwrap();
+    write_manifest(&bad, &m2);
     let (mut tree, out, _server) = restore_and_read(&bad, &["--zxid", &z]);
     // /zookeeper/config is not in the log: a member without reconfiguration writes its zoo.cfg's
     // membership there when it starts, so the log alone leaves a fresh tree's empty node (the
@@ -538,7 +549,7 @@ fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
     bytes[body.start - 12..body.start - 8].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     logs[i]["crc32"] = format!("{:08x}", crc32fast::hash(&bytes)).into();
-    std::fs::write(bad.join("manifest.json"), serde_json::to_vec(&m2).unwrap()).unwrap();
+    write_manifest(&bad, &m2);
     let out_dir = work.path().join("out");
     let (ok, _, err) = run(&[
         "restore",

@@ -20,6 +20,11 @@ pub const FORMAT_NAME: &str = "zkrs-backup";
 /// segment's `last_payload_crc` and the archive's `rewritten_after` (older versions read with
 /// them unknown and unset), which a version 2 reader must not ignore.
 pub const MANIFEST_VERSION: u64 = 3;
+/// The manifest's own checksum field (from version 3): the CRC-32 (IEEE), as 8 hex digits, of
+/// the manifest without it, serialized compactly with its fields in the order written. It is
+/// written last; a manifest of version 3 or later without it, or whose content does not match
+/// it, is refused as damaged.
+pub const MANIFEST_CRC_FIELD: &str = "manifest_crc32";
 /// The folder (key prefix) archived log segments go under.
 pub const LOG_PREFIX: &str = "log/";
 /// The folder (key prefix) archived snapshots go under.
@@ -179,6 +184,27 @@ fn hex32(o: &Map<String, Value>, at: &str, name: &str) -> Result<u32, BackupErro
     u32::from_str_radix(s, 16).map_err(|_| not())
 }
 
+/// The CRC-32 of a manifest's JSON without its checksum field, serialized compactly.
+fn body_crc(v: &Value) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    // Writing into a hasher cannot fail.
+    let _ = serde_json::to_writer(HashWriter(&mut h), v);
+    h.finalize()
+}
+
+/// Feeds what is written to a CRC-32.
+struct HashWriter<'a>(&'a mut crc32fast::Hasher);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.update(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The error for a manifest of `bytes` bytes, over [`MANIFEST_BYTES_MAX`].
 pub fn too_big(bytes: u64) -> BackupError {
     bad(
@@ -227,7 +253,7 @@ impl Manifest {
                 })
             })
             .collect();
-        let v = json!({
+        let mut v = json!({
             "format": FORMAT_NAME,
             "version": MANIFEST_VERSION,
             "generation": self.generation,
@@ -236,6 +262,10 @@ impl Manifest {
             "logs": logs,
             "snapshots": snaps,
         });
+        let crc = body_crc(&v);
+        if let Value::Object(root) = &mut v {
+            root.insert(MANIFEST_CRC_FIELD.to_string(), Value::String(format!("{crc:08x}")));
+        }
         let mut out = serde_json::to_vec_pretty(&v).expect("a JSON value serializes");
         out.push(b'\n');
         out
@@ -250,8 +280,12 @@ impl Manifest {
         if bytes.len() as u64 > MANIFEST_BYTES_MAX {
             return Err(too_big(bytes.len() as u64));
         }
-        let v: Value =
+        let mut v: Value =
             serde_json::from_slice(bytes).map_err(|e| bad(MANIFEST_KEY, format!("not JSON: {e}")))?;
+        let stored = match &mut v {
+            Value::Object(root) => root.shift_remove(MANIFEST_CRC_FIELD),
+            _ => None,
+        };
         let root = v.as_object().ok_or_else(|| bad(MANIFEST_KEY, "not a JSON object"))?;
         let format = text(root, "manifest", "format")?;
         if format != FORMAT_NAME {
@@ -316,6 +350,25 @@ impl Manifest {
             });
         }
         m.check_order()?;
+        // Last, so that a field that does not parse is named as such.
+        match stored {
+            None if version >= 3 => {
+                return Err(bad(MANIFEST_KEY, format!("field `{MANIFEST_CRC_FIELD}` missing")));
+            }
+            None => {}
+            Some(c) => {
+                let want = c.as_str().filter(|c| c.len() == 8).and_then(|c| u32::from_str_radix(c, 16).ok());
+                let got = body_crc(&v);
+                if want != Some(got) {
+                    return Err(bad(
+                        MANIFEST_KEY,
+                        format!(
+                            "its content has CRC-32 {got:08x}, not the {c} it records: damaged or edited"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(m)
     }
 
@@ -513,6 +566,28 @@ mod tests {
         let full = Manifest { logs: vec![sample().logs[0].clone(); FILES_MAX + 1], ..Manifest::default() };
         let e = full.to_json_bounded().unwrap_err();
         assert!(e.to_string().contains("the archive is full"), "{e}");
+    }
+
+    /// The manifest carries its own CRC-32: a changed value (one that still parses) is refused,
+    /// and so is a version 3 manifest without the field; a version 2 one has none and reads.
+    #[test]
+    fn the_manifest_checks_its_own_crc() {
+        let text = String::from_utf8(sample().to_json()).unwrap();
+        assert!(text.trim_end().ends_with(&format!("\"{MANIFEST_CRC_FIELD}\": \"{:08x}\"\n}}", {
+            let mut v: Value = serde_json::from_str(&text).unwrap();
+            v.as_object_mut().unwrap().shift_remove(MANIFEST_CRC_FIELD);
+            body_crc(&v)
+        })));
+        let e =
+            Manifest::from_json(text.replace("\"records\": 44,", "\"records\": 45,").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("damaged or edited"), "{e}");
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v.as_object_mut().unwrap().shift_remove(MANIFEST_CRC_FIELD);
+        let e = Manifest::from_json(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("`manifest_crc32` missing"), "{e}");
+        v["version"] = 2.into();
+        let back = Manifest::from_json(&serde_json::to_vec(&v).unwrap()).unwrap();
+        assert_eq!(back.logs, sample().logs);
     }
 
     #[test]
