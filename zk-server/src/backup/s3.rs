@@ -196,6 +196,12 @@ impl ArchiveTarget for S3Target {
             let end = (at + PART_BYTES as u64).min(bytes);
             let chunk =
                 self.rt.block_on(self.store.get_range(&path, at..end)).map_err(|e| self.failed(key, e))?;
+            if chunk.len() as u64 > end - at {
+                return Err(BackupError::Damaged {
+                    key: shown,
+                    why: format!("the store sent {} bytes for a range of {}", chunk.len(), end - at),
+                });
+            }
             hasher.update(&chunk);
             out.write_all(&chunk).map_err(io_err(local))?;
             at += chunk.len() as u64;

@@ -200,7 +200,7 @@ impl ArchiveTarget for DirTarget {
     fn fetch(&self, key: &str, bytes: u64, crc32: u32, local: &Path) -> Result<(), BackupError> {
         let src = self.path(key);
         let shown = src.display().to_string();
-        let mut f = match File::open(&src) {
+        let f = match File::open(&src) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(BackupError::Damaged {
@@ -210,8 +210,17 @@ impl ArchiveTarget for DirTarget {
             }
             Err(e) => return Err(io_err(&src)(e)),
         };
+        // A file of another size than the manifest's is refused before anything is copied, and
+        // the copy stops one byte past the manifest's size (the file may grow meanwhile).
+        let size = f.metadata().map_err(io_err(&src))?.len();
+        if size != bytes {
+            return Err(BackupError::Damaged {
+                key: shown,
+                why: format!("{size} bytes, the manifest says {bytes}"),
+            });
+        }
         let mut out = File::create(local).map_err(io_err(local))?;
-        let (n, crc) = copy_with_crc(&mut f, &mut out)
+        let (n, crc) = copy_with_crc(&mut f.take(bytes.saturating_add(1)), &mut out)
             .map_err(|e| BackupError::Io { path: shown.clone(), source: e })?;
         check_copy(&shown, n, crc, bytes, crc32)
     }
@@ -234,4 +243,26 @@ pub fn check_copy(shown: &str, n: u64, crc: u32, bytes: u64, crc32: u32) -> Resu
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fetch is bounded by the manifest's size: a file of another size is refused before
+    /// anything is copied, so a damaged archive cannot fill the restore's disk.
+    #[test]
+    fn a_fetch_copies_no_more_than_the_manifest_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("archive");
+        std::fs::create_dir_all(archive.join("log")).unwrap();
+        std::fs::write(archive.join("log/log.0000000000000001"), vec![7u8; 1 << 20]).unwrap();
+        let t = DirTarget::new(archive);
+        let local = dir.path().join("copy");
+        let e = t.fetch("log/log.0000000000000001", 10, 0, &local).unwrap_err();
+        assert!(e.to_string().contains("1048576 bytes, the manifest says 10"), "{e}");
+        assert!(std::fs::metadata(&local).map_or(0, |m| m.len()) <= 11);
+        let crc = crc32fast::hash(&vec![7u8; 1 << 20]);
+        t.fetch("log/log.0000000000000001", 1 << 20, crc, &local).unwrap();
+    }
 }
