@@ -277,6 +277,16 @@ impl Archiver {
             .any(|f| self.snap_dir.join(f).exists())
     }
 
+    /// Whether no pass can add to the archive any more: its manifest is full (it would exceed
+    /// [`super::manifest::FILES_MAX`] files or [`super::manifest::MANIFEST_BYTES_MAX`] bytes),
+    /// or marks transactions the server's log lost ([`Manifest::rewritten_after`]). A new
+    /// archive must be started.
+    pub fn closed(&self) -> bool {
+        self.manifest.rewritten_after.is_some()
+            || self.manifest.logs.len() + self.manifest.snapshots.len() >= super::manifest::FILES_MAX
+            || self.manifest.to_json_bounded().is_err()
+    }
+
     /// The manifest as last written.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
@@ -887,7 +897,9 @@ fn check_log_dir(data_log_dir: &Path) -> Result<(), BackupError> {
 ///
 /// Errors: the archive cannot be opened; `data_log_dir` holds no `zkrs-log` (the server's
 /// separate dataLogDir was not given); in one-pass mode, the pass's error. With `follow`, a
-/// failed pass is reported and retried at the next interval.
+/// failed pass is reported and retried at the next interval, unless no later pass can succeed
+/// ([`Archiver::closed`]: the archive is full, or marked as holding transactions the server
+/// lost): then its error is returned.
 pub fn run(
     target: &str,
     data_dir: &Path,
@@ -919,7 +931,7 @@ pub fn run(
             Ok(r) => {
                 let _ = writeln!(out, "{}", lag_line(&r));
             }
-            Err(e) if follow => {
+            Err(e) if follow && !a.closed() => {
                 let _ = writeln!(out, "backup: pass failed (retrying in {interval:?}): {e}");
             }
             Err(e) => return Err(e),
@@ -1215,6 +1227,19 @@ mod tests {
         assert!(e.to_string().contains("start a new archive"), "{e}");
         drop(a);
         let e = f.capped_archiver().pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("start a new archive"), "{e}");
+        // `--follow` stops with the error instead of retrying forever.
+        let data = f.data.clone();
+        let e = run(
+            f.archive.to_str().unwrap(),
+            &data,
+            &data,
+            None,
+            true,
+            Duration::from_millis(1),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("start a new archive"), "{e}");
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
