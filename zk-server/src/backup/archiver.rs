@@ -187,6 +187,48 @@ fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, St
     Ok(v)
 }
 
+/// Makes `dir` (the staging directory, which for an S3 archive is under the system's
+/// temporary directory, writable by every user) a directory of this user's that no other user
+/// can read or write: created with mode 0700; an existing one must be a real directory (not a
+/// link) owned by this user (told by a file created in it), and loses any group or other
+/// permission.
+///
+/// Errors: [`BackupError::Refused`] when it is a link, not a directory, or another user's;
+/// [`BackupError::Io`].
+fn private_dir(dir: &Path) -> Result<(), BackupError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(dir)(e)),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(io_err(dir))?;
+    if !meta.file_type().is_dir() {
+        return Err(BackupError::Refused(format!(
+            "{}: the staging directory is a link or not a directory; remove it",
+            dir.display()
+        )));
+    }
+    let probe = dir.join(".owner-probe");
+    let mine = std::fs::File::create(&probe).and_then(|f| f.metadata()).map_err(io_err(&probe))?.uid();
+    let _ = std::fs::remove_file(&probe);
+    if meta.uid() != mine {
+        return Err(BackupError::Refused(format!(
+            "{}: the staging directory belongs to another user (uid {}); remove it, or run the backup as \
+             that user",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
 /// A zxid for messages: hex, as the server's logs show them.
 fn hex(z: i64) -> String {
     format!("{z:#x}")
@@ -224,6 +266,7 @@ impl Archiver {
         data_log_dir: &Path,
     ) -> Result<Self, BackupError> {
         let staging = target.staging_dir();
+        private_dir(&staging)?;
         let staging_storage = FileStorage::open_dir(&staging).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 BackupError::Refused(format!(
@@ -1106,6 +1149,26 @@ mod tests {
         let e = a.pass(&mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("reports zxid 0x5 committed, below the archive's newest, 0x6"), "{e}");
         assert_eq!(ranges(&a), [(1, 6, Some(0))]);
+    }
+
+    /// The staging directory is made private to the user: a world-readable one (as one made
+    /// in /tmp by another program) loses its group and other permissions; a link is refused.
+    #[test]
+    fn the_staging_directory_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let staging = dir.path().join("staging");
+        std::fs::create_dir(&staging).unwrap();
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o777)).unwrap();
+        private_dir(&staging).unwrap();
+        assert_eq!(std::fs::metadata(&staging).unwrap().permissions().mode() & 0o777, 0o700);
+        let fresh = dir.path().join("fresh");
+        private_dir(&fresh).unwrap();
+        assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o700);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&staging, &link).unwrap();
+        let e = private_dir(&link).unwrap_err();
+        assert!(e.to_string().contains("is a link or not a directory"), "{e}");
     }
 
     /// A dataLogDir without a `zkrs-log` (a server's separate dataLogDir left out, so the data
