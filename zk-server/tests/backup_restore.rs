@@ -412,9 +412,24 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     ];
     let (ok, _, err) = run(&args);
     assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
+    // The same directories named by a zoo.cfg.
+    let cfg = work.path().join("zoo.cfg");
+    std::fs::write(&cfg, format!("tickTime=2000\ndataDir={fresh_s}\ndataLogDir={log_s}\nclientPort=2999\n"))
+        .unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let (ok, _, err) =
+        run(&["restore", "--from", archive.to_str().unwrap(), "--config", cfg_s, "--zxid", &z1]);
+    assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
     let (ok, _, err) = run(&[&args[..], &["--force"]].concat());
     assert!(ok, "{err}");
     assert!(!log_dir.join("zkrs-log").exists(), "{err}");
+    // A backup whose dataLogDir holds no log (here the one just moved aside; as when a separate
+    // dataLogDir is left out) is refused, not archived as an empty log.
+    let other = work.path().join("other-archive");
+    let (ok, _, err) = run(&["backup", "--config", cfg_s, "--to", other.to_str().unwrap()]);
+    assert!(!ok && err.contains("datalog/zkrs-log does not exist"), "{err}");
+    let (ok, _, err) = run(&["backup", "--data-dir", fresh_s, "--to", other.to_str().unwrap()]);
+    assert!(!ok && err.contains("give --data-log-dir (or --config"), "{err}");
     let server = start_in(Target::Zkrs, fresh, &format!("dataLogDir={log_s}"));
     let tree = dump(&mut RawClient::connect(server.addr(), 30_000));
     assert_same("restored with a separate dataLogDir", &tree, &checkpoints[0].1);
