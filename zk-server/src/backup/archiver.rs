@@ -353,7 +353,22 @@ impl Archiver {
         let _ = std::fs::remove_file(staged);
     }
 
+    /// Writes the manifest, one generation on, once it has checked that the archive's is still
+    /// the one this archiver last read or wrote: another writer (a `backup` on another machine
+    /// writing the same S3 prefix, which the staging lock cannot see) would otherwise lose its
+    /// files from the manifest, or this one its. The check and the write are two requests, so
+    /// two writers at the same moment can still pass it; it catches any that write apart.
     fn commit_manifest(&mut self) -> Result<(), BackupError> {
+        let theirs = self.target.read_manifest()?.map_or(0, |m| m.generation);
+        if theirs != self.manifest.generation {
+            return Err(BackupError::Refused(format!(
+                "{}: the manifest is at generation {theirs}, not the {} this backup last wrote or read: \
+                 another `zkrs-server backup` writes this archive; stop one of them (each archive takes \
+                 one backup)",
+                self.target.describe(),
+                self.manifest.generation
+            )));
+        }
         self.manifest.generation += 1;
         self.target.write_manifest(&self.manifest)
     }
@@ -1149,6 +1164,25 @@ mod tests {
         let e = a.pass(&mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("reports zxid 0x5 committed, below the archive's newest, 0x6"), "{e}");
         assert_eq!(ranges(&a), [(1, 6, Some(0))]);
+    }
+
+    /// A manifest another writer changed since this archiver last wrote it is not overwritten:
+    /// the pass stops naming the other writer.
+    #[test]
+    fn a_manifest_written_by_another_backup_is_not_overwritten() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=3);
+        f.commit(4..=4);
+        a.pass(&mut Vec::new()).unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        let mut theirs = target.read_manifest().unwrap().unwrap();
+        theirs.generation += 5;
+        target.write_manifest(&theirs).unwrap();
+        f.commit(5..=5);
+        let e = a.pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("another `zkrs-server backup` writes this archive"), "{e}");
+        assert_eq!(target.read_manifest().unwrap().unwrap(), theirs);
     }
 
     /// The staging directory is made private to the user: a world-readable one (as one made
