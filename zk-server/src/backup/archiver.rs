@@ -166,6 +166,10 @@ pub struct Archiver {
     read_segments: std::collections::HashMap<String, ReadSegment>,
     newest_on_disk: Option<i64>,
     commit_cap: Option<CommitCap>,
+    /// The manifest of a write that failed, as far as this backup knows (it may have landed).
+    attempted: Option<Manifest>,
+    /// Another backup was found writing the archive: no later pass can succeed.
+    contended: bool,
 }
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
@@ -300,6 +304,8 @@ impl Archiver {
             read_segments: std::collections::HashMap::new(),
             newest_on_disk: None,
             commit_cap: None,
+            attempted: None,
+            contended: false,
         })
     }
 
@@ -325,7 +331,8 @@ impl Archiver {
     /// or marks transactions the server's log lost ([`Manifest::rewritten_after`]). A new
     /// archive must be started.
     pub fn closed(&self) -> bool {
-        self.manifest.rewritten_after.is_some()
+        self.contended
+            || self.manifest.rewritten_after.is_some()
             || self.manifest.logs.len() + self.manifest.snapshots.len() >= super::manifest::FILES_MAX
             || self.manifest.to_json_bounded().is_err()
     }
@@ -359,18 +366,34 @@ impl Archiver {
     /// files from the manifest, or this one its. The check and the write are two requests, so
     /// two writers at the same moment can still pass it; it catches any that write apart.
     fn commit_manifest(&mut self) -> Result<(), BackupError> {
-        let theirs = self.target.read_manifest()?.map_or(0, |m| m.generation);
+        let stored = self.target.read_manifest()?;
+        let theirs = stored.as_ref().map_or(0, |m| m.generation);
         if theirs != self.manifest.generation {
-            return Err(BackupError::Refused(format!(
-                "{}: the manifest is at generation {theirs}, not the {} this backup last wrote or read: \
-                 another `zkrs-server backup` writes this archive; stop one of them (each archive takes \
-                 one backup)",
-                self.target.describe(),
-                self.manifest.generation
-            )));
+            // A write of ours that failed as far as we know may still have landed (an answer
+            // lost after the store took it): the archive then holds exactly what we wrote.
+            match (&self.attempted, &stored) {
+                (Some(ours), Some(stored)) if ours == stored => self.manifest.generation = theirs,
+                _ => {
+                    self.contended = true;
+                    return Err(BackupError::Refused(format!(
+                        "{}: the manifest is at generation {theirs}, not the {} this backup last wrote \
+                         or read: another `zkrs-server backup` writes this archive; stop one of them \
+                         (each archive takes one backup)",
+                        self.target.describe(),
+                        self.manifest.generation
+                    )));
+                }
+            }
         }
-        self.manifest.generation += 1;
-        self.target.write_manifest(&self.manifest)
+        // The generation moves on only once the write has succeeded: a write that failed (a
+        // store's passing error) leaves the next pass to try again from the same one.
+        let mut next = self.manifest.clone();
+        next.generation += 1;
+        self.attempted = Some(next.clone());
+        self.target.write_manifest(&next)?;
+        self.manifest.generation = next.generation;
+        self.attempted = None;
+        Ok(())
     }
 
     /// One pass: archives the transactions the archive lacks, from every segment (the open
@@ -1183,6 +1206,81 @@ mod tests {
         let e = a.pass(&mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("another `zkrs-server backup` writes this archive"), "{e}");
         assert_eq!(target.read_manifest().unwrap().unwrap(), theirs);
+    }
+
+    /// A directory archive whose manifest writes fail while `fail` is set; with `lands` the
+    /// failed write still replaces the manifest (the store took it and its answer was lost).
+    struct FlakyTarget {
+        inner: DirTarget,
+        fail: std::rc::Rc<std::cell::Cell<bool>>,
+        lands: bool,
+    }
+
+    impl ArchiveTarget for FlakyTarget {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn show(&self, key: &str) -> String {
+            self.inner.show(key)
+        }
+        fn staging_dir(&self) -> PathBuf {
+            self.inner.staging_dir()
+        }
+        fn read_manifest(&self) -> Result<Option<Manifest>, BackupError> {
+            self.inner.read_manifest()
+        }
+        fn write_manifest(&self, m: &Manifest) -> Result<(), BackupError> {
+            if !self.fail.get() {
+                return self.inner.write_manifest(m);
+            }
+            if self.lands {
+                self.inner.write_manifest(m)?;
+            }
+            Err(BackupError::Refused("the store answered 503".into()))
+        }
+        fn put_file(&self, key: &str, local: &Path) -> Result<(), BackupError> {
+            self.inner.put_file(key, local)
+        }
+        fn fetch(&self, key: &str, bytes: u64, crc32: u32, local: &Path) -> Result<(), BackupError> {
+            self.inner.fetch(key, bytes, crc32, local)
+        }
+    }
+
+    /// helper-44's finding 1: a manifest write that failed (or seemed to) wedged the archiver for
+    /// good, every later pass taking its own archive for another backup's. Now the next pass
+    /// goes on, whether the failed write landed or not, and archives what came meanwhile; a
+    /// manifest really written by another backup still stops it, and `closed` then ends
+    /// `--follow`.
+    #[test]
+    fn a_failed_manifest_write_is_retried_not_taken_for_another_backup() {
+        for lands in [false, true] {
+            let mut f = Fixture::new();
+            let fail = std::rc::Rc::new(std::cell::Cell::new(false));
+            let target = FlakyTarget { inner: DirTarget::new(f.archive.clone()), fail: fail.clone(), lands };
+            let mut a = Archiver::open(Box::new(target), &f.data, &f.data).unwrap();
+            f.commit(1..=3);
+            f.commit(4..=4);
+            a.pass(&mut Vec::new()).unwrap();
+            f.commit(5..=5);
+            fail.set(true);
+            assert!(a.pass(&mut Vec::new()).is_err(), "lands {lands}");
+            assert!(!a.closed(), "lands {lands}: a failed write closes nothing");
+            fail.set(false);
+            f.commit(6..=6);
+            a.pass(&mut Vec::new()).unwrap_or_else(|e| panic!("lands {lands}: {e}"));
+            let m = DirTarget::new(f.archive.clone()).read_manifest().unwrap().unwrap();
+            // Through 5: the newest sync group (6) waits for a later one, as in every pass.
+            assert_eq!(m.logs.last().map(|l| l.summary.last_zxid), Some(5), "lands {lands}");
+            assert_eq!(m.generation, a.manifest().generation, "lands {lands}");
+            // Another writer: refused, and nothing more can be archived.
+            let other = DirTarget::new(f.archive.clone());
+            let mut theirs = m.clone();
+            theirs.generation += 3;
+            other.write_manifest(&theirs).unwrap();
+            f.commit(7..=7);
+            assert!(a.pass(&mut Vec::new()).is_err());
+            assert!(a.closed(), "lands {lands}: another backup's manifest ends --follow");
+        }
     }
 
     /// The staging directory is made private to the user: a world-readable one (as one made
