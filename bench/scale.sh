@@ -84,6 +84,16 @@ load() { # port workload
     python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["ops_per_sec"], r["p50_us"], r["p99_us"])'
 }
 
+# A Markdown table of CSV's rows (its first line, the CSV header, left out) under HEADER ("| a | b |");
+# the first column aligned left, the others right.
+md_table() { # csv header
+  local cols i
+  cols=$(($(tr -cd '|' <<< "$2" | wc -c) - 1))
+  echo "$2"
+  printf '|---|'; for ((i = 1; i < cols; i++)); do printf -- '---:|'; done; echo
+  tail -n +2 "$1" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+}
+
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
 
@@ -337,9 +347,7 @@ if [[ " $AXES " == *" tree "* ]]; then
     echo
     echo "## Tree size ($VALUE-byte znodes; get and set: 4 x 200 in flight, $DURATION s)"
     echo
-    echo "| server | znodes | creates/s | RSS MB | get ops/s | set ops/s | set p50 us | set p99 us | longest snapshot ms | restart s | RSS after restart MB | znodes after restart |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | znodes | creates/s | RSS MB | get ops/s | set ops/s | set p50 us | set p99 us | longest snapshot ms | restart s | RSS after restart MB | znodes after restart |"
   } >> "$MD"
   plot "$CSV" "$OUT/tree-rss.png" "Resident memory after loading the tree" "MB" 4
   plot "$CSV" "$OUT/tree-set.png" "setData throughput with the tree loaded" "ops/s" 6
@@ -362,9 +370,7 @@ if [[ " $AXES " == *" sessions "* ]]; then
     echo
     echo "## Idle sessions (raw-wire sessions that only ping)"
     echo
-    echo "| server | sessions | handshakes/s | RSS before MB | RSS with them MB | bytes per session |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | sessions | handshakes/s | RSS before MB | RSS with them MB | bytes per session |"
   } >> "$MD"
   plot "$CSV" "$OUT/sessions-bytes.png" "Resident memory per idle session" "bytes" 6
 fi
@@ -389,15 +395,11 @@ if [[ " $AXES " == *" watches "* ]]; then
     echo
     echo "## Watches (exists watches on $VALUE-byte znodes; bytes per watch: RSS with the watches minus RSS with the sessions alone)"
     echo
-    echo "| server | sessions | paths each | watches | RSS with the sessions MB | RSS with the watches MB | bytes per watch | seconds to set them |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | sessions | paths each | watches | RSS with the sessions MB | RSS with the watches MB | bytes per watch | seconds to set them |"
     echo
     echo "One setData, a data watch on it in each of $FANOUT_WATCHERS sessions (re-armed after each event), $DURATION s: notification latency from the setData being sent."
     echo
-    echo "| server | watchers | events/s | p50 us | p99 us | max us |"
-    echo "|---|---:|---:|---:|---:|---:|"
-    tail -n +2 "$FCSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$FCSV" "| server | watchers | events/s | p50 us | p99 us | max us |"
   } >> "$MD"
 fi
 
@@ -411,9 +413,7 @@ if [[ " $AXES " == *" recursive "* ]]; then
     echo
     echo "## Persistent recursive watches that do not fire (10 sessions; setData 4 x 200 in flight, $DURATION s)"
     echo
-    echo "| server | recursive watches | RSS before MB | RSS with them MB | bytes per watch | set ops/s | set p50 us | set p99 us |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | recursive watches | RSS before MB | RSS with them MB | bytes per watch | set ops/s | set p50 us | set p99 us |"
   } >> "$MD"
 fi
 
@@ -427,9 +427,7 @@ if [[ " $AXES " == *" children "* ]]; then
     echo
     echo "## Children of one parent (persistent-sequential creates, 4 connections x 500 in flight; getChildren: median of three)"
     echo
-    echo "| server | children | creates/s | RSS MB | getChildren s | reply bytes | children listed |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | children | creates/s | RSS MB | getChildren s | reply bytes | children listed |"
   } >> "$MD"
   plot "$CSV" "$OUT/children-get.png" "getChildren of a parent with N children" "s" 5
   plot "$CSV" "$OUT/children-creates.png" "Sequential creates into one parent" "creates/s" 3
@@ -448,9 +446,7 @@ if [[ " $AXES " == *" values "* ]]; then
     echo
     echo "This disk, measured in the same run with dd: $disk_one MB/s written with one fdatasync at the end, $disk_each MB/s in 1 MiB writes each synced."
     echo
-    echo "| server | value bytes | sets/s | MB/s | p50 us | p99 us | errors |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | sed 's/^/| /; s/,/ | /g; s/$/ |/'
+    md_table "$CSV" "| server | value bytes | sets/s | MB/s | p50 us | p99 us | errors |"
   } >> "$MD"
   plot "$CSV" "$OUT/values-mbps.png" "setData MB/s by value size" "MB/s" 4
 fi

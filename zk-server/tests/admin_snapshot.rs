@@ -59,9 +59,13 @@ fn digest_acl(perms: i32, user_password: &str) -> Acl {
 /// Gives `admin:pw` ALL on the root, and `world:anyone` READ alone (which proves nothing to the
 /// `snapshot` command either, review finding 5); `c` is authenticated as `admin:pw` from then on.
 fn root_for_admin(c: &mut RawClient) {
-    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
     let world_read = Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } };
-    let acl = vec![digest_acl(perms::ALL, "admin:pw"), world_read];
+    admin_sets_root_acl(c, vec![digest_acl(perms::ALL, "admin:pw"), world_read]);
+}
+
+/// Authenticates `c` as `admin:pw` and sets the root's ACL to `acl`.
+fn admin_sets_root_acl(c: &mut RawClient, acl: Vec<Acl>) {
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
     let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
     assert_eq!(r.err(), ErrorCode::Ok);
 }
@@ -123,13 +127,7 @@ fn csnp_takes_a_snapshot_and_lgif_shows_it() {
         let a = get(admin, path, None);
         assert_eq!(a.status, 401, "{path}: {a:?}");
     }
-    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
-    let r = c.call(Request::SetAcl(SetAclRequest {
-        path: "/".into(),
-        acl: vec![digest_acl(perms::ALL, "admin:pw")],
-        version: -1,
-    }));
-    assert_eq!(r.err(), ErrorCode::Ok);
+    admin_sets_root_acl(&mut c, vec![digest_acl(perms::ALL, "admin:pw")]);
     let a = get(admin, "/commands/csnp", Some("digest admin:pw"));
     assert_eq!(a.status, 200, "{a:?}");
     let j = a.json();
@@ -174,10 +172,7 @@ fn requests_start_at_most_one_snapshot_per_interval() {
         "Failed to schedule snapshot creation task.\n\
          a snapshot was started less than snapshot.minRequestIntervalSeconds ago\n"
     );
-    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
-    let acl = vec![digest_acl(perms::ALL, "admin:pw")];
-    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
-    assert_eq!(r.err(), ErrorCode::Ok);
+    admin_sets_root_acl(&mut c, vec![digest_acl(perms::ALL, "admin:pw")]);
     let a = get(admin, "/commands/create_snapshot", Some("digest admin:pw"));
     assert_eq!(a.status, 200, "{a:?}");
     let err = a.json()["error"].as_str().map(str::to_owned).unwrap_or_default();
@@ -398,10 +393,7 @@ fn no_copy_of_the_tree_under_the_memory_brake() {
     let (srv, admin) =
         zkrs_with_admin("zkrs.treeMemorySoftLimitBytes=64k\nadmin.rateLimiterIntervalInMS=0\n");
     let mut c = RawClient::connect(srv.addr(), 30_000);
-    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
-    let acl = vec![digest_acl(perms::ALL, "admin:pw")];
-    let r = c.call(Request::SetAcl(SetAclRequest { path: "/".into(), acl, version: -1 }));
-    assert_eq!(r.err(), ErrorCode::Ok);
+    admin_sets_root_acl(&mut c, vec![digest_acl(perms::ALL, "admin:pw")]);
     let a = get(admin, "/commands/snapshot?streaming=false", Some("digest admin:pw"));
     assert_eq!(a.status, 200, "an empty tree fits twice: {a:?}");
     let value = vec![b'v'; 1000];

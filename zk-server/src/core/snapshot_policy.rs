@@ -334,17 +334,21 @@ mod tests {
         assert_eq!(pace(floor, u64::MAX, 1), u64::MAX);
     }
 
-    #[test]
-    fn a_requested_snapshot_is_due_at_once_and_never_doubled() {
-        let mut rng = StdRng::seed_from_u64(3);
-        let settings = SnapshotSettings {
+    /// Snapshots due by transaction count alone, unpaced, none for idleness.
+    fn by_count_alone() -> SnapshotSettings {
+        SnapshotSettings {
             snap_count: 100_000,
             snap_size_bytes: 0,
             pace_floor: 0,
             idle_ms: 0,
             nodes_per_step: 10,
-        };
-        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        }
+    }
+
+    #[test]
+    fn a_requested_snapshot_is_due_at_once_and_never_doubled() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut p = SnapshotPolicy::new(by_count_alone(), false, 0, &mut rng);
         assert!(!p.due(), "nothing logged yet");
         assert_eq!(p.request(0, 0), Requested::Accepted);
         assert!(p.due(), "asked for: due whatever the thresholds say");
@@ -373,14 +377,7 @@ mod tests {
     #[test]
     fn requests_start_at_most_one_snapshot_per_interval() {
         let mut rng = StdRng::seed_from_u64(5);
-        let settings = SnapshotSettings {
-            snap_count: 100_000,
-            snap_size_bytes: 0,
-            pace_floor: 0,
-            idle_ms: 0,
-            nodes_per_step: 10,
-        };
-        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        let mut p = SnapshotPolicy::new(by_count_alone(), false, 0, &mut rng);
         let db = zk_tree::Database::new(zk_tree::TreeConfig::default());
         assert_eq!(p.request(500, 60_000), Requested::Accepted, "none started yet: no interval to wait");
         p.started(db.snapshot_begin(), 1_000, false, &mut rng);
@@ -391,7 +388,7 @@ mod tests {
         assert_eq!(p.request(60_999, 60_000), Requested::TooSoon);
         assert_eq!(p.request(61_000, 60_000), Requested::Accepted);
         // A snapshot the thresholds started counts too.
-        let mut p = SnapshotPolicy::new(settings, false, 0, &mut rng);
+        let mut p = SnapshotPolicy::new(by_count_alone(), false, 0, &mut rng);
         p.started(db.snapshot_begin(), 5_000, false, &mut rng);
         p.cursor = None;
         p.done(true);
