@@ -39,13 +39,14 @@ pub enum LogError {
         /// Its zxid.
         found: i64,
     },
-    /// A segment written by a newer zkrs: refused rather than misread.
+    /// A log segment or snapshot written by a newer zkrs (a compressed snapshot, format 2, to a
+    /// zkrs that reads only format 1): refused rather than misread.
     #[error(
-        "transaction log {file} has format version {version}, this zkrs reads up to version {supported}; \
+        "{file} has format version {version}, this zkrs reads up to version {supported}; \
          run a newer zkrs or move the file away"
     )]
     UnsupportedVersion {
-        /// The segment file.
+        /// The segment or snapshot file.
         file: String,
         /// Its version.
         version: u32,

@@ -28,6 +28,12 @@ pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
 /// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at 10 MB/s, or at
 /// twice the rate the log grows when that is more.
 pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
+/// Default `snapshot.compressionLevel` (a zkrs key): zstd's level 1, its fastest regular level.
+/// Snapshots are compressed on the snapshot thread while the server serves, beside the core and
+/// the connections on the same cores, so the CPU it takes is the cost that counts: on a million
+/// znodes level 3 made the file only 1.2% smaller than level 1, for a slower compression
+/// (bench/RESULTS.md, 2026-11-30, tenth session).
+pub const DEFAULT_SNAPSHOT_COMPRESSION_LEVEL: i32 = 1;
 /// Default `snapshot.idleSeconds` (a zkrs key): a snapshot is taken once writes have stopped for
 /// this long, when the log written since the last one is worth replacing.
 pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
@@ -295,6 +301,13 @@ pub struct ServerConfig {
     /// a snapshot starts none within this many seconds of the last snapshot's start (each one
     /// serializes and syncs the whole tree and lets retention purge the log). 0 = no minimum.
     pub snapshot_min_request_interval_seconds: u32,
+    /// `snapshot.compression` (a zkrs key, `none` or `zstd`, default `none`): how snapshot files
+    /// store their chunks. `zstd` writes the compressed format (zk-log's snapshot format 2), which
+    /// a zkrs from before it refuses; every snapshot already on disk is read whatever its format.
+    pub snapshot_compression: zk_log::snapshot::Codec,
+    /// `snapshot.compressionLevel` (a zkrs key, 1 to 19, default
+    /// [`DEFAULT_SNAPSHOT_COMPRESSION_LEVEL`]): zstd's level when `snapshot.compression=zstd`.
+    pub snapshot_compression_level: i32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
     /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
@@ -994,6 +1007,8 @@ impl ServerConfig {
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
             snapshot_idle_seconds: DEFAULT_SNAPSHOT_IDLE_SECONDS,
             snapshot_min_request_interval_seconds: DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS,
+            snapshot_compression: zk_log::snapshot::Codec::None,
+            snapshot_compression_level: DEFAULT_SNAPSHOT_COMPRESSION_LEVEL,
             txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
@@ -1260,6 +1275,28 @@ impl ServerConfig {
                 "snapshot.minRequestIntervalSeconds" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_min_request_interval_seconds = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own keys: how snapshot files store their chunks.
+                "snapshot.compression" => {
+                    cfg.snapshot_compression = zk_log::snapshot::Codec::parse(value).ok_or_else(|| {
+                        src.err(key, at, format!("\"{value}\" is not a snapshot compression (none or zstd)"))
+                    })?;
+                }
+                "snapshot.compressionLevel" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    let levels = zk_log::snapshot::Compression::ZSTD_LEVELS;
+                    if !levels.contains(&v) {
+                        return Err(src.err(
+                            key,
+                            at,
+                            format!(
+                                "{v} is not a zstd level zkrs takes ({} to {})",
+                                levels.start(),
+                                levels.end()
+                            ),
+                        ));
+                    }
+                    cfg.snapshot_compression_level = v;
                 }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
@@ -1923,6 +1960,41 @@ mod tests {
 
     fn with(extra: &str) -> String {
         format!("{BASE}{extra}")
+    }
+
+    /// `snapshot.compression` and `snapshot.compressionLevel`: defaults, values in either order
+    /// and case, and refusals naming the key and the line.
+    #[test]
+    fn snapshot_compression_keys() {
+        use zk_log::snapshot::{Codec, Compression};
+        let c = ServerConfig::parse(BASE, None).unwrap();
+        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::None, 1));
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::None);
+        let c = ServerConfig::parse(&with("snapshot.compressionLevel=7\nsnapshot.compression=ZSTD\n"), None)
+            .unwrap();
+        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::Zstd, 7));
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 7 });
+        let c = ServerConfig::parse(&with("snapshot.compression=zstd\n"), None).unwrap();
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 1 });
+        assert_err(
+            &bad(&with("snapshot.compression=gzip\n")),
+            "snapshot.compression",
+            Some(4),
+            "none or zstd",
+        );
+        for v in ["0", "20", "-3"] {
+            let e = bad(&with(&format!("# c\nsnapshot.compressionLevel={v}\n")));
+            assert_err(&e, "snapshot.compressionLevel", Some(5), "1 to 19");
+        }
+        assert_err(
+            &bad(&with("snapshot.compressionLevel=fast\n")),
+            "snapshot.compressionLevel",
+            Some(4),
+            "fast",
+        );
     }
 
     fn props(text: &str) -> Vec<(String, String, u32)> {

@@ -317,6 +317,18 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"not a number; negative"#,
             },
             Row {
+                key: r#"`snapshot.compression`"#,
+                default: r#"`none`"#,
+                meaning: r#"*zkrs.* `zstd` writes snapshot files with each 1 MiB chunk compressed on its own (format 2, [log format](../../log-format.md#snapshot-files)); every snapshot on disk is read whatever its format. A zkrs from before this key refuses a compressed snapshot: to go back to one, set `none` and have a snapshot taken first ([Operations](operations.md#compressed-snapshots)). SNAP to followers is unchanged."#,
+                refused: r#"anything else"#,
+            },
+            Row {
+                key: r#"`snapshot.compressionLevel`"#,
+                default: r#"1"#,
+                meaning: r#"*zkrs.* zstd's level for compressed snapshots. Snapshots are compressed on the snapshot thread while the server serves: level 1 is the cheapest in CPU, and higher levels save little more on a tree's content."#,
+                refused: r#"not an integer; outside 1 to 19"#,
+            },
+            Row {
                 key: r#"`txnLog.appendMode`"#,
                 default: r#"`pwrite`"#,
                 meaning: r#"*zkrs.* How log appends reach the segment files: `pwrite`, or `mmap` (through the file's mapping). Same format, syncs and recovery either way ([log format](../../log-format.md#append-modes))."#,

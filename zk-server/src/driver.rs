@@ -271,6 +271,8 @@ pub struct EnsembleDisk {
     pub source: Box<dyn zk_log::TxnSource>,
     /// How a rebuilt database is set up.
     pub tree_cfg: zk_tree::TreeConfig,
+    /// How a snapshot received from the leader is stored (snapshot.compression).
+    pub compression: zk_log::snapshot::Compression,
     /// With reconfiguration off, /zookeeper/config holds the configuration zoo.cfg gives (its
     /// text and version), in every rebuilt database too.
     pub config_node: Option<(String, i64)>,
@@ -1088,6 +1090,7 @@ impl Driver {
             &disk.snapshots,
             self.node.database(),
             crate::core::NODES_PER_STEP,
+            disk.compression,
         )?;
         info!("wrote snapshot {} received from the leader", info.name);
         Ok(())

@@ -206,6 +206,7 @@ pub async fn run(
     let snap_tx = snapshots::spawn_writer(
         snap_storage.clone(),
         settings.snap_retain_count as usize,
+        settings.snapshot_compression,
         fence.clone(),
         move |r| {
             let _ = reports.blocking_send(DriverMsg::Snapshot(r));
@@ -271,6 +272,7 @@ pub async fn run(
                 fence,
                 source,
                 tree_cfg: tree_cfg.clone(),
+                compression: settings.snapshot_compression,
                 config_node: config_node.clone(),
             };
             (node, Some((peers, disk)))
