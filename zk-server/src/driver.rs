@@ -824,6 +824,7 @@ impl Driver {
                 let answer = self.snapshot_now(now);
                 AdminReply::Snapshot(answer, self.node.core().serving_generation())
             }
+            AdminAsk::CopyFits => AdminReply::CopyFits(self.node.core().tree_copy_fits()),
             AdminAsk::SnapshotStatus => AdminReply::SnapshotStatus(self.node.core().snapshot_status()),
             AdminAsk::SnapshotSource { generation } => {
                 AdminReply::SnapshotSource(self.snapshot_source(generation))
@@ -874,12 +875,12 @@ impl Driver {
             .unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
     }
 
-    /// Where the log and the snapshots stand (`lgif`).
+    /// Where the log and the snapshots stand (`lgif`): the log's positions from what it has
+    /// published, without reading it on this thread.
     fn log_info(&self) -> crate::view::LogInfo {
         let source = self.log.source();
         let durable = source.durable_zxid();
-        let from = source.base_zxid().saturating_add(1);
-        let first = source.read_range(from, durable, 1).ok().and_then(|v| v.first().map(|e| e.header.zxid));
+        let first = source.first_zxid();
         let core = self.node.core();
         crate::view::LogInfo {
             first_log_zxid: first.unwrap_or(0),

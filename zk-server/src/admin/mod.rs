@@ -59,6 +59,9 @@ pub enum AdminAsk {
     },
     /// Take a snapshot now, unless one is under way (`csnp`'s request).
     SnapshotNow,
+    /// Whether a copy of the tree fits under the memory brake now
+    /// ([`crate::core::ServerCore::tree_copy_fits`]).
+    CopyFits,
     /// Where the snapshots stand.
     SnapshotStatus,
     /// What to rebuild a consistent copy of the tree from, off the driver's thread, for a
@@ -85,6 +88,8 @@ pub enum AdminReply {
     /// The answer to [`AdminAsk::SnapshotNow`], and the serving term it was given in
     /// ([`crate::core::ServerCore::serving_generation`]; `None` when not serving).
     Snapshot(crate::view::SnapshotAnswer, Option<u64>),
+    /// The answer to [`AdminAsk::CopyFits`].
+    CopyFits(bool),
     /// The answer to [`AdminAsk::SnapshotStatus`]: `None` without a snapshot thread.
     SnapshotStatus(Option<crate::core::SnapshotStatus>),
     /// The answer to [`AdminAsk::SnapshotSource`], or why there is none (this server keeps no
