@@ -293,32 +293,71 @@ impl FailureLimiter {
     }
 }
 
-/// The command's settings and state, one per AdminServer.
+/// The `snapshot` and `restore` commands' settings and state, one per AdminServer.
 #[derive(Debug)]
 pub struct SnapshotCommand {
     enabled: bool,
     limiter: Mutex<RateLimiter>,
-    /// Failed authorizations by peer.
+    /// Failed authorizations by peer, for both commands.
     failures: Mutex<FailureLimiter>,
     /// One snapshot served at a time: each holds a copy of the tree.
     serving: std::sync::Arc<Semaphore>,
+    restore_enabled: bool,
+    /// `restore`'s own limiter (Apache's command has one of its own, of the same interval).
+    restore_limiter: Mutex<RateLimiter>,
+    /// The largest snapshot `restore` takes.
+    pub(super) restore_max_bytes: u64,
+    /// One restore at a time.
+    pub(super) restoring: std::sync::Arc<Semaphore>,
 }
 
 impl SnapshotCommand {
-    /// The command as `admin.snapshot.enabled` and `admin.rateLimiterIntervalInMS` configure it.
-    pub fn new(enabled: bool, interval: Duration) -> SnapshotCommand {
+    /// The commands as `admin.snapshot.enabled`, `admin.restore.enabled`,
+    /// `admin.rateLimiterIntervalInMS` and `admin.restore.maxBytes` configure them.
+    pub fn new(
+        enabled: bool,
+        interval: Duration,
+        restore_enabled: bool,
+        restore_max_bytes: u64,
+    ) -> SnapshotCommand {
+        let limiter = || Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 });
         SnapshotCommand {
             enabled,
-            limiter: Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 }),
+            limiter: limiter(),
             failures: Mutex::new(FailureLimiter::default()),
             serving: std::sync::Arc::new(Semaphore::new(1)),
+            restore_enabled,
+            restore_limiter: limiter(),
+            restore_max_bytes,
+            restoring: std::sync::Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+/// Which command [`gate`] lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gated {
+    /// `snapshot`: also takes the one serving slot.
+    Snapshot,
+    /// `create_snapshot` over HTTP: `snapshot`'s checks and limiter.
+    CreateSnapshot,
+    /// `restore`: its own switch and limiter.
+    Restore,
+}
+
+impl Gated {
+    fn primary(self) -> &'static str {
+        match self {
+            Gated::Snapshot => super::commands::SNAPSHOT,
+            Gated::CreateSnapshot => "create_snapshot",
+            Gated::Restore => super::commands::RESTORE,
         }
     }
 }
 
 /// A JSON answer naming `command`: the name in the URL for what Apache answers before the
 /// command runs (not serving, authentication, authorization), the primary name after.
-fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+pub(super) fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
     let body = to_pretty_json(&json!({ "command": command, "error": error }));
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync(),
@@ -336,19 +375,19 @@ fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody>
 /// for as `name`; `primary` is the command's primary name): the server serves, the
 /// `Authorization` header proves ids holding ALL on `/`, the command is enabled
 /// (`admin.snapshot.enabled`) and the rate limiter lets it through. Otherwise the answer to
-/// give, in Apache's order. With `serving`, the request also takes the one slot for serving a
-/// snapshot (returned), before the rate limiter is asked.
-#[allow(clippy::too_many_arguments)]
-async fn gate(
+/// give, in Apache's order. `snapshot` also takes the one slot for serving a snapshot
+/// (returned), before the rate limiter is asked; `restore` has its own switch
+/// (`admin.restore.enabled`) and limiter.
+pub(super) async fn gate(
     cmd: &SnapshotCommand,
     name: &str,
-    primary: &str,
-    serving: bool,
+    which: Gated,
     core: &mpsc::Sender<DriverMsg>,
     headers: &HeaderMap,
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Response<AdminBody>> {
+    let primary = which.primary();
     let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
     // Only a password can be guessed: a request without credentials, or with ip or x509 ones,
     // guesses nothing, and counting it would let any page an operator's browser opens (or
@@ -413,13 +452,17 @@ async fn gate(
         }
         (Authorization::Granted, Ok(_)) => {}
     }
-    if !cmd.enabled {
-        warn!("{primary} command from {peer}: disabled (admin.snapshot.enabled=false)");
+    let (enabled, key, limiter) = match which {
+        Gated::Restore => (cmd.restore_enabled, "admin.restore.enabled", &cmd.restore_limiter),
+        _ => (cmd.enabled, "admin.snapshot.enabled", &cmd.limiter),
+    };
+    if !enabled {
+        warn!("{primary} command from {peer}: disabled ({key}=false)");
         return Err(named_response(primary, StatusCode::SERVICE_UNAVAILABLE, None));
     }
     // The one serving slot before the rate limiter's token: a request turned away because
     // another is being served must not use up the interval of the next one.
-    let permit = if serving {
+    let permit = if which == Gated::Snapshot {
         match cmd.serving.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
@@ -430,7 +473,7 @@ async fn gate(
     } else {
         None
     };
-    if !cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
+    if !limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
         warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
         return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
     }
@@ -449,10 +492,10 @@ pub async fn gate_create(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Option<Response<AdminBody>> {
-    gate(cmd, name, "create_snapshot", false, core, headers, peer, cert_ids).await.err()
+    gate(cmd, name, Gated::CreateSnapshot, core, headers, peer, cert_ids).await.err()
 }
 
-fn driver_gone() -> Response<AdminBody> {
+pub(super) fn driver_gone() -> Response<AdminBody> {
     json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
 }
 
@@ -469,7 +512,7 @@ pub async fn serve(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Response<AdminBody> {
-    let permit = match gate(cmd, name, super::commands::SNAPSHOT, true, core, headers, peer, cert_ids).await {
+    let permit = match gate(cmd, name, Gated::Snapshot, core, headers, peer, cert_ids).await {
         Ok(Some(permit)) => permit,
         Ok(None) => unreachable!("gate takes the serving slot when asked to"),
         Err(r) => return r,

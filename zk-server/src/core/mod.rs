@@ -26,6 +26,7 @@ pub mod reads;
 pub mod reconfig;
 pub mod reply;
 mod requests;
+mod restore;
 mod roles;
 mod sasl;
 mod sessions;
@@ -195,6 +196,22 @@ pub enum Event {
     /// without a snapshot thread; [`ServerCore::take_snapshot_answer`] tells the asker what
     /// happened.
     SnapshotNow,
+    /// An operator restores this standalone server's tree from a snapshot (the AdminServer's
+    /// `restore`): every client connection is closed and none is taken until it is done; once
+    /// every proposal made before it is durable, `db` takes the old tree's place as of the next
+    /// epoch's first zxid, above every zxid used before ([`Action::InstallRestored`] makes it
+    /// durable). Refused in an ensemble, or with another restore under way;
+    /// [`ServerCore::take_restore_answer`] tells the asker what happened.
+    Restore {
+        /// The tree to put in place, as the snapshot held it.
+        db: Box<Database>,
+    },
+    /// Standalone: the log was reset to start after `zxid`, durably (a restore's
+    /// [`Action::InstallRestored`]).
+    LogReset {
+        /// The zxid the log starts after.
+        zxid: i64,
+    },
     /// Leader: a learner forwarded a client's request (REQUEST).
     Forwarded {
         /// The learner's quorum connection (a forwarded sync is answered on it).
@@ -367,6 +384,13 @@ pub enum Action {
     },
     /// Work for the snapshot thread.
     Snapshot(SnapJob),
+    /// A restore put its tree in place as of `zxid`: write that database whole as the snapshot
+    /// at `zxid` and reset the log to start after it, before anything else is logged (as for a
+    /// snapshot a learner receives).
+    InstallRestored {
+        /// The restored tree's zxid.
+        zxid: i64,
+    },
     /// The server cannot go on (a log failure other than a full disk): stop with an error.
     Stop {
         /// Why, for the log.
@@ -417,6 +441,11 @@ pub struct ServerCore {
     snapshots: Option<SnapshotPolicy>,
     /// What became of the last operator's request for a snapshot, until the asker takes it.
     snapshot_answer: Option<crate::view::SnapshotAnswer>,
+    /// A restore under way ([`Event::Restore`]): no client is served and nothing is proposed
+    /// meanwhile.
+    restoring: Option<restore::Restoring>,
+    /// What became of the last restore, until the asker takes it.
+    restore_answer: Option<crate::view::RestoreAnswer>,
     stats: ServerStats,
     actions: VecDeque<Action>,
     buf: BytesMut,
@@ -496,6 +525,8 @@ impl ServerCore {
             revalidating: HashMap::new(),
             snapshots,
             snapshot_answer: None,
+            restoring: None,
+            restore_answer: None,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
             buf: BytesMut::with_capacity(64 * 1024),
@@ -544,7 +575,11 @@ impl ServerCore {
             Event::Closed { conn } => self.on_closed(conn),
             Event::AuthFailed => self.stats.auth_failed += 1,
             Event::Durable { zxid } => self.on_durable(now, zxid),
-            Event::LogFailed { error } => self.on_log_failed(now, error),
+            Event::LogFailed { error } => {
+                if !self.restore_failed(&error.to_string()) {
+                    self.on_log_failed(now, error)
+                }
+            }
             Event::AckReset { sid, to } => self.proposer.reset_ack(sid, to),
             Event::Ack { sid, zxid } => {
                 if self.proposer.ack(sid, zxid).is_some() {
@@ -578,6 +613,8 @@ impl ServerCore {
                 self.snapshots = None;
             }
             Event::SnapshotNow => self.on_snapshot_now(now),
+            Event::Restore { db } => self.on_restore(now, db),
+            Event::LogReset { zxid } => self.on_log_reset(zxid),
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -612,6 +649,9 @@ impl ServerCore {
             Event::Membership(m) => self.on_membership(m, now),
             Event::SyncedFollowers(s) => self.on_synced_followers(s),
             Event::Fatal { reason } => self.stop(reason),
+        }
+        if self.restoring.is_some() {
+            self.finish_restore(now);
         }
     }
 
