@@ -835,6 +835,13 @@ impl Driver {
                 self.snapshot_disk.as_ref().map(|(_, cfg)| cfg.clone()),
                 self.node.core().tree_copy_fits(),
             ),
+            // A second restore while one is under way is refused here, so that the answer the
+            // first one's asker waits for stays the core's.
+            AdminAsk::Restore { .. } if self.node.core().restore_pending() => {
+                crate::admin::AdminReply::Restore(Some(crate::view::RestoreAnswer::Refused(
+                    "a restore is under way",
+                )))
+            }
             AdminAsk::Restore { db } => {
                 self.node.handle(now, Input::Core(Event::Restore { db }));
                 self.restore_status()

@@ -120,7 +120,7 @@ pub enum RestoreAnswer {
     Restored {
         /// The zxid the snapshot said it was at.
         snapshot_zxid: i64,
-        /// The zxid the server carries on from (the next epoch's first).
+        /// The zxid the server carries on from (one past every zxid it used before).
         zxid: i64,
     },
     /// Not restored: why.

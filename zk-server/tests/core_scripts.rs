@@ -27,7 +27,8 @@
 //! - `advance ms=N`: both clocks move N ms, then the timers run. `wall-jump ms=N`: only the wall
 //!   clock moves (an NTP step), then the timers run. `timers`: run the timers now.
 //! - `chunk-done`, `snapshot-done [purge=Z]`: the snapshot thread's reports.
-//! - `restore zxid=Z path=P [data=D]`: an operator restores a tree holding one node, at zxid Z;
+//! - `restore zxid=Z path=P [data=D] [session=ID timeout=MS]`: an operator restores a tree
+//!   holding one node, at zxid Z (with a session, made at Z-1, owning it as an ephemeral);
 //!   `log-reset zxid=Z`: the log's reset to Z is durable; `restore-status`: the restore's
 //!   answer is shown after the actions.
 #![allow(clippy::disallowed_methods)]
@@ -433,24 +434,31 @@ impl Script {
             }
             "sync-done" => Event::SyncDone,
             "restore" => {
-                // A tree holding one node, applied at `zxid`.
+                // A tree holding one node, applied at `zxid`; with `session` (hex) and `timeout`,
+                // a session too, which owns the node as an ephemeral.
                 let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
+                let session = tc.try_take_arg::<String>("session").unwrap().map(|s| hex(&s));
                 let mut db = zk_tree::Database::new(self.tree.clone());
-                let hdr = TxnHeader {
-                    client_id: 0,
+                let header = |client_id: i64, zxid: i64, op: OpCode| TxnHeader {
+                    client_id,
                     cxid: 0,
                     zxid,
                     time: self.now.wall_ms,
-                    txn_type: OpCode::Create.code(),
+                    txn_type: op.code(),
                 };
+                if let Some(id) = session {
+                    let timeout: i32 = tc.take_arg("timeout").unwrap();
+                    let txn = Txn::CreateSession(CreateSessionTxn { time_out: timeout });
+                    db.apply(&header(id, zxid - 1, OpCode::CreateSession), &txn);
+                }
                 let txn = Txn::Create(CreateTxn {
                     path: path(tc),
                     data: data(tc),
                     acl: world,
-                    ephemeral: false,
+                    ephemeral: session.is_some(),
                     parent_cversion: 1,
                 });
-                db.apply(&hdr, &txn);
+                db.apply(&header(session.unwrap_or(0), zxid, OpCode::Create), &txn);
                 Event::Restore { db: Box::new(db) }
             }
             "log-reset" => Event::LogReset { zxid: hex(&tc.take_arg::<String>("zxid").unwrap()) },

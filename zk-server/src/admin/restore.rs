@@ -10,14 +10,15 @@
 //!
 //! Deliberate differences, for the restore to be safe where Apache's is not: the restored tree is
 //! durable before the answer (written as a snapshot, the log reset after it; Apache's lives in
-//! memory until its next snapshot, and a crash loses it); the server carries on from the next
-//! epoch's first zxid, above every zxid it used before, given back as `zxid_after_restore`
-//! (Apache keeps counting from its old counter, below zxids clients may have seen); every client
+//! memory until its next snapshot, and a crash loses it); the server carries on from the first
+//! zxid it never used, given back as `zxid_after_restore` (Apache's last processed zxid becomes
+//! the snapshot's, which can be below zxids its clients have seen); every client
 //! connection is closed, so clients come back to the restored tree with their sessions if the
 //! snapshot holds them (Apache keeps the connections, and their watches on the old tree are
 //! lost without an event); and an ensemble member refuses it (500): one member's tree replaced
 //! under its peers would diverge from them. A body larger than `admin.restore.maxBytes` (a zkrs
-//! key, default 1 GiB) is answered 413; an empty one 400; one that is not a whole, sealed
+//! key, default 1 GiB) is answered 413; one not there within [`BODY_WAIT`] 408; a second
+//! restore while one is under way 429; an empty body 400; one that is not a whole, sealed
 //! snapshot 500, with nothing changed.
 
 use super::http::{ask, AdminBody};
@@ -40,6 +41,10 @@ use zk_proto::Id;
 /// tree to be written.
 pub const RESTORE_WAIT: Duration = Duration::from_secs(600);
 
+/// How long the snapshot may take to arrive: a client that stalls holds the one restore's slot
+/// and what it sent so far until then.
+pub const BODY_WAIT: Duration = Duration::from_secs(600);
+
 /// How often it asks the driver whether the restore is done.
 const POLL_EVERY: Duration = Duration::from_millis(20);
 
@@ -61,13 +66,11 @@ pub async fn serve(
         r.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
         return r;
     }
-    if let Err(r) = gate(cmd, name, Gated::Restore, core, req.headers(), peer, cert_ids).await {
-        return r;
-    }
-    // One at a time (with the limiter's interval at 0, two could pass it together).
-    let Ok(_one) = cmd.restoring.clone().try_acquire_owned() else {
-        warn!("restore command from {peer}: another restore is under way");
-        return answer(StatusCode::TOO_MANY_REQUESTS, Some("another restore is under way"));
+    // One at a time: the slot is held until the answer (a client gone before it leaves the
+    // restore to finish, and the next one is refused while it does).
+    let _one = match gate(cmd, name, Gated::Restore, core, req.headers(), peer, cert_ids).await {
+        Ok(slot) => slot,
+        Err(r) => return r,
     };
     let max = cmd.restore_max_bytes;
     let too_large = || {
@@ -81,18 +84,7 @@ pub async fn serve(
     if declared.is_some_and(|n| n > max) {
         return too_large();
     }
-    let limit = usize::try_from(max).unwrap_or(usize::MAX);
-    let body = match http_body_util::Limited::new(req.into_body(), limit).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Err(e) => {
-            warn!("restore command from {peer}: reading the snapshot failed: {e}");
-            return answer(StatusCode::BAD_REQUEST, Some("the snapshot could not be read from the request"));
-        }
-    };
-    if body.is_empty() {
-        return answer(StatusCode::BAD_REQUEST, Some("no snapshot in the request's body"));
-    }
+    // Before the body is read: a second tree must fit under the memory brake.
     let cfg = match ask(core, AdminAsk::RestoreConfig).await {
         Some(AdminReply::RestoreConfig(Some(cfg), true)) => cfg,
         Some(AdminReply::RestoreConfig(Some(_), false)) => {
@@ -104,6 +96,27 @@ pub async fn serve(
         }
         _ => return driver_gone(),
     };
+    let limit = usize::try_from(max).unwrap_or(usize::MAX);
+    let read =
+        tokio::time::timeout(BODY_WAIT, http_body_util::Limited::new(req.into_body(), limit).collect());
+    let body = match read.await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Ok(Err(e)) => {
+            warn!("restore command from {peer}: reading the snapshot failed: {e}");
+            return answer(StatusCode::BAD_REQUEST, Some("the snapshot could not be read from the request"));
+        }
+        Err(_) => {
+            warn!("restore command from {peer}: the snapshot took longer than {BODY_WAIT:?} to arrive");
+            return answer(
+                StatusCode::REQUEST_TIMEOUT,
+                Some("the snapshot took longer than 600 s to arrive"),
+            );
+        }
+    };
+    if body.is_empty() {
+        return answer(StatusCode::BAD_REQUEST, Some("no snapshot in the request's body"));
+    }
     let started = Instant::now();
     let size = body.len();
     let decoded = match decode(body, cfg).await {

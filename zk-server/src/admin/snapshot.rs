@@ -203,6 +203,11 @@ struct RateLimiter {
 }
 
 impl RateLimiter {
+    /// Whether [`RateLimiter::allow`] would let a request through at `now`, spending nothing.
+    fn would_allow(&self, now: Instant) -> bool {
+        now > self.last_reset + self.interval || self.remained > 0
+    }
+
     fn allow(&mut self, now: Instant) -> bool {
         if now > self.last_reset + self.interval {
             self.remained = 1;
@@ -375,9 +380,9 @@ fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody>
 /// for as `name`; `primary` is the command's primary name): the server serves, the
 /// `Authorization` header proves ids holding ALL on `/`, the command is enabled
 /// (`admin.snapshot.enabled`) and the rate limiter lets it through. Otherwise the answer to
-/// give, in Apache's order. `snapshot` also takes the one slot for serving a snapshot
-/// (returned), before the rate limiter is asked; `restore` has its own switch
-/// (`admin.restore.enabled`) and limiter.
+/// give, in Apache's order. `snapshot` and `restore` each take their one slot (returned) before
+/// the rate limiter is asked, so a request turned away for a busy slot spends no token;
+/// `restore` has its own switch (`admin.restore.enabled`) and limiter.
 pub(super) async fn gate(
     cmd: &SnapshotCommand,
     name: &str,
@@ -462,20 +467,32 @@ pub(super) async fn gate(
     }
     // The one serving slot before the rate limiter's token: a request turned away because
     // another is being served must not use up the interval of the next one.
-    let permit = if which == Gated::Snapshot {
-        match cmd.serving.clone().try_acquire_owned() {
+    // Apache's answer first when the limiter would refuse; then the command's one slot, before
+    // the limiter's token is spent, so a request turned away for a busy slot spends none.
+    let rate_limited = || {
+        warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
+        Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None))
+    };
+    if !limiter.lock().map(|l| l.would_allow(Instant::now())).unwrap_or(false) {
+        return rate_limited();
+    }
+    let slot = match which {
+        Gated::Snapshot => Some((&cmd.serving, "another snapshot is being served")),
+        Gated::Restore => Some((&cmd.restoring, "another restore is under way")),
+        Gated::CreateSnapshot => None,
+    };
+    let permit = match slot {
+        Some((slot, busy)) => match slot.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
-                warn!("{primary} command from {peer}: another snapshot is being served");
-                return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
+                warn!("{primary} command from {peer}: {busy}");
+                return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, Some(busy)));
             }
-        }
-    } else {
-        None
+        },
+        None => None,
     };
     if !limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
-        warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
-        return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
+        return rate_limited();
     }
     Ok(permit)
 }
@@ -823,7 +840,9 @@ mod tests {
     fn one_request_per_interval() {
         let t0 = Instant::now();
         let mut l = RateLimiter { interval: Duration::from_millis(1000), last_reset: t0, remained: 1 };
+        assert!(l.would_allow(t0) && l.would_allow(t0), "asking spends nothing");
         assert!(l.allow(t0), "the first is allowed at once");
+        assert!(!l.would_allow(t0 + Duration::from_millis(500)));
         assert!(!l.allow(t0 + Duration::from_millis(500)));
         assert!(!l.allow(t0 + Duration::from_millis(1000)), "not before the interval has passed");
         assert!(l.allow(t0 + Duration::from_millis(1001)));

@@ -198,9 +198,9 @@ pub enum Event {
     SnapshotNow,
     /// An operator restores this standalone server's tree from a snapshot (the AdminServer's
     /// `restore`): every client connection is closed and none is taken until it is done; once
-    /// every proposal made before it is durable, `db` takes the old tree's place as of the next
-    /// epoch's first zxid, above every zxid used before ([`Action::InstallRestored`] makes it
-    /// durable). Refused in an ensemble, or with another restore under way;
+    /// every proposal made before it is durable, `db` takes the old tree's place as of the first
+    /// zxid never used ([`Action::InstallRestored`] makes it durable, [`Event::LogReset`] ends
+    /// it). Refused in an ensemble, or with another restore under way;
     /// [`ServerCore::take_restore_answer`] tells the asker what happened.
     Restore {
         /// The tree to put in place, as the snapshot held it.
@@ -614,7 +614,7 @@ impl ServerCore {
             }
             Event::SnapshotNow => self.on_snapshot_now(now),
             Event::Restore { db } => self.on_restore(now, db),
-            Event::LogReset { zxid } => self.on_log_reset(zxid),
+            Event::LogReset { zxid } => self.on_log_reset(now, zxid),
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -663,7 +663,11 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
-        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. });
+        // A restore under way proposes nothing: no session expires and no container is reaped
+        // until it is done (the sessions' timers start again then), and no snapshot is stepped
+        // (the driver writes the restored tree itself).
+        let restoring = self.restore_pending();
+        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring;
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
@@ -690,7 +694,7 @@ impl ServerCore {
         // SNAP), and a snapshot of it could outlive what it held.
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions(ms);
-        } else if self.role != Role::Down {
+        } else if self.role != Role::Down && !restoring {
             self.snapshot_step(now);
         }
     }
@@ -853,7 +857,7 @@ impl ServerCore {
         // As the commands see it: a leader with leaderServes=no serves no clients, and answers
         // "not currently serving"; it starts no snapshot behind that answer.
         let leader_aside = matches!(self.role, Role::Leader { .. }) && !self.settings.leader_serves;
-        let serving = self.serving_generation().is_some() && !leader_aside;
+        let serving = self.serving_generation().is_some() && !leader_aside && !self.restore_pending();
         let answer = match self.snapshots.as_mut() {
             None => SnapshotAnswer::Refused("this server takes no snapshots"),
             Some(_) if !serving => {

@@ -10,16 +10,18 @@
 //!    connection is taken and nothing is proposed (session expiry, container reaping) until it
 //!    is done.
 //! 2. Once every proposal is committed (standalone: durable), the restored tree takes the old
-//!    one's place as of the first zxid of the epoch after everything used so far, so no zxid is
-//!    used twice and no client has seen a zxid past the server's; a snapshot under way of the
-//!    old tree is abandoned; sessions the snapshot holds get a fresh timeout.
+//!    one's place as of the first zxid never used (one past every zxid the server used, and
+//!    past the snapshot's), so no zxid is used twice, no client has seen a zxid past the
+//!    server's, and no snapshot file of the old history has its name; the epoch stays (a data
+//!    directory carried to an ensemble keeps its epoch files right); a snapshot under way of the
+//!    old tree is abandoned. Nothing expires, is reaped or is snapshotted until the end.
 //! 3. [`Action::InstallRestored`]: the driver writes the tree whole as the snapshot at that
 //!    zxid, then resets the log to start after it (the path a learner's received snapshot
 //!    takes). A crash before the snapshot is written leaves the old state; after it, a start
 //!    loads the restored snapshot and fits the older log to it.
-//! 4. [`Event::LogReset`]: the reset is durable; clients are served again and the restore is
-//!    answered as done. Nothing is logged before (a record logged beside a reset under way
-//!    could land in the old log).
+//! 4. [`Event::LogReset`]: the reset is durable; the restored sessions' timers start, clients
+//!    are served again and the restore is answered as done. Nothing is logged before (a record
+//!    logged beside a reset under way could land in the old log).
 //!
 //! In an ensemble it is refused: one member's tree replaced under its peers would diverge from
 //! them (an ensemble is restored offline, each member from the same data directory).
@@ -86,14 +88,13 @@ impl ServerCore {
             .max(self.proposer.last_zxid().to_i64())
             .max(self.db.last_applied_zxid())
             .max(self.log_durable);
-        let epoch = (top >> 32).saturating_add(1);
-        if epoch > i64::from(u32::MAX >> 1) {
-            // Unreachable in practice (2^31 epochs); the old tree stays, and clients come back.
-            warn!("restore refused: no epoch is left above zxid {top:#x}");
-            self.restore_answer = Some(RestoreAnswer::Refused("no epoch is left above the server's zxids"));
+        let Some(zxid) = top.checked_add(1) else {
+            // Unreachable in practice (the whole zxid space used); the old tree stays, and
+            // clients come back.
+            warn!("restore refused: no zxid is left above {top:#x}");
+            self.restore_answer = Some(RestoreAnswer::Refused("no zxid is left above the server's"));
             return;
-        }
-        let zxid = epoch << 32;
+        };
         db.advance_to(zxid);
         let voters = self.proposer.voters().clone();
         // Standalone to standalone: no connection is left to close; the database is replaced,
@@ -107,10 +108,13 @@ impl ServerCore {
 
     /// [`Event::LogReset`]: the log starts after `zxid`, durably. A restore installing its tree
     /// as of `zxid` is done: clients are served again.
-    pub(super) fn on_log_reset(&mut self, zxid: i64) {
+    pub(super) fn on_log_reset(&mut self, now: Now, zxid: i64) {
         match self.restoring {
             Some(Restoring::Installing { snapshot_zxid, zxid: z }) if z == zxid => {
                 self.restoring = None;
+                // The sessions' timeouts count from now: none expired while the tree was written.
+                let sessions: Vec<(SessionId, i32)> = self.db.sessions().iter().collect();
+                self.db.expiry_mut().restart_all(sessions.into_iter(), now.mono_ms());
                 info!("restore: done; serving the tree of the snapshot at {snapshot_zxid:#x} as of zxid {zxid:#x}");
                 self.restore_answer = Some(RestoreAnswer::Restored { snapshot_zxid, zxid });
             }
@@ -128,8 +132,8 @@ impl ServerCore {
         false
     }
 
-    /// Whether a restore is waiting (no client is served and nothing proposed meanwhile).
-    pub(super) fn restore_pending(&self) -> bool {
+    /// Whether a restore is under way (no client is served and nothing proposed meanwhile).
+    pub fn restore_pending(&self) -> bool {
         self.restoring.is_some()
     }
 
