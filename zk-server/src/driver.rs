@@ -52,7 +52,8 @@ pub struct Backlog {
     bytes: AtomicUsize,
     drained: Notify,
     closed: AtomicBool,
-    closing: Notify,
+    /// The connection's task while its write waits on the client: woken by [`Backlog::close`].
+    closing: std::sync::Mutex<Option<std::task::Waker>>,
 }
 
 impl Backlog {
@@ -89,7 +90,10 @@ impl Backlog {
     /// The driver is done with the connection: what is queued gets a short time to be written.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
-        self.closing.notify_one();
+        let waker = self.closing.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
         self.drained.notify_waiters();
     }
 
@@ -98,10 +102,19 @@ impl Backlog {
         self.closed.load(Ordering::Relaxed)
     }
 
-    /// Resolves once [`Backlog::close`] has been called.
-    pub async fn closed(&self) {
-        while !self.is_closed() {
-            self.closing.notified().await;
+    /// `Ready` once [`Backlog::close`] has been called; otherwise `cx`'s task is woken by it.
+    pub fn poll_closed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.is_closed() {
+            return std::task::Poll::Ready(());
+        }
+        let mut slot = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+        *slot = Some(cx.waker().clone());
+        drop(slot);
+        // Checked again after the waker is in place: a close in between is not missed.
+        if self.is_closed() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
         }
     }
 }
