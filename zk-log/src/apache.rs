@@ -313,6 +313,9 @@ pub struct ApacheSnapshot {
     pub nodes: u64,
     /// The digest, when the snapshot has one.
     pub digest: Option<ApacheDigest>,
+    /// The zxid the tree had last applied, which Apache 3.9 writes after the digest
+    /// (`serializeLastProcessedZxid`, on by default), when the snapshot has it.
+    pub last_processed_zxid: Option<i64>,
 }
 
 fn check_seal(c: &mut Cursor, data: &Bytes) -> Result<(), ApacheError> {
@@ -414,6 +417,12 @@ pub fn read_snapshot_bytes(
         check_seal(&mut c, &data)?;
         if zxid > 0 {
             snap.digest = Some(ApacheDigest { zxid, version, digest });
+        }
+        // Apache 3.9's last processed zxid and its seal (3.8 and older end here).
+        if c.r.remaining() >= 8 {
+            let last: i64 = c.read("last processed zxid")?;
+            check_seal(&mut c, &data)?;
+            snap.last_processed_zxid = Some(last);
         }
     }
     Ok(snap)

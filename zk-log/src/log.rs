@@ -1283,8 +1283,8 @@ impl<S: Storage> SegmentLog<S> {
         // The base moves up first, durably: a marker left from a reset (or none, which stands
         // for 0) must not claim, after the segments that followed it are gone, that the log
         // still starts right after it. When the new first record does not follow the marker
-        // anyway (always so for epoch 0, hence for a standalone server), the base is already
-        // right without a write.
+        // anyway (always so for epoch 0, hence for a standalone server that never restored a
+        // tree), the base is already right without a write.
         let first_kept = self.segments[gone].first_zxid;
         let base = first_kept - 1;
         if base_of(Some(first_kept), self.marker) != base {

@@ -59,6 +59,9 @@ pub trait TxnSource: Send + Sync {
     /// Errors: [`LogError::NotInLog`] if `from` was purged or precedes a reset (send a
     /// snapshot instead); [`LogError::Corrupt`] or [`LogError::Io`] if a record cannot be read.
     fn read_range(&self, from: i64, through: i64, max_entries: usize) -> Result<Vec<LogEntry>, LogError>;
+    /// The zxid of the oldest durable transaction held, if any, from what the log has published
+    /// (no read of the disk; see [`LogReader::first_zxid`]).
+    fn first_zxid(&self) -> Option<i64>;
 }
 
 impl<S: Storage> TxnSource for LogReader<S> {
@@ -70,6 +73,9 @@ impl<S: Storage> TxnSource for LogReader<S> {
     }
     fn read_range(&self, from: i64, through: i64, max_entries: usize) -> Result<Vec<LogEntry>, LogError> {
         LogReader::read_range(self, from, through, max_entries)
+    }
+    fn first_zxid(&self) -> Option<i64> {
+        LogReader::first_zxid(self)
     }
 }
 

@@ -197,6 +197,7 @@ mod tests {
         let seal = 8 + 4 + 1;
         let zxid = i64::from_be_bytes(file[file.len() - seal - 8..file.len() - seal].try_into().unwrap());
         assert_eq!(zxid, db.last_applied_zxid());
+        assert_eq!(snap.last_processed_zxid, Some(zxid), "read back as Apache 3.9 reads it");
         let mut damaged = file;
         let at = damaged.len() / 2;
         damaged[at] ^= 0x40;

@@ -41,6 +41,9 @@ pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
 /// snapshot (`csnp`, the AdminServer's `create_snapshot` and `snapshot`) starts none within this
 /// long of the last snapshot's start.
 pub const DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS: u32 = 60;
+/// Default `admin.restore.maxBytes` (a zkrs key): the largest snapshot the AdminServer's
+/// `restore` takes, 1 GiB.
+pub const DEFAULT_ADMIN_RESTORE_MAX_BYTES: u64 = 1 << 30;
 /// Default `preAllocSize`, KiB (64 MiB txn log preallocation steps).
 pub const DEFAULT_PRE_ALLOC_SIZE_KB: u64 = 65_536;
 /// Default `globalOutstandingLimit`.
@@ -363,8 +366,14 @@ pub struct ServerConfig {
     /// is served. Java's `parseBoolean`: only `true`, in any case, keeps it on.
     pub admin_snapshot_enabled: bool,
     /// `admin.rateLimiterIntervalInMS` (Apache 3.9; default 300000): at most one `snapshot` per
-    /// this many ms.
+    /// this many ms, and one `restore`.
     pub admin_rate_limiter_interval_ms: u64,
+    /// `admin.restore.enabled` (Apache 3.9; default true): the AdminServer's `restore` command
+    /// is served. Java's `parseBoolean`: only `true`, in any case, keeps it on.
+    pub admin_restore_enabled: bool,
+    /// `admin.restore.maxBytes` (a zkrs key; default 1 GiB): the largest snapshot a `restore`
+    /// takes (it is held in memory while it is decoded); a larger one is answered 413.
+    pub admin_restore_max_bytes: u64,
     /// `admin.restApi.enabled` (a zkrs key; default false): the AdminServer also serves the REST
     /// data API under `/api/v1/storage` (reads only, unless `admin.restApi.writable`).
     pub admin_rest_api_enabled: bool,
@@ -1033,6 +1042,8 @@ impl ServerConfig {
             admin_rest_api_writable: false,
             admin_snapshot_enabled: true,
             admin_rate_limiter_interval_ms: 300_000,
+            admin_restore_enabled: true,
+            admin_restore_max_bytes: DEFAULT_ADMIN_RESTORE_MAX_BYTES,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
             initial_zxid_counter: None,
@@ -1381,14 +1392,33 @@ impl ServerConfig {
                     }
                 }
                 // Apache 3.9's: read with Boolean.parseBoolean, so anything but "true" is false.
-                "admin.snapshot.enabled" => {
+                "admin.snapshot.enabled" | "admin.restore.enabled" => {
                     let on = value.eq_ignore_ascii_case("true");
                     if !on && !value.eq_ignore_ascii_case("false") {
                         tracing::warn!(
                             "{key}={value} (line {line}): only \"true\" enables it, taking it as false"
                         );
                     }
-                    cfg.admin_snapshot_enabled = on;
+                    if key == "admin.snapshot.enabled" {
+                        cfg.admin_snapshot_enabled = on;
+                    } else {
+                        cfg.admin_restore_enabled = on;
+                    }
+                }
+                "admin.restore.maxBytes" => {
+                    cfg.admin_restore_max_bytes = match byte_size(value) {
+                        Some(n) if n > 0 => n,
+                        _ => {
+                            return Err(src.err(
+                                key,
+                                at,
+                                format!(
+                                    "\"{value}\" is not a positive size in bytes (a whole number, \
+                                     optionally followed by k, m or g)"
+                                ),
+                            ))
+                        }
+                    };
                 }
                 "admin.rateLimiterIntervalInMS" => {
                     let v = decoded_value(&src, key, value, line)?;

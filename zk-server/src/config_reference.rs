@@ -493,8 +493,20 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`admin.rateLimiterIntervalInMS`"#,
                 default: r#"300000 ms"#,
-                meaning: r#"Apache 3.9's key: at most one `snapshot` per interval; the others get 429. Counted in milliseconds (Apache's code counts microseconds for this command)."#,
+                meaning: r#"Apache 3.9's key: at most one `snapshot` per interval, and one `restore`; the others get 429. Counted in milliseconds (Apache's code counts microseconds for `snapshot`)."#,
                 refused: r#"not a number; negative"#,
+            },
+            Row {
+                key: r#"`admin.restore.enabled`"#,
+                default: r#"true"#,
+                meaning: r#"Apache 3.9's key: serve the `restore` command ([Operations](operations.md#restoring-a-snapshot-over-http)); otherwise it answers 503. Java's `parseBoolean`: anything but `true` turns it off."#,
+                refused: r#"—"#,
+            },
+            Row {
+                key: r#"`admin.restore.maxBytes`"#,
+                default: r#"1g"#,
+                meaning: r#"*zkrs key.* The largest snapshot `restore` takes (it is held in memory while decoded); a larger one is answered 413. Bytes, optionally followed by `k`, `m` or `g`."#,
+                refused: r#"not a size; 0"#,
             },
             Row {
                 key: r#"`admin.restApi.enabled`"#,

@@ -1,7 +1,7 @@
 //! One client connection: TLS first on the secure port (or when port unification sees a TLS
-//! record), then the handshake or a four-letter word, then a reader that decodes requests for the
-//! driver and a writer that batches the driver's frames onto the socket. Past TLS, plain and
-//! secure connections run the same code over the two halves of their stream.
+//! record), then the handshake or a four-letter word, then one task that decodes requests for the
+//! driver and batches the driver's frames onto the socket, polling both sides (`Conn`). Past
+//! TLS, plain and secure connections run the same code over the two halves of their stream.
 
 use crate::core::ConnId;
 use crate::driver::{Backlog, DriverMsg, Out, Outbox};
@@ -13,11 +13,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore, TryAcquireError};
 use tracing::{debug, info, warn};
@@ -40,8 +42,13 @@ pub enum Port {
 
 /// Serves one accepted TCP connection until either side closes it: TLS first when it arrived on
 /// the secure port or, with port unification, when its first byte starts a TLS record.
+///
+/// The future is what an idle plain connection costs for as long as it lives: everything up to
+/// the session (and a TLS connection's whole life) runs in a boxed future it drops once done,
+/// and then it is the connection's `Conn` alone, not an `async fn`'s state (which keeps its
+/// arguments besides).
 #[allow(clippy::too_many_arguments)]
-pub async fn serve_tcp(
+pub fn serve_tcp(
     stream: TcpStream,
     port: Port,
     remote: SocketAddr,
@@ -50,7 +57,57 @@ pub async fn serve_tcp(
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
     counters: Arc<ConnCounters>,
-) {
+) -> impl Future<Output = ()> + Send {
+    ConnTask::Opening(Box::pin(open_tcp(stream, port, remote, id, driver, settings, permits, counters)))
+}
+
+/// Everything up to a connection's session, boxed: its state is freed once the session exists.
+type Opening<R, W> = Pin<Box<dyn Future<Output = Option<Conn<R, W>>> + Send>>;
+
+/// A plain TCP connection's future: opening it (boxed), then serving it.
+// The large variant is the point: it is the connection for as long as it lives (boxing it would
+// add an allocation and a pointer); the small one is what sets it up.
+#[allow(clippy::large_enum_variant)]
+enum ConnTask<R, W> {
+    Opening(Opening<R, W>),
+    Serving(Conn<R, W>),
+    Done,
+}
+
+impl<R: ConnReader, W: AsyncWrite + Unpin> Future for ConnTask<R, W> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        loop {
+            match this {
+                ConnTask::Opening(open) => match ready!(open.as_mut().poll(cx)) {
+                    Some(conn) => *this = ConnTask::Serving(conn),
+                    None => *this = ConnTask::Done,
+                },
+                ConnTask::Serving(conn) => {
+                    ready!(conn.poll(cx));
+                    *this = ConnTask::Done;
+                }
+                ConnTask::Done => return Poll::Ready(()),
+            }
+        }
+    }
+}
+
+/// [`serve_tcp`] up to the session: a TLS connection is served here to its end (`None`), a
+/// plain one is returned once its session exists (or its handshake went to the driver).
+#[allow(clippy::too_many_arguments)]
+async fn open_tcp(
+    stream: TcpStream,
+    port: Port,
+    remote: SocketAddr,
+    id: ConnId,
+    driver: mpsc::Sender<DriverMsg>,
+    settings: Arc<Settings>,
+    permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
+) -> Option<Conn<OwnedReadHalf, OwnedWriteHalf>> {
     let _ = stream.set_nodelay(true);
     let tls = match (&settings.tls, port) {
         (Some(tls), Port::Secure) => Some(tls.clone()),
@@ -59,19 +116,17 @@ pub async fn serve_tcp(
             match tokio::time::timeout(tls.detection_timeout(), stream.peek(&mut first)).await {
                 Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => Some(tls.clone()),
                 Ok(Ok(1)) => None,
-                _ => return,
+                _ => return None,
             }
         }
         _ => None,
     };
     let Some(tls) = tls else {
         let (rd, wr) = stream.into_split();
-        serve(rd, wr, port, remote, id, Vec::new(), driver, settings, permits, counters).await;
-        return;
+        return open(rd, wr, port, remote, id, Vec::new(), driver, settings, permits, counters).await;
     };
-    // Boxed: the TLS handshake's state would otherwise be part of every connection's task, TLS
-    // or not, for as long as it lives (it doubled a plain connection's task).
-    Box::pin(serve_tls(stream, tls, port, remote, id, driver, settings, permits, counters)).await;
+    serve_tls(stream, tls, port, remote, id, driver, settings, permits, counters).await;
+    None
 }
 
 /// [`serve_tcp`] for a connection that speaks TLS: the handshake, the client certificate's ids,
@@ -153,7 +208,7 @@ const WRITE_BUF_BYTES: usize = 64 * 1024;
 const IDLE_AFTER: Duration = Duration::from_millis(500);
 
 /// The reader's receive buffer while bytes are coming in. Frames cut at its end move to a new
-/// buffer of the same size (see [`read_loop`]); an idle plain connection with nothing to read
+/// buffer of the same size (see [`Conn`]); an idle plain connection with nothing to read
 /// holds none ([`ConnReader`], [`IDLE_AFTER`]).
 const RECV_BUF_BYTES: usize = 16 * 1024;
 
@@ -167,10 +222,11 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// Serves one connection, given the two halves of its (plain or TLS) stream, until either side
 /// closes it. `port` is where it arrived; `ids` are the identities its transport proved (a client
-/// certificate's).
+/// certificate's). Once the session exists, one task reads requests and writes frames: a
+/// `Conn` polled for both, so a write waiting on the client never holds up reading its pings.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve<R, W>(
-    mut rd: R,
+    rd: R,
     wr: W,
     port: Port,
     remote: SocketAddr,
@@ -184,60 +240,88 @@ pub async fn serve<R, W>(
     R: ConnReader,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    if let Some(mut conn) = open(rd, wr, port, remote, id, ids, driver, settings, permits, counters).await {
+        std::future::poll_fn(|cx| conn.poll(cx)).await;
+    }
+}
+
+/// [`serve`] up to the session: the connection, once its handshake went to the driver.
+#[allow(clippy::too_many_arguments)]
+async fn open<R, W>(
+    mut rd: R,
+    mut wr: W,
+    port: Port,
+    remote: SocketAddr,
+    id: ConnId,
+    ids: Vec<Id>,
+    driver: mpsc::Sender<DriverMsg>,
+    settings: Arc<Settings>,
+    permits: Arc<Semaphore>,
+    counters: Arc<ConnCounters>,
+) -> Option<Conn<R, W>>
+where
+    R: ConnReader,
+    W: AsyncWrite + Unpin,
+{
     let mut buf = BytesMut::with_capacity(RECV_BUF_BYTES);
     // Boxed, so that its state (the handshake's frames and the waits for the driver) is freed
     // once the session exists instead of sizing the task for as long as the connection lives.
     let opened =
-        Box::pin(open_session(&mut rd, &mut buf, wr, port, remote, id, ids, &driver, &settings)).await;
-    let Some(Opened { writer, room, backlog, stats, decoder }) = opened else {
-        return;
-    };
+        Box::pin(open_session(&mut rd, &mut buf, &mut wr, port, remote, id, ids, &driver, &settings)).await;
+    let (Opened { rx, room, backlog, stats, decoder }, serving) = opened?;
     let room_for_next =
         (settings.global_outstanding_limit as usize + OUTBOX_ROOM_FOR_NEXT).min(room.capacity());
-    let cx = ReaderCtx {
+    drop(settings);
+    Some(Conn {
+        rd,
+        wr,
+        buf,
+        decoder,
         id,
-        driver: &driver,
-        permits: &permits,
-        stats: &stats,
-        room: &room,
+        driver,
+        permits,
+        counters,
+        stats,
+        backlog,
+        rx,
+        room,
         room_for_next,
-        backlog: &backlog,
-        counters: &counters,
-    };
-    let reason = read_loop(&mut rd, &mut buf, decoder, cx).await;
-    drop(room);
-    debug!("connection {remote} reader stopped: {reason}");
-    // Boxed as the handshake is: a wait for room in the driver's queue, at the end only.
-    let _ = Box::pin(driver.send(DriverMsg::Closed { conn: id })).await;
-    let _ = writer.await;
+        // A session that was refused is not read from: what the driver queued is written, then
+        // the connection ends.
+        read: if serving { ReadSide::Reading } else { ReadSide::Done },
+        read_wait: None,
+        read_idle: false,
+        w: WriteSide::default(),
+    })
 }
 
-/// What a connection has once its session exists.
+/// What a connection has once its handshake went to the driver.
 struct Opened {
-    writer: tokio::task::JoinHandle<()>,
+    rx: FrameReceiver<Out>,
     room: WeakFrameSender<Out>,
     backlog: Arc<Backlog>,
     stats: Arc<ConnStats>,
     decoder: FrameDecoder,
 }
 
-/// Reads the first bytes: answers a four-letter word, or takes the handshake, starts the
-/// writer and has the driver open (or resume) the session. `None` when the connection is done.
+/// Reads the first bytes: answers a four-letter word, or takes the handshake, makes the outbox
+/// and has the driver open (or resume) the session. `None` when the connection is done; with the
+/// outbox, whether the session is served (if not, only what the driver queued is to be written).
 #[allow(clippy::too_many_arguments)]
 async fn open_session<R, W>(
     rd: &mut R,
     buf: &mut BytesMut,
-    wr: W,
+    wr: &mut W,
     port: Port,
     remote: SocketAddr,
     id: ConnId,
     ids: Vec<Id>,
     driver: &mpsc::Sender<DriverMsg>,
     settings: &Settings,
-) -> Option<Opened>
+) -> Option<(Opened, bool)>
 where
     R: ConnReader,
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
 {
     // One deadline for everything before the session, however the bytes trickle in: a client
     // sending a byte now and then must not hold its connection (and its maxClientCnxns slot).
@@ -291,7 +375,6 @@ where
     let (out_tx, out_rx) = frame_queue(capacity);
     let backlog = Arc::new(Backlog::default());
     let (ready_tx, ready_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(wr, out_rx, backlog.clone(), stats.clone()));
     // Weak, so that the outbox closes (and the writer ends) when the driver drops its sender.
     let room = out_tx.downgrade();
     let out = Outbox { tx: out_tx, backlog: backlog.clone() };
@@ -299,12 +382,10 @@ where
     if driver.send(msg).await.is_err() {
         return None;
     }
-    // Requests are read only once the session exists: a client may pipeline them behind its handshake.
-    if ready_rx.await.is_err() {
-        let _ = writer.await;
-        return None;
-    }
-    Some(Opened { writer, room, backlog, stats, decoder })
+    // Requests are read only once the session exists: a client may pipeline them behind its
+    // handshake. Frames the driver queues meanwhile are written once this returns.
+    let serving = ready_rx.await.is_ok();
+    Some((Opened { rx: out_rx, room, backlog, stats, decoder }, serving))
 }
 
 async fn read_at_least<R: AsyncRead + Unpin>(
@@ -321,7 +402,7 @@ async fn read_at_least<R: AsyncRead + Unpin>(
 }
 
 async fn answer_four_letter<W: AsyncWrite + Unpin>(
-    mut wr: W,
+    wr: &mut W,
     word: &str,
     driver: &mpsc::Sender<DriverMsg>,
     settings: &Settings,
@@ -347,24 +428,6 @@ async fn answer_four_letter<W: AsyncWrite + Unpin>(
     let _ = wr.shutdown().await;
 }
 
-/// What the reader needs besides the socket.
-struct ReaderCtx<'a> {
-    id: ConnId,
-    driver: &'a mpsc::Sender<DriverMsg>,
-    permits: &'a Arc<Semaphore>,
-    stats: &'a ConnStats,
-    /// The connection's own outbox, used only to wait for room in it; weak so it never keeps the
-    /// outbox open by itself.
-    room: &'a WeakFrameSender<Out>,
-    /// Free outbox slots wanted before the next request: room for a reply to every request the
-    /// server may still hold, and for a burst of events.
-    room_for_next: usize,
-    /// Bytes queued for the connection and not yet written.
-    backlog: &'a Backlog,
-    /// Where a drop by the client is counted.
-    counters: &'a ConnCounters,
-}
-
 /// The reading half of a client connection. An idle session waits here for its next request,
 /// most of its life: a half that can wait for bytes without a buffer lets an idle connection
 /// hold none meanwhile. With the receive buffer held, the writer's buffer kept and the TLS
@@ -377,10 +440,11 @@ pub trait ConnReader: AsyncRead + Unpin + Send {
         None
     }
 
-    /// Waits until a read would find bytes (or the end of the stream), holding no buffer.
-    /// Called only after [`Self::try_read_now`] found nothing.
-    fn ready(&mut self) -> impl Future<Output = io::Result<()>> + Send {
-        std::future::ready(Ok(()))
+    /// `Ready` once a read would find bytes (or the end of the stream), holding no buffer;
+    /// otherwise `cx`'s task is woken then. Called only after [`Self::try_read_now`] found
+    /// nothing.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -390,90 +454,419 @@ impl ConnReader for OwnedReadHalf {
         Some(self.try_read_buf(buf))
     }
 
-    fn ready(&mut self) -> impl Future<Output = io::Result<()>> + Send {
-        self.readable()
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        AsRef::<TcpStream>::as_ref(self).poll_read_ready(cx)
     }
 }
 
 /// TLS: rustls reads records into the reader's buffer as they come; it keeps its buffer.
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> ConnReader for tokio::io::ReadHalf<S> {}
 
-async fn read_loop<R: ConnReader>(
-    rd: &mut R,
-    buf: &mut BytesMut,
+/// The reading side's state.
+enum ReadSide {
+    /// Decoding requests and reading bytes.
+    Reading,
+    /// A request waits (for the client to read, a permit, or room in the driver's queue) before
+    /// the driver takes it: boxed, so that the state of those waits (the request among it) does
+    /// not size every connection, idle ones included.
+    Waiting(Pin<Box<dyn Future<Output = Result<(), &'static str>> + Send>>),
+    /// Reading is over; the driver is being told, in a boxed wait for room in its queue.
+    Closing(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// Reading is over and the driver told (or never to be told: a session it refused).
+    Done,
+}
+
+/// Where the writing side is.
+#[derive(Default, PartialEq, Eq)]
+enum WritePhase {
+    /// Writing frames as the outbox gives them.
+    #[default]
+    Open,
+    /// The outbox ended (or a write failed): shutting the socket's sending side.
+    ShuttingDown,
+    /// Nothing more to write.
+    Done,
+}
+
+/// The writing side's state: the frames of one socket write, while it is under way.
+#[derive(Default)]
+struct WriteSide {
+    phase: WritePhase,
+    /// A lone frame, written as it is: no buffer for the common case of one reply at a time.
+    lone: Bytes,
+    /// Frames gathered for one write; no buffer while an idle connection's outbox is empty.
+    batch: BytesMut,
+    /// Bytes and frames of the write under way (counted as written once it is).
+    len: usize,
+    frames: u64,
+    /// A write is under way.
+    active: bool,
+    /// The outbox said to close: the connection's writing ends after this write.
+    closing: bool,
+    /// Once the driver has closed the connection, what is left gets [`CLOSE_FLUSH`] to be
+    /// written: a client that does not read is not waited for.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the current wait for a frame began.
+    wait: Option<Instant>,
+    /// Whether the last wait for a frame lasted [`IDLE_AFTER`] or more.
+    idle: bool,
+}
+
+/// One connection once its handshake went to the driver: the socket's two halves, the outbox,
+/// and what reading and writing need, polled in one task (an idle session's task was two, about
+/// 1 KB and 0.6 KB of futures, before).
+struct Conn<R, W> {
+    rd: R,
+    wr: W,
+    /// The receive buffer; none while an idle plain connection waits for bytes.
+    buf: BytesMut,
     decoder: FrameDecoder,
-    cx: ReaderCtx<'_>,
-) -> String {
-    let ReaderCtx { id, stats, backlog, counters, .. } = cx;
-    // Whether the last wait for bytes lasted IDLE_AFTER or more.
-    let mut idle = false;
-    loop {
+    id: ConnId,
+    driver: mpsc::Sender<DriverMsg>,
+    permits: Arc<Semaphore>,
+    /// Where a drop by the client is counted.
+    counters: Arc<ConnCounters>,
+    stats: Arc<ConnStats>,
+    /// Bytes queued for the connection and not yet written.
+    backlog: Arc<Backlog>,
+    /// The outbox.
+    rx: FrameReceiver<Out>,
+    /// The outbox again, used only to wait for room in it; weak so it never keeps it open.
+    room: WeakFrameSender<Out>,
+    /// Free outbox slots wanted before the next request: room for a reply to every request the
+    /// server may still hold, and for a burst of events.
+    room_for_next: usize,
+    read: ReadSide,
+    /// When the current wait for bytes began.
+    read_wait: Option<Instant>,
+    /// Whether the last wait for bytes lasted [`IDLE_AFTER`] or more.
+    read_idle: bool,
+    w: WriteSide,
+}
+
+/// What one step of reading came to.
+enum ReadStep {
+    /// Waiting for bytes.
+    Pending,
+    /// A request must wait before the driver takes it.
+    Wait(Waiting),
+    /// Reading is over, for this reason.
+    End(String),
+}
+
+impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
+    /// Writes what the outbox gives and reads requests; `Ready` once both are over.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // Writing first: what it frees (outbox slots, backlog bytes) is what a waiting request
+        // may need.
+        let written = self.poll_write_side(cx);
+        let read = self.poll_read_side(cx);
+        if written.is_ready() && read.is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn poll_read_side(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            let frame = match decoder.decode(buf) {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => return format!("{e}"),
-            };
-            stats.received.fetch_add(1, Relaxed);
-            let received = Instant::now();
-            let mut r = Reader::new(frame.clone());
-            let Ok(hdr) = RequestHeader::read(&mut r) else {
-                return "request shorter than its header".into();
-            };
-            let raw = frame.slice(frame.len() - r.remaining()..);
-            let body = Request::decode(hdr.op, &mut r);
-            let msg = DriverMsg::Request { conn: id, xid: hdr.xid, op: hdr.op, body, raw, received };
-            // Most requests wait for nothing and are handed over here; one that must wait does
-            // so in a boxed future, so that the state of those waits (the request among it) does
-            // not size the task of every connection, idle ones included.
-            let waiting = match dispatch_now(&cx, msg) {
-                Dispatch::Done => continue,
-                Dispatch::Stopped(reason) => return reason.into(),
-                Dispatch::Wait(w) => w,
-            };
-            if let Err(reason) = Box::pin(dispatch_waiting(&cx, waiting)).await {
-                return reason.into();
+            match &mut self.read {
+                ReadSide::Done => return Poll::Ready(()),
+                ReadSide::Closing(tell) => {
+                    ready!(tell.as_mut().poll(cx));
+                    self.read = ReadSide::Done;
+                }
+                ReadSide::Waiting(wait) => match ready!(wait.as_mut().poll(cx)) {
+                    Ok(()) => self.read = ReadSide::Reading,
+                    Err(reason) => self.end_reading(reason.into()),
+                },
+                ReadSide::Reading => match self.read_step(cx) {
+                    ReadStep::Pending => return Poll::Pending,
+                    ReadStep::Wait(waiting) => {
+                        let waiter = Waiter {
+                            driver: self.driver.clone(),
+                            permits: self.permits.clone(),
+                            room: self.room.clone(),
+                            room_for_next: self.room_for_next,
+                            backlog: self.backlog.clone(),
+                        };
+                        self.read = ReadSide::Waiting(Box::pin(dispatch_waiting(waiter, waiting)));
+                    }
+                    ReadStep::End(reason) => self.end_reading(reason),
+                },
             }
         }
-        let read = match rd.try_read_now(buf) {
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Nothing to read: an idle connection waits without a receive buffer, unless a
-                // frame is half here (frames already taken keep their part of the old one alive
-                // as long as they need it).
-                if idle && buf.is_empty() {
-                    *buf = BytesMut::new();
-                }
-                let waiting = Instant::now();
-                let ready = rd.ready().await;
-                idle = waiting.elapsed() >= IDLE_AFTER;
-                match ready {
-                    Ok(()) => {
-                        if buf.capacity() == 0 {
-                            *buf = BytesMut::with_capacity(RECV_BUF_BYTES);
-                        }
-                        continue;
-                    }
-                    Err(e) => Err(e),
+    }
+
+    /// Reading is over: the driver hears the connection is gone (the writing side goes on until
+    /// the driver drops the outbox).
+    fn end_reading(&mut self, reason: String) {
+        debug!("connection {} reader stopped: {reason}", self.id);
+        self.read = match self.driver.try_send(DriverMsg::Closed { conn: self.id }) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => ReadSide::Done,
+            Err(mpsc::error::TrySendError::Full(msg)) => {
+                let driver = self.driver.clone();
+                ReadSide::Closing(Box::pin(async move {
+                    let _ = driver.send(msg).await;
+                }))
+            }
+        };
+    }
+
+    /// Hands every whole request in the buffer to the driver, then reads more bytes.
+    fn read_step(&mut self, cx: &mut Context<'_>) -> ReadStep {
+        loop {
+            loop {
+                let frame = match self.decoder.decode(&mut self.buf) {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => return ReadStep::End(format!("{e}")),
+                };
+                self.stats.received.fetch_add(1, Relaxed);
+                let received = Instant::now();
+                let mut r = Reader::new(frame.clone());
+                let Ok(hdr) = RequestHeader::read(&mut r) else {
+                    return ReadStep::End("request shorter than its header".into());
+                };
+                let raw = frame.slice(frame.len() - r.remaining()..);
+                let body = Request::decode(hdr.op, &mut r);
+                let msg = DriverMsg::Request { conn: self.id, xid: hdr.xid, op: hdr.op, body, raw, received };
+                match self.dispatch_now(msg) {
+                    Dispatch::Done => {}
+                    Dispatch::Stopped(reason) => return ReadStep::End(reason.into()),
+                    Dispatch::Wait(w) => return ReadStep::Wait(w),
                 }
             }
-            Some(read) => read,
-            None => rd.read_buf(buf).await,
-        };
+            if let Some(waiting) = self.read_wait {
+                // Found nothing last time: bytes are read once readiness says so, as the wait's
+                // length tells whether the connection is idle (a wake for the writing side
+                // must not read past this and leave that unknown).
+                let Poll::Ready(ready) = self.rd.poll_ready(cx) else { return ReadStep::Pending };
+                self.read_idle = waiting.elapsed() >= IDLE_AFTER;
+                self.read_wait = None;
+                if let Err(e) = ready {
+                    return self.read_ended(Err(e));
+                }
+                if self.buf.capacity() == 0 {
+                    self.buf = BytesMut::with_capacity(RECV_BUF_BYTES);
+                }
+            }
+            let read = match self.rd.try_read_now(&mut self.buf) {
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Nothing to read: an idle connection waits without a receive buffer,
+                    // unless a frame is half here (frames already taken keep their part of the
+                    // old one alive as long as they need it).
+                    if self.read_idle && self.buf.is_empty() && self.buf.capacity() > 0 {
+                        self.buf = BytesMut::new();
+                    }
+                    self.read_wait = Some(Instant::now());
+                    continue;
+                }
+                Some(read) => read,
+                None => {
+                    // A read polled once: it reads nothing until it is ready, so dropping it
+                    // when it is not loses nothing.
+                    let read = std::pin::pin!(self.rd.read_buf(&mut self.buf));
+                    let Poll::Ready(read) = read.poll(cx) else { return ReadStep::Pending };
+                    read
+                }
+            };
+            if let Ok(n) = read {
+                if n > 0 {
+                    continue;
+                }
+            }
+            return self.read_ended(read);
+        }
+    }
+
+    /// A read found the end of the stream (`Ok(0)`) or failed.
+    fn read_ended(&self, read: io::Result<usize>) -> ReadStep {
         let reason = match read {
-            Ok(0) => "closed by client".to_string(),
-            Ok(_) => continue,
+            Ok(_) => "closed by client".to_string(),
             Err(e) => format!("read error: {e}"),
         };
         // The server closes a connection by closing its outbox (after closeSession, say): only
         // an end the client chose while it was still served is a drop.
-        if !backlog.is_closed() {
-            counters.drop_one();
+        if !self.backlog.is_closed() {
+            self.counters.drop_one();
         }
-        return reason;
+        ReadStep::End(reason)
+    }
+
+    /// Hands `msg` to the driver if nothing needs waiting for: the client has read what it was
+    /// sent, a permit of the global outstanding limit is free, and the driver's queue has room.
+    fn dispatch_now(&self, msg: DriverMsg) -> Dispatch {
+        const CLOSED: &str = "connection closed by the server";
+        if self.backlog.is_closed() {
+            return Dispatch::Stopped(CLOSED);
+        }
+        let client_keeps_up = self.backlog.bytes() <= BACKLOG_READ_PAUSE
+            && match self.room.has_room(self.room_for_next) {
+                Ok(room) => room,
+                Err(Closed) => return Dispatch::Stopped(CLOSED),
+            };
+        if !client_keeps_up {
+            return Dispatch::Wait(Waiting { msg, permit_taken: false });
+        }
+        match self.permits.try_acquire() {
+            Ok(p) => p.forget(),
+            Err(TryAcquireError::Closed) => return Dispatch::Stopped("server shutting down"),
+            Err(TryAcquireError::NoPermits) => return Dispatch::Wait(Waiting { msg, permit_taken: false }),
+        }
+        match self.driver.try_send(msg) {
+            Ok(()) => Dispatch::Done,
+            Err(mpsc::error::TrySendError::Full(msg)) => Dispatch::Wait(Waiting { msg, permit_taken: true }),
+            Err(mpsc::error::TrySendError::Closed(_)) => Dispatch::Stopped("server shutting down"),
+        }
+    }
+
+    /// Writes what the outbox gives, gathering what is queued into one write; `Ready` once the
+    /// outbox ended (or a write failed) and the socket's sending side is shut.
+    fn poll_write_side(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match self.w.phase {
+                WritePhase::Done => return Poll::Ready(()),
+                WritePhase::ShuttingDown => {
+                    let _ = ready!(Pin::new(&mut self.wr).poll_shutdown(cx));
+                    self.w.phase = WritePhase::Done;
+                    return Poll::Ready(());
+                }
+                WritePhase::Open => {}
+            }
+            if self.w.active {
+                let res = match self.poll_write_out(cx) {
+                    Poll::Ready(res) => res,
+                    Poll::Pending => {
+                        if self.w.deadline.is_none() && self.backlog.poll_closed(cx).is_ready() {
+                            self.w.deadline = Some(Box::pin(tokio::time::sleep(CLOSE_FLUSH)));
+                        }
+                        let timed_out = match &mut self.w.deadline {
+                            Some(at) => at.as_mut().poll(cx).is_ready(),
+                            None => false,
+                        };
+                        if !timed_out {
+                            return Poll::Pending;
+                        }
+                        Err(io::ErrorKind::TimedOut.into())
+                    }
+                };
+                self.w.batch.clear();
+                // Written or not, the frame goes: even empty, it would keep the buffer it was cut
+                // from alive (the core's, shared by many connections' frames).
+                self.w.lone = Bytes::new();
+                self.w.active = false;
+                self.backlog.written(std::mem::take(&mut self.w.len));
+                self.stats.sent.fetch_add(std::mem::take(&mut self.w.frames), Relaxed);
+                if res.is_err() || self.w.closing {
+                    self.end_writing();
+                }
+                continue;
+            }
+            let first = match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(out)) => {
+                    if let Some(waiting) = self.w.wait.take() {
+                        self.w.idle = waiting.elapsed() >= IDLE_AFTER;
+                    }
+                    out
+                }
+                Poll::Ready(None) => {
+                    self.end_writing();
+                    continue;
+                }
+                Poll::Pending => {
+                    if self.w.wait.is_none() {
+                        self.w.wait = Some(Instant::now());
+                        if self.w.idle {
+                            self.w.batch = BytesMut::new();
+                            self.rx.release_idle();
+                        }
+                    }
+                    return Poll::Pending;
+                }
+            };
+            self.take(first);
+            while !self.w.closing && self.w.batch.len() < WRITE_BATCH_BYTES {
+                match self.rx.try_recv() {
+                    Some(out) => self.take(out),
+                    None => break,
+                }
+            }
+            self.w.len = self.w.batch.len() + self.w.lone.len();
+            self.w.active = true;
+        }
+    }
+
+    /// Adds a frame from the outbox to the write being gathered.
+    fn take(&mut self, out: Out) {
+        let w = &mut self.w;
+        match out {
+            Out::Reply(b) | Out::Frame(b) => {
+                w.frames += 1;
+                if w.lone.is_empty() && w.batch.is_empty() {
+                    w.lone = b;
+                } else {
+                    if !w.lone.is_empty() {
+                        let earlier = std::mem::take(&mut w.lone);
+                        w.batch.reserve(WRITE_BUF_BYTES.max(earlier.len() + b.len()));
+                        w.batch.extend_from_slice(&earlier);
+                    }
+                    w.batch.extend_from_slice(&b);
+                }
+            }
+            Out::Close => w.closing = true,
+        }
+    }
+
+    /// Writes the lone frame and the batch, taking them from the front as the socket takes
+    /// them (a write cut short by the close deadline leaves the rest), then flushes (TLS keeps
+    /// what the socket did not take in its own buffer until then; a no-op on TCP).
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let w = &mut self.w;
+        while w.lone.has_remaining() {
+            let n = ready!(Pin::new(&mut self.wr).poll_write(cx, w.lone.chunk()))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            w.lone.advance(n);
+        }
+        while w.batch.has_remaining() {
+            let n = ready!(Pin::new(&mut self.wr).poll_write(cx, w.batch.chunk()))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            w.batch.advance(n);
+        }
+        Pin::new(&mut self.wr).poll_flush(cx)
+    }
+
+    /// Writing is over: the outbox takes nothing more, what it still holds is counted as gone,
+    /// and the socket's sending side is shut next.
+    fn end_writing(&mut self) {
+        self.rx.close();
+        while let Some(out) = self.rx.try_recv() {
+            if let Out::Reply(b) | Out::Frame(b) = out {
+                self.backlog.written(b.len());
+            }
+        }
+        self.w.batch = BytesMut::new();
+        self.w.lone = Bytes::new();
+        self.w.deadline = None;
+        self.w.phase = WritePhase::ShuttingDown;
     }
 }
 
-/// What [`dispatch_now`] did with a request.
+/// What a request that must wait needs of its connection (its own handles, so that the wait
+/// can be boxed apart from the connection).
+struct Waiter {
+    driver: mpsc::Sender<DriverMsg>,
+    permits: Arc<Semaphore>,
+    room: WeakFrameSender<Out>,
+    room_for_next: usize,
+    backlog: Arc<Backlog>,
+}
+
+/// What [`Conn::dispatch_now`] did with a request.
 enum Dispatch {
     /// Handed to the driver.
     Done,
@@ -490,38 +883,12 @@ struct Waiting {
     permit_taken: bool,
 }
 
-/// Hands `msg` to the driver if nothing needs waiting for: the client has read what it was
-/// sent, a permit of the global outstanding limit is free, and the driver's queue has room.
-fn dispatch_now(cx: &ReaderCtx<'_>, msg: DriverMsg) -> Dispatch {
-    const CLOSED: &str = "connection closed by the server";
-    if cx.backlog.is_closed() {
-        return Dispatch::Stopped(CLOSED);
-    }
-    let client_keeps_up = cx.backlog.bytes() <= BACKLOG_READ_PAUSE
-        && match cx.room.has_room(cx.room_for_next) {
-            Ok(room) => room,
-            Err(Closed) => return Dispatch::Stopped(CLOSED),
-        };
-    if !client_keeps_up {
-        return Dispatch::Wait(Waiting { msg, permit_taken: false });
-    }
-    match cx.permits.try_acquire() {
-        Ok(p) => p.forget(),
-        Err(TryAcquireError::Closed) => return Dispatch::Stopped("server shutting down"),
-        Err(TryAcquireError::NoPermits) => return Dispatch::Wait(Waiting { msg, permit_taken: false }),
-    }
-    match cx.driver.try_send(msg) {
-        Ok(()) => Dispatch::Done,
-        Err(mpsc::error::TrySendError::Full(msg)) => Dispatch::Wait(Waiting { msg, permit_taken: true }),
-        Err(mpsc::error::TrySendError::Closed(_)) => Dispatch::Stopped("server shutting down"),
-    }
-}
-
-/// [`dispatch_now`]'s waiting path: waits while the client has not read what it was sent (too
-/// many bytes, or an outbox nearly full of frames), for a permit of the global outstanding
+/// [`Conn::dispatch_now`]'s waiting path: waits while the client has not read what it was sent
+/// (too many bytes, or an outbox nearly full of frames), for a permit of the global outstanding
 /// limit (every request holds one until its reply is queued, so a flood of requests waits here
-/// instead of piling up in memory), and for room in the driver's queue.
-async fn dispatch_waiting(cx: &ReaderCtx<'_>, waiting: Waiting) -> Result<(), &'static str> {
+/// instead of piling up in memory), and for room in the driver's queue. The connection's writing
+/// goes on meanwhile: its task polls both.
+async fn dispatch_waiting(cx: Waiter, waiting: Waiting) -> Result<(), &'static str> {
     let Waiting { msg, permit_taken } = waiting;
     if !permit_taken {
         cx.backlog.room(BACKLOG_READ_PAUSE).await;
@@ -536,121 +903,14 @@ async fn dispatch_waiting(cx: &ReaderCtx<'_>, waiting: Waiting) -> Result<(), &'
     cx.driver.send(msg).await.map_err(|_| "server shutting down")
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut wr: W,
-    mut rx: FrameReceiver<Out>,
-    backlog: Arc<Backlog>,
-    stats: Arc<ConnStats>,
-) {
-    // Frames gathered for one write; no buffer while an idle connection's outbox is empty, and
-    // none for a lone frame, which is written as it is.
-    let mut batch = BytesMut::new();
-    // Whether the last wait for a frame lasted IDLE_AFTER or more.
-    let mut idle = false;
-    let mut closing = false;
-    // Once the driver has closed the connection, what is left gets CLOSE_FLUSH to be written: a
-    // client that does not read is not waited for.
-    let mut deadline: Option<tokio::time::Instant> = None;
-    while !closing {
-        let first = match rx.try_recv() {
-            Some(out) => out,
-            None => {
-                if idle {
-                    batch = BytesMut::new();
-                    rx.release_idle();
-                }
-                let waiting = Instant::now();
-                let Some(out) = rx.recv().await else { break };
-                idle = waiting.elapsed() >= IDLE_AFTER;
-                out
-            }
-        };
-        let mut frames = 0u64;
-        let mut lone: Option<Bytes> = None;
-        let mut take = |out: Out, lone: &mut Option<Bytes>, batch: &mut BytesMut| match out {
-            Out::Reply(b) | Out::Frame(b) => {
-                frames += 1;
-                match lone.take() {
-                    None if batch.is_empty() => *lone = Some(b),
-                    earlier => {
-                        if let Some(earlier) = earlier {
-                            batch.reserve(WRITE_BUF_BYTES.max(earlier.len() + b.len()));
-                            batch.extend_from_slice(&earlier);
-                        }
-                        batch.extend_from_slice(&b);
-                    }
-                }
-                false
-            }
-            Out::Close => true,
-        };
-        closing = take(first, &mut lone, &mut batch);
-        while !closing && batch.len() < WRITE_BATCH_BYTES {
-            match rx.try_recv() {
-                Some(out) => closing = take(out, &mut lone, &mut batch),
-                None => break,
-            }
-        }
-        let mut lone = lone.unwrap_or_default();
-        let len = batch.len() + lone.len();
-        let res = loop {
-            let write = async {
-                write_all(&mut wr, &mut lone).await?;
-                write_all(&mut wr, &mut batch).await
-            };
-            if let Some(at) = deadline {
-                break match tokio::time::timeout_at(at, write).await {
-                    Ok(res) => res,
-                    Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-                };
-            }
-            tokio::select! {
-                res = write => break res,
-                () = backlog.closed() => deadline = Some(tokio::time::Instant::now() + CLOSE_FLUSH),
-            }
-        };
-        batch.clear();
-        backlog.written(len);
-        stats.sent.fetch_add(frames, Relaxed);
-        if res.is_err() {
-            break;
-        }
-    }
-    rx.close();
-    while let Some(out) = rx.try_recv() {
-        if let Out::Reply(b) | Out::Frame(b) = out {
-            backlog.written(b.len());
-        }
-    }
-    let _ = wr.shutdown().await;
-}
-
-/// Writes what `bytes` holds (nothing for an empty one), taking it from the front as the
-/// socket takes it, so that a write cut short by the close deadline leaves the rest.
-async fn write_all<W: AsyncWrite + Unpin, B: Buf>(wr: &mut W, bytes: &mut B) -> std::io::Result<()> {
-    if !bytes.has_remaining() {
-        return Ok(());
-    }
-    while bytes.has_remaining() {
-        let n = wr.write(bytes.chunk()).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        bytes.advance(n);
-    }
-    // TLS keeps what the socket did not take in its own buffer until flushed (a no-op on TCP).
-    wr.flush().await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An idle connection's memory is mostly its two tasks, each as large as the largest state
-    /// of its future: the handshake, the waits a request may need and the close are boxed so
-    /// that they do not size them (1,568 bytes for a plain connection's task before, 976 after;
-    /// a TLS handshake's state in every task once doubled it). This catches a change that makes
-    /// every connection's task grow again.
+    /// An idle connection's memory is mostly its task, as large as the largest state of its
+    /// future: the handshake, the waits a request may need and the close are boxed so that they
+    /// do not size it, and reading and writing share it (two tasks of 976 and 560 bytes before).
+    /// This catches a change that makes every connection's task grow again.
     #[test]
     fn connection_tasks_stay_small() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -674,12 +934,7 @@ mod tests {
                 Arc::new(ConnCounters::default()),
             );
             let size = std::mem::size_of_val(&task);
-            assert!(size <= 1200, "a connection's reading task is {size} bytes");
-            let (_tx, rx) = frame_queue::<Out>(10);
-            let (_, wr) = TcpStream::connect(addr).await.unwrap().into_split();
-            let writer = write_loop(wr, rx, Arc::new(Backlog::default()), Arc::new(ConnStats::new()));
-            let size = std::mem::size_of_val(&writer);
-            assert!(size <= 600, "a connection's writing task is {size} bytes");
+            assert!(size <= 320, "a connection's task is {size} bytes");
         });
     }
 }

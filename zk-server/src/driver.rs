@@ -52,7 +52,8 @@ pub struct Backlog {
     bytes: AtomicUsize,
     drained: Notify,
     closed: AtomicBool,
-    closing: Notify,
+    /// The connection's task while its write waits on the client: woken by [`Backlog::close`].
+    closing: std::sync::Mutex<Option<std::task::Waker>>,
 }
 
 impl Backlog {
@@ -89,7 +90,10 @@ impl Backlog {
     /// The driver is done with the connection: what is queued gets a short time to be written.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
-        self.closing.notify_one();
+        let waker = self.closing.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
         self.drained.notify_waiters();
     }
 
@@ -98,10 +102,19 @@ impl Backlog {
         self.closed.load(Ordering::Relaxed)
     }
 
-    /// Resolves once [`Backlog::close`] has been called.
-    pub async fn closed(&self) {
-        while !self.is_closed() {
-            self.closing.notified().await;
+    /// `Ready` once [`Backlog::close`] has been called; otherwise `cx`'s task is woken by it.
+    pub fn poll_closed(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.is_closed() {
+            return std::task::Poll::Ready(());
+        }
+        let mut slot = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+        *slot = Some(cx.waker().clone());
+        drop(slot);
+        // Checked again after the waker is in place: a close in between is not missed.
+        if self.is_closed() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
         }
     }
 }
@@ -271,8 +284,6 @@ pub struct EnsembleDisk {
     pub source: Box<dyn zk_log::TxnSource>,
     /// How a rebuilt database is set up.
     pub tree_cfg: zk_tree::TreeConfig,
-    /// How a snapshot received from the leader is stored (snapshot.compression).
-    pub compression: zk_log::snapshot::Compression,
     /// With reconfiguration off, /zookeeper/config holds the configuration zoo.cfg gives (its
     /// text and version), in every rebuilt database too.
     pub config_node: Option<(String, i64)>,
@@ -291,6 +302,11 @@ pub struct Driver {
     snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
     /// The snapshot directory and the tree's settings ([`Driver::with_snapshot_disk`]).
     snapshot_disk: Option<(zk_log::FileStorage, zk_tree::TreeConfig)>,
+    /// How the snapshots written on this thread are stored (snapshot.compression): a learner's
+    /// received one and a restored tree alike ([`Driver::with_snapshot_disk`]).
+    snapshot_compression: zk_log::snapshot::Compression,
+    /// The fence every cut of the log runs under, shared with the snapshot thread.
+    snapshot_fence: Option<Arc<crate::snapshots::SnapshotFence>>,
     permits: Arc<Semaphore>,
     /// Connections whose outbox failed during this pump: the core hears they are gone.
     dead: Vec<ConnId>,
@@ -357,6 +373,8 @@ impl Driver {
             log_backlog: VecDeque::new(),
             snapshot_jobs,
             snapshot_disk: None,
+            snapshot_compression: zk_log::snapshot::Compression::None,
+            snapshot_fence: None,
             permits,
             dead: Vec::new(),
             metrics: Default::default(),
@@ -414,14 +432,20 @@ impl Driver {
         self
     }
 
-    /// The snapshot directory and the tree's settings, for the AdminServer's `snapshot`, which
-    /// rebuilds a copy of the tree from them.
+    /// The snapshot directory, the tree's settings and the snapshot thread's fence: for the
+    /// AdminServer's `snapshot`, which rebuilds a copy of the tree from them, and for the
+    /// snapshots written whole on this thread (a learner's received one, a restored tree), which
+    /// are stored as `compression` says, as the snapshot thread's are.
     pub fn with_snapshot_disk(
         mut self,
         storage: zk_log::FileStorage,
         tree_cfg: zk_tree::TreeConfig,
+        compression: zk_log::snapshot::Compression,
+        fence: Arc<crate::snapshots::SnapshotFence>,
     ) -> Driver {
         self.snapshot_disk = Some((storage, tree_cfg));
+        self.snapshot_compression = compression;
+        self.snapshot_fence = Some(fence);
         self
     }
 
@@ -826,6 +850,23 @@ impl Driver {
                 let answer = self.snapshot_now(now);
                 AdminReply::Snapshot(answer, self.node.core().serving_generation())
             }
+            AdminAsk::CopyFits => AdminReply::CopyFits(self.node.core().tree_copy_fits()),
+            AdminAsk::RestoreConfig => AdminReply::RestoreConfig(
+                self.snapshot_disk.as_ref().map(|(_, cfg)| cfg.clone()),
+                self.node.core().tree_copy_fits(),
+            ),
+            // A second restore while one is under way is refused here, so that the answer the
+            // first one's asker waits for stays the core's.
+            AdminAsk::Restore { .. } if self.node.core().restore_pending() => {
+                crate::admin::AdminReply::Restore(Some(crate::view::RestoreAnswer::Refused(
+                    "a restore is under way",
+                )))
+            }
+            AdminAsk::Restore { db } => {
+                self.node.handle(now, Input::Core(Event::Restore { db }));
+                self.restore_status()
+            }
+            AdminAsk::RestoreStatus => self.restore_status(),
             AdminAsk::SnapshotStatus => AdminReply::SnapshotStatus(self.node.core().snapshot_status()),
             AdminAsk::SnapshotSource { generation } => {
                 AdminReply::SnapshotSource(self.snapshot_source(generation))
@@ -852,10 +893,7 @@ impl Driver {
         if !core.tree_copy_fits() {
             return Err(SourceRefused::Memory);
         }
-        let fence = self.disk.as_ref().map(|d| {
-            let at = d.fence.generation();
-            (d.fence.clone(), at)
-        });
+        let fence = self.snapshot_fence.as_ref().map(|f| (f.clone(), f.generation()));
         Ok(Box::new(crate::admin::snapshot::ConsistentSource {
             storage: disk.0.clone(),
             tree_cfg: disk.1.clone(),
@@ -868,6 +906,11 @@ impl Driver {
     /// An operator's request for a snapshot (`csnp`, the AdminServer's `create_snapshot` and
     /// `snapshot`), handed to the node as any input (the simulator can send it too), and what
     /// the core decided and recorded.
+    /// Where the last restore stands: the core's answer.
+    fn restore_status(&mut self) -> crate::admin::AdminReply {
+        crate::admin::AdminReply::Restore(self.node.core_mut().take_restore_answer())
+    }
+
     fn snapshot_now(&mut self, now: Now) -> crate::view::SnapshotAnswer {
         self.node.handle(now, Input::Core(Event::SnapshotNow));
         self.node
@@ -876,12 +919,12 @@ impl Driver {
             .unwrap_or(crate::view::SnapshotAnswer::Refused("the server is stopping"))
     }
 
-    /// Where the log and the snapshots stand (`lgif`).
+    /// Where the log and the snapshots stand (`lgif`): the log's positions from what it has
+    /// published, without reading it on this thread.
     fn log_info(&self) -> crate::view::LogInfo {
         let source = self.log.source();
         let durable = source.durable_zxid();
-        let from = source.base_zxid().saturating_add(1);
-        let first = source.read_range(from, durable, 1).ok().and_then(|v| v.first().map(|e| e.header.zxid));
+        let first = source.first_zxid();
         let core = self.node.core();
         crate::view::LogInfo {
             first_log_zxid: first.unwrap_or(0),
@@ -1038,25 +1081,7 @@ impl Driver {
                 }
             }
             Output::InstallSnapshot { zxid } => {
-                // The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642):
-                // a crash between the two restarts from the snapshot. Under the fence: a snapshot
-                // of the old database still finishing must not land beside it. Retention then
-                // waits until the snapshots past this one are gone (`on_log_report`), so that it
-                // never counts them among the newest and takes this one away.
-                let written = match self.disk.as_ref() {
-                    Some(disk) => disk.fence.clone().cut_for_reset(|| self.write_snapshot().map(|()| zxid)),
-                    None => Ok(zxid),
-                };
-                if written.is_ok() && self.disk.is_some() {
-                    self.discard_after_reset = Some(zxid);
-                }
-                if let Err(e) = written {
-                    self.stop = Some(format!("cannot write the snapshot received from the leader: {e}"));
-                    return;
-                }
-                if let Err(error) = self.log.reset_to(zxid) {
-                    self.node.handle(now, Input::LogFailed { error });
-                }
+                self.install_snapshot(now, zxid, "received from the leader");
             }
             other => debug!("an ensemble output with no ensemble: {other:?}"),
         }
@@ -1067,12 +1092,15 @@ impl Driver {
     /// `ends_reset`: the last step of installing a snapshot received from the leader, whose
     /// snapshot retention kept meanwhile ([`crate::snapshots::SnapshotFence::cut_for_reset`]).
     fn discard_snapshots_after(&mut self, cut: i64, ends_reset: bool) -> bool {
-        let Some(disk) = self.disk.as_ref() else { return true };
-        let discard = || crate::snapshots::discard_after(&disk.snapshots, cut);
-        let discarded = if ends_reset { disk.fence.reset_done(discard) } else { disk.fence.cut(discard) };
+        let (Some((storage, _)), Some(fence)) = (self.snapshot_disk.as_ref(), self.snapshot_fence.as_ref())
+        else {
+            return true;
+        };
+        let discard = || crate::snapshots::discard_after(storage, cut);
+        let discarded = if ends_reset { fence.reset_done(discard) } else { fence.cut(discard) };
         match discarded {
             Ok(trash) => {
-                remove_trash_later(&disk.snapshots, trash);
+                remove_trash_later(storage, trash);
                 true
             }
             Err(e) => {
@@ -1082,17 +1110,47 @@ impl Driver {
         }
     }
 
+    /// Makes the node's database, as of `zxid`, the state on disk: written whole as the
+    /// snapshot at `zxid`, then the log reset to start after it (a learner's received snapshot,
+    /// `what` it is in the log line; a restored tree). False, with the server stopping or the
+    /// log's failure handed to the node, if that could not be done.
+    ///
+    /// The snapshot is durable before the log forgets what it covers (ZOOKEEPER-3642): a crash
+    /// between the two restarts from the snapshot. Under the fence: a snapshot of the old
+    /// database still finishing must not land beside it. Retention then waits until the
+    /// snapshots past this one are gone (`on_log_report`), so that it never counts them among
+    /// the newest and takes this one away.
+    fn install_snapshot(&mut self, now: Now, zxid: i64, what: &str) -> bool {
+        let written = match self.snapshot_fence.clone() {
+            Some(fence) => fence.cut_for_reset(|| self.write_snapshot(what).map(|()| zxid)),
+            None => Ok(zxid),
+        };
+        if written.is_ok() && self.snapshot_fence.is_some() {
+            self.discard_after_reset = Some(zxid);
+        }
+        if let Err(e) = written {
+            self.stop = Some(format!("cannot write the snapshot {what}: {e}"));
+            return false;
+        }
+        if let Err(error) = self.log.reset_to(zxid) {
+            self.node.handle(now, Input::LogFailed { error });
+            return false;
+        }
+        true
+    }
+
     /// Writes the node's database as a snapshot file, whole, on this thread (a learner that
-    /// received a snapshot serves nobody until it is written).
-    fn write_snapshot(&self) -> Result<(), zk_log::LogError> {
-        let Some(disk) = self.disk.as_ref() else { return Ok(()) };
+    /// received a snapshot, or a server that restored one, serves nobody until it is written),
+    /// stored as this server's own setting says (snapshot.compression), whatever the source.
+    fn write_snapshot(&self, what: &str) -> Result<(), zk_log::LogError> {
+        let Some((storage, _)) = self.snapshot_disk.as_ref() else { return Ok(()) };
         let info = crate::snapshots::write_whole(
-            &disk.snapshots,
+            storage,
             self.node.database(),
             crate::core::NODES_PER_STEP,
-            disk.compression,
+            self.snapshot_compression,
         )?;
-        info!("wrote snapshot {} received from the leader", info.name);
+        info!("wrote snapshot {} {what}", info.name);
         Ok(())
     }
 
@@ -1117,6 +1175,10 @@ impl Driver {
             Action::ResumeLog => self.log.resume(),
             Action::PurgeLogBefore { zxid } => self.log.purge_before(zxid),
             Action::Snapshot(job) => self.snapshot_job(job),
+            Action::InstallRestored { zxid } => {
+                let now = Self::now(self.origin);
+                self.install_snapshot(now, zxid, "restored by the AdminServer's restore");
+            }
             Action::Stop { reason } => {
                 error!("stopping: {reason}");
                 self.stop = Some(reason);

@@ -3,16 +3,20 @@
 //! Every client connection has one, so what it costs idle counts per session: tokio's bounded
 //! mpsc channel allocates its shared state (cache-padded) and a first block of 32 slots up
 //! front, about 2.3 KB resident per channel (measured with 10,000 of them), a third of what an
-//! idle session cost. This queue is a mutex-guarded `VecDeque` and two `Notify`s, about 200
-//! bytes; its deque grows with what is queued and is given back when the writer finds the
-//! connection idle ([`FrameReceiver::release_idle`]).
+//! idle session cost. This queue is a mutex-guarded `VecDeque`, the receiving task's waker and
+//! a `Notify`, under 200 bytes; its deque grows with what is queued and is given back when the
+//! writer finds the connection idle ([`FrameReceiver::release_idle`]). The receiver is polled
+//! ([`FrameReceiver::poll_recv`]), so the connection's one task can wait for frames next to its
+//! socket without a future of its own.
 //!
 //! Its sides are the ones the connection layer needs: senders that only try (a full queue means
 //! a client that stopped reading), one receiver, and a weak sender the reader uses to wait for
 //! free slots without keeping the queue open.
 
 use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use tokio::sync::Notify;
 
 /// Why [`FrameSender::try_send`] did not queue a value (it is handed back).
@@ -37,14 +41,14 @@ struct State<T> {
     receiver_closed: bool,
     /// Free slots a [`WeakFrameSender::room`] waits for (0: nobody waits).
     room_wanted: usize,
+    /// The receiver's task, when it found nothing: woken by an item, the last sender's drop.
+    waker: Option<Waker>,
 }
 
 #[derive(Debug)]
 struct Shared<T> {
     state: Mutex<State<T>>,
     capacity: usize,
-    /// Wakes the receiver: an item arrived, or the last sender went.
-    arrived: Notify,
     /// Wakes a waiter for room: slots were freed, or the queue closed.
     freed: Notify,
 }
@@ -69,9 +73,9 @@ pub fn frame_queue<T>(capacity: usize) -> (FrameSender<T>, FrameReceiver<T>) {
             senders: 1,
             receiver_closed: false,
             room_wanted: 0,
+            waker: None,
         }),
         capacity,
-        arrived: Notify::new(),
         freed: Notify::new(),
     });
     (FrameSender { shared: shared.clone() }, FrameReceiver { shared })
@@ -92,13 +96,15 @@ impl<T> Clone for FrameSender<T> {
 
 impl<T> Drop for FrameSender<T> {
     fn drop(&mut self) {
-        let last = {
+        let woken = {
             let mut state = self.shared.lock();
             state.senders -= 1;
-            state.senders == 0
+            (state.senders == 0).then(|| state.waker.take())
         };
-        if last {
-            self.shared.arrived.notify_one();
+        if let Some(waker) = woken {
+            if let Some(w) = waker {
+                w.wake();
+            }
             self.shared.freed.notify_waiters();
         }
     }
@@ -107,7 +113,7 @@ impl<T> Drop for FrameSender<T> {
 impl<T> FrameSender<T> {
     /// Queues `item` unless the queue is full or closed.
     pub fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
-        {
+        let waker = {
             let mut state = self.shared.lock();
             if state.receiver_closed {
                 return Err(TrySendError::Closed(item));
@@ -116,8 +122,11 @@ impl<T> FrameSender<T> {
                 return Err(TrySendError::Full(item));
             }
             state.items.push_back(item);
+            state.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
         }
-        self.shared.arrived.notify_one();
         Ok(())
     }
 
@@ -131,6 +140,12 @@ impl<T> FrameSender<T> {
 #[derive(Debug)]
 pub struct WeakFrameSender<T> {
     shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for WeakFrameSender<T> {
+    fn clone(&self) -> Self {
+        WeakFrameSender { shared: self.shared.clone() }
+    }
 }
 
 impl<T> WeakFrameSender<T> {
@@ -187,35 +202,53 @@ impl<T> Drop for FrameReceiver<T> {
 impl<T> FrameReceiver<T> {
     /// The next item if one is queued.
     pub fn try_recv(&mut self) -> Option<T> {
-        let (item, wake) = {
-            let mut state = self.shared.lock();
-            let item = state.items.pop_front();
-            let wake = state.room_wanted > 0 && self.shared.capacity - state.items.len() >= state.room_wanted;
-            if wake {
-                state.room_wanted = 0;
-            }
-            (item, wake)
-        };
+        let mut state = self.shared.lock();
+        let item = state.items.pop_front()?;
+        let wake = self.room_freed(&mut state);
+        drop(state);
         if wake {
             self.shared.freed.notify_waiters();
         }
-        item
+        Some(item)
+    }
+
+    /// Whether a waiter for room is to be woken now that an item was taken (the caller wakes it
+    /// once the lock is let go).
+    fn room_freed(&self, state: &mut State<T>) -> bool {
+        let wake = state.room_wanted > 0 && self.shared.capacity - state.items.len() >= state.room_wanted;
+        if wake {
+            state.room_wanted = 0;
+        }
+        wake
     }
 
     /// Waits for the next item; `None` once the queue is empty and every sender is gone (or it
     /// was closed).
     pub async fn recv(&mut self) -> Option<T> {
-        loop {
-            if let Some(item) = self.try_recv() {
-                return Some(item);
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next item, `Ready(None)` once the queue is empty and every sender is gone (or it was
+    /// closed); otherwise `Pending`, and `cx`'s task is woken by the next item or the end.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        // Under the lock a sender takes the waker under: nothing queued meanwhile is missed.
+        let mut state = self.shared.lock();
+        if let Some(item) = state.items.pop_front() {
+            let wake = self.room_freed(&mut state);
+            drop(state);
+            if wake {
+                self.shared.freed.notify_waiters();
             }
-            if Shared::is_closed(&self.shared.lock()) {
-                return None;
-            }
-            // notify_one keeps a wake-up given while nobody waited: none is lost between the
-            // check above and this wait.
-            self.shared.arrived.notified().await;
+            return Poll::Ready(Some(item));
         }
+        if Shared::is_closed(&state) {
+            return Poll::Ready(None);
+        }
+        match &mut state.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// Refuses further sends; what is queued can still be taken.

@@ -203,6 +203,7 @@ pub async fn run(
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
     let reports = core_tx.clone();
     let fence = Arc::new(snapshots::SnapshotFence::new());
+    let snapshot_fence = fence.clone();
     let snap_tx = snapshots::spawn_writer(
         snap_storage.clone(),
         settings.snap_retain_count as usize,
@@ -272,7 +273,6 @@ pub async fn run(
                 fence,
                 source,
                 tree_cfg: tree_cfg.clone(),
-                compression: settings.snapshot_compression,
                 config_node: config_node.clone(),
             };
             (node, Some((peers, disk)))
@@ -282,7 +282,12 @@ pub async fn run(
         Driver::new(node, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
             .with_metric_sources(sync_times, connections.clone())
             .with_startup_load(startup)
-            .with_snapshot_disk(snap_storage.clone(), tree_cfg.clone());
+            .with_snapshot_disk(
+                snap_storage.clone(),
+                tree_cfg.clone(),
+                settings.snapshot_compression,
+                snapshot_fence,
+            );
     // A reconfiguration may move this server's client address: the driver says where to.
     let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
     if let Some((peers, disk)) = ensemble_io {

@@ -155,8 +155,13 @@ pub struct AdminSettings {
     pub rest: Option<RestApi>,
     /// Apache 3.9's `snapshot` command is served (`admin.snapshot.enabled`).
     pub snapshot_enabled: bool,
-    /// At most one `snapshot` per this long (`admin.rateLimiterIntervalInMS`).
+    /// At most one `snapshot` per this long (`admin.rateLimiterIntervalInMS`), and one
+    /// `restore`.
     pub rate_limiter_interval: std::time::Duration,
+    /// Apache 3.9's `restore` command is served (`admin.restore.enabled`).
+    pub restore_enabled: bool,
+    /// The largest snapshot `restore` takes (`admin.restore.maxBytes`).
+    pub restore_max_bytes: u64,
 }
 
 /// The REST data API's settings (`admin.restApi.*`).
@@ -208,6 +213,8 @@ fn http_endpoints(
             rest,
             snapshot_enabled: cfg.admin_snapshot_enabled,
             rate_limiter_interval: std::time::Duration::from_millis(cfg.admin_rate_limiter_interval_ms),
+            restore_enabled: cfg.admin_restore_enabled,
+            restore_max_bytes: cfg.admin_restore_max_bytes,
         })
     } else {
         None

@@ -824,6 +824,9 @@ mod tests {
             fn read_range(&self, _: i64, _: i64, _: usize) -> Result<Vec<zk_log::LogEntry>, LogError> {
                 Ok(Vec::new())
             }
+            fn first_zxid(&self) -> Option<i64> {
+                Some(1)
+            }
         }
         let disk = zk_log::FaultStorage::new(3);
         let fence = Arc::new(SnapshotFence::new());

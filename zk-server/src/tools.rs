@@ -155,17 +155,43 @@ fn load_apache_snapshot(
     zxid: i64,
     progress: &mut Progress<'_>,
 ) -> Result<(Database, u64), ToolError> {
-    let mut loader = SnapshotLoader::new(cfg.clone());
-    let mut builder = ContentBuilder::new(zxid, 0);
-    let mut nodes: Vec<(String, Option<Bytes>, i64, zk_proto::StatPersisted)> = Vec::new();
-    // The ACL table comes back with the sessions once the file is read; the nodes name ACLs by
-    // key, so they are held (in batches fed to the loader later) until then. Apache's snapshot
-    // gives the ACL table before the nodes in the file, but this reader reports it at the end.
     let (label, content) = apache_snapshot_content(path)?;
+    let (db, nodes, _) = apache_snapshot_database(label, content, cfg, Some(zxid), progress)?;
+    Ok((db, nodes))
+}
+
+/// Builds a database from an Apache snapshot's (uncompressed) content, `label` naming it in
+/// errors, as of `zxid`, or, when `None`, of the zxid the content says it is at: Apache 3.9's
+/// last processed zxid, else its digest's. Returns the database, its node count and that zxid.
+///
+/// Errors: the content does not read as Apache's snapshot (its Adler32 seals included), a node
+/// names an ACL the table lacks, or (`zxid` `None`) the content names no zxid.
+fn apache_snapshot_database(
+    label: String,
+    content: Bytes,
+    cfg: &TreeConfig,
+    zxid: Option<i64>,
+    progress: &mut Progress<'_>,
+) -> Result<(Database, u64, i64), ToolError> {
+    let mut loader = SnapshotLoader::new(cfg.clone());
+    let mut nodes: Vec<(String, Option<Bytes>, i64, zk_proto::StatPersisted)> = Vec::new();
+    // The ACL table comes back with the sessions once the content is read; the nodes name ACLs
+    // by key, so they are held (in batches fed to the loader later) until then. Apache's
+    // snapshot gives the ACL table before the nodes, but this reader reports it at the end.
     // The Adler32 seals are over the uncompressed content, as Apache computes them.
-    let info = read_apache_snapshot(label, content, |n| {
+    let info = read_apache_snapshot(label.clone(), content, |n| {
         nodes.push((n.path, n.data, n.acl_key, n.stat));
     })?;
+    let zxid = match zxid.or(info.last_processed_zxid).or(info.digest.map(|d| d.zxid)) {
+        Some(z) => z,
+        None => {
+            return Err(ToolError::Refused(format!(
+                "{label}: the snapshot does not say which zxid it is at (Apache 3.9 writes it after \
+                 the digest, as serializeLastProcessedZxid)"
+            )))
+        }
+    };
+    let mut builder = ContentBuilder::new(zxid, 0);
     let acls: std::collections::HashMap<i64, Vec<Acl>> = info.acls.iter().cloned().collect();
     let open = open_acl();
     for (id, t) in &info.sessions {
@@ -178,19 +204,35 @@ fn load_apache_snapshot(
             None if key == -1 => open.as_slice(),
             None => {
                 return Err(ToolError::Refused(format!(
-                    "{}: node {p} names ACL key {key}, which the snapshot's ACL table lacks",
-                    path.display()
+                    "{label}: node {p} names ACL key {key}, which the snapshot's ACL table lacks"
                 )))
             }
         };
         builder.node(&p, data.as_deref(), acl, &stat);
         if i % 65536 == 65535 {
             loader.feed(&builder.take())?;
-            progress.tick(|| format!("import: {} of {total} nodes loaded from {}", i + 1, path.display()));
+            progress.tick(|| format!("import: {} of {total} nodes loaded from {label}", i + 1));
         }
     }
     loader.feed(&builder.finish())?;
-    Ok((loader.finish()?, total))
+    Ok((loader.finish()?, total, zxid))
+}
+
+/// Builds the database an AdminServer `restore` puts in place from the snapshot `content` a
+/// client sent (Apache's format, as the `snapshot` command serves it): the database, its node
+/// count, and the zxid the content says it is at.
+///
+/// Errors: as a [`ToolError`]'s text: the content is not a whole, sealed Apache snapshot, or it
+/// does not say which zxid it is at.
+pub fn restore_content(content: Bytes, cfg: &TreeConfig) -> Result<(Database, u64, i64), String> {
+    let mut quiet = std::io::sink();
+    let mut progress = Progress::new(&mut quiet);
+    let (db, nodes, zxid) =
+        apache_snapshot_database("the restore's snapshot".into(), content, cfg, None, &mut progress)
+            .map_err(|e| e.to_string())?;
+    // Nothing to replay: the snapshot is the whole of it. Finishing the recovery sets up what a
+    // loaded tree needs to serve (its identity, quotas, sessions' clocks).
+    Ok((Recovery::new(db).finish(0), nodes, zxid))
 }
 
 /// Imports an Apache ZooKeeper data directory: loads the newest Apache snapshot that reads

@@ -111,6 +111,22 @@ impl LogInfo {
     }
 }
 
+/// What became of an operator's restore (the AdminServer's `restore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreAnswer {
+    /// Waiting for the proposals made before it to be durable; clients are turned away.
+    Pending,
+    /// The tree of the snapshot at `snapshot_zxid` is in place as of `zxid`.
+    Restored {
+        /// The zxid the snapshot said it was at.
+        snapshot_zxid: i64,
+        /// The zxid the server carries on from (one past every zxid it used before).
+        zxid: i64,
+    },
+    /// Not restored: why.
+    Refused(&'static str),
+}
+
 /// What became of an operator's request for a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotAnswer {

@@ -41,6 +41,21 @@ fn get(admin: SocketAddr, path: &str, auth: Option<&str>) -> Answer {
     exchange(admin, &request("GET", path, &headers, None))
 }
 
+/// `POST path` with `body`, and an `Authorization` header when `auth` is given.
+fn post(admin: SocketAddr, path: &str, auth: Option<&str>, body: &[u8]) -> Answer {
+    let mut headers: Vec<(&str, String)> =
+        auth.map(|a| ("Authorization", a.to_string())).into_iter().collect();
+    headers.push(("Content-Type", "application/octet-stream".into()));
+    exchange(admin, &request("POST", path, &headers, Some(body)))
+}
+
+/// A client authenticated as `admin:pw` (who sees the root's digest ACL unmasked).
+fn admin_client(srv: &ServerProc) -> RawClient {
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    assert_eq!(c.add_auth("digest", b"admin:pw"), Some(ErrorCode::Ok));
+    c
+}
+
 /// `lgif`'s lines as a map.
 fn lgif(srv: &ServerProc) -> BTreeMap<String, i64> {
     let text = srv.four_letter("lgif");
@@ -215,7 +230,7 @@ fn csnp_during_a_snapshot_answers_that_one_and_starts_none() {
 }
 
 #[test]
-fn every_member_of_an_ensemble_serves_the_same_snapshot() {
+fn every_member_of_an_ensemble_serves_the_same_snapshot_and_restores_none() {
     let (e, ports) = support::ensemble::Ensemble::start_with_admin(3, "");
     let leader = e.wait_for_leader();
     // Every session first: a session's creation is a transaction too.
@@ -263,6 +278,17 @@ fn every_member_of_an_ensemble_serves_the_same_snapshot() {
         assert_eq!(s.1.len(), served[0].1.len(), "member {i}'s node count");
     }
     assert_eq!(served[0].1.keys().filter(|p| p.starts_with("/app/")).count(), 50);
+
+    // No member restores one (a deliberate difference: one member's tree replaced under its
+    // peers would diverge from theirs); the tree stays as it was.
+    for (i, port) in ports.iter().enumerate() {
+        let admin = SocketAddr::from(([127, 0, 0, 1], *port));
+        let a = post(admin, "/commands/restore", Some("digest admin:pw"), &leader_file);
+        assert_eq!(a.status, 500, "member {i}: {a:?}");
+        assert!(a.json()["error"].as_str().is_some_and(|e| e.contains("standalone")), "member {i}: {a:?}");
+    }
+    let c = &mut members[leader];
+    assert_eq!(c.exists("/app/n49", false).err(), ErrorCode::Ok, "the leader's clients are still served");
 
     // An ensemble's tree keeps Apache's digest, and the file carries it: Apache 3.8 loads the
     // leader's snapshot and finds the digest it computes equal to the recorded one.
@@ -427,6 +453,143 @@ fn a_disabled_snapshot_command_is_unavailable_after_authentication() {
     let a = get(admin, "/commands/snapshot", Some("digest admin:pw"));
     assert_eq!(a.status, 503, "{a:?}");
     assert_eq!(a.json(), serde_json::json!({"command": "snapshot", "error": null}));
+}
+
+/// Apache 3.9's `restore`: the tree a `snapshot` served is put back in place of a tree changed
+/// since, node for node and stat for stat, with sequential names carrying on where they were;
+/// every client connection is closed; writes carry on above every zxid used before (the next
+/// epoch); and the restored tree is durable before the answer: a kill -9 right after it brings
+/// back the restored tree and the writes made since, not the tree from before.
+#[test]
+fn a_restored_tree_is_the_snapshots_and_outlives_a_kill() {
+    let (mut srv, admin) = zkrs_with_admin(
+        "admin.rateLimiterIntervalInMS=0
+snapshot.minRequestIntervalSeconds=0
+",
+    );
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    root_for_admin(&mut c);
+    create(&mut c, "/a", b"one", CreateMode::Persistent);
+    create(&mut c, "/a/b", b"two", CreateMode::Persistent);
+    create(&mut c, "/q", b"", CreateMode::Persistent);
+    for _ in 0..3 {
+        create(&mut c, "/q/seq-", b"s", CreateMode::PersistentSequential);
+    }
+    let before = walk(&mut c);
+    let snap = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(snap.status, 200, "{snap:?}");
+    let snap_zxid =
+        i64::from_str_radix(snap.header("last_zxid").unwrap().trim_start_matches("0x"), 16).unwrap();
+
+    // The tree moves on.
+    assert_eq!(c.set_data("/a", b"changed", -1).err(), ErrorCode::Ok);
+    assert_eq!(
+        c.call(Request::Delete(DeleteRequest { path: "/a/b".into(), version: -1 })).err(),
+        ErrorCode::Ok
+    );
+    create(&mut c, "/x", b"", CreateMode::Persistent);
+    create(&mut c, "/q/seq-", b"s", CreateMode::PersistentSequential);
+    let newest = c.exists("/q", false).decode::<ExistsResponse>().stat.pzxid;
+    assert_ne!(walk(&mut c), before);
+
+    let r = post(admin, "/commands/restore", Some("digest admin:pw"), &snap.body);
+    assert_eq!(r.status, 200, "{r:?}");
+    let j = r.json();
+    assert_eq!(j["command"], "restore");
+    assert_eq!(j["error"], serde_json::Value::Null);
+    assert_eq!(j["last_zxid"].as_i64(), Some(snap_zxid), "{j}");
+    let after_zxid = j["zxid_after_restore"].as_i64().expect("zxid_after_restore");
+    assert!(after_zxid > newest, "{after_zxid:#x}: past every zxid used, {newest:#x}");
+    assert_eq!(after_zxid >> 32, newest >> 32, "the same epoch");
+    assert!(c.is_closed_within(Duration::from_secs(5)), "every client connection is closed");
+
+    let mut c2 = admin_client(&srv);
+    assert_eq!(walk(&mut c2), before, "the tree the snapshot holds");
+    // Sequential names carry on from the restored parent's counter.
+    let made = c2.create("/q/seq-", b"s", CreateMode::PersistentSequential);
+    assert_eq!(made.err(), ErrorCode::Ok);
+    assert_eq!(made.decode::<CreateResponse>().path, "/q/seq-0000000003");
+    create(&mut c2, "/after", b"new", CreateMode::Persistent);
+    let st = c2.exists("/after", false).decode::<ExistsResponse>().stat;
+    assert!(st.czxid > after_zxid, "{:#x} after {after_zxid:#x}", st.czxid);
+
+    srv.restart();
+    let mut c3 = admin_client(&srv);
+    let got = walk(&mut c3);
+    assert_eq!(got["/a"].data.as_deref(), Some(&b"one"[..]), "the restored data, not the changed");
+    assert!(got.contains_key("/a/b") && got.contains_key("/q/seq-0000000003") && got.contains_key("/after"));
+    assert!(!got.contains_key("/x"), "a node made after the snapshot, before the restore, is gone");
+}
+
+/// What a `restore` is refused with, in Apache's order, and that a refused one changes nothing:
+/// GET (405), no credentials (401), credentials without ALL on `/` (403), an empty body (400),
+/// one past `admin.restore.maxBytes` (413), a damaged snapshot (500, the tree unchanged); with
+/// Apache's default interval a second restore within it (429); `admin.restore.enabled=false`
+/// (503 once authorized).
+#[test]
+fn a_restore_is_refused_in_apaches_order_and_changes_nothing() {
+    let (srv, admin) = zkrs_with_admin(
+        "admin.rateLimiterIntervalInMS=0
+snapshot.minRequestIntervalSeconds=0
+admin.restore.maxBytes=64k
+",
+    );
+    let mut c = RawClient::connect(srv.addr(), 30_000);
+    root_for_admin(&mut c);
+    create(&mut c, "/keep", b"k", CreateMode::Persistent);
+    let snap = get(admin, "/commands/snapshot", Some("digest admin:pw"));
+    assert_eq!(snap.status, 200, "{snap:?}");
+    create(&mut c, "/later", b"l", CreateMode::Persistent);
+    let before = walk(&mut c);
+
+    let g = get(admin, "/commands/restore", Some("digest admin:pw"));
+    assert_eq!(g.status, 405, "{g:?}");
+    let a = post(admin, "/commands/restore", None, &snap.body);
+    assert_eq!(a.status, 401, "{a:?}");
+    assert_eq!(a.json()["error"].as_str(), Some("Auth info is missing for the command"));
+    let a = post(admin, "/commands/rest", Some("digest someone:pw"), &snap.body);
+    assert_eq!(a.status, 403, "{a:?}");
+    assert_eq!(a.json(), serde_json::json!({"command": "rest", "error": "Not authorized"}));
+    let a = post(admin, "/commands/restore", Some("digest admin:pw"), b"");
+    assert_eq!(a.status, 400, "{a:?}");
+    let a = post(admin, "/commands/restore", Some("digest admin:pw"), &vec![0u8; 100_000]);
+    assert_eq!(a.status, 413, "{a:?}");
+    assert!(a.json()["error"].as_str().is_some_and(|e| e.contains("admin.restore.maxBytes")), "{a:?}");
+    let mut damaged = snap.body.clone();
+    let at = damaged.len() / 2;
+    damaged[at] ^= 0x20;
+    let a = post(admin, "/commands/restore", Some("digest admin:pw"), &damaged);
+    assert_eq!(a.status, 500, "{a:?}");
+    assert!(a.json()["error"].as_str().is_some(), "{a:?}");
+    let a = post(admin, "/commands/restore", Some("digest admin:pw"), b"not a snapshot at all");
+    assert_eq!(a.status, 500, "{a:?}");
+    assert!(!c.is_closed_within(Duration::from_millis(200)), "nothing was restored: no client was closed");
+    assert_eq!(walk(&mut c), before, "refused restores change nothing");
+
+    // Apache's default interval: one restore per five minutes.
+    let (srv2, admin2) = zkrs_with_admin(
+        "snapshot.minRequestIntervalSeconds=0
+",
+    );
+    let mut c2 = RawClient::connect(srv2.addr(), 30_000);
+    root_for_admin(&mut c2);
+    let a = post(admin2, "/commands/restore", Some("digest admin:pw"), &snap.body);
+    assert_eq!(a.status, 200, "{a:?}");
+    let a = post(admin2, "/commands/restore", Some("digest admin:pw"), &snap.body);
+    assert_eq!(a.status, 429, "{a:?}");
+    assert_eq!(a.json(), serde_json::json!({"command": "restore", "error": null}));
+
+    let (srv3, admin3) = zkrs_with_admin(
+        "admin.restore.enabled=false
+",
+    );
+    let a = post(admin3, "/commands/restore", Some("digest admin:pw"), &snap.body);
+    assert_eq!(a.status, 403, "authorization comes first: {a:?}");
+    let mut c3 = RawClient::connect(srv3.addr(), 30_000);
+    root_for_admin(&mut c3);
+    let a = post(admin3, "/commands/restore", Some("digest admin:pw"), &snap.body);
+    assert_eq!(a.status, 503, "{a:?}");
+    assert_eq!(a.json(), serde_json::json!({"command": "restore", "error": null}));
 }
 
 /// The served snapshot's nodes: path to (data, stat).

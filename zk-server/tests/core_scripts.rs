@@ -27,6 +27,10 @@
 //! - `advance ms=N`: both clocks move N ms, then the timers run. `wall-jump ms=N`: only the wall
 //!   clock moves (an NTP step), then the timers run. `timers`: run the timers now.
 //! - `chunk-done`, `snapshot-done [purge=Z]`: the snapshot thread's reports.
+//! - `restore zxid=Z path=P [data=D] [session=ID timeout=MS]`: an operator restores a tree
+//!   holding one node, at zxid Z (with a session, made at Z-1, owning it as an ephemeral);
+//!   `log-reset zxid=Z`: the log's reset to Z is durable; `restore-status`: the restore's
+//!   answer is shown after the actions.
 #![allow(clippy::disallowed_methods)]
 
 use bytes::Bytes;
@@ -58,6 +62,10 @@ struct Script {
     connected: std::collections::HashSet<u64>,
     /// Highest zxid handed to the log.
     persisted: i64,
+    /// The tree's settings `start` gave the core (for a restore's tree).
+    tree: zk_tree::TreeConfig,
+    /// A `restore-status` asked for the restore's answer after the actions.
+    show_restore: bool,
 }
 
 impl Script {
@@ -69,6 +77,8 @@ impl Script {
             ops: HashMap::new(),
             connected: Default::default(),
             persisted: 0,
+            tree: Default::default(),
+            show_restore: false,
         }
     }
 
@@ -129,6 +139,7 @@ impl Script {
                 super_digest: settings.super_digest.clone(),
                 ..Default::default()
             };
+            self.tree = tree.clone();
             let mut db = zk_tree::Database::new(tree);
             db.start_leading(self.now.mono_ms());
             let voter_set = VoterSet::new(me, voters.iter().copied());
@@ -164,7 +175,12 @@ impl Script {
                     self.core().handle(now, ev);
                 }
             }
-            return self.drain();
+            let mut out = self.drain();
+            if std::mem::take(&mut self.show_restore) {
+                let answer = self.core().take_restore_answer();
+                writeln!(out, "restore: {answer:?}").unwrap();
+            }
+            return out;
         }
         panic!("unknown directive {} (start or run)", tc.directive)
     }
@@ -417,6 +433,39 @@ impl Script {
                 Event::Committed { hdr, txn, digest: None }
             }
             "sync-done" => Event::SyncDone,
+            "restore" => {
+                // A tree holding one node, applied at `zxid`; with `session` (hex) and `timeout`,
+                // a session too, which owns the node as an ephemeral.
+                let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
+                let session = tc.try_take_arg::<String>("session").unwrap().map(|s| hex(&s));
+                let mut db = zk_tree::Database::new(self.tree.clone());
+                let header = |client_id: i64, zxid: i64, op: OpCode| TxnHeader {
+                    client_id,
+                    cxid: 0,
+                    zxid,
+                    time: self.now.wall_ms,
+                    txn_type: op.code(),
+                };
+                if let Some(id) = session {
+                    let timeout: i32 = tc.take_arg("timeout").unwrap();
+                    let txn = Txn::CreateSession(CreateSessionTxn { time_out: timeout });
+                    db.apply(&header(id, zxid - 1, OpCode::CreateSession), &txn);
+                }
+                let txn = Txn::Create(CreateTxn {
+                    path: path(tc),
+                    data: data(tc),
+                    acl: world,
+                    ephemeral: session.is_some(),
+                    parent_cversion: 1,
+                });
+                db.apply(&header(session.unwrap_or(0), zxid, OpCode::Create), &txn);
+                Event::Restore { db: Box::new(db) }
+            }
+            "log-reset" => Event::LogReset { zxid: hex(&tc.take_arg::<String>("zxid").unwrap()) },
+            "restore-status" => {
+                self.show_restore = true;
+                return None;
+            }
             "chunk-done" => Event::SnapshotChunkDone { buffer: Vec::new() },
             "snapshot-done" => Event::SnapshotDone {
                 ok: true,
@@ -530,6 +579,7 @@ impl Script {
                 SnapJob::Abort => "snapshot abort".into(),
             },
             Action::Stop { reason } => format!("stop: {reason}"),
+            Action::InstallRestored { zxid } => format!("install-restored 0x{zxid:x}"),
         }
     }
 

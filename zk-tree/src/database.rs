@@ -156,6 +156,20 @@ impl Database {
         self.last_applied
     }
 
+    /// Counts the database as having applied everything through `zxid`, without a transaction:
+    /// a tree put in place by a restore carries on above every zxid its server used before, so
+    /// that no zxid is used twice and no client has seen one past the server's.
+    ///
+    /// Panics if `zxid` is below the last applied zxid (a caller's bug).
+    pub fn advance_to(&mut self, zxid: i64) {
+        assert!(
+            zxid >= self.last_applied,
+            "zxid {zxid:#x} is below the last applied {:#x}",
+            self.last_applied
+        );
+        self.last_applied = zxid;
+    }
+
     /// Prepped txns not yet applied (their change records).
     pub fn outstanding_count(&self) -> usize {
         self.outstanding.len()

@@ -51,7 +51,12 @@ const SPECS: &[Spec] = &[
     // Apache 3.9's, answered by `super::snapshot` (an octet stream, not JSON); listed here for
     // its names and the command listing.
     Spec { names: &[SNAPSHOT, "snap"], server_required: true },
+    // Apache 3.9's POST command, answered by `super::restore`.
+    Spec { names: &[RESTORE, "rest"], server_required: true },
 ];
+
+/// The primary name of Apache 3.9's `restore` command.
+pub const RESTORE: &str = "restore";
 
 /// The primary name of Apache 3.9's `snapshot` command.
 pub const SNAPSHOT: &str = "snapshot";
@@ -182,6 +187,9 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
         },
         // Served as a stream by `super::snapshot` before it gets here.
         SNAPSHOT => error = Some("the snapshot command is served by the AdminServer's HTTP layer".into()),
+        RESTORE => {
+            error = Some("the restore command is served by the AdminServer's HTTP layer, as a POST".into())
+        }
         "server_stats" => server_stats(&mut m, v),
         "stats" => {
             server_stats(&mut m, v);

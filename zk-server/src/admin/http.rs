@@ -96,6 +96,8 @@ pub async fn spawn_admin(
                 snapshot: Box::new(SnapshotCommand::new(
                     settings.snapshot_enabled,
                     settings.rate_limiter_interval,
+                    settings.restore_enabled,
+                    settings.restore_max_bytes,
                 )),
             };
             let tls = settings.tls.clone().map(|t| (t, counters));
@@ -219,6 +221,11 @@ async fn route(
             {
                 return r;
             }
+        }
+        if let Some(asked) = name.as_deref().filter(|n| commands::primary_name(n) == Some(commands::RESTORE))
+        {
+            let asked = asked.to_string();
+            return super::restore::serve(cmd, &asked, core, req, peer.ip(), cert_ids).await;
         }
         let name = name.filter(|n| commands::primary_name(n) == Some(commands::SNAPSHOT));
         if let Some(name) = name.filter(|_| head || req.method() == Method::GET) {

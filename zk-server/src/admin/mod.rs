@@ -20,6 +20,7 @@ pub mod https;
 pub mod members;
 pub mod metrics;
 pub mod rest;
+pub mod restore;
 pub mod search;
 pub mod session;
 pub mod session_list;
@@ -59,6 +60,19 @@ pub enum AdminAsk {
     },
     /// Take a snapshot now, unless one is under way (`csnp`'s request).
     SnapshotNow,
+    /// Whether a copy of the tree fits under the memory brake now
+    /// ([`crate::core::ServerCore::tree_copy_fits`]).
+    CopyFits,
+    /// What a restore's snapshot is decoded with: the tree's settings, if this server keeps
+    /// snapshots, and whether a second tree fits under the memory brake.
+    RestoreConfig,
+    /// Restore the tree from `db` (the AdminServer's `restore`).
+    Restore {
+        /// The tree decoded from the snapshot sent.
+        db: Box<zk_tree::Database>,
+    },
+    /// Where the last restore stands.
+    RestoreStatus,
     /// Where the snapshots stand.
     SnapshotStatus,
     /// What to rebuild a consistent copy of the tree from, off the driver's thread, for a
@@ -85,6 +99,13 @@ pub enum AdminReply {
     /// The answer to [`AdminAsk::SnapshotNow`], and the serving term it was given in
     /// ([`crate::core::ServerCore::serving_generation`]; `None` when not serving).
     Snapshot(crate::view::SnapshotAnswer, Option<u64>),
+    /// The answer to [`AdminAsk::CopyFits`].
+    CopyFits(bool),
+    /// The answer to [`AdminAsk::RestoreConfig`].
+    RestoreConfig(Option<zk_tree::TreeConfig>, bool),
+    /// The answer to [`AdminAsk::Restore`] and [`AdminAsk::RestoreStatus`]: the core's answer
+    /// (none once a final one was taken). `Restored` comes once the restored tree is durable.
+    Restore(Option<crate::view::RestoreAnswer>),
     /// The answer to [`AdminAsk::SnapshotStatus`]: `None` without a snapshot thread.
     SnapshotStatus(Option<crate::core::SnapshotStatus>),
     /// The answer to [`AdminAsk::SnapshotSource`], or why there is none (this server keeps no

@@ -33,8 +33,8 @@
 //! meanwhile is answered 429; none under the memory brake or when twice the tree would pass
 //! `zkrs.treeMemorySoftLimitBytes`: 503), and at most [`STREAM_CHUNKS`] chunks of about 64 KiB queued for
 //! the connection: the writer waits for the client to take them, at most [`CHUNK_WAIT`] for
-//! each, and stops when a [`THROUGHPUT_WINDOW`] sees less than [`MIN_BYTES_PER_WINDOW`] taken;
-//! then it gives up and frees the copy.
+//! each, and stops when, past the first [`THROUGHPUT_WINDOW`], the client has taken less than
+//! [`MIN_BYTES_PER_WINDOW`] per window on average; then it gives up and frees the copy.
 
 use super::http::{ask, to_pretty_json, AdminBody};
 use super::{AdminAsk, AdminReply};
@@ -63,10 +63,10 @@ pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(600);
 /// How long the writer waits for the client to take one chunk before it gives up.
 pub const CHUNK_WAIT: Duration = Duration::from_secs(60);
 
-/// The window the client's reading pace is measured over.
+/// The unit the client's least reading pace is counted in (and its grace at the start).
 pub const THROUGHPUT_WINDOW: Duration = Duration::from_secs(60);
 
-/// The least the client must take in each [`THROUGHPUT_WINDOW`], bytes (about 17 KB/s): a
+/// The least the client must take per [`THROUGHPUT_WINDOW`] on average, bytes (about 17 KB/s): a
 /// client taking a chunk just inside [`CHUNK_WAIT`] each time would otherwise hold the copy of
 /// the tree, and the one request's slot, for days.
 pub const MIN_BYTES_PER_WINDOW: u64 = 1 << 20;
@@ -203,6 +203,11 @@ struct RateLimiter {
 }
 
 impl RateLimiter {
+    /// Whether [`RateLimiter::allow`] would let a request through at `now`, spending nothing.
+    fn would_allow(&self, now: Instant) -> bool {
+        now > self.last_reset + self.interval || self.remained > 0
+    }
+
     fn allow(&mut self, now: Instant) -> bool {
         if now > self.last_reset + self.interval {
             self.remained = 1;
@@ -227,23 +232,54 @@ pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Peers whose failures are remembered at most (one entry each).
 const FAILURE_PEERS: usize = 4096;
 
-/// Failed authorizations by peer address, each counted from its first in the window.
+/// Failed authorizations by peer, each counted from its first in the window. A peer is its
+/// IPv4 address, or the /64 network of its IPv6 address (one host is commonly given a whole
+/// /64, so its single addresses would each be a fresh peer).
 #[derive(Debug, Default)]
 struct FailureLimiter {
     by_peer: std::collections::HashMap<IpAddr, (Instant, u32)>,
 }
 
+/// The key `peer`'s failures are counted under: the IPv4 address (also when mapped into IPv6),
+/// or the first 64 bits of an IPv6 address.
+fn peer_key(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
+    }
+}
+
 impl FailureLimiter {
     /// Whether `peer` has used up its failures for now.
     fn blocked(&self, peer: IpAddr, now: Instant) -> bool {
-        self.by_peer.get(&peer).is_some_and(|(since, n)| {
+        self.by_peer.get(&peer_key(peer)).is_some_and(|(since, n)| {
             *n >= FAILURES_PER_WINDOW && now.duration_since(*since) < FAILURE_WINDOW
         })
+    }
+
+    /// A password from `peer` is about to be checked at `now`: counted as failed at once, so
+    /// that a burst of requests sent together is held to the limit as one sent in turn is (the
+    /// check takes a round trip to the driver); [`FailureLimiter::forgive`] takes it back if it
+    /// proves right. False, counting nothing, if the peer is blocked already.
+    fn attempt(&mut self, peer: IpAddr, now: Instant) -> bool {
+        if self.blocked(peer, now) {
+            return false;
+        }
+        self.failed(peer, now);
+        true
+    }
+
+    /// The attempt counted for `peer` did not fail after all.
+    fn forgive(&mut self, peer: IpAddr) {
+        if let Some((_, n)) = self.by_peer.get_mut(&peer_key(peer)) {
+            *n = n.saturating_sub(1);
+        }
     }
 
     /// `peer` failed at `now`. The table stays bounded: when full, entries whose window has
     /// passed go, and if none has, the oldest.
     fn failed(&mut self, peer: IpAddr, now: Instant) {
+        let peer = peer_key(peer);
         if !self.by_peer.contains_key(&peer) && self.by_peer.len() >= FAILURE_PEERS {
             self.by_peer.retain(|_, (since, _)| now.duration_since(*since) < FAILURE_WINDOW);
             if self.by_peer.len() >= FAILURE_PEERS {
@@ -262,32 +298,71 @@ impl FailureLimiter {
     }
 }
 
-/// The command's settings and state, one per AdminServer.
+/// The `snapshot` and `restore` commands' settings and state, one per AdminServer.
 #[derive(Debug)]
 pub struct SnapshotCommand {
     enabled: bool,
     limiter: Mutex<RateLimiter>,
-    /// Failed authorizations by peer.
+    /// Failed authorizations by peer, for both commands.
     failures: Mutex<FailureLimiter>,
     /// One snapshot served at a time: each holds a copy of the tree.
     serving: std::sync::Arc<Semaphore>,
+    restore_enabled: bool,
+    /// `restore`'s own limiter (Apache's command has one of its own, of the same interval).
+    restore_limiter: Mutex<RateLimiter>,
+    /// The largest snapshot `restore` takes.
+    pub(super) restore_max_bytes: u64,
+    /// One restore at a time.
+    pub(super) restoring: std::sync::Arc<Semaphore>,
 }
 
 impl SnapshotCommand {
-    /// The command as `admin.snapshot.enabled` and `admin.rateLimiterIntervalInMS` configure it.
-    pub fn new(enabled: bool, interval: Duration) -> SnapshotCommand {
+    /// The commands as `admin.snapshot.enabled`, `admin.restore.enabled`,
+    /// `admin.rateLimiterIntervalInMS` and `admin.restore.maxBytes` configure them.
+    pub fn new(
+        enabled: bool,
+        interval: Duration,
+        restore_enabled: bool,
+        restore_max_bytes: u64,
+    ) -> SnapshotCommand {
+        let limiter = || Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 });
         SnapshotCommand {
             enabled,
-            limiter: Mutex::new(RateLimiter { interval, last_reset: Instant::now(), remained: 1 }),
+            limiter: limiter(),
             failures: Mutex::new(FailureLimiter::default()),
             serving: std::sync::Arc::new(Semaphore::new(1)),
+            restore_enabled,
+            restore_limiter: limiter(),
+            restore_max_bytes,
+            restoring: std::sync::Arc::new(Semaphore::new(1)),
+        }
+    }
+}
+
+/// Which command [`gate`] lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gated {
+    /// `snapshot`: also takes the one serving slot.
+    Snapshot,
+    /// `create_snapshot` over HTTP: `snapshot`'s checks and limiter.
+    CreateSnapshot,
+    /// `restore`: its own switch and limiter.
+    Restore,
+}
+
+impl Gated {
+    fn primary(self) -> &'static str {
+        match self {
+            Gated::Snapshot => super::commands::SNAPSHOT,
+            Gated::CreateSnapshot => "create_snapshot",
+            Gated::Restore => super::commands::RESTORE,
         }
     }
 }
 
 /// A JSON answer naming `command`: the name in the URL for what Apache answers before the
 /// command runs (not serving, authentication, authorization), the primary name after.
-fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
+pub(super) fn named_response(command: &str, status: StatusCode, error: Option<&str>) -> Response<AdminBody> {
     let body = to_pretty_json(&json!({ "command": command, "error": error }));
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync(),
@@ -305,18 +380,37 @@ fn json_response(status: StatusCode, error: Option<&str>) -> Response<AdminBody>
 /// for as `name`; `primary` is the command's primary name): the server serves, the
 /// `Authorization` header proves ids holding ALL on `/`, the command is enabled
 /// (`admin.snapshot.enabled`) and the rate limiter lets it through. Otherwise the answer to
-/// give, in Apache's order.
-async fn gate(
+/// give, in Apache's order. `snapshot` and `restore` each take their one slot (returned) before
+/// the rate limiter is asked, so a request turned away for a busy slot spends no token;
+/// `restore` has its own switch (`admin.restore.enabled`) and limiter.
+pub(super) async fn gate(
     cmd: &SnapshotCommand,
     name: &str,
-    primary: &str,
+    which: Gated,
     core: &mpsc::Sender<DriverMsg>,
     headers: &HeaderMap,
     peer: IpAddr,
     cert_ids: &[Id],
-) -> Result<(), Response<AdminBody>> {
-    let blocked = cmd.failures.lock().map(|f| f.blocked(peer, Instant::now())).unwrap_or(true);
-    if blocked {
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Response<AdminBody>> {
+    let primary = which.primary();
+    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
+    // Only a password can be guessed: a request without credentials, or with ip or x509 ones,
+    // guesses nothing, and counting it would let any page an operator's browser opens (or
+    // anyone behind the same proxy) lock the operator out. A password counts as a failure
+    // before it is checked and is forgiven if right, so a burst sent at once meets the limit.
+    let guess = matches!(parsed, Ok(Credentials::Digest(_)));
+    let forgive = || {
+        if let Ok(mut f) = cmd.failures.lock() {
+            f.forgive(peer);
+        }
+    };
+    let now = Instant::now();
+    let admitted = cmd
+        .failures
+        .lock()
+        .map(|mut f| if guess { f.attempt(peer, now) } else { !f.blocked(peer, now) })
+        .unwrap_or(false);
+    if !admitted {
         warn!("{primary} command from {peer}: refused, {FAILURES_PER_WINDOW} failed authorizations within {FAILURE_WINDOW:?}");
         return Err(named_response(
             name,
@@ -324,21 +418,18 @@ async fn gate(
             Some("Too many failed authorizations"),
         ));
     }
-    let parsed = credentials(headers.get(AUTHORIZATION), peer, cert_ids);
     let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
     let verdict = match ask(core, ask_auth).await {
         Some(AdminReply::Authorization(v)) => v,
-        _ => return Err(driver_gone()),
-    };
-    // Only a password guessed wrong counts: a request without credentials, or with ip or x509
-    // ones, guesses nothing, and counting it would let any page an operator's browser opens (or
-    // anyone behind the same proxy) lock the operator out.
-    let guessed_wrong = matches!(parsed, Ok(Credentials::Digest(_)))
-        && !matches!(verdict, Authorization::Granted | Authorization::NotServing);
-    if guessed_wrong {
-        if let Ok(mut f) = cmd.failures.lock() {
-            f.failed(peer, Instant::now());
+        _ => {
+            if guess {
+                forgive();
+            }
+            return Err(driver_gone());
         }
+    };
+    if guess && matches!(verdict, Authorization::Granted | Authorization::NotServing) {
+        forgive();
     }
     match (verdict, parsed) {
         (Authorization::NotServing, _) => {
@@ -366,15 +457,44 @@ async fn gate(
         }
         (Authorization::Granted, Ok(_)) => {}
     }
-    if !cmd.enabled {
-        warn!("{primary} command from {peer}: disabled (admin.snapshot.enabled=false)");
+    let (enabled, key, limiter) = match which {
+        Gated::Restore => (cmd.restore_enabled, "admin.restore.enabled", &cmd.restore_limiter),
+        _ => (cmd.enabled, "admin.snapshot.enabled", &cmd.limiter),
+    };
+    if !enabled {
+        warn!("{primary} command from {peer}: disabled ({key}=false)");
         return Err(named_response(primary, StatusCode::SERVICE_UNAVAILABLE, None));
     }
-    if !cmd.limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
+    // The one serving slot before the rate limiter's token: a request turned away because
+    // another is being served must not use up the interval of the next one.
+    // Apache's answer first when the limiter would refuse; then the command's one slot, before
+    // the limiter's token is spent, so a request turned away for a busy slot spends none.
+    let rate_limited = || {
         warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
-        return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None));
+        Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None))
+    };
+    if !limiter.lock().map(|l| l.would_allow(Instant::now())).unwrap_or(false) {
+        return rate_limited();
     }
-    Ok(())
+    let slot = match which {
+        Gated::Snapshot => Some((&cmd.serving, "another snapshot is being served")),
+        Gated::Restore => Some((&cmd.restoring, "another restore is under way")),
+        Gated::CreateSnapshot => None,
+    };
+    let permit = match slot {
+        Some((slot, busy)) => match slot.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                warn!("{primary} command from {peer}: {busy}");
+                return Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, Some(busy)));
+            }
+        },
+        None => None,
+    };
+    if !limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
+        return rate_limited();
+    }
+    Ok(permit)
 }
 
 /// Serves `create_snapshot` (alias `csnp`) over HTTP, asked for as `name`: a snapshot is
@@ -389,10 +509,10 @@ pub async fn gate_create(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Option<Response<AdminBody>> {
-    gate(cmd, name, "create_snapshot", core, headers, peer, cert_ids).await.err()
+    gate(cmd, name, Gated::CreateSnapshot, core, headers, peer, cert_ids).await.err()
 }
 
-fn driver_gone() -> Response<AdminBody> {
+pub(super) fn driver_gone() -> Response<AdminBody> {
     json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
 }
 
@@ -409,13 +529,21 @@ pub async fn serve(
     peer: IpAddr,
     cert_ids: &[Id],
 ) -> Response<AdminBody> {
-    if let Err(r) = gate(cmd, name, super::commands::SNAPSHOT, core, headers, peer, cert_ids).await {
-        return r;
-    }
-    let Ok(permit) = cmd.serving.clone().try_acquire_owned() else {
-        warn!("snapshot command from {peer}: another snapshot is being served");
-        return json_response(StatusCode::TOO_MANY_REQUESTS, None);
+    let permit = match gate(cmd, name, Gated::Snapshot, core, headers, peer, cert_ids).await {
+        Ok(Some(permit)) => permit,
+        Ok(None) => unreachable!("gate takes the serving slot when asked to"),
+        Err(r) => return r,
     };
+    // Refused before a snapshot is asked for, which may take minutes to be written, as well as
+    // when the copy is about to be made.
+    match ask(core, AdminAsk::CopyFits).await {
+        Some(AdminReply::CopyFits(true)) => {}
+        Some(AdminReply::CopyFits(false)) => {
+            warn!("snapshot command from {peer}: {MEMORY_REFUSAL}");
+            return json_response(StatusCode::SERVICE_UNAVAILABLE, Some(MEMORY_REFUSAL));
+        }
+        _ => return driver_gone(),
+    }
     let streaming = !head
         && args.iter().find(|(k, _)| k == "streaming").is_none_or(|(_, v)| v.eq_ignore_ascii_case("true"));
     let started = Instant::now();
@@ -552,30 +680,27 @@ async fn written(core: &mpsc::Sender<DriverMsg>, zxid: i64) -> Result<(), String
     }
 }
 
-/// The client's reading pace: each [`THROUGHPUT_WINDOW`] in turn must see at least
-/// [`MIN_BYTES_PER_WINDOW`] taken, or the stream stops.
+/// The client's reading pace: once the first [`THROUGHPUT_WINDOW`] has passed, the bytes it has
+/// taken must average at least [`MIN_BYTES_PER_WINDOW`] per window over the whole stream, or the
+/// stream stops. Checked at each chunk taken (a client that takes none meets [`CHUNK_WAIT`]), so
+/// a stream of `n` bytes holds the copy of the tree for at most about `n / MIN_BYTES_PER_WINDOW + 1`
+/// windows plus one chunk's wait, whatever pattern of pauses the client reads with.
 #[derive(Debug)]
 struct Throughput {
-    window_start: Instant,
-    in_window: u64,
+    start: Instant,
+    taken: u64,
 }
 
 impl Throughput {
     fn new(now: Instant) -> Throughput {
-        Throughput { window_start: now, in_window: 0 }
+        Throughput { start: now, taken: 0 }
     }
 
-    /// `bytes` were taken at `now`; false when a window ended with too little taken in it.
+    /// `bytes` were taken at `now`; false when the client is behind the least pace.
     fn taken(&mut self, now: Instant, bytes: u64) -> bool {
-        if now.duration_since(self.window_start) >= THROUGHPUT_WINDOW {
-            if self.in_window < MIN_BYTES_PER_WINDOW {
-                return false;
-            }
-            self.window_start = now;
-            self.in_window = 0;
-        }
-        self.in_window = self.in_window.saturating_add(bytes);
-        true
+        self.taken = self.taken.saturating_add(bytes);
+        let windows = now.duration_since(self.start).as_secs_f64() / THROUGHPUT_WINDOW.as_secs_f64();
+        windows <= 1.0 || self.taken as f64 >= (windows - 1.0) * MIN_BYTES_PER_WINDOW as f64
     }
 }
 
@@ -633,23 +758,31 @@ mod tests {
     }
 
     /// Review finding 4: a client taking a chunk just inside CHUNK_WAIT each time is cut off at
-    /// the end of the first window it reads too little in; one keeping up is not.
+    /// the end of the first window it falls behind in; one keeping up is not. The pace is an
+    /// average over the whole stream: a client taking 1 MiB just before each window check ends
+    /// (about 9 KB/s with per-window counting) falls behind within three windows.
     #[test]
     fn a_slow_reader_is_cut_off_after_a_window() {
         let t0 = Instant::now();
         let mut slow = Throughput::new(t0);
         let chunk = 64 * 1024;
         assert!(slow.taken(t0 + Duration::from_secs(59), chunk));
-        assert!(!slow.taken(t0 + Duration::from_secs(118), chunk), "64 KiB in the first minute");
+        assert!(!slow.taken(t0 + Duration::from_secs(118), chunk), "64 KiB in the first two minutes");
         let mut fast = Throughput::new(t0);
         for i in 0..1_000u64 {
             assert!(fast.taken(t0 + Duration::from_millis(i * 100), chunk), "6.4 MiB a second, at {i}");
         }
-        // Just enough in each window, up to the window's end.
+        // Just enough on average, up to the end.
         let mut steady = Throughput::new(t0);
         for s in 1..=600u64 {
             assert!(steady.taken(t0 + Duration::from_secs(s), MIN_BYTES_PER_WINDOW / 50), "at {s} s");
         }
+        // 1 MiB in a burst every 119 s: in time for the first window's check, not for later ones.
+        let mut bursts = Throughput::new(t0);
+        let cut = (1..=10u64)
+            .find(|k| !bursts.taken(t0 + Duration::from_secs(119 * k), MIN_BYTES_PER_WINDOW))
+            .expect("cut off");
+        assert!(cut <= 3, "cut off at burst {cut}");
     }
 
     /// Review finding 11: a peer gets FAILURES_PER_WINDOW failed authorizations per window;
@@ -673,11 +806,43 @@ mod tests {
         assert!(f.by_peer.len() <= FAILURE_PEERS);
     }
 
+    /// Review of the fixes, finding 1: a burst of passwords sent together is held to the limit,
+    /// each counted before its check (a right one is forgiven); and one IPv6 host cannot take a
+    /// fresh allowance per address of its /64.
+    #[test]
+    fn guesses_count_before_their_check_and_ipv6_by_network() {
+        let t0 = Instant::now();
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let mut f = FailureLimiter::default();
+        let admitted = (0..100).filter(|_| f.attempt(a, t0)).count();
+        assert_eq!(admitted, FAILURES_PER_WINDOW as usize, "a burst of 100 in flight at once");
+        let mut f = FailureLimiter::default();
+        for _ in 0..100 {
+            assert!(f.attempt(a, t0), "a right password is forgiven");
+            f.forgive(a);
+        }
+        let mut f = FailureLimiter::default();
+        let base: u128 = 0x2001_0db8_0000_0001 << 64;
+        for i in 0..u128::from(FAILURES_PER_WINDOW) {
+            f.failed(IpAddr::V6((base | (i * 0x1_0001)).into()), t0);
+        }
+        assert!(f.blocked(IpAddr::V6((base | 0xdead_beef).into()), t0), "same /64");
+        assert!(!f.blocked(IpAddr::V6(((base + (1 << 64)) | 1).into()), t0), "the next /64");
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        let mut f = FailureLimiter::default();
+        for _ in 0..FAILURES_PER_WINDOW {
+            f.failed(mapped, t0);
+        }
+        assert!(f.blocked(a, t0), "an IPv4 address mapped into IPv6 is that IPv4 address");
+    }
+
     #[test]
     fn one_request_per_interval() {
         let t0 = Instant::now();
         let mut l = RateLimiter { interval: Duration::from_millis(1000), last_reset: t0, remained: 1 };
+        assert!(l.would_allow(t0) && l.would_allow(t0), "asking spends nothing");
         assert!(l.allow(t0), "the first is allowed at once");
+        assert!(!l.would_allow(t0 + Duration::from_millis(500)));
         assert!(!l.allow(t0 + Duration::from_millis(500)));
         assert!(!l.allow(t0 + Duration::from_millis(1000)), "not before the interval has passed");
         assert!(l.allow(t0 + Duration::from_millis(1001)));

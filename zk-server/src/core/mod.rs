@@ -26,6 +26,7 @@ pub mod reads;
 pub mod reconfig;
 pub mod reply;
 mod requests;
+mod restore;
 mod roles;
 mod sasl;
 mod sessions;
@@ -195,6 +196,22 @@ pub enum Event {
     /// without a snapshot thread; [`ServerCore::take_snapshot_answer`] tells the asker what
     /// happened.
     SnapshotNow,
+    /// An operator restores this standalone server's tree from a snapshot (the AdminServer's
+    /// `restore`): every client connection is closed and none is taken until it is done; once
+    /// every proposal made before it is durable, `db` takes the old tree's place as of the first
+    /// zxid never used ([`Action::InstallRestored`] makes it durable, [`Event::LogReset`] ends
+    /// it). Refused in an ensemble, or with another restore under way;
+    /// [`ServerCore::take_restore_answer`] tells the asker what happened.
+    Restore {
+        /// The tree to put in place, as the snapshot held it.
+        db: Box<Database>,
+    },
+    /// Standalone: the log was reset to start after `zxid`, durably (a restore's
+    /// [`Action::InstallRestored`]).
+    LogReset {
+        /// The zxid the log starts after.
+        zxid: i64,
+    },
     /// Leader: a learner forwarded a client's request (REQUEST).
     Forwarded {
         /// The learner's quorum connection (a forwarded sync is answered on it).
@@ -367,6 +384,13 @@ pub enum Action {
     },
     /// Work for the snapshot thread.
     Snapshot(SnapJob),
+    /// A restore put its tree in place as of `zxid`: write that database whole as the snapshot
+    /// at `zxid` and reset the log to start after it, before anything else is logged (as for a
+    /// snapshot a learner receives).
+    InstallRestored {
+        /// The restored tree's zxid.
+        zxid: i64,
+    },
     /// The server cannot go on (a log failure other than a full disk): stop with an error.
     Stop {
         /// Why, for the log.
@@ -417,6 +441,11 @@ pub struct ServerCore {
     snapshots: Option<SnapshotPolicy>,
     /// What became of the last operator's request for a snapshot, until the asker takes it.
     snapshot_answer: Option<crate::view::SnapshotAnswer>,
+    /// A restore under way ([`Event::Restore`]): no client is served and nothing is proposed
+    /// meanwhile.
+    restoring: Option<restore::Restoring>,
+    /// What became of the last restore, until the asker takes it.
+    restore_answer: Option<crate::view::RestoreAnswer>,
     stats: ServerStats,
     actions: VecDeque<Action>,
     buf: BytesMut,
@@ -496,6 +525,8 @@ impl ServerCore {
             revalidating: HashMap::new(),
             snapshots,
             snapshot_answer: None,
+            restoring: None,
+            restore_answer: None,
             stats: ServerStats::new(),
             actions: VecDeque::new(),
             buf: BytesMut::with_capacity(64 * 1024),
@@ -544,7 +575,11 @@ impl ServerCore {
             Event::Closed { conn } => self.on_closed(conn),
             Event::AuthFailed => self.stats.auth_failed += 1,
             Event::Durable { zxid } => self.on_durable(now, zxid),
-            Event::LogFailed { error } => self.on_log_failed(now, error),
+            Event::LogFailed { error } => {
+                if !self.restore_failed(&error.to_string()) {
+                    self.on_log_failed(now, error)
+                }
+            }
             Event::AckReset { sid, to } => self.proposer.reset_ack(sid, to),
             Event::Ack { sid, zxid } => {
                 if self.proposer.ack(sid, zxid).is_some() {
@@ -578,6 +613,8 @@ impl ServerCore {
                 self.snapshots = None;
             }
             Event::SnapshotNow => self.on_snapshot_now(now),
+            Event::Restore { db } => self.on_restore(now, db),
+            Event::LogReset { zxid } => self.on_log_reset(now, zxid),
             Event::Forwarded { from, session, cxid, op, body, auth } => {
                 self.on_forwarded(now, from, session, cxid, op, body, auth)
             }
@@ -613,6 +650,9 @@ impl ServerCore {
             Event::SyncedFollowers(s) => self.on_synced_followers(s),
             Event::Fatal { reason } => self.stop(reason),
         }
+        if self.restoring.is_some() {
+            self.finish_restore(now);
+        }
     }
 
     /// Runs what is due at `now`: session expiry, container reaping, the retention timer, and
@@ -623,7 +663,11 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
-        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. });
+        // A restore under way proposes nothing: no session expires and no container is reaped
+        // until it is done (the sessions' timers start again then), and no snapshot is stepped
+        // (the driver writes the restored tree itself).
+        let restoring = self.restore_pending();
+        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring;
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
@@ -650,7 +694,7 @@ impl ServerCore {
         // SNAP), and a snapshot of it could outlive what it held.
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions(ms);
-        } else if self.role != Role::Down {
+        } else if self.role != Role::Down && !restoring {
             self.snapshot_step(now);
         }
     }
@@ -813,7 +857,7 @@ impl ServerCore {
         // As the commands see it: a leader with leaderServes=no serves no clients, and answers
         // "not currently serving"; it starts no snapshot behind that answer.
         let leader_aside = matches!(self.role, Role::Leader { .. }) && !self.settings.leader_serves;
-        let serving = self.serving_generation().is_some() && !leader_aside;
+        let serving = self.serving_generation().is_some() && !leader_aside && !self.restore_pending();
         let answer = match self.snapshots.as_mut() {
             None => SnapshotAnswer::Refused("this server takes no snapshots"),
             Some(_) if !serving => {

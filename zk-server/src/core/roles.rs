@@ -99,8 +99,11 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`.
+    /// `leaderServes=no`, nor while a restore waits.
     pub(super) fn serves_clients(&self) -> bool {
+        if self.restore_pending() {
+            return false;
+        }
         match self.role {
             Role::Down => false,
             Role::Leader { .. } => self.settings.leader_serves,

@@ -17,6 +17,11 @@ impl ServerCore {
     /// request is not answered; its client reconnects elsewhere), and the next election starts
     /// a new epoch, as Apache's leader does: clients see a failover, and no process exits.
     pub(super) fn next_zxid(&mut self, now: Now) -> Option<i64> {
+        if self.restore_pending() {
+            // Nothing is proposed while a restore waits for the log (expiry, reaping): the tree
+            // it would change is being replaced.
+            return None;
+        }
         match self.proposer.next_zxid() {
             Ok(z) => Some(z.to_i64()),
             Err(e) => {

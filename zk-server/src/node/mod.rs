@@ -330,6 +330,7 @@ impl Node {
                             | Event::Retained { .. }
                             | Event::SnapshotThreadGone
                             | Event::SnapshotNow
+                            | Event::Restore { .. }
                     ),
                     "only a client's or the snapshot thread's input reaches the core unsettled: {ev:?}"
                 );
@@ -353,6 +354,10 @@ impl Node {
                     r.log_failed(&error);
                 }
                 self.core.handle(now, Event::LogFailed { error });
+            }
+            // Standalone, a reset is a restore's install (an ensemble's is the replica's).
+            Input::LogReset { zxid } if self.replica.is_none() => {
+                self.core.handle(now, Event::LogReset { zxid });
             }
             other => match self.replica.as_mut() {
                 Some(r) => r.handle(now, other, &mut self.core),
