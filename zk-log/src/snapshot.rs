@@ -23,9 +23,12 @@
 //! The file ends right after the trailer.
 //!
 //! In format 1 a chunk's stored bytes are its content, 1 to max chunk bytes of it. In format 2
-//! they are one zstd frame (1 to [`stored_bytes_max`] bytes) that decompresses to 1 to max chunk
-//! bytes of content: the checksum covers the bytes as stored, so a damaged chunk is found before
-//! it is decompressed, and the reader decompresses into a buffer of max chunk bytes at most, so
+//! they are exactly one zstd frame (1 to [`stored_bytes_max`] bytes, declaring its content size)
+//! that decompresses to 1 to max chunk bytes of content, max chunk bytes being at most
+//! [`CHUNK_BYTES`] (format 2 is read only as this build writes it: an intact header asking for
+//! anything else, an unknown codec for one, is refused as [`LogError::UnsupportedFormat`], not
+//! skipped as damage). The checksum covers the bytes as stored, so a damaged chunk is found
+//! before it is decompressed, and the reader decompresses into a buffer of max chunk bytes at most, so
 //! that no chunk, damaged or hostile, expands past it. The trailer's content bytes count the
 //! content, uncompressed, in both formats. Chunks being independent, the reader keeps its shape:
 //! one chunk in memory at a time (stored and decompressed), each checked before its content is
@@ -63,8 +66,11 @@ pub const SNAP_HEADER_V2_BYTES: u64 = 40;
 pub const TRAILER_BYTES: u64 = 40;
 /// Chunk size the writer uses.
 pub const CHUNK_BYTES: u32 = 1 << 20;
-/// Largest chunk a reader accepts (a header naming more is refused).
+/// Largest chunk a reader accepts in format 1 (a header naming more is refused); format 2 takes
+/// at most [`CHUNK_BYTES`].
 pub const CHUNK_BYTES_MAX: u32 = 64 << 20;
+/// The first 4 bytes of a zstd frame (zstd's magic number, little-endian).
+const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
 /// Reservation step when a snapshot file grows.
 const GROW_BYTES: u64 = 16 << 20;
 /// A snapshot is written back to the disk this much at a time as it is written.
@@ -559,14 +565,25 @@ impl Unpacker {
     /// The content of one chunk stored as a zstd frame, at most `chunk_max` bytes of it, or why
     /// not.
     fn unpack(&mut self, stored: &[u8], chunk_max: u32) -> Result<&[u8], String> {
-        // A frame that declares more than a chunk holds is refused before any work.
-        match zstd::zstd_safe::get_frame_content_size(stored) {
-            Ok(Some(n)) if n > chunk_max as u64 => {
-                return Err(format!("declares {n} content bytes, more than the {chunk_max} a chunk holds"))
-            }
-            Ok(_) => {}
-            Err(_) => return Err("is not a zstd frame".into()),
+        // Exactly one zstd frame, as written: no skippable frame (which declares no content and
+        // would slip past the size check), nothing after it, and its content size declared and
+        // within a chunk, refused before any work.
+        if stored.get(0..4) != Some(&ZSTD_MAGIC[..]) {
+            return Err("is not a zstd frame".into());
         }
+        match zstd::zstd_safe::find_frame_compressed_size(stored) {
+            Ok(n) if n == stored.len() => {}
+            Ok(n) => return Err(format!("holds more than one zstd frame ({n} of {} bytes)", stored.len())),
+            Err(_) => return Err("is not a whole zstd frame".into()),
+        }
+        let declared = match zstd::zstd_safe::get_frame_content_size(stored) {
+            Ok(Some(n)) if n == 0 || n > chunk_max as u64 => {
+                return Err(format!("declares {n} content bytes, not 1 to the {chunk_max} a chunk holds"))
+            }
+            Ok(Some(n)) => n as usize,
+            Ok(None) => return Err("does not declare its content size".into()),
+            Err(_) => return Err("is not a zstd frame".into()),
+        };
         // The frame's declared size may be absent: the buffer's capacity is the bound either
         // way, and zstd stops with an error at its end rather than grow it.
         self.out.clear();
@@ -575,8 +592,8 @@ impl Unpacker {
             .zstd
             .decompress_to_buffer(stored, &mut self.out)
             .map_err(|e| format!("does not decompress within {chunk_max} bytes: {e}"))?;
-        if n == 0 || n > chunk_max as usize {
-            return Err(format!("decompresses to {n} bytes, not 1 to {chunk_max}"));
+        if n != declared {
+            return Err(format!("decompresses to {n} bytes, not the {declared} it declares"));
         }
         Ok(&self.out[..n])
     }
@@ -627,17 +644,30 @@ fn read_header(file: &str, name: &str, src: &dyn Source, newest: u32) -> Result<
     let codec = if version == SNAP_FORMAT_V1 {
         Codec::None
     } else {
+        // The checksum held: a writer meant these values. Format 2 is read only as this build
+        // writes it; anything else in an intact header is a newer zkrs's, refused as clearly as
+        // a newer version (the server stops) and never skipped as damage for an older snapshot.
+        let unsupported = |what: String| LogError::UnsupportedFormat { file: file.to_string(), what };
         let code = le32(&h[28..32]);
-        // The checksum held: a writer meant this code. A codec this build does not know is a
-        // newer zkrs's, refused as clearly as a newer version.
-        let codec = Codec::from_code(code).ok_or_else(|| {
-            corrupt(
-                28,
-                format!("compression codec {code} is unknown to this zkrs (1 = zstd); run a newer zkrs"),
-            )
-        })?;
-        if le32(&h[32..36]) != 0 {
-            return Err(corrupt(32, "reserved header field is not zero".into()));
+        let codec = match Codec::from_code(code) {
+            Some(Codec::Zstd) => Codec::Zstd,
+            Some(Codec::None) => {
+                return Err(unsupported("format 2 with compression codec 0 (none)".into()));
+            }
+            None => {
+                return Err(unsupported(format!(
+                    "compression codec {code}, unknown to this zkrs (it reads 1 = zstd)"
+                )));
+            }
+        };
+        let reserved = le32(&h[32..36]);
+        if reserved != 0 {
+            return Err(unsupported(format!("the reserved header field (set to {reserved})")));
+        }
+        if chunk_max > CHUNK_BYTES {
+            return Err(unsupported(format!(
+                "chunks of up to {chunk_max} bytes (this zkrs reads format 2 chunks of up to {CHUNK_BYTES})"
+            )));
         }
         codec
     };
@@ -727,9 +757,11 @@ fn read_source(
 /// content to `sink` as it is verified (decompressed, in format 2, into at most the header's max
 /// chunk bytes). A sink error stops the read. Either format is read.
 ///
-/// Errors: [`LogError::UnsupportedVersion`] for a newer format; [`LogError::Corrupt`] (naming the
-/// offset) for anything torn or damaged (a compressed chunk that does not decompress, or
-/// decompresses past its bound, included), an unknown codec, or a sink error; [`LogError::Io`].
+/// Errors: [`LogError::UnsupportedVersion`] for a newer format, [`LogError::UnsupportedFormat`]
+/// for an intact format 2 header this build does not read (an unknown codec, codec 0, a reserved
+/// field in use, chunks over [`CHUNK_BYTES`]); [`LogError::Corrupt`] (naming the offset) for
+/// anything torn or damaged (a compressed chunk that is not exactly one zstd frame, does not
+/// decompress, or decompresses past its bound, included), or a sink error; [`LogError::Io`].
 pub fn read_snapshot<S: Storage>(
     storage: &S,
     name: &str,
@@ -768,14 +800,16 @@ pub fn list_snapshots<S: Storage>(storage: &S) -> Result<Vec<(i64, String)>, Log
 /// skipped with a `warn` line naming them and why. This reads each candidate once; the caller
 /// then loads the chosen one (from the page cache).
 ///
-/// Errors: [`LogError::UnsupportedVersion`] when a snapshot newer than every valid one is in a
-/// newer format (falling back to an older snapshot would silently lose what only the newer
+/// Errors: [`LogError::UnsupportedVersion`] or [`LogError::UnsupportedFormat`] when a snapshot
+/// newer than every valid one is in a newer format (falling back to an older snapshot would silently lose what only the newer
 /// one holds once logs were purged); [`LogError::Io`] for listing or reading failures.
 pub fn latest_valid<S: Storage>(storage: &S) -> Result<Option<SnapshotInfo>, LogError> {
     for (_, name) in list_snapshots(storage)?.into_iter().rev() {
         match read_snapshot(storage, &name, &mut |_| Ok(())) {
             Ok(info) => return Ok(Some(info)),
-            Err(e @ LogError::UnsupportedVersion { .. }) => return Err(e),
+            Err(e @ (LogError::UnsupportedVersion { .. } | LogError::UnsupportedFormat { .. })) => {
+                return Err(e)
+            }
             Err(e @ LogError::Corrupt { .. }) => {
                 tracing::warn!("skipping snapshot {}: {e}", storage.display_name(&name));
             }
@@ -1161,50 +1195,128 @@ mod tests {
         assert_eq!(latest_valid(&s).expect("latest").map(|i| i.start_zxid), Some(10));
     }
 
+    /// A zstd frame of `n` bytes of `z`, declaring its size or not.
+    fn frame(n: usize, declared: bool) -> Vec<u8> {
+        let mut c = zstd::bulk::Compressor::new(3).expect("compressor");
+        c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(declared)).expect("param");
+        let f = c.compress(&vec![b'z'; n]).expect("compress");
+        let size = zstd::zstd_safe::get_frame_content_size(&f).expect("a frame");
+        assert_eq!(size.is_some(), declared, "the frame declares its size only when asked");
+        f
+    }
+
+    fn refused_with(name: &str, file: &[u8], want: &str) {
+        let err = read_bytes(name, file).map(|(_, info)| info).expect_err(want);
+        assert!(matches!(&err, LogError::Corrupt { reason, .. } if reason.contains(want)), "{want}: {err}");
+    }
+
     /// A chunk whose checksum holds but whose frame would decompress past the header's max chunk
-    /// bytes is refused, whether the frame declares its size or not; one exactly at the bound
-    /// reads. So are frames that are not zstd, and a chunk of nothing.
+    /// bytes is refused unread; one exactly at the bound reads. So are frames that are not zstd,
+    /// frames that do not declare their size (the writer always does), and a chunk of nothing.
     #[test]
     fn a_chunk_that_decompresses_past_its_bound_is_refused() {
         let max = 4096u32;
         let name = snapshot_name(3);
-        let frame = |n: usize, declared: bool| -> Vec<u8> {
-            let mut c = zstd::bulk::Compressor::new(3).expect("compressor");
-            c.set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(declared)).expect("param");
-            let f = c.compress(&vec![b'z'; n]).expect("compress");
-            let size = zstd::zstd_safe::get_frame_content_size(&f).expect("a frame");
-            assert_eq!(size.is_some(), declared, "the frame declares its size only when asked");
-            f
-        };
-        for declared in [true, false] {
-            let at_bound = craft(2, 3, max, &[frame(max as usize, declared)], max as u64);
-            let (back, info) = read_bytes(&name, &at_bound).expect("a full chunk reads");
-            assert_eq!((back.len(), info.content_bytes), (max as usize, max as u64));
-            let past = craft(2, 3, max, &[frame(max as usize + 1, declared)], max as u64 + 1);
-            let err = read_bytes(&name, &past).map(|(_, info)| info).expect_err("past the bound");
-            let want =
-                if declared { "declares 4097 content bytes" } else { "does not decompress within 4096" };
-            assert!(
-                matches!(&err, LogError::Corrupt { offset: 48, reason, .. } if reason.contains(want)),
-                "{err}"
-            );
-            // Far past it (a frame of a gigabyte would be refused alike, unread).
-            let far = craft(2, 3, max, &[frame(64 * max as usize, declared)], 64 * max as u64);
-            assert!(read_bytes(&name, &far).is_err());
+        let at_bound = craft(2, 3, max, &[frame(max as usize, true)], max as u64);
+        let (back, info) = read_bytes(&name, &at_bound).expect("a full chunk reads");
+        assert_eq!((back.len(), info.content_bytes), (max as usize, max as u64));
+        let past = craft(2, 3, max, &[frame(max as usize + 1, true)], max as u64 + 1);
+        refused_with(&name, &past, "declares 4097 content bytes");
+        // Far past it (a frame of a gigabyte would be refused alike, unread).
+        let far = craft(2, 3, max, &[frame(64 * max as usize, true)], 64 * max as u64);
+        refused_with(&name, &far, "declares 262144 content bytes");
+        // No declared size: refused before decompressing, at the bound or past it.
+        for n in [max as usize, max as usize + 1] {
+            let undeclared = craft(2, 3, max, &[frame(n, false)], n as u64);
+            refused_with(&name, &undeclared, "does not declare its content size");
         }
         let not_zstd = craft(2, 3, max, &[b"plain bytes, checksummed".to_vec()], 24);
-        let err = read_bytes(&name, &not_zstd).map(|(_, info)| info).expect_err("not a frame");
-        assert!(err.to_string().contains("not a zstd frame"), "{err}");
+        refused_with(&name, &not_zstd, "not a zstd frame");
         let empty = craft(2, 3, max, &[frame(0, true)], 0);
-        let err = read_bytes(&name, &empty).map(|(_, info)| info).expect_err("a chunk of nothing");
-        assert!(err.to_string().contains("decompresses to 0 bytes"), "{err}");
+        refused_with(&name, &empty, "declares 0 content bytes");
         // A stored chunk longer than any frame of max chunk bytes can be is refused unread.
         let long = craft(2, 3, max, &[vec![0; stored_bytes_max(max) as usize + 1]], 1);
-        assert!(read_bytes(&name, &long)
-            .map(|(_, info)| info)
-            .expect_err("too long")
-            .to_string()
-            .contains("out of bounds"));
+        refused_with(&name, &long, "out of bounds");
+    }
+
+    /// Format 2 is read only as this build writes it: each chunk exactly one zstd frame. Two
+    /// frames in a chunk, a skippable frame before one, or bytes after it are refused, though each
+    /// frame alone is within the bound and the chunk's checksum holds.
+    #[test]
+    fn a_format_2_chunk_is_exactly_one_zstd_frame() {
+        let max = 4096u32;
+        let name = snapshot_name(3);
+        let one = frame(1000, true);
+        let ok = craft(2, 3, max, std::slice::from_ref(&one), 1000);
+        assert_eq!(read_bytes(&name, &ok).expect("one frame reads").0, vec![b'z'; 1000]);
+        let two = [one.clone(), one.clone()].concat();
+        refused_with(&name, &craft(2, 3, max, &[two], 2000), "more than one zstd frame");
+        // A skippable frame (magic 0x184D2A50, u32 length, that many bytes), then a frame.
+        let mut skippable = 0x184D_2A50u32.to_le_bytes().to_vec();
+        skippable.extend_from_slice(&4u32.to_le_bytes());
+        skippable.extend_from_slice(b"skip");
+        refused_with(&name, &craft(2, 3, max, &[skippable.clone()], 0), "not a zstd frame");
+        let skip_then = [skippable, one.clone()].concat();
+        refused_with(&name, &craft(2, 3, max, &[skip_then], 1000), "not a zstd frame");
+        let trailing = [one.clone(), vec![1, 2, 3]].concat();
+        refused_with(&name, &craft(2, 3, max, &[trailing], 1000), "more than one zstd frame");
+        let cut = one[..one.len() - 1].to_vec();
+        refused_with(&name, &craft(2, 3, max, &[cut], 1000), "not a whole zstd frame");
+    }
+
+    /// `craft`'s format 2 file with header fields 24..36 (max chunk bytes, codec, reserved) set
+    /// and the header checksum made to hold.
+    fn crafted_v2_header(zxid: i64, chunk_max: u32, codec: u32, reserved: u32) -> Vec<u8> {
+        let mut f = craft(2, zxid, CHUNK_BYTES, &[frame(1000, true)], 1000);
+        f[24..28].copy_from_slice(&chunk_max.to_le_bytes());
+        f[28..32].copy_from_slice(&codec.to_le_bytes());
+        f[32..36].copy_from_slice(&reserved.to_le_bytes());
+        let crc = crc32fast::hash(&f[0..36]);
+        f[36..40].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    /// An intact format 2 header (its checksum holds) with a codec this build does not know,
+    /// codec 0, the reserved field in use, or chunks larger than this build writes is a newer
+    /// zkrs's file: refused as unsupported, naming what, and `latest_valid` stops on it rather
+    /// than fall back to the older snapshot. The same header damaged (checksum off) is skipped.
+    #[test]
+    fn an_intact_format_2_header_this_build_does_not_read_stops_the_fallback() {
+        let s = FaultStorage::new(11);
+        write(&s, 5, &content(100));
+        let name = snapshot_name(9);
+        assert!(read_bytes(&name, &crafted_v2_header(9, CHUNK_BYTES, 1, 0)).is_ok(), "as written");
+        for (chunk_max, codec, reserved, want) in [
+            (CHUNK_BYTES, 2, 0, "compression codec 2, unknown to this zkrs"),
+            (CHUNK_BYTES, 0, 0, "format 2 with compression codec 0 (none)"),
+            (CHUNK_BYTES, 1, 1, "the reserved header field (set to 1)"),
+            (CHUNK_BYTES + 1, 1, 0, "chunks of up to 1048577 bytes"),
+            (CHUNK_BYTES_MAX, 1, 0, "chunks of up to 67108864 bytes"),
+        ] {
+            let file = crafted_v2_header(9, chunk_max, codec, reserved);
+            let err = read_bytes(&name, &file).map(|(_, info)| info).expect_err(want);
+            assert!(
+                matches!(&err, LogError::UnsupportedFormat { what, .. } if what.contains(want)),
+                "{want}: {err}"
+            );
+            assert!(err.to_string().contains("run a newer zkrs"), "{err}");
+            let put = |bytes: &[u8]| {
+                let _ = s.remove(&name);
+                let mut f = s.create(&name).expect("create");
+                f.reserve(bytes.len() as u64).expect("reserve");
+                f.write_at(0, bytes).expect("write");
+                f.sync().expect("sync");
+            };
+            put(&file);
+            let latest = latest_valid(&s).map(|i| i.map(|i| i.start_zxid));
+            assert!(matches!(&latest, Err(LogError::UnsupportedFormat { .. })), "{want}: {latest:?}");
+            // The same header with its checksum broken is damage: skipped for snapshot 5.
+            let mut damaged = file.clone();
+            damaged[36] ^= 1;
+            put(&damaged);
+            assert_eq!(latest_valid(&s).expect("skipped").map(|i| i.start_zxid), Some(5));
+            s.remove(&name).expect("remove");
+        }
     }
 
     /// What a zkrs that reads only format 1 does with a compressed snapshot: the version check
@@ -1240,7 +1352,8 @@ mod tests {
         let crc = crc32fast::hash(&other[0..36]);
         other[36..40].copy_from_slice(&crc.to_le_bytes());
         let err = read_bytes(&name, &other).map(|(_, info)| info).expect_err("unknown codec");
-        assert!(err.to_string().contains("codec 7 is unknown"), "{err}");
+        assert!(matches!(err, LogError::UnsupportedFormat { .. }), "{err}");
+        assert!(err.to_string().contains("compression codec 7, unknown to this zkrs"), "{err}");
     }
 
     #[test]

@@ -809,6 +809,35 @@ mod tests {
         assert!(on_disk().is_empty(), "none left");
     }
 
+    /// Review of h-zstd, finding 1: a newer snapshot whose format 2 header is intact but names a
+    /// codec this build does not know stops the load, naming the codec, instead of being skipped
+    /// for the older snapshot; the same header damaged is skipped.
+    #[test]
+    fn an_unknown_codec_stops_the_load_instead_of_falling_back() {
+        use zk_log::snapshot::snapshot_name;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let storage = open_dir(dir.path()).expect("open");
+        let db = Database::new(TreeConfig::default());
+        let older = write_whole(&storage, &db, 100, Compression::None).expect("older").name;
+        let other = tempfile::tempdir().expect("temp dir");
+        let packed =
+            write_whole(&open_dir(other.path()).expect("open"), &db, 100, Compression::Zstd { level: 1 })
+                .expect("compressed");
+        let mut bytes = std::fs::read(other.path().join(&packed.name)).expect("read");
+        let newer = dir.path().join(snapshot_name(9));
+        bytes[16..24].copy_from_slice(&9u64.to_le_bytes());
+        bytes[28..32].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[0..36]);
+        bytes[36..40].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&newer, &bytes).expect("write");
+        let err = load_newest(&storage, TreeConfig::default()).map(|(_, name)| name).expect_err("stops");
+        assert!(err.contains("compression codec 2, unknown to this zkrs"), "{err}");
+        bytes[36] ^= 1;
+        std::fs::write(&newer, &bytes).expect("write");
+        let (_, loaded) = load_newest(&storage, TreeConfig::default()).expect("damage is skipped");
+        assert_eq!(loaded, Some(older));
+    }
+
     /// Review of the snapshot command, finding 10: the copy is given up between batches of the
     /// log once its asker is gone.
     #[test]
