@@ -308,8 +308,9 @@ pub struct ServerConfig {
     /// store their chunks. `zstd` writes the compressed format (zk-log's snapshot format 2), which
     /// a zkrs from before it refuses; every snapshot already on disk is read whatever its format.
     pub snapshot_compression: zk_log::snapshot::Codec,
-    /// `snapshot.compressionLevel` (a zkrs key, 1 to 19, default
-    /// [`DEFAULT_SNAPSHOT_COMPRESSION_LEVEL`]): zstd's level when `snapshot.compression=zstd`.
+    /// `snapshot.compressionLevel` (a zkrs key, 1 to 6, default
+    /// [`DEFAULT_SNAPSHOT_COMPRESSION_LEVEL`]): zstd's level when `snapshot.compression=zstd`
+    /// (set without it: a warning, and no effect).
     pub snapshot_compression_level: i32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
@@ -1122,6 +1123,8 @@ impl ServerConfig {
             .transpose()?
             .unwrap_or(false);
         let max_id = if extended { MAX_EXTENDED_SERVER_ID } else { MAX_SERVER_ID };
+        // Where snapshot.compressionLevel was set: a level without compression is warned about.
+        let mut compression_level_line = None;
 
         for p in &props {
             let key = java_trim(&p.key);
@@ -1301,13 +1304,15 @@ impl ServerConfig {
                             key,
                             at,
                             format!(
-                                "{v} is not a zstd level zkrs takes ({} to {})",
+                                "{v} is not a zstd level zkrs takes ({} to {}: higher levels compress \
+                                 too slowly for the snapshot pace and a follower's SNAP install)",
                                 levels.start(),
                                 levels.end()
                             ),
                         ));
                     }
                     cfg.snapshot_compression_level = v;
+                    compression_level_line = Some((v, line));
                 }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
@@ -1517,6 +1522,15 @@ impl ServerConfig {
                     );
                     cfg.unknown.insert(k.to_string(), value.to_string());
                 }
+            }
+        }
+
+        if let Some((v, line)) = compression_level_line {
+            if cfg.snapshot_compression != zk_log::snapshot::Codec::Zstd {
+                tracing::warn!(
+                    "snapshot.compressionLevel={v} (line {line}) has no effect: snapshot.compression \
+                     is not zstd, so snapshots are written uncompressed"
+                );
             }
         }
 
@@ -2001,11 +2015,11 @@ mod tests {
         assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::None, 1));
         let s = crate::settings::Settings::from_config(&c).expect("settings");
         assert_eq!(s.snapshot_compression, Compression::None);
-        let c = ServerConfig::parse(&with("snapshot.compressionLevel=7\nsnapshot.compression=ZSTD\n"), None)
+        let c = ServerConfig::parse(&with("snapshot.compressionLevel=6\nsnapshot.compression=ZSTD\n"), None)
             .unwrap();
-        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::Zstd, 7));
+        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::Zstd, 6));
         let s = crate::settings::Settings::from_config(&c).expect("settings");
-        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 7 });
+        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 6 });
         let c = ServerConfig::parse(&with("snapshot.compression=zstd\n"), None).unwrap();
         let s = crate::settings::Settings::from_config(&c).expect("settings");
         assert_eq!(s.snapshot_compression, Compression::Zstd { level: 1 });
@@ -2015,9 +2029,9 @@ mod tests {
             Some(4),
             "none or zstd",
         );
-        for v in ["0", "20", "-3"] {
+        for v in ["0", "7", "9", "19", "20", "-3"] {
             let e = bad(&with(&format!("# c\nsnapshot.compressionLevel={v}\n")));
-            assert_err(&e, "snapshot.compressionLevel", Some(5), "1 to 19");
+            assert_err(&e, "snapshot.compressionLevel", Some(5), "1 to 6");
         }
         assert_err(
             &bad(&with("snapshot.compressionLevel=fast\n")),
@@ -2025,6 +2039,47 @@ mod tests {
             Some(4),
             "fast",
         );
+    }
+
+    /// What parsing `text` logs at `warn`.
+    fn parse_warnings(text: &str) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("log buffer").extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || ServerConfig::parse(text, None).expect("parses"));
+        let out = buf.0.lock().expect("log buffer").clone();
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    /// Review of h-zstd, note 8: a level set without `snapshot.compression=zstd` is warned about,
+    /// naming the key and its line; with zstd, or without a level, nothing is said.
+    #[test]
+    fn a_compression_level_without_compression_is_warned_about() {
+        let logged = parse_warnings(&with("# c\nsnapshot.compressionLevel=3\n"));
+        assert!(logged.contains("snapshot.compressionLevel=3 (line 5) has no effect"), "{logged}");
+        let logged = parse_warnings(&with("snapshot.compression=none\nsnapshot.compressionLevel=2\n"));
+        assert!(logged.contains("snapshot.compressionLevel=2 (line 5) has no effect"), "{logged}");
+        for quiet in
+            ["snapshot.compressionLevel=3\nsnapshot.compression=zstd\n", "snapshot.compression=zstd\n", ""]
+        {
+            let logged = parse_warnings(&with(quiet));
+            assert!(!logged.contains("compressionLevel"), "{quiet:?}: {logged}");
+        }
     }
 
     fn props(text: &str) -> Vec<(String, String, u32)> {
