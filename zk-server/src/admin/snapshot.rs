@@ -471,10 +471,10 @@ pub(super) async fn gate(
     // the limiter's token is spent, so a request turned away for a busy slot spends none.
     let rate_limited = || {
         warn!("{primary} command from {peer}: rate limited (admin.rateLimiterIntervalInMS)");
-        Err(named_response(primary, StatusCode::TOO_MANY_REQUESTS, None))
+        named_response(primary, StatusCode::TOO_MANY_REQUESTS, None)
     };
     if !limiter.lock().map(|l| l.would_allow(Instant::now())).unwrap_or(false) {
-        return rate_limited();
+        return Err(rate_limited());
     }
     let slot = match which {
         Gated::Snapshot => Some((&cmd.serving, "another snapshot is being served")),
@@ -492,7 +492,7 @@ pub(super) async fn gate(
         None => None,
     };
     if !limiter.lock().map(|mut l| l.allow(Instant::now())).unwrap_or(false) {
-        return rate_limited();
+        return Err(rate_limited());
     }
     Ok(permit)
 }
