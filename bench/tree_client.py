@@ -13,6 +13,10 @@ requests against zkrs-server and Apache ZooKeeper.
       memory with the sessions alone and with their watches.
   tree_client.py children PORT PATH
       One getChildren of PATH (no watch); prints "children COUNT REPLY_BYTES SECONDS".
+  tree_client.py populate PORT COUNT SIZE
+      Creates /rnd and COUNT znodes /rnd/n<i> under it, each with SIZE random bytes (os.urandom:
+      content that does not compress, where zkrs-bench's values are all "x"), pipelined 1,000 at
+      a time; prints "populate COUNT SECONDS". For bench/snapshot-compression.sh's VALUES=random.
 """
 
 import select
@@ -25,6 +29,7 @@ OP_EXISTS = 3
 OP_ADD_WATCH = 106
 PERSISTENT_RECURSIVE = 1
 OP_GET_CHILDREN = 8
+OP_CREATE = 1
 OP_PING = 11
 NOTIFICATION_XID = -1
 PING_XID = -2
@@ -156,6 +161,33 @@ def children(port, path):
     print(f"children {count} {len(body) + 16} {took:.3f}", flush=True)
 
 
+def populate(port, count, size):
+    import os
+
+    sess = Session(port)
+    # ACL list: one entry, world:anyone with every permission.
+    acl = struct.pack(">ii", 1, 31) + zk_string("world") + zk_string("anyone")
+
+    def create(path, data):
+        body = zk_string(path) + struct.pack(">i", len(data)) + data + acl + struct.pack(">i", 0)
+        sess.request(OP_CREATE, body)
+
+    t0 = time.monotonic()
+    create("/rnd", b"")
+    if sess.reply()[1] != 0:
+        raise SystemExit("cannot create /rnd")
+    for start in range(0, count, BATCH):
+        n = min(BATCH, count - start)
+        values = os.urandom(n * size)
+        for k in range(n):
+            create(f"/rnd/n{start + k}", values[k * size:(k + 1) * size])
+        for _ in range(n):
+            _, err, _ = sess.reply()
+            if err != 0:
+                raise SystemExit(f"create answered error {err}")
+    print(f"populate {count} {time.monotonic() - t0:.1f}", flush=True)
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "watches" and len(sys.argv) in (6, 7):
         kind = sys.argv[6] if len(sys.argv) == 7 else "exists"
@@ -164,6 +196,8 @@ def main():
         watches(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], kind)
     elif len(sys.argv) >= 2 and sys.argv[1] == "children" and len(sys.argv) == 4:
         children(int(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "populate" and len(sys.argv) == 5:
+        populate(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     else:
         raise SystemExit(__doc__)
 

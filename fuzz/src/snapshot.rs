@@ -42,7 +42,8 @@ pub fn content(data: &[u8]) {
     assert_eq!(again.snapshot_to_vec(), (zxid, bytes), "a reloaded snapshot serializes the same");
 }
 
-/// A zkrs snapshot file (header, checksummed chunks, trailer). When it reads, the content
+/// A zkrs snapshot file (header, checksummed chunks, trailer; format 1, or format 2 with each
+/// chunk a zstd frame). When it reads, the content
 /// handed out matches the counts reported, and written again as a snapshot of the same zxid it
 /// reads back to the same content.
 pub fn file(data: &[u8]) {
@@ -60,7 +61,12 @@ pub fn file(data: &[u8]) {
     assert_eq!(info.content_bytes, content.len() as u64);
     assert_eq!(info.file_bytes, data.len() as u64, "the whole file is read");
     let storage = FaultStorage::new(0);
-    let mut w = SnapshotWriter::create(&storage, info.start_zxid).expect("create");
+    // Written again in the format it was read in (compressed or not).
+    let compression = match info.codec {
+        zk_log::snapshot::Codec::None => zk_log::snapshot::Compression::None,
+        zk_log::snapshot::Codec::Zstd => zk_log::snapshot::Compression::Zstd { level: 1 },
+    };
+    let mut w = SnapshotWriter::create_with(&storage, info.start_zxid, compression).expect("create");
     w.write(&content).expect("write");
     let written = w.finish().expect("finish");
     let mut back = Vec::new();
@@ -70,6 +76,7 @@ pub fn file(data: &[u8]) {
     })
     .expect("a written snapshot reads");
     assert_eq!(back, content);
+    assert_eq!(written.codec, info.codec);
 }
 
 /// The SNAP stream following a SNAP packet (the leader's DataTree serialization), fed in two

@@ -104,6 +104,13 @@ fn write_built_seeds() {
     let info = w.finish().expect("finish");
     let file = read_small_file(&storage, &info.name, 1 << 20).expect("read").expect("snapshot file");
     put("snapshot_file", "built", &file);
+    // The same content compressed (format 2).
+    let compression = zk_log::snapshot::Compression::Zstd { level: 1 };
+    let mut w = SnapshotWriter::create_with(&storage, 6, compression).expect("create");
+    w.write(&content).expect("write");
+    let info = w.finish().expect("finish");
+    let file = read_small_file(&storage, &info.name, 1 << 20).expect("read").expect("snapshot file");
+    put("snapshot_file", "built-zstd", &file);
 
     // The SNAP stream of the same database, and an Apache snapshot file around it.
     let stream = db.apache_snap_to_vec();

@@ -16,11 +16,12 @@ pub enum LogError {
         #[source]
         source: io::Error,
     },
-    /// Bytes that should hold a valid record or header do not, before the tail of the log: the
-    /// log cannot be recovered without losing data that may have been acknowledged.
-    #[error("corrupt transaction log {file} at offset {offset}: {reason}")]
+    /// Bytes that should hold a valid record or header do not: before the tail of a log (which
+    /// cannot then be recovered without losing data that may have been acknowledged), or
+    /// anywhere in a snapshot file (which is then skipped for an older one).
+    #[error("corrupt file {file} at offset {offset}: {reason}")]
     Corrupt {
-        /// The segment file.
+        /// The segment or snapshot file.
         file: String,
         /// Byte offset of the bad record or header.
         offset: u64,
@@ -39,18 +40,30 @@ pub enum LogError {
         /// Its zxid.
         found: i64,
     },
-    /// A segment written by a newer zkrs: refused rather than misread.
+    /// A log segment or snapshot written by a newer zkrs (a compressed snapshot, format 2, to a
+    /// zkrs that reads only format 1): refused rather than misread.
     #[error(
-        "transaction log {file} has format version {version}, this zkrs reads up to version {supported}; \
+        "{file} has format version {version}, this zkrs reads up to version {supported}; \
          run a newer zkrs or move the file away"
     )]
     UnsupportedVersion {
-        /// The segment file.
+        /// The segment or snapshot file.
         file: String,
         /// Its version.
         version: u32,
         /// The newest version this build reads.
         supported: u32,
+    },
+    /// A snapshot whose header is intact (its checksum holds, so a writer meant what it says) in
+    /// a known version but with a setting this build does not read: a compression codec it does
+    /// not know, a reserved field in use, chunks larger than it writes. A newer zkrs's file,
+    /// refused as [`LogError::UnsupportedVersion`] is, never skipped as damage.
+    #[error("{file} uses {what}, which this zkrs does not read; run a newer zkrs or move the file away")]
+    UnsupportedFormat {
+        /// The snapshot file.
+        file: String,
+        /// What it uses (naming the codec, field or size).
+        what: String,
     },
     /// A payload handed over already encoded does not start with a transaction header.
     #[error("a transaction payload of {bytes} bytes has no complete txn header")]
@@ -124,6 +137,7 @@ impl From<LogError> for io::Error {
             LogError::Corrupt { .. }
             | LogError::ZxidGap { .. }
             | LogError::UnsupportedVersion { .. }
+            | LogError::UnsupportedFormat { .. }
             | LogError::Epoch { .. } => io::Error::new(io::ErrorKind::InvalidData, e),
             LogError::OutOfOrder { .. }
             | LogError::RecordTooLarge { .. }

@@ -28,6 +28,12 @@ pub const DEFAULT_SNAP_SIZE_LIMIT_KB: i64 = 4_194_304;
 /// Default `snapshot.writeMBPerSecond` (a zkrs key): snapshots are written at 10 MB/s, or at
 /// twice the rate the log grows when that is more.
 pub const DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND: u32 = 10;
+/// Default `snapshot.compressionLevel` (a zkrs key): zstd's level 1, its fastest regular level.
+/// Snapshots are compressed on the snapshot thread while the server serves, beside the core and
+/// the connections on the same cores, so the CPU it takes is the cost that counts: on a million
+/// znodes level 3 made the file only 1.2% smaller than level 1, for a slower compression
+/// (bench/RESULTS.md, 2026-11-30, tenth session).
+pub const DEFAULT_SNAPSHOT_COMPRESSION_LEVEL: i32 = 1;
 /// Default `snapshot.idleSeconds` (a zkrs key): a snapshot is taken once writes have stopped for
 /// this long, when the log written since the last one is worth replacing.
 pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
@@ -298,6 +304,14 @@ pub struct ServerConfig {
     /// a snapshot starts none within this many seconds of the last snapshot's start (each one
     /// serializes and syncs the whole tree and lets retention purge the log). 0 = no minimum.
     pub snapshot_min_request_interval_seconds: u32,
+    /// `snapshot.compression` (a zkrs key, `none` or `zstd`, default `none`): how snapshot files
+    /// store their chunks. `zstd` writes the compressed format (zk-log's snapshot format 2), which
+    /// a zkrs from before it refuses; every snapshot already on disk is read whatever its format.
+    pub snapshot_compression: zk_log::snapshot::Codec,
+    /// `snapshot.compressionLevel` (a zkrs key, 1 to 6, default
+    /// [`DEFAULT_SNAPSHOT_COMPRESSION_LEVEL`]): zstd's level when `snapshot.compression=zstd`
+    /// (set without it: a warning, and no effect).
+    pub snapshot_compression_level: i32,
     /// `txnLog.appendMode` (a zkrs key, `pwrite` or `mmap`, default `pwrite`): how the log's
     /// appends reach its segment files, with `pwrite` or through their shared mapping (zk-log's
     /// `AppendMode`; both keep the same format, syncs and recovery). Why `pwrite` is the default:
@@ -1003,6 +1017,8 @@ impl ServerConfig {
             snapshot_write_mb_per_second: DEFAULT_SNAPSHOT_WRITE_MB_PER_SECOND,
             snapshot_idle_seconds: DEFAULT_SNAPSHOT_IDLE_SECONDS,
             snapshot_min_request_interval_seconds: DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS,
+            snapshot_compression: zk_log::snapshot::Codec::None,
+            snapshot_compression_level: DEFAULT_SNAPSHOT_COMPRESSION_LEVEL,
             txn_log_append_mode: zk_log::AppendMode::default(),
             pre_alloc_size_kb: DEFAULT_PRE_ALLOC_SIZE_KB,
             global_outstanding_limit: DEFAULT_GLOBAL_OUTSTANDING_LIMIT,
@@ -1107,6 +1123,8 @@ impl ServerConfig {
             .transpose()?
             .unwrap_or(false);
         let max_id = if extended { MAX_EXTENDED_SERVER_ID } else { MAX_SERVER_ID };
+        // Where snapshot.compressionLevel was set: a level without compression is warned about.
+        let mut compression_level_line = None;
 
         for p in &props {
             let key = java_trim(&p.key);
@@ -1271,6 +1289,30 @@ impl ServerConfig {
                 "snapshot.minRequestIntervalSeconds" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.snapshot_min_request_interval_seconds = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own keys: how snapshot files store their chunks.
+                "snapshot.compression" => {
+                    cfg.snapshot_compression = zk_log::snapshot::Codec::parse(value).ok_or_else(|| {
+                        src.err(key, at, format!("\"{value}\" is not a snapshot compression (none or zstd)"))
+                    })?;
+                }
+                "snapshot.compressionLevel" => {
+                    let v = decoded_value(&src, key, value, line)?;
+                    let levels = zk_log::snapshot::Compression::ZSTD_LEVELS;
+                    if !levels.contains(&v) {
+                        return Err(src.err(
+                            key,
+                            at,
+                            format!(
+                                "{v} is not a zstd level zkrs takes ({} to {}: higher levels compress \
+                                 too slowly for the snapshot pace and a follower's SNAP install)",
+                                levels.start(),
+                                levels.end()
+                            ),
+                        ));
+                    }
+                    cfg.snapshot_compression_level = v;
+                    compression_level_line = Some((v, line));
                 }
                 // zkrs's own key: how the transaction log's appends are written.
                 "txnLog.appendMode" => {
@@ -1480,6 +1522,15 @@ impl ServerConfig {
                     );
                     cfg.unknown.insert(k.to_string(), value.to_string());
                 }
+            }
+        }
+
+        if let Some((v, line)) = compression_level_line {
+            if cfg.snapshot_compression != zk_log::snapshot::Codec::Zstd {
+                tracing::warn!(
+                    "snapshot.compressionLevel={v} (line {line}) has no effect: snapshot.compression \
+                     is not zstd, so snapshots are written uncompressed"
+                );
             }
         }
 
@@ -1953,6 +2004,82 @@ mod tests {
 
     fn with(extra: &str) -> String {
         format!("{BASE}{extra}")
+    }
+
+    /// `snapshot.compression` and `snapshot.compressionLevel`: defaults, values in either order
+    /// and case, and refusals naming the key and the line.
+    #[test]
+    fn snapshot_compression_keys() {
+        use zk_log::snapshot::{Codec, Compression};
+        let c = ServerConfig::parse(BASE, None).unwrap();
+        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::None, 1));
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::None);
+        let c = ServerConfig::parse(&with("snapshot.compressionLevel=6\nsnapshot.compression=ZSTD\n"), None)
+            .unwrap();
+        assert_eq!((c.snapshot_compression, c.snapshot_compression_level), (Codec::Zstd, 6));
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 6 });
+        let c = ServerConfig::parse(&with("snapshot.compression=zstd\n"), None).unwrap();
+        let s = crate::settings::Settings::from_config(&c).expect("settings");
+        assert_eq!(s.snapshot_compression, Compression::Zstd { level: 1 });
+        assert_err(
+            &bad(&with("snapshot.compression=gzip\n")),
+            "snapshot.compression",
+            Some(4),
+            "none or zstd",
+        );
+        for v in ["0", "7", "9", "19", "20", "-3"] {
+            let e = bad(&with(&format!("# c\nsnapshot.compressionLevel={v}\n")));
+            assert_err(&e, "snapshot.compressionLevel", Some(5), "1 to 6");
+        }
+        assert_err(
+            &bad(&with("snapshot.compressionLevel=fast\n")),
+            "snapshot.compressionLevel",
+            Some(4),
+            "fast",
+        );
+    }
+
+    /// What parsing `text` logs at `warn`.
+    fn parse_warnings(text: &str) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("log buffer").extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || ServerConfig::parse(text, None).expect("parses"));
+        let out = buf.0.lock().expect("log buffer").clone();
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    /// Review of h-zstd, note 8: a level set without `snapshot.compression=zstd` is warned about,
+    /// naming the key and its line; with zstd, or without a level, nothing is said.
+    #[test]
+    fn a_compression_level_without_compression_is_warned_about() {
+        let logged = parse_warnings(&with("# c\nsnapshot.compressionLevel=3\n"));
+        assert!(logged.contains("snapshot.compressionLevel=3 (line 5) has no effect"), "{logged}");
+        let logged = parse_warnings(&with("snapshot.compression=none\nsnapshot.compressionLevel=2\n"));
+        assert!(logged.contains("snapshot.compressionLevel=2 (line 5) has no effect"), "{logged}");
+        for quiet in
+            ["snapshot.compressionLevel=3\nsnapshot.compression=zstd\n", "snapshot.compression=zstd\n", ""]
+        {
+            let logged = parse_warnings(&with(quiet));
+            assert!(!logged.contains("compressionLevel"), "{quiet:?}: {logged}");
+        }
     }
 
     fn props(text: &str) -> Vec<(String, String, u32)> {

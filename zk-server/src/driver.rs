@@ -302,6 +302,9 @@ pub struct Driver {
     snapshot_jobs: Option<crate::snapshots::SnapshotQueue>,
     /// The snapshot directory and the tree's settings ([`Driver::with_snapshot_disk`]).
     snapshot_disk: Option<(zk_log::FileStorage, zk_tree::TreeConfig)>,
+    /// How the snapshots written on this thread are stored (snapshot.compression): a learner's
+    /// received one and a restored tree alike ([`Driver::with_snapshot_disk`]).
+    snapshot_compression: zk_log::snapshot::Compression,
     /// The fence every cut of the log runs under, shared with the snapshot thread.
     snapshot_fence: Option<Arc<crate::snapshots::SnapshotFence>>,
     permits: Arc<Semaphore>,
@@ -370,6 +373,7 @@ impl Driver {
             log_backlog: VecDeque::new(),
             snapshot_jobs,
             snapshot_disk: None,
+            snapshot_compression: zk_log::snapshot::Compression::None,
             snapshot_fence: None,
             permits,
             dead: Vec::new(),
@@ -430,14 +434,17 @@ impl Driver {
 
     /// The snapshot directory, the tree's settings and the snapshot thread's fence: for the
     /// AdminServer's `snapshot`, which rebuilds a copy of the tree from them, and for the
-    /// snapshots written whole on this thread (a learner's received one, a restored tree).
+    /// snapshots written whole on this thread (a learner's received one, a restored tree), which
+    /// are stored as `compression` says, as the snapshot thread's are.
     pub fn with_snapshot_disk(
         mut self,
         storage: zk_log::FileStorage,
         tree_cfg: zk_tree::TreeConfig,
+        compression: zk_log::snapshot::Compression,
         fence: Arc<crate::snapshots::SnapshotFence>,
     ) -> Driver {
         self.snapshot_disk = Some((storage, tree_cfg));
+        self.snapshot_compression = compression;
         self.snapshot_fence = Some(fence);
         self
     }
@@ -1133,10 +1140,16 @@ impl Driver {
     }
 
     /// Writes the node's database as a snapshot file, whole, on this thread (a learner that
-    /// received a snapshot, or a server that restored one, serves nobody until it is written).
+    /// received a snapshot, or a server that restored one, serves nobody until it is written),
+    /// stored as this server's own setting says (snapshot.compression), whatever the source.
     fn write_snapshot(&self, what: &str) -> Result<(), zk_log::LogError> {
         let Some((storage, _)) = self.snapshot_disk.as_ref() else { return Ok(()) };
-        let info = crate::snapshots::write_whole(storage, self.node.database(), crate::core::NODES_PER_STEP)?;
+        let info = crate::snapshots::write_whole(
+            storage,
+            self.node.database(),
+            crate::core::NODES_PER_STEP,
+            self.snapshot_compression,
+        )?;
         info!("wrote snapshot {} {what}", info.name);
         Ok(())
     }

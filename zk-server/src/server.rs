@@ -207,6 +207,7 @@ pub async fn run(
     let snap_tx = snapshots::spawn_writer(
         snap_storage.clone(),
         settings.snap_retain_count as usize,
+        settings.snapshot_compression,
         fence.clone(),
         move |r| {
             let _ = reports.blocking_send(DriverMsg::Snapshot(r));
@@ -281,7 +282,12 @@ pub async fn run(
         Driver::new(node, origin, settings.clone(), Box::new(writer), Some(snap_tx), permits.clone())
             .with_metric_sources(sync_times, connections.clone())
             .with_startup_load(startup)
-            .with_snapshot_disk(snap_storage.clone(), tree_cfg.clone(), snapshot_fence);
+            .with_snapshot_disk(
+                snap_storage.clone(),
+                tree_cfg.clone(),
+                settings.snapshot_compression,
+                snapshot_fence,
+            );
     // A reconfiguration may move this server's client address: the driver says where to.
     let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
     if let Some((peers, disk)) = ensemble_io {

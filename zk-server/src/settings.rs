@@ -74,6 +74,8 @@ pub struct Settings {
     /// An operator's request starts no snapshot within this long of the last one's start, ms
     /// (snapshot.minRequestIntervalSeconds); 0 = no minimum.
     pub snapshot_min_request_interval_ms: u64,
+    /// How snapshot files store their chunks (snapshot.compression, snapshot.compressionLevel).
+    pub snapshot_compression: zk_log::snapshot::Compression,
     /// How the transaction log's appends are written (txnLog.appendMode): with `pwrite` or
     /// through the segment's mapping.
     pub txn_log_append_mode: zk_log::AppendMode,
@@ -336,6 +338,12 @@ impl Settings {
             snapshot_write_bytes_per_second: u64::from(cfg.snapshot_write_mb_per_second) * 1_000_000,
             snapshot_idle_ms: u64::from(cfg.snapshot_idle_seconds) * 1000,
             snapshot_min_request_interval_ms: u64::from(cfg.snapshot_min_request_interval_seconds) * 1000,
+            snapshot_compression: match cfg.snapshot_compression {
+                zk_log::snapshot::Codec::None => zk_log::snapshot::Compression::None,
+                zk_log::snapshot::Codec::Zstd => {
+                    zk_log::snapshot::Compression::Zstd { level: cfg.snapshot_compression_level }
+                }
+            },
             txn_log_append_mode: cfg.txn_log_append_mode,
             snap_retain_count: cfg.snap_retain_count,
             purge_interval_hours: cfg.purge_interval_hours,

@@ -336,8 +336,10 @@ pub fn import_apache(
     // Session expiry is not written to the snapshot: any clock will do.
     let db = rec.finish(0);
 
-    // Write it as our snapshot, streamed in steps so the content is never whole in memory.
-    let written = crate::snapshots::write_whole(&storage, &db, 16_384)?;
+    // Write it as our snapshot, streamed in steps so the content is never whole in memory, and
+    // uncompressed (format 1, which every zkrs reads; the server's own snapshots follow its
+    // snapshot.compression from then on).
+    let written = crate::snapshots::write_whole(&storage, &db, 16_384, zk_log::snapshot::Compression::None)?;
     let report = ImportReport {
         apache_snapshot: snap_path,
         snapshot_nodes,
@@ -403,8 +405,16 @@ pub fn dump_snapshot(path: &Path, out: &mut dyn Write) -> Result<SnapshotInfo, T
     }
     writeln!(
         out,
-        "snapshot {}: start zxid {:#x}, {} bytes, {} content bytes in {} chunks, all checksums good",
-        info.name, info.start_zxid, info.file_bytes, info.content_bytes, info.chunks
+        "snapshot {}: start zxid {:#x}, {} bytes, {} content bytes in {} chunks{}, all checksums good",
+        info.name,
+        info.start_zxid,
+        info.file_bytes,
+        info.content_bytes,
+        info.chunks,
+        match info.codec {
+            zk_log::snapshot::Codec::None => String::new(),
+            codec => format!(" ({} compressed)", codec.name()),
+        }
     )
     .map_err(io_err(Path::new("output")))?;
     Ok(info)

@@ -111,6 +111,17 @@ impl Server {
         }
     }
 
+    /// How this server stores its snapshots: the even-numbered ones compress (snapshot format 2),
+    /// the odd ones do not, so every run mixes both formats in one ensemble (a SNAP, which is
+    /// the tree re-serialized, not a file, goes between them either way).
+    pub fn compression(&self) -> zk_log::snapshot::Compression {
+        if self.sid % 2 == 0 {
+            zk_log::snapshot::Compression::Zstd { level: 1 }
+        } else {
+            zk_log::snapshot::Compression::None
+        }
+    }
+
     pub fn tree_config(&self, settings: &Settings) -> TreeConfig {
         TreeConfig {
             tick_ms: settings.tick_ms,
@@ -190,7 +201,8 @@ impl Server {
             node,
             log,
             epochs,
-            snaps: SnapshotFiles::new(self.snap_disk.clone(), retain, fence.clone()),
+            snaps: SnapshotFiles::new(self.snap_disk.clone(), retain, fence.clone())
+                .with_compression(self.compression()),
             fence,
             started_ms: now_ms,
             wall_offset_ms,
@@ -262,7 +274,7 @@ impl Server {
             for t in hist {
                 db.apply(&t.hdr, &t.txn);
             }
-            snapshots::write_whole(&self.snap_disk, &db, NODES_PER_STEP)
+            snapshots::write_whole(&self.snap_disk, &db, NODES_PER_STEP, self.compression())
                 .map_err(|e| format!("snapshot: {e}"))?;
             log.reset_to(last).map_err(|e| format!("reset: {e}"))?;
         } else if !hist.is_empty() {

@@ -850,7 +850,8 @@ impl World {
                 // As the driver: written under the fence, retention held until the snapshots
                 // past it go, once the log's reset to it is done (`log_done`).
                 let written = p.fence.cut_for_reset(|| {
-                    snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP).map(|_| zxid)
+                    snapshots::write_whole(&s.snap_disk, p.node.database(), NODES_PER_STEP, s.compression())
+                        .map(|_| zxid)
                 });
                 if let Err(e) = written {
                     self.failures.push(format!("t={}: server {sid}: snapshot write: {e}", self.t));
