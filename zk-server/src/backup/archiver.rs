@@ -159,16 +159,17 @@ pub struct Archiver {
     staging_storage: FileStorage,
     manifest: Manifest,
     tail: Option<TailScan>,
-    /// The archive's newest transaction as archived: its zxid and payload CRC, to tell it from
-    /// another transaction of that zxid in a rewritten log.
-    last_archived: Option<(i64, u32)>,
     /// Closed server segments read to their end, by name.
     read_segments: std::collections::HashMap<String, ReadSegment>,
+    /// The newest zxid the server's log holds, as this pass has read it.
     newest_on_disk: Option<i64>,
+    /// Where the data directory's own myid file is, for the `--server` identity check.
+    data_dir: PathBuf,
     commit_cap: Option<CommitCap>,
     /// The manifest of a write that failed, as far as this backup knows (it may have landed).
     attempted: Option<Manifest>,
-    /// Another backup was found writing the archive: no later pass can succeed.
+    /// Another backup was found writing the archive, or the data directory was restored below
+    /// the archive's newest zxid: no later pass can succeed.
     contended: bool,
 }
 
@@ -290,8 +291,6 @@ impl Archiver {
             }
         }
         let manifest = target.read_manifest()?.unwrap_or_default();
-        let last_archived =
-            manifest.logs.last().and_then(|l| l.last_payload_crc.map(|c| (l.summary.last_zxid, c)));
         Ok(Archiver {
             target,
             log_dir: data_log_dir.join(LOG_DIR_NAME),
@@ -300,9 +299,9 @@ impl Archiver {
             staging_storage,
             manifest,
             tail: None,
-            last_archived,
             read_segments: std::collections::HashMap::new(),
             newest_on_disk: None,
+            data_dir: data_dir.to_path_buf(),
             commit_cap: None,
             attempted: None,
             contended: false,
@@ -328,8 +327,9 @@ impl Archiver {
 
     /// Whether no pass can add to the archive any more: its manifest is full (it would exceed
     /// [`super::manifest::FILES_MAX`] files or [`super::manifest::MANIFEST_BYTES_MAX`] bytes),
-    /// or marks transactions the server's log lost ([`Manifest::rewritten_after`]). A new
-    /// archive must be started.
+    /// marks transactions the server's log lost ([`Manifest::rewritten_after`]), another backup
+    /// writes it, or the data directory was restored below its newest zxid. A new archive must
+    /// be started.
     pub fn closed(&self) -> bool {
         self.contended
             || self.manifest.rewritten_after.is_some()
@@ -396,6 +396,39 @@ impl Archiver {
         Ok(())
     }
 
+    /// Refuses to go on when the data directory was restored (`zkrs-server restore` left its
+    /// [`super::restore::RESTORE_MARKER`]) to a point below what the archive holds: the
+    /// server's history after the point is a new one, and its transactions under zxids the
+    /// archive already holds would be taken as archived (the old ones). Once the archive has
+    /// gone on from a restore, the manifest names it ([`Manifest::after_restore`]), so the
+    /// archive, grown past the point, is not refused for it later.
+    fn check_restore_marker(&mut self) -> Result<(), BackupError> {
+        let Some(m) = super::restore::RestoreMarker::read(&self.data_dir)? else {
+            return Ok(());
+        };
+        let id = m.id();
+        if self.manifest.after_restore.as_deref() == Some(id.as_str()) {
+            return Ok(());
+        }
+        if let Some(newest) = self.manifest.newest_zxid().filter(|n| *n > m.zxid) {
+            self.contended = true;
+            return Err(BackupError::Refused(format!(
+                "{} was restored (zkrs-server restore, {}) to zxid {}, below this archive's newest, {}: the \
+                 server's history goes on from {} with new transactions, which this archive, holding the \
+                 old ones, cannot take; start a new archive (another --to) for the restored server (this \
+                 one still restores the history it holds)",
+                self.data_dir.display(),
+                format_time_ms(m.at_ms),
+                hex(m.zxid),
+                hex(newest),
+                hex(m.zxid)
+            )));
+        }
+        // Written with the next change to the manifest, before any transaction past the point.
+        self.manifest.after_restore = Some(id);
+        Ok(())
+    }
+
     /// One pass: archives the transactions the archive lacks, from every segment (the open
     /// one up to where its records are known durable), up to the server's committed zxid when
     /// a cap is set ([`Self::set_commit_cap`]), and every finished snapshot it lacks, then
@@ -417,6 +450,7 @@ impl Archiver {
         if let Some(p) = self.manifest.rewritten_after {
             return Err(rewritten(p, self.manifest.last_log_zxid()));
         }
+        self.check_restore_marker()?;
         let member = self.is_ensemble_member();
         let cap = match &mut self.commit_cap {
             Some(ask) => Some(ask()?),
@@ -443,6 +477,7 @@ impl Archiver {
             }
         }
         let mut report = PassReport { committed: cap, ..PassReport::default() };
+        self.newest_on_disk = None;
         let segments = list_named(&self.log_dir, parse_segment_name)?;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
         let mut before = match segments.first() {
@@ -455,6 +490,9 @@ impl Archiver {
             if let (false, Some(read), Some(id)) = (open, self.read_segments.get(name), ident) {
                 if read.ident == id {
                     before = read.last;
+                    if let Before::Zxid(z) = before {
+                        self.newest_on_disk = self.newest_on_disk.max(Some(z));
+                    }
                     continue;
                 }
             }
@@ -462,6 +500,8 @@ impl Archiver {
             report.logs.extend(seen.piece);
             before = seen.last;
             if seen.capped {
+                // The later segments are not read: their names say how far the log goes at least.
+                self.newest_on_disk = self.newest_on_disk.max(segments.last().map(|(z, _)| *z));
                 break;
             }
             match ident {
@@ -475,7 +515,9 @@ impl Archiver {
         }
         self.archive_snapshots(cap, member, out, &mut report)?;
         report.newest_archived = self.manifest.last_log_zxid();
-        report.newest_on_disk = self.newest_on_disk.max(report.newest_archived);
+        // The server's own: below the archive's newest when its log was reset or restored
+        // below it (the lag line says so instead of a lag of 0).
+        report.newest_on_disk = self.newest_on_disk;
         Ok(report)
     }
 
@@ -514,6 +556,7 @@ impl Archiver {
         if let Some(t) = self.tail.clone().filter(|t| t.name == name && Some(t.zxid) == last) {
             if r.resume_after(t.record_at, t.zxid, t.payload_crc).map_err(damaged)? {
                 before = Before::Zxid(t.zxid);
+                self.newest_on_disk = self.newest_on_disk.max(Some(t.zxid));
             } else {
                 let _ = writeln!(
                     out,
@@ -556,8 +599,13 @@ impl Archiver {
             let z = rec.header.zxid;
             self.newest_on_disk = self.newest_on_disk.max(Some(z));
             if let Some(l) = last.filter(|l| z <= *l) {
+                if let Some(p) = self.piece_end_differs(&rec) {
+                    if let Some(piece) = piece.take() {
+                        self.discard(&piece.path);
+                    }
+                    return Err(self.mark_rewritten_under(p, z, l, &shown));
+                }
                 if z == l {
-                    self.check_same_as_archived(&rec, &shown)?;
                     let payload_crc = rec.payload_crc();
                     self.tail =
                         Some(TailScan { name: name.to_string(), record_at: at, zxid: z, payload_crc });
@@ -596,23 +644,39 @@ impl Archiver {
         Ok(seen)
     }
 
-    /// Errors when `rec`, of the archive's newest zxid, is another transaction than the one
-    /// archived under that zxid (known when this archiver archived or checked it).
-    fn check_same_as_archived(
-        &self,
-        rec: &super::segment::SegmentRecord,
-        shown: &str,
-    ) -> Result<(), BackupError> {
-        match self.last_archived {
-            Some((z, crc)) if z == rec.header.zxid && crc != rec.payload_crc() => {
-                Err(BackupError::Refused(format!(
-                "{shown} holds another transaction under zxid {} than the archived one: the server's history \
-                 was rewritten under the archive (its log was reset or truncated past what it had \
-                 committed); start a new archive",
-                hex(z)
-            )))
-            }
-            _ => Ok(()),
+    /// Whether `rec` is, under the zxid an archived piece ends with, another transaction than
+    /// the one archived there (every piece of a version 3 manifest keeps its last record's
+    /// payload CRC). When it is, returns the zxid after which the archive no longer matches the
+    /// server's history: the end of the piece before (the log is read in zxid order, so every
+    /// earlier piece end the log still holds was found the same), or, for the first piece, the
+    /// zxid before it.
+    fn piece_end_differs(&self, rec: &super::segment::SegmentRecord) -> Option<i64> {
+        let z = rec.header.zxid;
+        let logs = &self.manifest.logs;
+        let i = logs.binary_search_by_key(&z, |l| l.summary.last_zxid).ok()?;
+        let crc = logs[i].last_payload_crc?;
+        if crc == rec.payload_crc() {
+            return None;
+        }
+        Some(match i.checked_sub(1) {
+            Some(p) => logs[p].summary.last_zxid,
+            None => logs[i].prev_zxid.unwrap_or(logs[i].summary.first_zxid - 1),
+        })
+    }
+
+    /// Records in the manifest that the server's log holds another transaction under zxid `z`
+    /// than the archived one, so that the archived transactions after `p` up to `l` (the
+    /// archive's newest) are not the server's history. Returns the error that stops the pass.
+    fn mark_rewritten_under(&mut self, p: i64, z: i64, l: i64, shown: &str) -> BackupError {
+        let found = format!(
+            "{shown} holds another transaction under zxid {} than the archived one: the server's history \
+             was rewritten under the archive (its log was reset, restored in place or truncated past \
+             what it had committed)",
+            hex(z)
+        );
+        match self.mark_rewritten(p, l) {
+            BackupError::Refused(e) => BackupError::Refused(format!("{found}; {e}")),
+            e => e,
         }
     }
 
@@ -727,7 +791,6 @@ impl Archiver {
         self.commit_manifest()?;
         let (record_at, zxid, payload_crc) = end.last;
         self.tail = Some(TailScan { name: segment.to_string(), record_at, zxid, payload_crc });
-        self.last_archived = Some((zxid, payload_crc));
         let _ = writeln!(
             out,
             "backup: archived {key} (from {segment}): zxid {}..{}, {} txns from {} to {}, {bytes} bytes",
@@ -766,11 +829,12 @@ impl Archiver {
             match self.check_snapshot(&name) {
                 Ok((end, nodes)) => {
                     let key = format!("{SNAP_PREFIX}{name}");
-                    self.target.put_file(&key, &staged)?;
                     let (end_zxid, tree_digest) = match end {
                         Some(e) => (Some(e.zxid), e.digest),
                         None => (None, None),
                     };
+                    // Checked before the upload: a snapshot that waits is not put in the archive
+                    // (unnamed) at every pass.
                     if let Some(c) = cap.filter(|c| end_zxid.is_some_and(|e| e > *c)) {
                         self.discard(&staged);
                         let _ = writeln!(
@@ -780,6 +844,7 @@ impl Archiver {
                         );
                         continue;
                     }
+                    self.target.put_file(&key, &staged)?;
                     self.manifest.add_snapshot(SnapFile {
                         name: name.clone(),
                         bytes,
@@ -842,9 +907,9 @@ impl Archiver {
 fn rewritten(p: i64, l: Option<i64>) -> BackupError {
     BackupError::Refused(format!(
         "the server's log no longer holds the archived transactions after zxid {} (up to {}): they \
-         were cut away, so they were never committed (the archive was written without a correct \
-         --server); the manifest marks them, a restore refuses points after {}, and nothing more is \
-         archived here: start a new archive",
+         were cut away or written over (proposals never committed, archived without a correct \
+         --server, or a log reset or restored in place); the manifest marks them, a restore refuses \
+         points after {}, and nothing more is archived here: start a new archive",
         hex(p),
         l.map_or("?".to_string(), hex),
         hex(p)
@@ -854,8 +919,21 @@ fn rewritten(p: i64, l: Option<i64>) -> BackupError {
 /// A progress line about the lag.
 pub fn lag_line(r: &PassReport) -> String {
     match (r.newest_on_disk, r.newest_archived) {
-        (None, _) => "backup: the server's log holds no transaction yet".to_string(),
+        (None, None) => "backup: the server's log holds no transaction yet".to_string(),
+        (None, Some(a)) => format!(
+            "backup: the server's log holds no transaction yet (newest archived {}; a server restored or \
+             reset in place starts a new history: start a new archive for it)",
+            hex(a)
+        ),
         (Some(d), None) => format!("backup: lag: nothing archived yet; newest zxid on disk {}", hex(d)),
+        (Some(d), Some(a)) if d < a => format!(
+            "backup: WARNING: the server's log ends at zxid {}, behind the archive's newest, {}: its log was \
+             reset or restored below the archive; its new transactions up to {} are not archived here \
+             (start a new archive for it)",
+            hex(d),
+            hex(a),
+            hex(a)
+        ),
         (Some(d), Some(a)) => {
             let n = txns_between(a, d).map_or("a new epoch's".to_string(), |n| n.to_string());
             let committed = r.committed.map_or(String::new(), |c| format!(", committed {}", hex(c)));
@@ -876,6 +954,8 @@ pub fn lag_line(r: &PassReport) -> String {
 /// - `conf` names `data_dir` and `data_log_dir` as its dataDir and dataLogDir (so a leader, a
 ///   virtual address or another member answering instead is refused: its committed zxid says
 ///   nothing of this copy's log);
+/// - for an ensemble member, `conf`'s `serverId` is the id in `data_dir`'s `myid` (two
+///   members in containers of their own may have the same paths);
 /// - `srvr`'s `Mode:` is `leader`, `follower`, `observer` or `standalone`: a read-only server
 ///   rebuilt its tree from its own log, uncommitted proposals included, so its `Zxid:` is no
 ///   commit point.
@@ -908,6 +988,9 @@ pub fn srvr_commit_cap(server: &str, data_dir: &Path, data_log_dir: &Path) -> Co
         let conf = crate::status::ask(addr, "conf").map_err(|e| failed(e.to_string()))?;
         check_conf_dirs(&conf, &data_dir, &data_log_dir).map_err(failed)?;
         let status = crate::status::query(addr).map_err(|e| failed(e.to_string()))?;
+        if status.mode != "standalone" {
+            check_conf_server_id(&conf, &data_dir).map_err(failed)?;
+        }
         if !matches!(status.mode.as_str(), "leader" | "follower" | "observer" | "standalone") {
             return Err(failed(format!(
                 "the server is in mode `{}`: a read-only server's tree holds what its log holds, \
@@ -954,6 +1037,30 @@ fn check_conf_dirs(conf: &str, data_dir: &Path, data_log_dir: &Path) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// Checks that an ensemble member's `conf` answer names as its `serverId` the id in
+/// `data_dir`'s `myid`: the directories' paths alone match another member's where each runs in
+/// its own container with the same paths (or behind a tunnel).
+fn check_conf_server_id(conf: &str, data_dir: &Path) -> Result<(), String> {
+    let theirs = conf.lines().find_map(|l| l.strip_prefix("serverId=")).map(str::trim);
+    let myid_path = data_dir.join("myid");
+    let ours = std::fs::read(&myid_path).ok().map(|b| {
+        let text = String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+        text.lines().next().unwrap_or("").trim().to_string()
+    });
+    match (theirs, ours) {
+        (Some(t), Some(o)) if !t.is_empty() && t.parse::<u64>().ok().is_some_and(|t| o.parse() == Ok(t)) => {
+            Ok(())
+        }
+        (t, o) => Err(format!(
+            "the server answers `conf` with serverId {}, and {} holds {}: the server asked is not the \
+             member whose directories are backed up",
+            t.unwrap_or("(none)"),
+            myid_path.display(),
+            o.map_or("nothing (it cannot be read)".to_string(), |o| format!("`{o}`"))
+        )),
+    }
 }
 
 /// Refuses a dataLogDir without the server's log in it: a server makes its `zkrs-log` when it
@@ -1157,15 +1264,22 @@ mod tests {
         let logs = dir.path().join("logs");
         std::fs::create_dir_all(&data).unwrap();
         std::fs::create_dir_all(&logs).unwrap();
-        let conf = |d: &Path, l: &Path| {
+        std::fs::write(data.join("myid"), "2\n").unwrap();
+        let conf_of = |d: &Path, l: &Path, id: u64| {
             format!(
-                "clientPort=2181\ndataDir={}/version-2\ndataDirSize=0\ndataLogDir={}/version-2\nserverId=0\n",
+                "clientPort=2181\ndataDir={}/version-2\ndataDirSize=0\ndataLogDir={}/version-2\nserverId={id}\n",
                 d.display(),
                 l.display()
             )
         };
+        let conf = |d: &Path, l: &Path| conf_of(d, l, 2);
         let ask = |server: &str| srvr_commit_cap(server, &data, &logs)();
         assert_eq!(ask(&fake_server("follower", conf(&data, &logs))).unwrap(), 7);
+        // Another member on directories of the same paths (its own container) has another id.
+        let e = ask(&fake_server("follower", conf_of(&data, &logs, 3))).unwrap_err();
+        assert!(e.to_string().contains("answers `conf` with serverId 3, and"), "{e}");
+        assert!(e.to_string().contains("holds `2`: the server asked is not the member"), "{e}");
+        assert_eq!(ask(&fake_server("standalone", conf_of(&data, &logs, 0))).unwrap(), 7);
         let e = ask(&fake_server("read-only", conf(&data, &logs))).unwrap_err();
         assert!(e.to_string().contains("mode `read-only`"), "{e}");
         let e = ask(&fake_server("leader", conf(&data, &data))).unwrap_err();
@@ -1594,5 +1708,185 @@ mod tests {
             let r = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap();
             assert_eq!(r.zxid, 5, "{point:?}");
         }
+    }
+
+    /// Three pieces, ending at zxids 4, 6 and 8, archived from a log of 1..9.
+    fn archived_in_three_pieces() -> (Fixture, Archiver) {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=4);
+        f.commit(5..=6);
+        a.pass(&mut Vec::new()).unwrap();
+        f.commit(7..=8);
+        a.pass(&mut Vec::new()).unwrap();
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 4, Some(0)), (5, 6, Some(4)), (7, 8, Some(6))]);
+        (f, a)
+    }
+
+    /// A standalone server's log reset below the archive's newest zxid, then written with new
+    /// transactions (a restore in place by hand): the first one under a zxid an archived piece
+    /// ends with is compared with it (by payload CRC), found to differ, and the archive is
+    /// marked from the piece before; an archiver started again finds the same.
+    #[test]
+    fn a_log_reset_below_the_archive_is_found_at_a_piece_end() {
+        for restart in [false, true] {
+            let (mut f, mut a) = archived_in_three_pieces();
+            f.log.reset_to(4).unwrap();
+            for z in 5..=7 {
+                f.commit_batch(&[create_at(z, 9_000 + z)]);
+            }
+            if restart {
+                drop(a);
+                a = f.archiver();
+            }
+            let e = a.pass(&mut Vec::new()).unwrap_err();
+            assert!(
+                e.to_string().contains("holds another transaction under zxid 0x6 than the archived one"),
+                "{e}"
+            );
+            assert!(e.to_string().contains("after zxid 0x4 (up to 0x8)"), "{e}");
+            assert_eq!(a.manifest().rewritten_after, Some(4));
+            assert!(a.closed());
+            let back = DirTarget::new(f.archive.clone()).read_manifest().unwrap().unwrap();
+            assert_eq!(back.rewritten_after, Some(4));
+        }
+    }
+
+    /// A reset below the archive that no archived piece end shows yet: the lag line names the
+    /// server's own newest zxid, behind the archive's, instead of a lag of 0.
+    #[test]
+    fn a_log_behind_the_archive_is_reported_as_behind() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(a.manifest().last_log_zxid(), Some(8));
+        f.log.reset_to(4).unwrap();
+        for z in 5..=7 {
+            f.commit_batch(&[create_at(z, 9_000 + z)]);
+        }
+        let mut a = Some(a);
+        for _restarted in [false, true] {
+            let mut b = a.take().unwrap_or_else(|| f.archiver());
+            let r = b.pass(&mut Vec::new()).unwrap();
+            assert_eq!((r.newest_on_disk, r.newest_archived), (Some(7), Some(8)));
+            let line = lag_line(&r);
+            assert!(
+                line.contains("the server's log ends at zxid 0x7, behind the archive's newest, 0x8"),
+                "{line}"
+            );
+        }
+    }
+
+    /// `zkrs-server restore` in place to a point below the archive's newest zxid leaves a marker
+    /// the archiver refuses to go on past (and `--follow` stops); a new archive of the restored
+    /// server is taken, and goes on after it has grown past the point, restarted or not.
+    #[test]
+    fn an_archive_is_not_continued_past_a_restore_below_it() {
+        let (mut f, a) = archived_in_three_pieces();
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let mut said = Vec::new();
+        let r = restore(&target, &f.data, Some(&f.data), Point::Zxid(4), None, true, &mut said).unwrap();
+        assert_eq!(r.zxid, 4);
+        let marker = crate::backup::restore::RestoreMarker::read(&f.data).unwrap().unwrap();
+        assert_eq!(marker.zxid, 4);
+        // The restored server resets its log to the snapshot and writes on.
+        f.log = zk_log::SegmentLog::open(
+            FileStorage::open_dir(f.data.join(LOG_DIR_NAME)).unwrap(),
+            zk_log::LogOptions::default(),
+        )
+        .unwrap();
+        f.log.reset_to(4).unwrap();
+        for z in 5..=7 {
+            f.commit_batch(&[create_at(z, 9_000 + z)]);
+        }
+        let mut old = f.archiver();
+        let e = old.pass(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("was restored (zkrs-server restore"), "{e}");
+        assert!(e.to_string().contains("to zxid 0x4, below this archive's newest, 0x8"), "{e}");
+        assert!(e.to_string().contains("start a new archive"), "{e}");
+        assert!(old.closed());
+        assert_eq!(ranges(&old), [(1, 4, Some(0)), (5, 6, Some(4)), (7, 8, Some(6))]);
+        drop(old);
+        let data = f.data.clone();
+        let e = run(
+            f.archive.to_str().unwrap(),
+            &data,
+            &data,
+            None,
+            true,
+            Duration::from_millis(1),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("start a new archive"), "{e}");
+        // A new archive of the restored server.
+        let fresh = f.dir.path().join("archive2");
+        let open_fresh = || Archiver::open(Box::new(DirTarget::new(fresh.clone())), &data, &data).unwrap();
+        let mut b = open_fresh();
+        f.commit(8..=8);
+        b.pass(&mut Vec::new()).unwrap();
+        assert_eq!(b.manifest().last_log_zxid(), Some(7));
+        assert_eq!(b.manifest().after_restore, Some(marker.id()));
+        f.commit(9..=9);
+        b.pass(&mut Vec::new()).unwrap();
+        drop(b);
+        let mut b = open_fresh();
+        f.commit(10..=10);
+        b.pass(&mut Vec::new()).unwrap();
+        assert_eq!(b.manifest().last_log_zxid(), Some(9));
+    }
+
+    /// A snapshot that starts at or before the cap but ends past it waits, and is not put in
+    /// the archive meanwhile (unnamed, at every pass).
+    #[test]
+    fn a_snapshot_ending_past_the_cap_is_not_uploaded() {
+        let mut f = Fixture::new();
+        f.commit(1..=3);
+        f.commit(4..=6);
+        f.commit(7..=7);
+        let mut rec = zk_tree::Recovery::new(zk_tree::Database::new(zk_tree::TreeConfig::default()));
+        for z in 1..=3 {
+            let (h, t) = create_at(z, 1_000 + z);
+            assert!(rec.replay(&h, &t));
+        }
+        let mut db = rec.finish(0);
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let storage = crate::snapshots::open_dir(&snap_dir).unwrap();
+        // Fuzzy: 4 and 5 are applied while it is written, so it starts at 3 and ends at 5.
+        let mut cur = db.snapshot_begin();
+        let mut w = zk_log::snapshot::SnapshotWriter::create(&storage, cur.start_zxid()).unwrap();
+        for z in 4..=5 {
+            let (h, t) = create_at(z, 1_000 + z);
+            db.apply(&h, &t);
+        }
+        let mut buf = Vec::new();
+        while {
+            buf.clear();
+            let done = db.snapshot_step(&mut cur, &mut buf, 16_384);
+            w.write(&buf).unwrap();
+            !done
+        } {}
+        w.finish().unwrap();
+        let mut a = f.capped_archiver();
+        f.cap.set(4);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(
+            r.snapshots.is_empty() && text(&out).contains("ends past the committed zxid 0x4"),
+            "{}",
+            text(&out)
+        );
+        let uploaded = std::fs::read_dir(f.archive.join(SNAP_PREFIX)).map_or(0, |d| d.count());
+        assert_eq!(uploaded, 0, "a snapshot that waits is not uploaded");
+        f.cap.set(7);
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.snapshots.len(), 1, "{}", text(&out));
+        let s = &a.manifest().snapshots[0];
+        assert_eq!((s.start_zxid, s.end_zxid), (3, Some(5)));
     }
 }

@@ -18,7 +18,7 @@
 
 use super::manifest::{LogFile, Manifest, SnapFile, LOG_PREFIX, MANIFEST_KEY, SNAP_PREFIX};
 use super::segment::SegmentReader;
-use super::target::ArchiveTarget;
+use super::target::{sync_dir, ArchiveTarget};
 use super::time::format_time_ms;
 use super::{io_err, BackupError};
 use crate::tools::Progress;
@@ -88,7 +88,7 @@ fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<Pa
         .filter(|n| n != STAGING_NAME)
         .collect();
     let log_given = log_out.is_some();
-    let log_out = log_out.filter(|l| *l != out);
+    let log_out = log_out.filter(|l| !same_dir(l, out));
     let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
     if entries.is_empty() && old_log.is_none() {
         return Ok(Vec::new());
@@ -127,6 +127,91 @@ fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<Pa
     let mut aside = vec![out.join(zk_log::snapshot::SNAP_DIR_NAME), out.join(zk_log::LOG_DIR_NAME)];
     aside.extend(old_log);
     Ok(aside.into_iter().filter(|p| p.exists()).collect())
+}
+
+/// Whether two spellings name one directory (a relative path, a link): compared canonical
+/// where both exist.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The file a restore leaves in the data directory it builds, naming the restore point
+/// ([`RestoreMarker`]). `zkrs-server backup` reads it: an archive whose newest zxid is past the
+/// point holds a history the restored server no longer has, and is not continued.
+pub const RESTORE_MARKER: &str = "zkrs-restored";
+
+/// The most bytes of a restore marker read.
+const RESTORE_MARKER_BYTES_MAX: u64 = 4096;
+
+/// What a restore marker says: the point restored and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreMarker {
+    /// The zxid the data directory was restored to.
+    pub zxid: i64,
+    /// When the restore finished (ms since the epoch, this host's clock).
+    pub at_ms: i64,
+}
+
+impl RestoreMarker {
+    /// The marker's identity, as an archive records the restore it goes on from
+    /// ([`Manifest::after_restore`]).
+    pub fn id(&self) -> String {
+        format!("{}@{}", hex(self.zxid), self.at_ms)
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
+             # An archive holding transactions past that zxid is not continued by zkrs-server backup:\n\
+             # start a new archive for this server.\n\
+             zxid={}\nrestored_at_ms={}\n",
+            hex(self.zxid),
+            format_time_ms(self.at_ms),
+            hex(self.zxid),
+            self.at_ms
+        )
+    }
+
+    /// Reads the marker in `data_dir`, if any.
+    ///
+    /// Errors: [`BackupError::Io`]; [`BackupError::Damaged`] for a marker without its two
+    /// values.
+    pub fn read(data_dir: &Path) -> Result<Option<RestoreMarker>, BackupError> {
+        use std::io::Read;
+        let p = data_dir.join(RESTORE_MARKER);
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&p)(e)),
+        };
+        let mut bytes = Vec::new();
+        f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(&p))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let value = |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(key));
+        let zxid = value("zxid=0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .and_then(|z| i64::try_from(z).ok());
+        let at_ms = value("restored_at_ms=").and_then(|t| t.parse::<i64>().ok());
+        match (zxid, at_ms) {
+            (Some(zxid), Some(at_ms)) => Ok(Some(RestoreMarker { zxid, at_ms })),
+            _ => Err(BackupError::Damaged {
+                key: p.display().to_string(),
+                why: "a restore marker without its `zxid=0x…` and `restored_at_ms=` lines".into(),
+            }),
+        }
+    }
+
+    /// Writes the marker into `dir` (synced, under a temporary name first).
+    fn write(&self, dir: &Path) -> Result<(), BackupError> {
+        let p = dir.join(RESTORE_MARKER);
+        let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(self.text().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &p).map_err(io_err(&p))
+    }
 }
 
 /// The directory under the output directory a restore fetches into and builds its result in.
@@ -514,8 +599,9 @@ fn proven_by_the_log(
 /// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
 /// (or is moved aside with `force`), or the server would replay it over the restored tree.
 /// With `force`, nothing is moved aside before the result is whole: a restore that fails
-/// leaves both directories as they were. Progress lines, at most one a second plus a summary
-/// of what was checked, go to `progress`.
+/// leaves both directories as they were. Beside the snapshot it leaves a [`RESTORE_MARKER`]
+/// naming the point, and syncs the directories it renamed in. Progress lines, at most one a
+/// second plus a summary of what was checked, go to `progress`.
 ///
 /// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
 /// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
@@ -553,11 +639,23 @@ pub fn restore(
     // The result is built in the staging directory; only once it is whole is anything there
     // moved aside and the result moved in, so a failed restore leaves the directories as they
     // were.
+    //
+    // The marker naming the point goes in before the result, so that no backup continues an
+    // archive past the point over a directory holding the result.
     let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
         move_aside(&aside, &mut progress)?;
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        RestoreMarker { zxid: r.zxid, at_ms }.write(out)?;
         let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
         let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
         std::fs::rename(&built, &snap_dir).map_err(io_err(&snap_dir))?;
+        // The renames are durable once the directories holding them are synced.
+        sync_dir(out)?;
+        for l in log_out.iter().filter(|l| l.exists() && !same_dir(l, out)) {
+            sync_dir(l)?;
+        }
         Ok(r)
     });
     let _ = std::fs::remove_dir_all(&staging);
@@ -988,6 +1086,45 @@ mod tests {
         left.sort();
         assert_eq!(left, ["zkrs-log", "zkrs-snap"]);
         assert_eq!(std::fs::read(old_log.join("log.0000000000000001")).unwrap(), b"old");
+    }
+
+    /// A dataLogDir given as another spelling of the data directory (a link to it) is the
+    /// data directory: its log is moved aside once, the restore succeeds, and the directory
+    /// holds the result and the marker naming the point.
+    #[test]
+    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let old_log = out.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let link = f.dir.path().join("link");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, true, &mut said).unwrap();
+        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
+        assert!(r.written.exists());
+        let marker = RestoreMarker::read(&out).unwrap().unwrap();
+        assert_eq!(marker.zxid, 3);
+        let mut left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("zkrs-log.before-restore-"))
+            .collect();
+        left.sort();
+        assert_eq!(left, [RESTORE_MARKER, "zkrs-snap"]);
+    }
+
+    /// A marker without its values is named as damaged, not taken as no marker.
+    #[test]
+    fn a_damaged_restore_marker_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(RestoreMarker::read(dir.path()).unwrap(), None);
+        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
+        let e = RestoreMarker::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("a restore marker without"), "{e}");
     }
 
     /// `--force` over a data directory holding snapshots but no log (the server's log is in a
