@@ -55,6 +55,10 @@ pub struct PassReport {
     pub newest_archived: Option<i64>,
     /// The server's committed zxid this pass archived up to, when it was asked (`--server`).
     pub committed: Option<i64>,
+    /// Where the server's log starts when it holds no transaction: the zxid its state is at (the
+    /// base its log was reset to, as by a snapshot from its leader, or the point a restore
+    /// marker names).
+    pub empty_log_at: Option<i64>,
 }
 
 /// Where the record holding the archive's newest zxid sits in a server segment, so the next
@@ -168,9 +172,14 @@ pub struct Archiver {
     commit_cap: Option<CommitCap>,
     /// The manifest of a write that failed, as far as this backup knows (it may have landed).
     attempted: Option<Manifest>,
-    /// Another backup was found writing the archive, or the data directory was restored below
-    /// the archive's newest zxid: no later pass can succeed.
+    /// Another backup was found writing the archive, or the data directory was restored at or
+    /// below the archive's newest zxid: no later pass can succeed.
     contended: bool,
+    /// The point of the restore marker in the data directory, once this archive may go on from
+    /// it ([`Self::check_restore_marker`]).
+    restored_to: Option<i64>,
+    /// The base zxid the server's log marker ([`BASE_FILE`]) records, as read by this pass.
+    log_marker: Option<i64>,
 }
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
@@ -305,6 +314,8 @@ impl Archiver {
             commit_cap: None,
             attempted: None,
             contended: false,
+            restored_to: None,
+            log_marker: None,
         })
     }
 
@@ -397,26 +408,34 @@ impl Archiver {
     }
 
     /// Refuses to go on when the data directory was restored (`zkrs-server restore` left its
-    /// [`super::restore::RESTORE_MARKER`]) to a point below what the archive holds: the
+    /// [`super::restore::RESTORE_MARKER`]) to a point at or below what the archive holds, unless
+    /// this archive recorded going on from that very restore ([`Manifest::after_restore`]). The
     /// server's history after the point is a new one, and its transactions under zxids the
-    /// archive already holds would be taken as archived (the old ones). Once the archive has
-    /// gone on from a restore, the manifest names it ([`Manifest::after_restore`]), so the
-    /// archive, grown past the point, is not refused for it later.
+    /// archive already holds would be taken as archived (the old ones). A restore at the
+    /// archive's newest point is refused too: it may have kept only a subtree, or come from
+    /// another archive, and its snapshot would then be archived as this history's state at that
+    /// zxid (the marker does not prove otherwise, so no restore at or below the newest zxid is
+    /// trusted). An archive that is empty, or whose newest zxid is below the point (the restore
+    /// came from elsewhere), goes on, and the manifest names the restore, so the archive, grown
+    /// past the point, is not refused for it later.
     fn check_restore_marker(&mut self) -> Result<(), BackupError> {
+        self.restored_to = None;
         let Some(m) = super::restore::RestoreMarker::read(&self.data_dir)? else {
             return Ok(());
         };
         let id = m.id();
         if self.manifest.after_restore.as_deref() == Some(id.as_str()) {
+            self.restored_to = Some(m.zxid);
             return Ok(());
         }
-        if let Some(newest) = self.manifest.newest_zxid().filter(|n| *n > m.zxid) {
+        if let Some(newest) = self.manifest.newest_zxid().filter(|n| *n >= m.zxid) {
             self.contended = true;
             return Err(BackupError::Refused(format!(
-                "{} was restored (zkrs-server restore, {}) to zxid {}, below this archive's newest, {}: the \
-                 server's history goes on from {} with new transactions, which this archive, holding the \
-                 old ones, cannot take; start a new archive (another --to) for the restored server (this \
-                 one still restores the history it holds)",
+                "{} was restored (zkrs-server restore, {}) to zxid {}, at or below this archive's newest, {}: \
+                 the server's history goes on from {} with new transactions (and the restored state may be \
+                 a subtree's, or another archive's), which this archive, holding the old ones, cannot take; \
+                 start a new archive (another --to) for the restored server (this one still restores the \
+                 history it holds)",
                 self.data_dir.display(),
                 format_time_ms(m.at_ms),
                 hex(m.zxid),
@@ -426,7 +445,49 @@ impl Archiver {
         }
         // Written with the next change to the manifest, before any transaction past the point.
         self.manifest.after_restore = Some(id);
+        self.restored_to = Some(m.zxid);
         Ok(())
+    }
+
+    /// Refuses a pass whose read of the server's log ended behind the archive's newest zxid:
+    /// the log was reset, or the data directory replaced, below the archive without a restore
+    /// marker (a restore's `zkrs-snap` copied in by hand, an import, a seeded snapshot). The
+    /// server then writes a new history under zxids the archive holds, and its snapshots are
+    /// that history's: archived, a restore of an old point could start from one and mix the two.
+    /// Nothing is archived (no transaction, no snapshot) while it lasts; once the new history
+    /// reaches an archived piece's end, the pass finds the record there changed and closes the
+    /// archive ([`Manifest::rewritten_after`]). `first_segment`: the zxid the oldest server
+    /// segment starts at. Returns where an empty log's state is.
+    fn check_not_behind(&self, first_segment: Option<i64>) -> Result<Option<i64>, BackupError> {
+        // Where an empty log (no record read) stands: its base, as the log itself works it out,
+        // or the point a restore this archive goes on from names.
+        let base = {
+            let m = self.log_marker.unwrap_or(0);
+            match first_segment {
+                Some(f) if !(f > m && zk_log::format::zxid_follows(m, f)) => f - 1,
+                _ => m,
+            }
+        };
+        let empty_at = self.newest_on_disk.is_none().then(|| base.max(self.restored_to.unwrap_or(0)));
+        let Some(a) = self.manifest.last_log_zxid() else { return Ok(empty_at) };
+        let (end, what) = match (self.newest_on_disk, empty_at) {
+            (Some(d), _) => (d, format!("the server's log ends at zxid {}", hex(d))),
+            (None, e) => {
+                let e = e.unwrap_or(0);
+                (e, format!("the server's log holds no transaction and starts after zxid {}", hex(e)))
+            }
+        };
+        if end >= a {
+            return Ok(empty_at);
+        }
+        Err(BackupError::Refused(format!(
+            "{what}, behind the archive's newest, {}: its log was reset, or its data directory restored \
+             or replaced, below the archive without a zkrs-server restore marker, and the server writes a \
+             new history under zxids this archive holds; nothing is archived (no transaction, no snapshot) \
+             while its log is behind; start a new archive (another --to) for the server (this one still \
+             restores the history it holds)",
+            hex(a)
+        )))
     }
 
     /// One pass: archives the transactions the archive lacks, from every segment (the open
@@ -445,7 +506,10 @@ impl Archiver {
     /// that cannot be read or installed; a closed segment or snapshot that is damaged on the
     /// server (named; it is not archived, and no later transaction is either, so the archived
     /// log never skips it unnoticed); the server's log holding another transaction than the
-    /// archived one under the archive's newest zxid.
+    /// archived one under the archive's newest zxid; the server's log ending behind the archive's
+    /// newest zxid (nothing is archived then, no snapshot either, and the archive stays open, so
+    /// `--follow` reports it at every pass); the data directory restored at or below the
+    /// archive's newest zxid.
     pub fn pass(&mut self, out: &mut dyn Write) -> Result<PassReport, BackupError> {
         if let Some(p) = self.manifest.rewritten_after {
             return Err(rewritten(p, self.manifest.last_log_zxid()));
@@ -479,9 +543,13 @@ impl Archiver {
         let mut report = PassReport { committed: cap, ..PassReport::default() };
         self.newest_on_disk = None;
         let segments = list_named(&self.log_dir, parse_segment_name)?;
+        self.log_marker = zk_log::read_base_zxid(&self.log_dir).map_err(|e| BackupError::Damaged {
+            key: self.log_dir.join(BASE_FILE).display().to_string(),
+            why: e.to_string(),
+        })?;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
         let mut before = match segments.first() {
-            Some((first, _)) => log_begins(self.log_dir.join(BASE_FILE).exists(), *first),
+            Some((first, _)) => log_begins(self.log_marker.is_some(), *first),
             None => Before::Unknown,
         };
         for (i, (_, name)) in segments.iter().enumerate() {
@@ -513,6 +581,7 @@ impl Archiver {
                 }
             }
         }
+        report.empty_log_at = self.check_not_behind(segments.first().map(|(z, _)| *z))?;
         self.archive_snapshots(cap, member, out, &mut report)?;
         report.newest_archived = self.manifest.last_log_zxid();
         // The server's own: below the archive's newest when its log was reset or restored
@@ -715,8 +784,12 @@ impl Archiver {
             Before::Start => Some(0),
             Before::Zxid(p) => Some(p),
             // The record before was purged, or the log reset: only the next zxid of the same
-            // epoch proves nothing lies between.
-            Before::Unknown => last.filter(|l| *l > 0 && z == l + 1 && z >> 32 == l >> 32),
+            // epoch proves nothing lies between, and only when the log was not reset below the
+            // archive (a base marker below its newest zxid: the new history's records at the
+            // archived pieces' ends may have been purged before a pass could check them).
+            Before::Unknown => last.filter(|l| {
+                *l > 0 && z == l + 1 && z >> 32 == l >> 32 && self.log_marker.is_none_or(|b| b >= *l)
+            }),
         };
         if let Some(l) = last.filter(|l| prev_zxid != Some(*l)) {
             let _ = writeln!(
@@ -920,11 +993,19 @@ fn rewritten(p: i64, l: Option<i64>) -> BackupError {
 pub fn lag_line(r: &PassReport) -> String {
     match (r.newest_on_disk, r.newest_archived) {
         (None, None) => "backup: the server's log holds no transaction yet".to_string(),
-        (None, Some(a)) => format!(
-            "backup: the server's log holds no transaction yet (newest archived {}; a server restored or \
-             reset in place starts a new history: start a new archive for it)",
-            hex(a)
-        ),
+        (None, Some(a)) => match r.empty_log_at {
+            Some(e) if e >= a => format!(
+                "backup: lag: 0 txns (the server's log holds no transaction after zxid {}, where its state \
+                 was reset, as by a snapshot from its leader; newest archived {})",
+                hex(e),
+                hex(a)
+            ),
+            _ => format!(
+                "backup: WARNING: the server's log holds no transaction, behind the archive's newest, {}: a \
+                 server reset or replaced below the archive starts a new history: start a new archive for it",
+                hex(a)
+            ),
+        },
         (Some(d), None) => format!("backup: lag: nothing archived yet; newest zxid on disk {}", hex(d)),
         (Some(d), Some(a)) if d < a => format!(
             "backup: WARNING: the server's log ends at zxid {}, behind the archive's newest, {}: its log was \
@@ -1771,14 +1852,186 @@ mod tests {
         let mut a = Some(a);
         for _restarted in [false, true] {
             let mut b = a.take().unwrap_or_else(|| f.archiver());
-            let r = b.pass(&mut Vec::new()).unwrap();
-            assert_eq!((r.newest_on_disk, r.newest_archived), (Some(7), Some(8)));
-            let line = lag_line(&r);
-            assert!(
-                line.contains("the server's log ends at zxid 0x7, behind the archive's newest, 0x8"),
-                "{line}"
-            );
+            let e = b.pass(&mut Vec::new()).unwrap_err().to_string();
+            assert!(e.contains("the server's log ends at zxid 0x7, behind the archive's newest, 0x8"), "{e}");
+            assert!(e.contains("start a new archive"), "{e}");
+            // Not closed: `--follow` goes on reporting it at every pass.
+            assert!(!b.closed());
         }
+    }
+
+    /// A snapshot that ends where zxid `at` is, of the tree `txns` builds.
+    fn write_snapshot(f: &Fixture, txns: &[(zk_proto::TxnHeader, zk_proto::Txn)]) {
+        let mut rec = zk_tree::Recovery::new(zk_tree::Database::new(zk_tree::TreeConfig::default()));
+        for (h, t) in txns {
+            assert!(rec.replay(h, t));
+        }
+        let db = rec.finish(0);
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let storage = crate::snapshots::open_dir(&snap_dir).unwrap();
+        let mut cur = db.snapshot_begin();
+        let mut w = zk_log::snapshot::SnapshotWriter::create(&storage, cur.start_zxid()).unwrap();
+        let mut buf = Vec::new();
+        while {
+            buf.clear();
+            let done = db.snapshot_step(&mut cur, &mut buf, 16_384);
+            w.write(&buf).unwrap();
+            !done
+        } {}
+        w.finish().unwrap();
+    }
+
+    /// A log reset below the archive without a restore marker (a restore's `zkrs-snap` copied in
+    /// by hand, say), then a snapshot of the new history before it reaches an archived piece's
+    /// end: the pass archives nothing (a restore of an old point would otherwise start from the
+    /// new history's snapshot) and says why, at every pass (`--follow` goes on); once the new
+    /// history reaches the archive's newest zxid the record there is found changed and the
+    /// archive is closed.
+    #[test]
+    fn a_new_history_snapshot_is_not_archived_while_the_log_is_behind() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        let target = DirTarget::new(f.archive.clone());
+        let before =
+            restore(&target, &f.dir.path().join("b8"), None, Point::Zxid(8), None, false, &mut Vec::new())
+                .unwrap();
+        f.log.reset_to(4).unwrap();
+        let newer = |z: i64| {
+            let (h, mut t) = create_at(z, 9_000 + z);
+            if let zk_proto::Txn::Create(c) = &mut t {
+                c.path = format!("/m{z:x}");
+            }
+            (h, t)
+        };
+        for z in 5..=7 {
+            f.commit_batch(&[newer(z)]);
+        }
+        let mut txns: Vec<_> = (1..=4).map(|z| create_at(z, 1_000 + z)).collect();
+        txns.extend((5..=6).map(newer));
+        write_snapshot(&f, &txns);
+        for _pass in 0..2 {
+            let mut out = Vec::new();
+            let e = a.pass(&mut out).unwrap_err().to_string();
+            assert!(e.contains("behind the archive's newest, 0x8") && e.contains("no snapshot"), "{e}");
+            assert!(!a.closed());
+        }
+        assert!(a.manifest().snapshots.is_empty());
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        let mut said = Vec::new();
+        let after =
+            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, false, &mut said).unwrap();
+        assert_eq!((after.snapshot.as_deref(), after.nodes), (None, before.nodes), "{}", text(&said));
+        // The new history reaches 8: the record there is another one, and the archive closes.
+        f.commit_batch(&[newer(8)]);
+        f.commit_batch(&[newer(9)]);
+        let e = a.pass(&mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("holds another transaction under zxid 0x8"), "{e}");
+        assert!(a.closed());
+    }
+
+    /// A data directory whose log was removed by hand (a restore's snapshot copied in): its
+    /// empty log is behind the archive, and nothing is archived; a follower's log emptied by a
+    /// snapshot from its leader at or past the archive's newest zxid is not behind, and the lag
+    /// line says where its log starts (not to start a new archive).
+    #[test]
+    fn an_empty_log_is_behind_unless_its_base_is_past_the_archive() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        f.log.reset_to(10).unwrap();
+        let r = a.pass(&mut Vec::new()).unwrap();
+        assert_eq!((r.newest_on_disk, r.empty_log_at), (None, Some(10)));
+        let line = lag_line(&r);
+        assert!(line.contains("lag: 0 txns") && line.contains("after zxid 0xa"), "{line}");
+        assert!(!line.contains("start a new archive"), "{line}");
+        drop(a);
+        let log_dir = f.data.join(LOG_DIR_NAME);
+        drop(std::mem::replace(
+            &mut f.log,
+            zk_log::SegmentLog::open(
+                FileStorage::open_dir(f.dir.path().join("elsewhere")).unwrap(),
+                zk_log::LogOptions::default(),
+            )
+            .unwrap(),
+        ));
+        std::fs::remove_dir_all(&log_dir).unwrap();
+        std::fs::create_dir_all(&log_dir).unwrap();
+        let mut a = f.archiver();
+        let e = a.pass(&mut Vec::new()).unwrap_err().to_string();
+        assert!(
+            e.contains("holds no transaction and starts after zxid 0x0, behind the archive's newest"),
+            "{e}"
+        );
+    }
+
+    /// A --subtree restore in place at the archive's newest zxid (the default point), and a whole
+    /// one there: the archive is not continued (it would hold two states at one zxid, or a
+    /// restore from elsewhere as this history's), and a new archive of the restored server is.
+    #[test]
+    fn an_archive_is_not_continued_after_a_restore_at_its_newest_point() {
+        for subtree in [Some("/n2"), None] {
+            let mut f = Fixture::new();
+            let mut a = f.archiver();
+            f.commit(1..=4);
+            f.commit(5..=5);
+            a.pass(&mut Vec::new()).unwrap();
+            assert_eq!(a.manifest().last_log_zxid(), Some(4));
+            drop(a);
+            let target = DirTarget::new(f.archive.clone());
+            let r = restore(&target, &f.data, Some(&f.data), Point::Newest, subtree, true, &mut Vec::new())
+                .unwrap();
+            assert_eq!(r.zxid, 4);
+            f.log = zk_log::SegmentLog::open(
+                FileStorage::open_dir(f.data.join(LOG_DIR_NAME)).unwrap(),
+                zk_log::LogOptions::default(),
+            )
+            .unwrap();
+            f.log.reset_to(4).unwrap();
+            f.commit(5..=6);
+            f.commit(7..=7);
+            let mut a = f.archiver();
+            let e = a.pass(&mut Vec::new()).unwrap_err().to_string();
+            assert!(e.contains("to zxid 0x4, at or below this archive's newest, 0x4"), "{subtree:?}: {e}");
+            assert!(a.closed());
+            assert_eq!(ranges(&a), [(1, 4, Some(0))]);
+            assert!(a.manifest().snapshots.is_empty() && a.manifest().after_restore.is_none());
+            let fresh = f.dir.path().join("archive2");
+            let mut b = Archiver::open(Box::new(DirTarget::new(fresh)), &f.data, &f.data).unwrap();
+            b.pass(&mut Vec::new()).unwrap();
+            assert_eq!(b.manifest().last_log_zxid(), Some(6));
+            assert!(b.manifest().after_restore.is_some());
+        }
+    }
+
+    /// A log reset below the archive (no restore marker), written on, and purged of the new
+    /// history's records at the archived pieces' ends before a pass could check them: a first
+    /// kept record at the archive's newest + 1 is not taken as continuing the archive (the base
+    /// marker the reset left is below the archive's newest), so the gap is reported and a
+    /// restore past it needs a snapshot taken after it.
+    #[test]
+    fn a_reset_then_purged_log_is_not_chained_on_as_continuous() {
+        let (mut f, a) = archived_in_three_pieces();
+        drop(a);
+        f.log.reset_to(2).unwrap();
+        for z in 3..=8 {
+            f.commit_batch(&[create_at(z, 9_000 + z)]);
+        }
+        f.log.roll().unwrap();
+        for z in 9..=15 {
+            f.commit_batch(&[create_at(z, 9_000 + z)]);
+        }
+        f.log.purge_before(9).unwrap();
+        let mut a = f.archiver();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a)[3], (9, 14, None), "{}", text(&out));
+        assert!(text(&out).contains("WARNING: the archived log has a gap"), "{}", text(&out));
     }
 
     /// `zkrs-server restore` in place to a point below the archive's newest zxid leaves a marker
@@ -1807,7 +2060,7 @@ mod tests {
         let mut old = f.archiver();
         let e = old.pass(&mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("was restored (zkrs-server restore"), "{e}");
-        assert!(e.to_string().contains("to zxid 0x4, below this archive's newest, 0x8"), "{e}");
+        assert!(e.to_string().contains("to zxid 0x4, at or below this archive's newest, 0x8"), "{e}");
         assert!(e.to_string().contains("start a new archive"), "{e}");
         assert!(old.closed());
         assert_eq!(ranges(&old), [(1, 4, Some(0)), (5, 6, Some(4)), (7, 8, Some(6))]);

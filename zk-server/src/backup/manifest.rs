@@ -19,7 +19,9 @@ pub const FORMAT_NAME: &str = "zkrs-backup";
 /// The manifest version this build writes (and the newest it reads). Version 2 added each
 /// segment's `prev_zxid`; a version 1 manifest reads with it unknown. Version 3 added each
 /// segment's `last_payload_crc` and the archive's `rewritten_after` (older versions read with
-/// them unknown and unset), which a version 2 reader must not ignore.
+/// them unknown and unset), which a version 2 reader must not ignore. A field added to a later
+/// manifest needs a new version: a version 3 reader checks the manifest's CRC over the fields it
+/// knows, so an unknown field makes it fail as damaged rather than be skipped.
 pub const MANIFEST_VERSION: u64 = 3;
 /// The manifest's own checksum field (from version 3): the CRC-32 (IEEE), as 8 hex digits, of
 /// the manifest without it, serialized compactly with its fields in the order written. It is
@@ -148,8 +150,11 @@ fn bad(key: &str, what: impl std::fmt::Display) -> BackupError {
 
 /// A manifest as its JSON reads (`format` and `version` are [`RawHead`]'s), each list at most [`FILES_MAX`] files (a longer one is
 /// refused before it is all read). Typed, so that what a manifest takes in memory is about its
-/// size (a generic JSON value would take many times that for a manifest of small values);
-/// fields this build does not know are skipped.
+/// size (a generic JSON value would take many times that for a manifest of small values).
+/// Fields this build does not know are skipped while parsing, but from version 3 the manifest's
+/// checksum ([`MANIFEST_CRC_FIELD`]) is computed over the fields this build reads, so a version 3
+/// manifest holding an unknown field fails it as damaged: only a version 1 or 2 manifest (no
+/// checksum) reads with unknown fields skipped. A field added later needs a version bump.
 #[derive(Deserialize)]
 struct RawManifest {
     generation: u64,

@@ -124,7 +124,13 @@ fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<Pa
             out.display()
         )));
     }
-    let mut aside = vec![out.join(zk_log::snapshot::SNAP_DIR_NAME), out.join(zk_log::LOG_DIR_NAME)];
+    // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
+    // comes back with them when this restore fails).
+    let mut aside = vec![
+        out.join(zk_log::snapshot::SNAP_DIR_NAME),
+        out.join(zk_log::LOG_DIR_NAME),
+        out.join(RESTORE_MARKER),
+    ];
     aside.extend(old_log);
     Ok(aside.into_iter().filter(|p| p.exists()).collect())
 }
@@ -217,17 +223,111 @@ impl RestoreMarker {
 /// The directory under the output directory a restore fetches into and builds its result in.
 const STAGING_NAME: &str = ".restore-staging";
 
-/// Moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`.
-fn move_aside(aside: &[PathBuf], progress: &mut Progress<'_>) -> Result<(), BackupError> {
+/// One step of [`install`]: tests record the steps and make one fail.
+fn step(what: String) -> Result<(), BackupError> {
+    #[cfg(test)]
+    {
+        let fail = INSTALL_STEPS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.0.push(what.clone());
+            s.1.as_deref().is_some_and(|f| what.starts_with(f))
+        });
+        if fail {
+            return Err(BackupError::Io {
+                path: what,
+                source: std::io::Error::other("failure injected by a test"),
+            });
+        }
+    }
+    let _ = what;
+    Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The steps [`install`] took, and the first one to fail (by prefix).
+    static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
+        const { std::cell::RefCell::new((Vec::new(), None)) };
+}
+
+/// Syncs `out` and the separate dataLogDir `log_out` (if any, and other than `out`).
+fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
+    for d in std::iter::once(out).chain(log_out.filter(|l| l.exists() && !same_dir(l, out))) {
+        step(format!("sync {}", d.display()))?;
+        sync_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Puts the result built in `staging` (its `zkrs-snap` and the [`RESTORE_MARKER`]) in place:
+/// moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`, syncs both
+/// directories so the moves are durable before anything is moved in (a separate dataLogDir is
+/// another file system, typically, which orders nothing with the data directory's: a power loss
+/// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
+/// then the snapshot directory, and syncs again. When a step fails, every rename done is undone
+/// (the old directories come back) before the error is returned.
+fn install(
+    aside: &[PathBuf],
+    staging: &Path,
+    out: &Path,
+    log_out: Option<&Path>,
+    progress: &mut Progress<'_>,
+) -> Result<(), BackupError> {
+    let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let result = install_steps(aside, staging, out, log_out, &mut done, progress);
+    let Err(e) = result else { return Ok(()) };
+    let mut stuck = Vec::new();
+    for (from, to) in done.iter().rev() {
+        if let Err(u) = std::fs::rename(to, from) {
+            stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
+        }
+    }
+    let synced = sync_dirs(out, log_out);
+    if stuck.is_empty() {
+        if !done.is_empty() {
+            progress.say("restore: the directories moved aside are back in place".to_string());
+        }
+        return match synced {
+            Ok(()) => Err(e),
+            Err(s) => {
+                Err(BackupError::Refused(format!("{e}; then syncing the directories put back failed: {s}")))
+            }
+        };
+    }
+    Err(BackupError::Refused(format!(
+        "{e}; then moving back failed for {}: move them back by hand before starting a server there",
+        stuck.join(", ")
+    )))
+}
+
+fn install_steps(
+    aside: &[PathBuf],
+    staging: &Path,
+    out: &Path,
+    log_out: Option<&Path>,
+    done: &mut Vec<(PathBuf, PathBuf)>,
+    progress: &mut Progress<'_>,
+) -> Result<(), BackupError> {
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
     for p in aside {
         let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
+        step(format!("aside {}", p.display()))?;
         std::fs::rename(p, &to).map_err(io_err(p))?;
+        done.push((p.clone(), to.clone()));
         progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
     }
-    Ok(())
+    sync_dirs(out, log_out)?;
+    // The marker goes in before the snapshot, so that no backup continues an archive past the
+    // point over a directory holding the result.
+    for name in [RESTORE_MARKER, zk_log::snapshot::SNAP_DIR_NAME] {
+        let (from, to) = (staging.join(name), out.join(name));
+        step(format!("in {name}"))?;
+        std::fs::rename(&from, &to).map_err(io_err(&to))?;
+        done.push((from, to));
+    }
+    sync_dirs(out, log_out)
 }
 
 /// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
@@ -636,26 +736,16 @@ pub fn restore(
     let staging = out.join(STAGING_NAME);
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    // The result is built in the staging directory; only once it is whole is anything there
-    // moved aside and the result moved in, so a failed restore leaves the directories as they
+    // The result, the marker naming the point with it, is built in the staging directory; only
+    // once it is whole is anything there moved aside and the result moved in, and a failure
+    // then moves the old directories back, so a failed restore leaves the directories as they
     // were.
-    //
-    // The marker naming the point goes in before the result, so that no backup continues an
-    // archive past the point over a directory holding the result.
     let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
-        move_aside(&aside, &mut progress)?;
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        RestoreMarker { zxid: r.zxid, at_ms }.write(out)?;
-        let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
-        let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-        std::fs::rename(&built, &snap_dir).map_err(io_err(&snap_dir))?;
-        // The renames are durable once the directories holding them are synced.
-        sync_dir(out)?;
-        for l in log_out.iter().filter(|l| l.exists() && !same_dir(l, out)) {
-            sync_dir(l)?;
-        }
+        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging)?;
+        install(&aside, &staging, out, log_out, &mut progress)?;
         Ok(r)
     });
     let _ = std::fs::remove_dir_all(&staging);
@@ -1115,6 +1205,72 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, [RESTORE_MARKER, "zkrs-snap"]);
+    }
+
+    /// Runs a forced restore of `f`'s archive at zxid 3 into `out` (a separate dataLogDir
+    /// `logs`), failing at the install step named `fail` (by prefix); returns the steps taken.
+    fn restore_failing_at(f: &Fixture, out: &Path, logs: &Path, fail: Option<&str>) -> (Vec<String>, bool) {
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
+        let target = DirTarget::new(f.archive.clone());
+        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut Vec::new());
+        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        (steps, r.is_ok())
+    }
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A forced restore that fails once the old directories are moved aside (moving the marker or
+    /// the snapshot directory in, or syncing) moves them back: the data directory keeps its old
+    /// snapshots, log and marker, and the separate dataLogDir its log.
+    #[test]
+    fn a_restore_failing_after_the_move_aside_puts_the_old_directories_back() {
+        let f = archived_1_to_5();
+        for fail in ["in zkrs-restored", "in zkrs-snap", "sync"] {
+            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
+            let logs = f.dir.path().join(format!("logs-{}", fail.replace(' ', "-")));
+            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+            std::fs::write(out.join(zk_log::snapshot::SNAP_DIR_NAME).join("old"), b"old").unwrap();
+            std::fs::write(out.join(RESTORE_MARKER), "zxid=0x1\nrestored_at_ms=1\n").unwrap();
+            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+            std::fs::write(logs.join(zk_log::LOG_DIR_NAME).join("log.0000000000000001"), b"old").unwrap();
+            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(fail));
+            assert!(!ok, "{fail}: {steps:?}");
+            assert!(steps.iter().any(|s| s.starts_with("aside")), "{fail}: {steps:?}");
+            assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
+            assert_eq!(std::fs::read(out.join("zkrs-snap/old")).unwrap(), b"old", "{fail}");
+            assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(1), "{fail}");
+            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
+        }
+    }
+
+    /// The moves aside are synced, in the data directory and a separate dataLogDir, before the
+    /// marker and the result are moved in, and both are synced again after.
+    #[test]
+    fn the_moves_aside_are_synced_before_the_result_moves_in() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
+        let (sync_out, sync_logs) = (format!("sync {}", out.display()), format!("sync {}", logs.display()));
+        assert!(
+            at(&sync_out) < at("in zkrs-restored") && at(&sync_logs) < at("in zkrs-restored"),
+            "{steps:?}"
+        );
+        assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
+        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 2);
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
