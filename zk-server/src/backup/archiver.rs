@@ -254,12 +254,16 @@ fn hex(z: i64) -> String {
 /// every standalone server) writes none, the log taking the zxid before that segment as its
 /// base. So without a marker the log goes back to the server's first transaction only when
 /// `first` is the first transaction of an epoch (a leader numbers an epoch's from 1), as the
-/// server's first is; anything else, or a marker (the log was purged or reset), is unknown.
-fn log_begins(has_marker: bool, first: i64) -> Before {
-    if !has_marker && first > 0 && first & 0xffff_ffff == 1 {
-        Before::Start
-    } else {
-        Before::Unknown
+/// server's first is. With a marker (the log was purged or reset, or started from a snapshot:
+/// a SNAP, a restore) whose zxid `first` follows, the log holds that zxid as what came before
+/// `first` ([`zk_log::format::zxid_follows`], as the log itself takes its base), so a piece
+/// starting there records it and continues the snapshot at that point; anything else is
+/// unknown, and a piece starting there is a gap (a restore does not chain across it).
+fn log_begins(marker: Option<i64>, first: i64) -> Before {
+    match marker {
+        None if first > 0 && first & 0xffff_ffff == 1 => Before::Start,
+        Some(m) if first > m && zk_log::format::zxid_follows(m, first) => Before::Zxid(m),
+        _ => Before::Unknown,
     }
 }
 
@@ -549,7 +553,7 @@ impl Archiver {
         })?;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
         let mut before = match segments.first() {
-            Some((first, _)) => log_begins(self.log_marker.is_some(), *first),
+            Some((first, _)) => log_begins(self.log_marker, *first),
             None => Before::Unknown,
         };
         for (i, (_, name)) in segments.iter().enumerate() {
@@ -1676,7 +1680,9 @@ mod tests {
         a.pass(&mut out).unwrap();
         let said = text(&out);
         assert!(said.contains("gap: it ends at 0x5 and the server's log goes on at 0x100000001"), "{said}");
-        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, None)]);
+        // The purge wrote a base marker at the epoch's start: the piece records it, no zxid of
+        // the archive's.
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, Some(e1))]);
         drop(a);
 
         let target = DirTarget::new(f.archive.clone());
@@ -1756,7 +1762,9 @@ mod tests {
         f.log.purge_before(e1 + 1).unwrap();
         f.cap.set(e1 + 3);
         a.pass(&mut out).unwrap();
-        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, None)]);
+        // The purge wrote a base marker at the epoch's start: the piece records it, no zxid of
+        // the archive's.
+        assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, Some(e1))]);
         drop(a);
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
@@ -2032,6 +2040,37 @@ mod tests {
         a.pass(&mut out).unwrap();
         assert_eq!(ranges(&a)[3], (9, 14, None), "{}", text(&out));
         assert!(text(&out).contains("WARNING: the archived log has a gap"), "{}", text(&out));
+        // A restore past the gap does not chain the new history's 9.. onto the old 1..8.
+        let target = DirTarget::new(f.archive.clone());
+        let e =
+            restore(&target, &f.dir.path().join("r12"), None, Point::Zxid(12), None, false, &mut Vec::new())
+                .unwrap_err();
+        assert!(matches!(e, BackupError::Gap { after: 8, before: 9, .. }), "{e}");
+        let r =
+            restore(&target, &f.dir.path().join("r8"), None, Point::Zxid(8), None, false, &mut Vec::new())
+                .unwrap();
+        assert_eq!(r.zxid, 8, "the old history up to the gap still restores");
+    }
+
+    /// A log reset to a snapshot (a follower's SNAP, a restored server) starts after its base
+    /// marker: the first piece records the marker's zxid as the one before it, so a restore
+    /// from the archived snapshot at that point goes on into it (an unknown predecessor would
+    /// be a gap).
+    #[test]
+    fn a_first_piece_after_a_reset_continues_the_snapshot_there() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        write_snapshot(&f, &(1..=4).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.log.reset_to(4).unwrap();
+        f.commit(5..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(5, 8, Some(4))]);
+        let target = DirTarget::new(f.archive.clone());
+        let r =
+            restore(&target, &f.dir.path().join("r6"), None, Point::Zxid(6), None, false, &mut Vec::new())
+                .unwrap();
+        assert_eq!((r.zxid, r.snapshot.as_deref()), (6, Some("snapshot.0000000000000004")));
     }
 
     /// `zkrs-server restore` in place to a point below the archive's newest zxid leaves a marker

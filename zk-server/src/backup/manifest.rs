@@ -19,10 +19,15 @@ pub const FORMAT_NAME: &str = "zkrs-backup";
 /// The manifest version this build writes (and the newest it reads). Version 2 added each
 /// segment's `prev_zxid`; a version 1 manifest reads with it unknown. Version 3 added each
 /// segment's `last_payload_crc` and the archive's `rewritten_after` (older versions read with
-/// them unknown and unset), which a version 2 reader must not ignore. A field added to a later
+/// them unknown and unset), which a version 2 reader must not ignore. Version 4 changed what
+/// an unknown `prev_zxid` means: before it, a segment whose first zxid is the next one of the
+/// same epoch after the segment before was taken as continuing it; from version 4 an unknown
+/// `prev_zxid` proves nothing (the archiver records every continuity it can prove), and an
+/// older manifest's unknown ones are read as that inference said ([`Manifest::from_json`]).
+/// A field added to a later
 /// manifest needs a new version: a version 3 reader checks the manifest's CRC over the fields it
 /// knows, so an unknown field makes it fail as damaged rather than be skipped.
-pub const MANIFEST_VERSION: u64 = 3;
+pub const MANIFEST_VERSION: u64 = 4;
 /// The manifest's own checksum field (from version 3): the CRC-32 (IEEE), as 8 hex digits, of
 /// the manifest without it, serialized compactly with its fields in the order written. It is
 /// written last; a manifest of version 3 or later without it, or whose content does not match
@@ -57,7 +62,7 @@ pub struct LogFile {
     pub summary: SegmentSummary,
     /// The zxid of the transaction right before its first, as the server's log held it when
     /// the segment was archived: 0 when its first is the server's first transaction, None when
-    /// unknown (the server had purged or reset the log before it; a version 1 manifest). The
+    /// unknown (the server had purged or reset the log before it: a gap). The
     /// archived log is whole from one segment to the next only when the next one's
     /// `prev_zxid` is the last zxid of the one before ([`LogFile::continues`]).
     pub prev_zxid: Option<i64>,
@@ -69,18 +74,12 @@ pub struct LogFile {
 
 impl LogFile {
     /// Whether this segment's first transaction comes right after the transaction `after` in
-    /// the server's history: its `prev_zxid` says so, or, with `prev_zxid` unknown, its first
-    /// zxid is the next one of the same epoch (a leader numbers an epoch's transactions one
-    /// by one, so nothing can lie between). Zxids of different epochs never prove it: the end
-    /// of an epoch may be missing.
+    /// the server's history: only when its `prev_zxid` says so. An unknown `prev_zxid` proves
+    /// nothing, not even for a first zxid that is the next one of `after`'s epoch: the server's
+    /// log may have been reset below `after` and the new history's records up to there purged
+    /// before the archiver read them, so the zxids after the gap are another history's.
     pub fn continues(&self, after: i64) -> bool {
-        match self.prev_zxid {
-            Some(p) => p == after,
-            None => {
-                let first = self.summary.first_zxid;
-                first == after.wrapping_add(1) && first >> 32 == after >> 32
-            }
-        }
+        self.prev_zxid == Some(after)
     }
 }
 
@@ -374,7 +373,7 @@ impl Manifest {
         }
         let raw: RawManifest = serde_json::from_slice(bytes).map_err(damaged)?;
         let any_digests = raw.logs.0.iter().any(|l| l.digests > 0);
-        let m = Manifest {
+        let mut m = Manifest {
             generation: raw.generation,
             log_from_start: raw.log_from_start,
             rewritten_after: raw.rewritten_after,
@@ -435,6 +434,17 @@ impl Manifest {
                             "its content has CRC-32 {got:08x}, not the {c} it records: damaged or edited"
                         ),
                     ));
+                }
+            }
+        }
+        if version < 4 {
+            // Before version 4 an unknown prev_zxid was taken to continue the zxid before the
+            // segment's first when both are of one epoch: keep reading older archives so.
+            for l in m.logs.iter_mut().filter(|l| l.prev_zxid.is_none()) {
+                let first = l.summary.first_zxid;
+                let before = first.wrapping_sub(1);
+                if before >> 32 == first >> 32 {
+                    l.prev_zxid = Some(before);
                 }
             }
         }
@@ -588,18 +598,36 @@ mod tests {
         assert_eq!(back.last_log_zxid(), Some(0x90));
     }
 
-    /// A segment continues another by the zxid the server's log held before it; with that
-    /// unknown, only the next zxid of the same epoch does.
+    /// A segment continues another only by the zxid the server's log held before it: with
+    /// that unknown (a gap the archiver saw), not even the next zxid of the same epoch does.
+    /// An older manifest's unknown ones read as the same-epoch inference those versions made.
     #[test]
     fn segments_continue_by_the_zxid_before_them() {
         let mut l = sample().logs[1].clone();
         assert!(l.continues(0x64) && !l.continues(0x63));
         l.prev_zxid = None;
-        assert!(l.continues(0x64) && !l.continues(0x63));
+        assert!(!l.continues(0x64) && !l.continues(0x63), "an unknown predecessor is a gap");
         l.summary.first_zxid = 2 << 32 | 1;
         assert!(!l.continues(1 << 32 | 0x90), "the end of epoch 1 may be missing");
         l.prev_zxid = Some(1 << 32 | 0x90);
         assert!(l.continues(1 << 32 | 0x90));
+
+        let mut m = sample();
+        m.logs[1].prev_zxid = None;
+        m.logs.push(LogFile {
+            name: zk_log::format::segment_name(2 << 32 | 1),
+            summary: SegmentSummary { first_zxid: 2 << 32 | 1, last_zxid: 2 << 32 | 5, ..m.logs[1].summary },
+            prev_zxid: None,
+            ..m.logs[1].clone()
+        });
+        let v4 = Manifest::from_json(&m.to_json()).unwrap();
+        assert_eq!(v4, m, "a version 4 manifest keeps an unknown predecessor unknown");
+        let mut v3 = m.body(3);
+        let crc = body_crc(&v3);
+        v3.as_object_mut().unwrap().insert(MANIFEST_CRC_FIELD.into(), format!("{crc:08x}").into());
+        let old = Manifest::from_json(&serde_json::to_vec(&v3).unwrap()).unwrap();
+        assert!(old.logs[1].continues(0x64), "a version 3 manifest's same-epoch inference is kept");
+        assert!(!old.logs[2].continues(1 << 32 | 0x90), "no inference across epochs");
     }
 
     /// A manifest over the bound is refused before it is parsed, with a message saying so;
