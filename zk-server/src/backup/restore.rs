@@ -746,6 +746,13 @@ pub fn restore(
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         RestoreMarker { zxid: r.zxid, at_ms }.write(&staging)?;
         install(&aside, &staging, out, log_out, &mut progress)?;
+        progress.say(format!(
+            "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
+            r.nodes,
+            hex(r.zxid),
+            r.replayed,
+            r.written.display()
+        ));
         Ok(r)
     });
     let _ = std::fs::remove_dir_all(&staging);
@@ -960,12 +967,6 @@ fn restore_staged(
     for c in &report.checks {
         progress.say(format!("restore: checked: {c}"));
     }
-    progress.say(format!(
-        "restore: done: {} nodes at zxid {} ({replayed} txns replayed) -> {}",
-        report.nodes,
-        hex(report.zxid),
-        report.written.display()
-    ));
     Ok(report)
 }
 
@@ -1212,8 +1213,12 @@ mod tests {
     fn restore_failing_at(f: &Fixture, out: &Path, logs: &Path, fail: Option<&str>) -> (Vec<String>, bool) {
         INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
         let target = DirTarget::new(f.archive.clone());
-        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut Vec::new());
+        let mut said = Vec::new();
+        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut said);
         let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        // "done" is said only once the result is installed.
+        let done = String::from_utf8_lossy(&said).contains("restore: done:");
+        assert_eq!(done, r.is_ok(), "{}", String::from_utf8_lossy(&said));
         (steps, r.is_ok())
     }
 
