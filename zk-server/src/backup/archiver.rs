@@ -180,6 +180,15 @@ pub struct Archiver {
     restored_to: Option<i64>,
     /// The base zxid the server's log marker ([`BASE_FILE`]) records, as read by this pass.
     log_marker: Option<i64>,
+    /// This pass found the record the archive ended with as the pass began in the server's
+    /// log, the same transaction (by payload CRC), so the server's log is the archive's
+    /// history up to there.
+    matched_newest: bool,
+    /// The oldest zxid from which the server's log, as this pass listed it, is shown to be the
+    /// archive's history (up to the archive's newest): set when the pass matched the archive's
+    /// newest record in it, or the archive had no log. A snapshot ending at or below the
+    /// archive's newest zxid is archived only when it ends at or after this zxid.
+    log_proven_from: Option<i64>,
 }
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
@@ -320,6 +329,8 @@ impl Archiver {
             contended: false,
             restored_to: None,
             log_marker: None,
+            matched_newest: false,
+            log_proven_from: None,
         })
     }
 
@@ -546,6 +557,9 @@ impl Archiver {
         }
         let mut report = PassReport { committed: cap, ..PassReport::default() };
         self.newest_on_disk = None;
+        self.matched_newest = false;
+        self.log_proven_from = None;
+        let newest_before = self.manifest.last_log_zxid();
         let segments = list_named(&self.log_dir, parse_segment_name)?;
         self.log_marker = zk_log::read_base_zxid(&self.log_dir).map_err(|e| BackupError::Damaged {
             key: self.log_dir.join(BASE_FILE).display().to_string(),
@@ -556,11 +570,16 @@ impl Archiver {
             Some((first, _)) => log_begins(self.log_marker, *first),
             None => Before::Unknown,
         };
-        for (i, (_, name)) in segments.iter().enumerate() {
+        for (i, (first, name)) in segments.iter().enumerate() {
             let open = i + 1 == segments.len();
             let ident = file_ident(&self.log_dir.join(name));
             if let (false, Some(read), Some(id)) = (open, self.read_segments.get(name), ident) {
                 if read.ident == id {
+                    // Unchanged since a pass of this backup read it whole, when the archive's
+                    // newest record was archived from it or found the same in it.
+                    if let (Some(l), Before::Zxid(e)) = (newest_before, read.last) {
+                        self.matched_newest |= (*first..=e).contains(&l);
+                    }
                     before = read.last;
                     if let Before::Zxid(z) = before {
                         self.newest_on_disk = self.newest_on_disk.max(Some(z));
@@ -586,6 +605,15 @@ impl Archiver {
             }
         }
         report.empty_log_at = self.check_not_behind(segments.first().map(|(z, _)| *z))?;
+        if self.matched_newest || newest_before.is_none() {
+            // The log's segments are contiguous: from its oldest listed zxid on it is one
+            // history, the archive's up to the archive's newest; from its base when the oldest
+            // segment follows its marker (the snapshot there is the state it goes on from).
+            self.log_proven_from = segments.first().map(|(z, _)| match log_begins(self.log_marker, *z) {
+                Before::Zxid(m) => m,
+                _ => *z,
+            });
+        }
         self.archive_snapshots(cap, member, out, &mut report)?;
         report.newest_archived = self.manifest.last_log_zxid();
         // The server's own: below the archive's newest when its log was reset or restored
@@ -628,6 +656,7 @@ impl Archiver {
         let last = self.manifest.last_log_zxid();
         if let Some(t) = self.tail.clone().filter(|t| t.name == name && Some(t.zxid) == last) {
             if r.resume_after(t.record_at, t.zxid, t.payload_crc).map_err(damaged)? {
+                self.matched_newest = true;
                 before = Before::Zxid(t.zxid);
                 self.newest_on_disk = self.newest_on_disk.max(Some(t.zxid));
             } else {
@@ -680,6 +709,8 @@ impl Archiver {
                 }
                 if z == l {
                     let payload_crc = rec.payload_crc();
+                    self.matched_newest |=
+                        self.manifest.logs.last().and_then(|p| p.last_payload_crc) == Some(payload_crc);
                     self.tail =
                         Some(TailScan { name: name.to_string(), record_at: at, zxid: z, payload_crc });
                 }
@@ -921,6 +952,11 @@ impl Archiver {
                         );
                         continue;
                     }
+                    if let Some(why) = end_zxid.and_then(|e| self.unproven_snapshot(start, e)) {
+                        self.discard(&staged);
+                        let _ = writeln!(out, "backup: WARNING: {name} is not archived: {why}");
+                        continue;
+                    }
                     self.target.put_file(&key, &staged)?;
                     self.manifest.add_snapshot(SnapFile {
                         name: name.clone(),
@@ -954,6 +990,47 @@ impl Archiver {
         }
 
         Ok(())
+    }
+
+    /// Why a snapshot starting at `start` and exact at `end` may be of another history than the
+    /// archived log holds at `end` (None: it is not). One ending past the archive's newest zxid
+    /// is the server's history past it, which the archived log either continues or records a
+    /// gap before. One ending at or below it is archived only when the archived log is whole
+    /// from it (no gap after its start: across a gap the archive cannot tell one history from
+    /// another) and this pass found the server's log, from at or before `end`, to be the
+    /// archive's history ([`Self::log_proven_from`]): otherwise it may be a snapshot of a
+    /// history written after a reset below the archive (or placed in the directory by hand),
+    /// and a restore would start from it for points of the archived one.
+    fn unproven_snapshot(&self, start: i64, end: i64) -> Option<String> {
+        let l = self.manifest.last_log_zxid().filter(|l| end <= *l)?;
+        let logs = &self.manifest.logs;
+        let gap = (1..logs.len())
+            .rev()
+            .find(|&i| !logs[i].continues(logs[i - 1].summary.last_zxid))
+            .map(|i| logs[i - 1].summary.last_zxid);
+        if let Some(g) = gap.filter(|g| start <= *g) {
+            return Some(format!(
+                "it starts at or below zxid {}, before a gap in the archived log, so the archive cannot \
+                 tell it is of the history archived there",
+                hex(g)
+            ));
+        }
+        match self.log_proven_from {
+            Some(f) if f <= end => None,
+            Some(_) => Some(format!(
+                "the server's log no longer holds its end zxid {} (purged), so the pass cannot tie it to \
+                 the history archived there, at or below the archive's newest zxid {}",
+                hex(end),
+                hex(l)
+            )),
+            None => Some(format!(
+                "it ends at zxid {}, at or below the archive's newest, {}, and this pass did not find that \
+                 newest transaction in the server's log (purged, or the log reset), so it cannot tie the \
+                 snapshot to the history archived there",
+                hex(end),
+                hex(l)
+            )),
+        }
     }
 
     /// Reads the staged snapshot `name` whole, checking every chunk and the content's counts;
@@ -2071,6 +2148,52 @@ mod tests {
             restore(&target, &f.dir.path().join("r6"), None, Point::Zxid(6), None, false, &mut Vec::new())
                 .unwrap();
         assert_eq!((r.zxid, r.snapshot.as_deref()), (6, Some("snapshot.0000000000000004")));
+    }
+
+    /// A log reset below the archive (a restore by hand), a snapshot of the new history, and
+    /// the new history purged past the archive's newest zxid before a pass: the pass cannot tie
+    /// the snapshot (ending below the archive's newest, its end purged) to the archived history,
+    /// so it is not archived, and a restore of an old point does not start from it.
+    #[test]
+    fn a_new_history_snapshot_is_not_archived_after_a_purge_past_the_newest() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        f.log.reset_to(4).unwrap();
+        let newer = |z: i64| {
+            let (h, mut t) = create_at(z, 9_000 + z);
+            if let zk_proto::Txn::Create(c) = &mut t {
+                c.path = format!("/m{z:x}");
+            }
+            (h, t)
+        };
+        for z in 5..=6 {
+            f.commit_batch(&[newer(z)]);
+        }
+        let mut txns: Vec<_> = (1..=4).map(|z| create_at(z, 1_000 + z)).collect();
+        txns.extend((5..=6).map(newer));
+        write_snapshot(&f, &txns);
+        for z in 7..=12 {
+            f.commit_batch(&[newer(z)]);
+        }
+        f.log.roll().unwrap();
+        for z in 13..=15 {
+            f.commit_batch(&[newer(z)]);
+        }
+        f.log.purge_before(13).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(r.snapshots.is_empty(), "{}", text(&out));
+        assert!(a.manifest().snapshots.is_empty());
+        assert!(text(&out).contains("snapshot.0000000000000006 is not archived"), "{}", text(&out));
+        let target = DirTarget::new(f.archive.clone());
+        let after =
+            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, false, &mut Vec::new())
+                .unwrap();
+        assert_eq!(after.snapshot, None, "a new-history snapshot is used for an old-history point");
     }
 
     /// `zkrs-server restore` in place to a point below the archive's newest zxid leaves a marker
