@@ -184,6 +184,13 @@ pub struct Archiver {
     /// log, the same transaction (by payload CRC), so the server's log is the archive's
     /// history up to there.
     matched_newest: bool,
+    /// The log's base marker (its zxid and the file's identity) as a pass of this backup that
+    /// succeeded read it. A marker is only ever replaced whole (a new file), so one unchanged
+    /// since then is no reset since then: a stale marker below the archive (a follower's old
+    /// SNAP, a restore) rather than a new one.
+    marker_seen: Option<(Option<i64>, Option<FileIdent>)>,
+    /// This pass read the same marker as [`Self::marker_seen`].
+    marker_unchanged: bool,
     /// The oldest zxid from which the server's log, as this pass listed it, is shown to be the
     /// archive's history (up to the archive's newest): set when the pass matched the archive's
     /// newest record in it, or the archive had no log. A snapshot ending at or below the
@@ -330,6 +337,8 @@ impl Archiver {
             restored_to: None,
             log_marker: None,
             matched_newest: false,
+            marker_seen: None,
+            marker_unchanged: false,
             log_proven_from: None,
         })
     }
@@ -561,10 +570,17 @@ impl Archiver {
         self.log_proven_from = None;
         let newest_before = self.manifest.last_log_zxid();
         let segments = list_named(&self.log_dir, parse_segment_name)?;
+        let marker_file = self.log_dir.join(BASE_FILE);
+        let marker_ident = file_ident(&marker_file);
         self.log_marker = zk_log::read_base_zxid(&self.log_dir).map_err(|e| BackupError::Damaged {
-            key: self.log_dir.join(BASE_FILE).display().to_string(),
+            key: marker_file.display().to_string(),
             why: e.to_string(),
         })?;
+        // Read between two looks at the file: the same file both times, or not taken as known.
+        let marker_read =
+            (marker_ident == file_ident(&marker_file)).then_some((self.log_marker, marker_ident));
+        self.marker_unchanged =
+            marker_ident.is_some() && marker_read.is_some() && marker_read == self.marker_seen;
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
         let mut before = match segments.first() {
             Some((first, _)) => log_begins(self.log_marker, *first),
@@ -615,6 +631,7 @@ impl Archiver {
             });
         }
         self.archive_snapshots(cap, member, out, &mut report)?;
+        self.marker_seen = marker_read;
         report.newest_archived = self.manifest.last_log_zxid();
         // The server's own: below the archive's newest when its log was reset or restored
         // below it (the lag line says so instead of a lag of 0).
@@ -821,9 +838,15 @@ impl Archiver {
             // The record before was purged, or the log reset: only the next zxid of the same
             // epoch proves nothing lies between, and only when the log was not reset below the
             // archive (a base marker below its newest zxid: the new history's records at the
-            // archived pieces' ends may have been purged before a pass could check them).
+            // archived pieces' ends may have been purged before a pass could check them). A
+            // marker below it that is the same file a successful pass of this backup read is
+            // no reset since then (a stale one), so it does not break the chain; one this
+            // backup has not seen before (a new process, or a reset) does.
             Before::Unknown => last.filter(|l| {
-                *l > 0 && z == l + 1 && z >> 32 == l >> 32 && self.log_marker.is_none_or(|b| b >= *l)
+                *l > 0
+                    && z == l + 1
+                    && z >> 32 == l >> 32
+                    && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
             }),
         };
         if let Some(l) = last.filter(|l| prev_zxid != Some(*l)) {
@@ -2194,6 +2217,49 @@ mod tests {
             restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, false, &mut Vec::new())
                 .unwrap();
         assert_eq!(after.snapshot, None, "a new-history snapshot is used for an old-history point");
+    }
+
+    /// A follower's log reset by a SNAP keeps that base marker below the archive after later
+    /// purges: a backup that read the same marker file in an earlier pass chains the first
+    /// kept record at the archive's newest + 1 on (no false gap); a backup started afresh
+    /// has not seen it and records a gap (safe: it cannot tell a stale marker from a reset).
+    #[test]
+    fn a_stale_marker_seen_before_is_no_gap() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.log.reset_to(4).unwrap();
+        f.commit(5..=8);
+        f.log.roll().unwrap();
+        f.commit(9..=12);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(5, 8, Some(4))]);
+        f.commit(13..=13);
+        f.log.roll().unwrap();
+        f.commit(14..=15);
+        f.log.purge_before(9).unwrap();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(5, 8, Some(4)), (9, 13, Some(8))], "{}", text(&out));
+        assert!(!text(&out).contains("gap"), "{}", text(&out));
+
+        // The same log, the archiver started again before the pass: a gap.
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.log.reset_to(4).unwrap();
+        f.commit(5..=8);
+        f.log.roll().unwrap();
+        f.commit(9..=12);
+        a.pass(&mut Vec::new()).unwrap();
+        drop(a);
+        f.commit(13..=13);
+        f.log.roll().unwrap();
+        f.commit(14..=15);
+        f.log.purge_before(9).unwrap();
+        let mut a = f.archiver();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(5, 8, Some(4)), (9, 13, None)], "{}", text(&out));
+        assert!(text(&out).contains("WARNING: the archived log has a gap"), "{}", text(&out));
     }
 
     /// `zkrs-server restore` in place to a point below the archive's newest zxid leaves a marker
