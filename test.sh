@@ -9,7 +9,8 @@
 # chromium, chromium-driver and python3-selenium (the console's browser test); for Kerberos, the
 # MIT KDC and its tools (krb5-kdc, krb5-admin-server, krb5-user), kazoo's GSSAPI
 # (python3-kerberos), and what the `kerberos` feature builds with (libkrb5-dev's GSSAPI headers,
-# libclang-dev for bindgen); and mdBook (a crates.io tool), which builds the user guide.
+# libclang-dev for bindgen); mdBook (a crates.io tool), which builds the user guide; and moto's
+# moto_server (a PyPI tool), the S3-compatible server the backup tests archive into.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -60,6 +61,15 @@ command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked
 # about a third of the time.
 mdbook=$(command -v mdbook || echo "${CARGO_HOME:-$HOME/.cargo}/bin/mdbook")
 [ -x "$mdbook" ] || cargo install mdbook --version 0.5.4 --locked --no-default-features
+# The backup tests' S3 archive (zk-server/tests/backup_restore.rs) lives in moto's `moto_server`,
+# an S3-compatible server from PyPI (Debian has no package of it). A Debian-managed Python refuses
+# plain `pip install` (PEP 668), hence the fallback; pyenv needs its shims rebuilt to see the
+# new command.
+if ! command -v moto_server >/dev/null 2>&1; then
+  echo "== installing moto_server (PyPI: moto[server])"
+  pip install -q 'moto[server]>=5,<6' || pip install -q --break-system-packages 'moto[server]>=5,<6'
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+fi
 
 # Among them the simulation of whole ensembles of the real server node (zk-server's node_sim):
 # its named scenarios and 10 seeds in each configuration (longer runs: the guide's Testing chapter).

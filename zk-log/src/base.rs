@@ -132,9 +132,41 @@ pub(crate) fn write_marker<S: Storage>(storage: &S, marker: &BaseMarker) -> Resu
         .map_err(|e| LogError::io("write base marker", storage.display_name(BASE_FILE), e))
 }
 
+/// The base zxid the marker in the log directory `dir` records, read without opening the log
+/// (no lock is taken, so a tool may read it beside a running server: the marker is always
+/// replaced whole). `None` when there is none. The log's base is this zxid only while its first
+/// record follows it; otherwise it is the zxid before its first record
+/// ([`crate::SegmentLog::base_zxid`]).
+///
+/// Errors: [`LogError::Corrupt`]; [`LogError::UnsupportedVersion`]; [`LogError::Io`].
+pub fn read_base_zxid(dir: &std::path::Path) -> Result<Option<i64>, LogError> {
+    use std::io::Read;
+    let p = dir.join(BASE_FILE);
+    let shown = p.display().to_string();
+    let f = match std::fs::File::open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LogError::io("read", shown, e)),
+    };
+    let mut b = Vec::new();
+    f.take(BASE_BYTES_MAX).read_to_end(&mut b).map_err(|e| LogError::io("read", shown.clone(), e))?;
+    BaseMarker::decode(&b, &shown).map(|m| Some(m.base))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_base_zxid_reads_a_marker_in_a_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(read_base_zxid(dir.path()).expect("none"), None);
+        let m = BaseMarker { base: 0x3_0000_0009, doomed: vec!["log.0000000000000001".into()] };
+        std::fs::write(dir.path().join(BASE_FILE), m.encode()).expect("write");
+        assert_eq!(read_base_zxid(dir.path()).expect("reads"), Some(0x3_0000_0009));
+        std::fs::write(dir.path().join(BASE_FILE), &m.encode()[..20]).expect("write");
+        assert!(read_base_zxid(dir.path()).is_err());
+    }
 
     #[test]
     fn round_trip_and_damage() {

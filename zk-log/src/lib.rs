@@ -74,7 +74,7 @@ pub mod snapshot;
 mod storage;
 mod writer;
 
-pub use base::BASE_FILE;
+pub use base::{read_base_zxid, BASE_FILE};
 pub use epoch::{EpochStore, ACCEPTED_EPOCH_FILE, CURRENT_EPOCH_FILE};
 pub use error::LogError;
 pub use fault::{CrashModel, FaultFile, FaultReadFile, FaultStorage, FAULT_PAGE_BYTES};

@@ -1860,7 +1860,9 @@ impl ServerConfig {
         let _ = writeln!(s, "minSessionTimeout={}", self.min_session_timeout_ms);
         let _ = writeln!(s, "maxSessionTimeout={}", self.max_session_timeout_ms);
         let _ = writeln!(s, "clientPortListenBacklog={}", self.client_port_listen_backlog);
-        let _ = writeln!(s, "serverId=0");
+        // An ensemble member's own id, as Apache's quorum servers answer; 0 standalone.
+        let id = if self.is_distributed() { self.my_id.unwrap_or(0) } else { 0 };
+        let _ = writeln!(s, "serverId={id}");
         s
     }
 }
@@ -2718,6 +2720,8 @@ mod tests {
         assert_eq!(c.servers.len(), 3);
         assert_eq!(c.client_address, Some(HostPort { host: "0.0.0.0".into(), port: 2181 }));
         assert_eq!(c.effective_connect_to_learner_master_limit(), 10);
+        // `conf` names a member by its own id (a standalone server answers 0).
+        assert!(c.conf_text_in(&ConfStatus::default(), Path::new("/")).ends_with("\nserverId=2\n"));
     }
 
     #[test]

@@ -27,6 +27,7 @@
 pub mod admin;
 pub mod apache_snap_file;
 pub mod apache_snap_stream;
+pub mod backup;
 pub mod config;
 pub mod config_reference;
 pub mod conn;

@@ -22,10 +22,19 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
        zkrs-server import APACHE_DATA_DIR APACHE_DATA_LOG_DIR ZKRS_DATA_DIR\n\
        zkrs-server purge DATA_DIR DATA_LOG_DIR [-n COUNT]   (stopped server; keeps COUNT >= 3 snapshots)\n\
        zkrs-server dump-log PATH         (a zkrs-log directory or one segment)\n\
-       zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\n\
+       zkrs-server dump-snapshot PATH    (one zkrs snapshot file)\n\
+       zkrs-server backup (--config zoo.cfg | --data-dir D [--data-log-dir L]) --to ARCHIVE\n\
+                          [--server HOST:PORT] [--follow] [--interval SECS]\n\
+                          (--server: the client port of the server running on D, on this host)\n\
+       zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
+                           [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
+`backup` copies a running server's durable log and snapshots into ARCHIVE (a directory, or\n\
+s3://bucket/prefix with the AWS_* environment variables) under a manifest; `restore` builds a\n\
+data directory from one as of zxid Z, time T (RFC 3339 or epoch ms) or its newest transaction,\n\
+whole or one subtree.\n\
 Log verbosity: RUST_LOG, else the zoo.cfg's logLevel (default info); logFormat=json writes one\n\
 JSON object a line.";
 
@@ -194,6 +203,8 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
         [cmd, path] if cmd == "dump-snapshot" => {
             zk_server::tools::dump_snapshot(Path::new(path), &mut out).map(|_| ())
         }
+        [cmd, rest @ ..] if cmd == "backup" => return Some(backup(rest)),
+        [cmd, rest @ ..] if cmd == "restore" => return Some(restore(rest)),
         [cmd, ..] if cmd == "import" || cmd == "purge" || cmd == "dump-log" || cmd == "dump-snapshot" => {
             eprintln!("{USAGE}");
             return Some(ExitCode::from(2));
@@ -207,6 +218,180 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
             ExitCode::from(1)
         }
     })
+}
+
+/// `--name value` options and bare `--flag`s, each allowed at most once; `None` (after printing
+/// why) for anything else.
+fn options<'a>(
+    cmd: &str,
+    args: &'a [String],
+    valued: &[&str],
+    flags: &[&str],
+) -> Option<std::collections::HashMap<&'a str, Option<&'a str>>> {
+    let mut got = std::collections::HashMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let a = a.as_str();
+        let value = if valued.contains(&a) {
+            match it.next() {
+                Some(v) => Some(v.as_str()),
+                None => {
+                    eprintln!("zkrs-server {cmd}: {a} needs a value\n{USAGE}");
+                    return None;
+                }
+            }
+        } else if flags.contains(&a) {
+            None
+        } else {
+            eprintln!("zkrs-server {cmd}: unknown argument `{a}`\n{USAGE}");
+            return None;
+        };
+        if got.insert(a, value).is_some() {
+            eprintln!("zkrs-server {cmd}: {a} given twice");
+            return None;
+        }
+    }
+    Some(got)
+}
+
+/// The server's dataDir and dataLogDir for `backup` and `restore`: from `--config` (a zoo.cfg),
+/// or `--data-dir` and `--data-log-dir` (which defaults to the first), not both ways; the second
+/// is None when neither `--config` nor `--data-log-dir` named it. An error is printed.
+fn server_dirs(
+    cmd: &str,
+    o: &std::collections::HashMap<&str, Option<&str>>,
+) -> Option<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+    let given = |k: &str| o.get(k).copied().flatten();
+    let (cfg, data, log) = (given("--config"), given("--data-dir"), given("--data-log-dir"));
+    if cfg.is_some() && (data.is_some() || log.is_some()) {
+        eprintln!("zkrs-server {cmd}: give --config or --data-dir (with --data-log-dir), not both");
+        return None;
+    }
+    match (cfg, data) {
+        (Some(cfg), _) => match ServerConfig::from_file(cfg) {
+            Ok(c) => Some((c.data_dir, Some(c.data_log_dir))),
+            Err(e) => {
+                eprintln!("zkrs-server {cmd}: --config {cfg}: {e}");
+                None
+            }
+        },
+        (None, Some(d)) => Some((d.into(), log.map(Into::into))),
+        (None, None) => {
+            eprintln!("zkrs-server {cmd}: --data-dir (or --config) is required\n{USAGE}");
+            None
+        }
+    }
+}
+
+/// `backup`: archives a server's closed files, once or with `--follow` until stopped.
+fn backup(args: &[String]) -> ExitCode {
+    let Some(o) = options(
+        "backup",
+        args,
+        &["--config", "--data-dir", "--data-log-dir", "--to", "--interval", "--server"],
+        &["--follow"],
+    ) else {
+        return ExitCode::from(2);
+    };
+    let Some(Some(to)) = o.get("--to") else {
+        eprintln!("zkrs-server backup: --to is required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Some((data, log)) = server_dirs("backup", &o) else {
+        return ExitCode::from(2);
+    };
+    let log = log.unwrap_or_else(|| data.clone());
+    let interval = match o.get("--interval").copied().flatten().map(str::parse::<f64>) {
+        None => std::time::Duration::from_secs(10),
+        Some(Ok(s)) if s > 0.0 && s <= 86_400.0 => std::time::Duration::from_secs_f64(s),
+        Some(_) => {
+            eprintln!("zkrs-server backup: --interval takes seconds, more than 0 and at most 86400");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let follow = o.contains_key("--follow");
+    let server = o.get("--server").copied().flatten();
+    match zk_server::backup::archiver::run(to, &data, &log, server, follow, interval, &mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zkrs-server backup: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A zxid as given on the command line: `0x` hex or decimal.
+fn parse_zxid(s: &str) -> Option<i64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok().and_then(|v| i64::try_from(v).ok()),
+        None => s.parse().ok(),
+    }
+    .filter(|z| *z >= 0)
+}
+
+/// `restore`: builds a data directory from an archive.
+fn restore(args: &[String]) -> ExitCode {
+    use zk_server::backup::restore::Point;
+    let Some(o) = options(
+        "restore",
+        args,
+        &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
+        &["--force"],
+    ) else {
+        return ExitCode::from(2);
+    };
+    let Some(Some(from)) = o.get("--from") else {
+        eprintln!("zkrs-server restore: --from is required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Some((out_dir, log_dir)) = server_dirs("restore", &o) else {
+        return ExitCode::from(2);
+    };
+    let point = match (o.get("--zxid").copied().flatten(), o.get("--time").copied().flatten()) {
+        (Some(_), Some(_)) => {
+            eprintln!("zkrs-server restore: give --zxid or --time, not both");
+            return ExitCode::from(2);
+        }
+        (Some(z), None) => match parse_zxid(z) {
+            Some(z) => Point::Zxid(z),
+            None => {
+                eprintln!("zkrs-server restore: --zxid {z}: not a zxid (decimal, or hex with 0x)");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(t)) => match zk_server::backup::time::parse_time_ms(t) {
+            Ok(ms) => Point::Time(ms),
+            Err(e) => {
+                eprintln!("zkrs-server restore: --time {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => Point::Newest,
+    };
+    let subtree = o.get("--subtree").copied().flatten();
+    let mut progress = std::io::stderr();
+    let result = zk_server::backup::target::open(from).and_then(|t| {
+        zk_server::backup::restore::restore(
+            t.as_ref(),
+            &out_dir,
+            log_dir.as_deref(),
+            point,
+            subtree,
+            o.contains_key("--force"),
+            &mut progress,
+        )
+    });
+    match result {
+        Ok(r) => {
+            println!("restored {} znodes at zxid 0x{:x} into {}", r.nodes, r.zxid, out_dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zkrs-server restore: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `status [zoo.cfg]`: as zkServer.sh's `status`, asks the server the configuration names (the

@@ -61,13 +61,21 @@ pub fn client_addr(cfg: &ServerConfig) -> Result<SocketAddr, StatusError> {
 
 /// Asks the server at `addr` with `srvr`.
 pub fn query(addr: SocketAddr) -> Result<Status, StatusError> {
+    parse(&ask(addr, "srvr")?)
+}
+
+/// Sends the four-letter word `word` to the server at `addr` and returns its answer, of at most
+/// 64 KiB (the rest is not read), as text.
+///
+/// Errors: [`StatusError::Down`] when nothing answers or the connection fails.
+pub fn ask(addr: SocketAddr, word: &str) -> Result<String, StatusError> {
     let down = |source| StatusError::Down { addr, source };
     let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(down)?;
     s.set_read_timeout(Some(TIMEOUT)).map_err(down)?;
-    s.write_all(b"srvr").map_err(down)?;
-    let mut text = String::new();
-    s.take(MAX_ANSWER).read_to_string(&mut text).map_err(down)?;
-    parse(&text)
+    s.write_all(word.as_bytes()).map_err(down)?;
+    let mut bytes = Vec::new();
+    s.take(MAX_ANSWER).read_to_end(&mut bytes).map_err(down)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Reads `srvr`'s answer.

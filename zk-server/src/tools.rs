@@ -54,21 +54,21 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ToolError + '_ {
     move |source| ToolError::Io { path: path.display().to_string(), source }
 }
 
-/// Writes at most one progress line per interval.
-struct Progress<'a> {
+/// Writes at most one progress line per interval (import and restore).
+pub(crate) struct Progress<'a> {
     out: &'a mut dyn Write,
     last: Instant,
     every: Duration,
 }
 
 impl<'a> Progress<'a> {
-    fn new(out: &'a mut dyn Write) -> Self {
+    pub(crate) fn new(out: &'a mut dyn Write) -> Self {
         let every = Duration::from_secs(1);
         Progress { out, last: Instant::now() - every, every }
     }
 
     /// A throttled line.
-    fn tick(&mut self, line: impl FnOnce() -> String) {
+    pub(crate) fn tick(&mut self, line: impl FnOnce() -> String) {
         if self.last.elapsed() >= self.every {
             self.last = Instant::now();
             let _ = writeln!(self.out, "{}", line());
@@ -76,7 +76,7 @@ impl<'a> Progress<'a> {
     }
 
     /// A line that always goes out.
-    fn say(&mut self, line: String) {
+    pub(crate) fn say(&mut self, line: String) {
         let _ = writeln!(self.out, "{line}");
     }
 }

@@ -1,0 +1,1361 @@
+//! `zkrs-server restore`: a fresh data directory holding the tree as of a chosen point, from an
+//! archive.
+//!
+//! The plan: the point is a zxid (`--zxid`), the last transaction before the first one stamped
+//! later than a time (`--time`), or the newest archived transaction. The start is the newest
+//! archived snapshot that is exact at or before the point (a snapshot is fuzzy: it is exact
+//! once replayed through the end zxid it recorded), or an empty tree when the archived log goes
+//! back to the server's first transaction. Every transaction after the snapshot's start zxid
+//! through the point is replayed from the archived log, which must hold all of them: a gap is
+//! an error naming it.
+//!
+//! What is checked: each file's size and CRC-32 against the manifest as it is fetched; every
+//! chunk of the snapshot and every record of the segments (their own checksums, zxid order);
+//! the tree digest the snapshot recorded, once the replay stands at its end zxid; and, from
+//! there on, the tree digest each logged transaction carries (an ensemble's records do; a
+//! standalone server's carry none). The result is written as one snapshot at the point, with
+//! no log: the server started on the directory loads it and continues after it.
+
+use super::manifest::{LogFile, Manifest, SnapFile, LOG_PREFIX, MANIFEST_KEY, SNAP_PREFIX};
+use super::segment::SegmentReader;
+use super::target::{sync_dir, ArchiveTarget};
+use super::time::format_time_ms;
+use super::{io_err, BackupError};
+use crate::tools::Progress;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use zk_log::FileStorage;
+use zk_proto::Acl;
+use zk_tree::snapshot::{ContentParser, ContentRecord};
+use zk_tree::{ContentBuilder, Database, Recovery, SnapshotCheck, SnapshotLoader, TreeConfig, Unverifiable};
+
+/// Which state to restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// The newest archived transaction.
+    Newest,
+    /// The state right after this zxid (or the last transaction before it, when no transaction
+    /// has this zxid, as between two epochs).
+    Zxid(i64),
+    /// The state after the last transaction that precedes the first one stamped later than
+    /// this time (ms since the epoch, the leader's clock).
+    Time(i64),
+}
+
+/// What a restore did and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The zxid of the restored state.
+    pub zxid: i64,
+    /// The archived snapshot it started from (None: an empty tree).
+    pub snapshot: Option<String>,
+    /// Transactions replayed over it.
+    pub replayed: u64,
+    /// Nodes in the restored tree (the system nodes included).
+    pub nodes: u64,
+    /// What was checked, one line each.
+    pub checks: Vec<String>,
+    /// The snapshot file written.
+    pub written: PathBuf,
+    /// What the operator should check (transaction times out of order around a `--time`
+    /// point), one line each; also printed.
+    pub warnings: Vec<String>,
+}
+
+/// The tree settings a restore replays with: the tree digest kept, so that every digest the
+/// archive holds can be compared.
+fn replay_config() -> TreeConfig {
+    TreeConfig { tree_digest: true, extended_types_enabled: true, ..TreeConfig::default() }
+}
+
+fn hex(z: i64) -> String {
+    format!("{z:#x}")
+}
+
+/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result: `out` is
+/// created if absent; refused when `out` holds anything or `log_out` holds a `zkrs-log`, unless
+/// `force`: then returns the `zkrs-snap` and `zkrs-log` of both, which [`move_aside`] renames
+/// `<name>.before-restore-<ms>` (never deleted) once the restore has succeeded: a log left
+/// there would be replayed over the restored tree.
+fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<PathBuf>, BackupError> {
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let entries: Vec<String> = std::fs::read_dir(out)
+        .map_err(io_err(out))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != STAGING_NAME)
+        .collect();
+    let log_given = log_out.is_some();
+    let log_out = log_out.filter(|l| !same_dir(l, out));
+    let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
+    if entries.is_empty() && old_log.is_none() {
+        return Ok(Vec::new());
+    }
+    if !force {
+        let what = match (&old_log, entries.is_empty()) {
+            (Some(l), true) => format!("{} exists", l.display()),
+            (Some(l), false) => format!(
+                "{} is not empty (it holds {}) and {} exists",
+                out.display(),
+                entries.join(", "),
+                l.display()
+            ),
+            (None, _) => format!("{} is not empty (it holds {})", out.display(), entries.join(", ")),
+        };
+        return Err(BackupError::Refused(format!(
+            "{what}; restore into an empty directory, or give --force to move its zkrs-snap and zkrs-log \
+             aside"
+        )));
+    }
+    // A data directory with snapshots and no log had its log elsewhere: a separate dataLogDir,
+    // whose log, left in place, the server would replay over the restored tree.
+    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+    if !log_given && snaps.exists() && !out.join(zk_log::LOG_DIR_NAME).exists() {
+        return Err(BackupError::Refused(format!(
+            "{} holds {} but no {}: the server keeps its log in a separate dataLogDir, whose log it would \
+             replay over the restored tree; give --data-log-dir (or --config with its zoo.cfg) so that \
+             log is moved aside too (--data-log-dir {} when it has none, as in a directory a restore \
+             wrote that no server has started on)",
+            out.display(),
+            zk_log::snapshot::SNAP_DIR_NAME,
+            zk_log::LOG_DIR_NAME,
+            out.display()
+        )));
+    }
+    // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
+    // comes back with them when this restore fails).
+    let mut aside = vec![
+        out.join(zk_log::snapshot::SNAP_DIR_NAME),
+        out.join(zk_log::LOG_DIR_NAME),
+        out.join(RESTORE_MARKER),
+    ];
+    aside.extend(old_log);
+    Ok(aside.into_iter().filter(|p| p.exists()).collect())
+}
+
+/// Whether two spellings name one directory (a relative path, a link): compared canonical
+/// where both exist.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The file a restore leaves in the data directory it builds, naming the restore point
+/// ([`RestoreMarker`]). `zkrs-server backup` reads it: an archive whose newest zxid is past the
+/// point holds a history the restored server no longer has, and is not continued.
+pub const RESTORE_MARKER: &str = "zkrs-restored";
+
+/// The most bytes of a restore marker read.
+const RESTORE_MARKER_BYTES_MAX: u64 = 4096;
+
+/// What a restore marker says: the point restored and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreMarker {
+    /// The zxid the data directory was restored to.
+    pub zxid: i64,
+    /// When the restore finished (ms since the epoch, this host's clock).
+    pub at_ms: i64,
+}
+
+impl RestoreMarker {
+    /// The marker's identity, as an archive records the restore it goes on from
+    /// ([`Manifest::after_restore`]).
+    pub fn id(&self) -> String {
+        format!("{}@{}", hex(self.zxid), self.at_ms)
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
+             # An archive holding transactions past that zxid is not continued by zkrs-server backup:\n\
+             # start a new archive for this server.\n\
+             zxid={}\nrestored_at_ms={}\n",
+            hex(self.zxid),
+            format_time_ms(self.at_ms),
+            hex(self.zxid),
+            self.at_ms
+        )
+    }
+
+    /// Reads the marker in `data_dir`, if any.
+    ///
+    /// Errors: [`BackupError::Io`]; [`BackupError::Damaged`] for a marker without its two
+    /// values.
+    pub fn read(data_dir: &Path) -> Result<Option<RestoreMarker>, BackupError> {
+        use std::io::Read;
+        let p = data_dir.join(RESTORE_MARKER);
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&p)(e)),
+        };
+        let mut bytes = Vec::new();
+        f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(&p))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let value = |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(key));
+        let zxid = value("zxid=0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .and_then(|z| i64::try_from(z).ok());
+        let at_ms = value("restored_at_ms=").and_then(|t| t.parse::<i64>().ok());
+        match (zxid, at_ms) {
+            (Some(zxid), Some(at_ms)) => Ok(Some(RestoreMarker { zxid, at_ms })),
+            _ => Err(BackupError::Damaged {
+                key: p.display().to_string(),
+                why: "a restore marker without its `zxid=0x…` and `restored_at_ms=` lines".into(),
+            }),
+        }
+    }
+
+    /// Writes the marker into `dir` (synced, under a temporary name first).
+    fn write(&self, dir: &Path) -> Result<(), BackupError> {
+        let p = dir.join(RESTORE_MARKER);
+        let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(self.text().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &p).map_err(io_err(&p))
+    }
+}
+
+/// The directory under the output directory a restore fetches into and builds its result in.
+const STAGING_NAME: &str = ".restore-staging";
+
+/// One step of [`install`]: tests record the steps and make one fail.
+fn step(what: String) -> Result<(), BackupError> {
+    #[cfg(test)]
+    {
+        let fail = INSTALL_STEPS.with(|s| {
+            let mut s = s.borrow_mut();
+            s.0.push(what.clone());
+            s.1.as_deref().is_some_and(|f| what.starts_with(f))
+        });
+        if fail {
+            return Err(BackupError::Io {
+                path: what,
+                source: std::io::Error::other("failure injected by a test"),
+            });
+        }
+    }
+    let _ = what;
+    Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The steps [`install`] took, and the first one to fail (by prefix).
+    static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
+        const { std::cell::RefCell::new((Vec::new(), None)) };
+}
+
+/// Syncs `out` and the separate dataLogDir `log_out` (if any, and other than `out`).
+fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
+    for d in std::iter::once(out).chain(log_out.filter(|l| l.exists() && !same_dir(l, out))) {
+        step(format!("sync {}", d.display()))?;
+        sync_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Puts the result built in `staging` (its `zkrs-snap` and the [`RESTORE_MARKER`]) in place:
+/// moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`, syncs both
+/// directories so the moves are durable before anything is moved in (a separate dataLogDir is
+/// another file system, typically, which orders nothing with the data directory's: a power loss
+/// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
+/// then the snapshot directory, and syncs again. When a step fails, every rename done is undone
+/// (the old directories come back) before the error is returned.
+fn install(
+    aside: &[PathBuf],
+    staging: &Path,
+    out: &Path,
+    log_out: Option<&Path>,
+    progress: &mut Progress<'_>,
+) -> Result<(), BackupError> {
+    let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let result = install_steps(aside, staging, out, log_out, &mut done, progress);
+    let Err(e) = result else { return Ok(()) };
+    let mut stuck = Vec::new();
+    for (from, to) in done.iter().rev() {
+        if let Err(u) = std::fs::rename(to, from) {
+            stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
+        }
+    }
+    let synced = sync_dirs(out, log_out);
+    if stuck.is_empty() {
+        if !done.is_empty() {
+            progress.say("restore: the directories moved aside are back in place".to_string());
+        }
+        return match synced {
+            Ok(()) => Err(e),
+            Err(s) => {
+                Err(BackupError::Refused(format!("{e}; then syncing the directories put back failed: {s}")))
+            }
+        };
+    }
+    Err(BackupError::Refused(format!(
+        "{e}; then moving back failed for {}: move them back by hand before starting a server there",
+        stuck.join(", ")
+    )))
+}
+
+fn install_steps(
+    aside: &[PathBuf],
+    staging: &Path,
+    out: &Path,
+    log_out: Option<&Path>,
+    done: &mut Vec<(PathBuf, PathBuf)>,
+    progress: &mut Progress<'_>,
+) -> Result<(), BackupError> {
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    for p in aside {
+        let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
+        step(format!("aside {}", p.display()))?;
+        std::fs::rename(p, &to).map_err(io_err(p))?;
+        done.push((p.clone(), to.clone()));
+        progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
+    }
+    sync_dirs(out, log_out)?;
+    // The marker goes in before the snapshot, so that no backup continues an archive past the
+    // point over a directory holding the result.
+    for name in [RESTORE_MARKER, zk_log::snapshot::SNAP_DIR_NAME] {
+        let (from, to) = (staging.join(name), out.join(name));
+        step(format!("in {name}"))?;
+        std::fs::rename(&from, &to).map_err(io_err(&to))?;
+        done.push((from, to));
+    }
+    sync_dirs(out, log_out)
+}
+
+/// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
+/// transaction times are not in order around the point (they are the proposing leaders' wall
+/// clocks, which need not agree, nor only go forward).
+fn resolve_point(
+    m: &Manifest,
+    point: Point,
+    target: &dyn ArchiveTarget,
+    staging: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<i64, BackupError> {
+    let newest = m.last_log_zxid().or_else(|| m.snapshots.iter().filter_map(|s| s.exact_from()).max());
+    let Some(newest) = newest else {
+        return Err(BackupError::Refused(format!("{}: the archive holds no file yet", target.describe())));
+    };
+    match point {
+        Point::Newest => Ok(newest),
+        Point::Zxid(z) if z > newest => Err(BackupError::Refused(format!(
+            "zxid {} is past the newest archived transaction, {}: the segment holding it is not archived \
+             yet (the server's open segment is archived once the server starts the next)",
+            hex(z),
+            hex(newest)
+        ))),
+        Point::Zxid(z) => Ok(z),
+        Point::Time(t) => {
+            // The first segment holding a transaction stamped later than t; the point is the
+            // transaction before that one.
+            let Some(i) = m.logs.iter().position(|l| l.summary.max_time_ms > t) else {
+                let last = m.logs.last();
+                return Err(BackupError::Refused(format!(
+                    "{} is past the newest archived transaction ({}), so later transactions before it may \
+                     not be archived yet: give --zxid {} to restore that one",
+                    format_time_ms(t),
+                    last.map_or("none".into(), |l| format!(
+                        "zxid {} at {}",
+                        hex(l.summary.last_zxid),
+                        format_time_ms(l.summary.last_time_ms)
+                    )),
+                    hex(newest)
+                )));
+            };
+            let seg = &m.logs[i];
+            let mut before = if i > 0 { Some(m.logs[i - 1].summary.last_zxid) } else { None };
+            let mut order = TimeOrder::default();
+            for l in &m.logs[..i] {
+                order.segment(l);
+            }
+            let local = fetch_log(target, seg, staging)?;
+            let mut r = open_log(&local, target, seg)?;
+            let mut later_one = false;
+            while let Some(rec) = next_log_record(&mut r, target, seg)? {
+                let (z, at) = (rec.header.zxid, rec.header.time);
+                if later_one {
+                    order.after_point(z, at, t);
+                } else if at > t {
+                    later_one = true;
+                } else {
+                    order.record(z, at);
+                    before = Some(z);
+                }
+            }
+            let _ = std::fs::remove_file(&local);
+            // The point falls between two segments: unless the later one continues the
+            // earlier, the transactions between them are not archived, and any of them may be
+            // stamped at or before the time.
+            let in_seg = before.is_some_and(|b| b >= seg.summary.first_zxid);
+            if let (Some(prev), false) = (i.checked_sub(1).map(|p| &m.logs[p]), in_seg) {
+                if !seg.continues(prev.summary.last_zxid) {
+                    return Err(BackupError::Gap {
+                        after: prev.summary.last_zxid,
+                        before: seg.summary.first_zxid,
+                        why: format!(
+                            "{} falls between {} and {}, and transactions between them may be stamped \
+                             before it{}",
+                            format_time_ms(t),
+                            prev.name,
+                            seg.name,
+                            held_before(seg)
+                        ),
+                    });
+                }
+            }
+            for l in &m.logs[i + 1..] {
+                if l.summary.first_time_ms <= t {
+                    order.after_point(l.summary.first_zxid, l.summary.first_time_ms, t);
+                }
+            }
+            warnings.extend(order.warnings(t));
+            before.ok_or_else(|| {
+                BackupError::Refused(format!(
+                    "{} is before the first archived transaction (zxid {} at {})",
+                    format_time_ms(t),
+                    hex(seg.summary.first_zxid),
+                    format_time_ms(seg.summary.first_time_ms)
+                ))
+            })
+        }
+    }
+}
+
+/// Whether transaction times go forward up to a `--time` point, and none after it is stamped
+/// at or before the time.
+#[derive(Debug, Default)]
+struct TimeOrder {
+    /// The latest time so far, and its zxid.
+    latest: Option<(i64, i64)>,
+    /// The first step back before the point: (zxid, its time, the later time before it).
+    step_back: Option<(i64, i64, i64)>,
+    /// The first transaction after the point stamped at or before the time: (zxid, time).
+    early_after: Option<(i64, i64)>,
+}
+
+impl TimeOrder {
+    /// A transaction before the point, in zxid order.
+    fn record(&mut self, zxid: i64, time_ms: i64) {
+        if let Some((latest, _)) = self.latest {
+            if time_ms < latest && self.step_back.is_none() {
+                self.step_back = Some((zxid, time_ms, latest));
+            }
+        }
+        if self.latest.is_none_or(|(latest, _)| time_ms > latest) {
+            self.latest = Some((time_ms, zxid));
+        }
+    }
+
+    /// A whole archived segment before the point, from its manifest entry: a step back inside
+    /// it (its latest time is not its last) or from the segment before.
+    fn segment(&mut self, l: &LogFile) {
+        self.record(l.summary.first_zxid, l.summary.first_time_ms);
+        if l.summary.max_time_ms > l.summary.last_time_ms && self.step_back.is_none() {
+            self.step_back = Some((l.summary.last_zxid, l.summary.last_time_ms, l.summary.max_time_ms));
+        }
+        self.record(l.summary.last_zxid, l.summary.max_time_ms);
+    }
+
+    /// A transaction after the point, stamped at `time_ms`.
+    fn after_point(&mut self, zxid: i64, time_ms: i64, t: i64) {
+        if time_ms <= t && self.early_after.is_none() {
+            self.early_after = Some((zxid, time_ms));
+        }
+    }
+
+    fn warnings(&self, t: i64) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some((z, at, latest)) = self.step_back {
+            w.push(format!(
+                "transaction times go backwards before the chosen point: zxid {} is stamped {}, after one \
+                 stamped {} (times are the proposing leaders' wall clocks, which need not agree across \
+                 leaders nor only go forward); --time restores the transactions before the first one \
+                 stamped later than {}; to be sure which, give --zxid",
+                hex(z),
+                format_time_ms(at),
+                format_time_ms(latest),
+                format_time_ms(t)
+            ));
+        }
+        if let Some((z, at)) = self.early_after {
+            w.push(format!(
+                "zxid {}, after the chosen point, is stamped {}, not later than {}: it is not restored (a \
+                 leader's clock went backwards); give --zxid to restore past it",
+                hex(z),
+                format_time_ms(at),
+                format_time_ms(t)
+            ));
+        }
+        w
+    }
+}
+
+fn fetch_log(target: &dyn ArchiveTarget, l: &LogFile, staging: &Path) -> Result<PathBuf, BackupError> {
+    let local = staging.join(&l.name);
+    target.fetch(&format!("{LOG_PREFIX}{}", l.name), l.bytes, l.crc32, &local)?;
+    Ok(local)
+}
+
+fn open_log(
+    local: &Path,
+    target: &dyn ArchiveTarget,
+    l: &LogFile,
+) -> Result<SegmentReader<BufReader<File>>, BackupError> {
+    let key = target.show(&format!("{LOG_PREFIX}{}", l.name));
+    let f = File::open(local).map_err(io_err(local))?;
+    let r = SegmentReader::open(&key, BufReader::new(f)).map_err(|d| BackupError::Damaged {
+        key: key.clone(),
+        why: format!("{} at offset {}", d.why, d.offset),
+    })?;
+    if r.first_zxid() != l.summary.first_zxid {
+        return Err(BackupError::Damaged {
+            key,
+            why: format!(
+                "starts at zxid {}, the manifest says {}",
+                hex(r.first_zxid()),
+                hex(l.summary.first_zxid)
+            ),
+        });
+    }
+    Ok(r)
+}
+
+fn next_log_record(
+    r: &mut SegmentReader<BufReader<File>>,
+    target: &dyn ArchiveTarget,
+    l: &LogFile,
+) -> Result<Option<super::segment::SegmentRecord>, BackupError> {
+    r.next_record().map_err(|d| BackupError::Damaged {
+        key: target.show(&format!("{LOG_PREFIX}{}", l.name)),
+        why: format!("{} at offset {}", d.why, d.offset),
+    })
+}
+
+/// The segments holding the transactions after `start` through `point`, checked to hold all
+/// of them: the first holds the one after `start`, and each of the others continues the one
+/// before it ([`LogFile::continues`]: by the zxid the server's log held before it, so a missing
+/// end of an epoch is noticed). A point past the last of them, before the next archived one,
+/// restores to that last one's end only when the next one continues it: otherwise the point
+/// lies in a gap, and transactions before it may be missing.
+///
+/// Errors: [`BackupError::Gap`] naming the first missing range; a point before it still
+/// restores.
+fn plan_segments<'m>(
+    m: &'m Manifest,
+    start: i64,
+    point: i64,
+    target: &dyn ArchiveTarget,
+) -> Result<Vec<&'m LogFile>, BackupError> {
+    if point <= start {
+        return Ok(Vec::new());
+    }
+    let needed: Vec<&LogFile> =
+        m.logs.iter().filter(|l| l.summary.last_zxid > start && l.summary.first_zxid <= point).collect();
+    let Some(first) = needed.first() else {
+        return Err(BackupError::Gap {
+            after: start,
+            before: point,
+            why: "no archived segment holds them".into(),
+        });
+    };
+    if first.summary.first_zxid > start && !first.continues(start) {
+        return Err(BackupError::Gap {
+            after: start,
+            before: first.summary.first_zxid,
+            why: format!(
+                "before {}{}",
+                target.show(&format!("{LOG_PREFIX}{}", first.name)),
+                held_before(first)
+            ),
+        });
+    }
+    for w in needed.windows(2) {
+        if !w[1].continues(w[0].summary.last_zxid) {
+            return Err(BackupError::Gap {
+                after: w[0].summary.last_zxid,
+                before: w[1].summary.first_zxid,
+                why: format!("between {} and {}{}", w[0].name, w[1].name, held_before(w[1])),
+            });
+        }
+    }
+    // A point past the last segment needed lies between it and the next one: the restore
+    // stops at the last one's end, which is the state at the point only when nothing lies
+    // between (as between two epochs, the next one recording that end as what came before it).
+    let last_needed = needed[needed.len() - 1];
+    let last = last_needed.summary.last_zxid;
+    if point > last {
+        if let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) {
+            if !next.continues(last) {
+                return Err(BackupError::Gap {
+                    after: last,
+                    before: next.summary.first_zxid,
+                    why: format!(
+                        "zxid {} lies between {} and {}{}",
+                        hex(point),
+                        last_needed.name,
+                        next.name,
+                        held_before(next)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(needed)
+}
+
+/// What the server's log held before an archived segment, for a gap's message.
+fn held_before(l: &LogFile) -> String {
+    match l.prev_zxid {
+        Some(p) => format!("; the server's log held zxid {} before it", hex(p)),
+        None => "; what the server's log held before it had been purged when it was archived".into(),
+    }
+}
+
+/// The newest archived snapshot a restore to `zxid` can start from: one that recorded the
+/// zxid it is exact at (its end), at or before `zxid`. Those that recorded none are passed
+/// over (which transactions after their start they hold is unknown), and so is an ensemble
+/// member's whose end is its start unless `proven` shows it exact ([`needs_proof`]): each one
+/// passed over that would have been chosen is named in `notes`.
+///
+/// Errors: those of `proven`.
+fn base_snapshot<'m>(
+    m: &'m Manifest,
+    zxid: i64,
+    notes: &mut Vec<String>,
+    proven: &mut dyn FnMut(&SnapFile) -> Result<bool, BackupError>,
+) -> Result<Option<&'m SnapFile>, BackupError> {
+    for s in m.snapshots.iter().rev().filter(|s| s.start_zxid <= zxid) {
+        match s.exact_from() {
+            Some(e) if e <= zxid => {
+                if !needs_proof(s) || proven(s)? {
+                    return Ok(Some(s));
+                }
+                notes.push(format!(
+                    "snapshot {} is an ensemble member's that ends at its start zxid {}, as one received \
+                     from the leader (fuzzy) does, and the archived log does not show its tree digest to \
+                     be the state after {}: not used",
+                    s.name,
+                    hex(s.start_zxid),
+                    hex(s.start_zxid)
+                ));
+            }
+            Some(_) => {}
+            None => notes.push(format!(
+                "snapshot {} records no end zxid, so which transactions after its start zxid {} it holds is \
+                 unknown: not used",
+                s.name,
+                hex(s.start_zxid)
+            )),
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a snapshot is exact only once shown to be: an ensemble member's whose end zxid is
+/// its start. A member writes such a snapshot from a leader's SNAP, which the leader read from
+/// its tree while writes went on, so the tree it holds need not be the state at any zxid; the
+/// member's own periodic snapshots record the zxid it had applied when it finished (past the
+/// start while writes go on) and are exact once replayed through it.
+fn needs_proof(s: &SnapFile) -> bool {
+    s.member && s.end_zxid == Some(s.start_zxid)
+}
+
+/// Whether the archived log shows `s` exact at its end zxid: the record of that zxid is
+/// archived and carries the tree digest `s` recorded (the digest the leader's tree had right
+/// after that transaction).
+fn proven_by_the_log(
+    m: &Manifest,
+    s: &SnapFile,
+    target: &dyn ArchiveTarget,
+    staging: &Path,
+) -> Result<bool, BackupError> {
+    let (Some(end), Some(digest)) = (s.end_zxid, s.tree_digest) else { return Ok(false) };
+    let Some(l) = m.logs.iter().find(|l| l.summary.first_zxid <= end && end <= l.summary.last_zxid) else {
+        return Ok(false);
+    };
+    let local = fetch_log(target, l, staging)?;
+    let mut r = open_log(&local, target, l)?;
+    let mut found = None;
+    while let Some(rec) = next_log_record(&mut r, target, l)? {
+        if rec.header.zxid >= end {
+            found = (rec.header.zxid == end).then(|| rec.digest.map(|d| d.tree_digest));
+            break;
+        }
+    }
+    let _ = std::fs::remove_file(&local);
+    Ok(found == Some(Some(digest)))
+}
+
+/// Restores the archive at `target` into `out` (a data directory: the snapshot goes into its
+/// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. `log_out`
+/// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
+/// (or is moved aside with `force`), or the server would replay it over the restored tree.
+/// With `force`, nothing is moved aside before the result is whole: a restore that fails
+/// leaves both directories as they were. Beside the snapshot it leaves a [`RESTORE_MARKER`]
+/// naming the point, and syncs the directories it renamed in. Progress lines, at most one a
+/// second plus a summary of what was checked, go to `progress`.
+///
+/// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
+/// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
+/// log lacks transactions the restore needs; [`BackupError::Damaged`] naming the file for a
+/// missing or damaged archived file or a digest that does not match; [`BackupError::Io`].
+pub fn restore(
+    target: &dyn ArchiveTarget,
+    out: &Path,
+    log_out: Option<&Path>,
+    point: Point,
+    subtree: Option<&str>,
+    force: bool,
+    progress: &mut dyn Write,
+) -> Result<RestoreReport, BackupError> {
+    let mut progress = Progress::new(progress);
+    if let Some(p) = subtree {
+        if zk_proto::path::validate_path(p).is_err()
+            || p == "/"
+            || p == "/zookeeper"
+            || p.starts_with("/zookeeper/")
+        {
+            return Err(BackupError::Refused(format!(
+                "--subtree {p}: give an absolute path of a node other than / and the /zookeeper system nodes"
+            )));
+        }
+    }
+    let m = target.read_manifest()?.ok_or_else(|| BackupError::Damaged {
+        key: target.show(MANIFEST_KEY),
+        why: "no manifest: not an archive, or nothing archived yet".into(),
+    })?;
+    let aside = prepare_out(out, log_out, force)?;
+    let staging = out.join(STAGING_NAME);
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+    // The result, the marker naming the point with it, is built in the staging directory; only
+    // once it is whole is anything there moved aside and the result moved in, and a failure
+    // then moves the old directories back, so a failed restore leaves the directories as they
+    // were.
+    let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging)?;
+        install(&aside, &staging, out, log_out, &mut progress)?;
+        progress.say(format!(
+            "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
+            r.nodes,
+            hex(r.zxid),
+            r.replayed,
+            r.written.display()
+        ));
+        Ok(r)
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+fn restore_staged(
+    target: &dyn ArchiveTarget,
+    m: &Manifest,
+    out: &Path,
+    staging: &Path,
+    point: Point,
+    subtree: Option<&str>,
+    progress: &mut Progress<'_>,
+) -> Result<RestoreReport, BackupError> {
+    let mut warnings = Vec::new();
+    let zxid = resolve_point(m, point, target, staging, &mut warnings)?;
+    for w in &warnings {
+        progress.say(format!("restore: WARNING: {w}"));
+    }
+    if let Some(p) = m.rewritten_after.filter(|p| zxid > *p) {
+        return Err(BackupError::Refused(format!(
+            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
+             committed; the backup marked them when it found out): no point after {} is restored",
+            hex(p),
+            hex(p)
+        )));
+    }
+    let mut notes = Vec::new();
+    let snap = base_snapshot(m, zxid, &mut notes, &mut |s| proven_by_the_log(m, s, target, staging))?;
+    for n in &notes {
+        progress.say(format!("restore: {n}"));
+    }
+    // An archive written before the archiver learnt that a purged log need not have a base
+    // marker may claim to start at the server's first transaction with a first piece that
+    // cannot be it (not the first of an epoch).
+    let from_start = m.log_from_start
+        && m.logs.first().is_some_and(|l| l.prev_zxid == Some(0) && l.summary.first_zxid & 0xffff_ffff == 1);
+    if snap.is_none() && !from_start {
+        let oldest = m
+            .snapshots
+            .iter()
+            .find_map(|s| s.exact_from().map(|e| (s, e)))
+            .map_or("none that recorded its end".to_string(), |(s, e)| {
+                format!("{} (exact from {})", s.name, hex(e))
+            });
+        return Err(BackupError::Refused(format!(
+            "no archived snapshot is exact at or before zxid {} (oldest: {oldest}), and the archived log does \
+             not go back to the server's first transaction",
+            hex(zxid)
+        )));
+    }
+    let start = snap.map_or(0, |s| s.start_zxid);
+    let segments = plan_segments(m, start, zxid, target)?;
+    progress.say(format!(
+        "restore: to zxid {} from {} and {} archived segments",
+        hex(zxid),
+        snap.map_or("an empty tree".to_string(), |s| format!(
+            "snapshot {} (start {}, exact from {})",
+            s.name,
+            hex(s.start_zxid),
+            hex(s.exact_from().unwrap_or(s.start_zxid))
+        )),
+        segments.len()
+    ));
+    let mut checks = Vec::new();
+    let cfg = replay_config();
+    let db = match snap {
+        None => Database::new(cfg.clone()),
+        Some(s) => {
+            let key = format!("{SNAP_PREFIX}{}", s.name);
+            let local = staging.join(&s.name);
+            target.fetch(&key, s.bytes, s.crc32, &local)?;
+            checks.push(format!("{}: size and CRC-32 as the manifest says", target.show(&key)));
+            let storage = FileStorage::open_dir(staging).map_err(io_err(staging))?;
+            let mut loader = SnapshotLoader::new(cfg.clone());
+            let mut content_err = None;
+            let read = zk_log::snapshot::read_snapshot(&storage, &s.name, &mut |chunk| {
+                if let Err(e) = loader.feed(chunk) {
+                    content_err = Some(e.to_string());
+                    return Err("content does not load".into());
+                }
+                let n = loader.nodes_loaded();
+                progress.tick(|| format!("restore: {n} of {} nodes loaded", s.nodes));
+                Ok(())
+            });
+            let damaged = |why: String| BackupError::Damaged { key: target.show(&key), why };
+            if let Some(e) = content_err {
+                return Err(damaged(e));
+            }
+            let info = read.map_err(|e| damaged(e.to_string()))?;
+            let db = loader.finish().map_err(|e| damaged(e.to_string()))?;
+            drop(storage);
+            let _ = std::fs::remove_file(&local);
+            checks.push(format!("{}: {} chunk checksums and the trailer", target.show(&key), info.chunks));
+            db
+        }
+    };
+    let exact_from = snap.and_then(|s| s.exact_from()).unwrap_or(0);
+    let mut rec = Recovery::new(db);
+    let mut digests = 0u64;
+    let mut records = 0u64;
+    for l in &segments {
+        let local = fetch_log(target, l, staging)?;
+        let key = target.show(&format!("{LOG_PREFIX}{}", l.name));
+        let mut r = open_log(&local, target, l)?;
+        while let Some(entry) = next_log_record(&mut r, target, l)? {
+            records += 1;
+            let z = entry.header.zxid;
+            if z > zxid {
+                break;
+            }
+            if !rec.replay(&entry.header, &entry.txn) {
+                continue;
+            }
+            if let (Some(want), true) = (entry.digest, z >= exact_from) {
+                let got = rec.database().tree_digest();
+                if got != Some(want.tree_digest) {
+                    return Err(BackupError::Damaged {
+                        key,
+                        why: format!(
+                            "after zxid {} the tree digest is {:x}, the log records {:x}: the archive does not \
+                             replay to the state the server had",
+                            hex(z),
+                            got.unwrap_or_default(),
+                            want.tree_digest
+                        ),
+                    });
+                }
+                digests += 1;
+            }
+            let n = rec.replayed();
+            progress.tick(|| format!("restore: {n} txns replayed (zxid {})", hex(z)));
+        }
+        let _ = std::fs::remove_file(&local);
+    }
+    if !segments.is_empty() {
+        checks.push(format!(
+            "{} archived segment(s): size and CRC-32 as the manifest says; {records} record checksums \
+             and zxid order",
+            segments.len()
+        ));
+    }
+    match rec.snapshot_check() {
+        SnapshotCheck::Verified { zxid: e, digest } => {
+            checks.push(format!("snapshot's tree digest {digest:x} reproduced at its end zxid {}", hex(e)))
+        }
+        SnapshotCheck::Mismatch { zxid: e, want, got } => {
+            let name = snap.map_or(String::new(), |s| target.show(&format!("{SNAP_PREFIX}{}", s.name)));
+            return Err(BackupError::Damaged {
+                key: name,
+                why: format!(
+                    "replayed through its end zxid {}, it gives tree digest {got:x}, not the {want:x} it recorded",
+                    hex(e)
+                ),
+            });
+        }
+        // The replay never stood at the snapshot's end: the tree may hold transactions past the
+        // point that the snapshot took in while it was written. (An end whose counter is 0 is
+        // an epoch's start, no transaction: nothing is missing there.)
+        SnapshotCheck::Unverifiable {
+            why:
+                why @ (Unverifiable::EndZxidMissing { end_zxid, .. }
+                | Unverifiable::LogEndsBefore { end_zxid, .. }),
+        } if end_zxid & 0xffff_ffff != 0 => {
+            let name = snap.map_or(String::new(), |s| target.show(&format!("{SNAP_PREFIX}{}", s.name)));
+            return Err(BackupError::Damaged {
+                key: name,
+                why: format!(
+                    "the replay over it never stood at its end zxid, so it is not known exact: {why}"
+                ),
+            });
+        }
+        SnapshotCheck::Unverifiable { why } if snap.is_some() => {
+            checks.push(format!("snapshot's tree digest not checked: {why}"))
+        }
+        SnapshotCheck::Unverifiable { .. } => {}
+    }
+    checks.push(if digests > 0 {
+        format!("{digests} transaction tree digests matched the replayed tree")
+    } else {
+        "no transaction tree digest to check (a standalone server's log records none)".to_string()
+    });
+    let replayed = rec.replayed();
+    let restored = rec.last_zxid();
+    let mut db = rec.finish(0);
+    if let Some(p) = subtree {
+        if db.tree().get(p).is_none() {
+            return Err(BackupError::Refused(format!(
+                "--subtree {p}: no such node at zxid {}",
+                hex(restored)
+            )));
+        }
+        db = keep_subtree(&db, p, &cfg)?;
+        checks.push(format!("kept {p} and its ancestors; /zookeeper as a fresh server has it"));
+    }
+    let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let storage = crate::snapshots::open_dir(&built).map_err(|e| BackupError::Refused(e.to_string()))?;
+    let written = crate::snapshots::write_whole(&storage, &db, 16_384)
+        .map_err(|e| BackupError::Refused(e.to_string()))?;
+    drop(storage);
+    let report = RestoreReport {
+        zxid: restored,
+        snapshot: snap.map(|s| s.name.clone()),
+        replayed,
+        nodes: db.tree().len() as u64,
+        checks,
+        written: snap_dir.join(&written.name),
+        warnings,
+    };
+    for c in &report.checks {
+        progress.say(format!("restore: checked: {c}"));
+    }
+    Ok(report)
+}
+
+/// Whether `path` is kept when restoring `subtree`: the subtree, its ancestors (the root
+/// included), and nothing under /zookeeper (added from a fresh tree).
+fn kept(path: &str, subtree: &str) -> bool {
+    if path == "/zookeeper" || path.starts_with("/zookeeper/") {
+        return false;
+    }
+    let under = path == subtree || path.strip_prefix(subtree).is_some_and(|r| r.starts_with('/'));
+    let ancestor = path == "/" || subtree.strip_prefix(path).is_some_and(|r| r.starts_with('/'));
+    under || ancestor
+}
+
+/// A database holding `subtree`, its ancestors with their own data, ACL and stat (cversion
+/// included, so sequential names under them continue), every session, and the /zookeeper
+/// system nodes of a fresh tree. Streams the content through a bounded buffer.
+fn keep_subtree(db: &Database, subtree: &str, cfg: &TreeConfig) -> Result<Database, BackupError> {
+    let mut builder = ContentBuilder::new(db.last_applied_zxid(), db.tree().len() as u64);
+    let mut loader = SnapshotLoader::new(cfg.clone());
+    let fail = |e: zk_tree::SnapshotError| BackupError::Refused(format!("rebuilding the subtree: {e}"));
+    let copy = |source: &Database,
+                keep: &dyn Fn(&str) -> bool,
+                sessions: bool,
+                builder: &mut ContentBuilder,
+                loader: &mut SnapshotLoader|
+     -> Result<(), BackupError> {
+        let mut parser = ContentParser::new();
+        let mut acls: HashMap<u32, Vec<Acl>> = HashMap::new();
+        let mut cur = source.snapshot_begin();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let done = source.snapshot_step(&mut cur, &mut buf, 16_384);
+            parser
+                .feed(&buf, &mut |r| {
+                    match r {
+                        ContentRecord::Acl { index, acl } => {
+                            acls.insert(index, acl);
+                        }
+                        ContentRecord::Session { id, timeout_ms } if sessions => {
+                            builder.session(id, timeout_ms)
+                        }
+                        ContentRecord::Node(n) if keep(n.path) => {
+                            let acl = acls.get(&n.acl).map_or(&[][..], |a| a.as_slice());
+                            builder.node(n.path, n.data, acl, &n.stat);
+                        }
+                        _ => {}
+                    }
+                    Ok(())
+                })
+                .map_err(fail)?;
+            loader.feed(&builder.take()).map_err(fail)?;
+            if done {
+                return Ok(());
+            }
+        }
+    };
+    copy(db, &|p| kept(p, subtree), true, &mut builder, &mut loader)?;
+    let fresh = Database::new(cfg.clone());
+    copy(&fresh, &|p| p == "/zookeeper" || p.starts_with("/zookeeper/"), false, &mut builder, &mut loader)?;
+    loader.feed(&builder.finish()).map_err(fail)?;
+    loader.finish().map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::target::DirTarget;
+    use crate::backup::test_log::{create_at, Fixture};
+
+    fn snap(start: i64, end: Option<i64>) -> SnapFile {
+        SnapFile {
+            name: zk_log::snapshot::snapshot_name(start),
+            bytes: 1,
+            crc32: 0,
+            start_zxid: start,
+            end_zxid: end,
+            tree_digest: None,
+            nodes: 1,
+            member: false,
+        }
+    }
+
+    /// A snapshot that recorded no end zxid is fuzzy to an unknown extent: it is never a base,
+    /// and the restore says it passed it over.
+    #[test]
+    fn a_snapshot_without_a_recorded_end_is_no_base() {
+        let mut m = Manifest::default();
+        m.add_snapshot(snap(5, Some(7)));
+        m.add_snapshot(snap(10, None));
+        m.add_snapshot(snap(30, Some(35)));
+        let mut notes = Vec::new();
+        assert_eq!(
+            base_snapshot(&m, 20, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            Some(5)
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("records no end zxid") && notes[0].contains(&m.snapshots[1].name),
+            "{notes:?}"
+        );
+        let mut notes = Vec::new();
+        assert_eq!(
+            base_snapshot(&m, 32, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            Some(5),
+            "30 is exact only from 35"
+        );
+        assert_eq!(
+            base_snapshot(&m, 35, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            Some(30)
+        );
+        assert_eq!(
+            base_snapshot(&m, 6, &mut notes, &mut |_| Ok(true)).unwrap().map(|s| s.start_zxid),
+            None,
+            "5 is exact only from 7"
+        );
+        let mut only_unended = Manifest::default();
+        only_unended.add_snapshot(snap(10, None));
+        assert!(base_snapshot(&only_unended, 20, &mut notes, &mut |_| Ok(true)).unwrap().is_none());
+    }
+
+    /// A member's snapshot that ends at its start (as one received from a leader does) is a
+    /// base only when shown exact; one whose end is past its start needs no proof.
+    #[test]
+    fn a_members_snapshot_ending_at_its_start_needs_proof() {
+        let mut m = Manifest::default();
+        m.add_snapshot(SnapFile { member: true, ..snap(5, Some(7)) });
+        m.add_snapshot(SnapFile { member: true, ..snap(10, Some(10)) });
+        let mut notes = Vec::new();
+        let mut asked = Vec::new();
+        let got = base_snapshot(&m, 20, &mut notes, &mut |s| {
+            asked.push(s.start_zxid);
+            Ok(false)
+        })
+        .unwrap();
+        assert_eq!((got.map(|s| s.start_zxid), asked), (Some(5), vec![10]));
+        assert!(notes.len() == 1 && notes[0].contains("ends at its start zxid 0xa"), "{notes:?}");
+        let got = base_snapshot(&m, 20, &mut Vec::new(), &mut |_| Ok(true)).unwrap();
+        assert_eq!(got.map(|s| s.start_zxid), Some(10));
+        m.snapshots[1].member = false;
+        let got = base_snapshot(&m, 20, &mut Vec::new(), &mut |_| Ok(false)).unwrap();
+        assert_eq!(got.map(|s| s.start_zxid), Some(10), "a standalone server's is its own");
+    }
+
+    /// An archive of 1..=5 (6 waits in the last sync group).
+    fn archived_1_to_5() -> Fixture {
+        let mut f = Fixture::new();
+        f.commit(1..=5);
+        f.commit(6..=6);
+        f.archiver().pass(&mut Vec::new()).unwrap();
+        f
+    }
+
+    /// `--force` moves aside a separate dataLogDir's log too (the server would replay it over
+    /// the restored tree), and without it a dataLogDir holding a log is refused.
+    #[test]
+    fn force_moves_a_separate_log_dirs_log_aside() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        let old_log = logs.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let e = restore(&target, &out, Some(&logs), Point::Newest, None, false, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&format!("{} exists", old_log.display())), "{e}");
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut said).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert!(!old_log.exists(), "{}", String::from_utf8_lossy(&said));
+        let aside: Vec<String> = std::fs::read_dir(&logs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
+        assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
+    }
+
+    /// `--force` moves nothing aside until the restore has succeeded: one that fails (here, a
+    /// point past the archive, and a damaged file) leaves the old directories in place.
+    #[test]
+    fn a_failed_forced_restore_leaves_the_old_directories() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let old_snap = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let old_log = out.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_snap).unwrap();
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let e = restore(&target, &out, None, Point::Zxid(99), None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
+        let m = target.read_manifest().unwrap().unwrap();
+        let piece = f.archive.join(LOG_PREFIX).join(&m.logs[0].name);
+        let mut bytes = std::fs::read(&piece).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&piece, &bytes).unwrap();
+        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&m.logs[0].name), "{e}");
+        let mut left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["zkrs-log", "zkrs-snap"]);
+        assert_eq!(std::fs::read(old_log.join("log.0000000000000001")).unwrap(), b"old");
+    }
+
+    /// A dataLogDir given as another spelling of the data directory (a link to it) is the
+    /// data directory: its log is moved aside once, the restore succeeds, and the directory
+    /// holds the result and the marker naming the point.
+    #[test]
+    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let old_log = out.join(zk_log::LOG_DIR_NAME);
+        std::fs::create_dir_all(&old_log).unwrap();
+        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
+        let link = f.dir.path().join("link");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, true, &mut said).unwrap();
+        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
+        assert!(r.written.exists());
+        let marker = RestoreMarker::read(&out).unwrap().unwrap();
+        assert_eq!(marker.zxid, 3);
+        let mut left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("zkrs-log.before-restore-"))
+            .collect();
+        left.sort();
+        assert_eq!(left, [RESTORE_MARKER, "zkrs-snap"]);
+    }
+
+    /// Runs a forced restore of `f`'s archive at zxid 3 into `out` (a separate dataLogDir
+    /// `logs`), failing at the install step named `fail` (by prefix); returns the steps taken.
+    fn restore_failing_at(f: &Fixture, out: &Path, logs: &Path, fail: Option<&str>) -> (Vec<String>, bool) {
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
+        let target = DirTarget::new(f.archive.clone());
+        let mut said = Vec::new();
+        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut said);
+        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        // "done" is said only once the result is installed.
+        let done = String::from_utf8_lossy(&said).contains("restore: done:");
+        assert_eq!(done, r.is_ok(), "{}", String::from_utf8_lossy(&said));
+        (steps, r.is_ok())
+    }
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A forced restore that fails once the old directories are moved aside (moving the marker or
+    /// the snapshot directory in, or syncing) moves them back: the data directory keeps its old
+    /// snapshots, log and marker, and the separate dataLogDir its log.
+    #[test]
+    fn a_restore_failing_after_the_move_aside_puts_the_old_directories_back() {
+        let f = archived_1_to_5();
+        for fail in ["in zkrs-restored", "in zkrs-snap", "sync"] {
+            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
+            let logs = f.dir.path().join(format!("logs-{}", fail.replace(' ', "-")));
+            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+            std::fs::write(out.join(zk_log::snapshot::SNAP_DIR_NAME).join("old"), b"old").unwrap();
+            std::fs::write(out.join(RESTORE_MARKER), "zxid=0x1\nrestored_at_ms=1\n").unwrap();
+            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+            std::fs::write(logs.join(zk_log::LOG_DIR_NAME).join("log.0000000000000001"), b"old").unwrap();
+            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(fail));
+            assert!(!ok, "{fail}: {steps:?}");
+            assert!(steps.iter().any(|s| s.starts_with("aside")), "{fail}: {steps:?}");
+            assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
+            assert_eq!(std::fs::read(out.join("zkrs-snap/old")).unwrap(), b"old", "{fail}");
+            assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(1), "{fail}");
+            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
+        }
+    }
+
+    /// The moves aside are synced, in the data directory and a separate dataLogDir, before the
+    /// marker and the result are moved in, and both are synced again after.
+    #[test]
+    fn the_moves_aside_are_synced_before_the_result_moves_in() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
+        let (sync_out, sync_logs) = (format!("sync {}", out.display()), format!("sync {}", logs.display()));
+        assert!(
+            at(&sync_out) < at("in zkrs-restored") && at(&sync_logs) < at("in zkrs-restored"),
+            "{steps:?}"
+        );
+        assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
+        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 2);
+    }
+
+    /// A marker without its values is named as damaged, not taken as no marker.
+    #[test]
+    fn a_damaged_restore_marker_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(RestoreMarker::read(dir.path()).unwrap(), None);
+        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
+        let e = RestoreMarker::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("a restore marker without"), "{e}");
+    }
+
+    /// `--force` over a data directory holding snapshots but no log (the server's log is in a
+    /// separate dataLogDir) is refused without that dataLogDir, and nothing is moved aside.
+    #[test]
+    fn force_over_a_data_dir_without_its_log_needs_the_log_dir() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snaps).unwrap();
+        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("give --data-log-dir (or --config"), "{e}");
+        assert!(snaps.exists());
+        let logs = f.dir.path().join("logs");
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        // The dataLogDir is the data directory itself: nothing elsewhere to move.
+        let r = restore(&target, &out, Some(&out), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 4);
+    }
+
+    /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
+    /// point, and when a transaction after it is stamped at or before the time.
+    #[test]
+    fn time_points_warn_of_times_that_go_backwards() {
+        let mut f = Fixture::new();
+        let times = [100, 200, 300, 150, 400, 500, 250];
+        let batch: Vec<_> = times.iter().enumerate().map(|(i, t)| create_at(i as i64 + 1, *t)).collect();
+        f.commit_batch(&batch);
+        f.commit_batch(&[create_at(8, 600)]);
+        f.archiver().pass(&mut Vec::new()).unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        let mut said = Vec::new();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, false, &mut said)
+            .unwrap();
+        assert_eq!(r.zxid, 4, "the last one before the first stamped later than 350");
+        assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].contains("go backwards") && r.warnings[0].contains("zxid 0x4"),
+            "{:?}",
+            r.warnings
+        );
+        assert!(r.warnings[1].contains("zxid 0x7, after the chosen point"), "{:?}", r.warnings);
+        assert!(String::from_utf8_lossy(&said).contains("restore: WARNING: "));
+        // In order (stamped 1001, 1002, ...), no warning.
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let r = restore(
+            &target,
+            &f.dir.path().join("out"),
+            None,
+            Point::Time(1_003),
+            None,
+            false,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(r.zxid, 3);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn a_subtree_keeps_itself_and_its_ancestors_only() {
+        let s = "/app/jobs";
+        for p in ["/", "/app", "/app/jobs", "/app/jobs/a", "/app/jobs/a/b"] {
+            assert!(kept(p, s), "{p}");
+        }
+        for p in ["/apps", "/app/jobs2", "/app/other", "/zookeeper", "/zookeeper/quota", "/other"] {
+            assert!(!kept(p, s), "{p}");
+        }
+    }
+}

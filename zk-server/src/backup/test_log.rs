@@ -1,0 +1,77 @@
+//! For the backup tests: a server's log written with the log's own writer, in a temporary data
+//! directory, and an archiver over it into a directory archive.
+
+use super::archiver::{Archiver, CommitCap};
+use super::target::DirTarget;
+use bytes::Bytes;
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use zk_log::{FileStorage, LogOptions, SegmentLog, LOG_DIR_NAME};
+use zk_proto::{CreateTxn, OpCode, Txn, TxnHeader};
+
+/// A create of `/n<zxid>` stamped `time_ms`.
+pub fn create_at(zxid: i64, time_ms: i64) -> (TxnHeader, Txn) {
+    let hdr =
+        TxnHeader { client_id: 1, cxid: zxid as i32, zxid, time: time_ms, txn_type: OpCode::Create.code() };
+    let txn = Txn::Create(CreateTxn {
+        path: format!("/n{zxid:x}"),
+        data: Some(Bytes::from_static(b"x")),
+        acl: vec![],
+        ephemeral: false,
+        parent_cversion: zxid as i32,
+    });
+    (hdr, txn)
+}
+
+/// A data directory with a log, and an archive beside it.
+pub struct Fixture {
+    /// Holds every directory.
+    pub dir: tempfile::TempDir,
+    /// The server's dataDir (and dataLogDir).
+    pub data: PathBuf,
+    /// The archive.
+    pub archive: PathBuf,
+    /// The server's log.
+    pub log: SegmentLog<FileStorage>,
+    /// What the archiver's commit cap answers, when it has one.
+    pub cap: Rc<Cell<i64>>,
+}
+
+impl Fixture {
+    /// An empty log and archive.
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let storage = FileStorage::open_dir(data.join(LOG_DIR_NAME)).unwrap();
+        let log = SegmentLog::open(storage, LogOptions::default()).unwrap();
+        let archive = dir.path().join("archive");
+        Fixture { dir, data, archive, log, cap: Rc::new(Cell::new(0)) }
+    }
+
+    /// Commits the transactions `zxids` as one sync group, each stamped 1000 + its zxid.
+    pub fn commit(&mut self, zxids: std::ops::RangeInclusive<i64>) {
+        let batch: Vec<(TxnHeader, Txn)> = zxids.map(|z| create_at(z, 1_000 + z)).collect();
+        self.commit_batch(&batch);
+    }
+
+    /// Commits `batch` as one sync group.
+    pub fn commit_batch(&mut self, batch: &[(TxnHeader, Txn)]) {
+        let refs: Vec<(&TxnHeader, &Txn)> = batch.iter().map(|(h, t)| (h, t)).collect();
+        self.log.commit(&refs).unwrap();
+    }
+
+    /// An archiver over the data directory, without a commit cap.
+    pub fn archiver(&self) -> Archiver {
+        Archiver::open(Box::new(DirTarget::new(self.archive.clone())), &self.data, &self.data).unwrap()
+    }
+
+    /// An archiver whose commit cap is [`Self::cap`].
+    pub fn capped_archiver(&self) -> Archiver {
+        let mut a = self.archiver();
+        let cap = self.cap.clone();
+        let ask: CommitCap = Box::new(move || Ok(cap.get()));
+        a.set_commit_cap(ask);
+        a
+    }
+}

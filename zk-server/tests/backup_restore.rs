@@ -1,0 +1,737 @@
+//! Continuous backup and point-in-time restore on real processes: a standalone server with a
+//! small snapCount (segments and snapshots roll), `zkrs-server backup --follow` beside it
+//! archiving into a directory, writes under load with three checkpoints. At each checkpoint the
+//! writes stop, the zxid of the last write is noted from its Stat and the whole tree is dumped
+//! through a client (the reference). Then: a restore to each checkpoint (by zxid, by time, by
+//! zxid in hex) is started as a server and read back node for node (path, data, ACL, every stat
+//! field); one subtree is restored and checked, with the next sequential names continuing both
+//! under it and under its parent; and a damaged archive (a flipped byte, a missing segment, a
+//! segment the manifest no longer names, a busy output directory, a separate dataLogDir that
+//! still holds a log) is refused with an error naming the file or the range.
+#![allow(clippy::disallowed_methods)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::client::RawClient;
+use support::*;
+use zk_proto::*;
+
+/// One znode as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Znode {
+    data: Option<Vec<u8>>,
+    acl: Vec<Acl>,
+    stat: Stat,
+}
+
+type Tree = BTreeMap<String, Znode>;
+
+/// The cversion a node stores (creates of its children, which numbers its sequential
+/// children) from the one a client sees, twice that less the children it has.
+fn stored_cversion(s: &Stat) -> i32 {
+    (s.cversion + s.num_children) / 2
+}
+
+/// Reads the whole tree through `c`, parents before children.
+fn dump(c: &mut RawClient) -> Tree {
+    let mut tree = Tree::new();
+    let mut todo = vec!["/".to_string()];
+    while let Some(p) = todo.pop() {
+        let d = c.get_data(&p, false);
+        assert_eq!(d.err(), ErrorCode::Ok, "getData {p}");
+        let d: GetDataResponse = d.decode();
+        let a = c.call(Request::GetAcl(GetAclRequest { path: p.clone() }));
+        assert_eq!(a.err(), ErrorCode::Ok, "getACL {p}");
+        let a: GetAclResponse = a.decode();
+        let k: GetChildren2Response = c.children2(&p, false).decode();
+        for child in k.children {
+            todo.push(if p == "/" { format!("/{child}") } else { format!("{p}/{child}") });
+        }
+        tree.insert(p, Znode { data: d.data.map(|b| b.to_vec()), acl: a.acl, stat: d.stat });
+    }
+    tree
+}
+
+/// Asserts two trees equal node for node, naming the first difference.
+fn assert_same(what: &str, got: &Tree, want: &Tree) {
+    for (p, w) in want {
+        let g = got.get(p).unwrap_or_else(|| panic!("{what}: {p} missing"));
+        assert_eq!(g, w, "{what}: {p} differs");
+    }
+    for p in got.keys() {
+        assert!(want.contains_key(p), "{what}: {p} should not be there");
+    }
+}
+
+fn server_bin() -> PathBuf {
+    zkrs_binary()
+}
+
+/// Runs `zkrs-server args...`, returning (success, stdout, stderr).
+fn run(args: &[&str]) -> (bool, String, String) {
+    run_command(Command::new(server_bin()).args(args))
+}
+
+/// Runs `cmd` (a zkrs-server tool) to its end, within two minutes, returning (success, stdout,
+/// stderr).
+fn run_command(cmd: &mut Command) -> (bool, String, String) {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run zkrs-server");
+    let out = wait_output(child, Duration::from_secs(120));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Restores `archive` into a fresh directory with `extra` arguments, starts a server on it and
+/// dumps its tree. Returns the tree and restore's progress output.
+fn restore_and_read(archive: &Path, extra: &[&str]) -> (Tree, String, ServerProc) {
+    let dir = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_s = data.to_str().unwrap();
+    let mut args = vec!["restore", "--from", archive.to_str().unwrap(), "--data-dir", data_s];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = run(&args);
+    assert!(ok, "restore {extra:?} failed:\n{stdout}\n{stderr}");
+    let server = start_in(Target::Zkrs, dir, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    let tree = dump(&mut c);
+    (tree, format!("{stdout}{stderr}"), server)
+}
+
+/// The load: creates, sequential creates, setData, deletes and setACL over two top-level
+/// trees; ends with a setData of /app/marker, whose Stat gives the checkpoint's zxid and time.
+fn write_round(c: &mut RawClient, round: usize, n: usize) -> Stat {
+    for i in 0..n {
+        let p = format!("/app/data/r{round}-{i}");
+        assert_eq!(
+            c.create(&p, format!("{round}:{i}").as_bytes(), CreateMode::Persistent).err(),
+            ErrorCode::Ok
+        );
+        let r = c.create("/app/queue/item-", b"q", CreateMode::PersistentSequential);
+        assert_eq!(r.err(), ErrorCode::Ok);
+        if i % 3 == 0 {
+            assert_eq!(c.create("/app/s-", b"", CreateMode::PersistentSequential).err(), ErrorCode::Ok);
+            assert_eq!(c.set_data(&p, b"changed", -1).err(), ErrorCode::Ok);
+            assert_eq!(
+                c.create(&format!("/other/o{round}-{i}"), b"o", CreateMode::Persistent).err(),
+                ErrorCode::Ok
+            );
+        }
+        if i % 5 == 4 {
+            assert_eq!(c.delete(&format!("/app/data/r{round}-{}", i - 1), -1).err(), ErrorCode::Ok);
+        }
+        if i % 7 == 0 {
+            let acl = vec![
+                Acl { perms: perms::READ, id: Id { scheme: "world".into(), id: "anyone".into() } },
+                Acl { perms: perms::ALL, id: Id { scheme: "ip".into(), id: "127.0.0.1".into() } },
+            ];
+            let r = c.call(Request::SetAcl(SetAclRequest { path: p.clone(), acl, version: -1 }));
+            assert_eq!(r.err(), ErrorCode::Ok);
+        }
+    }
+    let r = c.set_data("/app/marker", format!("round {round}").as_bytes(), -1);
+    assert_eq!(r.err(), ErrorCode::Ok);
+    r.decode::<SetDataResponse>().stat
+}
+
+fn manifest(archive: &Path) -> serde_json::Value {
+    let text = std::fs::read(archive.join("manifest.json")).unwrap_or_default();
+    serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)
+}
+
+/// Writes `m` as the manifest of `archive`, with the checksum of its content it must carry
+/// (`manifest_crc32`, last: the CRC-32 of the rest, serialized compactly).
+fn write_manifest(archive: &Path, m: &serde_json::Value) {
+    let mut m = m.clone();
+    let root = m.as_object_mut().unwrap();
+    root.shift_remove("manifest_crc32");
+    let crc = crc32fast::hash(&serde_json::to_vec(&m).unwrap());
+    m["manifest_crc32"] = format!("{crc:08x}").into();
+    std::fs::write(archive.join("manifest.json"), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+}
+
+fn archived_through(archive: &Path) -> i64 {
+    manifest(archive)["logs"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|l| l["last_zxid"].as_i64())
+        .unwrap_or(0)
+}
+
+/// The archive directory's copy, for damaging.
+fn copy_archive(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("log")).unwrap();
+    std::fs::create_dir_all(to.join("snap")).unwrap();
+    for sub in ["log", "snap"] {
+        for e in std::fs::read_dir(from.join(sub)).unwrap().flatten() {
+            std::fs::copy(e.path(), to.join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::copy(from.join("manifest.json"), to.join("manifest.json")).unwrap();
+}
+
+/// Copies the files of directory `from` into `to` (created).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+struct Backup(Child);
+impl Drop for Backup {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
+    // Snapshots every 100-200 txns (each rolls the log), ten kept, so the server purges a
+    // segment only ~1,500 txns after it closed: the archiver, polling every 0.2 s, is far ahead.
+    let server = start(Target::Zkrs, "snapCount=200\nautopurge.snapRetainCount=10\npreAllocSize=64");
+    let data = server.dir.path().join("data");
+    let work = tempfile::Builder::new().prefix("zkrs-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    let backup_out = work.path().join("backup.out");
+    let backup = Backup(
+        Command::new(server_bin())
+            .args(["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()])
+            .args(["--follow", "--interval", "0.2"])
+            .stdout(std::fs::File::create(&backup_out).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start backup"),
+    );
+
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // A second backup into the same archive is refused while the first runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !archive.join(".staging").join("LOCK").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, _, err) =
+        run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    assert!(!ok && err.contains("another `zkrs-server backup` is writing to this archive"), "{err}");
+    // Checkpoint 0, before any snapshot: restored from an empty tree and the whole log.
+    let r = c.set_data("/app/marker", b"start", -1);
+    let start_stat = r.decode::<SetDataResponse>().stat;
+    let start_tree = dump(&mut c);
+    let mut checkpoints: Vec<(Stat, Tree)> = Vec::new();
+    for round in 0..3 {
+        let stat = write_round(&mut c, round, 150);
+        checkpoints.push((stat, dump(&mut c)));
+    }
+    // More writes, so that the segment holding the last checkpoint is closed and archived.
+    let after = write_round(&mut c, 3, 150);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while archived_through(&archive) < checkpoints[2].0.mzxid && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        archived_through(&archive) >= checkpoints[2].0.mzxid,
+        "the archive never reached the last checkpoint ({:#x}); backup printed:\n{}\nlog: {:?}\nsnapshots: {:?}",
+        checkpoints[2].0.mzxid,
+        std::fs::read_to_string(&backup_out).unwrap_or_default(),
+        std::fs::read_dir(data.join("zkrs-log")).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+        std::fs::read_dir(data.join("zkrs-snap")).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>()),
+    );
+    drop(backup);
+    let m = manifest(&archive);
+    let logs = m["logs"].as_array().unwrap();
+    let snaps = m["snapshots"].as_array().unwrap();
+    assert!(logs.len() >= 4 && snaps.len() >= 3, "segments and snapshots roll: {m}");
+    assert_eq!(m["log_from_start"], true);
+    // Contiguous archived log: the archiver kept up with the purges.
+    // Each piece records the zxid the server's log held before it: the one before it, or, for
+    // the first, none (0: the server's first transaction).
+    for w in logs.windows(2) {
+        assert_eq!(w[0]["last_zxid"].as_i64().unwrap() + 1, w[1]["first_zxid"].as_i64().unwrap(), "{m}");
+        assert_eq!(w[0]["last_zxid"], w[1]["prev_zxid"], "{m}");
+    }
+    assert_eq!(logs[0]["prev_zxid"], 0, "{m}");
+    let progress = std::fs::read_to_string(&backup_out).unwrap();
+    assert!(
+        progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
+        "{progress}"
+    );
+    assert!(progress.contains("backup: lag: "), "{progress}");
+    assert!(after.mzxid > checkpoints[2].0.mzxid);
+
+    let (tree, out, _server) = restore_and_read(&archive, &["--zxid", &start_stat.mzxid.to_string()]);
+    assert_same("checkpoint 0", &tree, &start_tree);
+    assert!(out.contains("from an empty tree"), "{out}");
+
+    // Checkpoint 1 by zxid (decimal), 2 by time (RFC 3339), 3 by zxid in hex.
+    let z1 = checkpoints[0].0.mzxid.to_string();
+    // As RFC 3339, to the millisecond (the transactions' own resolution).
+    let t2 = zk_server::backup::time::format_time_ms(checkpoints[1].0.mtime);
+    let z3 = format!("{:#x}", checkpoints[2].0.mzxid);
+    let points: [(&str, &str); 3] = [("--zxid", &z1), ("--time", &t2), ("--zxid", &z3)];
+    for (i, (flag, value)) in points.iter().enumerate() {
+        let (tree, out, _server) = restore_and_read(&archive, &[flag, value]);
+        assert_same(&format!("checkpoint {} ({flag} {value})", i + 1), &tree, &checkpoints[i].1);
+        assert!(out.contains("restore: checked: "), "{out}");
+        assert!(out.contains(&format!("at zxid {:#x}", checkpoints[i].0.mzxid)), "{out}");
+        if i == 2 {
+            assert!(
+                out.contains("from snapshot snapshot."),
+                "the last checkpoint starts from a snapshot: {out}"
+            );
+        }
+    }
+
+    // One subtree at checkpoint 3: /app/queue whole, its ancestors with their own stat.
+    let (tree, out, restored) = restore_and_read(&archive, &["--zxid", &z3, "--subtree", "/app/queue"]);
+    let want = &checkpoints[2].1;
+    for (p, w) in want {
+        let kept = p == "/" || p == "/app" || p == "/app/queue" || p.starts_with("/app/queue/");
+        match tree.get(p) {
+            Some(g) if kept => {
+                let mut w = w.clone();
+                // Only the kept children are there: / has /app and /zookeeper, /app has /app/queue.
+                // The cversion a client sees is the stored one (creates of children) times two
+                // less the children there are: the stored one is what is kept.
+                let kids = match p.as_str() {
+                    "/" => Some(2),
+                    "/app" => Some(1),
+                    _ => None,
+                };
+                if let Some(k) = kids {
+                    w.stat.cversion = 2 * stored_cversion(&w.stat) - k;
+                    w.stat.num_children = k;
+                }
+                assert_eq!(g, &w, "subtree restore: {p}");
+            }
+            None if kept => panic!("subtree restore: {p} missing:\n{out}"),
+            Some(_) if !p.starts_with("/zookeeper") => panic!("subtree restore: {p} should not be there"),
+            _ => {}
+        }
+    }
+    assert!(tree.contains_key("/zookeeper"), "the system nodes are there");
+    let mut c = RawClient::connect(restored.addr(), 30_000);
+    for (parent, prefix) in [("/app/queue", "item-"), ("/app", "s-")] {
+        let r = c.create(&format!("{parent}/{prefix}"), b"", CreateMode::PersistentSequential);
+        assert_eq!(r.err(), ErrorCode::Ok);
+        let name = r.decode::<CreateResponse>().path;
+        let next = stored_cversion(&want[parent].stat);
+        assert_eq!(name, format!("{parent}/{prefix}{next:010}"), "the sequence under {parent} continues");
+    }
+
+    // Damage, each on a copy of the archive.
+    let last_log = logs.last().unwrap()["name"].as_str().unwrap().to_string();
+    let out_dir = work.path().join("out");
+    let out_s = out_dir.to_str().unwrap();
+
+    let bad = work.path().join("flipped");
+    copy_archive(&archive, &bad);
+    let f = bad.join("log").join(&last_log);
+    let mut bytes = std::fs::read(&f).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&f, bytes).unwrap();
+    let (ok, _, err) = run(&["restore", "--from", bad.to_str().unwrap(), "--data-dir", out_s]);
+    assert!(!ok && err.contains(&last_log) && err.contains("CRC-32"), "{err}");
+
+    let missing = work.path().join("missing");
+    copy_archive(&archive, &missing);
+    std::fs::remove_file(missing.join("log").join(&last_log)).unwrap();
+    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(!ok && err.contains(&last_log) && err.contains("missing from the archive"), "{err}");
+
+    // The archived segment holding the first transaction a restore to checkpoint 1 replays,
+    // dropped from the manifest: the restore names the range it lacks.
+    let gap = work.path().join("gap");
+    copy_archive(&archive, &gap);
+    let mut m2 = manifest(&gap);
+    let z1n = checkpoints[0].0.mzxid;
+    let start = m2["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["end_zxid"].as_i64().unwrap() <= z1n)
+        .map(|s| s["start_zxid"].as_i64().unwrap())
+        .max()
+        .unwrap_or(0);
+    let logs2 = m2["logs"].as_array_mut().unwrap();
+    let hole = logs2
+        .iter()
+        .position(|l| {
+            l["first_zxid"].as_i64().unwrap() <= start + 1 && start < l["last_zxid"].as_i64().unwrap()
+        })
+        .expect("a segment holds the first transaction to replay");
+    // The range runs to the next archived transaction, or to the target if that comes first.
+    let resumes_at = (logs2[hole]["last_zxid"].as_i64().unwrap() + 1).min(z1n);
+    logs2.remove(hole);
+    write_manifest(&gap, &m2);
+    let (ok, _, err) =
+        run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--force", "--zxid", &z1]);
+    let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
+    assert!(!ok && err.contains(&range), "want `{range}`:\n{err}");
+
+    // A directory that holds something is refused without --force, taken with it.
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("keep-me"), b"x").unwrap();
+    let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s]);
+    assert!(!ok && err.contains("is not empty"), "{err}");
+    let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(ok, "{err}");
+    assert!(out_dir.join("keep-me").exists());
+
+    // A separate dataLogDir: its log would be replayed over the restored tree, so it is
+    // refused while it holds one, and moved aside with --force; a server started on the two
+    // directories serves the restored tree.
+    let log_dir = work.path().join("datalog");
+    copy_dir(&data.join("zkrs-log"), &log_dir.join("zkrs-log"));
+    let log_s = log_dir.to_str().unwrap();
+    let fresh = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let fresh_data = fresh.path().join("data");
+    let fresh_s = fresh_data.to_str().unwrap();
+    let args = [
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        fresh_s,
+        "--data-log-dir",
+        log_s,
+        "--zxid",
+        &z1,
+    ];
+    let (ok, _, err) = run(&args);
+    assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
+    // The same directories named by a zoo.cfg.
+    let cfg = work.path().join("zoo.cfg");
+    std::fs::write(&cfg, format!("tickTime=2000\ndataDir={fresh_s}\ndataLogDir={log_s}\nclientPort=2999\n"))
+        .unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let (ok, _, err) =
+        run(&["restore", "--from", archive.to_str().unwrap(), "--config", cfg_s, "--zxid", &z1]);
+    assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
+    let (ok, _, err) = run(&[&args[..], &["--force"]].concat());
+    assert!(ok, "{err}");
+    assert!(!log_dir.join("zkrs-log").exists(), "{err}");
+    // A backup whose dataLogDir holds no log (here the one just moved aside; as when a separate
+    // dataLogDir is left out) is refused, not archived as an empty log.
+    let other = work.path().join("other-archive");
+    let (ok, _, err) = run(&["backup", "--config", cfg_s, "--to", other.to_str().unwrap()]);
+    assert!(!ok && err.contains("datalog/zkrs-log does not exist"), "{err}");
+    let (ok, _, err) = run(&["backup", "--data-dir", fresh_s, "--to", other.to_str().unwrap()]);
+    assert!(!ok && err.contains("give --data-log-dir (or --config"), "{err}");
+    let server = start_in(Target::Zkrs, fresh, &format!("dataLogDir={log_s}"));
+    let tree = dump(&mut RawClient::connect(server.addr(), 30_000));
+    assert_same("restored with a separate dataLogDir", &tree, &checkpoints[0].1);
+
+    // A target this build does not take, and a point past the archive.
+    let (ok, _, err) = run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", "ftp://host/x"]);
+    assert!(!ok && err.contains("ftp://host/x") && err.contains("not supported"), "{err}");
+    let past = format!("{:#x}", after.mzxid + 1_000_000);
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        out_s,
+        "--data-log-dir",
+        out_s,
+        "--force",
+        "--zxid",
+        &past,
+    ]);
+    assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
+}
+
+/// A frame's payload range and whether it is group-marked, for every record of a segment file.
+fn frames(bytes: &[u8]) -> Vec<(i64, std::ops::Range<usize>, bool)> {
+    let mut v = Vec::new();
+    let mut off = 32;
+    while off + 16 <= bytes.len() {
+        let h = zk_log::format::RecordHeader::parse(bytes[off..off + 16].try_into().unwrap());
+        if h.is_zero() {
+            break;
+        }
+        let body = off + 16..off + 16 + h.len as usize;
+        v.push((h.zxid as i64, body.clone(), h.group_start));
+        off = body.end;
+    }
+    v
+}
+
+/// An ensemble member's log and snapshots carry tree digests: a restore checks the snapshot's
+/// and every transaction's, and refuses an archive whose records were altered consistently (each
+/// checksum made again) but no longer replay to the digests the server recorded.
+#[test]
+fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
+    use support::ensemble::{Ensemble, Kind};
+    // One participant, run as an ensemble (standaloneEnabled=false): a leader, whose log and
+    // snapshots carry the tree digest as an ensemble's do.
+    let mut e =
+        Ensemble::configure_with_extra(&[Kind::Zkrs], &[], "standaloneEnabled=false\nsnapCount=100\n");
+    e.launch(0);
+    e.wait_mode(0, "leader");
+    let data = e.members[0].dir.join("data");
+    let mut c = e.client(0);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let cp = write_round(&mut c, 0, 120);
+    let reference = dump(&mut c);
+    // Later writes, so the checkpoint's group is followed by a marked one and is archived.
+    write_round(&mut c, 1, 20);
+    let work = tempfile::Builder::new().prefix("zkrs-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    // A member's log may hold proposals it has not committed: without a server to ask how far
+    // it has, the backup is refused; with one, nothing past its reported zxid is archived.
+    let (ok, out, err) =
+        run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    assert!(!ok && err.contains("ensemble member") && err.contains("--server HOST:PORT"), "{out}{err}");
+    let server = e.members[0].client.to_string();
+    let (ok, out, err) = run(&[
+        "backup",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--to",
+        archive.to_str().unwrap(),
+        "--server",
+        &server,
+    ]);
+    assert!(ok, "{out}{err}");
+    let committed = e.zxid(0).expect("the member reports its zxid");
+    assert!(archived_through(&archive) >= cp.mzxid, "{out}");
+    assert!(archived_through(&archive) <= committed, "archived past the committed {committed:#x}: {out}");
+    assert!(out.contains(", committed 0x"), "the lag names the committed zxid: {out}");
+    let m = manifest(&archive);
+    assert!(m["snapshots"].as_array().unwrap().iter().any(|s| s["tree_digest"].is_i64()), "{m}");
+    assert!(m["logs"].as_array().unwrap().iter().all(|l| l["digests"] == l["records"]), "{m}");
+
+    let z = format!("{:#x}", cp.mzxid);
+    let (tree, out, _server) = restore_and_read(&archive, &["--zxid", &z]);
+    assert_same("ensemble checkpoint", &tree, &reference);
+    if out.contains("from snapshot") {
+        assert!(out.contains("reproduced at its end zxid"), "{out}");
+    }
+
+    // The checkpoint's record with one bit of its recorded digest flipped, its record checksum,
+    // the file's CRC-32 and the manifest made to agree; no snapshot, so the whole log replays.
+    // Without its snapshots, the archive replays the whole log from an empty tree: every
+    // transaction's digest is compared with the tree the replay built.
+    let bad = work.path().join("bad");
+    copy_archive(&archive, &bad);
+    let mut m2 = manifest(&bad);
+    m2["snapshots"] = serde_json::json!([]);
+    write_manifest(&bad, &m2);
+    let (mut tree, out, _server) = restore_and_read(&bad, &["--zxid", &z]);
+    // /zookeeper/config is not in the log: a member without reconfiguration writes its zoo.cfg's
+    // membership there when it starts, so the log alone leaves a fresh tree's empty node (the
+    // server started on the restored directory, standalone, writes none).
+    let mut want = reference.clone();
+    tree.remove("/zookeeper/config");
+    want.remove("/zookeeper/config");
+    assert_same("ensemble checkpoint, no snapshot", &tree, &want);
+    let want = format!("{} transaction tree digests matched the replayed tree", cp.mzxid & 0xffff_ffff);
+    assert!(out.contains("from an empty tree") && out.contains(&want), "want `{want}`:\n{out}");
+    let logs = m2["logs"].as_array_mut().unwrap();
+    let i = logs
+        .iter()
+        .position(|l| {
+            l["first_zxid"].as_i64().unwrap() <= cp.mzxid && cp.mzxid <= l["last_zxid"].as_i64().unwrap()
+        })
+        .unwrap();
+    let name = logs[i]["name"].as_str().unwrap().to_string();
+    let path = bad.join("log").join(&name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (_, body, marked) = frames(&bytes).into_iter().find(|(z, _, _)| *z == cp.mzxid).unwrap();
+    let last = body.end - 1;
+    bytes[last] ^= 1;
+    let len = body.len() as u32;
+    let mut crc = zk_log::format::record_crc(len, cp.mzxid as u64, &bytes[body.clone()]);
+    if marked {
+        crc ^= zk_log::format::GROUP_START_CRC_XOR;
+    }
+    bytes[body.start - 12..body.start - 8].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    logs[i]["crc32"] = format!("{:08x}", crc32fast::hash(&bytes)).into();
+    write_manifest(&bad, &m2);
+    let out_dir = work.path().join("out");
+    let (ok, _, err) = run(&[
+        "restore",
+        "--from",
+        bad.to_str().unwrap(),
+        "--data-dir",
+        out_dir.to_str().unwrap(),
+        "--zxid",
+        &z,
+    ]);
+    assert!(
+        !ok && err.contains(&name) && err.contains(&format!("after zxid {z} the tree digest is")),
+        "{err}"
+    );
+}
+
+/// A throw-away S3-compatible server: moto's `moto_server` (PyPI: `pip install 'moto[server]'`)
+/// on a free loopback port, killed on drop. moto keeps objects in memory and accepts any
+/// credentials, and implements the S3 calls object_store makes (PUT, multipart uploads, HEAD,
+/// ranged GET), which is what this test needs of it.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let port = free_port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("moto_server does not start ({e}): install it with `pip install 'moto[server]'`")
+            });
+        let moto = Moto { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while moto.http("GET", "/").is_none() {
+            assert!(Instant::now() < deadline, "moto_server did not come up on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// One plain HTTP request (moto takes unsigned ones); the status line's code.
+    fn http(&self, method: &str, path: &str) -> Option<u16> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).ok()?;
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Runs `zkrs-server args...` with the AWS environment pointing at this server.
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        run_command(
+            Command::new(server_bin())
+                .args(args)
+                .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
+                .env("AWS_ALLOW_HTTP", "true")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ACCESS_KEY_ID", "zkrs-test")
+                .env("AWS_SECRET_ACCESS_KEY", "zkrs-test")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("AWS_PROFILE"),
+        )
+    }
+}
+
+/// The same archive in S3 (moto): backed up in passes while writes go on, restored to a
+/// checkpoint and compared node for node; an object the manifest names, deleted, is refused by
+/// its URL.
+#[test]
+fn an_archive_in_s3_restores_a_checkpoint() {
+    let moto = Moto::start();
+    assert_eq!(moto.http("PUT", "/zkrs-backups"), Some(200), "create the bucket");
+    let server = start(Target::Zkrs, "snapCount=200\nautopurge.snapRetainCount=10");
+    let data = server.dir.path().join("data");
+    let data_s = data.to_str().unwrap();
+    let url = "s3://zkrs-backups/cluster-a";
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // 18 MB of data, so that the first piece of log and the snapshots are over 16 MiB: uploaded
+    // in parts, and fetched back in several ranged reads.
+    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for i in 0..18u8 {
+        let data = vec![b'a' + i; 1_000_000];
+        assert_eq!(c.create(&format!("/big/n{i}"), &data, CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    let mut progress = String::new();
+    let mut pass = |label: &str| {
+        let (ok, out, err) = moto.run(&["backup", "--data-dir", data_s, "--to", url]);
+        assert!(ok, "backup pass {label}:\n{out}\n{err}");
+        progress.push_str(&out);
+    };
+    write_round(&mut c, 0, 100);
+    pass("1");
+    let cp = write_round(&mut c, 1, 100);
+    let reference = dump(&mut c);
+    write_round(&mut c, 2, 20);
+    pass("2");
+    assert!(
+        progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
+        "{progress}"
+    );
+    let largest = progress
+        .lines()
+        .filter_map(|l| l.strip_suffix(" bytes")?.rsplit(' ').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(largest > 16 << 20, "a file over 16 MiB went up in parts: {progress}");
+
+    let dir = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let out = dir.path().join("data");
+    let z = format!("{:#x}", cp.mzxid);
+    let (ok, stdout, stderr) =
+        moto.run(&["restore", "--from", url, "--data-dir", out.to_str().unwrap(), "--zxid", &z]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("s3://zkrs-backups/cluster-a/"), "messages name objects by URL: {stderr}");
+    let restored = start_in(Target::Zkrs, dir, "");
+    let mut r = RawClient::connect(restored.addr(), 30_000);
+    assert_same("restored from S3", &dump(&mut r), &reference);
+
+    // An archived segment deleted behind the manifest's back (with boto3, which moto brings: an
+    // unsigned request may not touch an object): named by its URL.
+    // The newest piece: it holds the checkpoint, which the restore replays.
+    let name = progress
+        .rsplit("archived log/")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .expect("a segment was archived")
+        .to_string();
+    let script = format!(
+        "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', \
+         aws_access_key_id='zkrs-test', aws_secret_access_key='zkrs-test')\
+         .delete_object(Bucket='zkrs-backups', Key='cluster-a/log/{name}')",
+        moto.port
+    );
+    let deleted = Command::new("python3").args(["-c", &script]).output().expect("run python3");
+    assert!(deleted.status.success(), "delete {name}: {}", String::from_utf8_lossy(&deleted.stderr));
+    let out2 = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let (ok, _, err) = moto.run(&[
+        "restore",
+        "--from",
+        url,
+        "--data-dir",
+        out2.path().to_str().unwrap(),
+        "--force",
+        "--zxid",
+        &z,
+    ]);
+    let want = format!("s3://zkrs-backups/cluster-a/log/{name}: missing from the archive");
+    assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
+}
