@@ -1652,7 +1652,8 @@ mod tests {
             assert!(rec.replay(&h, &t));
         }
         let storage = crate::snapshots::open_dir(&snap_dir).unwrap();
-        crate::snapshots::write_whole(&storage, &rec.finish(0), 16_384).unwrap();
+        crate::snapshots::write_whole(&storage, &rec.finish(0), 16_384, zk_log::snapshot::Compression::None)
+            .unwrap();
         let mut a = f.capped_archiver();
         f.cap.set(2);
         let mut out = Vec::new();

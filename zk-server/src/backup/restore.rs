@@ -952,7 +952,9 @@ fn restore_staged(
     let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
     let snap_dir = out.join(zk_log::snapshot::SNAP_DIR_NAME);
     let storage = crate::snapshots::open_dir(&built).map_err(|e| BackupError::Refused(e.to_string()))?;
-    let written = crate::snapshots::write_whole(&storage, &db, 16_384)
+    // Format 1, which every zkrs reads: the server writes its later snapshots under its own
+    // `snapshot.compression`.
+    let written = crate::snapshots::write_whole(&storage, &db, 16_384, zk_log::snapshot::Compression::None)
         .map_err(|e| BackupError::Refused(e.to_string()))?;
     drop(storage);
     let report = RestoreReport {
