@@ -1322,7 +1322,7 @@ mod tests {
     use super::*;
     use crate::backup::restore::{restore, Point};
     use crate::backup::target::DirTarget;
-    use crate::backup::test_log::{create_at, Fixture};
+    use crate::backup::test_log::{create_at, new_history_at, Fixture};
 
     fn ranges(a: &Archiver) -> Vec<(i64, i64, Option<i64>)> {
         a.manifest().logs.iter().map(|l| (l.summary.first_zxid, l.summary.last_zxid, l.prev_zxid)).collect()
@@ -2009,13 +2009,7 @@ mod tests {
             restore(&target, &f.dir.path().join("b8"), None, Point::Zxid(8), None, false, &mut Vec::new())
                 .unwrap();
         f.log.reset_to(4).unwrap();
-        let newer = |z: i64| {
-            let (h, mut t) = create_at(z, 9_000 + z);
-            if let zk_proto::Txn::Create(c) = &mut t {
-                c.path = format!("/m{z:x}");
-            }
-            (h, t)
-        };
+        let newer = new_history_at;
         for z in 5..=7 {
             f.commit_batch(&[newer(z)]);
         }
@@ -2187,13 +2181,7 @@ mod tests {
         a.pass(&mut Vec::new()).unwrap();
         assert_eq!(ranges(&a), [(1, 8, Some(0))]);
         f.log.reset_to(4).unwrap();
-        let newer = |z: i64| {
-            let (h, mut t) = create_at(z, 9_000 + z);
-            if let zk_proto::Txn::Create(c) = &mut t {
-                c.path = format!("/m{z:x}");
-            }
-            (h, t)
-        };
+        let newer = new_history_at;
         for z in 5..=6 {
             f.commit_batch(&[newer(z)]);
         }

@@ -24,6 +24,16 @@ pub fn create_at(zxid: i64, time_ms: i64) -> (TxnHeader, Txn) {
     (hdr, txn)
 }
 
+/// A create of `/m<zxid>` stamped `9000 + zxid`: a transaction of another history than
+/// [`create_at`]'s at the same zxid (a log reset below the archive, then new writes).
+pub fn new_history_at(zxid: i64) -> (TxnHeader, Txn) {
+    let (hdr, mut txn) = create_at(zxid, 9_000 + zxid);
+    if let Txn::Create(c) = &mut txn {
+        c.path = format!("/m{zxid:x}");
+    }
+    (hdr, txn)
+}
+
 /// A data directory with a log, and an archive beside it.
 pub struct Fixture {
     /// Holds every directory.
