@@ -20,6 +20,7 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod conns;
+mod kept;
 pub mod proposer;
 pub mod queues;
 pub mod reads;
@@ -487,6 +488,12 @@ pub struct ServerCore {
     owners: HashMap<SessionId, Option<u64>>,
     /// The ensemble's configuration and a reconfiguration in flight.
     reconfig: reconfig::ReconfigState,
+    /// Down after serving: the client connections kept meanwhile and their held requests
+    /// ([`kept`]).
+    kept: Option<kept::Kept>,
+    /// A learner about to leave its role: when it last heard from its leader (mono ms), the
+    /// start of its kept connections' time ([`Self::note_leader_contact`]).
+    leader_contact_ms: Option<u64>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -510,6 +517,8 @@ impl ServerCore {
             touched: HashMap::new(),
             owners: HashMap::new(),
             reconfig: reconfig::ReconfigState::default(),
+            kept: None,
+            leader_contact_ms: None,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -692,6 +701,9 @@ impl ServerCore {
         }
         // No snapshot while down: the database may be about to be replaced (a learner's TRUNC or
         // SNAP), and a snapshot of it could outlive what it held.
+        if self.role == Role::Down {
+            self.expire_kept(now);
+        }
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions(ms);
         } else if self.role != Role::Down && !restoring {
@@ -718,6 +730,11 @@ impl ServerCore {
         }
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
+        }
+        if self.role == Role::Down {
+            if let Some(k) = self.kept_deadline() {
+                t = t.min(k);
+            }
         }
         // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
         // due then must not read as a deadline already passed, or the driver would spin on it

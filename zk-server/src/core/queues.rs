@@ -114,6 +114,12 @@ impl SessionQueues {
             .collect()
     }
 
+    /// Drops the session's queue, its connection gone: returns how many requests it held
+    /// (each holds a permit).
+    pub fn drop_session(&mut self, sid: SessionId) -> usize {
+        self.queues.remove(&sid).map_or(0, |q| q.len())
+    }
+
     /// Requests queued across all sessions.
     pub fn len(&self) -> usize {
         self.queues.values().map(VecDeque::len).sum()

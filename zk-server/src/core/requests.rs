@@ -16,6 +16,10 @@ impl ServerCore {
         raw: Bytes,
         received_us: u64,
     ) {
+        if self.role == Role::Down && self.is_kept(conn) {
+            // Counted when it runs.
+            return self.hold(conn, xid, op, body, raw, received_us);
+        }
         self.stats.packets_received += 1;
         let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
         else {
