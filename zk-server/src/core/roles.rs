@@ -14,6 +14,7 @@ impl ServerCore {
         if role != self.role {
             info!("role: {:?} -> {role:?}", self.role);
             self.drop_clients();
+            self.end_hold();
             // A read-only term's sessions end with it.
             for (sid, _) in self.ro_sessions.drain() {
                 self.db.expiry_mut().remove(sid);
@@ -99,9 +100,9 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`, nor while a restore waits.
+    /// `leaderServes=no`, nor while a restore waits or a leader hands over.
     pub(super) fn serves_clients(&self) -> bool {
-        if self.restore_pending() {
+        if self.restore_pending() || self.writes_held {
             return false;
         }
         match self.role {
