@@ -386,6 +386,11 @@ pub struct ServerConfig {
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
+    /// `zkrs.keepClientsThroughElection` (a zkrs key; default true): a leader or learner that
+    /// leaves its role keeps the client connections with nothing in flight until it serves
+    /// again (at most a third of each session's timeout after it last heard from its leader);
+    /// false closes them all, as Apache's servers do.
+    pub keep_clients_through_election: bool,
     /// `zkrs.treeMemorySoftLimitBytes` (a zkrs key; default 0 = off): the memory brake's soft
     /// limit on the tree's accounted bytes (zk-tree's `memory` module says what is counted).
     /// Past it, creates, setData growing a node's data and multis holding either are answered
@@ -1049,6 +1054,7 @@ impl ServerConfig {
             admin_restore_max_bytes: DEFAULT_ADMIN_RESTORE_MAX_BYTES,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
+            keep_clients_through_election: true,
             initial_zxid_counter: None,
             log_format: LogFormat::Text,
             log_level: None,
@@ -1437,6 +1443,10 @@ impl ServerConfig {
                 "slowRequestThresholdMs" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: clients kept through a change of leader.
+                "zkrs.keepClientsThroughElection" => {
+                    cfg.keep_clients_through_election = bool_value(&src, key, value, line)?
                 }
                 // zkrs's own key: the memory brake.
                 "zkrs.treeMemorySoftLimitBytes" => {

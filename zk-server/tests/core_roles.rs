@@ -389,3 +389,74 @@ fn a_leader_handing_over_holds_its_writes_and_proposes_them_in_order_if_given_up
         .collect();
     assert_eq!(xids, vec![1, 2, 3], "the writes and the read behind the first, in order");
 }
+
+/// A handover that goes through: the leader's clients' requests held meanwhile (a write and the
+/// read queued behind it) are not lost with the role: the connection is kept while the server
+/// is down, and once it follows the new leader they run in order, the write forwarded to it.
+#[test]
+fn a_handover_that_goes_through_hands_its_held_requests_to_the_kept_connections() {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    c.hold_writes();
+    let create = Request::Create(CreateRequest {
+        path: "/a".into(),
+        data: Some(Bytes::from_static(b"d")),
+        acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+        flags: 0,
+    });
+    let mut raw = bytes::BytesMut::new();
+    create.encode(&mut raw);
+    let raw = raw.freeze();
+    c.handle(
+        now(3),
+        Event::Request {
+            conn: 1,
+            xid: 1,
+            op: OpCode::Create.code(),
+            body: Ok(create),
+            raw: raw.clone(),
+            received_us: 3000,
+        },
+    );
+    let get = Request::GetData(GetDataRequest { path: "/a".into(), watch: false });
+    c.handle(
+        now(3),
+        Event::Request {
+            conn: 1,
+            xid: 2,
+            op: OpCode::GetData.code(),
+            body: Ok(get),
+            raw: Bytes::new(),
+            received_us: 3000,
+        },
+    );
+    drain(&mut c);
+    // The leader leaves its role: the connection is kept, and nothing is proposed or answered.
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(4));
+    assert!(!c.writes_held());
+    let down = drain(&mut c);
+    assert!(
+        !down
+            .iter()
+            .any(|a| matches!(a, Action::Close { conn: 1 } | Action::Propose { .. } | Action::Reply { .. })),
+        "{down:?}"
+    );
+    // Following the new leader: the write goes to it as the client sent it, the read waits.
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(5));
+    let serving = drain(&mut c);
+    let forwarded: Vec<(i32, Bytes)> = serving
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { cxid, body, .. } => Some((*cxid, body.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwarded, vec![(1, raw)], "{serving:?}");
+    assert!(
+        !serving.iter().any(|a| matches!(a, Action::Reply { .. } | Action::Close { conn: 1 })),
+        "{serving:?}"
+    );
+}

@@ -129,7 +129,9 @@ fn zkrs_and_apache_servers_replicate_to_each_other() {
 }
 
 /// kazoo with a three-server connect string keeps its session, lock, election candidacy,
-/// ephemeral and watch across the death of the leader.
+/// ephemeral and watch across the death of the leader: connected to the leader, through a
+/// suspension and a reconnection; connected to a follower, kept through the election with no
+/// change of state.
 #[test]
 fn kazoo_carries_on_across_the_leaders_death() {
     const PYTHON: &str = "/usr/bin/python3";
@@ -147,6 +149,57 @@ fn kazoo_carries_on_across_the_leaders_death() {
     let mut child = Command::new(PYTHON)
         .arg(script)
         .arg(hosts.join(","))
+        .arg(&kill)
+        .arg(&killed)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kazoo");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !kill.exists() {
+        assert!(Instant::now() < deadline, "the kazoo script never got ready");
+        if let Ok(Some(status)) = child.try_wait() {
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "kazoo exited early ({status}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The script wrote its session's id: is it on the leader?
+    let session = std::fs::read_to_string(&kill).expect("kill marker");
+    let on_leader = support::ensemble::four(e.members[leader].client, "cons")
+        .is_some_and(|cons| cons.contains(&format!("sid=0x{}", session.trim())));
+    e.kill(leader);
+    std::fs::write(&killed, if on_leader { "leader" } else { "follower" }).expect("marker");
+    let out = child.wait_with_output().expect("kazoo output");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());
+}
+
+/// A client of a follower with nothing in flight is kept through the leader's death (Apache's
+/// followers close every client connection): kazoo, connected to that follower alone, sees no
+/// change of state, its first request after the kill is answered without an error (held while
+/// the follower elects), and its watch fires for the change.
+#[test]
+fn a_followers_idle_kazoo_client_sees_no_disconnection_when_the_leader_dies() {
+    const PYTHON: &str = "/usr/bin/python3";
+    let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
+    assert!(
+        probe.status.success(),
+        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
+    );
+    let mut e = Ensemble::start(3);
+    let leader = e.wait_for_leader();
+    let follower = (leader + 1) % 3;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (kill, killed) = (dir.path().join("kill"), dir.path().join("killed"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_kept.py");
+    let mut child = Command::new(PYTHON)
+        .arg(script)
+        .arg(e.members[follower].client.to_string())
         .arg(&kill)
         .arg(&killed)
         .stdout(Stdio::piped())

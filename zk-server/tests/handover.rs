@@ -65,7 +65,11 @@ fn ydld_and_rqld_move_the_leadership_to_a_later_epoch_and_lose_nothing() {
     let answer = four(e.members[follower].client, "ydld").expect("ydld answered");
     assert_eq!(answer.trim(), format!("not the leader: server {} leads", leader + 1));
 
-    // On the leader: it names its successor, which then leads a later epoch.
+    // On the leader: it names its successor, which then leads a later epoch. A client of the
+    // old leader keeps its connection (kept through the change of leader) and is served by it
+    // as a follower.
+    let mut kept = e.client(leader);
+    assert_eq!(kept.create("/before", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
     let answer = four(e.members[leader].client, "ydld").expect("ydld answered");
     let to: usize = answer
         .trim()
@@ -78,6 +82,7 @@ fn ydld_and_rqld_move_the_leadership_to_a_later_epoch_and_lose_nothing() {
     assert!(after > before, "epoch {after} after {before}");
     all_hold(&e, 200);
     assert!(e.log(leader).contains("acknowledged"), "the old leader logged the handover\n{}", e.log(leader));
+    assert_eq!(kept.create("/after", b"", CreateMode::Persistent).err(), ErrorCode::Ok, "{}", e.logs());
 
     // rqld on a follower: its leader hands over to it.
     write_children(&e, new, 200, 50);

@@ -344,6 +344,11 @@ impl Learner {
         }
     }
 
+    /// When this learner last heard from its leader (ms on the clock it is given).
+    pub fn last_heard_ms(&self) -> u64 {
+        self.last_heard_ms
+    }
+
     /// When to call [`Self::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<u64> {
         let limit = match self.phase {

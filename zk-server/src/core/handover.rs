@@ -10,9 +10,13 @@
 //! - No session expires and no container is reaped; no new client connection is taken.
 //!
 //! If the handover is given up, everything held runs in the order it came
-//! ([`ServerCore::release_writes`]); if it goes through, the role changes and it is dropped
-//! (never proposed, never answered: clients and learners see a connection loss, as with any
-//! leader loss). The replica decides when this starts and ends ([`ServerCore::hold_writes`]),
+//! ([`ServerCore::release_writes`]). If it goes through, the role changes: the learners' requests
+//! are dropped (never proposed; their learners lose this leader and their clients see what any
+//! leader change brings), and the own clients' requests (each held write and what its session
+//! queued behind it) become the kept connections' held requests (`kept.rs`), which run, in
+//! order, once this server serves again (forwarded to the new leader as a learner's are: they
+//! were never proposed, so nothing about them is ambiguous); without kept connections
+//! (`zkrs.keepClientsThroughElection=false`) their connections are closed. The replica decides when this starts and ends ([`ServerCore::hold_writes`]),
 //! and gives the handover up once [`ServerCore::hold_full`] says the learners' requests held
 //! reach [`HELD_FORWARDS_MAX`] (the leader's own clients' are bounded by the permits they hold).
 
@@ -29,7 +33,20 @@ pub(super) struct HeldWrite {
     pub(super) xid: i32,
     pub(super) op: i32,
     pub(super) body: Result<Request, RequestError>,
+    /// The request's bytes as they came (forwarded as they are if it runs on a learner).
+    pub(super) raw: Bytes,
     pub(super) received_us: u64,
+}
+
+/// A client request carried from a handover's hold to the kept connections' held requests.
+#[derive(Debug)]
+pub(super) struct Carried {
+    conn: ConnId,
+    xid: i32,
+    op: i32,
+    body: Result<Request, RequestError>,
+    raw: Bytes,
+    received_us: u64,
 }
 
 /// What a leader handing over holds, in arrival order.
@@ -94,6 +111,88 @@ impl ServerCore {
     pub(super) fn hold_forwarded(&mut self, ev: Event) {
         self.held_forwards += 1;
         self.held.push_back(Held::Forwarded(ev));
+    }
+
+    /// A handover went through (the role changes): takes the own clients' held requests out of
+    /// their sessions' queues, in order (each session's held writes and what it queued behind
+    /// them), for [`Self::carry_into_kept`]. A session whose queue holds a write that was
+    /// proposed (none once a handover went through: every proposal was committed first) keeps
+    /// its queue, and so its connection is closed as any with a write in flight.
+    pub(super) fn take_held_for_kept(&mut self) -> Vec<Carried> {
+        let mut writes: HashMap<(SessionId, i32), HeldWrite> = HashMap::new();
+        let mut sessions: Vec<SessionId> = Vec::new();
+        for h in std::mem::take(&mut self.held) {
+            if let Held::Write(w) = h {
+                if !sessions.contains(&w.sid) {
+                    sessions.push(w.sid);
+                }
+                writes.insert((w.sid, w.xid), w);
+            }
+        }
+        let mut out = Vec::new();
+        for sid in sessions {
+            let q = self.queues.take_session(sid);
+            let all_held = q.iter().all(|p| match p {
+                Pending::Write(pw) => writes.contains_key(&(sid, pw.cxid)),
+                Pending::Read(_) => true,
+            });
+            if !all_held {
+                self.queues.put_session(sid, q);
+                continue;
+            }
+            for p in q {
+                let c = match p {
+                    Pending::Write(pw) => {
+                        let Some(w) = writes.remove(&(sid, pw.cxid)) else { continue };
+                        Carried {
+                            conn: w.conn,
+                            xid: w.xid,
+                            op: w.op,
+                            body: w.body,
+                            raw: w.raw,
+                            received_us: w.received_us,
+                        }
+                    }
+                    Pending::Read(r) => {
+                        let mut raw = BytesMut::new();
+                        if let Ok(req) = &r.body {
+                            req.encode(&mut raw);
+                        }
+                        Carried {
+                            conn: r.conn,
+                            xid: r.xid,
+                            op: r.op,
+                            body: r.body,
+                            raw: raw.freeze(),
+                            received_us: r.received_us,
+                        }
+                    }
+                };
+                // Counted again when it runs.
+                self.stats.packets_received = self.stats.packets_received.saturating_sub(1);
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Hands the requests [`Self::take_held_for_kept`] took to the kept connections' held
+    /// requests; one whose connection was not kept has its permit freed (the connection is
+    /// closed).
+    pub(super) fn carry_into_kept(&mut self, carried: Vec<Carried>) {
+        if !carried.is_empty() {
+            info!(
+                "handover done: {} requests of this server's clients wait to run under the new leader",
+                carried.len()
+            );
+        }
+        for c in carried {
+            if self.is_kept(c.conn) {
+                self.hold(c.conn, c.xid, c.op, c.body, c.raw, c.received_us);
+            } else {
+                self.actions.push_back(Action::ReleasePermit);
+            }
+        }
     }
 
     /// A role change ends a handover's hold: the held writes' queue entries went with the

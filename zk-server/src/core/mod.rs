@@ -21,6 +21,7 @@
 
 pub mod conns;
 pub mod handover;
+mod kept;
 pub mod proposer;
 pub mod queues;
 pub mod reads;
@@ -37,7 +38,7 @@ pub mod zxid;
 
 pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
-pub use queues::{PendingRead, PendingWrite, SessionQueues};
+pub use queues::{Pending, PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
 pub use snapshot_policy::{
     Requested, SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
@@ -495,6 +496,12 @@ pub struct ServerCore {
     held: VecDeque<handover::Held>,
     /// ... of which learners' forwarded requests.
     held_forwards: usize,
+    /// Down after serving: the client connections kept meanwhile and their held requests
+    /// ([`kept`]).
+    kept: Option<kept::Kept>,
+    /// A learner about to leave its role: when it last heard from its leader (mono ms), the
+    /// start of its kept connections' time ([`Self::note_leader_contact`]).
+    leader_contact_ms: Option<u64>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -521,6 +528,8 @@ impl ServerCore {
             writes_held: false,
             held: VecDeque::new(),
             held_forwards: 0,
+            kept: None,
+            leader_contact_ms: None,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -712,6 +721,9 @@ impl ServerCore {
         }
         // No snapshot while down: the database may be about to be replaced (a learner's TRUNC or
         // SNAP), and a snapshot of it could outlive what it held.
+        if self.role == Role::Down {
+            self.expire_kept(now);
+        }
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions(ms);
         } else if self.role != Role::Down && !restoring {
@@ -739,6 +751,11 @@ impl ServerCore {
         }
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
+        }
+        if self.role == Role::Down {
+            if let Some(k) = self.kept_deadline() {
+                t = t.min(k);
+            }
         }
         // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
         // due then must not read as a deadline already passed, or the driver would spin on it

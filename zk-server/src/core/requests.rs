@@ -16,6 +16,10 @@ impl ServerCore {
         raw: Bytes,
         received_us: u64,
     ) {
+        if self.role == Role::Down && self.is_kept(conn) {
+            // Counted when it runs.
+            return self.hold(conn, xid, op, body, raw, received_us);
+        }
         self.stats.packets_received += 1;
         let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
         else {
@@ -89,7 +93,7 @@ impl ServerCore {
             return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
-            let w = handover::HeldWrite { conn, sid, xid, op, body, received_us };
+            let w = handover::HeldWrite { conn, sid, xid, op, body, raw, received_us };
             if self.writes_held {
                 return self.hold_write(w);
             }
@@ -107,7 +111,7 @@ impl ServerCore {
     /// Preps and proposes a write of this server's own client, and queues it for its commit
     /// unless it is `queued` already (held for a handover, [`Self::hold_write`]).
     pub(super) fn propose_client_write(&mut self, now: Now, w: handover::HeldWrite, queued: bool) {
-        let handover::HeldWrite { conn, sid, xid, op, body, received_us } = w;
+        let handover::HeldWrite { conn, sid, xid, op, body, raw: _, received_us } = w;
         {
             let Some(zxid) = self.next_zxid(now) else {
                 if !queued {

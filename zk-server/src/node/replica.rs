@@ -319,6 +319,8 @@ pub struct Replica {
 #[derive(Debug)]
 enum CoreChange {
     Role(Role, VoterSet, Option<Box<Database>>),
+    /// Leaving a learner's role: when it last heard from its leader.
+    LeaderContact(u64),
     Event(Event),
 }
 
@@ -748,6 +750,7 @@ impl Replica {
             while let Some(c) = self.for_core.pop_front() {
                 match c {
                     CoreChange::Role(role, voters, db) => core.set_role(role, voters, db.map(|b| *b), now),
+                    CoreChange::LeaderContact(ms) => core.note_leader_contact(ms),
                     CoreChange::Event(ev) => core.handle(now, ev),
                 }
             }
@@ -801,6 +804,12 @@ impl Replica {
             self.out.push_back(Output::ClosePeer { conn });
         }
         let me = self.cfg.my_sid;
+        // A learner may have lost its leader by the leader's silence, noticed only after
+        // syncLimit: the connections its core keeps count their time from the last word heard
+        // (a leader that carries on without this server expires sessions on its own clock).
+        if let State::Learning { learner, .. } = &self.state {
+            self.for_core.push_back(CoreChange::LeaderContact(learner.last_heard_ms().min(now.mono_ms())));
+        }
         self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), None));
         let data = PeerData { last_logged_zxid: self.log.durable, current_epoch: self.epochs.1 };
         let ms = now.mono_ms();
