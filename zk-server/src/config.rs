@@ -76,9 +76,9 @@ pub const MAX_SERVER_ID: u64 = 255;
 /// Largest server id when `extendedTypesEnabled` (TTL nodes) is on, as in Apache.
 pub const MAX_EXTENDED_SERVER_ID: u64 = 254;
 
-/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp` and `lgif`;
-/// `4lw.commands.whitelist=*` enables all of them.
-pub const FOUR_LETTER_WORDS: [&str; 21] = [
+/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp`, `lgif`, `rqld` and
+/// `ydld`; `4lw.commands.whitelist=*` enables all of them.
+pub const FOUR_LETTER_WORDS: [&str; 23] = [
     "conf",
     "cons",
     "crst",
@@ -100,6 +100,8 @@ pub const FOUR_LETTER_WORDS: [&str; 21] = [
     "telnet close",
     "csnp",
     "lgif",
+    "rqld",
+    "ydld",
 ];
 
 /// Why a configuration was refused.
@@ -1957,9 +1959,10 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
             if name == "*" {
                 set.extend(FOUR_LETTER_WORDS.iter().map(|w| w.to_string()));
                 tracing::warn!(
-                    "4lw.commands.whitelist (line {line}): * enables csnp, so anyone who reaches the client \
-                     port can start snapshots (one per snapshot.minRequestIntervalSeconds); list the words \
-                     to leave it out"
+                    "4lw.commands.whitelist (line {line}): * enables csnp, ydld and rqld, so anyone who \
+                     reaches the client port can start snapshots (one per \
+                     snapshot.minRequestIntervalSeconds) and move the leadership; list the words to leave \
+                     them out"
                 );
                 break;
             }

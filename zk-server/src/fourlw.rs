@@ -9,12 +9,13 @@ use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now)
-/// and `lgif` (the log's and the snapshots' positions). Anything else in the first four bytes is
-/// read as a frame length.
-pub const WORDS: [&str; 19] = [
+/// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now),
+/// `lgif` (the log's and the snapshots' positions), `ydld` (a leader hands its leadership over)
+/// and `rqld` (a follower asks its leader for the leadership). Anything else in the first four
+/// bytes is read as a frame length.
+pub const WORDS: [&str; 21] = [
     "ruok", "srvr", "stat", "conf", "cons", "mntr", "wchs", "wchc", "wchp", "dump", "envi", "isro", "dirs",
-    "crst", "srst", "gtmk", "stmk", "csnp", "lgif",
+    "crst", "srst", "gtmk", "stmk", "csnp", "lgif", "rqld", "ydld",
 ];
 
 /// ClickHouse Keeper's answer to `csnp` when no snapshot could be scheduled.
@@ -199,6 +200,10 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             for (k, val) in v.log_info.unwrap_or_default().pairs() {
                 let _ = writeln!(out, "{k}\t{val}");
             }
+        }
+        // The node's answer, as the driver had it (see `crate::node::Node::hand_over`).
+        "ydld" | "rqld" => {
+            let _ = writeln!(out, "{}", v.handover_answer.as_deref().unwrap_or("not answered"));
         }
         _ => {}
     }

@@ -20,6 +20,7 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod conns;
+pub mod handover;
 mod kept;
 pub mod proposer;
 pub mod queues;
@@ -37,7 +38,7 @@ pub mod zxid;
 
 pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
-pub use queues::{PendingRead, PendingWrite, SessionQueues};
+pub use queues::{Pending, PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
 pub use snapshot_policy::{
     Requested, SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
@@ -488,6 +489,13 @@ pub struct ServerCore {
     owners: HashMap<SessionId, Option<u64>>,
     /// The ensemble's configuration and a reconfiguration in flight.
     reconfig: reconfig::ReconfigState,
+    /// Leader handing over: nothing is proposed (see `handover.rs`).
+    writes_held: bool,
+    /// ... and its own clients' writes and learners' forwarded requests wait here, in arrival
+    /// order.
+    held: VecDeque<handover::Held>,
+    /// ... of which learners' forwarded requests.
+    held_forwards: usize,
     /// Down after serving: the client connections kept meanwhile and their held requests
     /// ([`kept`]).
     kept: Option<kept::Kept>,
@@ -517,6 +525,9 @@ impl ServerCore {
             touched: HashMap::new(),
             owners: HashMap::new(),
             reconfig: reconfig::ReconfigState::default(),
+            writes_held: false,
+            held: VecDeque::new(),
+            held_forwards: 0,
             kept: None,
             leader_contact_ms: None,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
@@ -561,6 +572,11 @@ impl ServerCore {
         self.proposer.in_flight()
     }
 
+    /// The last zxid assigned (or, after a role change, the last applied).
+    pub fn last_zxid(&self) -> i64 {
+        self.proposer.last_zxid().to_i64()
+    }
+
     /// The role in force.
     pub fn role(&self) -> Role {
         self.role
@@ -573,6 +589,9 @@ impl ServerCore {
                 self.actions.push_back(Action::ReleasePermit);
             }
             return;
+        }
+        if self.writes_held && matches!(ev, Event::Forwarded { .. } | Event::ForwardedCreateSession { .. }) {
+            return self.hold_forwarded(ev);
         }
         match ev {
             Event::Connect { conn, remote, req, ids, stats } => {
@@ -676,7 +695,8 @@ impl ServerCore {
         // until it is done (the sessions' timers start again then), and no snapshot is stepped
         // (the driver writes the restored tree itself).
         let restoring = self.restore_pending();
-        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring;
+        let decides =
+            matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring && !self.writes_held;
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
@@ -717,7 +737,8 @@ impl ServerCore {
             return None;
         }
         let mut t = u64::MAX;
-        if matches!(self.role, Role::Standalone | Role::Leader { .. }) {
+        // A leader handing over expires and reaps nothing (see `handle_timeout`): no deadline.
+        if matches!(self.role, Role::Standalone | Role::Leader { .. }) && !self.writes_held {
             t = self.next_reap_ms;
             if let Some(e) = self.db.expiry().next_expiry() {
                 t = t.min(e);
@@ -854,6 +875,7 @@ impl ServerCore {
             timings: Vec::new(),
             log_info: None,
             snapshot_answer: None,
+            handover_answer: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,

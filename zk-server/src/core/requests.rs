@@ -93,8 +93,30 @@ impl ServerCore {
             return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
+            let w = handover::HeldWrite { conn, sid, xid, op, body, raw, received_us };
+            if self.writes_held {
+                return self.hold_write(w);
+            }
+            self.propose_client_write(now, w, false);
+        } else {
+            let r = PendingRead { conn, xid, op, body, received_us };
+            if self.queues.is_idle(sid) {
+                self.execute_read(now, r);
+            } else {
+                self.queues.push_read(sid, r);
+            }
+        }
+    }
+
+    /// Preps and proposes a write of this server's own client, and queues it for its commit
+    /// unless it is `queued` already (held for a handover, [`Self::hold_write`]).
+    pub(super) fn propose_client_write(&mut self, now: Now, w: handover::HeldWrite, queued: bool) {
+        let handover::HeldWrite { conn, sid, xid, op, body, raw: _, received_us } = w;
+        {
             let Some(zxid) = self.next_zxid(now) else {
-                self.actions.push_back(Action::ReleasePermit);
+                if !queued {
+                    self.actions.push_back(Action::ReleasePermit);
+                }
                 return;
             };
             let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
@@ -123,13 +145,8 @@ impl ServerCore {
             let txn_type = zk_tree::txn_type(opcode, &txn).code();
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
             self.propose(Proposal::new(hdr, txn, false));
-            self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
-        } else {
-            let r = PendingRead { conn, xid, op, body, received_us };
-            if self.queues.is_idle(sid) {
-                self.execute_read(now, r);
-            } else {
-                self.queues.push_read(sid, r);
+            if !queued {
+                self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
             }
         }
     }

@@ -6,7 +6,7 @@ use super::*;
 impl ServerCore {
     /// Changes the role. Leaving a leader's or learner's role for Down keeps the client
     /// connections with nothing in flight, holding their requests, and closes the others
-    /// ([`super::kept`]); the kept ones are served again when the server is a learner or
+    /// (`core/kept.rs`); the kept ones are served again when the server is a learner or
     /// leader again. Any other change closes every client connection, as Apache's servers do
     /// when their ensemble changes: clients reconnect and carry on with their sessions
     /// elsewhere. `db` replaces the database when given (a server
@@ -18,6 +18,11 @@ impl ServerCore {
         let contact = self.leader_contact_ms.take();
         if role != was {
             info!("role: {:?} -> {role:?}", self.role);
+            // A handover that went through: the requests its own clients sent meanwhile (never
+            // proposed) go to the kept connections' held requests, to run once this server
+            // serves again (`handover.rs`).
+            let carried = if self.writes_held { self.take_held_for_kept() } else { Vec::new() };
+            self.end_hold();
             let serving = matches!(was, Role::Leader { .. } | Role::Learner { .. });
             if role == Role::Down && serving && self.settings.keep_clients {
                 self.keep_clients(now, contact);
@@ -25,6 +30,7 @@ impl ServerCore {
                 self.drop_kept();
                 self.drop_clients();
             }
+            self.carry_into_kept(carried);
             // A read-only term's sessions end with it.
             for (sid, _) in self.ro_sessions.drain() {
                 self.db.expiry_mut().remove(sid);
@@ -132,9 +138,9 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`, nor while a restore waits.
+    /// `leaderServes=no`, nor while a restore waits or a leader hands over.
     pub(super) fn serves_clients(&self) -> bool {
-        if self.restore_pending() {
+        if self.restore_pending() || self.writes_held {
             return false;
         }
         match self.role {

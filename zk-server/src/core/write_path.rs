@@ -22,6 +22,10 @@ impl ServerCore {
             // it would change is being replaced.
             return None;
         }
+        if self.writes_held {
+            // A leader handing over proposes nothing (learners' forwarded writes are dropped).
+            return None;
+        }
         match self.proposer.next_zxid() {
             Ok(z) => Some(z.to_i64()),
             Err(e) => {
