@@ -67,7 +67,13 @@ fn summary(out: &mut String, v: &View<'_>) {
 /// The answer to `cmd` (already checked against the whitelist).
 pub fn render(cmd: &str, v: &View<'_>) -> String {
     let mut out = String::new();
-    if v.mode.is_none() && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk") {
+    // ydld and rqld carry the node's own answer (it acted on them already): a leader with
+    // leaderServes=no, which reports no mode, hands over too.
+    let node_answers = matches!(cmd, "ydld" | "rqld");
+    if v.mode.is_none()
+        && !node_answers
+        && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk")
+    {
         // As Apache answers while it elects or syncs.
         return "This ZooKeeper instance is not currently serving requests\n".into();
     }

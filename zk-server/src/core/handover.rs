@@ -119,31 +119,42 @@ impl ServerCore {
     /// proposed (none once a handover went through: every proposal was committed first) keeps
     /// its queue, and so its connection is closed as any with a write in flight.
     pub(super) fn take_held_for_kept(&mut self) -> Vec<Carried> {
-        let mut writes: HashMap<(SessionId, i32), HeldWrite> = HashMap::new();
+        // Each session's held writes in arrival order: its queue has their places in the same
+        // order (a client may reuse an xid, so they are matched by position, not by xid).
+        let mut writes: HashMap<SessionId, VecDeque<HeldWrite>> = HashMap::new();
         let mut sessions: Vec<SessionId> = Vec::new();
         for h in std::mem::take(&mut self.held) {
             if let Held::Write(w) = h {
                 if !sessions.contains(&w.sid) {
                     sessions.push(w.sid);
                 }
-                writes.insert((w.sid, w.xid), w);
+                writes.entry(w.sid).or_default().push_back(w);
             }
         }
         let mut out = Vec::new();
         for sid in sessions {
             let q = self.queues.take_session(sid);
-            let all_held = q.iter().all(|p| match p {
-                Pending::Write(pw) => writes.contains_key(&(sid, pw.cxid)),
-                Pending::Read(_) => true,
-            });
+            let mut mine = writes.remove(&sid).unwrap_or_default();
+            let queued: Vec<i32> = q
+                .iter()
+                .filter_map(|p| match p {
+                    Pending::Write(pw) => Some(pw.cxid),
+                    Pending::Read(_) => None,
+                })
+                .collect();
+            let all_held = queued.len() == mine.len() && queued.iter().zip(&mine).all(|(c, w)| *c == w.xid);
             if !all_held {
                 self.queues.put_session(sid, q);
                 continue;
             }
             for p in q {
                 let c = match p {
-                    Pending::Write(pw) => {
-                        let Some(w) = writes.remove(&(sid, pw.cxid)) else { continue };
+                    Pending::Write(_) => {
+                        let Some(w) = mine.pop_front() else {
+                            debug_assert!(false, "a held write's place without its write");
+                            self.actions.push_back(Action::ReleasePermit);
+                            continue;
+                        };
                         Carried {
                             conn: w.conn,
                             xid: w.xid,
