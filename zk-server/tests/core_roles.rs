@@ -295,21 +295,8 @@ fn a_snapshot_is_finished_once_the_log_holds_what_it_reflects() {
 /// its read.
 #[test]
 fn a_leader_handing_over_holds_its_writes_and_proposes_them_in_order_if_given_up() {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c);
-    c.hold_writes();
+    let mut c = leader_holding_writes();
     assert!(c.writes_held());
-    let create = |path: &str| {
-        Request::Create(CreateRequest {
-            path: path.into(),
-            data: Some(Bytes::from_static(b"d")),
-            acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
-            flags: 0,
-        })
-    };
     let req = |xid: i32, op: OpCode, body: Request| Event::Request {
         conn: 1,
         xid,
@@ -395,20 +382,10 @@ fn a_leader_handing_over_holds_its_writes_and_proposes_them_in_order_if_given_up
 /// is down, and once it follows the new leader they run in order, the write forwarded to it.
 #[test]
 fn a_handover_that_goes_through_hands_its_held_requests_to_the_kept_connections() {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c);
-    c.hold_writes();
-    let create = Request::Create(CreateRequest {
-        path: "/a".into(),
-        data: Some(Bytes::from_static(b"d")),
-        acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
-        flags: 0,
-    });
+    let mut c = leader_holding_writes();
+    let write = create("/a");
     let mut raw = bytes::BytesMut::new();
-    create.encode(&mut raw);
+    write.encode(&mut raw);
     let raw = raw.freeze();
     c.handle(
         now(3),
@@ -416,7 +393,7 @@ fn a_handover_that_goes_through_hands_its_held_requests_to_the_kept_connections(
             conn: 1,
             xid: 1,
             op: OpCode::Create.code(),
-            body: Ok(create),
+            body: Ok(write),
             raw: raw.clone(),
             received_us: 3000,
         },
@@ -466,20 +443,7 @@ fn a_handover_that_goes_through_hands_its_held_requests_to_the_kept_connections(
 /// (matched by xid, the second was neither carried nor released: handover review, finding 1).
 #[test]
 fn held_writes_with_one_xid_are_all_carried_and_their_permits_come_back() {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c);
-    c.hold_writes();
-    let create = |p: &str| {
-        Request::Create(CreateRequest {
-            path: p.into(),
-            data: Some(Bytes::from_static(b"d")),
-            acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
-            flags: 0,
-        })
-    };
+    let mut c = leader_holding_writes();
     for p in ["/x", "/y"] {
         let body = Ok(create(p));
         c.handle(
@@ -501,4 +465,26 @@ fn held_writes_with_one_xid_are_all_carried_and_their_permits_come_back() {
     c.handle(now(5), Event::Closed { conn: 1 });
     released += permits(&drain(&mut c));
     assert_eq!(released, 2, "two requests, two permits");
+}
+
+/// A leader of epoch 1 with one client session (connection 1), holding writes as one handing
+/// over does.
+fn leader_holding_writes() -> ServerCore {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    c.hold_writes();
+    c
+}
+
+/// A create of `path` with data "d", open to anyone.
+fn create(path: &str) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::from_static(b"d")),
+        acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+        flags: 0,
+    })
 }

@@ -134,49 +134,9 @@ fn zkrs_and_apache_servers_replicate_to_each_other() {
 /// change of state.
 #[test]
 fn kazoo_carries_on_across_the_leaders_death() {
-    const PYTHON: &str = "/usr/bin/python3";
-    let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
-    assert!(
-        probe.status.success(),
-        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
-    );
-    let mut e = Ensemble::start(3);
-    let leader = e.wait_for_leader();
-    let hosts: Vec<String> = e.members.iter().map(|m| m.client.to_string()).collect();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (kill, killed) = (dir.path().join("kill"), dir.path().join("killed"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_failover.py");
-    let mut child = Command::new(PYTHON)
-        .arg(script)
-        .arg(hosts.join(","))
-        .arg(&kill)
-        .arg(&killed)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kazoo");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !kill.exists() {
-        assert!(Instant::now() < deadline, "the kazoo script never got ready");
-        if let Ok(Some(status)) = child.try_wait() {
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "kazoo exited early ({status}): {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The script wrote its session's id: is it on the leader?
-    let session = std::fs::read_to_string(&kill).expect("kill marker");
-    let on_leader = support::ensemble::four(e.members[leader].client, "cons")
-        .is_some_and(|cons| cons.contains(&format!("sid=0x{}", session.trim())));
-    e.kill(leader);
-    std::fs::write(&killed, if on_leader { "leader" } else { "follower" }).expect("marker");
-    let out = child.wait_with_output().expect("kazoo output");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());
+    kazoo_through_the_leaders_death("kazoo_failover.py", |e, _| {
+        e.members.iter().map(|m| m.client.to_string()).collect::<Vec<_>>().join(",")
+    });
 }
 
 /// A client of a follower with nothing in flight is kept through the leader's death (Apache's
@@ -185,6 +145,17 @@ fn kazoo_carries_on_across_the_leaders_death() {
 /// the follower elects), and its watch fires for the change.
 #[test]
 fn a_followers_idle_kazoo_client_sees_no_disconnection_when_the_leader_dies() {
+    kazoo_through_the_leaders_death("kazoo_kept.py", |e, leader| {
+        e.members[(leader + 1) % 3].client.to_string()
+    });
+}
+
+/// Runs kazoo script `script` (tests/clients/) against a fresh three-server ensemble, with the
+/// connect string `hosts` gives for it and its leader, and kills the leader when the script is
+/// ready: the script writes its session's id (hex) into its first marker file; the test answers
+/// in the second whether that session was on the leader ("leader" or "follower"), once the
+/// leader is dead. The script must end with a line "ok".
+fn kazoo_through_the_leaders_death(script: &str, hosts: impl Fn(&Ensemble, usize) -> String) {
     const PYTHON: &str = "/usr/bin/python3";
     let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
     assert!(
@@ -193,13 +164,12 @@ fn a_followers_idle_kazoo_client_sees_no_disconnection_when_the_leader_dies() {
     );
     let mut e = Ensemble::start(3);
     let leader = e.wait_for_leader();
-    let follower = (leader + 1) % 3;
     let dir = tempfile::tempdir().expect("temp dir");
     let (kill, killed) = (dir.path().join("kill"), dir.path().join("killed"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_kept.py");
+    let script = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(PYTHON)
         .arg(script)
-        .arg(e.members[follower].client.to_string())
+        .arg(hosts(&e, leader))
         .arg(&kill)
         .arg(&killed)
         .stdout(Stdio::piped())
@@ -219,8 +189,12 @@ fn a_followers_idle_kazoo_client_sees_no_disconnection_when_the_leader_dies() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let session = std::fs::read_to_string(&kill).expect("kill marker");
+    assert!(!session.trim().is_empty(), "the script wrote no session id into its marker");
+    let on_leader = support::ensemble::four(e.members[leader].client, "cons")
+        .is_some_and(|cons| cons.contains(&format!("sid=0x{}", session.trim())));
     e.kill(leader);
-    std::fs::write(&killed, b"").expect("marker");
+    std::fs::write(&killed, if on_leader { "leader" } else { "follower" }).expect("marker");
     let out = child.wait_with_output().expect("kazoo output");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());

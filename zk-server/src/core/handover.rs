@@ -20,33 +20,18 @@
 //! and gives the handover up once [`ServerCore::hold_full`] says the learners' requests held
 //! reach [`HELD_FORWARDS_MAX`] (the leader's own clients' are bounded by the permits they hold).
 
+use super::kept::HeldRequest;
 use super::*;
 
 /// Learners' forwarded requests a leader handing over holds before the handover is given up.
 pub const HELD_FORWARDS_MAX: usize = 16_384;
 
-/// A leader's client write held while it hands over.
+/// A leader's client write held while it hands over: the request (its bytes as they came are
+/// forwarded as they are if it runs on a learner) and its session.
 #[derive(Debug)]
 pub(super) struct HeldWrite {
-    pub(super) conn: ConnId,
     pub(super) sid: SessionId,
-    pub(super) xid: i32,
-    pub(super) op: i32,
-    pub(super) body: Result<Request, RequestError>,
-    /// The request's bytes as they came (forwarded as they are if it runs on a learner).
-    pub(super) raw: Bytes,
-    pub(super) received_us: u64,
-}
-
-/// A client request carried from a handover's hold to the kept connections' held requests.
-#[derive(Debug)]
-pub(super) struct Carried {
-    conn: ConnId,
-    xid: i32,
-    op: i32,
-    body: Result<Request, RequestError>,
-    raw: Bytes,
-    received_us: u64,
+    pub(super) req: HeldRequest,
 }
 
 /// What a leader handing over holds, in arrival order.
@@ -99,10 +84,11 @@ impl ServerCore {
 
     /// Holds a leader's client write (its place in the session's queue is taken now).
     pub(super) fn hold_write(&mut self, w: HeldWrite) {
-        let opcode = OpCode::from_i32(w.op).unwrap_or(OpCode::Error);
+        let r = &w.req;
+        let opcode = OpCode::from_i32(r.op).unwrap_or(OpCode::Error);
         self.queues.push_write(
             w.sid,
-            PendingWrite { conn: w.conn, cxid: w.xid, op: opcode, received_us: w.received_us },
+            PendingWrite { conn: r.conn, cxid: r.xid, op: opcode, received_us: r.received_us },
         );
         self.held.push_back(Held::Write(w));
     }
@@ -118,7 +104,7 @@ impl ServerCore {
     /// them), for [`Self::carry_into_kept`]. A session whose queue holds a write that was
     /// proposed (none once a handover went through: every proposal was committed first) keeps
     /// its queue, and so its connection is closed as any with a write in flight.
-    pub(super) fn take_held_for_kept(&mut self) -> Vec<Carried> {
+    pub(super) fn take_held_for_kept(&mut self) -> Vec<HeldRequest> {
         // Each session's held writes in arrival order: its queue has their places in the same
         // order (a client may reuse an xid, so they are matched by position, not by xid).
         let mut writes: HashMap<SessionId, VecDeque<HeldWrite>> = HashMap::new();
@@ -142,7 +128,8 @@ impl ServerCore {
                     Pending::Read(_) => None,
                 })
                 .collect();
-            let all_held = queued.len() == mine.len() && queued.iter().zip(&mine).all(|(c, w)| *c == w.xid);
+            let all_held =
+                queued.len() == mine.len() && queued.iter().zip(&mine).all(|(c, w)| *c == w.req.xid);
             if !all_held {
                 self.queues.put_session(sid, q);
                 continue;
@@ -155,21 +142,14 @@ impl ServerCore {
                             self.actions.push_back(Action::ReleasePermit);
                             continue;
                         };
-                        Carried {
-                            conn: w.conn,
-                            xid: w.xid,
-                            op: w.op,
-                            body: w.body,
-                            raw: w.raw,
-                            received_us: w.received_us,
-                        }
+                        w.req
                     }
                     Pending::Read(r) => {
                         let mut raw = BytesMut::new();
                         if let Ok(req) = &r.body {
                             req.encode(&mut raw);
                         }
-                        Carried {
+                        HeldRequest {
                             conn: r.conn,
                             xid: r.xid,
                             op: r.op,
@@ -190,7 +170,7 @@ impl ServerCore {
     /// Hands the requests [`Self::take_held_for_kept`] took to the kept connections' held
     /// requests; one whose connection was not kept has its permit freed (the connection is
     /// closed).
-    pub(super) fn carry_into_kept(&mut self, carried: Vec<Carried>) {
+    pub(super) fn carry_into_kept(&mut self, carried: Vec<HeldRequest>) {
         if !carried.is_empty() {
             info!(
                 "handover done: {} requests of this server's clients wait to run under the new leader",
@@ -199,7 +179,7 @@ impl ServerCore {
         }
         for c in carried {
             if self.is_kept(c.conn) {
-                self.hold(c.conn, c.xid, c.op, c.body, c.raw, c.received_us);
+                self.hold(c);
             } else {
                 self.actions.push_back(Action::ReleasePermit);
             }

@@ -43,15 +43,16 @@ pub(super) struct KeptConn {
     pub watches: SetWatches2,
 }
 
-/// A request that arrived on a kept connection while the server was down.
+/// A client request as [`Event::Request`] carries it, held to run later: one that arrived on a
+/// kept connection while the server was down, or one a leader held while handing over.
 #[derive(Debug)]
 pub(super) struct HeldRequest {
-    conn: ConnId,
-    xid: i32,
-    op: i32,
-    body: Result<Request, RequestError>,
-    raw: Bytes,
-    received_us: u64,
+    pub(super) conn: ConnId,
+    pub(super) xid: i32,
+    pub(super) op: i32,
+    pub(super) body: Result<Request, RequestError>,
+    pub(super) raw: Bytes,
+    pub(super) received_us: u64,
 }
 
 /// The clients kept since the server went down. Bounded: one entry per connection, and every
@@ -64,6 +65,15 @@ pub(super) struct Kept {
     pub conns: BTreeMap<ConnId, KeptConn>,
     /// Requests that arrived meanwhile, oldest first.
     held: VecDeque<HeldRequest>,
+}
+
+impl Kept {
+    /// Drops the requests `conn` had held; returns how many (each held a permit).
+    fn drop_held_of(&mut self, conn: ConnId) -> usize {
+        let before = self.held.len();
+        self.held.retain(|h| h.conn != conn);
+        before - self.held.len()
+    }
 }
 
 impl ServerCore {
@@ -79,51 +89,25 @@ impl ServerCore {
             self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect();
         for conn in ids {
             let Some(c) = self.conns.get(conn) else { continue };
-            // A connection whose session is no longer bound to it is already being closed (its
-            // session ended, or moved to another connection).
-            let keep = match c.session {
-                Some(sid)
-                    if self.conns.conn_of(sid) == Some(conn)
-                        && !waiting.contains(&conn)
-                        && self.queues.is_idle(sid)
-                        && c.sasl.is_none() =>
-                {
-                    self.db.detach_watches(conn)
-                }
-                _ => None,
-            };
             let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
-            match keep {
-                Some(watches) if deadline_ms > now.mono_ms() => {
+            // A connection whose session is no longer bound to it is already being closed (its
+            // session ended, or moved to another connection); one whose time is up already (the
+            // leader was silent that long) is closed as Apache closes it.
+            let keepable = c.session.is_some_and(|sid| {
+                self.conns.conn_of(sid) == Some(conn)
+                    && !waiting.contains(&conn)
+                    && self.queues.is_idle(sid)
+                    && c.sasl.is_none()
+            }) && deadline_ms > now.mono_ms();
+            match keepable.then(|| self.db.detach_watches(conn)).flatten() {
+                Some(watches) => {
                     kept.conns.insert(conn, KeptConn { deadline_ms, watches });
                 }
-                Some(watches) => {
-                    // Its time is up already (the leader was silent that long): closed, as
-                    // Apache closes it; its watches go with it.
-                    let _ = watches;
-                    self.conns.remove(conn);
-                    self.actions.push_back(Action::Close { conn });
-                }
-                None => {
-                    if let Some(sid) = c.session {
-                        for _ in 0..self.queues.drop_session(sid) {
-                            self.actions.push_back(Action::ReleasePermit);
-                        }
-                    }
-                    self.db.remove_watcher(conn);
-                    self.conns.remove(conn);
-                    self.actions.push_back(Action::Close { conn });
-                }
+                None => self.close_client(conn),
             }
         }
-        // Whatever else was queued belonged to the connections just closed (a kept one's queue
-        // is empty): a write's place in its queue holds no permit beyond the request's own.
-        for _ in 0..self.queues.len() {
-            self.actions.push_back(Action::ReleasePermit);
-        }
-        self.queues = SessionQueues::default();
-        self.connecting.clear();
-        self.revalidating.clear();
+        // Whatever was queued belonged to the connections just closed (a kept one's is empty).
+        self.forget_client_queues();
         if !kept.conns.is_empty() {
             info!(
                 "keeping {} client connections while the server is down (as of zxid 0x{:x})",
@@ -140,30 +124,20 @@ impl ServerCore {
     }
 
     /// A request on a kept connection while the server is down: held until it serves again.
-    pub(super) fn hold(
-        &mut self,
-        conn: ConnId,
-        xid: i32,
-        op: i32,
-        body: Result<Request, RequestError>,
-        raw: Bytes,
-        received_us: u64,
-    ) {
+    pub(super) fn hold(&mut self, h: HeldRequest) {
         let Some(k) = self.kept.as_mut() else {
             debug_assert!(false, "a request held with no kept clients");
             self.actions.push_back(Action::ReleasePermit);
             return;
         };
-        k.held.push_back(HeldRequest { conn, xid, op, body, raw, received_us });
+        k.held.push_back(h);
     }
 
     /// Closes kept connection `conn` (its time ran out, or its session is gone), handing back
     /// the permits of what it had held.
     fn close_kept(&mut self, conn: ConnId) {
         self.forget_kept(conn);
-        if self.conns.remove(conn).is_some() {
-            self.actions.push_back(Action::Close { conn });
-        }
+        self.close_client(conn);
     }
 
     /// Forgets kept connection `conn` (closed by its client or by the core), handing back the
@@ -173,9 +147,7 @@ impl ServerCore {
         if k.conns.remove(&conn).is_none() {
             return;
         }
-        let before = k.held.len();
-        k.held.retain(|h| h.conn != conn);
-        for _ in k.held.len()..before {
+        for _ in 0..k.drop_held_of(conn) {
             self.actions.push_back(Action::ReleasePermit);
         }
     }
@@ -203,9 +175,7 @@ impl ServerCore {
             self.actions.push_back(Action::ReleasePermit);
         }
         for conn in k.conns.into_keys() {
-            if self.conns.remove(conn).is_some() {
-                self.actions.push_back(Action::Close { conn });
-            }
+            self.close_client(conn);
         }
     }
 
@@ -221,15 +191,10 @@ impl ServerCore {
             let Some(sid) = c.session else { continue };
             if !self.db.sessions().contains(sid) || self.db.expiry().is_closing(sid) {
                 info!("session 0x{sid:x} ended while the server was down: its kept connection is closed");
-                k.held.retain(|h| {
-                    let mine = h.conn == conn;
-                    if mine {
-                        self.actions.push_back(Action::ReleasePermit);
-                    }
-                    !mine
-                });
-                self.conns.remove(conn);
-                self.actions.push_back(Action::Close { conn });
+                for _ in 0..k.drop_held_of(conn) {
+                    self.actions.push_back(Action::ReleasePermit);
+                }
+                self.close_client(conn);
                 continue;
             }
             if learner {

@@ -117,12 +117,6 @@ impl SessionQueues {
             .collect()
     }
 
-    /// Drops the session's queue, its connection gone: returns how many requests it held
-    /// (each holds a permit).
-    pub fn drop_session(&mut self, sid: SessionId) -> usize {
-        self.queues.remove(&sid).map_or(0, |q| q.len())
-    }
-
     /// Takes the session's whole queue, in order (a leader's handover hands its clients'
     /// held requests over to the kept connections).
     pub fn take_session(&mut self, sid: SessionId) -> Vec<Pending> {

@@ -18,7 +18,7 @@ impl ServerCore {
     ) {
         if self.role == Role::Down && self.is_kept(conn) {
             // Counted when it runs.
-            return self.hold(conn, xid, op, body, raw, received_us);
+            return self.hold(kept::HeldRequest { conn, xid, op, body, raw, received_us });
         }
         self.stats.packets_received += 1;
         let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
@@ -93,7 +93,8 @@ impl ServerCore {
             return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
-            let w = handover::HeldWrite { conn, sid, xid, op, body, raw, received_us };
+            let req = kept::HeldRequest { conn, xid, op, body, raw, received_us };
+            let w = handover::HeldWrite { sid, req };
             if self.writes_held {
                 return self.hold_write(w);
             }
@@ -111,7 +112,8 @@ impl ServerCore {
     /// Preps and proposes a write of this server's own client, and queues it for its commit
     /// unless it is `queued` already (held for a handover, [`Self::hold_write`]).
     pub(super) fn propose_client_write(&mut self, now: Now, w: handover::HeldWrite, queued: bool) {
-        let handover::HeldWrite { conn, sid, xid, op, body, raw: _, received_us } = w;
+        let handover::HeldWrite { sid, req: kept::HeldRequest { conn, xid, op, body, raw: _, received_us } } =
+            w;
         {
             let Some(zxid) = self.next_zxid(now) else {
                 if !queued {

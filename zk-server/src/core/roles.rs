@@ -162,10 +162,23 @@ impl ServerCore {
         let mut conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
         conns.sort_unstable();
         for conn in conns {
-            self.db.remove_watcher(conn);
-            self.conns.remove(conn);
+            self.close_client(conn);
+        }
+        self.forget_client_queues();
+    }
+
+    /// Closes client connection `conn`: its watches go, and the driver is told.
+    pub(super) fn close_client(&mut self, conn: ConnId) {
+        self.db.remove_watcher(conn);
+        if self.conns.remove(conn).is_some() {
             self.actions.push_back(Action::Close { conn });
         }
+    }
+
+    /// Forgets every session's queued requests (their connections closed), freeing their
+    /// permits (a write's place in its queue holds no permit beyond the request's own), and the
+    /// handshakes waiting for the leader.
+    pub(super) fn forget_client_queues(&mut self) {
         for _ in 0..self.queues.len() {
             self.actions.push_back(Action::ReleasePermit);
         }

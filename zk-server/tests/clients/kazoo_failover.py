@@ -1,5 +1,6 @@
 """kazoo against a three-server ensemble whose leader is killed mid-way (argv: connect string,
-then the client port of the server to kill as a marker file path the test watches).
+then the marker file it writes its session id into when it is ready for the kill, then the one the
+test writes "leader" or "follower" into, whether the session was on the leader, once it is dead).
 
 The client keeps one session across the leader's death: its lock, its election candidacy, its
 ephemeral and its watch all carry on after it reconnects to a survivor. Prints one line per check;

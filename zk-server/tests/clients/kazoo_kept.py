@@ -1,6 +1,6 @@
 """kazoo connected to one follower of a three-server ensemble whose leader is killed (argv: the
-follower's host:port, then the marker file the script creates when it is ready for the kill, then
-the one the test creates once the leader is dead).
+follower's host:port, then the marker file the script writes its session id into when it is ready
+for the kill, then the one the test creates once the leader is dead).
 
 A zkrs follower keeps the connection of a client with nothing in flight through the election
 (Apache's closes it): kazoo must see no change of state at all (no SUSPENDED, no reconnection),
@@ -38,7 +38,9 @@ def on_config(data, stat):
 
 print("before: connected to one follower, ephemeral, watching")
 before = len(states)
-open(kill_marker, "w").close()
+with open(kill_marker + ".tmp", "w") as f:
+    f.write(f"{session:x}")
+os.rename(kill_marker + ".tmp", kill_marker)
 deadline = time.time() + 30
 while not os.path.exists(killed_marker):
     assert time.time() < deadline, "the test did not kill the leader"
