@@ -488,3 +488,70 @@ fn create(path: &str) -> Request {
         flags: 0,
     })
 }
+
+/// A learner's client with a write forwarded and a read behind it when its leader hands over:
+/// told that nothing it forwarded since the last commit was proposed ([`Event::Unproposed`]),
+/// it keeps the connection through the election and forwards the write again, as the client
+/// sent it, to the next leader; the read still waits behind it. Not told (a leader lost), or
+/// told before it applied the leader's last commit, it closes the connection as before: the
+/// write's fate is unknown.
+#[test]
+fn a_learner_forwards_again_what_a_leader_that_handed_over_never_proposed() {
+    // (told, its last commit applied): is the connection kept, the write forwarded again?
+    for (told, through_applied) in [(true, true), (false, true), (true, false)] {
+        let (mut c, raw) = learner_with_a_write_forwarded();
+        if told {
+            let last = c.database().last_applied_zxid();
+            let through = if through_applied { last } else { last + 1 };
+            c.handle(now(6), Event::Unproposed { through });
+        }
+        c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
+        let down = drain(&mut c);
+        let closed = down.iter().any(|a| matches!(a, Action::Close { conn: 1 }));
+        let resends = told && through_applied;
+        assert_eq!(closed, !resends, "told {told}, applied {through_applied}: {down:?}");
+        assert!(!down.iter().any(|a| matches!(a, Action::Reply { .. } | Action::Forward { .. })), "{down:?}");
+        c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
+        let serving = drain(&mut c);
+        let forwarded: Vec<(i32, Bytes)> = serving
+            .iter()
+            .filter_map(|a| match a {
+                Action::Forward { cxid, body, .. } => Some((*cxid, body.clone())),
+                _ => None,
+            })
+            .collect();
+        let want = if resends { vec![(1, raw.clone())] } else { vec![] };
+        assert_eq!(forwarded, want, "told {told}, applied {through_applied}: {serving:?}");
+        assert!(!serving.iter().any(|a| matches!(a, Action::Reply { .. })), "{serving:?}");
+    }
+}
+
+/// A learner whose client (connection 1, a session made while it led) has a create of /a
+/// forwarded and a getData of /a queued behind it; the create's body as sent.
+fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(3));
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(4));
+    drain(&mut c);
+    let write = create("/a");
+    let mut raw = bytes::BytesMut::new();
+    write.encode(&mut raw);
+    let raw = raw.freeze();
+    let op = OpCode::Create.code();
+    c.handle(
+        now(5),
+        Event::Request { conn: 1, xid: 1, op, body: Ok(write), raw: raw.clone(), received_us: 5000 },
+    );
+    let get = Request::GetData(GetDataRequest { path: "/a".into(), watch: false });
+    let op = OpCode::GetData.code();
+    c.handle(
+        now(5),
+        Event::Request { conn: 1, xid: 2, op, body: Ok(get), raw: Bytes::new(), received_us: 5000 },
+    );
+    let sent = drain(&mut c);
+    assert!(sent.iter().any(|a| matches!(a, Action::Forward { cxid: 1, .. })), "{sent:?}");
+    (c, raw)
+}

@@ -7,7 +7,7 @@ use zk_proto::Id;
 
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
 use crate::quorum::QuorumVerifier;
-use crate::wire::packet::ZKRS_REQUEST_LEADERSHIP;
+use crate::wire::packet::{ZKRS_REQUEST_LEADERSHIP, ZKRS_UNPROPOSED};
 use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
@@ -236,6 +236,8 @@ struct LearnerConn {
     unacked_bytes: u64,
     /// The learner asked for a SNAP (zkrs's FOLLOWERINFO extension).
     wants_snap: bool,
+    /// The learner takes [`crate::wire::packet::ZKRS_UNPROPOSED`] (zkrs's FOLLOWERINFO extension).
+    takes_unproposed: bool,
     /// The last committed record its sync carried (what its NEWLEADER ACK vouches for).
     synced_through: i64,
     /// The highest zxid it holds durably as far as this leader knows: its sync once it
@@ -457,6 +459,31 @@ impl Leader {
         Some(zxid)
     }
 
+    /// A handover is done and this machine proposes nothing more: tells each learner taking part
+    /// in broadcast that understands it ([`crate::wire::packet::ZKRS_UNPROPOSED`], after
+    /// everything sent it so far) that the requests it forwarded and has not seen committed were
+    /// never proposed. Only while a handover's proposal is out and every other proposal is
+    /// committed (then nothing a learner forwarded is in flight: it was committed or never
+    /// proposed); returns how many learners were told.
+    pub fn tell_unproposed(&mut self) -> usize {
+        if self.handover.is_none() || !self.outstanding.is_empty() {
+            return 0;
+        }
+        let through = self.last_committed;
+        let to: Vec<ConnId> = self
+            .learners
+            .iter()
+            .filter(|(_, l)| l.takes_unproposed && l.phase == LearnerPhase::Active && l.backlog.is_empty())
+            .map(|(c, _)| *c)
+            .collect();
+        for &conn in &to {
+            let packet =
+                QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data: None, authinfo: None };
+            self.send(conn, packet);
+        }
+        to.len()
+    }
+
     /// Learners connected, and of them the followers and the observers taking part in broadcast
     /// (what Apache's `mntr` reports as learners, synced_followers and synced_observers).
     pub fn learner_counts(&self) -> LearnerCounts {
@@ -496,6 +523,7 @@ impl Leader {
                 backlog: VecDeque::new(),
                 unacked_bytes: 0,
                 wants_snap: false,
+                takes_unproposed: false,
                 synced_through: i64::MIN,
                 acked_through: i64::MIN,
             },
@@ -1049,6 +1077,8 @@ impl Leader {
             l.sid = sid;
             l.observer = observer;
             l.wants_snap = info.zkrs_flags.is_some_and(|f| f & crate::wire::payload::LEARNER_WANTS_SNAP != 0);
+            l.takes_unproposed =
+                info.zkrs_flags.is_some_and(|f| f & crate::wire::payload::LEARNER_TAKES_UNPROPOSED != 0);
             l.phase = LearnerPhase::AwaitEpoch;
             l.deadline_ms = None;
         }

@@ -269,6 +269,14 @@ pub enum Event {
     },
     /// Learner: the leader answered the oldest forwarded sync.
     SyncDone,
+    /// Learner: the leader handed its leadership over and proposed nothing this learner
+    /// forwarded that has not been committed by now (it committed through `through`). When the
+    /// learner leaves its role, connections waiting only on such requests are kept and the
+    /// requests forwarded again to the next leader (`kept.rs`).
+    Unproposed {
+        /// The last zxid the leader committed.
+        through: i64,
+    },
     /// The ensemble's configuration in force (at each role change and each activation).
     Membership(Membership),
     /// Leader: the followers synced with it now.
@@ -502,6 +510,9 @@ pub struct ServerCore {
     /// A learner about to leave its role: when it last heard from its leader (mono ms), the
     /// start of its kept connections' time ([`Self::note_leader_contact`]).
     leader_contact_ms: Option<u64>,
+    /// A learner whose leader handed over: the last zxid that leader committed; every request
+    /// still queued once this server applied it was never proposed ([`Event::Unproposed`]).
+    unproposed_through: Option<i64>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -530,6 +541,7 @@ impl ServerCore {
             held_forwards: 0,
             kept: None,
             leader_contact_ms: None,
+            unproposed_through: None,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -667,6 +679,11 @@ impl ServerCore {
                     self.apply(now, Proposal { digest, ..Proposal::new(hdr, txn, false) });
                 } else {
                     warn!("a commit from a leader reached a server that is not a learner; ignored");
+                }
+            }
+            Event::Unproposed { through } => {
+                if matches!(self.role, Role::Learner { .. }) {
+                    self.unproposed_through = Some(through);
                 }
             }
             Event::SyncDone => {

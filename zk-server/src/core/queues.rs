@@ -10,13 +10,14 @@
 //! (taken by the connection reader before the request reaches the core).
 
 use super::conns::ConnId;
+use bytes::Bytes;
 use hashbrown::HashMap;
 use std::collections::VecDeque;
 use zk_proto::{OpCode, Request, RequestError};
 use zk_tree::SessionId;
 
 /// A write waiting for its commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingWrite {
     /// The connection to answer.
     pub conn: ConnId,
@@ -26,6 +27,9 @@ pub struct PendingWrite {
     pub op: OpCode,
     /// When it was received, µs on the driver's monotonic clock.
     pub received_us: u64,
+    /// A learner's forwarded request: its body as the client sent it, to forward it again to
+    /// the next leader if its leader hands over without proposing it. Empty on a leader.
+    pub raw: Bytes,
 }
 
 /// A read waiting for an earlier write of its session.
@@ -80,11 +84,10 @@ impl SessionQueues {
     pub fn complete_write(&mut self, sid: SessionId, cxid: i32) -> Option<PendingWrite> {
         let q = self.queues.get_mut(&sid)?;
         match q.front() {
-            Some(Pending::Write(w)) if w.cxid == cxid => {
-                let w = *w;
-                q.pop_front();
-                Some(w)
-            }
+            Some(Pending::Write(w)) if w.cxid == cxid => match q.pop_front() {
+                Some(Pending::Write(w)) => Some(w),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -146,7 +149,7 @@ mod tests {
     use super::*;
 
     fn w(cxid: i32) -> PendingWrite {
-        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0 }
+        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0, raw: Bytes::new() }
     }
     fn r(xid: i32) -> PendingRead {
         PendingRead { conn: 1, xid, op: OpCode::GetData.code(), body: Ok(Request::Ping), received_us: 0 }

@@ -148,7 +148,8 @@ impl ServerCore {
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
             self.propose(Proposal::new(hdr, txn, false));
             if !queued {
-                self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+                let raw = Bytes::new();
+                self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us, raw });
             }
         }
     }
@@ -182,17 +183,20 @@ impl ServerCore {
         let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
         // A request that decoded goes to the leader as the client sent it; one that did not goes
         // empty (the leader finds it undecodable too, and logs the failed write as Apache does).
-        let body = match &body {
+        let sent = match &body {
             Ok(Request::Sync(r)) => {
                 self.syncs_forwarded.push_back((sid, xid));
                 self.sync_paths.insert((sid, xid), r.path.clone());
-                raw
+                raw.clone()
             }
-            Ok(_) => raw,
+            Ok(_) => raw.clone(),
             Err(_) => Bytes::new(),
         };
         let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
-        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+        // The body is kept (a slice of the bytes received, no copy) until the commit comes, in
+        // case the leader hands over without proposing it (`kept.rs`).
+        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us, raw });
+        let body = sent;
         self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body, auth });
     }
 

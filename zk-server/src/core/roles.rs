@@ -16,6 +16,7 @@ impl ServerCore {
     pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
         let was = self.role;
         let contact = self.leader_contact_ms.take();
+        let unproposed = self.unproposed_through.take();
         if role != was {
             info!("role: {:?} -> {role:?}", self.role);
             // A handover that went through: the requests its own clients sent meanwhile (never
@@ -25,7 +26,7 @@ impl ServerCore {
             self.end_hold();
             let serving = matches!(was, Role::Leader { .. } | Role::Learner { .. });
             if role == Role::Down && serving && self.settings.keep_clients {
-                self.keep_clients(now, contact);
+                self.keep_clients(now, contact, unproposed);
             } else if !(was == Role::Down && self.kept.is_some() && self.serves_kept(role)) {
                 self.drop_kept();
                 self.drop_clients();

@@ -1366,6 +1366,9 @@ impl Replica {
                 None => self.look("undecodable commit", now, false),
             },
             LearnerAction::SyncDone => self.for_core.push_back(CoreChange::Event(Event::SyncDone)),
+            LearnerAction::Unproposed { through } => {
+                self.for_core.push_back(CoreChange::Event(Event::Unproposed { through }))
+            }
             LearnerAction::Revalidated { session, valid } => {
                 debug!("session 0x{session:x} revalidated: {valid}");
                 self.for_core.push_back(CoreChange::Event(Event::Revalidated { session, valid }));
@@ -1621,6 +1624,7 @@ impl Replica {
                     "handover: server {} did not acknowledge the handover's proposal; leaving anyway",
                     h.to
                 );
+                self.tell_unproposed();
                 self.look("handover unacknowledged", now, false);
                 return true;
             }
@@ -1681,11 +1685,36 @@ impl Replica {
         false
     }
 
+    /// A leader leaving after its handover's proposal: tells its learners that what they
+    /// forwarded and have not seen committed was never proposed (the core drops the requests it
+    /// held), so that they forward it again to the next leader. The packets go out before the
+    /// connections close (each connection's writer sends what it was given first).
+    fn tell_unproposed(&mut self) {
+        let State::Leading(l) = &mut self.state else { return };
+        let told = l.tell_unproposed();
+        let mut sends = Vec::new();
+        while let Some(a) = l.poll_action() {
+            sends.push(a);
+        }
+        for a in sends {
+            match a {
+                LeaderAction::Send { conn, packet } => {
+                    self.out.push_back(Output::SendPacket { conn, packet })
+                }
+                other => debug!("leaving the leadership: {other:?} not carried out"),
+            }
+        }
+        if told > 0 {
+            info!("handover: told {told} learners to forward again what they sent while it was held");
+        }
+    }
+
     /// The successor logged the handover's proposal: it alone holds the highest zxid. This
     /// server leaves its role and votes for it in the election that follows.
     fn handover_acked(&mut self, sid: i64, zxid: i64, now: Now) {
         let Some(h) = self.handover.filter(|h| h.to == sid && h.proposed == Some(zxid)) else { return };
         info!("handover: server {} acknowledged 0x{zxid:x}; leaving the leadership to it", h.to);
+        self.tell_unproposed();
         let epoch = self.epochs.1;
         self.look_voting("handed over", now, false, Some((sid, zxid, epoch)));
     }
