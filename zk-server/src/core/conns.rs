@@ -27,6 +27,9 @@ pub struct ConnState {
     pub timeout_ms: i32,
     /// The connection's SASL exchange, from its first SASL token on.
     pub sasl: Option<SaslExchange>,
+    /// When its last request (or its handshake) arrived, mono ms: a member stopping closes a
+    /// connection once it has been quiet a moment (`core/drain.rs`).
+    pub last_request_ms: u64,
 }
 
 /// A connection's SASL exchange: the mechanism is the server's (DIGEST-MD5 with users in the

@@ -94,6 +94,7 @@ impl ServerCore {
                 op: opcode,
                 received_us: r.received_us,
                 raw: Bytes::new(),
+                auth_len: 0,
             },
         );
         self.held.push_back(Held::Write(w));

@@ -7,10 +7,11 @@
 //!
 //! - A connection with a write, a sync or a session creation in flight is closed, as before:
 //!   whether the old leader committed it is known only to the new history, and the client
-//!   (ConnectionLoss) decides whether to retry, as with Apache. Except on a learner whose leader
-//!   handed over and said it proposed nothing more ([`Event::Unproposed`]): once the learner has
-//!   applied everything that leader committed, what it still waits on was never proposed, so the
-//!   connection is kept and its requests run again, forwarded to the next leader. So is one still in its
+//!   (ConnectionLoss) decides whether to retry, as with Apache. One exception, for writes and
+//!   syncs only: a learner whose leader handed over and said it proposed nothing more
+//!   ([`Event::Unproposed`]) and that has applied everything that leader committed knows what it
+//!   still waits on was never proposed; such a connection is kept and its requests run again,
+//!   forwarded to the next leader (see [`ServerCore::keep_clients`] for when it is not). So is one still in its
 //!   handshake, and one with a persistent or recursive watch (setWatches could put those back
 //!   but not say what changed meanwhile, and they promise every change).
 //! - A kept connection's requests, pings included, are held in arrival order while the server
@@ -113,7 +114,10 @@ impl ServerCore {
     /// proposed nothing else this learner forwarded ([`Event::Unproposed`]). Once this server
     /// applied that zxid, every request still queued was never proposed: its connection is kept
     /// too, and its queue (the forwarded requests and the reads behind them) runs again, in
-    /// order, when the server serves again.
+    /// order, when the server serves again. Not a session whose queue stopped matching its
+    /// commits (`queue_desync`: then some of it may have been applied), nor one whose connection
+    /// gained an identity since it sent a queued write (the write would go again with
+    /// identities it did not have): those are closed, as without the word.
     pub(super) fn keep_clients(&mut self, now: Now, contact: Option<u64>, unproposed: Option<i64>) {
         let since = contact.unwrap_or(now.mono_ms()).min(now.mono_ms());
         let mut kept = Kept { seen_zxid: self.db.last_applied_zxid(), ..Kept::default() };
@@ -141,7 +145,12 @@ impl ServerCore {
             let keepable = session.is_some_and(|sid| {
                 self.conns.conn_of(sid) == Some(conn)
                     && !waiting.contains(&conn)
-                    && (self.queues.is_idle(sid) || resend)
+                    && (self.queues.is_idle(sid)
+                        || (resend
+                            && !self.queue_desync.contains(&sid)
+                            && self
+                                .queues
+                                .writes_sent_with(sid, u32::try_from(c.auth.ids.len()).unwrap_or(u32::MAX))))
                     && c.sasl.is_none()
             }) && deadline_ms > now.mono_ms();
             match keepable.then(|| self.db.detach_watches(conn)).flatten() {

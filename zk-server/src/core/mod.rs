@@ -20,6 +20,7 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod conns;
+pub mod drain;
 pub mod handover;
 mod kept;
 pub mod proposer;
@@ -513,6 +514,15 @@ pub struct ServerCore {
     /// A learner whose leader handed over: the last zxid that leader committed; every request
     /// still queued once this server applied it was never proposed ([`Event::Unproposed`]).
     unproposed_through: Option<i64>,
+    /// Learner: sessions one of whose commits (or sync answers) did not match the request their
+    /// queue waited on first; their queues are never forwarded again ([`Event::Unproposed`]).
+    /// Cleared at each role change.
+    queue_desync: std::collections::HashSet<SessionId>,
+    /// A member asked to stop: when its last client connections are closed (mono ms;
+    /// `drain.rs`).
+    drain_until: Option<u64>,
+    /// ... and when it next looks for quiet connections (mono ms).
+    drain_next_ms: u64,
 }
 
 /// Opcodes whose requests become transactions.
@@ -542,6 +552,9 @@ impl ServerCore {
             kept: None,
             leader_contact_ms: None,
             unproposed_through: None,
+            queue_desync: std::collections::HashSet::new(),
+            drain_until: None,
+            drain_next_ms: 0,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -708,6 +721,9 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
+        if self.drain_until.is_some() && ms >= self.drain_next_ms {
+            self.step_drain(ms);
+        }
         // A restore under way proposes nothing: no session expires and no container is reaped
         // until it is done (the sessions' timers start again then), and no snapshot is stepped
         // (the driver writes the restored tree itself).
@@ -773,6 +789,9 @@ impl ServerCore {
             if let Some(k) = self.kept_deadline() {
                 t = t.min(k);
             }
+        }
+        if let Some(d) = self.drain_deadline() {
+            t = t.min(d);
         }
         // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
         // due then must not read as a deadline already passed, or the driver would spin on it

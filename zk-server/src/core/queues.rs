@@ -30,6 +30,10 @@ pub struct PendingWrite {
     /// A learner's forwarded request: its body as the client sent it, to forward it again to
     /// the next leader if its leader hands over without proposing it. Empty on a leader.
     pub raw: Bytes,
+    /// A learner's forwarded request: how many identities its connection had when it was sent
+    /// (they only grow, by addauth or SASL): one added since means it cannot be sent again as it
+    /// was.
+    pub auth_len: u32,
 }
 
 /// A read waiting for an earlier write of its session.
@@ -126,6 +130,17 @@ impl SessionQueues {
         self.queues.remove(&sid).map_or_else(Vec::new, Vec::from)
     }
 
+    /// Whether every write queued for the session was sent while its connection had `auth_len`
+    /// identities.
+    pub fn writes_sent_with(&self, sid: SessionId, auth_len: u32) -> bool {
+        self.queues.get(&sid).is_none_or(|q| {
+            q.iter().all(|p| match p {
+                Pending::Write(w) => w.auth_len == auth_len,
+                Pending::Read(_) => true,
+            })
+        })
+    }
+
     /// Puts back a queue [`Self::take_session`] took.
     pub fn put_session(&mut self, sid: SessionId, q: Vec<Pending>) {
         if !q.is_empty() {
@@ -149,7 +164,7 @@ mod tests {
     use super::*;
 
     fn w(cxid: i32) -> PendingWrite {
-        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0, raw: Bytes::new() }
+        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0, raw: Bytes::new(), auth_len: 0 }
     }
     fn r(xid: i32) -> PendingRead {
         PendingRead { conn: 1, xid, op: OpCode::GetData.code(), body: Ok(Request::Ping), received_us: 0 }

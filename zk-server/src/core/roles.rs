@@ -32,6 +32,7 @@ impl ServerCore {
                 self.drop_clients();
             }
             self.carry_into_kept(carried);
+            self.queue_desync.clear();
             // A read-only term's sessions end with it.
             for (sid, _) in self.ro_sessions.drain() {
                 self.db.expiry_mut().remove(sid);
@@ -139,9 +140,10 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`, nor while a restore waits or a leader hands over.
+    /// `leaderServes=no`, nor while a restore waits, a leader hands over or a member stopping
+    /// moves its clients away.
     pub(super) fn serves_clients(&self) -> bool {
-        if self.restore_pending() || self.writes_held {
+        if self.restore_pending() || self.writes_held || self.drain_until.is_some() {
             return false;
         }
         match self.role {
@@ -292,6 +294,21 @@ impl ServerCore {
             return;
         }
         let Some(zxid) = self.next_zxid(now) else { return };
+        if self.db.sessions().contains(session) {
+            // A createSession sent by a client after its handshake (its session exists): as the
+            // leader's own clients' is, a write whose body does not decode (Apache logs it as a
+            // failed write); the learner answers it in its session's order.
+            let txn = Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() });
+            let hdr = TxnHeader {
+                client_id: session,
+                cxid,
+                zxid,
+                time: now.wall_ms,
+                txn_type: OpCode::Error.code(),
+            };
+            self.propose(Proposal::new(hdr, txn, true));
+            return;
+        }
         let txn = self.db.prep_create_session(session, timeout_ms);
         let hdr = TxnHeader {
             client_id: session,
