@@ -513,13 +513,7 @@ fn a_learner_forwards_again_what_a_leader_that_handed_over_never_proposed() {
         assert!(!down.iter().any(|a| matches!(a, Action::Reply { .. } | Action::Forward { .. })), "{down:?}");
         c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
         let serving = drain(&mut c);
-        let forwarded: Vec<(i32, Bytes)> = serving
-            .iter()
-            .filter_map(|a| match a {
-                Action::Forward { cxid, body, .. } => Some((*cxid, body.clone())),
-                _ => None,
-            })
-            .collect();
+        let forwarded: Vec<(i32, Bytes)> = forwards(&serving).into_iter().map(|(x, b, _)| (x, b)).collect();
         let want = if resends { vec![(1, raw.clone())] } else { vec![] };
         assert_eq!(forwarded, want, "told {told}, applied {through_applied}: {serving:?}");
         assert!(!serving.iter().any(|a| matches!(a, Action::Reply { .. })), "{serving:?}");
@@ -529,17 +523,9 @@ fn a_learner_forwards_again_what_a_leader_that_handed_over_never_proposed() {
 /// A learner whose client (connection 1, a session made while it led) has a create of /a
 /// forwarded and a getData of /a queued behind it; the create's body as sent.
 fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    c.set_role(Role::Down, VoterSet::solo(1), None, now(3));
-    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(4));
-    drain(&mut c);
+    let (mut c, _) = learner_with_a_session();
     let write = create("/a");
-    let mut raw = bytes::BytesMut::new();
-    write.encode(&mut raw);
-    let raw = raw.freeze();
+    let raw = encoded(&write);
     let op = OpCode::Create.code();
     c.handle(
         now(5),
@@ -607,14 +593,7 @@ fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
     assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
     // A new connection is refused while draining.
     let remote = "127.0.0.1:5001".parse().expect("address");
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-    };
+    let req = core_support::new_session_request();
     let stats = Arc::new(zk_server::stats::ConnStats::new());
     c.handle(now(t + 5), Event::Connect { conn: 2, remote, req, ids: vec![], stats });
     assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
@@ -629,7 +608,7 @@ fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
 
 /// A learner with a session on connection 1 (made while it led); returns the core and the
 /// session id.
-fn review_learner() -> (ServerCore, i64) {
+fn learner_with_a_session() -> (ServerCore, i64) {
     let mut c = core(100_000);
     c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
     connect(&mut c, 1);
@@ -642,11 +621,13 @@ fn review_learner() -> (ServerCore, i64) {
     (c, sid)
 }
 
-fn review_request(c: &mut ServerCore, xid: i32, op: i32, body: Result<Request, RequestError>, raw: Bytes) {
+/// A client request on connection 1 at 5 ms.
+fn request_on_1(c: &mut ServerCore, xid: i32, op: i32, body: Result<Request, RequestError>, raw: Bytes) {
     c.handle(now(5), Event::Request { conn: 1, xid, op, body, raw, received_us: 5000 });
 }
 
-fn review_encoded(r: &Request) -> Bytes {
+/// A request's body as a client sends it.
+fn encoded(r: &Request) -> Bytes {
     let mut raw = bytes::BytesMut::new();
     r.encode(&mut raw);
     raw.freeze()
@@ -659,15 +640,15 @@ fn review_encoded(r: &Request) -> Bytes {
 /// applied, and went to the next leader again: applied twice).
 #[test]
 fn a_committed_write_behind_an_undecodable_sync_is_never_forwarded_again() {
-    let (mut c, sid) = review_learner();
+    let (mut c, sid) = learner_with_a_session();
     // xid 1: a sync whose body does not decode (forwarded, with an empty body).
     let bad = Request::decode(OpCode::Sync.code(), &mut zk_proto::Reader::new(Bytes::from_static(&[0, 0])));
     assert!(bad.is_err());
-    review_request(&mut c, 1, OpCode::Sync.code(), bad, Bytes::from_static(&[0, 0]));
+    request_on_1(&mut c, 1, OpCode::Sync.code(), bad, Bytes::from_static(&[0, 0]));
     // xid 2: create /b.
     let b = create("/b");
-    let raw = review_encoded(&b);
-    review_request(&mut c, 2, OpCode::Create.code(), Ok(b), raw.clone());
+    let raw = encoded(&b);
+    request_on_1(&mut c, 2, OpCode::Create.code(), Ok(b), raw.clone());
     let sent = drain(&mut c);
     assert_eq!(sent.iter().filter(|a| matches!(a, Action::Forward { .. })).count(), 2, "{sent:?}");
     // The leader answers the sync (SYNC) and commits the create.
@@ -684,17 +665,8 @@ fn a_committed_write_behind_an_undecodable_sync_is_never_forwarded_again() {
         "the sync and the create are answered: {answered:?}"
     );
     // The leader hands over and says so; the learner leaves, keeps, and serves the next leader.
-    c.handle(now(7), Event::Unproposed { through: z });
-    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
-    drain(&mut c);
-    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
-    let again: Vec<i32> = drain(&mut c)
-        .iter()
-        .filter_map(|a| match a {
-            Action::Forward { cxid, .. } => Some(*cxid),
-            _ => None,
-        })
-        .collect();
+    let served = told_then_following(&mut c, z);
+    let again: Vec<i32> = forwards(&served).into_iter().map(|(cxid, _, _)| cxid).collect();
     assert!(!again.contains(&2), "create /b, committed and applied at 0x{z:x}, forwarded again: {again:?}");
 }
 
@@ -704,14 +676,14 @@ fn a_committed_write_behind_an_undecodable_sync_is_never_forwarded_again() {
 /// committed, so it is closed at the leader's word, never forwarded again.
 #[test]
 fn a_committed_write_behind_a_queue_that_stopped_matching_is_never_forwarded_again() {
-    let (mut c, sid) = review_learner();
+    let (mut c, sid) = learner_with_a_session();
     let op = OpCode::CreateSession.code();
     let raw1 = Bytes::from_static(&[0, 0, 0x75, 0x30]);
     let body = Request::decode(op, &mut zk_proto::Reader::new(raw1.clone()));
-    review_request(&mut c, 1, op, body, raw1);
+    request_on_1(&mut c, 1, op, body, raw1);
     let b = create("/b");
-    let raw = review_encoded(&b);
-    review_request(&mut c, 2, OpCode::Create.code(), Ok(b), raw);
+    let raw = encoded(&b);
+    request_on_1(&mut c, 2, OpCode::Create.code(), Ok(b), raw);
     let sent = drain(&mut c);
     assert_eq!(sent.iter().filter(|a| matches!(a, Action::Forward { .. })).count(), 2, "{sent:?}");
     // What the leader commits for it (replica's forwarded_event: ForwardedCreateSession).
@@ -727,17 +699,8 @@ fn a_committed_write_behind_a_queue_that_stopped_matching_is_never_forwarded_aga
     c.handle(now(6), Event::Committed { hdr, txn, digest: None });
     drain(&mut c);
     assert!(c.database().tree().get("/b").is_some(), "applied");
-    c.handle(now(7), Event::Unproposed { through: z1 + 1 });
-    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
-    drain(&mut c);
-    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
-    let again: Vec<i32> = drain(&mut c)
-        .iter()
-        .filter_map(|a| match a {
-            Action::Forward { cxid, .. } => Some(*cxid),
-            _ => None,
-        })
-        .collect();
+    let served = told_then_following(&mut c, z1 + 1);
+    let again: Vec<i32> = forwards(&served).into_iter().map(|(cxid, _, _)| cxid).collect();
     assert!(!again.contains(&2), "create /b, committed and applied, forwarded again: {again:?}");
 }
 
@@ -746,33 +709,18 @@ fn a_committed_write_behind_a_queue_that_stopped_matching_is_never_forwarded_aga
 /// connection is closed at the leader's word, as without it.
 #[test]
 fn a_write_is_not_forwarded_again_with_identities_added_after_it() {
-    let (mut c, _sid) = review_learner();
+    let (mut c, _sid) = learner_with_a_session();
     let a = create("/a");
-    let raw = review_encoded(&a);
-    review_request(&mut c, 1, OpCode::Create.code(), Ok(a), raw);
+    let raw = encoded(&a);
+    request_on_1(&mut c, 1, OpCode::Create.code(), Ok(a), raw);
     let auth =
         Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"u:p") });
-    let raw = review_encoded(&auth);
-    review_request(&mut c, 2, OpCode::Auth.code(), Ok(auth), raw);
-    let first: Vec<Vec<Id>> = drain(&mut c)
-        .into_iter()
-        .filter_map(|a| match a {
-            Action::Forward { auth, .. } => Some(auth),
-            _ => None,
-        })
-        .collect();
+    let raw = encoded(&auth);
+    request_on_1(&mut c, 2, OpCode::Auth.code(), Ok(auth), raw);
+    let first: Vec<Vec<Id>> = forwards(&drain(&mut c)).into_iter().map(|(_, _, auth)| auth).collect();
     let z = c.database().last_applied_zxid();
-    c.handle(now(7), Event::Unproposed { through: z });
-    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
-    drain(&mut c);
-    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
-    let again: Vec<Vec<Id>> = drain(&mut c)
-        .into_iter()
-        .filter_map(|a| match a {
-            Action::Forward { auth, .. } => Some(auth),
-            _ => None,
-        })
-        .collect();
+    let served = told_then_following(&mut c, z);
+    let again: Vec<Vec<Id>> = forwards(&served).into_iter().map(|(_, _, auth)| auth).collect();
     assert_eq!(first.len(), 1, "{first:?}");
     assert!(again.is_empty(), "forwarded again with the identities of a later addauth: {again:?}");
 }
@@ -801,4 +749,25 @@ fn a_forwarded_create_session_of_an_existing_session_is_a_failed_write() {
     assert_eq!(payloads.len(), 1, "one proposal");
     let hdr = TxnHeader::read(&mut zk_proto::Reader::new(payloads[0].clone())).expect("header");
     assert_eq!((hdr.client_id, hdr.cxid, hdr.txn_type), (sid, 1, OpCode::Error.code()));
+}
+
+/// A learner told by its leader that nothing after `through` was proposed, through the election
+/// to following the next leader: what it does then.
+fn told_then_following(c: &mut ServerCore, through: i64) -> Vec<Action> {
+    c.handle(now(7), Event::Unproposed { through });
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
+    drain(c);
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
+    drain(c)
+}
+
+/// The requests `actions` forward to the leader: xid, body and identities.
+fn forwards(actions: &[Action]) -> Vec<(i32, Bytes, Vec<Id>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { cxid, body, auth, .. } => Some((*cxid, body.clone(), auth.clone())),
+            _ => None,
+        })
+        .collect()
 }
