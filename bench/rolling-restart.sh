@@ -12,6 +12,7 @@
 #   SIZES=3 MODES="zkrs:term apache:term" bench/rolling-restart.sh
 #   ZKRS=/tmp/zkrs-old bench/rolling-restart.sh # another zkrs-server build
 #   RATE=0 WINDOW=64 bench/rolling-restart.sh   # each client as fast as it is answered
+#   KEEP=1 ZKRS_LOG=debug bench/rolling-restart.sh  # keep the servers' logs (RUST_LOG for zkrs)
 #
 # On this 2-core machine the Python clients take most of the CPU; unpaced (RATE=0), the leader
 # commits faster than a restarted follower can sync (the follower is dropped, "too much committed
@@ -76,7 +77,7 @@ def run(kind, how, n):
             cmd = [zkrs, os.path.join(d, "zoo.cfg")]
         else:
             cmd = ["java", "-Xmx512m", "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg")]
-        procs[i] = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=d, env=dict(os.environ, RUST_LOG="info"))
+        procs[i] = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=d, env=dict(os.environ, RUST_LOG=os.environ.get("ZKRS_LOG", "info")))
     def settled():
         deadline = time.time() + 120
         while time.time() < deadline:
