@@ -234,6 +234,9 @@ struct LearnerConn {
     backlog: VecDeque<(i64, Bytes)>,
     /// Sync bytes handed to the connection since it last had room: a piece at most.
     unacked_bytes: u64,
+    /// ... and sync packets, since then (a piece is bounded by both: small records reach its
+    /// packet count long before its bytes).
+    unacked_packets: usize,
     /// The learner asked for a SNAP (zkrs's FOLLOWERINFO extension).
     wants_snap: bool,
     /// The learner takes [`crate::wire::packet::ZKRS_UNPROPOSED`] (zkrs's FOLLOWERINFO extension).
@@ -522,6 +525,7 @@ impl Leader {
                 attached_ms: now_ms,
                 backlog: VecDeque::new(),
                 unacked_bytes: 0,
+                unacked_packets: 0,
                 wants_snap: false,
                 takes_unproposed: false,
                 synced_through: i64::MIN,
@@ -1279,14 +1283,18 @@ impl Leader {
     pub fn conn_drained(&mut self, conn: ConnId, now_ms: u64) {
         if let Some(l) = self.learners.get_mut(&conn) {
             l.unacked_bytes = 0;
+            l.unacked_packets = 0;
         }
         self.pump(conn, now_ms);
     }
 
     /// Whether the connection may take more sync traffic now (the server steps a snapshot stream
-    /// only then): less than a piece handed to it since it last had room.
+    /// only then, and otherwise asks for [`Self::conn_drained`]): less than a piece, in bytes
+    /// and in packets, handed to it since it last had room.
     pub fn may_send(&self, conn: ConnId) -> bool {
-        self.learners.get(&conn).is_some_and(|l| l.unacked_bytes < self.cfg.sync_piece_bytes)
+        self.learners.get(&conn).is_some_and(|l| {
+            l.unacked_bytes < self.cfg.sync_piece_bytes && l.unacked_packets < self.cfg.sync_piece_packets
+        })
     }
 
     /// One line per sync, naming the mode: operators (and the real-process tests) read it.
@@ -1345,11 +1353,12 @@ impl Leader {
     /// outstanding proposals (followers) and NEWLEADER.
     fn pump(&mut self, conn: ConnId, now_ms: u64) {
         let (piece_bytes, piece_packets) = (self.cfg.sync_piece_bytes, self.cfg.sync_piece_packets);
-        let mut packets = 0usize;
         loop {
             let Some(l) = self.learners.get_mut(&conn) else { return };
             let LearnerPhase::Streaming { sent_through } = l.phase else { return };
-            if l.unacked_bytes >= piece_bytes || packets >= piece_packets {
+            // A piece is out: the next once the connection drains (the server asks, as
+            // `may_send` now says no; counting packets here alone, it said yes and nobody asked).
+            if l.unacked_bytes >= piece_bytes || l.unacked_packets >= piece_packets {
                 return;
             }
             let next = match l.backlog.pop_front() {
@@ -1364,9 +1373,9 @@ impl Leader {
             let Some((zxid, payload)) = next else { break };
             if let Some(l) = self.learners.get_mut(&conn) {
                 l.unacked_bytes = l.unacked_bytes.saturating_add(payload.len() as u64);
+                l.unacked_packets = l.unacked_packets.saturating_add(2);
                 l.phase = LearnerPhase::Streaming { sent_through: zxid };
             }
-            packets += 2;
             self.send_pair(conn, zxid, payload);
         }
         if let Some(l) = self.learners.get_mut(&conn) {

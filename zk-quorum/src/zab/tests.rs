@@ -1311,6 +1311,11 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     want.extend(pair(30, z(5, 2)));
     want.extend(pair(30, z(5, 3)));
     assert_eq!(leader_actions(&mut l), want);
+    // A piece full by its packets (its bytes are far below the bound) says the connection may
+    // take no more, so that the server asks for a drain report: otherwise nobody calls
+    // `conn_drained` and the sync stalls until the learner gives up (a rolling restart under
+    // load, 2026-11-30).
+    assert!(!l.may_send(30), "a piece is out");
     // Nothing more until the connection has room; a commit meanwhile is kept for it.
     l.propose(z(6, 1), tx(z(6, 1)), 12);
     l.committed(z(6, 1), 12);
@@ -1321,6 +1326,7 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     l.propose(z(6, 2), tx(z(6, 2)), 12);
     leader_actions(&mut l);
     l.conn_drained(30, 13);
+    assert!(!l.may_send(30), "the next piece is out");
     let mut want = pair(30, z(5, 4)).to_vec();
     want.extend(pair(30, z(5, 5)));
     assert_eq!(leader_actions(&mut l), want);
