@@ -167,6 +167,8 @@ pub struct ReplicaConfig {
     /// A learner's sync traffic handed to its connection before the leader waits for it to
     /// drain, bytes (zk-quorum's default unless a test wants many pieces).
     pub sync_piece_bytes: u64,
+    /// ... and packets (zk-quorum's default unless a test wants pieces bounded by their count).
+    pub sync_piece_packets: usize,
 }
 
 /// Where the log stands, as the node knows it: what it starts at and what is durable.
@@ -982,6 +984,8 @@ impl Replica {
         cfg.config_string = Bytes::from(self.cfg.config.to_config_string());
         cfg.committed_log_max = self.cfg.committed_log_max;
         cfg.sync_piece_bytes = self.cfg.sync_piece_bytes.max(1);
+        // A PROPOSAL and its COMMIT at least.
+        cfg.sync_piece_packets = self.cfg.sync_piece_packets.max(2);
         cfg.reconfig_enabled = self.cfg.reconfig_enabled;
         if let Some(p) = &self.pending {
             cfg.pending_verifier = Some(QuorumVerifier::from_config(p));
@@ -1088,6 +1092,7 @@ impl Replica {
 
     fn peer_closed(&mut self, now: Now, conn: PeerConn, why: &str) {
         self.conns.remove(&conn);
+        self.watching.remove(&conn);
         self.parked.retain(|(c, _)| *c != conn);
         let ms = now.mono_ms();
         match &mut self.state {
@@ -1225,6 +1230,7 @@ impl Replica {
             LeaderAction::Close { conn, reason } => {
                 info!("closing learner connection {conn}: {reason}");
                 self.conns.remove(&conn);
+                self.watching.remove(&conn);
                 self.out.push_back(Output::ClosePeer { conn });
             }
             LeaderAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
