@@ -32,6 +32,14 @@ pub struct ConnState {
     pub last_request_ms: u64,
 }
 
+impl ConnState {
+    /// How many identities the connection holds (they only grow, by addauth or SASL): what a
+    /// learner's queued write records ([`super::PendingWrite::auth_len`]).
+    pub fn auth_len(&self) -> u32 {
+        u32::try_from(self.auth.ids.len()).unwrap_or(u32::MAX)
+    }
+}
+
 /// A connection's SASL exchange: the mechanism is the server's (DIGEST-MD5 with users in the
 /// JAAS server section, GSSAPI with a Kerberos login there).
 #[derive(Debug)]

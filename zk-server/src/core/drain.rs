@@ -51,8 +51,7 @@ impl ServerCore {
     pub(super) fn step_drain(&mut self, ms: u64) {
         let Some(until) = self.drain_until else { return };
         let all = ms >= until;
-        let waiting: std::collections::HashSet<ConnId> =
-            self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect();
+        let waiting = self.conns_waiting_for_leader();
         let mut due: Vec<ConnId> = self
             .conns
             .iter()
@@ -69,8 +68,7 @@ impl ServerCore {
             info!("stopping: {} client connections still busy are closed", due.len());
         }
         for conn in due {
-            self.forget_kept(conn);
-            self.close_client(conn);
+            self.close_kept(conn);
         }
         if all {
             self.forget_client_queues();

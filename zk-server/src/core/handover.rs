@@ -86,17 +86,7 @@ impl ServerCore {
     pub(super) fn hold_write(&mut self, w: HeldWrite) {
         let r = &w.req;
         let opcode = OpCode::from_i32(r.op).unwrap_or(OpCode::Error);
-        self.queues.push_write(
-            w.sid,
-            PendingWrite {
-                conn: r.conn,
-                cxid: r.xid,
-                op: opcode,
-                received_us: r.received_us,
-                raw: Bytes::new(),
-                auth_len: 0,
-            },
-        );
+        self.queues.push_write(w.sid, PendingWrite::own(r.conn, r.xid, opcode, r.received_us));
         self.held.push_back(Held::Write(w));
     }
 

@@ -133,8 +133,7 @@ impl ServerCore {
         let mut resent = 0usize;
         let mut ids: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
-        let waiting: std::collections::HashSet<ConnId> =
-            self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect();
+        let waiting = self.conns_waiting_for_leader();
         for conn in ids {
             let Some(c) = self.conns.get(conn) else { continue };
             let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
@@ -148,9 +147,7 @@ impl ServerCore {
                     && (self.queues.is_idle(sid)
                         || (resend
                             && !self.queue_desync.contains(&sid)
-                            && self
-                                .queues
-                                .writes_sent_with(sid, u32::try_from(c.auth.ids.len()).unwrap_or(u32::MAX))))
+                            && self.queues.writes_sent_with(sid, c.auth_len())))
                     && c.sasl.is_none()
             }) && deadline_ms > now.mono_ms();
             match keepable.then(|| self.db.detach_watches(conn)).flatten() {
@@ -199,9 +196,15 @@ impl ServerCore {
         k.held.push_back(h);
     }
 
+    /// The connections whose handshake (a new session, or a session resumed here) waits for the
+    /// leader's answer.
+    pub(super) fn conns_waiting_for_leader(&self) -> std::collections::HashSet<ConnId> {
+        self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect()
+    }
+
     /// Closes kept connection `conn` (its time ran out, or its session is gone), handing back
-    /// the permits of what it had held.
-    fn close_kept(&mut self, conn: ConnId) {
+    /// the permits of what it had held; any other connection is closed as usual.
+    pub(super) fn close_kept(&mut self, conn: ConnId) {
         self.forget_kept(conn);
         self.close_client(conn);
     }

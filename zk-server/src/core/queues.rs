@@ -36,6 +36,13 @@ pub struct PendingWrite {
     pub auth_len: u32,
 }
 
+impl PendingWrite {
+    /// A write of this server's own client (proposed here, never forwarded again).
+    pub fn own(conn: ConnId, cxid: i32, op: OpCode, received_us: u64) -> PendingWrite {
+        PendingWrite { conn, cxid, op, received_us, raw: Bytes::new(), auth_len: 0 }
+    }
+}
+
 /// A read waiting for an earlier write of its session.
 #[derive(Debug)]
 pub struct PendingRead {
@@ -164,7 +171,7 @@ mod tests {
     use super::*;
 
     fn w(cxid: i32) -> PendingWrite {
-        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0, raw: Bytes::new(), auth_len: 0 }
+        PendingWrite::own(1, cxid, OpCode::SetData, 0)
     }
     fn r(xid: i32) -> PendingRead {
         PendingRead { conn: 1, xid, op: OpCode::GetData.code(), body: Ok(Request::Ping), received_us: 0 }

@@ -149,11 +149,7 @@ impl ServerCore {
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
             self.propose(Proposal::new(hdr, txn, false));
             if !queued {
-                let (raw, auth_len) = (Bytes::new(), 0);
-                self.queues.push_write(
-                    sid,
-                    PendingWrite { conn, cxid: xid, op: opcode, received_us, raw, auth_len },
-                );
+                self.queues.push_write(sid, PendingWrite::own(conn, xid, opcode, received_us));
             }
         }
     }
@@ -196,27 +192,31 @@ impl ServerCore {
                 self.sync_paths.insert((sid, xid), r.path.clone());
             }
         }
-        let sent = match &body {
-            Ok(_) => raw.clone(),
-            Err(_) => Bytes::new(),
-        };
-        let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
-        let auth_len = u32::try_from(auth.len()).unwrap_or(u32::MAX);
+        let sent = if body.is_ok() { raw.clone() } else { Bytes::new() };
+        let (auth, auth_len) =
+            self.conns.get(conn).map(|c| (c.auth.ids.clone(), c.auth_len())).unwrap_or_default();
         // The body is kept (a slice of the bytes received, no copy) until the commit comes, in
         // case the leader hands over without proposing it (`kept.rs`).
         self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us, raw, auth_len });
-        let body = sent;
-        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body, auth });
+        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body: sent, auth });
+    }
+
+    /// A commit (or a learner's sync answer) of (`sid`, `cxid`): takes the write its session's
+    /// queue waits on first, if it is that one. One that is not, while the session has requests
+    /// queued, means the queue no longer says what was committed: the session is marked
+    /// (`queue_desync`), and `kept.rs` forwards nothing of it again.
+    pub(super) fn complete_queued_write(&mut self, sid: SessionId, cxid: i32) -> Option<PendingWrite> {
+        let answered = self.queues.complete_write(sid, cxid);
+        if answered.is_none() && !self.queues.is_idle(sid) {
+            self.queue_desync.insert(sid);
+        }
+        answered
     }
 
     /// Learner: the leader answered a forwarded sync: answer the client, in its session's order.
     pub(super) fn complete_sync(&mut self, now: Now, sid: SessionId, cxid: i32) {
         let path = self.sync_paths.remove(&(sid, cxid)).unwrap_or_default();
-        let answered = self.queues.complete_write(sid, cxid);
-        if answered.is_none() && !self.queues.is_idle(sid) {
-            self.queue_desync.insert(sid);
-        }
-        if let Some(w) = answered {
+        if let Some(w) = self.complete_queued_write(sid, cxid) {
             let last = self.db.last_applied_zxid();
             self.reply(w.conn, ReplyHeader { xid: cxid, zxid: last, err: 0 }, &Body::Path(path));
             self.run_ready_reads(now, sid);

@@ -294,29 +294,15 @@ impl ServerCore {
             return;
         }
         let Some(zxid) = self.next_zxid(now) else { return };
-        if self.db.sessions().contains(session) {
+        let (txn, txn_type) = if self.db.sessions().contains(session) {
             // A createSession sent by a client after its handshake (its session exists): as the
             // leader's own clients' is, a write whose body does not decode (Apache logs it as a
             // failed write); the learner answers it in its session's order.
-            let txn = Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() });
-            let hdr = TxnHeader {
-                client_id: session,
-                cxid,
-                zxid,
-                time: now.wall_ms,
-                txn_type: OpCode::Error.code(),
-            };
-            self.propose(Proposal::new(hdr, txn, true));
-            return;
-        }
-        let txn = self.db.prep_create_session(session, timeout_ms);
-        let hdr = TxnHeader {
-            client_id: session,
-            cxid,
-            zxid,
-            time: now.wall_ms,
-            txn_type: OpCode::CreateSession.code(),
+            (Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() }), OpCode::Error)
+        } else {
+            (self.db.prep_create_session(session, timeout_ms), OpCode::CreateSession)
         };
+        let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type: txn_type.code() };
         self.propose(Proposal::new(hdr, txn, true));
     }
 }

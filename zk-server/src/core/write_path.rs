@@ -332,14 +332,7 @@ impl ServerCore {
         }
         let closed = matches!(applied.outcome, Outcome::SessionClosed);
         if !p.internal {
-            let answered = self.queues.complete_write(sid, p.hdr.cxid);
-            if answered.is_none() && !self.queues.is_idle(sid) {
-                // A commit of this session that is not the one its queue waits on first: what
-                // the queue holds no longer says what was committed (`kept.rs` forwards nothing
-                // of it again).
-                self.queue_desync.insert(sid);
-            }
-            if let Some(w) = answered {
+            if let Some(w) = self.complete_queued_write(sid, p.hdr.cxid) {
                 let (err, mut body) = write_reply(w.op, &applied.outcome);
                 if let (OpCode::Reconfig, Body::Stat(stat)) = (w.op, &body) {
                     // A reconfig answers with the configuration it installed and its stat.
