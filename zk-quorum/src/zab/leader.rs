@@ -307,6 +307,9 @@ pub struct Leader {
     window: VecDeque<(i64, Bytes)>,
     /// Payload bytes in `window`.
     window_bytes: usize,
+    /// Every committed record after this zxid is in `window`: the last record dropped from its
+    /// front (at the start, the one before its first, or the last logged when it is empty).
+    window_floor: i64,
     /// Proposals made and not yet committed, ascending, with when they were made.
     outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
@@ -340,6 +343,9 @@ impl Leader {
         while window.len() > cfg.committed_log_max {
             window.pop_front();
         }
+        // The record before the window's first is not known here, and one zxid below that first
+        // record names no other: every committed record after it is in the window.
+        let window_floor = window.front().map_or(local.last_logged_zxid, |(f, _)| f.saturating_sub(1));
         let window_bytes = window.iter().map(|(_, p)| p.len()).sum();
         let mut epoch_set = BTreeSet::new();
         epoch_set.insert(cfg.my_sid);
@@ -355,6 +361,7 @@ impl Leader {
             learners: BTreeMap::new(),
             window,
             window_bytes,
+            window_floor,
             outstanding: VecDeque::new(),
             last_committed: local.last_logged_zxid,
             last_proposed: local.last_logged_zxid,
@@ -835,8 +842,9 @@ impl Leader {
             if needed_after.is_some_and(|z| front > z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
                 break;
             }
-            if let Some((_, p)) = self.window.pop_front() {
+            if let Some((z, p)) = self.window.pop_front() {
                 self.window_bytes -= p.len();
+                self.window_floor = z;
             }
         }
     }
@@ -1188,9 +1196,11 @@ impl Leader {
         }
     }
 
-    /// Window holds every committed record after `zxid`.
+    /// Window holds every committed record after `zxid`. A learner streamed through `zxid` needs
+    /// no record at or before it, so the window may have dropped it (trimmed while the learner
+    /// synced: under load, a snapshot's or piece's time commits more than `committed_log_max`).
     fn window_covers_after(&self, zxid: i64) -> bool {
-        zxid >= self.last_committed || self.window.front().is_some_and(|(f, _)| *f <= zxid)
+        zxid >= self.last_committed || zxid >= self.window_floor
     }
 
     /// Chooses DIFF, TRUNC, a log read or SNAP for a learner whose ACKEPOCH said `peer_zxid`.

@@ -1344,6 +1344,98 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     assert_eq!(leader_actions(&mut l).len(), 2);
 }
 
+/// The window drops, under load, the records a streaming learner was already sent: more than
+/// `committed_log_max` commits while a piece is out. The learner needs none of them, so its sync
+/// goes on (the leader closed it, "too much committed while the learner synced", and a follower
+/// that fell behind in a five-server ensemble under 5,000 creates/s never rejoined, 2026-11-30).
+#[test]
+fn a_streaming_learner_survives_the_window_dropping_what_it_was_sent() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut c = cfg(1);
+    c.sync_piece_packets = 2; // one PROPOSAL+COMMIT pair a piece
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    let mut want = vec![reset(3, z(5, 4)), send(30, T::Diff, z(5, 6), None)];
+    want.extend(pair(30, z(5, 5)));
+    assert_eq!(join(&mut l, 30, 3, z(5, 4), 10), want);
+    // Four commits while the piece is out: the window (at most three) drops z(5,4) and z(5,5).
+    for c in 1..=4 {
+        l.propose(z(6, c), tx(z(6, c)), 11);
+        l.committed(z(6, c), 11);
+    }
+    leader_actions(&mut l);
+    let mut sent = Vec::new();
+    for t in 12..20 {
+        l.conn_drained(30, t);
+        let a = leader_actions(&mut l);
+        assert!(!closes(&a, 30), "{a:?}");
+        sent.extend(a);
+    }
+    let mut want = Vec::new();
+    for zxid in [z(5, 6), z(6, 1), z(6, 2), z(6, 3), z(6, 4)] {
+        want.extend(pair(30, zxid));
+    }
+    want.push(new_leader(30, 6));
+    assert_eq!(sent, want);
+}
+
+/// The same after a snapshot: what was committed while it was written is sent after it, however
+/// much the window dropped from before the snapshot's zxid meanwhile.
+#[test]
+fn a_snapshot_sync_survives_the_window_dropping_what_the_snapshot_holds() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut l = established(&recent, z(5, 6), Some(z(5, 1)));
+    assert_eq!(
+        join(&mut l, 30, 3, 0, 10),
+        vec![
+            reset(3, z(5, 6)),
+            send(30, T::Snap, z(5, 6), None),
+            LeaderAction::SerializeSnapshot { req: 1, zxid: z(5, 6) }
+        ]
+    );
+    for c in 1..=5 {
+        l.propose(z(6, c), tx(z(6, c)), 11);
+        l.committed(z(6, c), 11);
+    }
+    leader_actions(&mut l);
+    l.snapshot_bytes(1, Bytes::from_static(b"tree"), true, 12);
+    let a = leader_actions(&mut l);
+    assert!(!closes(&a, 30), "{a:?}");
+    let mut want = Vec::new();
+    for c in 1..=5 {
+        want.extend(pair(30, z(6, c)));
+    }
+    want.push(new_leader(30, 6));
+    assert!(a.ends_with(&want), "{a:?}");
+
+    // Past the byte bound the window drops records a learner still needs: that one is closed.
+    let mut c = cfg(1);
+    c.committed_log_max = 1;
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    join(&mut l, 30, 3, 0, 10);
+    let big = Bytes::from(vec![7u8; crate::zab::leader::SYNC_WINDOW_BYTES_MAX / 2 + 1]);
+    for c in 1..=3 {
+        l.propose(z(6, c), big.clone(), 11);
+        l.committed(z(6, c), 11);
+    }
+    leader_actions(&mut l);
+    l.snapshot_bytes(1, Bytes::from_static(b"tree"), true, 12);
+    assert!(closes(&leader_actions(&mut l), 30));
+}
+
 /// The snapshot stream takes the same flow control: the server asks before each step.
 #[test]
 fn a_snapshot_stream_steps_only_while_the_connection_may_take_more() {
