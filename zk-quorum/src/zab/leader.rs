@@ -15,7 +15,9 @@ use crate::wire::{
 };
 
 /// The most bytes of committed proposals the leader holds past `committed_log_max` for learners
-/// whose log read or snapshot is under way; past it they are sent a snapshot again.
+/// being synced (a log read, a snapshot, or a stream under way); past it a learner whose log read
+/// ends is sent a snapshot instead, and one whose snapshot or stream needs what was dropped is
+/// closed (it syncs again).
 pub const SYNC_WINDOW_BYTES_MAX: usize = 64 << 20;
 
 /// The sid of a connection whose FOLLOWERINFO or OBSERVERINFO has not arrived.
@@ -303,12 +305,14 @@ pub struct Leader {
     phase_deadline_ms: Option<u64>,
     learners: BTreeMap<ConnId, LearnerConn>,
     /// The latest committed proposals, ascending: at most `committed_log_max`, or more while a
-    /// learner's log read or snapshot still needs them (up to [`SYNC_WINDOW_BYTES_MAX`]).
+    /// learner's log read, snapshot or stream still needs them (up to [`SYNC_WINDOW_BYTES_MAX`]).
+    /// Always every committed record after `window_floor`, with no gap.
     window: VecDeque<(i64, Bytes)>,
     /// Payload bytes in `window`.
     window_bytes: usize,
     /// Every committed record after this zxid is in `window`: the last record dropped from its
-    /// front (at the start, the one before its first, or the last logged when it is empty).
+    /// front; at the start, one below the window's first record (a zxid that may name no
+    /// record), or the last logged zxid when the window starts empty.
     window_floor: i64,
     /// Proposals made and not yet committed, ascending, with when they were made.
     outstanding: VecDeque<(i64, Bytes, u64)>,
@@ -822,10 +826,13 @@ impl Leader {
     }
 
     /// Drops the oldest committed proposals beyond `committed_log_max`, except those a learner
-    /// being synced from a log read or a snapshot will need once that ends (as Apache queues the
-    /// proposals for a learner it streams a snapshot to), within [`SYNC_WINDOW_BYTES_MAX`].
+    /// being synced from a log read, a snapshot or a stream will need (as Apache queues the
+    /// proposals for a learner it streams a snapshot to), within [`SYNC_WINDOW_BYTES_MAX`]. A
+    /// learner whose point the window already dropped past (the byte bound) holds nothing back:
+    /// it will not be streamed from the window.
     fn trim_window(&mut self) {
-        let needed_after = self
+        // Each syncing learner's point, ascending: it needs every record after it.
+        let mut points: Vec<i64> = self
             .learners
             .values()
             .filter_map(|l| match l.phase {
@@ -836,10 +843,13 @@ impl Leader {
                 }
                 _ => None,
             })
-            .min();
+            .collect();
+        points.sort_unstable();
         while self.window.len() > self.cfg.committed_log_max {
             let Some(&(front, _)) = self.window.front() else { break };
-            if needed_after.is_some_and(|z| front > z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
+            // The earliest point the window still covers.
+            let needed_after = points.iter().find(|z| **z >= self.window_floor);
+            if needed_after.is_some_and(|z| front > *z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
                 break;
             }
             if let Some((z, p)) = self.window.pop_front() {
@@ -847,6 +857,12 @@ impl Leader {
                 self.window_floor = z;
             }
         }
+    }
+
+    /// Records in the window of committed proposals (tests).
+    #[cfg(test)]
+    pub(super) fn window_len(&self) -> usize {
+        self.window.len()
     }
 
     /// A configuration came into force: from now on its voters alone make the quorums (pings,
