@@ -603,6 +603,74 @@ fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
     assert_eq!(c.client_connections(), 0);
 }
 
+/// A handshake on connection `conn` (a new session of 30 s) at `at` ms; the actions.
+fn handshake(c: &mut ServerCore, conn: u64, at: u64) -> Vec<Action> {
+    let remote = "127.0.0.1:5002".parse().expect("address");
+    let req = core_support::new_session_request();
+    let stats = Arc::new(zk_server::stats::ConnStats::new());
+    c.handle(now(at), Event::Connect { conn, remote, req, ids: vec![], stats });
+    drain(c)
+}
+
+fn touches(actions: &[Action], conn: u64) -> bool {
+    actions.iter().any(|a| match a {
+        Action::Close { conn: c } | Action::Frame { conn: c, .. } => *c == conn,
+        Action::Forward { .. } => true,
+        _ => false,
+    })
+}
+
+/// A member that went down from serving (an election after its leader's loss) holds the
+/// handshakes of new connections until it serves again, instead of closing them as Apache does:
+/// in a reconnect storm the clients of a lost leader that reach a member still electing are
+/// served when it serves, not sent to pause and try again. A held handshake is closed after a
+/// third of its session's timeout, or forgotten when its client goes; a member that never served
+/// (just started) or that keeps no clients (`zkrs.keepClientsThroughElection=false`) closes at
+/// once.
+#[test]
+fn a_member_down_from_serving_holds_new_handshakes_until_it_serves_again() {
+    let (mut c, _) = learner_with_a_session();
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(10));
+    drain(&mut c);
+    for conn in [2, 3] {
+        let a = handshake(&mut c, conn, 11);
+        assert!(!touches(&a, conn), "held: {a:?}");
+    }
+    c.handle(now(12), Event::Closed { conn: 3 });
+    assert!(c.poll_timeout().is_some_and(|t| t <= 11 + 10_000), "its deadline is a timer");
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(20));
+    let a = drain(&mut c);
+    let create = OpCode::CreateSession.code();
+    let forwarded: Vec<i64> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { session, op, .. } if *op == create => Some(*session),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwarded.len(), 1, "the held new session goes to the leader, once: {a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Close { conn: 2 | 3 })), "{a:?}");
+
+    // Down again: one held past a third of 30 s is closed unanswered.
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(30));
+    drain(&mut c);
+    assert!(!touches(&handshake(&mut c, 4, 31), 4));
+    c.handle_timeout(now(31 + 9_999));
+    assert!(!touches(&drain(&mut c), 4));
+    c.handle_timeout(now(31 + 10_000));
+    assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 4 })));
+    // Held, then a role that cannot serve the ensemble's sessions: closed.
+    assert!(!touches(&handshake(&mut c, 5, 10_040), 5));
+    c.set_role(Role::ReadOnly, VoterSet::solo(1), None, now(10_041));
+    assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 5 })));
+
+    // Never served: closed at once.
+    let mut fresh = core(100_000);
+    fresh.set_role(Role::Down, VoterSet::new(1, [2, 3]), None, now(0));
+    drain(&mut fresh);
+    assert!(handshake(&mut fresh, 2, 1).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Review of e6346a8 (the re-forwarding at a handover): its findings, each a test.
 
