@@ -548,7 +548,6 @@ fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
 /// standalone server does not drain.
 #[test]
 fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
-    use zk_server::core::drain::DRAIN_QUIET_MS;
     let mut standalone = core(100_000);
     connect(&mut standalone, 1);
     assert!(!standalone.drain_clients(now(10), 2_000), "a standalone server has nowhere to send them");
@@ -556,7 +555,7 @@ fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
     let (mut c, _) = learner_with_a_write_forwarded();
     // The write is in flight at 5 ms: not closed while it waits, however long it has been.
     assert!(c.drain_clients(now(100), 2_000));
-    c.handle_timeout(now(100 + 10 * DRAIN_QUIET_MS));
+    c.handle_timeout(now(100 + 1_999));
     let a = drain(&mut c);
     assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
     assert_eq!(c.client_connections(), 1);
@@ -669,6 +668,56 @@ fn a_member_down_from_serving_holds_new_handshakes_until_it_serves_again() {
     fresh.set_role(Role::Down, VoterSet::new(1, [2, 3]), None, now(0));
     drain(&mut fresh);
     assert!(handshake(&mut fresh, 2, 1).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
+}
+
+/// A client that pipelines and pauses is closed at the first moment it is quiet: right behind
+/// the answer that leaves its session with nothing waiting once it has sent nothing for
+/// DRAIN_QUIET_MS, or when that time is up, not at a moment of a coarser poll later in its
+/// pause, which can meet its next batch on the wire (a kazoo writer lost a batch of 31 creates so
+/// in a five-server rolling restart, 2026-11-30).
+#[test]
+fn a_member_stopping_closes_a_connection_at_the_first_quiet_moment() {
+    use zk_server::core::drain::DRAIN_QUIET_MS;
+    // (answered at, closed by that answer's event or by the timer at t + DRAIN_QUIET_MS)
+    let t = 1_000;
+    for (last_answer, behind) in [(t + DRAIN_QUIET_MS + 2, true), (t + 3, false)] {
+        let mut c = core(100_000);
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+        connect(&mut c, 1);
+        c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+        drain(&mut c);
+        // Two creates in flight when the drain starts: nothing is closed while they wait.
+        for xid in 1..=2 {
+            let op = OpCode::Create.code();
+            let body = Ok(create(&format!("/p{xid}")));
+            c.handle(
+                now(t),
+                Event::Request { conn: 1, xid, op, body, raw: Bytes::new(), received_us: t * 1000 },
+            );
+        }
+        drain(&mut c);
+        assert!(c.drain_clients(now(t + 1), 2_000));
+        assert!(!drain(&mut c).iter().any(|a| matches!(a, Action::Close { .. })));
+        // The first is answered: one still waits, the connection stays.
+        c.handle(now(t + 2), Event::Durable { zxid: 0x1_0000_0002 });
+        let a = drain(&mut c);
+        assert!(a.iter().any(|a| matches!(a, Action::Reply { conn: 1, .. })), "{a:?}");
+        assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
+        c.handle(now(last_answer), Event::Durable { zxid: 0x1_0000_0003 });
+        let a = drain(&mut c);
+        let reply = a.iter().position(|a| matches!(a, Action::Reply { conn: 1, .. }));
+        let close = a.iter().position(|a| matches!(a, Action::Close { conn: 1 }));
+        assert!(reply.is_some(), "{a:?}");
+        if behind {
+            assert!(close.is_some() && reply < close, "closed right behind the answer: {a:?}");
+        } else {
+            assert!(close.is_none(), "not yet quiet: {a:?}");
+            assert_eq!(c.poll_timeout(), Some(t + DRAIN_QUIET_MS));
+            c.handle_timeout(now(t + DRAIN_QUIET_MS));
+            assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 1 })));
+        }
+        assert_eq!(c.client_connections(), 0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
