@@ -61,12 +61,7 @@ impl ServerCore {
         let mut due: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(id, c)| {
-                all || (c.session.is_some_and(|sid| self.queues.is_idle(sid))
-                    && !waiting.contains(id)
-                    && !self.is_kept(*id)
-                    && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS)
-            })
+            .filter(|(id, c)| all || self.drain_quiet(*id, c, ms, &waiting))
             .map(|(id, _)| id)
             .collect();
         due.sort_unstable();
@@ -109,15 +104,31 @@ impl ServerCore {
         }
         let waiting = self.conns_waiting_for_leader();
         for conn in answered {
-            let idle = self.conns.get(conn).is_some_and(|c| {
-                c.session.is_some_and(|sid| self.queues.is_idle(sid) && self.conns.conn_of(sid) == Some(conn))
-                    && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS
+            let quiet = self.conns.get(conn).is_some_and(|c| {
+                self.drain_quiet(conn, c, ms, &waiting)
+                    && c.session.is_some_and(|sid| self.conns.conn_of(sid) == Some(conn))
             });
-            if idle && !waiting.contains(&conn) && !self.is_kept(conn) {
+            if quiet {
                 debug!("stopping: connection {conn} closed behind its last answer");
                 self.close_kept(conn);
             }
         }
+    }
+
+    /// Whether connection `conn` (state `c`) may be closed now by a member that is stopping:
+    /// its session has nothing waiting here, nor a handshake with the leader (`waiting`), it is
+    /// not kept, and it sent nothing for [`DRAIN_QUIET_MS`].
+    fn drain_quiet(
+        &self,
+        conn: ConnId,
+        c: &ConnState,
+        ms: u64,
+        waiting: &std::collections::HashSet<ConnId>,
+    ) -> bool {
+        c.session.is_some_and(|sid| self.queues.is_idle(sid))
+            && !waiting.contains(&conn)
+            && !self.is_kept(conn)
+            && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS
     }
 
     /// When [`Self::step_drain`] next has something to do.

@@ -100,13 +100,20 @@ pub const HELD_HANDSHAKES_MAX: usize = 32_768;
 /// (see the module docs).
 #[derive(Debug)]
 pub(super) struct HeldHandshake {
-    conn: ConnId,
-    remote: SocketAddr,
-    req: ConnectRequest,
-    ids: Vec<Id>,
-    stats: Arc<ConnStats>,
-    /// When it is closed unanswered if the server does not serve again first (mono ms).
-    deadline_ms: u64,
+    pub(super) conn: ConnId,
+    pub(super) remote: SocketAddr,
+    pub(super) req: ConnectRequest,
+    pub(super) ids: Vec<Id>,
+    pub(super) stats: Arc<ConnStats>,
+    /// When it is closed unanswered if the server does not serve again first (mono ms): a third
+    /// of the session timeout it would negotiate ([`third_of`]).
+    pub(super) deadline_ms: u64,
+}
+
+/// A third of a session timeout, in ms: how long a kept connection or a held handshake waits
+/// for the server to serve again (an idle client pings at that interval).
+pub(super) fn third_of(timeout_ms: i32) -> u64 {
+    u64::try_from(timeout_ms.max(0) / 3).unwrap_or(0)
 }
 
 /// The clients kept since the server went down. Bounded: one entry per connection, every
@@ -163,7 +170,7 @@ impl ServerCore {
         let waiting = self.conns_waiting_for_leader();
         for conn in ids {
             let Some(c) = self.conns.get(conn) else { continue };
-            let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
+            let deadline_ms = since + third_of(c.timeout_ms);
             // A connection whose session is no longer bound to it is already being closed (its
             // session ended, or moved to another connection); one whose time is up already (the
             // leader was silent that long) is closed as Apache closes it.
@@ -208,29 +215,23 @@ impl ServerCore {
         self.kept = Some(kept);
     }
 
-    /// A handshake on a new connection while the server is down with clients kept (it was
-    /// serving and means to serve again): held until it serves, at most a third of the session
-    /// timeout it would negotiate, instead of closed at once. Returns it when it is not held (no
-    /// clients kept, a restore or a stop under way, or [`HELD_HANDSHAKES_MAX`] held already).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn hold_handshake(
-        &mut self,
-        now: Now,
-        conn: ConnId,
-        remote: SocketAddr,
-        req: ConnectRequest,
-        ids: Vec<Id>,
-        stats: Arc<ConnStats>,
-    ) -> Option<(ConnectRequest, Vec<Id>, Arc<ConnStats>)> {
-        let holds = self.role == Role::Down && self.drain_until.is_none() && !self.restore_pending();
-        let timeout_ms = self.settings.negotiate_timeout(req.time_out);
-        let Some(k) = self.kept.as_mut().filter(|k| holds && k.handshakes.len() < HELD_HANDSHAKES_MAX) else {
-            return Some((req, ids, stats));
-        };
-        let deadline_ms = now.mono_ms() + u64::try_from(timeout_ms.max(0) / 3).unwrap_or(0);
-        debug!("holding the handshake of {remote} until the server serves again");
-        k.handshakes.push_back(HeldHandshake { conn, remote, req, ids, stats, deadline_ms });
-        None
+    /// Whether a handshake on a new connection is held ([`Self::hold_handshake`]) rather than
+    /// answered or refused now: the server is down with clients kept (it was serving and means to
+    /// serve again), no restore or stop is under way, and fewer than [`HELD_HANDSHAKES_MAX`] wait.
+    pub(super) fn holds_handshakes(&self) -> bool {
+        self.role == Role::Down
+            && self.drain_until.is_none()
+            && !self.restore_pending()
+            && self.kept.as_ref().is_some_and(|k| k.handshakes.len() < HELD_HANDSHAKES_MAX)
+    }
+
+    /// Holds a handshake until the server serves again or its deadline, instead of closing it
+    /// at once. Only when [`Self::holds_handshakes`].
+    pub(super) fn hold_handshake(&mut self, h: HeldHandshake) {
+        debug_assert!(self.holds_handshakes(), "a handshake held while none is");
+        let Some(k) = self.kept.as_mut() else { return };
+        debug!("holding the handshake of {} until the server serves again", h.remote);
+        k.handshakes.push_back(h);
     }
 
     /// Whether `conn` is kept while the server is down.
@@ -278,7 +279,6 @@ impl ServerCore {
     pub(super) fn expire_kept(&mut self, now: Now) {
         let Some(k) = self.kept.as_mut() else { return };
         let ms = now.mono_ms();
-        let before = k.handshakes.len();
         let mut closed = Vec::new();
         k.handshakes.retain(|h| {
             let due = h.deadline_ms <= ms;
@@ -287,7 +287,7 @@ impl ServerCore {
             }
             !due
         });
-        if before > k.handshakes.len() {
+        if !closed.is_empty() {
             info!(
                 "{} handshakes held for a third of their session's timeout while down: closed",
                 closed.len()
