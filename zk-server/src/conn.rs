@@ -306,6 +306,7 @@ where
         read: if serving { ReadSide::Reading } else { ReadSide::Done },
         read_wait: None,
         read_idle: false,
+        dispatched: 0,
         w: WriteSide::default(),
     })
 }
@@ -466,6 +467,12 @@ pub trait ConnReader: AsyncRead + Unpin + Send {
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
+
+    /// Whether bytes have arrived that were not read yet, looked at without reading them or
+    /// waiting; false where this half cannot look.
+    fn bytes_waiting(&self) -> bool {
+        false
+    }
 }
 
 /// Plain TCP: tokio tells readiness without a read.
@@ -480,6 +487,14 @@ impl ConnReader for OwnedReadHalf {
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         AsRef::<TcpStream>::as_ref(self).poll_read_ready(cx)
+    }
+
+    /// A peek of one byte on the non-blocking socket: it leaves the socket's readiness as it
+    /// was (nothing is read), so the task's wait for bytes is not disturbed. The end of the
+    /// stream or an error is nothing waiting.
+    fn bytes_waiting(&self) -> bool {
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        matches!(socket2::SockRef::from(AsRef::<TcpStream>::as_ref(self)).peek(&mut byte), Ok(n) if n > 0)
     }
 }
 
@@ -565,6 +580,9 @@ struct Conn<R, W> {
     read_wait: Option<Instant>,
     /// Whether the last wait for bytes lasted [`IDLE_AFTER`] or more.
     read_idle: bool,
+    /// Requests handed to the driver: a member stopping closes the connection only if the core
+    /// has seen them all ([`Out::CloseWhenQuiet`]).
+    dispatched: u64,
     w: WriteSide,
 }
 
@@ -601,7 +619,10 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
                     self.read = ReadSide::Done;
                 }
                 ReadSide::Waiting(wait) => match ready!(wait.as_mut().poll(cx)) {
-                    Ok(()) => self.read = ReadSide::Reading,
+                    Ok(()) => {
+                        self.dispatched += 1;
+                        self.read = ReadSide::Reading;
+                    }
                     Err(reason) => self.end_reading(reason.into()),
                 },
                 ReadSide::Reading => match self.read_step(cx) {
@@ -656,7 +677,7 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
                 let body = Request::decode(hdr.op, &mut r);
                 let msg = DriverMsg::Request { conn: self.id, xid: hdr.xid, op: hdr.op, body, raw, received };
                 match self.dispatch_now(msg) {
-                    Dispatch::Done => {}
+                    Dispatch::Done => self.dispatched += 1,
                     Dispatch::Stopped(reason) => return ReadStep::End(reason.into()),
                     Dispatch::Wait(w) => return ReadStep::Wait(w),
                 }
@@ -877,7 +898,29 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
                 }
             }
             Out::Close => w.closing = true,
+            Out::CloseWhenQuiet(seen) => {
+                if self.quiet(seen) {
+                    debug!("connection {} closed while the server stops: quiet", self.id);
+                    self.w.closing = true;
+                    self.backlog.close();
+                    self.end_reading("closed while the server stops".into());
+                }
+            }
         }
+    }
+
+    /// Whether the connection is quiet as far as this task can tell, for a member stopping
+    /// whose core has seen `seen` requests from it: every request read was handed over and seen,
+    /// none waits to be handed over, no part of one is buffered, and no bytes wait in the socket
+    /// (where the reader can look without reading: plain TCP; under TLS the bytes rustls holds
+    /// are not looked at). A client's bytes that arrive after this look meet the close, as they
+    /// would any close: the window is this call's few microseconds, where the core alone saw
+    /// only what had reached it through the driver's queue.
+    fn quiet(&mut self, seen: u64) -> bool {
+        matches!(self.read, ReadSide::Reading)
+            && self.dispatched == seen
+            && self.buf.is_empty()
+            && !self.rd.bytes_waiting()
     }
 
     /// Writes the lone frame and the batch, taking them from the front as the socket takes
@@ -968,6 +1011,105 @@ async fn dispatch_waiting(cx: Waiter, waiting: Waiting) -> Result<(), &'static s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// `body` as a frame: its length, then itself.
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut f = (body.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        f
+    }
+
+    /// An exists request with `xid`, as a frame.
+    fn exists(xid: i32) -> Vec<u8> {
+        let mut body = jute::to_bytes(&RequestHeader { xid, op: zk_proto::OpCode::Exists.code() });
+        body.extend(jute::to_bytes(&zk_proto::ExistsRequest { path: "/".into(), watch: false }));
+        frame(&body)
+    }
+
+    /// The next message the connection sends the driver, within a second.
+    async fn next_msg(rx: &mut mpsc::Receiver<DriverMsg>) -> DriverMsg {
+        tokio::time::timeout(Duration::from_secs(1), rx.recv()).await.expect("a message").expect("open")
+    }
+
+    /// Whether the connection's task sends the driver nothing for a moment.
+    async fn nothing_for_a_moment(rx: &mut mpsc::Receiver<DriverMsg>) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_err()
+    }
+
+    /// A member stopping asks a connection's task to close it if quiet (`Out::CloseWhenQuiet`):
+    /// the task declines while a request it handed over is not among those the core counted,
+    /// while bytes of a request wait in the socket unread, and while it holds part of one; it
+    /// closes (writing what was queued first, and telling the driver) once none of these holds.
+    /// The socket and the task are real; this runtime runs one task at a time, so the client's
+    /// bytes are in the socket before the task looks.
+    #[test]
+    fn a_stopping_members_close_waits_for_what_the_task_read() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (driver, mut rx) = mpsc::channel(16);
+            let dir = tempfile::tempdir().unwrap();
+            let settings = Arc::new(
+                Settings::from_config(&crate::config::ServerConfig::standalone_default(dir.path())).unwrap(),
+            );
+            let mut client = TcpStream::connect(addr).await.unwrap();
+            let (stream, remote) = listener.accept().await.unwrap();
+            tokio::spawn(serve_tcp(
+                stream,
+                Port::Plain,
+                remote,
+                7,
+                driver,
+                settings,
+                Arc::new(Semaphore::new(100)),
+                Arc::new(ConnCounters::default()),
+            ));
+            let req = ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                time_out: 30_000,
+                session_id: 0,
+                passwd: Bytes::from_static(&[0; 16]),
+                read_only: Some(false),
+            };
+            client.write_all(&frame(&jute::to_bytes(&req))).await.unwrap();
+            let DriverMsg::Connect { out, ready, .. } = next_msg(&mut rx).await else {
+                panic!("a handshake")
+            };
+            ready.send(()).unwrap();
+            client.write_all(&exists(1)).await.unwrap();
+            assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 1, .. }));
+
+            // The core counted none: the request it has not seen yet keeps the connection.
+            out.tx.try_send(Out::CloseWhenQuiet(0)).unwrap();
+            assert!(nothing_for_a_moment(&mut rx).await, "not closed");
+            // A request in the socket, unread when the task looks: kept, then read.
+            client.write_all(&exists(2)).await.unwrap();
+            out.tx.try_send(Out::CloseWhenQuiet(1)).unwrap();
+            assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 2, .. }), "kept and read");
+            // Half a request read: kept; the rest comes.
+            let third = exists(3);
+            client.write_all(&third[..5]).await.unwrap();
+            assert!(nothing_for_a_moment(&mut rx).await);
+            out.tx.try_send(Out::CloseWhenQuiet(2)).unwrap();
+            assert!(nothing_for_a_moment(&mut rx).await, "not closed while part of a request is held");
+            client.write_all(&third[5..]).await.unwrap();
+            assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 3, .. }));
+
+            // Quiet: the reply queued before the ask is written, then the close.
+            out.tx.try_send(Out::Reply(Bytes::from(frame(b"answer")))).unwrap();
+            out.tx.try_send(Out::CloseWhenQuiet(3)).unwrap();
+            assert!(matches!(next_msg(&mut rx).await, DriverMsg::Closed { conn: 7 }));
+            let mut got = Vec::new();
+            tokio::time::timeout(Duration::from_secs(1), client.read_to_end(&mut got))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(got, frame(b"answer"), "the answer, then the end of the stream");
+        });
+    }
 
     /// An idle connection's memory is mostly its task, as large as the largest state of its
     /// future: the handshake, the waits a request may need and the close are boxed so that they

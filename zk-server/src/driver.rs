@@ -33,6 +33,10 @@ pub enum Out {
     Frame(Bytes),
     /// Flush what is queued, then close.
     Close,
+    /// Close behind what is queued if the connection is quiet: its task has handed over no
+    /// more than this many requests, holds none, and no bytes wait in its socket
+    /// ([`crate::core::Action::CloseWhenQuiet`]); otherwise nothing.
+    CloseWhenQuiet(u64),
 }
 
 /// A connection's outbox: the queue of frames for its writer, and the count of their bytes.
@@ -1271,6 +1275,9 @@ impl Driver {
                     out.backlog.close();
                 }
             }
+            Action::CloseWhenQuiet { conn, requests } => {
+                self.send(conn, Out::CloseWhenQuiet(requests), false)
+            }
             Action::ReleasePermit => self.permits.add_permits(1),
             Action::Persist { records, inline } => self.persist(records, inline),
             Action::ResumeLog => self.log.resume(),
@@ -1310,7 +1317,7 @@ impl Driver {
         };
         let len = match &out {
             Out::Reply(b) | Out::Frame(b) => b.len(),
-            Out::Close => 0,
+            Out::Close | Out::CloseWhenQuiet(_) => 0,
         };
         outbox.backlog.queued(len);
         if let Err(e) = outbox.tx.try_send(out) {

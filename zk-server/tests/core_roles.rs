@@ -567,8 +567,10 @@ fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
     assert!(c.poll_timeout().is_none_or(|t| t > 100 + 2_000), "no busy loop once none is left");
 }
 
-/// An idle client on a follower: closed as soon as it has been quiet for the moment, not before;
-/// a request resets its moment.
+/// An idle client on a follower: its task is asked to close it as soon as it has been quiet for
+/// the moment, not before, with the count of requests the core saw; a request resets its moment
+/// (and tells the core that the task found it busy); a task that found part of a request and no
+/// request follows is asked again a moment later; the connection goes once its task closes it.
 #[test]
 fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
     use zk_server::core::drain::DRAIN_QUIET_MS;
@@ -598,7 +600,37 @@ fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
     assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
     c.handle_timeout(now(t + DRAIN_QUIET_MS));
     let a = drain(&mut c);
-    assert!(a.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "{a:?}");
+    assert!(a.iter().any(|a| matches!(a, Action::CloseWhenQuiet { conn: 1, requests: 1 })), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "its task decides: {a:?}");
+    assert_eq!(c.client_connections(), 1);
+    // The task had read a second request the core had not seen: it stays open, the request is
+    // answered, and the next ask counts it.
+    let t2 = t + DRAIN_QUIET_MS + 1;
+    let get = Request::Exists(ExistsRequest { path: "/".into(), watch: false });
+    c.handle(
+        now(t2),
+        Event::Request { conn: 1, xid: 2, op, body: Ok(get), raw: Bytes::new(), received_us: t2 * 1000 },
+    );
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::Reply { conn: 1, .. })), "{a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::CloseWhenQuiet { .. })), "not quiet yet: {a:?}");
+    assert!(c.poll_timeout().is_some_and(|at| at <= t2 + DRAIN_QUIET_MS));
+    c.handle_timeout(now(t2 + DRAIN_QUIET_MS - 1));
+    assert!(!drain(&mut c).iter().any(|a| matches!(a, Action::CloseWhenQuiet { .. })));
+    assert_eq!(c.poll_timeout(), Some(t2 + DRAIN_QUIET_MS));
+    c.handle_timeout(now(t2 + DRAIN_QUIET_MS));
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::CloseWhenQuiet { conn: 1, requests: 2 })), "{a:?}");
+    // The task held part of a request that never came whole: asked again a moment later, not
+    // at every look before.
+    c.handle_timeout(now(t2 + DRAIN_QUIET_MS + 1));
+    assert!(!drain(&mut c).iter().any(|a| matches!(a, Action::CloseWhenQuiet { .. })));
+    assert_eq!(c.poll_timeout(), Some(t2 + 2 * DRAIN_QUIET_MS));
+    c.handle_timeout(now(t2 + 2 * DRAIN_QUIET_MS));
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::CloseWhenQuiet { conn: 1, requests: 2 })), "{a:?}");
+    // The task closed it: reported as a client's close.
+    c.handle(now(t2 + 2 * DRAIN_QUIET_MS + 1), Event::Closed { conn: 1 });
     assert_eq!(c.client_connections(), 0);
 }
 
@@ -670,8 +702,8 @@ fn a_member_down_from_serving_holds_new_handshakes_until_it_serves_again() {
     assert!(handshake(&mut fresh, 2, 1).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
 }
 
-/// A client that pipelines and pauses is closed at the first moment it is quiet: right behind
-/// the answer that leaves its session with nothing waiting once it has sent nothing for
+/// A client that pipelines and pauses is asked to close at the first moment it is quiet: right
+/// behind the answer that leaves its session with nothing waiting once it has sent nothing for
 /// DRAIN_QUIET_MS, or when that time is up, not at a moment of a coarser poll later in its
 /// pause, which can meet its next batch on the wire (a kazoo writer lost a batch of 31 creates so
 /// in a five-server rolling restart, 2026-11-30).
@@ -706,16 +738,18 @@ fn a_member_stopping_closes_a_connection_at_the_first_quiet_moment() {
         c.handle(now(last_answer), Event::Durable { zxid: 0x1_0000_0003 });
         let a = drain(&mut c);
         let reply = a.iter().position(|a| matches!(a, Action::Reply { conn: 1, .. }));
-        let close = a.iter().position(|a| matches!(a, Action::Close { conn: 1 }));
+        let close = a.iter().position(|a| matches!(a, Action::CloseWhenQuiet { conn: 1, requests: 2 }));
         assert!(reply.is_some(), "{a:?}");
         if behind {
-            assert!(close.is_some() && reply < close, "closed right behind the answer: {a:?}");
+            assert!(close.is_some() && reply < close, "asked to close right behind the answer: {a:?}");
         } else {
             assert!(close.is_none(), "not yet quiet: {a:?}");
             assert_eq!(c.poll_timeout(), Some(t + DRAIN_QUIET_MS));
             c.handle_timeout(now(t + DRAIN_QUIET_MS));
-            assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 1 })));
+            let a = drain(&mut c);
+            assert!(a.iter().any(|a| matches!(a, Action::CloseWhenQuiet { conn: 1, requests: 2 })), "{a:?}");
         }
+        c.handle(now(t + 100), Event::Closed { conn: 1 });
         assert_eq!(c.client_connections(), 0);
     }
 }

@@ -554,6 +554,9 @@ impl Script {
                 self.connected.remove(&conn);
                 format!("close conn={conn}")
             }
+            Action::CloseWhenQuiet { conn, requests } => {
+                format!("close-when-quiet conn={conn} requests={requests}")
+            }
             Action::ReleasePermit => "release-permit".into(),
             Action::Persist { records, inline } => {
                 let mut s = String::from(if inline { "persist inline" } else { "persist" });

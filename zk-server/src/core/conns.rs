@@ -30,6 +30,12 @@ pub struct ConnState {
     /// When its last request (or its handshake) arrived, mono ms: a member stopping closes a
     /// connection once it has been quiet a moment (`core/drain.rs`).
     pub last_request_ms: u64,
+    /// Requests the core was handed from this connection: a member stopping asks its task to
+    /// close only if it has handed over no more than these ([`super::Action::CloseWhenQuiet`]).
+    pub requests: u64,
+    /// When a member stopping last asked this connection's task to close if quiet, mono ms;
+    /// cleared by its next request (the task found it was not quiet).
+    pub close_asked_ms: Option<u64>,
 }
 
 impl ConnState {

@@ -13,7 +13,15 @@
 //! before it sends more; a close found by a coarser poll later in the pause can meet its next
 //! batch already on the wire, unseen here (a kazoo writer pausing about 50 ms between batches
 //! lost a batch that way in about one drain in five of a five-server rolling restart, with a
-//! poll every 20 ms). Whatever is
+//! poll every 20 ms).
+//!
+//! The core sees a connection's requests only once its task has read them and the driver has
+//! passed them on, so it does not close: it asks the task to close if the connection is quiet
+//! there too ([`Action::CloseWhenQuiet`], with the count of requests the core saw from it). The
+//! task closes only if it handed over no more than that, holds no part of a request, and finds
+//! no bytes waiting in the socket; otherwise the requests reach the core, which answers them and
+//! asks again at the next quiet moment (or a moment later, should part of a request never come
+//! whole). The connection goes when the task reports it closed. Whatever is
 //! still open at the deadline is closed then (a client that never pauses loses what it had
 //! sent, as with Apache's servers, which close everything at once). The driver waits for this
 //! before a leader hands its leadership over (`handover.rs`) and before the process exits.
@@ -53,7 +61,7 @@ impl ServerCore {
         self.conns.len()
     }
 
-    /// Closes the connections that are quiet, or all of them once the time is up.
+    /// Asks the connections that look quiet to close, or closes all of them once the time is up.
     pub(super) fn step_drain(&mut self, ms: u64) {
         let Some(until) = self.drain_until else { return };
         let all = ms >= until;
@@ -69,20 +77,26 @@ impl ServerCore {
             info!("stopping: {} client connections still busy are closed", due.len());
         }
         for conn in due {
-            self.close_kept(conn);
+            if all {
+                self.close_kept(conn);
+            } else {
+                self.ask_close(conn, ms);
+            }
         }
         if all {
             self.forget_client_queues();
         }
-        // The next look: when the first connection left would have been quiet long enough, or,
-        // for one quiet already but still waiting for an answer, a moment from now.
+        // The next look: when the first connection left may be asked (quiet long enough, and
+        // not asked within that time), or, for one that may be asked already but is still
+        // waiting for an answer, a moment from now.
         let next = self
             .conns
             .iter()
             .map(|(_, c)| {
-                let quiet = c.last_request_ms.saturating_add(DRAIN_QUIET_MS);
-                if quiet > ms {
-                    quiet
+                let may_ask =
+                    c.last_request_ms.max(c.close_asked_ms.unwrap_or(0)).saturating_add(DRAIN_QUIET_MS);
+                if may_ask > ms {
+                    may_ask
                 } else {
                     ms.saturating_add(DRAIN_QUIET_MS)
                 }
@@ -90,6 +104,16 @@ impl ServerCore {
             .min();
         // None left: nothing more to do (no new connection is taken).
         self.drain_next_ms = next.map_or(u64::MAX, |n| n.min(until));
+    }
+
+    /// Asks connection `conn`'s task to close it if it is quiet there too (it may have read
+    /// requests the core has not seen yet): [`Action::CloseWhenQuiet`]. The connection stays
+    /// until its task reports it closed; a request from it means the task found it busy.
+    fn ask_close(&mut self, conn: ConnId, ms: u64) {
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        c.close_asked_ms = Some(ms);
+        let requests = c.requests;
+        self.actions.push_back(Action::CloseWhenQuiet { conn, requests });
     }
 
     /// After an event, while draining: each connection it answered whose session now has nothing
@@ -109,15 +133,17 @@ impl ServerCore {
                     && c.session.is_some_and(|sid| self.conns.conn_of(sid) == Some(conn))
             });
             if quiet {
-                debug!("stopping: connection {conn} closed behind its last answer");
-                self.close_kept(conn);
+                debug!("stopping: connection {conn} asked to close behind its last answer");
+                self.ask_close(conn, ms);
             }
         }
     }
 
-    /// Whether connection `conn` (state `c`) may be closed now by a member that is stopping:
-    /// its session has nothing waiting here, nor a handshake with the leader (`waiting`), it is
-    /// not kept, and it sent nothing for [`DRAIN_QUIET_MS`].
+    /// Whether a member that is stopping may ask connection `conn` (state `c`) to close now: its
+    /// session has nothing waiting here, nor a handshake with the leader (`waiting`), it is not
+    /// kept, it sent nothing for [`DRAIN_QUIET_MS`], and it was not asked within that time (a
+    /// task that found bytes or part of a request waiting is asked again later, should the
+    /// request the core then expects not come).
     fn drain_quiet(
         &self,
         conn: ConnId,
@@ -129,6 +155,7 @@ impl ServerCore {
             && !waiting.contains(&conn)
             && !self.is_kept(conn)
             && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS
+            && c.close_asked_ms.is_none_or(|asked| ms.saturating_sub(asked) >= DRAIN_QUIET_MS)
     }
 
     /// When [`Self::step_drain`] next has something to do.

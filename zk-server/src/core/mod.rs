@@ -317,6 +317,18 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
     },
+    /// A member stopping (`core/drain.rs`): close the connection behind what was queued for it,
+    /// but only if it is quiet where the core cannot see: its task has handed over no more than
+    /// `requests` requests, holds no request or part of one, and finds no bytes waiting in the
+    /// socket. Otherwise nothing happens, and the core hears of the requests as usual (the
+    /// core decides when a connection looks quiet; only its task knows what it has read since).
+    /// The connection, once closed, is reported closed like one its client closed.
+    CloseWhenQuiet {
+        /// The connection.
+        conn: ConnId,
+        /// Requests the core was handed from it.
+        requests: u64,
+    },
     /// A request will get no reply: free its outstanding-request permit.
     ReleasePermit,
     /// Make these transactions durable in the log, after every batch before them, and report

@@ -16,6 +16,10 @@ impl ServerCore {
         raw: Bytes,
         received_us: u64,
     ) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.requests += 1;
+            c.close_asked_ms = None;
+        }
         if self.role == Role::Down && self.is_kept(conn) {
             // Counted when it runs.
             return self.hold(kept::HeldRequest { conn, xid, op, body, raw, received_us });

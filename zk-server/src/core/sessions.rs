@@ -49,6 +49,8 @@ impl ServerCore {
                 timeout_ms,
                 sasl: None,
                 last_request_ms: now.mono_ms(),
+                requests: 0,
+                close_asked_ms: None,
             },
         );
         if req.last_zxid_seen > self.db.last_applied_zxid() {
