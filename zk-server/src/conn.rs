@@ -228,6 +228,14 @@ const BACKLOG_READ_PAUSE: usize = 1024 * 1024;
 /// How long what is queued for a connection the server has closed may take to be written.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
+/// How long after a member stopping asks a connection's task to close it when quiet
+/// ([`Out::CloseWhenQuiet`]) the task looks: the ask often comes right behind the answer that
+/// left the session with nothing waiting, and a client that sends its next batch as soon as it
+/// reads that answer would otherwise meet the close with the batch on the wire (3 creates of a
+/// kazoo writer failed so in one of four five-server rolling restarts). Longer than a client's
+/// turn from an answer to its next request, short beside a drain.
+const QUIET_LOOK_AFTER: Duration = Duration::from_millis(5);
+
 /// Serves one connection, given the two halves of its (plain or TLS) stream, until either side
 /// closes it. `port` is where it arrived; `ids` are the identities its transport proved (a client
 /// certificate's). Once the session exists, one task reads requests and writes frames: a
@@ -307,6 +315,7 @@ where
         read_wait: None,
         read_idle: false,
         dispatched: 0,
+        quiet_look: None,
         w: WriteSide::default(),
     })
 }
@@ -583,6 +592,9 @@ struct Conn<R, W> {
     /// Requests handed to the driver: a member stopping closes the connection only if the core
     /// has seen them all ([`Out::CloseWhenQuiet`]).
     dispatched: u64,
+    /// A member stopping asked to close the connection if quiet, having seen this many requests:
+    /// the task looks when the timer ends ([`QUIET_LOOK_AFTER`]).
+    quiet_look: Option<(u64, Pin<Box<tokio::time::Sleep>>)>,
     w: WriteSide,
 }
 
@@ -601,7 +613,10 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // Writing first: what it frees (outbox slots, backlog bytes) is what a waiting request
         // may need.
-        let written = self.poll_write_side(cx);
+        let mut written = self.poll_write_side(cx);
+        if self.poll_quiet_look(cx) {
+            written = self.poll_write_side(cx);
+        }
         let read = self.poll_read_side(cx);
         if written.is_ready() && read.is_ready() {
             Poll::Ready(())
@@ -898,15 +913,37 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
                 }
             }
             Out::Close => w.closing = true,
+            // A later ask replaces an earlier one (it counts at least as many requests).
             Out::CloseWhenQuiet(seen) => {
-                if self.quiet(seen) {
-                    debug!("connection {} closed while the server stops: quiet", self.id);
-                    self.w.closing = true;
-                    self.backlog.close();
-                    self.end_reading("closed while the server stops".into());
-                }
+                self.quiet_look = Some((seen, Box::pin(tokio::time::sleep(QUIET_LOOK_AFTER))));
             }
         }
+    }
+
+    /// When the look a member stopping asked for is due: closes the connection if it is quiet
+    /// ([`Self::quiet`]); true if it did, and the writing side must be polled again to end.
+    /// Before the reading side is polled, so that bytes that came meanwhile are seen in the
+    /// socket, not read past.
+    fn poll_quiet_look(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some((seen, at)) = &mut self.quiet_look else { return false };
+        if at.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        let seen = *seen;
+        self.quiet_look = None;
+        if !self.quiet(seen) {
+            return false;
+        }
+        debug!("connection {} closed while the server stops: quiet", self.id);
+        self.w.closing = true;
+        self.backlog.close();
+        self.end_reading("closed while the server stops".into());
+        if !self.w.active && self.w.phase == WritePhase::Open {
+            // Waiting for frames: what the outbox still holds (a watch event queued since the
+            // ask) goes with the close, as with any close.
+            self.end_writing();
+        }
+        true
     }
 
     /// Whether the connection is quiet as far as this task can tell, for a member stopping
@@ -1032,6 +1069,13 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), rx.recv()).await.expect("a message").expect("open")
     }
 
+    /// Queues `body` as a reply frame, counted in the backlog as the driver counts it.
+    fn reply(out: &Outbox, body: &'static [u8]) {
+        let f = Bytes::from(frame(body));
+        out.backlog.queued(f.len());
+        out.tx.try_send(Out::Reply(f)).unwrap();
+    }
+
     /// Whether the connection's task sends the driver nothing for a moment.
     async fn nothing_for_a_moment(rx: &mut mpsc::Receiver<DriverMsg>) -> bool {
         tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_err()
@@ -1085,9 +1129,13 @@ mod tests {
             // The core counted none: the request it has not seen yet keeps the connection.
             out.tx.try_send(Out::CloseWhenQuiet(0)).unwrap();
             assert!(nothing_for_a_moment(&mut rx).await, "not closed");
-            // A request in the socket, unread when the task looks: kept, then read.
-            client.write_all(&exists(2)).await.unwrap();
+            // A request in the socket, unread when the task looks: kept, then read. (The task
+            // takes the ask; the request comes while this thread, the runtime's only one, sleeps
+            // past the look's time, so the task looks before it reads.)
             out.tx.try_send(Out::CloseWhenQuiet(1)).unwrap();
+            tokio::task::yield_now().await;
+            client.write_all(&exists(2)).await.unwrap();
+            std::thread::sleep(QUIET_LOOK_AFTER * 4);
             assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 2, .. }), "kept and read");
             // Half a request read: kept; the rest comes.
             let third = exists(3);
@@ -1098,9 +1146,22 @@ mod tests {
             client.write_all(&third[5..]).await.unwrap();
             assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 3, .. }));
 
-            // Quiet: the reply queued before the ask is written, then the close.
-            out.tx.try_send(Out::Reply(Bytes::from(frame(b"answer")))).unwrap();
+            // Asked right behind an answer: a client that sends its next request as soon as it
+            // reads the answer is not closed with that request on the wire.
+            reply(&out, b"first");
             out.tx.try_send(Out::CloseWhenQuiet(3)).unwrap();
+            let mut first = vec![0u8; frame(b"first").len()];
+            tokio::time::timeout(Duration::from_secs(1), client.read_exact(&mut first))
+                .await
+                .unwrap()
+                .unwrap();
+            client.write_all(&exists(4)).await.unwrap();
+            assert!(matches!(next_msg(&mut rx).await, DriverMsg::Request { xid: 4, .. }), "kept and read");
+            assert!(nothing_for_a_moment(&mut rx).await, "not closed after it either");
+
+            // Quiet: the reply queued before the ask is written, then the close.
+            reply(&out, b"answer");
+            out.tx.try_send(Out::CloseWhenQuiet(4)).unwrap();
             assert!(matches!(next_msg(&mut rx).await, DriverMsg::Closed { conn: 7 }));
             let mut got = Vec::new();
             tokio::time::timeout(Duration::from_secs(1), client.read_to_end(&mut got))

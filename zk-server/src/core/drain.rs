@@ -18,7 +18,8 @@
 //! The core sees a connection's requests only once its task has read them and the driver has
 //! passed them on, so it does not close: it asks the task to close if the connection is quiet
 //! there too ([`Action::CloseWhenQuiet`], with the count of requests the core saw from it). The
-//! task closes only if it handed over no more than that, holds no part of a request, and finds
+//! task looks a few milliseconds later (the ask often comes right behind an answer, which a
+//! client may answer with its next batch at once), and closes only if it handed over no more than that, holds no part of a request, and finds
 //! no bytes waiting in the socket; otherwise the requests reach the core, which answers them and
 //! asks again at the next quiet moment (or a moment later, should part of a request never come
 //! whole). The connection goes when the task reports it closed. Whatever is
