@@ -1,5 +1,6 @@
 """A kazoo client pipelining sequential creates under /pipe, 32 at a time, while the test moves
-the leadership (argv: connect string, tried in its order; ready marker; stop marker). It
+the leadership (argv: connect string, tried in its order; ready marker; stop marker; optionally
+the pause between batches in seconds, 0 by default). It
 creates the ready marker once 200 creates are answered, and stops at the stop marker. Prints one
 JSON line: creates acknowledged, the errors seen by exception name, the connection states kazoo
 reported, /pipe's children, and the first state changes and errors with their times."""
@@ -11,6 +12,7 @@ import time
 from kazoo.client import KazooClient
 
 hosts, ready, stop = sys.argv[1:4]
+pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 states = []
 zk = KazooClient(hosts=hosts, timeout=10, randomize_hosts=False)
 zk.add_listener(lambda s: states.append(str(s)))
@@ -32,6 +34,7 @@ while not os.path.exists(stop) and time.time() < deadline:
                 events.append("%.3f error %s" % (time.time(), type(e).__name__))
     if acked >= 200 and not os.path.exists(ready):
         open(ready, "w").close()
+    time.sleep(pause)
 children = len(zk.get_children("/pipe"))
 seen = list(states)
 zk.stop()
