@@ -87,12 +87,16 @@ enum Before {
     Unknown,
 }
 
-/// How a file is told unchanged since it was last read.
+/// How a file is told unchanged since it was last read. The change time is in it because
+/// user space cannot set it, and it moves on every create, rename and link: a copy that keeps
+/// the other three (`cp -a`, `rsync -a` of an older copy of the directory, the freed inode
+/// reused) is still told apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileIdent {
     inode: u64,
     bytes: u64,
     modified_ns: i64,
+    changed_ns: i64,
 }
 
 fn file_ident(path: &Path) -> Option<FileIdent> {
@@ -102,6 +106,7 @@ fn file_ident(path: &Path) -> Option<FileIdent> {
         inode: m.ino(),
         bytes: m.len(),
         modified_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+        changed_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
     })
 }
 
@@ -148,6 +153,19 @@ struct SegmentPass {
     capped: bool,
     /// Read to its end, every record checked.
     whole: bool,
+    /// It was gone (purged, or the log reset) when it was opened or read.
+    vanished: bool,
+}
+
+/// What reading the server's log came to ([`Archiver::read_log`]).
+struct LogRead {
+    /// The zxid the oldest segment listed starts at.
+    first_segment: Option<i64>,
+    /// The base marker read (its zxid and the file's identity), when it was the same file
+    /// before and after it was read.
+    marker: Option<(Option<i64>, Option<FileIdent>)>,
+    /// The log changed while it was read: a segment listed was gone, or the marker was replaced.
+    changed: bool,
 }
 
 /// Asks the server for its committed zxid ([`Archiver::set_commit_cap`]).
@@ -191,12 +209,28 @@ pub struct Archiver {
     marker_seen: Option<(Option<i64>, Option<FileIdent>)>,
     /// This pass read the same marker as [`Self::marker_seen`].
     marker_unchanged: bool,
-    /// The oldest zxid from which the server's log, as this pass listed it, is shown to be the
-    /// archive's history (up to the archive's newest): set when the pass matched the archive's
-    /// newest record in it, or the archive had no log. A snapshot ending at or below the
-    /// archive's newest zxid is archived only when it ends at or after this zxid.
+    /// The base of the server's log as this pass listed it ([`log_base`]): the zxid whose state
+    /// the log goes on from. A snapshot ending before it is not archived: the pass cannot tie
+    /// it to the log it read.
+    log_base: i64,
+    /// From where the server's log, as this pass listed it, is shown to be the archive's
+    /// history up to the archive's newest zxid as the pass began ([`Self::log_base`]): set when
+    /// the pass matched the archive's newest record in it, or the archive had no log. A snapshot
+    /// ending at or below that newest zxid is archived only when it ends at or after this zxid.
     log_proven_from: Option<i64>,
+    /// The identity of the log's base marker file as this pass listed the log: a snapshot is
+    /// archived only while it is the same (a reset or restore during the pass replaces it).
+    marker_listed: Option<FileIdent>,
+    /// Called at points of a pass (`"listed"`: the log was listed and its marker read;
+    /// `"snapshots"`: the snapshots are about to be listed), so tests can change the
+    /// directories there.
+    #[cfg(test)]
+    test_hook: Option<TestHook>,
 }
+
+/// What [`Archiver::test_hook`] calls.
+#[cfg(test)]
+type TestHook = Box<dyn FnMut(&str)>;
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
     let mut v = Vec::new();
@@ -283,6 +317,21 @@ fn log_begins(marker: Option<i64>, first: i64) -> Before {
     }
 }
 
+/// The base of a log whose oldest segment starts at `first` (None: it has none) given its base
+/// marker: the zxid whose state it goes on from, as the log itself takes it (zk-log's
+/// `base_of`): the marker's when `first` follows it ([`log_begins`]), 0 for a log from the
+/// server's first transaction, else the zxid before `first` (the log was purged up to there).
+fn log_base(marker: Option<i64>, first: Option<i64>) -> i64 {
+    match first {
+        None => marker.unwrap_or(0),
+        Some(f) => match log_begins(marker, f) {
+            Before::Zxid(m) => m,
+            Before::Start => 0,
+            Before::Unknown => f.saturating_sub(1),
+        },
+    }
+}
+
 /// How many transactions lie between two zxids, when both are in one epoch.
 pub fn txns_between(older: i64, newer: i64) -> Option<i64> {
     (older >> 32 == newer >> 32).then(|| (newer - older).max(0))
@@ -339,7 +388,11 @@ impl Archiver {
             matched_newest: false,
             marker_seen: None,
             marker_unchanged: false,
+            log_base: 0,
             log_proven_from: None,
+            marker_listed: None,
+            #[cfg(test)]
+            test_hook: None,
         })
     }
 
@@ -565,13 +618,59 @@ impl Archiver {
             }
         }
         let mut report = PassReport { committed: cap, ..PassReport::default() };
+        let newest_before = self.manifest.last_log_zxid();
+        let mut again = false;
+        let (first_segment, marker_read) = loop {
+            let read = self.read_log(cap, newest_before, out, &mut report)?;
+            match self.check_not_behind(read.first_segment) {
+                Ok(empty_at) => {
+                    report.empty_log_at = empty_at;
+                    break (read.first_segment, read.marker);
+                }
+                // A log read while it was reset (a follower's SNAP removing every segment listed,
+                // a restore in place between its moves) can look behind the archive when it is
+                // not: look once more before judging. Nothing was archived (a log behind the
+                // archive holds no record past it).
+                Err(_) if read.changed && !again => {
+                    again = true;
+                    let _ = writeln!(
+                        out,
+                        "backup: the server's log changed while this pass read it (segments removed, or its \
+                         base marker replaced): reading it again"
+                    );
+                    self.check_restore_marker()?;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.log_base = log_base(self.log_marker, first_segment);
+        self.log_proven_from = (self.matched_newest || newest_before.is_none()).then_some(self.log_base);
+        self.archive_snapshots(cap, member, newest_before, out, &mut report)?;
+        self.marker_seen = marker_read;
+        report.newest_archived = self.manifest.last_log_zxid();
+        // The server's own: below the archive's newest when its log was reset or restored
+        // below it (the lag line says so instead of a lag of 0).
+        report.newest_on_disk = self.newest_on_disk;
+        Ok(report)
+    }
+
+    /// Lists the server's log and reads it: archives what the archive lacks of it (see
+    /// [`Self::pass`]), noting the newest zxid on disk and whether the archive's newest record
+    /// as the pass began (`newest_before`) was found the same in it.
+    fn read_log(
+        &mut self,
+        cap: Option<i64>,
+        newest_before: Option<i64>,
+        out: &mut dyn Write,
+        report: &mut PassReport,
+    ) -> Result<LogRead, BackupError> {
         self.newest_on_disk = None;
         self.matched_newest = false;
         self.log_proven_from = None;
-        let newest_before = self.manifest.last_log_zxid();
         let segments = list_named(&self.log_dir, parse_segment_name)?;
         let marker_file = self.log_dir.join(BASE_FILE);
         let marker_ident = file_ident(&marker_file);
+        self.marker_listed = marker_ident;
         self.log_marker = zk_log::read_base_zxid(&self.log_dir).map_err(|e| BackupError::Damaged {
             key: marker_file.display().to_string(),
             why: e.to_string(),
@@ -581,11 +680,16 @@ impl Archiver {
             (marker_ident == file_ident(&marker_file)).then_some((self.log_marker, marker_ident));
         self.marker_unchanged =
             marker_ident.is_some() && marker_read.is_some() && marker_read == self.marker_seen;
+        #[cfg(test)]
+        if let Some(hook) = &mut self.test_hook {
+            hook("listed");
+        }
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
         let mut before = match segments.first() {
             Some((first, _)) => log_begins(self.log_marker, *first),
             None => Before::Unknown,
         };
+        let mut vanished = false;
         for (i, (first, name)) in segments.iter().enumerate() {
             let open = i + 1 == segments.len();
             let ident = file_ident(&self.log_dir.join(name));
@@ -604,6 +708,7 @@ impl Archiver {
                 }
             }
             let seen = self.archive_segment(name, open, before, cap, out)?;
+            vanished |= seen.vanished;
             report.logs.extend(seen.piece);
             before = seen.last;
             if seen.capped {
@@ -620,23 +725,11 @@ impl Archiver {
                 }
             }
         }
-        report.empty_log_at = self.check_not_behind(segments.first().map(|(z, _)| *z))?;
-        if self.matched_newest || newest_before.is_none() {
-            // The log's segments are contiguous: from its oldest listed zxid on it is one
-            // history, the archive's up to the archive's newest; from its base when the oldest
-            // segment follows its marker (the snapshot there is the state it goes on from).
-            self.log_proven_from = segments.first().map(|(z, _)| match log_begins(self.log_marker, *z) {
-                Before::Zxid(m) => m,
-                _ => *z,
-            });
-        }
-        self.archive_snapshots(cap, member, out, &mut report)?;
-        self.marker_seen = marker_read;
-        report.newest_archived = self.manifest.last_log_zxid();
-        // The server's own: below the archive's newest when its log was reset or restored
-        // below it (the lag line says so instead of a lag of 0).
-        report.newest_on_disk = self.newest_on_disk;
-        Ok(report)
+        Ok(LogRead {
+            first_segment: segments.first().map(|(z, _)| *z),
+            marker: marker_read,
+            changed: vanished || marker_read.is_none() || file_ident(&marker_file) != marker_ident,
+        })
     }
 
     /// Archives the records of segment `name` the archive lacks as one archived segment (a
@@ -654,7 +747,8 @@ impl Archiver {
     ) -> Result<SegmentPass, BackupError> {
         let src = self.log_dir.join(name);
         let shown = src.display().to_string();
-        let purged = SegmentPass { piece: None, last: Before::Unknown, capped: false, whole: false };
+        let purged =
+            SegmentPass { piece: None, last: Before::Unknown, capped: false, whole: false, vanished: true };
         let damaged = |d: super::segment::SegmentDamage| BackupError::Damaged {
             key: d.name.clone(),
             why: format!("{} at offset {}", d.why, d.offset),
@@ -755,7 +849,7 @@ impl Archiver {
             p.end.last = (at, z, rec.payload_crc());
             before = Before::Zxid(z);
         }
-        let mut seen = SegmentPass { piece: None, last: before, capped, whole };
+        let mut seen = SegmentPass { piece: None, last: before, capped, whole, vanished: false };
         let Some(p) = piece else { return Ok(seen) };
         // A closed segment is durable whole; of the open one, what a group mark proved, unless
         // the server vouched for every record read: committed, each is in the ensemble's history
@@ -842,12 +936,21 @@ impl Archiver {
             // marker below it that is the same file a successful pass of this backup read is
             // no reset since then (a stale one), so it does not break the chain; one this
             // backup has not seen before (a new process, or a reset) does.
-            Before::Unknown => last.filter(|l| {
-                *l > 0
-                    && z == l + 1
-                    && z >> 32 == l >> 32
-                    && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
-            }),
+            //
+            // Past the archive's newest + 1, the record before is the zxid before `z` when both
+            // are of one epoch (a leader numbers an epoch's transactions one by one, and the
+            // log holds them in order): recorded, it lets the snapshot at that zxid, the one the
+            // log was purged up to, go on into the piece. It never continues an archived piece
+            // (none ends there), so the gap stays one.
+            Before::Unknown => {
+                let prior = z.checked_sub(1).filter(|b| b >> 32 == z >> 32);
+                match last {
+                    Some(l) if prior == Some(l) => last.filter(|l| {
+                        *l > 0 && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
+                    }),
+                    _ => prior.filter(|b| last.is_none_or(|l| *b > l)),
+                }
+            }
         };
         if let Some(l) = last.filter(|l| prev_zxid != Some(*l)) {
             let _ = writeln!(
@@ -936,15 +1039,23 @@ impl Archiver {
 
     /// Archives every finished snapshot the archive lacks, but one that ends past `cap` (the
     /// server's committed zxid as the pass began): it may hold transactions that are not
-    /// committed, and waits for a pass whose cap has moved past it. `member`: the directories
-    /// are an ensemble member's ([`SnapFile::member`]).
+    /// committed, and waits for a pass whose cap has moved past it; and one the pass cannot tie
+    /// to the archived log ([`Self::unproven_snapshot`]; `newest_before` is the archive's newest
+    /// zxid as the pass began). `member`: the directories are an ensemble member's
+    /// ([`SnapFile::member`]).
     fn archive_snapshots(
         &mut self,
         cap: Option<i64>,
         member: bool,
+        newest_before: Option<i64>,
         out: &mut dyn Write,
         report: &mut PassReport,
     ) -> Result<(), BackupError> {
+        #[cfg(test)]
+        if let Some(hook) = &mut self.test_hook {
+            hook("snapshots");
+        }
+        let marker_file = self.log_dir.join(BASE_FILE);
         for (start, name) in list_named(&self.snap_dir, parse_snapshot_name)? {
             if self.manifest.snapshots.iter().any(|s| s.name == name) {
                 continue;
@@ -975,9 +1086,22 @@ impl Archiver {
                         );
                         continue;
                     }
-                    if let Some(why) = end_zxid.and_then(|e| self.unproven_snapshot(start, e)) {
+                    if let Some(why) = end_zxid.and_then(|e| self.unproven_snapshot(start, e, newest_before))
+                    {
                         self.discard(&staged);
                         let _ = writeln!(out, "backup: WARNING: {name} is not archived: {why}");
+                        continue;
+                    }
+                    // Looked at after the copy: a reset or restore of the log since it was listed
+                    // (its marker is replaced) may have put another history's snapshot here,
+                    // which the checks above, made against the log as listed, cannot tell.
+                    if file_ident(&marker_file) != self.marker_listed {
+                        self.discard(&staged);
+                        let _ = writeln!(
+                            out,
+                            "backup: {name} waits for the next pass: the server's log was reset during this \
+                             one (its base marker was replaced)"
+                        );
                         continue;
                     }
                     self.target.put_file(&key, &staged)?;
@@ -1016,16 +1140,22 @@ impl Archiver {
     }
 
     /// Why a snapshot starting at `start` and exact at `end` may be of another history than the
-    /// archived log holds at `end` (None: it is not). One ending past the archive's newest zxid
-    /// is the server's history past it, which the archived log either continues or records a
-    /// gap before. One ending at or below it is archived only when the archived log is whole
-    /// from it (no gap after its start: across a gap the archive cannot tell one history from
-    /// another) and this pass found the server's log, from at or before `end`, to be the
-    /// archive's history ([`Self::log_proven_from`]): otherwise it may be a snapshot of a
-    /// history written after a reset below the archive (or placed in the directory by hand),
-    /// and a restore would start from it for points of the archived one.
-    fn unproven_snapshot(&self, start: i64, end: i64) -> Option<String> {
-        let l = self.manifest.last_log_zxid().filter(|l| end <= *l)?;
+    /// archived log holds at `end` (None: it is not). `newest_before` is the archive's newest
+    /// zxid as the pass began.
+    ///
+    /// - One whose start is at or below the last zxid before the archived log's newest gap is
+    ///   not archived: across a gap the archive cannot tell one history from another (and a
+    ///   restore from it to a point past the gap would have to cross it).
+    /// - One ending at or below `newest_before` is archived only when this pass found the
+    ///   server's log, from at or before `end`, to be the archive's history
+    ///   ([`Self::log_proven_from`]): otherwise it may be a snapshot of a history written after a
+    ///   reset below the archive (or placed in the directory by hand), and a restore would start
+    ///   from it for points of the archived one.
+    /// - One ending past it ends in what this pass read of the server's log and archived (or
+    ///   after it): it is archived when it ends at or after the base of the log as this pass
+    ///   listed it ([`Self::log_base`]), the same tie by zxid range. A pass that records a gap
+    ///   thus still archives the snapshots after it, which a restore past the gap needs.
+    fn unproven_snapshot(&self, start: i64, end: i64, newest_before: Option<i64>) -> Option<String> {
         let logs = &self.manifest.logs;
         let gap = (1..logs.len())
             .rev()
@@ -1038,6 +1168,16 @@ impl Archiver {
                 hex(g)
             ));
         }
+        let Some(l) = newest_before.filter(|l| end <= *l) else {
+            return (end < self.log_base).then(|| {
+                format!(
+                    "it ends at zxid {}, before the server's log as this pass read it begins (it goes on from \
+                     zxid {}), so the pass cannot tie it to the log it archived",
+                    hex(end),
+                    hex(self.log_base)
+                )
+            });
+        };
         match self.log_proven_from {
             Some(f) if f <= end => None,
             Some(_) => Some(format!(
@@ -1814,7 +1954,8 @@ mod tests {
         let mut a = f.archiver();
         let mut out = Vec::new();
         a.pass(&mut out).unwrap();
-        assert_eq!(ranges(&a), [(6, 7, None)]);
+        // The zxid before it is 5 (the log was purged up to there), not the server's start.
+        assert_eq!(ranges(&a), [(6, 7, Some(5))]);
         assert!(!a.manifest().log_from_start, "{}", text(&out));
         drop(a);
         let target = DirTarget::new(f.archive.clone());
@@ -1969,14 +2110,19 @@ mod tests {
         }
     }
 
-    /// A snapshot that ends where zxid `at` is, of the tree `txns` builds.
+    /// A snapshot in the fixture's data directory of the tree `txns` builds, exact at the last.
     fn write_snapshot(f: &Fixture, txns: &[(zk_proto::TxnHeader, zk_proto::Txn)]) {
+        write_snapshot_in(&f.data, txns)
+    }
+
+    /// A snapshot in the data directory `data` of the tree `txns` builds, exact at the last.
+    fn write_snapshot_in(data: &Path, txns: &[(zk_proto::TxnHeader, zk_proto::Txn)]) {
         let mut rec = zk_tree::Recovery::new(zk_tree::Database::new(zk_tree::TreeConfig::default()));
         for (h, t) in txns {
             assert!(rec.replay(h, t));
         }
         let db = rec.finish(0);
-        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        let snap_dir = data.join(zk_log::snapshot::SNAP_DIR_NAME);
         let storage = crate::snapshots::open_dir(&snap_dir).unwrap();
         let mut cur = db.snapshot_begin();
         let mut w = zk_log::snapshot::SnapshotWriter::create(&storage, cur.start_zxid()).unwrap();
@@ -2358,5 +2504,194 @@ mod tests {
         assert_eq!(r.snapshots.len(), 1, "{}", text(&out));
         let s = &a.manifest().snapshots[0];
         assert_eq!((s.start_zxid, s.end_zxid), (3, Some(5)));
+    }
+
+    /// Restores the fixture's archive into a fresh directory at zxid `z`.
+    fn restore_at(f: &Fixture, z: i64) -> Result<crate::backup::restore::RestoreReport, BackupError> {
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join(format!("restored-{z:x}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&into);
+        restore(&target, &into, None, Point::Zxid(z), None, false, &mut Vec::new())
+    }
+
+    /// A cron-style backup of a server that purges past the archive's newest zxid between
+    /// runs: each pass records a gap, and still archives the snapshot taken after it (it ends
+    /// in the log the pass read and archived), so a restore past each gap starts from it; the
+    /// points inside a gap are refused, the old history before the first still restores.
+    #[test]
+    fn a_pass_that_records_a_gap_archives_the_snapshots_after_it() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        f.commit(10..=15);
+        f.log.roll().unwrap();
+        f.commit(16..=20);
+        write_snapshot(&f, &(1..=18).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(21..=24);
+        f.log.roll().unwrap();
+        f.commit(25..=25);
+        f.commit(26..=26);
+        f.log.purge_before(16).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(text(&out).contains("WARNING: the archived log has a gap"), "{}", text(&out));
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (16, 24, Some(15)), (25, 25, Some(24))]);
+        assert_eq!(r.snapshots, ["snapshot.0000000000000012"], "{}", text(&out));
+        let r = restore_at(&f, 22).unwrap();
+        assert_eq!((r.zxid, r.snapshot.as_deref()), (22, Some("snapshot.0000000000000012")));
+        // The next run: the server purged past the archive's newest again.
+        f.commit(27..=30);
+        f.log.roll().unwrap();
+        f.commit(31..=33);
+        write_snapshot(&f, &(1..=32).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(34..=34);
+        f.commit(35..=35);
+        f.log.purge_before(31).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.snapshots, ["snapshot.0000000000000020"], "{}", text(&out));
+        assert_eq!(a.manifest().snapshots.len(), 2);
+        let r = restore_at(&f, 34).unwrap();
+        assert_eq!((r.zxid, r.snapshot.as_deref()), (34, Some("snapshot.0000000000000020")));
+        let e = restore_at(&f, 12).unwrap_err();
+        assert!(matches!(e, BackupError::Gap { after: 8, before: 16, .. }), "{e}");
+        let e = restore_at(&f, 28).unwrap_err();
+        assert!(matches!(e, BackupError::Gap { after: 25, before: 31, .. }), "{e}");
+        assert_eq!(restore_at(&f, 8).unwrap().zxid, 8);
+    }
+
+    /// The oldest snapshot the server keeps, right before its oldest kept segment (a segment
+    /// boundary fell right after it, and the log was purged up to there): the first piece
+    /// records that zxid as the one before it, the snapshot is archived, and a restore goes on
+    /// from it into the piece.
+    #[test]
+    fn a_snapshot_right_before_the_oldest_kept_segment_is_archived_and_restores() {
+        let mut f = Fixture::new();
+        f.commit(1..=10);
+        f.log.roll().unwrap();
+        f.commit(11..=12);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(13..=13);
+        f.log.purge_before(11).unwrap();
+        let mut a = f.archiver();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(11, 12, Some(10))]);
+        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
+        let r = restore_at(&f, 12).unwrap();
+        assert_eq!((r.zxid, r.snapshot.as_deref()), (12, Some("snapshot.000000000000000a")));
+    }
+
+    /// A snapshot that ends before the server's log as the pass listed it begins (the log was
+    /// purged past it) is not archived, even past the archive's newest zxid: nothing the pass
+    /// read ties it to the log.
+    #[test]
+    fn a_snapshot_before_the_listed_log_is_not_archived() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=4);
+        f.commit(5..=5);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 4, Some(0))]);
+        f.commit(6..=7);
+        write_snapshot(&f, &(1..=7).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(8..=9);
+        f.log.roll().unwrap();
+        f.commit(10..=11);
+        f.log.purge_before(10).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(r.snapshots.is_empty(), "{}", text(&out));
+        assert!(text(&out).contains("before the server's log as this pass read it begins"), "{}", text(&out));
+    }
+
+    /// A follower's log reset by a snapshot from its leader past the archive's newest zxid
+    /// after the pass listed it (every segment listed is gone when it is opened): the pass
+    /// reads the log again rather than judge it behind the archive, and finds it empty at the
+    /// snapshot's point.
+    #[test]
+    fn a_log_reset_while_a_pass_reads_it_is_read_again() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.log.roll().unwrap();
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(a.manifest().last_log_zxid(), Some(8));
+        let elsewhere = FileStorage::open_dir(f.dir.path().join("elsewhere")).unwrap();
+        let log =
+            std::mem::replace(&mut f.log, zk_log::SegmentLog::open(elsewhere, Default::default()).unwrap());
+        let mut log = Some(log);
+        a.test_hook = Some(Box::new(move |at| {
+            if let Some(mut l) = log.take_if(|_| at == "listed") {
+                l.reset_to(20).unwrap();
+            }
+        }));
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap_or_else(|e| panic!("{e}\n{}", text(&out)));
+        assert!(text(&out).contains("reading it again"), "{}", text(&out));
+        assert_eq!((r.newest_on_disk, r.empty_log_at), (None, Some(20)));
+        assert!(lag_line(&r).contains("lag: 0 txns"), "{}", lag_line(&r));
+    }
+
+    /// A log reset below the archive while a pass runs, after the pass read the log and found
+    /// it the archive's history, and a snapshot of the new history put in place: the snapshot
+    /// is not archived (the base marker was replaced during the pass); the next pass finds the
+    /// log behind the archive.
+    #[test]
+    fn a_snapshot_is_not_archived_when_the_log_was_reset_during_the_pass() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        let elsewhere = FileStorage::open_dir(f.dir.path().join("elsewhere")).unwrap();
+        let log =
+            std::mem::replace(&mut f.log, zk_log::SegmentLog::open(elsewhere, Default::default()).unwrap());
+        let mut log = Some(log);
+        let data = f.data.clone();
+        a.test_hook = Some(Box::new(move |at| {
+            if let Some(mut l) = log.take_if(|_| at == "snapshots") {
+                l.reset_to(4).unwrap();
+                for z in 5..=6 {
+                    let (h, t) = new_history_at(z);
+                    l.commit(&[(&h, &t)]).unwrap();
+                }
+                let mut txns: Vec<_> = (1..=4).map(|z| create_at(z, 1_000 + z)).collect();
+                txns.extend((5..=6).map(new_history_at));
+                write_snapshot_in(&data, &txns);
+            }
+        }));
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert!(r.snapshots.is_empty(), "{}", text(&out));
+        assert!(text(&out).contains("snapshot.0000000000000006 waits for the next pass"), "{}", text(&out));
+        let e = a.pass(&mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("behind the archive's newest, 0x8"), "{e}");
+        assert!(a.manifest().snapshots.is_empty());
+    }
+
+    /// A file put back in place of itself with its inode, size and modification time (a copy
+    /// that keeps them, the freed inode reused) is not taken as unchanged: its change time moved.
+    #[test]
+    fn a_file_relinked_with_the_same_metadata_is_not_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"marker").unwrap();
+        let before = file_ident(&p).unwrap();
+        // File times move in the kernel's clock ticks.
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::hard_link(&p, dir.path().join("g")).unwrap();
+        std::fs::remove_file(dir.path().join("g")).unwrap();
+        let after = file_ident(&p).unwrap();
+        assert_eq!(
+            (after.inode, after.bytes, after.modified_ns),
+            (before.inode, before.bytes, before.modified_ns)
+        );
+        assert_ne!(after, before);
     }
 }
