@@ -49,6 +49,18 @@ pub enum StartError {
         /// One of its files.
         file: String,
     },
+    /// dataDir or dataLogDir holds what `zkrs-server restore --force` moved aside
+    /// (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`) and the server would
+    /// start with an empty tree: the restore stopped (a kill, a power loss) after it moved the
+    /// old data aside and before it moved its result in. Serving the empty tree would look like
+    /// data loss.
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, and the server would start with an empty tree: the restore stopped before it moved its result in; run the restore again, or rename {moved} back (without its `.before-restore-…` suffix) to start on the data it held")]
+    UnfinishedRestore {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What was moved aside there.
+        moved: String,
+    },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
     #[error("stopped: {reason}")]
@@ -76,6 +88,30 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
             if name.starts_with("snapshot.") || name.starts_with("log.") {
                 return Err(StartError::ApacheData { dir: dir.clone(), file: name });
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to start empty on a data directory whose restore stopped half done: the old
+/// `zkrs-snap` or `zkrs-log` moved aside (`<name>.before-restore-<ms>`), the result not moved in.
+/// Called only when the server would start with an empty tree: after a restore that finished,
+/// the directories moved aside stay beside the restored snapshot, which is no reason to refuse.
+fn refuse_unfinished_restore(settings: &Settings) -> Result<(), StartError> {
+    for dir in [&settings.snap_root, &settings.log_root] {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut moved: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
+                    .iter()
+                    .any(|d| n.strip_prefix(d).is_some_and(|r| r.starts_with(".before-restore-")))
+            })
+            .collect();
+        moved.sort();
+        if !moved.is_empty() {
+            return Err(StartError::UnfinishedRestore { dir: dir.clone(), moved: moved.join(", ") });
         }
     }
     Ok(())
@@ -167,6 +203,7 @@ pub async fn run(
     };
     if rec.last_zxid() == 0 {
         refuse_apache_data(&settings)?;
+        refuse_unfinished_restore(&settings)?;
     }
     // The core's clock starts here; sessions restored start their timeouts afresh on it, as
     // Apache does on loading.

@@ -453,6 +453,28 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
 }
 
+/// A restore that stopped between moving the old data aside and moving its result in (a kill,
+/// a power loss) leaves neither in place: a server started there does not serve an empty tree,
+/// it refuses and names what was moved aside.
+#[test]
+fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000000")).unwrap();
+    std::fs::create_dir_all(data.join("zkrs-log.before-restore-1700000000000")).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data.display(),
+        free_port()
+    );
+    let said = refused(dir.path(), &cfg);
+    assert!(said.contains("moved aside by `zkrs-server restore --force`"), "{said}");
+    assert!(
+        said.contains("holds zkrs-log.before-restore-1700000000000, zkrs-snap.before-restore-1700000000000"),
+        "{said}"
+    );
+}
+
 /// A frame's payload range and whether it is group-marked, for every record of a segment file.
 fn frames(bytes: &[u8]) -> Vec<(i64, std::ops::Range<usize>, bool)> {
     let mut v = Vec::new();
