@@ -1021,6 +1021,7 @@ impl Archiver {
             summary,
             prev_zxid,
             last_payload_crc,
+            prev_inferred: false,
         });
         self.commit_manifest()?;
         let (record_at, zxid, payload_crc) = end.last;
@@ -2673,6 +2674,27 @@ mod tests {
         let e = a.pass(&mut Vec::new()).unwrap_err().to_string();
         assert!(e.contains("behind the archive's newest, 0x8"), "{e}");
         assert!(a.manifest().snapshots.is_empty());
+    }
+
+    /// A link between archived pieces that an older manifest did not record but that was
+    /// inferred from zxid order (kept as such in the manifest) is named by a restore that relies
+    /// on it, in one warning line; a restore before it relies on recorded links only.
+    #[test]
+    fn a_restore_names_the_links_inferred_from_an_older_manifest() {
+        let (f, a) = archived_in_three_pieces();
+        drop(a);
+        let target = DirTarget::new(f.archive.clone());
+        let mut m = target.read_manifest().unwrap().unwrap();
+        m.logs[2].prev_inferred = true;
+        target.write_manifest(&m).unwrap();
+        let r = restore_at(&f, 8).unwrap();
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].contains("1 archived segment(s) are taken to follow the one before them by zxid order alone (log.0000000000000007 after zxid 0x6)"),
+            "{:?}",
+            r.warnings
+        );
+        assert!(restore_at(&f, 6).unwrap().warnings.is_empty());
     }
 
     /// A file put back in place of itself with its inode, size and modification time (a copy

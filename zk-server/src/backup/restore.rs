@@ -611,6 +611,35 @@ fn plan_segments<'m>(
     Ok(needed)
 }
 
+/// The links between archived segments the plan `segments` (from `start` to `point`) relies on
+/// that an older manifest did not record but that were inferred from zxid order
+/// ([`LogFile::prev_inferred`]), named in one line (None: none).
+fn inferred_links(m: &Manifest, start: i64, point: i64, segments: &[&LogFile]) -> Option<String> {
+    let mut relied: Vec<&LogFile> = segments
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| *i > 0 || l.summary.first_zxid > start)
+        .map(|(_, l)| *l)
+        .collect();
+    // A point past the last one holds there only because the next one continues it.
+    if let Some(last) = segments.last().map(|l| l.summary.last_zxid).filter(|l| point > *l) {
+        relied.extend(m.logs.iter().find(|l| l.summary.first_zxid > last));
+    }
+    let inferred: Vec<&LogFile> = relied.into_iter().filter(|l| l.prev_inferred).collect();
+    let first = inferred.first()?;
+    Some(format!(
+        "{} archived segment(s) are taken to follow the one before them by zxid order alone ({} after zxid {}{}): \
+         the archive was written with a manifest of version 3 or older, which did not record what the server's \
+         log held before them, so a log reset below the archive and purged up to there would not have been \
+         told apart (restore a point before {} to rely on recorded links only)",
+        inferred.len(),
+        first.name,
+        hex(first.prev_zxid.unwrap_or_default()),
+        if inferred.len() > 1 { ", first" } else { "" },
+        hex(first.summary.first_zxid)
+    ))
+}
+
 /// What the server's log held before an archived segment, for a gap's message.
 fn held_before(l: &LogFile) -> String {
     match l.prev_zxid {
@@ -807,6 +836,10 @@ fn restore_staged(
     }
     let start = snap.map_or(0, |s| s.start_zxid);
     let segments = plan_segments(m, start, zxid, target)?;
+    if let Some(w) = inferred_links(m, start, zxid, &segments) {
+        progress.say(format!("restore: WARNING: {w}"));
+        warnings.push(w);
+    }
     progress.say(format!(
         "restore: to zxid {} from {} and {} archived segments",
         hex(zxid),
