@@ -640,6 +640,14 @@ impl Archiver {
                     );
                     self.check_restore_marker()?;
                 }
+                // Still behind: a restore in place between its moves, read twice, looks so.
+                Err(BackupError::Refused(e)) if again => {
+                    return Err(BackupError::Refused(format!(
+                        "{e} (the log changed while this pass read it, and read again it is still behind: if a \
+                         restore or a reset of the server was under way, run the backup again once it is done \
+                         before starting a new archive)"
+                    )))
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -2636,6 +2644,33 @@ mod tests {
         assert!(text(&out).contains("reading it again"), "{}", text(&out));
         assert_eq!((r.newest_on_disk, r.empty_log_at), (None, Some(20)));
         assert!(lag_line(&r).contains("lag: 0 txns"), "{}", lag_line(&r));
+    }
+
+    /// A log taken away while the pass reads it, and still gone when it is read again (a
+    /// restore in place between its moves): the refusal says the log changed under the pass
+    /// and to run the backup again before starting a new archive.
+    #[test]
+    fn a_log_still_behind_when_read_again_says_it_changed() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        let log_dir = f.data.join(LOG_DIR_NAME);
+        a.test_hook = Some(Box::new(move |at| {
+            if at == "listed" {
+                for e in std::fs::read_dir(&log_dir).unwrap().flatten() {
+                    if parse_segment_name(&e.file_name().to_string_lossy()).is_some() {
+                        std::fs::remove_file(e.path()).unwrap();
+                    }
+                }
+            }
+        }));
+        let mut out = Vec::new();
+        let e = a.pass(&mut out).unwrap_err().to_string();
+        assert!(text(&out).contains("reading it again"), "{}", text(&out));
+        assert!(e.contains("behind the archive's newest, 0x8"), "{e}");
+        assert!(e.contains("run the backup again once it is done before starting a new archive"), "{e}");
     }
 
     /// A log reset below the archive while a pass runs, after the pass read the log and found
