@@ -50,11 +50,13 @@ pub enum StartError {
         file: String,
     },
     /// dataDir or dataLogDir holds what `zkrs-server restore --force` moved aside
-    /// (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`) and the server would
-    /// start with an empty tree: the restore stopped (a kill, a power loss) after it moved the
-    /// old data aside and before it moved its result in. Serving the empty tree would look like
-    /// data loss.
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, and the server would start with an empty tree: the restore stopped before it moved its result in; run the restore again, or rename {moved} back (without its `.before-restore-…` suffix) to start on the data it held")]
+    /// (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`), no finished restore
+    /// recorded in dataDir covers it, and the server would start with an empty tree: the restore
+    /// stopped (a kill, a power loss) after it moved the old data aside and before it moved its
+    /// result in. Serving the empty tree would look like data loss. (A restore by an older build
+    /// records no finish: data emptied on purpose after one is refused as well, and the message
+    /// says how to go on.)
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, and the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}): the restore stopped before it moved its result in (run the restore again, or rename {moved} back without its `.before-restore-…` suffix to start on the data it held), or the data was emptied on purpose after a restore that did not record its finish (an older build's, or one cut off right after it moved its result in): then move {moved} out of the directory and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
     UnfinishedRestore {
         /// The directory.
         dir: std::path::PathBuf,
@@ -96,17 +98,23 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
 /// Refuses to start empty on a data directory whose restore stopped half done: the old
 /// `zkrs-snap` or `zkrs-log` moved aside (`<name>.before-restore-<ms>`), the result not moved in.
 /// Called only when the server would start with an empty tree: after a restore that finished,
-/// the directories moved aside stay beside the restored snapshot, which is no reason to refuse.
+/// the directories moved aside stay beside the restored snapshot, which is no reason to refuse,
+/// and the restore's finished stamp in dataDir
+/// ([`RESTORE_FINISHED`](crate::backup::restore::RESTORE_FINISHED)) covers them, so a directory
+/// emptied on purpose after it (a member wiped to resync from its leader) starts.
 fn refuse_unfinished_restore(settings: &Settings) -> Result<(), StartError> {
+    let finished = crate::backup::restore::restore_finished_stamp(&settings.snap_root);
     for dir in [&settings.snap_root, &settings.log_root] {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };
         let mut moved: Vec<String> = entries
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| {
-                [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
+                let stamp = [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
                     .iter()
-                    .any(|d| n.strip_prefix(d).is_some_and(|r| r.starts_with(".before-restore-")))
+                    .find_map(|d| n.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")));
+                // A stamp that does not parse (renamed by hand) is not known finished.
+                stamp.is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
             })
             .collect();
         moved.sort();

@@ -475,6 +475,30 @@ fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
     );
 }
 
+/// After a restore that finished (its finished stamp in dataDir covers what it moved aside), a
+/// data directory emptied on purpose (a member wiped to resync from its leader) starts empty; a
+/// later restore's directories moved aside that no finished stamp covers are still refused.
+#[test]
+fn a_server_emptied_after_a_finished_restore_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000000")).unwrap();
+    std::fs::create_dir_all(data.join("zkrs-log.before-restore-1700000000000")).unwrap();
+    std::fs::write(data.join("zkrs-restore-finished"), "moved_aside_stamp_ms=1700000000000\n").unwrap();
+    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000001")).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data.display(),
+        free_port()
+    );
+    let said = refused(dir.path(), &cfg);
+    assert!(said.contains("holds zkrs-snap.before-restore-1700000000001, moved aside"), "{said}");
+    std::fs::remove_dir(data.join("zkrs-snap.before-restore-1700000000001")).unwrap();
+    let server = start_in(Target::Zkrs, dir, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
+}
+
 /// A frame's payload range and whether it is group-marked, for every record of a segment file.
 fn frames(bytes: &[u8]) -> Vec<(i64, std::ops::Range<usize>, bool)> {
     let mut v = Vec::new();

@@ -221,6 +221,15 @@ pub struct Archiver {
     /// The identity of the log's base marker file as this pass listed the log: a snapshot is
     /// archived only while it is the same (a reset or restore during the pass replaces it).
     marker_listed: Option<FileIdent>,
+    /// The newest zxid the archive held anything of as this pass began, snapshot ends
+    /// included ([`Manifest::newest_zxid`]): a piece records the zxid before its first as its
+    /// predecessor from zxid order alone only past it, where no snapshot archived before this
+    /// pass can end.
+    held_before: Option<i64>,
+    /// The server's snapshots already archived under their name and found the same file (size
+    /// and CRC-32) as the archived one, by name with the identity they had then, and those found
+    /// to differ (false: warned of once); neither is read again while unchanged.
+    same_named: std::collections::HashMap<String, (FileIdent, bool)>,
     /// Called at points of a pass (`"listed"`: the log was listed and its marker read;
     /// `"snapshots"`: the snapshots are about to be listed), so tests can change the
     /// directories there.
@@ -391,6 +400,8 @@ impl Archiver {
             log_base: 0,
             log_proven_from: None,
             marker_listed: None,
+            held_before: None,
+            same_named: std::collections::HashMap::new(),
             #[cfg(test)]
             test_hook: None,
         })
@@ -619,6 +630,7 @@ impl Archiver {
         }
         let mut report = PassReport { committed: cap, ..PassReport::default() };
         let newest_before = self.manifest.last_log_zxid();
+        self.held_before = self.manifest.newest_zxid();
         let mut again = false;
         let (first_segment, marker_read) = loop {
             let read = self.read_log(cap, newest_before, out, &mut report)?;
@@ -945,18 +957,21 @@ impl Archiver {
             // no reset since then (a stale one), so it does not break the chain; one this
             // backup has not seen before (a new process, or a reset) does.
             //
-            // Past the archive's newest + 1, the record before is the zxid before `z` when both
-            // are of one epoch (a leader numbers an epoch's transactions one by one, and the
-            // log holds them in order): recorded, it lets the snapshot at that zxid, the one the
-            // log was purged up to, go on into the piece. It never continues an archived piece
-            // (none ends there), so the gap stays one.
+            // Past everything the archive held as the pass began (its log's newest + 1 and every
+            // archived snapshot's end), the record before is the zxid before `z` when both are
+            // of one epoch (a leader numbers an epoch's transactions one by one, and the log
+            // holds them in order): recorded, it lets the snapshot at that zxid, the one the log
+            // was purged up to, go on into the piece. It never continues an archived piece, nor
+            // a snapshot archived before this pass (none ends there: one of the history before a
+            // reset might), so the gap stays one; only a snapshot this pass archives from the
+            // server's directory, of the log it read, can end there.
             Before::Unknown => {
                 let prior = z.checked_sub(1).filter(|b| b >> 32 == z >> 32);
                 match last {
                     Some(l) if prior == Some(l) => last.filter(|l| {
                         *l > 0 && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
                     }),
-                    _ => prior.filter(|b| last.is_none_or(|l| *b > l)),
+                    _ => prior.filter(|b| self.held_before.is_none_or(|h| *b > h)),
                 }
             }
         };
@@ -1065,8 +1080,12 @@ impl Archiver {
             hook("snapshots");
         }
         let marker_file = self.log_dir.join(BASE_FILE);
-        for (start, name) in list_named(&self.snap_dir, parse_snapshot_name)? {
-            if self.manifest.snapshots.iter().any(|s| s.name == name) {
+        let listed = list_named(&self.snap_dir, parse_snapshot_name)?;
+        self.same_named.retain(|n, _| listed.iter().any(|(_, s)| s == n));
+        for (start, name) in listed {
+            if let Some(archived) = self.manifest.snapshots.iter().find(|s| s.name == name) {
+                let (bytes, crc32) = (archived.bytes, archived.crc32);
+                self.compare_same_named(&name, bytes, crc32, out)?;
                 continue;
             }
             if cap.is_some_and(|c| start > c) {
@@ -1099,6 +1118,17 @@ impl Archiver {
                     {
                         self.discard(&staged);
                         let _ = writeln!(out, "backup: WARNING: {name} is not archived: {why}");
+                        continue;
+                    }
+                    if let Some(e) = end_zxid.filter(|e| self.ahead_of_archived_log(*e)) {
+                        self.discard(&staged);
+                        let _ = writeln!(
+                            out,
+                            "backup: {name} ends at zxid {}, past the archived log's newest ({}): it waits for a \
+                             pass that archives the transactions through its end",
+                            hex(e),
+                            self.manifest.last_log_zxid().map_or("none".into(), hex)
+                        );
                         continue;
                     }
                     // Looked at after the copy: a reset or restore of the log since it was listed
@@ -1148,6 +1178,54 @@ impl Archiver {
         Ok(())
     }
 
+    /// Compares the server's snapshot `name`, which the archive holds under that name, with the
+    /// archived one (`bytes`, `crc32`), and warns once when they differ: the server wrote
+    /// another file under the name since (after a reset below the archive, one of another
+    /// history; or the same state written again: received from the leader, or under another
+    /// compression). The archive keeps the file it holds, and nothing the pass archives is
+    /// chained onto it for being at the same zxid ([`Self::start_piece`] records a predecessor
+    /// from zxid order only past every archived end). A file unchanged since it was compared
+    /// is not read again.
+    fn compare_same_named(
+        &mut self,
+        name: &str,
+        bytes: u64,
+        crc32: u32,
+        out: &mut dyn Write,
+    ) -> Result<(), BackupError> {
+        let src = self.snap_dir.join(name);
+        let Some(ident) = file_ident(&src) else { return Ok(()) };
+        if self.same_named.get(name).is_some_and(|(seen, _)| *seen == ident) {
+            return Ok(());
+        }
+        let same = ident.bytes == bytes
+            && match File::open(&src) {
+                Ok(mut f) => {
+                    copy_with_crc(&mut f, &mut std::io::sink()).map_err(io_err(&src))? == (bytes, crc32)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(io_err(&src)(e)),
+            };
+        // Looked at again after the read: a file replaced meanwhile is compared at the next pass.
+        if file_ident(&src) != Some(ident) {
+            return Ok(());
+        }
+        if !same {
+            let _ = writeln!(
+                out,
+                "backup: WARNING: {name} on the server ({} bytes) is not the archived {name} ({bytes} bytes, CRC-32 \
+                 {crc32:#010x}): \
+                 the server wrote another snapshot under that name since it was archived (after a reset or \
+                 restore of the server below the archive it is of another history; it may also be the same \
+                 state written again); the archive keeps the one it holds and chains nothing onto it for \
+                 its name: if the server's history was reset, start a new archive",
+                ident.bytes
+            );
+        }
+        self.same_named.insert(name.to_string(), (ident, same));
+        Ok(())
+    }
+
     /// Why a snapshot starting at `start` and exact at `end` may be of another history than the
     /// archived log holds at `end` (None: it is not). `newest_before` is the archive's newest
     /// zxid as the pass began.
@@ -1160,10 +1238,11 @@ impl Archiver {
     ///   ([`Self::log_proven_from`]): otherwise it may be a snapshot of a history written after a
     ///   reset below the archive (or placed in the directory by hand), and a restore would start
     ///   from it for points of the archived one.
-    /// - One ending past it ends in what this pass read of the server's log and archived (or
-    ///   after it): it is archived when it ends at or after the base of the log as this pass
-    ///   listed it ([`Self::log_base`]), the same tie by zxid range. A pass that records a gap
-    ///   thus still archives the snapshots after it, which a restore past the gap needs.
+    /// - One ending past it ends in what this pass read of the server's log and archived, or at
+    ///   the log's base marker ([`Self::ahead_of_archived_log`] holds the others back): it is
+    ///   archived when it ends at or after the base of the log as this pass listed it
+    ///   ([`Self::log_base`]), the same tie by zxid range. A pass that records a gap thus still
+    ///   archives the snapshots after it, which a restore past the gap needs.
     fn unproven_snapshot(&self, start: i64, end: i64, newest_before: Option<i64>) -> Option<String> {
         let logs = &self.manifest.logs;
         let gap = (1..logs.len())
@@ -1203,6 +1282,19 @@ impl Archiver {
                 hex(l)
             )),
         }
+    }
+
+    /// Whether a snapshot ending at `end` (exact there) ends past the archived log as this pass
+    /// left it, and not at the zxid the server's log base marker records (a SNAP's or a
+    /// restore's point, which the piece after it records as its predecessor): such a snapshot
+    /// waits for a pass that archives the transactions through its end. Archived now, it could
+    /// end in transactions of the server's log the archive never holds (the open segment's
+    /// last group, not yet durable): were the log then reset below its end and written anew,
+    /// the piece archived later over its end would be another history, and a restore from the
+    /// snapshot through that piece would mix the two.
+    fn ahead_of_archived_log(&self, end: i64) -> bool {
+        let at_marker = self.log_marker == Some(end) && self.log_base == end;
+        self.manifest.last_log_zxid().is_none_or(|n| end > n) && !at_marker
     }
 
     /// Reads the staged snapshot `name` whole, checking every chunk and the content's counts;
@@ -2750,5 +2842,146 @@ mod tests {
             (before.inode, before.bytes, before.modified_ns)
         );
         assert_ne!(after, before);
+    }
+
+    /// Whether a restore's snapshot holds the nodes of two histories: `/n5` (the one written
+    /// first) and `/mb` (the other's, from zxid 0xb on).
+    fn mixes_histories(r: &crate::backup::restore::RestoreReport) -> bool {
+        let paths = paths_in(&r.written);
+        paths.iter().any(|p| p == "/n5") && paths.iter().any(|p| p == "/mb")
+    }
+
+    /// The paths in the snapshot a restore wrote.
+    fn paths_in(written: &Path) -> Vec<String> {
+        let storage = crate::snapshots::open_dir(written.parent().unwrap()).unwrap();
+        let name = written.file_name().unwrap().to_string_lossy().into_owned();
+        let mut parser = ContentParser::new();
+        let mut paths = Vec::new();
+        zk_log::snapshot::read_snapshot(&storage, &name, &mut |chunk| {
+            parser
+                .feed(chunk, &mut |r| {
+                    if let ContentRecord::Node(n) = r {
+                        paths.push(n.path.to_string());
+                    }
+                    Ok(())
+                })
+                .map_err(|e| e.to_string())
+        })
+        .unwrap();
+        paths.sort();
+        paths
+    }
+
+    /// A piece whose first record starts past the archive's log newest + 1 in a purged log does
+    /// not record the zxid before it as its predecessor when an archived snapshot ends there (one
+    /// of the history before a reset: here archived at the log's base marker after a SNAP, then
+    /// the log reset below the archive, written anew, the snapshot replaced by the new history's
+    /// under the same name, and purged past it): a restore past it is a gap, never the old
+    /// snapshot with the new history's transactions; and the same-named server snapshot that
+    /// differs from the archived one is warned of.
+    #[test]
+    fn a_purged_piece_does_not_chain_onto_an_archived_snapshot_of_another_history() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9); // the newest group: not durable yet, so not archived
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        // A snapshot from a leader at 10 (history A), the log reset to it.
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.log.reset_to(10).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
+        // A restore by hand below the archive: the log reset to 4, new writes, the snapshot at
+        // 10 replaced by the new history's (same zxid, same name), then purged past it.
+        f.log.reset_to(4).unwrap();
+        for z in 5..=10 {
+            f.commit_batch(&[new_history_at(z)]);
+        }
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::remove_file(snap_dir.join("snapshot.000000000000000a")).unwrap();
+        let mut b: Vec<_> = (1..=4).map(|z| create_at(z, 1_000 + z)).collect();
+        b.extend((5..=10).map(new_history_at));
+        write_snapshot(&f, &b);
+        f.log.roll().unwrap();
+        for z in 11..=13 {
+            f.commit_batch(&[new_history_at(z)]);
+        }
+        f.log.purge_before(11).unwrap();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        match restore_at(&f, 12) {
+            Ok(r) => panic!("restore --zxid 12 from {:?}: {:?}", r.snapshot, paths_in(&r.written)),
+            Err(e) => assert!(matches!(e, BackupError::Gap { .. }), "{e}"),
+        }
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (11, 12, None)], "{}", text(&out));
+        assert!(text(&out).contains("WARNING: snapshot.000000000000000a on the server ("), "{}", text(&out));
+        // Compared once: an unchanged file is not warned of again.
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert!(!text(&out).contains("is not the archived"), "{}", text(&out));
+    }
+
+    /// A snapshot ending past the archived log (in the server's open segment's last group, not
+    /// yet durable) waits for the pass that archives the transactions through its end. Archived
+    /// early, it would be restored through a piece of another history spanning its end when the
+    /// log is reset below it and written anew before that pass (here purged past the archive),
+    /// a restore mixing the two.
+    #[test]
+    fn a_snapshot_past_the_archived_log_waits_for_its_end() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=10); // the newest group: not durable yet, so not archived
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        let mut first = Vec::new();
+        let held = a.pass(&mut first).unwrap().snapshots;
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        // Reset below the archive by hand, the old snapshot removed, new writes over its end.
+        f.log.reset_to(4).unwrap();
+        for z in 5..=9 {
+            f.commit_batch(&[new_history_at(z)]);
+        }
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::remove_file(snap_dir.join("snapshot.000000000000000a")).unwrap();
+        f.log.roll().unwrap();
+        for z in 10..=14 {
+            f.commit_batch(&[new_history_at(z)]);
+        }
+        f.log.purge_before(10).unwrap();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (10, 13, Some(9))], "{}", text(&out));
+        if let Ok(r) = restore_at(&f, 12) {
+            assert!(
+                !mixes_histories(&r),
+                "restore --zxid 12 from {:?}: {:?}",
+                r.snapshot,
+                paths_in(&r.written)
+            );
+        }
+        assert!(held.is_empty(), "{}", text(&first));
+        assert!(text(&first).contains("past the archived log's newest (0x8): it waits"), "{}", text(&first));
+    }
+
+    /// The snapshot held back for ending past the archived log is archived by the pass that
+    /// archives its end, and a restore starts from it.
+    #[test]
+    fn a_snapshot_held_back_is_archived_with_its_end() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=10);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        let r = a.pass(&mut Vec::new()).unwrap();
+        assert!(r.snapshots.is_empty());
+        f.commit(11..=11);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))]);
+        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
+        let r = restore_at(&f, 10).unwrap();
+        assert_eq!(r.snapshot.as_deref(), Some("snapshot.000000000000000a"));
     }
 }

@@ -220,6 +220,46 @@ impl RestoreMarker {
     }
 }
 
+/// The file a restore leaves in the data directory once its result is in place, naming the
+/// stamp (`<ms>`) of the directories it moved aside (`zkrs-snap.before-restore-<ms>`,
+/// `zkrs-log.before-restore-<ms>`): the server refuses to start empty beside moved-aside
+/// directories only when no such file covers their stamp (the restore stopped before its
+/// result was in), not when the data was emptied after a restore that finished.
+pub const RESTORE_FINISHED: &str = "zkrs-restore-finished";
+
+/// The key of the stamp in [`RESTORE_FINISHED`].
+const FINISHED_KEY: &str = "moved_aside_stamp_ms=";
+
+/// The stamp of the newest restore that finished in `data_dir` ([`RESTORE_FINISHED`]): None
+/// when there is none, or it cannot be read or holds no stamp (taken as no restore finished).
+pub fn restore_finished_stamp(data_dir: &Path) -> Option<u128> {
+    use std::io::Read;
+    let f = File::open(data_dir.join(RESTORE_FINISHED)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines().find_map(|l| l.trim().strip_prefix(FINISHED_KEY)).and_then(|v| v.parse().ok())
+}
+
+/// Writes [`RESTORE_FINISHED`] into `dir` for the moves aside stamped `stamp` (synced, under a
+/// temporary name first; the caller syncs the directory).
+fn write_finished(dir: &Path, stamp: u128) -> Result<(), BackupError> {
+    let p = dir.join(RESTORE_FINISHED);
+    let tmp = dir.join(format!("{RESTORE_FINISHED}.tmp"));
+    let text = format!(
+        "# Written by zkrs-server restore once its result was in place: the directories it moved aside\n\
+         # (*.before-restore-{stamp}) and older ones are left over from restores that finished.\n\
+         {FINISHED_KEY}{stamp}\n"
+    );
+    let written = File::create(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, &p));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_err(&p)(e)
+    })
+}
+
 /// The directory under the output directory a restore fetches into and builds its result in.
 const STAGING_NAME: &str = ".restore-staging";
 
@@ -327,7 +367,13 @@ fn install_steps(
         std::fs::rename(&from, &to).map_err(io_err(&to))?;
         done.push((from, to));
     }
-    sync_dirs(out, log_out)
+    sync_dirs(out, log_out)?;
+    // Last: the moves aside are left over from a restore that finished, which a server started
+    // on the directory after it was emptied on purpose must not take for one stopped half done.
+    step("finished".to_string())?;
+    write_finished(out, stamp)?;
+    step(format!("sync {}", out.display()))?;
+    sync_dir(out)
 }
 
 /// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
@@ -1240,7 +1286,7 @@ mod tests {
             .filter(|n| !n.starts_with("zkrs-log.before-restore-"))
             .collect();
         left.sort();
-        assert_eq!(left, [RESTORE_MARKER, "zkrs-snap"]);
+        assert_eq!(left, [RESTORE_FINISHED, RESTORE_MARKER, "zkrs-snap"]);
     }
 
     /// Runs a forced restore of `f`'s archive at zxid 3 into `out` (a separate dataLogDir
@@ -1274,7 +1320,7 @@ mod tests {
     #[test]
     fn a_restore_failing_after_the_move_aside_puts_the_old_directories_back() {
         let f = archived_1_to_5();
-        for fail in ["in zkrs-restored", "in zkrs-snap", "sync"] {
+        for fail in ["in zkrs-restored", "in zkrs-snap", "sync", "finished"] {
             let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
             let logs = f.dir.path().join(format!("logs-{}", fail.replace(' ', "-")));
             std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
@@ -1310,7 +1356,39 @@ mod tests {
             "{steps:?}"
         );
         assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
-        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 2);
+        assert!(at("finished") > at("in zkrs-snap"), "{steps:?}");
+        assert!(steps.iter().rposition(|t| *t == sync_out) > Some(at("finished")), "{steps:?}");
+        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 3);
+    }
+
+    /// A restore that finished records the stamp of the directories it moved aside, in the data
+    /// directory and the separate dataLogDir alike, so that a server started there after the data
+    /// was emptied on purpose does not take them for a restore stopped half done; a second
+    /// restore's stamp replaces the first's.
+    #[test]
+    fn a_finished_restore_records_the_stamp_of_what_it_moved_aside() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+        assert_eq!(restore_finished_stamp(&out), None);
+        let stamps = |dir: &Path| -> Vec<u128> {
+            names(dir).iter().filter_map(|n| n.split(".before-restore-").nth(1)?.parse().ok()).collect()
+        };
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        let first = restore_finished_stamp(&out).expect("a stamp");
+        assert_eq!(stamps(&out), [first]);
+        assert_eq!(stamps(&logs), [first]);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        let second = restore_finished_stamp(&out).expect("a stamp");
+        assert!(second > first);
+        assert!(stamps(&out).iter().all(|s| *s <= second), "{:?}", names(&out));
+        std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=x\n").unwrap();
+        assert_eq!(restore_finished_stamp(&out), None, "unreadable: no restore known finished");
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
