@@ -9,7 +9,9 @@
 //! segment being written, only the records before its last group mark are taken: the log marks
 //! a record only once everything before it in the segment is durable (docs/log-format.md, "Sync
 //! groups"), so nothing archived can be lost by a power failure on the server and come back as
-//! another transaction. The records of the last sync group wait for the next write.
+//! another transaction. The records of the last sync group wait for the next write, or, on a
+//! standalone server, for a snapshot of the server's ending in them, which proves them durable
+//! (`Archiver::archive_through_snapshot_end`).
 //!
 //! Durable is not committed on an ensemble member: its log holds proposals a new leader may have
 //! it truncate away. Each pass then first asks the server for the zxid it has applied
@@ -137,6 +139,9 @@ struct Piece {
     /// Where it ended before the last group-marked record: what is known durable of an open
     /// segment.
     durable: Option<PieceEnd>,
+    /// Where it ends at the record a server snapshot ends at, when asked
+    /// ([`Archiver::archive_through_snapshot_end`]): what that snapshot proves durable.
+    proven: Option<PieceEnd>,
     /// The zxid before its first record, as read from the log ([`LogFile::prev_zxid`]).
     prev_zxid: Option<i64>,
     /// The first piece of a log that was never purged or reset.
@@ -226,10 +231,25 @@ pub struct Archiver {
     /// predecessor from zxid order alone only past it, where no snapshot archived before this
     /// pass can end.
     held_before: Option<i64>,
-    /// The server's snapshots already archived under their name and found the same file (size
-    /// and CRC-32) as the archived one, by name with the identity they had then, and those found
-    /// to differ (false: warned of once); neither is read again while unchanged.
-    same_named: std::collections::HashMap<String, (FileIdent, bool)>,
+    /// The server's snapshots already archived under their name and compared with the archived
+    /// one (size and CRC-32), by name: neither is read again while it and the archived one are
+    /// unchanged. Kept across runs in the staging directory ([`SAME_NAMED_FILE`]), so a one-shot
+    /// backup run from cron does not read every retained snapshot again each time.
+    same_named: std::collections::HashMap<String, SameNamed>,
+    /// [`Self::same_named`] as [`SAME_NAMED_FILE`] holds it.
+    same_named_saved: std::collections::HashMap<String, SameNamed>,
+    /// The log's base marker names a zxid whose snapshot the archive holds, and the server's
+    /// snapshot under that name is another file than the archived one: the log goes on from
+    /// another state than the archived one there, so the piece after the marker records no
+    /// predecessor (a gap).
+    marker_state_differs: bool,
+    /// The server's open segment as this pass listed the log (its name), and what its log held
+    /// before the segment's first record, as read by this pass: what
+    /// [`Self::archive_through_snapshot_end`] reads again.
+    open_listed: Option<(String, Before)>,
+    /// How many times [`Self::compare_same_named`] read a server snapshot, for tests.
+    #[cfg(test)]
+    same_named_reads: usize,
     /// Called at points of a pass (`"listed"`: the log was listed and its marker read;
     /// `"snapshots"`: the snapshots are about to be listed), so tests can change the
     /// directories there.
@@ -240,6 +260,83 @@ pub struct Archiver {
 /// What [`Archiver::test_hook`] calls.
 #[cfg(test)]
 type TestHook = Box<dyn FnMut(&str)>;
+
+/// A server snapshot compared with the archived one under its name ([`Archiver::same_named`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SameNamed {
+    /// The server's file as it was read.
+    ident: FileIdent,
+    /// The archived file's size and CRC-32 it was compared with.
+    archived: (u64, u32),
+    /// Whether they were the same.
+    same: bool,
+}
+
+/// The file in the staging directory that keeps [`Archiver::same_named`] between runs: a line
+/// `name inode bytes mtime_ns ctime_ns archived_bytes archived_crc32 same` per snapshot, then
+/// `end`. A file that does not read whole (no `end`, a line that does not parse, more than
+/// [`SAME_NAMED_BYTES_MAX`] bytes) is ignored: the snapshots are compared again.
+const SAME_NAMED_FILE: &str = "same-named-snapshots";
+
+/// The most bytes of [`SAME_NAMED_FILE`] read.
+const SAME_NAMED_BYTES_MAX: u64 = 1 << 20;
+
+fn load_same_named(staging: &Path) -> std::collections::HashMap<String, SameNamed> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = File::open(staging.join(SAME_NAMED_FILE))
+        .and_then(|f| f.take(SAME_NAMED_BYTES_MAX + 1).read_to_end(&mut bytes));
+    if read.is_err() || bytes.len() as u64 > SAME_NAMED_BYTES_MAX {
+        return Default::default();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if lines.pop() != Some("end") {
+        return Default::default();
+    }
+    let parse = |l: &str| -> Option<(String, SameNamed)> {
+        let f: Vec<&str> = l.split(' ').collect();
+        let [name, ino, bytes, m, c, ab, ac, same] = f[..] else { return None };
+        parse_snapshot_name(name)?;
+        let ident = FileIdent {
+            inode: ino.parse().ok()?,
+            bytes: bytes.parse().ok()?,
+            modified_ns: m.parse().ok()?,
+            changed_ns: c.parse().ok()?,
+        };
+        let same = match same {
+            "1" => true,
+            "0" => false,
+            _ => return None,
+        };
+        Some((name.to_string(), SameNamed { ident, archived: (ab.parse().ok()?, ac.parse().ok()?), same }))
+    };
+    lines.into_iter().map(parse).collect::<Option<_>>().unwrap_or_default()
+}
+
+/// Writes [`SAME_NAMED_FILE`] (under a temporary name, then renamed). A failure is not an
+/// error: the next run compares again.
+fn save_same_named(staging: &Path, same_named: &std::collections::HashMap<String, SameNamed>) {
+    let mut text = String::new();
+    for (name, s) in same_named {
+        let i = s.ident;
+        text.push_str(&format!(
+            "{name} {} {} {} {} {} {} {}\n",
+            i.inode,
+            i.bytes,
+            i.modified_ns,
+            i.changed_ns,
+            s.archived.0,
+            s.archived.1,
+            u8::from(s.same)
+        ));
+    }
+    text.push_str("end\n");
+    let (p, tmp) = (staging.join(SAME_NAMED_FILE), staging.join(format!("{SAME_NAMED_FILE}.tmp")));
+    if std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &p)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
 
 fn list_named(dir: &Path, parse: fn(&str) -> Option<i64>) -> Result<Vec<(i64, String)>, BackupError> {
     let mut v = Vec::new();
@@ -378,6 +475,7 @@ impl Archiver {
             }
         }
         let manifest = target.read_manifest()?.unwrap_or_default();
+        let same_named = load_same_named(&staging);
         Ok(Archiver {
             target,
             log_dir: data_log_dir.join(LOG_DIR_NAME),
@@ -401,9 +499,14 @@ impl Archiver {
             log_proven_from: None,
             marker_listed: None,
             held_before: None,
-            same_named: std::collections::HashMap::new(),
+            same_named_saved: same_named.clone(),
+            same_named,
+            marker_state_differs: false,
+            open_listed: None,
             #[cfg(test)]
             test_hook: None,
+            #[cfg(test)]
+            same_named_reads: 0,
         })
     }
 
@@ -705,13 +808,29 @@ impl Archiver {
             hook("listed");
         }
         self.read_segments.retain(|n, _| segments.iter().any(|(_, s)| s == n));
-        let mut before = match segments.first() {
-            Some((first, _)) => log_begins(self.log_marker, *first),
+        self.marker_state_differs = false;
+        if let Some(m) = self.log_marker.filter(|_| !self.is_ensemble_member()) {
+            let name = zk_log::snapshot::snapshot_name(m);
+            if let Some(a) = self.manifest.snapshots.iter().find(|s| s.name == name) {
+                let (bytes, crc32) = (a.bytes, a.crc32);
+                self.marker_state_differs = self.compare_same_named(&name, bytes, crc32, out) == Some(false);
+            }
+        }
+        let mut before = match segments.first().map(|(first, _)| log_begins(self.log_marker, *first)) {
+            // The log goes on from the marker's state, which is not the one archived there.
+            Some(Before::Zxid(m)) if self.marker_state_differs && self.log_marker == Some(m) => {
+                Before::Unknown
+            }
+            Some(b) => b,
             None => Before::Unknown,
         };
         let mut vanished = false;
+        self.open_listed = None;
         for (i, (first, name)) in segments.iter().enumerate() {
             let open = i + 1 == segments.len();
+            if open {
+                self.open_listed = Some((name.clone(), before));
+            }
             let ident = file_ident(&self.log_dir.join(name));
             if let (false, Some(read), Some(id)) = (open, self.read_segments.get(name), ident) {
                 if read.ident == id {
@@ -727,7 +846,7 @@ impl Archiver {
                     continue;
                 }
             }
-            let seen = self.archive_segment(name, open, before, cap, out)?;
+            let seen = self.archive_segment(name, open, before, cap, None, out)?;
             vanished |= seen.vanished;
             report.logs.extend(seen.piece);
             before = seen.last;
@@ -756,13 +875,16 @@ impl Archiver {
     /// piece: a segment header for its first zxid, then the records' frames as stored), none
     /// past `cap`. Of the `open` segment only the records before its last group mark are taken:
     /// those are durable (docs/log-format.md, "Sync groups"); the rest waits for the next pass.
-    /// `before` is what the log held before the segment's first record.
+    /// `before` is what the log held before the segment's first record. `proven_through`: a
+    /// zxid a finished server snapshot ends at ([`Self::archive_through_snapshot_end`]): the
+    /// open segment's records through it are durable too.
     fn archive_segment(
         &mut self,
         name: &str,
         open: bool,
         mut before: Before,
         cap: Option<i64>,
+        proven_through: Option<i64>,
         out: &mut dyn Write,
     ) -> Result<SegmentPass, BackupError> {
         let src = self.log_dir.join(name);
@@ -867,14 +989,25 @@ impl Archiver {
             p.file.write_all(&rec.frame).map_err(io_err(&p.path))?;
             p.end.bytes += rec.frame.len() as u64;
             p.end.last = (at, z, rec.payload_crc());
+            if proven_through == Some(z) {
+                p.proven = Some(p.end);
+            }
             before = Before::Zxid(z);
         }
         let mut seen = SegmentPass { piece: None, last: before, capped, whole, vanished: false };
         let Some(p) = piece else { return Ok(seen) };
-        // A closed segment is durable whole; of the open one, what a group mark proved, unless
-        // the server vouched for every record read: committed, each is in the ensemble's history
+        // A closed segment is durable whole; of the open one, what a group mark proved, or a
+        // snapshot of the server's (`proven_through`), whichever reaches further, unless the
+        // server vouched for every record read: committed, each is in the ensemble's history
         // whatever becomes of this server's copy.
-        let end = if open && cap.is_none() { p.durable } else { Some(p.end) };
+        let end = if open && cap.is_none() {
+            match (p.durable, p.proven) {
+                (Some(d), Some(q)) => Some(if q.bytes > d.bytes { q } else { d }),
+                (d, q) => d.or(q),
+            }
+        } else {
+            Some(p.end)
+        };
         seen.piece = self.install_piece(p, end, name, &damaged, out)?;
         Ok(seen)
     }
@@ -969,7 +1102,9 @@ impl Archiver {
                 let prior = z.checked_sub(1).filter(|b| b >> 32 == z >> 32);
                 match last {
                     Some(l) if prior == Some(l) => last.filter(|l| {
-                        *l > 0 && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
+                        *l > 0
+                            && (self.log_marker.is_none_or(|b| b >= *l) || self.marker_unchanged)
+                            && !(self.marker_state_differs && self.log_marker == Some(*l))
                     }),
                     _ => prior.filter(|b| self.held_before.is_none_or(|h| *b > h)),
                 }
@@ -997,6 +1132,7 @@ impl Archiver {
             file,
             end: PieceEnd { bytes: SEGMENT_HEADER_BYTES, summary: SegmentSummary::of(rec), last: (0, z, 0) },
             durable: None,
+            proven: None,
             prev_zxid,
             from_start: before == Before::Start && last.is_none(),
         })
@@ -1079,19 +1215,38 @@ impl Archiver {
         if let Some(hook) = &mut self.test_hook {
             hook("snapshots");
         }
-        let marker_file = self.log_dir.join(BASE_FILE);
         let listed = list_named(&self.snap_dir, parse_snapshot_name)?;
         self.same_named.retain(|n, _| listed.iter().any(|(_, s)| s == n));
+        let result = self.archive_listed_snapshots(listed, cap, member, newest_before, out, report);
+        if self.same_named != self.same_named_saved {
+            save_same_named(&self.staging, &self.same_named);
+            self.same_named_saved = self.same_named.clone();
+        }
+        result
+    }
+
+    /// [`Self::archive_snapshots`] for the snapshots `listed`.
+    fn archive_listed_snapshots(
+        &mut self,
+        listed: Vec<(i64, String)>,
+        cap: Option<i64>,
+        member: bool,
+        newest_before: Option<i64>,
+        out: &mut dyn Write,
+        report: &mut PassReport,
+    ) -> Result<(), BackupError> {
+        let marker_file = self.log_dir.join(BASE_FILE);
         for (start, name) in listed {
             if let Some(archived) = self.manifest.snapshots.iter().find(|s| s.name == name) {
                 let (bytes, crc32) = (archived.bytes, archived.crc32);
-                self.compare_same_named(&name, bytes, crc32, out)?;
+                self.compare_same_named(&name, bytes, crc32, out);
                 continue;
             }
             if cap.is_some_and(|c| start > c) {
                 continue;
             }
             let src = self.snap_dir.join(&name);
+            let ident = file_ident(&src);
             let Some((staged, bytes, crc32)) = self.stage(&src, &name)? else {
                 let _ = writeln!(out, "backup: {name} was removed by the server before it could be archived");
                 continue;
@@ -1119,6 +1274,13 @@ impl Archiver {
                         self.discard(&staged);
                         let _ = writeln!(out, "backup: WARNING: {name} is not archived: {why}");
                         continue;
+                    }
+                    // Without a cap, the records through its end, read in the open segment, are
+                    // archived first when they are there.
+                    if let (Some(e), None) = (end_zxid.filter(|e| self.ahead_of_archived_log(*e)), cap) {
+                        if file_ident(&marker_file) == self.marker_listed {
+                            self.archive_through_snapshot_end(e, out, report)?;
+                        }
                     }
                     if let Some(e) = end_zxid.filter(|e| self.ahead_of_archived_log(*e)) {
                         self.discard(&staged);
@@ -1162,6 +1324,12 @@ impl Archiver {
                         end_zxid.map_or("not recorded".into(), hex),
                         if tree_digest.is_some() { ", tree digest recorded" } else { "" }
                     );
+                    // What was copied is the server's file while it is unchanged since: the same
+                    // as the archived one, so no later pass reads it to compare.
+                    if let Some(ident) = ident.filter(|i| file_ident(&src) == Some(*i)) {
+                        let archived = (bytes, crc32);
+                        self.same_named.insert(name.clone(), SameNamed { ident, archived, same: true });
+                    }
                     report.snapshots.push(name);
                 }
                 Err(e) => {
@@ -1184,31 +1352,51 @@ impl Archiver {
     /// history; or the same state written again: received from the leader, or under another
     /// compression). The archive keeps the file it holds, and nothing the pass archives is
     /// chained onto it for being at the same zxid ([`Self::start_piece`] records a predecessor
-    /// from zxid order only past every archived end). A file unchanged since it was compared
-    /// is not read again.
+    /// from zxid order only past every archived end; and a piece after the log's base marker
+    /// records none when the snapshot at the marker differs, [`Self::marker_state_differs`]).
+    /// A file unchanged since it was compared with the same archived file is not read again
+    /// ([`Self::same_named`]). Returns whether they are the same (None: not known: the file is
+    /// gone, was replaced while it was read, or cannot be read, which is warned of and does not
+    /// stop the pass: it decides nothing else, and an old snapshot the server no longer reads,
+    /// on a bad sector, must not keep every newer one out of the archive).
     fn compare_same_named(
         &mut self,
         name: &str,
         bytes: u64,
         crc32: u32,
         out: &mut dyn Write,
-    ) -> Result<(), BackupError> {
+    ) -> Option<bool> {
         let src = self.snap_dir.join(name);
-        let Some(ident) = file_ident(&src) else { return Ok(()) };
-        if self.same_named.get(name).is_some_and(|(seen, _)| *seen == ident) {
-            return Ok(());
+        let ident = file_ident(&src)?;
+        if let Some(c) =
+            self.same_named.get(name).filter(|c| c.ident == ident && c.archived == (bytes, crc32))
+        {
+            return Some(c.same);
         }
-        let same = ident.bytes == bytes
-            && match File::open(&src) {
-                Ok(mut f) => {
-                    copy_with_crc(&mut f, &mut std::io::sink()).map_err(io_err(&src))? == (bytes, crc32)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(io_err(&src)(e)),
-            };
+        #[cfg(test)]
+        {
+            self.same_named_reads += 1;
+        }
+        let read = match File::open(&src) {
+            Ok(mut f) => copy_with_crc(&mut f, &mut std::io::sink()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => Err(e),
+        };
+        let same = match read {
+            Ok(read) => ident.bytes == bytes && read == (bytes, crc32),
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "backup: WARNING: {} cannot be read to compare it with the archived {name}: {e}; the pass goes \
+                     on without it (it is archived already)",
+                    src.display()
+                );
+                return None;
+            }
+        };
         // Looked at again after the read: a file replaced meanwhile is compared at the next pass.
         if file_ident(&src) != Some(ident) {
-            return Ok(());
+            return None;
         }
         if !same {
             let _ = writeln!(
@@ -1222,8 +1410,8 @@ impl Archiver {
                 ident.bytes
             );
         }
-        self.same_named.insert(name.to_string(), (ident, same));
-        Ok(())
+        self.same_named.insert(name.to_string(), SameNamed { ident, archived: (bytes, crc32), same });
+        Some(same)
     }
 
     /// Why a snapshot starting at `start` and exact at `end` may be of another history than the
@@ -1282,6 +1470,38 @@ impl Archiver {
                 hex(l)
             )),
         }
+    }
+
+    /// Archives the server's open segment, as this pass listed it, through zxid `end`, where a
+    /// finished snapshot of the server's ends past the archived log: a pass without a commit cap
+    /// (a standalone server's directories: an ensemble member's need one) otherwise leaves the
+    /// records of the segment's last sync group for a later write to prove durable, and an idle
+    /// server's last group, with the idle snapshot holding it, would stay out of the archive
+    /// for as long as it stays idle. The snapshot is that proof: a standalone server applies a
+    /// transaction only once its log reports it durable (and a log opened after a crash is synced
+    /// whole before anything is replayed from it), so a snapshot ending at `end` shows its log
+    /// durable through `end`; and no later loss of its log's tail can put another transaction
+    /// under a zxid up to `end`, since the server goes on past that snapshot. Only a record with
+    /// zxid `end` itself, read in the segment right after what the archive holds (the segment is
+    /// read as any pass reads it: from the record the archive ends with, checked unchanged, or
+    /// from its start, every record the archive holds compared), takes it that far; the caller
+    /// calls only while the log's base marker is the one the pass listed the log under, so the
+    /// snapshot, listed after the log, is of the history that log holds (only a reset replaces a
+    /// standalone server's history, and every reset replaces the marker; a snapshot put in the
+    /// directory by hand is the operator's, as the guide says). Once the records through `end`
+    /// are archived, [`Self::ahead_of_archived_log`] no longer holds the snapshot back, so it is
+    /// archived with everything it holds in archived pieces of its own history, and a later
+    /// history written over `end` is found at that piece's end ([`Self::piece_end_differs`]).
+    fn archive_through_snapshot_end(
+        &mut self,
+        end: i64,
+        out: &mut dyn Write,
+        report: &mut PassReport,
+    ) -> Result<(), BackupError> {
+        let Some((name, before)) = self.open_listed.clone() else { return Ok(()) };
+        let seen = self.archive_segment(&name, true, before, None, Some(end), out)?;
+        report.logs.extend(seen.piece);
+        Ok(())
     }
 
     /// Whether a snapshot ending at `end` (exact there) ends past the archived log as this pass
@@ -2844,13 +3064,6 @@ mod tests {
         assert_ne!(after, before);
     }
 
-    /// Whether a restore's snapshot holds the nodes of two histories: `/n5` (the one written
-    /// first) and `/mb` (the other's, from zxid 0xb on).
-    fn mixes_histories(r: &crate::backup::restore::RestoreReport) -> bool {
-        let paths = paths_in(&r.written);
-        paths.iter().any(|p| p == "/n5") && paths.iter().any(|p| p == "/mb")
-    }
-
     /// The paths in the snapshot a restore wrote.
     fn paths_in(written: &Path) -> Vec<String> {
         let storage = crate::snapshots::open_dir(written.parent().unwrap()).unwrap();
@@ -2923,22 +3136,176 @@ mod tests {
         assert!(!text(&out).contains("is not the archived"), "{}", text(&out));
     }
 
-    /// A snapshot ending past the archived log (in the server's open segment's last group, not
-    /// yet durable) waits for the pass that archives the transactions through its end. Archived
-    /// early, it would be restored through a piece of another history spanning its end when the
-    /// log is reset below it and written anew before that pass (here purged past the archive),
-    /// a restore mixing the two.
-    #[test]
-    fn a_snapshot_past_the_archived_log_waits_for_its_end() {
+    /// An archive holding 1..=8, then a snapshot at 10 archived at the log's base marker (the log
+    /// reset to it, as by a restore's point): the fixture of the next tests.
+    fn archived_at_the_marker() -> (Fixture, Archiver) {
         let mut f = Fixture::new();
         let mut a = f.archiver();
         f.commit(1..=8);
-        f.commit(9..=10); // the newest group: not durable yet, so not archived
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
         write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
-        let mut first = Vec::new();
-        let held = a.pass(&mut first).unwrap().snapshots;
+        f.log.reset_to(10).unwrap();
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
         assert_eq!(ranges(&a), [(1, 8, Some(0))]);
-        // Reset below the archive by hand, the old snapshot removed, new writes over its end.
+        (f, a)
+    }
+
+    /// A snapshot archived at the log's base marker, past the archived log, restores at its own
+    /// zxid (and is the newest point), while a point between the log and it is still refused
+    /// (review 8, note 4: every point past the archived log was).
+    #[test]
+    fn a_snapshot_archived_at_the_marker_restores_at_its_zxid() {
+        let (f, _a) = archived_at_the_marker();
+        let r = restore_at(&f, 10).unwrap_or_else(|e| panic!("restore --zxid 10: {e}"));
+        assert_eq!((r.zxid, r.snapshot.as_deref()), (10, Some("snapshot.000000000000000a")));
+        let target = DirTarget::new(f.archive.clone());
+        let into = f.dir.path().join("newest");
+        let r = restore(&target, &into, None, Point::Newest, None, false, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 10);
+        for z in [9, 11] {
+            let e = restore_at(&f, z).unwrap_err();
+            assert!(e.to_string().contains("past the newest archived transaction, 0x8"), "{e}");
+        }
+    }
+
+    /// A log reset by hand to the zxid of a snapshot the archive holds, with another history's
+    /// state put in place under that snapshot's name: the piece after the marker records no
+    /// predecessor (a gap), so no restore goes on from the archived snapshot into the new
+    /// history's transactions (review 8, note 5: the piece chained onto it, the differing
+    /// snapshot only warned of).
+    #[test]
+    fn a_piece_after_a_marker_whose_snapshot_differs_is_a_gap() {
+        let (mut f, mut a) = archived_at_the_marker();
+        let snap_dir = f.data.join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::remove_file(snap_dir.join("snapshot.000000000000000a")).unwrap();
+        write_snapshot(&f, &(1..=10).map(new_history_at).collect::<Vec<_>>());
+        f.log.reset_to(10).unwrap();
+        f.commit_batch(&[new_history_at(11), new_history_at(12)]);
+        f.commit_batch(&[new_history_at(13)]);
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (11, 12, None)], "{}", text(&out));
+        assert!(text(&out).contains("WARNING: snapshot.000000000000000a on the server ("), "{}", text(&out));
+        match restore_at(&f, 12) {
+            Ok(r) => panic!("restore --zxid 12 from {:?}: {:?}", r.snapshot, paths_in(&r.written)),
+            Err(e) => assert!(matches!(e, BackupError::Gap { .. }), "{e}"),
+        }
+    }
+
+    /// An archived snapshot that the server still keeps but that cannot be read (here a
+    /// directory put in its place) is warned of, and the pass goes on to archive the newer
+    /// snapshots (review 8, finding 3: the read error failed every pass at its name).
+    #[test]
+    fn an_unreadable_archived_snapshot_does_not_keep_newer_ones_out() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=4);
+        write_snapshot(&f, &(1..=4).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(5..=5);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(a.manifest().snapshots.len(), 1);
+        let old = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join("snapshot.0000000000000004");
+        std::fs::remove_file(&old).unwrap();
+        std::fs::create_dir(&old).unwrap();
+        f.commit(6..=8);
+        write_snapshot(&f, &(1..=8).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(9..=9);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap_or_else(|e| panic!("{e}\n{}", text(&out)));
+        assert_eq!(r.snapshots, ["snapshot.0000000000000008"], "{}", text(&out));
+        assert!(text(&out).contains("cannot be read to compare it with the archived"), "{}", text(&out));
+    }
+
+    /// A server snapshot the archive holds under its name is read to compare it at most once
+    /// while it is unchanged, across runs too (the comparisons are kept in the staging
+    /// directory), and not at all once this backup archived it from that very file (review 8,
+    /// finding 3: a cron run read every retained snapshot in full each time).
+    #[test]
+    fn an_unchanged_same_named_snapshot_is_not_read_again_by_a_later_run() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=4);
+        write_snapshot(&f, &(1..=4).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        f.commit(5..=5);
+        a.pass(&mut Vec::new()).unwrap();
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(a.same_named_reads, 0);
+        drop(a);
+        let mut b = f.archiver();
+        b.pass(&mut Vec::new()).unwrap();
+        assert_eq!(b.same_named_reads, 0, "a later run read it again");
+        drop(b);
+        // Changed (here only its times): read again, found the same, not warned of.
+        let snap = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join("snapshot.0000000000000004");
+        let bytes = std::fs::read(&snap).unwrap();
+        std::fs::write(&snap, &bytes).unwrap();
+        let mut c = f.archiver();
+        let mut out = Vec::new();
+        c.pass(&mut out).unwrap();
+        assert_eq!(c.same_named_reads, 1);
+        assert!(!text(&out).contains("is not the archived"), "{}", text(&out));
+        drop(c);
+        // A damaged record of the comparisons is ignored: compared again.
+        let kept = f.archive.join(".staging").join(SAME_NAMED_FILE);
+        let text_kept = std::fs::read_to_string(&kept).unwrap();
+        std::fs::write(&kept, text_kept.trim_end().strip_suffix("end").unwrap()).unwrap();
+        let mut d = f.archiver();
+        d.pass(&mut Vec::new()).unwrap();
+        assert_eq!(d.same_named_reads, 1);
+    }
+
+    /// An idle standalone server's last sync group waits for no later write once the server
+    /// has taken a snapshot ending in it (its idle snapshot): the snapshot proves the records
+    /// through its end durable, so the pass archives them, and then the snapshot, and the
+    /// acknowledged state is restorable while the server stays idle (review 8, finding 1: both
+    /// waited for the next write, and a disk lost meanwhile lost them).
+    #[test]
+    fn an_idle_snapshot_archives_the_last_group_it_holds() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=10); // the newest group: no later write marks it durable
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))], "{}", text(&out));
+        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
+        a.pass(&mut out).unwrap();
+        drop(a);
+        // A later one-shot run, the server still idle: nothing more to archive.
+        let r = f.archiver().pass(&mut out).unwrap();
+        assert!(r.logs.is_empty() && r.snapshots.is_empty(), "{}", text(&out));
+        let r = restore_at(&f, 10).unwrap_or_else(|e| panic!("restore --zxid 10: {e}\n{}", text(&out)));
+        assert_eq!(r.zxid, 10);
+        assert_eq!(r.snapshot.as_deref(), Some("snapshot.000000000000000a"));
+        // Of the group, only what the snapshot proves is taken: none past its end.
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=12);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))], "{}", text(&out));
+    }
+
+    /// Once an idle snapshot's end is archived with it, a history written over that end after a
+    /// reset below it (here by hand, the old snapshot removed, and purged past the archive) is
+    /// found at the archived piece's end: the pass closes the archive (restores stop before that
+    /// piece), and a restore never starts from the old snapshot through a piece of the new history (review 7, finding 2, which
+    /// held the snapshot back instead).
+    #[test]
+    fn a_history_written_over_an_idle_snapshots_end_closes_the_archive() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=10);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))]);
         f.log.reset_to(4).unwrap();
         for z in 5..=9 {
             f.commit_batch(&[new_history_at(z)]);
@@ -2951,37 +3318,38 @@ mod tests {
         }
         f.log.purge_before(10).unwrap();
         let mut out = Vec::new();
-        a.pass(&mut out).unwrap();
-        assert_eq!(ranges(&a), [(1, 8, Some(0)), (10, 13, Some(9))], "{}", text(&out));
-        if let Ok(r) = restore_at(&f, 12) {
-            assert!(
-                !mixes_histories(&r),
-                "restore --zxid 12 from {:?}: {:?}",
-                r.snapshot,
-                paths_in(&r.written)
-            );
-        }
-        assert!(held.is_empty(), "{}", text(&first));
-        assert!(text(&first).contains("past the archived log's newest (0x8): it waits"), "{}", text(&first));
+        let e = a.pass(&mut out).unwrap_err();
+        assert!(e.to_string().contains("another transaction under zxid 0xa"), "{e}\n{}", text(&out));
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))]);
+        // The manifest marks everything after the piece before the one that differs.
+        let e = restore_at(&f, 10).unwrap_err();
+        assert!(e.to_string().contains("no point after 0x8 is restored"), "{e}");
+        assert!(restore_at(&f, 12).is_err());
+        assert_eq!(restore_at(&f, 8).unwrap().zxid, 8);
     }
 
-    /// The snapshot held back for ending past the archived log is archived by the pass that
-    /// archives its end, and a restore starts from it.
+    /// A snapshot ending past what the pass read of the server's log (the record at its end is
+    /// not there: here written by hand ahead of the log) still waits for the pass that archives
+    /// the transactions through its end, and a restore then starts from it.
     #[test]
-    fn a_snapshot_held_back_is_archived_with_its_end() {
+    fn a_snapshot_past_the_servers_log_waits_for_its_end() {
         let mut f = Fixture::new();
         let mut a = f.archiver();
         f.commit(1..=8);
         f.commit(9..=10);
-        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
-        let r = a.pass(&mut Vec::new()).unwrap();
-        assert!(r.snapshots.is_empty());
-        f.commit(11..=11);
+        write_snapshot(&f, &(1..=12).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
         let mut out = Vec::new();
         let r = a.pass(&mut out).unwrap();
-        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))]);
-        assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
-        let r = restore_at(&f, 10).unwrap();
-        assert_eq!(r.snapshot.as_deref(), Some("snapshot.000000000000000a"));
+        assert!(r.snapshots.is_empty(), "{}", text(&out));
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        assert!(text(&out).contains("past the archived log's newest (0x8): it waits"), "{}", text(&out));
+        f.commit(11..=12);
+        f.commit(13..=13);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 12, Some(8))]);
+        assert_eq!(r.snapshots, ["snapshot.000000000000000c"], "{}", text(&out));
+        let r = restore_at(&f, 12).unwrap();
+        assert_eq!(r.snapshot.as_deref(), Some("snapshot.000000000000000c"));
     }
 }

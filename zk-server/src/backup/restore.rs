@@ -125,11 +125,14 @@ fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<Pa
         )));
     }
     // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
-    // comes back with them when this restore fails).
+    // comes back with them when this restore fails). So does an earlier restore's finished
+    // stamp: left in place, it would cover this restore's moves aside should this one be killed
+    // before it finishes, whenever the clock stepped back since (it names stamps up to its own).
     let mut aside = vec![
         out.join(zk_log::snapshot::SNAP_DIR_NAME),
         out.join(zk_log::LOG_DIR_NAME),
         out.join(RESTORE_MARKER),
+        out.join(RESTORE_FINISHED),
     ];
     aside.extend(old_log);
     Ok(aside.into_iter().filter(|p| p.exists()).collect())
@@ -241,14 +244,14 @@ pub fn restore_finished_stamp(data_dir: &Path) -> Option<u128> {
     text.lines().find_map(|l| l.trim().strip_prefix(FINISHED_KEY)).and_then(|v| v.parse().ok())
 }
 
-/// Writes [`RESTORE_FINISHED`] into `dir` for the moves aside stamped `stamp` (synced, under a
-/// temporary name first; the caller syncs the directory).
+/// Writes [`RESTORE_FINISHED`] into `dir` covering the moves aside stamped up to `stamp`
+/// (synced, under a temporary name first; the caller syncs the directory).
 fn write_finished(dir: &Path, stamp: u128) -> Result<(), BackupError> {
     let p = dir.join(RESTORE_FINISHED);
     let tmp = dir.join(format!("{RESTORE_FINISHED}.tmp"));
     let text = format!(
-        "# Written by zkrs-server restore once its result was in place: the directories it moved aside\n\
-         # (*.before-restore-{stamp}) and older ones are left over from restores that finished.\n\
+        "# Written by zkrs-server restore once its result was in place: the directories moved aside\n\
+         # stamped up to {stamp} (*.before-restore-{stamp} and older) are left over from restores that finished.\n\
          {FINISHED_KEY}{stamp}\n"
     );
     let written = File::create(&tmp)
@@ -350,6 +353,10 @@ fn install_steps(
 ) -> Result<(), BackupError> {
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    // The stamp the finished restore before this one wrote, moved aside with the rest: once this
+    // one finishes, what that one covered is still left over from restores that finished, even
+    // when this one's stamp is older (the clock stepped back).
+    let covered = restore_finished_stamp(out).map_or(stamp, |s| s.max(stamp));
     for p in aside {
         let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
@@ -371,7 +378,7 @@ fn install_steps(
     // Last: the moves aside are left over from a restore that finished, which a server started
     // on the directory after it was emptied on purpose must not take for one stopped half done.
     step("finished".to_string())?;
-    write_finished(out, stamp)?;
+    write_finished(out, covered)?;
     step(format!("sync {}", out.display()))?;
     sync_dir(out)
 }
@@ -386,18 +393,40 @@ fn resolve_point(
     staging: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<i64, BackupError> {
-    let newest = m.last_log_zxid().or_else(|| m.snapshots.iter().filter_map(|s| s.exact_from()).max());
+    let log_newest = m.last_log_zxid();
+    // Past the archived log, only the state a snapshot is exact at on its own (no transaction to
+    // replay: its end is its start, and it needs no proof from the log) is held: as a snapshot
+    // at the log's base marker is archived (a SNAP's or a restore's point).
+    let on_its_own = |s: &&SnapFile| s.exact_from() == Some(s.start_zxid) && !needs_proof(s);
+    let snap_points: Vec<i64> = m
+        .snapshots
+        .iter()
+        .filter(|s| log_newest.is_none_or(|l| s.start_zxid > l))
+        .filter(on_its_own)
+        .map(|s| s.start_zxid)
+        .collect();
+    let newest = match log_newest {
+        Some(l) => Some(snap_points.iter().copied().max().map_or(l, |s| s.max(l))),
+        None => m.snapshots.iter().filter_map(|s| s.exact_from()).max(),
+    };
     let Some(newest) = newest else {
         return Err(BackupError::Refused(format!("{}: the archive holds no file yet", target.describe())));
     };
     match point {
         Point::Newest => Ok(newest),
-        Point::Zxid(z) if z > newest => Err(BackupError::Refused(format!(
-            "zxid {} is past the newest archived transaction, {}: the segment holding it is not archived \
-             yet (the server's open segment is archived once the server starts the next)",
-            hex(z),
-            hex(newest)
-        ))),
+        Point::Zxid(z) if z > newest || log_newest.is_some_and(|l| z > l && !snap_points.contains(&z)) => {
+            Err(BackupError::Refused(format!(
+                "zxid {} is past the newest archived transaction, {}{}: the segment holding it is not archived \
+                 yet (the server's open segment is archived once the server starts the next)",
+                hex(z),
+                hex(log_newest.unwrap_or(newest)),
+                if newest > log_newest.unwrap_or(newest) {
+                    format!(" (past it, an archived snapshot holds the state at zxid {} only)", hex(newest))
+                } else {
+                    String::new()
+                }
+            )))
+        }
         Point::Zxid(z) => Ok(z),
         Point::Time(t) => {
             // The first segment holding a transaction stamped later than t; the point is the
@@ -638,20 +667,26 @@ fn plan_segments<'m>(
     let last_needed = needed[needed.len() - 1];
     let last = last_needed.summary.last_zxid;
     if point > last {
-        if let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) {
-            if !next.continues(last) {
-                return Err(BackupError::Gap {
-                    after: last,
-                    before: next.summary.first_zxid,
-                    why: format!(
-                        "zxid {} lies between {} and {}{}",
-                        hex(point),
-                        last_needed.name,
-                        next.name,
-                        held_before(next)
-                    ),
-                });
-            }
+        let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) else {
+            // Past the archived log (a point only a snapshot at it holds, which needs no plan).
+            return Err(BackupError::Gap {
+                after: last,
+                before: point,
+                why: format!("the archived log ends at zxid {} ({})", hex(last), last_needed.name),
+            });
+        };
+        if !next.continues(last) {
+            return Err(BackupError::Gap {
+                after: last,
+                before: next.summary.first_zxid,
+                why: format!(
+                    "zxid {} lies between {} and {}{}",
+                    hex(point),
+                    last_needed.name,
+                    next.name,
+                    held_before(next)
+                ),
+            });
         }
     }
     Ok(needed)
@@ -1389,6 +1424,35 @@ mod tests {
         assert!(stamps(&out).iter().all(|s| *s <= second), "{:?}", names(&out));
         std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=x\n").unwrap();
         assert_eq!(restore_finished_stamp(&out), None, "unreadable: no restore known finished");
+    }
+
+    /// A forced restore moves the finished stamp of the restore before it aside with the rest,
+    /// before it moves anything in: killed between its moves, it leaves no stamp that could
+    /// cover its own moves aside (review 8, finding 2: one stamped later, by a clock since
+    /// stepped back, did). Once it finishes, its stamp still covers what the one before
+    /// covered.
+    #[test]
+    fn a_forced_restore_moves_the_finished_stamp_before_it_aside() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        // Restore 1 finished with the clock far ahead.
+        let ahead = restore_finished_stamp(&out).unwrap() + 10_000_000_000;
+        write_finished(&out, ahead).unwrap();
+        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
+        assert!(ok, "{steps:?}");
+        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
+        let finished_aside = format!("aside {}", out.join(RESTORE_FINISHED).display());
+        assert!(at(&finished_aside) < at("in zkrs-restored"), "{steps:?}");
+        assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
+        assert!(
+            names(&out).iter().any(|n| n.starts_with(&format!("{RESTORE_FINISHED}.before-restore-"))),
+            "{:?}",
+            names(&out)
+        );
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
