@@ -311,6 +311,19 @@ impl FastLeaderElection {
     /// starts from round 1 and cannot tell a vote left over from an earlier election from a fresh
     /// one.
     pub fn start_election(&mut self, data: PeerData, now_ms: u64) {
+        self.start_election_voting(data, None, now_ms);
+    }
+
+    /// As [`Self::start_election`], but this round's first vote is `candidate` (leader, its last
+    /// zxid, its epoch) instead of our own: a leader that handed over to a successor holding the
+    /// highest zxid names it at once. The bias lasts this round only: the next election (if the
+    /// candidate cannot be reached or elected) starts from our own vote again, so a successor that
+    /// died cannot hold the ensemble. A candidate that is not a voter is ignored.
+    pub fn start_election_for(&mut self, data: PeerData, candidate: (i64, i64, i64), now_ms: u64) {
+        self.start_election_voting(data, Some(candidate), now_ms);
+    }
+
+    fn start_election_voting(&mut self, data: PeerData, candidate: Option<(i64, i64, i64)>, now_ms: u64) {
         self.state = PeerState::Looking;
         let heard = self.peer_rounds.values().copied().max().unwrap_or(0);
         self.logical_clock = self.logical_clock.max(heard).saturating_add(1);
@@ -326,9 +339,17 @@ impl FastLeaderElection {
         } else {
             (i64::MIN, i64::MIN, i64::MIN)
         };
-        self.proposal = self.initial;
+        self.proposal = match candidate {
+            Some(c) if self.config.verifier.is_voter(c.0) && self.config.verifier.weight(c.0) > 0 => c,
+            _ => self.initial,
+        };
         self.notification_interval_ms = self.config.timings.min_notification_interval_ms;
-        tracing::info!(sid = self.config.my_sid, round = self.logical_clock, "looking for a leader");
+        tracing::info!(
+            sid = self.config.my_sid,
+            round = self.logical_clock,
+            vote = self.proposal.0,
+            "looking for a leader"
+        );
         self.broadcast();
         self.deadline_ms = Some(now_ms.saturating_add(self.notification_interval_ms));
         self.drain_loopback(now_ms);

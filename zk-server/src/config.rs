@@ -76,9 +76,9 @@ pub const MAX_SERVER_ID: u64 = 255;
 /// Largest server id when `extendedTypesEnabled` (TTL nodes) is on, as in Apache.
 pub const MAX_EXTENDED_SERVER_ID: u64 = 254;
 
-/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp` and `lgif`;
-/// `4lw.commands.whitelist=*` enables all of them.
-pub const FOUR_LETTER_WORDS: [&str; 21] = [
+/// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp`, `lgif`, `rqld` and
+/// `ydld`; `4lw.commands.whitelist=*` enables all of them.
+pub const FOUR_LETTER_WORDS: [&str; 23] = [
     "conf",
     "cons",
     "crst",
@@ -100,6 +100,8 @@ pub const FOUR_LETTER_WORDS: [&str; 21] = [
     "telnet close",
     "csnp",
     "lgif",
+    "rqld",
+    "ydld",
 ];
 
 /// Why a configuration was refused.
@@ -384,6 +386,11 @@ pub struct ServerConfig {
     /// `slowRequestThresholdMs` (zkrs key; default 0 = off): a request answered this many ms or
     /// more after it arrived is logged at WARN.
     pub slow_request_threshold_ms: u32,
+    /// `zkrs.keepClientsThroughElection` (a zkrs key; default true): a leader or learner that
+    /// leaves its role keeps the client connections with nothing in flight until it serves
+    /// again (at most a third of each session's timeout after it last heard from its leader);
+    /// false closes them all, as Apache's servers do.
+    pub keep_clients_through_election: bool,
     /// `zkrs.treeMemorySoftLimitBytes` (a zkrs key; default 0 = off): the memory brake's soft
     /// limit on the tree's accounted bytes (zk-tree's `memory` module says what is counted).
     /// Past it, creates, setData growing a node's data and multis holding either are answered
@@ -1047,6 +1054,7 @@ impl ServerConfig {
             admin_restore_max_bytes: DEFAULT_ADMIN_RESTORE_MAX_BYTES,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
+            keep_clients_through_election: true,
             initial_zxid_counter: None,
             log_format: LogFormat::Text,
             log_level: None,
@@ -1435,6 +1443,10 @@ impl ServerConfig {
                 "slowRequestThresholdMs" => {
                     let v = decoded_value(&src, key, value, line)?;
                     cfg.slow_request_threshold_ms = non_negative(&src, key, v, line)?;
+                }
+                // zkrs's own key: clients kept through a change of leader.
+                "zkrs.keepClientsThroughElection" => {
+                    cfg.keep_clients_through_election = bool_value(&src, key, value, line)?
                 }
                 // zkrs's own key: the memory brake.
                 "zkrs.treeMemorySoftLimitBytes" => {
@@ -1947,9 +1959,10 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
             if name == "*" {
                 set.extend(FOUR_LETTER_WORDS.iter().map(|w| w.to_string()));
                 tracing::warn!(
-                    "4lw.commands.whitelist (line {line}): * enables csnp, so anyone who reaches the client \
-                     port can start snapshots (one per snapshot.minRequestIntervalSeconds); list the words \
-                     to leave it out"
+                    "4lw.commands.whitelist (line {line}): * enables csnp, ydld and rqld, so anyone who \
+                     reaches the client port can start snapshots (one per \
+                     snapshot.minRequestIntervalSeconds) and move the leadership; list the words to leave \
+                     them out"
                 );
                 break;
             }

@@ -401,6 +401,12 @@ pub const SECTIONS: &[Section] = &[
                 refused: r#"not a whole number with an optional suffix"#,
             },
             Row {
+                key: r#"`zkrs.keepClientsThroughElection`"#,
+                default: r#"true"#,
+                meaning: r#"*zkrs.* A leader or follower that loses its leader keeps the client connections with nothing in flight, holding their requests until it serves again (at most a third of each session's timeout after it last heard from its leader); `false` closes them all, as Apache does ([Ensembles](ensembles.md#when-the-leader-goes))."#,
+                refused: r#"not a boolean"#,
+            },
+            Row {
                 key: r#"`extendedTypesEnabled`"#,
                 default: r#"false"#,
                 meaning: r#"Allow TTL nodes (narrows server ids to 0-254). *JVM property in Apache.*"#,

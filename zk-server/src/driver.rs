@@ -193,6 +193,10 @@ const PERSIST_TIMES_MAX: usize = 4096;
 /// How long shutdown waits for the log to make what it was handed durable.
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
+/// How long a leader asked to stop waits for its handover to end (the node's two bounded
+/// waits, and a second for the last packets) before it stops anyway.
+const SHUTDOWN_HANDOVER: Duration = Duration::from_millis(2 * crate::node::replica::HANDOVER_WAIT_MS + 1_000);
+
 /// How often the driver looks whether the server has gone quiet (see [`IdleTrim`]).
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// A check period with fewer inputs than this is quiet: connected clients' pings and an
@@ -292,6 +296,8 @@ pub struct EnsembleDisk {
 /// The driver. See the module docs.
 pub struct Driver {
     node: Node,
+    /// Asked to stop while leading: the handover under way, and when to stop regardless.
+    stopping_after_handover: Option<tokio::time::Instant>,
     origin: Instant,
     settings: Arc<Settings>,
     outboxes: hashbrown::HashMap<ConnId, Outbox>,
@@ -386,6 +392,7 @@ impl Driver {
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
+            stopping_after_handover: None,
             discard_after_reset: None,
             peers: None,
             disk: None,
@@ -520,13 +527,13 @@ impl Driver {
                 msg = inbox.recv() => {
                     let Some(msg) = msg else { break };
                     let now = Self::now(self.origin);
-                    if self.on_msg(msg, now) {
+                    if self.on_msg(msg, now) && !self.hand_over_before_stopping(now) {
                         break;
                     }
                     let mut handled = 1;
                     for _ in 1..BATCH_MAX {
                         let Ok(m) = inbox.try_recv() else { break };
-                        if self.on_msg(m, now) {
+                        if self.on_msg(m, now) && !self.hand_over_before_stopping(now) {
                             return self.shutdown(&mut durable).await;
                         }
                         handled += 1;
@@ -563,8 +570,37 @@ impl Driver {
             if let Some(reason) = self.stop.take() {
                 return Err(reason);
             }
+            if let Some(by) = self.stopping_after_handover {
+                if !self.node.handover_under_way() {
+                    info!("handover over: stopping");
+                    break;
+                }
+                if tokio::time::Instant::now() >= by {
+                    warn!("the handover did not end within {SHUTDOWN_HANDOVER:?}: stopping anyway");
+                    break;
+                }
+            }
         }
         self.shutdown(&mut durable).await
+    }
+
+    /// Asked to stop (SIGTERM, SIGINT): a leader first hands its leadership over (the node
+    /// decides whether it can, and runs it); the loop goes on until that ends or
+    /// [`SHUTDOWN_HANDOVER`] passes. True if the stop waits for a handover.
+    fn hand_over_before_stopping(&mut self, now: Now) -> bool {
+        if self.stopping_after_handover.is_some() {
+            return true;
+        }
+        // The node decides (a follower, a standalone server or a leader with no follower to
+        // hand over to answers so, and nothing waits).
+        let answer = self.node.hand_over(now, None);
+        self.pump();
+        if !self.node.handover_under_way() {
+            return false;
+        }
+        info!("asked to stop while leading: {answer}");
+        self.stopping_after_handover = Some(tokio::time::Instant::now() + SHUTDOWN_HANDOVER);
+        true
     }
 
     /// At shutdown: waits (bounded) until what was handed to the log is durable, and commits it,
@@ -662,6 +698,11 @@ impl Driver {
                 self.take_sync_times(now);
                 let answer = (cmd == "csnp").then(|| self.snapshot_now(now));
                 let log_info = (cmd == "lgif").then(|| self.log_info());
+                let handover = match cmd.as_str() {
+                    "ydld" => Some(self.node.hand_over(now, None).to_string()),
+                    "rqld" => Some(self.node.request_leadership(now).to_string()),
+                    _ => None,
+                };
                 let mut view = if cmd == "mntr" {
                     self.view_with_metrics(Some(asker), now)
                 } else {
@@ -669,6 +710,7 @@ impl Driver {
                 };
                 view.snapshot_answer = answer;
                 view.log_info = log_info;
+                view.handover_answer = handover;
                 let text = fourlw::render(&cmd, &view);
                 self.reset_counters(&cmd);
                 let _ = reply.send(text);
@@ -802,9 +844,21 @@ impl Driver {
                 let primary = commands::primary_name(&name);
                 let answer = (primary == Some("create_snapshot")).then(|| self.snapshot_now(now));
                 let log_info = (primary == Some("log_info")).then(|| self.log_info());
+                let handover = match primary {
+                    Some(commands::YIELD_LEADERSHIP) => {
+                        match args.iter().find(|(k, _)| k == "server").map(|(_, v)| v.parse::<i64>()) {
+                            None => Some(self.node.hand_over(now, None).to_string()),
+                            Some(Ok(to)) => Some(self.node.hand_over(now, Some(to)).to_string()),
+                            Some(Err(_)) => Some("server= takes a server id".to_string()),
+                        }
+                    }
+                    Some(commands::REQUEST_LEADERSHIP) => Some(self.node.request_leadership(now).to_string()),
+                    _ => None,
+                };
                 let mut view = self.view_with_metrics(None, now);
                 view.snapshot_answer = answer;
                 view.log_info = log_info;
+                view.handover_answer = handover;
                 let json = commands::run(&name, &args, &view);
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {

@@ -9,12 +9,13 @@ use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now)
-/// and `lgif` (the log's and the snapshots' positions). Anything else in the first four bytes is
-/// read as a frame length.
-pub const WORDS: [&str; 19] = [
+/// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now),
+/// `lgif` (the log's and the snapshots' positions), `ydld` (a leader hands its leadership over)
+/// and `rqld` (a follower asks its leader for the leadership). Anything else in the first four
+/// bytes is read as a frame length.
+pub const WORDS: [&str; 21] = [
     "ruok", "srvr", "stat", "conf", "cons", "mntr", "wchs", "wchc", "wchp", "dump", "envi", "isro", "dirs",
-    "crst", "srst", "gtmk", "stmk", "csnp", "lgif",
+    "crst", "srst", "gtmk", "stmk", "csnp", "lgif", "rqld", "ydld",
 ];
 
 /// ClickHouse Keeper's answer to `csnp` when no snapshot could be scheduled.
@@ -66,7 +67,13 @@ fn summary(out: &mut String, v: &View<'_>) {
 /// The answer to `cmd` (already checked against the whitelist).
 pub fn render(cmd: &str, v: &View<'_>) -> String {
     let mut out = String::new();
-    if v.mode.is_none() && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk") {
+    // ydld and rqld carry the node's own answer (it acted on them already): a leader with
+    // leaderServes=no, which reports no mode, hands over too.
+    let node_answers = matches!(cmd, "ydld" | "rqld");
+    if v.mode.is_none()
+        && !node_answers
+        && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk")
+    {
         // As Apache answers while it elects or syncs.
         return "This ZooKeeper instance is not currently serving requests\n".into();
     }
@@ -199,6 +206,10 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
             for (k, val) in v.log_info.unwrap_or_default().pairs() {
                 let _ = writeln!(out, "{k}\t{val}");
             }
+        }
+        // The node's answer, as the driver had it (see `crate::node::Node::hand_over`).
+        "ydld" | "rqld" => {
+            let _ = writeln!(out, "{}", v.handover_answer.as_deref().unwrap_or("not answered"));
         }
         _ => {}
     }

@@ -88,6 +88,9 @@ pub struct Settings {
     pub conf_text: String,
     /// `leaderServes`: whether the leader of an ensemble takes client connections.
     pub leader_serves: bool,
+    /// `zkrs.keepClientsThroughElection`: whether a leader or learner leaving its role keeps
+    /// its idle clients' connections (`core::kept`).
+    pub keep_clients: bool,
     /// `readonlymode.enabled`: whether a server cut off from its quorum serves read-only clients.
     pub read_only_mode: bool,
     /// The AdminServer (`admin.*`), or `None` when `admin.enableServer=false`.
@@ -349,6 +352,7 @@ impl Settings {
             purge_interval_hours: cfg.purge_interval_hours,
             conf_text: cfg.conf_text(&status),
             leader_serves: cfg.leader_serves,
+            keep_clients: cfg.keep_clients_through_election,
             read_only_mode: cfg.read_only_mode_enabled,
         })
     }

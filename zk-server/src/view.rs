@@ -72,6 +72,9 @@ pub struct View<'a> {
     pub log_info: Option<LogInfo>,
     /// What became of an operator's request for a snapshot (`csnp`), when this view answers one.
     pub snapshot_answer: Option<SnapshotAnswer>,
+    /// What a request to hand the leadership over (`ydld`) or to take it (`rqld`) did, when this
+    /// view answers one.
+    pub handover_answer: Option<String>,
 }
 
 /// Where this server's log and snapshots stand, as ClickHouse Keeper's `lgif` reports its Raft

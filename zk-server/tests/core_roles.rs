@@ -287,3 +287,204 @@ fn a_snapshot_is_finished_once_the_log_holds_what_it_reflects() {
     let actions = drain(&mut c);
     assert!(actions.iter().any(|a| matches!(a, Action::Snapshot(SnapJob::Finish))), "{actions:?}");
 }
+
+/// A leader handing its leadership over proposes nothing: its own clients' writes are held
+/// (a session's read waits behind its held write), and so are learners' forwarded writes and
+/// createSessions, all in arrival order; no session expires and no client connects. Given up,
+/// what was held is proposed in the order it came, and the client's writes are answered, then
+/// its read.
+#[test]
+fn a_leader_handing_over_holds_its_writes_and_proposes_them_in_order_if_given_up() {
+    let mut c = leader_holding_writes();
+    assert!(c.writes_held());
+    let req = |xid: i32, op: OpCode, body: Request| Event::Request {
+        conn: 1,
+        xid,
+        op: op.code(),
+        body: Ok(body),
+        raw: Bytes::new(),
+        received_us: 3000,
+    };
+    c.handle(now(3), req(1, OpCode::Create, create("/a")));
+    c.handle(
+        now(3),
+        req(2, OpCode::GetData, Request::GetData(GetDataRequest { path: "/a".into(), watch: false })),
+    );
+    c.handle(now(3), req(3, OpCode::Create, create("/b")));
+    c.handle(
+        now(4),
+        Event::Forwarded {
+            from: 7,
+            session: 0x0200_0000_0000_0001,
+            cxid: 1,
+            op: OpCode::Create.code(),
+            body: Ok(create("/f")),
+            auth: vec![],
+        },
+    );
+    c.handle(
+        now(4),
+        Event::ForwardedCreateSession { session: 0x0200_0000_0000_0002, cxid: 0, timeout_ms: 6000 },
+    );
+    // A new client is not taken, and nothing expires, however late it is.
+    let req2 = ConnectRequest { time_out: 30_000, ..Default::default() };
+    let remote = "127.0.0.1:5001".parse().expect("address");
+    c.handle(
+        now(5),
+        Event::Connect {
+            conn: 2,
+            remote,
+            req: req2,
+            ids: vec![],
+            stats: Arc::new(zk_server::stats::ConnStats::new()),
+        },
+    );
+    c.handle_timeout(now(10_000_000));
+    let held = drain(&mut c);
+    assert!(
+        !held
+            .iter()
+            .any(|a| matches!(a, Action::Propose { .. } | Action::Persist { .. } | Action::Reply { .. })),
+        "{held:?}"
+    );
+    assert!(held.iter().any(|a| matches!(a, Action::Close { conn: 2 })), "{held:?}");
+    assert_eq!(c.poll_timeout().filter(|t| *t <= 10_000_000), None, "no deadline due while held");
+    assert_eq!(c.in_flight(), 0);
+    assert!(!c.hold_full());
+    // Given up: the held creates, the learner's create and its createSession, in order.
+    c.release_writes(now(10_000_001));
+    assert!(!c.writes_held());
+    let proposed: Vec<i64> = drain(&mut c)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Propose { payloads } => Some(payloads.into_iter().map(|(z, _)| z).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(proposed, vec![0x1_0000_0002, 0x1_0000_0003, 0x1_0000_0004, 0x1_0000_0005]);
+    c.handle(now(10_000_002), Event::Durable { zxid: 0x1_0000_0005 });
+    let xids: Vec<i32> = drain(&mut c)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Reply { frame, .. } => {
+                let mut r = zk_proto::jute::Reader::new(frame.slice(4..));
+                Some(ReplyHeader::read(&mut r).expect("header").xid)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(xids, vec![1, 2, 3], "the writes and the read behind the first, in order");
+}
+
+/// A handover that goes through: the leader's clients' requests held meanwhile (a write and the
+/// read queued behind it) are not lost with the role: the connection is kept while the server
+/// is down, and once it follows the new leader they run in order, the write forwarded to it.
+#[test]
+fn a_handover_that_goes_through_hands_its_held_requests_to_the_kept_connections() {
+    let mut c = leader_holding_writes();
+    let write = create("/a");
+    let mut raw = bytes::BytesMut::new();
+    write.encode(&mut raw);
+    let raw = raw.freeze();
+    c.handle(
+        now(3),
+        Event::Request {
+            conn: 1,
+            xid: 1,
+            op: OpCode::Create.code(),
+            body: Ok(write),
+            raw: raw.clone(),
+            received_us: 3000,
+        },
+    );
+    let get = Request::GetData(GetDataRequest { path: "/a".into(), watch: false });
+    c.handle(
+        now(3),
+        Event::Request {
+            conn: 1,
+            xid: 2,
+            op: OpCode::GetData.code(),
+            body: Ok(get),
+            raw: Bytes::new(),
+            received_us: 3000,
+        },
+    );
+    drain(&mut c);
+    // The leader leaves its role: the connection is kept, and nothing is proposed or answered.
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(4));
+    assert!(!c.writes_held());
+    let down = drain(&mut c);
+    assert!(
+        !down
+            .iter()
+            .any(|a| matches!(a, Action::Close { conn: 1 } | Action::Propose { .. } | Action::Reply { .. })),
+        "{down:?}"
+    );
+    // Following the new leader: the write goes to it as the client sent it, the read waits.
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(5));
+    let serving = drain(&mut c);
+    let forwarded: Vec<(i32, Bytes)> = serving
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { cxid, body, .. } => Some((*cxid, body.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwarded, vec![(1, raw)], "{serving:?}");
+    assert!(
+        !serving.iter().any(|a| matches!(a, Action::Reply { .. } | Action::Close { conn: 1 })),
+        "{serving:?}"
+    );
+}
+
+/// Two held writes of one session with the same xid (a client may reuse one), the handover going
+/// through: both are carried to the kept connection, and when it closes both permits come back
+/// (matched by xid, the second was neither carried nor released: handover review, finding 1).
+#[test]
+fn held_writes_with_one_xid_are_all_carried_and_their_permits_come_back() {
+    let mut c = leader_holding_writes();
+    for p in ["/x", "/y"] {
+        let body = Ok(create(p));
+        c.handle(
+            now(3),
+            Event::Request {
+                conn: 1,
+                xid: 7,
+                op: OpCode::Create.code(),
+                body,
+                raw: Bytes::new(),
+                received_us: 3000,
+            },
+        );
+    }
+    let permits = |a: &[Action]| a.iter().filter(|a| matches!(a, Action::ReleasePermit)).count();
+    let mut released = permits(&drain(&mut c));
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(4));
+    released += permits(&drain(&mut c));
+    c.handle(now(5), Event::Closed { conn: 1 });
+    released += permits(&drain(&mut c));
+    assert_eq!(released, 2, "two requests, two permits");
+}
+
+/// A leader of epoch 1 with one client session (connection 1), holding writes as one handing
+/// over does.
+fn leader_holding_writes() -> ServerCore {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    c.hold_writes();
+    c
+}
+
+/// A create of `path` with data "d", open to anyone.
+fn create(path: &str) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: Some(Bytes::from_static(b"d")),
+        acl: vec![Acl { perms: 31, id: Id { scheme: "world".into(), id: "anyone".into() } }],
+        flags: 0,
+    })
+}

@@ -327,6 +327,10 @@ impl Script {
                 req(self, tc, OpCode::Reconfig, Request::Reconfig(r))
             }
             "ping" => req(self, tc, OpCode::Ping, Request::Ping),
+            "add-watch" => {
+                let r = AddWatchRequest { path: path(tc), mode: tc.take_arg("mode").unwrap() };
+                req(self, tc, OpCode::AddWatch, Request::AddWatch(r))
+            }
             "undecodable" => {
                 let conn: u64 = tc.take_arg("conn").unwrap();
                 let xid: i32 = tc.take_arg("xid").unwrap();
@@ -405,7 +409,7 @@ impl Script {
                 sessions: vec![(self.session_id(&tc.take_arg::<String>("session").unwrap()), 0)],
             },
             // A learner's side: what its leader commits, and sync answers.
-            "committed-session" | "committed-create" | "committed-close" => {
+            "committed-session" | "committed-create" | "committed-close" | "committed-set" => {
                 let zxid = hex(&tc.take_arg::<String>("zxid").unwrap());
                 let name: String = tc.take_arg("session").unwrap();
                 let client_id = if name.starts_with("0x") { hex(&name) } else { self.session_id(&name) };
@@ -414,6 +418,14 @@ impl Script {
                     "committed-session" => (
                         OpCode::CreateSession,
                         Txn::CreateSession(CreateSessionTxn { time_out: tc.take_arg("timeout").unwrap() }),
+                    ),
+                    "committed-set" => (
+                        OpCode::SetData,
+                        Txn::SetData(SetDataTxn {
+                            path: path(tc),
+                            data: data(tc),
+                            version: tc.take_arg("version").unwrap(),
+                        }),
                     ),
                     "committed-close" => {
                         (OpCode::CloseSession, Txn::CloseSession(CloseSessionTxn { paths2_delete: vec![] }))
@@ -471,12 +483,20 @@ impl Script {
                 ok: true,
                 purge_logs_before: tc.try_take_arg::<String>("purge").unwrap().map(|z| hex(&z)),
             },
+            // The learner last heard from its leader `ago` ms before now.
+            "leader-contact" => {
+                let ago: u64 = tc.take_arg("ago").unwrap();
+                let ms = self.now.mono_ms() - ago;
+                self.core().note_leader_contact(ms);
+                return None;
+            }
             "set-role" => {
                 let role = match tc.take_arg::<String>("role").unwrap().as_str() {
                     "down" => Role::Down,
                     "standalone" => Role::Standalone,
                     "read-only" => Role::ReadOnly,
                     "follower" => Role::Learner { observer: false },
+                    "leader" => Role::Leader { epoch: tc.try_take_arg("epoch").unwrap().unwrap_or(2) },
                     other => panic!("set-role: {other}"),
                 };
                 let now = self.now;

@@ -129,9 +129,33 @@ fn zkrs_and_apache_servers_replicate_to_each_other() {
 }
 
 /// kazoo with a three-server connect string keeps its session, lock, election candidacy,
-/// ephemeral and watch across the death of the leader.
+/// ephemeral and watch across the death of the leader: connected to the leader, through a
+/// suspension and a reconnection; connected to a follower, kept through the election with no
+/// change of state.
 #[test]
 fn kazoo_carries_on_across_the_leaders_death() {
+    kazoo_through_the_leaders_death("kazoo_failover.py", |e, _| {
+        e.members.iter().map(|m| m.client.to_string()).collect::<Vec<_>>().join(",")
+    });
+}
+
+/// A client of a follower with nothing in flight is kept through the leader's death (Apache's
+/// followers close every client connection): kazoo, connected to that follower alone, sees no
+/// change of state, its first request after the kill is answered without an error (held while
+/// the follower elects), and its watch fires for the change.
+#[test]
+fn a_followers_idle_kazoo_client_sees_no_disconnection_when_the_leader_dies() {
+    kazoo_through_the_leaders_death("kazoo_kept.py", |e, leader| {
+        e.members[(leader + 1) % 3].client.to_string()
+    });
+}
+
+/// Runs kazoo script `script` (tests/clients/) against a fresh three-server ensemble, with the
+/// connect string `hosts` gives for it and its leader, and kills the leader when the script is
+/// ready: the script writes its session's id (hex) into its first marker file; the test answers
+/// in the second whether that session was on the leader ("leader" or "follower"), once the
+/// leader is dead. The script must end with a line "ok".
+fn kazoo_through_the_leaders_death(script: &str, hosts: impl Fn(&Ensemble, usize) -> String) {
     const PYTHON: &str = "/usr/bin/python3";
     let probe = Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
     assert!(
@@ -140,13 +164,12 @@ fn kazoo_carries_on_across_the_leaders_death() {
     );
     let mut e = Ensemble::start(3);
     let leader = e.wait_for_leader();
-    let hosts: Vec<String> = e.members.iter().map(|m| m.client.to_string()).collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let (kill, killed) = (dir.path().join("kill"), dir.path().join("killed"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_failover.py");
+    let script = format!("{}/tests/clients/{script}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(PYTHON)
         .arg(script)
-        .arg(hosts.join(","))
+        .arg(hosts(&e, leader))
         .arg(&kill)
         .arg(&killed)
         .stdout(Stdio::piped())
@@ -166,8 +189,12 @@ fn kazoo_carries_on_across_the_leaders_death() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let session = std::fs::read_to_string(&kill).expect("kill marker");
+    assert!(!session.trim().is_empty(), "the script wrote no session id into its marker");
+    let on_leader = support::ensemble::four(e.members[leader].client, "cons")
+        .is_some_and(|cons| cons.contains(&format!("sid=0x{}", session.trim())));
     e.kill(leader);
-    std::fs::write(&killed, b"").expect("marker");
+    std::fs::write(&killed, if on_leader { "leader" } else { "follower" }).expect("marker");
     let out = child.wait_with_output().expect("kazoo output");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.lines().any(|l| l == "ok"), "kazoo failed:\n{text}\n{}", e.logs());

@@ -224,6 +224,38 @@ impl Database {
         out
     }
 
+    /// Takes `watcher`'s watches out of the tree, as the lists a reconnecting client's
+    /// setWatches would carry (relative zxid 0: the caller sets it), so that they can be put
+    /// back with [`Self::set_watches`] once the tree has been replaced or brought up to date: a
+    /// one-shot watch in the data table is a data watch on a node that exists now, an exist
+    /// watch on one that does not. `None`, and nothing taken, when the watcher has a persistent
+    /// or recursive watch: those fire for every change, and setWatches puts them back without
+    /// telling what changed meanwhile.
+    pub fn detach_watches(&mut self, watcher: WatcherId) -> Option<SetWatches2> {
+        let data = self.tree.watches.data.of_watcher(watcher);
+        let child = self.tree.watches.child.of_watcher(watcher);
+        if data.iter().chain(&child).any(|(_, m)| *m != WatchMode::Standard) {
+            return None;
+        }
+        let mut out = SetWatches2 {
+            relative_zxid: 0,
+            data_watches: Vec::new(),
+            exist_watches: Vec::new(),
+            child_watches: child.into_iter().map(|(p, _)| p.into()).collect(),
+            persistent_watches: Vec::new(),
+            persistent_recursive_watches: Vec::new(),
+        };
+        for (p, _) in data {
+            if self.tree.get(&p).is_some() {
+                out.data_watches.push(p.into());
+            } else {
+                out.exist_watches.push(p.into());
+            }
+        }
+        self.tree.watches.remove_watcher(watcher);
+        Some(out)
+    }
+
     /// The connection went away: drop all its watches.
     pub fn remove_watcher(&mut self, watcher: WatcherId) {
         self.tree.watches.remove_watcher(watcher);

@@ -253,6 +253,21 @@ impl WatchTable {
         self.by_watcher.iter().map(move |(w, ids)| (*w, ids.iter().map(move |&id| &*slot(slots, id).path)))
     }
 
+    /// The paths `watcher` watches in this table with their modes, sorted by path.
+    pub fn of_watcher(&self, watcher: WatcherId) -> Vec<(Box<str>, WatchMode)> {
+        let Some(ids) = self.by_watcher.get(&watcher) else { return Vec::new() };
+        let mut out: Vec<(Box<str>, WatchMode)> = ids
+            .iter()
+            .map(|&id| {
+                let w = slot(&self.slots, id);
+                let mode = *w.watchers.get(&watcher).expect("a watcher's path lists it");
+                (w.path.clone(), mode)
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// The mode `watcher` has on `path`, if any.
     pub fn mode(&self, path: &str, watcher: WatcherId) -> Option<WatchMode> {
         let id = self.find(path)?;

@@ -553,3 +553,30 @@ fn a_server_the_pending_configuration_adds_counts_itself_when_it_follows() {
     fle.handle_notification(3, note(PeerState::Leading, 3, 5, 1, 1), 5);
     assert_eq!(decided(&drain(&mut fle)), None);
 }
+
+#[test]
+fn a_handover_vote_names_the_successor_for_one_round_only() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[]), data(0x10, 1), 0);
+    drain(&mut fle);
+    // A leader that handed over to 3 (which alone holds 0x11) names it at once.
+    fle.start_election_for(data(0x10, 1), (3, 0x11, 1), 100);
+    assert_eq!(fle.proposal().leader, 3);
+    assert_eq!(fle.proposal().zxid, 0x11);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 3), (3, 3)]);
+    // 3 never answers; 2 agrees with the vote, and the round decides for 3.
+    fle.handle_notification(2, looking(3, 0x11, fle.logical_clock(), 1), 110);
+    fle.handle_timeout(400);
+    assert_eq!(decided(&drain(&mut fle)), Some((3, PeerState::Following)));
+    // 3 could not be reached: the next election starts from this server's own vote.
+    fle.start_election(data(0x10, 1), 2_000);
+    assert_eq!(fle.proposal().leader, 1);
+    assert_eq!(summary(&drain(&mut fle)), vec![(2, 1), (3, 1)]);
+}
+
+#[test]
+fn a_handover_vote_for_a_non_voter_is_ignored() {
+    let mut fle = FastLeaderElection::new(config(1, &[1, 2, 3], &[4]), data(0x10, 1), 0);
+    drain(&mut fle);
+    fle.start_election_for(data(0x10, 1), (4, 0x11, 1), 100);
+    assert_eq!(fle.proposal().leader, 1);
+}

@@ -112,6 +112,12 @@ impl PacketType {
     }
 }
 
+/// zkrs's own packet, follower -> leader: "hand your leadership over to me" (`rqld`), no data.
+/// Outside Apache's numbers (1 to 19) and not a [`PacketType`]: Apache's leader logs a packet of
+/// a type it does not know and reads on, so it can be sent to any leader of this build or
+/// Apache's; a zkrs leader acts on it only from a synced voting follower.
+pub const ZKRS_REQUEST_LEADERSHIP: i32 = 0x5a4b_0001;
+
 /// Why quorum-port bytes could not be decoded. Any of these ends the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {

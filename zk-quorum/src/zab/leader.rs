@@ -7,6 +7,7 @@ use zk_proto::Id;
 
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
 use crate::quorum::QuorumVerifier;
+use crate::wire::packet::ZKRS_REQUEST_LEADERSHIP;
 use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
@@ -132,6 +133,22 @@ pub enum LeaderAction {
         /// The most it can still hold durably.
         to: i64,
     },
+    /// The follower `sid` logged durably the proposal made to it alone by
+    /// [`Leader::propose_handover`]: it now holds the highest zxid of the ensemble, and this
+    /// leader may leave its role for it. Never counted towards a commit.
+    HandoverAcked {
+        /// The successor.
+        sid: i64,
+        /// The handover proposal's zxid.
+        zxid: i64,
+    },
+    /// The synced voting follower `sid` asks to take this leadership over (zkrs's `rqld`,
+    /// [`crate::wire::packet::ZKRS_REQUEST_LEADERSHIP`]); the server decides whether to hand
+    /// over.
+    LeadershipRequested {
+        /// The follower asking.
+        sid: i64,
+    },
     /// Stop leading and go back to LOOKING: the followers heard from within syncLimit no longer
     /// make a quorum with us, or discovery/sync did not finish within initLimit. The machine is
     /// inert afterwards.
@@ -219,6 +236,11 @@ struct LearnerConn {
     unacked_bytes: u64,
     /// The learner asked for a SNAP (zkrs's FOLLOWERINFO extension).
     wants_snap: bool,
+    /// The last committed record its sync carried (what its NEWLEADER ACK vouches for).
+    synced_through: i64,
+    /// The highest zxid it holds durably as far as this leader knows: its sync once it
+    /// acknowledged NEWLEADER, then every proposal ACK (a handover's successor must hold all).
+    acked_through: i64,
 }
 
 impl LearnerConn {
@@ -288,6 +310,9 @@ pub struct Leader {
     next_ping_ms: Option<u64>,
     /// The size of the database as the server last said ([`Leader::set_database_bytes`]).
     database_bytes: u64,
+    /// A handover's proposal to its successor alone ([`Leader::propose_handover`]): its zxid
+    /// and the successor.
+    handover: Option<(i64, i64)>,
     actions: VecDeque<LeaderAction>,
 }
 
@@ -331,6 +356,7 @@ impl Leader {
             next_req: 1,
             next_ping_ms: None,
             database_bytes: 0,
+            handover: None,
             actions: VecDeque::new(),
             cfg,
         };
@@ -362,6 +388,73 @@ impl Leader {
     /// The last zxid committed (or logged before the epoch began).
     pub fn last_committed(&self) -> i64 {
         self.last_committed
+    }
+
+    /// Whether every proposal made is committed.
+    pub fn all_committed(&self) -> bool {
+        self.outstanding.is_empty()
+    }
+
+    /// The followers that could take over this leadership: connected, synced and taking
+    /// proposals, voters of the configuration in force (and of a pending one, if any), each with
+    /// the highest zxid it holds durably as far as this leader knows.
+    pub fn handover_candidates(&self) -> Vec<(i64, i64)> {
+        let mut v: Vec<(i64, i64)> = self
+            .learners
+            .values()
+            .filter(|l| {
+                !l.observer
+                    && l.phase == LearnerPhase::Active
+                    && self.cfg.verifier.is_voter(l.sid)
+                    && self.cfg.pending_verifier.as_ref().is_none_or(|p| p.is_voter(l.sid))
+            })
+            .map(|l| (l.sid, l.acked_through))
+            .collect();
+        v.sort_unstable();
+        v.dedup_by_key(|(sid, _)| *sid);
+        v
+    }
+
+    /// A handover's last proposal: a harmless transaction (`payload`, whose header must carry
+    /// the zxid returned) sent to the follower `sid` alone, so that it alone holds the highest
+    /// zxid and the next election, by its ordinary rule, elects it. The zxid is the next of this
+    /// epoch; it is never committed here, and the machine proposes nothing after it (the server
+    /// leaves its role once [`LeaderAction::HandoverAcked`] comes, or gives up and leaves anyway).
+    /// The zxid is past `after` too (the server's last zxid); the payload is made by `make(zxid)`. None (nothing sent) when not established, when `sid`
+    /// is no candidate ([`Self::handover_candidates`]), when proposals are outstanding, when a
+    /// handover proposal was made already, or when the epoch has no zxid left (Apache's leader
+    /// never proposes counter 0xffffffff).
+    pub fn propose_handover(&mut self, sid: i64, after: i64, make: impl FnOnce(i64) -> Bytes) -> Option<i64> {
+        if self.phase != Phase::Established || self.handover.is_some() || !self.outstanding.is_empty() {
+            return None;
+        }
+        if !self.handover_candidates().iter().any(|(s, _)| *s == sid) {
+            return None;
+        }
+        let epoch = self.epoch?;
+        let last = self.last_proposed.max(make_zxid(epoch, 0)).max(after);
+        if epoch_of(last) != epoch {
+            return None;
+        }
+        if counter_of(last) >= 0xffff_fffe {
+            return None;
+        }
+        let zxid = last + 1;
+        let conn = self
+            .learners
+            .iter()
+            .find(|(_, l)| l.sid == sid && l.phase == LearnerPhase::Active && !l.observer)
+            .map(|(c, _)| *c)?;
+        self.last_proposed = zxid;
+        self.handover = Some((zxid, sid));
+        tracing::info!(
+            sid = self.cfg.my_sid,
+            to = sid,
+            zxid = format_args!("{zxid:#x}"),
+            "handover: proposing to the successor alone"
+        );
+        self.send(conn, QuorumPacket::new(PacketType::Proposal, zxid, Some(make(zxid))));
+        Some(zxid)
     }
 
     /// Learners connected, and of them the followers and the observers taking part in broadcast
@@ -403,6 +496,8 @@ impl Leader {
                 backlog: VecDeque::new(),
                 unacked_bytes: 0,
                 wants_snap: false,
+                synced_through: i64::MIN,
+                acked_through: i64::MIN,
             },
         );
     }
@@ -447,6 +542,21 @@ impl Leader {
         };
         l.last_heard_ms = now_ms;
         let phase = l.phase;
+        if pkt.packet_type == ZKRS_REQUEST_LEADERSHIP {
+            // zkrs's `rqld`: acted on from a synced voting follower, ignored from anyone else
+            // (as Apache's leader ignores a type it does not know).
+            let (sid, observer) = (l.sid, l.observer);
+            if phase == LearnerPhase::Active && !observer {
+                self.actions.push_back(LeaderAction::LeadershipRequested { sid });
+            } else {
+                tracing::debug!(
+                    sid = self.cfg.my_sid,
+                    conn,
+                    "leadership request from a learner not synced; ignored"
+                );
+            }
+            return;
+        }
         let kind = match pkt.kind() {
             Ok(k) => k,
             Err(e) => return self.reject(conn, e.to_string()),
@@ -597,6 +707,10 @@ impl Leader {
     pub fn propose(&mut self, zxid: i64, payload: Bytes, now_ms: u64) {
         if self.phase != Phase::Established {
             tracing::warn!(sid = self.cfg.my_sid, zxid, "proposal while not established ignored");
+            return;
+        }
+        if self.handover.is_some() {
+            tracing::warn!(sid = self.cfg.my_sid, zxid, "proposal after a handover's ignored");
             return;
         }
         if Some(epoch_of(zxid)) != self.epoch || zxid <= self.last_proposed || counter_of(zxid) == 0 {
@@ -1225,6 +1339,11 @@ impl Leader {
             packets += 2;
             self.send_pair(conn, zxid, payload);
         }
+        if let Some(l) = self.learners.get_mut(&conn) {
+            if let LearnerPhase::Streaming { sent_through } = l.phase {
+                l.synced_through = sent_through;
+            }
+        }
         let observer = self.learners.get(&conn).is_some_and(|l| l.observer);
         if !observer {
             let proposals: Vec<(i64, Bytes)> =
@@ -1255,6 +1374,7 @@ impl Leader {
             let Some(l) = self.learners.get_mut(&conn) else { return };
             l.phase = LearnerPhase::AwaitUpToDate;
             l.deadline_ms = None;
+            l.acked_through = l.acked_through.max(l.synced_through);
             (l.sid, l.observer)
         };
         if self.phase == Phase::Established {
@@ -1298,6 +1418,18 @@ impl Leader {
 
     /// A follower's ACK of proposal `zxid` (checked: proposed, not an observer's).
     fn count_proposal_ack(&mut self, conn: ConnId, sid: i64, zxid: i64) {
+        if let Some(l) = self.learners.get_mut(&conn) {
+            l.acked_through = l.acked_through.max(zxid);
+        }
+        if let Some((z, to)) = self.handover {
+            if zxid >= z {
+                // Only the successor was sent it; it is never committed here.
+                if sid == to && zxid == z {
+                    self.actions.push_back(LeaderAction::HandoverAcked { sid, zxid });
+                }
+                return;
+            }
+        }
         let next_due = self.outstanding.iter().find(|(z, _, _)| *z > zxid).map(|(z, _, t)| (*z, *t));
         if let Some(l) = self.learners.get_mut(&conn) {
             if l.ack_due.is_some_and(|(z, _)| zxid >= z) {

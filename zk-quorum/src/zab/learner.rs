@@ -313,6 +313,22 @@ impl Learner {
         self.send_when_up(pkt);
     }
 
+    /// Asks the leader to hand its leadership over to this follower (zkrs's `rqld`, a packet
+    /// Apache's leader logs and ignores). Sent only once up to date, by a follower; false (nothing
+    /// sent) otherwise.
+    pub fn request_leadership(&mut self) -> bool {
+        if self.phase != Phase::Broadcast || self.observer {
+            return false;
+        }
+        self.send(QuorumPacket {
+            packet_type: crate::wire::packet::ZKRS_REQUEST_LEADERSHIP,
+            zxid: -1,
+            data: None,
+            authinfo: None,
+        });
+        true
+    }
+
     /// Asks the leader whether `session` may live on (answered by [`LearnerAction::Revalidated`]).
     pub fn revalidate(&mut self, session: i64, timeout: i32) {
         let data = RevalidateRequest { session_id: session, timeout_ms: timeout }.encode();
@@ -326,6 +342,11 @@ impl Learner {
                 self.disconnect(format!("leader {} silent", self.leader_sid));
             }
         }
+    }
+
+    /// When this learner last heard from its leader (ms on the clock it is given).
+    pub fn last_heard_ms(&self) -> u64 {
+        self.last_heard_ms
     }
 
     /// When to call [`Self::handle_timeout`] next.

@@ -1494,3 +1494,106 @@ fn a_newleader_ack_of_a_replaced_connection_does_not_count() {
     l.handle_packet(21, pkt(T::Ack, z(6, 0), None), 9);
     assert!(leader_actions(&mut l).contains(&LeaderAction::Established { epoch: 6 }));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Leadership handover.
+
+#[test]
+fn handover_candidates_hold_what_their_sync_and_acks_vouch_for() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    // Follower 2's empty DIFF carried everything through 5:1; observer 4 is never a candidate.
+    assert_eq!(l.handover_candidates(), vec![(2, z(5, 1))]);
+    join(&mut l, 40, 4, z(5, 1), 6);
+    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 7);
+    leader_actions(&mut l);
+    assert_eq!(l.handover_candidates(), vec![(2, z(5, 1))]);
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    assert!(!l.all_committed());
+    assert_eq!(l.handover_candidates(), vec![(2, z(5, 1))], "not yet acknowledged");
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 11);
+    assert_eq!(l.handover_candidates(), vec![(2, z(6, 1))]);
+    l.committed(z(6, 1), 12);
+    assert!(l.all_committed());
+}
+
+#[test]
+fn the_handover_proposal_goes_to_the_successor_alone_and_is_never_committed() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    // Follower 3 joins; observer 4 too.
+    join(&mut l, 30, 3, z(5, 1), 6);
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    leader_actions(&mut l);
+    join(&mut l, 40, 4, z(5, 1), 6);
+    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 7);
+    leader_actions(&mut l);
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    // Not while a proposal is outstanding, not to an observer or a stranger.
+    assert_eq!(l.propose_handover(3, 0, tx), None);
+    l.handle_packet(30, pkt(T::Ack, z(6, 1), None), 11);
+    leader_actions(&mut l);
+    l.committed(z(6, 1), 12);
+    leader_actions(&mut l);
+    assert_eq!(l.propose_handover(4, 0, tx), None);
+    assert_eq!(l.propose_handover(9, 0, tx), None);
+    // The next zxid of the epoch (past the server's last, when that is further), to 3 only.
+    assert_eq!(l.propose_handover(3, z(6, 1), tx), Some(z(6, 2)));
+    assert_eq!(leader_actions(&mut l), vec![send(30, T::Proposal, z(6, 2), Some(tx(z(6, 2))))]);
+    assert_eq!(l.propose_handover(3, 0, tx), None, "one handover proposal");
+    // Nothing is proposed after it.
+    l.propose(z(6, 3), tx(z(6, 3)), 13);
+    assert!(leader_actions(&mut l).is_empty());
+    // Its ACK is the handover's, never one the server counts towards a commit; follower 2 cannot
+    // acknowledge what it was never sent.
+    l.handle_packet(20, pkt(T::Ack, z(6, 2), None), 14);
+    assert!(leader_actions(&mut l).is_empty());
+    l.handle_packet(30, pkt(T::Ack, z(6, 2), None), 14);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::HandoverAcked { sid: 3, zxid: z(6, 2) }]);
+}
+
+#[test]
+fn no_handover_proposal_past_the_epochs_last_zxid() {
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    assert_eq!(l.propose_handover(2, z(6, 0xffff_fffe), tx), None);
+    assert_eq!(l.propose_handover(2, z(6, 0xffff_fffd), tx), Some(z(6, 0xffff_fffe)));
+}
+
+#[test]
+fn a_leadership_request_counts_from_a_synced_follower_only() {
+    use crate::wire::packet::ZKRS_REQUEST_LEADERSHIP;
+    let ask = QuorumPacket { packet_type: ZKRS_REQUEST_LEADERSHIP, zxid: -1, data: None, authinfo: None };
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    l.handle_packet(20, ask.clone(), 10);
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::LeadershipRequested { sid: 2 }]);
+    // An observer's, or one from a learner still syncing, is ignored; neither is closed.
+    join(&mut l, 40, 4, z(5, 1), 11);
+    l.handle_packet(40, pkt(T::Ack, z(6, 0), None), 11);
+    leader_actions(&mut l);
+    l.handle_packet(40, ask.clone(), 12);
+    l.learner_connected(30, 12);
+    l.handle_packet(30, ask, 12);
+    assert!(leader_actions(&mut l).is_empty());
+    assert!(l.is_established());
+}
+
+#[test]
+fn a_learner_asks_for_the_leadership_only_once_up_to_date() {
+    use crate::wire::packet::ZKRS_REQUEST_LEADERSHIP;
+    let mut l = discovered(false);
+    assert!(!l.request_leadership());
+    assert!(learner_actions(&mut l).is_empty());
+    let mut l = up_to_date(false);
+    assert!(l.request_leadership());
+    assert_eq!(
+        learner_actions(&mut l),
+        vec![LearnerAction::Send(QuorumPacket {
+            packet_type: ZKRS_REQUEST_LEADERSHIP,
+            zxid: -1,
+            data: None,
+            authinfo: None
+        })]
+    );
+    let mut o = up_to_date(true);
+    assert!(!o.request_leadership(), "an observer cannot lead");
+}

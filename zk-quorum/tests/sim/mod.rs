@@ -1326,6 +1326,8 @@ impl<S: Store> Sim<S> {
             // the leaders' own.
             LeaderAction::Forwarded { .. } | LeaderAction::Touch { .. } | LeaderAction::Revalidate { .. } => {
             }
+            // This simulation makes no handover (node_sim runs them on the real node).
+            LeaderAction::HandoverAcked { .. } | LeaderAction::LeadershipRequested { .. } => {}
             LeaderAction::StepDown { reason } => {
                 self.log(|| format!("{sid} steps down: {reason}"));
                 self.looking(sid)?;

@@ -48,12 +48,23 @@ const SPECS: &[Spec] = &[
     // ClickHouse Keeper's four-letter words, as commands (zkrs's names; the words are aliases).
     Spec { names: &["create_snapshot", "csnp"], server_required: true },
     Spec { names: &["log_info", "lgif"], server_required: true },
+    // ... and its leadership words: gated as `snapshot` is (ALL on `/`), by `super::http`.
+    Spec { names: &[YIELD_LEADERSHIP, "ydld"], server_required: false },
+    Spec { names: &[REQUEST_LEADERSHIP, "rqld"], server_required: false },
     // Apache 3.9's, answered by `super::snapshot` (an octet stream, not JSON); listed here for
     // its names and the command listing.
     Spec { names: &[SNAPSHOT, "snap"], server_required: true },
     // Apache 3.9's POST command, answered by `super::restore`.
     Spec { names: &[RESTORE, "rest"], server_required: true },
 ];
+
+/// The primary name of ClickHouse Keeper's `ydld` as a command: a leader hands its leadership
+/// over (to `?server=N`, or its most caught-up voting follower).
+pub const YIELD_LEADERSHIP: &str = "yield_leadership";
+
+/// The primary name of ClickHouse Keeper's `rqld` as a command: a follower asks its leader for
+/// the leadership.
+pub const REQUEST_LEADERSHIP: &str = "request_leadership";
 
 /// The primary name of Apache 3.9's `restore` command.
 pub const RESTORE: &str = "restore";
@@ -177,6 +188,9 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             }
             None => error = Some("Failed to schedule snapshot creation task.".into()),
         },
+        YIELD_LEADERSHIP | REQUEST_LEADERSHIP => {
+            m.insert("answer".into(), json!(v.handover_answer.as_deref().unwrap_or("not answered")));
+        }
         "log_info" => match &v.log_info {
             Some(info) => {
                 for (k, val) in info.pairs() {

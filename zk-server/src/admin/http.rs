@@ -222,6 +222,19 @@ async fn route(
                 return r;
             }
         }
+        let leadership = |n: &&str| {
+            matches!(
+                commands::primary_name(n),
+                Some(commands::YIELD_LEADERSHIP | commands::REQUEST_LEADERSHIP)
+            )
+        };
+        if let Some(asked) = name.as_deref().filter(leadership) {
+            if let Some(r) =
+                snapshot::gate_leadership(cmd, asked, core, req.headers(), peer.ip(), cert_ids).await
+            {
+                return r;
+            }
+        }
         if let Some(asked) = name.as_deref().filter(|n| commands::primary_name(n) == Some(commands::RESTORE))
         {
             let asked = asked.to_string();

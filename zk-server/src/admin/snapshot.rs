@@ -348,6 +348,10 @@ pub(super) enum Gated {
     CreateSnapshot,
     /// `restore`: its own switch and limiter.
     Restore,
+    /// `yield_leadership` and `request_leadership` (ClickHouse Keeper's `ydld`, `rqld`):
+    /// `snapshot`'s authorization only (a second handover while one is under way is refused by
+    /// the node itself).
+    Leadership,
 }
 
 impl Gated {
@@ -356,6 +360,7 @@ impl Gated {
             Gated::Snapshot => super::commands::SNAPSHOT,
             Gated::CreateSnapshot => "create_snapshot",
             Gated::Restore => super::commands::RESTORE,
+            Gated::Leadership => "leadership",
         }
     }
 }
@@ -457,6 +462,9 @@ pub(super) async fn gate(
         }
         (Authorization::Granted, Ok(_)) => {}
     }
+    if which == Gated::Leadership {
+        return Ok(None);
+    }
     let (enabled, key, limiter) = match which {
         Gated::Restore => (cmd.restore_enabled, "admin.restore.enabled", &cmd.restore_limiter),
         _ => (cmd.enabled, "admin.snapshot.enabled", &cmd.limiter),
@@ -479,7 +487,7 @@ pub(super) async fn gate(
     let slot = match which {
         Gated::Snapshot => Some((&cmd.serving, "another snapshot is being served")),
         Gated::Restore => Some((&cmd.restoring, "another restore is under way")),
-        Gated::CreateSnapshot => None,
+        Gated::CreateSnapshot | Gated::Leadership => None,
     };
     let permit = match slot {
         Some((slot, busy)) => match slot.clone().try_acquire_owned() {
@@ -510,6 +518,21 @@ pub async fn gate_create(
     cert_ids: &[Id],
 ) -> Option<Response<AdminBody>> {
     gate(cmd, name, Gated::CreateSnapshot, core, headers, peer, cert_ids).await.err()
+}
+
+/// Lets `yield_leadership` or `request_leadership`, asked for as `name`, through when the
+/// `Authorization` header proves ids holding ALL on `/`, as for `snapshot` (moving the
+/// leadership is an operator's act); otherwise the answer to give. `None`: the command runs as
+/// the others do.
+pub async fn gate_leadership(
+    cmd: &SnapshotCommand,
+    name: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Option<Response<AdminBody>> {
+    gate(cmd, name, Gated::Leadership, core, headers, peer, cert_ids).await.err()
 }
 
 pub(super) fn driver_gone() -> Response<AdminBody> {

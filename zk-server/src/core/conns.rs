@@ -89,6 +89,11 @@ impl ConnRegistry {
         old
     }
 
+    /// The connection `sid` is bound to, if any.
+    pub fn conn_of(&self, sid: SessionId) -> Option<ConnId> {
+        self.by_session.get(&sid).copied()
+    }
+
     /// Forgets the session's binding (it closed); returns the connection it was on.
     pub fn unbind_session(&mut self, sid: SessionId) -> Option<ConnId> {
         self.by_session.remove(&sid)

@@ -20,6 +20,8 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod conns;
+pub mod handover;
+mod kept;
 pub mod proposer;
 pub mod queues;
 pub mod reads;
@@ -36,7 +38,7 @@ pub mod zxid;
 
 pub use conns::{ConnId, ConnRegistry, ConnState};
 pub use proposer::{AckLedger, CounterRule, Proposal, Proposer, ServerId, VoterSet};
-pub use queues::{PendingRead, PendingWrite, SessionQueues};
+pub use queues::{Pending, PendingRead, PendingWrite, SessionQueues};
 pub use reconfig::Membership;
 pub use snapshot_policy::{
     Requested, SnapJob, SnapshotPolicy, SnapshotSettings, SnapshotStatus, CHUNK_CREDITS, NODES_PER_STEP,
@@ -487,6 +489,19 @@ pub struct ServerCore {
     owners: HashMap<SessionId, Option<u64>>,
     /// The ensemble's configuration and a reconfiguration in flight.
     reconfig: reconfig::ReconfigState,
+    /// Leader handing over: nothing is proposed (see `handover.rs`).
+    writes_held: bool,
+    /// ... and its own clients' writes and learners' forwarded requests wait here, in arrival
+    /// order.
+    held: VecDeque<handover::Held>,
+    /// ... of which learners' forwarded requests.
+    held_forwards: usize,
+    /// Down after serving: the client connections kept meanwhile and their held requests
+    /// ([`kept`]).
+    kept: Option<kept::Kept>,
+    /// A learner about to leave its role: when it last heard from its leader (mono ms), the
+    /// start of its kept connections' time ([`Self::note_leader_contact`]).
+    leader_contact_ms: Option<u64>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -510,6 +525,11 @@ impl ServerCore {
             touched: HashMap::new(),
             owners: HashMap::new(),
             reconfig: reconfig::ReconfigState::default(),
+            writes_held: false,
+            held: VecDeque::new(),
+            held_forwards: 0,
+            kept: None,
+            leader_contact_ms: None,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -552,6 +572,11 @@ impl ServerCore {
         self.proposer.in_flight()
     }
 
+    /// The last zxid assigned (or, after a role change, the last applied).
+    pub fn last_zxid(&self) -> i64 {
+        self.proposer.last_zxid().to_i64()
+    }
+
     /// The role in force.
     pub fn role(&self) -> Role {
         self.role
@@ -564,6 +589,9 @@ impl ServerCore {
                 self.actions.push_back(Action::ReleasePermit);
             }
             return;
+        }
+        if self.writes_held && matches!(ev, Event::Forwarded { .. } | Event::ForwardedCreateSession { .. }) {
+            return self.hold_forwarded(ev);
         }
         match ev {
             Event::Connect { conn, remote, req, ids, stats } => {
@@ -667,7 +695,8 @@ impl ServerCore {
         // until it is done (the sessions' timers start again then), and no snapshot is stepped
         // (the driver writes the restored tree itself).
         let restoring = self.restore_pending();
-        let decides = matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring;
+        let decides =
+            matches!(self.role, Role::Standalone | Role::Leader { .. }) && !restoring && !self.writes_held;
         if decides && self.db.expiry().next_expiry().is_some_and(|t| t <= ms) {
             for sid in self.db.expiry_mut().expired(ms) {
                 info!("session 0x{sid:x} expired");
@@ -692,6 +721,9 @@ impl ServerCore {
         }
         // No snapshot while down: the database may be about to be replaced (a learner's TRUNC or
         // SNAP), and a snapshot of it could outlive what it held.
+        if self.role == Role::Down {
+            self.expire_kept(now);
+        }
         if self.role == Role::ReadOnly {
             self.expire_read_only_sessions(ms);
         } else if self.role != Role::Down && !restoring {
@@ -705,7 +737,8 @@ impl ServerCore {
             return None;
         }
         let mut t = u64::MAX;
-        if matches!(self.role, Role::Standalone | Role::Leader { .. }) {
+        // A leader handing over expires and reaps nothing (see `handle_timeout`): no deadline.
+        if matches!(self.role, Role::Standalone | Role::Leader { .. }) && !self.writes_held {
             t = self.next_reap_ms;
             if let Some(e) = self.db.expiry().next_expiry() {
                 t = t.min(e);
@@ -718,6 +751,11 @@ impl ServerCore {
         }
         if let Some(p) = self.next_purge_ms {
             t = t.min(p);
+        }
+        if self.role == Role::Down {
+            if let Some(k) = self.kept_deadline() {
+                t = t.min(k);
+            }
         }
         // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
         // due then must not read as a deadline already passed, or the driver would spin on it
@@ -837,6 +875,7 @@ impl ServerCore {
             timings: Vec::new(),
             log_info: None,
             snapshot_answer: None,
+            handover_answer: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,

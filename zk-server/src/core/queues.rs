@@ -43,9 +43,12 @@ pub struct PendingRead {
     pub received_us: u64,
 }
 
+/// A request queued in a session.
 #[derive(Debug)]
-enum Pending {
+pub enum Pending {
+    /// A write waiting for its commit.
     Write(PendingWrite),
+    /// A read waiting for an earlier write.
     Read(PendingRead),
 }
 
@@ -112,6 +115,19 @@ impl SessionQueues {
                 Pending::Write(_) => None,
             })
             .collect()
+    }
+
+    /// Takes the session's whole queue, in order (a leader's handover hands its clients'
+    /// held requests over to the kept connections).
+    pub fn take_session(&mut self, sid: SessionId) -> Vec<Pending> {
+        self.queues.remove(&sid).map_or_else(Vec::new, Vec::from)
+    }
+
+    /// Puts back a queue [`Self::take_session`] took.
+    pub fn put_session(&mut self, sid: SessionId, q: Vec<Pending>) {
+        if !q.is_empty() {
+            self.queues.insert(sid, q.into());
+        }
     }
 
     /// Requests queued across all sessions.

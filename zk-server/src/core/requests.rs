@@ -16,6 +16,10 @@ impl ServerCore {
         raw: Bytes,
         received_us: u64,
     ) {
+        if self.role == Role::Down && self.is_kept(conn) {
+            // Counted when it runs.
+            return self.hold(kept::HeldRequest { conn, xid, op, body, raw, received_us });
+        }
         self.stats.packets_received += 1;
         let Some(sid) = self.conns.get(conn).and_then(|c| c.session).filter(|_| self.role != Role::Down)
         else {
@@ -89,8 +93,32 @@ impl ServerCore {
             return self.forward(conn, sid, xid, op, body, raw, received_us);
         }
         if is_write_op(op) {
+            let req = kept::HeldRequest { conn, xid, op, body, raw, received_us };
+            let w = handover::HeldWrite { sid, req };
+            if self.writes_held {
+                return self.hold_write(w);
+            }
+            self.propose_client_write(now, w, false);
+        } else {
+            let r = PendingRead { conn, xid, op, body, received_us };
+            if self.queues.is_idle(sid) {
+                self.execute_read(now, r);
+            } else {
+                self.queues.push_read(sid, r);
+            }
+        }
+    }
+
+    /// Preps and proposes a write of this server's own client, and queues it for its commit
+    /// unless it is `queued` already (held for a handover, [`Self::hold_write`]).
+    pub(super) fn propose_client_write(&mut self, now: Now, w: handover::HeldWrite, queued: bool) {
+        let handover::HeldWrite { sid, req: kept::HeldRequest { conn, xid, op, body, raw: _, received_us } } =
+            w;
+        {
             let Some(zxid) = self.next_zxid(now) else {
-                self.actions.push_back(Action::ReleasePermit);
+                if !queued {
+                    self.actions.push_back(Action::ReleasePermit);
+                }
                 return;
             };
             let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
@@ -119,13 +147,8 @@ impl ServerCore {
             let txn_type = zk_tree::txn_type(opcode, &txn).code();
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
             self.propose(Proposal::new(hdr, txn, false));
-            self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
-        } else {
-            let r = PendingRead { conn, xid, op, body, received_us };
-            if self.queues.is_idle(sid) {
-                self.execute_read(now, r);
-            } else {
-                self.queues.push_read(sid, r);
+            if !queued {
+                self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
             }
         }
     }

@@ -4,16 +4,33 @@
 use super::*;
 
 impl ServerCore {
-    /// Changes the role. Leaving a serving role (or changing leaders) closes every client
-    /// connection, as Apache's servers do when their ensemble changes: clients reconnect and
-    /// carry on with their sessions elsewhere. `db` replaces the database when given (a server
+    /// Changes the role. Leaving a leader's or learner's role for Down keeps the client
+    /// connections with nothing in flight, holding their requests, and closes the others
+    /// (`core/kept.rs`); the kept ones are served again when the server is a learner or
+    /// leader again. Any other change closes every client connection, as Apache's servers do
+    /// when their ensemble changes: clients reconnect and carry on with their sessions
+    /// elsewhere. `db` replaces the database when given (a server
     /// reloads its state from disk before it leads or syncs); a new leader's proposer starts at
     /// its epoch's first zxid with `voters` counting ACKs, and every session gets a fresh
     /// timeout on this server's clock.
     pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
-        if role != self.role {
+        let was = self.role;
+        let contact = self.leader_contact_ms.take();
+        if role != was {
             info!("role: {:?} -> {role:?}", self.role);
-            self.drop_clients();
+            // A handover that went through: the requests its own clients sent meanwhile (never
+            // proposed) go to the kept connections' held requests, to run once this server
+            // serves again (`handover.rs`).
+            let carried = if self.writes_held { self.take_held_for_kept() } else { Vec::new() };
+            self.end_hold();
+            let serving = matches!(was, Role::Leader { .. } | Role::Learner { .. });
+            if role == Role::Down && serving && self.settings.keep_clients {
+                self.keep_clients(now, contact);
+            } else if !(was == Role::Down && self.kept.is_some() && self.serves_kept(role)) {
+                self.drop_kept();
+                self.drop_clients();
+            }
+            self.carry_into_kept(carried);
             // A read-only term's sessions end with it.
             for (sid, _) in self.ro_sessions.drain() {
                 self.db.expiry_mut().remove(sid);
@@ -71,6 +88,28 @@ impl ServerCore {
         } else if role != Role::Down {
             self.sync_digest = None;
         }
+        // The sync's digest check may have left the role again (and closed the clients).
+        if was == Role::Down && self.role == role && self.serves_kept(role) {
+            self.resume_kept(now);
+        }
+    }
+
+    /// A learner is about to leave its role ([`Self::set_role`] to Down comes next): it last
+    /// heard from its leader at `mono_ms`. A kept connection's third of its session's timeout
+    /// counts from then, not from the moment the silence was noticed (syncLimit later): a
+    /// leader that carries on without this server expires sessions on its own clock.
+    pub fn note_leader_contact(&mut self, mono_ms: u64) {
+        self.leader_contact_ms = Some(mono_ms);
+    }
+
+    /// Whether `role` serves the ensemble's sessions kept while down: a learner, or a leader
+    /// that takes client connections.
+    fn serves_kept(&self, role: Role) -> bool {
+        match role {
+            Role::Learner { .. } => true,
+            Role::Leader { .. } => self.settings.leader_serves,
+            Role::Standalone | Role::Down | Role::ReadOnly => false,
+        }
     }
 
     /// Read-only: ends the sessions of its own whose time ran out (nothing to propose: no other
@@ -99,9 +138,9 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`, nor while a restore waits.
+    /// `leaderServes=no`, nor while a restore waits or a leader hands over.
     pub(super) fn serves_clients(&self) -> bool {
-        if self.restore_pending() {
+        if self.restore_pending() || self.writes_held {
             return false;
         }
         match self.role {
@@ -123,10 +162,23 @@ impl ServerCore {
         let mut conns: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
         conns.sort_unstable();
         for conn in conns {
-            self.db.remove_watcher(conn);
-            self.conns.remove(conn);
+            self.close_client(conn);
+        }
+        self.forget_client_queues();
+    }
+
+    /// Closes client connection `conn`: its watches go, and the driver is told.
+    pub(super) fn close_client(&mut self, conn: ConnId) {
+        self.db.remove_watcher(conn);
+        if self.conns.remove(conn).is_some() {
             self.actions.push_back(Action::Close { conn });
         }
+    }
+
+    /// Forgets every session's queued requests (their connections closed), freeing their
+    /// permits (a write's place in its queue holds no permit beyond the request's own), and the
+    /// handshakes waiting for the leader.
+    pub(super) fn forget_client_queues(&mut self) {
         for _ in 0..self.queues.len() {
             self.actions.push_back(Action::ReleasePermit);
         }

@@ -178,6 +178,7 @@ impl ServerCore {
     }
 
     pub(super) fn on_closed(&mut self, conn: ConnId) {
+        self.forget_kept(conn);
         if self.conns.remove(conn).is_some() {
             self.db.remove_watcher(conn);
         }

@@ -22,6 +22,10 @@ impl ServerCore {
             // it would change is being replaced.
             return None;
         }
+        if self.writes_held {
+            // A leader handing over proposes nothing (learners' forwarded writes are dropped).
+            return None;
+        }
         match self.proposer.next_zxid() {
             Ok(z) => Some(z.to_i64()),
             Err(e) => {
@@ -186,8 +190,8 @@ impl ServerCore {
     /// Ensemble: the log refused a batch for a full disk. Proposals cannot be taken back here as
     /// a standalone server takes them back: a leader has sent them to its learners already (its
     /// learners may even commit them without it), and a learner must log every proposal of its
-    /// leader in order. So the server leaves its role at once (its clients' connections close;
-    /// they reconnect elsewhere) and elects again; whichever role comes next starts from what is
+    /// leader in order. So the server leaves its role at once (the connections waiting for a
+    /// write close; idle ones are kept, as through any election, `super::kept`) and elects again; whichever role comes next starts from what is
     /// on disk, and a learner whose disk is still full leaves again at its next write, until
     /// space returns.
     fn step_down_for_log(&mut self, now: Now, e: zk_log::LogError) {
@@ -416,6 +420,9 @@ impl ServerCore {
         );
         self.stats.digest_resyncs += 1;
         let me = self.proposer.voters().me();
+        // What its clients saw came from a tree the ensemble did not agree on: none is kept.
+        self.drop_kept();
+        self.drop_clients();
         self.set_role(Role::Down, VoterSet::solo(me), None, now);
         self.actions.push_back(Action::StepDown { reason: "tree digest mismatch".into(), diverged: true });
         true
@@ -431,6 +438,8 @@ impl ServerCore {
             self.reply(r.conn, ReplyHeader { xid: r.xid, zxid: last, err }, &Body::Empty);
         }
         if let Some(conn) = self.conns.unbind_session(sid) {
+            // Kept while down (a sync's commits apply meanwhile): no longer.
+            self.forget_kept(conn);
             self.actions.push_back(Action::Close { conn });
         }
     }

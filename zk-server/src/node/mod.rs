@@ -17,7 +17,9 @@
 
 pub mod replica;
 
-pub use replica::{LogPosition, ReplicaConfig, ReplicaCounters, ReplicaGauges};
+pub use replica::{
+    HandoverAnswer, LeadershipAnswer, LogPosition, ReplicaConfig, ReplicaCounters, ReplicaGauges,
+};
 
 use crate::core::{Action, Event, Now, ServerCore};
 use bytes::Bytes;
@@ -423,6 +425,30 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// An operator asks this server, a leader, to hand its leadership over (`ydld`, the
+    /// AdminServer's `ydld`, SIGTERM): to `to`, or to its most caught-up voting follower. The
+    /// replica decides and runs it (see `Replica::hand_over`); the answer says what it does.
+    pub fn hand_over(&mut self, now: Now, to: Option<i64>) -> HandoverAnswer {
+        let Some(r) = self.replica.as_mut() else { return HandoverAnswer::Standalone };
+        let answer = r.hand_over(now, to, &mut self.core);
+        self.settle(now);
+        answer
+    }
+
+    /// An operator asks this server to lead (`rqld`): a follower asks its leader to hand over
+    /// to it.
+    pub fn request_leadership(&mut self, now: Now) -> LeadershipAnswer {
+        let Some(r) = self.replica.as_mut() else { return LeadershipAnswer::Standalone };
+        let answer = r.request_leadership(now, &mut self.core);
+        self.settle(now);
+        answer
+    }
+
+    /// Whether a handover of this server's leadership is under way.
+    pub fn handover_under_way(&self) -> bool {
+        self.replica.as_ref().is_some_and(Replica::handover_under_way)
     }
 
     /// Whether this server leads an established epoch or follows a leader it is up to date

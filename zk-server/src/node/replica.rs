@@ -56,6 +56,87 @@ const DIVERGENCE_MEMORY_MS: u64 = 10 * 60_000;
 /// A follower appends proposals that arrive together to one log batch up to this size.
 const PERSIST_MERGE_BYTES: u64 = 1 << 20;
 
+/// How long a leader handing over waits for its successor to hold every proposal (then gives
+/// the handover up and serves on), and then for it to acknowledge the handover's proposal (then
+/// leaves its role anyway), ms.
+pub const HANDOVER_WAIT_MS: u64 = 5_000;
+
+/// The error code of the handover's proposal, an error transaction of no session: it changes
+/// nothing where it is applied (zkrs's and Apache's servers apply an error transaction as its
+/// code alone, as they do every failed write's).
+const HANDOVER_TXN_ERR: i32 = 0;
+
+/// What became of a request that this leader hand its leadership over (`ydld`, SIGTERM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoverAnswer {
+    /// Handing over to this server (it is caught up, or is being waited for).
+    HandingOver(i64),
+    /// A handover to this server is under way already.
+    UnderWay(i64),
+    /// This server does not lead an established epoch (it follows this leader, if known).
+    NotLeader(Option<i64>),
+    /// No voting follower is synced with this leader.
+    NoFollower,
+    /// The server asked for is not a voting follower synced with this leader.
+    NotCandidate(i64),
+    /// A standalone server has no ensemble to hand over to.
+    Standalone,
+}
+
+impl std::fmt::Display for HandoverAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandoverAnswer::HandingOver(to) => write!(f, "handing over to server {to}"),
+            HandoverAnswer::UnderWay(to) => write!(f, "a handover to server {to} is under way"),
+            HandoverAnswer::NotLeader(Some(l)) => write!(f, "not the leader: server {l} leads"),
+            HandoverAnswer::NotLeader(None) => write!(f, "not the leader: no leader now"),
+            HandoverAnswer::NoFollower => write!(f, "no follower is synced to take over"),
+            HandoverAnswer::NotCandidate(s) => {
+                write!(f, "server {s} is not a voting follower synced with this leader")
+            }
+            HandoverAnswer::Standalone => write!(f, "standalone: no ensemble to hand over to"),
+        }
+    }
+}
+
+/// What a request for the leadership (`rqld`) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadershipAnswer {
+    /// This server leads already.
+    Leading,
+    /// Asked the leader (this id) to hand over to this server; it decides (see its log).
+    Asked(i64),
+    /// This server follows no leader now (electing, syncing, or an observer).
+    NoLeader,
+    /// An observer cannot lead.
+    Observer,
+    /// A standalone server.
+    Standalone,
+}
+
+impl std::fmt::Display for LeadershipAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeadershipAnswer::Leading => write!(f, "this server is the leader"),
+            LeadershipAnswer::Asked(l) => write!(f, "asked leader {l} to hand over to this server"),
+            LeadershipAnswer::NoLeader => write!(f, "not following a leader now; try again"),
+            LeadershipAnswer::Observer => write!(f, "an observer cannot lead"),
+            LeadershipAnswer::Standalone => write!(f, "standalone: no ensemble to lead"),
+        }
+    }
+}
+
+/// A handover under way on this leader.
+#[derive(Debug, Clone, Copy)]
+struct Handover {
+    /// The successor.
+    to: i64,
+    /// When the wait of the moment ends, ms.
+    deadline_ms: u64,
+    /// The handover's proposal, once sent to the successor alone.
+    proposed: Option<i64>,
+}
+
 /// How this server is placed in its ensemble: the part of zoo.cfg the replica decides with
 /// (addresses, TLS and SASL are the driver's).
 #[derive(Debug, Clone)]
@@ -229,6 +310,8 @@ pub struct Replica {
     snap_next: bool,
     /// When the tree last diverged from the ensemble's digests, ms.
     last_divergence_ms: Option<u64>,
+    /// Leader: a handover of its leadership under way.
+    handover: Option<Handover>,
     out: VecDeque<Output>,
 }
 
@@ -236,6 +319,8 @@ pub struct Replica {
 #[derive(Debug)]
 enum CoreChange {
     Role(Role, VoterSet, Option<Box<Database>>),
+    /// Leaving a learner's role: when it last heard from its leader.
+    LeaderContact(u64),
     Event(Event),
 }
 
@@ -286,6 +371,7 @@ impl Replica {
             for_core: VecDeque::new(),
             snap_next: false,
             last_divergence_ms: None,
+            handover: None,
             out: VecDeque::new(),
             cfg,
         };
@@ -416,6 +502,7 @@ impl Replica {
             add(self.read_only_at);
         }
         add(self.parked.iter().map(|(_, at)| at.saturating_add(self.init_ms())).min());
+        add(self.handover.map(|h| h.deadline_ms));
         t
     }
 
@@ -663,6 +750,7 @@ impl Replica {
             while let Some(c) = self.for_core.pop_front() {
                 match c {
                     CoreChange::Role(role, voters, db) => core.set_role(role, voters, db.map(|b| *b), now),
+                    CoreChange::LeaderContact(ms) => core.note_leader_contact(ms),
                     CoreChange::Event(ev) => core.handle(now, ev),
                 }
             }
@@ -702,6 +790,13 @@ impl Replica {
 
     /// Back to LOOKING: the core stops serving, and a new election round starts.
     fn look(&mut self, why: &str, now: Now, first: bool) {
+        self.look_voting(why, now, first, None);
+    }
+
+    /// [`Self::look`], this round's first vote for `candidate` (leader, zxid, epoch) rather than
+    /// this server: a leader that handed over names its successor (one round only).
+    fn look_voting(&mut self, why: &str, now: Now, first: bool, candidate: Option<(i64, i64, i64)>) {
+        self.handover = None;
         info!("looking for a leader ({why})");
         self.snap_streams.clear();
         self.flush_parked();
@@ -709,6 +804,12 @@ impl Replica {
             self.out.push_back(Output::ClosePeer { conn });
         }
         let me = self.cfg.my_sid;
+        // A learner may have lost its leader by the leader's silence, noticed only after
+        // syncLimit: the connections its core keeps count their time from the last word heard
+        // (a leader that carries on without this server expires sessions on its own clock).
+        if let State::Learning { learner, .. } = &self.state {
+            self.for_core.push_back(CoreChange::LeaderContact(learner.last_heard_ms().min(now.mono_ms())));
+        }
         self.for_core.push_back(CoreChange::Role(Role::Down, VoterSet::solo(me), None));
         let data = PeerData { last_logged_zxid: self.log.durable, current_epoch: self.epochs.1 };
         let ms = now.mono_ms();
@@ -719,7 +820,10 @@ impl Replica {
             // The same machine, under the configuration in force: its round only grows.
             let ecfg = self.election_config();
             self.fle.set_config(ecfg);
-            self.fle.start_election(data, ms);
+            match candidate {
+                Some(c) => self.fle.start_election_for(data, c, ms),
+                None => self.fle.start_election(data, ms),
+            }
         }
         self.fle.set_peers_down(self.peers_down.clone());
         self.decision = None;
@@ -1095,6 +1199,9 @@ impl Replica {
             if self.step_snapshots(now, core) {
                 progressed = true;
             }
+            if self.step_handover(now, core) {
+                progressed = true;
+            }
             if !progressed {
                 return;
             }
@@ -1198,6 +1305,11 @@ impl Replica {
             LeaderAction::StepDown { reason } => {
                 warn!("stepping down: {reason}");
                 self.look("stepped down", now, false);
+            }
+            LeaderAction::HandoverAcked { sid, zxid } => self.handover_acked(sid, zxid, now),
+            LeaderAction::LeadershipRequested { sid } => {
+                let answer = self.hand_over(now, Some(sid), core);
+                info!("server {sid} asked for the leadership: {answer}");
             }
         }
     }
@@ -1425,6 +1537,160 @@ impl Replica {
     }
 
     // ---------------------------------------------------------------------------------------
+    // Handing the leadership over.
+
+    /// An operator (`ydld`, the AdminServer, SIGTERM) asks this leader to hand its leadership
+    /// over: to `to`, or to the most caught-up voting follower. The leader proposes nothing
+    /// more (the core holds its clients' writes), waits until the successor holds every proposal
+    /// and all are committed, sends it alone one harmless proposal (an error transaction of no
+    /// session) so that it alone holds the highest zxid, and once it is acknowledged leaves its
+    /// role, its first vote for the successor; the others' ordinary election then elects it, in
+    /// a new epoch. Each wait is bounded ([`HANDOVER_WAIT_MS`]): a successor that does not catch
+    /// up makes the leader give up and serve on (the held writes proposed then); one that does
+    /// not acknowledge the last proposal makes it leave anyway, voting as usual.
+    pub(super) fn hand_over(&mut self, now: Now, to: Option<i64>, core: &mut ServerCore) -> HandoverAnswer {
+        let leader = match &self.state {
+            State::Leading(l) if l.is_established() => l,
+            State::Learning { learner, .. } => return HandoverAnswer::NotLeader(Some(learner.leader_sid())),
+            _ => return HandoverAnswer::NotLeader(None),
+        };
+        if let Some(h) = self.handover {
+            return HandoverAnswer::UnderWay(h.to);
+        }
+        let candidates = leader.handover_candidates();
+        let to = match to {
+            Some(t) if candidates.iter().any(|(s, _)| *s == t) => t,
+            Some(t) => return HandoverAnswer::NotCandidate(t),
+            // The most caught up; of equals, the highest id (as an election would rank them).
+            None => match candidates.iter().max_by_key(|(s, acked)| (*acked, *s)) {
+                Some((s, _)) => *s,
+                None => return HandoverAnswer::NoFollower,
+            },
+        };
+        info!("handing the leadership over to server {to}: holding new writes until it holds every proposal");
+        self.handover = Some(Handover {
+            to,
+            deadline_ms: now.mono_ms().saturating_add(HANDOVER_WAIT_MS),
+            proposed: None,
+        });
+        core.hold_writes();
+        self.drain(now, core);
+        HandoverAnswer::HandingOver(to)
+    }
+
+    /// An operator asks this server to lead (`rqld`): a synced follower asks its leader to hand
+    /// over to it (zkrs's packet; a zkrs leader decides as for `ydld` with this server named, an
+    /// Apache leader ignores it).
+    pub(super) fn request_leadership(&mut self, now: Now, core: &mut ServerCore) -> LeadershipAnswer {
+        if self.cfg.observer {
+            return LeadershipAnswer::Observer;
+        }
+        let answer = match &mut self.state {
+            State::Leading(l) if l.is_established() => return LeadershipAnswer::Leading,
+            State::Learning { learner, .. } => {
+                if !learner.request_leadership() {
+                    return LeadershipAnswer::NoLeader;
+                }
+                LeadershipAnswer::Asked(learner.leader_sid())
+            }
+            _ => return LeadershipAnswer::NoLeader,
+        };
+        info!("{answer}");
+        self.drain(now, core);
+        answer
+    }
+
+    /// Whether a handover of this leader's leadership is under way.
+    pub fn handover_under_way(&self) -> bool {
+        self.handover.is_some()
+    }
+
+    /// Moves a handover on: the successor caught up (send it the last proposal), or a wait ran
+    /// out. True if anything was done.
+    fn step_handover(&mut self, now: Now, core: &mut ServerCore) -> bool {
+        let Some(mut h) = self.handover else { return false };
+        let ms = now.mono_ms();
+        let State::Leading(l) = &mut self.state else {
+            // The role ended otherwise (a step down): nothing is left to hand over.
+            self.handover = None;
+            return false;
+        };
+        if h.proposed.is_some() {
+            if ms >= h.deadline_ms {
+                warn!(
+                    "handover: server {} did not acknowledge the handover's proposal; leaving anyway",
+                    h.to
+                );
+                self.look("handover unacknowledged", now, false);
+                return true;
+            }
+            return false;
+        }
+        if core.hold_full() {
+            warn!(
+                "handover given up: learners forwarded {} requests while it waited; serving on",
+                crate::core::handover::HELD_FORWARDS_MAX
+            );
+            self.handover = None;
+            core.release_writes(now);
+            return true;
+        }
+        let successor = l.handover_candidates().into_iter().find(|(s, _)| *s == h.to);
+        let Some((_, acked)) = successor else {
+            warn!("handover given up: server {} is no longer a synced follower; serving on", h.to);
+            self.handover = None;
+            core.release_writes(now);
+            return true;
+        };
+        // Everything the core proposed reached this machine and is committed, and the successor
+        // holds all of it.
+        let settled = core.in_flight() == 0 && l.all_committed();
+        if settled && acked >= l.last_committed() {
+            let after = core.last_zxid();
+            let wall_ms = now.wall_ms;
+            let made = l.propose_handover(h.to, after, |zxid| handover_payload(zxid, wall_ms));
+            match made {
+                Some(zxid) => {
+                    info!("handover: server {} holds every proposal; sent it 0x{zxid:x} alone", h.to);
+                    h.proposed = Some(zxid);
+                    h.deadline_ms = ms.saturating_add(HANDOVER_WAIT_MS);
+                    self.handover = Some(h);
+                }
+                None => {
+                    warn!(
+                        "handover given up: no proposal could be made to server {} (epoch exhausted?)",
+                        h.to
+                    );
+                    self.handover = None;
+                    core.release_writes(now);
+                }
+            }
+            return true;
+        }
+        if ms >= h.deadline_ms {
+            warn!(
+                "handover given up: server {} did not catch up within {HANDOVER_WAIT_MS} ms (holds 0x{acked:x} of \
+                 0x{:x}); serving on",
+                h.to,
+                l.last_committed()
+            );
+            self.handover = None;
+            core.release_writes(now);
+            return true;
+        }
+        false
+    }
+
+    /// The successor logged the handover's proposal: it alone holds the highest zxid. This
+    /// server leaves its role and votes for it in the election that follows.
+    fn handover_acked(&mut self, sid: i64, zxid: i64, now: Now) {
+        let Some(h) = self.handover.filter(|h| h.to == sid && h.proposed == Some(zxid)) else { return };
+        info!("handover: server {} acknowledged 0x{zxid:x}; leaving the leadership to it", h.to);
+        let epoch = self.epochs.1;
+        self.look_voting("handed over", now, false, Some((sid, zxid, epoch)));
+    }
+
+    // ---------------------------------------------------------------------------------------
     // Configurations.
 
     /// The configuration as the core needs it.
@@ -1635,6 +1901,12 @@ pub fn recent_history(src: &dyn zk_log::TxnSource, window: usize) -> Vec<(i64, B
             Vec::new()
         }
     }
+}
+
+/// The handover's proposal: an error transaction of no session, changing nothing.
+fn handover_payload(zxid: i64, wall_ms: i64) -> Bytes {
+    let hdr = TxnHeader { client_id: 0, cxid: 0, zxid, time: wall_ms, txn_type: OpCode::Error.code() };
+    payload(&hdr, &Txn::Error(zk_proto::ErrorTxn { err: HANDOVER_TXN_ERR }))
 }
 
 /// The PROPOSAL data of a transaction: its jute header and body.

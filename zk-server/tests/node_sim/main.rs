@@ -22,7 +22,7 @@
 //! `ZAB_SEEDS=N cargo test --release -p zk-server --test node_sim seeds_` runs N seeds per
 //! configuration (a few by default); a failing seed prints the command that replays it with a
 //! trace: `ZAB_SEED=S ZAB_CONFIG=name cargo test ... replay` (`ZAB_LOG=1` adds the nodes' log
-//! lines). The debug build (the workspace tests, and so CI) runs 10 seeds of each of the six
+//! lines). The debug build (the workspace tests, and so CI) runs 10 seeds of each of the seven
 //! configurations.
 //!
 //! The `reconfig` configuration (three voters, two observers, reconfigEnabled) adds reconfig
@@ -34,7 +34,10 @@
 //! Named scenarios (`scenarios.rs`: the replication bugs of Apache ZooKeeper that lost data and
 //! the findings of earlier simulations) script the same world: disks preloaded before the first
 //! start, runs stopped at a precise input or output of a node, crashes keeping only what was
-//! synced, partitions and slow disks, under the same checks.
+//! synced, partitions and slow disks, under the same checks. The leadership handover's
+//! (`handover.rs`: `ydld` and `rqld` under write load, with the successor dying at each step,
+//! asked of a non-leader, given up) run each over many seeds, and the `handover` configuration
+//! adds operators' handovers to the random faults.
 #![allow(clippy::disallowed_methods)]
 
 // The allocator zkrs-server runs on (zk-server's main.rs), so the node allocates here as it
@@ -43,6 +46,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
+mod handover;
 mod linear;
 mod net;
 mod scenarios;
@@ -72,7 +76,12 @@ fn config(name: &str) -> Params {
         "single" => Params::single_voter(),
         "reconfig" => Params::reconfig(),
         "epochs" => Params::short_epochs(),
-        other => panic!("unknown configuration {other} (three, five, observer, single, reconfig, epochs)"),
+        "handover" => Params::handovers(),
+        other => {
+            panic!(
+                "unknown configuration {other} (three, five, observer, single, reconfig, epochs, handover)"
+            )
+        }
     }
 }
 
@@ -153,6 +162,16 @@ fn seeds_short_epochs() {
     // runs).
     if n >= 10 {
         assert!(totals.get("epochs run to their last zxid").copied().unwrap_or(0) > 0, "{totals:?}");
+    }
+}
+
+#[test]
+fn seeds_handover() {
+    let n = seeds(2);
+    let totals = run_many("handover", n);
+    if n >= 10 {
+        assert!(totals.get("handovers started").copied().unwrap_or(0) > 0, "{totals:?}");
+        assert!(totals.get("leaderships requested").copied().unwrap_or(0) > 0, "{totals:?}");
     }
 }
 

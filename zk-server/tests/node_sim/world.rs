@@ -120,6 +120,9 @@ pub struct Params {
     /// `testingonly.initialZxid`: each new epoch's counter starts here, so that runs reach the
     /// end of an epoch (2^32 zxids) and the leader must hand over to a new one.
     pub initial_zxid: Option<u32>,
+    /// Operators' leadership requests among the faults ([`World::handover_fault`]): `ydld` on
+    /// the leader (or another server), `rqld` on a follower.
+    pub handovers: bool,
 }
 
 impl Params {
@@ -142,6 +145,7 @@ impl Params {
             early_proposal_acks: false,
             reconfig: false,
             initial_zxid: None,
+            handovers: false,
         }
     }
 
@@ -173,6 +177,13 @@ impl Params {
     /// (F9: an exhausted counter is a handover, not a process exit).
     pub fn short_epochs() -> Params {
         Params { observers: 1, initial_zxid: Some(u32::MAX - 400), ..Params::three() }
+    }
+
+    /// Three voters and an observer, with operators moving the leadership among the faults:
+    /// `ydld` on the leader (now and then on another server, which refuses it) and `rqld` on a
+    /// follower, so handovers meet crashes, partitions, slow disks and each other.
+    pub fn handovers() -> Params {
+        Params { observers: 1, handovers: true, ..Params::three() }
     }
 }
 
@@ -1587,6 +1598,7 @@ impl World {
             }
             // An administrator's reconfig request; now and then two at once, from two clients
             // (the second may meet the first in flight: RECONFIGINPROGRESS).
+            85..=99 if self.p.handovers => self.handover_fault(),
             85..=99 if self.p.reconfig => {
                 self.reconfig_fault();
                 if self.rng.gen_bool(0.2) {
@@ -1598,6 +1610,31 @@ impl World {
         if self.t < self.p.run_ms {
             let dt = self.rng.gen_range(100..1500);
             self.at(dt, Ev::Fault);
+        }
+    }
+
+    /// An operator moves the leadership: `ydld` on the leader (two times in three), on another
+    /// server (refused there), or `rqld` on a server.
+    fn handover_fault(&mut self) {
+        let n = self.servers.len() as i64;
+        let sid = match (self.leader(), self.rng.gen_range(0..3)) {
+            (Some(l), 0 | 1) => l,
+            _ => self.rng.gen_range(1..=n),
+        };
+        if self.rng.gen_bool(0.7) {
+            if let Some(a) = self.hand_over(sid, None) {
+                self.note(|| format!("ydld on server {sid}: {a}"));
+                self.count(match a {
+                    zk_server::node::HandoverAnswer::HandingOver(_) => "handovers started",
+                    _ => "handovers refused",
+                });
+            }
+        } else if let Some(a) = self.request_leadership(sid) {
+            self.note(|| format!("rqld on server {sid}: {a}"));
+            self.count(match a {
+                zk_server::node::LeadershipAnswer::Asked(_) => "leaderships requested",
+                _ => "leadership requests refused",
+            });
         }
     }
 
@@ -2172,6 +2209,36 @@ impl World {
         self.server(sid)
             .preload(accepted, current, hist, in_snapshot)
             .unwrap_or_else(|e| panic!("preloading server {sid}: {e}"));
+    }
+
+    /// An operator's `ydld` on `sid` (to `to`, or the node's choice), with what the node asks
+    /// then carried out; None while `sid` is down.
+    pub fn hand_over(&mut self, sid: i64, to: Option<i64>) -> Option<zk_server::node::HandoverAnswer> {
+        self.resume();
+        self.server(sid).proc.as_ref()?;
+        let now = self.servers[(sid - 1) as usize].now(self.t);
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
+        let answer = self.server(sid).proc.as_mut()?.node.hand_over(now, to);
+        drop(_span);
+        self.pump(sid);
+        Some(answer)
+    }
+
+    /// An operator's `rqld` on `sid`; None while `sid` is down.
+    pub fn request_leadership(&mut self, sid: i64) -> Option<zk_server::node::LeadershipAnswer> {
+        self.resume();
+        self.server(sid).proc.as_ref()?;
+        let now = self.servers[(sid - 1) as usize].now(self.t);
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
+        let answer = self.server(sid).proc.as_mut()?.node.request_leadership(now);
+        drop(_span);
+        self.pump(sid);
+        Some(answer)
+    }
+
+    /// Whether `sid`'s node has a handover of its leadership under way.
+    pub fn handover_under_way(&self, sid: i64) -> bool {
+        self.servers[(sid - 1) as usize].proc.as_ref().is_some_and(|p| p.node.handover_under_way())
     }
 
     /// Starts `sid` now if it is down.

@@ -153,6 +153,41 @@ fn set_watches_relative_zxid_rules() {
 }
 
 #[test]
+fn detached_watches_come_back_as_set_watches_lists() {
+    let mut h = Harness::new();
+    h.mkdir("/a");
+    h.mkdir("/kids");
+    let auth = h.auth.clone();
+    h.db.get_data("/a", &auth, Some(4)).unwrap();
+    assert_eq!(h.db.exists("/b", &auth, Some(4)), Err(ErrorCode::NoNode));
+    h.db.get_children("/kids", &auth, Some(4)).unwrap();
+    h.db.get_data("/a", &auth, Some(5)).unwrap();
+    let mut sw = h.db.detach_watches(4).expect("only one-shot watches");
+    assert_eq!(sw.data_watches, vec!["/a".to_string()]);
+    assert_eq!(sw.exist_watches, vec!["/b".to_string()]);
+    assert_eq!(sw.child_watches, vec!["/kids".to_string()]);
+    // Taken out (Apache's check answers for anyone's watch on the path: /a keeps 5's).
+    assert_eq!(h.db.check_watches("/b", WatcherType::Any, 4), Err(ErrorCode::NoWatcher));
+    assert_eq!(h.db.check_watches("/kids", WatcherType::Any, 4), Err(ErrorCode::NoWatcher));
+    assert_eq!(h.db.check_watches("/a", WatcherType::Data, 5), Ok(()));
+    sw.relative_zxid = h.zxid;
+    h.mkdir("/kids/c");
+    let got: Vec<(EventType, String)> =
+        h.db.set_watches(4, &auth, &sw)
+            .into_iter()
+            .map(|e| (EventType::from_i32(e.event_type).unwrap(), e.path))
+            .collect();
+    assert_eq!(got, vec![(Ncc, "/kids".to_string())]);
+    assert_eq!(h.db.check_watches("/a", WatcherType::Data, 4), Ok(()));
+    assert_eq!(h.db.check_watches("/b", WatcherType::Data, 4), Ok(()));
+    // A persistent watch cannot be carried: nothing is taken.
+    h.db.add_watch("/a", AddWatchMode::Persistent, 6, &auth).unwrap();
+    h.db.get_data("/kids", &auth, Some(6)).unwrap();
+    assert!(h.db.detach_watches(6).is_none());
+    assert_eq!(h.db.check_watches("/kids", WatcherType::Data, 6), Ok(()));
+}
+
+#[test]
 fn check_and_remove_watches() {
     let mut h = Harness::new();
     h.mkdir("/a");

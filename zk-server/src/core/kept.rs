@@ -1,0 +1,218 @@
+//! Clients kept through a change of leader.
+//!
+//! Apache's servers close every client connection when they leave a serving role (a leader
+//! lost, an election, a sync): every client then reconnects somewhere, which after a leader's
+//! loss is a storm of reconnections, each resending its watches. A zkrs server that was
+//! serving as leader or learner keeps the connections that have nothing in flight instead:
+//!
+//! - A connection with a write, a sync or a session creation in flight is closed, as before:
+//!   whether the old leader committed it is known only to the new history, and the client
+//!   (ConnectionLoss) decides whether to retry, as with Apache. So is one still in its
+//!   handshake, and one with a persistent or recursive watch (setWatches could put those back
+//!   but not say what changed meanwhile, and they promise every change).
+//! - A kept connection's requests, pings included, are held in arrival order while the server
+//!   is down: the client hears nothing until the server serves again, so its own timers still
+//!   tell it when it has been cut off for too long. Each connection is kept at most a third of
+//!   its session's timeout (the interval at which an idle client pings); past it the connection
+//!   is closed and the client moves on as it would have at once with Apache.
+//! - Its one-shot watches are taken out of the tree when the server goes down
+//!   ([`zk_tree::Database::detach_watches`]), since the tree may be replaced (a reload from disk,
+//!   a TRUNC or a SNAP) before the server serves again, and put back when it serves again with
+//!   setWatches' rules relative to the last zxid the server had applied when it went down, the
+//!   last its clients can have seen: a watch on a node that changed meanwhile fires then, as it
+//!   would for a client reconnecting with that zxid.
+//! - Serving again, as a learner of the new leader or as the leader itself, a kept session the
+//!   new history has closed has its connection closed (the client learns of the expiry when it
+//!   reconnects); the others get their watches back, then their held requests run, in order,
+//!   through the ordinary path (a held write is forwarded to, or proposed by, the new leader:
+//!   it was never sent before, so nothing about it is ambiguous).
+//!
+//! A change to a role that serves no ensemble session (read-only, or a leader with
+//! `leaderServes=no`) closes every kept connection, as does a divergence of the tree (the
+//! clients' view came from a tree the ensemble did not agree on).
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// A connection kept while the server is down.
+#[derive(Debug)]
+pub(super) struct KeptConn {
+    /// When it is closed if the server does not serve again first (mono ms).
+    pub deadline_ms: u64,
+    /// Its watches, taken out of the tree.
+    pub watches: SetWatches2,
+}
+
+/// A client request as [`Event::Request`] carries it, held to run later: one that arrived on a
+/// kept connection while the server was down, or one a leader held while handing over.
+#[derive(Debug)]
+pub(super) struct HeldRequest {
+    pub(super) conn: ConnId,
+    pub(super) xid: i32,
+    pub(super) op: i32,
+    pub(super) body: Result<Request, RequestError>,
+    pub(super) raw: Bytes,
+    pub(super) received_us: u64,
+}
+
+/// The clients kept since the server went down. Bounded: one entry per connection, and every
+/// held request holds a permit of the global outstanding-request limit.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    /// The last zxid applied when the server went down: the latest its clients can have seen.
+    pub seen_zxid: i64,
+    /// The kept connections, by id.
+    pub conns: BTreeMap<ConnId, KeptConn>,
+    /// Requests that arrived meanwhile, oldest first.
+    held: VecDeque<HeldRequest>,
+}
+
+impl Kept {
+    /// Drops the requests `conn` had held; returns how many (each held a permit).
+    fn drop_held_of(&mut self, conn: ConnId) -> usize {
+        let before = self.held.len();
+        self.held.retain(|h| h.conn != conn);
+        before - self.held.len()
+    }
+}
+
+impl ServerCore {
+    /// Leaving a serving role for Down: keeps the connections that can be kept (see the module
+    /// docs) and closes the others.
+    /// `contact`: when a learner last heard from its leader (the kept time counts from then).
+    pub(super) fn keep_clients(&mut self, now: Now, contact: Option<u64>) {
+        let since = contact.unwrap_or(now.mono_ms()).min(now.mono_ms());
+        let mut kept = Kept { seen_zxid: self.db.last_applied_zxid(), ..Kept::default() };
+        let mut ids: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        let waiting: std::collections::HashSet<ConnId> =
+            self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect();
+        for conn in ids {
+            let Some(c) = self.conns.get(conn) else { continue };
+            let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
+            // A connection whose session is no longer bound to it is already being closed (its
+            // session ended, or moved to another connection); one whose time is up already (the
+            // leader was silent that long) is closed as Apache closes it.
+            let keepable = c.session.is_some_and(|sid| {
+                self.conns.conn_of(sid) == Some(conn)
+                    && !waiting.contains(&conn)
+                    && self.queues.is_idle(sid)
+                    && c.sasl.is_none()
+            }) && deadline_ms > now.mono_ms();
+            match keepable.then(|| self.db.detach_watches(conn)).flatten() {
+                Some(watches) => {
+                    kept.conns.insert(conn, KeptConn { deadline_ms, watches });
+                }
+                None => self.close_client(conn),
+            }
+        }
+        // Whatever was queued belonged to the connections just closed (a kept one's is empty).
+        self.forget_client_queues();
+        if !kept.conns.is_empty() {
+            info!(
+                "keeping {} client connections while the server is down (as of zxid 0x{:x})",
+                kept.conns.len(),
+                kept.seen_zxid
+            );
+        }
+        self.kept = Some(kept);
+    }
+
+    /// Whether `conn` is kept while the server is down.
+    pub(super) fn is_kept(&self, conn: ConnId) -> bool {
+        self.kept.as_ref().is_some_and(|k| k.conns.contains_key(&conn))
+    }
+
+    /// A request on a kept connection while the server is down: held until it serves again.
+    pub(super) fn hold(&mut self, h: HeldRequest) {
+        let Some(k) = self.kept.as_mut() else {
+            debug_assert!(false, "a request held with no kept clients");
+            self.actions.push_back(Action::ReleasePermit);
+            return;
+        };
+        k.held.push_back(h);
+    }
+
+    /// Closes kept connection `conn` (its time ran out, or its session is gone), handing back
+    /// the permits of what it had held.
+    fn close_kept(&mut self, conn: ConnId) {
+        self.forget_kept(conn);
+        self.close_client(conn);
+    }
+
+    /// Forgets kept connection `conn` (closed by its client or by the core), handing back the
+    /// permits of what it had held.
+    pub(super) fn forget_kept(&mut self, conn: ConnId) {
+        let Some(k) = self.kept.as_mut() else { return };
+        if k.conns.remove(&conn).is_none() {
+            return;
+        }
+        for _ in 0..k.drop_held_of(conn) {
+            self.actions.push_back(Action::ReleasePermit);
+        }
+    }
+
+    /// Down: closes the kept connections whose time is up.
+    pub(super) fn expire_kept(&mut self, now: Now) {
+        let Some(k) = self.kept.as_ref() else { return };
+        let due: Vec<ConnId> =
+            k.conns.iter().filter(|(_, c)| c.deadline_ms <= now.mono_ms()).map(|(&id, _)| id).collect();
+        for conn in due {
+            info!("connection {conn} kept for a third of its session's timeout while down: closed");
+            self.close_kept(conn);
+        }
+    }
+
+    /// The earliest kept connection's deadline, while down.
+    pub(super) fn kept_deadline(&self) -> Option<u64> {
+        self.kept.as_ref()?.conns.values().map(|c| c.deadline_ms).min()
+    }
+
+    /// Closes every kept connection (a role that cannot serve them, or a diverged tree).
+    pub(super) fn drop_kept(&mut self) {
+        let Some(k) = self.kept.take() else { return };
+        for _ in &k.held {
+            self.actions.push_back(Action::ReleasePermit);
+        }
+        for conn in k.conns.into_keys() {
+            self.close_client(conn);
+        }
+    }
+
+    /// Serving again: the kept connections whose sessions the new history still holds get
+    /// their watches back (firing for what changed since the server went down), then their held
+    /// requests run in order; the others are closed.
+    pub(super) fn resume_kept(&mut self, now: Now) {
+        let Some(mut k) = self.kept.take() else { return };
+        let learner = matches!(self.role, Role::Learner { .. });
+        let mut resumed = 0usize;
+        for (conn, kc) in std::mem::take(&mut k.conns) {
+            let Some(c) = self.conns.get(conn) else { continue };
+            let Some(sid) = c.session else { continue };
+            if !self.db.sessions().contains(sid) || self.db.expiry().is_closing(sid) {
+                info!("session 0x{sid:x} ended while the server was down: its kept connection is closed");
+                for _ in 0..k.drop_held_of(conn) {
+                    self.actions.push_back(Action::ReleasePermit);
+                }
+                self.close_client(conn);
+                continue;
+            }
+            if learner {
+                self.touched.insert(sid, c.timeout_ms);
+            }
+            self.db.expiry_mut().touch(sid, now.mono_ms());
+            let auth = c.auth.clone();
+            let sw = SetWatches2 { relative_zxid: k.seen_zxid, ..kc.watches };
+            for ev in self.db.set_watches(conn, &auth, &sw) {
+                self.deliver_event(conn, &ev, None);
+            }
+            resumed += 1;
+        }
+        if resumed > 0 {
+            info!("{resumed} kept client connections served again ({} requests held)", k.held.len());
+        }
+        for h in k.held {
+            self.on_request(now, h.conn, h.xid, h.op, h.body, h.raw, h.received_us);
+        }
+    }
+}
