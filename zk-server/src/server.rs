@@ -103,26 +103,10 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
 /// ([`RESTORE_FINISHED`](crate::backup::restore::RESTORE_FINISHED)) covers them, so a directory
 /// emptied on purpose after it (a member wiped to resync from its leader) starts.
 fn refuse_unfinished_restore(settings: &Settings) -> Result<(), StartError> {
-    let finished = crate::backup::restore::restore_finished_stamp(&settings.snap_root);
-    for dir in [&settings.snap_root, &settings.log_root] {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
-        let mut moved: Vec<String> = entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| {
-                let stamp = [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
-                    .iter()
-                    .find_map(|d| n.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")));
-                // A stamp that does not parse (renamed by hand) is not known finished.
-                stamp.is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
-            })
-            .collect();
-        moved.sort();
-        if !moved.is_empty() {
-            return Err(StartError::UnfinishedRestore { dir: dir.clone(), moved: moved.join(", ") });
-        }
+    match crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root) {
+        Some((dir, moved)) => Err(StartError::UnfinishedRestore { dir, moved: moved.join(", ") }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Runs a server until `shutdown` resolves: standalone, or, given the parsed configuration of an

@@ -499,36 +499,6 @@ fn a_server_emptied_after_a_finished_restore_starts() {
     assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
 }
 
-/// A `restore --force` killed after its moves aside, with the clock stepped back since the restore
-/// before it finished, leaves that restore's finished stamp moved aside with the rest (what the
-/// restore's own tests check), so nothing covers its moves aside and the server refuses to start
-/// empty there (review 8, finding 2: the stamp left in place covered them).
-#[test]
-fn a_restore_killed_after_a_clock_step_back_is_still_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    for d in ["zkrs-snap", "zkrs-log"] {
-        std::fs::create_dir_all(data.join(format!("{d}.before-restore-1700000000000"))).unwrap();
-    }
-    // Restore 2, killed after its moves aside, the clock 10^10 ms behind restore 1's.
-    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1690000000000")).unwrap();
-    std::fs::create_dir_all(data.join("zkrs-log.before-restore-1690000000000")).unwrap();
-    std::fs::write(data.join("zkrs-restored.before-restore-1690000000000"), "zxid=0x5\nrestored_at_ms=1\n")
-        .unwrap();
-    std::fs::write(
-        data.join("zkrs-restore-finished.before-restore-1690000000000"),
-        "moved_aside_stamp_ms=1700000000000\n",
-    )
-    .unwrap();
-    let cfg = format!(
-        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
-        data.display(),
-        free_port()
-    );
-    let said = refused(dir.path(), &cfg);
-    assert!(said.contains("zkrs-snap.before-restore-1690000000000"), "{said}");
-}
-
 /// A frame's payload range and whether it is group-marked, for every record of a segment file.
 fn frames(bytes: &[u8]) -> Vec<(i64, std::ops::Range<usize>, bool)> {
     let mut v = Vec::new();

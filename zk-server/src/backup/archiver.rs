@@ -120,6 +120,19 @@ struct ReadSegment {
     last: Before,
 }
 
+/// What a finished server snapshot ending past the archived log proves of the open segment
+/// ([`Archiver::archive_through_snapshot_end`]).
+#[derive(Debug, Clone, Copy)]
+struct Proof {
+    /// The snapshot's end zxid: the records through it are durable.
+    end: i64,
+    /// When the snapshot's file was last written (ms since the epoch, this host's clock): it
+    /// proves only transactions proposed at or before that time, which it can have applied.
+    written_ms: i64,
+    /// The inode of the open segment as the pass listed the log: the one read again.
+    segment_inode: u64,
+}
+
 /// Where a piece may end: its size, summary and last record then.
 #[derive(Debug, Clone, Copy)]
 struct PieceEnd {
@@ -243,16 +256,17 @@ pub struct Archiver {
     /// another state than the archived one there, so the piece after the marker records no
     /// predecessor (a gap).
     marker_state_differs: bool,
-    /// The server's open segment as this pass listed the log (its name), and what its log held
-    /// before the segment's first record, as read by this pass: what
-    /// [`Self::archive_through_snapshot_end`] reads again.
-    open_listed: Option<(String, Before)>,
+    /// The server's open segment as this pass listed the log (its name and inode), and what its
+    /// log held before the segment's first record, as read by this pass: what
+    /// [`Self::archive_through_snapshot_end`] reads again (the same file only).
+    open_listed: Option<(String, u64, Before)>,
     /// How many times [`Self::compare_same_named`] read a server snapshot, for tests.
     #[cfg(test)]
     same_named_reads: usize,
     /// Called at points of a pass (`"listed"`: the log was listed and its marker read;
-    /// `"snapshots"`: the snapshots are about to be listed), so tests can change the
-    /// directories there.
+    /// `"snapshots"`: the snapshots are about to be listed; `"read again"`: the open segment
+    /// was read again through a snapshot's end, nothing of it archived yet), so tests can
+    /// change the directories there.
     #[cfg(test)]
     test_hook: Option<TestHook>,
 }
@@ -813,7 +827,9 @@ impl Archiver {
             let name = zk_log::snapshot::snapshot_name(m);
             if let Some(a) = self.manifest.snapshots.iter().find(|s| s.name == name) {
                 let (bytes, crc32) = (a.bytes, a.crc32);
-                self.marker_state_differs = self.compare_same_named(&name, bytes, crc32, out) == Some(false);
+                // Not known the same (it cannot be read, or was replaced while it was read) counts
+                // as differing: the chain onto the archived snapshot needs it shown the same.
+                self.marker_state_differs = self.compare_same_named(&name, bytes, crc32, out) != Some(true);
             }
         }
         let mut before = match segments.first().map(|(first, _)| log_begins(self.log_marker, *first)) {
@@ -828,10 +844,10 @@ impl Archiver {
         self.open_listed = None;
         for (i, (first, name)) in segments.iter().enumerate() {
             let open = i + 1 == segments.len();
-            if open {
-                self.open_listed = Some((name.clone(), before));
-            }
             let ident = file_ident(&self.log_dir.join(name));
+            if let (true, Some(id)) = (open, ident) {
+                self.open_listed = Some((name.clone(), id.inode, before));
+            }
             if let (false, Some(read), Some(id)) = (open, self.read_segments.get(name), ident) {
                 if read.ident == id {
                     // Unchanged since a pass of this backup read it whole, when the archive's
@@ -875,16 +891,18 @@ impl Archiver {
     /// piece: a segment header for its first zxid, then the records' frames as stored), none
     /// past `cap`. Of the `open` segment only the records before its last group mark are taken:
     /// those are durable (docs/log-format.md, "Sync groups"); the rest waits for the next pass.
-    /// `before` is what the log held before the segment's first record. `proven_through`: a
-    /// zxid a finished server snapshot ends at ([`Self::archive_through_snapshot_end`]): the
-    /// open segment's records through it are durable too.
+    /// `before` is what the log held before the segment's first record. `proof`: what a
+    /// finished server snapshot proves ([`Self::archive_through_snapshot_end`]): the open
+    /// segment's records through its end are durable too, when the segment is still the file
+    /// the pass listed and the log's base marker the one it listed the log under, both looked at
+    /// after the read, and none of those records was proposed after the snapshot was written.
     fn archive_segment(
         &mut self,
         name: &str,
         open: bool,
         mut before: Before,
         cap: Option<i64>,
-        proven_through: Option<i64>,
+        proof: Option<Proof>,
         out: &mut dyn Write,
     ) -> Result<SegmentPass, BackupError> {
         let src = self.log_dir.join(name);
@@ -895,15 +913,30 @@ impl Archiver {
             key: d.name.clone(),
             why: format!("{} at offset {}", d.why, d.offset),
         };
+        use std::os::unix::fs::MetadataExt;
+        // Read again for a proof: only the file the pass listed (a log reset by hand since may
+        // have put another history's segment under the name).
+        let replaced = std::cell::Cell::new(false);
         let open_reader = || -> Result<Option<SegmentReader<BufReader<File>>>, BackupError> {
             match File::open(&src) {
+                Ok(f) if proof.is_some_and(|p| !f.metadata().is_ok_and(|m| m.ino() == p.segment_inode)) => {
+                    replaced.set(true);
+                    Ok(None)
+                }
                 Ok(f) => SegmentReader::open(&shown, BufReader::new(f)).map(Some).map_err(damaged),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(io_err(&src)(e)),
             }
         };
+        let gone = |out: &mut dyn Write| {
+            let _ = if replaced.get() {
+                writeln!(out, "backup: {name} was replaced since this pass listed the log: not read again")
+            } else {
+                writeln!(out, "backup: {name} was purged by the server before it could be archived")
+            };
+        };
         let Some(mut r) = open_reader()? else {
-            let _ = writeln!(out, "backup: {name} was purged by the server before it could be archived");
+            gone(out);
             return Ok(purged);
         };
         let last = self.manifest.last_log_zxid();
@@ -921,8 +954,7 @@ impl Archiver {
                 );
                 self.tail = None;
                 let Some(again) = open_reader()? else {
-                    let _ =
-                        writeln!(out, "backup: {name} was purged by the server before it could be archived");
+                    gone(out);
                     return Ok(purged);
                 };
                 r = again;
@@ -989,13 +1021,41 @@ impl Archiver {
             p.file.write_all(&rec.frame).map_err(io_err(&p.path))?;
             p.end.bytes += rec.frame.len() as u64;
             p.end.last = (at, z, rec.payload_crc());
-            if proven_through == Some(z) {
-                p.proven = Some(p.end);
+            if let Some(q) = proof.filter(|q| q.end == z) {
+                if p.end.summary.max_time_ms <= q.written_ms {
+                    p.proven = Some(p.end);
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "backup: {name} holds transactions through zxid {} proposed after the snapshot ending there \
+                         was written (a log reset by hand below an older snapshot?): they wait for a later write \
+                         to prove them durable",
+                        hex(z)
+                    );
+                }
             }
             before = Before::Zxid(z);
         }
         let mut seen = SegmentPass { piece: None, last: before, capped, whole, vanished: false };
-        let Some(p) = piece else { return Ok(seen) };
+        let Some(mut p) = piece else { return Ok(seen) };
+        if let Some(q) = proof.filter(|_| p.proven.is_some()) {
+            #[cfg(test)]
+            if let Some(hook) = &mut self.test_hook {
+                hook("read again");
+            }
+            // Looked at after the read too: a reset or restore in place during it replaces the
+            // marker, and a segment put in place by hand is another file.
+            let marker = file_ident(&self.log_dir.join(BASE_FILE));
+            if marker != self.marker_listed || file_ident(&src).map(|i| i.inode) != Some(q.segment_inode) {
+                p.proven = None;
+                let _ = writeln!(
+                    out,
+                    "backup: the server's log changed while {name} was read again (its base marker or the \
+                     segment replaced): what the snapshot ending at zxid {} proves waits for the next pass",
+                    hex(q.end)
+                );
+            }
+        }
         // A closed segment is durable whole; of the open one, what a group mark proved, or a
         // snapshot of the server's (`proven_through`), whichever reaches further, unless the
         // server vouched for every record read: committed, each is in the ensemble's history
@@ -1279,7 +1339,8 @@ impl Archiver {
                     // archived first when they are there.
                     if let (Some(e), None) = (end_zxid.filter(|e| self.ahead_of_archived_log(*e)), cap) {
                         if file_ident(&marker_file) == self.marker_listed {
-                            self.archive_through_snapshot_end(e, out, report)?;
+                            let written_ms = ident.map(|i| i.modified_ns.div_euclid(1_000_000));
+                            self.archive_through_snapshot_end(e, written_ms, out, report)?;
                         }
                     }
                     if let Some(e) = end_zxid.filter(|e| self.ahead_of_archived_log(*e)) {
@@ -1484,22 +1545,39 @@ impl Archiver {
     /// under a zxid up to `end`, since the server goes on past that snapshot. Only a record with
     /// zxid `end` itself, read in the segment right after what the archive holds (the segment is
     /// read as any pass reads it: from the record the archive ends with, checked unchanged, or
-    /// from its start, every record the archive holds compared), takes it that far; the caller
-    /// calls only while the log's base marker is the one the pass listed the log under, so the
-    /// snapshot, listed after the log, is of the history that log holds (only a reset replaces a
-    /// standalone server's history, and every reset replaces the marker; a snapshot put in the
-    /// directory by hand is the operator's, as the guide says). Once the records through `end`
+    /// from its start, every record the archive holds compared), takes it that far. The snapshot
+    /// must be of the history the segment holds: the caller calls only while the log's base
+    /// marker is the one the pass listed the log under, and [`Self::archive_segment`] reads
+    /// only the segment file the pass listed (by inode) and takes the proof only when both are
+    /// still so after the read (only a reset replaces a standalone server's history, and every
+    /// reset through the log replaces the marker). A reset by hand that leaves an older
+    /// snapshot ending past the new log end is caught by time instead: the proof holds only for
+    /// records proposed at or before `written_ms`, when the snapshot file was last written (the
+    /// server stamps each transaction with this host's clock as it proposes it, before it can
+    /// apply it, so a snapshot holding it was written after; a clock stepped back between the
+    /// old snapshot and the new writes defeats this, and a snapshot written within the file
+    /// system's time granule of its end's proposal waits for the next write instead). Not
+    /// called for an ensemble member's directories, looked at again here (a pass spanning the
+    /// server's restart into an ensemble). Once the records through `end`
     /// are archived, [`Self::ahead_of_archived_log`] no longer holds the snapshot back, so it is
     /// archived with everything it holds in archived pieces of its own history, and a later
     /// history written over `end` is found at that piece's end ([`Self::piece_end_differs`]).
     fn archive_through_snapshot_end(
         &mut self,
         end: i64,
+        written_ms: Option<i64>,
         out: &mut dyn Write,
         report: &mut PassReport,
     ) -> Result<(), BackupError> {
-        let Some((name, before)) = self.open_listed.clone() else { return Ok(()) };
-        let seen = self.archive_segment(&name, true, before, None, Some(end), out)?;
+        let Some((name, segment_inode, before)) = self.open_listed.clone() else { return Ok(()) };
+        let Some(written_ms) = written_ms else { return Ok(()) };
+        // Looked at again here: a pass spanning a restart of the server as an ensemble member
+        // (which writes its epochs before it logs anything) must not take a proposal as proven.
+        if self.is_ensemble_member() {
+            return Ok(());
+        }
+        let proof = Proof { end, written_ms, segment_inode };
+        let seen = self.archive_segment(&name, true, before, None, Some(proof), out)?;
         report.logs.extend(seen.piece);
         Ok(())
     }
@@ -3351,5 +3429,157 @@ mod tests {
         assert_eq!(r.snapshots, ["snapshot.000000000000000c"], "{}", text(&out));
         let r = restore_at(&f, 12).unwrap();
         assert_eq!(r.snapshot.as_deref(), Some("snapshot.000000000000000c"));
+    }
+
+    /// A standalone server's log of 1..=8, then its newest group 9..=10, not yet durable, and
+    /// a snapshot of 1..=10 beside it: the fixture of the next tests, whose passes archive 1..=8
+    /// and would then read the open segment again through zxid 10.
+    fn idle_with_a_snapshot_at_10() -> (Fixture, Archiver) {
+        let mut f = Fixture::new();
+        let a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=10);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        (f, a)
+    }
+
+    /// The open segment's path in the fixture's log.
+    fn open_segment(f: &Fixture) -> PathBuf {
+        let log_dir = f.data.join(LOG_DIR_NAME);
+        let mut segs: Vec<_> = std::fs::read_dir(&log_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| parse_segment_name(n).is_some())
+            .collect();
+        segs.sort();
+        log_dir.join(segs.last().unwrap())
+    }
+
+    /// Puts a copy of `p` in its place (another inode, the same bytes).
+    fn replace_by_a_copy(p: &Path) {
+        let tmp = p.with_extension("copy");
+        std::fs::copy(p, &tmp).unwrap();
+        std::fs::rename(&tmp, p).unwrap();
+    }
+
+    /// Review 9, finding 2: a snapshot of history A left in the directory when the log is reset
+    /// by hand below it, and history B's newest group (not durable) written after it through
+    /// the snapshot's end zxid: the snapshot proves nothing of B's records (they were proposed
+    /// after it was written), so they wait for a later write, and the snapshot with them.
+    #[test]
+    fn a_stale_snapshot_does_not_prove_another_historys_last_group() {
+        let mut f = Fixture::new();
+        let mut a = f.archiver();
+        f.commit(1..=8);
+        f.commit(9..=9);
+        a.pass(&mut Vec::new()).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))]);
+        write_snapshot(&f, &(1..=10).map(|z| create_at(z, 1_000 + z)).collect::<Vec<_>>());
+        let snap = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join("snapshot.000000000000000a");
+        let written_ms = std::fs::metadata(&snap)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        f.log.reset_to(8).unwrap();
+        // B's last group, proposed after A's snapshot was written: not durable.
+        let b = |z: i64| {
+            let (mut h, t) = new_history_at(z);
+            h.time = written_ms + 1_000 + z;
+            (h, t)
+        };
+        f.commit_batch(&[b(9), b(10)]);
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))], "B's group archived: {r:?}\n{}", text(&out));
+        assert!(r.snapshots.is_empty(), "{}", text(&out));
+        assert!(
+            text(&out).contains("proposed after the snapshot ending there was written"),
+            "{}",
+            text(&out)
+        );
+    }
+
+    /// Review 9, finding 2: the open segment is read again through a snapshot's end only while
+    /// it is the file the pass listed (here replaced by a copy after the listing, as a log reset
+    /// by hand would put another one under the name).
+    #[test]
+    fn the_open_segment_is_read_again_only_while_it_is_the_file_listed() {
+        let (f, mut a) = idle_with_a_snapshot_at_10();
+        let seg = open_segment(&f);
+        a.test_hook = Some(Box::new(move |at| {
+            if at == "snapshots" {
+                replace_by_a_copy(&seg);
+            }
+        }));
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))], "{r:?}\n{}", text(&out));
+        assert!(text(&out).contains("was replaced since this pass listed the log"), "{}", text(&out));
+    }
+
+    /// Review 9, finding 2: the log's base marker is looked at again after the open segment
+    /// was read again through a snapshot's end (here replaced during that read): nothing is
+    /// taken on the snapshot's proof.
+    #[test]
+    fn the_base_marker_is_looked_at_again_after_the_read_for_a_proof() {
+        let (f, mut a) = idle_with_a_snapshot_at_10();
+        let marker = f.data.join(LOG_DIR_NAME).join(BASE_FILE);
+        a.test_hook = Some(Box::new(move |at| {
+            if at == "read again" {
+                std::fs::write(&marker, b"replaced").unwrap();
+            }
+        }));
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))], "{r:?}\n{}", text(&out));
+        assert!(text(&out).contains("changed while log."), "{}", text(&out));
+    }
+
+    /// Review 9, note 4: a pass that began on a standalone server's directories and finds them
+    /// an ensemble member's by the time it would read the open segment again (the server
+    /// restarted into an ensemble) takes nothing on a snapshot's proof.
+    #[test]
+    fn a_server_become_a_member_during_the_pass_proves_nothing_by_snapshot() {
+        let (f, mut a) = idle_with_a_snapshot_at_10();
+        let epoch = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join(zk_log::ACCEPTED_EPOCH_FILE);
+        a.test_hook = Some(Box::new(move |at| {
+            if at == "snapshots" {
+                std::fs::write(&epoch, b"1").unwrap();
+            }
+        }));
+        let mut out = Vec::new();
+        let r = a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0))], "{r:?}\n{}", text(&out));
+    }
+
+    /// The fixture's own pass (nothing changed under it) does archive through the snapshot's
+    /// end: what the three tests before check is the change they make.
+    #[test]
+    fn an_idle_snapshot_fixture_archives_through_its_end() {
+        let (_f, mut a) = idle_with_a_snapshot_at_10();
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (9, 10, Some(8))], "{}", text(&out));
+    }
+
+    /// Review 9, note 5: the server's snapshot at the log's base marker, under the name of one
+    /// the archive holds, that cannot be read (here a directory in its place) is not known the
+    /// same: the piece after the marker records no predecessor (a gap) instead of chaining onto
+    /// the archived snapshot.
+    #[test]
+    fn a_piece_after_a_marker_whose_snapshot_cannot_be_read_is_a_gap() {
+        let (mut f, mut a) = archived_at_the_marker();
+        let snap = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join("snapshot.000000000000000a");
+        std::fs::remove_file(&snap).unwrap();
+        std::fs::create_dir(&snap).unwrap();
+        f.commit(11..=12);
+        f.commit(13..=13);
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (11, 12, None)], "{}", text(&out));
     }
 }

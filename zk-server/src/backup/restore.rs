@@ -126,13 +126,15 @@ fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<Pa
     }
     // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
     // comes back with them when this restore fails). So does an earlier restore's finished
-    // stamp: left in place, it would cover this restore's moves aside should this one be killed
-    // before it finishes, whenever the clock stepped back since (it names stamps up to its own).
+    // stamp, first of all ([`install_steps`] syncs the directory right after it): left in place
+    // while anything else is moved, it would cover this restore's moves aside should this one be
+    // killed before it finishes, whenever the clock stepped back since (it names stamps up to
+    // its own), and the server would start empty.
     let mut aside = vec![
+        out.join(RESTORE_FINISHED),
         out.join(zk_log::snapshot::SNAP_DIR_NAME),
         out.join(zk_log::LOG_DIR_NAME),
         out.join(RESTORE_MARKER),
-        out.join(RESTORE_FINISHED),
     ];
     aside.extend(old_log);
     Ok(aside.into_iter().filter(|p| p.exists()).collect())
@@ -230,6 +232,33 @@ impl RestoreMarker {
 /// result was in), not when the data was emptied after a restore that finished.
 pub const RESTORE_FINISHED: &str = "zkrs-restore-finished";
 
+/// What a server starting empty on `snap_root` (its dataDir) and `log_root` (its dataLogDir)
+/// refuses: the first of the two directories holding a `zkrs-snap` or `zkrs-log` moved aside
+/// (`<name>.before-restore-<ms>`) that no [`RESTORE_FINISHED`] in `snap_root` covers (its
+/// stamp is older than theirs, or there is none), and their names, sorted. None: nothing to
+/// refuse. A stamp that does not parse (renamed by hand) is not known finished.
+pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<(PathBuf, Vec<String>)> {
+    let finished = restore_finished_stamp(snap_root);
+    for dir in [snap_root, log_root] {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut moved: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                let stamp = [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
+                    .iter()
+                    .find_map(|d| n.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")));
+                stamp.is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
+            })
+            .collect();
+        moved.sort();
+        if !moved.is_empty() {
+            return Some((dir.to_path_buf(), moved));
+        }
+    }
+    None
+}
+
 /// The key of the stamp in [`RESTORE_FINISHED`].
 const FINISHED_KEY: &str = "moved_aside_stamp_ms=";
 
@@ -270,6 +299,12 @@ const STAGING_NAME: &str = ".restore-staging";
 fn step(what: String) -> Result<(), BackupError> {
     #[cfg(test)]
     {
+        // What a kill right before this step would leave on disk.
+        KILL_POINTS.with(|k| {
+            if let Some(watch) = k.borrow_mut().as_mut() {
+                watch(&what);
+            }
+        });
         let fail = INSTALL_STEPS.with(|s| {
             let mut s = s.borrow_mut();
             s.0.push(what.clone());
@@ -286,11 +321,19 @@ fn step(what: String) -> Result<(), BackupError> {
     Ok(())
 }
 
+/// What [`KILL_POINTS`] calls.
+#[cfg(test)]
+type KillWatch = Box<dyn FnMut(&str)>;
+
 #[cfg(test)]
 thread_local! {
     /// The steps [`install`] took, and the first one to fail (by prefix).
     static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
         const { std::cell::RefCell::new((Vec::new(), None)) };
+    /// Called before each step of [`install`] (with its name), to look at the directories as a
+    /// restore killed there would leave them.
+    static KILL_POINTS: std::cell::RefCell<Option<KillWatch>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Syncs `out` and the separate dataLogDir `log_out` (if any, and other than `out`).
@@ -308,7 +351,9 @@ fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
 /// another file system, typically, which orders nothing with the data directory's: a power loss
 /// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
 /// then the snapshot directory, and syncs again. When a step fails, every rename done is undone
-/// (the old directories come back) before the error is returned.
+/// (the old directories come back) before the error is returned: the earlier restore's
+/// [`RESTORE_FINISHED`] last, once everything else is back and synced, and only then (see
+/// [`prepare_out`]); left aside, it makes a server refuse to start empty there, the safe side.
 fn install(
     aside: &[PathBuf],
     staging: &Path,
@@ -319,13 +364,31 @@ fn install(
     let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
     let result = install_steps(aside, staging, out, log_out, &mut done, progress);
     let Err(e) = result else { return Ok(()) };
+    let finished = out.join(RESTORE_FINISHED);
+    let (finished_move, others): (Vec<_>, Vec<_>) = done.iter().partition(|(from, _)| *from == finished);
     let mut stuck = Vec::new();
-    for (from, to) in done.iter().rev() {
-        if let Err(u) = std::fs::rename(to, from) {
+    for (from, to) in others.iter().rev() {
+        let back = step(format!("back {}", from.display()))
+            .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)));
+        if let Err(u) = back {
             stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
         }
     }
-    let synced = sync_dirs(out, log_out);
+    let mut synced = sync_dirs(out, log_out);
+    if let Some((from, to)) = finished_move.first().filter(|_| stuck.is_empty() && synced.is_ok()) {
+        let back = step(format!("back {}", from.display()))
+            .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)))
+            .and_then(|_| step(format!("sync {}", out.display())))
+            .and_then(|_| sync_dir(out));
+        if let Err(u) = back {
+            synced = Err(BackupError::Refused(format!(
+                "moving {} back to {} failed ({u}): a server refuses to start empty there until it is moved \
+                 back by hand",
+                to.display(),
+                from.display()
+            )));
+        }
+    }
     if stuck.is_empty() {
         if !done.is_empty() {
             progress.say("restore: the directories moved aside are back in place".to_string());
@@ -337,8 +400,12 @@ fn install(
             }
         };
     }
+    // The earlier restore's finished stamp stayed aside: it goes back last, by hand too.
+    let stamp = finished_move.first().map_or_else(String::new, |(from, to)| {
+        format!(", then, last, {} to {}", to.display(), from.display())
+    });
     Err(BackupError::Refused(format!(
-        "{e}; then moving back failed for {}: move them back by hand before starting a server there",
+        "{e}; then moving back failed for {}: move them back by hand{stamp} before starting a server there",
         stuck.join(", ")
     )))
 }
@@ -364,6 +431,13 @@ fn install_steps(
         std::fs::rename(p, &to).map_err(io_err(p))?;
         done.push((p.clone(), to.clone()));
         progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
+        // The earlier restore's finished stamp (first, see [`prepare_out`]) is out of the way for
+        // good before anything else moves: a power loss cannot bring it back beside the others
+        // moved aside.
+        if name == RESTORE_FINISHED {
+            step(format!("sync {}", out.display()))?;
+            sync_dir(out)?;
+        }
     }
     sync_dirs(out, log_out)?;
     // The marker goes in before the snapshot, so that no backup continues an archive past the
@@ -1426,11 +1500,11 @@ mod tests {
         assert_eq!(restore_finished_stamp(&out), None, "unreadable: no restore known finished");
     }
 
-    /// A forced restore moves the finished stamp of the restore before it aside with the rest,
-    /// before it moves anything in: killed between its moves, it leaves no stamp that could
-    /// cover its own moves aside (review 8, finding 2: one stamped later, by a clock since
-    /// stepped back, did). Once it finishes, its stamp still covers what the one before
-    /// covered.
+    /// A forced restore moves the finished stamp of the restore before it aside first of all, and
+    /// syncs the directory before it moves anything else: killed between its moves, it leaves no
+    /// stamp that could cover its own moves aside (review 8, finding 2: one stamped later, by a
+    /// clock since stepped back, did). Once it finishes, its stamp still covers what the one
+    /// before covered.
     #[test]
     fn a_forced_restore_moves_the_finished_stamp_before_it_aside() {
         let f = archived_1_to_5();
@@ -1444,15 +1518,86 @@ mod tests {
         write_finished(&out, ahead).unwrap();
         let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
         assert!(ok, "{steps:?}");
-        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
         let finished_aside = format!("aside {}", out.join(RESTORE_FINISHED).display());
-        assert!(at(&finished_aside) < at("in zkrs-restored"), "{steps:?}");
+        assert_eq!(steps[..2], [finished_aside, format!("sync {}", out.display())], "{steps:?}");
+        assert!(steps[2].starts_with("aside "), "{steps:?}");
         assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
         assert!(
             names(&out).iter().any(|n| n.starts_with(&format!("{RESTORE_FINISHED}.before-restore-"))),
             "{:?}",
             names(&out)
         );
+    }
+
+    /// A data directory holding its log (no separate dataLogDir), restored once by a restore that
+    /// finished with the clock far ahead, then holding a log again, as a server leaves it.
+    fn restored_with_the_clock_ahead(f: &Fixture, out: &Path) {
+        let target = DirTarget::new(f.archive.clone());
+        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
+        restore(&target, out, Some(out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
+        let ahead = restore_finished_stamp(out).unwrap() + 10_000_000_000;
+        write_finished(out, ahead).unwrap();
+        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
+        std::fs::write(out.join(zk_log::LOG_DIR_NAME).join("log.0000000000000004"), b"old").unwrap();
+    }
+
+    /// Runs a forced restore of `f`'s archive into `out` (holding its log), failing at the step
+    /// named `fail` (by prefix), and looks at the directory before every step, as a restore
+    /// killed there leaves it: wherever a server would start empty there (no `zkrs-snap`, no
+    /// `zkrs-log`), it must refuse ([`unfinished_restore`], what the server asks). Returns the
+    /// steps, and the steps at which the server would have started empty.
+    fn killed_at_every_step(f: &Fixture, out: &Path, fail: Option<&str>) -> (Vec<String>, Vec<String>) {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let (watch_out, watch_seen) = (out.to_path_buf(), seen.clone());
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |at: &str| {
+                let empty = !watch_out.join(zk_log::snapshot::SNAP_DIR_NAME).exists()
+                    && !watch_out.join(zk_log::LOG_DIR_NAME).exists();
+                if empty {
+                    let refused = unfinished_restore(&watch_out, &watch_out).is_some();
+                    watch_seen.borrow_mut().push((at.to_string(), refused, names(&watch_out)));
+                }
+            }))
+        });
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
+        let target = DirTarget::new(f.archive.clone());
+        let r = restore(&target, out, Some(out), Point::Zxid(2), None, true, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        assert_eq!(r.is_ok(), fail.is_none(), "{r:?} {steps:?}");
+        let seen = std::mem::take(&mut *seen.borrow_mut());
+        for (at, refused, left) in &seen {
+            assert!(refused, "killed before `{at}`, a server starts empty on {left:?}; steps {steps:?}");
+        }
+        (steps, seen.into_iter().map(|(at, _, _)| at).collect())
+    }
+
+    /// Review 9, finding 1: a forced restore killed at any of its steps, or while it moves back
+    /// after a failure, with the clock behind the restore before it, leaves no directory a
+    /// server starts empty on: the earlier restore's finished stamp is out of the way before
+    /// anything else moves, and comes back only after everything else did (and was synced).
+    #[test]
+    fn a_restore_killed_at_any_step_after_a_clock_step_back_leaves_the_server_refusing() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        restored_with_the_clock_ahead(&f, &out);
+        let (steps, empty_at) = killed_at_every_step(&f, &out, None);
+        assert!(!empty_at.is_empty(), "no kill point leaves the directory empty: {steps:?}");
+
+        let out = f.dir.path().join("out-rollback");
+        restored_with_the_clock_ahead(&f, &out);
+        let (steps, empty_at) = killed_at_every_step(&f, &out, Some("in zkrs-snap"));
+        assert!(empty_at.iter().any(|s| s.starts_with("back ")), "{empty_at:?}; steps {steps:?}");
+        // The finished stamp comes back last, after the directories moved back are synced.
+        let back_finished = format!("back {}", out.join(RESTORE_FINISHED).display());
+        let at = steps.iter().position(|s| *s == back_finished).unwrap_or_else(|| panic!("{steps:?}"));
+        assert!(
+            steps[..at].iter().rev().take_while(|s| !s.starts_with("back ")).any(|s| s.starts_with("sync ")),
+            "not synced before the stamp comes back: {steps:?}"
+        );
+        assert!(!steps[at + 1..].iter().any(|s| s.starts_with("back ")), "{steps:?}");
+        assert!(restore_finished_stamp(&out).is_some(), "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
