@@ -63,6 +63,22 @@ pub enum StartError {
         /// What was moved aside there.
         moved: String,
     },
+    /// The log holds no transaction while the server loaded a snapshot, and dataDir or
+    /// dataLogDir holds what `zkrs-server restore --force` moved aside that no finished restore
+    /// recorded in dataDir covers: a restore stopped (a kill, a power loss) between moving the
+    /// old snapshots and the old log, or while moving them back (a separate dataLogDir is another
+    /// file system, whose renames a power loss can leave undone in another order), and the log
+    /// of the snapshot in place may be the one moved aside. Starting would serve the snapshot's
+    /// tree without the transactions after it, and reuse their zxids.
+    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): the restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree; run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, rename {moved} back without its `.before-restore-…` suffix (in place of the empty {log}, and zkrs-snap too if it was moved aside)", finished = crate::backup::restore::RESTORE_FINISHED)]
+    LogMovedAside {
+        /// The server's log directory.
+        log: std::path::PathBuf,
+        /// The directory holding what was moved aside.
+        dir: std::path::PathBuf,
+        /// What was moved aside there.
+        moved: String,
+    },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
     #[error("stopped: {reason}")]
@@ -105,6 +121,20 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
 fn refuse_unfinished_restore(settings: &Settings) -> Result<(), StartError> {
     match crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root) {
         Some((dir, moved)) => Err(StartError::UnfinishedRestore { dir, moved: moved.join(", ") }),
+        None => Ok(()),
+    }
+}
+
+/// Refuses to start on a snapshot with a log (`log_dir`) that holds no transaction beside what
+/// an unfinished restore moved aside ([`StartError::LogMovedAside`]): the log may be the one
+/// moved aside. Called before the log is fitted to the snapshot, so a refused start changes
+/// nothing in it. After a restore that finished, its stamp covers what it moved aside, and a
+/// server that wrote anything since has a log that holds it.
+fn refuse_log_moved_aside(settings: &Settings, log_dir: &std::path::Path) -> Result<(), StartError> {
+    match crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root) {
+        Some((dir, moved)) => {
+            Err(StartError::LogMovedAside { log: log_dir.to_path_buf(), dir, moved: moved.join(", ") })
+        }
         None => Ok(()),
     }
 }
@@ -179,6 +209,9 @@ pub async fn run(
     let snap_loaded = std::time::Instant::now();
     let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
+    if log.first_zxid().is_none() && rec.start_zxid() != 0 {
+        refuse_log_moved_aside(&settings, &log_dir)?;
+    }
     let what = log_dir.display().to_string();
     crate::log::replay(&mut log, &mut rec, &what)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;

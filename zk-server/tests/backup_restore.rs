@@ -475,6 +475,64 @@ fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
     );
 }
 
+/// Review 10, finding 1: a forced restore with a separate dataLogDir (another file system, whose
+/// renames are not ordered with dataDir's) that lost power once the old log's move aside was
+/// durable and the old snapshots' was not, or while it moved them back, leaves the old
+/// snapshots in place and their log aside. A server started there does not serve the newest
+/// snapshot's tree without the transactions after it: it refuses, and changes nothing; with the
+/// log moved back it starts on every transaction.
+#[test]
+fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
+    let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
+    let logs = dir.path().join("datalog");
+    let data = dir.path().join("data");
+    let mut server = start_in(Target::Zkrs, dir, &format!("dataLogDir={}\nsnapCount=20", logs.display()));
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    let snaps = data.join("zkrs-snap");
+    let has_snapshot = || {
+        std::fs::read_dir(&snaps).unwrap().flatten().any(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with("snapshot.") && n != "snapshot.0000000000000000"
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 0;
+    while !has_snapshot() {
+        assert!(Instant::now() < deadline, "no snapshot in {}", snaps.display());
+        assert_eq!(c.create(&format!("/n{i}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+        i += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Transactions after the newest snapshot, in the log only.
+    for j in 0..5 {
+        assert_eq!(c.create(&format!("/after{j}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    drop(c);
+    server.kill();
+    let stamp = "1700000000000";
+    let aside = logs.join(format!("zkrs-log.before-restore-{stamp}"));
+    std::fs::rename(logs.join("zkrs-log"), &aside).unwrap();
+    std::fs::write(
+        data.join(format!("zkrs-restore-finished.before-restore-{stamp}")),
+        "moved_aside_stamp_ms=1\n",
+    )
+    .unwrap();
+    let cfg = std::fs::read_to_string(server.config_path()).unwrap();
+    let said = refused(server.dir.path(), &cfg);
+    assert!(said.contains("holds no transaction"), "{said}");
+    assert!(said.contains(&format!("holds zkrs-log.before-restore-{stamp}, moved aside")), "{said}");
+    // Refused before the log was touched: again, and the same once moved back.
+    let said = refused(server.dir.path(), &cfg);
+    assert!(said.contains("holds no transaction"), "{said}");
+    std::fs::remove_dir_all(logs.join("zkrs-log")).unwrap();
+    std::fs::rename(&aside, logs.join("zkrs-log")).unwrap();
+    server.restart();
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for j in 0..5 {
+        assert_eq!(c.exists(&format!("/after{j}"), false).err(), ErrorCode::Ok, "/after{j}");
+    }
+}
+
 /// After a restore that finished (its finished stamp in dataDir covers what it moved aside), a
 /// data directory emptied on purpose (a member wiped to resync from its leader) starts empty; a
 /// later restore's directories moved aside that no finished stamp covers are still refused.

@@ -828,8 +828,18 @@ impl Archiver {
             if let Some(a) = self.manifest.snapshots.iter().find(|s| s.name == name) {
                 let (bytes, crc32) = (a.bytes, a.crc32);
                 // Not known the same (it cannot be read, or was replaced while it was read) counts
-                // as differing: the chain onto the archived snapshot needs it shown the same.
-                self.marker_state_differs = self.compare_same_named(&name, bytes, crc32, out) != Some(true);
+                // as differing: the chain onto the archived snapshot needs it shown the same. One
+                // the server no longer has (its retention removed it) was shown the same, or not,
+                // when it was compared: that comparison, kept while the marker names it, stands.
+                let compared = self.compare_same_named(&name, bytes, crc32, out).or_else(|| {
+                    let gone = std::fs::symlink_metadata(self.snap_dir.join(&name))
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                    self.same_named
+                        .get(&name)
+                        .filter(|c| gone && c.archived == (bytes, crc32))
+                        .map(|c| c.same)
+                });
+                self.marker_state_differs = compared != Some(true);
             }
         }
         let mut before = match segments.first().map(|(first, _)| log_begins(self.log_marker, *first)) {
@@ -1276,7 +1286,10 @@ impl Archiver {
             hook("snapshots");
         }
         let listed = list_named(&self.snap_dir, parse_snapshot_name)?;
-        self.same_named.retain(|n, _| listed.iter().any(|(_, s)| s == n));
+        // The comparison of the snapshot at the log's base marker is kept after the server
+        // removed it: [`Self::read_log`] goes on from it.
+        let at_marker = self.log_marker.map(zk_log::snapshot::snapshot_name);
+        self.same_named.retain(|n, _| listed.iter().any(|(_, s)| s == n) || at_marker.as_ref() == Some(n));
         let result = self.archive_listed_snapshots(listed, cap, member, newest_before, out, report);
         if self.same_named != self.same_named_saved {
             save_same_named(&self.staging, &self.same_named);
@@ -3229,6 +3242,46 @@ mod tests {
         assert_eq!(r.snapshots, ["snapshot.000000000000000a"], "{}", text(&out));
         assert_eq!(ranges(&a), [(1, 8, Some(0))]);
         (f, a)
+    }
+
+    /// The piece after the log's base marker, whose snapshot the archive holds and the server
+    /// still has unchanged, records the marker's zxid as its predecessor: it chains onto the
+    /// archived snapshot.
+    #[test]
+    fn a_piece_after_a_marker_whose_snapshot_is_the_same_chains_onto_it() {
+        let (mut f, mut a) = archived_at_the_marker();
+        f.commit(11..=12);
+        f.commit(13..=13);
+        let mut out = Vec::new();
+        a.pass(&mut out).unwrap();
+        assert_eq!(ranges(&a), [(1, 8, Some(0)), (11, 12, Some(10))], "{}", text(&out));
+    }
+
+    /// Review 10, finding 2: the snapshot at the log's base marker, archived and found the same,
+    /// then removed by the server's retention before the next pass (this backup's process, or a
+    /// new one run from cron; the next pass or one after it), still chains the piece after the marker onto the archived
+    /// snapshot: the comparison made when it was archived, kept while the marker names the
+    /// snapshot, stands (it made a false gap).
+    #[test]
+    fn a_piece_after_a_marker_whose_snapshot_the_server_removed_chains_onto_it() {
+        for (new_process, pass_between) in [(false, false), (true, false), (false, true)] {
+            let (mut f, mut a) = archived_at_the_marker();
+            let snap = f.data.join(zk_log::snapshot::SNAP_DIR_NAME).join("snapshot.000000000000000a");
+            std::fs::remove_file(&snap).unwrap();
+            if pass_between {
+                a.pass(&mut Vec::new()).unwrap();
+            }
+            f.commit(11..=12);
+            f.commit(13..=13);
+            if new_process {
+                drop(a);
+                a = f.archiver();
+            }
+            let mut out = Vec::new();
+            a.pass(&mut out).unwrap();
+            let case = (new_process, pass_between);
+            assert_eq!(ranges(&a), [(1, 8, Some(0)), (11, 12, Some(10))], "{case:?}: {}", text(&out));
+        }
     }
 
     /// A snapshot archived at the log's base marker, past the archived log, restores at its own

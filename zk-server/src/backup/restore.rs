@@ -350,10 +350,14 @@ fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
 /// directories so the moves are durable before anything is moved in (a separate dataLogDir is
 /// another file system, typically, which orders nothing with the data directory's: a power loss
 /// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
-/// then the snapshot directory, and syncs again. When a step fails, every rename done is undone
-/// (the old directories come back) before the error is returned: the earlier restore's
-/// [`RESTORE_FINISHED`] last, once everything else is back and synced, and only then (see
-/// [`prepare_out`]); left aside, it makes a server refuse to start empty there, the safe side.
+/// then the snapshot directory, and syncs again. A separate dataLogDir's log is moved aside only
+/// once the data directory's moves are synced. When a step fails, every rename done is undone
+/// (the old directories come back) before the error is returned: first this restore's own
+/// [`RESTORE_FINISHED`] is removed (and the directory synced) if it was written, then the
+/// separate dataLogDir's log comes back and is synced before the snapshots, and the earlier
+/// restore's [`RESTORE_FINISHED`] comes back last, once everything else is back and synced, and
+/// only then (see [`prepare_out`]); left aside, it makes a server refuse to start there on an
+/// empty tree or without its log, the safe side.
 fn install(
     aside: &[PathBuf],
     staging: &Path,
@@ -362,16 +366,63 @@ fn install(
     progress: &mut Progress<'_>,
 ) -> Result<(), BackupError> {
     let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let result = install_steps(aside, staging, out, log_out, &mut done, progress);
+    let mut finishing = false;
+    let result = install_steps(aside, staging, out, log_out, &mut done, &mut finishing, progress);
     let Err(e) = result else { return Ok(()) };
     let finished = out.join(RESTORE_FINISHED);
+    // This restore's own stamp, written before the failure (only the directory's last sync can
+    // fail after it), covers its moves aside: it goes first, durably, before anything moves
+    // back. Left in place, a restore killed while moving back, or a move back that sticks, would
+    // leave it covering the old directories aside, and a server would start empty there.
+    if finishing {
+        let removed = step(format!("unfinished {}", finished.display()))
+            .and_then(|_| match std::fs::remove_file(&finished) {
+                Err(u) if u.kind() != std::io::ErrorKind::NotFound => Err(io_err(&finished)(u)),
+                _ => Ok(()),
+            })
+            .and_then(|_| step(format!("sync {}", out.display())))
+            .and_then(|_| sync_dir(out));
+        if let Err(u) = removed {
+            return Err(BackupError::Refused(format!(
+                "{e}; then removing this restore's {} before moving the old directories back failed ({u}): \
+                 nothing was moved back, {} holds the restored data; check the disk, then run the restore \
+                 again with --force",
+                finished.display(),
+                out.display()
+            )));
+        }
+    }
     let (finished_move, others): (Vec<_>, Vec<_>) = done.iter().partition(|(from, _)| *from == finished);
+    // A separate dataLogDir's log comes back before the data directory's snapshots, and its
+    // return is made durable before they move: that directory is another file system, typically,
+    // whose renames are not ordered with the data directory's, and a power loss could otherwise
+    // leave the old snapshots back without their log (a server would start on them without the
+    // transactions after them). Snapshots left aside beside their log are safe: the server
+    // replays the log, or refuses a log that no longer starts at its beginning.
+    let separate = log_out.filter(|l| !same_dir(l, out));
+    let separate_log = separate.map(|l| l.join(zk_log::LOG_DIR_NAME));
+    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let mut log_back_unsynced = false;
     let mut stuck = Vec::new();
     for (from, to) in others.iter().rev() {
+        if let (true, true, Some(l)) = (*from == snaps, log_back_unsynced, separate) {
+            let synced = step(format!("sync {}", l.display())).and_then(|_| sync_dir(l));
+            if let Err(u) = synced {
+                stuck.push(format!(
+                    "{} (to {}): not moved back, since syncing {} after its log came back failed: {u}",
+                    to.display(),
+                    from.display(),
+                    l.display()
+                ));
+                continue;
+            }
+            log_back_unsynced = false;
+        }
         let back = step(format!("back {}", from.display()))
             .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)));
-        if let Err(u) = back {
-            stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
+        match back {
+            Err(u) => stuck.push(format!("{} (to {}): {u}", to.display(), from.display())),
+            Ok(()) => log_back_unsynced |= separate_log.as_ref() == Some(from),
         }
     }
     let mut synced = sync_dirs(out, log_out);
@@ -416,6 +467,7 @@ fn install_steps(
     out: &Path,
     log_out: Option<&Path>,
     done: &mut Vec<(PathBuf, PathBuf)>,
+    finishing: &mut bool,
     progress: &mut Progress<'_>,
 ) -> Result<(), BackupError> {
     let stamp =
@@ -427,6 +479,15 @@ fn install_steps(
     for p in aside {
         let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
+        // A separate dataLogDir's log (after everything in the data directory): the data
+        // directory's moves, its snapshots' first of all, are made durable before it moves. That
+        // directory is another file system, typically, whose renames are not ordered with the data
+        // directory's: a power loss could otherwise leave the old snapshots in place beside their
+        // log moved aside, and a server would start on them without the transactions after them.
+        if p.parent() != Some(out) {
+            step(format!("sync {}", out.display()))?;
+            sync_dir(out)?;
+        }
         step(format!("aside {}", p.display()))?;
         std::fs::rename(p, &to).map_err(io_err(p))?;
         done.push((p.clone(), to.clone()));
@@ -452,8 +513,9 @@ fn install_steps(
     // Last: the moves aside are left over from a restore that finished, which a server started
     // on the directory after it was emptied on purpose must not take for one stopped half done.
     step("finished".to_string())?;
+    *finishing = true;
     write_finished(out, covered)?;
-    step(format!("sync {}", out.display()))?;
+    step(format!("finished sync {}", out.display()))?;
     sync_dir(out)
 }
 
@@ -1466,7 +1528,8 @@ mod tests {
         );
         assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
         assert!(at("finished") > at("in zkrs-snap"), "{steps:?}");
-        assert!(steps.iter().rposition(|t| *t == sync_out) > Some(at("finished")), "{steps:?}");
+        assert_eq!(steps.last(), Some(&format!("finished {sync_out}")), "{steps:?}");
+        assert!(at("finished") < steps.len() - 1, "{steps:?}");
         assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 3);
     }
 
@@ -1598,6 +1661,66 @@ mod tests {
         assert!(!steps[at + 1..].iter().any(|s| s.starts_with("back ")), "{steps:?}");
         assert!(restore_finished_stamp(&out).is_some(), "{:?}", names(&out));
         assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+    }
+
+    /// Review 10, finding 3: a forced restore that fails after it wrote its own finished stamp
+    /// (its last sync) removes that stamp, durably, before it moves anything back: killed at any
+    /// step of the rollback, it leaves no stamp covering the old directories aside while a
+    /// server would start empty there. Once everything is back, the earlier stamp is back.
+    #[test]
+    fn a_restore_failing_after_its_finished_stamp_is_killed_at_any_step_of_its_rollback() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        restored_with_the_clock_ahead(&f, &out);
+        let ahead = restore_finished_stamp(&out);
+        let (steps, empty_at) = killed_at_every_step(&f, &out, Some("finished sync"));
+        assert!(empty_at.iter().any(|s| s.starts_with("back ")), "{empty_at:?}; steps {steps:?}");
+        let unfinished = format!("unfinished {}", out.join(RESTORE_FINISHED).display());
+        let at = steps.iter().position(|s| *s == unfinished).unwrap_or_else(|| panic!("{steps:?}"));
+        assert_eq!(steps.get(at + 1), Some(&format!("sync {}", out.display())), "{steps:?}");
+        assert!(!steps[..at].iter().any(|s| s.starts_with("back ")), "{steps:?}");
+        assert_eq!(restore_finished_stamp(&out), ahead, "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+        assert!(out.join(zk_log::LOG_DIR_NAME).join("log.0000000000000004").exists(), "{:?}", names(&out));
+    }
+
+    /// Review 10, finding 1: with a separate dataLogDir (another file system, typically, whose
+    /// renames are not ordered with the data directory's), the snapshots' move aside is synced
+    /// before the log moves aside, and on a failure the log's return is synced before the
+    /// snapshots move back: no power loss leaves the old snapshots in place with their log aside.
+    #[test]
+    fn a_separate_log_dir_moves_only_once_the_data_dirs_moves_are_synced() {
+        let f = archived_1_to_5();
+        for fail in [None, Some("in zkrs-snap")] {
+            let name = fail.map_or("ok".to_string(), |f| f.replace(' ', "-"));
+            let out = f.dir.path().join(format!("out-{name}"));
+            let logs = f.dir.path().join(format!("logs-{name}"));
+            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+            let (steps, ok) = restore_failing_at(&f, &out, &logs, fail);
+            assert_eq!(ok, fail.is_none(), "{steps:?}");
+            let at =
+                |s: String| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
+            let between = |a: String, b: String, s: String| {
+                let (a, b) = (at(a), at(b));
+                assert!(a < b && steps[a..b].contains(&s), "{s} not between: {steps:?}");
+            };
+            let (snaps, log) = (out.join(zk_log::snapshot::SNAP_DIR_NAME), logs.join(zk_log::LOG_DIR_NAME));
+            between(
+                format!("aside {}", snaps.display()),
+                format!("aside {}", log.display()),
+                format!("sync {}", out.display()),
+            );
+            if fail.is_some() {
+                between(
+                    format!("back {}", log.display()),
+                    format!("back {}", snaps.display()),
+                    format!("sync {}", logs.display()),
+                );
+                assert_eq!(names(&out), ["zkrs-snap"]);
+                assert_eq!(names(&logs), ["zkrs-log"]);
+            }
+        }
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
