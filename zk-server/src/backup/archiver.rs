@@ -1038,8 +1038,9 @@ impl Archiver {
                     let _ = writeln!(
                         out,
                         "backup: {name} holds transactions through zxid {} proposed after the snapshot ending there \
-                         was written (a log reset by hand below an older snapshot?): they wait for a later write \
-                         to prove them durable",
+                         was written (by the file's time: the snapshot was written within the clock's granularity \
+                         of them, or the log was reset by hand below an older snapshot): they wait for a later \
+                         write to prove them durable",
                         hex(z)
                     );
                 }

@@ -292,6 +292,19 @@ fn write_finished(dir: &Path, stamp: u128) -> Result<(), BackupError> {
     })
 }
 
+/// The stamps of everything in `dir` a restore moved aside (`<name>.before-restore-<ms>`).
+fn aside_stamps(dir: &Path) -> Vec<u128> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (_, stamp) = name.rsplit_once(".before-restore-")?;
+            stamp.parse().ok()
+        })
+        .collect()
+}
+
 /// The directory under the output directory a restore fetches into and builds its result in.
 const STAGING_NAME: &str = ".restore-staging";
 
@@ -513,6 +526,15 @@ fn install_steps(
     // Last: the moves aside are left over from a restore that finished, which a server started
     // on the directory after it was emptied on purpose must not take for one stopped half done.
     step("finished".to_string())?;
+    // Everything moved aside in either directory, by this restore or any before it (one killed
+    // once it had moved the stamp before it aside, whose coverage would otherwise be lost for
+    // good when the clock stepped back since), is now superseded by this restore's result, which
+    // is in place and synced. Taken only here: while moves are in flight, no stamp may cover
+    // them.
+    let covered = aside_stamps(out)
+        .into_iter()
+        .chain(log_out.map_or_else(Vec::new, aside_stamps))
+        .fold(covered, u128::max);
     *finishing = true;
     write_finished(out, covered)?;
     step(format!("finished sync {}", out.display()))?;
@@ -1721,6 +1743,34 @@ mod tests {
                 assert_eq!(names(&logs), ["zkrs-log"]);
             }
         }
+    }
+
+    /// Review 10, note 4: a restore killed right after it moved the finished stamp before it
+    /// aside, then run again to its end with the clock behind the stamps of an earlier
+    /// restore's moves aside, still covers them: a data directory emptied on purpose after it
+    /// starts (its stamp covered only its own moves and the stamp it found in place).
+    #[test]
+    fn a_finished_restore_covers_every_move_aside_it_leaves() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
+        // Restore 1 ran with the clock far ahead.
+        let ahead = restore_finished_stamp(&out).unwrap() + 10_000_000_000;
+        assert_eq!(names(&out).iter().filter(|n| n.contains(".before-restore-")).count(), 1);
+        for n in names(&out).iter().filter(|n| n.contains(".before-restore-")) {
+            let (name, _) = n.rsplit_once(".before-restore-").unwrap();
+            std::fs::rename(out.join(n), out.join(format!("{name}.before-restore-{ahead}"))).unwrap();
+        }
+        write_finished(&out, ahead).unwrap();
+        // Restore 2 was killed once it had moved that stamp aside.
+        std::fs::rename(out.join(RESTORE_FINISHED), out.join(format!("{RESTORE_FINISHED}.before-restore-1")))
+            .unwrap();
+        let (steps, ok) = restore_failing_at(&f, &out, &out, None);
+        assert!(ok, "{steps:?}");
+        assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
     }
 
     /// A marker without its values is named as damaged, not taken as no marker.
