@@ -51,7 +51,7 @@ fn our_learner_follows_an_apache_leader_to_uptodate() {
     l.connected(0);
     // Apache's 20 bytes, then zkrs's extension (which an Apache leader reads past).
     let mut info = LearnerInfo::new(1, 0);
-    info.zkrs_flags = Some(0);
+    info.zkrs_flags = Some(zk_quorum::wire::payload::LEARNER_TAKES_UNPROPOSED);
     assert_eq!(learner_actions(&mut l), vec![send(PacketType::FollowerInfo, 0, Some(info.encode()))]);
     l.handle_packet(decode(LEADERINFO), 1);
     assert_eq!(learner_actions(&mut l), vec![LearnerAction::PersistAcceptedEpoch(1)]);

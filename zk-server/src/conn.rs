@@ -57,7 +57,7 @@ pub fn serve_tcp(
     settings: Arc<Settings>,
     permits: Arc<Semaphore>,
     counters: Arc<ConnCounters>,
-) -> impl Future<Output = ()> + Send {
+) -> impl Future<Output = ()> + Send + Unpin {
     ConnTask::Opening(Box::pin(open_tcp(stream, port, remote, id, driver, settings, permits, counters)))
 }
 
@@ -212,6 +212,14 @@ const IDLE_AFTER: Duration = Duration::from_millis(500);
 /// holds none ([`ConnReader`], [`IDLE_AFTER`]).
 const RECV_BUF_BYTES: usize = 16 * 1024;
 
+/// Bytes a connection that holds no receive buffer reads onto the stack first
+/// ([`Conn::read_unbuffered`]): an idle session's ping (12 bytes) or lone request then costs a
+/// buffer of its own size, not [`RECV_BUF_BYTES`].
+const SMALL_READ_BYTES: usize = 512;
+
+/// The receive buffer a connection starts with, for its handshake or four-letter word.
+const HANDSHAKE_BUF_BYTES: usize = 128;
+
 /// Unwritten bytes above which the reader takes no new request from the connection. With the
 /// requests already in the server (the global outstanding limit bounds them), this bounds the
 /// memory a client that does not read its replies can hold.
@@ -263,12 +271,19 @@ where
     R: ConnReader,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(RECV_BUF_BYTES);
+    // Room for a handshake (a ConnectRequest is under 60 bytes) or a four-letter word: the
+    // decoder makes room for a larger frame if one comes.
+    let mut buf = BytesMut::with_capacity(HANDSHAKE_BUF_BYTES);
     // Boxed, so that its state (the handshake's frames and the waits for the driver) is freed
     // once the session exists instead of sizing the task for as long as the connection lives.
     let opened =
         Box::pin(open_session(&mut rd, &mut buf, &mut wr, port, remote, id, ids, &driver, &settings)).await;
     let (Opened { rx, room, backlog, stats, decoder }, serving) = opened?;
+    if buf.is_empty() {
+        // Nothing pipelined behind the handshake: the connection holds no receive buffer until
+        // bytes come (see `Conn::read_unbuffered`).
+        buf = BytesMut::new();
+    }
     let room_for_next =
         (settings.global_outstanding_limit as usize + OUTBOX_ROOM_FOR_NEXT).min(room.capacity());
     drop(settings);
@@ -440,6 +455,11 @@ pub trait ConnReader: AsyncRead + Unpin + Send {
         None
     }
 
+    /// [`Self::try_read_now`] into a slice: `None` when this half cannot read without waiting.
+    fn try_read_into(&mut self, _buf: &mut [u8]) -> Option<io::Result<usize>> {
+        None
+    }
+
     /// `Ready` once a read would find bytes (or the end of the stream), holding no buffer;
     /// otherwise `cx`'s task is woken then. Called only after [`Self::try_read_now`] found
     /// nothing.
@@ -452,6 +472,10 @@ pub trait ConnReader: AsyncRead + Unpin + Send {
 impl ConnReader for OwnedReadHalf {
     fn try_read_now(&mut self, buf: &mut BytesMut) -> Option<io::Result<usize>> {
         Some(self.try_read_buf(buf))
+    }
+
+    fn try_read_into(&mut self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        Some(self.try_read(buf))
     }
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -647,16 +671,26 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
                 if let Err(e) = ready {
                     return self.read_ended(Err(e));
                 }
-                if self.buf.capacity() == 0 {
-                    self.buf = BytesMut::with_capacity(RECV_BUF_BYTES);
-                }
             }
-            let read = match self.rd.try_read_now(&mut self.buf) {
+            let attempt = match self.read_unbuffered() {
+                Some(read) => Some(read),
+                None => {
+                    if self.buf.capacity() == self.buf.len() {
+                        // No room to read into (a few bytes of a frame's length, or none held
+                        // where reads go through a buffer): a receive buffer for what comes.
+                        self.buf.reserve(RECV_BUF_BYTES);
+                    }
+                    self.rd.try_read_now(&mut self.buf)
+                }
+            };
+            let read = match attempt {
                 Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Nothing to read: an idle connection waits without a receive buffer,
                     // unless a frame is half here (frames already taken keep their part of the
                     // old one alive as long as they need it).
-                    if self.read_idle && self.buf.is_empty() && self.buf.capacity() > 0 {
+                    // A buffer read up to its end holds no room but still its allocation (and
+                    // the frames' shared count): it goes too.
+                    if self.buf.is_empty() && (self.read_idle || self.buf.capacity() == 0) {
                         self.buf = BytesMut::new();
                     }
                     self.read_wait = Some(Instant::now());
@@ -678,6 +712,34 @@ impl<R: ConnReader, W: AsyncWrite + Unpin> Conn<R, W> {
             }
             return self.read_ended(read);
         }
+    }
+
+    /// Reads what has arrived onto the stack when the connection holds no receive buffer (an
+    /// idle one gave it back, or read it up to its end), and keeps it in a buffer: one of its
+    /// exact size when the connection was idle and the read took less than the stack's room (a
+    /// ping, a lone request), so that an idle session's occasional frame never costs a
+    /// [`RECV_BUF_BYTES`] buffer (whose first page would stay resident in the allocator once
+    /// freed); otherwise a full receive buffer, as bytes keep coming. `None` when the
+    /// connection holds a buffer, or its reader cannot read without waiting.
+    fn read_unbuffered(&mut self) -> Option<io::Result<usize>> {
+        if self.buf.capacity() != 0 {
+            return None;
+        }
+        let mut small = [0u8; SMALL_READ_BYTES];
+        let n = match self.rd.try_read_into(&mut small)? {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        let got = &small[..n];
+        if self.read_idle && n < SMALL_READ_BYTES {
+            // A frame cut at its end gets a buffer for the rest from the decoder (or, a length
+            // cut short, from `read_step`).
+            self.buf = BytesMut::from(got);
+        } else {
+            self.buf = BytesMut::with_capacity(RECV_BUF_BYTES);
+            self.buf.extend_from_slice(got);
+        }
+        Some(Ok(n))
     }
 
     /// A read found the end of the stream (`Ok(0)`) or failed.

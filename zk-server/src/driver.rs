@@ -197,6 +197,19 @@ const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 /// waits, and a second for the last packets) before it stops anyway.
 const SHUTDOWN_HANDOVER: Duration = Duration::from_millis(2 * crate::node::replica::HANDOVER_WAIT_MS + 1_000);
 
+/// How long a member asked to stop gives its clients to be moved away, each closed once it is
+/// quiet (`core/drain.rs`); the ones still busy then are closed.
+const SHUTDOWN_DRAIN_CLIENTS: Duration = Duration::from_secs(2);
+
+/// Where a stop stands.
+#[derive(Debug, Clone, Copy)]
+enum Stopping {
+    /// Moving the clients to the other members, until this instant at most.
+    Draining(tokio::time::Instant),
+    /// A leader handing over, until this instant at most.
+    HandingOver(tokio::time::Instant),
+}
+
 /// How often the driver looks whether the server has gone quiet (see [`IdleTrim`]).
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// A check period with fewer inputs than this is quiet: connected clients' pings and an
@@ -296,8 +309,9 @@ pub struct EnsembleDisk {
 /// The driver. See the module docs.
 pub struct Driver {
     node: Node,
-    /// Asked to stop while leading: the handover under way, and when to stop regardless.
-    stopping_after_handover: Option<tokio::time::Instant>,
+    /// Asked to stop: moving the clients away, then (a leader) handing over, and when each
+    /// step ends regardless.
+    stopping: Option<Stopping>,
     origin: Instant,
     settings: Arc<Settings>,
     outboxes: hashbrown::HashMap<ConnId, Outbox>,
@@ -392,7 +406,7 @@ impl Driver {
             persist_started: VecDeque::new(),
             snapshot_started: None,
             stop: None,
-            stopping_after_handover: None,
+            stopping: None,
             discard_after_reset: None,
             peers: None,
             disk: None,
@@ -527,13 +541,13 @@ impl Driver {
                 msg = inbox.recv() => {
                     let Some(msg) = msg else { break };
                     let now = Self::now(self.origin);
-                    if self.on_msg(msg, now) && !self.hand_over_before_stopping(now) {
+                    if self.on_msg(msg, now) && !self.begin_stop(now) {
                         break;
                     }
                     let mut handled = 1;
                     for _ in 1..BATCH_MAX {
                         let Ok(m) = inbox.try_recv() else { break };
-                        if self.on_msg(m, now) && !self.hand_over_before_stopping(now) {
+                        if self.on_msg(m, now) && !self.begin_stop(now) {
                             return self.shutdown(&mut durable).await;
                         }
                         handled += 1;
@@ -570,27 +584,60 @@ impl Driver {
             if let Some(reason) = self.stop.take() {
                 return Err(reason);
             }
-            if let Some(by) = self.stopping_after_handover {
-                if !self.node.handover_under_way() {
-                    info!("handover over: stopping");
-                    break;
+            match self.stopping {
+                Some(Stopping::Draining(by)) => {
+                    let left = self.node.core().client_connections();
+                    if left == 0 || tokio::time::Instant::now() >= by {
+                        info!("clients moved away ({left} connections left)");
+                        if !self.hand_over_before_stopping(Self::now(self.origin)) {
+                            break;
+                        }
+                    }
                 }
-                if tokio::time::Instant::now() >= by {
-                    warn!("the handover did not end within {SHUTDOWN_HANDOVER:?}: stopping anyway");
-                    break;
+                Some(Stopping::HandingOver(by)) => {
+                    if !self.node.handover_under_way() {
+                        info!("handover over: stopping");
+                        break;
+                    }
+                    if tokio::time::Instant::now() >= by {
+                        warn!("the handover did not end within {SHUTDOWN_HANDOVER:?}: stopping anyway");
+                        break;
+                    }
                 }
+                None => {}
             }
         }
         self.shutdown(&mut durable).await
     }
 
-    /// Asked to stop (SIGTERM, SIGINT): a leader first hands its leadership over (the node
-    /// decides whether it can, and runs it); the loop goes on until that ends or
-    /// [`SHUTDOWN_HANDOVER`] passes. True if the stop waits for a handover.
-    fn hand_over_before_stopping(&mut self, now: Now) -> bool {
-        if self.stopping_after_handover.is_some() {
+    /// Asked to stop (SIGTERM, SIGINT): a member of an ensemble first moves its clients to the
+    /// other members, closing each connection once it is quiet (`core/drain.rs`, at most
+    /// [`SHUTDOWN_DRAIN_CLIENTS`]), then a leader hands its leadership over. True if the stop
+    /// waits for either.
+    fn begin_stop(&mut self, now: Now) -> bool {
+        if self.stopping.is_some() {
             return true;
         }
+        let within = SHUTDOWN_DRAIN_CLIENTS.as_millis() as u64;
+        if self.node.core_mut().drain_clients(now, within) {
+            self.pump();
+            // A moment more than the core's own deadline, for its last closes to go out.
+            self.stopping = Some(Stopping::Draining(
+                tokio::time::Instant::now() + SHUTDOWN_DRAIN_CLIENTS + Duration::from_millis(100),
+            ));
+            return true;
+        }
+        self.hand_over_before_stopping(now)
+    }
+
+    /// A leader stopping hands its leadership over (the node decides whether it can, and runs
+    /// it); the loop goes on until that ends or [`SHUTDOWN_HANDOVER`] passes. True if the stop
+    /// waits for a handover.
+    fn hand_over_before_stopping(&mut self, now: Now) -> bool {
+        if matches!(self.stopping, Some(Stopping::HandingOver(_))) {
+            return true;
+        }
+        self.stopping = None;
         // The node decides (a follower, a standalone server or a leader with no follower to
         // hand over to answers so, and nothing waits).
         let answer = self.node.hand_over(now, None);
@@ -599,7 +646,7 @@ impl Driver {
             return false;
         }
         info!("asked to stop while leading: {answer}");
-        self.stopping_after_handover = Some(tokio::time::Instant::now() + SHUTDOWN_HANDOVER);
+        self.stopping = Some(Stopping::HandingOver(tokio::time::Instant::now() + SHUTDOWN_HANDOVER));
         true
     }
 

@@ -488,3 +488,286 @@ fn create(path: &str) -> Request {
         flags: 0,
     })
 }
+
+/// A learner's client with a write forwarded and a read behind it when its leader hands over:
+/// told that nothing it forwarded since the last commit was proposed ([`Event::Unproposed`]),
+/// it keeps the connection through the election and forwards the write again, as the client
+/// sent it, to the next leader; the read still waits behind it. Not told (a leader lost), or
+/// told before it applied the leader's last commit, it closes the connection as before: the
+/// write's fate is unknown.
+#[test]
+fn a_learner_forwards_again_what_a_leader_that_handed_over_never_proposed() {
+    // (told, its last commit applied): is the connection kept, the write forwarded again?
+    for (told, through_applied) in [(true, true), (false, true), (true, false)] {
+        let (mut c, raw) = learner_with_a_write_forwarded();
+        if told {
+            let last = c.database().last_applied_zxid();
+            let through = if through_applied { last } else { last + 1 };
+            c.handle(now(6), Event::Unproposed { through });
+        }
+        c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
+        let down = drain(&mut c);
+        let closed = down.iter().any(|a| matches!(a, Action::Close { conn: 1 }));
+        let resends = told && through_applied;
+        assert_eq!(closed, !resends, "told {told}, applied {through_applied}: {down:?}");
+        assert!(!down.iter().any(|a| matches!(a, Action::Reply { .. } | Action::Forward { .. })), "{down:?}");
+        c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
+        let serving = drain(&mut c);
+        let forwarded: Vec<(i32, Bytes)> = forwards(&serving).into_iter().map(|(x, b, _)| (x, b)).collect();
+        let want = if resends { vec![(1, raw.clone())] } else { vec![] };
+        assert_eq!(forwarded, want, "told {told}, applied {through_applied}: {serving:?}");
+        assert!(!serving.iter().any(|a| matches!(a, Action::Reply { .. })), "{serving:?}");
+    }
+}
+
+/// A learner whose client (connection 1, a session made while it led) has a create of /a
+/// forwarded and a getData of /a queued behind it; the create's body as sent.
+fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
+    let (mut c, _) = learner_with_a_session();
+    let write = create("/a");
+    let raw = encoded(&write);
+    let op = OpCode::Create.code();
+    c.handle(
+        now(5),
+        Event::Request { conn: 1, xid: 1, op, body: Ok(write), raw: raw.clone(), received_us: 5000 },
+    );
+    let get = Request::GetData(GetDataRequest { path: "/a".into(), watch: false });
+    let op = OpCode::GetData.code();
+    c.handle(
+        now(5),
+        Event::Request { conn: 1, xid: 2, op, body: Ok(get), raw: Bytes::new(), received_us: 5000 },
+    );
+    let sent = drain(&mut c);
+    assert!(sent.iter().any(|a| matches!(a, Action::Forward { cxid: 1, .. })), "{sent:?}");
+    (c, raw)
+}
+
+/// A member asked to stop moves its clients away (`core/drain.rs`): no new connection is taken,
+/// a connection is closed only once its session has nothing waiting and it has sent nothing for
+/// a moment (its answers go out first), and whatever is left is closed at the deadline. A
+/// standalone server does not drain.
+#[test]
+fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
+    use zk_server::core::drain::DRAIN_QUIET_MS;
+    let mut standalone = core(100_000);
+    connect(&mut standalone, 1);
+    assert!(!standalone.drain_clients(now(10), 2_000), "a standalone server has nowhere to send them");
+
+    let (mut c, _) = learner_with_a_write_forwarded();
+    // The write is in flight at 5 ms: not closed while it waits, however long it has been.
+    assert!(c.drain_clients(now(100), 2_000));
+    c.handle_timeout(now(100 + 10 * DRAIN_QUIET_MS));
+    let a = drain(&mut c);
+    assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
+    assert_eq!(c.client_connections(), 1);
+    // At the deadline the busy one is closed too.
+    c.handle_timeout(now(100 + 2_000));
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "{a:?}");
+    assert_eq!(c.client_connections(), 0);
+    assert!(c.poll_timeout().is_none_or(|t| t > 100 + 2_000), "no busy loop once none is left");
+}
+
+/// An idle client on a follower: closed as soon as it has been quiet for the moment, not before;
+/// a request resets its moment.
+#[test]
+fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
+    use zk_server::core::drain::DRAIN_QUIET_MS;
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    let t = 1_000;
+    let get = Request::Exists(ExistsRequest { path: "/".into(), watch: false });
+    let op = OpCode::Exists.code();
+    c.handle(
+        now(t),
+        Event::Request { conn: 1, xid: 1, op, body: Ok(get), raw: Bytes::new(), received_us: t * 1000 },
+    );
+    assert!(c.drain_clients(now(t + 1), 2_000));
+    assert_eq!(c.poll_timeout(), Some(t + DRAIN_QUIET_MS));
+    c.handle_timeout(now(t + DRAIN_QUIET_MS - 1));
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::Reply { .. })), "the read is answered: {a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
+    // A new connection is refused while draining.
+    let remote = "127.0.0.1:5001".parse().expect("address");
+    let req = core_support::new_session_request();
+    let stats = Arc::new(zk_server::stats::ConnStats::new());
+    c.handle(now(t + 5), Event::Connect { conn: 2, remote, req, ids: vec![], stats });
+    assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
+    c.handle_timeout(now(t + DRAIN_QUIET_MS));
+    let a = drain(&mut c);
+    assert!(a.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "{a:?}");
+    assert_eq!(c.client_connections(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review of e6346a8 (the re-forwarding at a handover): its findings, each a test.
+
+/// A learner with a session on connection 1 (made while it led); returns the core and the
+/// session id.
+fn learner_with_a_session() -> (ServerCore, i64) {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(3));
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(4));
+    drain(&mut c);
+    // The one session the tree holds.
+    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    (c, sid)
+}
+
+/// A client request on connection 1 at 5 ms.
+fn request_on_1(c: &mut ServerCore, xid: i32, op: i32, body: Result<Request, RequestError>, raw: Bytes) {
+    c.handle(now(5), Event::Request { conn: 1, xid, op, body, raw, received_us: 5000 });
+}
+
+/// A request's body as a client sends it.
+fn encoded(r: &Request) -> Bytes {
+    let mut raw = bytes::BytesMut::new();
+    r.encode(&mut raw);
+    raw.freeze()
+}
+
+/// Review finding R1: a learner's undecodable sync, answered by the leader's SYNC, then a create
+/// committed behind it. The sync's answer is matched (every forwarded sync is counted, whatever
+/// its body), the create answered, and after the old leader's word nothing committed is
+/// forwarded again (before the fix the sync was never matched, the create stayed queued although
+/// applied, and went to the next leader again: applied twice).
+#[test]
+fn a_committed_write_behind_an_undecodable_sync_is_never_forwarded_again() {
+    let (mut c, sid) = learner_with_a_session();
+    // xid 1: a sync whose body does not decode (forwarded, with an empty body).
+    let bad = Request::decode(OpCode::Sync.code(), &mut zk_proto::Reader::new(Bytes::from_static(&[0, 0])));
+    assert!(bad.is_err());
+    request_on_1(&mut c, 1, OpCode::Sync.code(), bad, Bytes::from_static(&[0, 0]));
+    // xid 2: create /b.
+    let b = create("/b");
+    let raw = encoded(&b);
+    request_on_1(&mut c, 2, OpCode::Create.code(), Ok(b), raw.clone());
+    let sent = drain(&mut c);
+    assert_eq!(sent.iter().filter(|a| matches!(a, Action::Forward { .. })).count(), 2, "{sent:?}");
+    // The leader answers the sync (SYNC) and commits the create.
+    c.handle(now(6), Event::SyncDone);
+    let z = c.database().last_applied_zxid() + 1;
+    let (mut hdr, txn) = create_hdr(z, "/b", c.database());
+    hdr.client_id = sid;
+    hdr.cxid = 2;
+    c.handle(now(6), Event::Committed { hdr, txn, digest: None });
+    let answered = drain(&mut c);
+    assert!(c.database().tree().get("/b").is_some(), "applied");
+    assert!(
+        answered.iter().any(|a| matches!(a, Action::Reply { .. })),
+        "the sync and the create are answered: {answered:?}"
+    );
+    // The leader hands over and says so; the learner leaves, keeps, and serves the next leader.
+    let served = told_then_following(&mut c, z);
+    let again: Vec<i32> = forwards(&served).into_iter().map(|(cxid, _, _)| cxid).collect();
+    assert!(!again.contains(&2), "create /b, committed and applied at 0x{z:x}, forwarded again: {again:?}");
+}
+
+/// Review finding R1 (second trigger): a commit the learner cannot match to its session's queue
+/// (here the createSession txn an older leader made of a createSession sent after the
+/// handshake), then a create committed behind it: the session's queue no longer says what was
+/// committed, so it is closed at the leader's word, never forwarded again.
+#[test]
+fn a_committed_write_behind_a_queue_that_stopped_matching_is_never_forwarded_again() {
+    let (mut c, sid) = learner_with_a_session();
+    let op = OpCode::CreateSession.code();
+    let raw1 = Bytes::from_static(&[0, 0, 0x75, 0x30]);
+    let body = Request::decode(op, &mut zk_proto::Reader::new(raw1.clone()));
+    request_on_1(&mut c, 1, op, body, raw1);
+    let b = create("/b");
+    let raw = encoded(&b);
+    request_on_1(&mut c, 2, OpCode::Create.code(), Ok(b), raw);
+    let sent = drain(&mut c);
+    assert_eq!(sent.iter().filter(|a| matches!(a, Action::Forward { .. })).count(), 2, "{sent:?}");
+    // What the leader commits for it (replica's forwarded_event: ForwardedCreateSession).
+    let z1 = c.database().last_applied_zxid() + 1;
+    let hdr = TxnHeader { client_id: sid, cxid: 1, zxid: z1, time: WALL, txn_type: op };
+    c.handle(
+        now(6),
+        Event::Committed { hdr, txn: Txn::CreateSession(CreateSessionTxn { time_out: 0 }), digest: None },
+    );
+    let (mut hdr, txn) = create_hdr(z1 + 1, "/b", c.database());
+    hdr.client_id = sid;
+    hdr.cxid = 2;
+    c.handle(now(6), Event::Committed { hdr, txn, digest: None });
+    drain(&mut c);
+    assert!(c.database().tree().get("/b").is_some(), "applied");
+    let served = told_then_following(&mut c, z1 + 1);
+    let again: Vec<i32> = forwards(&served).into_iter().map(|(cxid, _, _)| cxid).collect();
+    assert!(!again.contains(&2), "create /b, committed and applied, forwarded again: {again:?}");
+}
+
+/// Review finding R3: a write whose connection gained an identity (addauth) after it was
+/// forwarded is not forwarded again (it would carry an identity it did not have): the
+/// connection is closed at the leader's word, as without it.
+#[test]
+fn a_write_is_not_forwarded_again_with_identities_added_after_it() {
+    let (mut c, _sid) = learner_with_a_session();
+    let a = create("/a");
+    let raw = encoded(&a);
+    request_on_1(&mut c, 1, OpCode::Create.code(), Ok(a), raw);
+    let auth =
+        Request::Auth(AuthPacket { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"u:p") });
+    let raw = encoded(&auth);
+    request_on_1(&mut c, 2, OpCode::Auth.code(), Ok(auth), raw);
+    let first: Vec<Vec<Id>> = forwards(&drain(&mut c)).into_iter().map(|(_, _, auth)| auth).collect();
+    let z = c.database().last_applied_zxid();
+    let served = told_then_following(&mut c, z);
+    let again: Vec<Vec<Id>> = forwards(&served).into_iter().map(|(_, _, auth)| auth).collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(again.is_empty(), "forwarded again with the identities of a later addauth: {again:?}");
+}
+
+/// Review finding R1 (the leader's side): a learner's client sending createSession after its
+/// handshake (its session exists) gets a failed write, as the leader's own client does, not a
+/// second createSession of its session.
+#[test]
+fn a_forwarded_create_session_of_an_existing_session_is_a_failed_write() {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    c.handle(now(3), Event::ForwardedCreateSession { session: sid, cxid: 1, timeout_ms: 0 });
+    let payloads: Vec<Bytes> = drain(&mut c)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Propose { payloads } => Some(payloads),
+            _ => None,
+        })
+        .flatten()
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(payloads.len(), 1, "one proposal");
+    let hdr = TxnHeader::read(&mut zk_proto::Reader::new(payloads[0].clone())).expect("header");
+    assert_eq!((hdr.client_id, hdr.cxid, hdr.txn_type), (sid, 1, OpCode::Error.code()));
+}
+
+/// A learner told by its leader that nothing after `through` was proposed, through the election
+/// to following the next leader: what it does then.
+fn told_then_following(c: &mut ServerCore, through: i64) -> Vec<Action> {
+    c.handle(now(7), Event::Unproposed { through });
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
+    drain(c);
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
+    drain(c)
+}
+
+/// The requests `actions` forward to the leader: xid, body and identities.
+fn forwards(actions: &[Action]) -> Vec<(i32, Bytes, Vec<Id>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { cxid, body, auth, .. } => Some((*cxid, body.clone(), auth.clone())),
+            _ => None,
+        })
+        .collect()
+}

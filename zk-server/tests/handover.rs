@@ -219,3 +219,62 @@ fn the_admin_server_commands_need_all_on_the_root_and_name_the_successor() {
     assert_eq!(wait_for_new_leader(&e, to), asker, "{}", e.logs());
     all_hold(&e, 20);
 }
+
+/// Three handovers while a kazoo client on a follower pipelines sequential creates (32 in
+/// flight): the client sees no error and no disconnection. Its follower keeps the connection
+/// through each change of leader, and the creates it forwarded while the leader held them (never
+/// proposed, as the leader tells its learners when it leaves) go again to the new leader, each
+/// applied once: /pipe ends with exactly as many children as creates acknowledged. Without the
+/// leader's word, each of those creates would fail with ConnectionLoss.
+#[test]
+fn a_pipelined_kazoo_client_on_a_follower_sees_no_error_across_handovers() {
+    const PYTHON: &str = "/usr/bin/python3";
+    let probe =
+        std::process::Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
+    assert!(
+        probe.status.success(),
+        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
+    );
+    let e = Ensemble::start(3);
+    let mut leader = e.wait_for_leader();
+    let follower = (0..3).find(|&i| i != leader).expect("a follower");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ready, stop) = (dir.path().join("ready"), dir.path().join("stop"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_pipelined.py");
+    let mut child = std::process::Command::new(PYTHON)
+        .arg(script)
+        .arg(e.members[follower].client.to_string())
+        .arg(&ready)
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start kazoo");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the kazoo client never got 200 creates answered\n{}", e.logs());
+        assert!(child.try_wait().expect("kazoo runs").is_none(), "kazoo exited early\n{}", e.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..3 {
+        let answer = four(e.members[leader].client, "ydld").expect("ydld answered");
+        assert!(answer.starts_with("handing over to server"), "ydld answered {answer:?}\n{}", e.logs());
+        leader = wait_for_new_leader(&e, leader);
+        std::thread::sleep(Duration::from_millis(1_000));
+    }
+    std::fs::write(&stop, "").expect("stop marker");
+    let out = child.wait_with_output().expect("kazoo output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    let report: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|_| panic!("kazoo said {text}{}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!("kazoo on member {}: {report}", follower + 1);
+    assert_eq!(report["errors"], serde_json::json!({}), "{report}\n{}", e.logs());
+    assert_eq!(report["states"], serde_json::json!(["CONNECTED"]), "{report}\n{}", e.logs());
+    assert_eq!(report["children"], report["acked"], "each create applied once\n{report}");
+    assert!(
+        e.logs().contains("requests the old leader never proposed to forward again"),
+        "a follower kept its clients\n{}",
+        e.logs()
+    );
+}

@@ -118,6 +118,14 @@ impl PacketType {
 /// Apache's; a zkrs leader acts on it only from a synced voting follower.
 pub const ZKRS_REQUEST_LEADERSHIP: i32 = 0x5a4b_0001;
 
+/// zkrs's own packet, leader -> learner: "I handed my leadership over and will propose nothing
+/// more; every request you forwarded me that you have not seen committed by now was never
+/// proposed" (zxid: the last zxid this leader committed; no data). Sent after the last COMMIT on
+/// the connection, only to learners whose FOLLOWERINFO said they take it
+/// ([`crate::wire::payload::LEARNER_TAKES_UNPROPOSED`]): such a learner forwards those requests
+/// again to the next leader instead of failing its clients' requests with ConnectionLoss.
+pub const ZKRS_UNPROPOSED: i32 = 0x5a4b_0002;
+
 /// Why quorum-port bytes could not be decoded. Any of these ends the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {

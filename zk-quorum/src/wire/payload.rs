@@ -69,6 +69,10 @@ pub const ZKRS_INFO_MAGIC: u32 = 0x5a4b_5253;
 /// ensemble's digests, and only a snapshot of the leader's replaces it whole).
 pub const LEARNER_WANTS_SNAP: u32 = 1;
 
+/// zkrs learner flag: I understand [`crate::wire::packet::ZKRS_UNPROPOSED`] (a learner of an
+/// older build would leave its leader on a packet type it does not know).
+pub const LEARNER_TAKES_UNPROPOSED: u32 = 2;
+
 impl LearnerInfo {
     /// The 20-byte form a 3.8 learner sends.
     pub fn new(sid: i64, config_version: i64) -> LearnerInfo {

@@ -7,7 +7,7 @@ use zk_proto::Id;
 
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
 use crate::quorum::QuorumVerifier;
-use crate::wire::packet::ZKRS_REQUEST_LEADERSHIP;
+use crate::wire::packet::{ZKRS_REQUEST_LEADERSHIP, ZKRS_UNPROPOSED};
 use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
@@ -234,8 +234,13 @@ struct LearnerConn {
     backlog: VecDeque<(i64, Bytes)>,
     /// Sync bytes handed to the connection since it last had room: a piece at most.
     unacked_bytes: u64,
+    /// ... and sync packets, since then (a piece is bounded by both: small records reach its
+    /// packet count long before its bytes).
+    unacked_packets: usize,
     /// The learner asked for a SNAP (zkrs's FOLLOWERINFO extension).
     wants_snap: bool,
+    /// The learner takes [`crate::wire::packet::ZKRS_UNPROPOSED`] (zkrs's FOLLOWERINFO extension).
+    takes_unproposed: bool,
     /// The last committed record its sync carried (what its NEWLEADER ACK vouches for).
     synced_through: i64,
     /// The highest zxid it holds durably as far as this leader knows: its sync once it
@@ -457,6 +462,31 @@ impl Leader {
         Some(zxid)
     }
 
+    /// A handover is done and this machine proposes nothing more: tells each learner taking part
+    /// in broadcast that understands it ([`crate::wire::packet::ZKRS_UNPROPOSED`], after
+    /// everything sent it so far) that the requests it forwarded and has not seen committed were
+    /// never proposed. Only while a handover's proposal is out and every other proposal is
+    /// committed (then nothing a learner forwarded is in flight: it was committed or never
+    /// proposed); returns how many learners were told.
+    pub fn tell_unproposed(&mut self) -> usize {
+        if self.handover.is_none() || !self.outstanding.is_empty() {
+            return 0;
+        }
+        let through = self.last_committed;
+        let to: Vec<ConnId> = self
+            .learners
+            .iter()
+            .filter(|(_, l)| l.takes_unproposed && l.phase == LearnerPhase::Active && l.backlog.is_empty())
+            .map(|(c, _)| *c)
+            .collect();
+        for &conn in &to {
+            let packet =
+                QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data: None, authinfo: None };
+            self.send(conn, packet);
+        }
+        to.len()
+    }
+
     /// Learners connected, and of them the followers and the observers taking part in broadcast
     /// (what Apache's `mntr` reports as learners, synced_followers and synced_observers).
     pub fn learner_counts(&self) -> LearnerCounts {
@@ -495,7 +525,9 @@ impl Leader {
                 attached_ms: now_ms,
                 backlog: VecDeque::new(),
                 unacked_bytes: 0,
+                unacked_packets: 0,
                 wants_snap: false,
+                takes_unproposed: false,
                 synced_through: i64::MIN,
                 acked_through: i64::MIN,
             },
@@ -1049,6 +1081,8 @@ impl Leader {
             l.sid = sid;
             l.observer = observer;
             l.wants_snap = info.zkrs_flags.is_some_and(|f| f & crate::wire::payload::LEARNER_WANTS_SNAP != 0);
+            l.takes_unproposed =
+                info.zkrs_flags.is_some_and(|f| f & crate::wire::payload::LEARNER_TAKES_UNPROPOSED != 0);
             l.phase = LearnerPhase::AwaitEpoch;
             l.deadline_ms = None;
         }
@@ -1249,14 +1283,18 @@ impl Leader {
     pub fn conn_drained(&mut self, conn: ConnId, now_ms: u64) {
         if let Some(l) = self.learners.get_mut(&conn) {
             l.unacked_bytes = 0;
+            l.unacked_packets = 0;
         }
         self.pump(conn, now_ms);
     }
 
     /// Whether the connection may take more sync traffic now (the server steps a snapshot stream
-    /// only then): less than a piece handed to it since it last had room.
+    /// only then, and otherwise asks for [`Self::conn_drained`]): less than a piece, in bytes
+    /// and in packets, handed to it since it last had room.
     pub fn may_send(&self, conn: ConnId) -> bool {
-        self.learners.get(&conn).is_some_and(|l| l.unacked_bytes < self.cfg.sync_piece_bytes)
+        self.learners.get(&conn).is_some_and(|l| {
+            l.unacked_bytes < self.cfg.sync_piece_bytes && l.unacked_packets < self.cfg.sync_piece_packets
+        })
     }
 
     /// One line per sync, naming the mode: operators (and the real-process tests) read it.
@@ -1315,11 +1353,12 @@ impl Leader {
     /// outstanding proposals (followers) and NEWLEADER.
     fn pump(&mut self, conn: ConnId, now_ms: u64) {
         let (piece_bytes, piece_packets) = (self.cfg.sync_piece_bytes, self.cfg.sync_piece_packets);
-        let mut packets = 0usize;
         loop {
             let Some(l) = self.learners.get_mut(&conn) else { return };
             let LearnerPhase::Streaming { sent_through } = l.phase else { return };
-            if l.unacked_bytes >= piece_bytes || packets >= piece_packets {
+            // A piece is out: the next once the connection drains (the server asks, as
+            // `may_send` now says no; counting packets here alone, it said yes and nobody asked).
+            if l.unacked_bytes >= piece_bytes || l.unacked_packets >= piece_packets {
                 return;
             }
             let next = match l.backlog.pop_front() {
@@ -1334,9 +1373,9 @@ impl Leader {
             let Some((zxid, payload)) = next else { break };
             if let Some(l) = self.learners.get_mut(&conn) {
                 l.unacked_bytes = l.unacked_bytes.saturating_add(payload.len() as u64);
+                l.unacked_packets = l.unacked_packets.saturating_add(2);
                 l.phase = LearnerPhase::Streaming { sent_through: zxid };
             }
-            packets += 2;
             self.send_pair(conn, zxid, payload);
         }
         if let Some(l) = self.learners.get_mut(&conn) {

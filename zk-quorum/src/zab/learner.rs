@@ -71,6 +71,14 @@ pub enum LearnerAction {
     },
     /// Synced with a quorum: serve clients.
     UpToDate,
+    /// The leader handed its leadership over ([`crate::wire::packet::ZKRS_UNPROPOSED`]): every
+    /// request this learner forwarded whose commit has not come by now (all commits through
+    /// `through` came before this) was never proposed, and may be forwarded again to the next
+    /// leader. A [`LearnerAction::Disconnect`] follows.
+    Unproposed {
+        /// The last zxid the leader committed.
+        through: i64,
+    },
     /// Leave this leader and go back to LOOKING (silence, protocol violation, lower epoch). The
     /// machine is inert afterwards.
     Disconnect {
@@ -216,7 +224,8 @@ impl Learner {
         let kind = if self.observer { PacketType::ObserverInfo } else { PacketType::FollowerInfo };
         let mut info = LearnerInfo::new(self.cfg.my_sid, self.cfg.verifier.version());
         // Always sent, so that every mixed ensemble shows Apache's leader taking the extension.
-        info.zkrs_flags = Some(if self.wants_snap { crate::wire::payload::LEARNER_WANTS_SNAP } else { 0 });
+        let snap = if self.wants_snap { crate::wire::payload::LEARNER_WANTS_SNAP } else { 0 };
+        info.zkrs_flags = Some(snap | crate::wire::payload::LEARNER_TAKES_UNPROPOSED);
         let info = info.encode();
         self.send(QuorumPacket::new(kind, make_zxid(self.local.accepted_epoch, 0), Some(info)));
         self.phase = Phase::AwaitLeaderInfo;
@@ -415,6 +424,14 @@ impl Learner {
     }
 
     fn process(&mut self, pkt: QuorumPacket) {
+        if pkt.packet_type == crate::wire::packet::ZKRS_UNPROPOSED {
+            // Only a leader that is leaving sends it, after its last COMMIT: the forwarded
+            // requests not committed by now never will be, by this leader.
+            if matches!(self.phase, Phase::AwaitUpToDate | Phase::Broadcast) {
+                self.actions.push_back(LearnerAction::Unproposed { through: pkt.zxid });
+            }
+            return self.disconnect(format!("the leader handed over (committed through {:#x})", pkt.zxid));
+        }
         let kind = match pkt.kind() {
             Ok(k) => k,
             Err(e) => return self.disconnect(e.to_string()),

@@ -64,10 +64,11 @@ fn new_leader(conn: ConnId, epoch: u32) -> LeaderAction {
     send(conn, T::NewLeader, z(epoch, 0), Some(Bytes::from_static(b"version=0")))
 }
 
-/// The LearnerInfo a zkrs learner sends: Apache's 20 bytes and zkrs's extension (no flags).
+/// The LearnerInfo a zkrs learner sends: Apache's 20 bytes and zkrs's extension (it takes
+/// ZKRS_UNPROPOSED).
 fn zkrs_learner_info(sid: i64) -> Bytes {
     let mut info = LearnerInfo::new(sid, 0);
-    info.zkrs_flags = Some(0);
+    info.zkrs_flags = Some(crate::wire::payload::LEARNER_TAKES_UNPROPOSED);
     info.encode()
 }
 
@@ -1310,6 +1311,11 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     want.extend(pair(30, z(5, 2)));
     want.extend(pair(30, z(5, 3)));
     assert_eq!(leader_actions(&mut l), want);
+    // A piece full by its packets (its bytes are far below the bound) says the connection may
+    // take no more, so that the server asks for a drain report: otherwise nobody calls
+    // `conn_drained` and the sync stalls until the learner gives up (a rolling restart under
+    // load, 2026-11-30).
+    assert!(!l.may_send(30), "a piece is out");
     // Nothing more until the connection has room; a commit meanwhile is kept for it.
     l.propose(z(6, 1), tx(z(6, 1)), 12);
     l.committed(z(6, 1), 12);
@@ -1320,6 +1326,7 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     l.propose(z(6, 2), tx(z(6, 2)), 12);
     leader_actions(&mut l);
     l.conn_drained(30, 13);
+    assert!(!l.may_send(30), "the next piece is out");
     let mut want = pair(30, z(5, 4)).to_vec();
     want.extend(pair(30, z(5, 5)));
     assert_eq!(leader_actions(&mut l), want);
@@ -1387,7 +1394,8 @@ fn a_learner_that_asks_for_a_snapshot_gets_one() {
     let sent = learner_actions(&mut learner);
     let LearnerAction::Send(p) = &sent[0] else { panic!("{sent:?}") };
     let info = LearnerInfo::decode(p.data.as_deref().expect("data")).expect("decodes");
-    assert_eq!(info.zkrs_flags, Some(crate::wire::payload::LEARNER_WANTS_SNAP));
+    let both = crate::wire::payload::LEARNER_WANTS_SNAP | crate::wire::payload::LEARNER_TAKES_UNPROPOSED;
+    assert_eq!(info.zkrs_flags, Some(both));
 }
 
 /// A NEWLEADER ACK stops counting once the learner that gave it has no connection left before
@@ -1596,4 +1604,51 @@ fn a_learner_asks_for_the_leadership_only_once_up_to_date() {
     );
     let mut o = up_to_date(true);
     assert!(!o.request_leadership(), "an observer cannot lead");
+}
+
+#[test]
+fn a_leader_leaving_after_its_handover_tells_the_learners_that_take_it_what_it_never_proposed() {
+    use crate::wire::packet::ZKRS_UNPROPOSED;
+    use crate::wire::payload::LEARNER_TAKES_UNPROPOSED;
+    let mut l = established(&[z(5, 1)], z(5, 1), Some(z(5, 1)));
+    // Follower 3 says it takes the notice; follower 2 (Apache's FOLLOWERINFO) does not.
+    l.learner_connected(30, 6);
+    let mut info = LearnerInfo::new(3, 0);
+    info.zkrs_flags = Some(LEARNER_TAKES_UNPROPOSED);
+    l.handle_packet(30, pkt(T::FollowerInfo, z(E5, 0), Some(info.encode())), 6);
+    l.handle_packet(30, ack_epoch(z(5, 1), E5 as i32), 6);
+    l.handle_packet(30, pkt(T::Ack, z(6, 0), None), 7);
+    leader_actions(&mut l);
+    l.propose(z(6, 1), tx(z(6, 1)), 10);
+    leader_actions(&mut l);
+    l.handle_packet(20, pkt(T::Ack, z(6, 1), None), 11);
+    l.handle_packet(30, pkt(T::Ack, z(6, 1), None), 11);
+    l.committed(z(6, 1), 12);
+    leader_actions(&mut l);
+    // Not before the handover's proposal: the leader may still propose what it holds.
+    assert_eq!(l.tell_unproposed(), 0);
+    assert!(leader_actions(&mut l).is_empty());
+    assert_eq!(l.propose_handover(2, z(6, 1), tx), Some(z(6, 2)));
+    leader_actions(&mut l);
+    assert_eq!(l.tell_unproposed(), 1);
+    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 1), data: None, authinfo: None };
+    assert_eq!(leader_actions(&mut l), vec![LeaderAction::Send { conn: 30, packet: notice }]);
+}
+
+#[test]
+fn a_learner_told_that_nothing_more_was_proposed_reports_it_and_leaves() {
+    use crate::wire::packet::ZKRS_UNPROPOSED;
+    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 4), data: None, authinfo: None };
+    let mut l = up_to_date(false);
+    l.handle_packet(notice.clone(), 10);
+    let a = learner_actions(&mut l);
+    assert!(
+        matches!(a[..], [LearnerAction::Unproposed { through }, LearnerAction::Disconnect { .. }] if through == z(6, 4)),
+        "{a:?}"
+    );
+    assert!(l.is_stopped());
+    // Still syncing, it serves no client and forwarded nothing: it only leaves.
+    let mut l = discovered(false);
+    l.handle_packet(notice, 10);
+    assert!(matches!(learner_actions(&mut l)[..], [LearnerAction::Disconnect { .. }]));
 }

@@ -1496,7 +1496,10 @@ impl<S: Store> Sim<S> {
                 s.store.check_applied(&self.chain).map_err(|e| format!("{sid}: up to date, but {e}"))?;
             }
             // No clients: no syncs to answer. Reconfiguration is off: nothing is activated.
-            LearnerAction::SyncDone | LearnerAction::Revalidated { .. } | LearnerAction::Activate { .. } => {}
+            LearnerAction::SyncDone
+            | LearnerAction::Revalidated { .. }
+            | LearnerAction::Activate { .. }
+            | LearnerAction::Unproposed { .. } => {}
             LearnerAction::Disconnect { reason } => {
                 self.log(|| format!("{sid} disconnects: {reason}"));
                 self.looking(sid)?;

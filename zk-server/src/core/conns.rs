@@ -27,6 +27,17 @@ pub struct ConnState {
     pub timeout_ms: i32,
     /// The connection's SASL exchange, from its first SASL token on.
     pub sasl: Option<SaslExchange>,
+    /// When its last request (or its handshake) arrived, mono ms: a member stopping closes a
+    /// connection once it has been quiet a moment (`core/drain.rs`).
+    pub last_request_ms: u64,
+}
+
+impl ConnState {
+    /// How many identities the connection holds (they only grow, by addauth or SASL): what a
+    /// learner's queued write records ([`super::PendingWrite::auth_len`]).
+    pub fn auth_len(&self) -> u32 {
+        u32::try_from(self.auth.ids.len()).unwrap_or(u32::MAX)
+    }
 }
 
 /// A connection's SASL exchange: the mechanism is the server's (DIGEST-MD5 with users in the

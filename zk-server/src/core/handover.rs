@@ -11,8 +11,8 @@
 //!
 //! If the handover is given up, everything held runs in the order it came
 //! ([`ServerCore::release_writes`]). If it goes through, the role changes: the learners' requests
-//! are dropped (never proposed; their learners lose this leader and their clients see what any
-//! leader change brings), and the own clients' requests (each held write and what its session
+//! are dropped (never proposed: the replica tells the learners so as it leaves, and each forwards
+//! them again to the next leader, [`Event::Unproposed`]), and the own clients' requests (each held write and what its session
 //! queued behind it) become the kept connections' held requests (`kept.rs`), which run, in
 //! order, once this server serves again (forwarded to the new leader as a learner's are: they
 //! were never proposed, so nothing about them is ambiguous); without kept connections
@@ -86,10 +86,7 @@ impl ServerCore {
     pub(super) fn hold_write(&mut self, w: HeldWrite) {
         let r = &w.req;
         let opcode = OpCode::from_i32(r.op).unwrap_or(OpCode::Error);
-        self.queues.push_write(
-            w.sid,
-            PendingWrite { conn: r.conn, cxid: r.xid, op: opcode, received_us: r.received_us },
-        );
+        self.queues.push_write(w.sid, PendingWrite::own(r.conn, r.xid, opcode, r.received_us));
         self.held.push_back(Held::Write(w));
     }
 
@@ -144,20 +141,7 @@ impl ServerCore {
                         };
                         w.req
                     }
-                    Pending::Read(r) => {
-                        let mut raw = BytesMut::new();
-                        if let Ok(req) = &r.body {
-                            req.encode(&mut raw);
-                        }
-                        HeldRequest {
-                            conn: r.conn,
-                            xid: r.xid,
-                            op: r.op,
-                            body: r.body,
-                            raw: raw.freeze(),
-                            received_us: r.received_us,
-                        }
-                    }
+                    Pending::Read(r) => HeldRequest::from_read(r),
                 };
                 // Counted again when it runs.
                 self.stats.packets_received = self.stats.packets_received.saturating_sub(1);

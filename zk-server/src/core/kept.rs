@@ -7,7 +7,11 @@
 //!
 //! - A connection with a write, a sync or a session creation in flight is closed, as before:
 //!   whether the old leader committed it is known only to the new history, and the client
-//!   (ConnectionLoss) decides whether to retry, as with Apache. So is one still in its
+//!   (ConnectionLoss) decides whether to retry, as with Apache. One exception, for writes and
+//!   syncs only: a learner whose leader handed over and said it proposed nothing more
+//!   ([`Event::Unproposed`]) and that has applied everything that leader committed knows what it
+//!   still waits on was never proposed; such a connection is kept and its requests run again,
+//!   forwarded to the next leader (see [`ServerCore::keep_clients`] for when it is not). So is one still in its
 //!   handshake, and one with a persistent or recursive watch (setWatches could put those back
 //!   but not say what changed meanwhile, and they promise every change).
 //! - A kept connection's requests, pings included, are held in arrival order while the server
@@ -55,6 +59,32 @@ pub(super) struct HeldRequest {
     pub(super) received_us: u64,
 }
 
+impl HeldRequest {
+    /// A read queued behind a write of its session, to run later.
+    pub(super) fn from_read(r: PendingRead) -> HeldRequest {
+        let mut raw = BytesMut::new();
+        if let Ok(req) = &r.body {
+            req.encode(&mut raw);
+        }
+        HeldRequest {
+            conn: r.conn,
+            xid: r.xid,
+            op: r.op,
+            body: r.body,
+            raw: raw.freeze(),
+            received_us: r.received_us,
+        }
+    }
+
+    /// A learner's forwarded request that its leader never proposed, to forward again: its body
+    /// decoded again from the bytes the client sent (as the connection decoded it).
+    fn from_unproposed(w: PendingWrite) -> HeldRequest {
+        let op = w.op.code();
+        let body = Request::decode(op, &mut zk_proto::Reader::new(w.raw.clone()));
+        HeldRequest { conn: w.conn, xid: w.cxid, op, body, raw: w.raw, received_us: w.received_us }
+    }
+}
+
 /// The clients kept since the server went down. Bounded: one entry per connection, and every
 /// held request holds a permit of the global outstanding-request limit.
 #[derive(Debug, Default)]
@@ -80,28 +110,60 @@ impl ServerCore {
     /// Leaving a serving role for Down: keeps the connections that can be kept (see the module
     /// docs) and closes the others.
     /// `contact`: when a learner last heard from its leader (the kept time counts from then).
-    pub(super) fn keep_clients(&mut self, now: Now, contact: Option<u64>) {
+    /// `unproposed`: the learner's leader handed over, having committed through this zxid and
+    /// proposed nothing else this learner forwarded ([`Event::Unproposed`]). Once this server
+    /// applied that zxid, every request still queued was never proposed: its connection is kept
+    /// too, and its queue (the forwarded requests and the reads behind them) runs again, in
+    /// order, when the server serves again. Not a session whose queue stopped matching its
+    /// commits (`queue_desync`: then some of it may have been applied), nor one whose connection
+    /// gained an identity since it sent a queued write (the write would go again with
+    /// identities it did not have): those are closed, as without the word.
+    pub(super) fn keep_clients(&mut self, now: Now, contact: Option<u64>, unproposed: Option<i64>) {
         let since = contact.unwrap_or(now.mono_ms()).min(now.mono_ms());
         let mut kept = Kept { seen_zxid: self.db.last_applied_zxid(), ..Kept::default() };
+        let resend = unproposed.is_some_and(|z| self.db.last_applied_zxid() >= z);
+        if unproposed.is_some() && !resend {
+            info!(
+                "the leader handed over through 0x{:x}, applied here through 0x{:x} only: requests in \
+                 flight are not forwarded again",
+                unproposed.unwrap_or_default(),
+                self.db.last_applied_zxid()
+            );
+        }
+        let mut resent = 0usize;
         let mut ids: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
-        let waiting: std::collections::HashSet<ConnId> =
-            self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect();
+        let waiting = self.conns_waiting_for_leader();
         for conn in ids {
             let Some(c) = self.conns.get(conn) else { continue };
             let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
             // A connection whose session is no longer bound to it is already being closed (its
             // session ended, or moved to another connection); one whose time is up already (the
             // leader was silent that long) is closed as Apache closes it.
-            let keepable = c.session.is_some_and(|sid| {
+            let session = c.session;
+            let keepable = session.is_some_and(|sid| {
                 self.conns.conn_of(sid) == Some(conn)
                     && !waiting.contains(&conn)
-                    && self.queues.is_idle(sid)
+                    && (self.queues.is_idle(sid)
+                        || (resend
+                            && !self.queue_desync.contains(&sid)
+                            && self.queues.writes_sent_with(sid, c.auth_len())))
                     && c.sasl.is_none()
             }) && deadline_ms > now.mono_ms();
             match keepable.then(|| self.db.detach_watches(conn)).flatten() {
                 Some(watches) => {
                     kept.conns.insert(conn, KeptConn { deadline_ms, watches });
+                    for p in session.map(|sid| self.queues.take_session(sid)).unwrap_or_default() {
+                        kept.held.push_back(match p {
+                            Pending::Write(w) => {
+                                resent += 1;
+                                HeldRequest::from_unproposed(w)
+                            }
+                            Pending::Read(r) => HeldRequest::from_read(r),
+                        });
+                        // Counted again when it runs.
+                        self.stats.packets_received = self.stats.packets_received.saturating_sub(1);
+                    }
                 }
                 None => self.close_client(conn),
             }
@@ -110,7 +172,8 @@ impl ServerCore {
         self.forget_client_queues();
         if !kept.conns.is_empty() {
             info!(
-                "keeping {} client connections while the server is down (as of zxid 0x{:x})",
+                "keeping {} client connections while the server is down (as of zxid 0x{:x}; {resent} \
+                 requests the old leader never proposed to forward again)",
                 kept.conns.len(),
                 kept.seen_zxid
             );
@@ -133,9 +196,15 @@ impl ServerCore {
         k.held.push_back(h);
     }
 
+    /// The connections whose handshake (a new session, or a session resumed here) waits for the
+    /// leader's answer.
+    pub(super) fn conns_waiting_for_leader(&self) -> std::collections::HashSet<ConnId> {
+        self.connecting.values().map(|(c, _)| *c).chain(self.revalidating.values().copied()).collect()
+    }
+
     /// Closes kept connection `conn` (its time ran out, or its session is gone), handing back
-    /// the permits of what it had held.
-    fn close_kept(&mut self, conn: ConnId) {
+    /// the permits of what it had held; any other connection is closed as usual.
+    pub(super) fn close_kept(&mut self, conn: ConnId) {
         self.forget_kept(conn);
         self.close_client(conn);
     }

@@ -20,6 +20,7 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod conns;
+pub mod drain;
 pub mod handover;
 mod kept;
 pub mod proposer;
@@ -269,6 +270,14 @@ pub enum Event {
     },
     /// Learner: the leader answered the oldest forwarded sync.
     SyncDone,
+    /// Learner: the leader handed its leadership over and proposed nothing this learner
+    /// forwarded that has not been committed by now (it committed through `through`). When the
+    /// learner leaves its role, connections waiting only on such requests are kept and the
+    /// requests forwarded again to the next leader (`kept.rs`).
+    Unproposed {
+        /// The last zxid the leader committed.
+        through: i64,
+    },
     /// The ensemble's configuration in force (at each role change and each activation).
     Membership(Membership),
     /// Leader: the followers synced with it now.
@@ -502,6 +511,18 @@ pub struct ServerCore {
     /// A learner about to leave its role: when it last heard from its leader (mono ms), the
     /// start of its kept connections' time ([`Self::note_leader_contact`]).
     leader_contact_ms: Option<u64>,
+    /// A learner whose leader handed over: the last zxid that leader committed; every request
+    /// still queued once this server applied it was never proposed ([`Event::Unproposed`]).
+    unproposed_through: Option<i64>,
+    /// Learner: sessions one of whose commits (or sync answers) did not match the request their
+    /// queue waited on first; their queues are never forwarded again ([`Event::Unproposed`]).
+    /// Cleared at each role change.
+    queue_desync: std::collections::HashSet<SessionId>,
+    /// A member asked to stop: when its last client connections are closed (mono ms;
+    /// `drain.rs`).
+    drain_until: Option<u64>,
+    /// ... and when it next looks for quiet connections (mono ms).
+    drain_next_ms: u64,
 }
 
 /// Opcodes whose requests become transactions.
@@ -530,6 +551,10 @@ impl ServerCore {
             held_forwards: 0,
             kept: None,
             leader_contact_ms: None,
+            unproposed_through: None,
+            queue_desync: std::collections::HashSet::new(),
+            drain_until: None,
+            drain_next_ms: 0,
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -669,6 +694,11 @@ impl ServerCore {
                     warn!("a commit from a leader reached a server that is not a learner; ignored");
                 }
             }
+            Event::Unproposed { through } => {
+                if matches!(self.role, Role::Learner { .. }) {
+                    self.unproposed_through = Some(through);
+                }
+            }
             Event::SyncDone => {
                 if let Some((sid, cxid)) = self.syncs_forwarded.pop_front() {
                     self.complete_sync(now, sid, cxid);
@@ -691,6 +721,9 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
+        if self.drain_until.is_some() && ms >= self.drain_next_ms {
+            self.step_drain(ms);
+        }
         // A restore under way proposes nothing: no session expires and no container is reaped
         // until it is done (the sessions' timers start again then), and no snapshot is stepped
         // (the driver writes the restored tree itself).
@@ -756,6 +789,9 @@ impl ServerCore {
             if let Some(k) = self.kept_deadline() {
                 t = t.min(k);
             }
+        }
+        if let Some(d) = self.drain_deadline() {
+            t = t.min(d);
         }
         // No snapshot is started or stepped while down or read-only (see `handle_timeout`): one
         // due then must not read as a deadline already passed, or the driver would spin on it

@@ -10,13 +10,14 @@
 //! (taken by the connection reader before the request reaches the core).
 
 use super::conns::ConnId;
+use bytes::Bytes;
 use hashbrown::HashMap;
 use std::collections::VecDeque;
 use zk_proto::{OpCode, Request, RequestError};
 use zk_tree::SessionId;
 
 /// A write waiting for its commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingWrite {
     /// The connection to answer.
     pub conn: ConnId,
@@ -26,6 +27,20 @@ pub struct PendingWrite {
     pub op: OpCode,
     /// When it was received, µs on the driver's monotonic clock.
     pub received_us: u64,
+    /// A learner's forwarded request: its body as the client sent it, to forward it again to
+    /// the next leader if its leader hands over without proposing it. Empty on a leader.
+    pub raw: Bytes,
+    /// A learner's forwarded request: how many identities its connection had when it was sent
+    /// (they only grow, by addauth or SASL): one added since means it cannot be sent again as it
+    /// was.
+    pub auth_len: u32,
+}
+
+impl PendingWrite {
+    /// A write of this server's own client (proposed here, never forwarded again).
+    pub fn own(conn: ConnId, cxid: i32, op: OpCode, received_us: u64) -> PendingWrite {
+        PendingWrite { conn, cxid, op, received_us, raw: Bytes::new(), auth_len: 0 }
+    }
 }
 
 /// A read waiting for an earlier write of its session.
@@ -80,11 +95,10 @@ impl SessionQueues {
     pub fn complete_write(&mut self, sid: SessionId, cxid: i32) -> Option<PendingWrite> {
         let q = self.queues.get_mut(&sid)?;
         match q.front() {
-            Some(Pending::Write(w)) if w.cxid == cxid => {
-                let w = *w;
-                q.pop_front();
-                Some(w)
-            }
+            Some(Pending::Write(w)) if w.cxid == cxid => match q.pop_front() {
+                Some(Pending::Write(w)) => Some(w),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -123,6 +137,17 @@ impl SessionQueues {
         self.queues.remove(&sid).map_or_else(Vec::new, Vec::from)
     }
 
+    /// Whether every write queued for the session was sent while its connection had `auth_len`
+    /// identities.
+    pub fn writes_sent_with(&self, sid: SessionId, auth_len: u32) -> bool {
+        self.queues.get(&sid).is_none_or(|q| {
+            q.iter().all(|p| match p {
+                Pending::Write(w) => w.auth_len == auth_len,
+                Pending::Read(_) => true,
+            })
+        })
+    }
+
     /// Puts back a queue [`Self::take_session`] took.
     pub fn put_session(&mut self, sid: SessionId, q: Vec<Pending>) {
         if !q.is_empty() {
@@ -146,7 +171,7 @@ mod tests {
     use super::*;
 
     fn w(cxid: i32) -> PendingWrite {
-        PendingWrite { conn: 1, cxid, op: OpCode::SetData, received_us: 0 }
+        PendingWrite::own(1, cxid, OpCode::SetData, 0)
     }
     fn r(xid: i32) -> PendingRead {
         PendingRead { conn: 1, xid, op: OpCode::GetData.code(), body: Ok(Request::Ping), received_us: 0 }

@@ -28,9 +28,10 @@ impl ServerCore {
             return;
         };
         let learner = matches!(self.role, Role::Learner { .. });
-        if learner {
-            // The leader decides expiry: it hears of this session in the next PING reply.
-            if let Some(c) = self.conns.get(conn) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.last_request_ms = now.mono_ms();
+            if learner {
+                // The leader decides expiry: it hears of this session in the next PING reply.
                 self.touched.insert(sid, c.timeout_ms);
             }
         }
@@ -148,7 +149,7 @@ impl ServerCore {
             let hdr = TxnHeader { client_id: sid, cxid: xid, zxid, time: now.wall_ms, txn_type };
             self.propose(Proposal::new(hdr, txn, false));
             if !queued {
-                self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
+                self.queues.push_write(sid, PendingWrite::own(conn, xid, opcode, received_us));
             }
         }
     }
@@ -182,24 +183,40 @@ impl ServerCore {
         let opcode = OpCode::from_i32(op).unwrap_or(OpCode::Error);
         // A request that decoded goes to the leader as the client sent it; one that did not goes
         // empty (the leader finds it undecodable too, and logs the failed write as Apache does).
-        let body = match &body {
-            Ok(Request::Sync(r)) => {
-                self.syncs_forwarded.push_back((sid, xid));
+        if opcode == OpCode::Sync {
+            // Every sync forwarded is answered by one SYNC, in order, whether its body decoded
+            // or not (an undecodable one is answered with an empty path): the answers are matched
+            // by their place in this queue.
+            self.syncs_forwarded.push_back((sid, xid));
+            if let Ok(Request::Sync(r)) = &body {
                 self.sync_paths.insert((sid, xid), r.path.clone());
-                raw
             }
-            Ok(_) => raw,
-            Err(_) => Bytes::new(),
-        };
-        let auth = self.conns.get(conn).map(|c| c.auth.ids.clone()).unwrap_or_default();
-        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us });
-        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body, auth });
+        }
+        let sent = if body.is_ok() { raw.clone() } else { Bytes::new() };
+        let (auth, auth_len) =
+            self.conns.get(conn).map(|c| (c.auth.ids.clone(), c.auth_len())).unwrap_or_default();
+        // The body is kept (a slice of the bytes received, no copy) until the commit comes, in
+        // case the leader hands over without proposing it (`kept.rs`).
+        self.queues.push_write(sid, PendingWrite { conn, cxid: xid, op: opcode, received_us, raw, auth_len });
+        self.actions.push_back(Action::Forward { session: sid, cxid: xid, op, body: sent, auth });
+    }
+
+    /// A commit (or a learner's sync answer) of (`sid`, `cxid`): takes the write its session's
+    /// queue waits on first, if it is that one. One that is not, while the session has requests
+    /// queued, means the queue no longer says what was committed: the session is marked
+    /// (`queue_desync`), and `kept.rs` forwards nothing of it again.
+    pub(super) fn complete_queued_write(&mut self, sid: SessionId, cxid: i32) -> Option<PendingWrite> {
+        let answered = self.queues.complete_write(sid, cxid);
+        if answered.is_none() && !self.queues.is_idle(sid) {
+            self.queue_desync.insert(sid);
+        }
+        answered
     }
 
     /// Learner: the leader answered a forwarded sync: answer the client, in its session's order.
     pub(super) fn complete_sync(&mut self, now: Now, sid: SessionId, cxid: i32) {
         let path = self.sync_paths.remove(&(sid, cxid)).unwrap_or_default();
-        if let Some(w) = self.queues.complete_write(sid, cxid) {
+        if let Some(w) = self.complete_queued_write(sid, cxid) {
             let last = self.db.last_applied_zxid();
             self.reply(w.conn, ReplyHeader { xid: cxid, zxid: last, err: 0 }, &Body::Path(path));
             self.run_ready_reads(now, sid);

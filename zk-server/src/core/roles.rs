@@ -16,6 +16,7 @@ impl ServerCore {
     pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
         let was = self.role;
         let contact = self.leader_contact_ms.take();
+        let unproposed = self.unproposed_through.take();
         if role != was {
             info!("role: {:?} -> {role:?}", self.role);
             // A handover that went through: the requests its own clients sent meanwhile (never
@@ -25,12 +26,13 @@ impl ServerCore {
             self.end_hold();
             let serving = matches!(was, Role::Leader { .. } | Role::Learner { .. });
             if role == Role::Down && serving && self.settings.keep_clients {
-                self.keep_clients(now, contact);
+                self.keep_clients(now, contact, unproposed);
             } else if !(was == Role::Down && self.kept.is_some() && self.serves_kept(role)) {
                 self.drop_kept();
                 self.drop_clients();
             }
             self.carry_into_kept(carried);
+            self.queue_desync.clear();
             // A read-only term's sessions end with it.
             for (sid, _) in self.ro_sessions.drain() {
                 self.db.expiry_mut().remove(sid);
@@ -138,9 +140,10 @@ impl ServerCore {
     }
 
     /// Whether client connections are taken: not while down, nor while leading with
-    /// `leaderServes=no`, nor while a restore waits or a leader hands over.
+    /// `leaderServes=no`, nor while a restore waits, a leader hands over or a member stopping
+    /// moves its clients away.
     pub(super) fn serves_clients(&self) -> bool {
-        if self.restore_pending() || self.writes_held {
+        if self.restore_pending() || self.writes_held || self.drain_until.is_some() {
             return false;
         }
         match self.role {
@@ -291,14 +294,15 @@ impl ServerCore {
             return;
         }
         let Some(zxid) = self.next_zxid(now) else { return };
-        let txn = self.db.prep_create_session(session, timeout_ms);
-        let hdr = TxnHeader {
-            client_id: session,
-            cxid,
-            zxid,
-            time: now.wall_ms,
-            txn_type: OpCode::CreateSession.code(),
+        let (txn, txn_type) = if self.db.sessions().contains(session) {
+            // A createSession sent by a client after its handshake (its session exists): as the
+            // leader's own clients' is, a write whose body does not decode (Apache logs it as a
+            // failed write); the learner answers it in its session's order.
+            (Txn::Error(ErrorTxn { err: ErrorCode::MarshallingError.code() }), OpCode::Error)
+        } else {
+            (self.db.prep_create_session(session, timeout_ms), OpCode::CreateSession)
         };
+        let hdr = TxnHeader { client_id: session, cxid, zxid, time: now.wall_ms, txn_type: txn_type.code() };
         self.propose(Proposal::new(hdr, txn, true));
     }
 }

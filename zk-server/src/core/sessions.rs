@@ -42,6 +42,7 @@ impl ServerCore {
                 stats,
                 timeout_ms,
                 sasl: None,
+                last_request_ms: now.mono_ms(),
             },
         );
         if req.last_zxid_seen > self.db.last_applied_zxid() {

@@ -332,7 +332,7 @@ impl ServerCore {
         }
         let closed = matches!(applied.outcome, Outcome::SessionClosed);
         if !p.internal {
-            if let Some(w) = self.queues.complete_write(sid, p.hdr.cxid) {
+            if let Some(w) = self.complete_queued_write(sid, p.hdr.cxid) {
                 let (err, mut body) = write_reply(w.op, &applied.outcome);
                 if let (OpCode::Reconfig, Body::Stat(stat)) = (w.op, &body) {
                     // A reconfig answers with the configuration it installed and its stat.

@@ -116,6 +116,7 @@ impl EnsembleSettings {
                 standalone_enabled: cfg.standalone_enabled,
                 snap_step_items: crate::node::replica::SNAP_STEP_ITEMS,
                 sync_piece_bytes: zk_quorum::zab::DEFAULT_SYNC_PIECE_BYTES,
+                sync_piece_packets: zk_quorum::zab::DEFAULT_SYNC_PIECE_PACKETS,
             },
             election_listen: mine(me.election_port)?,
             election_peers,

@@ -167,6 +167,8 @@ pub struct ReplicaConfig {
     /// A learner's sync traffic handed to its connection before the leader waits for it to
     /// drain, bytes (zk-quorum's default unless a test wants many pieces).
     pub sync_piece_bytes: u64,
+    /// ... and packets (zk-quorum's default unless a test wants pieces bounded by their count).
+    pub sync_piece_packets: usize,
 }
 
 /// Where the log stands, as the node knows it: what it starts at and what is durable.
@@ -982,6 +984,8 @@ impl Replica {
         cfg.config_string = Bytes::from(self.cfg.config.to_config_string());
         cfg.committed_log_max = self.cfg.committed_log_max;
         cfg.sync_piece_bytes = self.cfg.sync_piece_bytes.max(1);
+        // A PROPOSAL and its COMMIT at least.
+        cfg.sync_piece_packets = self.cfg.sync_piece_packets.max(2);
         cfg.reconfig_enabled = self.cfg.reconfig_enabled;
         if let Some(p) = &self.pending {
             cfg.pending_verifier = Some(QuorumVerifier::from_config(p));
@@ -1088,6 +1092,7 @@ impl Replica {
 
     fn peer_closed(&mut self, now: Now, conn: PeerConn, why: &str) {
         self.conns.remove(&conn);
+        self.watching.remove(&conn);
         self.parked.retain(|(c, _)| *c != conn);
         let ms = now.mono_ms();
         match &mut self.state {
@@ -1225,6 +1230,7 @@ impl Replica {
             LeaderAction::Close { conn, reason } => {
                 info!("closing learner connection {conn}: {reason}");
                 self.conns.remove(&conn);
+                self.watching.remove(&conn);
                 self.out.push_back(Output::ClosePeer { conn });
             }
             LeaderAction::PersistAcceptedEpoch(e) => self.persist_epoch(EpochFile::Accepted, e),
@@ -1366,6 +1372,9 @@ impl Replica {
                 None => self.look("undecodable commit", now, false),
             },
             LearnerAction::SyncDone => self.for_core.push_back(CoreChange::Event(Event::SyncDone)),
+            LearnerAction::Unproposed { through } => {
+                self.for_core.push_back(CoreChange::Event(Event::Unproposed { through }))
+            }
             LearnerAction::Revalidated { session, valid } => {
                 debug!("session 0x{session:x} revalidated: {valid}");
                 self.for_core.push_back(CoreChange::Event(Event::Revalidated { session, valid }));
@@ -1621,6 +1630,7 @@ impl Replica {
                     "handover: server {} did not acknowledge the handover's proposal; leaving anyway",
                     h.to
                 );
+                self.tell_unproposed();
                 self.look("handover unacknowledged", now, false);
                 return true;
             }
@@ -1681,11 +1691,36 @@ impl Replica {
         false
     }
 
+    /// A leader leaving after its handover's proposal: tells its learners that what they
+    /// forwarded and have not seen committed was never proposed (the core drops the requests it
+    /// held), so that they forward it again to the next leader. The packets go out before the
+    /// connections close (each connection's writer sends what it was given first).
+    fn tell_unproposed(&mut self) {
+        let State::Leading(l) = &mut self.state else { return };
+        let told = l.tell_unproposed();
+        let mut sends = Vec::new();
+        while let Some(a) = l.poll_action() {
+            sends.push(a);
+        }
+        for a in sends {
+            match a {
+                LeaderAction::Send { conn, packet } => {
+                    self.out.push_back(Output::SendPacket { conn, packet })
+                }
+                other => debug!("leaving the leadership: {other:?} not carried out"),
+            }
+        }
+        if told > 0 {
+            info!("handover: told {told} learners to forward again what they sent while it was held");
+        }
+    }
+
     /// The successor logged the handover's proposal: it alone holds the highest zxid. This
     /// server leaves its role and votes for it in the election that follows.
     fn handover_acked(&mut self, sid: i64, zxid: i64, now: Now) {
         let Some(h) = self.handover.filter(|h| h.to == sid && h.proposed == Some(zxid)) else { return };
         info!("handover: server {} acknowledged 0x{zxid:x}; leaving the leadership to it", h.to);
+        self.tell_unproposed();
         let epoch = self.epochs.1;
         self.look_voting("handed over", now, false, Some((sid, zxid, epoch)));
     }

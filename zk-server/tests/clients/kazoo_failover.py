@@ -5,13 +5,14 @@ test writes "leader" or "follower" into, whether the session was on the leader, 
 The client keeps one session across the leader's death: its lock, its election candidacy, its
 ephemeral and its watch all carry on after it reconnects to a survivor. Prints one line per check;
 exits non-zero on the first failure."""
-import os
 import sys
 import threading
 import time
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
+
+from leader_death import await_kill, watch_for
 
 hosts, kill_marker, killed_marker = sys.argv[1], sys.argv[2], sys.argv[3]
 zk = KazooClient(hosts=hosts, timeout=15)
@@ -24,17 +25,7 @@ zk.ensure_path("/app")
 lock = zk.Lock("/app/lock", "me")
 assert lock.acquire(timeout=10), "lock"
 zk.create("/app/member", b"alive", ephemeral=True)
-seen = threading.Event()
-changes = []
-
-
-@zk.DataWatch("/app/config")
-def on_config(data, stat):
-    changes.append(data)
-    if data == b"after":
-        seen.set()
-
-
+seen, changes = watch_for(zk, "/app/config", b"after")
 zk.create("/app/config", b"before")
 election = zk.Election("/app/election", "me")
 leading = threading.Event()
@@ -53,13 +44,7 @@ print("before: lock held, member, leading, watching")
 
 # Ask the test to kill the leader; wait until it did.
 before = len(states)
-with open(kill_marker + ".tmp", "w") as f:
-    f.write(f"{session:x}")
-os.rename(kill_marker + ".tmp", kill_marker)
-deadline = time.time() + 30
-while not os.path.exists(killed_marker):
-    assert time.time() < deadline, "the test did not kill the leader"
-    time.sleep(0.05)
+on_leader = await_kill(session, kill_marker, killed_marker) == "leader"
 
 # Writes succeed once the client is connected to a survivor; the session is the same.
 deadline = time.time() + 30
@@ -75,8 +60,6 @@ assert zk.client_id[0] == session, "the session survived"
 # found a survivor; connected to a zkrs follower, it was kept through the election and saw no
 # change of state at all.
 later = states[before:]
-with open(killed_marker) as f:
-    on_leader = f.read() == "leader"
 if on_leader:
     assert KazooState.SUSPENDED in later and states[-1] == KazooState.CONNECTED, states
 else:

@@ -7,12 +7,12 @@ A zkrs follower keeps the connection of a client with nothing in flight through 
 keep its session, have its first request after the kill answered without an error (no retry
 here: ConnectionLoss fails the script), and get the event of its data watch for a change made
 after the election. Prints one line per check; exits non-zero on the first failure."""
-import os
 import sys
-import threading
 import time
 
 from kazoo.client import KazooClient
+
+from leader_death import await_kill, watch_for
 
 host, kill_marker, killed_marker = sys.argv[1], sys.argv[2], sys.argv[3]
 # A 15 s session: the follower keeps the connection for up to 5 s of election.
@@ -25,26 +25,11 @@ session = zk.client_id[0]
 zk.ensure_path("/kept")
 zk.create("/kept/member", b"alive", ephemeral=True)
 zk.create("/kept/config", b"before")
-seen = threading.Event()
-changes = []
-
-
-@zk.DataWatch("/kept/config")
-def on_config(data, stat):
-    changes.append(data)
-    if data == b"after":
-        seen.set()
-
+seen, changes = watch_for(zk, "/kept/config", b"after")
 
 print("before: connected to one follower, ephemeral, watching")
 before = len(states)
-with open(kill_marker + ".tmp", "w") as f:
-    f.write(f"{session:x}")
-os.rename(kill_marker + ".tmp", kill_marker)
-deadline = time.time() + 30
-while not os.path.exists(killed_marker):
-    assert time.time() < deadline, "the test did not kill the leader"
-    time.sleep(0.05)
+await_kill(session, kill_marker, killed_marker)
 
 # The first request after the kill: held by the follower while it elects, then answered.
 t0 = time.time()

@@ -23,18 +23,23 @@ pub fn drain(c: &mut ServerCore) -> Vec<Action> {
 
 /// A client's handshake for a new session on connection 1 at `at` ms; returns what the core did.
 pub fn connect(c: &mut ServerCore, at: u64) -> Vec<Action> {
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        time_out: 30_000,
-        session_id: 0,
-        passwd: Bytes::from_static(&[0; 16]),
-        read_only: Some(false),
-    };
+    let req = new_session_request();
     let remote = "127.0.0.1:5000".parse().expect("address");
     c.handle(
         now(at),
         Event::Connect { conn: 1, remote, req, ids: vec![], stats: Arc::new(ConnStats::new()) },
     );
     drain(c)
+}
+
+/// A handshake asking for a new session of 30 s.
+pub fn new_session_request() -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        time_out: 30_000,
+        session_id: 0,
+        passwd: Bytes::from_static(&[0; 16]),
+        read_only: Some(false),
+    }
 }

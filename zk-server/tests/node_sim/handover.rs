@@ -148,6 +148,38 @@ fn a_handover_under_write_load_loses_nothing() {
     });
 }
 
+/// Three handovers under write load, no fault: no client operation ends without its answer.
+/// The leader's own clients keep their connections and their held writes go to the successor;
+/// a follower's clients keep theirs too, and what their server forwarded while the leader held
+/// it (never proposed, as the leader tells its learners when it leaves) goes again to the new
+/// leader. Each operation is answered once (the world's checks: nothing applied twice, every
+/// key's history linearizable).
+#[test]
+fn a_handover_under_write_load_fails_no_client_operation() {
+    seeded("a_handover_under_write_load_fails_no_client_operation", busy, |w, seed| {
+        w.start();
+        let (mut l, mut e) = leader_now(w)?;
+        w.run_for(2_000 + seed % 700);
+        let (unknown, answered) = (w.rec.unknown, w.rec.answered);
+        for _ in 0..3 {
+            let (d, next) = hand_over_and_check(w, l, e, None)?;
+            (l, e) = (d, next);
+            w.run_for(500 + seed % 500);
+        }
+        w.run_for(crate::client::OP_TIMEOUT_MS);
+        if w.rec.unknown != unknown {
+            return Err(format!(
+                "{} client operations ended without an answer across three handovers",
+                w.rec.unknown - unknown
+            ));
+        }
+        if w.rec.answered <= answered {
+            return Err("no operation answered across the handovers".into());
+        }
+        w.finish_now()
+    });
+}
+
 /// Where the successor dies in [`a_handover_whose_successor_dies_loses_nothing`].
 #[derive(Debug, Clone, Copy)]
 enum Death {

@@ -347,9 +347,11 @@ impl World {
                 read_only_mode: false,
                 reconfig_enabled: p.reconfig,
                 standalone_enabled: false,
-                // Small trees streamed in many steps and pieces, so a SNAP is fuzzy.
+                // Small trees streamed in many steps and pieces, so a SNAP is fuzzy; a DIFF's
+                // pieces bounded by their bytes or (two seeds in three) by their packets.
                 snap_step_items: 8,
                 sync_piece_bytes: 2048,
+                sync_piece_packets: [6, 16, 1024][(seed % 3) as usize],
             };
             let spec = ServerSpec { extra_cfg: extra.clone(), replica };
             let mut s = Server::new(sid, spec, rng.gen());

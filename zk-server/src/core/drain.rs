@@ -1,0 +1,98 @@
+//! A member of an ensemble asked to stop (SIGTERM) moves its clients to the other members before
+//! it goes, so that a rolling restart fails none of their requests.
+//!
+//! ZooKeeper's client protocol has no word for "go elsewhere": a client learns it when its
+//! connection closes, and every request it had sent that was not answered then fails
+//! (ConnectionLoss). A client with nothing outstanding only reconnects, to another member of
+//! its connect string, keeping its session and watches. So the member takes no new connection and
+//! closes each one at a moment it is quiet: the session has nothing queued or in flight here (its
+//! answers are written before the close), and no request has come from it for
+//! [`DRAIN_QUIET_MS`]: a client between two requests, not one in the middle of a burst. Whatever is
+//! still open at the deadline is closed then (a client that never pauses loses what it had
+//! sent, as with Apache's servers, which close everything at once). The driver waits for this
+//! before a leader hands its leadership over (`handover.rs`) and before the process exits.
+//! A standalone server does not drain: there is nowhere else for its clients to go.
+
+use super::*;
+
+/// How long a connection must have sent nothing, with nothing of its session waiting here,
+/// before a member that is stopping closes it: long enough that a client issuing requests
+/// back to back is not cut between two, short enough that every client that pauses at all is
+/// moved within a few of its pauses.
+pub const DRAIN_QUIET_MS: u64 = 20;
+
+impl ServerCore {
+    /// Starts moving the clients away (see the module docs): no new connection is taken, and
+    /// each is closed once quiet, the rest at `now + within_ms`. Only while leading or following
+    /// with clients connected; returns whether it started (or was under way).
+    pub fn drain_clients(&mut self, now: Now, within_ms: u64) -> bool {
+        if self.drain_until.is_some() {
+            return true;
+        }
+        if !matches!(self.role, Role::Leader { .. } | Role::Learner { .. }) || self.conns.is_empty() {
+            return false;
+        }
+        info!(
+            "stopping: moving {} client connections to the other members (each closed once quiet, \
+             within {within_ms} ms)",
+            self.conns.len()
+        );
+        self.drain_until = Some(now.mono_ms().saturating_add(within_ms));
+        self.step_drain(now.mono_ms());
+        true
+    }
+
+    /// Client connections open.
+    pub fn client_connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Closes the connections that are quiet, or all of them once the time is up.
+    pub(super) fn step_drain(&mut self, ms: u64) {
+        let Some(until) = self.drain_until else { return };
+        let all = ms >= until;
+        let waiting = self.conns_waiting_for_leader();
+        let mut due: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(id, c)| {
+                all || (c.session.is_some_and(|sid| self.queues.is_idle(sid))
+                    && !waiting.contains(id)
+                    && !self.is_kept(*id)
+                    && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS)
+            })
+            .map(|(id, _)| id)
+            .collect();
+        due.sort_unstable();
+        if all && !due.is_empty() {
+            info!("stopping: {} client connections still busy are closed", due.len());
+        }
+        for conn in due {
+            self.close_kept(conn);
+        }
+        if all {
+            self.forget_client_queues();
+        }
+        // The next look: when the first connection left would have been quiet long enough, or,
+        // for one quiet already but still waiting for an answer, a moment from now.
+        let next = self
+            .conns
+            .iter()
+            .map(|(_, c)| {
+                let quiet = c.last_request_ms.saturating_add(DRAIN_QUIET_MS);
+                if quiet > ms {
+                    quiet
+                } else {
+                    ms.saturating_add(DRAIN_QUIET_MS)
+                }
+            })
+            .min();
+        // None left: nothing more to do (no new connection is taken).
+        self.drain_next_ms = next.map_or(u64::MAX, |n| n.min(until));
+    }
+
+    /// When [`Self::step_drain`] next has something to do.
+    pub(super) fn drain_deadline(&self) -> Option<u64> {
+        self.drain_until.map(|_| self.drain_next_ms)
+    }
+}
