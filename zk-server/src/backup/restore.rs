@@ -321,7 +321,7 @@ fn step(what: String) -> Result<(), BackupError> {
         let fail = INSTALL_STEPS.with(|s| {
             let mut s = s.borrow_mut();
             s.0.push(what.clone());
-            s.1.as_deref().is_some_and(|f| what.starts_with(f))
+            s.1.as_deref().is_some_and(|f| f.split('|').any(|f| what.starts_with(f)))
         });
         if fail {
             return Err(BackupError::Io {
@@ -340,7 +340,7 @@ type KillWatch = Box<dyn FnMut(&str)>;
 
 #[cfg(test)]
 thread_local! {
-    /// The steps [`install`] took, and the first one to fail (by prefix).
+    /// The steps [`install`] took, and the ones to fail (by prefix, several split by `|`).
     static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
         const { std::cell::RefCell::new((Vec::new(), None)) };
     /// Called before each step of [`install`] (with its name), to look at the directories as a
@@ -367,7 +367,9 @@ fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
 /// once the data directory's moves are synced. When a step fails, every rename done is undone
 /// (the old directories come back) before the error is returned: first this restore's own
 /// [`RESTORE_FINISHED`] is removed (and the directory synced) if it was written, then the
-/// separate dataLogDir's log comes back and is synced before the snapshots, and the earlier
+/// result moved in goes back to staging and the data directory is synced before the separate
+/// dataLogDir's log comes back (nothing old comes back beside a result that cannot be moved
+/// out, nor when that sync fails), then that log is synced before the snapshots, and the earlier
 /// restore's [`RESTORE_FINISHED`] comes back last, once everything else is back and synced, and
 /// only then (see [`prepare_out`]); left aside, it makes a server refuse to start there on an
 /// empty tree or without its log, the safe side.
@@ -416,8 +418,36 @@ fn install(
     let separate_log = separate.map(|l| l.join(zk_log::LOG_DIR_NAME));
     let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
     let mut log_back_unsynced = false;
+    let mut moved_out_unsynced = false;
+    // Once something cannot be moved back safely, nothing after it is: why.
+    let mut halted: Option<String> = None;
     let mut stuck = Vec::new();
     for (from, to) in others.iter().rev() {
+        // The result moved in (into the data directory) goes back to staging first.
+        let moved_in = from.parent() == Some(staging);
+        if let Some(why) = &halted {
+            stuck.push(format!("{} (to {}): not moved back, since {why}", to.display(), from.display()));
+            continue;
+        }
+        // The restored snapshot's move back out is made durable before the old log comes back on
+        // the other file system: a power loss would otherwise leave it in place beside the old
+        // log, replayed onto it (a mixed tree). Both stay aside when that sync fails: a server
+        // refuses there.
+        if let (true, true, Some(l)) = (moved_out_unsynced, Some(from) == separate_log.as_ref(), separate) {
+            let synced = step(format!("sync {} (moved out)", out.display())).and_then(|_| sync_dir(out));
+            if let Err(u) = synced {
+                let why = format!(
+                    "syncing {} after the restored data was moved out of it failed ({u}), and the old log in \
+                     {} may not come back beside the restored snapshot",
+                    out.display(),
+                    l.display()
+                );
+                stuck.push(format!("{} (to {}): not moved back, since {why}", to.display(), from.display()));
+                halted = Some(why);
+                continue;
+            }
+            moved_out_unsynced = false;
+        }
         if let (true, true, Some(l)) = (*from == snaps, log_back_unsynced, separate) {
             let synced = step(format!("sync {}", l.display())).and_then(|_| sync_dir(l));
             if let Err(u) = synced {
@@ -434,8 +464,22 @@ fn install(
         let back = step(format!("back {}", from.display()))
             .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)));
         match back {
-            Err(u) => stuck.push(format!("{} (to {}): {u}", to.display(), from.display())),
-            Ok(()) => log_back_unsynced |= separate_log.as_ref() == Some(from),
+            Err(u) => {
+                stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
+                // The result left in place: no old directory may come back beside it (an old log
+                // would be replayed onto the restored snapshot).
+                if moved_in {
+                    halted = Some(format!(
+                        "the restored {} could not be moved out of {}",
+                        to.display(),
+                        out.display()
+                    ));
+                }
+            }
+            Ok(()) => {
+                log_back_unsynced |= separate_log.as_ref() == Some(from);
+                moved_out_unsynced |= moved_in;
+            }
         }
     }
     let mut synced = sync_dirs(out, log_out);
@@ -469,7 +513,7 @@ fn install(
         format!(", then, last, {} to {}", to.display(), from.display())
     });
     Err(BackupError::Refused(format!(
-        "{e}; then moving back failed for {}: move them back by hand{stamp} before starting a server there",
+        "{e}; then moving back failed for {}: move them back by hand, in this order{stamp}, before starting a server there",
         stuck.join(", ")
     )))
 }
@@ -1742,6 +1786,60 @@ mod tests {
                 assert_eq!(names(&out), ["zkrs-snap"]);
                 assert_eq!(names(&logs), ["zkrs-log"]);
             }
+        }
+    }
+
+    /// Review 11, finding 1: with a separate dataLogDir, a rollback that moved the restored
+    /// snapshot back out of the data directory (a failure at or after the finished stamp) syncs
+    /// the data directory before the old log comes back on the other file system: a power loss
+    /// cannot leave the restored snapshot in place beside the old log, replayed onto it. When
+    /// that sync fails, the old log and snapshots both stay aside.
+    #[test]
+    fn a_rollback_syncs_the_restored_snapshots_move_out_before_the_old_log_comes_back() {
+        let f = archived_1_to_5();
+        for fail in ["finished", "finished sync", "finished|sync", "finished|back"] {
+            let name = fail.replace([' ', '|'], "-");
+            let out = f.dir.path().join(format!("out-{name}"));
+            let logs = f.dir.path().join(format!("logs-{name}"));
+            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
+            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
+            let sync_moved_out = format!("sync {} (moved out)", out.display());
+            // The last case fails the rollback's sync too (by its own name).
+            // The last fails moving the restored snapshot back out: then nothing old comes back
+            // beside it.
+            let staged = out.join(STAGING_NAME).join(zk_log::snapshot::SNAP_DIR_NAME);
+            let fail = fail
+                .replace("|sync", &format!("|{sync_moved_out}"))
+                .replace("|back", &format!("|back {}", staged.display()));
+            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(&fail));
+            assert!(!ok, "{fail}: {steps:?}");
+            let at = |s: String| steps.iter().position(|t| *t == s);
+            let moved_out = at(format!("back {}", staged.display())).unwrap_or_else(|| panic!("{steps:?}"));
+            let log_back = at(format!("back {}", logs.join(zk_log::LOG_DIR_NAME).display()));
+            if fail.contains('|') {
+                // Both stay aside: the server refuses there (no log, its asides uncovered), on the
+                // restored snapshot or on none.
+                assert_eq!(log_back, None, "{steps:?}");
+                assert_eq!(out.join("zkrs-snap").exists(), fail.contains("|back"), "{:?}", names(&out));
+                assert!(
+                    !steps.iter().any(|s| *s == format!("back {}", out.join("zkrs-snap").display())),
+                    "{steps:?}"
+                );
+                assert!(
+                    names(&logs).iter().all(|n| n.starts_with("zkrs-log.before-restore-")),
+                    "{:?}",
+                    names(&logs)
+                );
+                assert!(unfinished_restore(&out, &logs).is_some(), "{:?}", names(&out));
+                continue;
+            }
+            let log_back = log_back.unwrap_or_else(|| panic!("{steps:?}"));
+            assert!(
+                moved_out < log_back && steps[moved_out..log_back].contains(&sync_moved_out),
+                "{fail}: {steps:?}"
+            );
+            assert_eq!(names(&out), ["zkrs-snap"], "{fail}");
+            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
         }
     }
 
