@@ -55,13 +55,15 @@ pub enum StartError {
     /// stopped (a kill, a power loss) after it moved the old data aside and before it moved its
     /// result in. Serving the empty tree would look like data loss. (A restore by an older build
     /// records no finish: data emptied on purpose after one is refused as well, and the message
-    /// says how to go on.)
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, and the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}): the restore stopped before it moved its result in (run the restore again, or rename {moved} back without its `.before-restore-…` suffix to start on the data it held), or the data was emptied on purpose after a restore that did not record its finish (an older build's, or one cut off right after it moved its result in): then move {moved} out of the directory and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
+    /// says how to go on.) The refused start leaves no directory it created.
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}). If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}`. If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
     UnfinishedRestore {
         /// The directory.
         dir: std::path::PathBuf,
         /// What was moved aside there.
         moved: String,
+        /// The shell commands that put back what the newest restore moved aside.
+        back: String,
     },
     /// The log holds no transaction while the server loaded a snapshot, and dataDir or
     /// dataLogDir holds what `zkrs-server restore --force` moved aside that no finished restore
@@ -69,8 +71,9 @@ pub enum StartError {
     /// old snapshots and the old log, or while moving them back (a separate dataLogDir is another
     /// file system, whose renames a power loss can leave undone in another order), and the log
     /// of the snapshot in place may be the one moved aside. Starting would serve the snapshot's
-    /// tree without the transactions after it, and reuse their zxids.
-    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): the restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree; run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, rename {moved} back without its `.before-restore-…` suffix (in place of the empty {log}, and zkrs-snap too if it was moved aside)", finished = crate::backup::restore::RESTORE_FINISHED)]
+    /// tree without the transactions after it, and reuse their zxids. The refused start leaves
+    /// no directory it created.
+    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}`. If the snapshot in place is the result of a restore that finished without recording it (an older build's, which records no finish), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
     LogMovedAside {
         /// The server's log directory.
         log: std::path::PathBuf,
@@ -78,6 +81,21 @@ pub enum StartError {
         dir: std::path::PathBuf,
         /// What was moved aside there.
         moved: String,
+        /// The shell commands that put back what the newest restore moved aside.
+        back: String,
+    },
+    /// The server's `zkrs-snap` or `zkrs-log` holds a `zkrs-snap` or `zkrs-log` moved aside by
+    /// `zkrs-server restore --force` (renamed onto that directory once it existed, by hand),
+    /// where the server does not see it, while it would start with an empty tree, or on a
+    /// snapshot with a log holding no transaction.
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force` and then renamed into {dir} (a rename onto a directory that existed), where the server does not see it, and the server would start without it: move it back out with `{back}`, then start again (the server then says how to go on)")]
+    NestedRestoreAside {
+        /// The directory holding it.
+        dir: std::path::PathBuf,
+        /// What is in it.
+        moved: String,
+        /// The shell commands that move it back out.
+        back: String,
     },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
@@ -111,31 +129,70 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Refuses to start empty on a data directory whose restore stopped half done: the old
-/// `zkrs-snap` or `zkrs-log` moved aside (`<name>.before-restore-<ms>`), the result not moved in.
-/// Called only when the server would start with an empty tree: after a restore that finished,
-/// the directories moved aside stay beside the restored snapshot, which is no reason to refuse,
-/// and the restore's finished stamp in dataDir
+/// Refuses to start on what a restore that stopped half done left ([`StartError::UnfinishedRestore`]
+/// when the server would start with an empty tree, [`StartError::LogMovedAside`] when it loaded a
+/// snapshot and its log holds no transaction, [`StartError::NestedRestoreAside`] for either
+/// whose moves aside were renamed into the server's own directories), through
+/// [`unfinished_restore`](crate::backup::restore::unfinished_restore). Asked only in those two
+/// cases: after a restore that finished, the directories moved aside stay beside the restored
+/// snapshot, and the restore's finished stamp in dataDir
 /// ([`RESTORE_FINISHED`](crate::backup::restore::RESTORE_FINISHED)) covers them, so a directory
-/// emptied on purpose after it (a member wiped to resync from its leader) starts.
-fn refuse_unfinished_restore(settings: &Settings) -> Result<(), StartError> {
-    match crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root) {
-        Some((dir, moved)) => Err(StartError::UnfinishedRestore { dir, moved: moved.join(", ") }),
-        None => Ok(()),
-    }
+/// emptied on purpose after it (a member wiped to resync from its leader) starts. `log_dir`:
+/// the log holds no transaction while a snapshot was loaded. Called once the directories this
+/// start created are removed again, so that the commands named are exact.
+fn refuse_unfinished_restore(
+    settings: &Settings,
+    log_dir: Option<&std::path::Path>,
+) -> Result<(), StartError> {
+    use crate::backup::restore::{rename_back_commands, unfinished_restore};
+    let (snap_root, log_root) = (&settings.snap_root, &settings.log_root);
+    let Some(u) = unfinished_restore(snap_root, log_root) else { return Ok(()) };
+    let back = rename_back_commands(&u, snap_root, log_root).unwrap_or_default();
+    let moved = u.moved.join(", ");
+    Err(match (u.nested, log_dir) {
+        (true, _) => StartError::NestedRestoreAside { dir: u.dir, moved, back },
+        (false, Some(log)) => StartError::LogMovedAside { log: log.to_path_buf(), dir: u.dir, moved, back },
+        (false, None) => StartError::UnfinishedRestore { dir: u.dir, moved, back },
+    })
 }
 
-/// Refuses to start on a snapshot with a log (`log_dir`) that holds no transaction beside what
-/// an unfinished restore moved aside ([`StartError::LogMovedAside`]): the log may be the one
-/// moved aside. Called before the log is fitted to the snapshot, so a refused start changes
-/// nothing in it. After a restore that finished, its stamp covers what it moved aside, and a
-/// server that wrote anything since has a log that holds it.
-fn refuse_log_moved_aside(settings: &Settings, log_dir: &std::path::Path) -> Result<(), StartError> {
-    match crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root) {
-        Some((dir, moved)) => {
-            Err(StartError::LogMovedAside { log: log_dir.to_path_buf(), dir, moved: moved.join(", ") })
+/// The directories a start creates when it opens `zkrs-snap` and `zkrs-log` (and their parents
+/// when absent), deepest first: a refused start removes them again ([`remove_created`]).
+fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
+    let mut absent: Vec<std::path::PathBuf> = Vec::new();
+    for d in dirs {
+        for a in
+            d.ancestors().take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+        {
+            if !absent.iter().any(|x| x == a) {
+                absent.push(a.to_path_buf());
+            }
         }
-        None => Ok(()),
+    }
+    absent.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    absent
+}
+
+/// Removes the directories a refused start created (`created`, deepest first), each holding at
+/// most the lock file the start made, and syncs their parents, so that the refusal leaves the
+/// directories as the start found them (a rename back onto a directory the start created would
+/// move into it). One that holds anything else is left, with a warning.
+fn remove_created(created: &[std::path::PathBuf]) {
+    for d in created {
+        let _ = std::fs::remove_file(d.join(zk_log::LOCK_FILE));
+        match std::fs::remove_dir(d) {
+            Ok(()) => {
+                if let Some(parent) = d.parent() {
+                    if let Err(e) = std::fs::File::open(parent).and_then(|f| f.sync_all()) {
+                        warn!("syncing {} after removing {} failed: {e}", parent.display(), d.display());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                warn!("{} was created by this refused start and could not be removed: {e}", d.display())
+            }
+        }
     }
 }
 
@@ -173,6 +230,9 @@ pub async fn run(
         ..TreeConfig::default()
     };
     let snap_dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
+    // What this start creates, removed again when it refuses.
+    let created = absent_dirs(&[&snap_dir, &log_dir]);
     let snap_storage =
         snapshots::open_dir(&snap_dir).map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
     let ensemble = match ensemble {
@@ -183,7 +243,6 @@ pub async fn run(
         None => None,
     };
     let load_started = std::time::Instant::now();
-    let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
     // The log's recovery scan (every record's checksum) needs no database: it runs on a thread of
     // its own while this one loads the snapshot.
@@ -209,8 +268,14 @@ pub async fn run(
     let snap_loaded = std::time::Instant::now();
     let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
-    if log.first_zxid().is_none() && rec.start_zxid() != 0 {
-        refuse_log_moved_aside(&settings, &log_dir)?;
+    // Before the log is fitted to the snapshot: a refused start changes nothing in it.
+    if log.first_zxid().is_none()
+        && rec.start_zxid() != 0
+        && crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
+    {
+        drop((log, snap_storage));
+        remove_created(&created);
+        return refuse_unfinished_restore(&settings, Some(&log_dir));
     }
     let what = log_dir.display().to_string();
     crate::log::replay(&mut log, &mut rec, &what)
@@ -227,8 +292,15 @@ pub async fn run(
         txns_loaded: replayed,
     };
     if rec.last_zxid() == 0 {
-        refuse_apache_data(&settings)?;
-        refuse_unfinished_restore(&settings)?;
+        let refused = refuse_apache_data(&settings);
+        if refused.is_err()
+            || crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
+        {
+            drop((log, snap_storage));
+            remove_created(&created);
+            refused?;
+            return refuse_unfinished_restore(&settings, None);
+        }
     }
     // The core's clock starts here; sessions restored start their timeouts afresh on it, as
     // Apache does on loading.

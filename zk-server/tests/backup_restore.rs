@@ -473,6 +473,20 @@ fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
         said.contains("holds zkrs-log.before-restore-1700000000000, zkrs-snap.before-restore-1700000000000"),
         "{said}"
     );
+    // Review 11, finding 2: the refused start left nothing it created, and its commands put the
+    // old directories back (not into directories of the same name), where a server starts.
+    assert!(
+        !data.join("zkrs-snap").exists() && !data.join("zkrs-log").exists(),
+        "{:?}",
+        std::fs::read_dir(&data).unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>()
+    );
+    std::fs::write(data.join("zkrs-snap.before-restore-1700000000000").join("old"), b"old").unwrap();
+    run_said(&said, "to start on the data held before it, run `");
+    assert_eq!(std::fs::read(data.join("zkrs-snap").join("old")).unwrap(), b"old");
+    assert!(data.join("zkrs-log").is_dir());
+    let server = start_in(Target::Zkrs, dir, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
 }
 
 /// Review 10, finding 1: a forced restore with a separate dataLogDir (another file system, whose
@@ -524,13 +538,36 @@ fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
     // Refused before the log was touched: again, and the same once moved back.
     let said = refused(server.dir.path(), &cfg);
     assert!(said.contains("holds no transaction"), "{said}");
-    std::fs::remove_dir_all(logs.join("zkrs-log")).unwrap();
-    std::fs::rename(&aside, logs.join("zkrs-log")).unwrap();
+    // Review 11, finding 2: the refused start left no zkrs-log of its own, which a plain `mv`
+    // back would move into.
+    assert!(!logs.join("zkrs-log").exists(), "the refused start left {}", logs.join("zkrs-log").display());
+    // An older build's refused start did leave one (holding its lock file): a plain `mv` of the
+    // log moved aside nests it there, out of the server's sight. That is refused too, and
+    // following each message's commands literally leads to a start on every transaction.
+    std::fs::create_dir_all(logs.join("zkrs-log")).unwrap();
+    std::fs::write(logs.join("zkrs-log").join("LOCK"), b"").unwrap();
+    let st = Command::new("mv").arg(&aside).arg(logs.join("zkrs-log")).status().unwrap();
+    assert!(st.success());
+    let said = refused(server.dir.path(), &cfg);
+    assert!(said.contains("where the server does not see it"), "{said}");
+    run_said(&said, "move it back out with `");
+    let said = refused(server.dir.path(), &cfg);
+    assert!(said.contains("holds no transaction"), "{said}");
+    run_said(&said, "to start on the data held before it, run `");
     server.restart();
     let mut c = RawClient::connect(server.addr(), 30_000);
     for j in 0..5 {
         assert_eq!(c.exists(&format!("/after{j}"), false).err(), ErrorCode::Ok, "/after{j}");
     }
+}
+
+/// Runs the shell commands a refusal message `said` gives in backquotes right after `after`.
+fn run_said(said: &str, after: &str) {
+    let at = said.find(after).unwrap_or_else(|| panic!("no {after:?} in {said}"));
+    let rest = &said[at + after.len()..];
+    let cmd = &rest[..rest.find('`').unwrap_or_else(|| panic!("{said}"))];
+    let (ok, out, err) = run_command(Command::new("sh").arg("-c").arg(cmd));
+    assert!(ok, "{cmd}: {out} {err}");
 }
 
 /// After a restore that finished (its finished stamp in dataDir covers what it moved aside), a

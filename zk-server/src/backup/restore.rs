@@ -232,31 +232,124 @@ impl RestoreMarker {
 /// result was in), not when the data was emptied after a restore that finished.
 pub const RESTORE_FINISHED: &str = "zkrs-restore-finished";
 
-/// What a server starting empty on `snap_root` (its dataDir) and `log_root` (its dataLogDir)
-/// refuses: the first of the two directories holding a `zkrs-snap` or `zkrs-log` moved aside
-/// (`<name>.before-restore-<ms>`) that no [`RESTORE_FINISHED`] in `snap_root` covers (its
-/// stamp is older than theirs, or there is none), and their names, sorted. None: nothing to
-/// refuse. A stamp that does not parse (renamed by hand) is not known finished.
-pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<(PathBuf, Vec<String>)> {
-    let finished = restore_finished_stamp(snap_root);
-    for dir in [snap_root, log_root] {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
-        let mut moved: Vec<String> = entries
+/// What [`unfinished_restore`] found: a directory holding what a restore moved aside that no
+/// finished restore covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// The directory holding them.
+    pub dir: PathBuf,
+    /// Their names, sorted.
+    pub moved: Vec<String>,
+    /// They are inside the server's own `zkrs-snap` or `zkrs-log` (renamed onto that directory
+    /// once it existed, by hand), where the server does not see them.
+    pub nested: bool,
+}
+
+/// Whether `name` is a `zkrs-snap` or `zkrs-log` a restore moved aside, and its stamp's text.
+fn moved_dir_stamp(name: &str) -> Option<&str> {
+    [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
+        .iter()
+        .find_map(|d| name.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")))
+}
+
+/// What a server starting empty on `snap_root` (its dataDir) and `log_root` (its dataLogDir),
+/// or on a snapshot with a log holding no transaction, refuses: first a `zkrs-snap` or
+/// `zkrs-log` moved aside (`<name>.before-restore-<ms>`) found inside the `zkrs-snap` or
+/// `zkrs-log` of either (renamed onto an existing directory: the server would not see it,
+/// whatever its stamp), then the first of the two directories holding such a directory that no
+/// [`RESTORE_FINISHED`] in `snap_root` covers (its stamp is older than theirs, or there is
+/// none). None: nothing to refuse. A stamp that does not parse (renamed by hand) is not known
+/// finished.
+pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<Unfinished> {
+    let listed = |dir: &Path, keep: &dyn Fn(&str) -> bool| {
+        let mut moved: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| {
-                let stamp = [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
-                    .iter()
-                    .find_map(|d| n.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")));
-                stamp.is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
-            })
+            .filter(|n| keep(n))
             .collect();
         moved.sort();
+        moved
+    };
+    for root in [snap_root, log_root] {
+        for d in [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME] {
+            let dir = root.join(d);
+            let moved = listed(&dir, &|n| moved_dir_stamp(n).is_some());
+            if !moved.is_empty() {
+                return Some(Unfinished { dir, moved, nested: true });
+            }
+        }
+    }
+    let finished = restore_finished_stamp(snap_root);
+    for dir in [snap_root, log_root] {
+        let moved = listed(dir, &|n| {
+            moved_dir_stamp(n)
+                .is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
+        });
         if !moved.is_empty() {
-            return Some((dir.to_path_buf(), moved));
+            return Some(Unfinished { dir: dir.to_path_buf(), moved, nested: false });
         }
     }
     None
+}
+
+/// `p` as a shell word (quoted when it holds anything but plain characters).
+fn shell_word(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c)) {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The shell commands (joined by `&&`) that put back what the newest restore moved aside in
+/// `snap_root` (dataDir) and `log_root` (dataLogDir): every `<name>.before-restore-<ms>` of the
+/// newest stamp renamed back to `<name>`, a directory in its place first renamed
+/// `<name>.set-aside-<ms>` (the logs first, then the snapshots, the marker, and the finished
+/// stamp last). `mv -T` never moves into an existing directory. For `nested` directories (see
+/// [`Unfinished::nested`]), the commands move them back out one level, where a server start
+/// then names them. None: nothing to put back.
+pub fn rename_back_commands(u: &Unfinished, snap_root: &Path, log_root: &Path) -> Option<String> {
+    let mv = |from: &Path, to: &Path| format!("mv -T {} {}", shell_word(from), shell_word(to));
+    if u.nested {
+        let parent = u.dir.parent()?;
+        let cmds: Vec<String> = u.moved.iter().map(|n| mv(&u.dir.join(n), &parent.join(n))).collect();
+        return Some(cmds.join(" && "));
+    }
+    let roots: Vec<&Path> =
+        if same_dir(snap_root, log_root) { vec![snap_root] } else { vec![log_root, snap_root] };
+    let mut aside: Vec<(u128, PathBuf, String)> = Vec::new();
+    for root in &roots {
+        for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some((base, stamp)) = name.rsplit_once(".before-restore-") else { continue };
+            let Ok(stamp) = stamp.parse::<u128>() else { continue };
+            aside.push((stamp, root.join(&name), base.to_string()));
+        }
+    }
+    let newest = aside.iter().map(|(s, _, _)| *s).max()?;
+    let rank = |base: &str| match base {
+        b if b == zk_log::LOG_DIR_NAME => 0,
+        b if b == zk_log::snapshot::SNAP_DIR_NAME => 1,
+        b if b == RESTORE_MARKER => 2,
+        b if b == RESTORE_FINISHED => 4,
+        _ => 3,
+    };
+    let mut back: Vec<&(u128, PathBuf, String)> = aside.iter().filter(|(s, _, _)| *s == newest).collect();
+    back.sort_by_key(|(_, _, base)| rank(base));
+    let mut cmds = Vec::new();
+    for (_, from, base) in back {
+        let to = from.with_file_name(base);
+        // A file in the way is replaced by the rename; a directory (the restored snapshots, an
+        // empty log) is renamed out of the way first.
+        if std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
+            cmds.push(mv(&to, &to.with_file_name(format!("{base}.set-aside-{newest}"))));
+        }
+        cmds.push(mv(from, &to));
+    }
+    Some(cmds.join(" && "))
 }
 
 /// The key of the stamp in [`RESTORE_FINISHED`].
@@ -1841,6 +1934,64 @@ mod tests {
             assert_eq!(names(&out), ["zkrs-snap"], "{fail}");
             assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
         }
+    }
+
+    /// Review 11, findings 2 and 3: the commands a refusal gives put back exactly what the newest
+    /// restore moved aside (renaming a directory in the way out first, the finished stamp last;
+    /// only the stamp when it is all that restore moved), and a directory moved aside that was
+    /// renamed into the server's own `zkrs-log` is refused, and moved back out by its commands.
+    #[test]
+    fn the_commands_a_refusal_gives_put_back_what_the_newest_restore_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |cmd: &str| {
+            let st = std::process::Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+            assert!(st.success(), "{cmd}");
+        };
+        let out = dir.path().join("out");
+        for d in ["zkrs-snap", "zkrs-snap.before-restore-100", "zkrs-log.before-restore-100"] {
+            std::fs::create_dir_all(out.join(d)).unwrap();
+        }
+        std::fs::write(out.join("zkrs-snap/restored"), b"").unwrap();
+        // Restore 2, killed right after it moved restore 1's stamp aside.
+        std::fs::write(out.join("zkrs-restore-finished.before-restore-200"), "moved_aside_stamp_ms=100\n")
+            .unwrap();
+        let u = unfinished_restore(&out, &out).unwrap();
+        assert!(!u.nested, "{u:?}");
+        let cmds = rename_back_commands(&u, &out, &out).unwrap();
+        assert_eq!(cmds.matches("mv -T").count(), 1, "{cmds}");
+        run(&cmds);
+        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+        // Restore 3, stopped after moving its result in (the restored snapshot is in the way).
+        std::fs::rename(out.join(RESTORE_FINISHED), out.join("zkrs-restore-finished.before-restore-300"))
+            .unwrap();
+        std::fs::rename(out.join("zkrs-snap"), out.join("zkrs-snap.before-restore-300")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log.before-restore-300")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
+        std::fs::write(out.join("zkrs-snap/result"), b"").unwrap();
+        let u = unfinished_restore(&out, &out).unwrap();
+        let cmds = rename_back_commands(&u, &out, &out).unwrap();
+        assert!(cmds.ends_with(&format!("{}", out.join(RESTORE_FINISHED).display())), "{cmds}");
+        run(&cmds);
+        assert!(
+            out.join("zkrs-snap/restored").exists() && out.join("zkrs-log").is_dir(),
+            "{:?}",
+            names(&out)
+        );
+        assert!(out.join("zkrs-snap.set-aside-300/result").exists(), "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+        // A log moved aside renamed into zkrs-log (a plain `mv` onto it).
+        std::fs::rename(out.join("zkrs-log"), out.join("zkrs-log.before-restore-400")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::rename(
+            out.join("zkrs-log.before-restore-400"),
+            out.join("zkrs-log/zkrs-log.before-restore-400"),
+        )
+        .unwrap();
+        let u = unfinished_restore(&out, &out).unwrap();
+        assert!(u.nested && u.dir == out.join("zkrs-log"), "{u:?}");
+        run(&rename_back_commands(&u, &out, &out).unwrap());
+        assert!(out.join("zkrs-log.before-restore-400").is_dir(), "{:?}", names(&out));
+        assert!(!unfinished_restore(&out, &out).unwrap().nested);
     }
 
     /// Review 10, note 4: a restore killed right after it moved the finished stamp before it
