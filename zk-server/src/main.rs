@@ -27,7 +27,9 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
                           [--server HOST:PORT] [--follow] [--interval SECS]\n\
                           (--server: the client port of the server running on D, on this host)\n\
        zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
-                           [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
+                           [--zxid Z | --time T] [--subtree /path] [--force]\n\
+       zkrs-server restore --undo (--config zoo.cfg | --data-dir D [--data-log-dir L])\n\
+                           (stopped server; puts back what a stopped restore --force moved aside)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
@@ -337,10 +339,13 @@ fn restore(args: &[String]) -> ExitCode {
         "restore",
         args,
         &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
-        &["--force"],
+        &["--force", "--undo"],
     ) else {
         return ExitCode::from(2);
     };
+    if o.contains_key("--undo") {
+        return undo(&o);
+    }
     let Some(Some(from)) = o.get("--from") else {
         eprintln!("zkrs-server restore: --from is required\n{USAGE}");
         return ExitCode::from(2);
@@ -389,6 +394,30 @@ fn restore(args: &[String]) -> ExitCode {
         }
         Err(e) => {
             eprintln!("zkrs-server restore: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `restore --undo`: puts back what a stopped forced restore moved aside.
+fn undo(o: &std::collections::HashMap<&str, Option<&str>>) -> ExitCode {
+    if let Some(k) =
+        ["--from", "--zxid", "--time", "--subtree", "--force"].iter().find(|k| o.contains_key(*k))
+    {
+        eprintln!("zkrs-server restore: --undo takes no {k}\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    let Some((data, log)) = server_dirs("restore", o) else {
+        return ExitCode::from(2);
+    };
+    let log = log.unwrap_or_else(|| data.clone());
+    match zk_server::backup::restore::undo(&data, &log, &mut std::io::stderr()) {
+        Ok(said) => {
+            println!("{said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zkrs-server restore --undo: {e}");
             ExitCode::from(1)
         }
     }

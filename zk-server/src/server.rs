@@ -56,13 +56,13 @@ pub enum StartError {
     /// result in. Serving the empty tree would look like data loss. (A restore by an older build
     /// records no finish: data emptied on purpose after one is refused as well, and the message
     /// says how to go on.) The refused start leaves no directory it created.
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}). If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}`. If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}). If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
     UnfinishedRestore {
         /// The directory.
         dir: std::path::PathBuf,
         /// What was moved aside there.
         moved: String,
-        /// The shell commands that put back what the newest restore moved aside.
+        /// The command that puts back what the stopped restore moved aside.
         back: String,
     },
     /// The log holds no transaction while the server loaded a snapshot, and dataDir or
@@ -73,7 +73,7 @@ pub enum StartError {
     /// of the snapshot in place may be the one moved aside. Starting would serve the snapshot's
     /// tree without the transactions after it, and reuse their zxids. The refused start leaves
     /// no directory it created.
-    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}`. If the snapshot in place is the result of a restore that finished without recording it (an older build's, which records no finish), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
+    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the snapshot in place is the result of a restore that finished without recording it (an older build's, which records no finish), or one the server received from its leader since, do not run that command, which would set it aside for the older data: move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
     LogMovedAside {
         /// The server's log directory.
         log: std::path::PathBuf,
@@ -81,7 +81,7 @@ pub enum StartError {
         dir: std::path::PathBuf,
         /// What was moved aside there.
         moved: String,
-        /// The shell commands that put back what the newest restore moved aside.
+        /// The command that puts back what the stopped restore moved aside.
         back: String,
     },
     /// The server's `zkrs-snap` or `zkrs-log` holds a `zkrs-snap` or `zkrs-log` moved aside by
@@ -94,7 +94,7 @@ pub enum StartError {
         dir: std::path::PathBuf,
         /// What is in it.
         moved: String,
-        /// The shell commands that move it back out.
+        /// The command that moves it back out.
         back: String,
     },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
@@ -144,10 +144,10 @@ fn refuse_unfinished_restore(
     settings: &Settings,
     log_dir: Option<&std::path::Path>,
 ) -> Result<(), StartError> {
-    use crate::backup::restore::{rename_back_commands, unfinished_restore};
+    use crate::backup::restore::{undo_command, unfinished_restore};
     let (snap_root, log_root) = (&settings.snap_root, &settings.log_root);
     let Some(u) = unfinished_restore(snap_root, log_root) else { return Ok(()) };
-    let back = rename_back_commands(&u, snap_root, log_root).unwrap_or_default();
+    let back = undo_command(snap_root, log_root);
     let moved = u.moved.join(", ");
     Err(match (u.nested, log_dir) {
         (true, _) => StartError::NestedRestoreAside { dir: u.dir, moved, back },
@@ -157,10 +157,15 @@ fn refuse_unfinished_restore(
 }
 
 /// The directories a start creates when it opens `zkrs-snap` and `zkrs-log` (and their parents
-/// when absent), deepest first: a refused start removes them again ([`remove_created`]).
+/// when absent), deepest first: a refused start removes them again ([`remove_created`]). A path
+/// with a `..` is left out: its ancestors by text are not the directories it goes through (with
+/// `b` absent, `a/b/../c` names `a/c`, which may exist).
 fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
     let mut absent: Vec<std::path::PathBuf> = Vec::new();
     for d in dirs {
+        if d.components().any(|c| c == std::path::Component::ParentDir) {
+            continue;
+        }
         for a in
             d.ancestors().take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
         {
@@ -173,13 +178,22 @@ fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
     absent
 }
 
-/// Removes the directories a refused start created (`created`, deepest first), each holding at
-/// most the lock file the start made, and syncs their parents, so that the refusal leaves the
-/// directories as the start found them (a rename back onto a directory the start created would
-/// move into it). One that holds anything else is left, with a warning.
-fn remove_created(created: &[std::path::PathBuf]) {
+/// Unlinks the lock files in the directories a refused start created (`created`), called while
+/// the start still holds the locks: once they are dropped, another start may hold the same file,
+/// whose lock an unlink then would leave to a third.
+fn unlink_created_locks(created: &[std::path::PathBuf]) {
     for d in created {
         let _ = std::fs::remove_file(d.join(zk_log::LOCK_FILE));
+    }
+}
+
+/// Removes the directories a refused start created (`created`, deepest first), each holding
+/// nothing once their lock files are unlinked ([`unlink_created_locks`]), and syncs their
+/// parents, so that the refusal leaves the directories as the start found them (a rename back
+/// onto a directory the start created would move into it). One that holds anything is left,
+/// with a warning.
+fn remove_created(created: &[std::path::PathBuf]) {
+    for d in created {
         match std::fs::remove_dir(d) {
             Ok(()) => {
                 if let Some(parent) = d.parent() {
@@ -273,6 +287,7 @@ pub async fn run(
         && rec.start_zxid() != 0
         && crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
     {
+        unlink_created_locks(&created);
         drop((log, snap_storage));
         remove_created(&created);
         return refuse_unfinished_restore(&settings, Some(&log_dir));
@@ -296,6 +311,7 @@ pub async fn run(
         if refused.is_err()
             || crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
         {
+            unlink_created_locks(&created);
             drop((log, snap_storage));
             remove_created(&created);
             refused?;
@@ -637,4 +653,22 @@ fn seed(now: Now) -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_i64(now.wall_ms);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review 12, note 5: a configured path with `..` through an absent directory names no
+    /// directory a refused start would remove (by text, `a/b/../c`'s ancestors miss `a/c`).
+    #[test]
+    fn a_path_through_dot_dot_names_no_directory_to_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("c");
+        std::fs::create_dir(&c).unwrap();
+        let through = dir.path().join("b").join("..").join("c").join("zkrs-snap");
+        let plain = dir.path().join("d").join("zkrs-log");
+        let got = absent_dirs(&[&through, &plain]);
+        assert_eq!(got, vec![plain.clone(), dir.path().join("d")]);
+    }
 }

@@ -561,12 +561,15 @@ fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
     }
 }
 
-/// Runs the shell commands a refusal message `said` gives in backquotes right after `after`.
+/// Runs the `zkrs-server` command a refusal message `said` gives in backquotes right after
+/// `after` (through the shell, as an operator pastes it).
 fn run_said(said: &str, after: &str) {
     let at = said.find(after).unwrap_or_else(|| panic!("no {after:?} in {said}"));
     let rest = &said[at + after.len()..];
     let cmd = &rest[..rest.find('`').unwrap_or_else(|| panic!("{said}"))];
-    let (ok, out, err) = run_command(Command::new("sh").arg("-c").arg(cmd));
+    let cmd = cmd.strip_prefix("zkrs-server ").unwrap_or_else(|| panic!("not a zkrs-server command: {cmd}"));
+    let cmd = format!("{} {cmd}", server_bin().display());
+    let (ok, out, err) = run_command(Command::new("sh").arg("-c").arg(&cmd));
     assert!(ok, "{cmd}: {out} {err}");
 }
 

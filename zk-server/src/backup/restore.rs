@@ -173,12 +173,14 @@ impl RestoreMarker {
         format!("{}@{}", hex(self.zxid), self.at_ms)
     }
 
-    fn text(&self) -> String {
+    /// The marker's text; `stamp`: the stamp of what the restore writing it moves aside
+    /// ([`RESTORE_STAMP_KEY`]).
+    fn text(&self, stamp: u128) -> String {
         format!(
             "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
              # An archive holding transactions past that zxid is not continued by zkrs-server backup:\n\
              # start a new archive for this server.\n\
-             zxid={}\nrestored_at_ms={}\n",
+             zxid={}\nrestored_at_ms={}\n{RESTORE_STAMP_KEY}{stamp}\n",
             hex(self.zxid),
             format_time_ms(self.at_ms),
             hex(self.zxid),
@@ -215,12 +217,13 @@ impl RestoreMarker {
         }
     }
 
-    /// Writes the marker into `dir` (synced, under a temporary name first).
-    fn write(&self, dir: &Path) -> Result<(), BackupError> {
+    /// Writes the marker into `dir` (synced, under a temporary name first), naming the stamp of
+    /// the restore writing it.
+    fn write(&self, dir: &Path, stamp: u128) -> Result<(), BackupError> {
         let p = dir.join(RESTORE_MARKER);
         let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(self.text().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        f.write_all(self.text(stamp).as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, &p).map_err(io_err(&p))
     }
 }
@@ -304,77 +307,314 @@ fn shell_word(p: &Path) -> String {
     }
 }
 
-/// The shell commands (joined by `&&`) that put back what the newest restore moved aside in
-/// `snap_root` (dataDir) and `log_root` (dataLogDir): every `<name>.before-restore-<ms>` of the
-/// newest stamp renamed back to `<name>`, a directory in its place first renamed
-/// `<name>.set-aside-<ms>` (the logs first, then the snapshots, the marker, and the finished
-/// stamp last). `mv -T` never moves into an existing directory. For `nested` directories (see
-/// [`Unfinished::nested`]), the commands move them back out one level, where a server start
-/// then names them. None: nothing to put back.
-pub fn rename_back_commands(u: &Unfinished, snap_root: &Path, log_root: &Path) -> Option<String> {
-    let mv = |from: &Path, to: &Path| format!("mv -T {} {}", shell_word(from), shell_word(to));
-    if u.nested {
-        let parent = u.dir.parent()?;
-        let cmds: Vec<String> = u.moved.iter().map(|n| mv(&u.dir.join(n), &parent.join(n))).collect();
-        return Some(cmds.join(" && "));
-    }
-    let roots: Vec<&Path> =
-        if same_dir(snap_root, log_root) { vec![snap_root] } else { vec![log_root, snap_root] };
-    let mut aside: Vec<(u128, PathBuf, String)> = Vec::new();
-    for root in &roots {
-        for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some((base, stamp)) = name.rsplit_once(".before-restore-") else { continue };
-            let Ok(stamp) = stamp.parse::<u128>() else { continue };
-            aside.push((stamp, root.join(&name), base.to_string()));
+/// The command a server's refusal names to put back what a stopped restore moved aside in
+/// `snap_root` (dataDir) and `log_root` (dataLogDir) ([`undo`]).
+pub fn undo_command(snap_root: &Path, log_root: &Path) -> String {
+    format!(
+        "zkrs-server restore --undo --data-dir {} --data-log-dir {}",
+        shell_word(snap_root),
+        shell_word(log_root)
+    )
+}
+
+/// The names a restore moves aside ([`prepare_out`]).
+const MOVED_NAMES: [&str; 4] =
+    [RESTORE_FINISHED, zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME, RESTORE_MARKER];
+
+/// Holds the lock file in `dir` (a `zkrs-snap` or `zkrs-log`), if it has one: a server running
+/// there holds it. None when there is none (no server ever opened the directory).
+#[allow(unsafe_code)]
+fn lock_in(dir: &Path) -> Result<Option<File>, BackupError> {
+    use std::os::fd::AsRawFd;
+    let p = dir.join(zk_log::LOCK_FILE);
+    let f = match File::open(&p) {
+        Ok(f) => f,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+            return Ok(None)
         }
-    }
-    let newest = aside.iter().map(|(s, _, _)| *s).max()?;
-    let rank = |base: &str| match base {
-        b if b == zk_log::LOG_DIR_NAME => 0,
-        b if b == zk_log::snapshot::SNAP_DIR_NAME => 1,
-        b if b == RESTORE_MARKER => 2,
-        b if b == RESTORE_FINISHED => 4,
-        _ => 3,
+        Err(e) => return Err(io_err(&p)(e)),
     };
-    let mut back: Vec<&(u128, PathBuf, String)> = aside.iter().filter(|(s, _, _)| *s == newest).collect();
-    back.sort_by_key(|(_, _, base)| rank(base));
-    let mut cmds = Vec::new();
-    for (_, from, base) in back {
-        let to = from.with_file_name(base);
-        // A file in the way is replaced by the rename; a directory (the restored snapshots, an
-        // empty log) is renamed out of the way first.
-        if std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
-            cmds.push(mv(&to, &to.with_file_name(format!("{base}.set-aside-{newest}"))));
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return Err(BackupError::Refused(format!(
+                "{} is locked: a server runs on {}; stop it first",
+                p.display(),
+                dir.display()
+            )));
         }
-        cmds.push(mv(from, &to));
+        return Err(io_err(&p)(e));
     }
-    Some(cmds.join(" && "))
+    Ok(Some(f))
+}
+
+/// Renames `from` to `to`, which must not exist (a rename onto an empty directory would replace
+/// it, onto a file would replace the file), as one step of [`undo`], said.
+fn rename_new(from: &Path, to: &Path, what: &str, progress: &mut Progress<'_>) -> Result<(), BackupError> {
+    if std::fs::symlink_metadata(to).is_ok() {
+        return Err(BackupError::Refused(format!(
+            "{} exists: {} is not moved onto it",
+            to.display(),
+            from.display()
+        )));
+    }
+    step(format!("{what} {}", from.display()))?;
+    std::fs::rename(from, to).map_err(io_err(to))?;
+    progress.say(format!("restore --undo: moved {} to {}", from.display(), to.display()));
+    Ok(())
+}
+
+/// Syncs `dir` as one step of [`undo`], said.
+fn undo_sync(dir: &Path, progress: &mut Progress<'_>) -> Result<(), BackupError> {
+    step(format!("sync {}", dir.display()))?;
+    sync_dir(dir)?;
+    progress.say(format!("restore --undo: synced {}", dir.display()));
+    Ok(())
+}
+
+/// Which restore stopped: the stamp of its moves aside, from the stamps of everything moved aside
+/// (`stamps`), the finished stamp in place (`in_place`), and the finished stamps moved aside
+/// (`finished`: their stamp, what they cover, and the stamp of the restore that wrote them).
+/// A restore moves the finished stamp in place aside first, so the stopped restore is the one
+/// whose finished stamp moved aside no later restore wrote (that one finished), covering the
+/// most; what it covers is left over from restores that finished. Err: the stamps among which
+/// it cannot be told (or none when nothing is left to put back).
+fn stopped_restore(
+    stamps: &std::collections::BTreeSet<u128>,
+    in_place: Option<u128>,
+    finished: &[(u128, Option<u128>, Option<u128>)],
+) -> Result<u128, Vec<u128>> {
+    let one = |v: Vec<u128>| if v.len() == 1 { Ok(v[0]) } else { Err(v) };
+    if let Some(c) = in_place {
+        return one(stamps.iter().copied().filter(|s| *s > c).collect());
+    }
+    if finished.is_empty() {
+        return one(stamps.iter().copied().collect());
+    }
+    let tips: Vec<&(u128, Option<u128>, Option<u128>)> =
+        finished.iter().filter(|(s, _, _)| !finished.iter().any(|(_, _, by)| *by == Some(*s))).collect();
+    let most = tips.iter().map(|(_, c, _)| c.unwrap_or(0)).max().unwrap_or(0);
+    let top: std::collections::BTreeSet<u128> =
+        tips.iter().filter(|(_, c, _)| c.unwrap_or(0) == most).map(|(s, _, _)| *s).collect();
+    let x = one(top.into_iter().collect())?;
+    // Anything else uncovered was moved aside by another restore that stopped too.
+    let others: Vec<u128> = stamps.iter().copied().filter(|s| *s > most && *s != x).collect();
+    if others.is_empty() {
+        Ok(x)
+    } else {
+        Err(std::iter::once(x).chain(others).collect())
+    }
+}
+
+/// `zkrs-server restore --undo`: puts back what a forced restore that stopped half done (a kill,
+/// a power loss, a rollback that could not finish) moved aside in `snap_root` (dataDir) and
+/// `log_root` (dataLogDir), in the order the restore's own rollback keeps: first, in the data
+/// directory, the restored snapshots and marker (whatever is in the way) are set aside as
+/// `<name>.set-aside-<stamp>` and the old snapshots and marker come back, and the directory is
+/// synced; then the old log comes back and its directory is synced (a separate dataLogDir is
+/// another file system, typically, whose renames are not ordered with the data directory's: a
+/// power loss cannot leave the old log back beside the restored snapshot); last the finished
+/// stamp the restore moved aside first, synced. A power loss at any point leaves a state a
+/// server refuses to start on, or the old one; running this again goes on from there.
+///
+/// The stopped restore is told by the finished stamp it moved aside first (the
+/// `zkrs-restore-finished.before-restore-<ms>` that no later restore wrote, covering the most),
+/// not by the newest stamp, which after a clock step back is an earlier restore's. When it cannot be told (several restores stopped, or stamps renamed by hand),
+/// nothing is moved and the error names the stamps. Moves aside renamed into the server's own
+/// `zkrs-snap` or `zkrs-log` are only moved back out one level: a server start then says how to
+/// go on. Nothing is deleted. Refused while a server holds the directories' lock. `progress`
+/// gets each move and sync; the result says what was done.
+pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Result<String, BackupError> {
+    use std::collections::BTreeSet;
+    let mut progress = Progress::new(progress);
+    let separate = !same_dir(snap_root, log_root);
+    let roots: Vec<&Path> = if separate { vec![snap_root, log_root] } else { vec![snap_root] };
+    let mut locks = Vec::new();
+    for root in &roots {
+        for d in [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME] {
+            locks.extend(lock_in(&root.join(d))?);
+        }
+    }
+    if let Some(u) = unfinished_restore(snap_root, log_root).filter(|u| u.nested) {
+        let parent = u.dir.parent().unwrap_or(&u.dir).to_path_buf();
+        for n in &u.moved {
+            rename_new(&u.dir.join(n), &parent.join(n), "out", &mut progress)?;
+        }
+        undo_sync(&u.dir, &mut progress)?;
+        undo_sync(&parent, &mut progress)?;
+        return Ok(format!(
+            "moved {} back out of {} into {}, where a server sees it; nothing else was moved: start the \
+             server again, it says how to go on",
+            u.moved.join(", "),
+            u.dir.display(),
+            parent.display()
+        ));
+    }
+    let mut stamps = BTreeSet::new();
+    let mut unparsed = Vec::new();
+    let mut finished = Vec::new();
+    for root in &roots {
+        for e in std::fs::read_dir(root).map_err(io_err(root))?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some((base, stamp)) = MOVED_NAMES
+                .iter()
+                .find_map(|b| name.strip_prefix(b)?.strip_prefix(".before-restore-").map(|s| (*b, s)))
+            else {
+                continue;
+            };
+            let Ok(stamp) = stamp.parse::<u128>() else {
+                unparsed.push(root.join(&name).display().to_string());
+                continue;
+            };
+            stamps.insert(stamp);
+            if base == RESTORE_FINISHED && *root == snap_root {
+                let p = root.join(&name);
+                finished.push((stamp, stamp_in(&p, FINISHED_KEY), stamp_in(&p, RESTORE_STAMP_KEY)));
+            }
+        }
+    }
+    let dirs = roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(" and ");
+    if !unparsed.is_empty() {
+        return Err(BackupError::Refused(format!(
+            "{} moved aside, renamed by hand (the stamp after `.before-restore-` is not a number): which \
+             restore stopped cannot be told, nothing was moved; rename them back, or move them out of {dirs}, \
+             then run this again",
+            unparsed.join(", ")
+        )));
+    }
+    let x = match stopped_restore(&stamps, restore_finished_stamp(snap_root), &finished) {
+        Ok(x) => x,
+        Err(v) if v.is_empty() => {
+            return Err(BackupError::Refused(format!(
+                "nothing to put back: {dirs} hold nothing moved aside by a restore that stopped (whatever is \
+                 moved aside there, the {RESTORE_FINISHED} in {} covers: left over from restores that finished)",
+                snap_root.display()
+            )))
+        }
+        Err(v) => {
+            let v: Vec<String> = v.iter().map(u128::to_string).collect();
+            return Err(BackupError::Refused(format!(
+                "{dirs} hold what more than one restore moved aside that no finished restore covers (the \
+                 names ending .before-restore-{}), and which one stopped cannot be told: nothing was moved. Run \
+                 the restore again with --force, or move out of {dirs} everything moved aside by the restores \
+                 not to put back, then run this again",
+                v.join(", .before-restore-")
+            )));
+        }
+    };
+    let aside_of = |root: &Path, base: &str| {
+        let p = root.join(format!("{base}.before-restore-{x}"));
+        std::fs::symlink_metadata(&p).is_ok().then_some(p)
+    };
+    let set_aside = |to: &Path| {
+        let base = to.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        (0..1000)
+            .map(|n| match n {
+                0 => to.with_file_name(format!("{base}.set-aside-{x}")),
+                n => to.with_file_name(format!("{base}.set-aside-{x}.{n}")),
+            })
+            .find(|p| std::fs::symlink_metadata(p).is_err())
+            .ok_or_else(|| BackupError::Refused(format!("no free name to set {} aside", to.display())))
+    };
+    let in_place = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    // The marker in place is the stopped restore's when it names its stamp: then its result moved
+    // in (the marker first), everything it moved aside was moved, and a snapshot directory in
+    // place is its result (or one a refused start created) even with none moved aside.
+    let marker_is_its = stamp_in(&snap_root.join(RESTORE_MARKER), RESTORE_STAMP_KEY) == Some(x);
+    let mut moved = Vec::new();
+    let mut set = Vec::new();
+    // 1. The data directory: the result out (the snapshots first), the old snapshots and marker
+    // back; synced before any log comes back.
+    let mut backs = Vec::new();
+    for base in [zk_log::snapshot::SNAP_DIR_NAME, RESTORE_MARKER] {
+        let to = snap_root.join(base);
+        let back = aside_of(snap_root, base);
+        if in_place(&to) && (back.is_some() || marker_is_its) {
+            let out = set_aside(&to)?;
+            rename_new(&to, &out, "out", &mut progress)?;
+            set.push(out.display().to_string());
+        }
+        backs.extend(back.map(|b| (b, to)));
+    }
+    for (from, to) in backs {
+        rename_new(&from, &to, "back", &mut progress)?;
+        moved.push(to.display().to_string());
+    }
+    if !moved.is_empty() || !set.is_empty() {
+        undo_sync(snap_root, &mut progress)?;
+    }
+    // 2. The old logs, each directory synced.
+    for root in &roots {
+        let Some(from) = aside_of(root, zk_log::LOG_DIR_NAME) else { continue };
+        let to = root.join(zk_log::LOG_DIR_NAME);
+        if in_place(&to) {
+            let out = set_aside(&to)?;
+            rename_new(&to, &out, "out", &mut progress)?;
+            set.push(out.display().to_string());
+        }
+        rename_new(&from, &to, "back", &mut progress)?;
+        moved.push(to.display().to_string());
+        undo_sync(root, &mut progress)?;
+    }
+    // 3. Last, the finished stamp the restore moved aside first.
+    if let Some(from) = aside_of(snap_root, RESTORE_FINISHED) {
+        let to = snap_root.join(RESTORE_FINISHED);
+        if in_place(&to) {
+            let out = set_aside(&to)?;
+            rename_new(&to, &out, "out", &mut progress)?;
+            set.push(out.display().to_string());
+        }
+        rename_new(&from, &to, "back", &mut progress)?;
+        moved.push(to.display().to_string());
+        undo_sync(snap_root, &mut progress)?;
+    }
+    drop(locks);
+    let set =
+        if set.is_empty() { String::new() } else { format!("; set aside (not deleted): {}", set.join(", ")) };
+    Ok(format!(
+        "put back what the restore stamped {x} moved aside: {}{set}; a server started there now starts on the data \
+         held before that restore",
+        if moved.is_empty() { "nothing (it had moved nothing aside)".to_string() } else { moved.join(", ") }
+    ))
 }
 
 /// The key of the stamp in [`RESTORE_FINISHED`].
 const FINISHED_KEY: &str = "moved_aside_stamp_ms=";
 
-/// The stamp of the newest restore that finished in `data_dir` ([`RESTORE_FINISHED`]): None
-/// when there is none, or it cannot be read or holds no stamp (taken as no restore finished).
-pub fn restore_finished_stamp(data_dir: &Path) -> Option<u128> {
+/// The key, in [`RESTORE_FINISHED`] and the [`RESTORE_MARKER`], of the stamp of the restore that
+/// wrote the file (what it moved aside is named `<name>.before-restore-<that stamp>`): [`undo`]
+/// tells by it which restore finished, and whether the marker in place is the stopped one's.
+const RESTORE_STAMP_KEY: &str = "restore_stamp_ms=";
+
+/// The value of `key` in the small file `path` (a restore marker or finished stamp), if it is
+/// there and parses.
+fn stamp_in(path: &Path, key: &str) -> Option<u128> {
     use std::io::Read;
-    let f = File::open(data_dir.join(RESTORE_FINISHED)).ok()?;
+    let f = File::open(path).ok()?;
     let mut bytes = Vec::new();
     f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    text.lines().find_map(|l| l.trim().strip_prefix(FINISHED_KEY)).and_then(|v| v.parse().ok())
+    text.lines().find_map(|l| l.trim().strip_prefix(key)).and_then(|v| v.parse().ok())
 }
 
-/// Writes [`RESTORE_FINISHED`] into `dir` covering the moves aside stamped up to `stamp`
-/// (synced, under a temporary name first; the caller syncs the directory).
-fn write_finished(dir: &Path, stamp: u128) -> Result<(), BackupError> {
+/// The stamp of the newest restore that finished in `data_dir` ([`RESTORE_FINISHED`]): None
+/// when there is none, or it cannot be read or holds no stamp (taken as no restore finished).
+pub fn restore_finished_stamp(data_dir: &Path) -> Option<u128> {
+    stamp_in(&data_dir.join(RESTORE_FINISHED), FINISHED_KEY)
+}
+
+/// Writes [`RESTORE_FINISHED`] into `dir` covering the moves aside stamped up to `stamp`, as
+/// written by the restore stamped `by` (synced, under a temporary name first; the caller syncs
+/// the directory).
+fn write_finished(dir: &Path, stamp: u128, by: u128) -> Result<(), BackupError> {
     let p = dir.join(RESTORE_FINISHED);
     let tmp = dir.join(format!("{RESTORE_FINISHED}.tmp"));
     let text = format!(
         "# Written by zkrs-server restore once its result was in place: the directories moved aside\n\
          # stamped up to {stamp} (*.before-restore-{stamp} and older) are left over from restores that finished.\n\
-         {FINISHED_KEY}{stamp}\n"
+         {FINISHED_KEY}{stamp}\n{RESTORE_STAMP_KEY}{by}\n"
     );
     let written = File::create(&tmp)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
@@ -471,11 +711,12 @@ fn install(
     staging: &Path,
     out: &Path,
     log_out: Option<&Path>,
+    stamp: u128,
     progress: &mut Progress<'_>,
 ) -> Result<(), BackupError> {
     let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut finishing = false;
-    let result = install_steps(aside, staging, out, log_out, &mut done, &mut finishing, progress);
+    let result = install_steps(aside, staging, out, log_out, stamp, &mut done, &mut finishing, progress);
     let Err(e) = result else { return Ok(()) };
     let finished = out.join(RESTORE_FINISHED);
     // This restore's own stamp, written before the failure (only the directory's last sync can
@@ -611,17 +852,17 @@ fn install(
     )))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn install_steps(
     aside: &[PathBuf],
     staging: &Path,
     out: &Path,
     log_out: Option<&Path>,
+    stamp: u128,
     done: &mut Vec<(PathBuf, PathBuf)>,
     finishing: &mut bool,
     progress: &mut Progress<'_>,
 ) -> Result<(), BackupError> {
-    let stamp =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
     // The stamp the finished restore before this one wrote, moved aside with the rest: once this
     // one finishes, what that one covered is still left over from restores that finished, even
     // when this one's stamp is older (the clock stepped back).
@@ -673,7 +914,7 @@ fn install_steps(
         .chain(log_out.map_or_else(Vec::new, aside_stamps))
         .fold(covered, u128::max);
     *finishing = true;
-    write_finished(out, covered)?;
+    write_finished(out, covered, stamp)?;
     step(format!("finished sync {}", out.display()))?;
     sync_dir(out)
 }
@@ -1146,11 +1387,13 @@ pub fn restore(
     // then moves the old directories back, so a failed restore leaves the directories as they
     // were.
     let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
-        let at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging)?;
-        install(&aside, &staging, out, log_out, &mut progress)?;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
+        // The stamp of what this restore moves aside, named in its marker too: [`undo`] tells by
+        // it whether the marker in place is this restore's.
+        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging, now)?;
+        install(&aside, &staging, out, log_out, now, &mut progress)?;
         progress.say(format!(
             "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
             r.nodes,
@@ -1737,7 +1980,7 @@ mod tests {
         assert!(ok, "{steps:?}");
         // Restore 1 finished with the clock far ahead.
         let ahead = restore_finished_stamp(&out).unwrap() + 10_000_000_000;
-        write_finished(&out, ahead).unwrap();
+        write_finished(&out, ahead, ahead).unwrap();
         let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
         assert!(ok, "{steps:?}");
         let finished_aside = format!("aside {}", out.join(RESTORE_FINISHED).display());
@@ -1758,7 +2001,7 @@ mod tests {
         std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
         restore(&target, out, Some(out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
         let ahead = restore_finished_stamp(out).unwrap() + 10_000_000_000;
-        write_finished(out, ahead).unwrap();
+        write_finished(out, ahead, ahead).unwrap();
         std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
         std::fs::write(out.join(zk_log::LOG_DIR_NAME).join("log.0000000000000004"), b"old").unwrap();
     }
@@ -1936,62 +2179,276 @@ mod tests {
         }
     }
 
-    /// Review 11, findings 2 and 3: the commands a refusal gives put back exactly what the newest
-    /// restore moved aside (renaming a directory in the way out first, the finished stamp last;
-    /// only the stamp when it is all that restore moved), and a directory moved aside that was
-    /// renamed into the server's own `zkrs-log` is refused, and moved back out by its commands.
+    /// Runs [`undo`], recording its steps; with `watch`, calls it before each step (as a kill
+    /// there leaves the directories).
+    fn undo_steps(
+        out: &Path,
+        logs: &Path,
+        watch: Option<KillWatch>,
+    ) -> (Result<String, BackupError>, Vec<String>) {
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        KILL_POINTS.with(|k| *k.borrow_mut() = watch);
+        let r = undo(out, logs, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        (r, INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0))
+    }
+
+    /// Runs a forced restore of `f`'s archive at zxid 2 into `out` (holding its log), and copies
+    /// `out` to `copy` right before the step named `at`: the directory as a restore killed there
+    /// leaves it (its staging directory removed, as a later restore does).
+    fn killed_at(f: &Fixture, out: &Path, copy: &Path, at: &'static str) {
+        let (w_out, w_copy) = (out.to_path_buf(), copy.to_path_buf());
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                if step.starts_with(at) && !w_copy.exists() {
+                    let st =
+                        std::process::Command::new("cp").arg("-a").arg(&w_out).arg(&w_copy).status().unwrap();
+                    assert!(st.success());
+                }
+            }))
+        });
+        let target = DirTarget::new(f.archive.clone());
+        let r = restore(&target, out, Some(out), Point::Zxid(2), None, true, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        r.unwrap();
+        assert!(copy.exists(), "no step {at}");
+        let _ = std::fs::remove_dir_all(copy.join(STAGING_NAME));
+    }
+
+    /// Review 12, finding 1: restore 1 finished with the clock ahead (its moves aside stamped T1,
+    /// later than now), the server wrote on; restore 2 (stamp T2 < T1) is killed once it moved
+    /// everything aside. `--undo` puts back restore 2's moves (the current data), not restore
+    /// 1's (the data from before restore 1), which have the newest stamp; and a server then
+    /// starts there (nothing is left uncovered).
     #[test]
-    fn the_commands_a_refusal_gives_put_back_what_the_newest_restore_moved_aside() {
+    fn undo_after_a_clock_step_back_puts_back_the_stopped_restores_moves() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-log/log.OLD-before-restore-1"), b"old").unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
+        let t1 = restore_finished_stamp(&out).unwrap();
+        let ahead = t1 + 10_000_000_000;
+        for n in names(&out) {
+            if let Some(base) = n.strip_suffix(&format!(".before-restore-{t1}")) {
+                std::fs::rename(out.join(&n), out.join(format!("{base}.before-restore-{ahead}"))).unwrap();
+            }
+        }
+        write_finished(&out, ahead, ahead).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-log/log.0000000000000004"), b"current").unwrap();
+        let copy = f.dir.path().join("killed");
+        killed_at(&f, &out, &copy, "in zkrs-restored");
+        assert!(unfinished_restore(&copy, &copy).is_some(), "{:?}", names(&copy));
+        let (r, steps) = undo_steps(&copy, &copy, None);
+        let said = r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+        assert!(
+            copy.join("zkrs-log/log.0000000000000004").exists(),
+            "{said}: the data from before restore 1 was put back: {:?} / {:?}",
+            names(&copy),
+            names(&copy.join("zkrs-log"))
+        );
+        assert!(copy.join("zkrs-snap").is_dir() && copy.join(RESTORE_MARKER).exists(), "{:?}", names(&copy));
+        assert_eq!(restore_finished_stamp(&copy), Some(ahead), "{:?}", names(&copy));
+        assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
+        // The same when restore 2 was killed right after it moved only the finished stamp aside:
+        // only that comes back (restore 1's result stays, and restore 1 is not undone).
+        let copy = f.dir.path().join("killed-early");
+        let snaps = names(&out.join("zkrs-snap"));
+        killed_at(&f, &out, &copy, "sync");
+        let (r, steps) = undo_steps(&copy, &copy, None);
+        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+        assert_eq!(steps.iter().filter(|s| !s.starts_with("sync ")).count(), 1, "{steps:?}");
+        assert_eq!(names(&copy.join("zkrs-snap")), snaps);
+        assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
+    }
+
+    /// Review 12, finding 2: with a separate dataLogDir, `--undo` for a restore stopped with its
+    /// result in place moves the restored snapshot out and the old snapshots back, and syncs the
+    /// data directory, before the old log comes back on the other file system; the finished
+    /// stamp last. Killed before any step, it leaves the restored snapshot never beside the old
+    /// log, and a state a server refuses (or the old one); run again, it finishes.
+    #[test]
+    fn undo_syncs_the_restored_snapshots_move_out_before_the_old_log_comes_back() {
         let dir = tempfile::tempdir().unwrap();
-        let run = |cmd: &str| {
-            let st = std::process::Command::new("sh").arg("-c").arg(cmd).status().unwrap();
-            assert!(st.success(), "{cmd}");
+        let (out, logs) = (dir.path().join("out"), dir.path().join("logs"));
+        let setup = || {
+            let _ = std::fs::remove_dir_all(dir.path().join("out"));
+            let _ = std::fs::remove_dir_all(dir.path().join("logs"));
+            for d in ["zkrs-snap", "zkrs-snap.before-restore-300"] {
+                std::fs::create_dir_all(out.join(d)).unwrap();
+            }
+            std::fs::write(out.join("zkrs-snap/result"), b"").unwrap();
+            std::fs::write(out.join("zkrs-snap.before-restore-300/old"), b"").unwrap();
+            std::fs::write(
+                out.join("zkrs-restore-finished.before-restore-300"),
+                "moved_aside_stamp_ms=100\n",
+            )
+            .unwrap();
+            std::fs::create_dir_all(logs.join("zkrs-log.before-restore-300")).unwrap();
+            std::fs::write(logs.join("zkrs-log.before-restore-300/log.0000000000000001"), b"").unwrap();
         };
+        setup();
+        let (r, steps) = undo_steps(&out, &logs, None);
+        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+        let at =
+            |s: String| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
+        let snap_out = at(format!("out {}", out.join("zkrs-snap").display()));
+        let snap_back = at(format!("back {}", out.join("zkrs-snap.before-restore-300").display()));
+        let log_back = at(format!("back {}", logs.join("zkrs-log.before-restore-300").display()));
+        let finished = at(format!("back {}", out.join("zkrs-restore-finished.before-restore-300").display()));
+        let sync_out = format!("sync {}", out.display());
+        assert!(snap_out < snap_back && snap_back < log_back, "{steps:?}");
+        assert!(steps[snap_back..log_back].contains(&sync_out), "{steps:?}");
+        assert!(steps[log_back..finished].contains(&format!("sync {}", logs.display())), "{steps:?}");
+        assert_eq!(steps.last(), Some(&sync_out), "{steps:?}");
+        assert!(out.join("zkrs-snap/old").exists() && logs.join("zkrs-log/log.0000000000000001").exists());
+        assert!(out.join("zkrs-snap.set-aside-300/result").exists(), "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &logs).is_none(), "{:?} {:?}", names(&out), names(&logs));
+        // Killed before each step: never the restored snapshot beside the old log; the old
+        // snapshots without their log are refused; and `--undo` again finishes.
+        let steps_taken = steps.len();
+        for kill in 0..steps_taken {
+            setup();
+            let (w_out, w_logs) = (out.clone(), logs.clone());
+            let mut n = 0;
+            let (r, _) = undo_steps(
+                &out,
+                &logs,
+                Some(Box::new(move |s: &str| {
+                    if n == kill {
+                        let result = w_out.join("zkrs-snap/result").exists();
+                        let old_log = w_logs.join("zkrs-log").exists();
+                        assert!(!(result && old_log), "killed before {s}: the result beside the old log");
+                        if !old_log {
+                            assert!(
+                                unfinished_restore(&w_out, &w_logs).is_some(),
+                                "killed before {s}: not refused"
+                            );
+                        }
+                        // What a kill leaves: the steps after it are not taken.
+                        INSTALL_STEPS.with(|st| st.borrow_mut().1 = Some(String::new()));
+                    }
+                    n += 1;
+                })),
+            );
+            assert!(r.is_err(), "{kill}");
+            // Killed before the last sync, everything is back: nothing is left to do.
+            let (r, steps) = undo_steps(&out, &logs, None);
+            if let Err(e) = r.map_err(|e| e.to_string()).map(|_| ()) {
+                assert!(
+                    kill + 1 == steps_taken && e.contains("nothing to put back"),
+                    "again after a kill before step {kill}: {e}: {steps:?}"
+                );
+            }
+            assert!(
+                out.join("zkrs-snap/old").exists() && logs.join("zkrs-log/log.0000000000000001").exists()
+            );
+            assert!(unfinished_restore(&out, &logs).is_none(), "{:?} {:?}", names(&out), names(&logs));
+        }
+    }
+
+    /// Review 12, finding 3: a first-ever forced restore stopped once its marker moved in (or its
+    /// result too) is undone with its marker set aside: none is left beside the old data, where
+    /// `zkrs-server backup` would take the directory for one restored.
+    #[test]
+    fn undo_sets_aside_the_stopped_restores_own_marker() {
+        let f = archived_1_to_5();
+        for at in ["in zkrs-snap", "sync"] {
+            let name = at.replace(' ', "-");
+            let out = f.dir.path().join(format!("out-{name}"));
+            std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
+            std::fs::write(out.join("zkrs-snap/old"), b"").unwrap();
+            std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+            let copy = f.dir.path().join(format!("killed-{name}"));
+            // "sync" is first met before the result moves in: the second kill is past it.
+            let at = if at == "sync" { "finished" } else { at };
+            killed_at(&f, &out, &copy, at);
+            assert!(copy.join(RESTORE_MARKER).exists(), "{:?}", names(&copy));
+            let (r, steps) = undo_steps(&copy, &copy, None);
+            r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+            assert!(!copy.join(RESTORE_MARKER).exists(), "{at}: {:?}", names(&copy));
+            assert!(
+                copy.join("zkrs-snap/old").exists() && copy.join("zkrs-log").is_dir(),
+                "{:?}",
+                names(&copy)
+            );
+            assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
+        }
+    }
+
+    /// `--undo` moves nothing when it cannot tell which restore stopped (two restores' moves
+    /// aside uncovered, or a stamp renamed by hand) or nothing stopped, and refuses while a
+    /// server holds the directory's lock; moves aside renamed into the server's own `zkrs-log`
+    /// are only moved back out.
+    #[test]
+    fn undo_refuses_when_it_cannot_tell_and_moves_nested_asides_out_only() {
+        let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        for d in ["zkrs-snap", "zkrs-snap.before-restore-100", "zkrs-log.before-restore-100"] {
+        for d in ["zkrs-snap.before-restore-100", "zkrs-log.before-restore-200"] {
             std::fs::create_dir_all(out.join(d)).unwrap();
         }
-        std::fs::write(out.join("zkrs-snap/restored"), b"").unwrap();
-        // Restore 2, killed right after it moved restore 1's stamp aside.
-        std::fs::write(out.join("zkrs-restore-finished.before-restore-200"), "moved_aside_stamp_ms=100\n")
-            .unwrap();
-        let u = unfinished_restore(&out, &out).unwrap();
-        assert!(!u.nested, "{u:?}");
-        let cmds = rename_back_commands(&u, &out, &out).unwrap();
-        assert_eq!(cmds.matches("mv -T").count(), 1, "{cmds}");
-        run(&cmds);
-        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
-        // Restore 3, stopped after moving its result in (the restored snapshot is in the way).
-        std::fs::rename(out.join(RESTORE_FINISHED), out.join("zkrs-restore-finished.before-restore-300"))
-            .unwrap();
-        std::fs::rename(out.join("zkrs-snap"), out.join("zkrs-snap.before-restore-300")).unwrap();
-        std::fs::create_dir_all(out.join("zkrs-log.before-restore-300")).unwrap();
-        std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
-        std::fs::write(out.join("zkrs-snap/result"), b"").unwrap();
-        let u = unfinished_restore(&out, &out).unwrap();
-        let cmds = rename_back_commands(&u, &out, &out).unwrap();
-        assert!(cmds.ends_with(&format!("{}", out.join(RESTORE_FINISHED).display())), "{cmds}");
-        run(&cmds);
+        let before = names(&out);
+        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
         assert!(
-            out.join("zkrs-snap/restored").exists() && out.join("zkrs-log").is_dir(),
-            "{:?}",
-            names(&out)
+            e.contains(".before-restore-100, .before-restore-200") && e.contains("cannot be told"),
+            "{e}"
         );
-        assert!(out.join("zkrs-snap.set-aside-300/result").exists(), "{:?}", names(&out));
-        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+        assert_eq!(names(&out), before);
+        std::fs::rename(out.join("zkrs-log.before-restore-200"), out.join("zkrs-log.before-restore-x"))
+            .unwrap();
+        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("renamed by hand"), "{e}");
+        std::fs::remove_dir(out.join("zkrs-log.before-restore-x")).unwrap();
+        std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=100\n").unwrap();
+        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("nothing to put back"), "{e}");
+        std::fs::remove_file(out.join(RESTORE_FINISHED)).unwrap();
+        // A server holding zkrs-log.
+        let held = zk_log::FileStorage::open_dir(out.join("zkrs-log")).unwrap();
+        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("a server runs"), "{e}");
+        drop(held);
         // A log moved aside renamed into zkrs-log (a plain `mv` onto it).
-        std::fs::rename(out.join("zkrs-log"), out.join("zkrs-log.before-restore-400")).unwrap();
-        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log.before-restore-400")).unwrap();
         std::fs::rename(
             out.join("zkrs-log.before-restore-400"),
             out.join("zkrs-log/zkrs-log.before-restore-400"),
         )
         .unwrap();
-        let u = unfinished_restore(&out, &out).unwrap();
-        assert!(u.nested && u.dir == out.join("zkrs-log"), "{u:?}");
-        run(&rename_back_commands(&u, &out, &out).unwrap());
-        assert!(out.join("zkrs-log.before-restore-400").is_dir(), "{:?}", names(&out));
+        assert!(unfinished_restore(&out, &out).unwrap().nested);
+        let said = undo(&out, &out, &mut Vec::new()).unwrap();
+        assert!(said.contains("start the server again"), "{said}");
+        assert!(
+            out.join("zkrs-log.before-restore-400").is_dir() && out.join("zkrs-log").is_dir(),
+            "{:?}",
+            names(&out)
+        );
+        assert!(
+            out.join("zkrs-snap.before-restore-100").is_dir(),
+            "only the nested one moved: {:?}",
+            names(&out)
+        );
         assert!(!unfinished_restore(&out, &out).unwrap().nested);
+    }
+
+    /// The stopped restore is the one whose finished stamp moved aside no later restore wrote:
+    /// with two covering the same (restore 2 finished and restore 3 stopped, both after a clock
+    /// step back behind restore 1), the stamp of the restore that wrote each tells them apart;
+    /// without it (an older build's), nothing is chosen.
+    #[test]
+    fn the_stopped_restore_is_told_by_who_wrote_the_finished_stamps() {
+        let stamps: std::collections::BTreeSet<u128> = [500, 200, 300].into();
+        let finished = [(200, Some(500), Some(500)), (300, Some(500), Some(200))];
+        assert_eq!(stopped_restore(&stamps, None, &finished), Ok(300));
+        let unknown = [(200, Some(500), None), (300, Some(500), None)];
+        assert_eq!(stopped_restore(&stamps, None, &unknown), Err(vec![200, 300]));
+        // Another restore's moves aside newer than what the stopped one's finished stamp covers.
+        let stamps: std::collections::BTreeSet<u128> = [500, 300, 600].into();
+        assert_eq!(stopped_restore(&stamps, None, &[(300, Some(500), Some(500))]), Err(vec![300, 600]));
+        assert_eq!(stopped_restore(&stamps, Some(500), &[]), Ok(600));
+        assert_eq!(stopped_restore(&stamps, Some(600), &[]), Err(vec![]));
     }
 
     /// Review 10, note 4: a restore killed right after it moved the finished stamp before it
@@ -2012,7 +2469,7 @@ mod tests {
             let (name, _) = n.rsplit_once(".before-restore-").unwrap();
             std::fs::rename(out.join(n), out.join(format!("{name}.before-restore-{ahead}"))).unwrap();
         }
-        write_finished(&out, ahead).unwrap();
+        write_finished(&out, ahead, ahead).unwrap();
         // Restore 2 was killed once it had moved that stamp aside.
         std::fs::rename(out.join(RESTORE_FINISHED), out.join(format!("{RESTORE_FINISHED}.before-restore-1")))
             .unwrap();
