@@ -178,17 +178,21 @@ fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
     absent
 }
 
-/// Unlinks the lock files in the directories a refused start created (`created`), called while
-/// the start still holds the locks: once they are dropped, another start may hold the same file,
-/// whose lock an unlink then would leave to a third.
-fn unlink_created_locks(created: &[std::path::PathBuf]) {
+/// Leaves the directories a start that gives up (refused, or failed loading) created
+/// (`created`) as it found them: unlinks their lock files while it still holds the locks (`held`:
+/// the storages; once they are dropped, another start may hold the same file, whose lock an
+/// unlink then would leave to a third), drops `held`, then removes the directories
+/// ([`remove_created`]).
+fn give_up_created<T>(created: &[std::path::PathBuf], held: T) {
     for d in created {
         let _ = std::fs::remove_file(d.join(zk_log::LOCK_FILE));
     }
+    drop(held);
+    remove_created(created);
 }
 
 /// Removes the directories a refused start created (`created`, deepest first), each holding
-/// nothing once their lock files are unlinked ([`unlink_created_locks`]), and syncs their
+/// nothing once their lock files are unlinked ([`give_up_created`]), and syncs their
 /// parents, so that the refusal leaves the directories as the start found them (a rename back
 /// onto a directory the start created would move into it). One that holds anything is left,
 /// with a warning.
@@ -247,14 +251,20 @@ pub async fn run(
     let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     // What this start creates, removed again when it refuses.
     let created = absent_dirs(&[&snap_dir, &log_dir]);
-    let snap_storage =
-        snapshots::open_dir(&snap_dir).map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
-    let ensemble = match ensemble {
-        Some(cfg) => Some(
-            EnsembleSettings::from_config(&cfg, tree_cfg.clone())
-                .map_err(|reason| StartError::Stopped { reason })?,
-        ),
-        None => None,
+    let snap_storage = match snapshots::open_dir(&snap_dir) {
+        Ok(s) => s,
+        Err(source) => {
+            give_up_created(&created, ());
+            return Err(StartError::Log { dir: snap_dir.clone(), source });
+        }
+    };
+    let ensemble = match ensemble.map(|cfg| EnsembleSettings::from_config(&cfg, tree_cfg.clone())).transpose()
+    {
+        Ok(e) => e,
+        Err(reason) => {
+            give_up_created(&created, snap_storage);
+            return Err(StartError::Stopped { reason });
+        }
     };
     let load_started = std::time::Instant::now();
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
@@ -278,28 +288,48 @@ pub async fn run(
         };
         (db, opened)
     });
-    let (db, snap_name) = db.map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    // A start that fails loading leaves no directory it created either (a stopped restore's moves
+    // aside put back by hand would otherwise move into them).
+    let (db, snap_name) = match db {
+        Ok(d) => d,
+        Err(message) => {
+            give_up_created(&created, (opened, snap_storage));
+            return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
+        }
+    };
     let snap_loaded = std::time::Instant::now();
-    let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
+    let mut log = match opened {
+        Ok(l) => l,
+        Err(source) => {
+            give_up_created(&created, snap_storage);
+            return Err(StartError::Log { dir: log_dir.clone(), source });
+        }
+    };
     let mut rec = Recovery::new(db);
     // Before the log is fitted to the snapshot: a refused start changes nothing in it.
     if log.first_zxid().is_none()
         && rec.start_zxid() != 0
         && crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
     {
-        unlink_created_locks(&created);
-        drop((log, snap_storage));
-        remove_created(&created);
+        give_up_created(&created, (log, snap_storage));
         return refuse_unfinished_restore(&settings, Some(&log_dir));
     }
     let what = log_dir.display().to_string();
-    crate::log::replay(&mut log, &mut rec, &what)
-        .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
+    if let Err(source) = crate::log::replay(&mut log, &mut rec, &what) {
+        give_up_created(&created, (log, snap_storage));
+        return Err(StartError::Log { dir: log_dir.clone(), source });
+    }
     // A snapshot that does not reproduce the digest it recorded is set aside for an older one.
-    let rec = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
+    let verified = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
         crate::log::replay(&mut log, rec, &what).map_err(|e| e.to_string())
-    })
-    .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
+    });
+    let rec = match verified {
+        Ok(rec) => rec,
+        Err(message) => {
+            give_up_created(&created, (log, snap_storage));
+            return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
+        }
+    };
     let replayed = rec.replayed();
     let startup = crate::driver::StartupLoad {
         snapshot: snap_loaded - load_started,
@@ -311,9 +341,7 @@ pub async fn run(
         if refused.is_err()
             || crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
         {
-            unlink_created_locks(&created);
-            drop((log, snap_storage));
-            remove_created(&created);
+            give_up_created(&created, (log, snap_storage));
             refused?;
             return refuse_unfinished_restore(&settings, None);
         }
@@ -658,6 +686,26 @@ fn seed(now: Now) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review 12, note 4: a start that gives up unlinks the lock files of the directories it
+    /// created while it still holds the locks (another start may lock the same file once they
+    /// are dropped), then removes the directories.
+    #[test]
+    fn a_start_giving_up_unlinks_its_locks_before_it_drops_them() {
+        struct Held(std::path::PathBuf, Option<zk_log::FileStorage>);
+        impl Drop for Held {
+            fn drop(&mut self) {
+                assert!(!self.0.join(zk_log::LOCK_FILE).exists(), "the lock file outlived the lock");
+                self.1.take();
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("new").join("zkrs-log");
+        let created = absent_dirs(&[&d]);
+        let storage = zk_log::FileStorage::open_dir(&d).unwrap();
+        give_up_created(&created, Held(d.clone(), Some(storage)));
+        assert!(!dir.path().join("new").exists());
+    }
 
     /// Review 12, note 5: a configured path with `..` through an absent directory names no
     /// directory a refused start would remove (by text, `a/b/../c`'s ancestors miss `a/c`).

@@ -561,6 +561,25 @@ fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
     }
 }
 
+/// Review 12, note 7: a start that fails loading (here its log: dataDir's `zkrs-log` is a file)
+/// leaves no `zkrs-snap` it created, which a stopped restore's snapshots put back by hand would
+/// move into.
+#[test]
+fn a_start_failing_to_load_leaves_no_directory_it_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("zkrs-log"), b"not a directory").unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data.display(),
+        free_port()
+    );
+    let said = refused(dir.path(), &cfg);
+    assert!(said.contains("transaction log in"), "{said}");
+    assert!(!data.join("zkrs-snap").exists(), "the failed start left {}", data.join("zkrs-snap").display());
+}
+
 /// Runs the `zkrs-server` command a refusal message `said` gives in backquotes right after
 /// `after` (through the shell, as an operator pastes it).
 fn run_said(said: &str, after: &str) {
