@@ -484,14 +484,19 @@ pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Resu
             unparsed.join(", ")
         )));
     }
+    if stamps.is_empty() {
+        return Err(BackupError::Refused(format!(
+            "nothing to put back: nothing moved aside by a restore (`*.before-restore-*`) is in {dirs}"
+        )));
+    }
     let x = match stopped_restore(&stamps, restore_finished_stamp(snap_root), &finished) {
         Ok(x) => x,
         Err(v) if v.is_empty() => {
             return Err(BackupError::Refused(format!(
-                "nothing to put back: {dirs} hold nothing moved aside by a restore that stopped (whatever is \
-                 moved aside there, the {RESTORE_FINISHED} in {} covers: left over from restores that finished)",
-                snap_root.display()
-            )))
+            "nothing to put back: what is moved aside in {dirs} the {RESTORE_FINISHED} in {} covers (left \
+                 over from restores that finished, not one that stopped)",
+            snap_root.display()
+        )))
         }
         Err(v) => {
             let v: Vec<String> = v.iter().map(u128::to_string).collect();
