@@ -410,8 +410,7 @@ fn undo(o: &std::collections::HashMap<&str, Option<&str>>) -> ExitCode {
     let Some((data, log)) = server_dirs("restore", o) else {
         return ExitCode::from(2);
     };
-    let log = log.unwrap_or_else(|| data.clone());
-    match zk_server::backup::restore::undo(&data, &log, &mut std::io::stderr()) {
+    match zk_server::backup::restore::undo(&data, log.as_deref(), &mut std::io::stderr()) {
         Ok(said) => {
             println!("{said}");
             ExitCode::SUCCESS

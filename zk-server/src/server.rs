@@ -56,7 +56,7 @@ pub enum StartError {
     /// result in. Serving the empty tree would look like data loss. (A restore by an older build
     /// records no finish: data emptied on purpose after one is refused as well, and the message
     /// says how to go on.) The refused start leaves no directory it created.
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}). If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
+    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}), or the restore recorded in flight there ({started}) moved them. If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED, started = crate::backup::restore::RESTORE_STARTED)]
     UnfinishedRestore {
         /// The directory.
         dir: std::path::PathBuf,
@@ -73,7 +73,7 @@ pub enum StartError {
     /// of the snapshot in place may be the one moved aside. Starting would serve the snapshot's
     /// tree without the transactions after it, and reuse their zxids. The refused start leaves
     /// no directory it created.
-    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}): a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the snapshot in place is the result of a restore that finished without recording it (an older build's, which records no finish), or one the server received from its leader since, do not run that command, which would set it aside for the older data: move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED)]
+    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}), or the restore recorded in flight there ({started}) moved them: a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). After an older build's restore, which records neither its start nor its finish (that command then refuses), or when the snapshot in place is one the server received from its leader since (do not run that command, which would set it aside for the older data), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED, started = crate::backup::restore::RESTORE_STARTED)]
     LogMovedAside {
         /// The server's log directory.
         log: std::path::PathBuf,
@@ -179,12 +179,15 @@ fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
 }
 
 /// Leaves the directories a start that gives up (refused, or failed loading) created
-/// (`created`) as it found them: unlinks their lock files while it still holds the locks (`held`:
-/// the storages; once they are dropped, another start may hold the same file, whose lock an
-/// unlink then would leave to a third), drops `held`, then removes the directories
-/// ([`remove_created`]).
-fn give_up_created<T>(created: &[std::path::PathBuf], held: T) {
-    for d in created {
+/// (`created`) as it found them: unlinks the lock files of those among them it holds the lock of
+/// (`locked`: the directories of the storages in `held`), while it still holds the locks (once
+/// they are dropped, another start may hold the same file, whose lock an unlink then would leave
+/// to a third), drops `held`, then removes the directories ([`remove_created`]). A lock file in
+/// a directory this start does not hold (it failed to lock it: another start created and holds
+/// it since) is left: unlinking it would let a third start lock beside the holder; the directory
+/// then stays, with a warning.
+fn give_up_created<T>(created: &[std::path::PathBuf], locked: &[&std::path::Path], held: T) {
+    for d in created.iter().filter(|d| locked.contains(&d.as_path())) {
         let _ = std::fs::remove_file(d.join(zk_log::LOCK_FILE));
     }
     drop(held);
@@ -254,7 +257,7 @@ pub async fn run(
     let snap_storage = match snapshots::open_dir(&snap_dir) {
         Ok(s) => s,
         Err(source) => {
-            give_up_created(&created, ());
+            give_up_created(&created, &[], ());
             return Err(StartError::Log { dir: snap_dir.clone(), source });
         }
     };
@@ -262,7 +265,7 @@ pub async fn run(
     {
         Ok(e) => e,
         Err(reason) => {
-            give_up_created(&created, snap_storage);
+            give_up_created(&created, &[&snap_dir], snap_storage);
             return Err(StartError::Stopped { reason });
         }
     };
@@ -293,7 +296,9 @@ pub async fn run(
     let (db, snap_name) = match db {
         Ok(d) => d,
         Err(message) => {
-            give_up_created(&created, (opened, snap_storage));
+            let locked: &[&std::path::Path] =
+                if opened.is_ok() { &[&snap_dir, &log_dir] } else { &[&snap_dir] };
+            give_up_created(&created, locked, (opened, snap_storage));
             return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
         }
     };
@@ -301,7 +306,7 @@ pub async fn run(
     let mut log = match opened {
         Ok(l) => l,
         Err(source) => {
-            give_up_created(&created, snap_storage);
+            give_up_created(&created, &[&snap_dir], snap_storage);
             return Err(StartError::Log { dir: log_dir.clone(), source });
         }
     };
@@ -311,12 +316,12 @@ pub async fn run(
         && rec.start_zxid() != 0
         && crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
     {
-        give_up_created(&created, (log, snap_storage));
+        give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
         return refuse_unfinished_restore(&settings, Some(&log_dir));
     }
     let what = log_dir.display().to_string();
     if let Err(source) = crate::log::replay(&mut log, &mut rec, &what) {
-        give_up_created(&created, (log, snap_storage));
+        give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
         return Err(StartError::Log { dir: log_dir.clone(), source });
     }
     // A snapshot that does not reproduce the digest it recorded is set aside for an older one.
@@ -326,7 +331,7 @@ pub async fn run(
     let rec = match verified {
         Ok(rec) => rec,
         Err(message) => {
-            give_up_created(&created, (log, snap_storage));
+            give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
             return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
         }
     };
@@ -341,7 +346,7 @@ pub async fn run(
         if refused.is_err()
             || crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
         {
-            give_up_created(&created, (log, snap_storage));
+            give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
             refused?;
             return refuse_unfinished_restore(&settings, None);
         }
@@ -687,6 +692,23 @@ fn seed(now: Now) -> u64 {
 mod tests {
     use super::*;
 
+    /// Review 13, finding 2: a start whose `created` lists a directory another start created and
+    /// locked meanwhile fails on the lock and leaves that start's lock file (and directory): a
+    /// third start cannot lock beside the holder.
+    #[test]
+    fn a_start_failing_on_the_lock_leaves_the_holders_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("zkrs-log");
+        let created = absent_dirs(&[&d]);
+        let b = zk_log::FileStorage::open_dir(&d).unwrap();
+        assert!(zk_log::FileStorage::open_dir(&d).is_err(), "a second start locks");
+        give_up_created(&created, &[], ());
+        assert!(d.join(zk_log::LOCK_FILE).exists(), "{} lost its lock file", d.display());
+        let c = zk_log::FileStorage::open_dir(&d);
+        assert!(c.is_err(), "a third start locked {} beside the running one", d.display());
+        drop(b);
+    }
+
     /// Review 12, note 4: a start that gives up unlinks the lock files of the directories it
     /// created while it still holds the locks (another start may lock the same file once they
     /// are dropped), then removes the directories.
@@ -703,7 +725,7 @@ mod tests {
         let d = dir.path().join("new").join("zkrs-log");
         let created = absent_dirs(&[&d]);
         let storage = zk_log::FileStorage::open_dir(&d).unwrap();
-        give_up_created(&created, Held(d.clone(), Some(storage)));
+        give_up_created(&created, &[&d], Held(d.clone(), Some(storage)));
         assert!(!dir.path().join("new").exists());
     }
 

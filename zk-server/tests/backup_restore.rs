@@ -462,6 +462,8 @@ fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000000")).unwrap();
     std::fs::create_dir_all(data.join("zkrs-log.before-restore-1700000000000")).unwrap();
+    // What the restore wrote before its first move aside, naming it for `--undo`.
+    std::fs::write(data.join("zkrs-restore-started"), "restore_stamp_ms=1700000000000\n").unwrap();
     let cfg = format!(
         "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
         data.display(),
@@ -531,6 +533,7 @@ fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
         "moved_aside_stamp_ms=1\n",
     )
     .unwrap();
+    std::fs::write(data.join("zkrs-restore-started"), format!("restore_stamp_ms={stamp}\n")).unwrap();
     let cfg = std::fs::read_to_string(server.config_path()).unwrap();
     let said = refused(server.dir.path(), &cfg);
     assert!(said.contains("holds no transaction"), "{said}");

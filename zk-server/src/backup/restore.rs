@@ -235,6 +235,75 @@ impl RestoreMarker {
 /// result was in), not when the data was emptied after a restore that finished.
 pub const RESTORE_FINISHED: &str = "zkrs-restore-finished";
 
+/// The file a forced restore writes (and syncs) in the data directory before it moves anything
+/// aside, naming its stamp (`restore_stamp_ms=<ms>`), and removes (synced) only once it finished
+/// ([`RESTORE_FINISHED`] written by it) or moved everything back: while it is there and no
+/// [`RESTORE_FINISHED`] written by that restore is in place, that restore stopped half done.
+/// [`undo`] and a server start tell the stopped restore by it, never by comparing stamps (wall
+/// clock times, which can step back).
+pub const RESTORE_STARTED: &str = "zkrs-restore-started";
+
+/// What [`RESTORE_STARTED`] in a data directory says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Started {
+    /// None there: no restore by this build stopped.
+    None,
+    /// The restore stamped so stopped half done.
+    Stopped(u128),
+    /// The restore stamped so finished (its [`RESTORE_FINISHED`] is in place), killed before it
+    /// removed the file.
+    Finished(u128),
+    /// There, but it names no stamp (damaged): some restore stopped.
+    Unreadable,
+}
+
+/// Reads [`RESTORE_STARTED`] in `data_dir` ([`Started`]).
+fn started_in(data_dir: &Path) -> Started {
+    let p = data_dir.join(RESTORE_STARTED);
+    if std::fs::symlink_metadata(&p).is_err() {
+        return Started::None;
+    }
+    match stamp_in(&p, RESTORE_STAMP_KEY) {
+        None => Started::Unreadable,
+        Some(x) if stamp_in(&data_dir.join(RESTORE_FINISHED), RESTORE_STAMP_KEY) == Some(x) => {
+            Started::Finished(x)
+        }
+        Some(x) => Started::Stopped(x),
+    }
+}
+
+/// Writes [`RESTORE_STARTED`] into `dir` for the restore stamped `stamp` (synced, under a
+/// temporary name first; the caller syncs the directory).
+fn write_started(dir: &Path, stamp: u128) -> Result<(), BackupError> {
+    let p = dir.join(RESTORE_STARTED);
+    let tmp = dir.join(format!("{RESTORE_STARTED}.tmp"));
+    let text = format!(
+        "# Written by zkrs-server restore --force before it moved anything aside, removed once it finished\n\
+         # or moved everything back: while it is here, `zkrs-server restore --undo` puts back what it moved aside.\n\
+         {RESTORE_STAMP_KEY}{stamp}\n"
+    );
+    let written = File::create(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, &p));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_err(&p)(e)
+    })
+}
+
+/// Removes [`RESTORE_STARTED`] from `dir` (gone already is fine) and syncs `dir`, as steps named
+/// `what` (tests).
+fn remove_started(dir: &Path, what: &str) -> Result<(), BackupError> {
+    let p = dir.join(RESTORE_STARTED);
+    step(format!("{what} {}", p.display()))?;
+    match std::fs::remove_file(&p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&p)(e)),
+        _ => {}
+    }
+    step(format!("{what} sync {}", dir.display()))?;
+    sync_dir(dir)
+}
+
 /// What [`unfinished_restore`] found: a directory holding what a restore moved aside that no
 /// finished restore covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,10 +328,12 @@ fn moved_dir_stamp(name: &str) -> Option<&str> {
 /// or on a snapshot with a log holding no transaction, refuses: first a `zkrs-snap` or
 /// `zkrs-log` moved aside (`<name>.before-restore-<ms>`) found inside the `zkrs-snap` or
 /// `zkrs-log` of either (renamed onto an existing directory: the server would not see it,
-/// whatever its stamp), then the first of the two directories holding such a directory that no
-/// [`RESTORE_FINISHED`] in `snap_root` covers (its stamp is older than theirs, or there is
-/// none). None: nothing to refuse. A stamp that does not parse (renamed by hand) is not known
-/// finished.
+/// whatever its stamp), then the first of the two directories holding such a directory that the
+/// restore [`RESTORE_STARTED`] in `snap_root` names as stopped moved aside (all of them when that
+/// file is damaged), whatever the clock did, or that no [`RESTORE_FINISHED`] in `snap_root`
+/// covers (its stamp is older than theirs, or there is none: an older build's restore, which
+/// records no start). None: nothing to refuse. A stamp that does not parse (renamed by hand) is
+/// not known finished.
 pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<Unfinished> {
     let listed = |dir: &Path, keep: &dyn Fn(&str) -> bool| {
         let mut moved: Vec<String> = std::fs::read_dir(dir)
@@ -285,10 +356,18 @@ pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<Unfinishe
         }
     }
     let finished = restore_finished_stamp(snap_root);
+    let started = started_in(snap_root);
     for dir in [snap_root, log_root] {
         let moved = listed(dir, &|n| {
-            moved_dir_stamp(n)
-                .is_some_and(|s| finished.is_none_or(|f| s.parse::<u128>().map_or(true, |s| s > f)))
+            moved_dir_stamp(n).is_some_and(|s| {
+                let s = s.parse::<u128>().ok();
+                let stopped = match started {
+                    Started::Stopped(x) => s == Some(x),
+                    Started::Unreadable => true,
+                    Started::None | Started::Finished(_) => false,
+                };
+                stopped || finished.is_none_or(|f| s.is_none_or(|s| s > f))
+            })
         });
         if !moved.is_empty() {
             return Some(Unfinished { dir: dir.to_path_buf(), moved, nested: false });
@@ -374,40 +453,6 @@ fn undo_sync(dir: &Path, progress: &mut Progress<'_>) -> Result<(), BackupError>
     Ok(())
 }
 
-/// Which restore stopped: the stamp of its moves aside, from the stamps of everything moved aside
-/// (`stamps`), the finished stamp in place (`in_place`), and the finished stamps moved aside
-/// (`finished`: their stamp, what they cover, and the stamp of the restore that wrote them).
-/// A restore moves the finished stamp in place aside first, so the stopped restore is the one
-/// whose finished stamp moved aside no later restore wrote (that one finished), covering the
-/// most; what it covers is left over from restores that finished. Err: the stamps among which
-/// it cannot be told (or none when nothing is left to put back).
-fn stopped_restore(
-    stamps: &std::collections::BTreeSet<u128>,
-    in_place: Option<u128>,
-    finished: &[(u128, Option<u128>, Option<u128>)],
-) -> Result<u128, Vec<u128>> {
-    let one = |v: Vec<u128>| if v.len() == 1 { Ok(v[0]) } else { Err(v) };
-    if let Some(c) = in_place {
-        return one(stamps.iter().copied().filter(|s| *s > c).collect());
-    }
-    if finished.is_empty() {
-        return one(stamps.iter().copied().collect());
-    }
-    let tips: Vec<&(u128, Option<u128>, Option<u128>)> =
-        finished.iter().filter(|(s, _, _)| !finished.iter().any(|(_, _, by)| *by == Some(*s))).collect();
-    let most = tips.iter().map(|(_, c, _)| c.unwrap_or(0)).max().unwrap_or(0);
-    let top: std::collections::BTreeSet<u128> =
-        tips.iter().filter(|(_, c, _)| c.unwrap_or(0) == most).map(|(s, _, _)| *s).collect();
-    let x = one(top.into_iter().collect())?;
-    // Anything else uncovered was moved aside by another restore that stopped too.
-    let others: Vec<u128> = stamps.iter().copied().filter(|s| *s > most && *s != x).collect();
-    if others.is_empty() {
-        Ok(x)
-    } else {
-        Err(std::iter::once(x).chain(others).collect())
-    }
-}
-
 /// `zkrs-server restore --undo`: puts back what a forced restore that stopped half done (a kill,
 /// a power loss, a rollback that could not finish) moved aside in `snap_root` (dataDir) and
 /// `log_root` (dataLogDir), in the order the restore's own rollback keeps: first, in the data
@@ -419,16 +464,26 @@ fn stopped_restore(
 /// stamp the restore moved aside first, synced. A power loss at any point leaves a state a
 /// server refuses to start on, or the old one; running this again goes on from there.
 ///
-/// The stopped restore is told by the finished stamp it moved aside first (the
-/// `zkrs-restore-finished.before-restore-<ms>` that no later restore wrote, covering the most),
-/// not by the newest stamp, which after a clock step back is an earlier restore's. When it cannot be told (several restores stopped, or stamps renamed by hand),
-/// nothing is moved and the error names the stamps. Moves aside renamed into the server's own
-/// `zkrs-snap` or `zkrs-log` are only moved back out one level: a server start then says how to
-/// go on. Nothing is deleted. Refused while a server holds the directories' lock. `progress`
-/// gets each move and sync; the result says what was done.
-pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Result<String, BackupError> {
+/// The stopped restore is the one [`RESTORE_STARTED`] names (written before its first move
+/// aside), not the one with the newest stamp, which after a clock step back is an earlier
+/// restore's; once everything is back, that file is removed (synced). When it cannot be told
+/// (no such file: an older build's restore, or none stopped; a damaged one; stamps renamed by
+/// hand), or the restore it names finished, nothing is moved and the error says why. Moves aside
+/// renamed into the server's own `zkrs-snap` or `zkrs-log` are only moved back out one level: a
+/// server start then says how to go on. Nothing is deleted. Refused while a server holds the
+/// directories' lock, and, when no `log_root` is given (taken as `snap_root`), for a data
+/// directory with snapshots and no log of its own (in place or moved aside by that restore):
+/// its log is in a separate dataLogDir, which would stay aside. `progress` gets each move and
+/// sync; the result says what was done.
+pub fn undo(
+    snap_root: &Path,
+    log_root: Option<&Path>,
+    progress: &mut dyn Write,
+) -> Result<String, BackupError> {
     use std::collections::BTreeSet;
     let mut progress = Progress::new(progress);
+    let log_given = log_root.is_some();
+    let log_root = log_root.unwrap_or(snap_root);
     let separate = !same_dir(snap_root, log_root);
     let roots: Vec<&Path> = if separate { vec![snap_root, log_root] } else { vec![snap_root] };
     let mut locks = Vec::new();
@@ -454,24 +509,19 @@ pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Resu
     }
     let mut stamps = BTreeSet::new();
     let mut unparsed = Vec::new();
-    let mut finished = Vec::new();
     for root in &roots {
         for e in std::fs::read_dir(root).map_err(io_err(root))?.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some((base, stamp)) = MOVED_NAMES
-                .iter()
-                .find_map(|b| name.strip_prefix(b)?.strip_prefix(".before-restore-").map(|s| (*b, s)))
+            let Some(stamp) =
+                MOVED_NAMES.iter().find_map(|b| name.strip_prefix(b)?.strip_prefix(".before-restore-"))
             else {
                 continue;
             };
-            let Ok(stamp) = stamp.parse::<u128>() else {
-                unparsed.push(root.join(&name).display().to_string());
-                continue;
-            };
-            stamps.insert(stamp);
-            if base == RESTORE_FINISHED && *root == snap_root {
-                let p = root.join(&name);
-                finished.push((stamp, stamp_in(&p, FINISHED_KEY), stamp_in(&p, RESTORE_STAMP_KEY)));
+            match stamp.parse::<u128>() {
+                Ok(stamp) => {
+                    stamps.insert(stamp);
+                }
+                Err(_) => unparsed.push(root.join(&name).display().to_string()),
             }
         }
     }
@@ -484,27 +534,38 @@ pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Resu
             unparsed.join(", ")
         )));
     }
-    if stamps.is_empty() {
-        return Err(BackupError::Refused(format!(
-            "nothing to put back: nothing moved aside by a restore (`*.before-restore-*`) is in {dirs}"
-        )));
-    }
-    let x = match stopped_restore(&stamps, restore_finished_stamp(snap_root), &finished) {
-        Ok(x) => x,
-        Err(v) if v.is_empty() => {
+    let record = snap_root.join(RESTORE_STARTED);
+    let x = match started_in(snap_root) {
+        Started::Stopped(x) => x,
+        Started::Finished(x) => return Err(BackupError::Refused(format!(
+            "the restore stamped {x} that {} names finished (the {RESTORE_FINISHED} in place is its own): \
+                 nothing was moved; it is not undone",
+            record.display()
+        ))),
+        Started::Unreadable => {
             return Err(BackupError::Refused(format!(
-            "nothing to put back: what is moved aside in {dirs} the {RESTORE_FINISHED} in {} covers (left \
-                 over from restores that finished, not one that stopped)",
-            snap_root.display()
-        )))
+                "{} names no restore (damaged): which restore stopped cannot be told, nothing was moved; run \
+                 the restore again with --force, or move out of {dirs} everything moved aside \
+                 (`*.before-restore-*`) by the restores not to put back",
+                record.display()
+            )))
         }
-        Err(v) => {
-            let v: Vec<String> = v.iter().map(u128::to_string).collect();
+        Started::None if stamps.is_empty() => {
             return Err(BackupError::Refused(format!(
-                "{dirs} hold what more than one restore moved aside that no finished restore covers (the \
-                 names ending .before-restore-{}), and which one stopped cannot be told: nothing was moved. Run \
-                 the restore again with --force, or move out of {dirs} everything moved aside by the restores \
-                 not to put back, then run this again",
+                "nothing to put back: nothing moved aside by a restore (`*.before-restore-*`) is in {dirs}"
+            )))
+        }
+        Started::None => {
+            let v: Vec<String> = stamps.iter().map(u128::to_string).collect();
+            return Err(BackupError::Refused(format!(
+                "no restore in flight is recorded ({} is absent): what {dirs} hold moved aside (the names \
+                 ending .before-restore-{}) was left by restores that finished, or by an older build's \
+                 restore, which records neither its start nor always its finish, so which restore stopped \
+                 cannot be told: nothing was moved. If the server refuses to start, run the restore again \
+                 with --force, or move out of {dirs} (anywhere outside dataDir and dataLogDir) everything \
+                 moved aside by the restores not to put back, and move back by hand what the stopped one \
+                 moved aside",
+                record.display(),
                 v.join(", .before-restore-")
             )));
         }
@@ -524,6 +585,26 @@ pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Resu
             .ok_or_else(|| BackupError::Refused(format!("no free name to set {} aside", to.display())))
     };
     let in_place = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    // A data directory with snapshots (in place or coming back) and no log of its own had its
+    // log in a separate dataLogDir, not given: that log would stay aside while the finished stamp
+    // comes back and may cover it (as [`prepare_out`] refuses).
+    let snaps = snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
+    if !log_given
+        && (in_place(&snaps) || aside_of(snap_root, zk_log::snapshot::SNAP_DIR_NAME).is_some())
+        && !in_place(&snap_root.join(zk_log::LOG_DIR_NAME))
+        && aside_of(snap_root, zk_log::LOG_DIR_NAME).is_none()
+    {
+        return Err(BackupError::Refused(format!(
+            "{} holds {} (in place or moved aside) but no {}: the server keeps its log in a separate \
+             dataLogDir, whose log the restore stamped {x} moved aside too; nothing was moved: give \
+             --data-log-dir (or --config with its zoo.cfg) (--data-log-dir {} when it has none, as in a \
+             directory a restore wrote that no server has started on)",
+            snap_root.display(),
+            zk_log::snapshot::SNAP_DIR_NAME,
+            zk_log::LOG_DIR_NAME,
+            snap_root.display()
+        )));
+    }
     // The marker in place is the stopped restore's when it names its stamp: then its result moved
     // in (the marker first), everything it moved aside was moved, and a snapshot directory in
     // place is its result (or one a refused start created) even with none moved aside.
@@ -575,6 +656,9 @@ pub fn undo(snap_root: &Path, log_root: &Path, progress: &mut dyn Write) -> Resu
         moved.push(to.display().to_string());
         undo_sync(snap_root, &mut progress)?;
     }
+    // 4. Everything is back: the restore is no longer in flight.
+    remove_started(snap_root, "unrecord")?;
+    progress.say(format!("restore --undo: removed {}", record.display()));
     drop(locks);
     let set =
         if set.is_empty() { String::new() } else { format!("; set aside (not deleted): {}", set.join(", ")) };
@@ -722,7 +806,19 @@ fn install(
     let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut finishing = false;
     let result = install_steps(aside, staging, out, log_out, stamp, &mut done, &mut finishing, progress);
-    let Err(e) = result else { return Ok(()) };
+    let Err(e) = result else {
+        // Finished: its [`RESTORE_FINISHED`] in place names it, so [`RESTORE_STARTED`] left (this
+        // removal failing, or a kill before it) is taken for a finished restore's too.
+        if !aside.is_empty() {
+            if let Err(u) = remove_started(out, "unrecord") {
+                progress.say(format!(
+                    "restore: removing {} failed ({u}); it names this restore, which finished: remove it",
+                    out.join(RESTORE_STARTED).display()
+                ));
+            }
+        }
+        return Ok(());
+    };
     let finished = out.join(RESTORE_FINISHED);
     // This restore's own stamp, written before the failure (only the directory's last sync can
     // fail after it), covers its moves aside: it goes first, durably, before anything moves
@@ -836,6 +932,11 @@ fn install(
             )));
         }
     }
+    // Everything is back and synced: this restore is no longer in flight. Otherwise its
+    // [`RESTORE_STARTED`] stays, naming it for `--undo` and a server start.
+    if stuck.is_empty() && synced.is_ok() && !aside.is_empty() {
+        synced = remove_started(out, "unrecord");
+    }
     if stuck.is_empty() {
         if !done.is_empty() {
             progress.say("restore: the directories moved aside are back in place".to_string());
@@ -872,6 +973,14 @@ fn install_steps(
     // one finishes, what that one covered is still left over from restores that finished, even
     // when this one's stamp is older (the clock stepped back).
     let covered = restore_finished_stamp(out).map_or(stamp, |s| s.max(stamp));
+    // Before anything moves aside, durably: which restore is in flight (see
+    // [`RESTORE_STARTED`]). A restore that moves nothing aside leaves nothing to undo.
+    if !aside.is_empty() {
+        step(format!("started {}", out.display()))?;
+        write_started(out, stamp)?;
+        step(format!("started sync {}", out.display()))?;
+        sync_dir(out)?;
+    }
     for p in aside {
         let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
@@ -1909,7 +2018,12 @@ mod tests {
             let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(fail));
             assert!(!ok, "{fail}: {steps:?}");
             assert!(steps.iter().any(|s| s.starts_with("aside")), "{fail}: {steps:?}");
-            assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
+            // Its start record goes once everything is back and synced (here the sync fails).
+            if fail == "sync" {
+                assert_eq!(names(&out), [RESTORE_STARTED, RESTORE_MARKER, "zkrs-snap"], "{fail}");
+            } else {
+                assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
+            }
             assert_eq!(std::fs::read(out.join("zkrs-snap/old")).unwrap(), b"old", "{fail}");
             assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(1), "{fail}");
             assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
@@ -1935,7 +2049,11 @@ mod tests {
         );
         assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
         assert!(at("finished") > at("in zkrs-snap"), "{steps:?}");
-        assert_eq!(steps.last(), Some(&format!("finished {sync_out}")), "{steps:?}");
+        assert_eq!(steps.last(), Some(&format!("unrecord {sync_out}")), "{steps:?}");
+        assert!(
+            at(&format!("finished {sync_out}"))
+                < at(&format!("unrecord {}", out.join(RESTORE_STARTED).display()))
+        );
         assert!(at("finished") < steps.len() - 1, "{steps:?}");
         assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 3);
     }
@@ -1989,8 +2107,12 @@ mod tests {
         let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
         assert!(ok, "{steps:?}");
         let finished_aside = format!("aside {}", out.join(RESTORE_FINISHED).display());
-        assert_eq!(steps[..2], [finished_aside, format!("sync {}", out.display())], "{steps:?}");
-        assert!(steps[2].starts_with("aside "), "{steps:?}");
+        assert_eq!(
+            steps[..2],
+            [format!("started {}", out.display()), format!("started sync {}", out.display())]
+        );
+        assert_eq!(steps[2..4], [finished_aside, format!("sync {}", out.display())], "{steps:?}");
+        assert!(steps[4].starts_with("aside "), "{steps:?}");
         assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
         assert!(
             names(&out).iter().any(|n| n.starts_with(&format!("{RESTORE_FINISHED}.before-restore-"))),
@@ -2193,7 +2315,7 @@ mod tests {
     ) -> (Result<String, BackupError>, Vec<String>) {
         INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
         KILL_POINTS.with(|k| *k.borrow_mut() = watch);
-        let r = undo(out, logs, &mut Vec::new());
+        let r = undo(out, Some(logs), &mut Vec::new());
         KILL_POINTS.with(|k| *k.borrow_mut() = None);
         (r, INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0))
     }
@@ -2264,7 +2386,11 @@ mod tests {
         killed_at(&f, &out, &copy, "sync");
         let (r, steps) = undo_steps(&copy, &copy, None);
         r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
-        assert_eq!(steps.iter().filter(|s| !s.starts_with("sync ")).count(), 1, "{steps:?}");
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with("back ") || s.starts_with("out ")).count(),
+            1,
+            "{steps:?}"
+        );
         assert_eq!(names(&copy.join("zkrs-snap")), snaps);
         assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
     }
@@ -2293,6 +2419,7 @@ mod tests {
             .unwrap();
             std::fs::create_dir_all(logs.join("zkrs-log.before-restore-300")).unwrap();
             std::fs::write(logs.join("zkrs-log.before-restore-300/log.0000000000000001"), b"").unwrap();
+            write_started(&out, 300).unwrap();
         };
         setup();
         let (r, steps) = undo_steps(&out, &logs, None);
@@ -2307,7 +2434,8 @@ mod tests {
         assert!(snap_out < snap_back && snap_back < log_back, "{steps:?}");
         assert!(steps[snap_back..log_back].contains(&sync_out), "{steps:?}");
         assert!(steps[log_back..finished].contains(&format!("sync {}", logs.display())), "{steps:?}");
-        assert_eq!(steps.last(), Some(&sync_out), "{steps:?}");
+        assert_eq!(steps[finished + 1], sync_out, "{steps:?}");
+        assert_eq!(steps.last(), Some(&format!("unrecord {sync_out}")), "{steps:?}");
         assert!(out.join("zkrs-snap/old").exists() && logs.join("zkrs-log/log.0000000000000001").exists());
         assert!(out.join("zkrs-snap.set-aside-300/result").exists(), "{:?}", names(&out));
         assert!(unfinished_restore(&out, &logs).is_none(), "{:?} {:?}", names(&out), names(&logs));
@@ -2395,24 +2523,29 @@ mod tests {
             std::fs::create_dir_all(out.join(d)).unwrap();
         }
         let before = names(&out);
-        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
         assert!(
             e.contains(".before-restore-100, .before-restore-200") && e.contains("cannot be told"),
             "{e}"
         );
+        // A damaged record of the restore in flight.
+        std::fs::write(out.join(RESTORE_STARTED), "restore_stamp_ms=\n").unwrap();
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("names no restore"), "{e}");
+        std::fs::remove_file(out.join(RESTORE_STARTED)).unwrap();
         assert_eq!(names(&out), before);
         std::fs::rename(out.join("zkrs-log.before-restore-200"), out.join("zkrs-log.before-restore-x"))
             .unwrap();
-        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
         assert!(e.contains("renamed by hand"), "{e}");
         std::fs::remove_dir(out.join("zkrs-log.before-restore-x")).unwrap();
         std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=100\n").unwrap();
-        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("nothing to put back"), "{e}");
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("no restore in flight"), "{e}");
         std::fs::remove_file(out.join(RESTORE_FINISHED)).unwrap();
         // A server holding zkrs-log.
         let held = zk_log::FileStorage::open_dir(out.join("zkrs-log")).unwrap();
-        let e = undo(&out, &out, &mut Vec::new()).unwrap_err().to_string();
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
         assert!(e.contains("a server runs"), "{e}");
         drop(held);
         // A log moved aside renamed into zkrs-log (a plain `mv` onto it).
@@ -2423,7 +2556,7 @@ mod tests {
         )
         .unwrap();
         assert!(unfinished_restore(&out, &out).unwrap().nested);
-        let said = undo(&out, &out, &mut Vec::new()).unwrap();
+        let said = undo(&out, Some(&out), &mut Vec::new()).unwrap();
         assert!(said.contains("start the server again"), "{said}");
         assert!(
             out.join("zkrs-log.before-restore-400").is_dir() && out.join("zkrs-log").is_dir(),
@@ -2438,22 +2571,103 @@ mod tests {
         assert!(!unfinished_restore(&out, &out).unwrap().nested);
     }
 
-    /// The stopped restore is the one whose finished stamp moved aside no later restore wrote:
-    /// with two covering the same (restore 2 finished and restore 3 stopped, both after a clock
-    /// step back behind restore 1), the stamp of the restore that wrote each tells them apart;
-    /// without it (an older build's), nothing is chosen.
+    /// Review 13, finding 1: the stopped restore is the one its start record names, whatever the
+    /// stamps: a finished stamp left aside by an interrupted restore, covering an earlier restore
+    /// whose stamp is ahead of the clock, then a restore (clock behind that stamp) killed once it
+    /// moved everything aside (none finished was in place, so it moved none aside): `--undo` puts
+    /// back the second's moves and the server starts on the data held before it, not empty.
     #[test]
-    fn the_stopped_restore_is_told_by_who_wrote_the_finished_stamps() {
-        let stamps: std::collections::BTreeSet<u128> = [500, 200, 300].into();
-        let finished = [(200, Some(500), Some(500)), (300, Some(500), Some(200))];
-        assert_eq!(stopped_restore(&stamps, None, &finished), Ok(300));
-        let unknown = [(200, Some(500), None), (300, Some(500), None)];
-        assert_eq!(stopped_restore(&stamps, None, &unknown), Err(vec![200, 300]));
-        // Another restore's moves aside newer than what the stopped one's finished stamp covers.
-        let stamps: std::collections::BTreeSet<u128> = [500, 300, 600].into();
-        assert_eq!(stopped_restore(&stamps, None, &[(300, Some(500), Some(500))]), Err(vec![300, 600]));
-        assert_eq!(stopped_restore(&stamps, Some(500), &[]), Ok(600));
-        assert_eq!(stopped_restore(&stamps, Some(600), &[]), Err(vec![]));
+    fn undo_puts_back_the_restore_its_start_record_names() {
+        let f = archived_1_to_5();
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-log/log.OLD"), b"old").unwrap();
+        let target = DirTarget::new(f.archive.clone());
+        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
+        assert!(
+            !out.join(RESTORE_STARTED).exists(),
+            "a finished restore leaves its record: {:?}",
+            names(&out)
+        );
+        let t1 = restore_finished_stamp(&out).unwrap();
+        let ahead = t1 + 10_000_000_000;
+        for n in names(&out) {
+            if let Some(base) = n.strip_suffix(&format!(".before-restore-{t1}")) {
+                std::fs::rename(out.join(&n), out.join(format!("{base}.before-restore-{ahead}"))).unwrap();
+            }
+        }
+        write_finished(&out, ahead, ahead).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-log/log.0000000000000004"), b"current").unwrap();
+        // Restore x killed right after it moved the finished stamp aside; the server runs on.
+        let c1 = f.dir.path().join("c1");
+        killed_at(&f, &out, &c1, "sync");
+        assert!(restore_finished_stamp(&c1).is_none(), "{:?}", names(&c1));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // Restore y (clock still behind `ahead`) killed once it moved everything aside.
+        let c2 = f.dir.path().join("c2");
+        killed_at(&f, &c1, &c2, "in zkrs-restored");
+        assert!(unfinished_restore(&c2, &c2).is_some(), "{:?}", names(&c2));
+        let (r, steps) = undo_steps(&c2, &c2, None);
+        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+        // The state before restore y: restore x's leftover (its finished stamp aside) and the
+        // current data in place, where a server starts on that data.
+        assert!(c2.join("zkrs-log/log.0000000000000004").exists(), "{:?}", names(&c2));
+        assert!(c2.join("zkrs-snap").is_dir() && !c2.join(RESTORE_STARTED).exists(), "{:?}", names(&c2));
+        // A server start refuses a stopped restore named by its record even when a finished
+        // stamp (by the clock) covers its moves aside.
+        let c3 = f.dir.path().join("c3");
+        killed_at(&f, &out, &c3, "in zkrs-restored");
+        write_finished(&c3, u128::MAX, 1).unwrap();
+        assert!(unfinished_restore(&c3, &c3).is_some(), "{:?}", names(&c3));
+        // A restore whose finished stamp is in place but whose record is left (killed between
+        // them) finished: neither refused nor undone.
+        let c4 = f.dir.path().join("c4");
+        killed_at(&f, &out, &c4, "unrecord");
+        assert!(c4.join(RESTORE_STARTED).exists(), "{:?}", names(&c4));
+        assert!(unfinished_restore(&c4, &c4).is_none(), "{:?}", names(&c4));
+        let e = undo(&c4, Some(&c4), &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("finished"), "{e}");
+    }
+
+    /// Review 13, finding 3: a forced restore by an older build (main's: no finished stamp, no
+    /// start record, a marker without a stamp) that finished: `--undo` refuses rather than set the
+    /// restored snapshot aside for the data from before it.
+    #[test]
+    fn undo_refuses_an_older_builds_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        for d in ["zkrs-snap", "zkrs-snap.before-restore-100", "zkrs-log.before-restore-100"] {
+            std::fs::create_dir_all(out.join(d)).unwrap();
+        }
+        std::fs::write(out.join("zkrs-snap/restored"), b"").unwrap();
+        std::fs::write(out.join("zkrs-snap.before-restore-100/old"), b"").unwrap();
+        std::fs::write(out.join(RESTORE_MARKER), "zxid=0x3\nrestored_at_ms=1\n").unwrap();
+        let before = names(&out);
+        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("older build") && e.contains("cannot be told"), "{e}");
+        assert_eq!(names(&out), before);
+        assert!(out.join("zkrs-snap/restored").exists());
+    }
+
+    /// Review 13, finding 4: `--undo` without a log directory, for a data directory holding
+    /// snapshots and no log (its log in a separate dataLogDir), refuses: the finished stamp would
+    /// come back while that log stays aside.
+    #[test]
+    fn undo_without_the_log_dir_of_a_separate_log_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("zkrs-snap.before-restore-300")).unwrap();
+        std::fs::write(out.join("zkrs-restore-finished.before-restore-300"), "moved_aside_stamp_ms=500\n")
+            .unwrap();
+        write_started(&out, 300).unwrap();
+        let before = names(&out);
+        let e = undo(&out, None, &mut Vec::new()).unwrap_err().to_string();
+        assert!(e.contains("give --data-log-dir"), "{e}");
+        assert_eq!(names(&out), before);
+        // Given (the same directory, as for a directory without a log): it goes on.
+        undo(&out, Some(&out), &mut Vec::new()).unwrap();
+        assert!(out.join("zkrs-snap").is_dir() && out.join(RESTORE_FINISHED).exists(), "{:?}", names(&out));
     }
 
     /// Review 10, note 4: a restore killed right after it moved the finished stamp before it
