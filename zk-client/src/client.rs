@@ -34,6 +34,7 @@ pub struct ClientBuilder {
     can_be_read_only: bool,
     session: Option<SessionCredentials>,
     max_pending: usize,
+    max_frame: u32,
     reconnect_delay_max: Duration,
     tls: Option<crate::tls::ClientTls>,
     sasl: Option<crate::core::SaslCredentials>,
@@ -62,6 +63,14 @@ impl ClientBuilder {
     /// Operations queued or in flight at most (default 10,000); callers wait beyond it.
     pub fn max_pending(mut self, n: usize) -> Self {
         self.max_pending = n.max(1);
+        self
+    }
+
+    /// The largest reply accepted, in bytes (default 0xfffff, Apache's `jute.maxbuffer`). A
+    /// longer reply (a getChildren of a parent with many children, a multiRead of large nodes)
+    /// drops the connection: the request fails with CONNECTIONLOSS and the client reconnects.
+    pub fn max_frame(mut self, bytes: u32) -> Self {
+        self.max_frame = bytes;
         self
     }
 
@@ -119,6 +128,7 @@ impl ClientBuilder {
         cfg.can_be_read_only = self.can_be_read_only;
         cfg.session = self.session;
         cfg.max_pending = self.max_pending;
+        cfg.max_frame = self.max_frame;
         cfg.reconnect_delay_max = self.reconnect_delay_max;
         cfg.sasl = self.sasl;
         cfg.gssapi = self.gssapi;
@@ -287,6 +297,7 @@ impl Client {
             can_be_read_only: false,
             session: None,
             max_pending: 10_000,
+            max_frame: zk_proto::DEFAULT_MAX_FRAME,
             reconnect_delay_max: Duration::from_secs(1),
             tls: None,
             sasl: None,

@@ -448,7 +448,38 @@ async fn sasl_digest_md5(target: Target) {
     assert_eq!(sasl("bob", "wrong").await.err(), Some(Error::AuthFailed));
 }
 
+/// A reply longer than 0xfffff bytes (a multiRead of three 400 KB nodes) drops the connection
+/// with the default limit, the request failing with CONNECTIONLOSS and the session going on; a
+/// client built with a larger `max_frame` takes it.
+async fn replies_past_the_default_frame_limit(target: Target) {
+    let srv = TestServer::start(target);
+    let c = client(&srv.addr).await;
+    let open = acl::open_unsafe();
+    let base = unique("frame");
+    c.create(&base, b"", &open, CreateMode::Persistent).await.unwrap();
+    let big = vec![7u8; 400_000];
+    let mut reads = Vec::new();
+    for i in 0..3 {
+        let p = format!("{base}/n{i}");
+        c.create(&p, &big, &open, CreateMode::Persistent).await.unwrap();
+        reads.push(ReadOp::GetData(p));
+    }
+    assert_eq!(c.multi_read(reads.clone()).await, Err(Error::ConnectionLoss));
+    // The session survives the dropped connection.
+    assert_eq!(timeout(T, c.get_data(&base)).await.unwrap().unwrap().0.len(), 0);
+    let wide = Client::builder(&srv.addr).session_timeout(T).max_frame(4 << 20).connect().await.unwrap();
+    let got = wide.multi_read(reads).await.unwrap();
+    assert_eq!(got.len(), 3);
+    for r in got {
+        match r {
+            OpResult::GetData(d) => assert_eq!(d.data.map(|b| b.len()), Some(big.len())),
+            other => panic!("not a getData result: {other:?}"),
+        }
+    }
+}
+
 both!(
+    replies_past_the_default_frame_limit,
     sasl_digest_md5,
     every_operation_and_its_errors,
     watches_of_every_kind_and_chroot,

@@ -403,7 +403,7 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`zkrs.keepClientsThroughElection`"#,
                 default: r#"true"#,
-                meaning: r#"*zkrs.* A leader or follower that loses its leader keeps the client connections with nothing in flight, holding their requests until it serves again (at most a third of each session's timeout after it last heard from its leader); `false` closes them all, as Apache does ([Ensembles](ensembles.md#when-the-leader-goes))."#,
+                meaning: r#"*zkrs.* A leader or follower that loses its leader keeps the client connections with nothing in flight, holding their requests until it serves again (at most a third of each session's timeout after it last heard from its leader), and holds new connections' handshakes meanwhile; `false` closes them all, as Apache does ([Ensembles](ensembles.md#when-the-leader-goes))."#,
                 refused: r#"not a boolean"#,
             },
             Row {

@@ -548,7 +548,6 @@ fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
 /// standalone server does not drain.
 #[test]
 fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
-    use zk_server::core::drain::DRAIN_QUIET_MS;
     let mut standalone = core(100_000);
     connect(&mut standalone, 1);
     assert!(!standalone.drain_clients(now(10), 2_000), "a standalone server has nowhere to send them");
@@ -556,7 +555,7 @@ fn a_member_stopping_closes_each_client_connection_once_it_is_quiet() {
     let (mut c, _) = learner_with_a_write_forwarded();
     // The write is in flight at 5 ms: not closed while it waits, however long it has been.
     assert!(c.drain_clients(now(100), 2_000));
-    c.handle_timeout(now(100 + 10 * DRAIN_QUIET_MS));
+    c.handle_timeout(now(100 + 1_999));
     let a = drain(&mut c);
     assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
     assert_eq!(c.client_connections(), 1);
@@ -601,6 +600,124 @@ fn a_quiet_client_is_closed_after_the_moment_and_a_request_restarts_it() {
     let a = drain(&mut c);
     assert!(a.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "{a:?}");
     assert_eq!(c.client_connections(), 0);
+}
+
+/// A handshake on connection `conn` (a new session of 30 s) at `at` ms; the actions.
+fn handshake(c: &mut ServerCore, conn: u64, at: u64) -> Vec<Action> {
+    let remote = "127.0.0.1:5002".parse().expect("address");
+    let req = core_support::new_session_request();
+    let stats = Arc::new(zk_server::stats::ConnStats::new());
+    c.handle(now(at), Event::Connect { conn, remote, req, ids: vec![], stats });
+    drain(c)
+}
+
+fn touches(actions: &[Action], conn: u64) -> bool {
+    actions.iter().any(|a| match a {
+        Action::Close { conn: c } | Action::Frame { conn: c, .. } => *c == conn,
+        Action::Forward { .. } => true,
+        _ => false,
+    })
+}
+
+/// A member that went down from serving (an election after its leader's loss) holds the
+/// handshakes of new connections until it serves again, instead of closing them as Apache does:
+/// in a reconnect storm the clients of a lost leader that reach a member still electing are
+/// served when it serves, not sent to pause and try again. A held handshake is closed after a
+/// third of its session's timeout, or forgotten when its client goes; a member that never served
+/// (just started) or that keeps no clients (`zkrs.keepClientsThroughElection=false`) closes at
+/// once.
+#[test]
+fn a_member_down_from_serving_holds_new_handshakes_until_it_serves_again() {
+    let (mut c, _) = learner_with_a_session();
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(10));
+    drain(&mut c);
+    for conn in [2, 3] {
+        let a = handshake(&mut c, conn, 11);
+        assert!(!touches(&a, conn), "held: {a:?}");
+    }
+    c.handle(now(12), Event::Closed { conn: 3 });
+    assert!(c.poll_timeout().is_some_and(|t| t <= 11 + 10_000), "its deadline is a timer");
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(20));
+    let a = drain(&mut c);
+    let create = OpCode::CreateSession.code();
+    let forwarded: Vec<i64> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { session, op, .. } if *op == create => Some(*session),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwarded.len(), 1, "the held new session goes to the leader, once: {a:?}");
+    assert!(!a.iter().any(|a| matches!(a, Action::Close { conn: 2 | 3 })), "{a:?}");
+
+    // Down again: one held past a third of 30 s is closed unanswered.
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(30));
+    drain(&mut c);
+    assert!(!touches(&handshake(&mut c, 4, 31), 4));
+    c.handle_timeout(now(31 + 9_999));
+    assert!(!touches(&drain(&mut c), 4));
+    c.handle_timeout(now(31 + 10_000));
+    assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 4 })));
+    // Held, then a role that cannot serve the ensemble's sessions: closed.
+    assert!(!touches(&handshake(&mut c, 5, 10_040), 5));
+    c.set_role(Role::ReadOnly, VoterSet::solo(1), None, now(10_041));
+    assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 5 })));
+
+    // Never served: closed at once.
+    let mut fresh = core(100_000);
+    fresh.set_role(Role::Down, VoterSet::new(1, [2, 3]), None, now(0));
+    drain(&mut fresh);
+    assert!(handshake(&mut fresh, 2, 1).iter().any(|a| matches!(a, Action::Close { conn: 2 })));
+}
+
+/// A client that pipelines and pauses is closed at the first moment it is quiet: right behind
+/// the answer that leaves its session with nothing waiting once it has sent nothing for
+/// DRAIN_QUIET_MS, or when that time is up, not at a moment of a coarser poll later in its
+/// pause, which can meet its next batch on the wire (a kazoo writer lost a batch of 31 creates so
+/// in a five-server rolling restart, 2026-11-30).
+#[test]
+fn a_member_stopping_closes_a_connection_at_the_first_quiet_moment() {
+    use zk_server::core::drain::DRAIN_QUIET_MS;
+    // (answered at, closed by that answer's event or by the timer at t + DRAIN_QUIET_MS)
+    let t = 1_000;
+    for (last_answer, behind) in [(t + DRAIN_QUIET_MS + 2, true), (t + 3, false)] {
+        let mut c = core(100_000);
+        c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+        connect(&mut c, 1);
+        c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+        drain(&mut c);
+        // Two creates in flight when the drain starts: nothing is closed while they wait.
+        for xid in 1..=2 {
+            let op = OpCode::Create.code();
+            let body = Ok(create(&format!("/p{xid}")));
+            c.handle(
+                now(t),
+                Event::Request { conn: 1, xid, op, body, raw: Bytes::new(), received_us: t * 1000 },
+            );
+        }
+        drain(&mut c);
+        assert!(c.drain_clients(now(t + 1), 2_000));
+        assert!(!drain(&mut c).iter().any(|a| matches!(a, Action::Close { .. })));
+        // The first is answered: one still waits, the connection stays.
+        c.handle(now(t + 2), Event::Durable { zxid: 0x1_0000_0002 });
+        let a = drain(&mut c);
+        assert!(a.iter().any(|a| matches!(a, Action::Reply { conn: 1, .. })), "{a:?}");
+        assert!(!a.iter().any(|a| matches!(a, Action::Close { .. })), "{a:?}");
+        c.handle(now(last_answer), Event::Durable { zxid: 0x1_0000_0003 });
+        let a = drain(&mut c);
+        let reply = a.iter().position(|a| matches!(a, Action::Reply { conn: 1, .. }));
+        let close = a.iter().position(|a| matches!(a, Action::Close { conn: 1 }));
+        assert!(reply.is_some(), "{a:?}");
+        if behind {
+            assert!(close.is_some() && reply < close, "closed right behind the answer: {a:?}");
+        } else {
+            assert!(close.is_none(), "not yet quiet: {a:?}");
+            assert_eq!(c.poll_timeout(), Some(t + DRAIN_QUIET_MS));
+            c.handle_timeout(now(t + DRAIN_QUIET_MS));
+            assert!(drain(&mut c).iter().any(|a| matches!(a, Action::Close { conn: 1 })));
+        }
+        assert_eq!(c.client_connections(), 0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

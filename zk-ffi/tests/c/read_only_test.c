@@ -36,16 +36,21 @@ static int wait_state(zhandle_t *zh, int want, int seconds) {
     return 0;
 }
 
-/* Whether the watcher saw `first` and, later, `then`. */
+/* Whether the watcher saw `first` and, later, `then`, waiting up to 10 s: the library's state
+ * changes before the completion thread delivers the event, so zoo_state can be ahead of it. */
 static int saw_in_order(int first, int then) {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < states_n; i++) {
-        if (found == 0 && states[i] == first) found = 1;
-        else if (found == 1 && states[i] == then) found = 2;
+    for (int tries = 0; tries < 100; tries++) {
+        int found = 0;
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < states_n; i++) {
+            if (found == 0 && states[i] == first) found = 1;
+            else if (found == 1 && states[i] == then) found = 2;
+        }
+        pthread_mutex_unlock(&mu);
+        if (found == 2) return 1;
+        usleep(100 * 1000);
     }
-    pthread_mutex_unlock(&mu);
-    return found == 2;
+    return 0;
 }
 
 /* The state of the watcher's first session event (waiting up to 10 s for it); 0 if none. */

@@ -15,7 +15,9 @@ use crate::wire::{
 };
 
 /// The most bytes of committed proposals the leader holds past `committed_log_max` for learners
-/// whose log read or snapshot is under way; past it they are sent a snapshot again.
+/// being synced (a log read, a snapshot, or a stream under way); past it a learner whose log read
+/// ends is sent a snapshot instead, and one whose snapshot or stream needs what was dropped is
+/// closed (it syncs again).
 pub const SYNC_WINDOW_BYTES_MAX: usize = 64 << 20;
 
 /// The sid of a connection whose FOLLOWERINFO or OBSERVERINFO has not arrived.
@@ -303,10 +305,15 @@ pub struct Leader {
     phase_deadline_ms: Option<u64>,
     learners: BTreeMap<ConnId, LearnerConn>,
     /// The latest committed proposals, ascending: at most `committed_log_max`, or more while a
-    /// learner's log read or snapshot still needs them (up to [`SYNC_WINDOW_BYTES_MAX`]).
+    /// learner's log read, snapshot or stream still needs them (up to [`SYNC_WINDOW_BYTES_MAX`]).
+    /// Always every committed record after `window_floor`, with no gap.
     window: VecDeque<(i64, Bytes)>,
     /// Payload bytes in `window`.
     window_bytes: usize,
+    /// Every committed record after this zxid is in `window`: the last record dropped from its
+    /// front; at the start, one below the window's first record (a zxid that may name no
+    /// record), or the last logged zxid when the window starts empty.
+    window_floor: i64,
     /// Proposals made and not yet committed, ascending, with when they were made.
     outstanding: VecDeque<(i64, Bytes, u64)>,
     last_committed: i64,
@@ -340,6 +347,9 @@ impl Leader {
         while window.len() > cfg.committed_log_max {
             window.pop_front();
         }
+        // The record before the window's first is not known here, and one zxid below that first
+        // record names no other: every committed record after it is in the window.
+        let window_floor = window.front().map_or(local.last_logged_zxid, |(f, _)| f.saturating_sub(1));
         let window_bytes = window.iter().map(|(_, p)| p.len()).sum();
         let mut epoch_set = BTreeSet::new();
         epoch_set.insert(cfg.my_sid);
@@ -355,6 +365,7 @@ impl Leader {
             learners: BTreeMap::new(),
             window,
             window_bytes,
+            window_floor,
             outstanding: VecDeque::new(),
             last_committed: local.last_logged_zxid,
             last_proposed: local.last_logged_zxid,
@@ -815,10 +826,13 @@ impl Leader {
     }
 
     /// Drops the oldest committed proposals beyond `committed_log_max`, except those a learner
-    /// being synced from a log read or a snapshot will need once that ends (as Apache queues the
-    /// proposals for a learner it streams a snapshot to), within [`SYNC_WINDOW_BYTES_MAX`].
+    /// being synced from a log read, a snapshot or a stream will need (as Apache queues the
+    /// proposals for a learner it streams a snapshot to), within [`SYNC_WINDOW_BYTES_MAX`]. A
+    /// learner whose point the window already dropped past (the byte bound) holds nothing back:
+    /// it will not be streamed from the window.
     fn trim_window(&mut self) {
-        let needed_after = self
+        // Each syncing learner's point, ascending: it needs every record after it.
+        let mut points: Vec<i64> = self
             .learners
             .values()
             .filter_map(|l| match l.phase {
@@ -829,16 +843,26 @@ impl Leader {
                 }
                 _ => None,
             })
-            .min();
+            .collect();
+        points.sort_unstable();
         while self.window.len() > self.cfg.committed_log_max {
             let Some(&(front, _)) = self.window.front() else { break };
-            if needed_after.is_some_and(|z| front > z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
+            // The earliest point the window still covers.
+            let needed_after = points.iter().find(|z| **z >= self.window_floor);
+            if needed_after.is_some_and(|z| front > *z) && self.window_bytes <= SYNC_WINDOW_BYTES_MAX {
                 break;
             }
-            if let Some((_, p)) = self.window.pop_front() {
+            if let Some((z, p)) = self.window.pop_front() {
                 self.window_bytes -= p.len();
+                self.window_floor = z;
             }
         }
+    }
+
+    /// Records in the window of committed proposals (tests).
+    #[cfg(test)]
+    pub(super) fn window_len(&self) -> usize {
+        self.window.len()
     }
 
     /// A configuration came into force: from now on its voters alone make the quorums (pings,
@@ -1188,9 +1212,11 @@ impl Leader {
         }
     }
 
-    /// Window holds every committed record after `zxid`.
+    /// Window holds every committed record after `zxid`. A learner streamed through `zxid` needs
+    /// no record at or before it, so the window may have dropped it (trimmed while the learner
+    /// synced: under load, a snapshot's or piece's time commits more than `committed_log_max`).
     fn window_covers_after(&self, zxid: i64) -> bool {
-        zxid >= self.last_committed || self.window.front().is_some_and(|(f, _)| *f <= zxid)
+        zxid >= self.last_committed || zxid >= self.window_floor
     }
 
     /// Chooses DIFF, TRUNC, a log read or SNAP for a learner whose ACKEPOCH said `peer_zxid`.

@@ -31,9 +31,16 @@
 //!   through the ordinary path (a held write is forwarded to, or proposed by, the new leader:
 //!   it was never sent before, so nothing about it is ambiguous).
 //!
+//! - A new connection's handshake that arrives meanwhile is held too (Apache closes the
+//!   connection, and the client pauses and tries its next server: after a leader's loss, that is
+//!   how its clients meet the members still electing) and answered once the server serves
+//!   again, as if it had just arrived; it is closed unanswered after a third of the session
+//!   timeout it asks for. A member that keeps no clients (just started, or
+//!   `zkrs.keepClientsThroughElection=false`) closes it at once.
+//!
 //! A change to a role that serves no ensemble session (read-only, or a leader with
-//! `leaderServes=no`) closes every kept connection, as does a divergence of the tree (the
-//! clients' view came from a tree the ensemble did not agree on).
+//! `leaderServes=no`) closes every kept connection and held handshake, as does a divergence of
+//! the tree (the clients' view came from a tree the ensemble did not agree on).
 
 use super::*;
 use std::collections::BTreeMap;
@@ -85,8 +92,33 @@ impl HeldRequest {
     }
 }
 
-/// The clients kept since the server went down. Bounded: one entry per connection, and every
-/// held request holds a permit of the global outstanding-request limit.
+/// The most handshakes held at once while the server is down; past it a new connection is
+/// closed at once, as Apache closes it. A held handshake is a few hundred bytes.
+pub const HELD_HANDSHAKES_MAX: usize = 32_768;
+
+/// A client's handshake that arrived while the server was down, held until it serves again
+/// (see the module docs).
+#[derive(Debug)]
+pub(super) struct HeldHandshake {
+    pub(super) conn: ConnId,
+    pub(super) remote: SocketAddr,
+    pub(super) req: ConnectRequest,
+    pub(super) ids: Vec<Id>,
+    pub(super) stats: Arc<ConnStats>,
+    /// When it is closed unanswered if the server does not serve again first (mono ms): a third
+    /// of the session timeout it would negotiate ([`third_of`]).
+    pub(super) deadline_ms: u64,
+}
+
+/// A third of a session timeout, in ms: how long a kept connection or a held handshake waits
+/// for the server to serve again (an idle client pings at that interval).
+pub(super) fn third_of(timeout_ms: i32) -> u64 {
+    u64::try_from(timeout_ms.max(0) / 3).unwrap_or(0)
+}
+
+/// The clients kept since the server went down. Bounded: one entry per connection, every
+/// held request holds a permit of the global outstanding-request limit, and at most
+/// [`HELD_HANDSHAKES_MAX`] handshakes wait.
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     /// The last zxid applied when the server went down: the latest its clients can have seen.
@@ -95,6 +127,8 @@ pub(super) struct Kept {
     pub conns: BTreeMap<ConnId, KeptConn>,
     /// Requests that arrived meanwhile, oldest first.
     held: VecDeque<HeldRequest>,
+    /// Handshakes of connections opened meanwhile, oldest first.
+    handshakes: VecDeque<HeldHandshake>,
 }
 
 impl Kept {
@@ -136,7 +170,7 @@ impl ServerCore {
         let waiting = self.conns_waiting_for_leader();
         for conn in ids {
             let Some(c) = self.conns.get(conn) else { continue };
-            let deadline_ms = since + u64::try_from(c.timeout_ms.max(0) / 3).unwrap_or(0);
+            let deadline_ms = since + third_of(c.timeout_ms);
             // A connection whose session is no longer bound to it is already being closed (its
             // session ended, or moved to another connection); one whose time is up already (the
             // leader was silent that long) is closed as Apache closes it.
@@ -181,6 +215,25 @@ impl ServerCore {
         self.kept = Some(kept);
     }
 
+    /// Whether a handshake on a new connection is held ([`Self::hold_handshake`]) rather than
+    /// answered or refused now: the server is down with clients kept (it was serving and means to
+    /// serve again), no restore or stop is under way, and fewer than [`HELD_HANDSHAKES_MAX`] wait.
+    pub(super) fn holds_handshakes(&self) -> bool {
+        self.role == Role::Down
+            && self.drain_until.is_none()
+            && !self.restore_pending()
+            && self.kept.as_ref().is_some_and(|k| k.handshakes.len() < HELD_HANDSHAKES_MAX)
+    }
+
+    /// Holds a handshake until the server serves again or its deadline, instead of closing it
+    /// at once. Only when [`Self::holds_handshakes`].
+    pub(super) fn hold_handshake(&mut self, h: HeldHandshake) {
+        debug_assert!(self.holds_handshakes(), "a handshake held while none is");
+        let Some(k) = self.kept.as_mut() else { return };
+        debug!("holding the handshake of {} until the server serves again", h.remote);
+        k.handshakes.push_back(h);
+    }
+
     /// Whether `conn` is kept while the server is down.
     pub(super) fn is_kept(&self, conn: ConnId) -> bool {
         self.kept.as_ref().is_some_and(|k| k.conns.contains_key(&conn))
@@ -213,6 +266,7 @@ impl ServerCore {
     /// permits of what it had held.
     pub(super) fn forget_kept(&mut self, conn: ConnId) {
         let Some(k) = self.kept.as_mut() else { return };
+        k.handshakes.retain(|h| h.conn != conn);
         if k.conns.remove(&conn).is_none() {
             return;
         }
@@ -221,20 +275,39 @@ impl ServerCore {
         }
     }
 
-    /// Down: closes the kept connections whose time is up.
+    /// Down: closes the kept connections and held handshakes whose time is up.
     pub(super) fn expire_kept(&mut self, now: Now) {
-        let Some(k) = self.kept.as_ref() else { return };
+        let Some(k) = self.kept.as_mut() else { return };
+        let ms = now.mono_ms();
+        let mut closed = Vec::new();
+        k.handshakes.retain(|h| {
+            let due = h.deadline_ms <= ms;
+            if due {
+                closed.push(h.conn);
+            }
+            !due
+        });
+        if !closed.is_empty() {
+            info!(
+                "{} handshakes held for a third of their session's timeout while down: closed",
+                closed.len()
+            );
+        }
         let due: Vec<ConnId> =
-            k.conns.iter().filter(|(_, c)| c.deadline_ms <= now.mono_ms()).map(|(&id, _)| id).collect();
+            k.conns.iter().filter(|(_, c)| c.deadline_ms <= ms).map(|(&id, _)| id).collect();
+        for conn in closed {
+            self.actions.push_back(Action::Close { conn });
+        }
         for conn in due {
             info!("connection {conn} kept for a third of its session's timeout while down: closed");
             self.close_kept(conn);
         }
     }
 
-    /// The earliest kept connection's deadline, while down.
+    /// The earliest deadline of a kept connection or held handshake, while down.
     pub(super) fn kept_deadline(&self) -> Option<u64> {
-        self.kept.as_ref()?.conns.values().map(|c| c.deadline_ms).min()
+        let k = self.kept.as_ref()?;
+        k.conns.values().map(|c| c.deadline_ms).chain(k.handshakes.iter().map(|h| h.deadline_ms)).min()
     }
 
     /// Closes every kept connection (a role that cannot serve them, or a diverged tree).
@@ -242,6 +315,9 @@ impl ServerCore {
         let Some(k) = self.kept.take() else { return };
         for _ in &k.held {
             self.actions.push_back(Action::ReleasePermit);
+        }
+        for h in k.handshakes {
+            self.actions.push_back(Action::Close { conn: h.conn });
         }
         for conn in k.conns.into_keys() {
             self.close_client(conn);
@@ -282,6 +358,12 @@ impl ServerCore {
         }
         for h in k.held {
             self.on_request(now, h.conn, h.xid, h.op, h.body, h.raw, h.received_us);
+        }
+        if !k.handshakes.is_empty() {
+            info!("{} handshakes held while the server was down are answered", k.handshakes.len());
+        }
+        for h in k.handshakes {
+            self.on_connect(now, h.conn, h.remote, h.req, h.ids, h.stats);
         }
     }
 }

@@ -523,6 +523,9 @@ pub struct ServerCore {
     drain_until: Option<u64>,
     /// ... and when it next looks for quiet connections (mono ms).
     drain_next_ms: u64,
+    /// While draining: connections answered during the event being handled, looked at once it is
+    /// (`drain.rs`: one whose session has nothing left waiting is closed right behind its answer).
+    drain_answered: Vec<ConnId>,
 }
 
 /// Opcodes whose requests become transactions.
@@ -555,6 +558,7 @@ impl ServerCore {
             queue_desync: std::collections::HashSet::new(),
             drain_until: None,
             drain_next_ms: 0,
+            drain_answered: Vec::new(),
             proposer: Proposer::new(db.last_applied_zxid(), cfg.voters, cfg.counter_rule),
             // After recovery the log holds at least what the database applied.
             log_durable: db.last_applied_zxid(),
@@ -711,6 +715,9 @@ impl ServerCore {
         if self.restoring.is_some() {
             self.finish_restore(now);
         }
+        if !self.drain_answered.is_empty() {
+            self.close_answered(now.mono_ms());
+        }
     }
 
     /// Runs what is due at `now`: session expiry, container reaping, the retention timer, and
@@ -721,6 +728,9 @@ impl ServerCore {
             return;
         }
         let ms = now.mono_ms();
+        if !self.drain_answered.is_empty() {
+            self.close_answered(ms);
+        }
         if self.drain_until.is_some() && ms >= self.drain_next_ms {
             self.step_drain(ms);
         }

@@ -368,5 +368,8 @@ impl ServerCore {
         let frame = self.buf.split().freeze();
         self.stats.packets_sent += 1;
         self.actions.push_back(Action::Reply { conn, frame });
+        if self.drain_until.is_some() {
+            self.drain_answered.push(conn);
+        }
     }
 }

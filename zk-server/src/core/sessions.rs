@@ -13,14 +13,20 @@ impl ServerCore {
         transport_ids: Vec<Id>,
         stats: Arc<ConnStats>,
     ) {
+        let timeout_ms = self.settings.negotiate_timeout(req.time_out);
+        if self.holds_handshakes() {
+            let deadline_ms = now.mono_ms() + kept::third_of(timeout_ms);
+            let h = kept::HeldHandshake { conn, remote, req, ids: transport_ids, stats, deadline_ms };
+            return self.hold_handshake(h);
+        }
         let mut ids = vec![Id { scheme: "ip".into(), id: remote.ip().to_canonical().to_string() }];
         let is_super = transport_ids.iter().any(|i| i.scheme == "super");
         ids.extend(transport_ids);
         let auth = AuthIds { ids, is_super };
-        let timeout_ms = self.settings.negotiate_timeout(req.time_out);
         if !self.serves_clients() {
-            // Not serving (electing or syncing, or a leader with leaderServes=no): Apache closes
-            // the socket; the client tries the next server of its list.
+            // Not serving (electing or syncing, or a leader with leaderServes=no), and the
+            // handshake not held (`kept.rs`): Apache closes the socket; the client tries the next
+            // server of its list.
             debug!("refusing a connection from {remote}: not serving");
             self.actions.push_back(Action::Close { conn });
             return;
