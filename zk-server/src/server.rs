@@ -49,53 +49,15 @@ pub enum StartError {
         /// One of its files.
         file: String,
     },
-    /// dataDir or dataLogDir holds what `zkrs-server restore --force` moved aside
-    /// (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`), no finished restore
-    /// recorded in dataDir covers it, and the server would start with an empty tree: the restore
-    /// stopped (a kill, a power loss) after it moved the old data aside and before it moved its
-    /// result in. Serving the empty tree would look like data loss. (A restore by an older build
-    /// records no finish: data emptied on purpose after one is refused as well, and the message
-    /// says how to go on.) The refused start leaves no directory it created.
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force`, the server would start with an empty tree, and no finished restore in dataDir covers them ({finished}), or the restore recorded in flight there ({started}) moved them. If the restore stopped before it moved its result in, run it again, or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). If the data was emptied on purpose after a restore that finished without recording it (an older build's, or one cut off right after it moved its result in), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED, started = crate::backup::restore::RESTORE_STARTED)]
+    /// dataDir holds the staging directory of a `zkrs-server restore` into it that did not finish
+    /// (killed, or failed without cleaning up, before it moved its result in) and no `zkrs-snap`
+    /// ([`unfinished_restore`](crate::backup::restore::unfinished_restore)): the directory was
+    /// meant to hold the restored data, and an empty tree served in its place would look like
+    /// data loss. Refused before anything is created.
+    #[error("{staging} is left by a `zkrs-server restore` into this dataDir that did not finish (it stopped before it moved its result in), and dataDir holds no zkrs-snap: run the restore again (it removes {staging} and starts over), or remove {staging} to start with an empty tree")]
     UnfinishedRestore {
-        /// The directory.
-        dir: std::path::PathBuf,
-        /// What was moved aside there.
-        moved: String,
-        /// The command that puts back what the stopped restore moved aside.
-        back: String,
-    },
-    /// The log holds no transaction while the server loaded a snapshot, and dataDir or
-    /// dataLogDir holds what `zkrs-server restore --force` moved aside that no finished restore
-    /// recorded in dataDir covers: a restore stopped (a kill, a power loss) between moving the
-    /// old snapshots and the old log, or while moving them back (a separate dataLogDir is another
-    /// file system, whose renames a power loss can leave undone in another order), and the log
-    /// of the snapshot in place may be the one moved aside. Starting would serve the snapshot's
-    /// tree without the transactions after it, and reuse their zxids. The refused start leaves
-    /// no directory it created.
-    #[error("{log} holds no transaction, {dir} holds {moved}, moved aside by `zkrs-server restore --force`, and no finished restore in dataDir covers them ({finished}), or the restore recorded in flight there ({started}) moved them: a restore stopped before it finished, or while it moved the old directories back, and the server would start on its snapshot without the log moved aside, serving an old tree. Run the restore again with --force (giving --data-log-dir, or --config with its zoo.cfg, when dataLogDir is separate), or, to start on the data held before it, run `{back}` (it puts back what the stopped restore moved aside, or says why it cannot tell which restore that is). After an older build's restore, which records neither its start nor its finish (that command then refuses), or when the snapshot in place is one the server received from its leader since (do not run that command, which would set it aside for the older data), move {moved} out of {dir} (anywhere outside dataDir and dataLogDir) instead, and start again", finished = crate::backup::restore::RESTORE_FINISHED, started = crate::backup::restore::RESTORE_STARTED)]
-    LogMovedAside {
-        /// The server's log directory.
-        log: std::path::PathBuf,
-        /// The directory holding what was moved aside.
-        dir: std::path::PathBuf,
-        /// What was moved aside there.
-        moved: String,
-        /// The command that puts back what the stopped restore moved aside.
-        back: String,
-    },
-    /// The server's `zkrs-snap` or `zkrs-log` holds a `zkrs-snap` or `zkrs-log` moved aside by
-    /// `zkrs-server restore --force` (renamed onto that directory once it existed, by hand),
-    /// where the server does not see it, while it would start with an empty tree, or on a
-    /// snapshot with a log holding no transaction.
-    #[error("{dir} holds {moved}, moved aside by `zkrs-server restore --force` and then renamed into {dir} (a rename onto a directory that existed), where the server does not see it, and the server would start without it: move it back out with `{back}`, then start again (the server then says how to go on)")]
-    NestedRestoreAside {
-        /// The directory holding it.
-        dir: std::path::PathBuf,
-        /// What is in it.
-        moved: String,
-        /// The command that moves it back out.
-        back: String,
+        /// The restore's staging directory.
+        staging: std::path::PathBuf,
     },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
@@ -129,94 +91,6 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Refuses to start on what a restore that stopped half done left ([`StartError::UnfinishedRestore`]
-/// when the server would start with an empty tree, [`StartError::LogMovedAside`] when it loaded a
-/// snapshot and its log holds no transaction, [`StartError::NestedRestoreAside`] for either
-/// whose moves aside were renamed into the server's own directories), through
-/// [`unfinished_restore`](crate::backup::restore::unfinished_restore). Asked only in those two
-/// cases: after a restore that finished, the directories moved aside stay beside the restored
-/// snapshot, and the restore's finished stamp in dataDir
-/// ([`RESTORE_FINISHED`](crate::backup::restore::RESTORE_FINISHED)) covers them, so a directory
-/// emptied on purpose after it (a member wiped to resync from its leader) starts. `log_dir`:
-/// the log holds no transaction while a snapshot was loaded. Called once the directories this
-/// start created are removed again, so that the commands named are exact.
-fn refuse_unfinished_restore(
-    settings: &Settings,
-    log_dir: Option<&std::path::Path>,
-) -> Result<(), StartError> {
-    use crate::backup::restore::{undo_command, unfinished_restore};
-    let (snap_root, log_root) = (&settings.snap_root, &settings.log_root);
-    let Some(u) = unfinished_restore(snap_root, log_root) else { return Ok(()) };
-    let back = undo_command(snap_root, log_root);
-    let moved = u.moved.join(", ");
-    Err(match (u.nested, log_dir) {
-        (true, _) => StartError::NestedRestoreAside { dir: u.dir, moved, back },
-        (false, Some(log)) => StartError::LogMovedAside { log: log.to_path_buf(), dir: u.dir, moved, back },
-        (false, None) => StartError::UnfinishedRestore { dir: u.dir, moved, back },
-    })
-}
-
-/// The directories a start creates when it opens `zkrs-snap` and `zkrs-log` (and their parents
-/// when absent), deepest first: a refused start removes them again ([`remove_created`]). A path
-/// with a `..` is left out: its ancestors by text are not the directories it goes through (with
-/// `b` absent, `a/b/../c` names `a/c`, which may exist).
-fn absent_dirs(dirs: &[&std::path::Path]) -> Vec<std::path::PathBuf> {
-    let mut absent: Vec<std::path::PathBuf> = Vec::new();
-    for d in dirs {
-        if d.components().any(|c| c == std::path::Component::ParentDir) {
-            continue;
-        }
-        for a in
-            d.ancestors().take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
-        {
-            if !absent.iter().any(|x| x == a) {
-                absent.push(a.to_path_buf());
-            }
-        }
-    }
-    absent.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    absent
-}
-
-/// Leaves the directories a start that gives up (refused, or failed loading) created
-/// (`created`) as it found them: unlinks the lock files of those among them it holds the lock of
-/// (`locked`: the directories of the storages in `held`), while it still holds the locks (once
-/// they are dropped, another start may hold the same file, whose lock an unlink then would leave
-/// to a third), drops `held`, then removes the directories ([`remove_created`]). A lock file in
-/// a directory this start does not hold (it failed to lock it: another start created and holds
-/// it since) is left: unlinking it would let a third start lock beside the holder; the directory
-/// then stays, with a warning.
-fn give_up_created<T>(created: &[std::path::PathBuf], locked: &[&std::path::Path], held: T) {
-    for d in created.iter().filter(|d| locked.contains(&d.as_path())) {
-        let _ = std::fs::remove_file(d.join(zk_log::LOCK_FILE));
-    }
-    drop(held);
-    remove_created(created);
-}
-
-/// Removes the directories a refused start created (`created`, deepest first), each holding
-/// nothing once their lock files are unlinked ([`give_up_created`]), and syncs their
-/// parents, so that the refusal leaves the directories as the start found them (a rename back
-/// onto a directory the start created would move into it). One that holds anything is left,
-/// with a warning.
-fn remove_created(created: &[std::path::PathBuf]) {
-    for d in created {
-        match std::fs::remove_dir(d) {
-            Ok(()) => {
-                if let Some(parent) = d.parent() {
-                    if let Err(e) = std::fs::File::open(parent).and_then(|f| f.sync_all()) {
-                        warn!("syncing {} after removing {} failed: {e}", parent.display(), d.display());
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                warn!("{} was created by this refused start and could not be removed: {e}", d.display())
-            }
-        }
-    }
-}
-
 /// Runs a server until `shutdown` resolves: standalone, or, given the parsed configuration of an
 /// ensemble (`ensemble`), as a member of it.
 pub async fn run(
@@ -224,6 +98,9 @@ pub async fn run(
     ensemble: Option<crate::config::ServerConfig>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
+    if let Some(staging) = crate::backup::restore::unfinished_restore(&settings.snap_root) {
+        return Err(StartError::UnfinishedRestore { staging });
+    }
     let settings = Arc::new(settings);
     let mut listener = match settings.client_addr {
         Some(addr) => {
@@ -251,25 +128,17 @@ pub async fn run(
         ..TreeConfig::default()
     };
     let snap_dir = settings.snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
-    let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
-    // What this start creates, removed again when it refuses.
-    let created = absent_dirs(&[&snap_dir, &log_dir]);
-    let snap_storage = match snapshots::open_dir(&snap_dir) {
-        Ok(s) => s,
-        Err(source) => {
-            give_up_created(&created, &[], ());
-            return Err(StartError::Log { dir: snap_dir.clone(), source });
-        }
-    };
-    let ensemble = match ensemble.map(|cfg| EnsembleSettings::from_config(&cfg, tree_cfg.clone())).transpose()
-    {
-        Ok(e) => e,
-        Err(reason) => {
-            give_up_created(&created, &[&snap_dir], snap_storage);
-            return Err(StartError::Stopped { reason });
-        }
+    let snap_storage =
+        snapshots::open_dir(&snap_dir).map_err(|source| StartError::Log { dir: snap_dir.clone(), source })?;
+    let ensemble = match ensemble {
+        Some(cfg) => Some(
+            EnsembleSettings::from_config(&cfg, tree_cfg.clone())
+                .map_err(|reason| StartError::Stopped { reason })?,
+        ),
+        None => None,
     };
     let load_started = std::time::Instant::now();
+    let log_dir = settings.log_root.join(zk_log::LOG_DIR_NAME);
     let opts = zk_log::LogOptions { prealloc_bytes: settings.prealloc_bytes, ..Default::default() };
     // The log's recovery scan (every record's checksum) needs no database: it runs on a thread of
     // its own while this one loads the snapshot.
@@ -291,50 +160,18 @@ pub async fn run(
         };
         (db, opened)
     });
-    // A start that fails loading leaves no directory it created either (a stopped restore's moves
-    // aside put back by hand would otherwise move into them).
-    let (db, snap_name) = match db {
-        Ok(d) => d,
-        Err(message) => {
-            let locked: &[&std::path::Path] =
-                if opened.is_ok() { &[&snap_dir, &log_dir] } else { &[&snap_dir] };
-            give_up_created(&created, locked, (opened, snap_storage));
-            return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
-        }
-    };
+    let (db, snap_name) = db.map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
     let snap_loaded = std::time::Instant::now();
-    let mut log = match opened {
-        Ok(l) => l,
-        Err(source) => {
-            give_up_created(&created, &[&snap_dir], snap_storage);
-            return Err(StartError::Log { dir: log_dir.clone(), source });
-        }
-    };
+    let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
-    // Before the log is fitted to the snapshot: a refused start changes nothing in it.
-    if log.first_zxid().is_none()
-        && rec.start_zxid() != 0
-        && crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
-    {
-        give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
-        return refuse_unfinished_restore(&settings, Some(&log_dir));
-    }
     let what = log_dir.display().to_string();
-    if let Err(source) = crate::log::replay(&mut log, &mut rec, &what) {
-        give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
-        return Err(StartError::Log { dir: log_dir.clone(), source });
-    }
+    crate::log::replay(&mut log, &mut rec, &what)
+        .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     // A snapshot that does not reproduce the digest it recorded is set aside for an older one.
-    let verified = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
+    let rec = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
         crate::log::replay(&mut log, rec, &what).map_err(|e| e.to_string())
-    });
-    let rec = match verified {
-        Ok(rec) => rec,
-        Err(message) => {
-            give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
-            return Err(StartError::Snapshot { dir: snap_dir.clone(), message });
-        }
-    };
+    })
+    .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
     let replayed = rec.replayed();
     let startup = crate::driver::StartupLoad {
         snapshot: snap_loaded - load_started,
@@ -342,14 +179,7 @@ pub async fn run(
         txns_loaded: replayed,
     };
     if rec.last_zxid() == 0 {
-        let refused = refuse_apache_data(&settings);
-        if refused.is_err()
-            || crate::backup::restore::unfinished_restore(&settings.snap_root, &settings.log_root).is_some()
-        {
-            give_up_created(&created, &[&snap_dir, &log_dir], (log, snap_storage));
-            refused?;
-            return refuse_unfinished_restore(&settings, None);
-        }
+        refuse_apache_data(&settings)?;
     }
     // The core's clock starts here; sessions restored start their timeouts afresh on it, as
     // Apache does on loading.
@@ -686,59 +516,4 @@ fn seed(now: Now) -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_i64(now.wall_ms);
     h.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Review 13, finding 2: a start whose `created` lists a directory another start created and
-    /// locked meanwhile fails on the lock and leaves that start's lock file (and directory): a
-    /// third start cannot lock beside the holder.
-    #[test]
-    fn a_start_failing_on_the_lock_leaves_the_holders_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().join("zkrs-log");
-        let created = absent_dirs(&[&d]);
-        let b = zk_log::FileStorage::open_dir(&d).unwrap();
-        assert!(zk_log::FileStorage::open_dir(&d).is_err(), "a second start locks");
-        give_up_created(&created, &[], ());
-        assert!(d.join(zk_log::LOCK_FILE).exists(), "{} lost its lock file", d.display());
-        let c = zk_log::FileStorage::open_dir(&d);
-        assert!(c.is_err(), "a third start locked {} beside the running one", d.display());
-        drop(b);
-    }
-
-    /// Review 12, note 4: a start that gives up unlinks the lock files of the directories it
-    /// created while it still holds the locks (another start may lock the same file once they
-    /// are dropped), then removes the directories.
-    #[test]
-    fn a_start_giving_up_unlinks_its_locks_before_it_drops_them() {
-        struct Held(std::path::PathBuf, Option<zk_log::FileStorage>);
-        impl Drop for Held {
-            fn drop(&mut self) {
-                assert!(!self.0.join(zk_log::LOCK_FILE).exists(), "the lock file outlived the lock");
-                self.1.take();
-            }
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().join("new").join("zkrs-log");
-        let created = absent_dirs(&[&d]);
-        let storage = zk_log::FileStorage::open_dir(&d).unwrap();
-        give_up_created(&created, &[&d], Held(d.clone(), Some(storage)));
-        assert!(!dir.path().join("new").exists());
-    }
-
-    /// Review 12, note 5: a configured path with `..` through an absent directory names no
-    /// directory a refused start would remove (by text, `a/b/../c`'s ancestors miss `a/c`).
-    #[test]
-    fn a_path_through_dot_dot_names_no_directory_to_remove() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = dir.path().join("c");
-        std::fs::create_dir(&c).unwrap();
-        let through = dir.path().join("b").join("..").join("c").join("zkrs-snap");
-        let plain = dir.path().join("d").join("zkrs-log");
-        let got = absent_dirs(&[&through, &plain]);
-        assert_eq!(got, vec![plain.clone(), dir.path().join("d")]);
-    }
 }

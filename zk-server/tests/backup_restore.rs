@@ -348,7 +348,7 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let missing = work.path().join("missing");
     copy_archive(&archive, &missing);
     std::fs::remove_file(missing.join("log").join(&last_log)).unwrap();
-    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s]);
     assert!(!ok && err.contains(&last_log) && err.contains("missing from the archive"), "{err}");
 
     // The archived segment holding the first transaction a restore to checkpoint 1 replays,
@@ -376,23 +376,47 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let resumes_at = (logs2[hole]["last_zxid"].as_i64().unwrap() + 1).min(z1n);
     logs2.remove(hole);
     write_manifest(&gap, &m2);
-    let (ok, _, err) =
-        run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--force", "--zxid", &z1]);
+    let (ok, _, err) = run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--zxid", &z1]);
     let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
     assert!(!ok && err.contains(&range), "want `{range}`:\n{err}");
 
-    // A directory that holds something is refused without --force, taken with it.
-    std::fs::create_dir_all(&out_dir).unwrap();
+    // The failed restores left the directory empty; one that holds something is refused, names
+    // it and says how to go on, and is left as it was. --force is no longer taken.
+    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 0, "a failed restore left something");
     std::fs::write(out_dir.join("keep-me"), b"x").unwrap();
     let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s]);
-    assert!(!ok && err.contains("is not empty"), "{err}");
+    assert!(!ok && err.contains("is not empty (it holds keep-me)"), "{err}");
+    assert!(err.contains("restore into a new directory"), "{err}");
+    let held: Vec<_> = std::fs::read_dir(&out_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, ["keep-me"]);
     let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(!ok && err.contains("--force is no longer taken"), "{err}");
+
+    // A restore killed before its commit leaves only its staging directory: a server started
+    // there refuses and creates nothing (its Apache-style version-2 neither), and the restore
+    // run again, as the refusal says, goes through.
+    let killed = work.path().join("killed");
+    let killed_s = killed.to_str().unwrap();
+    std::fs::create_dir_all(killed.join(".restore-staging").join("zkrs-snap")).unwrap();
+    let cfg_dir = work.path().join("killed-cfg");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={killed_s}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        free_port()
+    );
+    let said = refused(&cfg_dir, &cfg);
+    assert!(said.contains("did not finish") && said.contains("run the restore again"), "{said}");
+    let held: Vec<_> = std::fs::read_dir(&killed).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, [".restore-staging"], "the refused start created something");
+    let (ok, _, err) =
+        run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", killed_s, "--zxid", &z1]);
     assert!(ok, "{err}");
-    assert!(out_dir.join("keep-me").exists());
+    let held: Vec<_> = std::fs::read_dir(&killed).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, ["zkrs-snap"]);
 
     // A separate dataLogDir: its log would be replayed over the restored tree, so it is
-    // refused while it holds one, and moved aside with --force; a server started on the two
-    // directories serves the restored tree.
+    // refused while it holds one, and taken once the operator moved that log away; a server
+    // started on the two directories serves the restored tree.
     let log_dir = work.path().join("datalog");
     copy_dir(&data.join("zkrs-log"), &log_dir.join("zkrs-log"));
     let log_s = log_dir.to_str().unwrap();
@@ -420,11 +444,14 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let (ok, _, err) =
         run(&["restore", "--from", archive.to_str().unwrap(), "--config", cfg_s, "--zxid", &z1]);
     assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
-    let (ok, _, err) = run(&[&args[..], &["--force"]].concat());
+    assert!(!fresh_data.exists(), "the refused restore created {fresh_s}");
+    std::fs::rename(log_dir.join("zkrs-log"), work.path().join("old-zkrs-log")).unwrap();
+    let (ok, _, err) = run(&args);
     assert!(ok, "{err}");
     assert!(!log_dir.join("zkrs-log").exists(), "{err}");
-    // A backup whose dataLogDir holds no log (here the one just moved aside; as when a separate
-    // dataLogDir is left out) is refused, not archived as an empty log.
+    // A backup whose dataLogDir holds no log (here the restored directories, no server started
+    // on them yet; as when a separate dataLogDir is left out) is refused, not archived as an
+    // empty log.
     let other = work.path().join("other-archive");
     let (ok, _, err) = run(&["backup", "--config", cfg_s, "--to", other.to_str().unwrap()]);
     assert!(!ok && err.contains("datalog/zkrs-log does not exist"), "{err}");
@@ -438,182 +465,50 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let (ok, _, err) = run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", "ftp://host/x"]);
     assert!(!ok && err.contains("ftp://host/x") && err.contains("not supported"), "{err}");
     let past = format!("{:#x}", after.mzxid + 1_000_000);
+    let empty = work.path().join("empty");
+    let empty_s = empty.to_str().unwrap();
     let (ok, _, err) = run(&[
         "restore",
         "--from",
         archive.to_str().unwrap(),
         "--data-dir",
-        out_s,
+        empty_s,
         "--data-log-dir",
-        out_s,
-        "--force",
+        empty_s,
         "--zxid",
         &past,
     ]);
     assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
 }
 
-/// A restore that stopped between moving the old data aside and moving its result in (a kill,
-/// a power loss) leaves neither in place: a server started there does not serve an empty tree,
-/// it refuses and names what was moved aside.
+/// A restore killed before it moved its result in leaves only its staging directory in dataDir:
+/// a server started there does not serve an empty tree in place of the restored data, it
+/// refuses, names the directory and says how to go on, and creates nothing; with the staging
+/// directory removed (as the message says) it starts empty.
 #[test]
-fn a_server_does_not_start_empty_after_a_restore_stopped_half_done() {
+fn a_server_does_not_start_on_a_restore_that_did_not_finish() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000000")).unwrap();
-    std::fs::create_dir_all(data.join("zkrs-log.before-restore-1700000000000")).unwrap();
-    // What the restore wrote before its first move aside, naming it for `--undo`.
-    std::fs::write(data.join("zkrs-restore-started"), "restore_stamp_ms=1700000000000\n").unwrap();
+    let staged = data.join(".restore-staging").join("zkrs-snap");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("snapshot.0000000000000005"), b"not yet moved in").unwrap();
     let cfg = format!(
         "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
         data.display(),
         free_port()
     );
     let said = refused(dir.path(), &cfg);
-    assert!(said.contains("moved aside by `zkrs-server restore --force`"), "{said}");
     assert!(
-        said.contains("holds zkrs-log.before-restore-1700000000000, zkrs-snap.before-restore-1700000000000"),
+        said.contains(&format!(
+            "{} is left by a `zkrs-server restore`",
+            data.join(".restore-staging").display()
+        )),
         "{said}"
     );
-    // Review 11, finding 2: the refused start left nothing it created, and its commands put the
-    // old directories back (not into directories of the same name), where a server starts.
-    assert!(
-        !data.join("zkrs-snap").exists() && !data.join("zkrs-log").exists(),
-        "{:?}",
-        std::fs::read_dir(&data).unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>()
-    );
-    std::fs::write(data.join("zkrs-snap.before-restore-1700000000000").join("old"), b"old").unwrap();
-    run_said(&said, "to start on the data held before it, run `");
-    assert_eq!(std::fs::read(data.join("zkrs-snap").join("old")).unwrap(), b"old");
-    assert!(data.join("zkrs-log").is_dir());
-    let server = start_in(Target::Zkrs, dir, "");
-    let mut c = RawClient::connect(server.addr(), 30_000);
-    assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
-}
-
-/// Review 10, finding 1: a forced restore with a separate dataLogDir (another file system, whose
-/// renames are not ordered with dataDir's) that lost power once the old log's move aside was
-/// durable and the old snapshots' was not, or while it moved them back, leaves the old
-/// snapshots in place and their log aside. A server started there does not serve the newest
-/// snapshot's tree without the transactions after it: it refuses, and changes nothing; with the
-/// log moved back it starts on every transaction.
-#[test]
-fn a_server_does_not_start_on_its_snapshots_with_their_log_moved_aside() {
-    let dir = tempfile::Builder::new().prefix("zkrs-test-").tempdir().unwrap();
-    let logs = dir.path().join("datalog");
-    let data = dir.path().join("data");
-    let mut server = start_in(Target::Zkrs, dir, &format!("dataLogDir={}\nsnapCount=20", logs.display()));
-    let mut c = RawClient::connect(server.addr(), 30_000);
-    let snaps = data.join("zkrs-snap");
-    let has_snapshot = || {
-        std::fs::read_dir(&snaps).unwrap().flatten().any(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with("snapshot.") && n != "snapshot.0000000000000000"
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut i = 0;
-    while !has_snapshot() {
-        assert!(Instant::now() < deadline, "no snapshot in {}", snaps.display());
-        assert_eq!(c.create(&format!("/n{i}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
-        i += 1;
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Transactions after the newest snapshot, in the log only.
-    for j in 0..5 {
-        assert_eq!(c.create(&format!("/after{j}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
-    }
-    drop(c);
-    server.kill();
-    let stamp = "1700000000000";
-    let aside = logs.join(format!("zkrs-log.before-restore-{stamp}"));
-    std::fs::rename(logs.join("zkrs-log"), &aside).unwrap();
-    std::fs::write(
-        data.join(format!("zkrs-restore-finished.before-restore-{stamp}")),
-        "moved_aside_stamp_ms=1\n",
-    )
-    .unwrap();
-    std::fs::write(data.join("zkrs-restore-started"), format!("restore_stamp_ms={stamp}\n")).unwrap();
-    let cfg = std::fs::read_to_string(server.config_path()).unwrap();
-    let said = refused(server.dir.path(), &cfg);
-    assert!(said.contains("holds no transaction"), "{said}");
-    assert!(said.contains(&format!("holds zkrs-log.before-restore-{stamp}, moved aside")), "{said}");
-    // Refused before the log was touched: again, and the same once moved back.
-    let said = refused(server.dir.path(), &cfg);
-    assert!(said.contains("holds no transaction"), "{said}");
-    // Review 11, finding 2: the refused start left no zkrs-log of its own, which a plain `mv`
-    // back would move into.
-    assert!(!logs.join("zkrs-log").exists(), "the refused start left {}", logs.join("zkrs-log").display());
-    // An older build's refused start did leave one (holding its lock file): a plain `mv` of the
-    // log moved aside nests it there, out of the server's sight. That is refused too, and
-    // following each message's commands literally leads to a start on every transaction.
-    std::fs::create_dir_all(logs.join("zkrs-log")).unwrap();
-    std::fs::write(logs.join("zkrs-log").join("LOCK"), b"").unwrap();
-    let st = Command::new("mv").arg(&aside).arg(logs.join("zkrs-log")).status().unwrap();
-    assert!(st.success());
-    let said = refused(server.dir.path(), &cfg);
-    assert!(said.contains("where the server does not see it"), "{said}");
-    run_said(&said, "move it back out with `");
-    let said = refused(server.dir.path(), &cfg);
-    assert!(said.contains("holds no transaction"), "{said}");
-    run_said(&said, "to start on the data held before it, run `");
-    server.restart();
-    let mut c = RawClient::connect(server.addr(), 30_000);
-    for j in 0..5 {
-        assert_eq!(c.exists(&format!("/after{j}"), false).err(), ErrorCode::Ok, "/after{j}");
-    }
-}
-
-/// Review 12, note 7: a start that fails loading (here its log: dataDir's `zkrs-log` is a file)
-/// leaves no `zkrs-snap` it created, which a stopped restore's snapshots put back by hand would
-/// move into.
-#[test]
-fn a_start_failing_to_load_leaves_no_directory_it_created() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(data.join("zkrs-log"), b"not a directory").unwrap();
-    let cfg = format!(
-        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
-        data.display(),
-        free_port()
-    );
-    let said = refused(dir.path(), &cfg);
-    assert!(said.contains("transaction log in"), "{said}");
-    assert!(!data.join("zkrs-snap").exists(), "the failed start left {}", data.join("zkrs-snap").display());
-}
-
-/// Runs the `zkrs-server` command a refusal message `said` gives in backquotes right after
-/// `after` (through the shell, as an operator pastes it).
-fn run_said(said: &str, after: &str) {
-    let at = said.find(after).unwrap_or_else(|| panic!("no {after:?} in {said}"));
-    let rest = &said[at + after.len()..];
-    let cmd = &rest[..rest.find('`').unwrap_or_else(|| panic!("{said}"))];
-    let cmd = cmd.strip_prefix("zkrs-server ").unwrap_or_else(|| panic!("not a zkrs-server command: {cmd}"));
-    let cmd = format!("{} {cmd}", server_bin().display());
-    let (ok, out, err) = run_command(Command::new("sh").arg("-c").arg(&cmd));
-    assert!(ok, "{cmd}: {out} {err}");
-}
-
-/// After a restore that finished (its finished stamp in dataDir covers what it moved aside), a
-/// data directory emptied on purpose (a member wiped to resync from its leader) starts empty; a
-/// later restore's directories moved aside that no finished stamp covers are still refused.
-#[test]
-fn a_server_emptied_after_a_finished_restore_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000000")).unwrap();
-    std::fs::create_dir_all(data.join("zkrs-log.before-restore-1700000000000")).unwrap();
-    std::fs::write(data.join("zkrs-restore-finished"), "moved_aside_stamp_ms=1700000000000\n").unwrap();
-    std::fs::create_dir_all(data.join("zkrs-snap.before-restore-1700000000001")).unwrap();
-    let cfg = format!(
-        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
-        data.display(),
-        free_port()
-    );
-    let said = refused(dir.path(), &cfg);
-    assert!(said.contains("holds zkrs-snap.before-restore-1700000000001, moved aside"), "{said}");
-    std::fs::remove_dir(data.join("zkrs-snap.before-restore-1700000000001")).unwrap();
+    assert!(said.contains("run the restore again"), "{said}");
+    let held: Vec<_> = std::fs::read_dir(&data).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, [".restore-staging"], "the refused start created something");
+    std::fs::remove_dir_all(data.join(".restore-staging")).unwrap();
     let server = start_in(Target::Zkrs, dir, "");
     let mut c = RawClient::connect(server.addr(), 30_000);
     assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
@@ -888,16 +783,8 @@ fn an_archive_in_s3_restores_a_checkpoint() {
     let deleted = Command::new("python3").args(["-c", &script]).output().expect("run python3");
     assert!(deleted.status.success(), "delete {name}: {}", String::from_utf8_lossy(&deleted.stderr));
     let out2 = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
-    let (ok, _, err) = moto.run(&[
-        "restore",
-        "--from",
-        url,
-        "--data-dir",
-        out2.path().to_str().unwrap(),
-        "--force",
-        "--zxid",
-        &z,
-    ]);
+    let (ok, _, err) =
+        moto.run(&["restore", "--from", url, "--data-dir", out2.path().to_str().unwrap(), "--zxid", &z]);
     let want = format!("s3://zkrs-backups/cluster-a/log/{name}: missing from the archive");
     assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
 }

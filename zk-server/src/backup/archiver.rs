@@ -2221,7 +2221,7 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         let mut said = Vec::new();
-        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, false, &mut said).unwrap();
+        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, &mut said).unwrap();
         assert_eq!((r.zxid, r.snapshot.as_deref(), r.replayed), (5, None, 5));
         assert!(
             text(&said).contains("is an ensemble member's that ends at its start zxid 0x3"),
@@ -2292,10 +2292,10 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(5), Point::Newest] {
-            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
+            let e = restore(&target, &into, Some(&into), point, None, &mut Vec::new()).unwrap_err();
             assert!(e.to_string().contains("no point after 0x4 is restored"), "{point:?}: {e}");
         }
-        let r = restore(&target, &into, Some(&into), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
+        let r = restore(&target, &into, Some(&into), Point::Zxid(4), None, &mut Vec::new()).unwrap();
         assert_eq!(r.zxid, 4);
     }
 
@@ -2341,13 +2341,12 @@ mod tests {
 
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
-        let e = restore(&target, &into, Some(&into), Point::Zxid(e1 + 2), None, false, &mut Vec::new())
-            .unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Zxid(e1 + 2), None, &mut Vec::new()).unwrap_err();
         let want = "lacks the transactions after zxid 0x5 up to 0x100000001 (between";
         assert!(e.to_string().contains(want), "want `{want}`: {e}");
-        let e = restore(&target, &into, Some(&into), Point::Newest, None, true, &mut Vec::new()).unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Newest, None, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains(want), "want `{want}`: {e}");
-        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, true, &mut Vec::new()).unwrap();
+        let r = restore(&target, &into, Some(&into), Point::Zxid(5), None, &mut Vec::new()).unwrap();
         assert_eq!((r.zxid, r.replayed), (5, 5));
     }
 
@@ -2374,7 +2373,7 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(7), Point::Newest] {
-            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
+            let e = restore(&target, &into, Some(&into), point, None, &mut Vec::new()).unwrap_err();
             assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
         }
         // What an earlier archiver wrote for it: a restore does not take it at its word.
@@ -2382,8 +2381,7 @@ mod tests {
         m.log_from_start = true;
         m.logs[0].prev_zxid = Some(0);
         target.write_manifest(&m).unwrap();
-        let e =
-            restore(&target, &into, Some(&into), Point::Zxid(7), None, true, &mut Vec::new()).unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Zxid(7), None, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("does not go back to the server's first transaction"), "{e}");
 
         let mut f = Fixture::new();
@@ -2424,16 +2422,14 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("restored");
         for point in [Point::Zxid(7), Point::Zxid(e1), Point::Time(1_007)] {
-            let e = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap_err();
+            let e = restore(&target, &into, Some(&into), point, None, &mut Vec::new()).unwrap_err();
             let want = "lacks the transactions after zxid 0x5 up to 0x100000001";
             assert!(e.to_string().contains(want), "{point:?}: want `{want}`: {e}");
         }
         // The time of zxid 5 itself: the missing transactions after it may be stamped the same.
-        let e = restore(&target, &into, Some(&into), Point::Time(1_005), None, true, &mut Vec::new())
-            .unwrap_err();
+        let e = restore(&target, &into, Some(&into), Point::Time(1_005), None, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("falls between log.0000000000000001 and"), "{e}");
-        let r =
-            restore(&target, &into, Some(&into), Point::Time(1_004), None, true, &mut Vec::new()).unwrap();
+        let r = restore(&target, &into, Some(&into), Point::Time(1_004), None, &mut Vec::new()).unwrap();
         assert_eq!(r.zxid, 4);
 
         // The same log unpurged: the epoch-1 piece records 5 before it.
@@ -2447,9 +2443,9 @@ mod tests {
         assert_eq!(ranges(&a), [(1, 5, Some(0)), (e1 + 1, e1 + 3, Some(5))], "{}", text(&out));
         drop(a);
         let target = DirTarget::new(f.archive.clone());
-        let into = f.dir.path().join("restored");
-        for point in [Point::Zxid(7), Point::Zxid(e1)] {
-            let r = restore(&target, &into, Some(&into), point, None, true, &mut Vec::new()).unwrap();
+        for (i, point) in [Point::Zxid(7), Point::Zxid(e1)].into_iter().enumerate() {
+            let into = f.dir.path().join(format!("restored-{i}"));
+            let r = restore(&target, &into, Some(&into), point, None, &mut Vec::new()).unwrap();
             assert_eq!(r.zxid, 5, "{point:?}");
         }
     }
@@ -2565,8 +2561,7 @@ mod tests {
         assert_eq!(ranges(&a), [(1, 8, Some(0))]);
         let target = DirTarget::new(f.archive.clone());
         let before =
-            restore(&target, &f.dir.path().join("b8"), None, Point::Zxid(8), None, false, &mut Vec::new())
-                .unwrap();
+            restore(&target, &f.dir.path().join("b8"), None, Point::Zxid(8), None, &mut Vec::new()).unwrap();
         f.log.reset_to(4).unwrap();
         let newer = new_history_at;
         for z in 5..=7 {
@@ -2585,7 +2580,7 @@ mod tests {
         assert_eq!(ranges(&a), [(1, 8, Some(0))]);
         let mut said = Vec::new();
         let after =
-            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, false, &mut said).unwrap();
+            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, &mut said).unwrap();
         assert_eq!((after.snapshot.as_deref(), after.nodes), (None, before.nodes), "{}", text(&said));
         // The new history reaches 8: the record there is another one, and the archive closes.
         f.commit_batch(&[newer(8)]);
@@ -2646,14 +2641,10 @@ mod tests {
             assert_eq!(a.manifest().last_log_zxid(), Some(4));
             drop(a);
             let target = DirTarget::new(f.archive.clone());
-            let r = restore(&target, &f.data, Some(&f.data), Point::Newest, subtree, true, &mut Vec::new())
+            let r = f
+                .restore_in_place(|d| restore(&target, d, Some(d), Point::Newest, subtree, &mut Vec::new()))
                 .unwrap();
             assert_eq!(r.zxid, 4);
-            f.log = zk_log::SegmentLog::open(
-                FileStorage::open_dir(f.data.join(LOG_DIR_NAME)).unwrap(),
-                zk_log::LogOptions::default(),
-            )
-            .unwrap();
             f.log.reset_to(4).unwrap();
             f.commit(5..=6);
             f.commit(7..=7);
@@ -2696,13 +2687,11 @@ mod tests {
         assert!(text(&out).contains("WARNING: the archived log has a gap"), "{}", text(&out));
         // A restore past the gap does not chain the new history's 9.. onto the old 1..8.
         let target = DirTarget::new(f.archive.clone());
-        let e =
-            restore(&target, &f.dir.path().join("r12"), None, Point::Zxid(12), None, false, &mut Vec::new())
-                .unwrap_err();
+        let e = restore(&target, &f.dir.path().join("r12"), None, Point::Zxid(12), None, &mut Vec::new())
+            .unwrap_err();
         assert!(matches!(e, BackupError::Gap { after: 8, before: 9, .. }), "{e}");
         let r =
-            restore(&target, &f.dir.path().join("r8"), None, Point::Zxid(8), None, false, &mut Vec::new())
-                .unwrap();
+            restore(&target, &f.dir.path().join("r8"), None, Point::Zxid(8), None, &mut Vec::new()).unwrap();
         assert_eq!(r.zxid, 8, "the old history up to the gap still restores");
     }
 
@@ -2722,8 +2711,7 @@ mod tests {
         assert_eq!(ranges(&a), [(5, 8, Some(4))]);
         let target = DirTarget::new(f.archive.clone());
         let r =
-            restore(&target, &f.dir.path().join("r6"), None, Point::Zxid(6), None, false, &mut Vec::new())
-                .unwrap();
+            restore(&target, &f.dir.path().join("r6"), None, Point::Zxid(6), None, &mut Vec::new()).unwrap();
         assert_eq!((r.zxid, r.snapshot.as_deref()), (6, Some("snapshot.0000000000000004")));
     }
 
@@ -2762,8 +2750,7 @@ mod tests {
         assert!(text(&out).contains("snapshot.0000000000000006 is not archived"), "{}", text(&out));
         let target = DirTarget::new(f.archive.clone());
         let after =
-            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, false, &mut Vec::new())
-                .unwrap();
+            restore(&target, &f.dir.path().join("a8"), None, Point::Zxid(8), None, &mut Vec::new()).unwrap();
         assert_eq!(after.snapshot, None, "a new-history snapshot is used for an old-history point");
     }
 
@@ -2819,16 +2806,12 @@ mod tests {
         drop(a);
         let target = DirTarget::new(f.archive.clone());
         let mut said = Vec::new();
-        let r = restore(&target, &f.data, Some(&f.data), Point::Zxid(4), None, true, &mut said).unwrap();
+        let r =
+            f.restore_in_place(|d| restore(&target, d, Some(d), Point::Zxid(4), None, &mut said)).unwrap();
         assert_eq!(r.zxid, 4);
         let marker = crate::backup::restore::RestoreMarker::read(&f.data).unwrap().unwrap();
         assert_eq!(marker.zxid, 4);
         // The restored server resets its log to the snapshot and writes on.
-        f.log = zk_log::SegmentLog::open(
-            FileStorage::open_dir(f.data.join(LOG_DIR_NAME)).unwrap(),
-            zk_log::LogOptions::default(),
-        )
-        .unwrap();
         f.log.reset_to(4).unwrap();
         for z in 5..=7 {
             f.commit_batch(&[create_at(z, 9_000 + z)]);
@@ -2924,7 +2907,7 @@ mod tests {
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join(format!("restored-{z:x}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&into);
-        restore(&target, &into, None, Point::Zxid(z), None, false, &mut Vec::new())
+        restore(&target, &into, None, Point::Zxid(z), None, &mut Vec::new())
     }
 
     /// A cron-style backup of a server that purges past the archive's newest zxid between
@@ -3295,7 +3278,7 @@ mod tests {
         assert_eq!((r.zxid, r.snapshot.as_deref()), (10, Some("snapshot.000000000000000a")));
         let target = DirTarget::new(f.archive.clone());
         let into = f.dir.path().join("newest");
-        let r = restore(&target, &into, None, Point::Newest, None, false, &mut Vec::new()).unwrap();
+        let r = restore(&target, &into, None, Point::Newest, None, &mut Vec::new()).unwrap();
         assert_eq!(r.zxid, 10);
         for z in [9, 11] {
             let e = restore_at(&f, z).unwrap_err();

@@ -74,70 +74,55 @@ fn hex(z: i64) -> String {
     format!("{z:#x}")
 }
 
-/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result: `out` is
-/// created if absent; refused when `out` holds anything or `log_out` holds a `zkrs-log`, unless
-/// `force`: then returns the `zkrs-snap` and `zkrs-log` of both, which [`move_aside`] renames
-/// `<name>.before-restore-<ms>` (never deleted) once the restore has succeeded: a log left
-/// there would be replayed over the restored tree.
-fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<PathBuf>, BackupError> {
-    std::fs::create_dir_all(out).map_err(io_err(out))?;
-    let entries: Vec<String> = std::fs::read_dir(out)
-        .map_err(io_err(out))?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != STAGING_NAME)
-        .collect();
-    let log_given = log_out.is_some();
-    let log_out = log_out.filter(|l| !same_dir(l, out));
-    let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
-    if entries.is_empty() && old_log.is_none() {
-        return Ok(Vec::new());
+/// The most names of what a data directory holds that a refusal lists.
+const HELD_NAMES_MAX: usize = 10;
+
+/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result, changing
+/// nothing when they cannot: `out` must be absent or hold nothing but the [`STAGING_NAME`] a
+/// killed restore left (this one removes it and builds again), and `log_out`, when it is another
+/// directory, must hold no `zkrs-log` (the server would replay it over the restored tree). A
+/// restore never writes over data: the refusal names what is there and how to go on. Creates
+/// `out` when it is absent.
+fn prepare_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
+    let mut held: Vec<String> = match std::fs::read_dir(out) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| !matches!(n, Ok(n) if n == STAGING_NAME))
+            .take(HELD_NAMES_MAX + 1)
+            .collect::<Result<_, _>>()
+            .map_err(io_err(out))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io_err(out)(e)),
+    };
+    held.sort();
+    if held.len() > HELD_NAMES_MAX {
+        held.truncate(HELD_NAMES_MAX);
+        held.push("…".to_string());
     }
-    if !force {
-        let what = match (&old_log, entries.is_empty()) {
-            (Some(l), true) => format!("{} exists", l.display()),
-            (Some(l), false) => format!(
-                "{} is not empty (it holds {}) and {} exists",
-                out.display(),
-                entries.join(", "),
-                l.display()
-            ),
-            (None, _) => format!("{} is not empty (it holds {})", out.display(), entries.join(", ")),
-        };
-        return Err(BackupError::Refused(format!(
-            "{what}; restore into an empty directory, or give --force to move its zkrs-snap and zkrs-log \
-             aside"
-        )));
+    let old_log = log_out
+        .filter(|l| !same_dir(l, out))
+        .map(|l| l.join(zk_log::LOG_DIR_NAME))
+        .filter(|l| std::fs::symlink_metadata(l).is_ok());
+    let mut what = Vec::new();
+    if !held.is_empty() {
+        what.push(format!("{} is not empty (it holds {})", out.display(), held.join(", ")));
     }
-    // A data directory with snapshots and no log had its log elsewhere: a separate dataLogDir,
-    // whose log, left in place, the server would replay over the restored tree.
-    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-    if !log_given && snaps.exists() && !out.join(zk_log::LOG_DIR_NAME).exists() {
-        return Err(BackupError::Refused(format!(
-            "{} holds {} but no {}: the server keeps its log in a separate dataLogDir, whose log it would \
-             replay over the restored tree; give --data-log-dir (or --config with its zoo.cfg) so that \
-             log is moved aside too (--data-log-dir {} when it has none, as in a directory a restore \
-             wrote that no server has started on)",
-            out.display(),
-            zk_log::snapshot::SNAP_DIR_NAME,
-            zk_log::LOG_DIR_NAME,
-            out.display()
-        )));
+    if let Some(l) = &old_log {
+        what.push(format!("{} exists", l.display()));
     }
-    // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
-    // comes back with them when this restore fails). So does an earlier restore's finished
-    // stamp, first of all ([`install_steps`] syncs the directory right after it): left in place
-    // while anything else is moved, it would cover this restore's moves aside should this one be
-    // killed before it finishes, whenever the clock stepped back since (it names stamps up to
-    // its own), and the server would start empty.
-    let mut aside = vec![
-        out.join(RESTORE_FINISHED),
-        out.join(zk_log::snapshot::SNAP_DIR_NAME),
-        out.join(zk_log::LOG_DIR_NAME),
-        out.join(RESTORE_MARKER),
-    ];
-    aside.extend(old_log);
-    Ok(aside.into_iter().filter(|p| p.exists()).collect())
+    if what.is_empty() {
+        return std::fs::create_dir_all(out).map_err(io_err(out));
+    }
+    Err(BackupError::Refused(format!(
+        "{}: nothing was changed. A restore writes only into an empty (or absent) data directory, and a \
+         separate dataLogDir holding no {log}, never over data: stop the server if one runs there, then \
+         either restore into a new directory (--data-dir, and --data-log-dir for a separate log) and point \
+         dataDir (and dataLogDir) at it, or move the old {snap} and {log} (and whatever else is there) out \
+         of those directories yourself and run the restore again",
+        what.join(", and "),
+        snap = zk_log::snapshot::SNAP_DIR_NAME,
+        log = zk_log::LOG_DIR_NAME,
+    )))
 }
 
 /// Whether two spellings name one directory (a relative path, a link): compared canonical
@@ -149,9 +134,13 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The file a restore leaves in the data directory it builds, naming the restore point
-/// ([`RestoreMarker`]). `zkrs-server backup` reads it: an archive whose newest zxid is past the
-/// point holds a history the restored server no longer has, and is not continued.
+/// The file a restore leaves in the snapshot directory (`zkrs-snap`) of the data directory it
+/// builds, naming the restore point ([`RestoreMarker`]). It is inside `zkrs-snap` so that the one
+/// rename that puts the restored snapshot in place puts it in place too (see [`restore`]), and goes
+/// when that directory is wiped. `zkrs-server backup` reads it: an archive whose newest zxid is
+/// past the point holds a history the restored server no longer has, and is not continued. (A
+/// restore by an earlier build left it in the data directory itself, where
+/// [`RestoreMarker::read`] looks too.)
 pub const RESTORE_MARKER: &str = "zkrs-restored";
 
 /// The most bytes of a restore marker read.
@@ -173,14 +162,13 @@ impl RestoreMarker {
         format!("{}@{}", hex(self.zxid), self.at_ms)
     }
 
-    /// The marker's text; `stamp`: the stamp of what the restore writing it moves aside
-    /// ([`RESTORE_STAMP_KEY`]).
-    fn text(&self, stamp: u128) -> String {
+    /// The marker's text.
+    fn text(&self) -> String {
         format!(
             "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
              # An archive holding transactions past that zxid is not continued by zkrs-server backup:\n\
              # start a new archive for this server.\n\
-             zxid={}\nrestored_at_ms={}\n{RESTORE_STAMP_KEY}{stamp}\n",
+             zxid={}\nrestored_at_ms={}\n",
             hex(self.zxid),
             format_time_ms(self.at_ms),
             hex(self.zxid),
@@ -188,18 +176,28 @@ impl RestoreMarker {
         )
     }
 
-    /// Reads the marker in `data_dir`, if any.
+    /// Reads the marker of the data directory `data_dir`, if any: in its `zkrs-snap`, else (an
+    /// earlier build's restore) in `data_dir` itself.
     ///
     /// Errors: [`BackupError::Io`]; [`BackupError::Damaged`] for a marker without its two
     /// values.
     pub fn read(data_dir: &Path) -> Result<Option<RestoreMarker>, BackupError> {
         use std::io::Read;
-        let p = data_dir.join(RESTORE_MARKER);
-        let f = match File::open(&p) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(&p)(e)),
-        };
+        let mut found = None;
+        for p in [
+            data_dir.join(zk_log::snapshot::SNAP_DIR_NAME).join(RESTORE_MARKER),
+            data_dir.join(RESTORE_MARKER),
+        ] {
+            match File::open(&p) {
+                Ok(f) => {
+                    found = Some((p, f));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&p)(e)),
+            }
+        }
+        let Some((p, f)) = found else { return Ok(None) };
         let mut bytes = Vec::new();
         f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(&p))?;
         let text = String::from_utf8_lossy(&bytes);
@@ -217,537 +215,54 @@ impl RestoreMarker {
         }
     }
 
-    /// Writes the marker into `dir` (synced, under a temporary name first), naming the stamp of
-    /// the restore writing it.
-    fn write(&self, dir: &Path, stamp: u128) -> Result<(), BackupError> {
+    /// Writes the marker into `dir` (synced, under a temporary name first; the caller syncs the
+    /// directory).
+    fn write(&self, dir: &Path) -> Result<(), BackupError> {
         let p = dir.join(RESTORE_MARKER);
         let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(self.text(stamp).as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        f.write_all(self.text().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, &p).map_err(io_err(&p))
     }
 }
 
-/// The file a restore leaves in the data directory once its result is in place, naming the
-/// stamp (`<ms>`) of the directories it moved aside (`zkrs-snap.before-restore-<ms>`,
-/// `zkrs-log.before-restore-<ms>`): the server refuses to start empty beside moved-aside
-/// directories only when no such file covers their stamp (the restore stopped before its
-/// result was in), not when the data was emptied after a restore that finished.
-pub const RESTORE_FINISHED: &str = "zkrs-restore-finished";
+/// The directory, in the data directory, a restore fetches into and builds its result in. Only
+/// a restore creates it, only in a data directory that held nothing else, and removes it once
+/// the result is in place: a data directory holding it and no `zkrs-snap` is a restore's that
+/// did not finish ([`unfinished_restore`]).
+pub const STAGING_NAME: &str = ".restore-staging";
 
-/// The file a forced restore writes (and syncs) in the data directory before it moves anything
-/// aside, naming its stamp (`restore_stamp_ms=<ms>`), and removes (synced) only once it finished
-/// ([`RESTORE_FINISHED`] written by it) or moved everything back: while it is there and no
-/// [`RESTORE_FINISHED`] written by that restore is in place, that restore stopped half done.
-/// [`undo`] and a server start tell the stopped restore by it, never by comparing stamps (wall
-/// clock times, which can step back).
-pub const RESTORE_STARTED: &str = "zkrs-restore-started";
-
-/// What [`RESTORE_STARTED`] in a data directory says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Started {
-    /// None there: no restore by this build stopped.
-    None,
-    /// The restore stamped so stopped half done.
-    Stopped(u128),
-    /// The restore stamped so finished (its [`RESTORE_FINISHED`] is in place), killed before it
-    /// removed the file.
-    Finished(u128),
-    /// There, but it names no stamp (damaged): some restore stopped.
-    Unreadable,
+/// Whether `data_dir` holds what a restore that did not finish (killed, or failed without
+/// cleaning up) left: its [`STAGING_NAME`] and no `zkrs-snap`. Returns the staging directory. A
+/// server does not start there ([`crate::server::StartError::UnfinishedRestore`]): the operator
+/// meant the directory to hold the restored data, and an empty tree served in its place would
+/// look like data lost. Once `zkrs-snap` is there, the restore's result is whole (see [`restore`])
+/// and a staging directory left beside it is ignored.
+pub fn unfinished_restore(data_dir: &Path) -> Option<PathBuf> {
+    let staging = data_dir.join(STAGING_NAME);
+    let snaps = data_dir.join(zk_log::snapshot::SNAP_DIR_NAME);
+    (std::fs::symlink_metadata(&staging).is_ok() && std::fs::symlink_metadata(snaps).is_err())
+        .then_some(staging)
 }
 
-/// Reads [`RESTORE_STARTED`] in `data_dir` ([`Started`]).
-fn started_in(data_dir: &Path) -> Started {
-    let p = data_dir.join(RESTORE_STARTED);
-    if std::fs::symlink_metadata(&p).is_err() {
-        return Started::None;
-    }
-    match stamp_in(&p, RESTORE_STAMP_KEY) {
-        None => Started::Unreadable,
-        Some(x) if stamp_in(&data_dir.join(RESTORE_FINISHED), RESTORE_STAMP_KEY) == Some(x) => {
-            Started::Finished(x)
-        }
-        Some(x) => Started::Stopped(x),
-    }
-}
-
-/// Writes [`RESTORE_STARTED`] into `dir` for the restore stamped `stamp` (synced, under a
-/// temporary name first; the caller syncs the directory).
-fn write_started(dir: &Path, stamp: u128) -> Result<(), BackupError> {
-    let p = dir.join(RESTORE_STARTED);
-    let tmp = dir.join(format!("{RESTORE_STARTED}.tmp"));
-    let text = format!(
-        "# Written by zkrs-server restore --force before it moved anything aside, removed once it finished\n\
-         # or moved everything back: while it is here, `zkrs-server restore --undo` puts back what it moved aside.\n\
-         {RESTORE_STAMP_KEY}{stamp}\n"
-    );
-    let written = File::create(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, &p));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io_err(&p)(e)
-    })
-}
-
-/// Removes [`RESTORE_STARTED`] from `dir` (gone already is fine) and syncs `dir`, as steps named
-/// `what` (tests).
-fn remove_started(dir: &Path, what: &str) -> Result<(), BackupError> {
-    let p = dir.join(RESTORE_STARTED);
-    step(format!("{what} {}", p.display()))?;
-    match std::fs::remove_file(&p) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&p)(e)),
-        _ => {}
-    }
-    step(format!("{what} sync {}", dir.display()))?;
-    sync_dir(dir)
-}
-
-/// What [`unfinished_restore`] found: a directory holding what a restore moved aside that no
-/// finished restore covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unfinished {
-    /// The directory holding them.
-    pub dir: PathBuf,
-    /// Their names, sorted.
-    pub moved: Vec<String>,
-    /// They are inside the server's own `zkrs-snap` or `zkrs-log` (renamed onto that directory
-    /// once it existed, by hand), where the server does not see them.
-    pub nested: bool,
-}
-
-/// Whether `name` is a `zkrs-snap` or `zkrs-log` a restore moved aside, and its stamp's text.
-fn moved_dir_stamp(name: &str) -> Option<&str> {
-    [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME]
-        .iter()
-        .find_map(|d| name.strip_prefix(d).and_then(|r| r.strip_prefix(".before-restore-")))
-}
-
-/// What a server starting empty on `snap_root` (its dataDir) and `log_root` (its dataLogDir),
-/// or on a snapshot with a log holding no transaction, refuses: first a `zkrs-snap` or
-/// `zkrs-log` moved aside (`<name>.before-restore-<ms>`) found inside the `zkrs-snap` or
-/// `zkrs-log` of either (renamed onto an existing directory: the server would not see it,
-/// whatever its stamp), then the first of the two directories holding such a directory that the
-/// restore [`RESTORE_STARTED`] in `snap_root` names as stopped moved aside (all of them when that
-/// file is damaged), whatever the clock did, or that no [`RESTORE_FINISHED`] in `snap_root`
-/// covers (its stamp is older than theirs, or there is none: an older build's restore, which
-/// records no start). None: nothing to refuse. A stamp that does not parse (renamed by hand) is
-/// not known finished.
-pub fn unfinished_restore(snap_root: &Path, log_root: &Path) -> Option<Unfinished> {
-    let listed = |dir: &Path, keep: &dyn Fn(&str) -> bool| {
-        let mut moved: Vec<String> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| keep(n))
-            .collect();
-        moved.sort();
-        moved
-    };
-    for root in [snap_root, log_root] {
-        for d in [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME] {
-            let dir = root.join(d);
-            let moved = listed(&dir, &|n| moved_dir_stamp(n).is_some());
-            if !moved.is_empty() {
-                return Some(Unfinished { dir, moved, nested: true });
-            }
-        }
-    }
-    let finished = restore_finished_stamp(snap_root);
-    let started = started_in(snap_root);
-    for dir in [snap_root, log_root] {
-        let moved = listed(dir, &|n| {
-            moved_dir_stamp(n).is_some_and(|s| {
-                let s = s.parse::<u128>().ok();
-                let stopped = match started {
-                    Started::Stopped(x) => s == Some(x),
-                    Started::Unreadable => true,
-                    Started::None | Started::Finished(_) => false,
-                };
-                stopped || finished.is_none_or(|f| s.is_none_or(|s| s > f))
-            })
-        });
-        if !moved.is_empty() {
-            return Some(Unfinished { dir: dir.to_path_buf(), moved, nested: false });
-        }
-    }
-    None
-}
-
-/// `p` as a shell word (quoted when it holds anything but plain characters).
-fn shell_word(p: &Path) -> String {
-    let s = p.display().to_string();
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c)) {
-        s
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// The command a server's refusal names to put back what a stopped restore moved aside in
-/// `snap_root` (dataDir) and `log_root` (dataLogDir) ([`undo`]).
-pub fn undo_command(snap_root: &Path, log_root: &Path) -> String {
-    format!(
-        "zkrs-server restore --undo --data-dir {} --data-log-dir {}",
-        shell_word(snap_root),
-        shell_word(log_root)
-    )
-}
-
-/// The names a restore moves aside ([`prepare_out`]).
-const MOVED_NAMES: [&str; 4] =
-    [RESTORE_FINISHED, zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME, RESTORE_MARKER];
-
-/// Holds the lock file in `dir` (a `zkrs-snap` or `zkrs-log`), if it has one: a server running
-/// there holds it. None when there is none (no server ever opened the directory).
-#[allow(unsafe_code)]
-fn lock_in(dir: &Path) -> Result<Option<File>, BackupError> {
-    use std::os::fd::AsRawFd;
-    let p = dir.join(zk_log::LOCK_FILE);
-    let f = match File::open(&p) {
-        Ok(f) => f,
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
-            return Ok(None)
-        }
-        Err(e) => return Err(io_err(&p)(e)),
-    };
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            return Err(BackupError::Refused(format!(
-                "{} is locked: a server runs on {}; stop it first",
-                p.display(),
-                dir.display()
-            )));
-        }
-        return Err(io_err(&p)(e));
-    }
-    Ok(Some(f))
-}
-
-/// Renames `from` to `to`, which must not exist (a rename onto an empty directory would replace
-/// it, onto a file would replace the file), as one step of [`undo`], said.
-fn rename_new(from: &Path, to: &Path, what: &str, progress: &mut Progress<'_>) -> Result<(), BackupError> {
-    if std::fs::symlink_metadata(to).is_ok() {
-        return Err(BackupError::Refused(format!(
-            "{} exists: {} is not moved onto it",
-            to.display(),
-            from.display()
-        )));
-    }
-    step(format!("{what} {}", from.display()))?;
-    std::fs::rename(from, to).map_err(io_err(to))?;
-    progress.say(format!("restore --undo: moved {} to {}", from.display(), to.display()));
-    Ok(())
-}
-
-/// Syncs `dir` as one step of [`undo`], said.
-fn undo_sync(dir: &Path, progress: &mut Progress<'_>) -> Result<(), BackupError> {
-    step(format!("sync {}", dir.display()))?;
-    sync_dir(dir)?;
-    progress.say(format!("restore --undo: synced {}", dir.display()));
-    Ok(())
-}
-
-/// `zkrs-server restore --undo`: puts back what a forced restore that stopped half done (a kill,
-/// a power loss, a rollback that could not finish) moved aside in `snap_root` (dataDir) and
-/// `log_root` (dataLogDir), in the order the restore's own rollback keeps: first, in the data
-/// directory, the restored snapshots and marker (whatever is in the way) are set aside as
-/// `<name>.set-aside-<stamp>` and the old snapshots and marker come back, and the directory is
-/// synced; then the old log comes back and its directory is synced (a separate dataLogDir is
-/// another file system, typically, whose renames are not ordered with the data directory's: a
-/// power loss cannot leave the old log back beside the restored snapshot); last the finished
-/// stamp the restore moved aside first, synced. A power loss at any point leaves a state a
-/// server refuses to start on, or the old one; running this again goes on from there.
-///
-/// The stopped restore is the one [`RESTORE_STARTED`] names (written before its first move
-/// aside), not the one with the newest stamp, which after a clock step back is an earlier
-/// restore's; once everything is back, that file is removed (synced). When it cannot be told
-/// (no such file: an older build's restore, or none stopped; a damaged one; stamps renamed by
-/// hand), or the restore it names finished, nothing is moved and the error says why. Moves aside
-/// renamed into the server's own `zkrs-snap` or `zkrs-log` are only moved back out one level: a
-/// server start then says how to go on. Nothing is deleted. Refused while a server holds the
-/// directories' lock, and, when no `log_root` is given (taken as `snap_root`), for a data
-/// directory with snapshots and no log of its own (in place or moved aside by that restore):
-/// its log is in a separate dataLogDir, which would stay aside. `progress` gets each move and
-/// sync; the result says what was done.
-pub fn undo(
-    snap_root: &Path,
-    log_root: Option<&Path>,
-    progress: &mut dyn Write,
-) -> Result<String, BackupError> {
-    use std::collections::BTreeSet;
-    let mut progress = Progress::new(progress);
-    let log_given = log_root.is_some();
-    let log_root = log_root.unwrap_or(snap_root);
-    let separate = !same_dir(snap_root, log_root);
-    let roots: Vec<&Path> = if separate { vec![snap_root, log_root] } else { vec![snap_root] };
-    let mut locks = Vec::new();
-    for root in &roots {
-        for d in [zk_log::snapshot::SNAP_DIR_NAME, zk_log::LOG_DIR_NAME] {
-            locks.extend(lock_in(&root.join(d))?);
-        }
-    }
-    if let Some(u) = unfinished_restore(snap_root, log_root).filter(|u| u.nested) {
-        let parent = u.dir.parent().unwrap_or(&u.dir).to_path_buf();
-        for n in &u.moved {
-            rename_new(&u.dir.join(n), &parent.join(n), "out", &mut progress)?;
-        }
-        undo_sync(&u.dir, &mut progress)?;
-        undo_sync(&parent, &mut progress)?;
-        return Ok(format!(
-            "moved {} back out of {} into {}, where a server sees it; nothing else was moved: start the \
-             server again, it says how to go on",
-            u.moved.join(", "),
-            u.dir.display(),
-            parent.display()
-        ));
-    }
-    let mut stamps = BTreeSet::new();
-    let mut unparsed = Vec::new();
-    for root in &roots {
-        for e in std::fs::read_dir(root).map_err(io_err(root))?.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(stamp) =
-                MOVED_NAMES.iter().find_map(|b| name.strip_prefix(b)?.strip_prefix(".before-restore-"))
-            else {
-                continue;
-            };
-            match stamp.parse::<u128>() {
-                Ok(stamp) => {
-                    stamps.insert(stamp);
-                }
-                Err(_) => unparsed.push(root.join(&name).display().to_string()),
-            }
-        }
-    }
-    let dirs = roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(" and ");
-    if !unparsed.is_empty() {
-        return Err(BackupError::Refused(format!(
-            "{} moved aside, renamed by hand (the stamp after `.before-restore-` is not a number): which \
-             restore stopped cannot be told, nothing was moved; rename them back, or move them out of {dirs}, \
-             then run this again",
-            unparsed.join(", ")
-        )));
-    }
-    let record = snap_root.join(RESTORE_STARTED);
-    let x = match started_in(snap_root) {
-        Started::Stopped(x) => x,
-        Started::Finished(x) => return Err(BackupError::Refused(format!(
-            "the restore stamped {x} that {} names finished (the {RESTORE_FINISHED} in place is its own): \
-                 nothing was moved; it is not undone",
-            record.display()
-        ))),
-        Started::Unreadable => {
-            return Err(BackupError::Refused(format!(
-                "{} names no restore (damaged): which restore stopped cannot be told, nothing was moved; run \
-                 the restore again with --force, or move out of {dirs} everything moved aside \
-                 (`*.before-restore-*`) by the restores not to put back",
-                record.display()
-            )))
-        }
-        Started::None if stamps.is_empty() => {
-            return Err(BackupError::Refused(format!(
-                "nothing to put back: nothing moved aside by a restore (`*.before-restore-*`) is in {dirs}"
-            )))
-        }
-        Started::None => {
-            let v: Vec<String> = stamps.iter().map(u128::to_string).collect();
-            return Err(BackupError::Refused(format!(
-                "no restore in flight is recorded ({} is absent): what {dirs} hold moved aside (the names \
-                 ending .before-restore-{}) was left by restores that finished, or by an older build's \
-                 restore, which records neither its start nor always its finish, so which restore stopped \
-                 cannot be told: nothing was moved. If the server refuses to start, run the restore again \
-                 with --force, or move out of {dirs} (anywhere outside dataDir and dataLogDir) everything \
-                 moved aside by the restores not to put back, and move back by hand what the stopped one \
-                 moved aside",
-                record.display(),
-                v.join(", .before-restore-")
-            )));
-        }
-    };
-    let aside_of = |root: &Path, base: &str| {
-        let p = root.join(format!("{base}.before-restore-{x}"));
-        std::fs::symlink_metadata(&p).is_ok().then_some(p)
-    };
-    let set_aside = |to: &Path| {
-        let base = to.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        (0..1000)
-            .map(|n| match n {
-                0 => to.with_file_name(format!("{base}.set-aside-{x}")),
-                n => to.with_file_name(format!("{base}.set-aside-{x}.{n}")),
-            })
-            .find(|p| std::fs::symlink_metadata(p).is_err())
-            .ok_or_else(|| BackupError::Refused(format!("no free name to set {} aside", to.display())))
-    };
-    let in_place = |p: &Path| std::fs::symlink_metadata(p).is_ok();
-    // A data directory with snapshots (in place or coming back) and no log of its own had its
-    // log in a separate dataLogDir, not given: that log would stay aside while the finished stamp
-    // comes back and may cover it (as [`prepare_out`] refuses).
-    let snaps = snap_root.join(zk_log::snapshot::SNAP_DIR_NAME);
-    if !log_given
-        && (in_place(&snaps) || aside_of(snap_root, zk_log::snapshot::SNAP_DIR_NAME).is_some())
-        && !in_place(&snap_root.join(zk_log::LOG_DIR_NAME))
-        && aside_of(snap_root, zk_log::LOG_DIR_NAME).is_none()
-    {
-        return Err(BackupError::Refused(format!(
-            "{} holds {} (in place or moved aside) but no {}: the server keeps its log in a separate \
-             dataLogDir, whose log the restore stamped {x} moved aside too; nothing was moved: give \
-             --data-log-dir (or --config with its zoo.cfg) (--data-log-dir {} when it has none, as in a \
-             directory a restore wrote that no server has started on)",
-            snap_root.display(),
-            zk_log::snapshot::SNAP_DIR_NAME,
-            zk_log::LOG_DIR_NAME,
-            snap_root.display()
-        )));
-    }
-    // The marker in place is the stopped restore's when it names its stamp: then its result moved
-    // in (the marker first), everything it moved aside was moved, and a snapshot directory in
-    // place is its result (or one a refused start created) even with none moved aside.
-    let marker_is_its = stamp_in(&snap_root.join(RESTORE_MARKER), RESTORE_STAMP_KEY) == Some(x);
-    let mut moved = Vec::new();
-    let mut set = Vec::new();
-    // 1. The data directory: the result out (the snapshots first), the old snapshots and marker
-    // back; synced before any log comes back.
-    let mut backs = Vec::new();
-    for base in [zk_log::snapshot::SNAP_DIR_NAME, RESTORE_MARKER] {
-        let to = snap_root.join(base);
-        let back = aside_of(snap_root, base);
-        if in_place(&to) && (back.is_some() || marker_is_its) {
-            let out = set_aside(&to)?;
-            rename_new(&to, &out, "out", &mut progress)?;
-            set.push(out.display().to_string());
-        }
-        backs.extend(back.map(|b| (b, to)));
-    }
-    for (from, to) in backs {
-        rename_new(&from, &to, "back", &mut progress)?;
-        moved.push(to.display().to_string());
-    }
-    if !moved.is_empty() || !set.is_empty() {
-        undo_sync(snap_root, &mut progress)?;
-    }
-    // 2. The old logs, each directory synced.
-    for root in &roots {
-        let Some(from) = aside_of(root, zk_log::LOG_DIR_NAME) else { continue };
-        let to = root.join(zk_log::LOG_DIR_NAME);
-        if in_place(&to) {
-            let out = set_aside(&to)?;
-            rename_new(&to, &out, "out", &mut progress)?;
-            set.push(out.display().to_string());
-        }
-        rename_new(&from, &to, "back", &mut progress)?;
-        moved.push(to.display().to_string());
-        undo_sync(root, &mut progress)?;
-    }
-    // 3. Last, the finished stamp the restore moved aside first.
-    if let Some(from) = aside_of(snap_root, RESTORE_FINISHED) {
-        let to = snap_root.join(RESTORE_FINISHED);
-        if in_place(&to) {
-            let out = set_aside(&to)?;
-            rename_new(&to, &out, "out", &mut progress)?;
-            set.push(out.display().to_string());
-        }
-        rename_new(&from, &to, "back", &mut progress)?;
-        moved.push(to.display().to_string());
-        undo_sync(snap_root, &mut progress)?;
-    }
-    // 4. Everything is back: the restore is no longer in flight.
-    remove_started(snap_root, "unrecord")?;
-    progress.say(format!("restore --undo: removed {}", record.display()));
-    drop(locks);
-    let set =
-        if set.is_empty() { String::new() } else { format!("; set aside (not deleted): {}", set.join(", ")) };
-    Ok(format!(
-        "put back what the restore stamped {x} moved aside: {}{set}; a server started there now starts on the data \
-         held before that restore",
-        if moved.is_empty() { "nothing (it had moved nothing aside)".to_string() } else { moved.join(", ") }
-    ))
-}
-
-/// The key of the stamp in [`RESTORE_FINISHED`].
-const FINISHED_KEY: &str = "moved_aside_stamp_ms=";
-
-/// The key, in [`RESTORE_FINISHED`] and the [`RESTORE_MARKER`], of the stamp of the restore that
-/// wrote the file (what it moved aside is named `<name>.before-restore-<that stamp>`): [`undo`]
-/// tells by it which restore finished, and whether the marker in place is the stopped one's.
-const RESTORE_STAMP_KEY: &str = "restore_stamp_ms=";
-
-/// The value of `key` in the small file `path` (a restore marker or finished stamp), if it is
-/// there and parses.
-fn stamp_in(path: &Path, key: &str) -> Option<u128> {
-    use std::io::Read;
-    let f = File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    text.lines().find_map(|l| l.trim().strip_prefix(key)).and_then(|v| v.parse().ok())
-}
-
-/// The stamp of the newest restore that finished in `data_dir` ([`RESTORE_FINISHED`]): None
-/// when there is none, or it cannot be read or holds no stamp (taken as no restore finished).
-pub fn restore_finished_stamp(data_dir: &Path) -> Option<u128> {
-    stamp_in(&data_dir.join(RESTORE_FINISHED), FINISHED_KEY)
-}
-
-/// Writes [`RESTORE_FINISHED`] into `dir` covering the moves aside stamped up to `stamp`, as
-/// written by the restore stamped `by` (synced, under a temporary name first; the caller syncs
-/// the directory).
-fn write_finished(dir: &Path, stamp: u128, by: u128) -> Result<(), BackupError> {
-    let p = dir.join(RESTORE_FINISHED);
-    let tmp = dir.join(format!("{RESTORE_FINISHED}.tmp"));
-    let text = format!(
-        "# Written by zkrs-server restore once its result was in place: the directories moved aside\n\
-         # stamped up to {stamp} (*.before-restore-{stamp} and older) are left over from restores that finished.\n\
-         {FINISHED_KEY}{stamp}\n{RESTORE_STAMP_KEY}{by}\n"
-    );
-    let written = File::create(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, &p));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io_err(&p)(e)
-    })
-}
-
-/// The stamps of everything in `dir` a restore moved aside (`<name>.before-restore-<ms>`).
-fn aside_stamps(dir: &Path) -> Vec<u128> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let (_, stamp) = name.rsplit_once(".before-restore-")?;
-            stamp.parse().ok()
-        })
-        .collect()
-}
-
-/// The directory under the output directory a restore fetches into and builds its result in.
-const STAGING_NAME: &str = ".restore-staging";
-
-/// One step of [`install`]: tests record the steps and make one fail.
-fn step(what: String) -> Result<(), BackupError> {
+/// One step of a restore's end ([`restore`], [`install`]): tests record the steps, look at the
+/// directories as a kill right before a step would leave them, and make one fail.
+fn step(what: &str) -> Result<(), BackupError> {
     #[cfg(test)]
     {
-        // What a kill right before this step would leave on disk.
         KILL_POINTS.with(|k| {
             if let Some(watch) = k.borrow_mut().as_mut() {
-                watch(&what);
+                watch(what);
             }
         });
         let fail = INSTALL_STEPS.with(|s| {
             let mut s = s.borrow_mut();
-            s.0.push(what.clone());
-            s.1.as_deref().is_some_and(|f| f.split('|').any(|f| what.starts_with(f)))
+            s.0.push(what.to_string());
+            s.1.as_deref() == Some(what)
         });
         if fail {
             return Err(BackupError::Io {
-                path: what,
+                path: what.to_string(),
                 source: std::io::Error::other("failure injected by a test"),
             });
         }
@@ -762,275 +277,62 @@ type KillWatch = Box<dyn FnMut(&str)>;
 
 #[cfg(test)]
 thread_local! {
-    /// The steps [`install`] took, and the ones to fail (by prefix, several split by `|`).
+    /// The steps taken, and the one to fail.
     static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
         const { std::cell::RefCell::new((Vec::new(), None)) };
-    /// Called before each step of [`install`] (with its name), to look at the directories as a
-    /// restore killed there would leave them.
+    /// Called before each step (with its name), to look at the directories as a restore killed
+    /// there would leave them.
     static KILL_POINTS: std::cell::RefCell<Option<KillWatch>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Syncs `out` and the separate dataLogDir `log_out` (if any, and other than `out`).
-fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
-    for d in std::iter::once(out).chain(log_out.filter(|l| l.exists() && !same_dir(l, out))) {
-        step(format!("sync {}", d.display()))?;
-        sync_dir(d)?;
-    }
-    Ok(())
-}
-
-/// Puts the result built in `staging` (its `zkrs-snap` and the [`RESTORE_MARKER`]) in place:
-/// moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`, syncs both
-/// directories so the moves are durable before anything is moved in (a separate dataLogDir is
-/// another file system, typically, which orders nothing with the data directory's: a power loss
-/// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
-/// then the snapshot directory, and syncs again. A separate dataLogDir's log is moved aside only
-/// once the data directory's moves are synced. When a step fails, every rename done is undone
-/// (the old directories come back) before the error is returned: first this restore's own
-/// [`RESTORE_FINISHED`] is removed (and the directory synced) if it was written, then the
-/// result moved in goes back to staging and the data directory is synced before the separate
-/// dataLogDir's log comes back (nothing old comes back beside a result that cannot be moved
-/// out, nor when that sync fails), then that log is synced before the snapshots, and the earlier
-/// restore's [`RESTORE_FINISHED`] comes back last, once everything else is back and synced, and
-/// only then (see [`prepare_out`]); left aside, it makes a server refuse to start there on an
-/// empty tree or without its log, the safe side.
-fn install(
-    aside: &[PathBuf],
-    staging: &Path,
-    out: &Path,
-    log_out: Option<&Path>,
-    stamp: u128,
-    progress: &mut Progress<'_>,
-) -> Result<(), BackupError> {
-    let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let mut finishing = false;
-    let result = install_steps(aside, staging, out, log_out, stamp, &mut done, &mut finishing, progress);
-    let Err(e) = result else {
-        // Finished: its [`RESTORE_FINISHED`] in place names it, so [`RESTORE_STARTED`] left (this
-        // removal failing, or a kill before it) is taken for a finished restore's too.
-        if !aside.is_empty() {
-            if let Err(u) = remove_started(out, "unrecord") {
-                progress.say(format!(
-                    "restore: removing {} failed ({u}); it names this restore, which finished: remove it",
-                    out.join(RESTORE_STARTED).display()
-                ));
-            }
-        }
-        return Ok(());
-    };
-    let finished = out.join(RESTORE_FINISHED);
-    // This restore's own stamp, written before the failure (only the directory's last sync can
-    // fail after it), covers its moves aside: it goes first, durably, before anything moves
-    // back. Left in place, a restore killed while moving back, or a move back that sticks, would
-    // leave it covering the old directories aside, and a server would start empty there.
-    if finishing {
-        let removed = step(format!("unfinished {}", finished.display()))
-            .and_then(|_| match std::fs::remove_file(&finished) {
-                Err(u) if u.kind() != std::io::ErrorKind::NotFound => Err(io_err(&finished)(u)),
-                _ => Ok(()),
-            })
-            .and_then(|_| step(format!("sync {}", out.display())))
-            .and_then(|_| sync_dir(out));
-        if let Err(u) = removed {
-            return Err(BackupError::Refused(format!(
-                "{e}; then removing this restore's {} before moving the old directories back failed ({u}): \
-                 nothing was moved back, {} holds the restored data; check the disk, then run the restore \
-                 again with --force",
-                finished.display(),
-                out.display()
-            )));
-        }
-    }
-    let (finished_move, others): (Vec<_>, Vec<_>) = done.iter().partition(|(from, _)| *from == finished);
-    // A separate dataLogDir's log comes back before the data directory's snapshots, and its
-    // return is made durable before they move: that directory is another file system, typically,
-    // whose renames are not ordered with the data directory's, and a power loss could otherwise
-    // leave the old snapshots back without their log (a server would start on them without the
-    // transactions after them). Snapshots left aside beside their log are safe: the server
-    // replays the log, or refuses a log that no longer starts at its beginning.
-    let separate = log_out.filter(|l| !same_dir(l, out));
-    let separate_log = separate.map(|l| l.join(zk_log::LOG_DIR_NAME));
+/// Puts the result built in `staging` in place in `out`. The result is `staging/zkrs-snap`,
+/// holding the restored snapshot (written, synced and renamed to its name, its directory synced,
+/// by the snapshot writer) and the [`RESTORE_MARKER`] (written, synced and renamed there).
+///
+/// Steps: sync `staging/zkrs-snap` (the marker's rename) and `staging` (the entry of
+/// `zkrs-snap`), so that everything the result holds is durable before it moves; rename
+/// `staging/zkrs-snap` to `out/zkrs-snap`; sync `out`. ([`restore`] then removes the staging
+/// directory, empty by then, and syncs `out` again.)
+///
+/// The rename of `zkrs-snap` is the commit point, the only change a server or `zkrs-server
+/// backup` reads: it moves the snapshot and the marker in together (a directory's rename takes
+/// its entries with it, all or none, and they were durable before it). Killed or losing power
+/// before it is durable, `out` holds nothing but the staging directory, which a server refuses
+/// to start on ([`unfinished_restore`]) and the next restore removes and builds again; once it
+/// is, `out` holds the whole result. `out` is synced right after it, so that the restore says
+/// done only once the commit is durable. Nothing is written in a separate dataLogDir ([`prepare_out`]
+/// found no `zkrs-log` there): the server creates its log when it starts.
+fn install(staging: &Path, out: &Path) -> Result<(), BackupError> {
+    let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
     let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-    let mut log_back_unsynced = false;
-    let mut moved_out_unsynced = false;
-    // Once something cannot be moved back safely, nothing after it is: why.
-    let mut halted: Option<String> = None;
-    let mut stuck = Vec::new();
-    for (from, to) in others.iter().rev() {
-        // The result moved in (into the data directory) goes back to staging first.
-        let moved_in = from.parent() == Some(staging);
-        if let Some(why) = &halted {
-            stuck.push(format!("{} (to {}): not moved back, since {why}", to.display(), from.display()));
-            continue;
-        }
-        // The restored snapshot's move back out is made durable before the old log comes back on
-        // the other file system: a power loss would otherwise leave it in place beside the old
-        // log, replayed onto it (a mixed tree). Both stay aside when that sync fails: a server
-        // refuses there.
-        if let (true, true, Some(l)) = (moved_out_unsynced, Some(from) == separate_log.as_ref(), separate) {
-            let synced = step(format!("sync {} (moved out)", out.display())).and_then(|_| sync_dir(out));
-            if let Err(u) = synced {
-                let why = format!(
-                    "syncing {} after the restored data was moved out of it failed ({u}), and the old log in \
-                     {} may not come back beside the restored snapshot",
-                    out.display(),
-                    l.display()
-                );
-                stuck.push(format!("{} (to {}): not moved back, since {why}", to.display(), from.display()));
-                halted = Some(why);
-                continue;
-            }
-            moved_out_unsynced = false;
-        }
-        if let (true, true, Some(l)) = (*from == snaps, log_back_unsynced, separate) {
-            let synced = step(format!("sync {}", l.display())).and_then(|_| sync_dir(l));
-            if let Err(u) = synced {
-                stuck.push(format!(
-                    "{} (to {}): not moved back, since syncing {} after its log came back failed: {u}",
-                    to.display(),
-                    from.display(),
-                    l.display()
-                ));
-                continue;
-            }
-            log_back_unsynced = false;
-        }
-        let back = step(format!("back {}", from.display()))
-            .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)));
-        match back {
-            Err(u) => {
-                stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
-                // The result left in place: no old directory may come back beside it (an old log
-                // would be replayed onto the restored snapshot).
-                if moved_in {
-                    halted = Some(format!(
-                        "the restored {} could not be moved out of {}",
-                        to.display(),
-                        out.display()
-                    ));
-                }
-            }
-            Ok(()) => {
-                log_back_unsynced |= separate_log.as_ref() == Some(from);
-                moved_out_unsynced |= moved_in;
-            }
-        }
+    step("sync staged zkrs-snap")?;
+    sync_dir(&built)?;
+    step("sync staging")?;
+    sync_dir(staging)?;
+    // A rename onto a directory that holds nothing would replace it: whatever took the name
+    // since the directory was found empty (a server started meanwhile) stays, and the restore
+    // fails.
+    if std::fs::symlink_metadata(&snaps).is_ok() {
+        return Err(BackupError::Refused(format!(
+            "{} appeared while the restore ran (a server started there?): the restored data was not \
+             moved in",
+            snaps.display()
+        )));
     }
-    let mut synced = sync_dirs(out, log_out);
-    if let Some((from, to)) = finished_move.first().filter(|_| stuck.is_empty() && synced.is_ok()) {
-        let back = step(format!("back {}", from.display()))
-            .and_then(|_| std::fs::rename(to, from).map_err(io_err(from)))
-            .and_then(|_| step(format!("sync {}", out.display())))
-            .and_then(|_| sync_dir(out));
-        if let Err(u) = back {
-            synced = Err(BackupError::Refused(format!(
-                "moving {} back to {} failed ({u}): a server refuses to start empty there until it is moved \
-                 back by hand",
-                to.display(),
-                from.display()
-            )));
-        }
-    }
-    // Everything is back and synced: this restore is no longer in flight. Otherwise its
-    // [`RESTORE_STARTED`] stays, naming it for `--undo` and a server start.
-    if stuck.is_empty() && synced.is_ok() && !aside.is_empty() {
-        synced = remove_started(out, "unrecord");
-    }
-    if stuck.is_empty() {
-        if !done.is_empty() {
-            progress.say("restore: the directories moved aside are back in place".to_string());
-        }
-        return match synced {
-            Ok(()) => Err(e),
-            Err(s) => {
-                Err(BackupError::Refused(format!("{e}; then syncing the directories put back failed: {s}")))
-            }
-        };
-    }
-    // The earlier restore's finished stamp stayed aside: it goes back last, by hand too.
-    let stamp = finished_move.first().map_or_else(String::new, |(from, to)| {
-        format!(", then, last, {} to {}", to.display(), from.display())
-    });
-    Err(BackupError::Refused(format!(
-        "{e}; then moving back failed for {}: move them back by hand, in this order{stamp}, before starting a server there",
-        stuck.join(", ")
-    )))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn install_steps(
-    aside: &[PathBuf],
-    staging: &Path,
-    out: &Path,
-    log_out: Option<&Path>,
-    stamp: u128,
-    done: &mut Vec<(PathBuf, PathBuf)>,
-    finishing: &mut bool,
-    progress: &mut Progress<'_>,
-) -> Result<(), BackupError> {
-    // The stamp the finished restore before this one wrote, moved aside with the rest: once this
-    // one finishes, what that one covered is still left over from restores that finished, even
-    // when this one's stamp is older (the clock stepped back).
-    let covered = restore_finished_stamp(out).map_or(stamp, |s| s.max(stamp));
-    // Before anything moves aside, durably: which restore is in flight (see
-    // [`RESTORE_STARTED`]). A restore that moves nothing aside leaves nothing to undo.
-    if !aside.is_empty() {
-        step(format!("started {}", out.display()))?;
-        write_started(out, stamp)?;
-        step(format!("started sync {}", out.display()))?;
-        sync_dir(out)?;
-    }
-    for p in aside {
-        let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
-        // A separate dataLogDir's log (after everything in the data directory): the data
-        // directory's moves, its snapshots' first of all, are made durable before it moves. That
-        // directory is another file system, typically, whose renames are not ordered with the data
-        // directory's: a power loss could otherwise leave the old snapshots in place beside their
-        // log moved aside, and a server would start on them without the transactions after them.
-        if p.parent() != Some(out) {
-            step(format!("sync {}", out.display()))?;
-            sync_dir(out)?;
-        }
-        step(format!("aside {}", p.display()))?;
-        std::fs::rename(p, &to).map_err(io_err(p))?;
-        done.push((p.clone(), to.clone()));
-        progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
-        // The earlier restore's finished stamp (first, see [`prepare_out`]) is out of the way for
-        // good before anything else moves: a power loss cannot bring it back beside the others
-        // moved aside.
-        if name == RESTORE_FINISHED {
-            step(format!("sync {}", out.display()))?;
-            sync_dir(out)?;
-        }
-    }
-    sync_dirs(out, log_out)?;
-    // The marker goes in before the snapshot, so that no backup continues an archive past the
-    // point over a directory holding the result.
-    for name in [RESTORE_MARKER, zk_log::snapshot::SNAP_DIR_NAME] {
-        let (from, to) = (staging.join(name), out.join(name));
-        step(format!("in {name}"))?;
-        std::fs::rename(&from, &to).map_err(io_err(&to))?;
-        done.push((from, to));
-    }
-    sync_dirs(out, log_out)?;
-    // Last: the moves aside are left over from a restore that finished, which a server started
-    // on the directory after it was emptied on purpose must not take for one stopped half done.
-    step("finished".to_string())?;
-    // Everything moved aside in either directory, by this restore or any before it (one killed
-    // once it had moved the stamp before it aside, whose coverage would otherwise be lost for
-    // good when the clock stepped back since), is now superseded by this restore's result, which
-    // is in place and synced. Taken only here: while moves are in flight, no stamp may cover
-    // them.
-    let covered = aside_stamps(out)
-        .into_iter()
-        .chain(log_out.map_or_else(Vec::new, aside_stamps))
-        .fold(covered, u128::max);
-    *finishing = true;
-    write_finished(out, covered, stamp)?;
-    step(format!("finished sync {}", out.display()))?;
-    sync_dir(out)
+    step("commit")?;
+    std::fs::rename(&built, &snaps).map_err(io_err(&snaps))?;
+    step("sync out")?;
+    sync_dir(out).map_err(|e| {
+        BackupError::Refused(format!(
+            "the restored data is in {}, but syncing {} after moving it in failed ({e}): a power loss may \
+             undo it; check the disk before starting a server there (to restore again, move {} away first)",
+            snaps.display(),
+            out.display(),
+            snaps.display()
+        ))
+    })?;
+    Ok(())
 }
 
 /// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
@@ -1456,24 +758,28 @@ fn proven_by_the_log(
 
 /// Restores the archive at `target` into `out` (a data directory: the snapshot goes into its
 /// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. `log_out`
-/// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
-/// (or is moved aside with `force`), or the server would replay it over the restored tree.
-/// With `force`, nothing is moved aside before the result is whole: a restore that fails
-/// leaves both directories as they were. Beside the snapshot it leaves a [`RESTORE_MARKER`]
-/// naming the point, and syncs the directories it renamed in. Progress lines, at most one a
-/// second plus a summary of what was checked, go to `progress`.
+/// is the server's dataLogDir when it has a separate one. A restore never writes over data:
+/// `out` must be empty or absent (a staging directory a killed restore left is removed and built
+/// again) and `log_out` must hold no `zkrs-log` (the server would replay it over the restored
+/// tree); otherwise it is refused and nothing changes. The result, the snapshot
+/// at the point with a [`RESTORE_MARKER`] naming it beside it, is built and synced in a staging
+/// directory and moved in by one rename, `staging/zkrs-snap` to `out/zkrs-snap`, the commit
+/// point, the data directory synced right after: a restore that fails leaves `out` empty, and
+/// one killed leaves either nothing but the staging directory, which a server refuses to start
+/// on ([`unfinished_restore`]), or the whole result. Progress lines, at most one a second plus a summary of what
+/// was checked, go to `progress`.
 ///
-/// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
-/// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
-/// log lacks transactions the restore needs; [`BackupError::Damaged`] naming the file for a
-/// missing or damaged archived file or a digest that does not match; [`BackupError::Io`].
+/// Errors: [`BackupError::Refused`] for a non-empty `out` or a `zkrs-log` in `log_out`, a point
+/// outside the archive, a subtree that does not exist at the point; [`BackupError::Gap`] when
+/// the archived log lacks transactions the restore needs; [`BackupError::Damaged`] naming the
+/// file for a missing or damaged archived file or a digest that does not match;
+/// [`BackupError::Io`].
 pub fn restore(
     target: &dyn ArchiveTarget,
     out: &Path,
     log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
-    force: bool,
     progress: &mut dyn Write,
 ) -> Result<RestoreReport, BackupError> {
     let mut progress = Progress::new(progress);
@@ -1492,33 +798,42 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    let aside = prepare_out(out, log_out, force)?;
+    prepare_out(out, log_out)?;
     let staging = out.join(STAGING_NAME);
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    // The result, the marker naming the point with it, is built in the staging directory; only
-    // once it is whole is anything there moved aside and the result moved in, and a failure
-    // then moves the old directories back, so a failed restore leaves the directories as they
-    // were.
     let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
+        step("mark")?;
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
-        // The stamp of what this restore moves aside, named in its marker too: [`undo`] tells by
-        // it whether the marker in place is this restore's.
-        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging, now)?;
-        install(&aside, &staging, out, log_out, now, &mut progress)?;
-        progress.say(format!(
-            "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
-            r.nodes,
-            hex(r.zxid),
-            r.replayed,
-            r.written.display()
-        ));
+        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging.join(zk_log::snapshot::SNAP_DIR_NAME))?;
+        install(&staging, out)?;
         Ok(r)
     });
-    let _ = std::fs::remove_dir_all(&staging);
-    result
+    // The staging directory goes whatever happened: after a failure, `out` is left as it was
+    // found (created empty when it was absent); after the commit, it is empty. A kill before
+    // its removal is durable leaves it beside the result, which a server ignores.
+    let removed = step("remove staging")
+        .and_then(|_| std::fs::remove_dir_all(&staging).map_err(io_err(&staging)))
+        .and_then(|_| step("sync out (staging removed)"))
+        .and_then(|_| sync_dir(out));
+    let r = result?;
+    if let Err(e) = removed {
+        progress.say(format!(
+            "restore: removing {} failed ({e}); the restored data is in place, and the server ignores it: \
+             remove it",
+            staging.display()
+        ));
+    }
+    progress.say(format!(
+        "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
+        r.nodes,
+        hex(r.zxid),
+        r.replayed,
+        r.written.display()
+    ));
+    Ok(r)
 }
 
 fn restore_staged(
@@ -1889,107 +1204,6 @@ mod tests {
         f
     }
 
-    /// `--force` moves aside a separate dataLogDir's log too (the server would replay it over
-    /// the restored tree), and without it a dataLogDir holding a log is refused.
-    #[test]
-    fn force_moves_a_separate_log_dirs_log_aside() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        let old_log = logs.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let e = restore(&target, &out, Some(&logs), Point::Newest, None, false, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains(&format!("{} exists", old_log.display())), "{e}");
-        let mut said = Vec::new();
-        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut said).unwrap();
-        assert_eq!(r.zxid, 5);
-        assert!(!old_log.exists(), "{}", String::from_utf8_lossy(&said));
-        let aside: Vec<String> = std::fs::read_dir(&logs)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
-        assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
-    }
-
-    /// `--force` moves nothing aside until the restore has succeeded: one that fails (here, a
-    /// point past the archive, and a damaged file) leaves the old directories in place.
-    #[test]
-    fn a_failed_forced_restore_leaves_the_old_directories() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let old_snap = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-        let old_log = out.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_snap).unwrap();
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let e = restore(&target, &out, None, Point::Zxid(99), None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
-        let m = target.read_manifest().unwrap().unwrap();
-        let piece = f.archive.join(LOG_PREFIX).join(&m.logs[0].name);
-        let mut bytes = std::fs::read(&piece).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        std::fs::write(&piece, &bytes).unwrap();
-        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains(&m.logs[0].name), "{e}");
-        let mut left: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["zkrs-log", "zkrs-snap"]);
-        assert_eq!(std::fs::read(old_log.join("log.0000000000000001")).unwrap(), b"old");
-    }
-
-    /// A dataLogDir given as another spelling of the data directory (a link to it) is the
-    /// data directory: its log is moved aside once, the restore succeeds, and the directory
-    /// holds the result and the marker naming the point.
-    #[test]
-    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let old_log = out.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let link = f.dir.path().join("link");
-        std::os::unix::fs::symlink(&out, &link).unwrap();
-        let mut said = Vec::new();
-        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, true, &mut said).unwrap();
-        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
-        assert!(r.written.exists());
-        let marker = RestoreMarker::read(&out).unwrap().unwrap();
-        assert_eq!(marker.zxid, 3);
-        let mut left: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with("zkrs-log.before-restore-"))
-            .collect();
-        left.sort();
-        assert_eq!(left, [RESTORE_FINISHED, RESTORE_MARKER, "zkrs-snap"]);
-    }
-
-    /// Runs a forced restore of `f`'s archive at zxid 3 into `out` (a separate dataLogDir
-    /// `logs`), failing at the install step named `fail` (by prefix); returns the steps taken.
-    fn restore_failing_at(f: &Fixture, out: &Path, logs: &Path, fail: Option<&str>) -> (Vec<String>, bool) {
-        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
-        let target = DirTarget::new(f.archive.clone());
-        let mut said = Vec::new();
-        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut said);
-        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
-        // "done" is said only once the result is installed.
-        let done = String::from_utf8_lossy(&said).contains("restore: done:");
-        assert_eq!(done, r.is_ok(), "{}", String::from_utf8_lossy(&said));
-        (steps, r.is_ok())
-    }
-
     /// The names in `dir`, sorted.
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -2001,731 +1215,230 @@ mod tests {
         v
     }
 
-    /// A forced restore that fails once the old directories are moved aside (moving the marker or
-    /// the snapshot directory in, or syncing) moves them back: the data directory keeps its old
-    /// snapshots, log and marker, and the separate dataLogDir its log.
-    #[test]
-    fn a_restore_failing_after_the_move_aside_puts_the_old_directories_back() {
-        let f = archived_1_to_5();
-        for fail in ["in zkrs-restored", "in zkrs-snap", "sync", "finished"] {
-            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
-            let logs = f.dir.path().join(format!("logs-{}", fail.replace(' ', "-")));
-            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-            std::fs::write(out.join(zk_log::snapshot::SNAP_DIR_NAME).join("old"), b"old").unwrap();
-            std::fs::write(out.join(RESTORE_MARKER), "zxid=0x1\nrestored_at_ms=1\n").unwrap();
-            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-            std::fs::write(logs.join(zk_log::LOG_DIR_NAME).join("log.0000000000000001"), b"old").unwrap();
-            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(fail));
-            assert!(!ok, "{fail}: {steps:?}");
-            assert!(steps.iter().any(|s| s.starts_with("aside")), "{fail}: {steps:?}");
-            // Its start record goes once everything is back and synced (here the sync fails).
-            if fail == "sync" {
-                assert_eq!(names(&out), [RESTORE_STARTED, RESTORE_MARKER, "zkrs-snap"], "{fail}");
-            } else {
-                assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
-            }
-            assert_eq!(std::fs::read(out.join("zkrs-snap/old")).unwrap(), b"old", "{fail}");
-            assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(1), "{fail}");
-            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
-        }
-    }
-
-    /// The moves aside are synced, in the data directory and a separate dataLogDir, before the
-    /// marker and the result are moved in, and both are synced again after.
-    #[test]
-    fn the_moves_aside_are_synced_before_the_result_moves_in() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
-        let (sync_out, sync_logs) = (format!("sync {}", out.display()), format!("sync {}", logs.display()));
-        assert!(
-            at(&sync_out) < at("in zkrs-restored") && at(&sync_logs) < at("in zkrs-restored"),
-            "{steps:?}"
-        );
-        assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
-        assert!(at("finished") > at("in zkrs-snap"), "{steps:?}");
-        assert_eq!(steps.last(), Some(&format!("unrecord {sync_out}")), "{steps:?}");
-        assert!(
-            at(&format!("finished {sync_out}"))
-                < at(&format!("unrecord {}", out.join(RESTORE_STARTED).display()))
-        );
-        assert!(at("finished") < steps.len() - 1, "{steps:?}");
-        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 3);
-    }
-
-    /// A restore that finished records the stamp of the directories it moved aside, in the data
-    /// directory and the separate dataLogDir alike, so that a server started there after the data
-    /// was emptied on purpose does not take them for a restore stopped half done; a second
-    /// restore's stamp replaces the first's.
-    #[test]
-    fn a_finished_restore_records_the_stamp_of_what_it_moved_aside() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-        assert_eq!(restore_finished_stamp(&out), None);
-        let stamps = |dir: &Path| -> Vec<u128> {
-            names(dir).iter().filter_map(|n| n.split(".before-restore-").nth(1)?.parse().ok()).collect()
-        };
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        let first = restore_finished_stamp(&out).expect("a stamp");
-        assert_eq!(stamps(&out), [first]);
-        assert_eq!(stamps(&logs), [first]);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        let second = restore_finished_stamp(&out).expect("a stamp");
-        assert!(second > first);
-        assert!(stamps(&out).iter().all(|s| *s <= second), "{:?}", names(&out));
-        std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=x\n").unwrap();
-        assert_eq!(restore_finished_stamp(&out), None, "unreadable: no restore known finished");
-    }
-
-    /// A forced restore moves the finished stamp of the restore before it aside first of all, and
-    /// syncs the directory before it moves anything else: killed between its moves, it leaves no
-    /// stamp that could cover its own moves aside (review 8, finding 2: one stamped later, by a
-    /// clock since stepped back, did). Once it finishes, its stamp still covers what the one
-    /// before covered.
-    #[test]
-    fn a_forced_restore_moves_the_finished_stamp_before_it_aside() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        // Restore 1 finished with the clock far ahead.
-        let ahead = restore_finished_stamp(&out).unwrap() + 10_000_000_000;
-        write_finished(&out, ahead, ahead).unwrap();
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        let finished_aside = format!("aside {}", out.join(RESTORE_FINISHED).display());
-        assert_eq!(
-            steps[..2],
-            [format!("started {}", out.display()), format!("started sync {}", out.display())]
-        );
-        assert_eq!(steps[2..4], [finished_aside, format!("sync {}", out.display())], "{steps:?}");
-        assert!(steps[4].starts_with("aside "), "{steps:?}");
-        assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
-        assert!(
-            names(&out).iter().any(|n| n.starts_with(&format!("{RESTORE_FINISHED}.before-restore-"))),
-            "{:?}",
-            names(&out)
-        );
-    }
-
-    /// A data directory holding its log (no separate dataLogDir), restored once by a restore that
-    /// finished with the clock far ahead, then holding a log again, as a server leaves it.
-    fn restored_with_the_clock_ahead(f: &Fixture, out: &Path) {
-        let target = DirTarget::new(f.archive.clone());
-        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
-        restore(&target, out, Some(out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
-        let ahead = restore_finished_stamp(out).unwrap() + 10_000_000_000;
-        write_finished(out, ahead, ahead).unwrap();
-        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
-        std::fs::write(out.join(zk_log::LOG_DIR_NAME).join("log.0000000000000004"), b"old").unwrap();
-    }
-
-    /// Runs a forced restore of `f`'s archive into `out` (holding its log), failing at the step
-    /// named `fail` (by prefix), and looks at the directory before every step, as a restore
-    /// killed there leaves it: wherever a server would start empty there (no `zkrs-snap`, no
-    /// `zkrs-log`), it must refuse ([`unfinished_restore`], what the server asks). Returns the
-    /// steps, and the steps at which the server would have started empty.
-    fn killed_at_every_step(f: &Fixture, out: &Path, fail: Option<&str>) -> (Vec<String>, Vec<String>) {
-        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let (watch_out, watch_seen) = (out.to_path_buf(), seen.clone());
-        KILL_POINTS.with(|k| {
-            *k.borrow_mut() = Some(Box::new(move |at: &str| {
-                let empty = !watch_out.join(zk_log::snapshot::SNAP_DIR_NAME).exists()
-                    && !watch_out.join(zk_log::LOG_DIR_NAME).exists();
-                if empty {
-                    let refused = unfinished_restore(&watch_out, &watch_out).is_some();
-                    watch_seen.borrow_mut().push((at.to_string(), refused, names(&watch_out)));
+    /// Every file under `dir` (relative path) with its bytes, and every directory (None).
+    fn contents(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let mut v = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                if e.file_type().unwrap().is_dir() {
+                    v.push((rel, None));
+                    todo.push(p);
+                } else {
+                    v.push((rel, Some(std::fs::read(&p).unwrap())));
                 }
-            }))
-        });
-        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
+            }
+        }
+        v.sort();
+        v
+    }
+
+    /// Copies the tree `from` to `to`.
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for (rel, bytes) in contents(from) {
+            match bytes {
+                None => std::fs::create_dir_all(to.join(rel)).unwrap(),
+                Some(b) => std::fs::write(to.join(rel), b).unwrap(),
+            }
+        }
+    }
+
+    /// A data directory that holds anything is refused, naming what it holds and how to go on,
+    /// and nothing in it changes (no staging directory either); one holding only the empty
+    /// `zkrs-snap` and `zkrs-log` of a server that failed to start is refused the same way.
+    #[test]
+    fn a_data_dir_holding_anything_is_refused_and_left_as_it_was() {
+        let f = archived_1_to_5();
         let target = DirTarget::new(f.archive.clone());
-        let r = restore(&target, out, Some(out), Point::Zxid(2), None, true, &mut Vec::new());
-        KILL_POINTS.with(|k| *k.borrow_mut() = None);
-        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
-        assert_eq!(r.is_ok(), fail.is_none(), "{r:?} {steps:?}");
-        let seen = std::mem::take(&mut *seen.borrow_mut());
-        for (at, refused, left) in &seen {
-            assert!(refused, "killed before `{at}`, a server starts empty on {left:?}; steps {steps:?}");
-        }
-        (steps, seen.into_iter().map(|(at, _, _)| at).collect())
-    }
-
-    /// Review 9, finding 1: a forced restore killed at any of its steps, or while it moves back
-    /// after a failure, with the clock behind the restore before it, leaves no directory a
-    /// server starts empty on: the earlier restore's finished stamp is out of the way before
-    /// anything else moves, and comes back only after everything else did (and was synced).
-    #[test]
-    fn a_restore_killed_at_any_step_after_a_clock_step_back_leaves_the_server_refusing() {
-        let f = archived_1_to_5();
         let out = f.dir.path().join("out");
-        restored_with_the_clock_ahead(&f, &out);
-        let (steps, empty_at) = killed_at_every_step(&f, &out, None);
-        assert!(!empty_at.is_empty(), "no kill point leaves the directory empty: {steps:?}");
-
-        let out = f.dir.path().join("out-rollback");
-        restored_with_the_clock_ahead(&f, &out);
-        let (steps, empty_at) = killed_at_every_step(&f, &out, Some("in zkrs-snap"));
-        assert!(empty_at.iter().any(|s| s.starts_with("back ")), "{empty_at:?}; steps {steps:?}");
-        // The finished stamp comes back last, after the directories moved back are synced.
-        let back_finished = format!("back {}", out.join(RESTORE_FINISHED).display());
-        let at = steps.iter().position(|s| *s == back_finished).unwrap_or_else(|| panic!("{steps:?}"));
+        std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-snap").join("snapshot.0000000000000001"), b"old snapshot").unwrap();
+        std::fs::write(out.join("zkrs-log").join("log.0000000000000001"), b"old log").unwrap();
+        std::fs::write(out.join("myid"), b"1").unwrap();
+        let before = contents(&out);
+        let e = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap_err();
+        let said = e.to_string();
+        assert!(matches!(e, BackupError::Refused(_)), "{said}");
         assert!(
-            steps[..at].iter().rev().take_while(|s| !s.starts_with("back ")).any(|s| s.starts_with("sync ")),
-            "not synced before the stamp comes back: {steps:?}"
+            said.contains(&format!("{} is not empty (it holds myid, zkrs-log, zkrs-snap)", out.display())),
+            "{said}"
         );
-        assert!(!steps[at + 1..].iter().any(|s| s.starts_with("back ")), "{steps:?}");
-        assert!(restore_finished_stamp(&out).is_some(), "{:?}", names(&out));
-        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
+        assert!(said.contains("stop the server"), "{said}");
+        assert!(said.contains("restore into a new directory"), "{said}");
+        assert!(said.contains("move the old zkrs-snap and zkrs-log"), "{said}");
+        assert_eq!(contents(&out), before, "the refused restore changed {}", out.display());
+        let empty = f.dir.path().join("empty");
+        std::fs::create_dir_all(empty.join("zkrs-snap")).unwrap();
+        std::fs::create_dir_all(empty.join("zkrs-log")).unwrap();
+        let e = restore(&target, &empty, Some(&empty), Point::Newest, None, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("(it holds zkrs-log, zkrs-snap)"), "{e}");
+        assert_eq!(names(&empty), ["zkrs-log", "zkrs-snap"]);
     }
 
-    /// Review 10, finding 3: a forced restore that fails after it wrote its own finished stamp
-    /// (its last sync) removes that stamp, durably, before it moves anything back: killed at any
-    /// step of the rollback, it leaves no stamp covering the old directories aside while a
-    /// server would start empty there. Once everything is back, the earlier stamp is back.
+    /// A separate dataLogDir holding a `zkrs-log` (the server would replay it over the restored
+    /// tree) is refused, and neither directory changes (the absent data directory is not even
+    /// created); one holding anything else is taken and left as it was: a restore writes nothing
+    /// there.
     #[test]
-    fn a_restore_failing_after_its_finished_stamp_is_killed_at_any_step_of_its_rollback() {
+    fn a_separate_log_dir_holding_a_log_is_refused_and_left_as_it_was() {
         let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
         let out = f.dir.path().join("out");
-        restored_with_the_clock_ahead(&f, &out);
-        let ahead = restore_finished_stamp(&out);
-        let (steps, empty_at) = killed_at_every_step(&f, &out, Some("finished sync"));
-        assert!(empty_at.iter().any(|s| s.starts_with("back ")), "{empty_at:?}; steps {steps:?}");
-        let unfinished = format!("unfinished {}", out.join(RESTORE_FINISHED).display());
-        let at = steps.iter().position(|s| *s == unfinished).unwrap_or_else(|| panic!("{steps:?}"));
-        assert_eq!(steps.get(at + 1), Some(&format!("sync {}", out.display())), "{steps:?}");
-        assert!(!steps[..at].iter().any(|s| s.starts_with("back ")), "{steps:?}");
-        assert_eq!(restore_finished_stamp(&out), ahead, "{:?}", names(&out));
-        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
-        assert!(out.join(zk_log::LOG_DIR_NAME).join("log.0000000000000004").exists(), "{:?}", names(&out));
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(logs.join("zkrs-log")).unwrap();
+        std::fs::write(logs.join("zkrs-log").join("log.0000000000000001"), b"old log").unwrap();
+        std::fs::write(logs.join("other"), b"x").unwrap();
+        let before = contents(&logs);
+        let e = restore(&target, &out, Some(&logs), Point::Newest, None, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&format!("{} exists", logs.join("zkrs-log").display())), "{e}");
+        assert!(!out.exists(), "the refused restore created {}", out.display());
+        assert_eq!(contents(&logs), before);
+        std::fs::remove_dir_all(logs.join("zkrs-log")).unwrap();
+        let before = contents(&logs);
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert_eq!(contents(&logs), before);
+        assert_eq!(names(&out), ["zkrs-snap"]);
     }
 
-    /// Review 10, finding 1: with a separate dataLogDir (another file system, typically, whose
-    /// renames are not ordered with the data directory's), the snapshots' move aside is synced
-    /// before the log moves aside, and on a failure the log's return is synced before the
-    /// snapshots move back: no power loss leaves the old snapshots in place with their log aside.
+    /// A dataLogDir given as another spelling of the data directory (a link to it) is the data
+    /// directory: an empty one is taken, and holds the result with the marker naming the point
+    /// in its `zkrs-snap`.
     #[test]
-    fn a_separate_log_dir_moves_only_once_the_data_dirs_moves_are_synced() {
+    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
         let f = archived_1_to_5();
-        for fail in [None, Some("in zkrs-snap")] {
-            let name = fail.map_or("ok".to_string(), |f| f.replace(' ', "-"));
-            let out = f.dir.path().join(format!("out-{name}"));
-            let logs = f.dir.path().join(format!("logs-{name}"));
-            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-            let (steps, ok) = restore_failing_at(&f, &out, &logs, fail);
-            assert_eq!(ok, fail.is_none(), "{steps:?}");
-            let at =
-                |s: String| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
-            let between = |a: String, b: String, s: String| {
-                let (a, b) = (at(a), at(b));
-                assert!(a < b && steps[a..b].contains(&s), "{s} not between: {steps:?}");
-            };
-            let (snaps, log) = (out.join(zk_log::snapshot::SNAP_DIR_NAME), logs.join(zk_log::LOG_DIR_NAME));
-            between(
-                format!("aside {}", snaps.display()),
-                format!("aside {}", log.display()),
-                format!("sync {}", out.display()),
-            );
-            if fail.is_some() {
-                between(
-                    format!("back {}", log.display()),
-                    format!("back {}", snaps.display()),
-                    format!("sync {}", logs.display()),
-                );
-                assert_eq!(names(&out), ["zkrs-snap"]);
-                assert_eq!(names(&logs), ["zkrs-log"]);
-            }
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let link = f.dir.path().join("link");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, &mut said).unwrap();
+        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
+        assert!(r.written.exists());
+        assert_eq!(names(&out), ["zkrs-snap"]);
+        assert!(out.join("zkrs-snap").join(RESTORE_MARKER).exists());
+        assert_eq!(RestoreMarker::read(&out).unwrap().unwrap().zxid, 3);
+    }
+
+    /// The staging directory a killed restore left is the one thing a data directory may hold:
+    /// it is removed and built again, and none of what it held comes into the result.
+    #[test]
+    fn a_killed_restores_staging_directory_is_removed_and_built_again() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let staged = out.join(STAGING_NAME).join("zkrs-snap");
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(staged.join("snapshot.0000000000000063"), b"half written").unwrap();
+        std::fs::write(out.join(STAGING_NAME).join("log.0000000000000001"), b"fetched").unwrap();
+        let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert_eq!(names(&out), ["zkrs-snap"]);
+        assert!(!out.join("zkrs-snap").join("snapshot.0000000000000063").exists());
+        assert!(r.written.exists());
+    }
+
+    /// A restore that fails at any step before its commit leaves the data directory as it
+    /// found it (here empty: nothing a server would start on), says no "done", and the next
+    /// restore goes through.
+    #[test]
+    fn a_restore_failing_before_its_commit_leaves_the_directory_empty() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        for fail in ["mark", "sync staged zkrs-snap", "sync staging", "commit"] {
+            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
+            INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), Some(fail.to_string())));
+            let mut said = Vec::new();
+            let e = restore(&target, &out, None, Point::Newest, None, &mut said).unwrap_err();
+            INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+            assert!(e.to_string().contains("failure injected"), "{fail}: {e}");
+            assert!(names(&out).is_empty(), "{fail}: {:?}", names(&out));
+            assert!(!String::from_utf8_lossy(&said).contains("restore: done"), "{fail}");
+            let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
+            assert_eq!(r.zxid, 5, "{fail}");
         }
     }
 
-    /// Review 11, finding 1: with a separate dataLogDir, a rollback that moved the restored
-    /// snapshot back out of the data directory (a failure at or after the finished stamp) syncs
-    /// the data directory before the old log comes back on the other file system: a power loss
-    /// cannot leave the restored snapshot in place beside the old log, replayed onto it. When
-    /// that sync fails, the old log and snapshots both stay aside.
+    /// A restore killed right before any step of its end (copies of the directory as each kill
+    /// would leave it) leaves either nothing but its staging directory, which a server refuses to
+    /// start on and the next restore takes, or the whole result: the snapshot at the point, as
+    /// the server loads it, with the marker naming the point. The steps sync everything the
+    /// result holds before the commit (the rename of `zkrs-snap`), and the data directory right
+    /// after it, so a power loss leaves one of the states a kill leaves.
     #[test]
-    fn a_rollback_syncs_the_restored_snapshots_move_out_before_the_old_log_comes_back() {
+    fn a_restore_killed_at_any_step_leaves_no_data_or_the_whole_result() {
         let f = archived_1_to_5();
-        for fail in ["finished", "finished sync", "finished|sync", "finished|back"] {
-            let name = fail.replace([' ', '|'], "-");
-            let out = f.dir.path().join(format!("out-{name}"));
-            let logs = f.dir.path().join(format!("logs-{name}"));
-            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-            let sync_moved_out = format!("sync {} (moved out)", out.display());
-            // The last case fails the rollback's sync too (by its own name).
-            // The last fails moving the restored snapshot back out: then nothing old comes back
-            // beside it.
-            let staged = out.join(STAGING_NAME).join(zk_log::snapshot::SNAP_DIR_NAME);
-            let fail = fail
-                .replace("|sync", &format!("|{sync_moved_out}"))
-                .replace("|back", &format!("|back {}", staged.display()));
-            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(&fail));
-            assert!(!ok, "{fail}: {steps:?}");
-            let at = |s: String| steps.iter().position(|t| *t == s);
-            let moved_out = at(format!("back {}", staged.display())).unwrap_or_else(|| panic!("{steps:?}"));
-            let log_back = at(format!("back {}", logs.join(zk_log::LOG_DIR_NAME).display()));
-            if fail.contains('|') {
-                // Both stay aside: the server refuses there (no log, its asides uncovered), on the
-                // restored snapshot or on none.
-                assert_eq!(log_back, None, "{steps:?}");
-                assert_eq!(out.join("zkrs-snap").exists(), fail.contains("|back"), "{:?}", names(&out));
-                assert!(
-                    !steps.iter().any(|s| *s == format!("back {}", out.join("zkrs-snap").display())),
-                    "{steps:?}"
-                );
-                assert!(
-                    names(&logs).iter().all(|n| n.starts_with("zkrs-log.before-restore-")),
-                    "{:?}",
-                    names(&logs)
-                );
-                assert!(unfinished_restore(&out, &logs).is_some(), "{:?}", names(&out));
-                continue;
-            }
-            let log_back = log_back.unwrap_or_else(|| panic!("{steps:?}"));
-            assert!(
-                moved_out < log_back && steps[moved_out..log_back].contains(&sync_moved_out),
-                "{fail}: {steps:?}"
-            );
-            assert_eq!(names(&out), ["zkrs-snap"], "{fail}");
-            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
-        }
-    }
-
-    /// Runs [`undo`], recording its steps; with `watch`, calls it before each step (as a kill
-    /// there leaves the directories).
-    fn undo_steps(
-        out: &Path,
-        logs: &Path,
-        watch: Option<KillWatch>,
-    ) -> (Result<String, BackupError>, Vec<String>) {
-        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
-        KILL_POINTS.with(|k| *k.borrow_mut() = watch);
-        let r = undo(out, Some(logs), &mut Vec::new());
-        KILL_POINTS.with(|k| *k.borrow_mut() = None);
-        (r, INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0))
-    }
-
-    /// Runs a forced restore of `f`'s archive at zxid 2 into `out` (holding its log), and copies
-    /// `out` to `copy` right before the step named `at`: the directory as a restore killed there
-    /// leaves it (its staging directory removed, as a later restore does).
-    fn killed_at(f: &Fixture, out: &Path, copy: &Path, at: &'static str) {
-        let (w_out, w_copy) = (out.to_path_buf(), copy.to_path_buf());
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let kills = f.dir.path().join("kills");
+        let (watched_out, watched_kills) = (out.clone(), kills.clone());
+        let mut n = 0;
         KILL_POINTS.with(|k| {
             *k.borrow_mut() = Some(Box::new(move |step: &str| {
-                if step.starts_with(at) && !w_copy.exists() {
-                    let st =
-                        std::process::Command::new("cp").arg("-a").arg(&w_out).arg(&w_copy).status().unwrap();
-                    assert!(st.success());
-                }
+                let copy = watched_kills.join(format!("{n}-{}", step.replace(' ', "-")));
+                copy_tree(&watched_out, &copy);
+                n += 1;
             }))
         });
-        let target = DirTarget::new(f.archive.clone());
-        let r = restore(&target, out, Some(out), Point::Zxid(2), None, true, &mut Vec::new());
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
         KILL_POINTS.with(|k| *k.borrow_mut() = None);
-        r.unwrap();
-        assert!(copy.exists(), "no step {at}");
-        let _ = std::fs::remove_dir_all(copy.join(STAGING_NAME));
-    }
-
-    /// Review 12, finding 1: restore 1 finished with the clock ahead (its moves aside stamped T1,
-    /// later than now), the server wrote on; restore 2 (stamp T2 < T1) is killed once it moved
-    /// everything aside. `--undo` puts back restore 2's moves (the current data), not restore
-    /// 1's (the data from before restore 1), which have the newest stamp; and a server then
-    /// starts there (nothing is left uncovered).
-    #[test]
-    fn undo_after_a_clock_step_back_puts_back_the_stopped_restores_moves() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
-        std::fs::write(out.join("zkrs-log/log.OLD-before-restore-1"), b"old").unwrap();
-        let target = DirTarget::new(f.archive.clone());
-        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
-        let t1 = restore_finished_stamp(&out).unwrap();
-        let ahead = t1 + 10_000_000_000;
-        for n in names(&out) {
-            if let Some(base) = n.strip_suffix(&format!(".before-restore-{t1}")) {
-                std::fs::rename(out.join(&n), out.join(format!("{base}.before-restore-{ahead}"))).unwrap();
-            }
-        }
-        write_finished(&out, ahead, ahead).unwrap();
-        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
-        std::fs::write(out.join("zkrs-log/log.0000000000000004"), b"current").unwrap();
-        let copy = f.dir.path().join("killed");
-        killed_at(&f, &out, &copy, "in zkrs-restored");
-        assert!(unfinished_restore(&copy, &copy).is_some(), "{:?}", names(&copy));
-        let (r, steps) = undo_steps(&copy, &copy, None);
-        let said = r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
-        assert!(
-            copy.join("zkrs-log/log.0000000000000004").exists(),
-            "{said}: the data from before restore 1 was put back: {:?} / {:?}",
-            names(&copy),
-            names(&copy.join("zkrs-log"))
-        );
-        assert!(copy.join("zkrs-snap").is_dir() && copy.join(RESTORE_MARKER).exists(), "{:?}", names(&copy));
-        assert_eq!(restore_finished_stamp(&copy), Some(ahead), "{:?}", names(&copy));
-        assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
-        // The same when restore 2 was killed right after it moved only the finished stamp aside:
-        // only that comes back (restore 1's result stays, and restore 1 is not undone).
-        let copy = f.dir.path().join("killed-early");
-        let snaps = names(&out.join("zkrs-snap"));
-        killed_at(&f, &out, &copy, "sync");
-        let (r, steps) = undo_steps(&copy, &copy, None);
-        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
+        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        let r = r.unwrap();
         assert_eq!(
-            steps.iter().filter(|s| s.starts_with("back ") || s.starts_with("out ")).count(),
-            1,
-            "{steps:?}"
+            steps,
+            [
+                "mark",
+                "sync staged zkrs-snap",
+                "sync staging",
+                "commit",
+                "sync out",
+                "remove staging",
+                "sync out (staging removed)"
+            ]
         );
-        assert_eq!(names(&copy.join("zkrs-snap")), snaps);
-        assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
-    }
-
-    /// Review 12, finding 2: with a separate dataLogDir, `--undo` for a restore stopped with its
-    /// result in place moves the restored snapshot out and the old snapshots back, and syncs the
-    /// data directory, before the old log comes back on the other file system; the finished
-    /// stamp last. Killed before any step, it leaves the restored snapshot never beside the old
-    /// log, and a state a server refuses (or the old one); run again, it finishes.
-    #[test]
-    fn undo_syncs_the_restored_snapshots_move_out_before_the_old_log_comes_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let (out, logs) = (dir.path().join("out"), dir.path().join("logs"));
-        let setup = || {
-            let _ = std::fs::remove_dir_all(dir.path().join("out"));
-            let _ = std::fs::remove_dir_all(dir.path().join("logs"));
-            for d in ["zkrs-snap", "zkrs-snap.before-restore-300"] {
-                std::fs::create_dir_all(out.join(d)).unwrap();
+        copy_tree(&out, &kills.join("finished"));
+        let (mut refused, mut whole) = (0, 0);
+        for e in std::fs::read_dir(&kills).unwrap().flatten() {
+            let copy = e.path();
+            let at = e.file_name().to_string_lossy().into_owned();
+            if let Some(staging) = unfinished_restore(&copy) {
+                assert_eq!(staging, copy.join(STAGING_NAME));
+                assert_eq!(names(&copy), [STAGING_NAME], "killed before {at}");
+                let again = restore(&target, &copy, None, Point::Zxid(4), None, &mut Vec::new());
+                assert_eq!(again.unwrap().zxid, 4, "killed before {at}, then restored again");
+                refused += 1;
+                continue;
             }
-            std::fs::write(out.join("zkrs-snap/result"), b"").unwrap();
-            std::fs::write(out.join("zkrs-snap.before-restore-300/old"), b"").unwrap();
-            std::fs::write(
-                out.join("zkrs-restore-finished.before-restore-300"),
-                "moved_aside_stamp_ms=100\n",
-            )
-            .unwrap();
-            std::fs::create_dir_all(logs.join("zkrs-log.before-restore-300")).unwrap();
-            std::fs::write(logs.join("zkrs-log.before-restore-300/log.0000000000000001"), b"").unwrap();
-            write_started(&out, 300).unwrap();
-        };
-        setup();
-        let (r, steps) = undo_steps(&out, &logs, None);
-        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
-        let at =
-            |s: String| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
-        let snap_out = at(format!("out {}", out.join("zkrs-snap").display()));
-        let snap_back = at(format!("back {}", out.join("zkrs-snap.before-restore-300").display()));
-        let log_back = at(format!("back {}", logs.join("zkrs-log.before-restore-300").display()));
-        let finished = at(format!("back {}", out.join("zkrs-restore-finished.before-restore-300").display()));
-        let sync_out = format!("sync {}", out.display());
-        assert!(snap_out < snap_back && snap_back < log_back, "{steps:?}");
-        assert!(steps[snap_back..log_back].contains(&sync_out), "{steps:?}");
-        assert!(steps[log_back..finished].contains(&format!("sync {}", logs.display())), "{steps:?}");
-        assert_eq!(steps[finished + 1], sync_out, "{steps:?}");
-        assert_eq!(steps.last(), Some(&format!("unrecord {sync_out}")), "{steps:?}");
-        assert!(out.join("zkrs-snap/old").exists() && logs.join("zkrs-log/log.0000000000000001").exists());
-        assert!(out.join("zkrs-snap.set-aside-300/result").exists(), "{:?}", names(&out));
-        assert!(unfinished_restore(&out, &logs).is_none(), "{:?} {:?}", names(&out), names(&logs));
-        // Killed before each step: never the restored snapshot beside the old log; the old
-        // snapshots without their log are refused; and `--undo` again finishes.
-        let steps_taken = steps.len();
-        for kill in 0..steps_taken {
-            setup();
-            let (w_out, w_logs) = (out.clone(), logs.clone());
-            let mut n = 0;
-            let (r, _) = undo_steps(
-                &out,
-                &logs,
-                Some(Box::new(move |s: &str| {
-                    if n == kill {
-                        let result = w_out.join("zkrs-snap/result").exists();
-                        let old_log = w_logs.join("zkrs-log").exists();
-                        assert!(!(result && old_log), "killed before {s}: the result beside the old log");
-                        if !old_log {
-                            assert!(
-                                unfinished_restore(&w_out, &w_logs).is_some(),
-                                "killed before {s}: not refused"
-                            );
-                        }
-                        // What a kill leaves: the steps after it are not taken.
-                        INSTALL_STEPS.with(|st| st.borrow_mut().1 = Some(String::new()));
-                    }
-                    n += 1;
-                })),
-            );
-            assert!(r.is_err(), "{kill}");
-            // Killed before the last sync, everything is back: nothing is left to do.
-            let (r, steps) = undo_steps(&out, &logs, None);
-            if let Err(e) = r.map_err(|e| e.to_string()).map(|_| ()) {
-                assert!(
-                    kill + 1 == steps_taken && e.contains("nothing to put back"),
-                    "again after a kill before step {kill}: {e}: {steps:?}"
-                );
-            }
-            assert!(
-                out.join("zkrs-snap/old").exists() && logs.join("zkrs-log/log.0000000000000001").exists()
-            );
-            assert!(unfinished_restore(&out, &logs).is_none(), "{:?} {:?}", names(&out), names(&logs));
+            let storage = crate::snapshots::open_dir(&copy.join("zkrs-snap")).unwrap();
+            let (db, _) = crate::snapshots::load_newest(&storage, TreeConfig::default()).unwrap();
+            assert_eq!(db.last_applied_zxid(), 4, "killed before {at}: {:?}", names(&copy));
+            assert_eq!(db.tree().len() as u64, r.nodes, "killed before {at}");
+            let marker = RestoreMarker::read(&copy).unwrap();
+            assert_eq!(marker.map(|m| m.zxid), Some(4), "killed before {at}: the marker");
+            whole += 1;
         }
+        assert_eq!((refused, whole), (4, 4), "states left by a kill at each step");
     }
 
-    /// Review 12, finding 3: a first-ever forced restore stopped once its marker moved in (or its
-    /// result too) is undone with its marker set aside: none is left beside the old data, where
-    /// `zkrs-server backup` would take the directory for one restored.
-    #[test]
-    fn undo_sets_aside_the_stopped_restores_own_marker() {
-        let f = archived_1_to_5();
-        for at in ["in zkrs-snap", "sync"] {
-            let name = at.replace(' ', "-");
-            let out = f.dir.path().join(format!("out-{name}"));
-            std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
-            std::fs::write(out.join("zkrs-snap/old"), b"").unwrap();
-            std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
-            let copy = f.dir.path().join(format!("killed-{name}"));
-            // "sync" is first met before the result moves in: the second kill is past it.
-            let at = if at == "sync" { "finished" } else { at };
-            killed_at(&f, &out, &copy, at);
-            assert!(copy.join(RESTORE_MARKER).exists(), "{:?}", names(&copy));
-            let (r, steps) = undo_steps(&copy, &copy, None);
-            r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
-            assert!(!copy.join(RESTORE_MARKER).exists(), "{at}: {:?}", names(&copy));
-            assert!(
-                copy.join("zkrs-snap/old").exists() && copy.join("zkrs-log").is_dir(),
-                "{:?}",
-                names(&copy)
-            );
-            assert!(unfinished_restore(&copy, &copy).is_none(), "{:?}", names(&copy));
-        }
-    }
-
-    /// `--undo` moves nothing when it cannot tell which restore stopped (two restores' moves
-    /// aside uncovered, or a stamp renamed by hand) or nothing stopped, and refuses while a
-    /// server holds the directory's lock; moves aside renamed into the server's own `zkrs-log`
-    /// are only moved back out.
-    #[test]
-    fn undo_refuses_when_it_cannot_tell_and_moves_nested_asides_out_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        for d in ["zkrs-snap.before-restore-100", "zkrs-log.before-restore-200"] {
-            std::fs::create_dir_all(out.join(d)).unwrap();
-        }
-        let before = names(&out);
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(
-            e.contains(".before-restore-100, .before-restore-200") && e.contains("cannot be told"),
-            "{e}"
-        );
-        // A damaged record of the restore in flight.
-        std::fs::write(out.join(RESTORE_STARTED), "restore_stamp_ms=\n").unwrap();
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("names no restore"), "{e}");
-        std::fs::remove_file(out.join(RESTORE_STARTED)).unwrap();
-        assert_eq!(names(&out), before);
-        std::fs::rename(out.join("zkrs-log.before-restore-200"), out.join("zkrs-log.before-restore-x"))
-            .unwrap();
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("renamed by hand"), "{e}");
-        std::fs::remove_dir(out.join("zkrs-log.before-restore-x")).unwrap();
-        std::fs::write(out.join(RESTORE_FINISHED), "moved_aside_stamp_ms=100\n").unwrap();
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("no restore in flight"), "{e}");
-        std::fs::remove_file(out.join(RESTORE_FINISHED)).unwrap();
-        // A server holding zkrs-log.
-        let held = zk_log::FileStorage::open_dir(out.join("zkrs-log")).unwrap();
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("a server runs"), "{e}");
-        drop(held);
-        // A log moved aside renamed into zkrs-log (a plain `mv` onto it).
-        std::fs::create_dir_all(out.join("zkrs-log.before-restore-400")).unwrap();
-        std::fs::rename(
-            out.join("zkrs-log.before-restore-400"),
-            out.join("zkrs-log/zkrs-log.before-restore-400"),
-        )
-        .unwrap();
-        assert!(unfinished_restore(&out, &out).unwrap().nested);
-        let said = undo(&out, Some(&out), &mut Vec::new()).unwrap();
-        assert!(said.contains("start the server again"), "{said}");
-        assert!(
-            out.join("zkrs-log.before-restore-400").is_dir() && out.join("zkrs-log").is_dir(),
-            "{:?}",
-            names(&out)
-        );
-        assert!(
-            out.join("zkrs-snap.before-restore-100").is_dir(),
-            "only the nested one moved: {:?}",
-            names(&out)
-        );
-        assert!(!unfinished_restore(&out, &out).unwrap().nested);
-    }
-
-    /// Review 13, finding 1: the stopped restore is the one its start record names, whatever the
-    /// stamps: a finished stamp left aside by an interrupted restore, covering an earlier restore
-    /// whose stamp is ahead of the clock, then a restore (clock behind that stamp) killed once it
-    /// moved everything aside (none finished was in place, so it moved none aside): `--undo` puts
-    /// back the second's moves and the server starts on the data held before it, not empty.
-    #[test]
-    fn undo_puts_back_the_restore_its_start_record_names() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
-        std::fs::write(out.join("zkrs-log/log.OLD"), b"old").unwrap();
-        let target = DirTarget::new(f.archive.clone());
-        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
-        assert!(
-            !out.join(RESTORE_STARTED).exists(),
-            "a finished restore leaves its record: {:?}",
-            names(&out)
-        );
-        let t1 = restore_finished_stamp(&out).unwrap();
-        let ahead = t1 + 10_000_000_000;
-        for n in names(&out) {
-            if let Some(base) = n.strip_suffix(&format!(".before-restore-{t1}")) {
-                std::fs::rename(out.join(&n), out.join(format!("{base}.before-restore-{ahead}"))).unwrap();
-            }
-        }
-        write_finished(&out, ahead, ahead).unwrap();
-        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
-        std::fs::write(out.join("zkrs-log/log.0000000000000004"), b"current").unwrap();
-        // Restore x killed right after it moved the finished stamp aside; the server runs on.
-        let c1 = f.dir.path().join("c1");
-        killed_at(&f, &out, &c1, "sync");
-        assert!(restore_finished_stamp(&c1).is_none(), "{:?}", names(&c1));
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        // Restore y (clock still behind `ahead`) killed once it moved everything aside.
-        let c2 = f.dir.path().join("c2");
-        killed_at(&f, &c1, &c2, "in zkrs-restored");
-        assert!(unfinished_restore(&c2, &c2).is_some(), "{:?}", names(&c2));
-        let (r, steps) = undo_steps(&c2, &c2, None);
-        r.unwrap_or_else(|e| panic!("{e}: {steps:?}"));
-        // The state before restore y: restore x's leftover (its finished stamp aside) and the
-        // current data in place, where a server starts on that data.
-        assert!(c2.join("zkrs-log/log.0000000000000004").exists(), "{:?}", names(&c2));
-        assert!(c2.join("zkrs-snap").is_dir() && !c2.join(RESTORE_STARTED).exists(), "{:?}", names(&c2));
-        // A server start refuses a stopped restore named by its record even when a finished
-        // stamp (by the clock) covers its moves aside.
-        let c3 = f.dir.path().join("c3");
-        killed_at(&f, &out, &c3, "in zkrs-restored");
-        write_finished(&c3, u128::MAX, 1).unwrap();
-        assert!(unfinished_restore(&c3, &c3).is_some(), "{:?}", names(&c3));
-        // A restore whose finished stamp is in place but whose record is left (killed between
-        // them) finished: neither refused nor undone.
-        let c4 = f.dir.path().join("c4");
-        killed_at(&f, &out, &c4, "unrecord");
-        assert!(c4.join(RESTORE_STARTED).exists(), "{:?}", names(&c4));
-        assert!(unfinished_restore(&c4, &c4).is_none(), "{:?}", names(&c4));
-        let e = undo(&c4, Some(&c4), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("finished"), "{e}");
-    }
-
-    /// Review 13, finding 3: a forced restore by an older build (main's: no finished stamp, no
-    /// start record, a marker without a stamp) that finished: `--undo` refuses rather than set the
-    /// restored snapshot aside for the data from before it.
-    #[test]
-    fn undo_refuses_an_older_builds_restore() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        for d in ["zkrs-snap", "zkrs-snap.before-restore-100", "zkrs-log.before-restore-100"] {
-            std::fs::create_dir_all(out.join(d)).unwrap();
-        }
-        std::fs::write(out.join("zkrs-snap/restored"), b"").unwrap();
-        std::fs::write(out.join("zkrs-snap.before-restore-100/old"), b"").unwrap();
-        std::fs::write(out.join(RESTORE_MARKER), "zxid=0x3\nrestored_at_ms=1\n").unwrap();
-        let before = names(&out);
-        let e = undo(&out, Some(&out), &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("older build") && e.contains("cannot be told"), "{e}");
-        assert_eq!(names(&out), before);
-        assert!(out.join("zkrs-snap/restored").exists());
-    }
-
-    /// Review 13, finding 4: `--undo` without a log directory, for a data directory holding
-    /// snapshots and no log (its log in a separate dataLogDir), refuses: the finished stamp would
-    /// come back while that log stays aside.
-    #[test]
-    fn undo_without_the_log_dir_of_a_separate_log_refuses() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        std::fs::create_dir_all(out.join("zkrs-snap.before-restore-300")).unwrap();
-        std::fs::write(out.join("zkrs-restore-finished.before-restore-300"), "moved_aside_stamp_ms=500\n")
-            .unwrap();
-        write_started(&out, 300).unwrap();
-        let before = names(&out);
-        let e = undo(&out, None, &mut Vec::new()).unwrap_err().to_string();
-        assert!(e.contains("give --data-log-dir"), "{e}");
-        assert_eq!(names(&out), before);
-        // Given (the same directory, as for a directory without a log): it goes on.
-        undo(&out, Some(&out), &mut Vec::new()).unwrap();
-        assert!(out.join("zkrs-snap").is_dir() && out.join(RESTORE_FINISHED).exists(), "{:?}", names(&out));
-    }
-
-    /// Review 10, note 4: a restore killed right after it moved the finished stamp before it
-    /// aside, then run again to its end with the clock behind the stamps of an earlier
-    /// restore's moves aside, still covers them: a data directory emptied on purpose after it
-    /// starts (its stamp covered only its own moves and the stamp it found in place).
-    #[test]
-    fn a_finished_restore_covers_every_move_aside_it_leaves() {
-        let f = archived_1_to_5();
-        let out = f.dir.path().join("out");
-        std::fs::create_dir_all(out.join(zk_log::LOG_DIR_NAME)).unwrap();
-        let target = DirTarget::new(f.archive.clone());
-        restore(&target, &out, Some(&out), Point::Zxid(3), None, true, &mut Vec::new()).unwrap();
-        // Restore 1 ran with the clock far ahead.
-        let ahead = restore_finished_stamp(&out).unwrap() + 10_000_000_000;
-        assert_eq!(names(&out).iter().filter(|n| n.contains(".before-restore-")).count(), 1);
-        for n in names(&out).iter().filter(|n| n.contains(".before-restore-")) {
-            let (name, _) = n.rsplit_once(".before-restore-").unwrap();
-            std::fs::rename(out.join(n), out.join(format!("{name}.before-restore-{ahead}"))).unwrap();
-        }
-        write_finished(&out, ahead, ahead).unwrap();
-        // Restore 2 was killed once it had moved that stamp aside.
-        std::fs::rename(out.join(RESTORE_FINISHED), out.join(format!("{RESTORE_FINISHED}.before-restore-1")))
-            .unwrap();
-        let (steps, ok) = restore_failing_at(&f, &out, &out, None);
-        assert!(ok, "{steps:?}");
-        assert_eq!(restore_finished_stamp(&out), Some(ahead), "{:?}", names(&out));
-        assert!(unfinished_restore(&out, &out).is_none(), "{:?}", names(&out));
-    }
-
-    /// A marker without its values is named as damaged, not taken as no marker.
+    /// A marker without its values is named as damaged, not taken as no marker; one an earlier
+    /// build left in the data directory itself is read there.
     #[test]
     fn a_damaged_restore_marker_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(RestoreMarker::read(dir.path()).unwrap(), None);
-        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
+        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\nrestored_at_ms=7\n").unwrap();
+        assert_eq!(RestoreMarker::read(dir.path()).unwrap(), Some(RestoreMarker { zxid: 4, at_ms: 7 }));
+        let snaps = dir.path().join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snaps).unwrap();
+        std::fs::write(snaps.join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
         let e = RestoreMarker::read(dir.path()).unwrap_err();
         assert!(e.to_string().contains("a restore marker without"), "{e}");
-    }
-
-    /// `--force` over a data directory holding snapshots but no log (the server's log is in a
-    /// separate dataLogDir) is refused without that dataLogDir, and nothing is moved aside.
-    #[test]
-    fn force_over_a_data_dir_without_its_log_needs_the_log_dir() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-        std::fs::create_dir_all(&snaps).unwrap();
-        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains("give --data-log-dir (or --config"), "{e}");
-        assert!(snaps.exists());
-        let logs = f.dir.path().join("logs");
-        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut Vec::new()).unwrap();
-        assert_eq!(r.zxid, 5);
-        // The dataLogDir is the data directory itself: nothing elsewhere to move.
-        let r = restore(&target, &out, Some(&out), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
-        assert_eq!(r.zxid, 4);
     }
 
     /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
@@ -2740,8 +1453,7 @@ mod tests {
         f.archiver().pass(&mut Vec::new()).unwrap();
         let target = DirTarget::new(f.archive.clone());
         let mut said = Vec::new();
-        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, false, &mut said)
-            .unwrap();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, &mut said).unwrap();
         assert_eq!(r.zxid, 4, "the last one before the first stamped later than 350");
         assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
         assert!(
@@ -2754,16 +1466,8 @@ mod tests {
         // In order (stamped 1001, 1002, ...), no warning.
         let f = archived_1_to_5();
         let target = DirTarget::new(f.archive.clone());
-        let r = restore(
-            &target,
-            &f.dir.path().join("out"),
-            None,
-            Point::Time(1_003),
-            None,
-            false,
-            &mut Vec::new(),
-        )
-        .unwrap();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(1_003), None, &mut Vec::new())
+            .unwrap();
         assert_eq!(r.zxid, 3);
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }
