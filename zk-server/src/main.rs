@@ -123,8 +123,7 @@ fn main() -> ExitCode {
     // Before anything is created in dataDir (`server::run` asks too, after this directory is
     // made): a restore that did not finish left only its staging directory there, which the
     // restore, run again as the refusal says, must find alone.
-    if let Some(staging) = zk_server::backup::restore::unfinished_restore(&settings.snap_root) {
-        let e = zk_server::server::StartError::UnfinishedRestore { staging };
+    if let Some(e) = zk_server::server::unfinished_restore(&settings.snap_root) {
         error!("{e}");
         eprintln!("zkrs-server: {e}");
         return ExitCode::from(2);
@@ -347,7 +346,8 @@ fn restore(args: &[String]) -> ExitCode {
         eprintln!(
             "zkrs-server restore: --force is no longer taken: a restore writes only into an empty (or absent) \
              data directory, never over data; restore into a new directory and point dataDir (and dataLogDir) \
-             at it, or move the old zkrs-snap and zkrs-log away yourself, with the server stopped"
+             at it (and dataLogDir at an empty directory: an old zkrs-log would be replayed over the restored \
+             tree), or move the old zkrs-snap and zkrs-log away yourself, with the server stopped"
         );
         return ExitCode::from(2);
     }

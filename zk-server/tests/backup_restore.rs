@@ -380,9 +380,10 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
     assert!(!ok && err.contains(&range), "want `{range}`:\n{err}");
 
-    // The failed restores left the directory empty; one that holds something is refused, names
-    // it and says how to go on, and is left as it was. --force is no longer taken.
-    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 0, "a failed restore left something");
+    // The failed restores removed the directory they created; one that holds something is
+    // refused, names it and says how to go on, and is left as it was. --force is no longer taken.
+    assert!(!out_dir.exists(), "a failed restore left the directory it created");
+    std::fs::create_dir_all(&out_dir).unwrap();
     std::fs::write(out_dir.join("keep-me"), b"x").unwrap();
     let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s]);
     assert!(!ok && err.contains("is not empty (it holds keep-me)"), "{err}");
@@ -787,4 +788,85 @@ fn an_archive_in_s3_restores_a_checkpoint() {
         moto.run(&["restore", "--from", url, "--data-dir", out2.path().to_str().unwrap(), "--zxid", &z]);
     let want = format!("s3://zkrs-backups/cluster-a/log/{name}: missing from the archive");
     assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
+}
+
+/// A server whose log is in a separate dataLogDir is restored as the refusal and guide advise:
+/// into a new data directory (`--data-dir` only). Started there with dataLogDir still naming the
+/// old log, it refuses (replaying that log would bring back the state the restore went back
+/// from), naming the log and what to do; started with an empty dataLogDir, it serves the
+/// restored point, and after a kill it starts again on its own log, the writes made since the
+/// restore kept.
+#[test]
+fn a_restore_started_beside_the_old_separate_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let data = dir.path().join("data");
+    let mut server = start_in(Target::Zkrs, dir, &format!("dataLogDir={}", logs.display()));
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/keep", b"v0", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let point = c.set_data("/keep", b"v1", -1).decode::<SetDataResponse>().stat.mzxid;
+    for i in 0..50 {
+        assert_eq!(c.create(&format!("/after-{i}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.set_data("/keep", b"v2", -1).err(), ErrorCode::Ok);
+    let work = tempfile::tempdir().unwrap();
+    let archive = work.path().join("archive");
+    let (ok, out, err) = run(&[
+        "backup",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--data-log-dir",
+        logs.to_str().unwrap(),
+        "--to",
+        archive.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(archived_through(&archive) >= point, "{out}{err}");
+    server.kill();
+    // Restore into a new data directory, as the refusal advises.
+    let dir2 = tempfile::tempdir().unwrap();
+    let data2 = dir2.path().join("data");
+    let (ok, out, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data2.to_str().unwrap(),
+        "--zxid",
+        &format!("{point}"),
+    ]);
+    assert!(ok, "{out}{err}");
+    // dataDir points at it; dataLogDir still names the old log.
+    let cfg_dir = work.path().join("cfg");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\ndataLogDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data2.display(),
+        logs.display(),
+        free_port()
+    );
+    let said = refused(&cfg_dir, &cfg);
+    let log_dir = logs.join("zkrs-log");
+    assert!(
+        said.contains(&format!(
+            "{} holds a transaction log that is not this restored server's",
+            log_dir.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Point dataLogDir at an empty directory"), "{said}");
+    // With an empty dataLogDir it serves the restored point, and starts again on its own log.
+    let new_logs = dir2.path().join("new-logs");
+    let mut server2 = start_in(Target::Zkrs, dir2, &format!("dataLogDir={}", new_logs.display()));
+    let mut c = RawClient::connect(server2.addr(), 30_000);
+    let tree = dump(&mut c);
+    assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
+    assert!(!tree.contains_key("/after-0"), "the old log was replayed over the restored point");
+    assert_eq!(c.create("/since", b"s", CreateMode::Persistent).err(), ErrorCode::Ok);
+    drop(c);
+    server2.restart();
+    let mut c = RawClient::connect(server2.addr(), 30_000);
+    let tree = dump(&mut c);
+    assert!(tree.contains_key("/since"), "the restored server's own log was not replayed");
+    assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
 }

@@ -78,12 +78,11 @@ fn hex(z: i64) -> String {
 const HELD_NAMES_MAX: usize = 10;
 
 /// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result, changing
-/// nothing when they cannot: `out` must be absent or hold nothing but the [`STAGING_NAME`] a
-/// killed restore left (this one removes it and builds again), and `log_out`, when it is another
-/// directory, must hold no `zkrs-log` (the server would replay it over the restored tree). A
-/// restore never writes over data: the refusal names what is there and how to go on. Creates
-/// `out` when it is absent.
-fn prepare_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
+/// nothing: `out` must be absent or hold nothing but the [`STAGING_NAME`] a killed restore left
+/// (this one removes it and builds again), and `log_out`, when it is another directory, must hold
+/// no `zkrs-log` (the server would replay it over the restored tree). A restore never writes over
+/// data: the refusal names what is there and how to go on.
+fn check_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
     let mut held: Vec<String> = match std::fs::read_dir(out) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
@@ -95,6 +94,7 @@ fn prepare_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
         Err(e) => return Err(io_err(out)(e)),
     };
     held.sort();
+    let aside = held.iter().any(|n| n.contains(BEFORE_RESTORE));
     if held.len() > HELD_NAMES_MAX {
         held.truncate(HELD_NAMES_MAX);
         held.push("…".to_string());
@@ -111,18 +111,129 @@ fn prepare_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
         what.push(format!("{} exists", l.display()));
     }
     if what.is_empty() {
-        return std::fs::create_dir_all(out).map_err(io_err(out));
+        return Ok(());
     }
     Err(BackupError::Refused(format!(
         "{}: nothing was changed. A restore writes only into an empty (or absent) data directory, and a \
          separate dataLogDir holding no {log}, never over data: stop the server if one runs there, then \
          either restore into a new directory (--data-dir, and --data-log-dir for a separate log) and point \
          dataDir (and dataLogDir) at it, or move the old {snap} and {log} (and whatever else is there) out \
-         of those directories yourself and run the restore again",
+         of those directories yourself and run the restore again. Whichever: the server started on the \
+         result must not keep an old dataLogDir holding {log} (it would replay that log over the restored \
+         tree, and refuses to start): point dataLogDir at an empty directory too, or move its {log} away{aside}",
         what.join(", and "),
         snap = zk_log::snapshot::SNAP_DIR_NAME,
         log = zk_log::LOG_DIR_NAME,
+        aside = if aside { BEFORE_RESTORE_NOTE } else { "" },
     )))
+}
+
+/// The part of the names under which an earlier build's `restore --force` moved the data it
+/// replaced aside (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`).
+const BEFORE_RESTORE: &str = ".before-restore-";
+
+/// What a refusal adds when the directory holds [`BEFORE_RESTORE`] names.
+const BEFORE_RESTORE_NOTE: &str = " (the *.before-restore-* directories hold the data an earlier build's \
+     `restore --force` moved aside: to go back to it, move zkrs-snap.before-restore-<ms> back to zkrs-snap, \
+     and zkrs-log.before-restore-<ms> to zkrs-log, yourself)";
+
+/// Creates `out` and whichever of its ancestors are missing, and syncs the parent of each one
+/// created (so that a power loss does not take away a directory the restore said it wrote
+/// into). Returns the directories created, outermost first.
+fn create_out(out: &Path) -> Result<Vec<PathBuf>, BackupError> {
+    let mut missing = Vec::new();
+    let mut at = Some(out);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::symlink_metadata(d) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
+            Err(e) => return Err(io_err(d)(e)),
+        }
+        at = d.parent();
+    }
+    missing.reverse();
+    let mut created = Vec::new();
+    for d in &missing {
+        if let Err(e) = std::fs::create_dir(d) {
+            remove_created(&created);
+            return Err(io_err(d)(e));
+        }
+        created.push(d.clone());
+    }
+    for d in &created {
+        let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Err(e) = step("sync parent").and_then(|_| sync_dir(parent)) {
+            remove_created(&created);
+            return Err(e);
+        }
+    }
+    Ok(created)
+}
+
+/// Removes the directories [`create_out`] created (outermost first in `created`), innermost
+/// first, each only if empty, and syncs the parent of the last one removed. Failures are left:
+/// a directory that holds something stays.
+fn remove_created(created: &[PathBuf]) {
+    let mut removed = None;
+    for d in created.iter().rev() {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        removed = Some(d);
+    }
+    if let Some(parent) = removed.and_then(|d| d.parent()).filter(|p| !p.as_os_str().is_empty()) {
+        let _ = sync_dir(parent);
+    }
+}
+
+/// Takes the restore's lock on the data directory `out`: an exclusive `flock` on the directory
+/// itself (an open descriptor of it, returned; the lock goes with it). It is on the directory and
+/// not on a file in the staging directory because the staging directory is what restores remove
+/// and build again (a lock file inside it goes with it, and a second restore would lock a new one
+/// beside a first still running), and because it adds no entry to a directory that must hold
+/// nothing else; the directory outlives every restore into it. A second restore into the same
+/// directory is refused, changing nothing, while the first holds it.
+#[allow(unsafe_code)] // flock has no safe wrapper at the MSRV (File::try_lock is from Rust 1.89).
+fn lock_out(out: &Path) -> Result<File, BackupError> {
+    use std::os::fd::AsRawFd;
+    let dir = File::open(out).map_err(io_err(out))?;
+    // SAFETY: flock on a descriptor `dir` owns and keeps open through the call; no memory is passed.
+    let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(BackupError::Refused(format!(
+                "another zkrs-server restore is writing into {} (it holds the directory's lock): nothing was \
+                 changed; wait for it to finish (or stop it) and look at what it left",
+                out.display()
+            )));
+        }
+        return Err(io_err(out)(e));
+    }
+    Ok(dir)
+}
+
+/// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`: a rename
+/// onto an empty directory would replace it). Returns false, renaming nothing, where the file
+/// system or kernel does not support it (`EINVAL`, `ENOSYS`).
+#[allow(unsafe_code)] // renameat2 has no safe wrapper in std or libc.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let f = std::ffi::CString::new(from.as_os_str().as_bytes())?;
+    let t = std::ffi::CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both pointers are to NUL-terminated strings that live through the call; AT_FDCWD
+    // makes relative paths relative to the working directory, as std::fs::rename does.
+    let rc = unsafe {
+        libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE)
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS) => Ok(false),
+        _ => Err(e),
+    }
 }
 
 /// Whether two spellings name one directory (a relative path, a link): compared canonical
@@ -233,16 +344,60 @@ impl RestoreMarker {
 pub const STAGING_NAME: &str = ".restore-staging";
 
 /// Whether `data_dir` holds what a restore that did not finish (killed, or failed without
-/// cleaning up) left: its [`STAGING_NAME`] and no `zkrs-snap`. Returns the staging directory. A
-/// server does not start there ([`crate::server::StartError::UnfinishedRestore`]): the operator
-/// meant the directory to hold the restored data, and an empty tree served in its place would
-/// look like data lost. Once `zkrs-snap` is there, the restore's result is whole (see [`restore`])
-/// and a staging directory left beside it is ignored.
+/// cleaning up) left: its [`STAGING_NAME`], and no `zkrs-snap` or one holding no snapshot file
+/// (as `zkrs-server purge` or a server refused part-way may have created). Returns the staging
+/// directory. A server does not start there ([`crate::server::StartError::UnfinishedRestore`]):
+/// the operator meant the directory to hold the restored data, and an empty tree served in its
+/// place would look like data lost. Once `zkrs-snap` holds a snapshot, the restore's result is
+/// whole (see [`restore`]: the one rename that commits it brings the snapshot in, and a server
+/// keeps one there from then on) and a staging directory left beside it is ignored.
 pub fn unfinished_restore(data_dir: &Path) -> Option<PathBuf> {
     let staging = data_dir.join(STAGING_NAME);
+    if std::fs::symlink_metadata(&staging).is_err() {
+        return None;
+    }
     let snaps = data_dir.join(zk_log::snapshot::SNAP_DIR_NAME);
-    (std::fs::symlink_metadata(&staging).is_ok() && std::fs::symlink_metadata(snaps).is_err())
-        .then_some(staging)
+    let holds_a_snapshot = std::fs::read_dir(snaps).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_str().and_then(zk_log::snapshot::parse_snapshot_name).is_some())
+    });
+    (!holds_a_snapshot).then_some(staging)
+}
+
+/// What `data_dir` holds besides the [`STAGING_NAME`] and an empty `zkrs-snap` (at most
+/// ten names, sorted), for the refusal of a start on an unfinished restore: a restore run
+/// again refuses a directory holding anything else.
+pub fn unfinished_restore_others(data_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != STAGING_NAME)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.len() > HELD_NAMES_MAX {
+        names.truncate(HELD_NAMES_MAX);
+        names.push("…".to_string());
+    }
+    names
+}
+
+/// The advice a start refused on an unfinished restore gives about `others`
+/// ([`unfinished_restore_others`]): what to move away before the restore runs again.
+pub fn unfinished_restore_advice(others: &[String]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; dataDir also holds {}, and a restore writes only into a directory holding nothing else: move \
+         those away first{}",
+        others.join(", "),
+        if others.iter().any(|n| n.contains(BEFORE_RESTORE)) { BEFORE_RESTORE_NOTE } else { "" }
+    )
 }
 
 /// One step of a restore's end ([`restore`], [`install`]): tests record the steps, look at the
@@ -301,7 +456,7 @@ thread_local! {
 /// before it is durable, `out` holds nothing but the staging directory, which a server refuses
 /// to start on ([`unfinished_restore`]) and the next restore removes and builds again; once it
 /// is, `out` holds the whole result. `out` is synced right after it, so that the restore says
-/// done only once the commit is durable. Nothing is written in a separate dataLogDir ([`prepare_out`]
+/// done only once the commit is durable. Nothing is written in a separate dataLogDir ([`check_out`]
 /// found no `zkrs-log` there): the server creates its log when it starts.
 fn install(staging: &Path, out: &Path) -> Result<(), BackupError> {
     let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
@@ -310,18 +465,29 @@ fn install(staging: &Path, out: &Path) -> Result<(), BackupError> {
     sync_dir(&built)?;
     step("sync staging")?;
     sync_dir(staging)?;
-    // A rename onto a directory that holds nothing would replace it: whatever took the name
-    // since the directory was found empty (a server started meanwhile) stays, and the restore
-    // fails.
-    if std::fs::symlink_metadata(&snaps).is_ok() {
-        return Err(BackupError::Refused(format!(
+    step("commit")?;
+    // A plain rename onto a directory that holds nothing would replace it: whatever took the
+    // name since the directory was found empty (a server started meanwhile) stays, and the
+    // restore fails.
+    let appeared = || {
+        BackupError::Refused(format!(
             "{} appeared while the restore ran (a server started there?): the restored data was not \
              moved in",
             snaps.display()
-        )));
+        ))
+    };
+    match rename_noreplace(&built, &snaps) {
+        Ok(true) => {}
+        // No RENAME_NOREPLACE here: checked again, then renamed (a window of microseconds).
+        Ok(false) => {
+            if std::fs::symlink_metadata(&snaps).is_ok() {
+                return Err(appeared());
+            }
+            std::fs::rename(&built, &snaps).map_err(io_err(&snaps))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(appeared()),
+        Err(e) => return Err(io_err(&snaps)(e)),
     }
-    step("commit")?;
-    std::fs::rename(&built, &snaps).map_err(io_err(&snaps))?;
     step("sync out")?;
     sync_dir(out).map_err(|e| {
         BackupError::Refused(format!(
@@ -798,11 +964,57 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    prepare_out(out, log_out)?;
+    // What the plan can be checked for without fetching anything (a --zxid or the newest point)
+    // is checked before anything is created; a --time point needs a segment fetched.
+    if !matches!(point, Point::Time(_)) {
+        let zxid = resolve_point(&m, point, target, &out.join(STAGING_NAME), &mut Vec::new())?;
+        refuse_rewritten(&m, zxid)?;
+    }
+    check_out(out, log_out)?;
+    let created = create_out(out)?;
+    let _lock = lock_out(out)?;
+    // From here the directory is this restore's alone; a failure removes the directories it
+    // created (if they are empty, as a failure before the commit leaves them).
+    let r = restore_locked(target, &m, out, log_out, point, subtree, &mut progress);
+    if r.is_err() {
+        remove_created(&created);
+    }
+    r
+}
+
+/// [`restore`], under its lock on `out`.
+fn restore_locked(
+    target: &dyn ArchiveTarget,
+    m: &Manifest,
+    out: &Path,
+    log_out: Option<&Path>,
+    point: Point,
+    subtree: Option<&str>,
+    progress: &mut Progress<'_>,
+) -> Result<RestoreReport, BackupError> {
+    // Again, under the lock: a restore that held it may have finished in between.
+    check_out(out, log_out)?;
     let staging = out.join(STAGING_NAME);
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
+    match std::fs::remove_dir_all(&staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(BackupError::Refused(format!(
+                "cannot remove {}, which a restore that did not finish left ({e}): nothing of it may stay \
+                 under the new result; remove it yourself (as the user that ran that restore) and run the \
+                 restore again",
+                staging.display()
+            )))
+        }
+    }
+    std::fs::create_dir(&staging).map_err(io_err(&staging))?;
+    // The staging directory's entry is durable before anything is built in it: a power loss
+    // then leaves it, which a server refuses to start on, not an empty directory.
+    if let Err(e) = step("sync out (staging created)").and_then(|_| sync_dir(out)) {
+        let _ = std::fs::remove_dir(&staging);
+        return Err(e);
+    }
+    let result = restore_staged(target, m, out, &staging, point, subtree, progress).and_then(|r| {
         step("mark")?;
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
@@ -812,7 +1024,8 @@ pub fn restore(
         Ok(r)
     });
     // The staging directory goes whatever happened: after a failure, `out` is left as it was
-    // found (created empty when it was absent); after the commit, it is empty. A kill before
+    // found (and [`restore`] removes it when it created it); after the commit, the staging
+    // directory is empty. A kill before
     // its removal is durable leaves it beside the result, which a server ignores.
     let removed = step("remove staging")
         .and_then(|_| std::fs::remove_dir_all(&staging).map_err(io_err(&staging)))
@@ -836,6 +1049,20 @@ pub fn restore(
     Ok(r)
 }
 
+/// Refuses a point past the one after which the archive's transactions were lost by the server's
+/// log ([`Manifest::rewritten_after`]).
+fn refuse_rewritten(m: &Manifest, zxid: i64) -> Result<(), BackupError> {
+    match m.rewritten_after.filter(|p| zxid > *p) {
+        Some(p) => Err(BackupError::Refused(format!(
+            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
+             committed; the backup marked them when it found out): no point after {} is restored",
+            hex(p),
+            hex(p)
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn restore_staged(
     target: &dyn ArchiveTarget,
     m: &Manifest,
@@ -850,14 +1077,7 @@ fn restore_staged(
     for w in &warnings {
         progress.say(format!("restore: WARNING: {w}"));
     }
-    if let Some(p) = m.rewritten_after.filter(|p| zxid > *p) {
-        return Err(BackupError::Refused(format!(
-            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
-             committed; the backup marked them when it found out): no point after {} is restored",
-            hex(p),
-            hex(p)
-        )));
-    }
+    refuse_rewritten(m, zxid)?;
     let mut notes = Vec::new();
     let snap = base_snapshot(m, zxid, &mut notes, &mut |s| proven_by_the_log(m, s, target, staging))?;
     for n in &notes {
@@ -1344,24 +1564,161 @@ mod tests {
     }
 
     /// A restore that fails at any step before its commit leaves the data directory as it
-    /// found it (here empty: nothing a server would start on), says no "done", and the next
-    /// restore goes through.
+    /// found it: an empty one empty, and one it created (with its missing parent) not there at
+    /// all (nothing a server would start on with an empty tree); it says no "done", and the
+    /// next restore goes through. A point outside the archive is refused before anything is
+    /// created.
     #[test]
-    fn a_restore_failing_before_its_commit_leaves_the_directory_empty() {
+    fn a_restore_failing_before_its_commit_leaves_the_directory_as_it_was() {
         let f = archived_1_to_5();
         let target = DirTarget::new(f.archive.clone());
-        for fail in ["mark", "sync staged zkrs-snap", "sync staging", "commit"] {
-            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
+        let steps = [
+            "sync parent",
+            "sync out (staging created)",
+            "mark",
+            "sync staged zkrs-snap",
+            "sync staging",
+            "commit",
+        ];
+        for (fail, existed) in steps.iter().flat_map(|s| [(*s, false), (*s, true)]) {
+            let parent = f.dir.path().join(format!("p-{}-{existed}", fail.replace(' ', "-")));
+            let out = parent.join("out");
+            if existed {
+                std::fs::create_dir_all(&out).unwrap();
+            }
             INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), Some(fail.to_string())));
             let mut said = Vec::new();
-            let e = restore(&target, &out, None, Point::Newest, None, &mut said).unwrap_err();
-            INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+            let e = restore(&target, &out, None, Point::Newest, None, &mut said);
+            let taken = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+            if !taken.iter().any(|t| t == fail) {
+                // Nothing was created, so there was no parent to sync.
+                assert!(existed && fail == "sync parent", "{fail}: not reached: {taken:?}");
+                std::fs::remove_dir_all(&parent).unwrap();
+                continue;
+            }
+            let e = e.unwrap_err();
             assert!(e.to_string().contains("failure injected"), "{fail}: {e}");
-            assert!(names(&out).is_empty(), "{fail}: {:?}", names(&out));
+            if existed {
+                assert!(names(&out).is_empty(), "{fail}: {:?}", names(&out));
+            } else {
+                assert!(
+                    !parent.exists(),
+                    "{fail}: the failed restore left {}: {:?}",
+                    parent.display(),
+                    names(&parent)
+                );
+            }
             assert!(!String::from_utf8_lossy(&said).contains("restore: done"), "{fail}");
             let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
             assert_eq!(r.zxid, 5, "{fail}");
         }
+        let out = f.dir.path().join("not-yet").join("out");
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        let e = restore(&target, &out, None, Point::Zxid(99), None, &mut Vec::new()).unwrap_err();
+        let taken = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
+        assert!(taken.is_empty(), "a point outside the archive was found only after {taken:?}");
+        assert!(!f.dir.path().join("not-yet").exists(), "a refused point created the directory");
+    }
+
+    /// `zkrs-server purge` (zkCleanup from cron) on a data directory a killed restore left
+    /// creates nothing, and a `zkrs-snap` holding no snapshot beside the staging directory (as
+    /// an earlier purge, or a start refused part-way, made) still counts as an unfinished
+    /// restore: the start is refused, not served with an empty tree.
+    #[test]
+    fn purge_on_an_unfinished_restore_leaves_it_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("data");
+        std::fs::create_dir_all(d.join(STAGING_NAME).join("zkrs-snap")).unwrap();
+        assert!(unfinished_restore(&d).is_some());
+        let r = crate::tools::purge(&d, &d, 3).unwrap();
+        assert!(r.snapshots_kept.is_empty());
+        assert_eq!(names(&d), [STAGING_NAME]);
+        assert!(unfinished_restore(&d).is_some(), "purge made the staging leftover look finished");
+        std::fs::create_dir_all(d.join("zkrs-snap")).unwrap();
+        std::fs::write(d.join("zkrs-snap").join("LOCK"), b"").unwrap();
+        assert!(unfinished_restore(&d).is_some(), "an empty zkrs-snap beside the staging directory");
+        std::fs::write(d.join("zkrs-snap").join("snapshot.0000000000000004"), b"x").unwrap();
+        assert!(unfinished_restore(&d).is_none(), "a snapshot is there: the restore committed");
+    }
+
+    /// An empty `zkrs-snap` made between the check that the name is free and the commit (a
+    /// server started meanwhile) is not replaced by the rename: the restore fails and says so.
+    #[test]
+    fn an_empty_zkrs_snap_made_before_the_commit_is_not_replaced() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let watched = out.clone();
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                if step == "commit" {
+                    std::fs::create_dir(watched.join("zkrs-snap")).unwrap();
+                }
+            }))
+        });
+        let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let e = r.expect_err("the restore replaced a zkrs-snap that appeared while it ran");
+        assert!(e.to_string().contains("appeared while the restore ran"), "{e}");
+        assert!(names(&out.join("zkrs-snap")).is_empty());
+    }
+
+    /// A second restore into a data directory while one runs there (here started when the
+    /// first is at its commit) is refused, changing nothing; the first finishes with its own
+    /// snapshot and marker.
+    #[test]
+    fn a_second_restore_into_the_directory_is_refused_while_one_runs() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let (archive, out_b) = (f.archive.clone(), out.clone());
+        let second = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let seen = second.clone();
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                if step != "commit" || seen.borrow().is_some() {
+                    return;
+                }
+                let (archive, into) = (archive.clone(), out_b.clone());
+                let before = contents(&out_b);
+                let b = std::thread::spawn(move || {
+                    restore(&DirTarget::new(archive), &into, None, Point::Zxid(2), None, &mut Vec::new())
+                        .map(|r| r.zxid)
+                        .map_err(|e| e.to_string())
+                })
+                .join()
+                .unwrap();
+                assert_eq!(contents(&out_b), before, "the refused restore changed the directory");
+                *seen.borrow_mut() = Some(b);
+            }))
+        });
+        let a = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let b = second.borrow_mut().take().expect("the second restore ran");
+        let e = b.expect_err("a second restore ran beside the first");
+        assert!(e.contains("another zkrs-server restore is writing into"), "{e}");
+        assert_eq!(a.unwrap().zxid, 4);
+        let storage = crate::snapshots::open_dir(&out.join("zkrs-snap")).unwrap();
+        let (db, _) = crate::snapshots::load_newest(&storage, TreeConfig::default()).unwrap();
+        assert_eq!(db.last_applied_zxid(), 4);
+        assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(4));
+    }
+
+    /// A staging directory a killed restore left that cannot be removed (here a file of that
+    /// name, which removing as a directory fails on) fails the restore, naming it, instead of
+    /// building into what is left of it.
+    #[test]
+    fn a_staging_leftover_that_cannot_be_removed_fails_the_restore() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join(STAGING_NAME), b"not a directory").unwrap();
+        let e = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new()).unwrap_err();
+        let want = format!("cannot remove {}", out.join(STAGING_NAME).display());
+        assert!(e.to_string().contains(&want), "want `{want}`: {e}");
+        assert_eq!(names(&out), [STAGING_NAME]);
     }
 
     /// A restore killed right before any step of its end (copies of the directory as each kill
@@ -1393,6 +1750,8 @@ mod tests {
         assert_eq!(
             steps,
             [
+                "sync parent",
+                "sync out (staging created)",
                 "mark",
                 "sync staged zkrs-snap",
                 "sync staging",
@@ -1407,6 +1766,12 @@ mod tests {
         for e in std::fs::read_dir(&kills).unwrap().flatten() {
             let copy = e.path();
             let at = e.file_name().to_string_lossy().into_owned();
+            if at == "0-sync-parent" {
+                // Killed right after creating the data directory, before its staging directory:
+                // the directory is empty, as before the restore (its parent not yet synced).
+                assert!(names(&copy).is_empty(), "{:?}", names(&copy));
+                continue;
+            }
             if let Some(staging) = unfinished_restore(&copy) {
                 assert_eq!(staging, copy.join(STAGING_NAME));
                 assert_eq!(names(&copy), [STAGING_NAME], "killed before {at}");
@@ -1423,7 +1788,7 @@ mod tests {
             assert_eq!(marker.map(|m| m.zxid), Some(4), "killed before {at}: the marker");
             whole += 1;
         }
-        assert_eq!((refused, whole), (4, 4), "states left by a kill at each step");
+        assert_eq!((refused, whole), (5, 4), "states left by a kill at each step");
     }
 
     /// A marker without its values is named as damaged, not taken as no marker; one an earlier
