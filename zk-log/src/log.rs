@@ -771,6 +771,13 @@ impl<S: Storage> SegmentLog<S> {
         base_of(self.segments.first().map(|s| s.first_zxid), self.marker)
     }
 
+    /// The zxid the log's base marker (`log.base`) names, if it has one: that of its last reset
+    /// (or truncation that emptied it), or of a purge that moved its base up. A log that was
+    /// only ever appended to has none.
+    pub fn base_marker(&self) -> Option<i64> {
+        self.marker
+    }
+
     /// Zxid through which every appended record is durable.
     pub fn durable_zxid(&self) -> i64 {
         self.durable_zxid

@@ -27,14 +27,15 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
                           [--server HOST:PORT] [--follow] [--interval SECS]\n\
                           (--server: the client port of the server running on D, on this host)\n\
        zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
-                           [--zxid Z | --time T] [--subtree /path] [--force]\n\n\
+                           [--zxid Z | --time T] [--subtree /path]\n\
+                           (OUT empty or absent; L, when separate, holding no zkrs-log)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
 `backup` copies a running server's durable log and snapshots into ARCHIVE (a directory, or\n\
 s3://bucket/prefix with the AWS_* environment variables) under a manifest; `restore` builds a\n\
 data directory from one as of zxid Z, time T (RFC 3339 or epoch ms) or its newest transaction,\n\
-whole or one subtree.\n\
+whole or one subtree; it never writes over data.\n\
 Log verbosity: RUST_LOG, else the zoo.cfg's logLevel (default info); logFormat=json writes one\n\
 JSON object a line.";
 
@@ -119,6 +120,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before anything is created in dataDir (`server::run` asks too, after this directory is
+    // made): a restore that did not finish left only its staging directory there, which the
+    // restore, run again as the refusal says, must find alone.
+    if let Some(e) = zk_server::server::unfinished_restore(&settings.snap_root) {
+        error!("{e}");
+        eprintln!("zkrs-server: {e}");
+        return ExitCode::from(2);
+    }
     if let Err(e) = std::fs::create_dir_all(&settings.data_dir) {
         let msg = format!("dataDir {}: {e}", settings.data_dir.display());
         error!("{msg}");
@@ -333,11 +342,20 @@ fn parse_zxid(s: &str) -> Option<i64> {
 /// `restore`: builds a data directory from an archive.
 fn restore(args: &[String]) -> ExitCode {
     use zk_server::backup::restore::Point;
+    if args.iter().any(|a| a == "--force") {
+        eprintln!(
+            "zkrs-server restore: --force is no longer taken: a restore writes only into an empty (or absent) \
+             data directory, never over data; restore into a new directory and point dataDir (and dataLogDir) \
+             at it (and dataLogDir at an empty directory: an old zkrs-log would be replayed over the restored \
+             tree), or move the old zkrs-snap and zkrs-log away yourself, with the server stopped"
+        );
+        return ExitCode::from(2);
+    }
     let Some(o) = options(
         "restore",
         args,
         &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
-        &["--force"],
+        &[],
     ) else {
         return ExitCode::from(2);
     };
@@ -378,7 +396,6 @@ fn restore(args: &[String]) -> ExitCode {
             log_dir.as_deref(),
             point,
             subtree,
-            o.contains_key("--force"),
             &mut progress,
         )
     });

@@ -49,6 +49,34 @@ pub enum StartError {
         /// One of its files.
         file: String,
     },
+    /// dataDir holds the staging directory of a `zkrs-server restore` into it that did not finish
+    /// (killed, or failed without cleaning up, before it moved its result in) and no `zkrs-snap`
+    /// ([`unfinished_restore`](crate::backup::restore::unfinished_restore)): the directory was
+    /// meant to hold the restored data, and an empty tree served in its place would look like
+    /// data loss. Refused before anything is created.
+    #[error("{staging} is left by a `zkrs-server restore` into this dataDir that did not finish (it stopped before it moved its result in), and dataDir holds no snapshot in zkrs-snap: run the restore again (it removes {staging} and starts over), or remove {staging} to start with an empty tree{advice}")]
+    UnfinishedRestore {
+        /// The restore's staging directory.
+        staging: std::path::PathBuf,
+        /// What else dataDir holds and what to do about it (empty when it holds nothing else).
+        advice: String,
+    },
+    /// dataDir holds a `zkrs-server restore`'s result, not yet snapshotted past (its newest
+    /// snapshot is the restored one, at the zxid its marker names), and the transaction log in
+    /// dataLogDir holds records the restored server could not have written: at or below the
+    /// restored zxid, or after it without starting at it (the server's own log is reset to the
+    /// restored zxid at its first start). It is an older log, most likely the dataLogDir the
+    /// server used before the restore: replayed over the restored snapshot, it would bring back
+    /// the state the restore went back from.
+    #[error("{log_dir} holds a transaction log that is not this restored server's ({why}), and dataDir was restored to zxid {zxid:#x} (its newest snapshot is the restored one): replaying it would undo the restore. Point dataLogDir at an empty directory, or move {log_dir} away, and start again")]
+    LogBesideRestore {
+        /// The log directory (dataLogDir/zkrs-log).
+        log_dir: std::path::PathBuf,
+        /// The restored zxid.
+        zxid: i64,
+        /// What the log holds that the restored server's could not.
+        why: String,
+    },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
     #[error("stopped: {reason}")]
@@ -81,6 +109,74 @@ fn refuse_apache_data(settings: &Settings) -> Result<(), StartError> {
     Ok(())
 }
 
+/// The refusal of a start on a data directory holding what a restore that did not finish left
+/// ([`StartError::UnfinishedRestore`]), naming what else the directory holds; None when it holds
+/// no such thing.
+pub fn unfinished_restore(data_dir: &std::path::Path) -> Option<StartError> {
+    use crate::backup::restore;
+    let staging = restore::unfinished_restore(data_dir)?;
+    let advice = restore::unfinished_restore_advice(&restore::unfinished_restore_others(data_dir));
+    Some(StartError::UnfinishedRestore { staging, advice })
+}
+
+/// Refuses to replay a log the restored server in `data_dir` did not write
+/// ([`StartError::LogBesideRestore`]). It applies only while the snapshot loaded (starting at
+/// `loaded`) is the restore's: `data_dir`'s restore marker names `loaded`, and no snapshot in
+/// `snaps` is newer. Then every log this server wrote since the restore has a base marker at or
+/// above the restored zxid Z and records only after Z: its first start found its log ending
+/// before Z and reset it to Z, and as a learner a DIFF only appends after Z, a SNAP at Z resets
+/// it to Z again, a TRUNC cuts at or above Z (below it, the snapshots past the cut, Z's among
+/// them, are removed first), and a SNAP at any other point writes that snapshot (past Z it is
+/// the newest; before Z, Z's is removed before anything is appended). An empty log is
+/// accepted, whatever its marker: it brings nothing back.
+fn refuse_log_beside_restore(
+    data_dir: &std::path::Path,
+    snaps: &zk_log::FileStorage,
+    loaded: i64,
+    log: &zk_log::SegmentLog<zk_log::FileStorage>,
+    log_dir: &std::path::Path,
+) -> Result<(), StartError> {
+    let Some(first) = log.first_zxid() else { return Ok(()) };
+    let marker = match crate::backup::restore::RestoreMarker::read(data_dir) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            warn!("the restore marker cannot be read ({e}); the log is not checked against it");
+            return Ok(());
+        }
+    };
+    let newest = zk_log::snapshot::list_snapshots(snaps).ok().and_then(|l| l.last().map(|(z, _)| *z));
+    if marker.zxid <= 0 || loaded != marker.zxid || newest != Some(marker.zxid) {
+        return Ok(());
+    }
+    let why = restored_log_mismatch(marker.zxid, first, log.last_zxid(), log.base_marker());
+    match why {
+        Some(why) => {
+            Err(StartError::LogBesideRestore { log_dir: log_dir.to_path_buf(), zxid: marker.zxid, why })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Why a log holding records `first..=last`, with base marker `base_marker`, cannot be the log
+/// of a server restored to `z` that has taken no snapshot since (see
+/// [`refuse_log_beside_restore`]), or None when it can be.
+fn restored_log_mismatch(z: i64, first: i64, last: i64, base_marker: Option<i64>) -> Option<String> {
+    if first <= z {
+        return Some(format!("records from zxid {first:#x} to {last:#x}, at or below the restored zxid"));
+    }
+    match base_marker {
+        Some(m) if m >= z => None,
+        Some(m) => Some(format!(
+            "records from zxid {first:#x} to {last:#x}, after a reset to {m:#x}, before the restored zxid"
+        )),
+        None => Some(format!(
+            "records from zxid {first:#x} to {last:#x} and no reset to the restored zxid, which the restored \
+             server's first start makes"
+        )),
+    }
+}
+
 /// Runs a server until `shutdown` resolves: standalone, or, given the parsed configuration of an
 /// ensemble (`ensemble`), as a member of it.
 pub async fn run(
@@ -88,6 +184,9 @@ pub async fn run(
     ensemble: Option<crate::config::ServerConfig>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
+    if let Some(e) = unfinished_restore(&settings.snap_root) {
+        return Err(e);
+    }
     let settings = Arc::new(settings);
     let mut listener = match settings.client_addr {
         Some(addr) => {
@@ -151,6 +250,7 @@ pub async fn run(
     let snap_loaded = std::time::Instant::now();
     let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
+    refuse_log_beside_restore(&settings.snap_root, &snap_storage, rec.start_zxid(), &log, &log_dir)?;
     let what = log_dir.display().to_string();
     crate::log::replay(&mut log, &mut rec, &what)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
@@ -503,4 +603,58 @@ fn seed(now: Now) -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_i64(now.wall_ms);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Z: i64 = 0x1_0000_0040;
+
+    /// The logs a server restored to Z writes (and a learner's sync leaves) while the restored
+    /// snapshot is its newest are taken; an older log is not.
+    #[test]
+    fn only_a_log_the_restored_server_could_have_written_is_replayed() {
+        // Its own, reset to Z at its first start: records after Z, the next in Z's epoch or the
+        // first of a later one (an ensemble's election); a DIFF appends there too; a SNAP or a
+        // TRUNC at or above Z leaves its marker there.
+        for (first, marker) in [(Z + 1, Some(Z)), (0x2_0000_0001, Some(Z)), (Z + 5, Some(Z + 4))] {
+            assert_eq!(restored_log_mismatch(Z, first, first + 9, marker), None, "{first:#x} {marker:?}");
+        }
+        // An older log: records at or below Z, whatever its marker; records after Z without the
+        // reset to Z (a purged old log that happens to start right after Z), or after a reset
+        // below Z.
+        for (first, marker) in [
+            (1, None),
+            (Z, Some(Z)),
+            (Z - 3, Some(Z - 4)),
+            (Z + 1, None),
+            (0x2_0000_0001, None),
+            (Z + 1, Some(Z - 1)),
+        ] {
+            let why = restored_log_mismatch(Z, first, Z + 50, marker);
+            assert!(why.is_some_and(|w| w.contains(&format!("{first:#x}"))), "{first:#x} {marker:?}");
+        }
+    }
+
+    /// The start refused on an unfinished restore names what else dataDir holds, and what an
+    /// earlier build's forced restore moved aside is said to hold the old data.
+    #[test]
+    fn an_unfinished_restore_refusal_names_the_other_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join(crate::backup::restore::STAGING_NAME)).unwrap();
+        let alone = unfinished_restore(d).expect("refused").to_string();
+        assert!(alone.contains("run the restore again") && !alone.contains("also holds"), "{alone}");
+        for n in ["zkrs-snap.before-restore-17", "zkrs-log.before-restore-17", "myid"] {
+            std::fs::create_dir_all(d.join(n)).unwrap();
+        }
+        let said = unfinished_restore(d).expect("refused").to_string();
+        assert!(
+            said.contains("dataDir also holds myid, zkrs-log.before-restore-17, zkrs-snap.before-restore-17"),
+            "{said}"
+        );
+        assert!(said.contains("move those away first"), "{said}");
+        assert!(said.contains("earlier build's `restore --force` moved aside"), "{said}");
+    }
 }

@@ -543,6 +543,16 @@ fn dump_segment(path: &Path, out: &mut dyn Write) -> Result<u64, ToolError> {
     Ok(n)
 }
 
+/// Whether `dir` exists (what it is, opening it tells); errors other than its absence are
+/// errors.
+fn exists(dir: &Path) -> Result<bool, ToolError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(dir)(e)),
+    }
+}
+
 /// What [`purge`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PurgeReport {
@@ -571,12 +581,18 @@ pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<PurgeR
         )));
     }
     let snap_dir = data_dir.join(SNAP_DIR_NAME);
+    // Nothing is created: a directory that is not there holds nothing to purge (and an empty
+    // zkrs-snap made here beside a restore's staging directory would hide that the restore did
+    // not finish).
+    if !exists(&snap_dir)? {
+        return Ok(PurgeReport::default());
+    }
     let snaps = FileStorage::open_dir(&snap_dir).map_err(io_err(&snap_dir))?;
     let r = zk_log::snapshot::retain_newest(&snaps, keep)?;
     let mut report =
         PurgeReport { snapshots_removed: r.removed, snapshots_kept: r.kept, segments_removed: Vec::new() };
-    if let Some(before) = r.purge_logs_before {
-        let log_dir = data_log_dir.join(zk_log::LOG_DIR_NAME);
+    let log_dir = data_log_dir.join(zk_log::LOG_DIR_NAME);
+    if let Some(before) = r.purge_logs_before.filter(|_| exists(&log_dir).unwrap_or(true)) {
         let storage = FileStorage::open_dir(&log_dir).map_err(io_err(&log_dir))?;
         let mut log = zk_log::SegmentLog::open(storage, zk_log::LogOptions::default())?;
         report.segments_removed = log.purge_before(before)?;

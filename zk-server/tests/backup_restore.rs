@@ -348,7 +348,7 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let missing = work.path().join("missing");
     copy_archive(&archive, &missing);
     std::fs::remove_file(missing.join("log").join(&last_log)).unwrap();
-    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    let (ok, _, err) = run(&["restore", "--from", missing.to_str().unwrap(), "--data-dir", out_s]);
     assert!(!ok && err.contains(&last_log) && err.contains("missing from the archive"), "{err}");
 
     // The archived segment holding the first transaction a restore to checkpoint 1 replays,
@@ -376,23 +376,48 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let resumes_at = (logs2[hole]["last_zxid"].as_i64().unwrap() + 1).min(z1n);
     logs2.remove(hole);
     write_manifest(&gap, &m2);
-    let (ok, _, err) =
-        run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--force", "--zxid", &z1]);
+    let (ok, _, err) = run(&["restore", "--from", gap.to_str().unwrap(), "--data-dir", out_s, "--zxid", &z1]);
     let range = format!("lacks the transactions after zxid {start:#x} up to {resumes_at:#x}");
     assert!(!ok && err.contains(&range), "want `{range}`:\n{err}");
 
-    // A directory that holds something is refused without --force, taken with it.
+    // The failed restores removed the directory they created; one that holds something is
+    // refused, names it and says how to go on, and is left as it was. --force is no longer taken.
+    assert!(!out_dir.exists(), "a failed restore left the directory it created");
     std::fs::create_dir_all(&out_dir).unwrap();
     std::fs::write(out_dir.join("keep-me"), b"x").unwrap();
     let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s]);
-    assert!(!ok && err.contains("is not empty"), "{err}");
+    assert!(!ok && err.contains("is not empty (it holds keep-me)"), "{err}");
+    assert!(err.contains("restore into a new directory"), "{err}");
+    let held: Vec<_> = std::fs::read_dir(&out_dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, ["keep-me"]);
     let (ok, _, err) = run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", out_s, "--force"]);
+    assert!(!ok && err.contains("--force is no longer taken"), "{err}");
+
+    // A restore killed before its commit leaves only its staging directory: a server started
+    // there refuses and creates nothing (its Apache-style version-2 neither), and the restore
+    // run again, as the refusal says, goes through.
+    let killed = work.path().join("killed");
+    let killed_s = killed.to_str().unwrap();
+    std::fs::create_dir_all(killed.join(".restore-staging").join("zkrs-snap")).unwrap();
+    let cfg_dir = work.path().join("killed-cfg");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={killed_s}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        free_port()
+    );
+    let said = refused(&cfg_dir, &cfg);
+    assert!(said.contains("did not finish") && said.contains("run the restore again"), "{said}");
+    let held: Vec<_> = std::fs::read_dir(&killed).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, [".restore-staging"], "the refused start created something");
+    let (ok, _, err) =
+        run(&["restore", "--from", archive.to_str().unwrap(), "--data-dir", killed_s, "--zxid", &z1]);
     assert!(ok, "{err}");
-    assert!(out_dir.join("keep-me").exists());
+    let held: Vec<_> = std::fs::read_dir(&killed).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, ["zkrs-snap"]);
 
     // A separate dataLogDir: its log would be replayed over the restored tree, so it is
-    // refused while it holds one, and moved aside with --force; a server started on the two
-    // directories serves the restored tree.
+    // refused while it holds one, and taken once the operator moved that log away; a server
+    // started on the two directories serves the restored tree.
     let log_dir = work.path().join("datalog");
     copy_dir(&data.join("zkrs-log"), &log_dir.join("zkrs-log"));
     let log_s = log_dir.to_str().unwrap();
@@ -420,11 +445,14 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let (ok, _, err) =
         run(&["restore", "--from", archive.to_str().unwrap(), "--config", cfg_s, "--zxid", &z1]);
     assert!(!ok && err.contains("datalog/zkrs-log exists"), "{err}");
-    let (ok, _, err) = run(&[&args[..], &["--force"]].concat());
+    assert!(!fresh_data.exists(), "the refused restore created {fresh_s}");
+    std::fs::rename(log_dir.join("zkrs-log"), work.path().join("old-zkrs-log")).unwrap();
+    let (ok, _, err) = run(&args);
     assert!(ok, "{err}");
     assert!(!log_dir.join("zkrs-log").exists(), "{err}");
-    // A backup whose dataLogDir holds no log (here the one just moved aside; as when a separate
-    // dataLogDir is left out) is refused, not archived as an empty log.
+    // A backup whose dataLogDir holds no log (here the restored directories, no server started
+    // on them yet; as when a separate dataLogDir is left out) is refused, not archived as an
+    // empty log.
     let other = work.path().join("other-archive");
     let (ok, _, err) = run(&["backup", "--config", cfg_s, "--to", other.to_str().unwrap()]);
     assert!(!ok && err.contains("datalog/zkrs-log does not exist"), "{err}");
@@ -438,19 +466,53 @@ fn backup_follows_a_live_server_and_restores_points_and_a_subtree() {
     let (ok, _, err) = run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", "ftp://host/x"]);
     assert!(!ok && err.contains("ftp://host/x") && err.contains("not supported"), "{err}");
     let past = format!("{:#x}", after.mzxid + 1_000_000);
+    let empty = work.path().join("empty");
+    let empty_s = empty.to_str().unwrap();
     let (ok, _, err) = run(&[
         "restore",
         "--from",
         archive.to_str().unwrap(),
         "--data-dir",
-        out_s,
+        empty_s,
         "--data-log-dir",
-        out_s,
-        "--force",
+        empty_s,
         "--zxid",
         &past,
     ]);
     assert!(!ok && err.contains("past the newest archived transaction"), "{err}");
+}
+
+/// A restore killed before it moved its result in leaves only its staging directory in dataDir:
+/// a server started there does not serve an empty tree in place of the restored data, it
+/// refuses, names the directory and says how to go on, and creates nothing; with the staging
+/// directory removed (as the message says) it starts empty.
+#[test]
+fn a_server_does_not_start_on_a_restore_that_did_not_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let staged = data.join(".restore-staging").join("zkrs-snap");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("snapshot.0000000000000005"), b"not yet moved in").unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data.display(),
+        free_port()
+    );
+    let said = refused(dir.path(), &cfg);
+    assert!(
+        said.contains(&format!(
+            "{} is left by a `zkrs-server restore`",
+            data.join(".restore-staging").display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("run the restore again"), "{said}");
+    let held: Vec<_> = std::fs::read_dir(&data).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(held, [".restore-staging"], "the refused start created something");
+    std::fs::remove_dir_all(data.join(".restore-staging")).unwrap();
+    let server = start_in(Target::Zkrs, dir, "");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert!(dump(&mut c).keys().all(|p| p == "/" || p.starts_with("/zookeeper")));
 }
 
 /// A frame's payload range and whether it is group-marked, for every record of a segment file.
@@ -722,16 +784,89 @@ fn an_archive_in_s3_restores_a_checkpoint() {
     let deleted = Command::new("python3").args(["-c", &script]).output().expect("run python3");
     assert!(deleted.status.success(), "delete {name}: {}", String::from_utf8_lossy(&deleted.stderr));
     let out2 = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
-    let (ok, _, err) = moto.run(&[
-        "restore",
-        "--from",
-        url,
-        "--data-dir",
-        out2.path().to_str().unwrap(),
-        "--force",
-        "--zxid",
-        &z,
-    ]);
+    let (ok, _, err) =
+        moto.run(&["restore", "--from", url, "--data-dir", out2.path().to_str().unwrap(), "--zxid", &z]);
     let want = format!("s3://zkrs-backups/cluster-a/log/{name}: missing from the archive");
     assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
+}
+
+/// A server whose log is in a separate dataLogDir is restored as the refusal and guide advise:
+/// into a new data directory (`--data-dir` only). Started there with dataLogDir still naming the
+/// old log, it refuses (replaying that log would bring back the state the restore went back
+/// from), naming the log and what to do; started with an empty dataLogDir, it serves the
+/// restored point, and after a kill it starts again on its own log, the writes made since the
+/// restore kept.
+#[test]
+fn a_restore_started_beside_the_old_separate_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let data = dir.path().join("data");
+    let mut server = start_in(Target::Zkrs, dir, &format!("dataLogDir={}", logs.display()));
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/keep", b"v0", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let point = c.set_data("/keep", b"v1", -1).decode::<SetDataResponse>().stat.mzxid;
+    for i in 0..50 {
+        assert_eq!(c.create(&format!("/after-{i}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.set_data("/keep", b"v2", -1).err(), ErrorCode::Ok);
+    let work = tempfile::tempdir().unwrap();
+    let archive = work.path().join("archive");
+    let (ok, out, err) = run(&[
+        "backup",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--data-log-dir",
+        logs.to_str().unwrap(),
+        "--to",
+        archive.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(archived_through(&archive) >= point, "{out}{err}");
+    server.kill();
+    // Restore into a new data directory, as the refusal advises.
+    let dir2 = tempfile::tempdir().unwrap();
+    let data2 = dir2.path().join("data");
+    let (ok, out, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data2.to_str().unwrap(),
+        "--zxid",
+        &format!("{point}"),
+    ]);
+    assert!(ok, "{out}{err}");
+    // dataDir points at it; dataLogDir still names the old log.
+    let cfg_dir = work.path().join("cfg");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\ndataLogDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data2.display(),
+        logs.display(),
+        free_port()
+    );
+    let said = refused(&cfg_dir, &cfg);
+    let log_dir = logs.join("zkrs-log");
+    assert!(
+        said.contains(&format!(
+            "{} holds a transaction log that is not this restored server's",
+            log_dir.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Point dataLogDir at an empty directory"), "{said}");
+    // With an empty dataLogDir it serves the restored point, and starts again on its own log.
+    let new_logs = dir2.path().join("new-logs");
+    let mut server2 = start_in(Target::Zkrs, dir2, &format!("dataLogDir={}", new_logs.display()));
+    let mut c = RawClient::connect(server2.addr(), 30_000);
+    let tree = dump(&mut c);
+    assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
+    assert!(!tree.contains_key("/after-0"), "the old log was replayed over the restored point");
+    assert_eq!(c.create("/since", b"s", CreateMode::Persistent).err(), ErrorCode::Ok);
+    drop(c);
+    server2.restart();
+    let mut c = RawClient::connect(server2.addr(), 30_000);
+    let tree = dump(&mut c);
+    assert!(tree.contains_key("/since"), "the restored server's own log was not replayed");
+    assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
 }

@@ -24,10 +24,12 @@ pub const FORMAT_NAME: &str = "zkrs-backup";
 /// same epoch after the segment before was taken as continuing it; from version 4 an unknown
 /// `prev_zxid` proves nothing (the archiver records every continuity it can prove), and an
 /// older manifest's unknown ones are read as that inference said ([`Manifest::from_json`]).
+/// Version 5 added each segment's `prev_inferred`, so that such a filled-in predecessor stays
+/// told from a recorded one once the manifest is written again.
 /// A field added to a later
 /// manifest needs a new version: a version 3 reader checks the manifest's CRC over the fields it
 /// knows, so an unknown field makes it fail as damaged rather than be skipped.
-pub const MANIFEST_VERSION: u64 = 4;
+pub const MANIFEST_VERSION: u64 = 5;
 /// The manifest's own checksum field (from version 3): the CRC-32 (IEEE), as 8 hex digits, of
 /// the manifest without it, serialized compactly with its fields in the order written. It is
 /// written last; a manifest of version 3 or later without it, or whose content does not match
@@ -70,6 +72,12 @@ pub struct LogFile {
     /// that an archiver started again tells the transaction the archive ends with from another
     /// one under the same zxid in the server's log. None when unknown (an older manifest).
     pub last_payload_crc: Option<u32>,
+    /// Its `prev_zxid` was not recorded by the archiver but inferred, when the manifest was read
+    /// as one of version 3 or older (those took an unknown predecessor to be the zxid before the
+    /// first one, in the same epoch): the archive cannot tell a log reset below it and purged up
+    /// to there. A restore that chains across it says so. Written only when set, with
+    /// `prev_zxid` written as unknown (it is inferred again when read).
+    pub prev_inferred: bool,
 }
 
 impl LogFile {
@@ -194,6 +202,8 @@ struct RawLog {
     prev_zxid: Option<i64>,
     #[serde(default, deserialize_with = "opt_hex32")]
     last_payload_crc: Option<u32>,
+    #[serde(default)]
+    prev_inferred: bool,
 }
 
 #[derive(Deserialize)]
@@ -309,13 +319,18 @@ impl Manifest {
             .logs
             .iter()
             .map(|l| {
-                json!({
+                let mut v = json!({
                     "name": l.name, "bytes": l.bytes, "crc32": format!("{:08x}", l.crc32),
                     "first_zxid": l.summary.first_zxid, "last_zxid": l.summary.last_zxid, "records": l.summary.records,
                     "first_time_ms": l.summary.first_time_ms, "last_time_ms": l.summary.last_time_ms,
-                    "max_time_ms": l.summary.max_time_ms, "digests": l.summary.digests, "prev_zxid": l.prev_zxid,
+                    "max_time_ms": l.summary.max_time_ms, "digests": l.summary.digests,
+                    "prev_zxid": l.prev_zxid.filter(|_| !l.prev_inferred),
                     "last_payload_crc": l.last_payload_crc.map(|c| format!("{c:08x}")),
-                })
+                });
+                if let (true, Value::Object(o)) = (l.prev_inferred, &mut v) {
+                    o.insert("prev_inferred".into(), true.into());
+                }
+                v
             })
             .collect();
         let snaps: Vec<Value> = self
@@ -397,6 +412,7 @@ impl Manifest {
                     },
                     prev_zxid: l.prev_zxid,
                     last_payload_crc: l.last_payload_crc,
+                    prev_inferred: l.prev_inferred,
                 })
                 .collect(),
             snapshots: raw
@@ -437,15 +453,15 @@ impl Manifest {
                 }
             }
         }
-        if version < 4 {
-            // Before version 4 an unknown prev_zxid was taken to continue the zxid before the
-            // segment's first when both are of one epoch: keep reading older archives so.
-            for l in m.logs.iter_mut().filter(|l| l.prev_zxid.is_none()) {
-                let first = l.summary.first_zxid;
-                let before = first.wrapping_sub(1);
-                if before >> 32 == first >> 32 {
-                    l.prev_zxid = Some(before);
-                }
+        // Before version 4 an unknown prev_zxid was taken to continue the zxid before the
+        // segment's first when both are of one epoch: keep reading older archives so, marked as
+        // inferred; a later manifest keeps the mark (with the zxid left out: it is not recorded).
+        for l in m.logs.iter_mut().filter(|l| l.prev_zxid.is_none() && (version < 4 || l.prev_inferred)) {
+            let first = l.summary.first_zxid;
+            let before = first.wrapping_sub(1);
+            l.prev_inferred = before >> 32 == first >> 32;
+            if l.prev_inferred {
+                l.prev_zxid = Some(before);
             }
         }
         Ok(m)
@@ -558,6 +574,7 @@ mod tests {
                 digests: 0,
             },
             prev_zxid: Some(0x64),
+            prev_inferred: false,
             last_payload_crc: Some(0x1234_abcd),
         });
         m.add_log(LogFile {
@@ -575,6 +592,7 @@ mod tests {
             },
             prev_zxid: Some(0),
             last_payload_crc: None,
+            prev_inferred: false,
         });
         m.add_snapshot(SnapFile {
             name: "snapshot.0000000000000064".into(),
@@ -620,14 +638,29 @@ mod tests {
             prev_zxid: None,
             ..m.logs[1].clone()
         });
-        let v4 = Manifest::from_json(&m.to_json()).unwrap();
-        assert_eq!(v4, m, "a version 4 manifest keeps an unknown predecessor unknown");
-        let mut v3 = m.body(3);
-        let crc = body_crc(&v3);
-        v3.as_object_mut().unwrap().insert(MANIFEST_CRC_FIELD.into(), format!("{crc:08x}").into());
-        let old = Manifest::from_json(&serde_json::to_vec(&v3).unwrap()).unwrap();
+        let written = |version: u64| {
+            let mut v = m.body(version);
+            let crc = body_crc(&v);
+            v.as_object_mut().unwrap().insert(MANIFEST_CRC_FIELD.into(), format!("{crc:08x}").into());
+            Manifest::from_json(&serde_json::to_vec(&v).unwrap()).unwrap()
+        };
+        assert_eq!(Manifest::from_json(&m.to_json()).unwrap(), m, "an unknown predecessor stays unknown");
+        assert_eq!(written(4), m, "in a version 4 manifest too");
+        let old = written(3);
         assert!(old.logs[1].continues(0x64), "a version 3 manifest's same-epoch inference is kept");
+        assert!(old.logs[1].prev_inferred, "and marked as inferred");
         assert!(!old.logs[2].continues(1 << 32 | 0x90), "no inference across epochs");
+        assert!(!old.logs[0].prev_inferred, "a recorded one is not");
+        // Written again (as a backup of the old archive does), the mark stays, the zxid is not
+        // written as recorded.
+        let json = String::from_utf8(old.to_json()).unwrap();
+        assert!(
+            json.contains(
+                "\"prev_zxid\": null,\n      \"last_payload_crc\": \"1234abcd\",\n      \"prev_inferred\": true"
+            ),
+            "{json}"
+        );
+        assert_eq!(Manifest::from_json(json.as_bytes()).unwrap(), old);
     }
 
     /// A manifest over the bound is refused before it is parsed, with a message saying so;
@@ -662,6 +695,7 @@ mod tests {
                 digests: u64::MAX,
             },
             prev_zxid: Some(i64::MIN),
+            prev_inferred: true,
             last_payload_crc: Some(u32::MAX),
         };
         let one = Manifest { logs: vec![wide], ..Manifest::default() }.to_json().len();

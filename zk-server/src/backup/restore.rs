@@ -74,65 +74,166 @@ fn hex(z: i64) -> String {
     format!("{z:#x}")
 }
 
-/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result: `out` is
-/// created if absent; refused when `out` holds anything or `log_out` holds a `zkrs-log`, unless
-/// `force`: then returns the `zkrs-snap` and `zkrs-log` of both, which [`move_aside`] renames
-/// `<name>.before-restore-<ms>` (never deleted) once the restore has succeeded: a log left
-/// there would be replayed over the restored tree.
-fn prepare_out(out: &Path, log_out: Option<&Path>, force: bool) -> Result<Vec<PathBuf>, BackupError> {
-    std::fs::create_dir_all(out).map_err(io_err(out))?;
-    let entries: Vec<String> = std::fs::read_dir(out)
-        .map_err(io_err(out))?
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != STAGING_NAME)
-        .collect();
-    let log_given = log_out.is_some();
-    let log_out = log_out.filter(|l| !same_dir(l, out));
-    let old_log = log_out.map(|l| l.join(zk_log::LOG_DIR_NAME)).filter(|l| l.exists());
-    if entries.is_empty() && old_log.is_none() {
-        return Ok(Vec::new());
+/// The most names of what a data directory holds that a refusal lists.
+const HELD_NAMES_MAX: usize = 10;
+
+/// Checks that `out` (and `log_out`, a separate dataLogDir) can take the result, changing
+/// nothing: `out` must be absent or hold nothing but the [`STAGING_NAME`] a killed restore left
+/// (this one removes it and builds again), and `log_out`, when it is another directory, must hold
+/// no `zkrs-log` (the server would replay it over the restored tree). A restore never writes over
+/// data: the refusal names what is there and how to go on.
+fn check_out(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
+    let mut held: Vec<String> = match std::fs::read_dir(out) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| !matches!(n, Ok(n) if n == STAGING_NAME))
+            .take(HELD_NAMES_MAX + 1)
+            .collect::<Result<_, _>>()
+            .map_err(io_err(out))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io_err(out)(e)),
+    };
+    held.sort();
+    let aside = held.iter().any(|n| n.contains(BEFORE_RESTORE));
+    if held.len() > HELD_NAMES_MAX {
+        held.truncate(HELD_NAMES_MAX);
+        held.push("…".to_string());
     }
-    if !force {
-        let what = match (&old_log, entries.is_empty()) {
-            (Some(l), true) => format!("{} exists", l.display()),
-            (Some(l), false) => format!(
-                "{} is not empty (it holds {}) and {} exists",
-                out.display(),
-                entries.join(", "),
-                l.display()
-            ),
-            (None, _) => format!("{} is not empty (it holds {})", out.display(), entries.join(", ")),
-        };
-        return Err(BackupError::Refused(format!(
-            "{what}; restore into an empty directory, or give --force to move its zkrs-snap and zkrs-log \
-             aside"
-        )));
+    let old_log = log_out
+        .filter(|l| !same_dir(l, out))
+        .map(|l| l.join(zk_log::LOG_DIR_NAME))
+        .filter(|l| std::fs::symlink_metadata(l).is_ok());
+    let mut what = Vec::new();
+    if !held.is_empty() {
+        what.push(format!("{} is not empty (it holds {})", out.display(), held.join(", ")));
     }
-    // A data directory with snapshots and no log had its log elsewhere: a separate dataLogDir,
-    // whose log, left in place, the server would replay over the restored tree.
-    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-    if !log_given && snaps.exists() && !out.join(zk_log::LOG_DIR_NAME).exists() {
-        return Err(BackupError::Refused(format!(
-            "{} holds {} but no {}: the server keeps its log in a separate dataLogDir, whose log it would \
-             replay over the restored tree; give --data-log-dir (or --config with its zoo.cfg) so that \
-             log is moved aside too (--data-log-dir {} when it has none, as in a directory a restore \
-             wrote that no server has started on)",
-            out.display(),
-            zk_log::snapshot::SNAP_DIR_NAME,
-            zk_log::LOG_DIR_NAME,
-            out.display()
-        )));
+    if let Some(l) = &old_log {
+        what.push(format!("{} exists", l.display()));
     }
-    // An earlier restore's marker describes the snapshots moved aside: it goes with them (and
-    // comes back with them when this restore fails).
-    let mut aside = vec![
-        out.join(zk_log::snapshot::SNAP_DIR_NAME),
-        out.join(zk_log::LOG_DIR_NAME),
-        out.join(RESTORE_MARKER),
-    ];
-    aside.extend(old_log);
-    Ok(aside.into_iter().filter(|p| p.exists()).collect())
+    if what.is_empty() {
+        return Ok(());
+    }
+    Err(BackupError::Refused(format!(
+        "{}: nothing was changed. A restore writes only into an empty (or absent) data directory, and a \
+         separate dataLogDir holding no {log}, never over data: stop the server if one runs there, then \
+         either restore into a new directory (--data-dir, and --data-log-dir for a separate log) and point \
+         dataDir (and dataLogDir) at it, or move the old {snap} and {log} (and whatever else is there) out \
+         of those directories yourself and run the restore again. Whichever: the server started on the \
+         result must not keep an old dataLogDir holding {log} (it would replay that log over the restored \
+         tree, and refuses to start): point dataLogDir at an empty directory too, or move its {log} away{aside}",
+        what.join(", and "),
+        snap = zk_log::snapshot::SNAP_DIR_NAME,
+        log = zk_log::LOG_DIR_NAME,
+        aside = if aside { BEFORE_RESTORE_NOTE } else { "" },
+    )))
+}
+
+/// The part of the names under which an earlier build's `restore --force` moved the data it
+/// replaced aside (`zkrs-snap.before-restore-<ms>`, `zkrs-log.before-restore-<ms>`).
+const BEFORE_RESTORE: &str = ".before-restore-";
+
+/// What a refusal adds when the directory holds [`BEFORE_RESTORE`] names.
+const BEFORE_RESTORE_NOTE: &str = " (the *.before-restore-* directories hold the data an earlier build's \
+     `restore --force` moved aside: to go back to it, move zkrs-snap.before-restore-<ms> back to zkrs-snap, \
+     and zkrs-log.before-restore-<ms> to zkrs-log, yourself)";
+
+/// Creates `out` and whichever of its ancestors are missing, and syncs the parent of each one
+/// created (so that a power loss does not take away a directory the restore said it wrote
+/// into). Returns the directories created, outermost first.
+fn create_out(out: &Path) -> Result<Vec<PathBuf>, BackupError> {
+    let mut missing = Vec::new();
+    let mut at = Some(out);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::symlink_metadata(d) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
+            Err(e) => return Err(io_err(d)(e)),
+        }
+        at = d.parent();
+    }
+    missing.reverse();
+    let mut created = Vec::new();
+    for d in &missing {
+        if let Err(e) = std::fs::create_dir(d) {
+            remove_created(&created);
+            return Err(io_err(d)(e));
+        }
+        created.push(d.clone());
+    }
+    for d in &created {
+        let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Err(e) = step("sync parent").and_then(|_| sync_dir(parent)) {
+            remove_created(&created);
+            return Err(e);
+        }
+    }
+    Ok(created)
+}
+
+/// Removes the directories [`create_out`] created (outermost first in `created`), innermost
+/// first, each only if empty, and syncs the parent of the last one removed. Failures are left:
+/// a directory that holds something stays.
+fn remove_created(created: &[PathBuf]) {
+    let mut removed = None;
+    for d in created.iter().rev() {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        removed = Some(d);
+    }
+    if let Some(parent) = removed.and_then(|d| d.parent()).filter(|p| !p.as_os_str().is_empty()) {
+        let _ = sync_dir(parent);
+    }
+}
+
+/// Takes the restore's lock on the data directory `out`: an exclusive `flock` on the directory
+/// itself (an open descriptor of it, returned; the lock goes with it). It is on the directory and
+/// not on a file in the staging directory because the staging directory is what restores remove
+/// and build again (a lock file inside it goes with it, and a second restore would lock a new one
+/// beside a first still running), and because it adds no entry to a directory that must hold
+/// nothing else; the directory outlives every restore into it. A second restore into the same
+/// directory is refused, changing nothing, while the first holds it.
+#[allow(unsafe_code)] // flock has no safe wrapper at the MSRV (File::try_lock is from Rust 1.89).
+fn lock_out(out: &Path) -> Result<File, BackupError> {
+    use std::os::fd::AsRawFd;
+    let dir = File::open(out).map_err(io_err(out))?;
+    // SAFETY: flock on a descriptor `dir` owns and keeps open through the call; no memory is passed.
+    let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(BackupError::Refused(format!(
+                "another zkrs-server restore is writing into {} (it holds the directory's lock): nothing was \
+                 changed; wait for it to finish (or stop it) and look at what it left",
+                out.display()
+            )));
+        }
+        return Err(io_err(out)(e));
+    }
+    Ok(dir)
+}
+
+/// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`: a rename
+/// onto an empty directory would replace it). Returns false, renaming nothing, where the file
+/// system or kernel does not support it (`EINVAL`, `ENOSYS`).
+#[allow(unsafe_code)] // renameat2 has no safe wrapper in std or libc.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let f = std::ffi::CString::new(from.as_os_str().as_bytes())?;
+    let t = std::ffi::CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both pointers are to NUL-terminated strings that live through the call; AT_FDCWD
+    // makes relative paths relative to the working directory, as std::fs::rename does.
+    let rc = unsafe {
+        libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE)
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS) => Ok(false),
+        _ => Err(e),
+    }
 }
 
 /// Whether two spellings name one directory (a relative path, a link): compared canonical
@@ -144,9 +245,13 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The file a restore leaves in the data directory it builds, naming the restore point
-/// ([`RestoreMarker`]). `zkrs-server backup` reads it: an archive whose newest zxid is past the
-/// point holds a history the restored server no longer has, and is not continued.
+/// The file a restore leaves in the snapshot directory (`zkrs-snap`) of the data directory it
+/// builds, naming the restore point ([`RestoreMarker`]). It is inside `zkrs-snap` so that the one
+/// rename that puts the restored snapshot in place puts it in place too (see [`restore`]), and goes
+/// when that directory is wiped. `zkrs-server backup` reads it: an archive whose newest zxid is
+/// past the point holds a history the restored server no longer has, and is not continued. (A
+/// restore by an earlier build left it in the data directory itself, where
+/// [`RestoreMarker::read`] looks too.)
 pub const RESTORE_MARKER: &str = "zkrs-restored";
 
 /// The most bytes of a restore marker read.
@@ -168,6 +273,7 @@ impl RestoreMarker {
         format!("{}@{}", hex(self.zxid), self.at_ms)
     }
 
+    /// The marker's text.
     fn text(&self) -> String {
         format!(
             "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
@@ -181,18 +287,28 @@ impl RestoreMarker {
         )
     }
 
-    /// Reads the marker in `data_dir`, if any.
+    /// Reads the marker of the data directory `data_dir`, if any: in its `zkrs-snap`, else (an
+    /// earlier build's restore) in `data_dir` itself.
     ///
     /// Errors: [`BackupError::Io`]; [`BackupError::Damaged`] for a marker without its two
     /// values.
     pub fn read(data_dir: &Path) -> Result<Option<RestoreMarker>, BackupError> {
         use std::io::Read;
-        let p = data_dir.join(RESTORE_MARKER);
-        let f = match File::open(&p) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(&p)(e)),
-        };
+        let mut found = None;
+        for p in [
+            data_dir.join(zk_log::snapshot::SNAP_DIR_NAME).join(RESTORE_MARKER),
+            data_dir.join(RESTORE_MARKER),
+        ] {
+            match File::open(&p) {
+                Ok(f) => {
+                    found = Some((p, f));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&p)(e)),
+            }
+        }
+        let Some((p, f)) = found else { return Ok(None) };
         let mut bytes = Vec::new();
         f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(&p))?;
         let text = String::from_utf8_lossy(&bytes);
@@ -210,7 +326,8 @@ impl RestoreMarker {
         }
     }
 
-    /// Writes the marker into `dir` (synced, under a temporary name first).
+    /// Writes the marker into `dir` (synced, under a temporary name first; the caller syncs the
+    /// directory).
     fn write(&self, dir: &Path) -> Result<(), BackupError> {
         let p = dir.join(RESTORE_MARKER);
         let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
@@ -220,21 +337,87 @@ impl RestoreMarker {
     }
 }
 
-/// The directory under the output directory a restore fetches into and builds its result in.
-const STAGING_NAME: &str = ".restore-staging";
+/// The directory, in the data directory, a restore fetches into and builds its result in. Only
+/// a restore creates it, only in a data directory that held nothing else, and removes it once
+/// the result is in place: a data directory holding it and no `zkrs-snap` is a restore's that
+/// did not finish ([`unfinished_restore`]).
+pub const STAGING_NAME: &str = ".restore-staging";
 
-/// One step of [`install`]: tests record the steps and make one fail.
-fn step(what: String) -> Result<(), BackupError> {
+/// Whether `data_dir` holds what a restore that did not finish (killed, or failed without
+/// cleaning up) left: its [`STAGING_NAME`], and no `zkrs-snap` or one holding no snapshot file
+/// (as `zkrs-server purge` or a server refused part-way may have created). Returns the staging
+/// directory. A server does not start there ([`crate::server::StartError::UnfinishedRestore`]):
+/// the operator meant the directory to hold the restored data, and an empty tree served in its
+/// place would look like data lost. Once `zkrs-snap` holds a snapshot, the restore's result is
+/// whole (see [`restore`]: the one rename that commits it brings the snapshot in, and a server
+/// keeps one there from then on) and a staging directory left beside it is ignored.
+pub fn unfinished_restore(data_dir: &Path) -> Option<PathBuf> {
+    let staging = data_dir.join(STAGING_NAME);
+    if std::fs::symlink_metadata(&staging).is_err() {
+        return None;
+    }
+    let snaps = data_dir.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let holds_a_snapshot = std::fs::read_dir(snaps).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_str().and_then(zk_log::snapshot::parse_snapshot_name).is_some())
+    });
+    (!holds_a_snapshot).then_some(staging)
+}
+
+/// What `data_dir` holds besides the [`STAGING_NAME`] and an empty `zkrs-snap` (at most
+/// ten names, sorted), for the refusal of a start on an unfinished restore: a restore run
+/// again refuses a directory holding anything else.
+pub fn unfinished_restore_others(data_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != STAGING_NAME)
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.len() > HELD_NAMES_MAX {
+        names.truncate(HELD_NAMES_MAX);
+        names.push("…".to_string());
+    }
+    names
+}
+
+/// The advice a start refused on an unfinished restore gives about `others`
+/// ([`unfinished_restore_others`]): what to move away before the restore runs again.
+pub fn unfinished_restore_advice(others: &[String]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; dataDir also holds {}, and a restore writes only into a directory holding nothing else: move \
+         those away first{}",
+        others.join(", "),
+        if others.iter().any(|n| n.contains(BEFORE_RESTORE)) { BEFORE_RESTORE_NOTE } else { "" }
+    )
+}
+
+/// One step of a restore's end ([`restore`], [`install`]): tests record the steps, look at the
+/// directories as a kill right before a step would leave them, and make one fail.
+fn step(what: &str) -> Result<(), BackupError> {
     #[cfg(test)]
     {
+        KILL_POINTS.with(|k| {
+            if let Some(watch) = k.borrow_mut().as_mut() {
+                watch(what);
+            }
+        });
         let fail = INSTALL_STEPS.with(|s| {
             let mut s = s.borrow_mut();
-            s.0.push(what.clone());
-            s.1.as_deref().is_some_and(|f| what.starts_with(f))
+            s.0.push(what.to_string());
+            s.1.as_deref() == Some(what)
         });
         if fail {
             return Err(BackupError::Io {
-                path: what,
+                path: what.to_string(),
                 source: std::io::Error::other("failure injected by a test"),
             });
         }
@@ -243,91 +426,79 @@ fn step(what: String) -> Result<(), BackupError> {
     Ok(())
 }
 
+/// What [`KILL_POINTS`] calls.
+#[cfg(test)]
+type KillWatch = Box<dyn FnMut(&str)>;
+
 #[cfg(test)]
 thread_local! {
-    /// The steps [`install`] took, and the first one to fail (by prefix).
+    /// The steps taken, and the one to fail.
     static INSTALL_STEPS: std::cell::RefCell<(Vec<String>, Option<String>)> =
         const { std::cell::RefCell::new((Vec::new(), None)) };
+    /// Called before each step (with its name), to look at the directories as a restore killed
+    /// there would leave them.
+    static KILL_POINTS: std::cell::RefCell<Option<KillWatch>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// Syncs `out` and the separate dataLogDir `log_out` (if any, and other than `out`).
-fn sync_dirs(out: &Path, log_out: Option<&Path>) -> Result<(), BackupError> {
-    for d in std::iter::once(out).chain(log_out.filter(|l| l.exists() && !same_dir(l, out))) {
-        step(format!("sync {}", d.display()))?;
-        sync_dir(d)?;
-    }
-    Ok(())
-}
-
-/// Puts the result built in `staging` (its `zkrs-snap` and the [`RESTORE_MARKER`]) in place:
-/// moves `aside` (what [`prepare_out`] found) to `<name>.before-restore-<ms>`, syncs both
-/// directories so the moves are durable before anything is moved in (a separate dataLogDir is
-/// another file system, typically, which orders nothing with the data directory's: a power loss
-/// could otherwise bring back an old log beside the restored snapshot), moves the marker in and
-/// then the snapshot directory, and syncs again. When a step fails, every rename done is undone
-/// (the old directories come back) before the error is returned.
-fn install(
-    aside: &[PathBuf],
-    staging: &Path,
-    out: &Path,
-    log_out: Option<&Path>,
-    progress: &mut Progress<'_>,
-) -> Result<(), BackupError> {
-    let mut done: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let result = install_steps(aside, staging, out, log_out, &mut done, progress);
-    let Err(e) = result else { return Ok(()) };
-    let mut stuck = Vec::new();
-    for (from, to) in done.iter().rev() {
-        if let Err(u) = std::fs::rename(to, from) {
-            stuck.push(format!("{} (to {}): {u}", to.display(), from.display()));
-        }
-    }
-    let synced = sync_dirs(out, log_out);
-    if stuck.is_empty() {
-        if !done.is_empty() {
-            progress.say("restore: the directories moved aside are back in place".to_string());
-        }
-        return match synced {
-            Ok(()) => Err(e),
-            Err(s) => {
-                Err(BackupError::Refused(format!("{e}; then syncing the directories put back failed: {s}")))
+/// Puts the result built in `staging` in place in `out`. The result is `staging/zkrs-snap`,
+/// holding the restored snapshot (written, synced and renamed to its name, its directory synced,
+/// by the snapshot writer) and the [`RESTORE_MARKER`] (written, synced and renamed there).
+///
+/// Steps: sync `staging/zkrs-snap` (the marker's rename) and `staging` (the entry of
+/// `zkrs-snap`), so that everything the result holds is durable before it moves; rename
+/// `staging/zkrs-snap` to `out/zkrs-snap`; sync `out`. ([`restore`] then removes the staging
+/// directory, empty by then, and syncs `out` again.)
+///
+/// The rename of `zkrs-snap` is the commit point, the only change a server or `zkrs-server
+/// backup` reads: it moves the snapshot and the marker in together (a directory's rename takes
+/// its entries with it, all or none, and they were durable before it). Killed or losing power
+/// before it is durable, `out` holds nothing but the staging directory, which a server refuses
+/// to start on ([`unfinished_restore`]) and the next restore removes and builds again; once it
+/// is, `out` holds the whole result. `out` is synced right after it, so that the restore says
+/// done only once the commit is durable. Nothing is written in a separate dataLogDir ([`check_out`]
+/// found no `zkrs-log` there): the server creates its log when it starts.
+fn install(staging: &Path, out: &Path) -> Result<(), BackupError> {
+    let built = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
+    let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
+    step("sync staged zkrs-snap")?;
+    sync_dir(&built)?;
+    step("sync staging")?;
+    sync_dir(staging)?;
+    step("commit")?;
+    // A plain rename onto a directory that holds nothing would replace it: whatever took the
+    // name since the directory was found empty (a server started meanwhile) stays, and the
+    // restore fails.
+    let appeared = || {
+        BackupError::Refused(format!(
+            "{} appeared while the restore ran (a server started there?): the restored data was not \
+             moved in",
+            snaps.display()
+        ))
+    };
+    match rename_noreplace(&built, &snaps) {
+        Ok(true) => {}
+        // No RENAME_NOREPLACE here: checked again, then renamed (a window of microseconds).
+        Ok(false) => {
+            if std::fs::symlink_metadata(&snaps).is_ok() {
+                return Err(appeared());
             }
-        };
+            std::fs::rename(&built, &snaps).map_err(io_err(&snaps))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(appeared()),
+        Err(e) => return Err(io_err(&snaps)(e)),
     }
-    Err(BackupError::Refused(format!(
-        "{e}; then moving back failed for {}: move them back by hand before starting a server there",
-        stuck.join(", ")
-    )))
-}
-
-fn install_steps(
-    aside: &[PathBuf],
-    staging: &Path,
-    out: &Path,
-    log_out: Option<&Path>,
-    done: &mut Vec<(PathBuf, PathBuf)>,
-    progress: &mut Progress<'_>,
-) -> Result<(), BackupError> {
-    let stamp =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    for p in aside {
-        let name = p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let to = p.with_file_name(format!("{name}.before-restore-{stamp}"));
-        step(format!("aside {}", p.display()))?;
-        std::fs::rename(p, &to).map_err(io_err(p))?;
-        done.push((p.clone(), to.clone()));
-        progress.say(format!("restore: moved {} aside to {}", p.display(), to.display()));
-    }
-    sync_dirs(out, log_out)?;
-    // The marker goes in before the snapshot, so that no backup continues an archive past the
-    // point over a directory holding the result.
-    for name in [RESTORE_MARKER, zk_log::snapshot::SNAP_DIR_NAME] {
-        let (from, to) = (staging.join(name), out.join(name));
-        step(format!("in {name}"))?;
-        std::fs::rename(&from, &to).map_err(io_err(&to))?;
-        done.push((from, to));
-    }
-    sync_dirs(out, log_out)
+    step("sync out")?;
+    sync_dir(out).map_err(|e| {
+        BackupError::Refused(format!(
+            "the restored data is in {}, but syncing {} after moving it in failed ({e}): a power loss may \
+             undo it; check the disk before starting a server there (to restore again, move {} away first)",
+            snaps.display(),
+            out.display(),
+            snaps.display()
+        ))
+    })?;
+    Ok(())
 }
 
 /// The zxid a point stands for in this archive. For a time, warnings go to `warnings` when
@@ -340,18 +511,40 @@ fn resolve_point(
     staging: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<i64, BackupError> {
-    let newest = m.last_log_zxid().or_else(|| m.snapshots.iter().filter_map(|s| s.exact_from()).max());
+    let log_newest = m.last_log_zxid();
+    // Past the archived log, only the state a snapshot is exact at on its own (no transaction to
+    // replay: its end is its start, and it needs no proof from the log) is held: as a snapshot
+    // at the log's base marker is archived (a SNAP's or a restore's point).
+    let on_its_own = |s: &&SnapFile| s.exact_from() == Some(s.start_zxid) && !needs_proof(s);
+    let snap_points: Vec<i64> = m
+        .snapshots
+        .iter()
+        .filter(|s| log_newest.is_none_or(|l| s.start_zxid > l))
+        .filter(on_its_own)
+        .map(|s| s.start_zxid)
+        .collect();
+    let newest = match log_newest {
+        Some(l) => Some(snap_points.iter().copied().max().map_or(l, |s| s.max(l))),
+        None => m.snapshots.iter().filter_map(|s| s.exact_from()).max(),
+    };
     let Some(newest) = newest else {
         return Err(BackupError::Refused(format!("{}: the archive holds no file yet", target.describe())));
     };
     match point {
         Point::Newest => Ok(newest),
-        Point::Zxid(z) if z > newest => Err(BackupError::Refused(format!(
-            "zxid {} is past the newest archived transaction, {}: the segment holding it is not archived \
-             yet (the server's open segment is archived once the server starts the next)",
-            hex(z),
-            hex(newest)
-        ))),
+        Point::Zxid(z) if z > newest || log_newest.is_some_and(|l| z > l && !snap_points.contains(&z)) => {
+            Err(BackupError::Refused(format!(
+                "zxid {} is past the newest archived transaction, {}{}: the segment holding it is not archived \
+                 yet (the server's open segment is archived once the server starts the next)",
+                hex(z),
+                hex(log_newest.unwrap_or(newest)),
+                if newest > log_newest.unwrap_or(newest) {
+                    format!(" (past it, an archived snapshot holds the state at zxid {} only)", hex(newest))
+                } else {
+                    String::new()
+                }
+            )))
+        }
         Point::Zxid(z) => Ok(z),
         Point::Time(t) => {
             // The first segment holding a transaction stamped later than t; the point is the
@@ -592,23 +785,58 @@ fn plan_segments<'m>(
     let last_needed = needed[needed.len() - 1];
     let last = last_needed.summary.last_zxid;
     if point > last {
-        if let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) {
-            if !next.continues(last) {
-                return Err(BackupError::Gap {
-                    after: last,
-                    before: next.summary.first_zxid,
-                    why: format!(
-                        "zxid {} lies between {} and {}{}",
-                        hex(point),
-                        last_needed.name,
-                        next.name,
-                        held_before(next)
-                    ),
-                });
-            }
+        let Some(next) = m.logs.iter().find(|l| l.summary.first_zxid > last) else {
+            // Past the archived log (a point only a snapshot at it holds, which needs no plan).
+            return Err(BackupError::Gap {
+                after: last,
+                before: point,
+                why: format!("the archived log ends at zxid {} ({})", hex(last), last_needed.name),
+            });
+        };
+        if !next.continues(last) {
+            return Err(BackupError::Gap {
+                after: last,
+                before: next.summary.first_zxid,
+                why: format!(
+                    "zxid {} lies between {} and {}{}",
+                    hex(point),
+                    last_needed.name,
+                    next.name,
+                    held_before(next)
+                ),
+            });
         }
     }
     Ok(needed)
+}
+
+/// The links between archived segments the plan `segments` (from `start` to `point`) relies on
+/// that an older manifest did not record but that were inferred from zxid order
+/// ([`LogFile::prev_inferred`]), named in one line (None: none).
+fn inferred_links(m: &Manifest, start: i64, point: i64, segments: &[&LogFile]) -> Option<String> {
+    let mut relied: Vec<&LogFile> = segments
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| *i > 0 || l.summary.first_zxid > start)
+        .map(|(_, l)| *l)
+        .collect();
+    // A point past the last one holds there only because the next one continues it.
+    if let Some(last) = segments.last().map(|l| l.summary.last_zxid).filter(|l| point > *l) {
+        relied.extend(m.logs.iter().find(|l| l.summary.first_zxid > last));
+    }
+    let inferred: Vec<&LogFile> = relied.into_iter().filter(|l| l.prev_inferred).collect();
+    let first = inferred.first()?;
+    Some(format!(
+        "{} archived segment(s) are taken to follow the one before them by zxid order alone ({} after zxid {}{}): \
+         the archive was written with a manifest of version 3 or older, which did not record what the server's \
+         log held before them, so a log reset below the archive and purged up to there would not have been \
+         told apart (restore a point before {} to rely on recorded links only)",
+        inferred.len(),
+        first.name,
+        hex(first.prev_zxid.unwrap_or_default()),
+        if inferred.len() > 1 { ", first" } else { "" },
+        hex(first.summary.first_zxid)
+    ))
 }
 
 /// What the server's log held before an archived segment, for a gap's message.
@@ -696,24 +924,28 @@ fn proven_by_the_log(
 
 /// Restores the archive at `target` into `out` (a data directory: the snapshot goes into its
 /// `zkrs-snap`), as of `point`, the whole tree or only `subtree` with its ancestors. `log_out`
-/// is the server's dataLogDir when it has a separate one: its `zkrs-log` must be empty too
-/// (or is moved aside with `force`), or the server would replay it over the restored tree.
-/// With `force`, nothing is moved aside before the result is whole: a restore that fails
-/// leaves both directories as they were. Beside the snapshot it leaves a [`RESTORE_MARKER`]
-/// naming the point, and syncs the directories it renamed in. Progress lines, at most one a
-/// second plus a summary of what was checked, go to `progress`.
+/// is the server's dataLogDir when it has a separate one. A restore never writes over data:
+/// `out` must be empty or absent (a staging directory a killed restore left is removed and built
+/// again) and `log_out` must hold no `zkrs-log` (the server would replay it over the restored
+/// tree); otherwise it is refused and nothing changes. The result, the snapshot
+/// at the point with a [`RESTORE_MARKER`] naming it beside it, is built and synced in a staging
+/// directory and moved in by one rename, `staging/zkrs-snap` to `out/zkrs-snap`, the commit
+/// point, the data directory synced right after: a restore that fails leaves `out` empty, and
+/// one killed leaves either nothing but the staging directory, which a server refuses to start
+/// on ([`unfinished_restore`]), or the whole result. Progress lines, at most one a second plus a summary of what
+/// was checked, go to `progress`.
 ///
-/// Errors: [`BackupError::Refused`] for a non-empty `out` without `force`, a point outside the
-/// archive, a subtree that does not exist at the point; [`BackupError::Gap`] when the archived
-/// log lacks transactions the restore needs; [`BackupError::Damaged`] naming the file for a
-/// missing or damaged archived file or a digest that does not match; [`BackupError::Io`].
+/// Errors: [`BackupError::Refused`] for a non-empty `out` or a `zkrs-log` in `log_out`, a point
+/// outside the archive, a subtree that does not exist at the point; [`BackupError::Gap`] when
+/// the archived log lacks transactions the restore needs; [`BackupError::Damaged`] naming the
+/// file for a missing or damaged archived file or a digest that does not match;
+/// [`BackupError::Io`].
 pub fn restore(
     target: &dyn ArchiveTarget,
     out: &Path,
     log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
-    force: bool,
     progress: &mut dyn Write,
 ) -> Result<RestoreReport, BackupError> {
     let mut progress = Progress::new(progress);
@@ -732,31 +964,103 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    let aside = prepare_out(out, log_out, force)?;
+    // What the plan can be checked for without fetching anything (a --zxid or the newest point)
+    // is checked before anything is created; a --time point needs a segment fetched.
+    if !matches!(point, Point::Time(_)) {
+        let zxid = resolve_point(&m, point, target, &out.join(STAGING_NAME), &mut Vec::new())?;
+        refuse_rewritten(&m, zxid)?;
+    }
+    check_out(out, log_out)?;
+    let created = create_out(out)?;
+    let _lock = lock_out(out)?;
+    // From here the directory is this restore's alone; a failure removes the directories it
+    // created (if they are empty, as a failure before the commit leaves them).
+    let r = restore_locked(target, &m, out, log_out, point, subtree, &mut progress);
+    if r.is_err() {
+        remove_created(&created);
+    }
+    r
+}
+
+/// [`restore`], under its lock on `out`.
+fn restore_locked(
+    target: &dyn ArchiveTarget,
+    m: &Manifest,
+    out: &Path,
+    log_out: Option<&Path>,
+    point: Point,
+    subtree: Option<&str>,
+    progress: &mut Progress<'_>,
+) -> Result<RestoreReport, BackupError> {
+    // Again, under the lock: a restore that held it may have finished in between.
+    check_out(out, log_out)?;
     let staging = out.join(STAGING_NAME);
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    // The result, the marker naming the point with it, is built in the staging directory; only
-    // once it is whole is anything there moved aside and the result moved in, and a failure
-    // then moves the old directories back, so a failed restore leaves the directories as they
-    // were.
-    let result = restore_staged(target, &m, out, &staging, point, subtree, &mut progress).and_then(|r| {
-        let at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging)?;
-        install(&aside, &staging, out, log_out, &mut progress)?;
-        progress.say(format!(
-            "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
-            r.nodes,
-            hex(r.zxid),
-            r.replayed,
-            r.written.display()
-        ));
+    match std::fs::remove_dir_all(&staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(BackupError::Refused(format!(
+                "cannot remove {}, which a restore that did not finish left ({e}): nothing of it may stay \
+                 under the new result; remove it yourself (as the user that ran that restore) and run the \
+                 restore again",
+                staging.display()
+            )))
+        }
+    }
+    std::fs::create_dir(&staging).map_err(io_err(&staging))?;
+    // The staging directory's entry is durable before anything is built in it: a power loss
+    // then leaves it, which a server refuses to start on, not an empty directory.
+    if let Err(e) = step("sync out (staging created)").and_then(|_| sync_dir(out)) {
+        let _ = std::fs::remove_dir(&staging);
+        return Err(e);
+    }
+    let result = restore_staged(target, m, out, &staging, point, subtree, progress).and_then(|r| {
+        step("mark")?;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
+        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging.join(zk_log::snapshot::SNAP_DIR_NAME))?;
+        install(&staging, out)?;
         Ok(r)
     });
-    let _ = std::fs::remove_dir_all(&staging);
-    result
+    // The staging directory goes whatever happened: after a failure, `out` is left as it was
+    // found (and [`restore`] removes it when it created it); after the commit, the staging
+    // directory is empty. A kill before
+    // its removal is durable leaves it beside the result, which a server ignores.
+    let removed = step("remove staging")
+        .and_then(|_| std::fs::remove_dir_all(&staging).map_err(io_err(&staging)))
+        .and_then(|_| step("sync out (staging removed)"))
+        .and_then(|_| sync_dir(out));
+    let r = result?;
+    if let Err(e) = removed {
+        progress.say(format!(
+            "restore: removing {} failed ({e}); the restored data is in place, and the server ignores it: \
+             remove it",
+            staging.display()
+        ));
+    }
+    progress.say(format!(
+        "restore: done: {} nodes at zxid {} ({} txns replayed) -> {}",
+        r.nodes,
+        hex(r.zxid),
+        r.replayed,
+        r.written.display()
+    ));
+    Ok(r)
+}
+
+/// Refuses a point past the one after which the archive's transactions were lost by the server's
+/// log ([`Manifest::rewritten_after`]).
+fn refuse_rewritten(m: &Manifest, zxid: i64) -> Result<(), BackupError> {
+    match m.rewritten_after.filter(|p| zxid > *p) {
+        Some(p) => Err(BackupError::Refused(format!(
+            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
+             committed; the backup marked them when it found out): no point after {} is restored",
+            hex(p),
+            hex(p)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn restore_staged(
@@ -773,14 +1077,7 @@ fn restore_staged(
     for w in &warnings {
         progress.say(format!("restore: WARNING: {w}"));
     }
-    if let Some(p) = m.rewritten_after.filter(|p| zxid > *p) {
-        return Err(BackupError::Refused(format!(
-            "the archive holds transactions after zxid {} that the server's log later lost (they were never \
-             committed; the backup marked them when it found out): no point after {} is restored",
-            hex(p),
-            hex(p)
-        )));
-    }
+    refuse_rewritten(m, zxid)?;
     let mut notes = Vec::new();
     let snap = base_snapshot(m, zxid, &mut notes, &mut |s| proven_by_the_log(m, s, target, staging))?;
     for n in &notes {
@@ -807,6 +1104,10 @@ fn restore_staged(
     }
     let start = snap.map_or(0, |s| s.start_zxid);
     let segments = plan_segments(m, start, zxid, target)?;
+    if let Some(w) = inferred_links(m, start, zxid, &segments) {
+        progress.say(format!("restore: WARNING: {w}"));
+        warnings.push(w);
+    }
     progress.say(format!(
         "restore: to zxid {} from {} and {} archived segments",
         hex(zxid),
@@ -1123,107 +1424,6 @@ mod tests {
         f
     }
 
-    /// `--force` moves aside a separate dataLogDir's log too (the server would replay it over
-    /// the restored tree), and without it a dataLogDir holding a log is refused.
-    #[test]
-    fn force_moves_a_separate_log_dirs_log_aside() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        let old_log = logs.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let e = restore(&target, &out, Some(&logs), Point::Newest, None, false, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains(&format!("{} exists", old_log.display())), "{e}");
-        let mut said = Vec::new();
-        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut said).unwrap();
-        assert_eq!(r.zxid, 5);
-        assert!(!old_log.exists(), "{}", String::from_utf8_lossy(&said));
-        let aside: Vec<String> = std::fs::read_dir(&logs)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        assert!(aside.len() == 1 && aside[0].starts_with("zkrs-log.before-restore-"), "{aside:?}");
-        assert!(String::from_utf8_lossy(&said).contains("moved"), "{}", String::from_utf8_lossy(&said));
-    }
-
-    /// `--force` moves nothing aside until the restore has succeeded: one that fails (here, a
-    /// point past the archive, and a damaged file) leaves the old directories in place.
-    #[test]
-    fn a_failed_forced_restore_leaves_the_old_directories() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let old_snap = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-        let old_log = out.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_snap).unwrap();
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let e = restore(&target, &out, None, Point::Zxid(99), None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
-        let m = target.read_manifest().unwrap().unwrap();
-        let piece = f.archive.join(LOG_PREFIX).join(&m.logs[0].name);
-        let mut bytes = std::fs::read(&piece).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        std::fs::write(&piece, &bytes).unwrap();
-        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains(&m.logs[0].name), "{e}");
-        let mut left: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["zkrs-log", "zkrs-snap"]);
-        assert_eq!(std::fs::read(old_log.join("log.0000000000000001")).unwrap(), b"old");
-    }
-
-    /// A dataLogDir given as another spelling of the data directory (a link to it) is the
-    /// data directory: its log is moved aside once, the restore succeeds, and the directory
-    /// holds the result and the marker naming the point.
-    #[test]
-    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let old_log = out.join(zk_log::LOG_DIR_NAME);
-        std::fs::create_dir_all(&old_log).unwrap();
-        std::fs::write(old_log.join("log.0000000000000001"), b"old").unwrap();
-        let link = f.dir.path().join("link");
-        std::os::unix::fs::symlink(&out, &link).unwrap();
-        let mut said = Vec::new();
-        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, true, &mut said).unwrap();
-        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
-        assert!(r.written.exists());
-        let marker = RestoreMarker::read(&out).unwrap().unwrap();
-        assert_eq!(marker.zxid, 3);
-        let mut left: Vec<String> = std::fs::read_dir(&out)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with("zkrs-log.before-restore-"))
-            .collect();
-        left.sort();
-        assert_eq!(left, [RESTORE_MARKER, "zkrs-snap"]);
-    }
-
-    /// Runs a forced restore of `f`'s archive at zxid 3 into `out` (a separate dataLogDir
-    /// `logs`), failing at the install step named `fail` (by prefix); returns the steps taken.
-    fn restore_failing_at(f: &Fixture, out: &Path, logs: &Path, fail: Option<&str>) -> (Vec<String>, bool) {
-        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), fail.map(str::to_string)));
-        let target = DirTarget::new(f.archive.clone());
-        let mut said = Vec::new();
-        let r = restore(&target, out, Some(logs), Point::Zxid(3), None, true, &mut said);
-        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
-        // "done" is said only once the result is installed.
-        let done = String::from_utf8_lossy(&said).contains("restore: done:");
-        assert_eq!(done, r.is_ok(), "{}", String::from_utf8_lossy(&said));
-        (steps, r.is_ok())
-    }
-
     /// The names in `dir`, sorted.
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -1235,79 +1435,375 @@ mod tests {
         v
     }
 
-    /// A forced restore that fails once the old directories are moved aside (moving the marker or
-    /// the snapshot directory in, or syncing) moves them back: the data directory keeps its old
-    /// snapshots, log and marker, and the separate dataLogDir its log.
-    #[test]
-    fn a_restore_failing_after_the_move_aside_puts_the_old_directories_back() {
-        let f = archived_1_to_5();
-        for fail in ["in zkrs-restored", "in zkrs-snap", "sync"] {
-            let out = f.dir.path().join(format!("out-{}", fail.replace(' ', "-")));
-            let logs = f.dir.path().join(format!("logs-{}", fail.replace(' ', "-")));
-            std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-            std::fs::write(out.join(zk_log::snapshot::SNAP_DIR_NAME).join("old"), b"old").unwrap();
-            std::fs::write(out.join(RESTORE_MARKER), "zxid=0x1\nrestored_at_ms=1\n").unwrap();
-            std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-            std::fs::write(logs.join(zk_log::LOG_DIR_NAME).join("log.0000000000000001"), b"old").unwrap();
-            let (steps, ok) = restore_failing_at(&f, &out, &logs, Some(fail));
-            assert!(!ok, "{fail}: {steps:?}");
-            assert!(steps.iter().any(|s| s.starts_with("aside")), "{fail}: {steps:?}");
-            assert_eq!(names(&out), [RESTORE_MARKER, "zkrs-snap"], "{fail}");
-            assert_eq!(std::fs::read(out.join("zkrs-snap/old")).unwrap(), b"old", "{fail}");
-            assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(1), "{fail}");
-            assert_eq!(names(&logs), ["zkrs-log"], "{fail}");
+    /// Every file under `dir` (relative path) with its bytes, and every directory (None).
+    fn contents(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let mut v = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                if e.file_type().unwrap().is_dir() {
+                    v.push((rel, None));
+                    todo.push(p);
+                } else {
+                    v.push((rel, Some(std::fs::read(&p).unwrap())));
+                }
+            }
+        }
+        v.sort();
+        v
+    }
+
+    /// Copies the tree `from` to `to`.
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for (rel, bytes) in contents(from) {
+            match bytes {
+                None => std::fs::create_dir_all(to.join(rel)).unwrap(),
+                Some(b) => std::fs::write(to.join(rel), b).unwrap(),
+            }
         }
     }
 
-    /// The moves aside are synced, in the data directory and a separate dataLogDir, before the
-    /// marker and the result are moved in, and both are synced again after.
+    /// A data directory that holds anything is refused, naming what it holds and how to go on,
+    /// and nothing in it changes (no staging directory either); one holding only the empty
+    /// `zkrs-snap` and `zkrs-log` of a server that failed to start is refused the same way.
     #[test]
-    fn the_moves_aside_are_synced_before_the_result_moves_in() {
+    fn a_data_dir_holding_anything_is_refused_and_left_as_it_was() {
         let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
         let out = f.dir.path().join("out");
-        let logs = f.dir.path().join("logs");
-        std::fs::create_dir_all(out.join(zk_log::snapshot::SNAP_DIR_NAME)).unwrap();
-        std::fs::create_dir_all(logs.join(zk_log::LOG_DIR_NAME)).unwrap();
-        let (steps, ok) = restore_failing_at(&f, &out, &logs, None);
-        assert!(ok, "{steps:?}");
-        let at = |s: &str| steps.iter().position(|t| *t == s).unwrap_or_else(|| panic!("no {s}: {steps:?}"));
-        let (sync_out, sync_logs) = (format!("sync {}", out.display()), format!("sync {}", logs.display()));
+        std::fs::create_dir_all(out.join("zkrs-snap")).unwrap();
+        std::fs::create_dir_all(out.join("zkrs-log")).unwrap();
+        std::fs::write(out.join("zkrs-snap").join("snapshot.0000000000000001"), b"old snapshot").unwrap();
+        std::fs::write(out.join("zkrs-log").join("log.0000000000000001"), b"old log").unwrap();
+        std::fs::write(out.join("myid"), b"1").unwrap();
+        let before = contents(&out);
+        let e = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap_err();
+        let said = e.to_string();
+        assert!(matches!(e, BackupError::Refused(_)), "{said}");
         assert!(
-            at(&sync_out) < at("in zkrs-restored") && at(&sync_logs) < at("in zkrs-restored"),
-            "{steps:?}"
+            said.contains(&format!("{} is not empty (it holds myid, zkrs-log, zkrs-snap)", out.display())),
+            "{said}"
         );
-        assert!(steps.iter().rposition(|t| *t == sync_logs) > Some(at("in zkrs-snap")), "{steps:?}");
-        assert_eq!(names(&out).iter().filter(|n| !n.contains("before-restore")).count(), 2);
+        assert!(said.contains("stop the server"), "{said}");
+        assert!(said.contains("restore into a new directory"), "{said}");
+        assert!(said.contains("move the old zkrs-snap and zkrs-log"), "{said}");
+        assert_eq!(contents(&out), before, "the refused restore changed {}", out.display());
+        let empty = f.dir.path().join("empty");
+        std::fs::create_dir_all(empty.join("zkrs-snap")).unwrap();
+        std::fs::create_dir_all(empty.join("zkrs-log")).unwrap();
+        let e = restore(&target, &empty, Some(&empty), Point::Newest, None, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("(it holds zkrs-log, zkrs-snap)"), "{e}");
+        assert_eq!(names(&empty), ["zkrs-log", "zkrs-snap"]);
     }
 
-    /// A marker without its values is named as damaged, not taken as no marker.
+    /// A separate dataLogDir holding a `zkrs-log` (the server would replay it over the restored
+    /// tree) is refused, and neither directory changes (the absent data directory is not even
+    /// created); one holding anything else is taken and left as it was: a restore writes nothing
+    /// there.
+    #[test]
+    fn a_separate_log_dir_holding_a_log_is_refused_and_left_as_it_was() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let logs = f.dir.path().join("logs");
+        std::fs::create_dir_all(logs.join("zkrs-log")).unwrap();
+        std::fs::write(logs.join("zkrs-log").join("log.0000000000000001"), b"old log").unwrap();
+        std::fs::write(logs.join("other"), b"x").unwrap();
+        let before = contents(&logs);
+        let e = restore(&target, &out, Some(&logs), Point::Newest, None, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains(&format!("{} exists", logs.join("zkrs-log").display())), "{e}");
+        assert!(!out.exists(), "the refused restore created {}", out.display());
+        assert_eq!(contents(&logs), before);
+        std::fs::remove_dir_all(logs.join("zkrs-log")).unwrap();
+        let before = contents(&logs);
+        let r = restore(&target, &out, Some(&logs), Point::Newest, None, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert_eq!(contents(&logs), before);
+        assert_eq!(names(&out), ["zkrs-snap"]);
+    }
+
+    /// A dataLogDir given as another spelling of the data directory (a link to it) is the data
+    /// directory: an empty one is taken, and holds the result with the marker naming the point
+    /// in its `zkrs-snap`.
+    #[test]
+    fn a_log_dir_spelt_otherwise_is_the_data_dir() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let link = f.dir.path().join("link");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        let mut said = Vec::new();
+        let r = restore(&target, &out, Some(&link), Point::Zxid(3), None, &mut said).unwrap();
+        assert_eq!(r.zxid, 3, "{}", String::from_utf8_lossy(&said));
+        assert!(r.written.exists());
+        assert_eq!(names(&out), ["zkrs-snap"]);
+        assert!(out.join("zkrs-snap").join(RESTORE_MARKER).exists());
+        assert_eq!(RestoreMarker::read(&out).unwrap().unwrap().zxid, 3);
+    }
+
+    /// The staging directory a killed restore left is the one thing a data directory may hold:
+    /// it is removed and built again, and none of what it held comes into the result.
+    #[test]
+    fn a_killed_restores_staging_directory_is_removed_and_built_again() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let staged = out.join(STAGING_NAME).join("zkrs-snap");
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(staged.join("snapshot.0000000000000063"), b"half written").unwrap();
+        std::fs::write(out.join(STAGING_NAME).join("log.0000000000000001"), b"fetched").unwrap();
+        let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
+        assert_eq!(r.zxid, 5);
+        assert_eq!(names(&out), ["zkrs-snap"]);
+        assert!(!out.join("zkrs-snap").join("snapshot.0000000000000063").exists());
+        assert!(r.written.exists());
+    }
+
+    /// A restore that fails at any step before its commit leaves the data directory as it
+    /// found it: an empty one empty, and one it created (with its missing parent) not there at
+    /// all (nothing a server would start on with an empty tree); it says no "done", and the
+    /// next restore goes through. A point outside the archive is refused before anything is
+    /// created.
+    #[test]
+    fn a_restore_failing_before_its_commit_leaves_the_directory_as_it_was() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let steps = [
+            "sync parent",
+            "sync out (staging created)",
+            "mark",
+            "sync staged zkrs-snap",
+            "sync staging",
+            "commit",
+        ];
+        for (fail, existed) in steps.iter().flat_map(|s| [(*s, false), (*s, true)]) {
+            let parent = f.dir.path().join(format!("p-{}-{existed}", fail.replace(' ', "-")));
+            let out = parent.join("out");
+            if existed {
+                std::fs::create_dir_all(&out).unwrap();
+            }
+            INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), Some(fail.to_string())));
+            let mut said = Vec::new();
+            let e = restore(&target, &out, None, Point::Newest, None, &mut said);
+            let taken = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+            if !taken.iter().any(|t| t == fail) {
+                // Nothing was created, so there was no parent to sync.
+                assert!(existed && fail == "sync parent", "{fail}: not reached: {taken:?}");
+                std::fs::remove_dir_all(&parent).unwrap();
+                continue;
+            }
+            let e = e.unwrap_err();
+            assert!(e.to_string().contains("failure injected"), "{fail}: {e}");
+            if existed {
+                assert!(names(&out).is_empty(), "{fail}: {:?}", names(&out));
+            } else {
+                assert!(
+                    !parent.exists(),
+                    "{fail}: the failed restore left {}: {:?}",
+                    parent.display(),
+                    names(&parent)
+                );
+            }
+            assert!(!String::from_utf8_lossy(&said).contains("restore: done"), "{fail}");
+            let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
+            assert_eq!(r.zxid, 5, "{fail}");
+        }
+        let out = f.dir.path().join("not-yet").join("out");
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        let e = restore(&target, &out, None, Point::Zxid(99), None, &mut Vec::new()).unwrap_err();
+        let taken = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        assert!(e.to_string().contains("past the newest archived transaction"), "{e}");
+        assert!(taken.is_empty(), "a point outside the archive was found only after {taken:?}");
+        assert!(!f.dir.path().join("not-yet").exists(), "a refused point created the directory");
+    }
+
+    /// `zkrs-server purge` (zkCleanup from cron) on a data directory a killed restore left
+    /// creates nothing, and a `zkrs-snap` holding no snapshot beside the staging directory (as
+    /// an earlier purge, or a start refused part-way, made) still counts as an unfinished
+    /// restore: the start is refused, not served with an empty tree.
+    #[test]
+    fn purge_on_an_unfinished_restore_leaves_it_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("data");
+        std::fs::create_dir_all(d.join(STAGING_NAME).join("zkrs-snap")).unwrap();
+        assert!(unfinished_restore(&d).is_some());
+        let r = crate::tools::purge(&d, &d, 3).unwrap();
+        assert!(r.snapshots_kept.is_empty());
+        assert_eq!(names(&d), [STAGING_NAME]);
+        assert!(unfinished_restore(&d).is_some(), "purge made the staging leftover look finished");
+        std::fs::create_dir_all(d.join("zkrs-snap")).unwrap();
+        std::fs::write(d.join("zkrs-snap").join("LOCK"), b"").unwrap();
+        assert!(unfinished_restore(&d).is_some(), "an empty zkrs-snap beside the staging directory");
+        std::fs::write(d.join("zkrs-snap").join("snapshot.0000000000000004"), b"x").unwrap();
+        assert!(unfinished_restore(&d).is_none(), "a snapshot is there: the restore committed");
+    }
+
+    /// An empty `zkrs-snap` made between the check that the name is free and the commit (a
+    /// server started meanwhile) is not replaced by the rename: the restore fails and says so.
+    #[test]
+    fn an_empty_zkrs_snap_made_before_the_commit_is_not_replaced() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let watched = out.clone();
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                if step == "commit" {
+                    std::fs::create_dir(watched.join("zkrs-snap")).unwrap();
+                }
+            }))
+        });
+        let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let e = r.expect_err("the restore replaced a zkrs-snap that appeared while it ran");
+        assert!(e.to_string().contains("appeared while the restore ran"), "{e}");
+        assert!(names(&out.join("zkrs-snap")).is_empty());
+    }
+
+    /// A second restore into a data directory while one runs there (here started when the
+    /// first is at its commit) is refused, changing nothing; the first finishes with its own
+    /// snapshot and marker.
+    #[test]
+    fn a_second_restore_into_the_directory_is_refused_while_one_runs() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let (archive, out_b) = (f.archive.clone(), out.clone());
+        let second = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let seen = second.clone();
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                if step != "commit" || seen.borrow().is_some() {
+                    return;
+                }
+                let (archive, into) = (archive.clone(), out_b.clone());
+                let before = contents(&out_b);
+                let b = std::thread::spawn(move || {
+                    restore(&DirTarget::new(archive), &into, None, Point::Zxid(2), None, &mut Vec::new())
+                        .map(|r| r.zxid)
+                        .map_err(|e| e.to_string())
+                })
+                .join()
+                .unwrap();
+                assert_eq!(contents(&out_b), before, "the refused restore changed the directory");
+                *seen.borrow_mut() = Some(b);
+            }))
+        });
+        let a = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let b = second.borrow_mut().take().expect("the second restore ran");
+        let e = b.expect_err("a second restore ran beside the first");
+        assert!(e.contains("another zkrs-server restore is writing into"), "{e}");
+        assert_eq!(a.unwrap().zxid, 4);
+        let storage = crate::snapshots::open_dir(&out.join("zkrs-snap")).unwrap();
+        let (db, _) = crate::snapshots::load_newest(&storage, TreeConfig::default()).unwrap();
+        assert_eq!(db.last_applied_zxid(), 4);
+        assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(4));
+    }
+
+    /// A staging directory a killed restore left that cannot be removed (here a file of that
+    /// name, which removing as a directory fails on) fails the restore, naming it, instead of
+    /// building into what is left of it.
+    #[test]
+    fn a_staging_leftover_that_cannot_be_removed_fails_the_restore() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join(STAGING_NAME), b"not a directory").unwrap();
+        let e = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new()).unwrap_err();
+        let want = format!("cannot remove {}", out.join(STAGING_NAME).display());
+        assert!(e.to_string().contains(&want), "want `{want}`: {e}");
+        assert_eq!(names(&out), [STAGING_NAME]);
+    }
+
+    /// A restore killed right before any step of its end (copies of the directory as each kill
+    /// would leave it) leaves either nothing but its staging directory, which a server refuses to
+    /// start on and the next restore takes, or the whole result: the snapshot at the point, as
+    /// the server loads it, with the marker naming the point. The steps sync everything the
+    /// result holds before the commit (the rename of `zkrs-snap`), and the data directory right
+    /// after it, so a power loss leaves one of the states a kill leaves.
+    #[test]
+    fn a_restore_killed_at_any_step_leaves_no_data_or_the_whole_result() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        let kills = f.dir.path().join("kills");
+        let (watched_out, watched_kills) = (out.clone(), kills.clone());
+        let mut n = 0;
+        KILL_POINTS.with(|k| {
+            *k.borrow_mut() = Some(Box::new(move |step: &str| {
+                let copy = watched_kills.join(format!("{n}-{}", step.replace(' ', "-")));
+                copy_tree(&watched_out, &copy);
+                n += 1;
+            }))
+        });
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        KILL_POINTS.with(|k| *k.borrow_mut() = None);
+        let steps = INSTALL_STEPS.with(|s| std::mem::take(&mut *s.borrow_mut()).0);
+        let r = r.unwrap();
+        assert_eq!(
+            steps,
+            [
+                "sync parent",
+                "sync out (staging created)",
+                "mark",
+                "sync staged zkrs-snap",
+                "sync staging",
+                "commit",
+                "sync out",
+                "remove staging",
+                "sync out (staging removed)"
+            ]
+        );
+        copy_tree(&out, &kills.join("finished"));
+        let (mut refused, mut whole) = (0, 0);
+        for e in std::fs::read_dir(&kills).unwrap().flatten() {
+            let copy = e.path();
+            let at = e.file_name().to_string_lossy().into_owned();
+            if at == "0-sync-parent" {
+                // Killed right after creating the data directory, before its staging directory:
+                // the directory is empty, as before the restore (its parent not yet synced).
+                assert!(names(&copy).is_empty(), "{:?}", names(&copy));
+                continue;
+            }
+            if let Some(staging) = unfinished_restore(&copy) {
+                assert_eq!(staging, copy.join(STAGING_NAME));
+                assert_eq!(names(&copy), [STAGING_NAME], "killed before {at}");
+                let again = restore(&target, &copy, None, Point::Zxid(4), None, &mut Vec::new());
+                assert_eq!(again.unwrap().zxid, 4, "killed before {at}, then restored again");
+                refused += 1;
+                continue;
+            }
+            let storage = crate::snapshots::open_dir(&copy.join("zkrs-snap")).unwrap();
+            let (db, _) = crate::snapshots::load_newest(&storage, TreeConfig::default()).unwrap();
+            assert_eq!(db.last_applied_zxid(), 4, "killed before {at}: {:?}", names(&copy));
+            assert_eq!(db.tree().len() as u64, r.nodes, "killed before {at}");
+            let marker = RestoreMarker::read(&copy).unwrap();
+            assert_eq!(marker.map(|m| m.zxid), Some(4), "killed before {at}: the marker");
+            whole += 1;
+        }
+        assert_eq!((refused, whole), (5, 4), "states left by a kill at each step");
+    }
+
+    /// A marker without its values is named as damaged, not taken as no marker; one an earlier
+    /// build left in the data directory itself is read there.
     #[test]
     fn a_damaged_restore_marker_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(RestoreMarker::read(dir.path()).unwrap(), None);
-        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
+        std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\nrestored_at_ms=7\n").unwrap();
+        assert_eq!(RestoreMarker::read(dir.path()).unwrap(), Some(RestoreMarker { zxid: 4, at_ms: 7 }));
+        let snaps = dir.path().join(zk_log::snapshot::SNAP_DIR_NAME);
+        std::fs::create_dir_all(&snaps).unwrap();
+        std::fs::write(snaps.join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
         let e = RestoreMarker::read(dir.path()).unwrap_err();
         assert!(e.to_string().contains("a restore marker without"), "{e}");
-    }
-
-    /// `--force` over a data directory holding snapshots but no log (the server's log is in a
-    /// separate dataLogDir) is refused without that dataLogDir, and nothing is moved aside.
-    #[test]
-    fn force_over_a_data_dir_without_its_log_needs_the_log_dir() {
-        let f = archived_1_to_5();
-        let target = DirTarget::new(f.archive.clone());
-        let out = f.dir.path().join("out");
-        let snaps = out.join(zk_log::snapshot::SNAP_DIR_NAME);
-        std::fs::create_dir_all(&snaps).unwrap();
-        let e = restore(&target, &out, None, Point::Newest, None, true, &mut Vec::new()).unwrap_err();
-        assert!(e.to_string().contains("give --data-log-dir (or --config"), "{e}");
-        assert!(snaps.exists());
-        let logs = f.dir.path().join("logs");
-        let r = restore(&target, &out, Some(&logs), Point::Newest, None, true, &mut Vec::new()).unwrap();
-        assert_eq!(r.zxid, 5);
-        // The dataLogDir is the data directory itself: nothing elsewhere to move.
-        let r = restore(&target, &out, Some(&out), Point::Zxid(4), None, true, &mut Vec::new()).unwrap();
-        assert_eq!(r.zxid, 4);
     }
 
     /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
@@ -1322,8 +1818,7 @@ mod tests {
         f.archiver().pass(&mut Vec::new()).unwrap();
         let target = DirTarget::new(f.archive.clone());
         let mut said = Vec::new();
-        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, false, &mut said)
-            .unwrap();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(350), None, &mut said).unwrap();
         assert_eq!(r.zxid, 4, "the last one before the first stamped later than 350");
         assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
         assert!(
@@ -1336,16 +1831,8 @@ mod tests {
         // In order (stamped 1001, 1002, ...), no warning.
         let f = archived_1_to_5();
         let target = DirTarget::new(f.archive.clone());
-        let r = restore(
-            &target,
-            &f.dir.path().join("out"),
-            None,
-            Point::Time(1_003),
-            None,
-            false,
-            &mut Vec::new(),
-        )
-        .unwrap();
+        let r = restore(&target, &f.dir.path().join("out"), None, Point::Time(1_003), None, &mut Vec::new())
+            .unwrap();
         assert_eq!(r.zxid, 3);
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }

@@ -5,7 +5,7 @@ use super::archiver::{Archiver, CommitCap};
 use super::target::DirTarget;
 use bytes::Bytes;
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use zk_log::{FileStorage, LogOptions, SegmentLog, LOG_DIR_NAME};
 use zk_proto::{CreateTxn, OpCode, Txn, TxnHeader};
@@ -83,5 +83,21 @@ impl Fixture {
         let ask: CommitCap = Box::new(move || Ok(cap.get()));
         a.set_commit_cap(ask);
         a
+    }
+
+    /// Moves everything in the data directory out (to `moved-<n>` beside it), as an operator
+    /// does before restoring in place (a restore writes only into an empty directory), and
+    /// opens the log again on the emptied directory once the restore has run: `restored` runs
+    /// the restore.
+    pub fn restore_in_place<T>(&mut self, restored: impl FnOnce(&Path) -> T) -> T {
+        let moved = (0..).map(|n| self.dir.path().join(format!("moved-{n}"))).find(|p| !p.exists()).unwrap();
+        std::fs::create_dir_all(&moved).unwrap();
+        for e in std::fs::read_dir(&self.data).unwrap().flatten() {
+            std::fs::rename(e.path(), moved.join(e.file_name())).unwrap();
+        }
+        let r = restored(&self.data);
+        let storage = FileStorage::open_dir(self.data.join(LOG_DIR_NAME)).unwrap();
+        self.log = SegmentLog::open(storage, LogOptions::default()).unwrap();
+        r
     }
 }
