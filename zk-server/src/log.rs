@@ -97,17 +97,25 @@ where
         // Owned here, so that it is dropped when this closure returns (by error too), which
         // lets the reading thread's last wait end before the scope joins it.
         let done_tx = done_tx;
+        let mut scratch = zk_tree::WarmScratch::default();
         for mut batch in rx {
             let mut failed = None;
-            for (i, entry) in batch.iter().enumerate() {
-                match entry {
-                    Ok(entry) => {
-                        rec.replay(&entry.header, &entry.txn);
+            for (c, chunk) in batch.chunks(WARM_AHEAD).enumerate() {
+                // The look-ups of the next few transactions first, their cache misses together.
+                rec.warm(chunk.iter().filter_map(|e| e.as_ref().ok()).map(|e| &e.txn), &mut scratch);
+                for (i, entry) in chunk.iter().enumerate() {
+                    match entry {
+                        Ok(entry) => {
+                            rec.replay(&entry.header, &entry.txn);
+                        }
+                        Err(_) => {
+                            failed = Some(c * WARM_AHEAD + i);
+                            break;
+                        }
                     }
-                    Err(_) => {
-                        failed = Some(i);
-                        break;
-                    }
+                }
+                if failed.is_some() {
+                    break;
                 }
             }
             if let Some(Err(e)) = failed.map(|i| batch.swap_remove(i)) {
@@ -126,6 +134,10 @@ where
 
 /// Decoded records a replay's reading thread hands over at a time.
 const REPLAY_BATCH: usize = 256;
+/// Transactions whose look-ups are read ahead together before they are applied
+/// (`zk_tree::Recovery::warm`): enough for their cache misses to overlap, few enough that what
+/// they bring in is still cached when they are applied.
+pub(crate) const WARM_AHEAD: usize = 32;
 /// Batches in flight between the replay's two threads (up to 4,096 decoded records).
 const REPLAY_QUEUE: usize = 16;
 

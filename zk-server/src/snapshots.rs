@@ -198,10 +198,11 @@ fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Data
     // Chunks fed to the loader come back to be decoded into again.
     let (back_tx, back_rx) = sync_channel::<Decoded>(READ_AHEAD_CHUNKS);
     let (st, nm) = (storage.clone(), name.to_string());
+    let digest = cfg.tree_digest;
     let reader = std::thread::Builder::new()
         .name("zk-snap-read".into())
         .spawn(move || {
-            let mut decoder = SnapshotDecoder::new();
+            let mut decoder = SnapshotDecoder::with_digest(digest);
             read_snapshot(&st, &nm, &mut |chunk| {
                 // A chunk that does not decode is handed over as such: the loader stops on it.
                 let decoded = decoder.decode_into(chunk, back_rx.try_recv().unwrap_or_default());
@@ -731,12 +732,16 @@ fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(
     }
     let mut from = rec.start_zxid().max(base) + 1;
     let mut progress = crate::log::ReplayProgress::start();
+    let mut scratch = zk_tree::WarmScratch::default();
     while from <= last {
         let entries = source.read_range(from, last, 100_000).map_err(|e| e.to_string())?;
         let Some(end) = entries.last().map(|e| e.header.zxid) else { break };
-        for e in &entries {
-            rec.replay(&e.header, &e.txn);
-            progress.note(rec);
+        for chunk in entries.chunks(crate::log::WARM_AHEAD) {
+            rec.warm(chunk.iter().map(|e| &e.txn), &mut scratch);
+            for e in chunk {
+                rec.replay(&e.header, &e.txn);
+                progress.note(rec);
+            }
         }
         from = end + 1;
     }

@@ -54,6 +54,24 @@ impl AclTable {
         a
     }
 
+    /// The shared copy of the list `a` holds: `a` itself, added, if the table has no equal list
+    /// yet (a snapshot decoder made it on its own thread, and the nodes it decoded hold it).
+    pub fn adopt(&mut self, a: AclRef) -> AclRef {
+        if let Some(l) = self.last.as_ref().filter(|l| l.as_slice() == a.as_slice()) {
+            return l.clone();
+        }
+        let key = encode(&a);
+        let a = match self.by_encoding.get(key.as_slice()) {
+            Some(e) => e.clone(),
+            None => {
+                self.by_encoding.insert(key.into_boxed_slice(), a.clone());
+                a
+            }
+        };
+        self.last = Some(a.clone());
+        a
+    }
+
     /// The shared copy of `acl` when it is the list interned last (no allocation, no look-up):
     /// what prep uses for a new node's ACL before apply interns it.
     pub fn shared(&self, acl: &[Acl]) -> Option<AclRef> {

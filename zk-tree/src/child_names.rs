@@ -171,7 +171,7 @@ fn bits_of(v: u64) -> u32 {
 /// Sorts `v` stably by `key`, whose values are all below `2^bits`, by least-significant-digit
 /// radix passes of [`DIGIT_BITS`] bits (one counting pass for every digit, then one scatter pass
 /// per digit).
-fn radix_sort<T: Copy + Default>(v: &mut Vec<T>, bits: u32, key: impl Fn(&T) -> u64) {
+pub(crate) fn radix_sort<T: Copy + Default>(v: &mut Vec<T>, bits: u32, key: impl Fn(&T) -> u64) {
     assert!(bits <= 64, "a key of {bits} bits");
     let passes = bits.div_ceil(DIGIT_BITS) as usize;
     if passes == 0 || v.len() < 2 {

@@ -75,7 +75,7 @@ pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};
 pub use snapshot::{
     load_snapshot, ContentBuilder, Decoded, EndState, Recovery, SnapshotCheck, SnapshotCursor,
-    SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable,
+    SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable, WarmScratch,
 };
 
 use std::sync::Arc;

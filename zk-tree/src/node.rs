@@ -92,6 +92,25 @@ impl Children {
         self.max_len = self.max_len.max(self.set.len() as u32);
     }
 
+    /// Adds children that already have their insertion ranks, each `(slot << 32) | rank` (a
+    /// snapshot being loaded links all of a parent's children at once): the same set as
+    /// [`Children::insert_ranked`] of each in turn. The table is sized once, and a large one is
+    /// filled in the order of its buckets, so that a parent of millions walks the table's memory
+    /// once instead of missing the cache on every child (and rehashing at every doubling).
+    /// `members` is left in some order.
+    pub(crate) fn extend_ranked(&mut self, members: &mut Vec<u64>) {
+        self.set.reserve(members.len(), |s| slot_hash(*s));
+        if members.len() >= crate::nodes::BULK_SORT_MIN && self.set.is_empty() {
+            if let Some(bits) = crate::nodes::bucket_bits(self.set.capacity()) {
+                let mask = (1u64 << bits) - 1;
+                crate::child_names::radix_sort(members, bits, |m| slot_hash((m >> 32) as Slot) & mask);
+            }
+        }
+        for &m in members.iter() {
+            self.insert_ranked((m >> 32) as Slot, m as u32);
+        }
+    }
+
     /// What the iteration order depends on besides the members: (next insertion rank, largest
     /// size reached).
     pub fn order_meta(&self) -> (u32, u32) {

@@ -20,7 +20,61 @@ pub struct NodeTable {
     children: HashMap<Slot, Children>,
     /// foldhash, seeded per table so that paths chosen by clients cannot force collisions; much
     /// cheaper than SipHash on this path-per-request lookup.
-    hasher: DefaultHashBuilder,
+    hasher: PathHasher,
+}
+
+/// The hash function of a node table's path index: foldhash with a random seed, and a token that
+/// tells two seeds apart, so that a snapshot decoder on another thread can hash the paths it
+/// decodes ahead of the table they go into ([`NodeTable::adopt_hasher`]) and the loader can
+/// check it hashed them the table's way.
+#[derive(Debug, Clone)]
+pub(crate) struct PathHasher {
+    build: DefaultHashBuilder,
+    /// The hash of [`TOKEN_PROBE`] under `build`: equal tokens, the same function (but for a
+    /// chance of 2^-64).
+    token: u64,
+}
+
+/// What a [`PathHasher`]'s token is the hash of.
+const TOKEN_PROBE: &[u8] = b"zkrs path index";
+
+impl Default for PathHasher {
+    fn default() -> Self {
+        let build = DefaultHashBuilder::default();
+        let token = build.hash_one(TOKEN_PROBE);
+        PathHasher { build, token }
+    }
+}
+
+impl PathHasher {
+    /// The index's hash of a path's bytes (every lookup and insert goes through it, so they
+    /// agree).
+    #[inline]
+    pub(crate) fn hash(&self, path: &[u8]) -> u32 {
+        self.build.hash_one(path) as u32
+    }
+
+    /// Tells this function from another ([`PathHasher::hash`] agrees where tokens do).
+    pub(crate) fn token(&self) -> u64 {
+        self.token
+    }
+}
+
+/// Below this many entries a table built at once ([`NodeTable::index_loaded`],
+/// [`Children::extend_ranked`]) is filled in the order given: it fits in the cache anyway, and
+/// sorting costs more than it saves.
+pub(crate) const BULK_SORT_MIN: usize = 1 << 16;
+
+/// Bits of a hashbrown table's bucket index, from its capacity (`buckets / 8 * 7` for eight
+/// buckets or more): where an entry of hash `h` starts probing is `h & (2^bits - 1)`. None when
+/// the capacity does not say (a small table, or a layout this does not know): a bulk fill then
+/// goes in the order given, which is only slower.
+pub(crate) fn bucket_bits(capacity: usize) -> Option<u32> {
+    if capacity < 8 || !capacity.is_multiple_of(7) {
+        return None;
+    }
+    let buckets = (capacity / 7).checked_mul(8)?;
+    buckets.is_power_of_two().then(|| buckets.trailing_zeros())
 }
 
 /// The table's hash of an entry, from the 32 bits it keeps: spread over 64 bits, as hashbrown
@@ -32,7 +86,90 @@ fn spread(h: u32) -> u64 {
 impl NodeTable {
     /// The table's hash of a path's bytes (every lookup and insert goes through it, so they agree).
     fn hash(&self, path: &[u8]) -> u32 {
-        self.hasher.hash_one(path) as u32
+        self.hasher.hash(path)
+    }
+
+    /// The function the path index hashes with.
+    pub(crate) fn hasher(&self) -> &PathHasher {
+        &self.hasher
+    }
+
+    /// Takes `h` as the path index's hash function; false (and nothing changed) unless the table
+    /// has never held a node, since the index's entries keep their hashes.
+    pub(crate) fn adopt_hasher(&mut self, h: &PathHasher) -> bool {
+        if self.slots.len() != 0 || !self.index.is_empty() {
+            return false;
+        }
+        self.hasher = h.clone();
+        true
+    }
+
+    /// Stores a node of a snapshot being loaded in a new slot at the end, without indexing its
+    /// path: [`NodeTable::index_loaded`] indexes every such node at once when the load ends.
+    /// Until then the node is not found by path.
+    pub(crate) fn push_loaded(&mut self, node: Node) -> Slot {
+        self.slots.push(node)
+    }
+
+    /// Indexes the nodes [`NodeTable::push_loaded`] stored, given as `(path hash << 32) | slot`
+    /// in slot order (the hash by [`NodeTable::hasher`]). A path stored twice (a fuzzy snapshot
+    /// recorded a node deleted and created again) is indexed at its first slot; returns each
+    /// such pair (first slot, later slot), in the order of the later slot, for the caller to
+    /// move the later node into the first slot ([`NodeTable::move_loaded`]), as a node read
+    /// again replaces the one read before.
+    ///
+    /// The entries are inserted in the order of the buckets they land in, so that filling a
+    /// table of millions walks its memory once instead of missing the cache on every insert.
+    pub(crate) fn index_loaded(&mut self, mut entries: Vec<u64>) -> Vec<(Slot, Slot)> {
+        self.index.reserve(entries.len(), |&(_, hh)| spread(hh));
+        if entries.len() >= BULK_SORT_MIN {
+            if let Some(bits) = bucket_bits(self.index.capacity()) {
+                let mask = (1u64 << bits) - 1;
+                // Stable: entries of one bucket stay in slot order, so a path's first slot is
+                // met first.
+                crate::child_names::radix_sort(&mut entries, bits, |e| spread((e >> 32) as u32) & mask);
+            }
+        }
+        let mut dups = Vec::new();
+        let NodeTable { slots, index, .. } = self;
+        for e in entries {
+            let (h, s) = ((e >> 32) as u32, e as u32 as Slot);
+            // The paths are compared only when the 32 hash bits agree, which spares reading
+            // every node's buffer.
+            let same = |&(t, hh): &(Slot, u32)| {
+                hh == h
+                    && match (slots.get(t), slots.get(s)) {
+                        (Some(a), Some(b)) => a.path_bytes() == b.path_bytes(),
+                        _ => false,
+                    }
+            };
+            match index.entry(spread(h), same, |&(_, hh)| spread(hh)) {
+                hashbrown::hash_table::Entry::Occupied(o) => dups.push((o.get().0, s)),
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert((s, h));
+                }
+            }
+        }
+        dups.sort_unstable_by_key(|&(_, later)| later);
+        dups
+    }
+
+    /// Moves the node in slot `from` (with its child set) into slot `into`, whose node (returned)
+    /// and child set it replaces; `from` is left free. For a loader's nodes read twice
+    /// ([`NodeTable::index_loaded`]): the path index, which names `into`, is unchanged, so the
+    /// two must hold the same path. None (and nothing changed) if either slot is empty.
+    pub(crate) fn move_loaded(&mut self, from: Slot, into: Slot) -> Option<Node> {
+        if from == into || self.slots.get(from).is_none() || self.slots.get(into).is_none() {
+            return None;
+        }
+        let node = self.slots.entry(from).take()?;
+        self.free.push(from);
+        let kids = self.children.remove(&from);
+        self.children.remove(&into);
+        if let Some(k) = kids {
+            self.children.insert(into, k);
+        }
+        self.slots.entry(into).replace(node)
     }
 
     /// The slot holding `path`.
@@ -48,6 +185,31 @@ impl NodeTable {
         self.index
             .find(spread(h), |&(s, hh)| hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path))
             .map(|&(s, _)| s)
+    }
+
+    /// Looks up each of `paths` and reads what the look-up will touch (the index's entry, the
+    /// node, the start of its buffer), changing nothing: a replay calls it for the paths of the
+    /// next few transactions before applying them, so that their cache misses overlap, stage by
+    /// stage, instead of each look-up waiting for its own one after the other. `hashes` is
+    /// scratch space.
+    pub(crate) fn warm(&self, paths: &[&[u8]], hashes: &mut Vec<(u32, Slot)>) {
+        hashes.clear();
+        hashes.extend(paths.iter().map(|p| (self.hash(p), Slot::MAX)));
+        // Independent look-ups, one loop each stage: the processor runs ahead into the next ones
+        // while a miss is outstanding.
+        for e in hashes.iter_mut() {
+            let h = e.0;
+            if let Some(&(s, _)) = self.index.find(spread(h), |&(_, hh)| hh == h) {
+                e.1 = s;
+            }
+        }
+        let mut touched = 0u32;
+        for &(_, s) in hashes.iter() {
+            if let Some(n) = self.slots.get(s) {
+                touched = touched.wrapping_add(u32::from(n.path_bytes().last().copied().unwrap_or(0)));
+            }
+        }
+        std::hint::black_box(touched);
     }
 
     /// The node at `path`.
@@ -76,33 +238,6 @@ impl NodeTable {
         let slot = place(&mut self.slots, &mut self.free, node);
         self.index.insert_unique(spread(h), (slot, h), |&(_, hh)| spread(hh));
         slot
-    }
-
-    /// Stores a node, replacing (in its slot) any node with the same path; returns the slot and
-    /// the replaced node. The new node starts without children (the replaced one's are dropped).
-    pub fn insert_or_replace(&mut self, node: Node) -> (Slot, Option<Node>) {
-        // One probe of the index for both the lookup and the insert: a snapshot load calls this
-        // for every node, and each probe of a million-entry index is a cache miss.
-        let h = self.hash(node.path_bytes());
-        let NodeTable { slots, free, index, children, .. } = self;
-        let path = node.path_bytes();
-        let entry = index.entry(
-            spread(h),
-            |&(s, hh)| hh == h && slots.get(s).is_some_and(|n| n.path_bytes() == path),
-            |&(_, hh)| spread(hh),
-        );
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(e) => {
-                let s = e.get().0;
-                children.remove(&s);
-                (s, slots.entry(s).replace(node))
-            }
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                let slot = place(slots, free, node);
-                v.insert((slot, h));
-                (slot, None)
-            }
-        }
     }
 
     /// The child set of the node in slot `s`, if it has one.
@@ -147,11 +282,6 @@ impl NodeTable {
                 self.children.remove(&s);
             }
         }
-    }
-
-    /// Makes room for `n` more nodes.
-    pub fn reserve(&mut self, n: usize) {
-        self.index.reserve(n, |&(_, hh)| spread(hh));
     }
 
     /// One past the highest slot number in use or free (slots are `0..slot_count()`).
@@ -199,8 +329,7 @@ impl NodeTable {
 }
 
 /// Puts `node` in a freed slot if there is one, else in a new one at the end; returns the slot.
-/// (Apart from the index, which [`NodeTable::insert`] and [`NodeTable::insert_or_replace`]
-/// update each in their own way.)
+/// (Apart from the index, which [`NodeTable::insert`] updates.)
 fn place(slots: &mut Slab, free: &mut Vec<Slot>, node: Node) -> Slot {
     match free.pop() {
         Some(s) => {

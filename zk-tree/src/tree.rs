@@ -220,20 +220,16 @@ impl DataTree {
         }
     }
 
-    /// Inserts a loaded node as is (no link, no index); see [`NodeTable::insert_or_replace`].
-    pub(crate) fn load_node(&mut self, node: Node) -> (Slot, Option<Node>) {
-        self.nodes.insert_or_replace(node)
-    }
-
     /// Removes a node and its whole subtree without events or index upkeep (a loader dropping
-    /// orphans before the indexes are built).
-    pub(crate) fn drop_subtree(&mut self, slot: Slot) {
+    /// orphans before the indexes are built), handing each node removed to `dropped`.
+    pub(crate) fn drop_subtree(&mut self, slot: Slot, dropped: &mut dyn FnMut(&Node)) {
         let mut stack = vec![slot];
         while let Some(s) = stack.pop() {
             if let Some((n, children)) = self.nodes.remove_slot(s) {
                 if let Some(c) = &children {
                     stack.extend(c.iter());
                 }
+                dropped(&n);
                 self.acls.release(n.acl);
             }
         }

@@ -778,3 +778,202 @@ fn bad_end_records_are_refused() {
     recs.last_mut().expect("end").1.extend_from_slice(&[1; 17]);
     refused(load_snapshot(cfg(), &assemble(&recs)).map(|_| ()), "a version-2 end in version-1 content");
 }
+
+/// A tree past the sizes at which the loader fills its tables in bucket order (the path index,
+/// and a child set of more than 65,536 children), deep and wide, with ephemerals of two
+/// sessions, sequential nodes, containers, TTL nodes, changed data and several ACL lists.
+fn large_harness() -> super::support::Harness {
+    use super::support::{acl, creq, Harness, S1};
+    let mut h = Harness::with(cfg());
+    h.open_session(8, 6000);
+    h.mkdir("/wide");
+    for i in 0..80_000 {
+        h.create(&format!("/wide/n{i}"), 0);
+    }
+    // Gaps in the ranks, and a set whose largest size is above its size.
+    for i in (0..80_000).step_by(7) {
+        h.delete(&format!("/wide/n{i}"), -1);
+    }
+    let mut path = String::new();
+    for d in 0..60 {
+        path.push_str(&format!("/d{d}"));
+        h.mkdir(&path);
+        for j in 0..5 {
+            h.create(&format!("{path}/leaf{j}"), 0);
+        }
+    }
+    for m in 0..150 {
+        h.mkdir(&format!("/m{m}"));
+        for j in 0..30 {
+            h.create(&format!("/m{m}/c{j}"), if j % 5 == 0 { 2 } else { 0 });
+        }
+    }
+    h.mkdir("/eph");
+    for i in 0..400 {
+        let (session, flags) = if i % 3 == 0 { (8, 3) } else { (S1, 1) };
+        h.outcome(session, Request::Create(creq(&format!("/eph/e{i}-"), b"e", flags)));
+    }
+    for i in 0..40 {
+        h.create(&format!("/cont{i}"), 4);
+        h.create(&format!("/cont{i}/in"), 0);
+        let req = CreateTtlRequest {
+            path: format!("/ttl{i}"),
+            data: Some(bytes::Bytes::from_static(b"t")),
+            acl: super::support::world(),
+            flags: 5,
+            ttl: 1000 + i,
+        };
+        h.outcome(S1, Request::CreateTtl(req));
+    }
+    for i in (0..80_000).step_by(101) {
+        if i % 7 != 0 {
+            h.set_data(&format!("/wide/n{i}"), format!("value {i}").as_bytes(), -1);
+        }
+    }
+    for m in 0..10 {
+        let req = SetAclRequest {
+            path: format!("/m{m}"),
+            acl: vec![acl(31, "world", "anyone"), acl(1, "ip", &format!("10.0.0.{m}"))],
+            version: -1,
+        };
+        h.outcome(S1, Request::SetAcl(req));
+    }
+    h
+}
+
+/// Everything a load must reproduce of the tree that wrote a quiet snapshot: what
+/// `assert_same` compares, and every child list's order and every session's ephemeral order.
+fn assert_same_in_order(got: &Database, want: &Database) {
+    assert_same(got, want);
+    for (path, n) in want.tree().iter() {
+        let m = got.tree().get(path).expect("present");
+        assert_eq!(got.tree().child_names(m), want.tree().child_names(n), "child order of {path}");
+    }
+    assert_eq!(got.tree().ephemerals().len(), want.tree().ephemerals().len());
+    for (s, set) in want.tree().ephemerals() {
+        let loaded = got.tree().ephemerals_of(*s).expect("session's set");
+        assert_eq!(loaded.copy_order(), set.copy_order(), "ephemeral order of session {s}");
+    }
+}
+
+/// A large quiet snapshot loads exactly as the tree that wrote it, whichever way it is fed: at
+/// once; decoded apart in pieces (with digests from the decoder, or left to the loader); and
+/// from a decoder whose paths hash another way than the table the loader adopted first.
+#[test]
+fn large_snapshot_loads_every_detail() {
+    let db = large_harness().db;
+    let wide = db.tree().get("/wide").expect("wide");
+    assert!(db.tree().num_children(wide) > 65_536 && db.tree().len() > 70_000);
+    let (_, content) = db.snapshot_to_vec();
+    let loaded = Recovery::new(load_snapshot(cfg(), &content).expect("load")).finish(0);
+    assert_same_in_order(&loaded, &db);
+
+    for (piece, digest) in [(1 << 16, true), (4099, false)] {
+        let mut decoder = SnapshotDecoder::with_digest(digest);
+        let mut loader = SnapshotLoader::new(cfg());
+        for chunk in content.chunks(piece) {
+            loader.feed_decoded(decoder.decode(chunk).expect("decode")).expect("feed");
+        }
+        let got = Recovery::new(loader.finish().expect("finish")).finish(0);
+        assert_same_in_order(&got, &db);
+    }
+
+    // The header from one decoder (whose hash function the empty table adopts), the rest from
+    // another: the loader hashes those paths again, its table's way.
+    let header_len = 33;
+    let mut first = SnapshotDecoder::new();
+    let mut rest = SnapshotDecoder::new();
+    let mut loader = SnapshotLoader::new(cfg());
+    loader.feed_decoded(first.decode(&content[..header_len]).expect("decode")).expect("feed");
+    rest.decode(&content[..header_len]).expect("decode");
+    loader.feed_decoded(rest.decode(&content[header_len..]).expect("decode")).expect("feed");
+    let got = Recovery::new(loader.finish().expect("finish")).finish(0);
+    assert_same_in_order(&got, &db);
+
+    // A standalone server's tree keeps no digest: loaded without one, the rest the same.
+    let standalone = TreeConfig { tree_digest: false, ..cfg() };
+    let got = load_snapshot(standalone, &content).expect("load");
+    assert_eq!(got.tree_digest(), None);
+    assert_eq!(got.approximate_data_size(), db.approximate_data_size());
+    assert_eq!(got.tree().len(), db.tree().len());
+}
+
+/// A large fuzzy snapshot, taken while nodes of the wide parent are deleted and created again
+/// in other slots (so the content holds some twice), subtrees are removed (so it holds orphans)
+/// and data changes, loads and replays to the state of the database that applied everything.
+#[test]
+fn large_fuzzy_snapshot_plus_replay_equals_straight_apply() {
+    use super::support::{creq, Harness, S1};
+    let mut h = large_harness();
+    let mut log = Vec::new();
+    let mut write = |h: &mut Harness, req: Request| {
+        let (hdr, txn) = h.prep(S1, &req);
+        h.db.apply(&hdr, &txn);
+        log.push((hdr, txn));
+    };
+    let delete = |path: String| Request::Delete(DeleteRequest { path, version: -1 });
+    // Parents whose child sits in a lower slot (freed slots are taken last freed first): a
+    // snapshot that passes the child, then the parent once both are deleted, holds an orphan.
+    let pairs: Vec<u32> = (1..20_000).filter(|k| k % 7 != 0).take(20).collect();
+    for &k in &pairs {
+        write(&mut h, delete(format!("/wide/n{k}")));
+        write(&mut h, delete(format!("/wide/n{}", 60_000 + k)));
+        write(&mut h, Request::Create(creq(&format!("/p{k}"), b"p", 0)));
+        write(&mut h, Request::Create(creq(&format!("/p{k}/c"), b"c", 0)));
+    }
+    let mut cur = h.db.snapshot_begin();
+    let mut content = Vec::new();
+    let mut i = 0u32;
+    while !h.db.snapshot_step(&mut cur, &mut content, 997) {
+        for k in 0..5 {
+            let n = (i * 131 + k * 7919) % 80_000;
+            let p = format!("/wide/n{n}");
+            if h.db.tree().get(&p).is_some() {
+                // The freed slot goes to another node, the path to a later slot.
+                write(&mut h, delete(p.clone()));
+                write(&mut h, Request::Create(creq(&format!("/wide/t{i}-{k}"), b"t", 0)));
+            }
+            write(&mut h, Request::Create(creq(&p, b"again", 0)));
+        }
+        if i == 30 {
+            for &k in &pairs {
+                write(&mut h, delete(format!("/p{k}/c")));
+                write(&mut h, delete(format!("/p{k}")));
+            }
+        }
+        let data = Some(bytes::Bytes::from(format!("v{i}")));
+        let path = format!("/wide/n{}", 1 + i % 6);
+        write(&mut h, Request::SetData(SetDataRequest { path, data, version: -1 }));
+        i += 1;
+    }
+    // The content does hold paths twice, and nodes without their parent.
+    let mut paths = Vec::new();
+    ContentParser::new()
+        .feed(&content, &mut |r| {
+            if let ContentRecord::Node(n) = r {
+                paths.push(n.path.to_string());
+            }
+            Ok(())
+        })
+        .expect("parse");
+    let distinct: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+    assert!(distinct.len() < paths.len(), "some node written twice");
+    let orphaned = |k: &u32| {
+        distinct.contains(format!("/p{k}/c").as_str()) && !distinct.contains(format!("/p{k}").as_str())
+    };
+    assert!(pairs.iter().any(orphaned), "some child written without its parent");
+
+    let start = cur.start_zxid();
+    let mut rec = Recovery::new(load_snapshot(cfg(), &content).expect("loads"));
+    let mut scratch = crate::WarmScratch::default();
+    for chunk in log.chunks(32) {
+        rec.warm(chunk.iter().map(|(_, t)| t), &mut scratch);
+        for (hdr, txn) in chunk {
+            rec.replay(hdr, txn);
+        }
+    }
+    assert!(rec.replayed() > 0 && log.iter().any(|(hd, _)| hd.zxid > start));
+    assert!(matches!(rec.snapshot_check(), SnapshotCheck::Verified { .. }), "{}", rec.snapshot_check());
+    let got = rec.finish(0);
+    assert_same(&got, &h.db);
+}
