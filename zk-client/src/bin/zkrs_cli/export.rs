@@ -133,8 +133,10 @@ pub async fn export(
     };
 
     // Depth-first: a stack of sibling lists, each with the next few siblings being read ahead.
-    // At most EXPORT_WINDOW reads are out at once over all levels (plus one per level, so the
-    // deepest always progresses).
+    // At most EXPORT_WINDOW reads are out at once over all levels, but the deepest level may
+    // always have EXPORT_LEVEL_WINDOW: the levels above keep what they read ahead while the walk
+    // is below them, and a deepest level left one read at a time makes every read a round trip
+    // (a million nodes under a root of a thousand children took 75 s instead of 15).
     struct Level<'a> {
         names: VecDeque<String>,
         reading: InOrder<'a, Result<Option<Fetched>, String>>,
@@ -156,7 +158,7 @@ pub async fn export(
     }
     let mut reading = 0usize;
     while let Some(top) = levels.last_mut() {
-        while !top.names.is_empty() && (reading < EXPORT_WINDOW || top.reading.len() == 0) {
+        while !top.names.is_empty() && (reading < EXPORT_WINDOW || top.reading.len() < EXPORT_LEVEL_WINDOW) {
             let Some(p) = top.names.pop_front() else { break };
             top.reading.push(fetch(c, p)).await;
             reading += 1;

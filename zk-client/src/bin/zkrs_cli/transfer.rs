@@ -4,8 +4,9 @@
 //! The file is one JSON document (docs/guide, "Exporting and importing a subtree"): a header
 //! (format, version, source path, time), the nodes depth-first with every parent before its
 //! children, then a trailer (node count, ephemerals skipped). Both sides stream it: the export
-//! holds at most [`EXPORT_WINDOW`] nodes plus the pending child names along the current branch,
-//! the import one batch of [`BATCH_OPS`] operations and [`MULTIS_IN_FLIGHT`] multis on the wire.
+//! holds at most [`EXPORT_WINDOW`] nodes (and [`EXPORT_LEVEL_WINDOW`] more per level below the
+//! first) plus the pending child names along the current branch, the import one batch of
+//! [`BATCH_OPS`] operations and [`MULTIS_IN_FLIGHT`] multis on the wire.
 //!
 //! Sequence counters. A parent's sequential children are numbered by the count of creates
 //! under it; clients see that count as `cversion = 2 × creates − numChildren`. The import
@@ -41,6 +42,8 @@ pub const FORMAT: &str = "zkrs-subtree-export";
 pub const VERSION: i64 = 1;
 /// Nodes being read at once by an export (three requests each).
 pub const EXPORT_WINDOW: usize = 128;
+/// Reads the deepest level of an export may have out even when the levels above hold the rest.
+pub const EXPORT_LEVEL_WINDOW: usize = 32;
 /// Operations in one multi of an import.
 pub const BATCH_OPS: usize = 1000;
 /// Estimated request bytes in one multi: half of Apache's default jute.maxbuffer, so a batch
