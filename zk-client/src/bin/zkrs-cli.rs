@@ -24,8 +24,6 @@ mod client_config;
 mod export;
 #[path = "zkrs_cli/import.rs"]
 mod import;
-#[path = "zkrs_cli/json.rs"]
-mod json;
 #[path = "zkrs_cli/transfer.rs"]
 mod transfer;
 

@@ -3,7 +3,6 @@
 // The shell's side, not the sans-IO core: the export is stamped with the wall clock.
 #![allow(clippy::disallowed_methods)]
 
-use super::json;
 use super::transfer::*;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -89,9 +88,9 @@ pub async fn export(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let mut head = format!("{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"source\":");
-    json::write_str(&mut head, root);
+    head.push_str(&serde_json::to_string(root).map_err(|e| format!("cannot write the export: {e}"))?);
     head.push_str(",\"server\":");
-    json::write_str(&mut head, server);
+    head.push_str(&serde_json::to_string(server).map_err(|e| format!("cannot write the export: {e}"))?);
     head.push_str(&format!(
         ",\"exported_at\":\"{}\",\"exported_at_ms\":{now_ms},\"synced\":{},\n\"nodes\":[",
         rfc3339(now_ms),
@@ -126,7 +125,7 @@ pub async fn export(
         };
         let sep = if sum.nodes == 0 { "\n" } else { ",\n" };
         out.write_all(sep.as_bytes()).map_err(io)?;
-        out.write_all(rec.to_json().as_bytes()).map_err(io)?;
+        rec.write_json(&mut *out).map_err(|e| format!("cannot write the export: {e}"))?;
         sum.nodes += 1;
         progress.tick(|| format!("{} nodes written", sum.nodes));
         Ok(true)

@@ -25,12 +25,14 @@
 // progress lines are spaced by it.
 #![allow(clippy::disallowed_methods)]
 
-use super::json::{self, Value};
 use base64::Engine as _;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::future::Future;
-use std::io::BufRead;
+use std::io::Read;
 use std::pin::Pin;
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use zk_client::{Acl, Error, Id};
@@ -61,6 +63,14 @@ pub const MAX_TTL_MS: i64 = 0xFF_FFFF_FFFF;
 pub const REPORT_EXISTING_MAX: u64 = 20;
 /// Ephemerals an export names one by one; beyond, it only counts them.
 pub const REPORT_EPHEMERALS_MAX: u64 = 20;
+/// A string of a node record longer than this is refused, once read: the base64 of a node's
+/// data stays under 1.5 MB with jute.maxbuffer's 1 MB; this leaves room for servers configured
+/// with a larger one. (Nesting is limited by serde_json's recursion limit.)
+pub const MAX_STRING_BYTES: usize = 64 << 20;
+/// A node record with more ACL entries than this is refused.
+pub const MAX_ACL_ENTRIES: usize = 65_536;
+/// Nodes the parser of an import file may have read ahead of the import.
+pub const READ_AHEAD: usize = 32;
 
 /// A node's kind as the file records it. Ephemerals are never written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,81 +137,121 @@ impl NodeRecord {
         (i64::from(self.cversion) + i64::from(self.num_children)) / 2
     }
 
-    /// One line of the `nodes` array.
-    pub fn to_json(&self) -> String {
-        let mut s = String::with_capacity(64 + self.data.len() * 4 / 3);
-        s.push_str("{\"path\":");
-        json::write_str(&mut s, &self.path);
-        match self.kind {
-            Kind::Persistent => s.push_str(",\"kind\":\"persistent\""),
-            Kind::Container => s.push_str(",\"kind\":\"container\""),
-            Kind::Ttl(ms) => s.push_str(&format!(",\"kind\":\"ttl\",\"ttl_ms\":{ms}")),
-        }
-        s.push_str(",\"data\":\"");
-        base64::engine::general_purpose::STANDARD.encode_string(&self.data, &mut s);
-        s.push_str("\",\"acl\":[");
-        for (i, a) in self.acl.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            s.push_str("{\"scheme\":");
-            json::write_str(&mut s, &a.id.scheme);
-            s.push_str(",\"id\":");
-            json::write_str(&mut s, &a.id.id);
-            s.push_str(&format!(",\"perms\":{}}}", a.perms));
-        }
-        s.push_str(&format!("],\"cversion\":{},\"num_children\":{}}}", self.cversion, self.num_children));
-        s
+    /// Writes the record as one line of the `nodes` array (compact JSON, no newline).
+    pub fn write_json<W: std::io::Write>(&self, out: W) -> serde_json::Result<()> {
+        let (kind, ttl_ms) = match self.kind {
+            Kind::Persistent => ("persistent", None),
+            Kind::Container => ("container", None),
+            Kind::Ttl(ms) => ("ttl", Some(ms)),
+        };
+        let acl =
+            self.acl.iter().map(|a| AclOut { scheme: &a.id.scheme, id: &a.id.id, perms: a.perms }).collect();
+        let data = base64::engine::general_purpose::STANDARD.encode(&self.data);
+        let rec = NodeOut {
+            path: &self.path,
+            kind,
+            ttl_ms,
+            data,
+            acl,
+            cversion: self.cversion,
+            num_children: self.num_children,
+        };
+        serde_json::to_writer(out, &rec)
     }
+}
 
-    /// Reads a record back, checking every field.
-    pub fn from_value(v: &Value) -> Result<NodeRecord, String> {
-        let field = |k: &str| v.get(k).ok_or_else(|| format!("missing \"{k}\""));
-        let int = |k: &str| -> Result<i64, String> {
-            field(k)?.as_i64().ok_or_else(|| format!("\"{k}\" is not an integer"))
+/// A node record as written, fields in the file's order.
+#[derive(Serialize)]
+struct NodeOut<'a> {
+    path: &'a str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: Option<i64>,
+    data: String,
+    acl: Vec<AclOut<'a>>,
+    cversion: i32,
+    num_children: i32,
+}
+
+/// An ACL entry as written.
+#[derive(Serialize)]
+struct AclOut<'a> {
+    scheme: &'a str,
+    id: &'a str,
+    perms: i32,
+}
+
+/// A node record as read, before its fields are checked. Integers are read as i64, exactly;
+/// unknown fields are skipped.
+#[derive(Deserialize)]
+struct NodeIn {
+    path: String,
+    kind: String,
+    #[serde(default)]
+    ttl_ms: Option<i64>,
+    data: String,
+    acl: Vec<AclIn>,
+    cversion: i64,
+    num_children: i64,
+}
+
+/// An ACL entry as read.
+#[derive(Deserialize)]
+struct AclIn {
+    scheme: String,
+    id: String,
+    perms: i64,
+}
+
+impl NodeIn {
+    /// The record, every field checked.
+    fn check(self) -> Result<NodeRecord, String> {
+        let long = |what: &str, s: &str| {
+            if s.len() > MAX_STRING_BYTES {
+                Err(format!("{what} is longer than {} MiB", MAX_STRING_BYTES >> 20))
+            } else {
+                Ok(())
+            }
         };
-        let i32_field = |k: &str| -> Result<i32, String> {
-            i32::try_from(int(k)?).map_err(|_| format!("\"{k}\" is out of range"))
-        };
-        let path = field("path")?.as_str().ok_or("\"path\" is not a string")?.to_owned();
+        long("\"path\"", &self.path)?;
+        long("\"data\"", &self.data)?;
+        let path = self.path;
         if path.starts_with('/') || path.ends_with('/') {
             return Err(format!("path \"{path}\" must be relative, without a leading or trailing /"));
         }
-        let kind = match field("kind")?.as_str() {
-            Some("persistent") => Kind::Persistent,
-            Some("container") => Kind::Container,
-            Some("ttl") => {
-                let ms = int("ttl_ms")?;
+        let kind = match self.kind.as_str() {
+            "persistent" => Kind::Persistent,
+            "container" => Kind::Container,
+            "ttl" => {
+                let ms = self.ttl_ms.ok_or("missing \"ttl_ms\"")?;
                 if !(1..=MAX_TTL_MS).contains(&ms) {
                     return Err(format!("\"ttl_ms\" must be 1..={MAX_TTL_MS}"));
                 }
                 Kind::Ttl(ms)
             }
-            Some(k) => return Err(format!("unknown kind \"{k}\"")),
-            None => return Err("\"kind\" is not a string".into()),
+            k => return Err(format!("unknown kind \"{k}\"")),
         };
         let data = base64::engine::general_purpose::STANDARD
-            .decode(field("data")?.as_str().ok_or("\"data\" is not a string")?)
+            .decode(&self.data)
             .map_err(|e| format!("\"data\" is not base64: {e}"))?;
-        let Value::Array(entries) = field("acl")? else { return Err("\"acl\" is not an array".into()) };
-        let mut acl = Vec::with_capacity(entries.len());
-        for e in entries {
-            let s = |k: &str| {
-                e.get(k)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or(format!("ACL entry without \"{k}\""))
-            };
-            let perms = e.get("perms").and_then(Value::as_i64).ok_or("ACL entry without \"perms\"")?;
-            if !(0..=i64::from(zk_proto::perms::ALL)).contains(&perms) {
-                return Err(format!("ACL perms {perms} out of range 0..=31"));
+        if self.acl.len() > MAX_ACL_ENTRIES {
+            return Err(format!("more than {MAX_ACL_ENTRIES} ACL entries"));
+        }
+        let mut acl = Vec::with_capacity(self.acl.len());
+        for e in self.acl {
+            long("an ACL scheme", &e.scheme)?;
+            long("an ACL id", &e.id)?;
+            if !(0..=i64::from(zk_proto::perms::ALL)).contains(&e.perms) {
+                return Err(format!("ACL perms {} out of range 0..=31", e.perms));
             }
-            acl.push(Acl { perms: perms as i32, id: Id { scheme: s("scheme")?, id: s("id")? } });
+            acl.push(Acl { perms: e.perms as i32, id: Id { scheme: e.scheme, id: e.id } });
         }
         if acl.is_empty() {
             return Err("empty ACL".into());
         }
-        let (cversion, num_children) = (i32_field("cversion")?, i32_field("num_children")?);
+        let i32_field = |k: &str, v: i64| i32::try_from(v).map_err(|_| format!("\"{k}\" is out of range"));
+        let (cversion, num_children) =
+            (i32_field("cversion", self.cversion)?, i32_field("num_children", self.num_children)?);
         let (cv, n) = (i64::from(cversion), i64::from(num_children));
         if n < 0 || cv < -n || (cv + n) % 2 != 0 {
             // 2 × creates − numChildren: never below −numChildren, and of numChildren's parity.
@@ -402,52 +452,188 @@ pub struct Header {
     pub source: String,
 }
 
+/// What [`stream`] hands over, in document order: the header, each node, then the trailer's
+/// `node_count` once the whole document has been read.
+enum Item {
+    Header(Header),
+    Node(NodeRecord),
+    End(Option<i64>),
+}
+
+/// Where the items of a document being read go: an error stops the reading.
+type Sink<'a> = dyn FnMut(Item) -> Result<(), String> + 'a;
+
+/// Reads one export document from `r` with serde_json, handing its header, each node (checked
+/// field by field) and the trailer's count to `sink` as they are read: the `nodes` array is
+/// visited element by element, so only one node is held at a time. serde_json's errors name the
+/// line and column where they were seen; a node whose fields fail a check is named by its index
+/// and path.
+fn stream<R: Read>(r: R, sink: &mut Sink<'_>) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_reader(r);
+    let mut doc = Doc { sink, failed: None, in_nodes: false, count: 0 };
+    let read = serde::Deserializer::deserialize_map(&mut de, &mut doc);
+    let read = read.and_then(|count| de.end().map(|()| count));
+    match read {
+        Ok(count) => (doc.sink)(Item::End(count)),
+        Err(e) => Err(match doc.failed.take() {
+            // serde_json's position would be past the node (and the separator after it): the
+            // message names the node instead.
+            Some(msg) => msg,
+            None if doc.in_nodes => format!("bad export file: {e}"),
+            None => format!("not an export file: {e}"),
+        }),
+    }
+}
+
+/// The state of [`stream`]: the visitor of the top-level object.
+struct Doc<'s, 'a> {
+    sink: &'s mut Sink<'a>,
+    /// The message of a check that failed (serde's error then only carries the position).
+    failed: Option<String>,
+    /// Whether the `nodes` array has been reached.
+    in_nodes: bool,
+    /// Nodes read.
+    count: u64,
+}
+
+impl Doc<'_, '_> {
+    fn fail<E: de::Error>(&mut self, msg: String) -> E {
+        let e = E::custom(&msg);
+        self.failed = Some(msg);
+        e
+    }
+
+    fn emit<E: de::Error>(&mut self, item: Item) -> Result<(), E> {
+        (self.sink)(item).map_err(|msg| self.fail(msg))
+    }
+}
+
+impl<'de> Visitor<'de> for &mut Doc<'_, '_> {
+    /// The trailer's `node_count`.
+    type Value = Option<i64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<i64>, A::Error> {
+        let (mut format, mut version, mut source, mut node_count) = (None, None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "nodes" if !self.in_nodes => {
+                    if format.as_deref() != Some(FORMAT) {
+                        return Err(self.fail(format!(
+                            "not an export file: \"format\" must come before \"nodes\" and be \"{FORMAT}\""
+                        )));
+                    }
+                    if version != Some(VERSION) {
+                        return Err(self.fail(format!(
+                            "export format version {version:?} is not supported (this build reads {VERSION})"
+                        )));
+                    }
+                    let Some(source) = source.take() else {
+                        return Err(self.fail("not an export file: no \"source\" before \"nodes\"".into()));
+                    };
+                    self.emit(Item::Header(Header { source }))?;
+                    self.in_nodes = true;
+                    map.next_value_seed(Nodes(&mut *self))?;
+                }
+                "format" if !self.in_nodes => {
+                    format = map.next_value::<serde_json::Value>()?.as_str().map(str::to_owned)
+                }
+                "version" if !self.in_nodes => version = map.next_value::<serde_json::Value>()?.as_i64(),
+                "source" if !self.in_nodes => {
+                    source = map.next_value::<serde_json::Value>()?.as_str().map(str::to_owned)
+                }
+                "node_count" if self.in_nodes => node_count = map.next_value::<serde_json::Value>()?.as_i64(),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !self.in_nodes {
+            return Err(self.fail("not an export file: no \"nodes\"".into()));
+        }
+        Ok(node_count)
+    }
+}
+
+/// The `nodes` array, visited element by element.
+struct Nodes<'d, 's, 'a>(&'d mut Doc<'s, 'a>);
+
+impl<'de> DeserializeSeed<'de> for Nodes<'_, '_, '_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Nodes<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of nodes")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let doc = self.0;
+        while let Some(raw) = seq.next_element::<NodeIn>()? {
+            let raw_path = raw.path.chars().take(200).collect::<String>();
+            let rec = match raw.check() {
+                Ok(rec) => rec,
+                Err(e) => {
+                    let msg = format!("bad export file: node {} (path \"{}\"): {e}", doc.count, raw_path);
+                    return Err(doc.fail(msg));
+                }
+            };
+            doc.count += 1;
+            doc.emit(Item::Node(rec))?;
+        }
+        Ok(())
+    }
+}
+
 /// Reads an export file node by node, checking its shape as it goes: the header before the
 /// nodes, the root first, every node after its parent (depth-first), no more children under a
-/// node than the count recorded with it, and the trailer's count.
-pub struct FileReader<R> {
-    json: json::Reader<R>,
+/// node than the count recorded with it, and the trailer's count. A thread parses the file
+/// ([`stream`]) at most [`READ_AHEAD`] nodes ahead of the caller.
+pub struct FileReader {
+    items: Option<Receiver<Result<Item, String>>>,
+    parser: Option<std::thread::JoinHandle<()>>,
     /// The branch from the root to the last node: path, children seen, children recorded.
     open: Vec<(String, i64, i64)>,
     count: u64,
     done: bool,
 }
 
-impl<R: BufRead> FileReader<R> {
-    /// Reads the header, up to the start of the nodes.
-    pub fn open(r: R) -> Result<(Header, FileReader<R>), String> {
-        let mut json = json::Reader::new(r);
-        let bad = |e: json::JsonError| format!("not an export file: {e}");
-        json.begin_object().map_err(bad)?;
-        let (mut format, mut version, mut source) = (None, None, None);
-        loop {
-            let Some(key) = json.next_key().map_err(bad)? else {
-                return Err("not an export file: no \"nodes\"".into());
-            };
-            if key == "nodes" {
-                break;
-            }
-            let v = json.value().map_err(bad)?;
-            match key.as_str() {
-                "format" => format = v.as_str().map(str::to_owned),
-                "version" => version = v.as_i64(),
-                "source" => source = v.as_str().map(str::to_owned),
-                _ => {}
-            }
+impl FileReader {
+    /// Starts reading `r`, up to the start of the nodes.
+    pub fn open<R: Read + Send + 'static>(r: R) -> Result<(Header, FileReader), String> {
+        let (tx, rx) = sync_channel(READ_AHEAD);
+        let parser = std::thread::Builder::new()
+            .name("import-reader".into())
+            .spawn(move || {
+                let mut sink = |item| tx.send(Ok(item)).map_err(|_| "the import stopped reading".to_owned());
+                let read = stream(r, &mut sink);
+                if let Err(e) = read {
+                    let _ = tx.send(Err(e));
+                }
+            })
+            .map_err(|e| format!("cannot start reading the file: {e}"))?;
+        let mut reader =
+            FileReader { items: Some(rx), parser: Some(parser), open: Vec::new(), count: 0, done: false };
+        match reader.recv()? {
+            Item::Header(h) => Ok((h, reader)),
+            _ => Err("not an export file: no header".into()),
         }
-        if format.as_deref() != Some(FORMAT) {
-            return Err(format!(
-                "not an export file: \"format\" must come before \"nodes\" and be \"{FORMAT}\""
-            ));
+    }
+
+    fn recv(&mut self) -> Result<Item, String> {
+        match self.items.as_ref().map(Receiver::recv) {
+            Some(Ok(item)) => item,
+            _ => Err("bad export file: the reader stopped".into()),
         }
-        if version != Some(VERSION) {
-            return Err(format!(
-                "export format version {version:?} is not supported (this build reads {VERSION})"
-            ));
-        }
-        let source = source.ok_or("not an export file: no \"source\" before \"nodes\"")?;
-        json.begin_array().map_err(bad)?;
-        Ok((Header { source }, FileReader { json, open: Vec::new(), count: 0, done: false }))
     }
 
     /// The next node, None after the last (the trailer checked then).
@@ -456,14 +642,14 @@ impl<R: BufRead> FileReader<R> {
             return Ok(None);
         }
         let at = |n: u64| format!("node {n}");
-        let bad = |e: json::JsonError| format!("bad export file: {e}");
-        if !self.json.next_element().map_err(bad)? {
-            self.finish()?;
-            return Ok(None);
-        }
-        let v = self.json.value().map_err(bad)?;
-        let rec =
-            NodeRecord::from_value(&v).map_err(|e| format!("bad export file: {}: {e}", at(self.count)))?;
+        let rec = match self.recv()? {
+            Item::Node(rec) => rec,
+            Item::End(count) => {
+                self.finish(count)?;
+                return Ok(None);
+            }
+            Item::Header(_) => return Err("bad export file: a second header".into()),
+        };
         if self.count == 0 {
             if !rec.path.is_empty() {
                 return Err("bad export file: the first node must be the root (path \"\")".into());
@@ -501,19 +687,10 @@ impl<R: BufRead> FileReader<R> {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<(), String> {
+    fn finish(&mut self, count: Option<i64>) -> Result<(), String> {
         while !self.open.is_empty() {
             self.close_last()?;
         }
-        let bad = |e: json::JsonError| format!("bad export file: {e}");
-        let mut count = None;
-        while let Some(key) = self.json.next_key().map_err(bad)? {
-            let v = self.json.value().map_err(bad)?;
-            if key == "node_count" {
-                count = v.as_i64();
-            }
-        }
-        self.json.end().map_err(bad)?;
         if self.count == 0 {
             return Err("bad export file: no nodes".into());
         }
@@ -525,6 +702,16 @@ impl<R: BufRead> FileReader<R> {
         }
         self.done = true;
         Ok(())
+    }
+}
+
+impl Drop for FileReader {
+    /// Stops the parser (its next hand-over fails) and waits for it.
+    fn drop(&mut self) {
+        self.items.take();
+        if let Some(parser) = self.parser.take() {
+            let _ = parser.join();
+        }
     }
 }
 
@@ -544,7 +731,14 @@ mod tests {
     }
 
     fn doc(nodes: &[NodeRecord], count: usize) -> String {
-        let lines: Vec<String> = nodes.iter().map(NodeRecord::to_json).collect();
+        let lines: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                let mut line = Vec::new();
+                n.write_json(&mut line).unwrap();
+                String::from_utf8(line).unwrap()
+            })
+            .collect();
         format!(
             "{{\"format\":\"{FORMAT}\",\"version\":1,\"source\":\"/s\",\"nodes\":[\n{}\n],\"node_count\":{count}}}",
             lines.join(",\n")
@@ -552,7 +746,7 @@ mod tests {
     }
 
     fn read_all(text: &str) -> Result<Vec<NodeRecord>, String> {
-        let (h, mut r) = FileReader::open(text.as_bytes())?;
+        let (h, mut r) = FileReader::open(std::io::Cursor::new(text.as_bytes().to_vec()))?;
         assert_eq!(h.source, "/s");
         let mut out = Vec::new();
         while let Some(rec) = r.next_record()? {
@@ -596,12 +790,15 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let nodes = vec![
-            rec("", Kind::Persistent, 7, 3),
+            rec("", Kind::Persistent, 6, 4),
             rec("a", Kind::Container, 0, 0),
             rec("b", Kind::Ttl(3000), 2, 0),
-            rec("b\"é", Kind::Persistent, -1, 1),
+            rec("b\"é\u{1}\n", Kind::Persistent, -1, 1),
+            rec("c", Kind::Ttl(MAX_TTL_MS), 2_147_483_646, 0),
         ];
-        assert_eq!(read_all(&doc(&nodes, 4)).unwrap(), nodes);
+        let text = doc(&nodes, 5);
+        assert_eq!(text.lines().count(), 7, "one node a line:\n{text}");
+        assert_eq!(read_all(&text).unwrap(), nodes);
         assert_eq!(nodes[0].creates(), 5);
     }
 
@@ -619,8 +816,32 @@ mod tests {
         let cut = doc(std::slice::from_ref(&root), 1);
         assert!(read_all(&cut[..cut.len() - 3]).unwrap_err().starts_with("bad export file"));
         assert!(read_all("{\"nodes\":[]}").unwrap_err().contains("\"format\""));
-        let v2 = doc(&[root], 1).replace("\"version\":1", "\"version\":2");
+        let v2 = doc(std::slice::from_ref(&root), 1).replace("\"version\":1", "\"version\":2");
         assert!(read_all(&v2).unwrap_err().contains("not supported"));
+        // Where: serde_json's line and column, for syntax and for checks of a node's fields.
+        let good = doc(std::slice::from_ref(&root), 1);
+        let syntax = good.replacen("\"path\":\"\"", "\"path\" \"\"", 1);
+        let e = read_all(&syntax).unwrap_err();
+        assert!(e.starts_with("bad export file: expected `:` at line 2 column"), "{e}");
+        let e = read_all(&good.replace("\"perms\":5", "\"perms\":99")).unwrap_err();
+        assert!(e == "bad export file: node 0 (path \"\"): ACL perms 99 out of range 0..=31", "{e}");
+        let e = read_all(&good.replace("\"cversion\":1", "\"cversion\":1.5")).unwrap_err();
+        assert!(e.contains("invalid type: floating point") && e.contains("line 2"), "{e}");
+        assert!(read_all(&format!("{good} x")).unwrap_err().contains("trailing characters at line 3"));
+        assert!(read_all("hello")
+            .unwrap_err()
+            .starts_with("not an export file: expected value at line 1 column 1"));
+    }
+
+    #[test]
+    fn a_reader_dropped_midway_stops_its_parser() {
+        let mut nodes = vec![rec("", Kind::Persistent, 20_000, 10_000)];
+        nodes.extend((0..10_000).map(|i| rec(&format!("n{i}"), Kind::Persistent, 0, 0)));
+        let (_, mut r) =
+            FileReader::open(std::io::Cursor::new(doc(&nodes, nodes.len()).into_bytes())).unwrap();
+        assert_eq!(r.next_record().unwrap(), Some(nodes[0].clone()));
+        // Joins the parser, blocked handing over a node READ_AHEAD ahead: it must give up.
+        drop(r);
     }
 
     #[test]
