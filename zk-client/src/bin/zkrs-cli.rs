@@ -20,6 +20,12 @@
 
 #[path = "zkrs_cli/client_config.rs"]
 mod client_config;
+#[path = "zkrs_cli/export.rs"]
+mod export;
+#[path = "zkrs_cli/import.rs"]
+mod import;
+#[path = "zkrs_cli/transfer.rs"]
+mod transfer;
 
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
@@ -49,11 +55,13 @@ const COMMANDS: &[(&str, &str)] = &[
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
     ("deleteall", "path [-b batch size]"),
+    ("export", "[--sync] [--auth scheme:auth]... [--kind path=container|ttl:ms]... path [file]"),
     ("get", "[-s] [-w] path"),
     ("getAcl", "[-s] path"),
     ("getAllChildrenNumber", "path"),
     ("getEphemerals", "path"),
     ("history", ""),
+    ("import", "[--merge [--overwrite]] [--auth scheme:auth]... file [path]"),
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
@@ -358,6 +366,20 @@ fn tokenize(line: &str) -> Vec<String> {
     out
 }
 
+/// The civil date (year, month 1-12, day 1-31) of a day counted from 1970-01-01, proleptic
+/// Gregorian, by 400-year eras.
+fn civil_date(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// Java's `Date.toString()` for a time in ms since the epoch, in UTC:
 /// "Thu Jan 01 00:00:00 UTC 1970".
 fn java_date(ms: i64) -> String {
@@ -367,16 +389,7 @@ fn java_date(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian), by 400-year eras.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = civil_date(days);
     format!(
         "{} {} {:02} {:02}:{:02}:{:02} UTC {}",
         DAYS[days.rem_euclid(7) as usize],
@@ -775,6 +788,8 @@ impl Shell {
                 Ok(())
             }
             "create" => self.create(c, tokens).await,
+            "export" => self.export(c, tokens).await,
+            "import" => self.import(c, tokens).await,
             "delete" => {
                 let mut p = parse(tokens, "", "v")?;
                 if p.args.len() < 2 {
@@ -1047,6 +1062,118 @@ impl Shell {
         }
     }
 
+    /// `export [--sync] [--auth s:a]... [--kind path=kind]... path [file]`: the subtree as one
+    /// JSON document, to `file` (written beside it and renamed when complete) or stdout.
+    async fn export(&self, c: &Client, tokens: &[String]) -> Result<(), CliError> {
+        let usage = || CliError::Parse(usage_of("export"));
+        let mut opts = export::ExportOptions::default();
+        let mut args = Vec::new();
+        let mut it = tokens.iter().skip(1);
+        while let Some(t) = it.next() {
+            match t.as_str() {
+                "--sync" => opts.sync = true,
+                "--auth" => add_auth(c, it.next().ok_or_else(usage)?).await?,
+                "--kind" => {
+                    let spec = it.next().ok_or_else(usage)?;
+                    let (path, kind) = spec
+                        .rsplit_once('=')
+                        .ok_or_else(|| CliError::Parse(format!("--kind {spec}: expected path=kind")))?;
+                    check_path(path, false)?;
+                    let kind = transfer::Kind::parse(kind).map_err(CliError::Parse)?;
+                    opts.kinds.push((path.to_owned(), kind));
+                }
+                o if o.starts_with("--") => return Err(CliError::Parse(format!("Unrecognized option: {o}"))),
+                _ => args.push(t.clone()),
+            }
+        }
+        let (path, file) = match args.as_slice() {
+            [p] => (p, None),
+            [p, f] => (p, Some(f)),
+            _ => return Err(usage()),
+        };
+        check_path(path, false)?;
+        let sum = match file {
+            None => {
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+                export::export(c, &self.host, path, &mut out, &opts).await
+            }
+            Some(f) => {
+                let partial = format!("{f}.partial");
+                let written = match std::fs::File::create(&partial) {
+                    Err(e) => Err(format!("cannot create {partial}: {e}")),
+                    Ok(file) => {
+                        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+                        let r = export::export(c, &self.host, path, &mut out, &opts).await;
+                        let synced = out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all());
+                        r.and_then(|s| synced.map(|()| s).map_err(|e| format!("cannot write {partial}: {e}")))
+                    }
+                };
+                match written {
+                    Ok(s) => std::fs::rename(&partial, f)
+                        .map(|()| s)
+                        .map_err(|e| format!("cannot rename {partial} to {f}: {e}")),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&partial);
+                        Err(e)
+                    }
+                }
+            }
+        }
+        .map_err(|e| CliError::Failed(format!("export: {e}")))?;
+        eprintln!(
+            "export: {} nodes from {path} in {:.1} s ({} ephemerals skipped, {} gone while read)",
+            sum.nodes,
+            sum.elapsed.as_secs_f64(),
+            sum.ephemerals,
+            sum.vanished
+        );
+        Ok(())
+    }
+
+    /// `import [--merge [--overwrite]] [--auth s:a]... file [path]`.
+    async fn import(&self, c: &Client, tokens: &[String]) -> Result<(), CliError> {
+        let usage = || CliError::Parse(usage_of("import"));
+        let mut opts = import::ImportOptions::default();
+        let mut args = Vec::new();
+        let mut it = tokens.iter().skip(1);
+        while let Some(t) = it.next() {
+            match t.as_str() {
+                "--merge" => opts.merge = true,
+                "--overwrite" => opts.overwrite = true,
+                "--auth" => add_auth(c, it.next().ok_or_else(usage)?).await?,
+                o if o.starts_with("--") => return Err(CliError::Parse(format!("Unrecognized option: {o}"))),
+                _ => args.push(t.clone()),
+            }
+        }
+        if opts.overwrite && !opts.merge {
+            return Err(CliError::Parse("--overwrite needs --merge".into()));
+        }
+        let (file, target) = match args.as_slice() {
+            [f] => (f, None),
+            [f, p] => (f, Some(p.as_str())),
+            _ => return Err(usage()),
+        };
+        if let Some(p) = target {
+            check_path(p, false)?;
+        }
+        let sum = import::import(c, std::path::Path::new(file), target, &opts)
+            .await
+            .map_err(|e| CliError::Failed(format!("import: {e}")))?;
+        eprintln!(
+            "import: {} nodes created, {} existing {}, {} counter increments, in {:.1} s",
+            sum.created,
+            sum.existing,
+            if opts.overwrite { "overwritten" } else { "left" },
+            sum.bumps,
+            sum.elapsed.as_secs_f64()
+        );
+        if sum.ahead > 0 {
+            eprintln!("import: {} parents kept a counter past the source's", sum.ahead);
+        }
+        Ok(())
+    }
+
     async fn ls_recursive(&self, c: &Client, path: &str, watch: bool) -> Result<(), CliError> {
         if watch {
             let (_, _, w) = c.get_data_w(path).await.map_err(|e| failed(e, path))?;
@@ -1061,6 +1188,16 @@ impl Shell {
         }
         Ok(())
     }
+}
+
+/// `--auth scheme:auth` of export and import: as `addauth`, but waiting for the answer.
+async fn add_auth(c: &Client, spec: &str) -> Result<(), CliError> {
+    let (scheme, auth) = spec
+        .split_once(':')
+        .ok_or_else(|| CliError::Parse(format!("--auth {spec}: expected scheme:auth")))?;
+    c.add_auth(scheme, auth.as_bytes())
+        .await
+        .map_err(|e| CliError::Failed(format!("--auth {scheme}: {}", transfer::code_name(e))))
 }
 
 fn version_opt(p: &Parsed) -> Result<i32, CliError> {
@@ -1337,7 +1474,14 @@ fn main() {
         history: VecDeque::new(),
         command_count: 0,
     };
-    println!("Connecting to {}", opts.server);
+    // An export to stdout is the JSON document alone: the banner and the connection event,
+    // which zkCli.sh prints to stdout, go nowhere for export and import.
+    let transfer = matches!(opts.command.first().map(String::as_str), Some("export" | "import"));
+    if transfer {
+        shell.print_watches.store(false, Ordering::Relaxed);
+    } else {
+        println!("Connecting to {}", opts.server);
+    }
     let code = if opts.command.is_empty() {
         if let Err(e) = shell.connect(&opts.server) {
             eprintln!("{}", e.message());
