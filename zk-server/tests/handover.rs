@@ -220,6 +220,64 @@ fn the_admin_server_commands_need_all_on_the_root_and_name_the_successor() {
     all_hold(&e, 20);
 }
 
+/// A kazoo client (tests/clients/kazoo_pipelined.py) pipelining sequential creates under /pipe,
+/// 32 at a time: started by [`PipelinedKazoo::start`] once 200 are answered, its report read
+/// by [`PipelinedKazoo::finish`].
+struct PipelinedKazoo {
+    child: std::process::Child,
+    stop: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl PipelinedKazoo {
+    /// Starts the client on `hosts` (tried in their order), pausing `pause_s` seconds between
+    /// batches, and waits until it has 200 creates answered.
+    fn start(e: &Ensemble, hosts: &str, pause_s: &str) -> PipelinedKazoo {
+        const PYTHON: &str = "/usr/bin/python3";
+        let probe =
+            std::process::Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
+        assert!(
+            probe.status.success(),
+            "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (ready, stop) = (dir.path().join("ready"), dir.path().join("stop"));
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_pipelined.py");
+        let mut child = std::process::Command::new(PYTHON)
+            .arg(script)
+            .arg(hosts)
+            .arg(&ready)
+            .arg(&stop)
+            .arg(pause_s)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start kazoo");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the kazoo client never got 200 creates answered\n{}",
+                e.logs()
+            );
+            assert!(child.try_wait().expect("kazoo runs").is_none(), "kazoo exited early\n{}", e.logs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        PipelinedKazoo { child, stop, _dir: dir }
+    }
+
+    /// Stops the client and returns its report: creates acknowledged, errors by name, the
+    /// connection states it saw, /pipe's children.
+    fn finish(self) -> serde_json::Value {
+        std::fs::write(&self.stop, "").expect("stop marker");
+        let out = self.child.wait_with_output().expect("kazoo output");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().last().unwrap_or_default();
+        serde_json::from_str(line)
+            .unwrap_or_else(|_| panic!("kazoo said {text}{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
 /// Three handovers while a kazoo client on a follower pipelines sequential creates (32 in
 /// flight): the client sees no error and no disconnection. Its follower keeps the connection
 /// through each change of leader, and the creates it forwarded while the leader held them (never
@@ -228,46 +286,17 @@ fn the_admin_server_commands_need_all_on_the_root_and_name_the_successor() {
 /// leader's word, each of those creates would fail with ConnectionLoss.
 #[test]
 fn a_pipelined_kazoo_client_on_a_follower_sees_no_error_across_handovers() {
-    const PYTHON: &str = "/usr/bin/python3";
-    let probe =
-        std::process::Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
-    assert!(
-        probe.status.success(),
-        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
-    );
     let e = Ensemble::start(3);
     let mut leader = e.wait_for_leader();
     let follower = (0..3).find(|&i| i != leader).expect("a follower");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (ready, stop) = (dir.path().join("ready"), dir.path().join("stop"));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_pipelined.py");
-    let mut child = std::process::Command::new(PYTHON)
-        .arg(script)
-        .arg(e.members[follower].client.to_string())
-        .arg(&ready)
-        .arg(&stop)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start kazoo");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the kazoo client never got 200 creates answered\n{}", e.logs());
-        assert!(child.try_wait().expect("kazoo runs").is_none(), "kazoo exited early\n{}", e.logs());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let kazoo = PipelinedKazoo::start(&e, &e.members[follower].client.to_string(), "0");
     for _ in 0..3 {
         let answer = four(e.members[leader].client, "ydld").expect("ydld answered");
         assert!(answer.starts_with("handing over to server"), "ydld answered {answer:?}\n{}", e.logs());
         leader = wait_for_new_leader(&e, leader);
         std::thread::sleep(Duration::from_millis(1_000));
     }
-    std::fs::write(&stop, "").expect("stop marker");
-    let out = child.wait_with_output().expect("kazoo output");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().last().unwrap_or_default();
-    let report: serde_json::Value = serde_json::from_str(line)
-        .unwrap_or_else(|_| panic!("kazoo said {text}{}", String::from_utf8_lossy(&out.stderr)));
+    let report = kazoo.finish();
     eprintln!("kazoo on member {}: {report}", follower + 1);
     assert_eq!(report["errors"], serde_json::json!({}), "{report}\n{}", e.logs());
     assert_eq!(report["states"], serde_json::json!(["CONNECTED"]), "{report}\n{}", e.logs());
@@ -287,38 +316,13 @@ fn a_pipelined_kazoo_client_on_a_follower_sees_no_error_across_handovers() {
 /// socket) has not reached the core, so the test holds however late the server looks.
 #[test]
 fn a_follower_stopped_with_sigterm_fails_no_request_of_a_pipelining_client() {
-    const PYTHON: &str = "/usr/bin/python3";
-    let probe =
-        std::process::Command::new(PYTHON).args(["-c", "import kazoo"]).output().expect("run python3");
-    assert!(
-        probe.status.success(),
-        "kazoo is missing: install Debian's python3-kazoo (the README's test command does)"
-    );
     let mut e = Ensemble::start(3);
     let leader = e.wait_for_leader();
     let follower = (0..3).find(|&i| i != leader).expect("a follower");
     let other = (0..3).find(|&i| i != leader && i != follower).expect("another follower");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (ready, stop) = (dir.path().join("ready"), dir.path().join("stop"));
     let hosts =
         format!("{},{},{}", e.members[follower].client, e.members[other].client, e.members[leader].client);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/kazoo_pipelined.py");
-    let mut child = std::process::Command::new(PYTHON)
-        .arg(script)
-        .arg(&hosts)
-        .arg(&ready)
-        .arg(&stop)
-        .arg("0.05")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start kazoo");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "the kazoo client never got 200 creates answered\n{}", e.logs());
-        assert!(child.try_wait().expect("kazoo runs").is_none(), "kazoo exited early\n{}", e.logs());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let kazoo = PipelinedKazoo::start(&e, &hosts, "0.05");
     e.signal(follower, "TERM");
     let exited = Instant::now() + Duration::from_secs(30);
     while e.members[follower].child.as_mut().is_some_and(|c| c.try_wait().expect("wait").is_none()) {
@@ -327,12 +331,7 @@ fn a_follower_stopped_with_sigterm_fails_no_request_of_a_pipelining_client() {
     }
     // Writes go on through the member it moved to.
     std::thread::sleep(Duration::from_millis(1_500));
-    std::fs::write(&stop, "").expect("stop marker");
-    let out = child.wait_with_output().expect("kazoo output");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().last().unwrap_or_default();
-    let report: serde_json::Value = serde_json::from_str(line)
-        .unwrap_or_else(|_| panic!("kazoo said {text}{}", String::from_utf8_lossy(&out.stderr)));
+    let report = kazoo.finish();
     eprintln!("kazoo on member {}, stopped: {report}", follower + 1);
     assert_eq!(report["errors"], serde_json::json!({}), "{report}\n{}", e.logs());
     assert_eq!(report["children"], report["acked"], "each create applied once\n{report}");

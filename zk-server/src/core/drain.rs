@@ -19,11 +19,11 @@
 //! passed them on, so it does not close: it asks the task to close if the connection is quiet
 //! there too ([`Action::CloseWhenQuiet`], with the count of requests the core saw from it). The
 //! task looks a few milliseconds later (the ask often comes right behind an answer, which a
-//! client may answer with its next batch at once), and closes only if it handed over no more than that, holds no part of a request, and finds
-//! no bytes waiting in the socket; otherwise the requests reach the core, which answers them and
-//! asks again at the next quiet moment (or a moment later, should part of a request never come
-//! whole). The connection goes when the task reports it closed. Whatever is
-//! still open at the deadline is closed then (a client that never pauses loses what it had
+//! client may answer with its next batch at once), and closes only if it handed over no more
+//! than that, holds no part of a request, and finds no bytes waiting in the socket; otherwise
+//! the requests reach the core, which answers them and asks again at the next quiet moment (or
+//! a moment later, should part of a request never come whole). The connection goes when the
+//! task reports it closed. Whatever is still open at the deadline is closed then (a client that never pauses loses what it had
 //! sent, as with Apache's servers, which close everything at once). The driver waits for this
 //! before a leader hands its leadership over (`handover.rs`) and before the process exits.
 //! A standalone server does not drain: there is nowhere else for its clients to go.
@@ -94,8 +94,7 @@ impl ServerCore {
             .conns
             .iter()
             .map(|(_, c)| {
-                let may_ask =
-                    c.last_request_ms.max(c.close_asked_ms.unwrap_or(0)).saturating_add(DRAIN_QUIET_MS);
+                let may_ask = may_ask_at(c);
                 if may_ask > ms {
                     may_ask
                 } else {
@@ -119,7 +118,7 @@ impl ServerCore {
 
     /// After an event, while draining: each connection it answered whose session now has nothing
     /// waiting (and no handshake with the leader under way), quiet for [`DRAIN_QUIET_MS`], is
-    /// closed right behind its answers.
+    /// asked to close right behind its answers.
     pub(super) fn close_answered(&mut self, ms: u64) {
         let mut answered = std::mem::take(&mut self.drain_answered);
         answered.sort_unstable();
@@ -155,12 +154,17 @@ impl ServerCore {
         c.session.is_some_and(|sid| self.queues.is_idle(sid))
             && !waiting.contains(&conn)
             && !self.is_kept(conn)
-            && ms.saturating_sub(c.last_request_ms) >= DRAIN_QUIET_MS
-            && c.close_asked_ms.is_none_or(|asked| ms.saturating_sub(asked) >= DRAIN_QUIET_MS)
+            && ms >= may_ask_at(c)
     }
 
     /// When [`Self::step_drain`] next has something to do.
     pub(super) fn drain_deadline(&self) -> Option<u64> {
         self.drain_until.map(|_| self.drain_next_ms)
     }
+}
+
+/// The first moment a member stopping may ask connection `c` to close: [`DRAIN_QUIET_MS`] after
+/// its last request and after the last ask.
+fn may_ask_at(c: &ConnState) -> u64 {
+    c.last_request_ms.max(c.close_asked_ms.unwrap_or(0)).saturating_add(DRAIN_QUIET_MS)
 }
