@@ -307,6 +307,18 @@ pub async fn import(
     Ok(sum)
 }
 
+/// An `exists` of each of `paths`, pipelined, to collect in their order.
+async fn exists_in_order<'a>(
+    c: &'a Client,
+    paths: &'a [String],
+) -> InOrder<'a, Result<Option<zk_client::Stat>, Error>> {
+    let mut reads = InOrder::new();
+    for p in paths {
+        reads.push(c.exists(p)).await;
+    }
+    reads
+}
+
 /// `--merge`: which of `recs` exist; the others are created, the existing ones left or (with
 /// `--overwrite`) given the file's data and ACL.
 async fn merge_batch(
@@ -318,10 +330,7 @@ async fn merge_batch(
     sum: &mut ImportSummary,
 ) -> Result<(), String> {
     let paths: Vec<String> = recs.iter().map(|r| join(target, &r.path)).collect();
-    let mut reads = InOrder::new();
-    for p in &paths {
-        reads.push(c.exists(p)).await;
-    }
+    let mut reads = exists_in_order(c, &paths).await;
     let mut acls = InOrder::new();
     for (rec, p) in recs.iter().zip(&paths) {
         let found =
@@ -356,10 +365,7 @@ async fn advance_counters(
     sum: &mut ImportSummary,
 ) -> Result<(), String> {
     let paths: Vec<String> = recs.iter().map(|r| join(target, &r.path)).collect();
-    let mut reads = InOrder::new();
-    for p in &paths {
-        reads.push(c.exists(p)).await;
-    }
+    let mut reads = exists_in_order(c, &paths).await;
     let open = acl::open_unsafe();
     for (rec, p) in recs.iter().zip(&paths) {
         let stat = reads
