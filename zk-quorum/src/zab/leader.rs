@@ -8,7 +8,7 @@ use zk_proto::Id;
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
 use crate::quorum::QuorumVerifier;
 use crate::wire::packet::{ZKRS_REQUEST_LEADERSHIP, ZKRS_UNPROPOSED};
-use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
+use crate::wire::payload::{MovedSessions, LEARNER_PROTOCOL_VERSION};
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
     RevalidateRequest, SessionTouch,
@@ -478,8 +478,9 @@ impl Leader {
     /// everything sent it so far) that the requests it forwarded and has not seen committed were
     /// never proposed. Only while a handover's proposal is out and every other proposal is
     /// committed (then nothing a learner forwarded is in flight: it was committed or never
-    /// proposed); returns how many learners were told.
-    pub fn tell_unproposed(&mut self) -> usize {
+    /// proposed); returns how many learners were told. `moved` names, for a learner's
+    /// connection, the sessions that moved away from it ([`MovedSessions`]), sent with the word.
+    pub fn tell_unproposed(&mut self, moved: impl Fn(ConnId) -> MovedSessions) -> usize {
         if self.handover.is_none() || !self.outstanding.is_empty() {
             return 0;
         }
@@ -491,8 +492,8 @@ impl Leader {
             .map(|(c, _)| *c)
             .collect();
         for &conn in &to {
-            let packet =
-                QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data: None, authinfo: None };
+            let data = Some(moved(conn).encode());
+            let packet = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data, authinfo: None };
             self.send(conn, packet);
         }
         to.len()

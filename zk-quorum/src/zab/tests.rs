@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::wire::{
-    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType as T, QuorumPacket, RevalidateReply,
-    RevalidateRequest, SessionTouch,
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, MovedSessions, PacketType as T, QuorumPacket,
+    RevalidateReply, RevalidateRequest, SessionTouch,
 };
 
 const E5: u32 = 5;
@@ -1729,12 +1729,15 @@ fn a_leader_leaving_after_its_handover_tells_the_learners_that_take_it_what_it_n
     l.committed(z(6, 1), 12);
     leader_actions(&mut l);
     // Not before the handover's proposal: the leader may still propose what it holds.
-    assert_eq!(l.tell_unproposed(), 0);
+    let moved = |conn| MovedSessions::Listed(vec![conn as i64 * 100]);
+    assert_eq!(l.tell_unproposed(moved), 0);
     assert!(leader_actions(&mut l).is_empty());
     assert_eq!(l.propose_handover(2, z(6, 1), tx), Some(z(6, 2)));
     leader_actions(&mut l);
-    assert_eq!(l.tell_unproposed(), 1);
-    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 1), data: None, authinfo: None };
+    assert_eq!(l.tell_unproposed(moved), 1);
+    // The word carries what the leader saw move away from that learner.
+    let data = Some(MovedSessions::Listed(vec![3000]).encode());
+    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 1), data, authinfo: None };
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::Send { conn: 30, packet: notice }]);
 }
 
@@ -1745,11 +1748,24 @@ fn a_learner_told_that_nothing_more_was_proposed_reports_it_and_leaves() {
     let mut l = up_to_date(false);
     l.handle_packet(notice.clone(), 10);
     let a = learner_actions(&mut l);
+    // No data (a zkrs leader of an older build): no session moved.
+    let none = MovedSessions::Listed(Vec::new());
     assert!(
-        matches!(a[..], [LearnerAction::Unproposed { through }, LearnerAction::Disconnect { .. }] if through == z(6, 4)),
+        matches!(&a[..], [LearnerAction::Unproposed { through, moved }, LearnerAction::Disconnect { .. }]
+            if *through == z(6, 4) && *moved == none),
         "{a:?}"
     );
     assert!(l.is_stopped());
+    // The sessions it names are passed on; a word that does not decode forwards nothing again.
+    for (data, want) in [
+        (MovedSessions::Listed(vec![7, 9]).encode(), MovedSessions::Listed(vec![7, 9])),
+        (Bytes::from_static(&[0, 0, 0, 2, 1]), MovedSessions::Unlisted),
+    ] {
+        let mut l = up_to_date(false);
+        l.handle_packet(QuorumPacket { data: Some(data), ..notice.clone() }, 10);
+        let a = learner_actions(&mut l);
+        assert!(matches!(&a[..], [LearnerAction::Unproposed { moved, .. }, _] if *moved == want), "{a:?}");
+    }
     // Still syncing, it serves no client and forwarded nothing: it only leaves.
     let mut l = discovered(false);
     l.handle_packet(notice, 10);

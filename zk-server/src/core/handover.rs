@@ -22,6 +22,7 @@
 
 use super::kept::HeldRequest;
 use super::*;
+use zk_quorum::wire::{MovedSessions, MOVED_SESSIONS_MAX};
 
 /// Learners' forwarded requests a leader handing over holds before the handover is given up.
 pub const HELD_FORWARDS_MAX: usize = 16_384;
@@ -176,5 +177,48 @@ impl ServerCore {
         self.writes_held = false;
         self.held.clear();
         self.held_forwards = 0;
+        self.owner_moves.clear();
+    }
+
+    /// Leader: `session`'s connection is now on `owner` (`None`: this server; `Some`: the
+    /// learner on that quorum connection), as a revalidation says. While writes are held the
+    /// change is remembered for [`Self::moved_away`].
+    pub(super) fn set_owner(&mut self, session: SessionId, owner: Option<u64>) {
+        if self.owners.insert(session, owner) != Some(owner) && self.writes_held {
+            self.owner_moves.insert(session);
+        }
+    }
+
+    /// Leader leaving after a handover: the sessions the learner on quorum connection
+    /// `learner` may forward requests of again (those it forwarded and this leader held, and
+    /// those whose owner changed while writes were held) that are now owned elsewhere: this
+    /// leader would have refused their requests from `learner` (SESSIONMOVED), and the next one
+    /// starts with no owners, so the learner closes their connections instead of forwarding
+    /// them again. `pending`: owner changes the replica decided that have not reached the core
+    /// yet (session, learner), in order. More than [`MOVED_SESSIONS_MAX`] gives
+    /// [`MovedSessions::Unlisted`].
+    pub fn moved_away(&self, learner: u64, pending: &[(SessionId, u64)]) -> MovedSessions {
+        let mut owner: HashMap<SessionId, Option<u64>> = HashMap::new();
+        for &(sid, from) in pending {
+            owner.insert(sid, Some(from));
+        }
+        let held = self.held.iter().filter_map(|h| match h {
+            Held::Forwarded(Event::Forwarded { from, session, .. }) if *from == learner => Some(*session),
+            _ => None,
+        });
+        let candidates: std::collections::BTreeSet<SessionId> =
+            held.chain(self.owner_moves.iter().copied()).chain(pending.iter().map(|p| p.0)).collect();
+        let moved: Vec<SessionId> = candidates
+            .into_iter()
+            .filter(|sid| {
+                let now_on = owner.get(sid).copied().or_else(|| self.owners.get(sid).copied());
+                now_on.is_some_and(|o| o != Some(learner))
+            })
+            .collect();
+        if moved.len() > MOVED_SESSIONS_MAX {
+            MovedSessions::Unlisted
+        } else {
+            MovedSessions::Listed(moved)
+        }
     }
 }
