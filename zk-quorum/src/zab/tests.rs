@@ -1349,6 +1349,50 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     assert_eq!(leader_actions(&mut l).len(), 2);
 }
 
+/// A learner whose connection takes nothing of its sync for initLimit is dropped by the leader
+/// (review MINOR-1: the leader had no deadline of its own while a learner streamed, so one that
+/// stalled held its place and the window's bytes until its own side gave up); one that drains
+/// gets another initLimit from each drain.
+#[test]
+fn a_syncing_learner_that_takes_nothing_for_init_limit_is_dropped() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut c = cfg(1);
+    c.sync_piece_packets = 2; // one PROPOSAL+COMMIT pair a piece
+    let init = c.init_ms();
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    join(&mut l, 30, 3, z(5, 3), 10);
+    l.log_read(1, txs(&[z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    leader_actions(&mut l);
+    assert!(!l.may_send(30), "a piece is out");
+    // Follower 2 keeps the quorum (it pings) while learner 3 syncs.
+    let alive = |l: &mut Leader, t: u64| l.handle_packet(20, pkt(T::Ping, z(6, 0), None), t);
+    // Drained just before the deadline: another initLimit from there.
+    alive(&mut l, 11 + init - 1);
+    l.conn_drained(30, 11 + init - 1);
+    leader_actions(&mut l);
+    alive(&mut l, 11 + init + 1);
+    l.handle_timeout(11 + init + 1);
+    assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Close { conn: 30, .. })));
+    // Then nothing drains for initLimit: dropped, naming the phase.
+    let drained = 11 + init - 1;
+    assert!(l.poll_timeout().is_some_and(|t| t <= drained + init), "a deadline is armed");
+    alive(&mut l, drained + init);
+    l.handle_timeout(drained + init);
+    let a = leader_actions(&mut l);
+    assert!(
+        a.iter()
+            .any(|a| matches!(a, LeaderAction::Close { conn: 30, reason } if reason.contains("Streaming"))),
+        "{a:?}"
+    );
+}
+
 /// The window drops, under load, the records a streaming learner was already sent: more than
 /// `committed_log_max` commits while a piece is out. The learner needs none of them, so its sync
 /// goes on (the leader closed it, "too much committed while the learner synced", and a follower
