@@ -606,8 +606,9 @@ fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() 
     assert_eq!(c.moved_away(9, &[]), MovedSessions::Listed(vec![]), "9 owns it now");
     assert_eq!(c.moved_away(8, &[]), MovedSessions::Listed(vec![sid]), "moved while held");
     // Not yet in the core: back to 7, as the replica decided.
-    assert_eq!(c.moved_away(7, &[(sid, 7)]), MovedSessions::Listed(vec![]));
-    assert_eq!(c.moved_away(9, &[(sid, 7)]), MovedSessions::Listed(vec![sid]));
+    let back = Event::SessionOwner { session: sid, from: 7 };
+    assert_eq!(c.moved_away(7, &[&back]), MovedSessions::Listed(vec![]));
+    assert_eq!(c.moved_away(9, &[&back]), MovedSessions::Listed(vec![sid]));
     // A change before the hold, with nothing held from the learner, is not named.
     let mut c2 = core(100_000);
     c2.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
@@ -619,9 +620,40 @@ fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() 
     c2.handle(now(3), Event::SessionOwner { session: sid, from: 9 });
     c2.hold_writes();
     assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![]));
-    // ... but it is once 7's write for it is held.
+    // ... but it is once 7's write for it is held, or queued for the core (review of R4).
+    let queued = forwarded(7);
+    assert_eq!(c2.moved_away(7, &[&queued]), MovedSessions::Listed(vec![sid]));
+    assert_eq!(c2.moved_away(8, &[&queued]), MovedSessions::Listed(vec![]), "8 forwarded nothing");
     c2.handle(now(4), forwarded(7));
     assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![sid]));
+}
+
+/// Review of R4, finding 1: the leader's own client's write held while it hands over, the
+/// client having revalidated through a learner meanwhile (the old connection half-open): the
+/// write is not carried into the kept connection (the next leader, with no owners, would apply
+/// it); the connection is closed as one with a write in flight. A session still the leader's
+/// own is carried as before.
+#[test]
+fn a_leaders_own_held_write_of_a_session_that_moved_is_not_carried() {
+    for moves in [true, false] {
+        let mut c = leader_holding_writes();
+        let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+        let write = create("/own");
+        let raw = encoded(&write);
+        let op = OpCode::Create.code();
+        c.handle(now(3), Event::Request { conn: 1, xid: 1, op, body: Ok(write), raw, received_us: 3000 });
+        drain(&mut c);
+        if moves {
+            c.handle(now(4), Event::SessionOwner { session: sid, from: 9 });
+        }
+        c.set_role(Role::Down, VoterSet::solo(1), None, now(5));
+        let down = drain(&mut c);
+        let closed = down.iter().any(|a| matches!(a, Action::Close { conn: 1 }));
+        assert_eq!(closed, moves, "moved {moves}: {down:?}");
+        c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(6));
+        let again = forwards(&drain(&mut c)).len();
+        assert_eq!(again, usize::from(!moves), "moved {moves}: forwarded again {again}");
+    }
 }
 
 /// A member asked to stop moves its clients away (`core/drain.rs`): no new connection is taken,

@@ -128,7 +128,12 @@ impl ServerCore {
                 .collect();
             let all_held =
                 queued.len() == mine.len() && queued.iter().zip(&mine).all(|(c, w)| *c == w.req.xid);
-            if !all_held {
+            // A session that moved to a learner while its writes were held here: this leader
+            // would have refused them (SESSIONMOVED), and the next one has no owner to refuse
+            // them with, so its connection (one the client has left) is closed as any with a
+            // write in flight, not kept.
+            let moved = matches!(self.owners.get(&sid), Some(Some(_)));
+            if !all_held || moved {
                 self.queues.put_session(sid, q);
                 continue;
             }
@@ -194,20 +199,33 @@ impl ServerCore {
     /// those whose owner changed while writes were held) that are now owned elsewhere: this
     /// leader would have refused their requests from `learner` (SESSIONMOVED), and the next one
     /// starts with no owners, so the learner closes their connections instead of forwarding
-    /// them again. `pending`: owner changes the replica decided that have not reached the core
-    /// yet (session, learner), in order. More than [`MOVED_SESSIONS_MAX`] gives
+    /// them again. `pending`: events the replica queued that have not reached the core yet, in
+    /// order: owner changes it decided ([`Event::SessionOwner`]) and requests learners forwarded
+    /// ([`Event::Forwarded`]). More than [`MOVED_SESSIONS_MAX`] gives
     /// [`MovedSessions::Unlisted`].
-    pub fn moved_away(&self, learner: u64, pending: &[(SessionId, u64)]) -> MovedSessions {
-        let mut owner: HashMap<SessionId, Option<u64>> = HashMap::new();
-        for &(sid, from) in pending {
-            owner.insert(sid, Some(from));
+    pub fn moved_away(&self, learner: u64, pending: &[&Event]) -> MovedSessions {
+        let mut candidates: std::collections::BTreeSet<SessionId> =
+            self.owner_moves.iter().copied().collect();
+        for h in &self.held {
+            if let Held::Forwarded(Event::Forwarded { from, session, .. }) = h {
+                if *from == learner {
+                    candidates.insert(*session);
+                }
+            }
         }
-        let held = self.held.iter().filter_map(|h| match h {
-            Held::Forwarded(Event::Forwarded { from, session, .. }) if *from == learner => Some(*session),
-            _ => None,
-        });
-        let candidates: std::collections::BTreeSet<SessionId> =
-            held.chain(self.owner_moves.iter().copied()).chain(pending.iter().map(|p| p.0)).collect();
+        let mut owner: HashMap<SessionId, Option<u64>> = HashMap::new();
+        for ev in pending {
+            match ev {
+                Event::Forwarded { from, session, .. } if *from == learner => {
+                    candidates.insert(*session);
+                }
+                Event::SessionOwner { session, from } => {
+                    owner.insert(*session, Some(*from));
+                    candidates.insert(*session);
+                }
+                _ => {}
+            }
+        }
         let moved: Vec<SessionId> = candidates
             .into_iter()
             .filter(|sid| {

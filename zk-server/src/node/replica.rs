@@ -1519,10 +1519,13 @@ impl Replica {
             while l.may_send(s.conn) {
                 stepped = true;
                 let mut out = Vec::with_capacity(64 * 1024);
-                done = core.database().apache_snap_step(
+                // Bounded in bytes too: a step of large nodes is one write the learner must
+                // take within initLimit (its drain report re-arms the leader's deadline).
+                done = core.database().apache_snap_step_bytes(
                     &mut s.cursor,
                     &mut out,
                     self.cfg.snap_step_items.max(1),
+                    usize::try_from(self.cfg.sync_piece_bytes).unwrap_or(usize::MAX).max(1),
                 );
                 s.bytes += out.len() as u64;
                 l.snapshot_bytes(s.req, Bytes::from(out), done, ms);
@@ -1696,12 +1699,13 @@ impl Replica {
     /// held), so that they forward it again to the next leader. The packets go out before the
     /// connections close (each connection's writer sends what it was given first).
     fn tell_unproposed(&mut self, core: &ServerCore) {
-        // Revalidations decided here that the core has not taken yet count as owners too.
-        let pending: Vec<(zk_tree::SessionId, u64)> = self
+        // Revalidations decided here and requests forwarded that the core has not taken yet
+        // count too.
+        let pending: Vec<&Event> = self
             .for_core
             .iter()
             .filter_map(|c| match c {
-                CoreChange::Event(Event::SessionOwner { session, from }) => Some((*session, *from)),
+                CoreChange::Event(ev @ (Event::SessionOwner { .. } | Event::Forwarded { .. })) => Some(ev),
                 _ => None,
             })
             .collect();
