@@ -8,6 +8,7 @@ use bytes::Bytes;
 use core_support::{connect, drain, now, WALL};
 use std::sync::Arc;
 use zk_proto::*;
+use zk_quorum::wire::MovedSessions;
 use zk_server::config::ServerConfig;
 use zk_server::core::{
     Action, CoreConfig, CounterRule, Event, Role, ServerCore, SnapJob, SnapshotSettings, VoterSet,
@@ -503,7 +504,7 @@ fn a_learner_forwards_again_what_a_leader_that_handed_over_never_proposed() {
         if told {
             let last = c.database().last_applied_zxid();
             let through = if through_applied { last } else { last + 1 };
-            c.handle(now(6), Event::Unproposed { through });
+            c.handle(now(6), Event::Unproposed { through, moved: MovedSessions::Listed(vec![]) });
         }
         c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
         let down = drain(&mut c);
@@ -540,6 +541,119 @@ fn learner_with_a_write_forwarded() -> (ServerCore, Bytes) {
     let sent = drain(&mut c);
     assert!(sent.iter().any(|a| matches!(a, Action::Forward { cxid: 1, .. })), "{sent:?}");
     (c, raw)
+}
+
+/// Review finding R4 (the learner's side): a session the leader that handed over saw move to
+/// another server (the client left this connection, perhaps half-open, and revalidated
+/// elsewhere) is not kept and its write not forwarded again: that leader would have refused the
+/// write (SESSIONMOVED), and the next one starts with no owners to refuse it with. A word that
+/// could not list every moved session forwards nothing again. Sessions not named are kept as
+/// before.
+#[test]
+fn a_learner_forwards_nothing_again_for_a_session_the_leader_saw_move() {
+    let cases = [
+        (MovedSessions::Listed(vec![]), true),
+        (MovedSessions::Unlisted, false),
+        (MovedSessions::Listed(vec![0x7777]), true),
+    ];
+    for (moved, resends) in cases {
+        let (mut c, raw) = learner_with_a_write_forwarded();
+        let z = c.database().last_applied_zxid();
+        let served = told_with_moved_then_following(&mut c, z, moved.clone());
+        let again: Vec<Bytes> = forwards(&served).into_iter().map(|(_, b, _)| b).collect();
+        assert_eq!(again, if resends { vec![raw.clone()] } else { vec![] }, "{moved:?}: {served:?}");
+    }
+    let (mut c, _) = learner_with_a_write_forwarded();
+    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    let z = c.database().last_applied_zxid();
+    c.handle(now(7), Event::Unproposed { through: z, moved: MovedSessions::Listed(vec![sid]) });
+    c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
+    let down = drain(&mut c);
+    assert!(down.iter().any(|a| matches!(a, Action::Close { conn: 1 })), "moved: not kept: {down:?}");
+    c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));
+    let served = drain(&mut c);
+    assert!(forwards(&served).is_empty(), "moved session's write forwarded again: {served:?}");
+}
+
+/// Review finding R4 (the leader's side): a leader handing over names, to each learner, the
+/// sessions whose forwarded requests it held or whose owner changed while it held, that are now
+/// owned elsewhere; owner changes the replica decided that the core has not taken yet count.
+#[test]
+fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() {
+    let mut c = core(100_000);
+    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c, 1);
+    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c);
+    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    // Learner on quorum connection 7 owns the session; writes are held; 7 forwards a write.
+    c.handle(now(3), Event::SessionOwner { session: sid, from: 7 });
+    c.hold_writes();
+    let write = create("/w");
+    let forwarded = |from| Event::Forwarded {
+        from,
+        session: sid,
+        cxid: 1,
+        op: OpCode::Create.code(),
+        body: Ok(write.clone()),
+        auth: vec![],
+    };
+    c.handle(now(4), forwarded(7));
+    assert_eq!(c.moved_away(7, &[]), MovedSessions::Listed(vec![]), "still 7's");
+    // The client revalidates through learner 9 while the write is held.
+    c.handle(now(5), Event::SessionOwner { session: sid, from: 9 });
+    assert_eq!(c.moved_away(7, &[]), MovedSessions::Listed(vec![sid]));
+    assert_eq!(c.moved_away(9, &[]), MovedSessions::Listed(vec![]), "9 owns it now");
+    assert_eq!(c.moved_away(8, &[]), MovedSessions::Listed(vec![sid]), "moved while held");
+    // Not yet in the core: back to 7, as the replica decided.
+    let back = Event::SessionOwner { session: sid, from: 7 };
+    assert_eq!(c.moved_away(7, &[&back]), MovedSessions::Listed(vec![]));
+    assert_eq!(c.moved_away(9, &[&back]), MovedSessions::Listed(vec![sid]));
+    // A change before the hold, with nothing held from the learner, is not named.
+    let mut c2 = core(100_000);
+    c2.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
+    connect(&mut c2, 1);
+    c2.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
+    drain(&mut c2);
+    let sid2 = c2.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    assert_eq!(sid2, sid, "sessions are numbered alike");
+    c2.handle(now(3), Event::SessionOwner { session: sid, from: 9 });
+    c2.hold_writes();
+    assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![]));
+    // ... but it is once 7's write for it is held, or queued for the core (review of R4).
+    let queued = forwarded(7);
+    assert_eq!(c2.moved_away(7, &[&queued]), MovedSessions::Listed(vec![sid]));
+    assert_eq!(c2.moved_away(8, &[&queued]), MovedSessions::Listed(vec![]), "8 forwarded nothing");
+    c2.handle(now(4), forwarded(7));
+    assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![sid]));
+}
+
+/// Review of R4, finding 1: the leader's own client's write held while it hands over, the
+/// client having revalidated through a learner meanwhile (the old connection half-open): the
+/// write is not carried into the kept connection (the next leader, with no owners, would apply
+/// it); the connection is closed as one with a write in flight. A session still the leader's
+/// own is carried as before.
+#[test]
+fn a_leaders_own_held_write_of_a_session_that_moved_is_not_carried() {
+    for moves in [true, false] {
+        let mut c = leader_holding_writes();
+        let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+        let write = create("/own");
+        let raw = encoded(&write);
+        let op = OpCode::Create.code();
+        c.handle(now(3), Event::Request { conn: 1, xid: 1, op, body: Ok(write), raw, received_us: 3000 });
+        drain(&mut c);
+        if moves {
+            c.handle(now(4), Event::SessionOwner { session: sid, from: 9 });
+        }
+        c.set_role(Role::Down, VoterSet::solo(1), None, now(5));
+        let down = drain(&mut c);
+        let closed = down.iter().any(|a| matches!(a, Action::Close { conn: 1 }));
+        assert_eq!(closed, moves, "moved {moves}: {down:?}");
+        c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(6));
+        let again = forwards(&drain(&mut c)).len();
+        assert_eq!(again, usize::from(!moves), "moved {moves}: forwarded again {again}");
+    }
 }
 
 /// A member asked to stop moves its clients away (`core/drain.rs`): no new connection is taken,
@@ -905,7 +1019,12 @@ fn a_forwarded_create_session_of_an_existing_session_is_a_failed_write() {
 /// A learner told by its leader that nothing after `through` was proposed, through the election
 /// to following the next leader: what it does then.
 fn told_then_following(c: &mut ServerCore, through: i64) -> Vec<Action> {
-    c.handle(now(7), Event::Unproposed { through });
+    told_with_moved_then_following(c, through, MovedSessions::Listed(vec![]))
+}
+
+/// [`told_then_following`], the leader's word naming the sessions `moved` away.
+fn told_with_moved_then_following(c: &mut ServerCore, through: i64, moved: MovedSessions) -> Vec<Action> {
+    c.handle(now(7), Event::Unproposed { through, moved });
     c.set_role(Role::Down, VoterSet::solo(1), None, now(7));
     drain(c);
     c.set_role(Role::Learner { observer: false }, VoterSet::solo(1), None, now(8));

@@ -332,12 +332,26 @@ impl Database {
     /// caller that replaces its database must drop the streams under way, which over the new
     /// tree would silently lack nodes.
     pub fn apache_snap_step(&self, cur: &mut ApacheSnapCursor, out: &mut Vec<u8>, max_items: usize) -> bool {
+        self.apache_snap_step_bytes(cur, out, max_items, usize::MAX)
+    }
+
+    /// [`Self::apache_snap_step`], also ending the step once it has appended `max_bytes` or
+    /// more (it appends at least one item, and at most one item past the bound: a node is
+    /// written whole), so a step of large nodes stays near `max_bytes` whatever `max_items`.
+    pub fn apache_snap_step_bytes(
+        &self,
+        cur: &mut ApacheSnapCursor,
+        out: &mut Vec<u8>,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> bool {
         self.assert_cursor_of(cur.db, "a SNAP stream cursor");
         let budget = max_items.max(1);
         let mut visits = budget.saturating_mul(4);
         let mut items = 0usize;
         let tree = &self.tree;
-        while items < budget && visits > 0 {
+        let start = out.len();
+        while items < budget && visits > 0 && out.len() - start < max_bytes {
             match cur.phase {
                 Phase::Discover => {
                     let slots = tree.nodes.slot_count();

@@ -16,6 +16,6 @@ pub use handshake::{
 pub use notification::{Notification, NotificationError, PeerState};
 pub use packet::{PacketError, PacketType, QuorumPacket, QuorumPacketDecoder};
 pub use payload::{
-    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PayloadError, RevalidateReply, RevalidateRequest,
-    SessionTouch,
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, MovedSessions, PayloadError, RevalidateReply,
+    RevalidateRequest, SessionTouch, MOVED_SESSIONS_MAX,
 };

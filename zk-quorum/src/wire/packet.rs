@@ -120,10 +120,12 @@ pub const ZKRS_REQUEST_LEADERSHIP: i32 = 0x5a4b_0001;
 
 /// zkrs's own packet, leader -> learner: "I handed my leadership over and will propose nothing
 /// more; every request you forwarded me that you have not seen committed by now was never
-/// proposed" (zxid: the last zxid this leader committed; no data). Sent after the last COMMIT on
-/// the connection, only to learners whose FOLLOWERINFO said they take it
-/// ([`crate::wire::payload::LEARNER_TAKES_UNPROPOSED`]): such a learner forwards those requests
-/// again to the next leader instead of failing its clients' requests with ConnectionLoss.
+/// proposed" (zxid: the last zxid this leader committed; data: the sessions that moved away from
+/// the learner, [`crate::wire::payload::MovedSessions`], empty from a zkrs leader of an older
+/// build). Sent after the last COMMIT on the connection, only to learners whose FOLLOWERINFO said
+/// they take it ([`crate::wire::payload::LEARNER_TAKES_UNPROPOSED`]): such a learner forwards
+/// those requests again to the next leader instead of failing its clients' requests with
+/// ConnectionLoss, except those of the sessions named.
 pub const ZKRS_UNPROPOSED: i32 = 0x5a4b_0002;
 
 /// Why quorum-port bytes could not be decoded. Any of these ends the connection.

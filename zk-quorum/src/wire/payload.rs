@@ -32,6 +32,16 @@ pub enum PayloadError {
         /// Bytes present.
         len: usize,
     },
+    /// A count field is out of its range.
+    #[error("{what} payload counts {count} entries (at most {max})")]
+    BadCount {
+        /// Which payload.
+        what: &'static str,
+        /// The count read.
+        count: i64,
+        /// The most it may be.
+        max: usize,
+    },
 }
 
 fn need(what: &'static str, data: &[u8], needed: usize) -> Result<(), PayloadError> {
@@ -280,6 +290,66 @@ impl RevalidateReply {
     }
 }
 
+/// The most sessions a [`MovedSessions`] lists (512 KiB of ids); a leader with more to name
+/// sends [`MovedSessions::Unlisted`].
+pub const MOVED_SESSIONS_MAX: usize = 65_536;
+
+/// ZKRS_UNPROPOSED data (zkrs's own, [`crate::wire::packet::ZKRS_UNPROPOSED`]): the sessions,
+/// among those the learner may forward requests of again, that the leader saw move to another
+/// server (a revalidation from elsewhere) before it left. Their requests would have been refused
+/// with SESSIONMOVED by that leader, and the next leader does not know who owns them: the
+/// learner closes their connections instead of forwarding them again.
+///
+/// `i32 count`, then `count` session ids (`i64`), filling the payload exactly; count -1:
+/// [`MovedSessions::Unlisted`]. An empty payload (a zkrs leader of an older build) lists none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MovedSessions {
+    /// These sessions moved; the learner's others did not.
+    Listed(Vec<i64>),
+    /// More moved than [`MOVED_SESSIONS_MAX`]: the learner forwards nothing again.
+    Unlisted,
+}
+
+impl MovedSessions {
+    /// `i32 count` and the ids.
+    pub fn encode(&self) -> Bytes {
+        match self {
+            MovedSessions::Listed(ids) => {
+                assert!(ids.len() <= MOVED_SESSIONS_MAX, "{} moved sessions listed", ids.len());
+                let mut out = Vec::with_capacity(4 + 8 * ids.len());
+                out.put_i32(ids.len() as i32);
+                for &id in ids {
+                    out.put_i64(id);
+                }
+                Bytes::from(out)
+            }
+            MovedSessions::Unlisted => Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]),
+        }
+    }
+
+    /// Errors: a count other than -1 or 0..=[`MOVED_SESSIONS_MAX`], or a payload its count
+    /// does not fill exactly.
+    pub fn decode(mut data: &[u8]) -> Result<MovedSessions, PayloadError> {
+        const WHAT: &str = "ZKRS_UNPROPOSED";
+        if data.is_empty() {
+            return Ok(MovedSessions::Listed(Vec::new()));
+        }
+        need(WHAT, data, 4)?;
+        let count = data.get_i32();
+        if count == -1 && data.is_empty() {
+            return Ok(MovedSessions::Unlisted);
+        }
+        let n = usize::try_from(count)
+            .ok()
+            .filter(|&n| n <= MOVED_SESSIONS_MAX)
+            .ok_or(PayloadError::BadCount { what: WHAT, count: i64::from(count), max: MOVED_SESSIONS_MAX })?;
+        if data.len() != n * 8 {
+            return Err(PayloadError::PartialEntry { what: WHAT, entry: 8, len: data.len() });
+        }
+        Ok(MovedSessions::Listed((0..n).map(|_| data.get_i64()).collect()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,5 +418,30 @@ mod tests {
             let _ = RevalidateRequest::decode(&bytes);
             let _ = RevalidateReply::decode(&bytes);
         }
+    }
+
+    #[test]
+    fn moved_sessions_fill_their_payload() {
+        let listed = MovedSessions::Listed(vec![0x101, -2]);
+        let bytes = listed.encode();
+        assert_eq!(bytes.len(), 4 + 16);
+        assert_eq!(&bytes[..4], &[0, 0, 0, 2]);
+        assert_eq!(MovedSessions::decode(&bytes), Ok(listed));
+        assert_eq!(MovedSessions::decode(&MovedSessions::Unlisted.encode()), Ok(MovedSessions::Unlisted));
+        // An older zkrs leader sends no data: nothing moved.
+        assert_eq!(MovedSessions::decode(&[]), Ok(MovedSessions::Listed(Vec::new())));
+        assert_eq!(MovedSessions::decode(&[0, 0, 0, 0]), Ok(MovedSessions::Listed(Vec::new())));
+        assert!(matches!(MovedSessions::decode(&bytes[..19]), Err(PayloadError::PartialEntry { .. })));
+        assert!(matches!(MovedSessions::decode(&bytes[..3]), Err(PayloadError::Truncated { .. })));
+        assert!(matches!(
+            MovedSessions::decode(&[0xff, 0xff, 0xff, 0xfe]),
+            Err(PayloadError::BadCount { .. })
+        ));
+        assert!(matches!(
+            MovedSessions::decode(&[0xff, 0xff, 0xff, 0xff, 0]),
+            Err(PayloadError::BadCount { .. })
+        ));
+        let over = (MOVED_SESSIONS_MAX as i32 + 1).to_be_bytes();
+        assert!(matches!(MovedSessions::decode(&over), Err(PayloadError::BadCount { .. })));
     }
 }

@@ -8,7 +8,7 @@ use zk_proto::Id;
 use super::{counter_of, epoch_of, make_zxid, ConnId, LocalState, ZabConfig, MAX_EPOCH};
 use crate::quorum::QuorumVerifier;
 use crate::wire::packet::{ZKRS_REQUEST_LEADERSHIP, ZKRS_UNPROPOSED};
-use crate::wire::payload::LEARNER_PROTOCOL_VERSION;
+use crate::wire::payload::{MovedSessions, LEARNER_PROTOCOL_VERSION};
 use crate::wire::{
     AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
     RevalidateRequest, SessionTouch,
@@ -225,7 +225,9 @@ struct LearnerConn {
     peer_zxid: i64,
     /// When we last received anything.
     last_heard_ms: u64,
-    /// While we wait on the learner before it is active: when we give up.
+    /// While we wait on the learner before it is active (its answer, or while it syncs, its
+    /// connection taking what it was sent: a learner that takes nothing for initLimit is
+    /// dropped, as Apache's initLimit bounds a sync): when we give up.
     deadline_ms: Option<u64>,
     /// A follower's oldest proposal not acknowledged yet, and since when we wait: more than
     /// syncLimit and it is dropped (Apache's `SyncLimitCheck`).
@@ -478,8 +480,9 @@ impl Leader {
     /// everything sent it so far) that the requests it forwarded and has not seen committed were
     /// never proposed. Only while a handover's proposal is out and every other proposal is
     /// committed (then nothing a learner forwarded is in flight: it was committed or never
-    /// proposed); returns how many learners were told.
-    pub fn tell_unproposed(&mut self) -> usize {
+    /// proposed); returns how many learners were told. `moved` names, for a learner's
+    /// connection, the sessions that moved away from it ([`MovedSessions`]), sent with the word.
+    pub fn tell_unproposed(&mut self, moved: impl Fn(ConnId) -> MovedSessions) -> usize {
         if self.handover.is_none() || !self.outstanding.is_empty() {
             return 0;
         }
@@ -491,8 +494,8 @@ impl Leader {
             .map(|(c, _)| *c)
             .collect();
         for &conn in &to {
-            let packet =
-                QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data: None, authinfo: None };
+            let data = Some(moved(conn).encode());
+            let packet = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: through, data, authinfo: None };
             self.send(conn, packet);
         }
         to.len()
@@ -964,9 +967,9 @@ impl Leader {
                         })
                     }
                 } else {
-                    l.deadline_ms
-                        .filter(|d| now_ms >= *d)
-                        .map(|_| (*c, format!("learner {} made no progress within initLimit", l.sid)))
+                    l.deadline_ms.filter(|d| now_ms >= *d).map(|_| {
+                        (*c, format!("learner {} made no progress within initLimit ({:?})", l.sid, l.phase))
+                    })
                 }
             })
             .collect();
@@ -1307,9 +1310,14 @@ impl Leader {
     /// connection's sync before has left, or nearly (call it when the outbox drains below a
     /// piece). A learner being synced gets its next piece.
     pub fn conn_drained(&mut self, conn: ConnId, now_ms: u64) {
+        let init_ms = self.cfg.init_ms();
         if let Some(l) = self.learners.get_mut(&conn) {
             l.unacked_bytes = 0;
             l.unacked_packets = 0;
+            // The learner took what it was sent: its sync moves, so it has another initLimit.
+            if matches!(l.phase, LearnerPhase::Snapshotting { .. } | LearnerPhase::Streaming { .. }) {
+                l.deadline_ms = Some(now_ms.saturating_add(init_ms));
+            }
         }
         self.pump(conn, now_ms);
     }
@@ -1353,23 +1361,27 @@ impl Leader {
         r
     }
 
-    fn send_snap(&mut self, conn: ConnId, _now_ms: u64) {
+    fn send_snap(&mut self, conn: ConnId, now_ms: u64) {
         let req = self.take_req();
         let zxid = self.last_committed;
         self.log_sync(conn, PacketType::Snap, zxid, 0);
         self.reset_acks(conn, zxid);
         self.send(conn, QuorumPacket::new(PacketType::Snap, zxid, None));
         self.actions.push_back(LeaderAction::SerializeSnapshot { req, zxid });
+        let init_ms = self.cfg.init_ms();
         if let Some(l) = self.learners.get_mut(&conn) {
             l.phase = LearnerPhase::Snapshotting { req, zxid };
+            l.deadline_ms = Some(now_ms.saturating_add(init_ms));
         }
     }
 
     /// After the DIFF/TRUNC/SNAP head (and the snapshot): the learner holds everything through
     /// `from`; the rest (the log read's records, then the window's) follows a piece at a time.
     fn finish_sync(&mut self, conn: ConnId, from: i64, now_ms: u64) {
+        let init_ms = self.cfg.init_ms();
         if let Some(l) = self.learners.get_mut(&conn) {
             l.phase = LearnerPhase::Streaming { sent_through: from };
+            l.deadline_ms = Some(now_ms.saturating_add(init_ms));
         }
         self.pump(conn, now_ms);
     }

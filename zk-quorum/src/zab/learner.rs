@@ -7,8 +7,8 @@ use zk_proto::Id;
 
 use super::{counter_of, epoch_of, make_zxid, LocalState, ZabConfig, MAX_LEARNER_QUEUE};
 use crate::wire::{
-    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType, QuorumPacket, RevalidateReply,
-    RevalidateRequest, SessionTouch,
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, MovedSessions, PacketType, QuorumPacket,
+    RevalidateReply, RevalidateRequest, SessionTouch,
 };
 
 /// What the server must do for the learner, in order.
@@ -78,6 +78,9 @@ pub enum LearnerAction {
     Unproposed {
         /// The last zxid the leader committed.
         through: i64,
+        /// The sessions the leader saw move to another server: their requests are not
+        /// forwarded again (their connections here are left behind).
+        moved: MovedSessions,
     },
     /// Leave this leader and go back to LOOKING (silence, protocol violation, lower epoch). The
     /// machine is inert afterwards.
@@ -428,7 +431,14 @@ impl Learner {
             // Only a leader that is leaving sends it, after its last COMMIT: the forwarded
             // requests not committed by now never will be, by this leader.
             if matches!(self.phase, Phase::AwaitUpToDate | Phase::Broadcast) {
-                self.actions.push_back(LearnerAction::Unproposed { through: pkt.zxid });
+                let moved =
+                    MovedSessions::decode(pkt.data.as_deref().unwrap_or_default()).unwrap_or_else(|e| {
+                        tracing::warn!(
+                            "the leader's handover word did not decode ({e}): nothing is forwarded again"
+                        );
+                        MovedSessions::Unlisted
+                    });
+                self.actions.push_back(LearnerAction::Unproposed { through: pkt.zxid, moved });
             }
             return self.disconnect(format!("the leader handed over (committed through {:#x})", pkt.zxid));
         }

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::wire::{
-    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, PacketType as T, QuorumPacket, RevalidateReply,
-    RevalidateRequest, SessionTouch,
+    AckEpoch, ForwardedRequest, LeaderInfo, LearnerInfo, MovedSessions, PacketType as T, QuorumPacket,
+    RevalidateReply, RevalidateRequest, SessionTouch,
 };
 
 const E5: u32 = 5;
@@ -1349,6 +1349,50 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     assert_eq!(leader_actions(&mut l).len(), 2);
 }
 
+/// A learner whose connection takes nothing of its sync for initLimit is dropped by the leader
+/// (review MINOR-1: the leader had no deadline of its own while a learner streamed, so one that
+/// stalled held its place and the window's bytes until its own side gave up); one that drains
+/// gets another initLimit from each drain.
+#[test]
+fn a_syncing_learner_that_takes_nothing_for_init_limit_is_dropped() {
+    let recent = [z(5, 4), z(5, 5), z(5, 6)];
+    let mut c = cfg(1);
+    c.sync_piece_packets = 2; // one PROPOSAL+COMMIT pair a piece
+    let init = c.init_ms();
+    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
+    l.learner_connected(20, 0);
+    l.handle_packet(20, follower_info(2, E5), 1);
+    l.epoch_persisted(2);
+    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
+    l.epoch_persisted(4);
+    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
+    leader_actions(&mut l);
+    join(&mut l, 30, 3, z(5, 3), 10);
+    l.log_read(1, txs(&[z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
+    leader_actions(&mut l);
+    assert!(!l.may_send(30), "a piece is out");
+    // Follower 2 keeps the quorum (it pings) while learner 3 syncs.
+    let alive = |l: &mut Leader, t: u64| l.handle_packet(20, pkt(T::Ping, z(6, 0), None), t);
+    // Drained just before the deadline: another initLimit from there.
+    alive(&mut l, 11 + init - 1);
+    l.conn_drained(30, 11 + init - 1);
+    leader_actions(&mut l);
+    alive(&mut l, 11 + init + 1);
+    l.handle_timeout(11 + init + 1);
+    assert!(!leader_actions(&mut l).iter().any(|a| matches!(a, LeaderAction::Close { conn: 30, .. })));
+    // Then nothing drains for initLimit: dropped, naming the phase.
+    let drained = 11 + init - 1;
+    assert!(l.poll_timeout().is_some_and(|t| t <= drained + init), "a deadline is armed");
+    alive(&mut l, drained + init);
+    l.handle_timeout(drained + init);
+    let a = leader_actions(&mut l);
+    assert!(
+        a.iter()
+            .any(|a| matches!(a, LeaderAction::Close { conn: 30, reason } if reason.contains("Streaming"))),
+        "{a:?}"
+    );
+}
+
 /// The window drops, under load, the records a streaming learner was already sent: more than
 /// `committed_log_max` commits while a piece is out. The learner needs none of them, so its sync
 /// goes on (the leader closed it, "too much committed while the learner synced", and a follower
@@ -1729,12 +1773,15 @@ fn a_leader_leaving_after_its_handover_tells_the_learners_that_take_it_what_it_n
     l.committed(z(6, 1), 12);
     leader_actions(&mut l);
     // Not before the handover's proposal: the leader may still propose what it holds.
-    assert_eq!(l.tell_unproposed(), 0);
+    let moved = |conn| MovedSessions::Listed(vec![conn as i64 * 100]);
+    assert_eq!(l.tell_unproposed(moved), 0);
     assert!(leader_actions(&mut l).is_empty());
     assert_eq!(l.propose_handover(2, z(6, 1), tx), Some(z(6, 2)));
     leader_actions(&mut l);
-    assert_eq!(l.tell_unproposed(), 1);
-    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 1), data: None, authinfo: None };
+    assert_eq!(l.tell_unproposed(moved), 1);
+    // The word carries what the leader saw move away from that learner.
+    let data = Some(MovedSessions::Listed(vec![3000]).encode());
+    let notice = QuorumPacket { packet_type: ZKRS_UNPROPOSED, zxid: z(6, 1), data, authinfo: None };
     assert_eq!(leader_actions(&mut l), vec![LeaderAction::Send { conn: 30, packet: notice }]);
 }
 
@@ -1745,11 +1792,24 @@ fn a_learner_told_that_nothing_more_was_proposed_reports_it_and_leaves() {
     let mut l = up_to_date(false);
     l.handle_packet(notice.clone(), 10);
     let a = learner_actions(&mut l);
+    // No data (a zkrs leader of an older build): no session moved.
+    let none = MovedSessions::Listed(Vec::new());
     assert!(
-        matches!(a[..], [LearnerAction::Unproposed { through }, LearnerAction::Disconnect { .. }] if through == z(6, 4)),
+        matches!(&a[..], [LearnerAction::Unproposed { through, moved }, LearnerAction::Disconnect { .. }]
+            if *through == z(6, 4) && *moved == none),
         "{a:?}"
     );
     assert!(l.is_stopped());
+    // The sessions it names are passed on; a word that does not decode forwards nothing again.
+    for (data, want) in [
+        (MovedSessions::Listed(vec![7, 9]).encode(), MovedSessions::Listed(vec![7, 9])),
+        (Bytes::from_static(&[0, 0, 0, 2, 1]), MovedSessions::Unlisted),
+    ] {
+        let mut l = up_to_date(false);
+        l.handle_packet(QuorumPacket { data: Some(data), ..notice.clone() }, 10);
+        let a = learner_actions(&mut l);
+        assert!(matches!(&a[..], [LearnerAction::Unproposed { moved, .. }, _] if *moved == want), "{a:?}");
+    }
     // Still syncing, it serves no client and forwarded nothing: it only leaves.
     let mut l = discovered(false);
     l.handle_packet(notice, 10);

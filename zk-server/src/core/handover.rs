@@ -22,6 +22,7 @@
 
 use super::kept::HeldRequest;
 use super::*;
+use zk_quorum::wire::{MovedSessions, MOVED_SESSIONS_MAX};
 
 /// Learners' forwarded requests a leader handing over holds before the handover is given up.
 pub const HELD_FORWARDS_MAX: usize = 16_384;
@@ -127,7 +128,12 @@ impl ServerCore {
                 .collect();
             let all_held =
                 queued.len() == mine.len() && queued.iter().zip(&mine).all(|(c, w)| *c == w.req.xid);
-            if !all_held {
+            // A session that moved to a learner while its writes were held here: this leader
+            // would have refused them (SESSIONMOVED), and the next one has no owner to refuse
+            // them with, so its connection (one the client has left) is closed as any with a
+            // write in flight, not kept.
+            let moved = matches!(self.owners.get(&sid), Some(Some(_)));
+            if !all_held || moved {
                 self.queues.put_session(sid, q);
                 continue;
             }
@@ -176,5 +182,61 @@ impl ServerCore {
         self.writes_held = false;
         self.held.clear();
         self.held_forwards = 0;
+        self.owner_moves.clear();
+    }
+
+    /// Leader: `session`'s connection is now on `owner` (`None`: this server; `Some`: the
+    /// learner on that quorum connection), as a revalidation says. While writes are held the
+    /// change is remembered for [`Self::moved_away`].
+    pub(super) fn set_owner(&mut self, session: SessionId, owner: Option<u64>) {
+        if self.owners.insert(session, owner) != Some(owner) && self.writes_held {
+            self.owner_moves.insert(session);
+        }
+    }
+
+    /// Leader leaving after a handover: the sessions the learner on quorum connection
+    /// `learner` may forward requests of again (those it forwarded and this leader held, and
+    /// those whose owner changed while writes were held) that are now owned elsewhere: this
+    /// leader would have refused their requests from `learner` (SESSIONMOVED), and the next one
+    /// starts with no owners, so the learner closes their connections instead of forwarding
+    /// them again. `pending`: events the replica queued that have not reached the core yet, in
+    /// order: owner changes it decided ([`Event::SessionOwner`]) and requests learners forwarded
+    /// ([`Event::Forwarded`]). More than [`MOVED_SESSIONS_MAX`] gives
+    /// [`MovedSessions::Unlisted`].
+    pub fn moved_away(&self, learner: u64, pending: &[&Event]) -> MovedSessions {
+        let mut candidates: std::collections::BTreeSet<SessionId> =
+            self.owner_moves.iter().copied().collect();
+        for h in &self.held {
+            if let Held::Forwarded(Event::Forwarded { from, session, .. }) = h {
+                if *from == learner {
+                    candidates.insert(*session);
+                }
+            }
+        }
+        let mut owner: HashMap<SessionId, Option<u64>> = HashMap::new();
+        for ev in pending {
+            match ev {
+                Event::Forwarded { from, session, .. } if *from == learner => {
+                    candidates.insert(*session);
+                }
+                Event::SessionOwner { session, from } => {
+                    owner.insert(*session, Some(*from));
+                    candidates.insert(*session);
+                }
+                _ => {}
+            }
+        }
+        let moved: Vec<SessionId> = candidates
+            .into_iter()
+            .filter(|sid| {
+                let now_on = owner.get(sid).copied().or_else(|| self.owners.get(sid).copied());
+                now_on.is_some_and(|o| o != Some(learner))
+            })
+            .collect();
+        if moved.len() > MOVED_SESSIONS_MAX {
+            MovedSessions::Unlisted
+        } else {
+            MovedSessions::Listed(moved)
+        }
     }
 }

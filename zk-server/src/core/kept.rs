@@ -11,9 +11,10 @@
 //!   syncs only: a learner whose leader handed over and said it proposed nothing more
 //!   ([`Event::Unproposed`]) and that has applied everything that leader committed knows what it
 //!   still waits on was never proposed; such a connection is kept and its requests run again,
-//!   forwarded to the next leader (see [`ServerCore::keep_clients`] for when it is not). So is one still in its
-//!   handshake, and one with a persistent or recursive watch (setWatches could put those back
-//!   but not say what changed meanwhile, and they promise every change).
+//!   forwarded to the next leader (see [`ServerCore::keep_clients`] for when it is not). A
+//!   connection still in its handshake is closed too, and so is one with a persistent or
+//!   recursive watch (setWatches could put those back but not say what changed meanwhile, and
+//!   they promise every change).
 //! - A kept connection's requests, pings included, are held in arrival order while the server
 //!   is down: the client hears nothing until the server serves again, so its own timers still
 //!   tell it when it has been cut off for too long. Each connection is kept at most a third of
@@ -151,19 +152,39 @@ impl ServerCore {
     /// order, when the server serves again. Not a session whose queue stopped matching its
     /// commits (`queue_desync`: then some of it may have been applied), nor one whose connection
     /// gained an identity since it sent a queued write (the write would go again with
-    /// identities it did not have): those are closed, as without the word.
-    pub(super) fn keep_clients(&mut self, now: Now, contact: Option<u64>, unproposed: Option<i64>) {
+    /// identities it did not have): those are closed, as without the word. Nor a session the
+    /// leader saw move to another server (the word's [`zk_quorum::wire::MovedSessions`]): that leader would have
+    /// refused its requests from here, and the next one would not know to, so its connection
+    /// (one the client has left) is closed; if the word could not list them all, no request is
+    /// forwarded again.
+    pub(super) fn keep_clients(
+        &mut self,
+        now: Now,
+        contact: Option<u64>,
+        unproposed: Option<(i64, zk_quorum::wire::MovedSessions)>,
+    ) {
+        use zk_quorum::wire::MovedSessions;
         let since = contact.unwrap_or(now.mono_ms()).min(now.mono_ms());
         let mut kept = Kept { seen_zxid: self.db.last_applied_zxid(), ..Kept::default() };
-        let resend = unproposed.is_some_and(|z| self.db.last_applied_zxid() >= z);
-        if unproposed.is_some() && !resend {
-            info!(
-                "the leader handed over through 0x{:x}, applied here through 0x{:x} only: requests in \
-                 flight are not forwarded again",
-                unproposed.unwrap_or_default(),
-                self.db.last_applied_zxid()
-            );
-        }
+        let applied = self.db.last_applied_zxid();
+        let (resend, moved) = match unproposed {
+            Some((z, MovedSessions::Listed(m))) if applied >= z => {
+                (true, m.into_iter().collect::<std::collections::HashSet<SessionId>>())
+            }
+            Some((z, moved)) => {
+                info!(
+                    "the leader handed over through 0x{z:x}, applied here through 0x{applied:x}{}: requests \
+                     in flight are not forwarded again",
+                    if moved == MovedSessions::Unlisted {
+                        ", too many sessions moved to list"
+                    } else {
+                        " only"
+                    }
+                );
+                (false, Default::default())
+            }
+            None => (false, Default::default()),
+        };
         let mut resent = 0usize;
         let mut ids: Vec<ConnId> = self.conns.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
@@ -178,6 +199,7 @@ impl ServerCore {
             let keepable = session.is_some_and(|sid| {
                 self.conns.conn_of(sid) == Some(conn)
                     && !waiting.contains(&conn)
+                    && !moved.contains(&sid)
                     && (self.queues.is_idle(sid)
                         || (resend
                             && !self.queue_desync.contains(&sid)

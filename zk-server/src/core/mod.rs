@@ -277,6 +277,9 @@ pub enum Event {
     Unproposed {
         /// The last zxid the leader committed.
         through: i64,
+        /// The sessions the leader saw move to another server: their connections here are
+        /// closed rather than kept, and their requests not forwarded again.
+        moved: zk_quorum::wire::MovedSessions,
     },
     /// The ensemble's configuration in force (at each role change and each activation).
     Membership(Membership),
@@ -508,6 +511,9 @@ pub struct ServerCore {
     /// learner on that quorum connection), as Apache's session owners: a write arriving from
     /// elsewhere comes from a connection the session has left (SESSIONMOVED).
     owners: HashMap<SessionId, Option<u64>>,
+    /// Leader handing over: the sessions whose owner changed while writes were held (see
+    /// [`Self::moved_away`]).
+    owner_moves: std::collections::HashSet<SessionId>,
     /// The ensemble's configuration and a reconfiguration in flight.
     reconfig: reconfig::ReconfigState,
     /// Leader handing over: nothing is proposed (see `handover.rs`).
@@ -525,7 +531,7 @@ pub struct ServerCore {
     leader_contact_ms: Option<u64>,
     /// A learner whose leader handed over: the last zxid that leader committed; every request
     /// still queued once this server applied it was never proposed ([`Event::Unproposed`]).
-    unproposed_through: Option<i64>,
+    unproposed: Option<(i64, zk_quorum::wire::MovedSessions)>,
     /// Learner: sessions one of whose commits (or sync answers) did not match the request their
     /// queue waited on first; their queues are never forwarded again ([`Event::Unproposed`]).
     /// Cleared at each role change.
@@ -560,13 +566,14 @@ impl ServerCore {
             sync_paths: HashMap::new(),
             touched: HashMap::new(),
             owners: HashMap::new(),
+            owner_moves: std::collections::HashSet::new(),
             reconfig: reconfig::ReconfigState::default(),
             writes_held: false,
             held: VecDeque::new(),
             held_forwards: 0,
             kept: None,
             leader_contact_ms: None,
-            unproposed_through: None,
+            unproposed: None,
             queue_desync: std::collections::HashSet::new(),
             drain_until: None,
             drain_next_ms: 0,
@@ -692,7 +699,7 @@ impl ServerCore {
             }
             Event::SessionOwner { session, from } => {
                 if matches!(self.role, Role::Leader { .. }) {
-                    self.owners.insert(session, Some(from));
+                    self.set_owner(session, Some(from));
                 }
             }
             Event::Revalidated { session, valid } => self.on_revalidated(now, session, valid),
@@ -710,9 +717,9 @@ impl ServerCore {
                     warn!("a commit from a leader reached a server that is not a learner; ignored");
                 }
             }
-            Event::Unproposed { through } => {
+            Event::Unproposed { through, moved } => {
                 if matches!(self.role, Role::Learner { .. }) {
-                    self.unproposed_through = Some(through);
+                    self.unproposed = Some((through, moved));
                 }
             }
             Event::SyncDone => {

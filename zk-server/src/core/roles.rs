@@ -16,7 +16,7 @@ impl ServerCore {
     pub fn set_role(&mut self, role: Role, voters: VoterSet, db: Option<Database>, now: Now) {
         let was = self.role;
         let contact = self.leader_contact_ms.take();
-        let unproposed = self.unproposed_through.take();
+        let unproposed = self.unproposed.take();
         if role != was {
             info!("role: {:?} -> {role:?}", self.role);
             // A handover that went through: the requests its own clients sent meanwhile (never
@@ -61,6 +61,7 @@ impl ServerCore {
         self.sync_paths.clear();
         self.touched.clear();
         self.owners.clear();
+        self.owner_moves.clear();
         match role {
             Role::Leader { epoch } => {
                 // Counter 0 (or `testingonly.initialZxid`'s, for tests, as Apache's leader

@@ -117,7 +117,7 @@ impl ServerCore {
         }
         match self.role {
             Role::Leader { .. } => {
-                self.owners.insert(sid, None);
+                self.set_owner(sid, None);
             }
             Role::Learner { .. } => {
                 // As Apache's followers: the handshake is answered once the leader has made this

@@ -1312,7 +1312,7 @@ impl Replica {
                 warn!("stepping down: {reason}");
                 self.look("stepped down", now, false);
             }
-            LeaderAction::HandoverAcked { sid, zxid } => self.handover_acked(sid, zxid, now),
+            LeaderAction::HandoverAcked { sid, zxid } => self.handover_acked(sid, zxid, now, core),
             LeaderAction::LeadershipRequested { sid } => {
                 let answer = self.hand_over(now, Some(sid), core);
                 info!("server {sid} asked for the leadership: {answer}");
@@ -1372,8 +1372,8 @@ impl Replica {
                 None => self.look("undecodable commit", now, false),
             },
             LearnerAction::SyncDone => self.for_core.push_back(CoreChange::Event(Event::SyncDone)),
-            LearnerAction::Unproposed { through } => {
-                self.for_core.push_back(CoreChange::Event(Event::Unproposed { through }))
+            LearnerAction::Unproposed { through, moved } => {
+                self.for_core.push_back(CoreChange::Event(Event::Unproposed { through, moved }))
             }
             LearnerAction::Revalidated { session, valid } => {
                 debug!("session 0x{session:x} revalidated: {valid}");
@@ -1519,10 +1519,13 @@ impl Replica {
             while l.may_send(s.conn) {
                 stepped = true;
                 let mut out = Vec::with_capacity(64 * 1024);
-                done = core.database().apache_snap_step(
+                // Bounded in bytes too: a step of large nodes is one write the learner must
+                // take within initLimit (its drain report re-arms the leader's deadline).
+                done = core.database().apache_snap_step_bytes(
                     &mut s.cursor,
                     &mut out,
                     self.cfg.snap_step_items.max(1),
+                    usize::try_from(self.cfg.sync_piece_bytes).unwrap_or(usize::MAX).max(1),
                 );
                 s.bytes += out.len() as u64;
                 l.snapshot_bytes(s.req, Bytes::from(out), done, ms);
@@ -1630,7 +1633,7 @@ impl Replica {
                     "handover: server {} did not acknowledge the handover's proposal; leaving anyway",
                     h.to
                 );
-                self.tell_unproposed();
+                self.tell_unproposed(core);
                 self.look("handover unacknowledged", now, false);
                 return true;
             }
@@ -1695,9 +1698,19 @@ impl Replica {
     /// forwarded and have not seen committed was never proposed (the core drops the requests it
     /// held), so that they forward it again to the next leader. The packets go out before the
     /// connections close (each connection's writer sends what it was given first).
-    fn tell_unproposed(&mut self) {
+    fn tell_unproposed(&mut self, core: &ServerCore) {
+        // Revalidations decided here and requests forwarded that the core has not taken yet
+        // count too.
+        let pending: Vec<&Event> = self
+            .for_core
+            .iter()
+            .filter_map(|c| match c {
+                CoreChange::Event(ev @ (Event::SessionOwner { .. } | Event::Forwarded { .. })) => Some(ev),
+                _ => None,
+            })
+            .collect();
         let State::Leading(l) = &mut self.state else { return };
-        let told = l.tell_unproposed();
+        let told = l.tell_unproposed(|conn| core.moved_away(conn, &pending));
         let mut sends = Vec::new();
         while let Some(a) = l.poll_action() {
             sends.push(a);
@@ -1717,10 +1730,10 @@ impl Replica {
 
     /// The successor logged the handover's proposal: it alone holds the highest zxid. This
     /// server leaves its role and votes for it in the election that follows.
-    fn handover_acked(&mut self, sid: i64, zxid: i64, now: Now) {
+    fn handover_acked(&mut self, sid: i64, zxid: i64, now: Now, core: &ServerCore) {
         let Some(h) = self.handover.filter(|h| h.to == sid && h.proposed == Some(zxid)) else { return };
         info!("handover: server {} acknowledged 0x{zxid:x}; leaving the leadership to it", h.to);
-        self.tell_unproposed();
+        self.tell_unproposed(core);
         let epoch = self.epochs.1;
         self.look_voting("handed over", now, false, Some((sid, zxid, epoch)));
     }

@@ -977,3 +977,40 @@ fn large_fuzzy_snapshot_plus_replay_equals_straight_apply() {
     let got = rec.finish(0);
     assert_same(&got, &h.db);
 }
+
+/// A SNAP stream stepped with a byte bound: each step appends at least one item and ends once
+/// it reached the bound (so at most one node past it), whatever its item count, and the steps
+/// together are the same stream as unbounded steps (review of the leader's sync deadline: a
+/// step of 1,024 large nodes was one write a learner had to take within initLimit).
+#[test]
+fn snap_stream_steps_bounded_in_bytes_make_the_same_stream() {
+    let mut h = super::support::Harness::with(cfg());
+    h.open_session(7, 4000);
+    let big = vec![0x5a_u8; 10_000];
+    for i in 0..30 {
+        h.create(&format!("/n{i}"), 0);
+        h.set_data(&format!("/n{i}"), &big, -1);
+    }
+    let db = h.db;
+    let whole = db.apache_snap_to_vec();
+    let mut cur = db.apache_snap_begin();
+    let mut out = Vec::new();
+    let mut steps = 0;
+    loop {
+        let before = out.len();
+        let done = db.apache_snap_step_bytes(&mut cur, &mut out, 1_024, 25_000);
+        steps += 1;
+        let added = out.len() - before;
+        assert!(added < 25_000 + big.len() + 256, "step {steps} appended {added} bytes");
+        if done {
+            break;
+        }
+        assert!(added > 0, "a step that is not the last appends something");
+    }
+    assert_eq!(out, whole);
+    assert!(steps >= whole.len() / (25_000 + big.len() + 256), "{steps} steps for {} bytes", whole.len());
+    // Unbounded in bytes, the same item count takes it in one step.
+    let mut cur = db.apache_snap_begin();
+    let mut one = Vec::new();
+    assert!(db.apache_snap_step(&mut cur, &mut one, 1_024));
+}
