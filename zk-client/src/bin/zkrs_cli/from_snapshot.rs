@@ -295,7 +295,11 @@ impl Snapshot {
                 r
             })
             .map_err(|e| format!("cannot start reading the snapshot: {e}"))?;
-        FileReader::open(Piped { rd: Some(rd), writer: Some(writer) })
+        // Buffered: serde_json reads its input a byte at a time.
+        FileReader::open(std::io::BufReader::with_capacity(
+            1 << 16,
+            Piped { rd: Some(rd), writer: Some(writer) },
+        ))
     }
 }
 
