@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpus (corpus/<target>/) from the golden bytes captured from
 Apache ZooKeeper 3.8 (zk-proto/tests/golden/frames.txt, zk-quorum/tests/golden/*.bin), the
-compressed streams Java wrote (zk-server/tests/testdata/apache_snap_stream) and a few hand-made
+compressed streams Java wrote (zk-log/tests/testdata/apache_snap_stream) and a few hand-made
 inputs. Run it again after the golden files change; the output is deterministic.
 The seeds built with the crates (transactions, segments, snapshots, Apache files, zoo.cfg,
 certificates) are written by `cargo test -p zkrs-fuzz --test seeds -- --ignored`."""
@@ -104,7 +104,7 @@ def snap():
         put("apache_snap", b"\x80" + f.read())
     # A gzip and a snappy-java stream written by Java's own compressors (Fixture.java there);
     # the first byte picks the decoder: even gz, odd snappy.
-    fixtures = os.path.join(ROOT, "zk-server", "tests", "testdata", "apache_snap_stream")
+    fixtures = os.path.join(ROOT, "zk-log", "tests", "testdata", "apache_snap_stream")
     for which, name in ((b"\x00", "content.gz"), (b"\x01", "blocks.snappy")):
         with open(os.path.join(fixtures, name), "rb") as f:
             put("apache_snap_stream", which + f.read())

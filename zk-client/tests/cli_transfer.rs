@@ -4,12 +4,18 @@
 //! for node (data, ACL, cversion, child count); the next sequential child gets the same name on
 //! both sides; the container and the TTL node prove their kind on the target by being reaped
 //! once empty. Then the refusals: an existing target, bad files, missing auth.
+//!
+//! `--from-snapshot`: the same subtree taken from snapshot files, without any `--kind`: from a
+//! zkrs server, the file its AdminServer's `snapshot` command serves and its own zstd snapshot
+//! in the data directory; from Apache 3.8, the plain and the gz snapshots of its data directory.
+//! Each export is the live export's nodes exactly; each is imported (as a file, or straight from
+//! the snapshot) into Apache and zkrs and checked as above.
 // Real servers on real time: the reaping of the imported container and TTL node is waited for.
 #![allow(clippy::disallowed_methods)]
 #[macro_use]
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Target, TestServer};
@@ -105,11 +111,12 @@ async fn walk(c: &Client, root: &str) -> Vec<String> {
 
 /// Node for node: data, ACL, cversion and child count. Under `sessions`, whose ephemeral was
 /// not imported, the target has one child fewer and so a cversion one higher (its count of
-/// creates is the same).
+/// creates is the same), while the ephemeral lives.
 async fn assert_same_tree(src: &Client, src_root: &str, dst: &Client, dst_root: &str) {
     let nodes = walk(src, src_root).await;
     assert_eq!(nodes, walk(dst, dst_root).await, "the same nodes");
     assert_eq!(nodes.len(), 14);
+    let ephemeral = src.exists(&format!("{src_root}/sessions/mine")).await.unwrap().is_some();
     for rel in nodes {
         let at = |root: &str| if rel.is_empty() { root.to_owned() } else { format!("{root}/{rel}") };
         let (sd, ss) = src.get_data(&at(src_root)).await.unwrap();
@@ -120,7 +127,7 @@ async fn assert_same_tree(src: &Client, src_root: &str, dst: &Client, dst_root: 
             dst.get_acl(&at(dst_root)).await.unwrap().0,
             "ACL of {rel}"
         );
-        let skipped = i32::from(rel == "sessions");
+        let skipped = i32::from(rel == "sessions" && ephemeral);
         assert_eq!(
             (ss.cversion + skipped, ss.num_children - skipped),
             (ds.cversion, ds.num_children),
@@ -356,3 +363,240 @@ async fn a_large_counter(target: Target) {
 }
 
 both!(a_large_counter);
+
+/// The node records of an export document, sorted (an export from Apache's snapshot format
+/// lists children in the file's order, the others in name order).
+fn node_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("{\"path\""))
+        .map(|l| l.trim_end_matches(',').to_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The live export of `root` with its container and TTL node declared: what every export from
+/// a snapshot must equal, node for node.
+async fn live_export(addr: &str, root: &str, dir: &Path) -> Vec<String> {
+    let file = dir.join("live.json");
+    let (box_kind, ttl_kind) = (format!("{root}/box=container"), format!("{root}/ttl=ttl:{TTL_MS}"));
+    let args = ["export", "--auth", "digest:u:pw", "--kind", &box_kind, "--kind", &ttl_kind, root];
+    let (_, err, code) = cli(addr, &[&args[..], &[file.to_str().unwrap()]].concat()).await;
+    assert_eq!(code, 0, "live export: {err}");
+    let lines = node_lines(&std::fs::read_to_string(&file).unwrap());
+    assert_eq!(lines.len(), 14, "{lines:?}");
+    lines
+}
+
+/// `export --from-snapshot snap root`, to a file, with no server to ask (the address given is
+/// nobody's): the kinds without any `--kind`, the ephemeral left out; the node records.
+async fn snapshot_export(snap: &Path, root: &str, dir: &Path, name: &str) -> Vec<String> {
+    let file = dir.join(name);
+    let (out, err, code) = cli(
+        "127.0.0.1:1",
+        &["export", "--from-snapshot", snap.to_str().unwrap(), root, file.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "export from {}: {out}{err}", snap.display());
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("skipped ephemeral") && err.contains("/sessions/mine"), "{err}");
+    assert!(err.contains("export: 14 nodes from"), "{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(r#""path":"box","kind":"container""#), "{text}");
+    assert!(text.contains(&format!(r#""path":"ttl","kind":"ttl","ttl_ms":{TTL_MS}"#)), "{text}");
+    node_lines(&text)
+}
+
+/// The newest file in `dir` whose name passes `keep`, by modification time then name.
+fn newest(dir: &Path, keep: impl Fn(&str) -> bool) -> PathBuf {
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap())
+        .filter(|e| keep(&e.file_name().to_string_lossy()))
+        .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
+        .collect();
+    files.sort();
+    files.pop().unwrap_or_else(|| panic!("no such file in {}", dir.display())).1
+}
+
+/// A GET of the AdminServer at `admin`: the status and the body (the server sends a length).
+async fn http_get(admin: u16, path: &str, auth: &str) -> (u16, Vec<u8>) {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", admin)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let at = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&raw[..at]).to_ascii_lowercase();
+        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (status, raw[at + 4..].to_vec())
+    })
+    .await
+    .unwrap()
+}
+
+/// Each target's next sequential name under a few parents is the source's; then, emptied, the
+/// container and the TTL node are reaped on every target.
+async fn next_names_and_kinds(src: &Client, src_root: &str, targets: &[(&Client, &str)]) {
+    for parent in ["", "/seq", "/sessions", "/cfg/deep"] {
+        let path = format!("{src_root}{parent}/n-");
+        let want = src.create(&path, b"", &mine(), CreateMode::PersistentSequential).await.unwrap();
+        for (c, root) in targets {
+            let got =
+                c.create(&format!("{root}{parent}/n-"), b"", &mine(), CreateMode::PersistentSequential).await;
+            assert_eq!(
+                got.unwrap().strip_prefix(root),
+                want.strip_prefix(src_root),
+                "next sequential under {parent}"
+            );
+        }
+    }
+    for (c, root) in targets {
+        c.delete(&format!("{root}/box/item"), -1).await.unwrap();
+        c.delete(&format!("{root}/ttl/keep"), -1).await.unwrap();
+    }
+    for (c, root) in targets {
+        wait_gone(c, &format!("{root}/box"), "container").await;
+        wait_gone(c, &format!("{root}/ttl"), "TTL node").await;
+        assert!(c.exists(&format!("{root}/cfg")).await.unwrap().is_some());
+    }
+}
+
+/// A zkrs source: the snapshot its AdminServer serves (Apache's format, the tree at one zxid)
+/// and the zstd snapshot that request left in its data directory are both the live tree; the
+/// served file goes into Apache 3.8 straight from the snapshot, the data directory's into zkrs
+/// through a file. Then the refusals of the snapshot path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zkrs_snapshots_to_apache_and_zkrs() {
+    let admin = support::free_port();
+    let apache = tokio::task::spawn_blocking(|| TestServer::start(Target::Apache));
+    let src_srv = TestServer::start_with(
+        Target::Zkrs,
+        &format!(
+            "admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort={admin}\n\
+             snapshot.minRequestIntervalSeconds=0\nsnapshot.compression=zstd\n"
+        ),
+    );
+    let src_root = support::unique("snapsrc");
+    let src = build_source(&src_srv.addr, &src_root).await;
+    let dir = tempfile::tempdir().unwrap();
+    let live = live_export(&src_srv.addr, &src_root, dir.path()).await;
+
+    // The `snapshot` command serves whoever holds ALL on the root by a proven id.
+    src.set_acl("/", &[mine(), acl::open_unsafe()].concat(), -1).await.unwrap();
+    let (status, body) = http_get(admin, "/commands/snapshot?streaming=true", "digest u:pw").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let served = dir.path().join("served");
+    std::fs::write(&served, &body).unwrap();
+    assert_eq!(snapshot_export(&served, &src_root, dir.path(), "served.json").await, live);
+    let snaps = src_srv.data_dir().unwrap().join("zkrs-snap");
+    let on_disk = newest(&snaps, |n| n.starts_with("snapshot.") && !n.ends_with(".tmp"));
+    assert_eq!(snapshot_export(&on_disk, &src_root, dir.path(), "disk.json").await, live);
+
+    // Into Apache straight from the served snapshot, into zkrs from the data directory's export.
+    let apache = apache.await.unwrap();
+    let (apache_root, zkrs_root) = (support::unique("fromsnap"), support::unique("fromdisk"));
+    let args = ["import", "--auth", "digest:u:pw", "--from-snapshot", served.to_str().unwrap()];
+    let (out, err, code) =
+        cli(&apache.addr, &[&args[..], &["--source", &src_root, &apache_root]].concat()).await;
+    assert_eq!(code, 0, "import --from-snapshot: {out}{err}");
+    assert!(err.contains("14 nodes created") && !err.contains("skipped ephemeral"), "{err}");
+    let disk_json = dir.path().join("disk.json");
+    let (out, err, code) =
+        cli(&src_srv.addr, &["import", "--auth", "digest:u:pw", disk_json.to_str().unwrap(), &zkrs_root])
+            .await;
+    assert_eq!(code, 0, "import: {out}{err}");
+    let (to_apache, to_zkrs) = (connect(&apache.addr).await, connect(&src_srv.addr).await);
+    assert_same_tree(&src, &src_root, &to_apache, &apache_root).await;
+    assert_same_tree(&src, &src_root, &to_zkrs, &zkrs_root).await;
+    next_names_and_kinds(&src, &src_root, &[(&to_apache, &apache_root), (&to_zkrs, &zkrs_root)]).await;
+
+    // Refused, nothing written: not a snapshot, a root it lacks, a cut file, --kind with it,
+    // --from-snapshot without --source.
+    let cases: [(&[&str], &str); 5] = [
+        (&["export", "--from-snapshot", disk_json.to_str().unwrap(), "/x"], "is not a snapshot"),
+        (
+            &["export", "--from-snapshot", served.to_str().unwrap(), "/nowhere"],
+            "no node /nowhere in the snapshot",
+        ),
+        (
+            &["export", "--from-snapshot", served.to_str().unwrap(), "--kind", "/a=container", "/a"],
+            "not with --from-snapshot",
+        ),
+        (&["import", "--from-snapshot", served.to_str().unwrap(), "/x"], "needs --source"),
+        (
+            &["import", "--from-snapshot", served.to_str().unwrap(), "--source", "/nowhere", "/x"],
+            "no node /nowhere",
+        ),
+    ];
+    for (args, why) in cases {
+        let (_, err, code) = cli(&apache.addr, args).await;
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    let cut = dir.path().join("cut");
+    std::fs::write(&cut, &body[..body.len() / 2]).unwrap();
+    let out_file = dir.path().join("cut.json");
+    let (_, err, code) = cli(
+        "127.0.0.1:1",
+        &["export", "--from-snapshot", cut.to_str().unwrap(), &src_root, out_file.to_str().unwrap()],
+    )
+    .await;
+    assert!(code == 1 && err.contains(cut.to_str().unwrap()), "{err}");
+    assert!(!out_file.exists() && !dir.path().join("cut.json.partial").exists());
+    assert!(to_apache.exists("/x").await.unwrap().is_none(), "nothing imported");
+    src.close().await.unwrap();
+}
+
+/// An Apache 3.8 source: the plain snapshot its restart writes, and the gz one a restart with
+/// `zookeeper.snapshot.compression.method=gz` writes, are both the live tree; the gz one goes into
+/// zkrs straight from the snapshot, the plain one through a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apache_snapshots_to_zkrs() {
+    let zkrs = tokio::task::spawn_blocking(|| TestServer::start(Target::Zkrs));
+    let mut src_srv = TestServer::start(Target::Apache);
+    let src_root = support::unique("apsnap");
+    let dir = tempfile::tempdir().unwrap();
+    let live = {
+        let src = build_source(&src_srv.addr, &src_root).await;
+        let live = live_export(&src_srv.addr, &src_root, dir.path()).await;
+        // Apache writes a snapshot of what it loaded as it starts: the whole tree, the
+        // ephemeral's session still alive in it.
+        let v2 = src_srv.data_dir().unwrap().join("version-2");
+        src_srv.restart();
+        let plain =
+            newest(&v2, |n| n.starts_with("snapshot.") && !n.ends_with(".gz") && !n.ends_with(".snappy"));
+        std::fs::copy(&plain, dir.path().join(plain.file_name().unwrap())).unwrap();
+        src_srv.restart_with_jvm_flags("-Dzookeeper.snapshot.compression.method=gz");
+        let gz = newest(&v2, |n| n.starts_with("snapshot.") && n.ends_with(".gz"));
+        std::fs::copy(&gz, dir.path().join(gz.file_name().unwrap())).unwrap();
+        drop(src);
+        live
+    };
+    let file_of =
+        |suffix: bool| newest(dir.path(), |n| n.starts_with("snapshot.") && n.ends_with(".gz") == suffix);
+    let (plain, gz) = (file_of(false), file_of(true));
+    assert_eq!(snapshot_export(&plain, &src_root, dir.path(), "plain.json").await, live);
+    assert_eq!(snapshot_export(&gz, &src_root, dir.path(), "gz.json").await, live);
+
+    let zkrs = zkrs.await.unwrap();
+    let (from_gz, from_plain) = (support::unique("fromgz"), support::unique("fromplain"));
+    let args = ["import", "--auth", "digest:u:pw", "--from-snapshot", gz.to_str().unwrap(), "--source"];
+    let (out, err, code) = cli(&zkrs.addr, &[&args[..], &[&src_root, &from_gz]].concat()).await;
+    assert_eq!(code, 0, "import --from-snapshot: {out}{err}");
+    let plain_json = dir.path().join("plain.json");
+    let (out, err, code) =
+        cli(&zkrs.addr, &["import", "--auth", "digest:u:pw", plain_json.to_str().unwrap(), &from_plain])
+            .await;
+    assert_eq!(code, 0, "import: {out}{err}");
+    let (src, dst) = (connect(&src_srv.addr).await, connect(&zkrs.addr).await);
+    assert_same_tree(&src, &src_root, &dst, &from_gz).await;
+    assert_same_tree(&src, &src_root, &dst, &from_plain).await;
+    next_names_and_kinds(&src, &src_root, &[(&dst, &from_gz), (&dst, &from_plain)]).await;
+}

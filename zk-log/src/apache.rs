@@ -51,6 +51,10 @@ pub enum ApacheError {
         /// What is wrong.
         reason: String,
     },
+    /// The caller's node callback stopped the reading ([`try_read_snapshot_bytes`]) with this
+    /// message: nothing was found wrong with the file.
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// Adler-32 as java.util.zip.Adler32 computes it.
@@ -366,6 +370,20 @@ pub fn read_snapshot_bytes(
     data: Bytes,
     mut on_node: impl FnMut(ApacheNode),
 ) -> Result<ApacheSnapshot, ApacheError> {
+    try_read_snapshot_bytes(name, data, |n| {
+        on_node(n);
+        Ok(())
+    })
+}
+
+/// As [`read_snapshot_bytes`], with a callback that may stop the reading: its error ends the
+/// reading at once (the rest of the file, seals included, is not looked at) and comes back as
+/// [`ApacheError::Stopped`].
+pub fn try_read_snapshot_bytes(
+    name: String,
+    data: Bytes,
+    mut on_node: impl FnMut(ApacheNode) -> Result<(), String>,
+) -> Result<ApacheSnapshot, ApacheError> {
     let mut c = Cursor::new(name, data.clone());
     let mut snap = ApacheSnapshot { dbid: c.header(APACHE_SNAP_MAGIC)?, ..Default::default() };
     let count: i32 = c.read("session count")?;
@@ -396,7 +414,7 @@ pub fn read_snapshot_bytes(
         let stat: StatPersisted = c.read("node stat")?;
         let path = if path.is_empty() { "/".to_string() } else { path };
         snap.nodes += 1;
-        on_node(ApacheNode { path, data, acl_key, stat });
+        on_node(ApacheNode { path, data, acl_key, stat }).map_err(ApacheError::Stopped)?;
     }
     check_seal(&mut c, &data)?;
     // The digest and its seal are optional (absent before 3.6, or with digests disabled).
@@ -486,6 +504,46 @@ mod tests {
         let mut bad = data;
         bad[0] = b'X';
         assert!(ApacheLog::from_bytes("t".into(), bad.into()).is_err());
+    }
+
+    /// A snapshot in Apache's layout: no sessions, no ACL table, the root and `/a`, sealed.
+    fn apache_snapshot() -> Vec<u8> {
+        let mut out = Vec::new();
+        APACHE_SNAP_MAGIC.write(&mut out);
+        APACHE_VERSION.write(&mut out);
+        (-1i64).write(&mut out);
+        0i32.write(&mut out);
+        0i32.write(&mut out);
+        for path in ["", "/a"] {
+            path.to_string().write(&mut out);
+            Some(Bytes::from_static(b"d")).write(&mut out);
+            (-1i64).write(&mut out);
+            StatPersisted::default().write(&mut out);
+        }
+        "/".to_string().write(&mut out);
+        i64::from(Adler32::of(&out)).write(&mut out);
+        "/".to_string().write(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_snapshot_read_whole_or_stopped_by_its_callback() {
+        let data = Bytes::from(apache_snapshot());
+        let mut paths = Vec::new();
+        let snap = read_snapshot_bytes("s".into(), data.clone(), |n| paths.push(n.path)).expect("reads");
+        assert_eq!((paths, snap.nodes), (vec!["/".to_string(), "/a".to_string()], 2));
+        let mut seen = 0;
+        let r = try_read_snapshot_bytes("s".into(), data.clone(), |_| {
+            seen += 1;
+            Err("enough".into())
+        });
+        assert!(matches!(r, Err(ApacheError::Stopped(ref m)) if m == "enough"), "{r:?}");
+        assert_eq!(seen, 1, "nothing is read after the callback stops");
+        let mut bad = data.to_vec();
+        let at = bad.len() - 10;
+        bad[at] ^= 1;
+        let r = read_snapshot_bytes("s".into(), Bytes::from(bad), |_| {});
+        assert!(matches!(r, Err(ApacheError::Format { .. })), "a damaged seal: {r:?}");
     }
 
     #[test]

@@ -60,6 +60,7 @@
 #![deny(missing_docs)]
 
 pub mod apache;
+pub mod apache_snap_stream;
 mod base;
 pub mod conformance;
 pub mod epoch;

@@ -544,6 +544,17 @@ impl<F: StorageFile> Source for FileSource<'_, F> {
     }
 }
 
+/// A file opened by its path, read with positioned reads.
+struct PathSource(std::fs::File, u64);
+impl Source for PathSource {
+    fn len(&self) -> u64 {
+        self.1
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), String> {
+        std::os::unix::fs::FileExt::read_exact_at(&self.0, buf, off).map_err(|e| e.to_string())
+    }
+}
+
 struct SliceSource<'a>(&'a [u8]);
 impl Source for SliceSource<'_> {
     fn len(&self) -> u64 {
@@ -614,7 +625,9 @@ struct Header {
 
 /// Reads and checks the header. `newest` is the newest format accepted: [`SNAP_FORMAT_VERSION`],
 /// or less in tests standing in for an older zkrs.
-fn read_header(file: &str, name: &str, src: &dyn Source, newest: u32) -> Result<Header, LogError> {
+/// `name` is the file name the start zxid must match, None for a file read by its path, which
+/// may have any name (a copy taken off a server).
+fn read_header(file: &str, name: Option<&str>, src: &dyn Source, newest: u32) -> Result<Header, LogError> {
     let corrupt = |offset: u64, reason: String| LogError::Corrupt { file: file.to_string(), offset, reason };
     let mut h = [0u8; SNAP_HEADER_V2_BYTES as usize];
     src.read(0, &mut h[..SNAP_HEADER_BYTES as usize]).map_err(|e| corrupt(0, e))?;
@@ -639,7 +652,7 @@ fn read_header(file: &str, name: &str, src: &dyn Source, newest: u32) -> Result<
         return Err(corrupt(0, "header checksum mismatch".into()));
     }
     let start_zxid = le64(&h[16..24]) as i64;
-    if parse_snapshot_name(name) != Some(start_zxid) {
+    if name.is_some_and(|name| parse_snapshot_name(name) != Some(start_zxid)) {
         return Err(corrupt(16, format!("header says start zxid {start_zxid:#x}, the file name differs")));
     }
     let chunk_max = le32(&h[24..28]);
@@ -682,6 +695,7 @@ fn read_header(file: &str, name: &str, src: &dyn Source, newest: u32) -> Result<
 fn read_source(
     file: &str,
     name: &str,
+    check_name: bool,
     src: &dyn Source,
     newest: u32,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
@@ -691,7 +705,8 @@ fn read_source(
     if len < SNAP_HEADER_BYTES + 8 + TRAILER_BYTES {
         return Err(corrupt(0, format!("file of {len} bytes is shorter than an empty snapshot")));
     }
-    let Header { bytes: header_bytes, start_zxid, chunk_max, codec } = read_header(file, name, src, newest)?;
+    let Header { bytes: header_bytes, start_zxid, chunk_max, codec } =
+        read_header(file, check_name.then_some(name), src, newest)?;
     // How many bytes a chunk may take on disk, and what turns them into content.
     let (stored_max, mut unpacker) = match codec {
         Codec::None => (chunk_max as u64, None),
@@ -775,7 +790,7 @@ pub fn read_snapshot<S: Storage>(
     let shown = storage.display_name(name);
     let f = storage.open(name).map_err(|e| LogError::io("open", shown.clone(), e))?;
     let len = f.len().map_err(|e| LogError::io("stat", shown.clone(), e))?;
-    read_source(&shown, name, &FileSource(&f, len), SNAP_FORMAT_VERSION, sink)
+    read_source(&shown, name, true, &FileSource(&f, len), SNAP_FORMAT_VERSION, sink)
 }
 
 /// [`read_snapshot`] over bytes already in memory (tools, tests). `name` is the file name.
@@ -784,7 +799,24 @@ pub fn read_snapshot_bytes(
     data: &[u8],
     sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
 ) -> Result<SnapshotInfo, LogError> {
-    read_source(name, name, &SliceSource(data), SNAP_FORMAT_VERSION, sink)
+    read_source(name, name, true, &SliceSource(data), SNAP_FORMAT_VERSION, sink)
+}
+
+/// [`read_snapshot`] of the file at `path`, opened read-only and read chunk by chunk (one chunk
+/// in memory at a time), without the directory lock a [`crate::FileStorage`] takes: for tools
+/// that read a copy, or the newest snapshot of a running server. The file's name is not checked
+/// against the start zxid its header records (a copy may be named anything).
+///
+/// Errors: as [`read_snapshot`].
+pub fn read_snapshot_file(
+    path: &std::path::Path,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), SinkError>,
+) -> Result<SnapshotInfo, LogError> {
+    let shown = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| LogError::io("open", shown.clone(), e))?;
+    let len = f.metadata().map_err(|e| LogError::io("stat", shown.clone(), e))?.len();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    read_source(&shown, &name, false, &PathSource(f, len), SNAP_FORMAT_VERSION, sink)
 }
 
 /// Snapshots in the directory, oldest first: (start zxid, name). Temp files are not listed.
@@ -960,6 +992,37 @@ mod tests {
         }
         assert_eq!(list_snapshots(&s).expect("list").len(), 4);
         assert_eq!(latest_valid(&s).expect("latest").map(|i| i.start_zxid), Some(4));
+    }
+
+    /// A copy under another name reads by its path, chunk by chunk, with every check but the
+    /// name's; in a directory the name must still match.
+    #[test]
+    fn a_file_read_by_its_path_may_have_any_name() {
+        let s = FaultStorage::new(4);
+        let data = content(2 * CHUNK_BYTES as usize + 9);
+        write(&s, 0x30, &data);
+        let bytes = s.contents(&snapshot_name(0x30)).expect("bytes");
+        let dir = tempfile::tempdir().expect("dir");
+        let copy = dir.path().join("backup.snap");
+        std::fs::write(&copy, &bytes).expect("write");
+        let (mut got, mut chunks) = (Vec::new(), 0);
+        let info = read_snapshot_file(&copy, &mut |c| {
+            chunks += 1;
+            got.extend_from_slice(c);
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(
+            (got == data, chunks, info.start_zxid, info.name.as_str()),
+            (true, 3, 0x30, "backup.snap")
+        );
+        assert!(read_snapshot_bytes("backup.snap", &bytes, &mut |_| Ok(())).is_err(), "by name");
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 1);
+        std::fs::write(&copy, &cut).expect("write");
+        assert!(read_snapshot_file(&copy, &mut |_| Ok(())).is_err(), "a torn copy");
+        let missing = read_snapshot_file(&dir.path().join("none"), &mut |_| Ok(())).expect_err("missing");
+        assert!(missing.to_string().starts_with("open "), "{missing}");
     }
 
     #[test]
@@ -1334,7 +1397,7 @@ mod tests {
         let name = snapshot_name(12);
         let bytes = s.contents(&name).expect("bytes");
         let mut handed = 0;
-        let err = read_source(&name, &name, &SliceSource(&bytes), SNAP_FORMAT_V1, &mut |_| {
+        let err = read_source(&name, &name, true, &SliceSource(&bytes), SNAP_FORMAT_V1, &mut |_| {
             handed += 1;
             Ok(())
         })
@@ -1349,8 +1412,15 @@ mod tests {
         // An uncompressed one it reads.
         write(&s, 13, &content(3000));
         let plain = s.contents(&snapshot_name(13)).expect("bytes");
-        assert!(read_source("x", &snapshot_name(13), &SliceSource(&plain), SNAP_FORMAT_V1, &mut |_| Ok(()))
-            .is_ok());
+        assert!(read_source(
+            "x",
+            &snapshot_name(13),
+            true,
+            &SliceSource(&plain),
+            SNAP_FORMAT_V1,
+            &mut |_| Ok(())
+        )
+        .is_ok());
         // A codec this build does not know, under a checksum that holds.
         let mut other = bytes.clone();
         other[28..32].copy_from_slice(&7u32.to_le_bytes());

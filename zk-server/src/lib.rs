@@ -26,7 +26,9 @@
 
 pub mod admin;
 pub mod apache_snap_file;
-pub mod apache_snap_stream;
+/// Apache's snapshot streams (plain, gz, snappy-java's), decoded: zk-log's module, which
+/// `zkrs-cli export --from-snapshot` shares.
+pub use zk_log::apache_snap_stream;
 pub mod backup;
 pub mod config;
 pub mod config_reference;

@@ -330,7 +330,7 @@ fn nothing_readable_is_refused_with_each_file_named() {
     let apache = tempfile::tempdir().expect("apache");
     let v2 = apache.path().join("version-2");
     std::fs::create_dir(&v2).expect("version-2");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/apache_snap_stream");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../zk-log/tests/testdata/apache_snap_stream");
     // A sound gzip stream whose content is not a snapshot, and a truncated snappy-java stream.
     std::fs::copy(fixtures.join("content.gz"), v2.join("snapshot.7.gz")).expect("copy");
     let snappy = std::fs::read(fixtures.join("blocks.snappy")).expect("read");

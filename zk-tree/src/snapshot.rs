@@ -988,6 +988,14 @@ impl SnapshotLoader {
         self.header
     }
 
+    /// What the end record recorded (content version 2), once it has been read: the zxid the
+    /// writing database had applied when it wrote the end record, above the header's start zxid
+    /// when txns were applied while the snapshot was written (a fuzzy snapshot). None before the
+    /// end record, or for content that records none.
+    pub fn end_state(&self) -> Option<EndState> {
+        self.end.and_then(|(_, _, _, e)| e)
+    }
+
     /// Node records read so far (for progress lines).
     pub fn nodes_loaded(&self) -> u64 {
         self.nodes_seen

@@ -22,6 +22,8 @@
 mod client_config;
 #[path = "zkrs_cli/export.rs"]
 mod export;
+#[path = "zkrs_cli/from_snapshot.rs"]
+mod from_snapshot;
 #[path = "zkrs_cli/import.rs"]
 mod import;
 #[path = "zkrs_cli/transfer.rs"]
@@ -55,13 +57,13 @@ const COMMANDS: &[(&str, &str)] = &[
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
     ("deleteall", "path [-b batch size]"),
-    ("export", "[--sync] [--auth scheme:auth]... [--kind path=container|ttl:ms]... path [file]"),
+    ("export", "[--sync] [--auth scheme:auth]... [--kind path=container|ttl:ms]... path [file] | --from-snapshot snapshot path [file]"),
     ("get", "[-s] [-w] path"),
     ("getAcl", "[-s] path"),
     ("getAllChildrenNumber", "path"),
     ("getEphemerals", "path"),
     ("history", ""),
-    ("import", "[--merge [--overwrite]] [--auth scheme:auth]... file [path]"),
+    ("import", "[--merge [--overwrite]] [--auth scheme:auth]... (file | --from-snapshot snapshot --source path) [path]"),
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
@@ -656,6 +658,7 @@ impl Shell {
                 let host = tokens.get(1).cloned().unwrap_or_else(|| self.host.clone());
                 return self.connect(&host);
             }
+            "export" if from_snapshot_export(tokens) => return export_snapshot(tokens),
             _ => {}
         }
         let client = match &self.client {
@@ -1088,39 +1091,13 @@ impl Shell {
         }
         let (path, file) = match args.as_slice() {
             [p] => (p, None),
-            [p, f] => (p, Some(f)),
+            [p, f] => (p, Some(f.as_str())),
             _ => return Err(usage()),
         };
         check_path(path, false)?;
-        let sum = match file {
-            None => {
-                let stdout = std::io::stdout();
-                let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-                export::export(c, &self.host, path, &mut out, &opts).await
-            }
-            Some(f) => {
-                let partial = format!("{f}.partial");
-                let written = match std::fs::File::create(&partial) {
-                    Err(e) => Err(format!("cannot create {partial}: {e}")),
-                    Ok(file) => {
-                        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-                        let r = export::export(c, &self.host, path, &mut out, &opts).await;
-                        let synced = out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all());
-                        r.and_then(|s| synced.map(|()| s).map_err(|e| format!("cannot write {partial}: {e}")))
-                    }
-                };
-                match written {
-                    Ok(s) => std::fs::rename(&partial, f)
-                        .map(|()| s)
-                        .map_err(|e| format!("cannot rename {partial} to {f}: {e}")),
-                    Err(e) => {
-                        let _ = std::fs::remove_file(&partial);
-                        Err(e)
-                    }
-                }
-            }
-        }
-        .map_err(|e| CliError::Failed(format!("export: {e}")))?;
+        let mut out = ExportOut::open(file).map_err(|e| CliError::Failed(format!("export: {e}")))?;
+        let written = export::export(c, &self.host, path, out.writer(), &opts).await;
+        let sum = out.finish(written).map_err(|e| CliError::Failed(format!("export: {e}")))?;
         eprintln!(
             "export: {} nodes from {path} in {:.1} s ({} ephemerals skipped, {} gone while read)",
             sum.nodes,
@@ -1131,17 +1108,20 @@ impl Shell {
         Ok(())
     }
 
-    /// `import [--merge [--overwrite]] [--auth s:a]... file [path]`.
+    /// `import [--merge [--overwrite]] [--auth s:a]... (file | --from-snapshot s --source p) [path]`.
     async fn import(&self, c: &Client, tokens: &[String]) -> Result<(), CliError> {
         let usage = || CliError::Parse(usage_of("import"));
         let mut opts = import::ImportOptions::default();
         let mut args = Vec::new();
+        let (mut snapshot, mut source) = (None, None);
         let mut it = tokens.iter().skip(1);
         while let Some(t) = it.next() {
             match t.as_str() {
                 "--merge" => opts.merge = true,
                 "--overwrite" => opts.overwrite = true,
                 "--auth" => add_auth(c, it.next().ok_or_else(usage)?).await?,
+                "--from-snapshot" => snapshot = Some(it.next().ok_or_else(usage)?.clone()),
+                "--source" => source = Some(it.next().ok_or_else(usage)?.clone()),
                 o if o.starts_with("--") => return Err(CliError::Parse(format!("Unrecognized option: {o}"))),
                 _ => args.push(t.clone()),
             }
@@ -1149,17 +1129,37 @@ impl Shell {
         if opts.overwrite && !opts.merge {
             return Err(CliError::Parse("--overwrite needs --merge".into()));
         }
-        let (file, target) = match args.as_slice() {
-            [f] => (f, None),
-            [f, p] => (f, Some(p.as_str())),
+        let failed = |e: String| CliError::Failed(format!("import: {e}"));
+        let (file, target) = match (&snapshot, &source, args.as_slice()) {
+            (None, None, [f]) => (Some(f), None),
+            (None, None, [f, p]) => (Some(f), Some(p.as_str())),
+            (Some(_), Some(_), []) => (None, None),
+            (Some(_), Some(_), [p]) => (None, Some(p.as_str())),
+            (Some(_), None, _) => {
+                return Err(CliError::Parse(
+                    "--from-snapshot needs --source path (the subtree to import)".into(),
+                ))
+            }
+            (None, Some(_), _) => return Err(CliError::Parse("--source goes with --from-snapshot".into())),
             _ => return Err(usage()),
         };
         if let Some(p) = target {
             check_path(p, false)?;
         }
-        let sum = import::import(c, std::path::Path::new(file), target, &opts)
-            .await
-            .map_err(|e| CliError::Failed(format!("import: {e}")))?;
+        let sum = match (file, snapshot, source) {
+            (Some(f), _, _) => {
+                let path = std::path::Path::new(f);
+                import::import(c, &|| import::open_file(path), target, &opts).await
+            }
+            (None, Some(snap), Some(root)) => {
+                check_path(&root, false)?;
+                let snap = load_snapshot(&snap).map_err(failed)?;
+                snap.check_root(&root).map_err(failed)?;
+                import::import(c, &|| snap.open_as_file(&root), target, &opts).await
+            }
+            _ => return Err(usage()),
+        }
+        .map_err(failed)?;
         eprintln!(
             "import: {} nodes created, {} existing {}, {} counter increments, in {:.1} s",
             sum.created,
@@ -1188,6 +1188,119 @@ impl Shell {
         }
         Ok(())
     }
+}
+
+/// Where an export goes: stdout, or a file written as `file.partial` and renamed once complete,
+/// so a failed export leaves no file that looks whole.
+enum ExportOut {
+    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    File { file: String, partial: String, out: std::io::BufWriter<std::fs::File> },
+}
+
+impl ExportOut {
+    /// Stdout (`None`) or `file.partial`, created.
+    fn open(file: Option<&str>) -> Result<ExportOut, String> {
+        let Some(file) = file else {
+            return Ok(ExportOut::Stdout(std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::io::stdout().lock(),
+            )));
+        };
+        let partial = format!("{file}.partial");
+        let f = std::fs::File::create(&partial).map_err(|e| format!("cannot create {partial}: {e}"))?;
+        Ok(ExportOut::File {
+            file: file.to_owned(),
+            partial,
+            out: std::io::BufWriter::with_capacity(1 << 20, f),
+        })
+    }
+
+    fn writer(&mut self) -> &mut dyn std::io::Write {
+        match self {
+            ExportOut::Stdout(w) => w,
+            ExportOut::File { out, .. } => out,
+        }
+    }
+
+    /// After the export: a file is synced and renamed if `written` is Ok, else removed.
+    fn finish<T>(self, written: Result<T, String>) -> Result<T, String> {
+        match self {
+            ExportOut::Stdout(mut w) => {
+                let flushed =
+                    std::io::Write::flush(&mut w).map_err(|e| format!("cannot write the export: {e}"));
+                written.and_then(|s| flushed.map(|()| s))
+            }
+            ExportOut::File { file, partial, out } => {
+                let synced = out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all());
+                let done = written
+                    .and_then(|s| synced.map(|()| s).map_err(|e| format!("cannot write {partial}: {e}")))
+                    .and_then(|s| {
+                        std::fs::rename(&partial, &file)
+                            .map(|()| s)
+                            .map_err(|e| format!("cannot rename {partial} to {file}: {e}"))
+                    });
+                if done.is_err() {
+                    let _ = std::fs::remove_file(&partial);
+                }
+                done
+            }
+        }
+    }
+}
+
+/// Whether `tokens` are an `export --from-snapshot`, which reads a file and needs no server.
+fn from_snapshot_export(tokens: &[String]) -> bool {
+    tokens.first().is_some_and(|t| t == "export") && tokens.iter().any(|t| t == "--from-snapshot")
+}
+
+/// Reads a snapshot for `--from-snapshot`, saying on stderr what it is.
+fn load_snapshot(file: &str) -> Result<std::sync::Arc<from_snapshot::Snapshot>, String> {
+    let snap = from_snapshot::Snapshot::load(std::path::Path::new(file))?;
+    eprintln!("snapshot {}", snap.describe());
+    Ok(std::sync::Arc::new(snap))
+}
+
+/// `export --from-snapshot snapshot path [file]`: the subtree read from a snapshot file (no
+/// server asked), with every node's kind and counter as stored.
+fn export_snapshot(tokens: &[String]) -> Result<(), CliError> {
+    let usage = || CliError::Parse(usage_of("export"));
+    let mut snapshot = None;
+    let mut args = Vec::new();
+    let mut it = tokens.iter().skip(1);
+    while let Some(t) = it.next() {
+        match t.as_str() {
+            "--from-snapshot" => snapshot = Some(it.next().ok_or_else(usage)?.clone()),
+            o @ ("--sync" | "--auth" | "--kind") => {
+                return Err(CliError::Parse(format!(
+                    "{o}: not with --from-snapshot (no server is asked; the snapshot holds every node's kind)"
+                )))
+            }
+            o if o.starts_with("--") => return Err(CliError::Parse(format!("Unrecognized option: {o}"))),
+            _ => args.push(t.clone()),
+        }
+    }
+    let (Some(snapshot), [path, rest @ ..]) = (snapshot, args.as_slice()) else { return Err(usage()) };
+    let file = match rest {
+        [] => None,
+        [f] => Some(f.as_str()),
+        _ => return Err(usage()),
+    };
+    check_path(path, false)?;
+    let failed = |e: String| CliError::Failed(format!("export: {e}"));
+    let snap = load_snapshot(&snapshot).map_err(failed)?;
+    // Checked before the output is opened: a missing root leaves no file behind.
+    snap.check_root(path).map_err(failed)?;
+    let mut out = ExportOut::open(file).map_err(failed)?;
+    let written = snap.export(path, out.writer());
+    let sum = out.finish(written).map_err(failed)?;
+    eprintln!(
+        "export: {} nodes from {path} of {} in {:.1} s ({} ephemerals skipped)",
+        sum.nodes,
+        snap.file(),
+        sum.elapsed.as_secs_f64(),
+        sum.ephemerals
+    );
+    Ok(())
 }
 
 /// `--auth scheme:auth` of export and import: as `addauth`, but waiting for the answer.
@@ -1482,7 +1595,10 @@ fn main() {
     } else {
         println!("Connecting to {}", opts.server);
     }
-    let code = if opts.command.is_empty() {
+    let code = if from_snapshot_export(&opts.command) {
+        // A file in, a file out: no session.
+        shell.execute(&opts.command)
+    } else if opts.command.is_empty() {
         if let Err(e) = shell.connect(&opts.server) {
             eprintln!("{}", e.message());
         }

@@ -168,6 +168,21 @@ impl TestServer {
         }
     }
 
+    /// Starts the server again on the same port and data directory with `jvm_flags` in place of
+    /// the ones it had (managed servers only).
+    pub fn restart_with_jvm_flags(&mut self, jvm_flags: &str) {
+        if let Some(m) = &mut self.managed {
+            m.kill();
+            m.jvm_flags = jvm_flags.to_string();
+            m.spawn();
+        }
+    }
+
+    /// The server's `dataDir` (managed servers only).
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        self.managed.as_ref().map(|m| m.dir.path().join("data"))
+    }
+
     /// The server log, for failure messages.
     pub fn log(&self) -> String {
         match &self.managed {

@@ -606,6 +606,12 @@ fn end_record_layout_is_pinned() {
     parser.feed(&content, &mut |_| Ok(())).expect("parse");
     let recorded = EndState { zxid: db.last_applied_zxid(), digest: db.tree_digest() };
     assert_eq!(parser.end_state(), Some(recorded));
+    // The loader says the same once it has read the end record, and nothing before.
+    let mut loader = SnapshotLoader::new(TreeConfig::default());
+    loader.feed(&content[..content.len() - 38]).expect("feed");
+    assert_eq!(loader.end_state(), None);
+    loader.feed(&content[content.len() - 38..]).expect("feed");
+    assert_eq!(loader.end_state(), Some(recorded));
 
     // A standalone tree keeps no digest: the end zxid alone (flags 1, digest field 0).
     let mut h = super::support::Harness::new();

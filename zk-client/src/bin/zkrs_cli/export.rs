@@ -83,36 +83,25 @@ pub async fn export(
     if kind_of_owner(first.stat.ephemeral_owner).is_none() {
         return Err(format!("{root} is an ephemeral: ephemerals belong to their session, nothing to export"));
     }
-    let io = |e: std::io::Error| format!("cannot write the export: {e}");
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let mut head = format!("{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"source\":");
-    head.push_str(&serde_json::to_string(root).map_err(|e| format!("cannot write the export: {e}"))?);
-    head.push_str(",\"server\":");
-    head.push_str(&serde_json::to_string(server).map_err(|e| format!("cannot write the export: {e}"))?);
-    head.push_str(&format!(
-        ",\"exported_at\":\"{}\",\"exported_at_ms\":{now_ms},\"synced\":{},\n\"nodes\":[",
-        rfc3339(now_ms),
-        opts.sync
-    ));
-    out.write_all(head.as_bytes()).map_err(io)?;
+    let now_ms = now_ms();
+    let fields = [
+        ("server", serde_json::Value::from(server)),
+        ("exported_at", serde_json::Value::from(rfc3339(now_ms))),
+        ("exported_at_ms", serde_json::Value::from(now_ms)),
+        ("synced", serde_json::Value::from(opts.sync)),
+    ];
+    let mut doc = DocWriter::new(out, root, &fields)?;
 
     let mut sum = ExportSummary { nodes: 0, ephemerals: 0, vanished: 0, elapsed: Duration::ZERO };
     let mut progress = Progress::new("export");
-    let mut emit = |f: Fetched, sum: &mut ExportSummary, out: &mut dyn Write| -> Result<bool, String> {
+    let mut emit = |f: Fetched, sum: &mut ExportSummary, doc: &mut DocWriter<'_>| -> Result<bool, String> {
         let declared = opts.kinds.iter().find(|(p, _)| *p == f.path).map(|(_, k)| *k);
         let Some(kind) = kind_of_owner(f.stat.ephemeral_owner) else {
             if declared.is_some() {
                 return Err(format!("--kind {}: the node is an ephemeral", f.path));
             }
             sum.ephemerals += 1;
-            if sum.ephemerals <= REPORT_EPHEMERALS_MAX {
-                eprintln!(
-                    "export: skipped ephemeral {} (session 0x{:x}): ephemerals belong to their session",
-                    f.path, f.stat.ephemeral_owner
-                );
-            }
+            report_ephemeral(sum.ephemerals, &f.path, f.stat.ephemeral_owner);
             return Ok(false);
         };
         let rec = NodeRecord {
@@ -123,9 +112,7 @@ pub async fn export(
             cversion: f.stat.cversion,
             num_children: f.stat.num_children,
         };
-        let sep = if sum.nodes == 0 { "\n" } else { ",\n" };
-        out.write_all(sep.as_bytes()).map_err(io)?;
-        rec.write_json(&mut *out).map_err(|e| format!("cannot write the export: {e}"))?;
+        doc.node(&rec)?;
         sum.nodes += 1;
         progress.tick(|| format!("{} nodes written", sum.nodes));
         Ok(true)
@@ -152,7 +139,7 @@ pub async fn export(
     };
     let mut levels = Vec::new();
     let first_level = level_of(&first);
-    if emit(first, &mut sum, out)? {
+    if emit(first, &mut sum, &mut doc)? {
         levels.push(first_level);
     }
     let mut reading = 0usize;
@@ -171,21 +158,17 @@ pub async fn export(
             None => sum.vanished += 1,
             Some(f) => {
                 let next = (!f.children.is_empty()).then(|| level_of(&f));
-                if emit(f, &mut sum, out)? {
+                if emit(f, &mut sum, &mut doc)? {
                     levels.extend(next);
                 }
             }
         }
     }
-    if sum.ephemerals > REPORT_EPHEMERALS_MAX {
-        eprintln!("export: skipped {} ephemerals in all", sum.ephemerals);
-    }
-    let tail = format!(
-        "\n],\n\"node_count\":{},\"skipped_ephemerals\":{},\"vanished\":{}}}\n",
-        sum.nodes, sum.ephemerals, sum.vanished
-    );
-    out.write_all(tail.as_bytes()).map_err(io)?;
-    out.flush().map_err(io)?;
+    report_ephemerals_total(sum.ephemerals);
+    doc.finish(&[
+        ("skipped_ephemerals", serde_json::Value::from(sum.ephemerals)),
+        ("vanished", serde_json::Value::from(sum.vanished)),
+    ])?;
     sum.elapsed = started.elapsed();
     Ok(sum)
 }

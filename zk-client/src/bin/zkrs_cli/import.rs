@@ -33,10 +33,15 @@ pub struct ImportSummary {
     pub elapsed: Duration,
 }
 
-fn open_file(file: &std::path::Path) -> Result<std::io::BufReader<std::fs::File>, String> {
-    std::fs::File::open(file)
+/// Opens an import's document from its start; called once for each pass over it.
+pub type Opener<'a> = dyn Fn() -> Result<(Header, FileReader), String> + 'a;
+
+/// The document in `file`.
+pub fn open_file(file: &std::path::Path) -> Result<(Header, FileReader), String> {
+    let f = std::fs::File::open(file)
         .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    FileReader::open(f)
 }
 
 /// A multi or a single create on the wire: the paths of its ops (to name a failure), how many
@@ -210,18 +215,19 @@ fn create_op(path: &str, rec: &NodeRecord) -> MultiOp {
     }
 }
 
-/// Reads `file` into the tree at `target` (the file's source path when None). The file is read
-/// three times: checked whole before anything is written, then the nodes are created, then the
+/// Reads the document `open` opens (a file: [`open_file`]; a snapshot: `from_snapshot.rs`)
+/// into the tree at `target` (the document's source path when None). The document is read three
+/// times: checked whole before anything is written, then the nodes are created, then the
 /// parents' counters are advanced.
 pub async fn import(
     c: &Client,
-    file: &std::path::Path,
+    open: &Opener<'_>,
     target: Option<&str>,
     opts: &ImportOptions,
 ) -> Result<ImportSummary, String> {
     let started = Instant::now();
     // 1. The whole file is checked first, so a bad file writes nothing.
-    let (header, mut reader) = FileReader::open(open_file(file)?)?;
+    let (header, mut reader) = open()?;
     let target = target.unwrap_or(&header.source).to_owned();
     if let Err(e) = zk_proto::path::validate_path(&target) {
         return Err(format!("bad target path {target}: {e}"));
@@ -256,7 +262,7 @@ pub async fn import(
     }
     let mut sum = ImportSummary::default();
     // 3. The nodes, parents first, in multis.
-    let (_, mut reader) = FileReader::open(open_file(file)?)?;
+    let (_, mut reader) = open()?;
     let mut tx = Sender::new(c);
     let mut pending_merge: Vec<NodeRecord> = Vec::new();
     while let Some(rec) = reader.next_record()? {
@@ -283,7 +289,7 @@ pub async fn import(
         return Err(format!("import stopped after creating {} of {total} nodes: {e}", sum.created));
     }
     // 4. The counters: each parent's count of creates made up to the source's.
-    let (_, mut reader) = FileReader::open(open_file(file)?)?;
+    let (_, mut reader) = open()?;
     let mut window: Vec<NodeRecord> = Vec::new();
     loop {
         let rec = reader.next_record()?;

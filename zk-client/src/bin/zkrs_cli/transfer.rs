@@ -15,12 +15,13 @@
 //! sequential child on the target gets the name it would get on the source.
 //!
 //! Kinds. Both Apache ZooKeeper (3.5.4 on) and zkrs report `ephemeralOwner = 0` to clients for
-//! containers and TTL nodes alike; only ephemerals show their owner. The export therefore reads
-//! a container or TTL node as persistent unless `--kind` declares it (or the file is edited);
-//! the import creates whatever kind the file says.
+//! containers and TTL nodes alike; only ephemerals show their owner. The export from a live
+//! server therefore reads a container or TTL node as persistent unless `--kind` declares it (or
+//! the file is edited); an export from a snapshot file (`from_snapshot.rs`) reads the owner as
+//! stored, which says the kind. The import creates whatever kind the file says.
 //!
 //! This module holds the format and what both sides share; `export.rs` and `import.rs` the two
-//! commands.
+//! commands, `from_snapshot.rs` the export made from a snapshot file.
 // The shell's side, not the sans-IO core: the export is stamped with the wall clock and
 // progress lines are spaced by it.
 #![allow(clippy::disallowed_methods)]
@@ -99,17 +100,124 @@ impl Kind {
 }
 
 /// What an `ephemeralOwner` says of a node: None for an ephemeral. The stored encodings
-/// (containers `i64::MIN`, TTL nodes `0xFF` in the high byte and the TTL below) are read when a
-/// server shows them; Apache 3.5.4+ and zkrs show 0 for both.
+/// (containers `i64::MIN`, TTL nodes `0xFF` in the high byte, 16 bits of zero and the TTL below)
+/// are read as a server with extended types enabled reads them (zk-tree's `owner_kind`): from a
+/// snapshot, or from a server that shows them (Apache 3.5.4+ and zkrs show clients 0 for both).
 pub fn kind_of_owner(owner: i64) -> Option<Kind> {
-    if owner == 0 {
-        Some(Kind::Persistent)
-    } else if owner == i64::MIN {
-        Some(Kind::Container)
-    } else if (owner as u64) >> 56 == 0xFF && (owner as u64 >> 40) & 0xFFFF == 0 {
-        Some(Kind::Ttl(owner & MAX_TTL_MS))
-    } else {
-        None
+    use zk_tree::node::{owner_kind, ttl_of, OwnerKind};
+    match owner_kind(owner, true) {
+        OwnerKind::Void => Some(Kind::Persistent),
+        OwnerKind::Container => Some(Kind::Container),
+        OwnerKind::Ttl => Some(Kind::Ttl(ttl_of(owner))),
+        OwnerKind::Normal => None,
+    }
+}
+
+/// Names a left-out ephemeral on stderr, the first [`REPORT_EPHEMERALS_MAX`] of them; `count`
+/// counts it.
+pub fn report_ephemeral(count: u64, path: &str, owner: i64) {
+    if count <= REPORT_EPHEMERALS_MAX {
+        eprintln!(
+            "export: skipped ephemeral {path} (session 0x{owner:x}): ephemerals belong to their session"
+        );
+    }
+}
+
+/// Says on stderr how many ephemerals were left out, when more than were named.
+pub fn report_ephemerals_total(count: u64) {
+    if count > REPORT_EPHEMERALS_MAX {
+        eprintln!("export: skipped {count} ephemerals in all");
+    }
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Writes one export document to `out`: the header (on the first node, so a source that fails
+/// before its root writes nothing), the nodes one a line, the trailer.
+pub struct DocWriter<'w> {
+    out: &'w mut dyn std::io::Write,
+    /// The header, written with the first node.
+    head: Option<String>,
+    nodes: u64,
+}
+
+fn json_err(e: serde_json::Error) -> String {
+    format!("cannot write the export: {e}")
+}
+
+fn io_err(e: std::io::Error) -> String {
+    format!("cannot write the export: {e}")
+}
+
+/// `"name":value` pairs, comma-separated.
+fn json_fields(fields: &[(&str, serde_json::Value)]) -> Result<String, String> {
+    let mut s = String::new();
+    for (i, (name, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&serde_json::to_string(name).map_err(json_err)?);
+        s.push(':');
+        s.push_str(&serde_json::to_string(value).map_err(json_err)?);
+    }
+    Ok(s)
+}
+
+impl<'w> DocWriter<'w> {
+    /// A document of the subtree at `source`, whose header carries `fields` after `format`,
+    /// `version` and `source`. Nothing is written yet.
+    pub fn new(
+        out: &'w mut dyn std::io::Write,
+        source: &str,
+        fields: &[(&str, serde_json::Value)],
+    ) -> Result<DocWriter<'w>, String> {
+        let mut head = format!("{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"source\":");
+        head.push_str(&serde_json::to_string(source).map_err(json_err)?);
+        if !fields.is_empty() {
+            head.push(',');
+            head.push_str(&json_fields(fields)?);
+        }
+        head.push_str(",\n\"nodes\":[");
+        Ok(DocWriter { out, head: Some(head), nodes: 0 })
+    }
+
+    /// Nodes written.
+    pub fn nodes(&self) -> u64 {
+        self.nodes
+    }
+
+    /// Writes `rec` on a line of its own (the header first, before the first node).
+    pub fn node(&mut self, rec: &NodeRecord) -> Result<(), String> {
+        if let Some(head) = self.head.take() {
+            self.out.write_all(head.as_bytes()).map_err(io_err)?;
+        }
+        let sep = if self.nodes == 0 { "\n" } else { ",\n" };
+        self.out.write_all(sep.as_bytes()).map_err(io_err)?;
+        rec.write_json(&mut *self.out).map_err(json_err)?;
+        self.nodes += 1;
+        Ok(())
+    }
+
+    /// Closes the nodes and writes the trailer, `node_count` then `fields`, and flushes.
+    ///
+    /// Errors: no node was written (a document has its root at least), or the writer's.
+    pub fn finish(self, fields: &[(&str, serde_json::Value)]) -> Result<(), String> {
+        if self.nodes == 0 {
+            return Err("no node to export".into());
+        }
+        let mut tail = format!("\n],\n\"node_count\":{}", self.nodes);
+        if !fields.is_empty() {
+            tail.push(',');
+            tail.push_str(&json_fields(fields)?);
+        }
+        tail.push_str("}\n");
+        self.out.write_all(tail.as_bytes()).map_err(io_err)?;
+        self.out.flush().map_err(io_err)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The three kinds of stream an Apache ZooKeeper snapshot file can hold, and their decoding to
-//! the snapshot's jute content, for `zkrs-server import`.
+//! the snapshot's jute content, for `zkrs-server import` and `zkrs-cli export --from-snapshot`
+//! (zk-server re-exports the module as `zk_server::apache_snap_stream`).
 //!
 //! Apache 3.6+ writes `snapshot.<hex zxid>` plain, or compressed when the Java system property
 //! `zookeeper.snapshot.compression.method` is `gz` or `snappy`, naming the file
@@ -12,7 +13,7 @@
 //!   ([`SnapStreamKind::of_file_name`]).
 //! - The Adler32 seals inside the content are computed over the **uncompressed** bytes: Apache
 //!   wraps the compressing stream in the checksumming one, so the seals are checked after
-//!   decompression, exactly as for a plain file (`zk_log::apache::read_snapshot_bytes`).
+//!   decompression, exactly as for a plain file ([`crate::apache::read_snapshot_bytes`]).
 //! - gz: one `java.util.zip.GZIPOutputStream` stream (RFC 1952), so the file starts with the gzip
 //!   magic `1f 8b` (Apache checks only that before reading) and ends with the CRC32 and length of
 //!   the content, which [`gunzip`] checks too.
@@ -36,9 +37,9 @@
 //! errors), so a file the import skips is one whose container is damaged, whatever the content
 //! says.
 
+use crate::apache::ApacheError;
 use bytes::Bytes;
 use std::io::{BufRead, Read};
-use zk_log::apache::ApacheError;
 
 /// Which stream an Apache snapshot file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

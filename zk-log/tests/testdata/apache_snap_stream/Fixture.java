@@ -2,7 +2,7 @@
 // blocks.snappy (snappy-java's SnappyOutputStream, 1 KiB blocks so that there are several) and
 // content.gz (java.util.zip.GZIPOutputStream), both of the same text. Run from this directory:
 //   java -cp /usr/share/java/snappy-java.jar Fixture.java
-// (Debian's libsnappy-java 1.1.8.3). zk-server/src/apache_snap_stream/tests.rs builds the same
+// (Debian's libsnappy-java 1.1.8.3). zk-log/src/apache_snap_stream/tests.rs builds the same
 // text and checks that both decode to it.
 import java.io.FileOutputStream;
 import java.io.OutputStream;
