@@ -915,9 +915,24 @@ pub fn retain_newest_to_trash<S: Storage>(
     storage: &S,
     keep: usize,
 ) -> Result<(Retention, Vec<String>), LogError> {
+    retain_newest_to_trash_at_most(storage, keep, usize::MAX)
+}
+
+/// [`retain_newest_to_trash`], moving at most the `at_most` oldest snapshots out of the way: a
+/// caller that must keep some of the ones past the newest `keep` for a while (the server keeps
+/// those its archive has not taken yet) keeps them, and the log they need
+/// ([`Retention::purge_logs_before`] is the oldest kept one's start plus one), so that what is
+/// kept is still a suffix.
+///
+/// Errors: [`LogError::Io`]; snapshots moved before the failure stay moved.
+pub fn retain_newest_to_trash_at_most<S: Storage>(
+    storage: &S,
+    keep: usize,
+    at_most: usize,
+) -> Result<(Retention, Vec<String>), LogError> {
     let all = list_snapshots(storage)?;
     let keep = keep.max(1);
-    let cut = all.len().saturating_sub(keep);
+    let cut = all.len().saturating_sub(keep).min(at_most);
     let mut r = Retention::default();
     let mut trash = Vec::new();
     for (_, name) in &all[..cut] {
@@ -1486,5 +1501,26 @@ mod tests {
         assert_eq!(purgeable_segments(&[1, 16], 15), Vec::<i64>::new());
         let r = retain_newest(&s, 0).expect("retain");
         assert_eq!(r.kept, vec![snapshot_name(30)]);
+    }
+
+    /// A retention told to remove at most so many keeps the rest of the oldest ones, and the
+    /// log from the oldest it kept.
+    #[test]
+    fn retention_removes_at_most_what_it_is_allowed() {
+        let s = FaultStorage::new(5);
+        for z in [5i64, 9, 14, 30] {
+            write(&s, z, &content(10));
+        }
+        let (r, trash) = retain_newest_to_trash_at_most(&s, 1, 1).expect("retain");
+        assert_eq!(r.removed, vec![snapshot_name(5)]);
+        assert_eq!(r.kept, vec![snapshot_name(9), snapshot_name(14), snapshot_name(30)]);
+        assert_eq!(r.purge_logs_before, Some(10));
+        assert_eq!(trash.len(), 1);
+        let (r, _) = retain_newest_to_trash_at_most(&s, 1, 0).expect("retain");
+        assert!(r.removed.is_empty());
+        assert_eq!(r.purge_logs_before, Some(10));
+        let (r, _) = retain_newest_to_trash_at_most(&s, 2, usize::MAX).expect("retain");
+        assert_eq!(r.removed, vec![snapshot_name(9)]);
+        assert_eq!(r.purge_logs_before, Some(15));
     }
 }

@@ -41,6 +41,13 @@ pub const DEFAULT_SNAPSHOT_IDLE_SECONDS: u32 = 5;
 /// snapshot (`csnp`, the AdminServer's `create_snapshot` and `snapshot`) starts none within this
 /// long of the last snapshot's start.
 pub const DEFAULT_SNAPSHOT_MIN_REQUEST_INTERVAL_SECONDS: u32 = 60;
+/// Default `zkrs.backup.intervalSecs` (a zkrs key), in ms: the server's own archiver passes
+/// every 10 s, as `zkrs-server backup --follow` does by default.
+pub const DEFAULT_BACKUP_INTERVAL_MS: u64 = 10_000;
+/// Default `zkrs.backup.holdMaxBytes` (a zkrs key): purge keeps at most 10 GiB of snapshots and
+/// log segments for an archive that lags, then removes them anyway (the archive gets a gap), so
+/// that a broken archive does not fill the disk and stop the server's writes.
+pub const DEFAULT_BACKUP_HOLD_MAX_BYTES: u64 = 10 << 30;
 /// Default `admin.restore.maxBytes` (a zkrs key): the largest snapshot the AdminServer's
 /// `restore` takes, 1 GiB.
 pub const DEFAULT_ADMIN_RESTORE_MAX_BYTES: u64 = 1 << 30;
@@ -397,6 +404,20 @@ pub struct ServerConfig {
     /// SYSTEMERROR; reads, deletes and shrinking writes go on. A whole number of bytes,
     /// optionally followed by `k`, `m` or `g` (KiB, MiB, GiB).
     pub tree_memory_soft_limit_bytes: u64,
+    /// `zkrs.backup.to` (a zkrs key; unset by default): the archive the server archives into by
+    /// itself (a directory, or `s3://bucket/prefix`), with `{myid}` replaced by the server's id
+    /// (required in an ensemble: each member archives its own log into its own archive), a
+    /// relative directory taken as `dataDir` is. `None`: the server does not archive.
+    pub backup_to: Option<String>,
+    /// `zkrs.backup.intervalSecs` (a zkrs key; default 10 s), in ms: between the starts of two
+    /// passes of the server's archiver. Seconds, fractions allowed, more than 0 and at most
+    /// 86400.
+    pub backup_interval_ms: u64,
+    /// `zkrs.backup.holdMaxBytes` (a zkrs key; default [`DEFAULT_BACKUP_HOLD_MAX_BYTES`]): the
+    /// most bytes of snapshots and log segments the server's purge keeps for an archive that
+    /// has not taken them; past it they are removed anyway, and the archive gets a gap. 0 = no
+    /// bound. A whole number of bytes, optionally followed by `k`, `m` or `g`.
+    pub backup_hold_max_bytes: u64,
     /// `testingonly.initialZxid` (Apache's system property `zookeeper.testingonly.initialZxid`;
     /// unset by default): the counter a leader starts each new epoch at, instead of 0, so that a
     /// test reaches the end of an epoch's zxids in a few writes. For tests only, as in Apache; a
@@ -743,6 +764,10 @@ struct Raw {
     sync_limit: (i32, Option<u32>),
     dynamic_config_file: Option<(String, u32)>,
     four_letter_words: Option<(String, u32)>,
+    /// `zkrs.backup.to` as written, checked once myid and the membership are known.
+    backup_to: Option<(String, u32)>,
+    /// The last other `zkrs.backup.*` key set, and its line (of no use without the target).
+    backup_tuned: Option<(&'static str, u32)>,
 }
 
 fn int_value(src: &Source<'_>, key: &str, value: &str, line: u32) -> Result<i32, ConfigError> {
@@ -770,6 +795,63 @@ fn byte_size(value: &str) -> Option<u64> {
         return None;
     }
     digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+/// `zkrs.backup.intervalSecs`'s value in ms: seconds (fractions allowed), more than 0 and at
+/// most 86400; at least 1 ms.
+fn interval_ms(value: &str) -> Option<u64> {
+    let secs: f64 = value.parse().ok()?;
+    (secs.is_finite() && secs > 0.0 && secs <= 86_400.0).then(|| ((secs * 1000.0).round() as u64).max(1))
+}
+
+/// `zkrs.backup.to`'s value (`to`, at `line`) as the server archives into it: `{myid}` replaced
+/// by `id`, a relative directory taken against `base` as `dataDir` is.
+///
+/// Errors: empty; a control character; in an ensemble (`distributed`), no `{myid}` (each member
+/// archives its own log, so the members' archives must differ: a second writer of one archive
+/// is refused); a URL scheme other than `s3://`, or `s3://` without a bucket.
+fn backup_target(
+    src: &Source<'_>,
+    to: &str,
+    line: u32,
+    distributed: bool,
+    id: u64,
+    base: Option<&Path>,
+) -> Result<String, ConfigError> {
+    const KEY: &str = "zkrs.backup.to";
+    let at = Some(line);
+    if to.is_empty() {
+        return Err(src.err(KEY, at, "is empty: give a directory or s3://bucket/prefix, or remove the key"));
+    }
+    if to.chars().any(char::is_control) {
+        return Err(src.err(KEY, at, "holds a control character"));
+    }
+    if distributed && !to.contains("{myid}") {
+        return Err(src.err(
+            KEY,
+            at,
+            format!(
+                "\"{to}\" has no {{myid}}: in an ensemble each member archives its own log into its own \
+                 archive, so the path must name the member (for example s3://bucket/zk/{{myid}} or \
+                 /backup/zk/{{myid}}; {{myid}} is replaced by the id in myid); one archive takes one writer"
+            ),
+        ));
+    }
+    let to = to.replace("{myid}", &id.to_string());
+    if let Some(rest) = to.strip_prefix("s3://") {
+        if rest.split('/').next().unwrap_or("").is_empty() {
+            return Err(src.err(KEY, at, format!("\"{to}\" names no bucket (s3://bucket/prefix)")));
+        }
+        return Ok(to);
+    }
+    if let Some((scheme, _)) = to.split_once("://") {
+        return Err(src.err(
+            KEY,
+            at,
+            format!("\"{scheme}://\" archives are not supported: give a directory, or s3://bucket/prefix"),
+        ));
+    }
+    Ok(resolve(base, &to).display().to_string())
 }
 
 fn non_negative(src: &Source<'_>, key: &str, v: i32, line: u32) -> Result<u32, ConfigError> {
@@ -1054,6 +1136,9 @@ impl ServerConfig {
             admin_restore_max_bytes: DEFAULT_ADMIN_RESTORE_MAX_BYTES,
             slow_request_threshold_ms: 0,
             tree_memory_soft_limit_bytes: 0,
+            backup_to: None,
+            backup_interval_ms: DEFAULT_BACKUP_INTERVAL_MS,
+            backup_hold_max_bytes: DEFAULT_BACKUP_HOLD_MAX_BYTES,
             keep_clients_through_election: true,
             initial_zxid_counter: None,
             log_format: LogFormat::Text,
@@ -1121,6 +1206,8 @@ impl ServerConfig {
             sync_limit: (0, None),
             dynamic_config_file: None,
             four_letter_words: None,
+            backup_to: None,
+            backup_tuned: None,
         };
         let mut members = Membership::default();
         // extendedTypesEnabled narrows the id range, so it must be known before server lines.
@@ -1461,6 +1548,34 @@ impl ServerConfig {
                         )
                     })?;
                 }
+                // zkrs's own keys: the server archiving by itself.
+                "zkrs.backup.to" => raw.backup_to = Some((value.to_string(), line)),
+                "zkrs.backup.intervalSecs" => {
+                    cfg.backup_interval_ms = interval_ms(value).ok_or_else(|| {
+                        src.err(
+                            key,
+                            at,
+                            format!(
+                                "\"{value}\" is not a number of seconds more than 0 and at most 86400 \
+                                 (fractions allowed)"
+                            ),
+                        )
+                    })?;
+                    raw.backup_tuned = Some(("zkrs.backup.intervalSecs", line));
+                }
+                "zkrs.backup.holdMaxBytes" => {
+                    cfg.backup_hold_max_bytes = byte_size(value).ok_or_else(|| {
+                        src.err(
+                            key,
+                            at,
+                            format!(
+                                "\"{value}\" is not a size in bytes (a whole number, optionally \
+                                 followed by k, m or g; 0 = no bound)"
+                            ),
+                        )
+                    })?;
+                    raw.backup_tuned = Some(("zkrs.backup.holdMaxBytes", line));
+                }
                 "testingonly.initialZxid" => {
                     let parsed = match value.strip_prefix("0x").or_else(|| value.strip_prefix("0X")) {
                         Some(hex) => u32::from_str_radix(hex, 16).ok(),
@@ -1761,6 +1876,19 @@ impl ServerConfig {
             cfg.ssl_quorum
                 .validate_admin_https(&wanted_by)
                 .map_err(|(key, line, message)| src.err(&key, line, message))?;
+        }
+
+        // The archive, once myid and the membership are known.
+        match &raw.backup_to {
+            Some((to, line)) => {
+                let id = cfg.my_id.unwrap_or(0);
+                cfg.backup_to = Some(backup_target(&src, to, *line, distributed, id, base)?);
+            }
+            None => {
+                if let Some((key, line)) = raw.backup_tuned {
+                    tracing::warn!("{key} (line {line}) has no effect: zkrs.backup.to is not set");
+                }
+            }
         }
 
         // Four-letter words, after readonlymode.enabled is known.
@@ -2735,6 +2863,53 @@ mod tests {
         assert_eq!(c.effective_connect_to_learner_master_limit(), 10);
         // `conf` names a member by its own id (a standalone server answers 0).
         assert!(c.conf_text_in(&ConfStatus::default(), Path::new("/")).ends_with("\nserverId=2\n"));
+    }
+
+    /// The server archiving by itself: `zkrs.backup.*`, their defaults and refusals naming the
+    /// key and the line; `{myid}` required in an ensemble and replaced by the member's id.
+    #[test]
+    fn backup_keys() {
+        let c = ok(BASE);
+        assert_eq!(c.backup_to, None);
+        assert_eq!((c.backup_interval_ms, c.backup_hold_max_bytes), (10_000, 10 << 30));
+        assert!(crate::settings::Settings::from_config(&c).expect("settings").backup.is_none());
+        let c = ok(&with(
+            "zkrs.backup.to=/backup/zk\nzkrs.backup.intervalSecs=0.25\nzkrs.backup.holdMaxBytes=3g\n",
+        ));
+        assert_eq!(c.backup_to.as_deref(), Some("/backup/zk"));
+        assert_eq!((c.backup_interval_ms, c.backup_hold_max_bytes), (250, 3 << 30));
+        let b = crate::settings::Settings::from_config(&c).expect("settings").backup.expect("on");
+        assert_eq!(b.interval, std::time::Duration::from_millis(250));
+        let s3 = ok(&with("zkrs.backup.to=s3://bucket/zk/{myid}\n"));
+        assert_eq!(s3.backup_to.as_deref(), Some("s3://bucket/zk/0"), "a standalone server is 0");
+        let rel = ServerConfig::parse(&with("zkrs.backup.to=archive\n"), Some(Path::new("/etc/zk"))).unwrap();
+        assert_eq!(rel.backup_to.as_deref(), Some("/etc/zk/archive"));
+        assert_eq!(ok(&with("zkrs.backup.holdMaxBytes=0\n")).backup_hold_max_bytes, 0);
+        for v in ["0", "-1", "86401", "ten", "inf", "NaN", ""] {
+            let e = bad(&with(&format!("# c\nzkrs.backup.intervalSecs={v}\n")));
+            assert_err(&e, "zkrs.backup.intervalSecs", Some(5), "at most 86400");
+        }
+        for v in ["-1", "10x", "g", "1.5g"] {
+            let e = bad(&with(&format!("zkrs.backup.holdMaxBytes={v}\n")));
+            assert_err(&e, "zkrs.backup.holdMaxBytes", Some(4), "not a size in bytes");
+        }
+        let refused = |value: &str, why: &str| {
+            let e = bad(&with(&format!("zkrs.backup.to={value}\n")));
+            assert_err(&e, "zkrs.backup.to", Some(4), why);
+        };
+        refused("", "is empty");
+        refused("gs://b/p", "\"gs://\" archives are not supported");
+        refused("s3:///p", "names no bucket");
+        // A properties escape makes a newline, which the progress file could not hold.
+        refused("/a\\nb", "control character");
+        let logged = parse_warnings(&with("zkrs.backup.intervalSecs=5\n"));
+        assert!(logged.contains("zkrs.backup.intervalSecs (line 4) has no effect"), "{logged}");
+        // An ensemble member: its own archive, named by {myid}.
+        let dir = ensemble_dir(Some("2\n"));
+        let e = bad(&ensemble(dir.path(), "zkrs.backup.to=s3://bucket/zk\n"));
+        assert_err(&e, "zkrs.backup.to", Some(9), "each member archives its own log");
+        let c = ok(&ensemble(dir.path(), "zkrs.backup.to=/backup/zk-{myid}/x\n"));
+        assert_eq!(c.backup_to.as_deref(), Some("/backup/zk-2/x"));
     }
 
     #[test]

@@ -361,6 +361,30 @@ pub const SECTIONS: &[Section] = &[
         ],
     },
     Section {
+        title: r#"Continuous backup (zkrs)"#,
+        intro: r#"The server archives its own log and snapshots, as `zkrs-server backup --follow` does, and its purge waits for the archive ([Operations](operations.md#the-server-archiving-by-itself))."#,
+        rows: &[
+            Row {
+                key: r#"`zkrs.backup.to`"#,
+                default: r#"unset (off)"#,
+                meaning: r#"*zkrs.* The archive: a directory, or `s3://bucket/prefix` (the AWS environment variables configure S3). `{myid}` is replaced by the server's id; in an ensemble it is required, since each member archives its own log into its own archive. A relative directory is taken as `dataDir` is. Another writer of the archive (a `zkrs-server backup`, another server) stops the start, named."#,
+                refused: r#"empty; a control character; no `{myid}` in an ensemble; a URL scheme other than `s3://`; `s3://` without a bucket"#,
+            },
+            Row {
+                key: r#"`zkrs.backup.intervalSecs`"#,
+                default: r#"10"#,
+                meaning: r#"*zkrs.* Seconds between the starts of two archiver passes (fractions allowed)."#,
+                refused: r#"not a number; 0 or less; more than 86400"#,
+            },
+            Row {
+                key: r#"`zkrs.backup.holdMaxBytes`"#,
+                default: r#"10g"#,
+                meaning: r#"*zkrs.* The most bytes of snapshots and log segments the purge keeps for an archive that has not taken them; past it they are removed anyway (logged at error, counted in `zk_backup_purges_forced`), and the archive has a gap. `k`, `m`, `g` suffixes allowed; 0 = no bound."#,
+                refused: r#"not a whole number with an optional suffix"#,
+            },
+        ],
+    },
+    Section {
         title: r#"Clients, limits and the memory brake"#,
         intro: r#""#,
         rows: &[

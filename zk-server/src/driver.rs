@@ -184,6 +184,13 @@ pub enum DriverMsg {
     },
     /// A report from the snapshot thread.
     Snapshot(SnapshotReport),
+    /// The server's archiver (an ensemble member's) asks how far it may archive: the zxid the
+    /// server has applied while it serves, or why it may not
+    /// ([`crate::backup::continuous::committed_answer`]).
+    ArchiveCap {
+        /// Where the answer goes.
+        reply: std::sync::mpsc::SyncSender<Result<i64, String>>,
+    },
     /// Stop: the process is shutting down.
     Shutdown,
 }
@@ -370,6 +377,8 @@ pub struct Driver {
     /// Tells the listener to move to a new client address (the server's accept loop holds the
     /// receiving side).
     client_listener: Option<tokio::sync::watch::Sender<Option<SocketAddr>>>,
+    /// The archive the server archives into by itself (`zkrs.backup.to`), for the reports.
+    archive: Option<Arc<crate::backup::continuous::ArchiveProgress>>,
 }
 
 fn wall_ms() -> i64 {
@@ -417,7 +426,15 @@ impl Driver {
             idle_trim: IdleTrim::default(),
             client_addr,
             client_listener: None,
+            archive: None,
         }
+    }
+
+    /// Has the reports (`mntr`, the AdminServer's `monitor`, `/metrics`) show how the server's
+    /// own archiver fares (`zkrs.backup.to`).
+    pub fn with_archive(mut self, progress: Arc<crate::backup::continuous::ArchiveProgress>) -> Driver {
+        self.archive = Some(progress);
+        self
     }
 
     /// Has the driver move the client listener through `listener` when the configuration in
@@ -788,6 +805,12 @@ impl Driver {
             DriverMsg::Snapshot(SnapshotReport::Retained { purge_logs_before }) => {
                 Event::Retained { purge_logs_before }
             }
+            DriverMsg::ArchiveCap { reply } => {
+                let applied = self.view(None, now).last_zxid;
+                let _ = reply
+                    .try_send(crate::backup::continuous::committed_answer(self.node.core().role(), applied));
+                return false;
+            }
         };
         self.node.handle(now, Input::Core(ev));
         false
@@ -809,6 +832,7 @@ impl Driver {
         }
         view.ensemble = self.node.replica().map(|r| r.view());
         view.client_addr = self.client_addr;
+        view.backup = self.archive.as_ref().map(|a| a.figures(view.last_zxid));
         view
     }
 

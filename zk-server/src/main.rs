@@ -206,6 +206,9 @@ fn run_tool(args: &[String]) -> Option<ExitCode> {
                     println!("removed {name}");
                 }
                 println!("kept {} snapshot(s): {}", r.snapshots_kept.len(), r.snapshots_kept.join(", "));
+                if let Some(why) = &r.kept_for_archive {
+                    println!("{why}");
+                }
             })
         }
         [cmd, path] if cmd == "dump-log" => zk_server::tools::dump_log(Path::new(path), &mut out).map(|_| ()),

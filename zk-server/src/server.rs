@@ -84,6 +84,15 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+    /// The server archives by itself (`zkrs.backup.to`), and the archive cannot be taken: another
+    /// writer holds it (named), or it is no archive this build writes.
+    #[error("zkrs.backup.to={target}: {why}")]
+    Archive {
+        /// The archive.
+        target: String,
+        /// Why.
+        why: String,
+    },
     /// The client port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -301,6 +310,21 @@ pub async fn run(
     })?;
     let permits = Arc::new(Semaphore::new(settings.global_outstanding_limit as usize));
     let (core_tx, core_rx) = mpsc::channel(CORE_INBOX);
+    // The server archiving by itself takes its archive's lock before it serves; dropped when
+    // this returns, which stops the archiver.
+    let archiver = match &settings.backup {
+        Some(b) => {
+            let ask = crate::backup::continuous::ask_driver(core_tx.clone());
+            let started =
+                crate::backup::continuous::start(b, &settings.snap_root, &settings.log_root, ask).await;
+            Some(started.map_err(|why| StartError::Archive { target: b.to.clone(), why })?)
+        }
+        None => {
+            crate::backup::continuous::forget_progress(&snap_dir);
+            None
+        }
+    };
+    let archive = archiver.as_ref().map(|a| a.progress());
     let reports = core_tx.clone();
     let fence = Arc::new(snapshots::SnapshotFence::new());
     let snapshot_fence = fence.clone();
@@ -309,6 +333,7 @@ pub async fn run(
         settings.snap_retain_count as usize,
         settings.snapshot_compression,
         fence.clone(),
+        archive.clone(),
         move |r| {
             let _ = reports.blocking_send(DriverMsg::Snapshot(r));
         },
@@ -392,6 +417,9 @@ pub async fn run(
     let (move_tx, mut move_rx) = tokio::sync::watch::channel(settings.client_addr);
     if let Some((peers, disk)) = ensemble_io {
         driver = driver.with_client_listener(move_tx).with_ensemble(peers, disk);
+    }
+    if let Some(progress) = archive {
+        driver = driver.with_archive(progress);
     }
     let mut core_task = tokio::spawn(driver.run(core_rx, durable_rx));
     if let Some(admin) = &settings.admin {

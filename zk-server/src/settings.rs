@@ -113,6 +113,8 @@ pub struct Settings {
     /// passwords replaced by `***` ([`redact_passwords`]), or `None` when the server started from
     /// its embedded defaults.
     pub initial_config: Option<String>,
+    /// The archive the server archives into by itself (`zkrs.backup.*`), or `None`.
+    pub backup: Option<crate::backup::continuous::BackupSettings>,
 }
 
 /// `text` (a zoo.cfg) with the value of every key ending in "password" (any case: the
@@ -299,6 +301,11 @@ impl Settings {
             admin,
             metrics_addr,
             initial_config,
+            backup: cfg.backup_to.as_ref().map(|to| crate::backup::continuous::BackupSettings {
+                to: to.clone(),
+                interval: std::time::Duration::from_millis(cfg.backup_interval_ms),
+                hold_max_bytes: cfg.backup_hold_max_bytes,
+            }),
             slow_request: (cfg.slow_request_threshold_ms > 0)
                 .then(|| std::time::Duration::from_millis(cfg.slow_request_threshold_ms.into())),
             tree_memory_soft_limit_bytes: cfg.tree_memory_soft_limit_bytes,

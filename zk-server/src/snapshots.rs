@@ -9,6 +9,7 @@
 //! snapshots, and reports which log segments are no longer needed. What the thread does with
 //! each job is [`SnapshotFiles`], which the node simulation runs too, over its own disks.
 
+use crate::backup::continuous::ArchiveProgress;
 use crate::core::{SnapJob, CHUNK_CREDITS};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -16,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 use zk_log::snapshot::{
-    list_snapshots, read_snapshot, remove_stale_temps, retain_newest_to_trash, Compression, SnapshotWriter,
+    list_snapshots, read_snapshot, remove_stale_temps, retain_newest_to_trash_at_most, Compression,
+    SnapshotWriter,
 };
 use zk_log::{AppendMode, FileStorage, LogError, Storage};
 use zk_tree::{Database, Decoded, Recovery, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
@@ -294,13 +296,14 @@ pub fn spawn_writer(
     retain: usize,
     compression: Compression,
     fence: Arc<SnapshotFence>,
+    archive: Option<Arc<ArchiveProgress>>,
     report: impl Fn(SnapshotReport) + Send + 'static,
 ) -> std::io::Result<SnapshotQueue> {
     let (tx, rx) = sync_channel(CHUNK_CREDITS + 4);
     let thread_fence = fence.clone();
     std::thread::Builder::new()
         .name("zk-snapshot".into())
-        .spawn(move || run(storage, retain, compression, thread_fence, rx, report))?;
+        .spawn(move || run(storage, retain, compression, thread_fence, archive, rx, report))?;
     Ok(SnapshotQueue { tx, fence })
 }
 
@@ -461,11 +464,13 @@ fn run(
     retain: usize,
     compression: Compression,
     fence: Arc<SnapshotFence>,
+    archive: Option<Arc<ArchiveProgress>>,
     rx: Receiver<(SnapJob, u64)>,
     report: impl Fn(SnapshotReport),
 ) {
     background_priority();
     let mut files = SnapshotFiles::new(storage, retain, fence).with_compression(compression);
+    files.archive = archive;
     // The pace's reckoning for the snapshot under way: when it (last) started, content bytes
     // taken since. Content, not the bytes stored: compressed or not, the core serializes the tree
     // at the same rate (its steps wait on this thread's pace), and the log's rate it is raised
@@ -512,13 +517,30 @@ pub struct SnapshotFiles<S: Storage> {
     failed: bool,
     /// How new snapshots store their chunks.
     compression: Compression,
+    /// The archive the server archives into by itself: retention keeps what it has not taken
+    /// ([`ArchiveProgress::plan`]).
+    archive: Option<Arc<ArchiveProgress>>,
 }
 
 impl<S: Storage> SnapshotFiles<S> {
     /// Snapshots in `storage`, the newest `retain` kept, none landing after a cut `fence` saw
     /// ([`SnapshotFence`]).
     pub fn new(storage: S, retain: usize, fence: Arc<SnapshotFence>) -> SnapshotFiles<S> {
-        SnapshotFiles { storage, retain, fence, current: None, failed: false, compression: Compression::None }
+        SnapshotFiles {
+            storage,
+            retain,
+            fence,
+            current: None,
+            failed: false,
+            compression: Compression::None,
+            archive: None,
+        }
+    }
+
+    /// The same, keeping what the server's archive has not taken yet ([`ArchiveProgress::plan`]).
+    pub fn with_archive(mut self, archive: Arc<ArchiveProgress>) -> SnapshotFiles<S> {
+        self.archive = Some(archive);
+        self
     }
 
     /// The same, writing snapshots stored as `compression` says (uncompressed by default).
@@ -588,7 +610,8 @@ impl<S: Storage> SnapshotFiles<S> {
                                 info.file_bytes,
                                 t0.elapsed()
                             );
-                            purge_before = retention(&self.storage, self.retain, &self.fence);
+                            purge_before =
+                                retention(&self.storage, self.retain, &self.fence, self.archive.as_deref());
                         }
                         Err(e) => {
                             warn!("snapshot could not be finished: {e}");
@@ -607,7 +630,12 @@ impl<S: Storage> SnapshotFiles<S> {
                 Some(SnapshotReport::Done { ok: false, purge_logs_before: None })
             }
             SnapJob::Retain => Some(SnapshotReport::Retained {
-                purge_logs_before: retention(&self.storage, self.retain, &self.fence),
+                purge_logs_before: retention(
+                    &self.storage,
+                    self.retain,
+                    &self.fence,
+                    self.archive.as_deref(),
+                ),
             }),
         }
     }
@@ -752,14 +780,33 @@ fn replay_source(rec: &mut Recovery, source: &dyn zk_log::TxnSource) -> Result<(
 /// Keeps the newest `retain` snapshots; returns the zxid before which the log is no longer needed.
 /// The old ones are chosen and moved aside under `fence`, so that a cut of the log never lists
 /// a snapshot retention is taking away (it could reset the log to a snapshot then gone), and cut
-/// down after it, which may take a while for large files.
-fn retention<S: Storage>(storage: &S, retain: usize, fence: &SnapshotFence) -> Option<i64> {
+/// down after it, which may take a while for large files. With `archive`, the snapshots and the
+/// log it has not taken yet are kept too ([`ArchiveProgress::plan`]).
+fn retention<S: Storage>(
+    storage: &S,
+    retain: usize,
+    fence: &SnapshotFence,
+    archive: Option<&ArchiveProgress>,
+) -> Option<i64> {
+    // Planned before the fence is taken (it reads the files' sizes, and a cut on the driver's
+    // thread must not wait on that): a cut meanwhile removes or adds only snapshots newer than
+    // the oldest ones the plan lets go.
+    let plan = match archive {
+        None => crate::backup::continuous::Plan::FREE,
+        Some(a) => match list_snapshots(storage) {
+            Ok(all) => a.plan(storage, &all, retain),
+            Err(e) => {
+                warn!("snapshot retention failed: {e}");
+                return None;
+            }
+        },
+    };
     let held = fence.hold();
     if let Some(base) = held.resync_base {
         debug!("snapshot retention waits: a log reset to snapshot 0x{base:x} is under way");
         return None;
     }
-    let moved = retain_newest_to_trash(storage, retain);
+    let moved = retain_newest_to_trash_at_most(storage, retain, plan.snapshots);
     drop(held);
     match moved {
         Ok((r, trash)) => {
@@ -767,7 +814,10 @@ fn retention<S: Storage>(storage: &S, retain: usize, fence: &SnapshotFence) -> O
                 info!("removed old snapshot {name}");
             }
             remove_trash(storage, &trash);
-            r.purge_logs_before
+            match (r.purge_logs_before, plan.log_before) {
+                (Some(p), Some(cap)) => Some(p.min(cap)),
+                _ => None,
+            }
         }
         Err(e) => {
             warn!("snapshot retention failed: {e}");
@@ -957,6 +1007,44 @@ mod tests {
         take(0x40);
         take(0x50);
         assert_eq!(on_disk(), [0x40, 0x50], "retention runs again");
+    }
+
+    /// Retention keeps what the server's archive has not taken: every snapshot while nothing is
+    /// known of it (and no log purge), then only those newer than its newest snapshot, and the
+    /// log purge never past its newest zxid. Without the archive the same runs remove them.
+    #[test]
+    fn retention_keeps_what_the_archive_has_not_taken() {
+        use crate::backup::continuous::{ArchiveProgress, Taken};
+        use zk_log::snapshot::list_snapshots;
+        let disk = zk_log::FaultStorage::new(8);
+        let fence = Arc::new(SnapshotFence::new());
+        let log_dir = tempfile::tempdir().expect("temp dir");
+        let archive = Arc::new(ArchiveProgress::new("/archive", 0, log_dir.path().to_path_buf()));
+        let mut files = SnapshotFiles::new(disk.clone(), 2, fence.clone()).with_archive(archive.clone());
+        let mut take = |zxid: i64| {
+            let g = fence.generation();
+            files.run(SnapJob::Begin { zxid, pace: 0 }, g);
+            files.run(SnapJob::Chunk(vec![7; 100]), g);
+            match files.run(SnapJob::Finish, g) {
+                Some(SnapshotReport::Done { ok: true, purge_logs_before }) => purge_logs_before,
+                other => panic!("0x{zxid:x} not written: {other:?}"),
+            }
+        };
+        let on_disk =
+            || -> Vec<i64> { list_snapshots(&disk).expect("list").into_iter().map(|(z, _)| z).collect() };
+        for z in [0x10, 0x20, 0x30] {
+            assert_eq!(take(z), None, "no log purge while nothing is known of the archive");
+        }
+        assert_eq!(on_disk(), [0x10, 0x20, 0x30]);
+        archive.set_taken(Taken { log_through: Some(0x25), snapshots_through: Some(0x10) });
+        assert_eq!(take(0x40), Some(0x21), "0x20 is kept, and its log");
+        assert_eq!(on_disk(), [0x20, 0x30, 0x40]);
+        archive.set_taken(Taken { log_through: Some(0x25), snapshots_through: Some(0x40) });
+        assert_eq!(take(0x50), Some(0x26), "the log not past the archive's newest zxid");
+        assert_eq!(on_disk(), [0x40, 0x50]);
+        archive.set_taken(Taken { log_through: Some(0x55), snapshots_through: Some(0x50) });
+        assert_eq!(take(0x60), Some(0x51), "as without an archive");
+        assert_eq!(on_disk(), [0x50, 0x60]);
     }
 
     /// F7: the database rebuilt at a role change never skips a range of the log: when the

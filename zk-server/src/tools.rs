@@ -562,6 +562,9 @@ pub struct PurgeReport {
     pub snapshots_kept: Vec<String>,
     /// Log segments removed.
     pub segments_removed: Vec<String>,
+    /// What was kept for the server's archive (`zkrs.backup.to`), which has not taken it yet, as
+    /// the data directory's progress file says; `None` when nothing was.
+    pub kept_for_archive: Option<String>,
 }
 
 /// The smallest number of snapshots [`purge`] keeps, as Apache's PurgeTxnLog requires.
@@ -571,6 +574,11 @@ pub const PURGE_KEEP_MIN: usize = 3;
 /// segments in `data_log_dir` that only hold transactions older than the oldest kept snapshot — what
 /// Apache's `zkCleanup.sh -n N` does for its files. A running server purges after every snapshot on
 /// its own; this is for a stopped one.
+///
+/// A server that archives by itself (`zkrs.backup.to`) leaves what its archive has taken in
+/// `zkrs-snap/` ([`crate::backup::continuous::PROGRESS_FILE`]): the snapshots and log segments
+/// it had not taken are kept, as the server's own purge keeps them
+/// ([`crate::backup::continuous::Taken::allow`]), and the report says so.
 ///
 /// Errors: [`ToolError::Refused`] for `keep` below [`PURGE_KEEP_MIN`]; [`ToolError::Log`] when a
 /// directory is locked by a running server, or a file cannot be read or removed.
@@ -588,11 +596,49 @@ pub fn purge(data_dir: &Path, data_log_dir: &Path, keep: usize) -> Result<PurgeR
         return Ok(PurgeReport::default());
     }
     let snaps = FileStorage::open_dir(&snap_dir).map_err(io_err(&snap_dir))?;
-    let r = zk_log::snapshot::retain_newest(&snaps, keep)?;
-    let mut report =
-        PurgeReport { snapshots_removed: r.removed, snapshots_kept: r.kept, segments_removed: Vec::new() };
+    let progress = crate::backup::continuous::read_progress(&snap_dir);
+    let (at_most, log_cap) = match &progress {
+        None => (usize::MAX, Some(i64::MAX)),
+        Some(p) => {
+            let all = zk_log::snapshot::list_snapshots(&snaps)?;
+            p.taken.allow(&all, all.len().saturating_sub(keep))
+        }
+    };
+    let (r, trash) = zk_log::snapshot::retain_newest_to_trash_at_most(&snaps, keep, at_most)?;
+    for t in &trash {
+        zk_log::remove_gradually(&snaps, t).map_err(io_err(&snap_dir.join(t)))?;
+    }
+    let whole = zk_log::snapshot::list_snapshots(&snaps)?.len().saturating_sub(keep);
+    let capped = match (r.purge_logs_before, log_cap) {
+        (Some(p), Some(c)) => c < p,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let kept_for_archive = progress.as_ref().filter(|_| whole > 0 || capped).map(|p| {
+        let hex = |z: Option<i64>| z.map_or("none".to_string(), |z| format!("{z:#x}"));
+        format!(
+            "kept for the archive {}, which had taken the log through zxid {} and the snapshots through {} \
+             (as of {}): {whole} snapshot(s) more than {keep}, and the log they and the archive need; remove \
+             {} to purge them anyway (the archive will lack them)",
+            p.target,
+            hex(p.taken.log_through),
+            hex(p.taken.snapshots_through),
+            crate::backup::time::format_time_ms(p.at_ms),
+            snap_dir.join(crate::backup::continuous::PROGRESS_FILE).display()
+        )
+    });
+    let mut report = PurgeReport {
+        snapshots_removed: r.removed,
+        snapshots_kept: r.kept,
+        segments_removed: Vec::new(),
+        kept_for_archive,
+    };
+    let purge_logs_before = match (r.purge_logs_before, log_cap) {
+        (Some(p), Some(c)) => Some(p.min(c)),
+        _ => None,
+    };
     let log_dir = data_log_dir.join(zk_log::LOG_DIR_NAME);
-    if let Some(before) = r.purge_logs_before.filter(|_| exists(&log_dir).unwrap_or(true)) {
+    if let Some(before) = purge_logs_before.filter(|_| exists(&log_dir).unwrap_or(true)) {
         let storage = FileStorage::open_dir(&log_dir).map_err(io_err(&log_dir))?;
         let mut log = zk_log::SegmentLog::open(storage, zk_log::LogOptions::default())?;
         report.segments_removed = log.purge_before(before)?;

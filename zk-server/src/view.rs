@@ -75,6 +75,8 @@ pub struct View<'a> {
     /// What a request to hand the leadership over (`ydld`) or to take it (`rqld`) did, when this
     /// view answers one.
     pub handover_answer: Option<String>,
+    /// How the server's own archiver fares (`zkrs.backup.to`), when it archives by itself.
+    pub backup: Option<crate::backup::continuous::BackupFigures>,
 }
 
 /// Where this server's log and snapshots stand, as ClickHouse Keeper's `lgif` reports its Raft
@@ -290,6 +292,18 @@ pub fn monitor_values(v: &View<'_>) -> Vec<(String, MntrValue)> {
         ("zk_tree_memory_soft_limit_bytes", u(v.db.memory_soft_limit_bytes())),
         ("zk_writes_refused_memory_brake", MntrValue::Counter(v.stats.writes_refused_memory)),
     ];
+    if let Some(b) = v.backup {
+        // zkrs's own: the server archiving by itself (zkrs.backup.to).
+        lines.push(("zk_backup_lag_txns", Int(b.lag_txns)));
+        lines.push(("zk_backup_archived_zxid", Int(b.archived_zxid)));
+        lines.push(("zk_backup_last_success_ms", Int(b.last_success_ms)));
+        lines.push(("zk_backup_errors", MntrValue::Counter(b.errors)));
+        lines.push(("zk_backup_archived_bytes", MntrValue::Counter(b.archived_bytes)));
+        lines.push(("zk_backup_archived_files", MntrValue::Counter(b.archived_files)));
+        lines.push(("zk_backup_held_bytes", u(b.held_bytes)));
+        lines.push(("zk_backup_purges_forced", MntrValue::Counter(b.purges_forced)));
+        lines.push(("zk_backup_closed", Int(i64::from(b.closed))));
+    }
     if let Some(q) = v.quorum {
         lines.push(("zk_learners", n(q.learners)));
         lines.push(("zk_synced_followers", n(q.synced_followers)));

@@ -870,3 +870,224 @@ fn a_restore_started_beside_the_old_separate_log_is_refused() {
     assert!(tree.contains_key("/since"), "the restored server's own log was not replayed");
     assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
 }
+
+/// The files in a server's directory `dir` (`zkrs-snap` or `zkrs-log`) named with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix) && !n.ends_with(".tmp"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits (at most 30 s) until `cond` holds, naming `what` otherwise, with the server's log.
+fn wait_for(server: &ServerProc, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what} did not come; log:\n{}", server_log(server.dir.path()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The server archiving by itself (`zkrs.backup.to`): while its archive cannot be written (its
+/// manifest.json is a directory) `mntr` says nothing is known, errors count, and the purge keeps
+/// every snapshot and the whole log; a `zkrs-server backup` and a second server into the same
+/// archive are refused, naming the server that writes it. Once the archive can be written the
+/// server fills it from its first transaction, its lag in `mntr` and `/metrics` goes to 0, the
+/// purge catches up, and a restore from the archive gives the live server's tree. Stopped, the
+/// server leaves what the archive took in its data directory, which `zkrs-server purge` honours.
+#[test]
+fn a_server_archives_by_itself_and_its_purge_waits_for_the_archive() {
+    let work = tempfile::Builder::new().prefix("zkrs-own-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    std::fs::create_dir_all(archive.join("manifest.json")).unwrap();
+    let metrics_port = free_port();
+    let server = start(
+        Target::Zkrs,
+        &format!(
+            "snapCount=40\nautopurge.snapRetainCount=3\npreAllocSize=64\nsnapshot.minRequestIntervalSeconds=0\n\
+             zkrs.backup.to={}\nzkrs.backup.intervalSecs=0.2\n\
+             metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+             metricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort={metrics_port}\n",
+            archive.display()
+        ),
+    );
+    let data = server.dir.path().join("data");
+    let (snap_dir, log_dir) = (data.join("zkrs-snap"), data.join("zkrs-log"));
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/app", b"a", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for i in 0..300 {
+        let r = c.create(&format!("/app/n{i}"), format!("{i}").as_bytes(), CreateMode::Persistent);
+        assert_eq!(r.err(), ErrorCode::Ok);
+        if i % 4 == 0 {
+            assert_eq!(c.set_data("/app", format!("{i}").as_bytes(), -1).err(), ErrorCode::Ok);
+        }
+    }
+    // Snapshots every 21 to 40 transactions, three kept: without the archive, at most three
+    // would be left. (The log is one segment here: segments roll at 64 MiB; the purge's cap on
+    // the log is the snapshot thread's unit tests'.)
+    wait_for(&server, "snapshots past the three kept", || named(&snap_dir, "snapshot.").len() >= 6);
+    assert_eq!(server.mntr_value("zk_backup_lag_txns"), "-1", "nothing is known of the archive");
+    assert_eq!(server.mntr_value("zk_backup_last_success_ms"), "0");
+    assert!(server.mntr_value("zk_backup_errors").parse::<u64>().unwrap() > 0);
+    assert!(server.mntr_value("zk_backup_held_bytes").parse::<u64>().unwrap() > 0);
+    assert!(server_log(server.dir.path()).contains("purge keeps"), "the hold is warned of");
+
+    // One writer an archive: the tool and a second server are refused, naming this server.
+    let (ok, _, err) =
+        run(&["backup", "--data-dir", data.to_str().unwrap(), "--to", archive.to_str().unwrap()]);
+    let holder = format!("a zkrs server archiving by itself (its zoo.cfg sets zkrs.backup.to) is writing to this archive (pid {}", server.pid());
+    assert!(!ok && err.contains(&holder), "{err}");
+    let other = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nzkrs.backup.to={}\n",
+        other.path().join("data").display(),
+        free_port(),
+        archive.display()
+    );
+    let said = refused(other.path(), &cfg);
+    assert!(
+        said.contains(&format!("zkrs.backup.to={}", archive.display())) && said.contains(&holder),
+        "{said}"
+    );
+
+    // The archive mended: the server fills it, from its first transaction.
+    std::fs::remove_dir(archive.join("manifest.json")).unwrap();
+    wait_for(&server, "a pass into the mended archive", || {
+        server.mntr_value("zk_backup_last_success_ms") != "0"
+    });
+    // Each round a write, which the archive takes at once (the server has applied it), and a
+    // snapshot, which the next pass archives; the retention after the second lets the purge go.
+    let mut last = 0;
+    for round in 0..2 {
+        let r = c.set_data("/app", format!("last {round}").as_bytes(), -1);
+        last = r.decode::<SetDataResponse>().stat.mzxid;
+        let answer = server.four_letter("csnp");
+        assert!(answer.starts_with(&last.to_string()), "{answer}");
+        wait_for(&server, "the archive's lag back to 0", || {
+            server.mntr_value("zk_backup_lag_txns") == "0" && archived_through(&archive) == last
+        });
+    }
+    assert_eq!(server.mntr_value("zk_backup_archived_zxid"), last.to_string());
+    // The snapshot after the archive caught up let the purge remove what it had kept.
+    wait_for(&server, "the purge to catch up", || named(&snap_dir, "snapshot.").len() <= 3);
+    assert_eq!(server.mntr_value("zk_backup_held_bytes"), "0");
+    assert!(server.mntr_value("zk_backup_archived_bytes").parse::<u64>().unwrap() > 0);
+    assert!(server.mntr_value("zk_backup_archived_files").parse::<u64>().unwrap() >= 2);
+    assert_eq!(server.mntr_value("zk_backup_closed"), "0");
+    let metrics = support::http::exchange(
+        std::net::SocketAddr::from(([127, 0, 0, 1], metrics_port)),
+        &support::http::request("GET", "/metrics", &[], None),
+    )
+    .text();
+    assert!(metrics.contains("# TYPE backup_lag_txns gauge\nbackup_lag_txns 0\n"), "{metrics}");
+    assert!(metrics.contains("# TYPE backup_errors counter\n"), "{metrics}");
+    let m = manifest(&archive);
+    assert_eq!(m["log_from_start"], true, "{m}");
+    let logs = m["logs"].as_array().unwrap();
+    assert_eq!(logs[0]["prev_zxid"], 0, "{m}");
+    for w in logs.windows(2) {
+        assert_eq!(w[0]["last_zxid"], w[1]["prev_zxid"], "a gapless archived log: {m}");
+    }
+    let want = dump(&mut c);
+    let (tree, _, _restored) = restore_and_read(&archive, &[]);
+    assert_same("restored from the server's own archive", &tree, &want);
+
+    // Stopped, the server leaves what its archive took; an offline purge keeps what it had
+    // not (here, as if it had taken nothing past the first transaction) and says so.
+    drop(c);
+    let mut server = server;
+    server.kill();
+    let progress = std::fs::read_to_string(snap_dir.join("zkrs-archived")).unwrap();
+    assert!(progress.contains(&format!("log_through={last}\n")), "{progress}");
+    // An older snapshot than the three kept (a copy under an older name: the purge goes by
+    // names), which the archive has not taken.
+    let newest = named(&snap_dir, "snapshot.").pop().unwrap();
+    std::fs::copy(snap_dir.join(&newest), snap_dir.join("snapshot.0000000000000002")).unwrap();
+    let snaps_before = named(&snap_dir, "snapshot.");
+    assert_eq!(snaps_before.len(), 4);
+    let segments =
+        || -> Vec<String> { named(&log_dir, "log.").into_iter().filter(|n| n.len() == 20).collect() };
+    let logs_before = segments();
+    let progress_saying = |snapshots_through: &str| {
+        let text = format!(
+            "zkrs-archived 1\ntarget={}\nlog_through=1\nsnapshots_through={snapshots_through}\nat_ms=0\nend\n",
+            archive.display()
+        );
+        std::fs::write(snap_dir.join("zkrs-archived"), text).unwrap();
+    };
+    progress_saying("none");
+    let purge = || run(&["purge", data.to_str().unwrap(), data.to_str().unwrap(), "-n", "3"]);
+    let (ok, out, err) = purge();
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("kept for the archive {}", archive.display())), "{out}");
+    assert_eq!(named(&snap_dir, "snapshot."), snaps_before);
+    assert_eq!(segments(), logs_before);
+    // Once the archive has a newer snapshot, the old one goes.
+    progress_saying(&i64::from_str_radix(newest.trim_start_matches("snapshot."), 16).unwrap().to_string());
+    let (ok, out, err) = purge();
+    assert!(ok && out.contains("removed snapshot.0000000000000002"), "{out}{err}");
+    assert_eq!(named(&snap_dir, "snapshot.").len(), 3);
+}
+
+/// Each member of an ensemble archiving by itself (`zkrs.backup.to` with `{myid}`, one zoo.cfg
+/// for all) fills an archive of its own, up to what it has applied, its lag in `mntr` going to
+/// 0; a follower's archive restores the leader's tree.
+#[test]
+fn each_member_of_an_ensemble_archives_into_its_own_archive() {
+    use support::ensemble::{Ensemble, Kind};
+    let work = tempfile::Builder::new().prefix("zkrs-member-archives-").tempdir().unwrap();
+    let archives = work.path().join("archives");
+    let mut e = Ensemble::configure_with_extra(
+        &[Kind::Zkrs; 3],
+        &[],
+        &format!(
+            "snapCount=100\nzkrs.backup.to={}/{{myid}}\nzkrs.backup.intervalSecs=0.2\n",
+            archives.display()
+        ),
+    );
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let leader = e.wait_for_leader();
+    let follower = (leader + 1) % 3;
+    e.wait_mode(follower, "follower");
+    let mut c = e.client(leader);
+    assert_eq!(c.create("/app", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for round in 0..2 {
+        for i in 0..60 {
+            let r = c.create(&format!("/app/r{round}-{i}"), b"v", CreateMode::Persistent);
+            assert_eq!(r.err(), ErrorCode::Ok);
+        }
+    }
+    let last = c.set_data("/app", b"end", -1).decode::<SetDataResponse>().stat.mzxid;
+    let want = dump(&mut c);
+    for i in 0..3 {
+        e.wait_mntr(i, "zk_backup_lag_txns", "0");
+        let archive = archives.join((i + 1).to_string());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while archived_through(&archive) < last {
+            assert!(
+                Instant::now() < deadline,
+                "member {} archived through {:#x}",
+                i + 1,
+                archived_through(&archive)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let m = manifest(&archive);
+        assert!(m["logs"].as_array().unwrap().iter().all(|l| l["digests"] == l["records"]), "{m}");
+        assert!(m["snapshots"].as_array().unwrap().iter().all(|s| s["member"] == true), "{m}");
+    }
+    let (tree, _, _restored) = restore_and_read(&archives.join((follower + 1).to_string()), &[]);
+    let config_node = |t: &Tree| {
+        t.iter()
+            .filter(|(p, _)| *p != "/zookeeper/config")
+            .map(|(p, n)| (p.clone(), n.clone()))
+            .collect::<Tree>()
+    };
+    assert_same("a follower's archive", &config_node(&tree), &config_node(&want));
+}

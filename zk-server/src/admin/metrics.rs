@@ -9,7 +9,8 @@
 //!   ([`crate::summary`]); `mntr`'s avg/min/max/cnt/sum lines of these are not exported twice;
 //! - zkrs's own figures under their own names (`log_disk_full`, `writes_refused_disk_full`, the
 //!   memory brake's `memory_brake`, `tree_memory_bytes`, `tree_memory_soft_limit_bytes` and
-//!   `writes_refused_memory_brake`, and
+//!   `writes_refused_memory_brake`, the server's own archiver's `backup_*` when it archives by
+//!   itself, and
 //!   the histograms `zkrs_log_persist_seconds` and `zkrs_snapshot_seconds`).
 //!
 //! Only what zkrs measures is exported, each counting the same event Apache counts; docs/metrics.md
@@ -197,6 +198,26 @@ fn help(name: &str) -> String {
         "writes_refused_memory_brake" => {
             "zkrs: writes answered SYSTEMERROR because the tree was over zkrs.treeMemorySoftLimitBytes".into()
         }
+        "backup_lag_txns" => {
+            "zkrs: transactions applied that the server's archive (zkrs.backup.to) lacks (-1: not known yet)"
+                .into()
+        }
+        "backup_archived_zxid" => "zkrs: the newest zxid the server's archive holds (-1: none)".into(),
+        "backup_last_success_ms" => {
+            "zkrs: when the server's archiver last passed without error, ms since the epoch (0: not yet)"
+                .into()
+        }
+        "backup_errors" => "zkrs: archiver passes into zkrs.backup.to that failed".into(),
+        "backup_archived_bytes" => "zkrs: bytes the server archived into zkrs.backup.to".into(),
+        "backup_archived_files" => "zkrs: files the server archived into zkrs.backup.to".into(),
+        "backup_held_bytes" => {
+            "zkrs: bytes of snapshots and log segments the last purge kept because the archive lacks them"
+                .into()
+        }
+        "backup_purges_forced" => {
+            "zkrs: purges that removed files the archive lacked, past zkrs.backup.holdMaxBytes".into()
+        }
+        "backup_closed" => "zkrs: 1 when the archive takes nothing more and a new one must be started".into(),
         _ => format!("ZooKeeper {name} (as mntr reports it)"),
     }
 }

@@ -457,24 +457,54 @@ pub fn txns_between(older: i64, newer: i64) -> Option<i64> {
     (older >> 32 == newer >> 32).then(|| (newer - older).max(0))
 }
 
-impl Archiver {
-    /// Opens the archive `target` for the server whose dataDir is `data_dir` and dataLogDir
-    /// `data_log_dir` (the same directory when the server has no separate dataLogDir).
+/// Who writes an archive, as [`ArchiveLock::take`] records it in the staging directory for a
+/// second writer's refusal to name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveWriter {
+    /// `zkrs-server backup`.
+    Tool,
+    /// A running server archiving by itself (`zkrs.backup.to`).
+    Server,
+}
+
+/// The file in the staging directory that names the archive's writer: `kind=tool` or
+/// `kind=server`, `pid=N`, `data_dir=PATH`, a line each.
+const WRITER_FILE: &str = "writer";
+
+/// The most bytes of [`WRITER_FILE`] read.
+const WRITER_BYTES_MAX: u64 = 4096;
+
+/// The archive's staging directory, locked: while it is held, no other archiver (on this host)
+/// writes the archive. Dropping it lets go.
+pub struct ArchiveLock {
+    target: Box<dyn ArchiveTarget>,
+    staging: PathBuf,
+    staging_storage: FileStorage,
+}
+
+impl ArchiveLock {
+    /// Takes the lock of `target`'s staging directory (made private to this user, created if
+    /// need be) for `writer`, archiving the server whose dataDir is `data_dir`, and removes the
+    /// copies a stopped archiver left there (they are made again).
     ///
-    /// Errors: another archiver holds the archive's staging directory; the manifest is
-    /// damaged; a directory cannot be created.
-    pub fn open(
+    /// Errors: [`BackupError::Refused`] when another archiver holds it, naming that writer
+    /// (`zkrs-server backup`, or a server archiving by itself), its process and the data
+    /// directory it backs up, as the staging directory records them; or when the staging
+    /// directory is a link or another user's; [`BackupError::Io`].
+    pub fn take(
         target: Box<dyn ArchiveTarget>,
+        writer: ArchiveWriter,
         data_dir: &Path,
-        data_log_dir: &Path,
-    ) -> Result<Self, BackupError> {
+    ) -> Result<ArchiveLock, BackupError> {
         let staging = target.staging_dir();
         private_dir(&staging)?;
         let staging_storage = FileStorage::open_dir(&staging).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 BackupError::Refused(format!(
-                    "{}: another `zkrs-server backup` is writing to this archive",
-                    staging.display()
+                    "{}: {}; an archive takes one writer: stop the other one, or give this one another \
+                     archive",
+                    staging.display(),
+                    other_writer(&staging)
                 ))
             } else {
                 io_err(&staging)(e)
@@ -488,9 +518,80 @@ impl Archiver {
                 std::fs::remove_file(e.path()).map_err(io_err(&e.path()))?;
             }
         }
-        let manifest = target.read_manifest()?.unwrap_or_default();
+        let kind = match writer {
+            ArchiveWriter::Tool => "tool",
+            ArchiveWriter::Server => "server",
+        };
+        let note = format!("kind={kind}\npid={}\ndata_dir={}\n", std::process::id(), data_dir.display());
+        // Only for a second writer's refusal to name this one: a failure changes nothing else.
+        let _ = std::fs::write(staging.join(WRITER_FILE), note);
+        Ok(ArchiveLock { target, staging, staging_storage })
+    }
+
+    /// The archive's manifest (a new archive's empty one).
+    ///
+    /// Errors: it cannot be read, or is damaged.
+    pub fn read_manifest(&self) -> Result<Manifest, BackupError> {
+        Ok(self.target.read_manifest()?.unwrap_or_default())
+    }
+
+    /// Where the archive is (its path or URL).
+    pub fn describe(&self) -> String {
+        self.target.describe()
+    }
+}
+
+/// Who holds the staging directory `staging`, as its [`WRITER_FILE`] says, for a refusal.
+fn other_writer(staging: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(f) = File::open(staging.join(WRITER_FILE)) {
+        let _ = f.take(WRITER_BYTES_MAX).read_to_string(&mut text);
+    }
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+            .map(|v| v.chars().filter(|c| !c.is_control()).collect::<String>())
+    };
+    let whose = match (field("pid"), field("data_dir")) {
+        (Some(p), Some(d)) => format!(" (pid {p}, backing up {d})"),
+        _ => String::new(),
+    };
+    match field("kind").as_deref() {
+        Some("tool") => format!("another `zkrs-server backup` is writing to this archive{whose}"),
+        Some("server") => format!(
+            "a zkrs server archiving by itself (its zoo.cfg sets zkrs.backup.to) is writing to this archive{whose}"
+        ),
+        _ => "another `zkrs-server backup`, or a zkrs server archiving by itself (zkrs.backup.to), is \
+              writing to this archive"
+            .to_string(),
+    }
+}
+
+impl Archiver {
+    /// Opens the archive `target` for the server whose dataDir is `data_dir` and dataLogDir
+    /// `data_log_dir` (the same directory when the server has no separate dataLogDir), as
+    /// `zkrs-server backup` does: [`ArchiveLock::take`], then the manifest.
+    ///
+    /// Errors: another archiver holds the archive's staging directory; the manifest is
+    /// damaged or cannot be read; a directory cannot be created.
+    pub fn open(
+        target: Box<dyn ArchiveTarget>,
+        data_dir: &Path,
+        data_log_dir: &Path,
+    ) -> Result<Self, BackupError> {
+        let lock = ArchiveLock::take(target, ArchiveWriter::Tool, data_dir)?;
+        let manifest = lock.read_manifest()?;
+        Ok(Self::from_lock(lock, manifest, data_dir, data_log_dir))
+    }
+
+    /// The archiver of the archive `lock` holds, whose manifest is `manifest` (as
+    /// [`ArchiveLock::read_manifest`] read it), for the server whose dataDir is `data_dir` and
+    /// dataLogDir `data_log_dir`.
+    pub fn from_lock(lock: ArchiveLock, manifest: Manifest, data_dir: &Path, data_log_dir: &Path) -> Self {
+        let ArchiveLock { target, staging, staging_storage } = lock;
         let same_named = load_same_named(&staging);
-        Ok(Archiver {
+        Archiver {
             target,
             log_dir: data_log_dir.join(LOG_DIR_NAME),
             snap_dir: data_dir.join(zk_log::snapshot::SNAP_DIR_NAME),
@@ -521,7 +622,7 @@ impl Archiver {
             test_hook: None,
             #[cfg(test)]
             same_named_reads: 0,
-        })
+        }
     }
 
     /// Has every pass first ask `cap` for the server's committed zxid and archive no

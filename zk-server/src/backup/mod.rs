@@ -9,16 +9,17 @@
 //!
 //! - [`archiver`]: one pass (or a loop, `--follow`) that archives what the server has closed and
 //!   the archive lacks, and reports the lag.
+//! - [`continuous`]: the same passes run by the server itself (`zkrs.backup.to`), on a thread of
+//!   its own, with what the archive has taken shared with the server's purge (which keeps what
+//!   it has not, up to a bound) and its lag in `mntr` and `/metrics`.
 //! - [`restore`]: builds a fresh data directory holding the tree as of a zxid or a wall-clock
 //!   time, whole or one subtree, from the newest suitable snapshot and the archived log,
 //!   checking every checksum and tree digest the archive holds.
 //! - [`segment`]: reads a segment as a stream of checked records, without the log's lock.
 //! - [`time`]: the `--time` argument (RFC 3339 or epoch milliseconds).
-//!
-//! Not here yet: the server archiving on its own (zoo.cfg keys, its lag in `mntr`), which needs
-//! the server's purge to wait for the archiver; docs/guide says so.
 
 pub mod archiver;
+pub mod continuous;
 pub mod manifest;
 pub mod restore;
 pub mod s3;

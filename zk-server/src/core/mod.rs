@@ -941,6 +941,7 @@ impl ServerCore {
             log_info: None,
             snapshot_answer: None,
             handover_answer: None,
+            backup: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),
                 Role::Leader { .. } if !self.settings.leader_serves => None,
