@@ -63,19 +63,31 @@ pub enum StartError {
     },
     /// dataDir holds a `zkrs-server restore`'s result, not yet snapshotted past (its newest
     /// snapshot is the restored one, at the zxid its marker names), and the transaction log in
-    /// dataLogDir holds records the restored server could not have written: at or below the
-    /// restored zxid, or after it without starting at it (the server's own log is reset to the
-    /// restored zxid at its first start). It is an older log, most likely the dataLogDir the
-    /// server used before the restore: replayed over the restored snapshot, it would bring back
-    /// the state the restore went back from.
-    #[error("{log_dir} holds a transaction log that is not this restored server's ({why}), and dataDir was restored to zxid {zxid:#x} (its newest snapshot is the restored one): replaying it would undo the restore. Point dataLogDir at an empty directory, or move {log_dir} away, and start again")]
+    /// dataLogDir holds records but is not the restored server's: it holds no copy of the
+    /// restore's marker, or the copy of another restore, or of another copy of this one (see
+    /// [`restored_log`](crate::backup::restored_log)). It is an older log, most likely the
+    /// dataLogDir the server used before the restore: replayed over the restored snapshot, it
+    /// would bring back the state the restore went back from.
+    #[error("{log_dir} holds a transaction log that is not this restored server's ({why}), and dataDir {data_dir} was restored to zxid {zxid:#x} (its newest snapshot is the restored one): replaying it would undo the restore. Point dataLogDir at an empty directory, or move {log_dir} away, and start again")]
     LogBesideRestore {
         /// The log directory (dataLogDir/zkrs-log).
         log_dir: std::path::PathBuf,
+        /// The data directory (dataDir).
+        data_dir: std::path::PathBuf,
         /// The restored zxid.
         zxid: i64,
-        /// What the log holds that the restored server's could not.
+        /// What the log holds, and why it is not the restored server's.
         why: String,
+    },
+    /// dataDir holds a restore marker (`zkrs-snap/zkrs-restored`, which `zkrs-server restore`
+    /// writes) that cannot be read: the log in dataLogDir cannot be checked against the restore,
+    /// and an older log replayed over the restored snapshot would undo it.
+    #[error("{cause}: dataDir {data_dir} was restored by zkrs-server restore, and its restore marker cannot be read; the start checks the log in dataLogDir against it (so that an older log is not replayed over the restored snapshot) and does not go on without it. Fix the file (it holds the lines `zxid=0x…` and `restored_at_ms=…` the restore wrote), or remove it if the restore is long past or dataLogDir holds no older log (`zkrs-server backup` then no longer knows that the directory was restored: back it up into a new archive)")]
+    RestoreMarker {
+        /// The data directory (dataDir).
+        data_dir: std::path::PathBuf,
+        /// What is wrong with the marker, naming the file.
+        cause: String,
     },
     /// The server stopped serving: a failure it cannot carry on after (the log failed other than
     /// by filling its disk).
@@ -126,64 +138,6 @@ pub fn unfinished_restore(data_dir: &std::path::Path) -> Option<StartError> {
     let staging = restore::unfinished_restore(data_dir)?;
     let advice = restore::unfinished_restore_advice(&restore::unfinished_restore_others(data_dir));
     Some(StartError::UnfinishedRestore { staging, advice })
-}
-
-/// Refuses to replay a log the restored server in `data_dir` did not write
-/// ([`StartError::LogBesideRestore`]). It applies only while the snapshot loaded (starting at
-/// `loaded`) is the restore's: `data_dir`'s restore marker names `loaded`, and no snapshot in
-/// `snaps` is newer. Then every log this server wrote since the restore has a base marker at or
-/// above the restored zxid Z and records only after Z: its first start found its log ending
-/// before Z and reset it to Z, and as a learner a DIFF only appends after Z, a SNAP at Z resets
-/// it to Z again, a TRUNC cuts at or above Z (below it, the snapshots past the cut, Z's among
-/// them, are removed first), and a SNAP at any other point writes that snapshot (past Z it is
-/// the newest; before Z, Z's is removed before anything is appended). An empty log is
-/// accepted, whatever its marker: it brings nothing back.
-fn refuse_log_beside_restore(
-    data_dir: &std::path::Path,
-    snaps: &zk_log::FileStorage,
-    loaded: i64,
-    log: &zk_log::SegmentLog<zk_log::FileStorage>,
-    log_dir: &std::path::Path,
-) -> Result<(), StartError> {
-    let Some(first) = log.first_zxid() else { return Ok(()) };
-    let marker = match crate::backup::restore::RestoreMarker::read(data_dir) {
-        Ok(Some(m)) => m,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            warn!("the restore marker cannot be read ({e}); the log is not checked against it");
-            return Ok(());
-        }
-    };
-    let newest = zk_log::snapshot::list_snapshots(snaps).ok().and_then(|l| l.last().map(|(z, _)| *z));
-    if marker.zxid <= 0 || loaded != marker.zxid || newest != Some(marker.zxid) {
-        return Ok(());
-    }
-    let why = restored_log_mismatch(marker.zxid, first, log.last_zxid(), log.base_marker());
-    match why {
-        Some(why) => {
-            Err(StartError::LogBesideRestore { log_dir: log_dir.to_path_buf(), zxid: marker.zxid, why })
-        }
-        None => Ok(()),
-    }
-}
-
-/// Why a log holding records `first..=last`, with base marker `base_marker`, cannot be the log
-/// of a server restored to `z` that has taken no snapshot since (see
-/// [`refuse_log_beside_restore`]), or None when it can be.
-fn restored_log_mismatch(z: i64, first: i64, last: i64, base_marker: Option<i64>) -> Option<String> {
-    if first <= z {
-        return Some(format!("records from zxid {first:#x} to {last:#x}, at or below the restored zxid"));
-    }
-    match base_marker {
-        Some(m) if m >= z => None,
-        Some(m) => Some(format!(
-            "records from zxid {first:#x} to {last:#x}, after a reset to {m:#x}, before the restored zxid"
-        )),
-        None => Some(format!(
-            "records from zxid {first:#x} to {last:#x} and no reset to the restored zxid, which the restored \
-             server's first start makes"
-        )),
-    }
 }
 
 /// Runs a server until `shutdown` resolves: standalone, or, given the parsed configuration of an
@@ -259,12 +213,24 @@ pub async fn run(
     let snap_loaded = std::time::Instant::now();
     let mut log = opened.map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
     let mut rec = Recovery::new(db);
-    refuse_log_beside_restore(&settings.snap_root, &snap_storage, rec.start_zxid(), &log, &log_dir)?;
+    // On a restored data directory, only the restored server's own log is replayed (and its
+    // first start marks it so).
+    let restored =
+        crate::backup::restored_log::fit_log(&settings.snap_root, &snap_storage, rec.start_zxid(), &mut log)?;
     let what = log_dir.display().to_string();
     crate::log::replay(&mut log, &mut rec, &what)
         .map_err(|source| StartError::Log { dir: log_dir.clone(), source })?;
-    // A snapshot that does not reproduce the digest it recorded is set aside for an older one.
+    // A snapshot that does not reproduce the digest it recorded is set aside for an older one
+    // (not the restored one: an older state is not what was restored).
     let rec = snapshots::verified(&snap_storage, tree_cfg.clone(), rec, snap_name, |rec| {
+        if let Some(z) = restored.filter(|z| rec.start_zxid() != *z) {
+            return Err(format!(
+                "the snapshot `zkrs-server restore` wrote, at zxid {z:#x}, did not reproduce the tree digest \
+                 it recorded, and was set aside: {} in its place is not the restored state. Restore again \
+                 into a new directory",
+                if rec.start_zxid() > 0 { "an older snapshot" } else { "an empty tree" }
+            ));
+        }
         crate::log::replay(&mut log, rec, &what).map_err(|e| e.to_string())
     })
     .map_err(|message| StartError::Snapshot { dir: snap_dir.clone(), message })?;
@@ -276,6 +242,13 @@ pub async fn run(
     };
     if rec.last_zxid() == 0 {
         refuse_apache_data(&settings)?;
+    }
+    // A restore killed between its commit and removing its staging directory left that beside
+    // the result: gone now, it cannot count as an unfinished restore later.
+    match crate::backup::restore::remove_staging_beside_result(&settings.snap_root) {
+        Ok(Some(staging)) => info!("removed {}, which a restore left beside its result", staging.display()),
+        Ok(None) => {}
+        Err(e) => warn!("a restore's staging directory beside its result stays: {e}"),
     }
     // The core's clock starts here; sessions restored start their timeouts afresh on it, as
     // Apache does on loading.
@@ -636,34 +609,6 @@ fn seed(now: Now) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const Z: i64 = 0x1_0000_0040;
-
-    /// The logs a server restored to Z writes (and a learner's sync leaves) while the restored
-    /// snapshot is its newest are taken; an older log is not.
-    #[test]
-    fn only_a_log_the_restored_server_could_have_written_is_replayed() {
-        // Its own, reset to Z at its first start: records after Z, the next in Z's epoch or the
-        // first of a later one (an ensemble's election); a DIFF appends there too; a SNAP or a
-        // TRUNC at or above Z leaves its marker there.
-        for (first, marker) in [(Z + 1, Some(Z)), (0x2_0000_0001, Some(Z)), (Z + 5, Some(Z + 4))] {
-            assert_eq!(restored_log_mismatch(Z, first, first + 9, marker), None, "{first:#x} {marker:?}");
-        }
-        // An older log: records at or below Z, whatever its marker; records after Z without the
-        // reset to Z (a purged old log that happens to start right after Z), or after a reset
-        // below Z.
-        for (first, marker) in [
-            (1, None),
-            (Z, Some(Z)),
-            (Z - 3, Some(Z - 4)),
-            (Z + 1, None),
-            (0x2_0000_0001, None),
-            (Z + 1, Some(Z - 1)),
-        ] {
-            let why = restored_log_mismatch(Z, first, Z + 50, marker);
-            assert!(why.is_some_and(|w| w.contains(&format!("{first:#x}"))), "{first:#x} {marker:?}");
-        }
-    }
 
     /// The start refused on an unfinished restore names what else dataDir holds, and what an
     /// earlier build's forced restore moved aside is said to hold the old data.

@@ -864,11 +864,39 @@ fn a_restore_started_beside_the_old_separate_log_is_refused() {
     assert!(!tree.contains_key("/after-0"), "the old log was replayed over the restored point");
     assert_eq!(c.create("/since", b"s", CreateMode::Persistent).err(), ErrorCode::Ok);
     drop(c);
+    // A staging directory left beside the result (a restore killed right after its commit) is
+    // removed by the next start.
+    std::fs::create_dir_all(data2.join(".restore-staging").join("zkrs-snap")).unwrap();
     server2.restart();
     let mut c = RawClient::connect(server2.addr(), 30_000);
     let tree = dump(&mut c);
     assert!(tree.contains_key("/since"), "the restored server's own log was not replayed");
     assert_eq!(tree.get("/keep").and_then(|n| n.data.clone()).as_deref(), Some(&b"v1"[..]));
+    assert!(!data2.join(".restore-staging").exists(), "the staging directory beside the result stayed");
+    drop(c);
+    server2.kill();
+    // A second restore to the same point, started beside the first restored server's log
+    // (reset to the point, records after it): refused, not replayed over it.
+    let data3 = work.path().join("data3");
+    let (ok, out, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        data3.to_str().unwrap(),
+        "--zxid",
+        &format!("{point}"),
+    ]);
+    assert!(ok, "{out}{err}");
+    let cfg = format!(
+        "tickTime=2000\ndataDir={}\ndataLogDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n",
+        data3.display(),
+        new_logs.display(),
+        free_port()
+    );
+    let said = refused(&cfg_dir, &cfg);
+    assert!(said.contains("written after another restore"), "{said}");
+    assert!(said.contains(&format!("dataDir {}", data3.display())), "{said}");
 }
 
 /// The files in a server's directory `dir` (`zkrs-snap` or `zkrs-log`) named with `prefix`.

@@ -15,6 +15,8 @@
 //! - [`restore`]: builds a fresh data directory holding the tree as of a zxid or a wall-clock
 //!   time, whole or one subtree, from the newest suitable snapshot and the archived log,
 //!   checking every checksum and tree digest the archive holds.
+//! - [`restored_log`]: a server started on a restored data directory ties its log to the
+//!   restore and replays no other log over the restored snapshot.
 //! - [`segment`]: reads a segment as a stream of checked records, without the log's lock.
 //! - [`time`]: the `--time` argument (RFC 3339 or epoch milliseconds).
 
@@ -22,6 +24,7 @@ pub mod archiver;
 pub mod continuous;
 pub mod manifest;
 pub mod restore;
+pub mod restored_log;
 pub mod s3;
 pub mod segment;
 pub mod target;

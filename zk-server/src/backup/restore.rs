@@ -139,7 +139,9 @@ const BEFORE_RESTORE_NOTE: &str = " (the *.before-restore-* directories hold the
 
 /// Creates `out` and whichever of its ancestors are missing, and syncs the parent of each one
 /// created (so that a power loss does not take away a directory the restore said it wrote
-/// into). Returns the directories created, outermost first.
+/// into). Returns the directories created, outermost first. A component found to exist when it
+/// is created (`a/..` once `a` is made, or a directory another process made meanwhile) is taken
+/// as it is, as `create_dir_all` takes it, and is not counted as created.
 fn create_out(out: &Path) -> Result<Vec<PathBuf>, BackupError> {
     let mut missing = Vec::new();
     let mut at = Some(out);
@@ -154,11 +156,14 @@ fn create_out(out: &Path) -> Result<Vec<PathBuf>, BackupError> {
     missing.reverse();
     let mut created = Vec::new();
     for d in &missing {
-        if let Err(e) = std::fs::create_dir(d) {
-            remove_created(&created);
-            return Err(io_err(d)(e));
+        match std::fs::create_dir(d) {
+            Ok(()) => created.push(d.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => {
+                remove_created(&created);
+                return Err(io_err(d)(e));
+            }
         }
-        created.push(d.clone());
     }
     for d in &created {
         let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -186,54 +191,201 @@ fn remove_created(created: &[PathBuf]) {
     }
 }
 
-/// Takes the restore's lock on the data directory `out`: an exclusive `flock` on the directory
-/// itself (an open descriptor of it, returned; the lock goes with it). It is on the directory and
-/// not on a file in the staging directory because the staging directory is what restores remove
-/// and build again (a lock file inside it goes with it, and a second restore would lock a new one
-/// beside a first still running), and because it adds no entry to a directory that must hold
-/// nothing else; the directory outlives every restore into it. A second restore into the same
-/// directory is refused, changing nothing, while the first holds it.
-#[allow(unsafe_code)] // flock has no safe wrapper at the MSRV (File::try_lock is from Rust 1.89).
-fn lock_out(out: &Path) -> Result<File, BackupError> {
-    use std::os::fd::AsRawFd;
-    let dir = File::open(out).map_err(io_err(out))?;
-    // SAFETY: flock on a descriptor `dir` owns and keeps open through the call; no memory is passed.
-    let rc = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(BackupError::Refused(format!(
-                "another zkrs-server restore is writing into {} (it holds the directory's lock): nothing was \
-                 changed; wait for it to finish (or stop it) and look at what it left",
-                out.display()
-            )));
-        }
-        return Err(io_err(out)(e));
+/// Creates the staging directory `staging` in `out` unless a killed restore left it. Returns
+/// whether it created it.
+///
+/// Errors: [`BackupError::Refused`] when something other than a directory has its name;
+/// [`BackupError::Io`].
+fn make_staging(staging: &Path) -> Result<bool, BackupError> {
+    match std::fs::create_dir(staging) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match std::fs::symlink_metadata(staging) {
+            Ok(m) if m.is_dir() => Ok(false),
+            _ => Err(leftover_refused(staging, "it is not a directory")),
+        },
+        Err(e) => Err(io_err(staging)(e)),
     }
-    Ok(dir)
+}
+
+/// The refusal of a restore that cannot remove `what`, which a restore that did not finish left
+/// in its staging directory (or is that directory).
+fn leftover_refused(what: &Path, why: impl std::fmt::Display) -> BackupError {
+    BackupError::Refused(format!(
+        "cannot remove {}, which a restore that did not finish left ({why}): nothing of it may stay under \
+         the new result; remove it yourself (as the user that ran that restore) and run the restore again",
+        what.display()
+    ))
+}
+
+/// The file a restore locks, in its staging directory ([`lock_staging`]).
+const LOCK_NAME: &str = "restore.lock";
+
+/// Why [`lock_staging`] took no lock.
+enum LockRefused {
+    /// Another restore holds it: the directory, and whatever this restore created, are its.
+    Held(BackupError),
+    /// The lock file could not be opened or locked.
+    Failed(BackupError),
+}
+
+/// Takes the restore's lock on the data directory `out`: an exclusive `flock` on [`LOCK_NAME`]
+/// (created if missing) in its staging directory `staging`, held while the returned file is open. A
+/// second restore into the same directory is refused ([`LockRefused::Held`]), changing nothing,
+/// while the first holds it.
+///
+/// Where: a regular file opened for reading and writing, because NFS emulates `flock` with a
+/// byte-range lock, which needs a descriptor open for writing (a directory's descriptor is
+/// read-only); inside the staging directory, which is where a restore works and what a server
+/// refuses to start beside ([`unfinished_restore`]), so the data directory holds no other entry.
+/// A restore clears what a killed one left in the staging directory but for this file
+/// ([`clear_staging`]), and only the holder removes the directory, lock file and all, as it
+/// finishes: one that got the lock then checks that the name still leads to the file it locked,
+/// and is refused otherwise (the holder finished in between).
+///
+/// Where the file system has no locks to give (`ENOLCK`, `EOPNOTSUPP`, `ENOSYS`), the restore goes
+/// on unlocked (None), with a warning in `warnings`.
+fn lock_staging(out: &Path, staging: &Path, warnings: &mut Vec<String>) -> Result<Option<File>, LockRefused> {
+    use std::os::unix::fs::MetadataExt;
+    let p = staging.join(LOCK_NAME);
+    let held = || {
+        LockRefused::Held(BackupError::Refused(format!(
+            "another zkrs-server restore is writing into {} (it holds the lock {}): nothing was changed; wait \
+             for it to finish (or stop it) and look at what it left",
+            out.display(),
+            p.display()
+        )))
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&p)
+        .map_err(|e| LockRefused::Failed(io_err(&p)(e)))?;
+    match try_lock_exclusive(&file) {
+        Ok(true) => {}
+        Ok(false) => return Err(held()),
+        Err(e) => {
+            return match e.raw_os_error() {
+                Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS) => {
+                    warnings.push(format!(
+                        "cannot lock {} ({e}): the file system gives no locks here, so a second restore \
+                         into {} at the same time is not refused; make sure none runs",
+                        p.display(),
+                        out.display()
+                    ));
+                    Ok(None)
+                }
+                _ => Err(LockRefused::Failed(io_err(&p)(e))),
+            };
+        }
+    }
+    let same = match (file.metadata(), std::fs::symlink_metadata(&p)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    };
+    if !same {
+        return Err(held());
+    }
+    Ok(Some(file))
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: false when another open file holds it
+/// (`EWOULDBLOCK`).
+///
+/// Errors: the other errors of `flock` (tests inject them).
+#[allow(unsafe_code)] // flock has no safe wrapper at the MSRV (File::try_lock is from Rust 1.89).
+fn try_lock_exclusive(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    if let Some(errno) = injected_lock_errno() {
+        return Err(std::io::Error::from_raw_os_error(errno));
+    }
+    // SAFETY: flock on a descriptor `file` owns and keeps open through the call; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(e)
+}
+
+/// The errno a test makes the restore's `flock` fail with.
+#[cfg(test)]
+fn injected_lock_errno() -> Option<i32> {
+    INJECTED_ERRNO.with(|e| e.get().filter(|(what, _)| *what == "flock").map(|(_, n)| n))
+}
+
+#[cfg(not(test))]
+fn injected_lock_errno() -> Option<i32> {
+    None
+}
+
+/// Removes what a killed restore left in the staging directory, all but the lock file
+/// ([`lock_staging`]).
+///
+/// Errors: [`BackupError::Refused`] naming what cannot be removed.
+fn clear_staging(staging: &Path) -> Result<(), BackupError> {
+    let entries = std::fs::read_dir(staging).map_err(|e| leftover_refused(staging, e))?;
+    for e in entries {
+        let e = e.map_err(|e| leftover_refused(staging, e))?;
+        if e.file_name() == LOCK_NAME {
+            continue;
+        }
+        let p = e.path();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let removed = if is_dir { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        removed.map_err(|e| leftover_refused(&p, e))?;
+    }
+    Ok(())
 }
 
 /// Renames `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`: a rename
 /// onto an empty directory would replace it). Returns false, renaming nothing, where the file
-/// system or kernel does not support it (`EINVAL`, `ENOSYS`).
+/// system or kernel does not support it (`EINVAL`, `ENOSYS`), or a sandbox forbids the call
+/// (`EPERM`, as older container seccomp profiles answer system calls they do not know).
 #[allow(unsafe_code)] // renameat2 has no safe wrapper in std or libc.
 fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<bool> {
     use std::os::unix::ffi::OsStrExt;
     let f = std::ffi::CString::new(from.as_os_str().as_bytes())?;
     let t = std::ffi::CString::new(to.as_os_str().as_bytes())?;
-    // SAFETY: both pointers are to NUL-terminated strings that live through the call; AT_FDCWD
-    // makes relative paths relative to the working directory, as std::fs::rename does.
-    let rc = unsafe {
-        libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE)
+    let errno = match injected_rename_errno() {
+        Some(errno) => errno,
+        None => {
+            // SAFETY: both pointers are to NUL-terminated strings that live through the call;
+            // AT_FDCWD makes relative paths relative to the working directory, as std::fs::rename
+            // does.
+            let rc = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    f.as_ptr(),
+                    libc::AT_FDCWD,
+                    t.as_ptr(),
+                    libc::RENAME_NOREPLACE,
+                )
+            };
+            if rc == 0 {
+                return Ok(true);
+            }
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+        }
     };
-    if rc == 0 {
-        return Ok(true);
+    match errno {
+        libc::EINVAL | libc::ENOSYS | libc::EPERM => Ok(false),
+        _ => Err(std::io::Error::from_raw_os_error(errno)),
     }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL | libc::ENOSYS) => Ok(false),
-        _ => Err(e),
-    }
+}
+
+/// The errno a test makes `renameat2` fail with.
+#[cfg(test)]
+fn injected_rename_errno() -> Option<i32> {
+    INJECTED_ERRNO.with(|e| e.get().filter(|(what, _)| *what == "renameat2").map(|(_, n)| n))
+}
+
+#[cfg(not(test))]
+fn injected_rename_errno() -> Option<i32> {
+    None
 }
 
 /// Whether two spellings name one directory (a relative path, a link): compared canonical
@@ -257,25 +409,32 @@ pub const RESTORE_MARKER: &str = "zkrs-restored";
 /// The most bytes of a restore marker read.
 const RESTORE_MARKER_BYTES_MAX: u64 = 4096;
 
-/// What a restore marker says: the point restored and when.
+/// What a restore marker says: the point restored and when, and which start of a server first
+/// took the restored data directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestoreMarker {
     /// The zxid the data directory was restored to.
     pub zxid: i64,
     /// When the restore finished (ms since the epoch, this host's clock).
     pub at_ms: i64,
+    /// A random number the first start of a server on the restored data directory drew (with
+    /// an empty log) and wrote here and into the copy of the marker it keeps in its log
+    /// directory ([`crate::backup::restored_log`]): a log is this data directory's only while
+    /// the two agree. None until a server has started there (and in a marker an earlier build
+    /// wrote).
+    pub first_start: Option<u64>,
 }
 
 impl RestoreMarker {
     /// The marker's identity, as an archive records the restore it goes on from
-    /// ([`Manifest::after_restore`]).
+    /// ([`Manifest::after_restore`]): the same for every copy of the restored data directory.
     pub fn id(&self) -> String {
         format!("{}@{}", hex(self.zxid), self.at_ms)
     }
 
     /// The marker's text.
     fn text(&self) -> String {
-        format!(
+        let mut t = format!(
             "# Written by zkrs-server restore: this data directory was restored to zxid {} at {}.\n\
              # An archive holding transactions past that zxid is not continued by zkrs-server backup:\n\
              # start a new archive for this server.\n\
@@ -284,63 +443,106 @@ impl RestoreMarker {
             format_time_ms(self.at_ms),
             hex(self.zxid),
             self.at_ms
-        )
+        );
+        if let Some(n) = self.first_start {
+            t.push_str(&format!(
+                "# Written by the first start of a server on it, also into the copy of this file in its\n\
+                 # dataLogDir's {}/: the server replays only a log whose copy says the same.\n\
+                 first_start={n:#018x}\n",
+                zk_log::LOG_DIR_NAME
+            ));
+        }
+        t
     }
 
     /// Reads the marker of the data directory `data_dir`, if any: in its `zkrs-snap`, else (an
     /// earlier build's restore) in `data_dir` itself.
     ///
     /// Errors: [`BackupError::Io`]; [`BackupError::Damaged`] for a marker without its two
-    /// values.
+    /// values, or with a `first_start` line that does not parse.
     pub fn read(data_dir: &Path) -> Result<Option<RestoreMarker>, BackupError> {
-        use std::io::Read;
-        let mut found = None;
+        Ok(Self::read_located(data_dir)?.map(|(_, m)| m))
+    }
+
+    /// [`Self::read`], with the path of the file it read.
+    ///
+    /// Errors: as [`Self::read`].
+    pub fn read_located(data_dir: &Path) -> Result<Option<(PathBuf, RestoreMarker)>, BackupError> {
         for p in [
             data_dir.join(zk_log::snapshot::SNAP_DIR_NAME).join(RESTORE_MARKER),
             data_dir.join(RESTORE_MARKER),
         ] {
-            match File::open(&p) {
-                Ok(f) => {
-                    found = Some((p, f));
-                    break;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&p)(e)),
+            if let Some(m) = Self::read_file(&p)? {
+                return Ok(Some((p, m)));
             }
         }
-        let Some((p, f)) = found else { return Ok(None) };
+        Ok(None)
+    }
+
+    /// Reads the marker file `p` (a data directory's, or the copy a log directory keeps); None
+    /// when there is no such file.
+    ///
+    /// Errors: as [`Self::read`].
+    pub fn read_file(p: &Path) -> Result<Option<RestoreMarker>, BackupError> {
+        use std::io::Read;
+        let f = match File::open(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(p)(e)),
+        };
         let mut bytes = Vec::new();
-        f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(&p))?;
+        f.take(RESTORE_MARKER_BYTES_MAX).read_to_end(&mut bytes).map_err(io_err(p))?;
         let text = String::from_utf8_lossy(&bytes);
         let value = |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(key));
-        let zxid = value("zxid=0x")
-            .and_then(|h| u64::from_str_radix(h, 16).ok())
-            .and_then(|z| i64::try_from(z).ok());
+        let hex_value = |key: &str| value(key).map(|h| u64::from_str_radix(h, 16).ok());
+        let zxid = hex_value("zxid=0x").flatten().and_then(|z| i64::try_from(z).ok());
         let at_ms = value("restored_at_ms=").and_then(|t| t.parse::<i64>().ok());
+        let damaged = |why: &str| BackupError::Damaged { key: p.display().to_string(), why: why.into() };
+        let first_start = match hex_value("first_start=0x") {
+            None => None,
+            Some(Some(n)) => Some(n),
+            Some(None) => {
+                return Err(damaged("a restore marker whose `first_start=0x…` line does not parse"))
+            }
+        };
         match (zxid, at_ms) {
-            (Some(zxid), Some(at_ms)) => Ok(Some(RestoreMarker { zxid, at_ms })),
-            _ => Err(BackupError::Damaged {
-                key: p.display().to_string(),
-                why: "a restore marker without its `zxid=0x…` and `restored_at_ms=` lines".into(),
-            }),
+            (Some(zxid), Some(at_ms)) => Ok(Some(RestoreMarker { zxid, at_ms, first_start })),
+            _ => Err(damaged("a restore marker without its `zxid=0x…` and `restored_at_ms=` lines")),
         }
     }
 
-    /// Writes the marker into `dir` (synced, under a temporary name first; the caller syncs the
-    /// directory).
-    fn write(&self, dir: &Path) -> Result<(), BackupError> {
-        let p = dir.join(RESTORE_MARKER);
-        let tmp = dir.join(format!("{RESTORE_MARKER}.tmp"));
+    /// Writes the marker as `p` under a temporary name first, synced, then renamed; the caller
+    /// syncs the directory.
+    fn write_file(&self, p: &Path) -> Result<(), BackupError> {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = p.with_file_name(format!("{name}.tmp"));
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
         f.write_all(self.text().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &p).map_err(io_err(&p))
+        std::fs::rename(&tmp, p).map_err(io_err(p))
+    }
+
+    /// Writes the marker into `dir` (see [`Self::write_file`]).
+    fn write(&self, dir: &Path) -> Result<(), BackupError> {
+        self.write_file(&dir.join(RESTORE_MARKER))
+    }
+
+    /// Replaces the marker file `p` durably: written under a temporary name and synced, renamed,
+    /// and its directory synced.
+    ///
+    /// Errors: [`BackupError::Io`]; the old file then stays as it was, or, when only the
+    /// directory's sync failed, the new one may not survive a power loss.
+    pub fn replace(&self, p: &Path) -> Result<(), BackupError> {
+        self.write_file(p)?;
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_dir(dir)
     }
 }
 
 /// The directory, in the data directory, a restore fetches into and builds its result in. Only
 /// a restore creates it, only in a data directory that held nothing else, and removes it once
 /// the result is in place: a data directory holding it and no `zkrs-snap` is a restore's that
-/// did not finish ([`unfinished_restore`]).
+/// did not finish ([`unfinished_restore`]). It also holds the file a restore locks while it runs
+/// (`restore.lock`), so that a second restore into the directory is refused.
 pub const STAGING_NAME: &str = ".restore-staging";
 
 /// Whether `data_dir` holds what a restore that did not finish (killed, or failed without
@@ -350,7 +552,8 @@ pub const STAGING_NAME: &str = ".restore-staging";
 /// the operator meant the directory to hold the restored data, and an empty tree served in its
 /// place would look like data lost. Once `zkrs-snap` holds a snapshot, the restore's result is
 /// whole (see [`restore`]: the one rename that commits it brings the snapshot in, and a server
-/// keeps one there from then on) and a staging directory left beside it is ignored.
+/// keeps one there from then on) and a staging directory left beside it is ignored (and removed
+/// at the server's start, [`remove_staging_beside_result`]).
 pub fn unfinished_restore(data_dir: &Path) -> Option<PathBuf> {
     let staging = data_dir.join(STAGING_NAME);
     if std::fs::symlink_metadata(&staging).is_err() {
@@ -400,6 +603,45 @@ pub fn unfinished_restore_advice(others: &[String]) -> String {
     )
 }
 
+/// Removes the [`STAGING_NAME`] a restore left in `data_dir` beside its committed result (killed
+/// between its commit and the removal, or failing to remove it), at a server's start: left there,
+/// it would count as an unfinished restore ([`unfinished_restore`]) should `zkrs-snap` ever hold no
+/// snapshot again, and refuse that start. Only once `zkrs-snap` holds a snapshot, and not while a
+/// restore holds its lock file in it (`restore.lock`; a restore running there now fails at its
+/// commit anyway). Returns the directory removed, if any.
+///
+/// Errors: [`BackupError::Refused`] while a restore holds the lock; [`BackupError::Io`].
+pub fn remove_staging_beside_result(data_dir: &Path) -> Result<Option<PathBuf>, BackupError> {
+    let staging = data_dir.join(STAGING_NAME);
+    match std::fs::symlink_metadata(&staging) {
+        Ok(m) if m.is_dir() => {}
+        // Not there, or not a restore's (a restore refuses to build over it, naming it).
+        _ => return Ok(None),
+    }
+    if unfinished_restore(data_dir).is_some() {
+        return Ok(None);
+    }
+    let lock = staging.join(LOCK_NAME);
+    let _held = match std::fs::OpenOptions::new().read(true).write(true).open(&lock) {
+        // A file system that gives no locks: no restore can hold one either.
+        Ok(f) => match try_lock_exclusive(&f) {
+            Ok(false) => {
+                return Err(BackupError::Refused(format!(
+                    "{} is locked by a zkrs-server restore running in {}: left as it is",
+                    staging.display(),
+                    data_dir.display()
+                )))
+            }
+            Ok(true) | Err(_) => Some(f),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(&lock)(e)),
+    };
+    std::fs::remove_dir_all(&staging).map_err(io_err(&staging))?;
+    sync_dir(data_dir)?;
+    Ok(Some(staging))
+}
+
 /// One step of a restore's end ([`restore`], [`install`]): tests record the steps, look at the
 /// directories as a kill right before a step would leave them, and make one fail.
 fn step(what: &str) -> Result<(), BackupError> {
@@ -439,6 +681,9 @@ thread_local! {
     /// there would leave them.
     static KILL_POINTS: std::cell::RefCell<Option<KillWatch>> =
         const { std::cell::RefCell::new(None) };
+    /// A system call (`"flock"`, `"renameat2"`) to fail, and the errno it fails with.
+    static INJECTED_ERRNO: std::cell::Cell<Option<(&'static str, i32)>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Puts the result built in `staging` in place in `out`. The result is `staging/zkrs-snap`,
@@ -930,13 +1175,16 @@ fn proven_by_the_log(
 /// tree); otherwise it is refused and nothing changes. The result, the snapshot
 /// at the point with a [`RESTORE_MARKER`] naming it beside it, is built and synced in a staging
 /// directory and moved in by one rename, `staging/zkrs-snap` to `out/zkrs-snap`, the commit
-/// point, the data directory synced right after: a restore that fails leaves `out` empty, and
-/// one killed leaves either nothing but the staging directory, which a server refuses to start
-/// on ([`unfinished_restore`]), or the whole result. Progress lines, at most one a second plus a summary of what
-/// was checked, go to `progress`.
+/// point, the data directory synced right after: a restore that fails leaves `out` empty (or
+/// absent, when it created it), and one killed leaves either nothing but the staging directory,
+/// which a server refuses to start on ([`unfinished_restore`]), or the whole result. The restore
+/// holds a lock in the staging directory while it runs, so a second restore into `out` is
+/// refused (where the file system gives no locks, it warns and goes on). Progress lines, at most
+/// one a second plus a summary of what was checked, go to `progress`.
 ///
-/// Errors: [`BackupError::Refused`] for a non-empty `out` or a `zkrs-log` in `log_out`, a point
-/// outside the archive, a subtree that does not exist at the point; [`BackupError::Gap`] when
+/// Errors: [`BackupError::Refused`] for a non-empty `out` or a `zkrs-log` in `log_out`, another
+/// restore running in `out`, a point outside the archive, a subtree that does not exist at the
+/// point; [`BackupError::Gap`] when
 /// the archived log lacks transactions the restore needs; [`BackupError::Damaged`] naming the
 /// file for a missing or damaged archived file or a digest that does not match;
 /// [`BackupError::Io`].
@@ -972,17 +1220,48 @@ pub fn restore(
     }
     check_out(out, log_out)?;
     let created = create_out(out)?;
-    let _lock = lock_out(out)?;
-    // From here the directory is this restore's alone; a failure removes the directories it
-    // created (if they are empty, as a failure before the commit leaves them).
-    let r = restore_locked(target, &m, out, log_out, point, subtree, &mut progress);
+    // Every failure from here removes the directories this restore created (if they are empty,
+    // as a failure before the commit leaves them), but for one: another restore holds the lock,
+    // and the directory, with whatever this one created in it, is its.
+    let staging = out.join(STAGING_NAME);
+    let made_staging = match make_staging(&staging) {
+        Ok(made) => made,
+        Err(e) => {
+            remove_created(&created);
+            return Err(e);
+        }
+    };
+    let mut warnings = Vec::new();
+    let lock = match lock_staging(out, &staging, &mut warnings) {
+        Ok(lock) => lock,
+        Err(LockRefused::Held(e)) => return Err(e),
+        Err(LockRefused::Failed(e)) => {
+            if made_staging {
+                let _ = std::fs::remove_dir_all(&staging);
+            }
+            remove_created(&created);
+            return Err(e);
+        }
+    };
+    for w in &warnings {
+        progress.say(format!("restore: WARNING: {w}"));
+    }
+    let r = restore_locked(target, &m, out, log_out, point, subtree, made_staging, &mut progress);
     if r.is_err() {
         remove_created(&created);
     }
-    r
+    // Released only now: the staging directory, lock file and all, is gone (or, a removal having
+    // failed, named in the output).
+    drop(lock);
+    r.map(|mut r| {
+        r.warnings.splice(0..0, warnings);
+        r
+    })
 }
 
-/// [`restore`], under its lock on `out`.
+/// [`restore`], under its lock on `out` (or unlocked, where the file system gives no locks), in
+/// the staging directory it locked in (`made_staging`: which it created).
+#[allow(clippy::too_many_arguments)]
 fn restore_locked(
     target: &dyn ArchiveTarget,
     m: &Manifest,
@@ -990,43 +1269,39 @@ fn restore_locked(
     log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
+    made_staging: bool,
     progress: &mut Progress<'_>,
 ) -> Result<RestoreReport, BackupError> {
-    // Again, under the lock: a restore that held it may have finished in between.
-    check_out(out, log_out)?;
     let staging = out.join(STAGING_NAME);
-    match std::fs::remove_dir_all(&staging) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(BackupError::Refused(format!(
-                "cannot remove {}, which a restore that did not finish left ({e}): nothing of it may stay \
-                 under the new result; remove it yourself (as the user that ran that restore) and run the \
-                 restore again",
-                staging.display()
-            )))
+    // Again, under the lock: a restore that held it may have finished in between.
+    if let Err(e) = check_out(out, log_out) {
+        if made_staging {
+            let _ = std::fs::remove_dir_all(&staging);
         }
-    }
-    std::fs::create_dir(&staging).map_err(io_err(&staging))?;
-    // The staging directory's entry is durable before anything is built in it: a power loss
-    // then leaves it, which a server refuses to start on, not an empty directory.
-    if let Err(e) = step("sync out (staging created)").and_then(|_| sync_dir(out)) {
-        let _ = std::fs::remove_dir(&staging);
         return Err(e);
     }
-    let result = restore_staged(target, m, out, &staging, point, subtree, progress).and_then(|r| {
-        step("mark")?;
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-        let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
-        RestoreMarker { zxid: r.zxid, at_ms }.write(&staging.join(zk_log::snapshot::SNAP_DIR_NAME))?;
-        install(&staging, out)?;
-        Ok(r)
-    });
-    // The staging directory goes whatever happened: after a failure, `out` is left as it was
-    // found (and [`restore`] removes it when it created it); after the commit, the staging
-    // directory is empty. A kill before
-    // its removal is durable leaves it beside the result, which a server ignores.
+    clear_staging(&staging)?;
+    // The staging directory's entry is durable before anything is built in it: a power loss
+    // then leaves it, which a server refuses to start on, not an empty directory.
+    let result = step("sync out (staging created)")
+        .and_then(|_| sync_dir(out))
+        .and_then(|_| restore_staged(target, m, out, &staging, point, subtree, progress))
+        .and_then(|r| {
+            step("mark")?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
+            let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
+            RestoreMarker { zxid: r.zxid, at_ms, first_start: None }
+                .write(&staging.join(zk_log::snapshot::SNAP_DIR_NAME))?;
+            install(&staging, out)?;
+            Ok(r)
+        });
+    // The staging directory goes whatever happened, its lock file with it (still held: see
+    // [`lock_staging`]): after a failure, `out` is left as it was found (and [`restore`] removes
+    // it when it created it); after the commit, the staging directory holds nothing else. A kill
+    // before its removal is durable leaves it beside the result, which a server ignores and
+    // removes at its next start ([`remove_staging_beside_result`]).
     let removed = step("remove staging")
         .and_then(|_| std::fs::remove_dir_all(&staging).map_err(io_err(&staging)))
         .and_then(|_| step("sync out (staging removed)"))
@@ -1034,8 +1309,7 @@ fn restore_locked(
     let r = result?;
     if let Err(e) = removed {
         progress.say(format!(
-            "restore: removing {} failed ({e}); the restored data is in place, and the server ignores it: \
-             remove it",
+            "restore: removing {} failed ({e}); the restored data is in place, and the server ignores it              (and removes it when it starts)",
             staging.display()
         ));
     }
@@ -1791,6 +2065,112 @@ mod tests {
         assert_eq!((refused, whole), (5, 4), "states left by a kill at each step");
     }
 
+    /// A lock that fails other than by being held (here EIO, and EBADF as NFS answers a lock on a
+    /// read-only descriptor) fails the restore and leaves the directory as it found it: one it
+    /// created not there, one that existed empty. Where the file system gives no locks (ENOLCK,
+    /// EOPNOTSUPP) the restore goes on unlocked and warns.
+    #[test]
+    fn a_lock_that_fails_leaves_nothing_and_one_not_given_is_warned_of() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        for (errno, existed) in [(libc::EIO, false), (libc::EIO, true), (libc::EBADF, false)] {
+            let parent = f.dir.path().join(format!("p-{errno}-{existed}"));
+            let out = parent.join("out");
+            if existed {
+                std::fs::create_dir_all(&out).unwrap();
+            }
+            INJECTED_ERRNO.with(|e| e.set(Some(("flock", errno))));
+            let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new());
+            INJECTED_ERRNO.with(|e| e.set(None));
+            let e = r.expect_err("the restore went on without its lock");
+            assert!(e.to_string().contains(LOCK_NAME), "{e}");
+            if existed {
+                assert!(names(&out).is_empty(), "{errno}: {:?}", names(&out));
+            } else {
+                assert!(!parent.exists(), "{errno}: the failed restore left {:?}", names(&parent));
+            }
+        }
+        for errno in [libc::ENOLCK, libc::EOPNOTSUPP] {
+            let out = f.dir.path().join(format!("unlocked-{errno}"));
+            INJECTED_ERRNO.with(|e| e.set(Some(("flock", errno))));
+            let mut said = Vec::new();
+            let r = restore(&target, &out, None, Point::Newest, None, &mut said);
+            INJECTED_ERRNO.with(|e| e.set(None));
+            let r = r.unwrap();
+            assert_eq!(r.zxid, 5);
+            assert!(r.warnings.iter().any(|w| w.contains("gives no locks here")), "{:?}", r.warnings);
+            assert!(String::from_utf8_lossy(&said).contains("restore: WARNING: cannot lock"));
+            assert_eq!(names(&out), ["zkrs-snap"]);
+        }
+    }
+
+    /// Where `renameat2` is forbidden (EPERM, as an older container seccomp profile answers) or
+    /// unsupported, the commit falls back to a check and a plain rename.
+    #[test]
+    fn a_forbidden_renameat2_falls_back_to_a_plain_rename() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        for errno in [libc::EPERM, libc::EINVAL, libc::ENOSYS] {
+            let out = f.dir.path().join(format!("out-{errno}"));
+            INJECTED_ERRNO.with(|e| e.set(Some(("renameat2", errno))));
+            let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+            INJECTED_ERRNO.with(|e| e.set(None));
+            assert_eq!(r.map(|r| r.zxid).map_err(|e| e.to_string()), Ok(4), "{errno}");
+            assert_eq!(RestoreMarker::read(&out).unwrap().map(|m| m.zxid), Some(4));
+        }
+        let out = f.dir.path().join("out-eio");
+        INJECTED_ERRNO.with(|e| e.set(Some(("renameat2", libc::EIO))));
+        let r = restore(&target, &out, None, Point::Zxid(4), None, &mut Vec::new());
+        INJECTED_ERRNO.with(|e| e.set(None));
+        assert!(r.is_err(), "an I/O error at the commit is not a missing feature");
+        assert!(!out.exists());
+    }
+
+    /// A --data-dir spelt through `..` and a directory that is not there yet (which
+    /// `create_dir_all` took) is restored into, and a failed restore there removes what it
+    /// created.
+    #[test]
+    fn a_data_dir_through_dotdot_is_restored() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("a").join("..").join("out");
+        let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new());
+        assert_eq!(r.map(|r| r.zxid).map_err(|e| e.to_string()), Ok(5));
+        assert_eq!(names(&f.dir.path().join("out")), ["zkrs-snap"]);
+        let out = f.dir.path().join("b").join("..").join("out-b");
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), Some("commit".into())));
+        let r = restore(&target, &out, None, Point::Newest, None, &mut Vec::new());
+        INSTALL_STEPS.with(|s| *s.borrow_mut() = (Vec::new(), None));
+        assert!(r.is_err());
+        assert!(!f.dir.path().join("b").exists() && !f.dir.path().join("out-b").exists());
+    }
+
+    /// A staging directory left beside a committed result (a kill right after the commit) is
+    /// removed at a server's start, unless a restore holds its lock; one without a committed
+    /// result beside it (an unfinished restore) is left for the refusal.
+    #[test]
+    fn a_staging_directory_beside_a_result_is_removed() {
+        let f = archived_1_to_5();
+        let target = DirTarget::new(f.archive.clone());
+        let out = f.dir.path().join("out");
+        restore(&target, &out, None, Point::Newest, None, &mut Vec::new()).unwrap();
+        let staging = out.join(STAGING_NAME);
+        std::fs::create_dir_all(staging.join("zkrs-snap")).unwrap();
+        let held = File::create(staging.join(LOCK_NAME)).unwrap();
+        assert!(try_lock_exclusive(&held).unwrap());
+        let e = remove_staging_beside_result(&out).unwrap_err();
+        assert!(e.to_string().contains("locked by a zkrs-server restore"), "{e}");
+        assert!(staging.exists());
+        drop(held);
+        assert_eq!(remove_staging_beside_result(&out).unwrap(), Some(staging.clone()));
+        assert_eq!(names(&out), ["zkrs-snap"]);
+        assert_eq!(remove_staging_beside_result(&out).unwrap(), None);
+        let unfinished = f.dir.path().join("unfinished");
+        std::fs::create_dir_all(unfinished.join(STAGING_NAME)).unwrap();
+        assert_eq!(remove_staging_beside_result(&unfinished).unwrap(), None);
+        assert!(unfinished_restore(&unfinished).is_some());
+    }
+
     /// A marker without its values is named as damaged, not taken as no marker; one an earlier
     /// build left in the data directory itself is read there.
     #[test]
@@ -1798,12 +2178,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(RestoreMarker::read(dir.path()).unwrap(), None);
         std::fs::write(dir.path().join(RESTORE_MARKER), "zxid=0x4\nrestored_at_ms=7\n").unwrap();
-        assert_eq!(RestoreMarker::read(dir.path()).unwrap(), Some(RestoreMarker { zxid: 4, at_ms: 7 }));
+        assert_eq!(
+            RestoreMarker::read(dir.path()).unwrap(),
+            Some(RestoreMarker { zxid: 4, at_ms: 7, first_start: None })
+        );
         let snaps = dir.path().join(zk_log::snapshot::SNAP_DIR_NAME);
         std::fs::create_dir_all(&snaps).unwrap();
         std::fs::write(snaps.join(RESTORE_MARKER), "zxid=0x4\n").unwrap();
         let e = RestoreMarker::read(dir.path()).unwrap_err();
         assert!(e.to_string().contains("a restore marker without"), "{e}");
+        std::fs::write(snaps.join(RESTORE_MARKER), "zxid=0x4\nrestored_at_ms=7\nfirst_start=0xzz\n").unwrap();
+        let e = RestoreMarker::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("`first_start=0x…` line does not parse"), "{e}");
+        // A first start's marker round-trips, and keeps the restore's identity.
+        let m = RestoreMarker { zxid: 0x1_0000_0004, at_ms: 7, first_start: Some(u64::MAX - 1) };
+        m.replace(&snaps.join(RESTORE_MARKER)).unwrap();
+        let (p, read) = RestoreMarker::read_located(dir.path()).unwrap().unwrap();
+        assert_eq!((p, read), (snaps.join(RESTORE_MARKER), m));
+        assert_eq!(read.id(), RestoreMarker { first_start: None, ..m }.id());
     }
 
     /// Times are the leaders' wall clocks: `--time` warns when they step back before the chosen
