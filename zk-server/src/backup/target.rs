@@ -1,7 +1,8 @@
-//! Where an archive lives: a directory (here) or S3 ([`super::s3`]) behind [`ArchiveTarget`], the few operations
-//! backup and restore need. A target installs a file so that it is either whole or absent under
-//! its key, and replaces the manifest atomically; the archiver puts files before the manifest
-//! that names them, so a crash at any point leaves a manifest naming only whole files.
+//! Where an archive lives: a directory (here) or object storage ([`super::object`]) behind
+//! [`ArchiveTarget`], the few operations backup and restore need. A target installs a file so
+//! that it is either whole or absent under its key, and replaces the manifest atomically; the
+//! archiver puts files before the manifest that names them, so a crash at any point leaves a
+//! manifest naming only whole files.
 
 use super::manifest::{Manifest, MANIFEST_BYTES_MAX, MANIFEST_KEY};
 use super::{io_err, BackupError};
@@ -104,21 +105,23 @@ pub trait ArchiveTarget {
     fn fetch(&self, key: &str, bytes: u64, crc32: u32, local: &Path) -> Result<(), BackupError>;
 }
 
-/// Opens the target an operator named: `s3://bucket/prefix` is S3 ([`super::s3`]), anything
-/// else a directory path.
+/// Opens the target an operator named: an object-store URL ([`super::cloud`]: `s3://`, `gs://`,
+/// `az://` and Azure's other forms) is that store ([`super::object`]), anything without `://` a
+/// directory path.
 ///
-/// Errors: [`BackupError::Target`] for another URL scheme, or an S3 configuration that does not
-/// build.
+/// Errors: [`BackupError::Target`] for another URL scheme, an object-store URL without a bucket
+/// or container, or a store configuration that does not build.
 pub fn open(target: &str) -> Result<Box<dyn ArchiveTarget>, BackupError> {
-    if target.starts_with("s3://") {
-        return Ok(Box::new(super::s3::S3Target::open(target)?));
+    if let Some(parsed) = super::cloud::StoreUrl::parse(target) {
+        return Ok(Box::new(super::object::ObjectTarget::open(target, parsed?)?));
     }
     if let Some((scheme, _)) = target.split_once("://") {
         return Err(BackupError::Target {
             target: target.to_string(),
             why: format!(
-                "`{scheme}://` archives are not supported by this build; give a directory path \
-                 (docs/guide: Backup and restore)"
+                "`{scheme}://` archives are not supported by this build; give a directory path, \
+                 s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or \
+                 https://account.blob.core.windows.net/container/prefix (docs/guide: Backup and restore)"
             ),
         });
     }

@@ -1,21 +1,26 @@
-//! An archive in S3 (or an S3-compatible store), `s3://bucket/prefix`, through object_store.
+//! An archive in object storage, through object_store: S3 (or an S3-compatible store), Google
+//! Cloud Storage or Azure Blob Storage, whichever store [`super::cloud`] opened for the URL.
 //!
 //! The same keys as a directory archive, under the prefix. Installing a file is one PUT (or one
-//! multipart upload, for files over [`SINGLE_PUT_BYTES_MAX`]): S3 makes an object visible only
-//! once it is complete, so a key holds a whole file or nothing. The manifest is one PUT too,
-//! always after the files it names. Copies are staged in a local directory (the system's
-//! temporary directory, one per archive), whose lock keeps a second backup on this machine
-//! from writing the same archive; two backups on different machines must not share one.
+//! multipart upload, for files over [`SINGLE_PUT_BYTES_MAX`]), and each store makes an object
+//! visible only once it is complete, so a key holds a whole file or nothing: S3 and Google
+//! Cloud Storage put the object together when the multipart upload is completed (GCS's XML API
+//! multipart upload, which object_store uses, works as S3's), Azure when the block list naming
+//! the staged blocks is committed (Put Block List); a single PUT replaces an object whole in
+//! all three. The manifest is one PUT too, always after the files it names, and all three read
+//! an object back as last written (strong read-after-write consistency). No conditional
+//! request is made: the archiver's check that the manifest is still its own is a read then a
+//! write ([`super::archiver`]). Copies are staged in a local directory (the system's temporary
+//! directory, one per archive), whose lock keeps a second backup on this machine from writing
+//! the same archive; two backups on different machines must not share one.
 //!
-//! Configuration is the usual AWS environment, read by object_store: `AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` (or `AWS_DEFAULT_REGION`),
-//! `AWS_ENDPOINT` (or `AWS_ENDPOINT_URL`, for an S3-compatible server) and `AWS_ALLOW_HTTP=true`
-//! (for a plain-HTTP endpoint, as a local test server has).
+//! Configuration is the store's usual environment, read by object_store
+//! ([`StoreUrl::open_store`] lists the variables).
 
+use super::cloud::StoreUrl;
 use super::manifest::{Manifest, MANIFEST_BYTES_MAX, MANIFEST_KEY};
 use super::target::{check_copy, ArchiveTarget, COPY_BUF_BYTES};
 use super::{io_err, BackupError};
-use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjPath;
 use object_store::{GetOptions, ObjectStore, PutPayload, WriteMultipart};
 use std::fs::File;
@@ -25,52 +30,50 @@ use std::path::{Path, PathBuf};
 /// Files up to this size are uploaded with one PUT (read whole into memory); larger ones in
 /// multipart uploads of [`PART_BYTES`] parts, at most [`PARTS_IN_FLIGHT`] at a time.
 pub const SINGLE_PUT_BYTES_MAX: u64 = 16 << 20;
-/// The part size of a multipart upload.
+/// The part size of a multipart upload (an Azure block). S3 and GCS allow 10,000 parts, so a
+/// file there may be up to 78 GiB; Azure allows 50,000 blocks (390 GiB).
 pub const PART_BYTES: usize = 8 << 20;
 /// Parts of one upload in flight at once (what an upload holds in memory: this many parts).
 pub const PARTS_IN_FLIGHT: usize = 4;
 
-/// An archive at `s3://bucket/prefix`.
-pub struct S3Target {
+/// An archive under a prefix of an object store's bucket or container.
+pub struct ObjectTarget {
     url: String,
-    bucket: String,
+    root: String,
     prefix: String,
-    store: AmazonS3,
+    store: Box<dyn ObjectStore>,
     rt: tokio::runtime::Runtime,
     staging: PathBuf,
 }
 
-impl S3Target {
-    /// Opens `url` (`s3://bucket` or `s3://bucket/prefix`) with the AWS environment.
+impl ObjectTarget {
+    /// Opens the archive at `url`, which [`StoreUrl::parse`] took apart as `parsed`, with the
+    /// store's environment.
     ///
-    /// Errors: [`BackupError::Target`] for a URL without a bucket, or a configuration
-    /// object_store refuses (a missing region or an endpoint that is not a URL, say).
-    pub fn open(url: &str) -> Result<Self, BackupError> {
-        Self::open_with(url, AmazonS3Builder::from_env())
+    /// Errors: [`BackupError::Target`] for a configuration object_store refuses (a missing
+    /// region or an endpoint that is not a URL, say).
+    pub fn open(url: &str, parsed: StoreUrl) -> Result<Self, BackupError> {
+        let store =
+            parsed.open_store().map_err(|why| BackupError::Target { target: url.to_string(), why })?;
+        Self::with_store(url, parsed, store)
     }
 
-    /// [`Self::open`] with the store configured by `builder` instead of the environment.
+    /// [`Self::open`] with `store` instead of the one the environment configures.
     ///
-    /// Errors: as [`Self::open`].
-    pub fn open_with(url: &str, builder: AmazonS3Builder) -> Result<Self, BackupError> {
-        let refuse = |why: String| BackupError::Target { target: url.to_string(), why };
-        let rest = url.strip_prefix("s3://").ok_or_else(|| refuse("not an s3:// URL".into()))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(refuse("no bucket: give s3://bucket/prefix".into()));
-        }
-        let prefix = prefix.trim_matches('/').to_string();
-        let store = builder.with_bucket_name(bucket).build().map_err(|e| refuse(e.to_string()))?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| refuse(format!("cannot start the I/O runtime: {e}")))?;
-        let tag: String = format!("{bucket}-{prefix}")
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
-            .collect();
-        let staging = std::env::temp_dir().join(format!("zkrs-backup-{tag}"));
-        Ok(S3Target { url: url.to_string(), bucket: bucket.to_string(), prefix, store, rt, staging })
+    /// Errors: the I/O runtime does not start.
+    pub fn with_store(url: &str, parsed: StoreUrl, store: Box<dyn ObjectStore>) -> Result<Self, BackupError> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+            BackupError::Target { target: url.to_string(), why: format!("cannot start the I/O runtime: {e}") }
+        })?;
+        let staging = std::env::temp_dir().join(format!("zkrs-backup-{}", parsed.staging_tag()));
+        Ok(ObjectTarget {
+            url: url.to_string(),
+            root: parsed.root,
+            prefix: parsed.prefix,
+            store,
+            rt,
+            staging,
+        })
     }
 
     fn path(&self, key: &str) -> ObjPath {
@@ -124,16 +127,16 @@ impl S3Target {
     }
 }
 
-impl ArchiveTarget for S3Target {
+impl ArchiveTarget for ObjectTarget {
     fn describe(&self) -> String {
         self.url.clone()
     }
 
     fn show(&self, key: &str) -> String {
         if self.prefix.is_empty() {
-            format!("s3://{}/{key}", self.bucket)
+            format!("{}/{key}", self.root)
         } else {
-            format!("s3://{}/{}/{key}", self.bucket, self.prefix)
+            format!("{}/{}/{key}", self.root, self.prefix)
         }
     }
 
@@ -309,14 +312,18 @@ mod tests {
     #[test]
     fn a_range_answered_with_more_bytes_is_cut_off_as_it_arrives() {
         let (addr, sent) = overlong_store();
-        let builder = AmazonS3Builder::new()
+        let store = object_store::aws::AmazonS3Builder::new()
             .with_endpoint(format!("http://{addr}"))
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_access_key_id("k")
             .with_secret_access_key("s")
-            .with_virtual_hosted_style_request(false);
-        let t = S3Target::open_with("s3://b/p", builder).unwrap();
+            .with_virtual_hosted_style_request(false)
+            .with_bucket_name("b")
+            .build()
+            .unwrap();
+        let parsed = StoreUrl::parse("s3://b/p").unwrap().unwrap();
+        let t = ObjectTarget::with_store("s3://b/p", parsed, Box::new(store)).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let e = t.fetch("log/x", 10, 0, &dir.path().join("x")).unwrap_err();
         assert!(e.to_string().contains("bytes for a range of 10"), "{e}");
