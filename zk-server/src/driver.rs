@@ -379,6 +379,8 @@ pub struct Driver {
     client_listener: Option<tokio::sync::watch::Sender<Option<SocketAddr>>>,
     /// The archive the server archives into by itself (`zkrs.backup.to`), for the reports.
     archive: Option<Arc<crate::backup::continuous::ArchiveProgress>>,
+    /// What the archive had taken when retention last ran again for it ([`Event::ArchiveMoved`]).
+    retained_for: Option<crate::backup::continuous::Taken>,
 }
 
 fn wall_ms() -> i64 {
@@ -427,6 +429,7 @@ impl Driver {
             client_addr,
             client_listener: None,
             archive: None,
+            retained_for: None,
         }
     }
 
@@ -809,7 +812,15 @@ impl Driver {
                 let applied = self.view(None, now).last_zxid;
                 let _ = reply
                     .try_send(crate::backup::continuous::committed_answer(self.node.core().role(), applied));
-                return false;
+                // Each pass asks first: if retention kept files for the archive and the archive
+                // has taken more since, retention runs again and lets them go.
+                let Some(p) = self.archive.as_ref() else { return false };
+                let taken = p.taken();
+                if p.held_bytes() == 0 || taken.is_none() || taken == self.retained_for {
+                    return false;
+                }
+                self.retained_for = taken;
+                Event::ArchiveMoved
             }
         };
         self.node.handle(now, Input::Core(ev));

@@ -1389,3 +1389,39 @@ fn each_member_of_an_ensemble_archives_into_its_own_archive() {
     };
     assert_same("a follower's archive", &config_node(&tree), &config_node(&want));
 }
+
+/// Once the archive has taken what the purge kept for it, the files go without waiting for a
+/// snapshot (none comes while nothing is written, or while a full disk refuses writes) or the
+/// autopurge timer: the server runs retention again when a pass finds the archive moved
+/// (archiving review, finding 1; the reviewer's test, its assertion turned round).
+#[test]
+fn held_files_go_once_the_archive_takes_them_without_a_snapshot() {
+    let work = tempfile::Builder::new().prefix("zkrs-own-archive-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    // A directory where the manifest goes: the archive takes nothing until it is removed.
+    std::fs::create_dir_all(archive.join("manifest.json")).unwrap();
+    let server = start(
+        Target::Zkrs,
+        &format!(
+            "snapCount=40\nautopurge.snapRetainCount=3\npreAllocSize=64\nsnapshot.minRequestIntervalSeconds=0\n\
+             zkrs.backup.to={}\nzkrs.backup.intervalSecs=0.2\n",
+            archive.display()
+        ),
+    );
+    let snap_dir = server.dir.path().join("data").join("zkrs-snap");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/app", b"a", CreateMode::Persistent).err(), ErrorCode::Ok);
+    for i in 0..300 {
+        let r = c.create(&format!("/app/n{i}"), format!("{i}").as_bytes(), CreateMode::Persistent);
+        assert_eq!(r.err(), ErrorCode::Ok);
+    }
+    wait_for(&server, "snapshots past the three kept", || named(&snap_dir, "snapshot.").len() >= 6);
+    // The idle snapshot (snapshot.idleSeconds, 5 s) comes before the archive is mended, so that
+    // no snapshot runs retention after it.
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    assert!(named(&snap_dir, "snapshot.").len() >= 6);
+    std::fs::remove_dir(archive.join("manifest.json")).unwrap();
+    wait_for(&server, "the held snapshots to go", || named(&snap_dir, "snapshot.").len() <= 3);
+    wait_for(&server, "nothing held", || server.mntr_value("zk_backup_held_bytes") == "0");
+    assert_eq!(server.mntr_value("zk_backup_lag_txns"), "0");
+}

@@ -198,6 +198,11 @@ impl ArchiveProgress {
         &self.target
     }
 
+    /// Bytes the last retention kept for the archive (`zk_backup_held_bytes`).
+    pub fn held_bytes(&self) -> u64 {
+        self.held_bytes.load(Ordering::Relaxed)
+    }
+
     /// What the archive has taken, once known.
     pub fn taken(&self) -> Option<Taken> {
         *self.taken.lock().unwrap_or_else(|p| p.into_inner())

@@ -199,6 +199,10 @@ pub enum Event {
     /// without a snapshot thread; [`ServerCore::take_snapshot_answer`] tells the asker what
     /// happened.
     SnapshotNow,
+    /// The server's archive (`zkrs.backup.to`) took files that retention kept for it: retention
+    /// runs again now, so that they go without waiting for the next snapshot (none comes while
+    /// nothing is written) or the autopurge timer.
+    ArchiveMoved,
     /// An operator restores this standalone server's tree from a snapshot (the AdminServer's
     /// `restore`): every client connection is closed and none is taken until it is done; once
     /// every proposal made before it is durable, `db` takes the old tree's place as of the first
@@ -689,6 +693,13 @@ impl ServerCore {
                 self.snapshots = None;
             }
             Event::SnapshotNow => self.on_snapshot_now(now),
+            Event::ArchiveMoved => {
+                if self.snapshots.is_some() && !self.retain_in_flight {
+                    info!("the archive took what retention kept for it: applying retention");
+                    self.retain_in_flight = true;
+                    self.actions.push_back(Action::Snapshot(SnapJob::Retain));
+                }
+            }
             Event::Restore { db } => self.on_restore(now, db),
             Event::LogReset { zxid } => self.on_log_reset(now, zxid),
             Event::Forwarded { from, session, cxid, op, body, auth } => {

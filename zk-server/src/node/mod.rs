@@ -332,6 +332,7 @@ impl Node {
                             | Event::Retained { .. }
                             | Event::SnapshotThreadGone
                             | Event::SnapshotNow
+                            | Event::ArchiveMoved
                             | Event::Restore { .. }
                     ),
                     "only a client's or the snapshot thread's input reaches the core unsettled: {ev:?}"
