@@ -149,8 +149,6 @@ fn apache_workload(jvm_flags: &str) -> Workload {
     }
     create(&mut c, "/eph", Some(b"e"), open.clone(), CreateMode::Ephemeral);
     create(&mut c, "/a/eseq-", None, open.clone(), CreateMode::EphemeralSequential);
-    let served = walk(&mut c);
-    let session = c.session.session_id;
     // Apache writes snapshots on a thread of their own, and not atomically: let the last one
     // finish (the files' sizes stay the same for a while) so that the newest is whole.
     let sizes = || -> Vec<(PathBuf, u64)> {
@@ -169,6 +167,23 @@ fn apache_workload(jvm_flags: &str) -> Workload {
         }
         last = now;
     }
+    // Apache starts a snapshot after a random count of transactions: when its newest one took
+    // the last transaction, one more write leaves the log something to replay after it (no
+    // snapshot can follow so soon: the next needs more than snapCount / 2 transactions).
+    let newest_zxid = apache_snapshots(&apache.dir.path().join("data"))
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.strip_prefix("snapshot.")?.to_string();
+            i64::from_str_radix(name.split('.').next()?, 16).ok()
+        })
+        .max()
+        .unwrap_or(0);
+    let last_zxid = c.exists("/a", false).header.zxid;
+    if newest_zxid >= last_zxid {
+        assert_eq!(c.set_data("/a/b/c", b"after the snapshot", -1).err(), ErrorCode::Ok);
+    }
+    let served = walk(&mut c);
+    let session = c.session.session_id;
     // Kill -9 with the session alive: its ephemerals and the session itself must come along.
     apache.kill();
     Workload { apache, served, session }
