@@ -471,13 +471,20 @@ fn held_writes_with_one_xid_are_all_carried_and_their_permits_come_back() {
 /// A leader of epoch 1 with one client session (connection 1), holding writes as one handing
 /// over does.
 fn leader_holding_writes() -> ServerCore {
+    let (mut c, _) = leader_with_a_session();
+    c.hold_writes();
+    c
+}
+
+/// A leader of epoch 1 with one client session (connection 1), made durable; and its id.
+fn leader_with_a_session() -> (ServerCore, i64) {
     let mut c = core(100_000);
     c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
     connect(&mut c, 1);
     c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
     drain(&mut c);
-    c.hold_writes();
-    c
+    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    (c, sid)
 }
 
 /// A create of `path` with data "d", open to anyone.
@@ -580,12 +587,7 @@ fn a_learner_forwards_nothing_again_for_a_session_the_leader_saw_move() {
 /// owned elsewhere; owner changes the replica decided that the core has not taken yet count.
 #[test]
 fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c);
-    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    let (mut c, sid) = leader_with_a_session();
     // Learner on quorum connection 7 owns the session; writes are held; 7 forwards a write.
     c.handle(now(3), Event::SessionOwner { session: sid, from: 7 });
     c.hold_writes();
@@ -610,12 +612,7 @@ fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() 
     assert_eq!(c.moved_away(7, &[&back]), MovedSessions::Listed(vec![]));
     assert_eq!(c.moved_away(9, &[&back]), MovedSessions::Listed(vec![sid]));
     // A change before the hold, with nothing held from the learner, is not named.
-    let mut c2 = core(100_000);
-    c2.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c2, 1);
-    c2.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c2);
-    let sid2 = c2.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    let (mut c2, sid2) = leader_with_a_session();
     assert_eq!(sid2, sid, "sessions are numbered alike");
     c2.handle(now(3), Event::SessionOwner { session: sid, from: 9 });
     c2.hold_writes();
@@ -995,12 +992,7 @@ fn a_write_is_not_forwarded_again_with_identities_added_after_it() {
 /// second createSession of its session.
 #[test]
 fn a_forwarded_create_session_of_an_existing_session_is_a_failed_write() {
-    let mut c = core(100_000);
-    c.set_role(Role::Leader { epoch: 1 }, VoterSet::solo(1), None, now(0));
-    connect(&mut c, 1);
-    c.handle(now(2), Event::Durable { zxid: 0x1_0000_0001 });
-    drain(&mut c);
-    let sid = c.database().sessions().iter().next().map(|(s, _)| s).expect("a session");
+    let (mut c, sid) = leader_with_a_session();
     c.handle(now(3), Event::ForwardedCreateSession { session: sid, cxid: 1, timeout_ms: 0 });
     let payloads: Vec<Bytes> = drain(&mut c)
         .into_iter()

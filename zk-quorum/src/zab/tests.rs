@@ -1292,13 +1292,10 @@ fn a_negative_snapshot_size_factor_turns_diffs_from_the_log_off() {
     assert_eq!(a[2..4], [LeaderAction::PersistCurrentEpoch(6), send(20, T::Snap, z(5, 6), None)], "{a:?}");
 }
 
-/// A far-behind learner is never locked out: its DIFF goes out a piece at a time, each once its
-/// connection has room again; what commits meanwhile follows from the window, NEWLEADER last.
-#[test]
-fn a_diff_streams_in_pieces_as_the_connection_drains() {
+/// A leader of epoch 6 established with follower 2 (connection 20), its log holding 5:1..5:6
+/// and its window 5:4..5:6: a learner behind 5:4 is synced from a log read.
+fn established_with_follower_2_logging_from_5_1(c: ZabConfig) -> Leader {
     let recent = [z(5, 4), z(5, 5), z(5, 6)];
-    let mut c = cfg(1);
-    c.sync_piece_packets = 4; // two PROPOSAL+COMMIT pairs a piece
     let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
     l.learner_connected(20, 0);
     l.handle_packet(20, follower_info(2, E5), 1);
@@ -1307,6 +1304,16 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
     l.epoch_persisted(4);
     l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
     leader_actions(&mut l);
+    l
+}
+
+/// A far-behind learner is never locked out: its DIFF goes out a piece at a time, each once its
+/// connection has room again; what commits meanwhile follows from the window, NEWLEADER last.
+#[test]
+fn a_diff_streams_in_pieces_as_the_connection_drains() {
+    let mut c = cfg(1);
+    c.sync_piece_packets = 4; // two PROPOSAL+COMMIT pairs a piece
+    let mut l = established_with_follower_2_logging_from_5_1(c);
     assert_eq!(
         join(&mut l, 30, 3, z(5, 1), 10),
         vec![LeaderAction::ReadLog { req: 1, from_zxid: z(5, 1), through_zxid: z(5, 6), max_bytes: None }]
@@ -1355,18 +1362,10 @@ fn a_diff_streams_in_pieces_as_the_connection_drains() {
 /// gets another initLimit from each drain.
 #[test]
 fn a_syncing_learner_that_takes_nothing_for_init_limit_is_dropped() {
-    let recent = [z(5, 4), z(5, 5), z(5, 6)];
     let mut c = cfg(1);
     c.sync_piece_packets = 2; // one PROPOSAL+COMMIT pair a piece
     let init = c.init_ms();
-    let mut l = Leader::new(c, local(E5, E5, z(5, 6), Some(z(5, 1))), txs(&recent), 0);
-    l.learner_connected(20, 0);
-    l.handle_packet(20, follower_info(2, E5), 1);
-    l.epoch_persisted(2);
-    l.handle_packet(20, ack_epoch(z(5, 6), E5 as i32), 3);
-    l.epoch_persisted(4);
-    l.handle_packet(20, pkt(T::Ack, z(6, 0), None), 5);
-    leader_actions(&mut l);
+    let mut l = established_with_follower_2_logging_from_5_1(c);
     join(&mut l, 30, 3, z(5, 3), 10);
     l.log_read(1, txs(&[z(5, 3), z(5, 4), z(5, 5), z(5, 6)]), 11);
     leader_actions(&mut l);

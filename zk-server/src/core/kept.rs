@@ -165,8 +165,8 @@ impl ServerCore {
     ) {
         use zk_quorum::wire::MovedSessions;
         let since = contact.unwrap_or(now.mono_ms()).min(now.mono_ms());
-        let mut kept = Kept { seen_zxid: self.db.last_applied_zxid(), ..Kept::default() };
         let applied = self.db.last_applied_zxid();
+        let mut kept = Kept { seen_zxid: applied, ..Kept::default() };
         let (resend, moved) = match unproposed {
             Some((z, MovedSessions::Listed(m))) if applied >= z => {
                 (true, m.into_iter().collect::<std::collections::HashSet<SessionId>>())
