@@ -13,6 +13,8 @@
 //!   share.
 //! - [`reconfig`]: dynamic reconfiguration: the configuration a reconfig request asks for (or
 //!   Apache's error for it), and whom a leader hands over to when it leaves the voters.
+//! - [`recovery`]: what forcing one surviving server to lead alone would do (ClickHouse Keeper's
+//!   `rcvr`), for an ensemble whose quorum is lost for good.
 //! - [`election`]: Fast Leader Election as a sans-IO state machine (events in, actions out), one
 //!   per process for its whole life (its round only grows), plus the connection rule of the
 //!   election port.
@@ -50,5 +52,6 @@ pub mod config;
 pub mod election;
 pub mod quorum;
 pub mod reconfig;
+pub mod recovery;
 pub mod wire;
 pub mod zab;

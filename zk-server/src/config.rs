@@ -84,7 +84,7 @@ pub const MAX_SERVER_ID: u64 = 255;
 pub const MAX_EXTENDED_SERVER_ID: u64 = 254;
 
 /// Every four-letter word Apache 3.8 knows, and ClickHouse Keeper's `csnp`, `lgif`, `rqld` and
-/// `ydld`; `4lw.commands.whitelist=*` enables all of them.
+/// `ydld`; `4lw.commands.whitelist=*` enables all of them (not [`EXPLICIT_FOUR_LETTER_WORDS`]).
 pub const FOUR_LETTER_WORDS: [&str; 23] = [
     "conf",
     "cons",
@@ -110,6 +110,11 @@ pub const FOUR_LETTER_WORDS: [&str; 23] = [
     "rqld",
     "ydld",
 ];
+
+/// Four-letter words that `4lw.commands.whitelist=*` leaves out: only a whitelist that names
+/// them enables them. `rcvr`, forced recovery (ClickHouse Keeper's), which makes one server lead
+/// alone after its ensemble's quorum is lost for good.
+pub const EXPLICIT_FOUR_LETTER_WORDS: [&str; 1] = ["rcvr"];
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -2085,6 +2090,7 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
     if let Some((list, line)) = list {
         for name in list.split(',').map(java_trim) {
             if name == "*" {
+                // Everything but the explicit-only words, which may still be named beside it.
                 set.extend(FOUR_LETTER_WORDS.iter().map(|w| w.to_string()));
                 tracing::warn!(
                     "4lw.commands.whitelist (line {line}): * enables csnp, ydld and rqld, so anyone who \
@@ -2092,12 +2098,12 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
                      snapshot.minRequestIntervalSeconds) and move the leadership; list the words to leave \
                      them out"
                 );
-                break;
+                continue;
             }
             if name.is_empty() {
                 continue;
             }
-            if FOUR_LETTER_WORDS.contains(&name) {
+            if FOUR_LETTER_WORDS.contains(&name) || EXPLICIT_FOUR_LETTER_WORDS.contains(&name) {
                 set.insert(name.to_string());
             } else {
                 tracing::warn!(
@@ -2513,6 +2519,10 @@ mod tests {
         for w in FOUR_LETTER_WORDS {
             assert!(all.four_letter_allowed(w), "{w}");
         }
+        // Forced recovery only when named, beside `*` or not.
+        assert!(!all.four_letter_allowed("rcvr"));
+        assert!(ok(&with("4lw.commands.whitelist=*, rcvr\n")).four_letter_allowed("rcvr"));
+        assert!(ok(&with("4lw.commands.whitelist=rcvr\n")).four_letter_allowed("rcvr"));
         let only_srvr = ok(&with("4lw.commands.whitelist=\n"));
         assert_eq!(only_srvr.four_letter_words.len(), 1);
     }

@@ -463,7 +463,7 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`4lw.commands.whitelist`"#,
                 default: r#"`srvr`"#,
-                meaning: r#"Comma-separated four-letter words to answer, or `*` for all. `srvr` is always enabled, `isro` too in read-only mode; unknown names are dropped with a warning. *JVM property in Apache.*"#,
+                meaning: r#"Comma-separated four-letter words to answer, or `*` for all but `rcvr` (forced recovery: only when named, see [Operations](operations.md#recovering-from-a-lost-quorum)). `srvr` is always enabled, `isro` too in read-only mode; unknown names are dropped with a warning. *JVM property in Apache.*"#,
                 refused: r#"—"#,
             },
             Row {

@@ -360,7 +360,23 @@ where
     if let Ok(word) = std::str::from_utf8(&buf[..4]) {
         if fourlw::WORDS.contains(&word) {
             let word = word.to_string();
-            answer_four_letter(wr, &word, driver, settings, remote).await;
+            let arg = if word == "rcvr" {
+                // Its token follows (`rcvr 1-100000000`), up to a newline, the end of the
+                // stream or RCVR_TOKEN_MAX bytes, within a second (and the connection's one
+                // deadline): a bare `rcvr` that sends nothing more is answered then.
+                buf.advance(4);
+                let until = deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+                while buf.len() < fourlw::RCVR_TOKEN_MAX && !buf.contains(&b'\n') {
+                    match tokio::time::timeout_at(until, rd.read_buf(buf)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => break,
+                    }
+                }
+                fourlw::rcvr_token(&buf[..buf.len().min(fourlw::RCVR_TOKEN_MAX)])
+            } else {
+                None
+            };
+            answer_four_letter(wr, &word, arg, driver, settings, remote).await;
             return None;
         }
     }
@@ -429,6 +445,7 @@ async fn read_at_least<R: AsyncRead + Unpin>(
 async fn answer_four_letter<W: AsyncWrite + Unpin>(
     wr: &mut W,
     word: &str,
+    arg: Option<String>,
     driver: &mpsc::Sender<DriverMsg>,
     settings: &Settings,
     remote: SocketAddr,
@@ -441,7 +458,7 @@ async fn answer_four_letter<W: AsyncWrite + Unpin>(
     } else {
         let (tx, rx) = oneshot::channel();
         if driver
-            .send(DriverMsg::FourLetter { cmd: word.to_string(), asker: remote, reply: tx })
+            .send(DriverMsg::FourLetter { cmd: word.to_string(), asker: remote, arg, reply: tx })
             .await
             .is_err()
         {

@@ -172,6 +172,8 @@ pub enum DriverMsg {
         cmd: String,
         /// Who asks (Apache counts and lists the asking connection too).
         asker: SocketAddr,
+        /// What followed the word, for the one word that reads more (`rcvr`'s token).
+        arg: Option<String>,
         /// Where the text goes.
         reply: oneshot::Sender<String>,
     },
@@ -765,13 +767,14 @@ impl Driver {
                 self.ready.remove(&conn);
                 Event::Closed { conn }
             }
-            DriverMsg::FourLetter { cmd, asker, reply } => {
+            DriverMsg::FourLetter { cmd, asker, arg, reply } => {
                 self.take_sync_times(now);
                 let answer = (cmd == "csnp").then(|| self.snapshot_now(now));
                 let log_info = (cmd == "lgif").then(|| self.log_info());
                 let handover = match cmd.as_str() {
                     "ydld" => Some(self.node.hand_over(now, None).to_string()),
                     "rqld" => Some(self.node.request_leadership(now).to_string()),
+                    "rcvr" => Some(self.node.recover(now, arg.as_deref()).to_string()),
                     _ => None,
                 };
                 let mut view = if cmd == "mntr" {
@@ -781,7 +784,7 @@ impl Driver {
                 };
                 view.snapshot_answer = answer;
                 view.log_info = log_info;
-                view.handover_answer = handover;
+                view.node_answer = handover;
                 let text = fourlw::render(&cmd, &view);
                 self.reset_counters(&cmd);
                 let _ = reply.send(text);
@@ -939,12 +942,16 @@ impl Driver {
                         }
                     }
                     Some(commands::REQUEST_LEADERSHIP) => Some(self.node.request_leadership(now).to_string()),
+                    Some(commands::FORCE_RECOVERY) => {
+                        let token = args.iter().find(|(k, _)| k == "confirm").map(|(_, v)| v.as_str());
+                        Some(self.node.recover(now, token).to_string())
+                    }
                     _ => None,
                 };
                 let mut view = self.view_with_metrics(None, now);
                 view.snapshot_answer = answer;
                 view.log_info = log_info;
-                view.handover_answer = handover;
+                view.node_answer = handover;
                 let json = commands::run(&name, &args, &view);
                 if let Some(word) = commands::reset_word(&name) {
                     if json.get("error").is_some_and(serde_json::Value::is_null) {
@@ -983,8 +990,8 @@ impl Driver {
                 let facts = crate::admin::session_list::Facts::of(&self.view(None, now));
                 AdminReply::Json(crate::admin::session_list::render(facts, page))
             }
-            AdminAsk::Authorize { credentials, perm } => {
-                AdminReply::Authorization(self.authorize(credentials, perm))
+            AdminAsk::Authorize { credentials, perm, even_not_serving } => {
+                AdminReply::Authorization(self.authorize(credentials, perm, even_not_serving))
             }
             AdminAsk::SnapshotNow => {
                 let answer = self.snapshot_now(now);
@@ -1081,10 +1088,11 @@ impl Driver {
         &self,
         credentials: Option<crate::admin::snapshot::Credentials>,
         perm: i32,
+        even_not_serving: bool,
     ) -> crate::admin::snapshot::Authorization {
         use crate::admin::snapshot::{Authorization, Credentials};
         let core = self.node.core();
-        if core.view(None, 0, Self::now(self.origin)).mode.is_none() {
+        if !even_not_serving && core.view(None, 0, Self::now(self.origin)).mode.is_none() {
             return Authorization::NotServing;
         }
         let db = core.database();

@@ -11,12 +11,24 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// The words this server knows: Apache's, and ClickHouse Keeper's `csnp` (take a snapshot now),
 /// `lgif` (the log's and the snapshots' positions), `ydld` (a leader hands its leadership over)
-/// and `rqld` (a follower asks its leader for the leadership). Anything else in the first four
+/// and `rqld` (a follower asks its leader for the leadership), and `rcvr` (forced recovery, which
+/// reads a confirmation token after the word: [`RCVR_TOKEN_MAX`]). Anything else in the first four
 /// bytes is read as a frame length.
-pub const WORDS: [&str; 21] = [
+pub const WORDS: [&str; 22] = [
     "ruok", "srvr", "stat", "conf", "cons", "mntr", "wchs", "wchc", "wchp", "dump", "envi", "isro", "dirs",
-    "crst", "srst", "gtmk", "stmk", "csnp", "lgif", "rqld", "ydld",
+    "crst", "srst", "gtmk", "stmk", "csnp", "lgif", "rqld", "ydld", "rcvr",
 ];
+
+/// The most bytes read after `rcvr` for its token (up to a newline or the end of the stream).
+pub const RCVR_TOKEN_MAX: usize = 64;
+
+/// The token an `rcvr` request carries: the text after the word, trimmed (`rcvr 1-100000000`);
+/// `None` when there is none, or it is not printable ASCII.
+pub fn rcvr_token(after_word: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(after_word).ok()?;
+    let text = text.split('\n').next().unwrap_or("").trim();
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_graphic())).then(|| text.to_string())
+}
 
 /// ClickHouse Keeper's answer to `csnp` when no snapshot could be scheduled.
 pub const CSNP_FAILED: &str = "Failed to schedule snapshot creation task.";
@@ -67,9 +79,10 @@ fn summary(out: &mut String, v: &View<'_>) {
 /// The answer to `cmd` (already checked against the whitelist).
 pub fn render(cmd: &str, v: &View<'_>) -> String {
     let mut out = String::new();
-    // ydld and rqld carry the node's own answer (it acted on them already): a leader with
-    // leaderServes=no, which reports no mode, hands over too.
-    let node_answers = matches!(cmd, "ydld" | "rqld");
+    // ydld, rqld and rcvr carry the node's own answer (it acted on them already): a leader with
+    // leaderServes=no, which reports no mode, hands over too, and a server recovers while it
+    // serves nobody.
+    let node_answers = matches!(cmd, "ydld" | "rqld" | "rcvr");
     if v.mode.is_none()
         && !node_answers
         && !matches!(cmd, "ruok" | "conf" | "envi" | "dirs" | "isro" | "gtmk" | "stmk")
@@ -207,9 +220,10 @@ pub fn render(cmd: &str, v: &View<'_>) -> String {
                 let _ = writeln!(out, "{k}\t{val}");
             }
         }
-        // The node's answer, as the driver had it (see `crate::node::Node::hand_over`).
-        "ydld" | "rqld" => {
-            let _ = writeln!(out, "{}", v.handover_answer.as_deref().unwrap_or("not answered"));
+        // The node's answer, as the driver had it (see `crate::node::Node::hand_over` and
+        // `crate::node::Node::recover`).
+        "ydld" | "rqld" | "rcvr" => {
+            let _ = writeln!(out, "{}", v.node_answer.as_deref().unwrap_or("not answered"));
         }
         _ => {}
     }

@@ -37,7 +37,7 @@ pub struct Settings {
     pub sessionless_cnxn_timeout: std::time::Duration,
     /// Requests in flight across all connections before reading pauses.
     pub global_outstanding_limit: u32,
-    /// Four-letter words allowed; `None` = all.
+    /// Four-letter words allowed; `None` = all but [`crate::config::EXPLICIT_FOUR_LETTER_WORDS`].
     pub four_letter_words: Option<HashSet<String>>,
     /// TTL nodes allowed.
     pub extended_types_enabled: bool,
@@ -243,7 +243,7 @@ impl Settings {
     /// Whether `cmd` may be answered.
     pub fn four_letter_allowed(&self, cmd: &str) -> bool {
         match &self.four_letter_words {
-            None => true,
+            None => !crate::config::EXPLICIT_FOUR_LETTER_WORDS.contains(&cmd),
             Some(set) => set.contains(cmd),
         }
     }

@@ -72,9 +72,9 @@ pub struct View<'a> {
     pub log_info: Option<LogInfo>,
     /// What became of an operator's request for a snapshot (`csnp`), when this view answers one.
     pub snapshot_answer: Option<SnapshotAnswer>,
-    /// What a request to hand the leadership over (`ydld`) or to take it (`rqld`) did, when this
-    /// view answers one.
-    pub handover_answer: Option<String>,
+    /// What an operator's request the node acted on did, when this view answers one: handing
+    /// the leadership over (`ydld`), taking it (`rqld`), forced recovery (`rcvr`).
+    pub node_answer: Option<String>,
     /// How the server's own archiver fares (`zkrs.backup.to`), when it archives by itself.
     pub backup: Option<crate::backup::continuous::BackupFigures>,
 }

@@ -202,10 +202,16 @@ fn every_command_has_apaches_fields_and_types() {
     assert_eq!(status, 200);
     assert!(head.contains("text/html"), "{head}");
     // zkrs's additions: Apache 3.9's `snapshot` and `restore`, ClickHouse Keeper's `csnp`,
-    // `lgif`, `ydld` and `rqld`.
-    for name in
-        ["create_snapshot", "log_info", "request_leadership", "snapshot", "restore", "yield_leadership"]
-    {
+    // `lgif`, `ydld`, `rqld` and `rcvr`.
+    for name in [
+        "create_snapshot",
+        "force_recovery",
+        "log_info",
+        "request_leadership",
+        "snapshot",
+        "restore",
+        "yield_leadership",
+    ] {
         let link = format!("<a href=\"/commands/{name}\">{name}</a>\n<br/>\n");
         assert!(z_list.contains(&link), "{name} listed: {z_list}");
         z_list = z_list.replace(&link, "");

@@ -51,6 +51,9 @@ const SPECS: &[Spec] = &[
     // ... and its leadership words: gated as `snapshot` is (ALL on `/`), by `super::http`.
     Spec { names: &[YIELD_LEADERSHIP, "ydld"], server_required: false },
     Spec { names: &[REQUEST_LEADERSHIP, "rqld"], server_required: false },
+    // ... and its forced recovery, gated so too but answered while the server serves nobody
+    // (which is when it is needed), with a confirmation token (`?confirm=`).
+    Spec { names: &[FORCE_RECOVERY, "rcvr"], server_required: false },
     // Apache 3.9's, answered by `super::snapshot` (an octet stream, not JSON); listed here for
     // its names and the command listing.
     Spec { names: &[SNAPSHOT, "snap"], server_required: true },
@@ -65,6 +68,11 @@ pub const YIELD_LEADERSHIP: &str = "yield_leadership";
 /// The primary name of ClickHouse Keeper's `rqld` as a command: a follower asks its leader for
 /// the leadership.
 pub const REQUEST_LEADERSHIP: &str = "request_leadership";
+
+/// The primary name of ClickHouse Keeper's `rcvr` as a command: forced recovery of an ensemble
+/// whose quorum is lost for good. Without `?confirm=TOKEN` (or with another token) it describes
+/// what it would do and gives the token; with it, this server leads alone.
+pub const FORCE_RECOVERY: &str = "force_recovery";
 
 /// The primary name of Apache 3.9's `restore` command.
 pub const RESTORE: &str = "restore";
@@ -188,8 +196,8 @@ pub fn run(name: &str, args: &[(String, String)], v: &View<'_>) -> Value {
             }
             None => error = Some("Failed to schedule snapshot creation task.".into()),
         },
-        YIELD_LEADERSHIP | REQUEST_LEADERSHIP => {
-            m.insert("answer".into(), json!(v.handover_answer.as_deref().unwrap_or("not answered")));
+        YIELD_LEADERSHIP | REQUEST_LEADERSHIP | FORCE_RECOVERY => {
+            m.insert("answer".into(), json!(v.node_answer.as_deref().unwrap_or("not answered")));
         }
         "log_info" => match &v.log_info {
             Some(info) => {

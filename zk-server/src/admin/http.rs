@@ -235,6 +235,15 @@ async fn route(
                 return r;
             }
         }
+        if let Some(asked) =
+            name.as_deref().filter(|n| commands::primary_name(n) == Some(commands::FORCE_RECOVERY))
+        {
+            if let Some(r) =
+                snapshot::gate_recovery(cmd, asked, core, req.headers(), peer.ip(), cert_ids).await
+            {
+                return r;
+            }
+        }
         if let Some(asked) = name.as_deref().filter(|n| commands::primary_name(n) == Some(commands::RESTORE))
         {
             let asked = asked.to_string();

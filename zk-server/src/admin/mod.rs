@@ -57,6 +57,10 @@ pub enum AdminAsk {
         credentials: Option<snapshot::Credentials>,
         /// The permission bits needed.
         perm: i32,
+        /// Check against the tree this server holds even while it serves nobody (forced
+        /// recovery, asked for when no quorum serves); otherwise such a server answers
+        /// [`snapshot::Authorization::NotServing`].
+        even_not_serving: bool,
     },
     /// Take a snapshot now, unless one is under way (`csnp`'s request).
     SnapshotNow,

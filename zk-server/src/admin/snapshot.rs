@@ -352,6 +352,9 @@ pub(super) enum Gated {
     /// `snapshot`'s authorization only (a second handover while one is under way is refused by
     /// the node itself).
     Leadership,
+    /// `force_recovery` (ClickHouse Keeper's `rcvr`): as [`Gated::Leadership`], checked against
+    /// the tree this server holds while it serves nobody (when recovery is wanted).
+    Recovery,
 }
 
 impl Gated {
@@ -361,6 +364,7 @@ impl Gated {
             Gated::CreateSnapshot => "create_snapshot",
             Gated::Restore => super::commands::RESTORE,
             Gated::Leadership => "leadership",
+            Gated::Recovery => super::commands::FORCE_RECOVERY,
         }
     }
 }
@@ -423,7 +427,11 @@ pub(super) async fn gate(
             Some("Too many failed authorizations"),
         ));
     }
-    let ask_auth = AdminAsk::Authorize { credentials: parsed.clone().ok(), perm: zk_proto::perms::ALL };
+    let ask_auth = AdminAsk::Authorize {
+        credentials: parsed.clone().ok(),
+        perm: zk_proto::perms::ALL,
+        even_not_serving: which == Gated::Recovery,
+    };
     let verdict = match ask(core, ask_auth).await {
         Some(AdminReply::Authorization(v)) => v,
         _ => {
@@ -462,7 +470,7 @@ pub(super) async fn gate(
         }
         (Authorization::Granted, Ok(_)) => {}
     }
-    if which == Gated::Leadership {
+    if matches!(which, Gated::Leadership | Gated::Recovery) {
         return Ok(None);
     }
     let (enabled, key, limiter) = match which {
@@ -487,7 +495,7 @@ pub(super) async fn gate(
     let slot = match which {
         Gated::Snapshot => Some((&cmd.serving, "another snapshot is being served")),
         Gated::Restore => Some((&cmd.restoring, "another restore is under way")),
-        Gated::CreateSnapshot | Gated::Leadership => None,
+        Gated::CreateSnapshot | Gated::Leadership | Gated::Recovery => None,
     };
     let permit = match slot {
         Some((slot, busy)) => match slot.clone().try_acquire_owned() {
@@ -533,6 +541,21 @@ pub async fn gate_leadership(
     cert_ids: &[Id],
 ) -> Option<Response<AdminBody>> {
     gate(cmd, name, Gated::Leadership, core, headers, peer, cert_ids).await.err()
+}
+
+/// Lets `force_recovery`, asked for as `name`, through when the `Authorization` header proves
+/// ids holding ALL on `/` of the tree this server holds (it serves nobody when recovery is
+/// wanted); otherwise the answer to give. `None`: the command runs as the others do, and the
+/// node itself wants its confirmation token.
+pub async fn gate_recovery(
+    cmd: &SnapshotCommand,
+    name: &str,
+    core: &mpsc::Sender<DriverMsg>,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    cert_ids: &[Id],
+) -> Option<Response<AdminBody>> {
+    gate(cmd, name, Gated::Recovery, core, headers, peer, cert_ids).await.err()
 }
 
 pub(super) fn driver_gone() -> Response<AdminBody> {

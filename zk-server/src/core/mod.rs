@@ -951,7 +951,7 @@ impl ServerCore {
             timings: Vec::new(),
             log_info: None,
             snapshot_answer: None,
-            handover_answer: None,
+            node_answer: None,
             backup: None,
             mode: match self.role {
                 Role::Standalone => Some("standalone"),

@@ -18,7 +18,8 @@
 pub mod replica;
 
 pub use replica::{
-    HandoverAnswer, LeadershipAnswer, LogPosition, ReplicaConfig, ReplicaCounters, ReplicaGauges,
+    HandoverAnswer, LeadershipAnswer, LogPosition, RecoveryAnswer, ReplicaConfig, ReplicaCounters,
+    ReplicaGauges,
 };
 
 use crate::core::{Action, Event, Now, ServerCore};
@@ -443,6 +444,20 @@ impl Node {
     pub fn request_leadership(&mut self, now: Now) -> LeadershipAnswer {
         let Some(r) = self.replica.as_mut() else { return LeadershipAnswer::Standalone };
         let answer = r.request_leadership(now, &mut self.core);
+        self.settle(now);
+        answer
+    }
+
+    /// An operator asks this server to recover its ensemble alone after the quorum was lost for
+    /// good (`rcvr`, the AdminServer's `force_recovery`): without `token`, or with one that does
+    /// not match, the answer describes what would happen and gives the token that confirms it;
+    /// with it, the server becomes the only voter of a new configuration and leads alone (see
+    /// [`zk_quorum::recovery`]).
+    pub fn recover(&mut self, now: Now, token: Option<&str>) -> RecoveryAnswer {
+        let Some(r) = self.replica.as_mut() else {
+            return RecoveryAnswer::Refused("standalone: no ensemble to recover".into());
+        };
+        let answer = r.recover(now, token, &mut self.core);
         self.settle(now);
         answer
     }

@@ -31,6 +31,9 @@ use zk_quorum::wire::{ForwardedRequest, Notification, PacketType, PeerState};
 use zk_quorum::zab::{Leader, LeaderAction, Learner, LearnerAction, LocalState, ZabConfig};
 use zk_tree::Database;
 
+mod recovery;
+pub use recovery::RecoveryAnswer;
+
 /// The most log records a leader reads back for one DIFF before it sends a snapshot instead.
 pub const DIFF_RECORDS_MAX: usize = 1_000_000;
 
@@ -314,6 +317,8 @@ pub struct Replica {
     last_divergence_ms: Option<u64>,
     /// Leader: a handover of its leadership under way.
     handover: Option<Handover>,
+    /// A confirmed forced recovery waiting for its epoch files.
+    recovery: Option<recovery::Recovery>,
     out: VecDeque<Output>,
 }
 
@@ -374,6 +379,7 @@ impl Replica {
             snap_next: false,
             last_divergence_ms: None,
             handover: None,
+            recovery: None,
             out: VecDeque::new(),
             cfg,
         };
@@ -1123,6 +1129,18 @@ impl Replica {
             return;
         };
         assert_eq!(asked, file, "the driver answers the epoch file writes in the order asked");
+        if machine == recovery::RECOVERY_WRITES {
+            match &result {
+                Ok(()) if file == EpochFile::Accepted => self.epochs.0 = i64::from(epoch),
+                Ok(()) => self.epochs.1 = i64::from(epoch),
+                Err(e) => error!("cannot write an epoch file: {e}"),
+            }
+            self.recovery_epoch_written(now, result.is_ok());
+            if matches!(self.state, State::Looking) && self.decision.is_some() {
+                self.maybe_act_on_decision();
+            }
+            return;
+        }
         if let Err(e) = result {
             error!("cannot write an epoch file: {e}");
             return self.look("epoch file failed", now, false);

@@ -23,7 +23,7 @@ fn busy() -> Params {
 }
 
 /// Runs `script` on a new world for each seed; panics naming every seed that failed.
-fn seeded(name: &str, p: impl Fn() -> Params, script: impl Fn(&mut World, u64) -> R) {
+pub(crate) fn seeded(name: &str, p: impl Fn() -> Params, script: impl Fn(&mut World, u64) -> R) {
     let n = crate::seeds(20);
     let base = crate::seed_base();
     let trace = std::env::var("ZAB_VERBOSE").is_ok();

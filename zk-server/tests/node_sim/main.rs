@@ -37,7 +37,8 @@
 //! synced, partitions and slow disks, under the same checks. The leadership handover's
 //! (`handover.rs`: `ydld` and `rqld` under write load, with the successor dying at each step,
 //! asked of a non-leader, given up) run each over many seeds, and the `handover` configuration
-//! adds operators' handovers to the random faults.
+//! adds operators' handovers to the random faults. Forced recovery's (`recovery.rs`, `rcvr_`)
+//! run a survivor leading alone, stale members of the lost quorum coming back, and refusals.
 #![allow(clippy::disallowed_methods)]
 
 // The allocator zkrs-server runs on (zk-server's main.rs), so the node allocates here as it
@@ -49,6 +50,7 @@ mod client;
 mod handover;
 mod linear;
 mod net;
+mod recovery;
 mod scenarios;
 mod server;
 mod world;

@@ -2238,6 +2238,33 @@ impl World {
         Some(answer)
     }
 
+    /// An operator's forced recovery (`rcvr`) on `sid`, with `token`, with what the node asks
+    /// then carried out; None while `sid` is down.
+    pub fn recover(&mut self, sid: i64, token: Option<&str>) -> Option<zk_server::node::RecoveryAnswer> {
+        self.resume();
+        self.server(sid).proc.as_ref()?;
+        let now = self.servers[(sid - 1) as usize].now(self.t);
+        let _span = tracing::debug_span!("server", sid, t = self.t).entered();
+        let answer = self.server(sid).proc.as_mut()?.node.recover(now, token);
+        drop(_span);
+        self.pump(sid);
+        Some(answer)
+    }
+
+    /// Clients start no operation from now on (those in flight end), until
+    /// [`Self::resume_clients`].
+    pub fn pause_clients(&mut self) {
+        self.p.run_ms = self.p.run_ms.min(self.t);
+    }
+
+    /// Clients go on for `ms` more.
+    pub fn resume_clients(&mut self, ms: u64) {
+        self.p.run_ms = self.t + ms;
+        for c in 0..self.clients.len() {
+            self.tick_client(c, 1);
+        }
+    }
+
     /// Whether `sid`'s node has a handover of its leadership under way.
     pub fn handover_under_way(&self, sid: i64) -> bool {
         self.servers[(sid - 1) as usize].proc.as_ref().is_some_and(|p| p.node.handover_under_way())
