@@ -27,8 +27,9 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
                           [--server HOST:PORT] [--follow] [--interval SECS]\n\
                           (--server: the client port of the server running on D, on this host)\n\
        zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
-                           [--zxid Z | --time T] [--subtree /path]\n\
-                           (OUT empty or absent; L, when separate, holding no zkrs-log)\n\n\
+                           [--zxid Z | --time T] [--subtree /path] [--ensemble]\n\
+                           (OUT empty or absent; L, when separate, holding no zkrs-log;\n\
+                           --ensemble: for every member of an ensemble rolled back as a whole)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
 127.0.0.1:2181 with data in ./zkrs-data. `import` turns an Apache ZooKeeper data directory\n\
 (its version-2 snapshots, plain, .gz or .snappy, and logs) into a zkrs snapshot to start from.\n\
@@ -359,7 +360,7 @@ fn restore(args: &[String]) -> ExitCode {
         "restore",
         args,
         &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
-        &[],
+        &["--ensemble"],
     ) else {
         return ExitCode::from(2);
     };
@@ -394,12 +395,13 @@ fn restore(args: &[String]) -> ExitCode {
     let subtree = o.get("--subtree").copied().flatten();
     let mut progress = std::io::stderr();
     let result = zk_server::backup::target::open(from).and_then(|t| {
-        zk_server::backup::restore::restore(
+        zk_server::backup::restore::restore_with(
             t.as_ref(),
             &out_dir,
             log_dir.as_deref(),
             point,
             subtree,
+            o.contains_key("--ensemble"),
             &mut progress,
         )
     });

@@ -1333,7 +1333,12 @@ fn a_server_archives_by_itself_and_its_purge_waits_for_the_archive() {
 
 /// Each member of an ensemble archiving by itself (`zkrs.backup.to` with `{myid}`, one zoo.cfg
 /// for all) fills an archive of its own, up to what it has applied, its lag in `mntr` going to
-/// 0; a follower's archive restores the leader's tree.
+/// 0; a follower's archive restores the leader's tree. Then the ensemble is rolled back as a
+/// whole (`restore --ensemble`) to a point between the two rounds of writes, but for one member
+/// started again on its old data, which holds the second round: the restored members outrank it
+/// (their epoch files are above every epoch of the old history), so it is given the restored
+/// tree rather than giving them its own (backup review 16, MAJOR 1: without `--ensemble` their
+/// epochs came from the point, and it won the election and undid the restore).
 #[test]
 fn each_member_of_an_ensemble_archives_into_its_own_archive() {
     use support::ensemble::{Ensemble, Kind};
@@ -1355,10 +1360,14 @@ fn each_member_of_an_ensemble_archives_into_its_own_archive() {
     e.wait_mode(follower, "follower");
     let mut c = e.client(leader);
     assert_eq!(c.create("/app", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut mid = 0;
     for round in 0..2 {
         for i in 0..60 {
             let r = c.create(&format!("/app/r{round}-{i}"), b"v", CreateMode::Persistent);
             assert_eq!(r.err(), ErrorCode::Ok);
+        }
+        if round == 0 {
+            mid = c.set_data("/app", b"mid", -1).decode::<SetDataResponse>().stat.mzxid;
         }
     }
     let last = c.set_data("/app", b"end", -1).decode::<SetDataResponse>().stat.mzxid;
@@ -1388,6 +1397,54 @@ fn each_member_of_an_ensemble_archives_into_its_own_archive() {
             .collect::<Tree>()
     };
     assert_same("a follower's archive", &config_node(&tree), &config_node(&want));
+
+    // The rollback. Every member stops; the leader's archive is restored once, at `mid`.
+    for i in 0..3 {
+        e.kill(i);
+    }
+    let restored = work.path().join("restored");
+    let archive = archives.join((leader + 1).to_string());
+    let (ok, out, err) = run(&[
+        "restore",
+        "--from",
+        archive.to_str().unwrap(),
+        "--data-dir",
+        restored.to_str().unwrap(),
+        "--zxid",
+        &format!("{mid:#x}"),
+        "--ensemble",
+    ]);
+    assert!(ok && err.contains("--ensemble"), "{out}{err}");
+    let epoch: i64 =
+        std::fs::read_to_string(restored.join("zkrs-snap/currentEpoch")).unwrap().parse().unwrap();
+    assert!(epoch >= (last >> 32) + 65_536, "restored epoch {epoch} after {last:#x}");
+    // Two members are given copies of it (as the guide's steps do); the third starts on its
+    // old data, with the second round.
+    let old = follower;
+    for i in (0..3).filter(|&i| i != old) {
+        let data = e.members[i].dir.join("data");
+        std::fs::remove_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        let (ok, out, err) = run_command(
+            Command::new("cp").arg("-a").arg(restored.join("zkrs-snap")).arg(data.join("zkrs-snap")),
+        );
+        assert!(ok, "{out}{err}");
+        std::fs::write(data.join("myid"), format!("{}\n", i + 1)).unwrap();
+    }
+    for i in 0..3 {
+        e.launch(i);
+    }
+    let now_leading = e.wait_for_leader();
+    assert_ne!(now_leading, old, "the member on the old data leads\n{}", e.logs());
+    for i in 0..3 {
+        e.wait_mode(i, if i == now_leading { "leader" } else { "follower" });
+        let mut c = e.client(i);
+        let app = c.get_data("/app", false).decode::<GetDataResponse>();
+        assert_eq!(app.data.as_deref(), Some(&b"mid"[..]), "member {}\n{}", i + 1, e.logs());
+        let kids = support::ensemble::children(&mut c, "/app");
+        assert_eq!(kids.len(), 60, "member {} holds {:?}\n{}", i + 1, &kids[..kids.len().min(5)], e.logs());
+        assert!(kids.iter().all(|k| k.starts_with("r0-")), "member {}: {kids:?}", i + 1);
+    }
 }
 
 /// Once the archive has taken what the purge kept for it, the files go without waiting for a

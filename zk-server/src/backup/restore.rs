@@ -538,6 +538,36 @@ impl RestoreMarker {
     }
 }
 
+/// The epoch an ensemble's restore (`--ensemble`) writes into both epoch files:
+/// [`zk_quorum::recovery::EPOCH_JUMP`] above the newest epoch of the archive `m` (its newest
+/// zxid's).
+///
+/// Errors: [`BackupError::Refused`] when that is past the 32-bit epoch space (with room for the
+/// epoch the restored members then lead).
+pub fn ensemble_epoch(m: &Manifest) -> Result<u32, BackupError> {
+    let newest = (m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32;
+    newest.checked_add(zk_quorum::recovery::EPOCH_JUMP).filter(|e| e.checked_add(1).is_some()).ok_or_else(
+        || {
+            BackupError::Refused(format!(
+                "--ensemble: the archive's newest epoch {newest} is too close to the end of the epoch space"
+            ))
+        },
+    )
+}
+
+/// Writes `acceptedEpoch` and `currentEpoch` into `snap_dir` as `epoch`, each under a temporary
+/// name, synced, then renamed (the caller syncs the directory).
+fn write_epoch_files(snap_dir: &Path, epoch: u32) -> Result<(), BackupError> {
+    for name in [zk_log::ACCEPTED_EPOCH_FILE, zk_log::CURRENT_EPOCH_FILE] {
+        let p = snap_dir.join(name);
+        let tmp = snap_dir.join(format!("{name}.tmp"));
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(epoch.to_string().as_bytes()).and_then(|_| f.sync_all()).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &p).map_err(io_err(&p))?;
+    }
+    Ok(())
+}
+
 /// The directory, in the data directory, a restore fetches into and builds its result in. Only
 /// a restore creates it, only in a data directory that held nothing else, and removes it once
 /// the result is in place: a data directory holding it and no `zkrs-snap` is a restore's that
@@ -1196,6 +1226,29 @@ pub fn restore(
     subtree: Option<&str>,
     progress: &mut dyn Write,
 ) -> Result<RestoreReport, BackupError> {
+    restore_with(target, out, log_out, point, subtree, false, progress)
+}
+
+/// [`restore`]; with `ensemble`, for an ensemble rolled back as a whole (`zkrs-server restore
+/// --ensemble`): the result also holds both epoch files (`acceptedEpoch`, `currentEpoch`) at
+/// [`zk_quorum::recovery::EPOCH_JUMP`] above the newest epoch the archive holds
+/// ([`ensemble_epoch`]), so that members started on copies of it outrank every member of the
+/// old history, which may have gone on a few elections past the archive: an old member started
+/// on its old data then follows them and is given the restored tree, instead of giving them its
+/// own (backup review 16). Not for one member rebuilt beside a live ensemble: it would outrank
+/// the live members and, leading, cut their newer writes; an empty data directory rebuilds a
+/// member.
+///
+/// Errors: as [`restore`]; [`BackupError::Refused`] when the epoch cannot jump that far.
+pub fn restore_with(
+    target: &dyn ArchiveTarget,
+    out: &Path,
+    log_out: Option<&Path>,
+    point: Point,
+    subtree: Option<&str>,
+    ensemble: bool,
+    progress: &mut dyn Write,
+) -> Result<RestoreReport, BackupError> {
     let mut progress = Progress::new(progress);
     if let Some(p) = subtree {
         if zk_proto::path::validate_path(p).is_err()
@@ -1212,6 +1265,7 @@ pub fn restore(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
+    let epoch = ensemble.then(|| ensemble_epoch(&m)).transpose()?;
     // What the plan can be checked for without fetching anything (a --zxid or the newest point)
     // is checked before anything is created; a --time point needs a segment fetched.
     if !matches!(point, Point::Time(_)) {
@@ -1246,7 +1300,7 @@ pub fn restore(
     for w in &warnings {
         progress.say(format!("restore: WARNING: {w}"));
     }
-    let r = restore_locked(target, &m, out, log_out, point, subtree, made_staging, &mut progress);
+    let r = restore_locked(target, &m, out, log_out, point, subtree, epoch, made_staging, &mut progress);
     if r.is_err() {
         remove_created(&created);
     }
@@ -1269,6 +1323,7 @@ fn restore_locked(
     log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
+    epoch: Option<u32>,
     made_staging: bool,
     progress: &mut Progress<'_>,
 ) -> Result<RestoreReport, BackupError> {
@@ -1292,8 +1347,14 @@ fn restore_locked(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis());
             let at_ms = i64::try_from(now).unwrap_or(i64::MAX);
-            RestoreMarker { zxid: r.zxid, at_ms, first_start: None }
-                .write(&staging.join(zk_log::snapshot::SNAP_DIR_NAME))?;
+            let snap_dir = staging.join(zk_log::snapshot::SNAP_DIR_NAME);
+            RestoreMarker { zxid: r.zxid, at_ms, first_start: None }.write(&snap_dir)?;
+            if let Some(e) = epoch {
+                write_epoch_files(&snap_dir, e)?;
+                progress.say(format!(
+                    "restore: epoch files at {e}, above every epoch the old history can have reached (--ensemble)"
+                ));
+            }
             install(&staging, out)?;
             Ok(r)
         });
