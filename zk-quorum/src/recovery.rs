@@ -17,9 +17,10 @@
 //! after the survivor was cut off (each election is a new epoch). Had the survivor simply led
 //! the next epoch, its zxids could collide with theirs, and a lost server brought back later
 //! would be synced as if it held the survivor's transactions. The recovered epoch starts
-//! [`EPOCH_JUMP`] above everything the survivor has seen, so its zxids are new to every
-//! server, and an old member's history is found to diverge (and is truncated or replaced) when
-//! it is synced.
+//! [`EPOCH_JUMP`] above everything the survivor has seen, plus its server id, so its zxids are
+//! new to every server (two survivors that recovered apart, cut off from each other, lead
+//! different epochs too), and an old member's history is found to diverge (and is truncated or
+//! replaced) when it is synced.
 //!
 //! ```
 //! use zk_quorum::config::QuorumConfig;
@@ -28,12 +29,12 @@
 //! let config = QuorumConfig::parse(
 //!     "server.1=a:2888:3888\nserver.2=b:2888:3888\nserver.3=c:2888:3888\nversion=100000000",
 //! )?;
-//! let p = plan(&config, None, 1, (4, 4)).expect("server 1 may recover");
-//! assert_eq!(p.epoch, 4 + EPOCH_JUMP);
+//! let p = plan(&config, None, 1, (4, 4), 0x5a).expect("server 1 may recover");
+//! assert_eq!(p.epoch, 4 + EPOCH_JUMP + 1);
 //! assert_eq!(p.dropped, vec![2, 3]);
 //! assert_eq!(p.config.servers.len(), 1);
 //! assert!(p.config.version > config.version);
-//! assert_eq!(p.token, "1-100000000");
+//! assert_eq!(p.token, "1-100000000-5a");
 //! # Ok::<(), zk_quorum::config::ConfigError>(())
 //! ```
 
@@ -54,9 +55,10 @@ pub struct RecoveryPlan {
     pub epoch: u32,
     /// The voters the configuration drops.
     pub dropped: Vec<i64>,
-    /// What the operator repeats to confirm: this server's id and the version (hex) of the
-    /// configuration being replaced, so that a confirmation meant for another server, or
-    /// written before the configuration changed, does not match.
+    /// What the operator repeats to confirm: this server's id, the version (hex) of the
+    /// configuration being replaced and the caller's `period` (hex: the replica passes when its
+    /// election started), so that a confirmation meant for another server, written before the
+    /// configuration changed, or kept from an earlier election, does not match.
     pub token: String,
 }
 
@@ -85,19 +87,21 @@ pub enum RecoveryRefusal {
     EpochExhausted(u32),
 }
 
-/// The confirmation token for server `me` replacing configuration `version`.
-pub fn token(me: i64, version: i64) -> String {
-    format!("{me}-{:x}", version as u64)
+/// The confirmation token for server `me` replacing configuration `version` during `period`.
+pub fn token(me: i64, version: i64, period: u64) -> String {
+    format!("{me}-{:x}-{period:x}", version as u64)
 }
 
 /// What a forced recovery of server `me` would do, from the configuration in force, a newer
 /// one its log holds that is not known to be committed (`pending`: the recovered version is
-/// above it too, so that it never comes back into force), and its epochs (accepted, current).
+/// above it too, so that it never comes back into force), and its epochs (accepted, current);
+/// `period` goes into the token (see [`RecoveryPlan::token`]).
 pub fn plan(
     config: &QuorumConfig,
     pending: Option<&QuorumConfig>,
     me: i64,
     epochs: (u32, u32),
+    period: u64,
 ) -> Result<RecoveryPlan, RecoveryRefusal> {
     let mine = config.servers.get(&me).ok_or(RecoveryRefusal::NotAMember(me))?;
     // A configuration's version is the zxid that made it, possibly in an epoch this server
@@ -106,8 +110,12 @@ pub fn plan(
     let seen =
         epochs.0.max(epochs.1).max(epoch_of(config.version)).max(pending.map_or(0, |p| epoch_of(p.version)));
     // The recovered leader leads `epoch + 1`, whose zxids must fit too.
+    // Server ids of an ensemble are below 2^16 in practice; the id keeps two survivors' epochs
+    // apart.
+    let own = (me as u64 & 0xffff) as u32;
     let epoch = seen
         .checked_add(EPOCH_JUMP)
+        .and_then(|e| e.checked_add(own))
         .filter(|e| e.checked_add(1).is_some())
         .ok_or(RecoveryRefusal::EpochExhausted(seen))?;
     let mut next = QuorumConfig { servers: Default::default(), hierarchy: None, version: 0 };
@@ -130,7 +138,7 @@ pub fn plan(
     // server has seen, and below every zxid of the recovered leadership, whose reconfigurations
     // then supersede it as usual.
     next.version = i64::from(epoch) << 32;
-    Ok(RecoveryPlan { config: next, epoch, dropped, token: token(me, config.version) })
+    Ok(RecoveryPlan { config: next, epoch, dropped, token: token(me, config.version, period) })
 }
 
 #[cfg(test)]
@@ -146,14 +154,16 @@ mod tests {
         let c = cfg("server.1=a:1:2\nserver.2=b:1:2\nserver.3=c:1:2:observer\nserver.4=d:1:2:observer\n\
                      version=500000003");
         // An observer may be the survivor: it becomes the voter.
-        let p = plan(&c, None, 3, (5, 5)).expect("plans");
+        let p = plan(&c, None, 3, (5, 5), 7).expect("plans");
         assert_eq!(p.dropped, vec![1, 2]);
         assert_eq!(p.config.servers.keys().copied().collect::<Vec<_>>(), vec![3, 4]);
         assert_eq!(p.config.servers[&3].learner_type, LearnerType::Participant);
         assert_eq!(p.config.servers[&4].learner_type, LearnerType::Observer);
-        assert_eq!(p.epoch, 5 + EPOCH_JUMP);
-        assert_eq!(p.config.version, i64::from(5 + EPOCH_JUMP) << 32);
-        assert_eq!(p.token, "3-500000003");
+        assert_eq!(p.epoch, 5 + EPOCH_JUMP + 3);
+        assert_eq!(p.config.version, i64::from(5 + EPOCH_JUMP + 3) << 32);
+        assert_eq!(p.token, "3-500000003-7");
+        // Another survivor of the same history leads another epoch.
+        assert_eq!(plan(&c, None, 1, (5, 5), 7).expect("plans").epoch, 5 + EPOCH_JUMP + 1);
         // The new configuration round-trips as Apache writes it.
         assert_eq!(cfg(&p.config.to_config_string()), p.config);
     }
@@ -161,32 +171,32 @@ mod tests {
     #[test]
     fn the_version_clears_the_pending_configuration_and_the_higher_epoch() {
         let c = cfg("server.1=a:1:2\nserver.2=b:1:2\nversion=0");
-        let p = plan(&c, None, 1, (7, 3)).expect("plans");
-        assert_eq!(p.epoch, 7 + EPOCH_JUMP, "the higher of the two epochs jumps");
+        let p = plan(&c, None, 1, (7, 3), 0).expect("plans");
+        assert_eq!(p.epoch, 7 + EPOCH_JUMP + 1, "the higher of the two epochs jumps");
         // A pending configuration (or one adopted from a peer) made in an epoch past this
         // server's own: the jump starts above it.
         let pending = cfg("server.1=a:1:2\nserver.2=b:1:2\nserver.3=c:1:2\nversion=2000000000005");
-        let p = plan(&c, Some(&pending), 1, (7, 3)).expect("plans");
-        assert_eq!(p.epoch, 0x20000 + EPOCH_JUMP);
+        let p = plan(&c, Some(&pending), 1, (7, 3), 0).expect("plans");
+        assert_eq!(p.epoch, 0x20000 + EPOCH_JUMP + 1);
         assert!(p.config.version > pending.version);
         assert_eq!(p.config.version & 0xffff_ffff, 0, "a version below every zxid of the recovered epoch");
         let groups = cfg("server.1=a:1:2\nserver.2=b:1:2\nserver.3=c:1:2\ngroup.1=1:2:3\nversion=9");
-        let p = plan(&groups, None, 2, (1, 1)).expect("plans");
+        let p = plan(&groups, None, 2, (1, 1), 0xabc).expect("plans");
         assert!(p.config.hierarchy.is_none(), "one voter needs no groups");
-        assert_eq!(p.token, "2-9");
+        assert_eq!(p.token, "2-9-abc");
     }
 
     #[test]
     fn refusals() {
         let c = cfg("server.1=a:1:2\nserver.2=b:1:2\nversion=1");
-        assert_eq!(plan(&c, None, 9, (1, 1)), Err(RecoveryRefusal::NotAMember(9)));
-        let top = u32::MAX - EPOCH_JUMP;
-        assert_eq!(plan(&c, None, 1, (top, 1)), Err(RecoveryRefusal::EpochExhausted(top)));
-        assert!(plan(&c, None, 1, (top - 1, 1)).is_ok());
+        assert_eq!(plan(&c, None, 9, (1, 1), 0), Err(RecoveryRefusal::NotAMember(9)));
+        let top = u32::MAX - EPOCH_JUMP - 1;
+        assert_eq!(plan(&c, None, 1, (top, 1), 0), Err(RecoveryRefusal::EpochExhausted(top)));
+        assert!(plan(&c, None, 1, (top - 1, 1), 0).is_ok());
         // A version that reads as a negative zxid (the parser refuses one; a caller could
         // build it): its epoch is past any jump.
         let mut odd = cfg("server.1=a:1:2\nversion=1");
         odd.version = -2;
-        assert!(matches!(plan(&odd, None, 1, (1, 1)), Err(RecoveryRefusal::EpochExhausted(_))));
+        assert!(matches!(plan(&odd, None, 1, (1, 1), 0), Err(RecoveryRefusal::EpochExhausted(_))));
     }
 }

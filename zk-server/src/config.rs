@@ -2103,6 +2103,13 @@ fn four_letter_set(list: Option<&(String, u32)>, read_only: bool) -> BTreeSet<St
             if name.is_empty() {
                 continue;
             }
+            if EXPLICIT_FOUR_LETTER_WORDS.contains(&name) {
+                tracing::warn!(
+                    "4lw.commands.whitelist (line {line}): {name} lets anyone who reaches the client port \
+                     force this server to lead alone once it has lost its quorum (with the token its first \
+                     answer gives); the AdminServer's force_recovery asks for ALL on / instead"
+                );
+            }
             if FOUR_LETTER_WORDS.contains(&name) || EXPLICIT_FOUR_LETTER_WORDS.contains(&name) {
                 set.insert(name.to_string());
             } else {

@@ -319,6 +319,9 @@ pub struct Replica {
     handover: Option<Handover>,
     /// A confirmed forced recovery waiting for its epoch files.
     recovery: Option<recovery::Recovery>,
+    /// When each peer's notification was last heard, ms (a forced recovery is refused while a
+    /// voter answers).
+    voters_heard: std::collections::BTreeMap<i64, u64>,
     out: VecDeque<Output>,
 }
 
@@ -380,6 +383,7 @@ impl Replica {
             last_divergence_ms: None,
             handover: None,
             recovery: None,
+            voters_heard: std::collections::BTreeMap::new(),
             out: VecDeque::new(),
             cfg,
         };
@@ -843,6 +847,9 @@ impl Replica {
     }
 
     fn notification(&mut self, now: Now, from: i64, n: Notification) {
+        if self.voters_heard.len() < PARKED_MAX || self.voters_heard.contains_key(&from) {
+            self.voters_heard.insert(from, now.mono_ms());
+        }
         let looking =
             matches!(self.state, State::Looking) && self.decision.is_none() && self.reloading.is_none();
         if looking {

@@ -54,7 +54,7 @@ fn recover_confirmed(w: &mut World, sid: i64, dropped: &[i64]) -> Result<u32, St
         Some(RecoveryAnswer::Unconfirmed { token, .. }) => token,
         other => return Err(format!("rcvr without a token answered {other:?}")),
     };
-    if token != format!("{sid}-{:x}", version as u64) {
+    if !token.starts_with(&format!("{sid}-{:x}-", version as u64)) {
         return Err(format!("token {token} does not name server {sid} and version {version:#x}"));
     }
     match w.recover(sid, Some("9-1")) {
@@ -69,8 +69,8 @@ fn recover_confirmed(w: &mut World, sid: i64, dropped: &[i64]) -> Result<u32, St
         Some(RecoveryAnswer::Recovering { epoch, dropped: d, .. }) if d == dropped => epoch,
         other => return Err(format!("rcvr with its token answered {other:?}")),
     };
-    if epoch < seen + EPOCH_JUMP {
-        return Err(format!("recovered epoch {epoch} is not {EPOCH_JUMP} above {seen}"));
+    if epoch != seen + EPOCH_JUMP + sid as u32 {
+        return Err(format!("recovered epoch {epoch} is not {EPOCH_JUMP} + {sid} above {seen}"));
     }
     // A second request while the first is under way (or done) does nothing.
     match w.recover(sid, Some(&token)) {
@@ -120,6 +120,12 @@ fn rcvr_a_survivor_leads_alone_and_the_lost_come_back_as_followers() {
             if let Some(l) = w.leader() {
                 return Err(format!("server {l} leads without a quorum"));
             }
+            // The lost voters answered the survivor's last election: a minute must pass.
+            match w.recover(survivor, None) {
+                Some(RecoveryAnswer::Refused(why)) if why.contains("answered this server's election") => {}
+                other => return Err(format!("rcvr right after the loss answered {other:?}")),
+            }
+            w.run_for(60_000);
             let epoch = recover_confirmed(w, survivor, &lost)?;
             leads_alone(w, survivor, epoch)?;
             w.run_until_cond(ELECT_MS, "the observer following the survivor", |w| w.view(4).up_to_date)?;
@@ -175,8 +181,8 @@ fn rcvr_a_stale_member_of_the_lost_quorum_is_brought_in_line() {
         w.start_without(&[2, 3]);
         w.run_for(3_000);
         let epoch = recover_confirmed(w, 1, &[2, 3])?;
-        if epoch != 2 + EPOCH_JUMP {
-            return Err(format!("recovered epoch {epoch}, not {}", 2 + EPOCH_JUMP));
+        if epoch != 2 + EPOCH_JUMP + 1 {
+            return Err(format!("recovered epoch {epoch}, not {}", 2 + EPOCH_JUMP + 1));
         }
         leads_alone(w, 1, epoch)?;
         let before = w.rec.acked.len();
@@ -224,7 +230,7 @@ enum Midway {
 /// The survivor loses its power at each step of a confirmed recovery (seeds take turns): after
 /// the first epoch file, after both, after the configuration. Restarted, it either leads alone
 /// at once (the configuration was written) or still looks, and a second recovery (its token
-/// unchanged: the configuration it replaces is the same) finishes the job in a higher epoch. No
+/// token: the one of the election before the restart confirms nothing) finishes the job in a higher epoch. No
 /// acknowledged write is lost, and the lost voters, back at the end, follow.
 #[test]
 fn rcvr_a_survivor_that_crashes_midway_recovers_after() {
@@ -238,7 +244,7 @@ fn rcvr_a_survivor_that_crashes_midway_recovers_after() {
         for &s in &lost {
             w.power_loss(s, Keep::Durable, 0);
         }
-        w.run_for(2_000);
+        w.run_for(61_000);
         let token = match w.recover(survivor, None) {
             Some(RecoveryAnswer::Unconfirmed { token, .. }) => token,
             other => return Err(format!("rcvr without a token answered {other:?}")),
@@ -270,7 +276,12 @@ fn rcvr_a_survivor_that_crashes_midway_recovers_after() {
                 if w.leader().is_some() {
                     return Err(format!("a leader without the recovered configuration ({midway:?})"));
                 }
-                match w.recover(survivor, Some(&token)) {
+                // The token named the election before the restart: it confirms nothing now.
+                let again = match w.recover(survivor, Some(&token)) {
+                    Some(RecoveryAnswer::Unconfirmed { token: t, .. }) if t != token => t,
+                    other => return Err(format!("the old token after the restart answered {other:?}")),
+                };
+                match w.recover(survivor, Some(&again)) {
                     Some(RecoveryAnswer::Recovering { epoch, .. }) if epoch > first => epoch,
                     other => return Err(format!("the second rcvr ({midway:?}) answered {other:?}")),
                 }
@@ -284,8 +295,9 @@ fn rcvr_a_survivor_that_crashes_midway_recovers_after() {
 }
 
 /// `rcvr` changes nothing where it must not act: on a leader and a follower of a serving
-/// quorum (whatever the token), and on a server that lost its quorum but runs without
-/// reconfiguration (a new configuration could not come into force).
+/// quorum (whatever the token), on a survivor while another voter answers its election, and on
+/// a server that lost its quorum but runs without reconfiguration (a new configuration could
+/// not come into force).
 #[test]
 fn rcvr_refused_while_a_quorum_serves_or_without_reconfiguration() {
     seeded(
@@ -314,6 +326,32 @@ fn rcvr_refused_while_a_quorum_serves_or_without_reconfiguration() {
             w.finish_now()
         },
     );
+    // Five voters, three lost: the two survivors hear each other, and neither may recover
+    // while the other runs (two recovered apart would be two ensembles). Once one is stopped for
+    // a minute, the other may.
+    let p = Params { voters: 5, clients: 0, run_ms: 0, faults: false, reconfig: true, ..Params::three() };
+    let mut w = World::new(3, p, false);
+    w.start();
+    let run = |w: &mut World| -> R {
+        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+        for s in 3..=5 {
+            w.power_loss(s, Keep::Durable, 0);
+        }
+        w.run_for(61_000);
+        match w.recover(1, None) {
+            Some(RecoveryAnswer::Refused(why)) if why.contains("voter 2 answered") => {}
+            other => return Err(format!("rcvr beside a running survivor answered {other:?}")),
+        }
+        w.power_loss(2, Keep::Durable, 0);
+        w.run_for(61_000);
+        match w.recover(1, None) {
+            Some(RecoveryAnswer::Unconfirmed { .. }) => Ok(()),
+            other => Err(format!("rcvr once the other survivor stopped answered {other:?}")),
+        }
+    };
+    if let Err(e) = run(&mut w) {
+        panic!("two survivors: {e}\n{}", w.describe());
+    }
     let p = Params { clients: 0, run_ms: 0, faults: false, ..Params::three() };
     let mut w = World::new(1, p, false);
     w.start_without(&[2, 3]);

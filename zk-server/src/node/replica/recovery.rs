@@ -18,9 +18,17 @@ use zk_quorum::config::QuorumConfig;
 /// ([`Replica::machine`] counts up from 0 and never gets here).
 pub(super) const RECOVERY_WRITES: u64 = u64::MAX;
 
+/// How long after hearing another voter's notification a recovery is refused, ms: a voter that
+/// answers the election runs, and the quorum is not lost for good (a looking peer's
+/// notifications come at least this often; Apache's longest interval between them is a minute).
+pub(super) const VOTER_HEARD_REFUSAL_MS: u64 = 60_000;
+
 /// A confirmed recovery waiting for its epoch files.
 #[derive(Debug)]
 pub(super) struct Recovery {
+    /// The version of the configuration it replaces: another in force when the files are
+    /// written abandons it.
+    base_version: i64,
     /// The configuration to put in force once both files are durable.
     config: QuorumConfig,
     /// The epoch both files get.
@@ -121,8 +129,37 @@ impl Replica {
             return refused("the log or the epoch files are being written; try again".into());
         }
         let me = self.cfg.my_sid;
-        let epochs = (self.epochs.0 as u32, self.epochs.1 as u32);
-        let plan = match zk_quorum::recovery::plan(&self.cfg.config, self.pending.as_ref(), me, epochs) {
+        let ms = now.mono_ms();
+        if let Some((sid, at)) = self
+            .voters_heard
+            .iter()
+            .filter(|(sid, at)| {
+                **sid != me
+                    && self.verifier.is_voter(**sid)
+                    && ms.saturating_sub(**at) < VOTER_HEARD_REFUSAL_MS
+            })
+            .max_by_key(|(_, at)| **at)
+        {
+            return refused(format!(
+                "voter {sid} answered this server's election {} ms ago: it runs, so the quorum is not lost for \
+                 good. Recover one survivor only: stop the other voters (bring them back later from empty data \
+                 directories) and ask again a minute after the last one stopped",
+                ms.saturating_sub(*at)
+            ));
+        }
+        let (Ok(accepted), Ok(current)) = (u32::try_from(self.epochs.0), u32::try_from(self.epochs.1)) else {
+            return refused(format!("the epoch files hold {:?}, outside the epoch space", self.epochs));
+        };
+        // The token names this election: one kept from an earlier election (a restart, a
+        // leadership since) does not confirm this one.
+        let period = self.looking_since;
+        let plan = match zk_quorum::recovery::plan(
+            &self.cfg.config,
+            self.pending.as_ref(),
+            me,
+            (accepted, current),
+            period,
+        ) {
             Ok(p) => p,
             Err(e) => return refused(e.to_string()),
         };
@@ -148,7 +185,12 @@ impl Replica {
             epoch: plan.epoch,
             dropped: plan.dropped,
         };
-        self.recovery = Some(Recovery { config: plan.config, epoch: plan.epoch, writes_left: 2 });
+        self.recovery = Some(Recovery {
+            base_version: self.cfg.config.version,
+            config: plan.config,
+            epoch: plan.epoch,
+            writes_left: 2,
+        });
         self.drain(now, core);
         answer
     }
@@ -171,12 +213,13 @@ impl Replica {
         }
         let Some(r) = self.recovery.take() else { return };
         assert_eq!(self.epochs, (i64::from(r.epoch), i64::from(r.epoch)), "both recovery epoch files are in");
-        if r.config.version <= self.cfg.config.version {
-            // Adopted from a peer meanwhile: a configuration made in an epoch above the jump.
+        if self.cfg.config.version != r.base_version {
+            // Adopted from a peer meanwhile (which therefore runs): the plan was made from
+            // another configuration.
             warn!(
-                "forced recovery abandoned: configuration {:#x} came into force meanwhile, newer than the \
-                 recovered {:#x}",
-                self.cfg.config.version, r.config.version
+                "forced recovery abandoned: configuration {:#x} came into force while the epoch files were \
+                 written (the plan replaced {:#x}); the epoch files stay at {}",
+                self.cfg.config.version, r.base_version, r.epoch
             );
             return;
         }
