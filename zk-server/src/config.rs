@@ -1919,9 +1919,15 @@ impl ServerConfig {
     /// it names) lacks its myid, as after a reconfiguration removed it. Apache's member parses
     /// such a configuration and then stops at start-up (exit status 1); so does zkrs. `None`
     /// when this server is listed, or is not an ensemble member.
+    ///
+    /// A dynamic configuration file (written when a reconfiguration or a forced recovery put
+    /// its membership in force) that does not list this server refuses it too when it lists a
+    /// single participant, where Apache would run it standalone (with `standaloneEnabled=true`):
+    /// a server removed from an ensemble would serve a history of its own beside it (forced
+    /// recovery review, helper-96, MAJOR 3).
     pub fn not_in_peer_list(&self) -> Option<String> {
         let id = self.my_id?;
-        if !self.is_distributed() || self.servers.contains_key(&id) {
+        if self.servers.contains_key(&id) || (!self.is_distributed() && self.dynamic_config_file.is_none()) {
             return None;
         }
         let listed: Vec<String> = self.servers.keys().map(|s| format!("server.{s}")).collect();
@@ -3048,6 +3054,14 @@ mod tests {
         assert_err(&bad(&text), "tickTime", Some(1), "unrecognised");
         let e = bad(&text.replace("zoo.cfg.dynamic.100000000", "nope"));
         assert_err(&e, "dynamicConfigFile", Some(5), "cannot read");
+        // A dynamic file of one participant that does not list this server (a forced recovery's,
+        // adopted): not run standalone, refused as not in the peer list.
+        // Its zoo.cfg keeps its clientPort (the configuration gives it no client address).
+        std::fs::write(&dyn_path, "server.1=zk1:2888:3888;2181\n").unwrap();
+        let c = ok(&format!("{text}clientPort=2182\n"));
+        assert!(!c.is_distributed());
+        let why = c.not_in_peer_list().expect("server 2 is not listed");
+        assert!(why.contains("myid 2 is not in the peer list"), "{why}");
     }
 
     // ---- number formats ----
