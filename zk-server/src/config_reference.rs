@@ -379,7 +379,7 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`zkrs.backup.holdMaxBytes`"#,
                 default: r#"10g"#,
-                meaning: r#"*zkrs.* The most bytes of snapshots and log segments the purge keeps for an archive that has not taken them; past it they are removed anyway (logged at error, counted in `zk_backup_purges_forced`), and the archive has a gap. `k`, `m`, `g` suffixes allowed; 0 = no bound."#,
+                meaning: r#"*zkrs.* The most bytes of snapshots and log segments the purge keeps for an archive that has not taken them; past it, or when the file system holding the snapshots or the log has less free than a twentieth of its size (at most 4 GiB), they are removed anyway (logged at error, counted in `zk_backup_purges_forced`), and the archive has a gap. `k`, `m`, `g` suffixes allowed; 0 = no bound in bytes."#,
                 refused: r#"not a whole number with an optional suffix"#,
             },
         ],

@@ -1482,3 +1482,52 @@ fn held_files_go_once_the_archive_takes_them_without_a_snapshot() {
     wait_for(&server, "nothing held", || server.mntr_value("zk_backup_held_bytes") == "0");
     assert_eq!(server.mntr_value("zk_backup_lag_txns"), "0");
 }
+
+/// Files kept for a lagging archive go once the disk runs short (archiving review, helper-95,
+/// finding 1, its free-space part): the server's log is on a small tmpfs, the archive cannot be
+/// written, and the snapshots retention keeps for it pile up; once the tmpfs has less free than a
+/// twentieth of its size, the next retention removes them as without an archive, logs why and
+/// counts it (`zk_backup_purges_forced`), though `zkrs.backup.holdMaxBytes` (0) sets no bound.
+#[test]
+fn held_files_go_when_the_disk_runs_short() {
+    let Some(fs) = support::disk::Tmpfs::mount(64 << 20) else { return };
+    let log_dir = fs.path().join("log");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let work = tempfile::Builder::new().prefix("zkrs-short-disk-").tempdir().unwrap();
+    let archive = work.path().join("archive");
+    std::fs::create_dir_all(archive.join("manifest.json")).unwrap();
+    let server = start(
+        Target::Zkrs,
+        &format!(
+            "dataLogDir={}\nsnapCount=40\nautopurge.snapRetainCount=3\npreAllocSize=64\n\
+             snapshot.minRequestIntervalSeconds=0\nzkrs.backup.to={}\nzkrs.backup.intervalSecs=0.2\n\
+             zkrs.backup.holdMaxBytes=0\n",
+            log_dir.display(),
+            archive.display()
+        ),
+    );
+    let snap_dir = server.dir.path().join("data/zkrs-snap");
+    let mut c = RawClient::connect(server.addr(), 30_000);
+    assert_eq!(c.create("/app", b"a", CreateMode::Persistent).err(), ErrorCode::Ok);
+    let mut write = |from: usize, n: usize| {
+        for i in from..from + n {
+            let r = c.create(&format!("/app/n{i}"), b"v", CreateMode::Persistent);
+            assert_eq!(r.err(), ErrorCode::Ok);
+        }
+    };
+    let mut written = 0;
+    while named(&snap_dir, "snapshot.").len() < 5 {
+        assert!(written < 5_000, "{} snapshots after {written} writes", named(&snap_dir, "snapshot.").len());
+        write(written, 100);
+        written += 100;
+    }
+    assert!(server.mntr_value("zk_backup_held_bytes").parse::<u64>().unwrap() > 0);
+    assert_eq!(server.mntr_value("zk_backup_purges_forced"), "0");
+    let filler = support::disk::fill(fs.path(), 1 << 20);
+    write(written, 200);
+    wait_for(&server, "the held snapshots removed", || named(&snap_dir, "snapshot.").len() <= 4);
+    assert!(server.mntr_value("zk_backup_purges_forced").parse::<u64>().unwrap() >= 1);
+    let log = server_log(server.dir.path());
+    assert!(log.contains("bytes free, under 1/20"), "{log}");
+    std::fs::remove_file(filler).unwrap();
+}

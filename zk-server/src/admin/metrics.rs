@@ -215,7 +215,8 @@ fn help(name: &str) -> String {
                 .into()
         }
         "backup_purges_forced" => {
-            "zkrs: purges that removed files the archive lacked, past zkrs.backup.holdMaxBytes".into()
+            "zkrs: purges that removed files the archive lacked, past zkrs.backup.holdMaxBytes or short of disk space"
+                .into()
         }
         "backup_closed" => "zkrs: 1 when the archive takes nothing more and a new one must be started".into(),
         _ => format!("ZooKeeper {name} (as mntr reports it)"),

@@ -106,6 +106,28 @@ impl Plan {
     pub const FREE: Plan = Plan { snapshots: usize::MAX, log_before: Some(i64::MAX) };
 }
 
+/// Retention keeps nothing for the archive while a file system holding the server's snapshots
+/// or log has less free than 1/`HOLD_FREE_DIVISOR` of its size (at most
+/// [`HOLD_FREE_CAP_BYTES`]): files kept for a lagging archive must not fill the disk the log
+/// needs (archiving review, helper-95, finding 1).
+pub const HOLD_FREE_DIVISOR: u64 = 20;
+
+/// The most free space [`HOLD_FREE_DIVISOR`] asks for, bytes (4 GiB).
+pub const HOLD_FREE_CAP_BYTES: u64 = 4 << 30;
+
+/// Whether `free` bytes of a file system of `total` bytes are too few to keep files for the
+/// archive (see [`HOLD_FREE_DIVISOR`]).
+pub fn space_short(free: u64, total: u64) -> bool {
+    free == 0 || free < (total / HOLD_FREE_DIVISOR).min(HOLD_FREE_CAP_BYTES)
+}
+
+/// The bytes available to the server and in all of the file system holding `dir`.
+fn space_of(dir: &Path) -> Option<(u64, u64)> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    let unit = s.f_frsize.max(1);
+    Some((s.f_bavail.saturating_mul(unit), s.f_blocks.saturating_mul(unit)))
+}
+
 /// What the server's archive has taken and how its archiver fares, shared by the archiver
 /// thread (which writes it), the snapshot thread's retention and the driver's reports.
 #[derive(Debug)]
@@ -116,6 +138,8 @@ pub struct ArchiveProgress {
     hold_max_bytes: u64,
     /// The server's log directory (`dataLogDir/zkrs-log`), for the bytes of the segments held.
     log_dir: PathBuf,
+    /// The server's snapshot directory, when known: its file system's free space counts too.
+    snap_dir: Option<PathBuf>,
     /// What the archive has taken, once known (from a pass, or the progress file of an earlier
     /// run into the same archive). Until then nothing is removed for it.
     taken: Mutex<Option<Taken>>,
@@ -182,6 +206,7 @@ impl ArchiveProgress {
             target: target.to_string(),
             hold_max_bytes,
             log_dir,
+            snap_dir: None,
             taken: Mutex::new(None),
             last_success_ms: AtomicI64::new(0),
             errors: AtomicU64::new(0),
@@ -191,6 +216,21 @@ impl ArchiveProgress {
             purges_forced: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The same, the free space of `snap_dir`'s file system watched too (the log directory's
+    /// always is).
+    pub fn with_snap_dir(mut self, snap_dir: PathBuf) -> ArchiveProgress {
+        self.snap_dir = Some(snap_dir);
+        self
+    }
+
+    /// A directory of the server's whose file system is short of space to keep files for the
+    /// archive, with its free and total bytes.
+    fn short_of_space(&self) -> Option<(&Path, u64, u64)> {
+        let dirs = std::iter::once(self.log_dir.as_path()).chain(self.snap_dir.as_deref());
+        dirs.filter_map(|d| space_of(d).map(|(free, total)| (d, free, total)))
+            .find(|(_, free, total)| space_short(*free, *total))
     }
 
     /// The archive, as configured.
@@ -266,6 +306,17 @@ impl ArchiveProgress {
             self.target,
             describe(taken)
         );
+        if let Some((dir, free, total)) = self.short_of_space() {
+            self.purges_forced.fetch_add(1, Ordering::Relaxed);
+            self.held_bytes.store(0, Ordering::Relaxed);
+            error!(
+                "purge removes {what}: the file system of {} has {free} of {total} bytes free, under 1/{HOLD_FREE_DIVISOR} \
+                 of it (or {HOLD_FREE_CAP_BYTES} bytes), which the log needs; the archive will lack them, a gap its \
+                 restores name (see zk_backup_errors and the archiver's warnings for why it lags)",
+                dir.display()
+            );
+            return Plan::FREE;
+        }
         if self.hold_max_bytes > 0 && bytes > self.hold_max_bytes {
             self.purges_forced.fetch_add(1, Ordering::Relaxed);
             self.held_bytes.store(0, Ordering::Relaxed);
@@ -504,8 +555,10 @@ pub async fn start(
     ask: AskCommitted,
 ) -> Result<ArchiverHandle, String> {
     let snap_dir = data_dir.join(zk_log::snapshot::SNAP_DIR_NAME);
-    let progress =
-        Arc::new(ArchiveProgress::new(&b.to, b.hold_max_bytes, data_log_dir.join(zk_log::LOG_DIR_NAME)));
+    let progress = Arc::new(
+        ArchiveProgress::new(&b.to, b.hold_max_bytes, data_log_dir.join(zk_log::LOG_DIR_NAME))
+            .with_snap_dir(snap_dir.clone()),
+    );
     match read_progress(&snap_dir) {
         Some(p) if p.target == b.to => {
             debug!("the archive {} had taken: {}", b.to, describe(Some(p.taken)));
@@ -774,6 +827,22 @@ mod tests {
         assert_eq!(t(None, None).allow(&all, 2), (0, None));
         assert_eq!(t(None, Some(50)).allow(&all, 2), (2, None));
         assert_eq!(t(Some(60), Some(50)).allow(&all, 0), (0, Some(11)));
+    }
+
+    #[test]
+    fn files_are_kept_for_the_archive_only_while_the_disk_has_room() {
+        const G: u64 = 1 << 30;
+        // A 100 GiB disk: 5 GiB would be a twentieth, capped at 4 GiB.
+        assert!(!space_short(4 * G, 100 * G));
+        assert!(space_short(4 * G - 1, 100 * G));
+        // A 10 GiB disk: a twentieth, 512 MiB.
+        assert!(!space_short(G / 2, 10 * G));
+        assert!(space_short(G / 2 - 1, 10 * G));
+        assert!(space_short(0, 1), "a full disk of any size");
+        // This test's own directory, on a disk with room (as the machines the tests run on have).
+        let dir = tempfile::tempdir().unwrap();
+        let (free, total) = space_of(dir.path()).expect("statvfs");
+        assert!(free > 0 && total >= free, "{free} of {total}");
     }
 
     #[test]
