@@ -806,7 +806,9 @@ fn byte_size(value: &str) -> Option<u64> {
 /// most 86400; at least 1 ms.
 fn interval_ms(value: &str) -> Option<u64> {
     let secs: f64 = value.parse().ok()?;
-    (secs.is_finite() && secs > 0.0 && secs <= 86_400.0).then(|| ((secs * 1000.0).round() as u64).max(1))
+    // At least a tenth of a second: each pass reads the server's state on the driver's thread
+    // (archiving review, helper-95).
+    (secs.is_finite() && (0.1..=86_400.0).contains(&secs)).then(|| (secs * 1000.0).round() as u64)
 }
 
 /// `zkrs.backup.to`'s value (`to`, at `line`) as the server archives into it: `{myid}` replaced
@@ -1561,7 +1563,7 @@ impl ServerConfig {
                             key,
                             at,
                             format!(
-                                "\"{value}\" is not a number of seconds more than 0 and at most 86400 \
+                                "\"{value}\" is not a number of seconds from 0.1 to 86400 \
                                  (fractions allowed)"
                             ),
                         )
@@ -2908,10 +2910,11 @@ mod tests {
         let rel = ServerConfig::parse(&with("zkrs.backup.to=archive\n"), Some(Path::new("/etc/zk"))).unwrap();
         assert_eq!(rel.backup_to.as_deref(), Some("/etc/zk/archive"));
         assert_eq!(ok(&with("zkrs.backup.holdMaxBytes=0\n")).backup_hold_max_bytes, 0);
-        for v in ["0", "-1", "86401", "ten", "inf", "NaN", ""] {
+        for v in ["0", "0.001", "0.09", "-1", "86401", "ten", "inf", "NaN", ""] {
             let e = bad(&with(&format!("# c\nzkrs.backup.intervalSecs={v}\n")));
-            assert_err(&e, "zkrs.backup.intervalSecs", Some(5), "at most 86400");
+            assert_err(&e, "zkrs.backup.intervalSecs", Some(5), "from 0.1 to 86400");
         }
+        assert_eq!(ok(&with("zkrs.backup.intervalSecs=0.1\n")).backup_interval_ms, 100);
         for v in ["-1", "10x", "g", "1.5g"] {
             let e = bad(&with(&format!("zkrs.backup.holdMaxBytes={v}\n")));
             assert_err(&e, "zkrs.backup.holdMaxBytes", Some(4), "not a size in bytes");

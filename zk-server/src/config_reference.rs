@@ -374,7 +374,7 @@ pub const SECTIONS: &[Section] = &[
                 key: r#"`zkrs.backup.intervalSecs`"#,
                 default: r#"10"#,
                 meaning: r#"*zkrs.* Seconds between the starts of two archiver passes (fractions allowed)."#,
-                refused: r#"not a number; 0 or less; more than 86400"#,
+                refused: r#"not a number; less than 0.1; more than 86400"#,
             },
             Row {
                 key: r#"`zkrs.backup.holdMaxBytes`"#,

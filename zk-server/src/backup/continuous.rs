@@ -600,7 +600,18 @@ pub async fn start(
             }
         })
         .map_err(|e| format!("cannot start the archiver thread: {e}"))?;
-    match locked_rx.await {
+    // An archive that does not answer (a hung mount, an object store out of reach) must not hold
+    // the server's start for ever (archiving review, helper-95).
+    let locked = match tokio::time::timeout(ARCHIVE_OPEN_WAIT, locked_rx).await {
+        Ok(r) => r,
+        Err(_) => {
+            return Err(format!(
+                "the archive {} did not answer within {ARCHIVE_OPEN_WAIT:?} (zkrs.backup.to)",
+                b.to
+            ))
+        }
+    };
+    match locked {
         Ok(Ok(())) => {
             info!("archiving into {} every {:?} (zkrs.backup.to)", b.to, b.interval);
             Ok(ArchiverHandle { progress, stop })
@@ -609,6 +620,9 @@ pub async fn start(
         Err(_) => Err("the archiver thread ended before it opened the archive".into()),
     }
 }
+
+/// How long a server's start waits for its archive to open and lock.
+const ARCHIVE_OPEN_WAIT: Duration = Duration::from_secs(60);
 
 /// What the archiver thread works with.
 struct Job {
@@ -638,6 +652,21 @@ impl Job {
                 if let Some(l) = lock.take() {
                     match l.read_manifest() {
                         Ok(m) => {
+                            // The manifest is the truth: the progress file of an earlier run may
+                            // describe an archive since emptied or replaced at the same address
+                            // (archiving review, helper-95).
+                            let taken = Taken::of(&m);
+                            if self.progress.taken() != Some(taken) {
+                                if self.progress.taken().is_some() {
+                                    info!(
+                                        "backup: the archive {} holds {}, not what {} said; purging by the archive",
+                                        self.settings.to,
+                                        describe(Some(taken)),
+                                        self.snap_dir.join(PROGRESS_FILE).display()
+                                    );
+                                }
+                                self.progress.set_taken(taken);
+                            }
                             let mut a = Archiver::from_lock(l, m, &self.data_dir, &self.data_log_dir);
                             if let Some(mut ask) = self.ask.take() {
                                 let flag = not_serving.clone();
