@@ -40,6 +40,10 @@
 
 use crate::config::{LearnerType, QuorumConfig};
 
+/// The highest epoch a jump may reach: a zxid is compared as a signed 64-bit number (Apache's
+/// `long`), so an epoch of 2^31 or more would make zxids negative and older than every other.
+pub const EPOCH_MAX: u32 = i32::MAX as u32;
+
 /// How far above the highest epoch the survivor has seen the recovered history's epochs start.
 /// The lost servers would have to run this many elections without the survivor to reach it.
 pub const EPOCH_JUMP: u32 = 65_536;
@@ -82,7 +86,7 @@ pub enum RecoveryRefusal {
     /// This server is not in the configuration in force.
     #[error("server {0} is not in the configuration in force")]
     NotAMember(i64),
-    /// The epoch cannot jump that far (epochs are 32 bits).
+    /// The epoch cannot jump that far (see [`EPOCH_MAX`]).
     #[error("epoch {0} is too close to the end of the epoch space to jump {EPOCH_JUMP} above it")]
     EpochExhausted(u32),
 }
@@ -116,7 +120,7 @@ pub fn plan(
     let epoch = seen
         .checked_add(EPOCH_JUMP)
         .and_then(|e| e.checked_add(own))
-        .filter(|e| e.checked_add(1).is_some())
+        .filter(|e| *e < EPOCH_MAX)
         .ok_or(RecoveryRefusal::EpochExhausted(seen))?;
     let mut next = QuorumConfig { servers: Default::default(), hierarchy: None, version: 0 };
     let mut me_spec = mine.clone();
@@ -190,7 +194,7 @@ mod tests {
     fn refusals() {
         let c = cfg("server.1=a:1:2\nserver.2=b:1:2\nversion=1");
         assert_eq!(plan(&c, None, 9, (1, 1), 0), Err(RecoveryRefusal::NotAMember(9)));
-        let top = u32::MAX - EPOCH_JUMP - 1;
+        let top = EPOCH_MAX - EPOCH_JUMP - 1;
         assert_eq!(plan(&c, None, 1, (top, 1), 0), Err(RecoveryRefusal::EpochExhausted(top)));
         assert!(plan(&c, None, 1, (top - 1, 1), 0).is_ok());
         // A version that reads as a negative zxid (the parser refuses one; a caller could

@@ -27,7 +27,7 @@ const USAGE: &str = "usage: zkrs-server [path/to/zoo.cfg]\n\
                           [--server HOST:PORT] [--follow] [--interval SECS]\n\
                           (--server: the client port of the server running on D, on this host)\n\
        zkrs-server restore --from ARCHIVE (--config zoo.cfg | --data-dir OUT [--data-log-dir L])\n\
-                           [--zxid Z | --time T] [--subtree /path] [--ensemble]\n\
+                           [--zxid Z | --time T] [--subtree /path] [--ensemble [--epoch-above N]]\n\
                            (OUT empty or absent; L, when separate, holding no zkrs-log;\n\
                            --ensemble: for every member of an ensemble rolled back as a whole)\n\n\
 Starts a ZooKeeper-compatible server. Without a config file it serves standalone on\n\
@@ -359,7 +359,16 @@ fn restore(args: &[String]) -> ExitCode {
     let Some(o) = options(
         "restore",
         args,
-        &["--from", "--config", "--data-dir", "--data-log-dir", "--zxid", "--time", "--subtree"],
+        &[
+            "--from",
+            "--config",
+            "--data-dir",
+            "--data-log-dir",
+            "--zxid",
+            "--time",
+            "--subtree",
+            "--epoch-above",
+        ],
         &["--ensemble"],
     ) else {
         return ExitCode::from(2);
@@ -393,6 +402,36 @@ fn restore(args: &[String]) -> ExitCode {
         (None, None) => Point::Newest,
     };
     let subtree = o.get("--subtree").copied().flatten();
+    let ensemble = match (o.contains_key("--ensemble"), o.get("--epoch-above").copied().flatten()) {
+        (false, None) => None,
+        (false, Some(_)) => {
+            eprintln!("zkrs-server restore: --epoch-above goes with --ensemble");
+            return ExitCode::from(2);
+        }
+        (true, None) => Some(0),
+        (true, Some(n)) => match n.parse::<u32>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                eprintln!("zkrs-server restore: --epoch-above {n}: not an epoch (a whole number)");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    // A zoo.cfg of an ensemble member restored without --ensemble: most likely a rollback of the
+    // ensemble missing the flag (restore review, helper-97).
+    let member = o
+        .get("--config")
+        .copied()
+        .flatten()
+        .and_then(|c| ServerConfig::from_file(c).ok())
+        .is_some_and(|c| c.is_distributed());
+    if member && ensemble.is_none() {
+        eprintln!(
+            "zkrs-server restore: NOTE: this zoo.cfg is an ensemble member's; to roll the ensemble back, \
+             restore every member with --ensemble (a member restored without it can lose the election to an \
+             old member on its old data); to rebuild one member, give it an empty data directory instead"
+        );
+    }
     let mut progress = std::io::stderr();
     let result = zk_server::backup::target::open(from).and_then(|t| {
         zk_server::backup::restore::restore_with(
@@ -401,7 +440,7 @@ fn restore(args: &[String]) -> ExitCode {
             log_dir.as_deref(),
             point,
             subtree,
-            o.contains_key("--ensemble"),
+            ensemble,
             &mut progress,
         )
     });

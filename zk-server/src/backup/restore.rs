@@ -538,21 +538,30 @@ impl RestoreMarker {
     }
 }
 
-/// The epoch an ensemble's restore (`--ensemble`) writes into both epoch files:
+/// Seconds from the Unix epoch to 2026-01-01T00:00:00Z, the origin of [`ensemble_epoch`]'s clock.
+const EPOCH_CLOCK_ORIGIN_SECS: u64 = 1_767_225_600;
+
+/// The epoch an ensemble's restore (`--ensemble`) writes into both epoch files: the highest of
 /// [`zk_quorum::recovery::EPOCH_JUMP`] above the newest epoch of the archive `m` (its newest
-/// zxid's).
+/// zxid's), the seconds since 2026-01-01 at `now_unix_secs` (so that a later rollback from the
+/// same archive outranks the members of an earlier one, which would have had to elect more than
+/// once a second to get past it; and a forced recovery's jump from an epoch the archive never
+/// saw is outrun the same way, given the time), and one more than `above` (the highest
+/// `acceptedEpoch` the operator read on the members that are not given the restore).
 ///
-/// Errors: [`BackupError::Refused`] when that is past the 32-bit epoch space (with room for the
-/// epoch the restored members then lead).
-pub fn ensemble_epoch(m: &Manifest) -> Result<u32, BackupError> {
-    let newest = (m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32;
-    newest.checked_add(zk_quorum::recovery::EPOCH_JUMP).filter(|e| e.checked_add(1).is_some()).ok_or_else(
-        || {
-            BackupError::Refused(format!(
-                "--ensemble: the archive's newest epoch {newest} is too close to the end of the epoch space"
-            ))
-        },
-    )
+/// Errors: [`BackupError::Refused`] when that is past [`zk_quorum::recovery::EPOCH_MAX`] (with
+/// room for the epoch the restored members then lead).
+pub fn ensemble_epoch(m: &Manifest, now_unix_secs: u64, above: u32) -> Result<u32, BackupError> {
+    use zk_quorum::recovery::{EPOCH_JUMP, EPOCH_MAX};
+    let newest = u64::from((m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32);
+    let clock = now_unix_secs.saturating_sub(EPOCH_CLOCK_ORIGIN_SECS);
+    let e = (newest + u64::from(EPOCH_JUMP)).max(clock).max(u64::from(above) + 1);
+    u32::try_from(e).ok().filter(|e| *e < EPOCH_MAX).ok_or_else(|| {
+        BackupError::Refused(format!(
+            "--ensemble: epoch {e} (the archive's newest epoch {newest}, --epoch-above {above}) is too close to \
+             the end of the epoch space"
+        ))
+    })
 }
 
 /// Writes `acceptedEpoch` and `currentEpoch` into `snap_dir` as `epoch`, each under a temporary
@@ -1226,13 +1235,13 @@ pub fn restore(
     subtree: Option<&str>,
     progress: &mut dyn Write,
 ) -> Result<RestoreReport, BackupError> {
-    restore_with(target, out, log_out, point, subtree, false, progress)
+    restore_with(target, out, log_out, point, subtree, None, progress)
 }
 
-/// [`restore`]; with `ensemble`, for an ensemble rolled back as a whole (`zkrs-server restore
-/// --ensemble`): the result also holds both epoch files (`acceptedEpoch`, `currentEpoch`) at
-/// [`zk_quorum::recovery::EPOCH_JUMP`] above the newest epoch the archive holds
-/// ([`ensemble_epoch`]), so that members started on copies of it outrank every member of the
+/// [`restore`]; with `ensemble` (`Some(above)`, `above` 0 when the operator gave no
+/// `--epoch-above`), for an ensemble rolled back as a whole (`zkrs-server restore --ensemble`):
+/// the result also holds both epoch files (`acceptedEpoch`, `currentEpoch`) at
+/// [`ensemble_epoch`], so that members started on copies of it outrank every member of the
 /// old history, which may have gone on a few elections past the archive: an old member started
 /// on its old data then follows them and is given the restored tree, instead of giving them its
 /// own (backup review 16). Not for one member rebuilt beside a live ensemble: it would outrank
@@ -1246,7 +1255,7 @@ pub fn restore_with(
     log_out: Option<&Path>,
     point: Point,
     subtree: Option<&str>,
-    ensemble: bool,
+    ensemble: Option<u32>,
     progress: &mut dyn Write,
 ) -> Result<RestoreReport, BackupError> {
     let mut progress = Progress::new(progress);
@@ -1265,7 +1274,9 @@ pub fn restore_with(
         key: target.show(MANIFEST_KEY),
         why: "no manifest: not an archive, or nothing archived yet".into(),
     })?;
-    let epoch = ensemble.then(|| ensemble_epoch(&m)).transpose()?;
+    let now_secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let epoch = ensemble.map(|above| ensemble_epoch(&m, now_secs, above)).transpose()?;
     // What the plan can be checked for without fetching anything (a --zxid or the newest point)
     // is checked before anything is created; a --time point needs a segment fetched.
     if !matches!(point, Point::Time(_)) {
@@ -1687,6 +1698,27 @@ mod tests {
             nodes: 1,
             member: false,
         }
+    }
+
+    /// An ensemble's restore outranks the archive's newest epoch by the jump, an earlier
+    /// rollback's members by the clock, and what the operator read by one.
+    #[test]
+    fn an_ensemble_restore_outranks_the_archive_the_clock_and_the_operator() {
+        use zk_quorum::recovery::{EPOCH_JUMP, EPOCH_MAX};
+        let mut m = Manifest::default();
+        m.add_snapshot(snap(0x7_0000_0003, Some(0x7_0000_0009)));
+        let origin = EPOCH_CLOCK_ORIGIN_SECS;
+        assert_eq!(ensemble_epoch(&m, origin, 0).unwrap(), 7 + EPOCH_JUMP);
+        assert_eq!(ensemble_epoch(&m, 0, 0).unwrap(), 7 + EPOCH_JUMP, "a clock before the origin");
+        // A day after the origin: the clock is past the jump.
+        assert_eq!(ensemble_epoch(&m, origin + 86_400, 0).unwrap(), 86_400);
+        // A second rollback an hour after the first, from the same archive: above the first's
+        // epoch (and the elections its ensemble held, fewer than one a second).
+        let first = ensemble_epoch(&m, origin + 86_400, 0).unwrap();
+        assert!(ensemble_epoch(&m, origin + 90_000, 0).unwrap() > first + 3_000);
+        assert_eq!(ensemble_epoch(&m, origin, 5_000_000).unwrap(), 5_000_001);
+        assert!(matches!(ensemble_epoch(&m, origin, EPOCH_MAX - 1), Err(BackupError::Refused(_))));
+        assert!(matches!(ensemble_epoch(&m, origin + (1 << 32), 0), Err(BackupError::Refused(_))));
     }
 
     /// A snapshot that recorded no end zxid is fuzzy to an unknown extent: it is never a base,
