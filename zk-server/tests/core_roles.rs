@@ -625,32 +625,6 @@ fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() 
     assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![sid]));
 }
 
-/// A learner that loses its quorum connection and comes back on another keeps its clients'
-/// sessions: the leader forgets what the closed connection owned, so the learner's next write
-/// of such a session is not refused as coming from elsewhere (SESSIONMOVED); a session that
-/// revalidated through another learner meanwhile stays that learner's.
-#[test]
-fn a_learner_back_on_a_new_connection_keeps_its_sessions() {
-    let (mut c, sid) = leader_with_a_session();
-    c.handle(now(3), Event::SessionOwner { session: sid, from: 7 });
-    c.handle(now(4), Event::LearnerGone { conn: 7 });
-    let forwarded = |from, cxid, path: &str| Event::Forwarded {
-        from,
-        session: sid,
-        cxid,
-        op: OpCode::Create.code(),
-        body: Ok(create(path)),
-        auth: vec![],
-    };
-    c.handle(now(5), forwarded(8, 1, "/back"));
-    c.handle(now(5), Event::Durable { zxid: 0x1_0000_0002 });
-    c.handle(now(6), forwarded(7, 2, "/stale"));
-    c.handle(now(6), Event::Durable { zxid: 0x1_0000_0003 });
-    drain(&mut c);
-    assert!(c.database().tree().get("/back").is_some(), "the learner back on connection 8 writes");
-    assert!(c.database().tree().get("/stale").is_none(), "connection 7 no longer owns it");
-}
-
 /// Review of R4, finding 1: the leader's own client's write held while it hands over, the
 /// client having revalidated through a learner meanwhile (the old connection half-open): the
 /// write is not carried into the kept connection (the next leader, with no owners, would apply

@@ -251,14 +251,6 @@ pub enum Event {
         /// The learner's quorum connection.
         from: u64,
     },
-    /// Leader: a learner's quorum connection closed. The sessions it owned have no known owner
-    /// until their next write or revalidation names one: a learner that comes back on another
-    /// connection keeps its clients' sessions (`zkrs.keepClientsThroughElection`), and its
-    /// first write of each would otherwise be refused as coming from elsewhere (SESSIONMOVED).
-    LearnerGone {
-        /// The learner's quorum connection.
-        conn: u64,
-    },
     /// Learner: the leader's answer to a [`Action::Revalidate`].
     Revalidated {
         /// The session.
@@ -719,11 +711,6 @@ impl ServerCore {
             Event::SessionOwner { session, from } => {
                 if matches!(self.role, Role::Leader { .. }) {
                     self.set_owner(session, Some(from));
-                }
-            }
-            Event::LearnerGone { conn } => {
-                if matches!(self.role, Role::Leader { .. }) {
-                    self.owners.retain(|_, owner| *owner != Some(conn));
                 }
             }
             Event::Revalidated { session, valid } => self.on_revalidated(now, session, valid),

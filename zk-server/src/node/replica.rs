@@ -1112,7 +1112,6 @@ impl Replica {
             State::Leading(l) => {
                 info!("learner connection {conn} closed: {why}");
                 l.learner_disconnected(conn, ms);
-                self.for_core.push_back(CoreChange::Event(Event::LearnerGone { conn }));
             }
             State::Learning { conn: c, learner, attempt } if *c == conn => {
                 let (leader, attempt) = (learner.leader_sid(), *attempt);
