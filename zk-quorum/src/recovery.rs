@@ -40,9 +40,10 @@
 
 use crate::config::{LearnerType, QuorumConfig};
 
-/// The highest epoch a jump may reach: a zxid is compared as a signed 64-bit number (Apache's
-/// `long`), so an epoch of 2^31 or more would make zxids negative and older than every other.
-pub const EPOCH_MAX: u32 = i32::MAX as u32;
+/// The highest epoch a jump may reach: the leader's own bound ([`crate::zab::MAX_EPOCH`]; a zxid
+/// is compared as a signed 64-bit number, Apache's `long`, so an epoch of 2^31 or more would make
+/// zxids negative and older than every other).
+pub const EPOCH_MAX: u32 = crate::zab::MAX_EPOCH;
 
 /// How far above the highest epoch the survivor has seen the recovered history's epochs start.
 /// The lost servers would have to run this many elections without the survivor to reach it.

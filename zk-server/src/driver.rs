@@ -816,10 +816,12 @@ impl Driver {
                 let _ = reply
                     .try_send(crate::backup::continuous::committed_answer(self.node.core().role(), applied));
                 // Each pass asks first: if retention kept files for the archive and the archive
-                // has taken more since, retention runs again and lets them go.
+                // has taken more since, or the disk is short of space, retention runs again and
+                // lets them go.
                 let Some(p) = self.archive.as_ref() else { return false };
                 let taken = p.taken();
-                if p.held_bytes() == 0 || taken.is_none() || taken == self.retained_for {
+                let moved = taken.is_some() && taken != self.retained_for;
+                if p.held_bytes() == 0 || !(moved || p.space_short_now()) {
                     return false;
                 }
                 self.retained_for = taken;

@@ -1486,8 +1486,9 @@ fn held_files_go_once_the_archive_takes_them_without_a_snapshot() {
 /// Files kept for a lagging archive go once the disk runs short (archiving review, helper-95,
 /// finding 1, its free-space part): the server's log is on a small tmpfs, the archive cannot be
 /// written, and the snapshots retention keeps for it pile up; once the tmpfs has less free than a
-/// twentieth of its size, the next retention removes them as without an archive, logs why and
-/// counts it (`zk_backup_purges_forced`), though `zkrs.backup.holdMaxBytes` (0) sets no bound.
+/// twentieth of its size, retention removes them as without an archive, logs why and counts it
+/// (`zk_backup_purges_forced`), though `zkrs.backup.holdMaxBytes` (0) sets no bound; it runs for
+/// that at the archiver's next look, with no write (no snapshot comes on a full disk).
 #[test]
 fn held_files_go_when_the_disk_runs_short() {
     let Some(fs) = support::disk::Tmpfs::mount(64 << 20) else { return };
@@ -1501,7 +1502,7 @@ fn held_files_go_when_the_disk_runs_short() {
         &format!(
             "dataLogDir={}\nsnapCount=40\nautopurge.snapRetainCount=3\npreAllocSize=64\n\
              snapshot.minRequestIntervalSeconds=0\nzkrs.backup.to={}\nzkrs.backup.intervalSecs=0.2\n\
-             zkrs.backup.holdMaxBytes=0\n",
+             zkrs.backup.holdMaxBytes=0\nsnapshot.idleSeconds=0\n",
             log_dir.display(),
             archive.display()
         ),
@@ -1524,7 +1525,6 @@ fn held_files_go_when_the_disk_runs_short() {
     assert!(server.mntr_value("zk_backup_held_bytes").parse::<u64>().unwrap() > 0);
     assert_eq!(server.mntr_value("zk_backup_purges_forced"), "0");
     let filler = support::disk::fill(fs.path(), 1 << 20);
-    write(written, 200);
     wait_for(&server, "the held snapshots removed", || named(&snap_dir, "snapshot.").len() <= 4);
     assert!(server.mntr_value("zk_backup_purges_forced").parse::<u64>().unwrap() >= 1);
     let log = server_log(server.dir.path());

@@ -60,6 +60,18 @@ pub struct Taken {
 }
 
 impl Taken {
+    /// The lower of `self` and `other`, field by field (None, nothing, the lowest).
+    pub fn at_most(self, other: Taken) -> Taken {
+        let low = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            _ => None,
+        };
+        Taken {
+            log_through: low(self.log_through, other.log_through),
+            snapshots_through: low(self.snapshots_through, other.snapshots_through),
+        }
+    }
+
     /// What the archive whose manifest is `m` holds.
     pub fn of(m: &Manifest) -> Taken {
         Taken {
@@ -118,7 +130,8 @@ pub const HOLD_FREE_CAP_BYTES: u64 = 4 << 30;
 /// Whether `free` bytes of a file system of `total` bytes are too few to keep files for the
 /// archive (see [`HOLD_FREE_DIVISOR`]).
 pub fn space_short(free: u64, total: u64) -> bool {
-    free == 0 || free < (total / HOLD_FREE_DIVISOR).min(HOLD_FREE_CAP_BYTES)
+    // A file system that reports no size (some FUSE ones) tells nothing (review helper-98).
+    total > 0 && (free == 0 || free < (total / HOLD_FREE_DIVISOR).min(HOLD_FREE_CAP_BYTES))
 }
 
 /// The bytes available to the server and in all of the file system holding `dir`.
@@ -157,6 +170,9 @@ pub struct ArchiveProgress {
     purges_forced: AtomicU64,
     /// The archive takes nothing more ([`Archiver::closed`]).
     closed: AtomicBool,
+    /// A file system of the server's was short of space at the archiver's last look
+    /// ([`Self::look_at_space`]).
+    short: AtomicBool,
 }
 
 /// The archive's figures as `mntr` reports them (the `zk_backup_*` lines).
@@ -215,6 +231,7 @@ impl ArchiveProgress {
             held_bytes: AtomicU64::new(0),
             purges_forced: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            short: AtomicBool::new(false),
         }
     }
 
@@ -231,6 +248,19 @@ impl ArchiveProgress {
         let dirs = std::iter::once(self.log_dir.as_path()).chain(self.snap_dir.as_deref());
         dirs.filter_map(|d| space_of(d).map(|(free, total)| (d, free, total)))
             .find(|(_, free, total)| space_short(*free, *total))
+    }
+
+    /// Looks whether a file system of the server's is short of space now (the archiver thread,
+    /// before each pass: a hung mount holds that thread, not the driver's).
+    pub fn look_at_space(&self) {
+        self.short.store(self.short_of_space().is_some(), Ordering::Relaxed);
+    }
+
+    /// Whether the last [`Self::look_at_space`] found a file system short of space: the driver
+    /// then has retention run again while files are kept for the archive, so they go without
+    /// waiting for a snapshot (none comes once the disk is full) or the autopurge timer.
+    pub fn space_short_now(&self) -> bool {
+        self.short.load(Ordering::Relaxed)
     }
 
     /// The archive, as configured.
@@ -590,6 +620,8 @@ pub async fn start(
             let opened = super::target::open(&job.settings.to)
                 .and_then(|t| ArchiveLock::take(t, ArchiveWriter::Server, &job.data_dir));
             match opened {
+                // A start that gave up waiting (ARCHIVE_OPEN_WAIT) stopped the job: the lock goes.
+                Ok(_) if job.stop.wait(Duration::ZERO) => {}
                 Ok(lock) => {
                     let _ = locked_tx.send(Ok(()));
                     job.run(lock);
@@ -605,10 +637,12 @@ pub async fn start(
     let locked = match tokio::time::timeout(ARCHIVE_OPEN_WAIT, locked_rx).await {
         Ok(r) => r,
         Err(_) => {
+            // The thread, once its archive answers, lets the lock go and ends.
+            stop.stop();
             return Err(format!(
                 "the archive {} did not answer within {ARCHIVE_OPEN_WAIT:?} (zkrs.backup.to)",
                 b.to
-            ))
+            ));
         }
     };
     match locked {
@@ -652,20 +686,25 @@ impl Job {
                 if let Some(l) = lock.take() {
                     match l.read_manifest() {
                         Ok(m) => {
-                            // The manifest is the truth: the progress file of an earlier run may
-                            // describe an archive since emptied or replaced at the same address
-                            // (archiving review, helper-95).
-                            let taken = Taken::of(&m);
-                            if self.progress.taken() != Some(taken) {
-                                if self.progress.taken().is_some() {
-                                    info!(
-                                        "backup: the archive {} holds {}, not what {} said; purging by the archive",
+                            // The progress file of an earlier run may describe an archive since
+                            // emptied or replaced at the same address (archiving review,
+                            // helper-95): what it says is lowered to what the manifest holds. Never
+                            // raised here: a manifest holding more may be another history's (a
+                            // restored or replaced dataDir, another server's archive), which only
+                            // a pass that succeeds vouches for (review helper-98).
+                            if let Some(said) = self.progress.taken() {
+                                let lower = said.at_most(Taken::of(&m));
+                                if lower != said {
+                                    warn!(
+                                        "backup: the archive {} holds {}, less than {} said ({}); purging no further \
+                                         than it holds",
                                         self.settings.to,
-                                        describe(Some(taken)),
-                                        self.snap_dir.join(PROGRESS_FILE).display()
+                                        describe(Some(lower)),
+                                        self.snap_dir.join(PROGRESS_FILE).display(),
+                                        describe(Some(said))
                                     );
+                                    self.progress.set_taken(lower);
                                 }
-                                self.progress.set_taken(taken);
                             }
                             let mut a = Archiver::from_lock(l, m, &self.data_dir, &self.data_log_dir);
                             if let Some(mut ask) = self.ask.take() {
@@ -687,6 +726,14 @@ impl Job {
                             lock = Some(l);
                         }
                     }
+                }
+            }
+            self.progress.look_at_space();
+            if archiver.is_none() && self.progress.space_short_now() && self.progress.held_bytes() > 0 {
+                // No pass asks the driver while the manifest does not read: asked here, it has
+                // retention let the kept files go.
+                if let Some(ask) = self.ask.as_mut() {
+                    let _ = ask();
                 }
             }
             if let Some(a) = archiver.as_mut() {
@@ -868,10 +915,19 @@ mod tests {
         assert!(!space_short(G / 2, 10 * G));
         assert!(space_short(G / 2 - 1, 10 * G));
         assert!(space_short(0, 1), "a full disk of any size");
+        assert!(!space_short(0, 0), "a file system that reports no size");
         // This test's own directory, on a disk with room (as the machines the tests run on have).
         let dir = tempfile::tempdir().unwrap();
         let (free, total) = space_of(dir.path()).expect("statvfs");
         assert!(free > 0 && total >= free, "{free} of {total}");
+    }
+
+    #[test]
+    fn what_is_taken_is_only_lowered_by_another_account() {
+        let t = |log: Option<i64>, snap: Option<i64>| Taken { log_through: log, snapshots_through: snap };
+        assert_eq!(t(Some(9), Some(5)).at_most(t(Some(7), Some(6))), t(Some(7), Some(5)));
+        assert_eq!(t(Some(9), Some(5)).at_most(t(None, Some(6))), t(None, Some(5)), "nothing is the lowest");
+        assert_eq!(t(Some(9), Some(5)).at_most(t(Some(90), Some(50))), t(Some(9), Some(5)), "never raised");
     }
 
     #[test]

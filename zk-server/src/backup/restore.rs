@@ -1362,8 +1362,12 @@ fn restore_locked(
             RestoreMarker { zxid: r.zxid, at_ms, first_start: None }.write(&snap_dir)?;
             if let Some(e) = epoch {
                 write_epoch_files(&snap_dir, e)?;
+                let newest = (m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32;
                 progress.say(format!(
-                    "restore: epoch files at {e}, above every epoch the old history can have reached (--ensemble)"
+                    "restore: epoch files at {e} (--ensemble: the highest of the archive's newest epoch {newest} + \
+                     {}, the seconds since 2026-01-01 on this host's clock, and --epoch-above + 1); every member \
+                     not given this restore must hold a lower acceptedEpoch",
+                    zk_quorum::recovery::EPOCH_JUMP
                 ));
             }
             install(&staging, out)?;
