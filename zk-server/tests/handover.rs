@@ -30,17 +30,6 @@ fn wait_for_new_leader(e: &Ensemble, old: usize) -> usize {
     }
 }
 
-/// `/h` with `n` children, written through member `via`.
-fn write_children(e: &Ensemble, via: usize, from: usize, n: usize) {
-    let mut c = e.client(via);
-    if from == 0 {
-        assert_eq!(c.create("/h", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    }
-    for k in from..from + n {
-        assert_eq!(c.create(&format!("/h/c{k:04}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
-    }
-}
-
 /// Every member holds exactly `/h/c0000` .. `/h/c{n-1}`.
 fn all_hold(e: &Ensemble, n: usize) {
     let want: Vec<String> = (0..n).map(|k| format!("c{k:04}")).collect();

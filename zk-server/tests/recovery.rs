@@ -74,17 +74,6 @@ fn admin_get(admin: SocketAddr, path: &str, auth: Option<&str>) -> Answer {
     exchange(admin, &request("GET", path, &headers, None))
 }
 
-/// `/h` with `n` children, written through member `via`.
-fn write_children(e: &Ensemble, via: usize, from: usize, n: usize) {
-    let mut c = e.client(via);
-    if from == 0 {
-        assert_eq!(c.create("/h", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
-    }
-    for k in from..from + n {
-        assert_eq!(c.create(&format!("/h/c{k:04}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
-    }
-}
-
 /// Each time, a serving quorum refuses, the survivor describes its plan without the token, and
 /// recovers with it.
 fn lose_two_and_recover(over_admin: bool) {

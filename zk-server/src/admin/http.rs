@@ -238,8 +238,10 @@ async fn route(
         if let Some(asked) =
             name.as_deref().filter(|n| commands::primary_name(n) == Some(commands::FORCE_RECOVERY))
         {
-            if let Some(r) =
-                snapshot::gate_recovery(cmd, asked, core, req.headers(), peer.ip(), cert_ids).await
+            // As the leadership commands, checked against the tree this server holds while it
+            // serves nobody (when recovery is wanted); the node itself wants its token.
+            let gated = snapshot::Gated::Recovery;
+            if let Err(r) = snapshot::gate(cmd, asked, gated, core, req.headers(), peer.ip(), cert_ids).await
             {
                 return r;
             }

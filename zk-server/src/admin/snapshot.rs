@@ -543,21 +543,6 @@ pub async fn gate_leadership(
     gate(cmd, name, Gated::Leadership, core, headers, peer, cert_ids).await.err()
 }
 
-/// Lets `force_recovery`, asked for as `name`, through when the `Authorization` header proves
-/// ids holding ALL on `/` of the tree this server holds (it serves nobody when recovery is
-/// wanted); otherwise the answer to give. `None`: the command runs as the others do, and the
-/// node itself wants its confirmation token.
-pub async fn gate_recovery(
-    cmd: &SnapshotCommand,
-    name: &str,
-    core: &mpsc::Sender<DriverMsg>,
-    headers: &HeaderMap,
-    peer: IpAddr,
-    cert_ids: &[Id],
-) -> Option<Response<AdminBody>> {
-    gate(cmd, name, Gated::Recovery, core, headers, peer, cert_ids).await.err()
-}
-
 pub(super) fn driver_gone() -> Response<AdminBody> {
     json_response(StatusCode::SERVICE_UNAVAILABLE, Some("the server is not answering"))
 }

@@ -46,6 +46,22 @@ fn quiesce(w: &mut World) -> R {
     w.run_until_cond(ELECT_MS, "the ensemble converged", |w| w.converged())
 }
 
+/// Starts the world, lets the clients write for `write_ms`, waits until every server holds every
+/// acknowledged write, then two of the three voters lose their power for good (which two: by
+/// `seed`). The survivor and the lost.
+fn lose_two(w: &mut World, seed: u64, write_ms: u64) -> Result<(i64, Vec<i64>), String> {
+    w.start();
+    w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
+    w.run_for(write_ms);
+    quiesce(w)?;
+    let survivor = 1 + (seed % 3) as i64;
+    let lost: Vec<i64> = (1..=3).filter(|s| *s != survivor).collect();
+    for &s in &lost {
+        w.power_loss(s, Keep::Durable, 0);
+    }
+    Ok((survivor, lost))
+}
+
 /// Asks `sid` for a recovery without a token (it must describe the plan and give one), with a
 /// wrong one (the same), then with its own: it recovers. The epoch it writes.
 fn recover_confirmed(w: &mut World, sid: i64, dropped: &[i64]) -> Result<u32, String> {
@@ -107,15 +123,7 @@ fn rcvr_a_survivor_leads_alone_and_the_lost_come_back_as_followers() {
         "rcvr_a_survivor_leads_alone_and_the_lost_come_back_as_followers",
         three_and_observer,
         |w, seed| {
-            w.start();
-            w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-            w.run_for(1_000 + seed % 1_000);
-            quiesce(w)?;
-            let survivor = 1 + (seed % 3) as i64;
-            let lost: Vec<i64> = (1..=3).filter(|s| *s != survivor).collect();
-            for &s in &lost {
-                w.power_loss(s, Keep::Durable, 0);
-            }
+            let (survivor, lost) = lose_two(w, seed, 1_000 + seed % 1_000)?;
             w.run_for(3_000);
             if let Some(l) = w.leader() {
                 return Err(format!("server {l} leads without a quorum"));
@@ -229,21 +237,13 @@ enum Midway {
 
 /// The survivor loses its power at each step of a confirmed recovery (seeds take turns): after
 /// the first epoch file, after both, after the configuration. Restarted, it either leads alone
-/// at once (the configuration was written) or still looks, and a second recovery (its token
+/// at once (the configuration was written) or still looks, and a second recovery (with a new
 /// token: the one of the election before the restart confirms nothing) finishes the job in a higher epoch. No
 /// acknowledged write is lost, and the lost voters, back at the end, follow.
 #[test]
 fn rcvr_a_survivor_that_crashes_midway_recovers_after() {
     seeded("rcvr_a_survivor_that_crashes_midway_recovers_after", three_and_observer, |w, seed| {
-        w.start();
-        w.run_until_cond(ELECT_MS, "a leader", |w| w.leader().is_some())?;
-        w.run_for(500 + seed % 1_000);
-        quiesce(w)?;
-        let survivor = 1 + (seed % 3) as i64;
-        let lost: Vec<i64> = (1..=3).filter(|s| *s != survivor).collect();
-        for &s in &lost {
-            w.power_loss(s, Keep::Durable, 0);
-        }
+        let (survivor, _lost) = lose_two(w, seed, 500 + seed % 1_000)?;
         w.run_for(61_000);
         let token = match w.recover(survivor, None) {
             Some(RecoveryAnswer::Unconfirmed { token, .. }) => token,

@@ -585,6 +585,17 @@ pub fn four(addr: SocketAddr, word: &str) -> Option<String> {
     Some(out)
 }
 
+/// `/h` with `n` children, written through member `via`.
+pub fn write_children(e: &Ensemble, via: usize, from: usize, n: usize) {
+    let mut c = e.client(via);
+    if from == 0 {
+        assert_eq!(c.create("/h", b"", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+    for k in from..from + n {
+        assert_eq!(c.create(&format!("/h/c{k:04}"), b"x", CreateMode::Persistent).err(), ErrorCode::Ok);
+    }
+}
+
 pub fn children(c: &mut RawClient, path: &str) -> Vec<String> {
     let r = c.call(Request::Sync(SyncRequest { path: path.into() }));
     assert_eq!(r.err(), ErrorCode::Ok);
