@@ -625,6 +625,39 @@ fn a_leader_handing_over_names_the_sessions_that_moved_away_from_each_learner() 
     assert_eq!(c2.moved_away(7, &[]), MovedSessions::Listed(vec![sid]));
 }
 
+/// A learner back on a new quorum connection keeps its clients' sessions: the leader moves what
+/// the old connection owned to the new one, so the learner's next write of such a session is not
+/// refused as coming from elsewhere (SESSIONMOVED), while another learner's stale write of it
+/// still is (review helper-98, MAJOR 11, of a version that forgot the owners instead).
+#[test]
+fn a_learner_back_on_a_new_connection_keeps_its_sessions() {
+    let (mut c, sid) = leader_with_a_session();
+    c.handle(now(3), Event::SessionOwner { session: sid, from: 7 });
+    let forwarded = |from, cxid, path: &str| Event::Forwarded {
+        from,
+        session: sid,
+        cxid,
+        op: OpCode::Create.code(),
+        body: Ok(create(path)),
+        auth: vec![],
+    };
+    // Learner 9's stale write (the client left it for 7) is refused before and after.
+    c.handle(now(4), forwarded(9, 1, "/stale-before"));
+    c.handle(now(4), Event::Durable { zxid: 0x1_0000_0002 });
+    c.handle(now(5), Event::LearnerReconnected { from: 7, to: 8 });
+    c.handle(now(6), forwarded(8, 2, "/back"));
+    c.handle(now(6), Event::Durable { zxid: 0x1_0000_0003 });
+    c.handle(now(7), forwarded(9, 3, "/stale-after"));
+    c.handle(now(7), forwarded(7, 4, "/old-connection"));
+    c.handle(now(7), Event::Durable { zxid: 0x1_0000_0005 });
+    drain(&mut c);
+    let tree = c.database().tree();
+    assert!(tree.get("/back").is_some(), "the learner back on connection 8 writes");
+    for stale in ["/stale-before", "/stale-after", "/old-connection"] {
+        assert!(tree.get(stale).is_none(), "{stale} applied");
+    }
+}
+
 /// Review of R4, finding 1: the leader's own client's write held while it hands over, the
 /// client having revalidated through a learner meanwhile (the old connection half-open): the
 /// write is not carried into the kept connection (the next leader, with no owners, would apply

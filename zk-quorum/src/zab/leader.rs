@@ -413,6 +413,11 @@ impl Leader {
         self.outstanding.is_empty()
     }
 
+    /// The server id of the learner on `conn`, once its FOLLOWERINFO (or OBSERVERINFO) named it.
+    pub fn learner_sid(&self, conn: ConnId) -> Option<i64> {
+        self.learners.get(&conn).and_then(|l| known(l.sid))
+    }
+
     /// The followers that could take over this leadership: connected, synced and taking
     /// proposals, voters of the configuration in force (and of a pending one, if any), each with
     /// the highest zxid it holds durably as far as this leader knows.

@@ -251,6 +251,17 @@ pub enum Event {
         /// The learner's quorum connection.
         from: u64,
     },
+    /// Leader: the learner that owned sessions through quorum connection `from` (closed) now
+    /// speaks through `to`: it came back (a learner keeps its clients' sessions across its own
+    /// reconnection, `zkrs.keepClientsThroughElection`). What `from` owned, `to` owns: the
+    /// learner's next writes of those sessions are its own, and any other learner's stale one
+    /// is still refused (SESSIONMOVED).
+    LearnerReconnected {
+        /// The closed connection.
+        from: u64,
+        /// The new one.
+        to: u64,
+    },
     /// Learner: the leader's answer to a [`Action::Revalidate`].
     Revalidated {
         /// The session.
@@ -711,6 +722,15 @@ impl ServerCore {
             Event::SessionOwner { session, from } => {
                 if matches!(self.role, Role::Leader { .. }) {
                     self.set_owner(session, Some(from));
+                }
+            }
+            Event::LearnerReconnected { from, to } => {
+                if matches!(self.role, Role::Leader { .. }) {
+                    for owner in self.owners.values_mut() {
+                        if *owner == Some(from) {
+                            *owner = Some(to);
+                        }
+                    }
                 }
             }
             Event::Revalidated { session, valid } => self.on_revalidated(now, session, valid),

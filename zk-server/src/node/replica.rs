@@ -319,6 +319,8 @@ pub struct Replica {
     handover: Option<Handover>,
     /// A confirmed forced recovery waiting for its epoch files.
     recovery: Option<recovery::Recovery>,
+    /// Leader: the quorum connection each learner last spoke through.
+    learner_conns: std::collections::BTreeMap<i64, PeerConn>,
     /// When each peer's notification was last heard, ms (a forced recovery is refused while a
     /// voter answers).
     voters_heard: std::collections::BTreeMap<i64, u64>,
@@ -384,6 +386,7 @@ impl Replica {
             handover: None,
             recovery: None,
             voters_heard: std::collections::BTreeMap::new(),
+            learner_conns: std::collections::BTreeMap::new(),
             out: VecDeque::new(),
             cfg,
         };
@@ -809,6 +812,7 @@ impl Replica {
     /// this server: a leader that handed over names its successor (one round only).
     fn look_voting(&mut self, why: &str, now: Now, first: bool, candidate: Option<(i64, i64, i64)>) {
         self.handover = None;
+        self.learner_conns.clear();
         info!("looking for a leader ({why})");
         self.snap_streams.clear();
         self.flush_parked();
@@ -1317,13 +1321,21 @@ impl Replica {
             LeaderAction::Ack { sid, zxid } => {
                 self.for_core.push_back(CoreChange::Event(Event::Ack { sid, zxid }))
             }
-            LeaderAction::Forwarded { conn, request, authinfo, .. } => {
+            LeaderAction::Forwarded { sid, conn, request, authinfo } => {
+                self.note_learner_conn(sid, conn);
                 self.for_core.push_back(CoreChange::Event(forwarded_event(conn, request, authinfo)))
             }
             LeaderAction::Touch { sessions } => self.for_core.push_back(CoreChange::Event(Event::Touch {
                 sessions: sessions.into_iter().map(|t| (t.session_id, t.timeout_ms)).collect(),
             })),
             LeaderAction::Revalidate { conn, session, .. } => {
+                let sid = match &self.state {
+                    State::Leading(l) => l.learner_sid(conn),
+                    _ => None,
+                };
+                if let Some(sid) = sid {
+                    self.note_learner_conn(sid, conn);
+                }
                 let db = core.database();
                 let valid = db.sessions().contains(session) && !db.expiry().is_closing(session);
                 if valid {
@@ -1571,6 +1583,20 @@ impl Replica {
             }
         }
         stepped
+    }
+
+    /// Leader: learner `sid` speaks through `conn`. If it spoke through another connection
+    /// before (it came back), the core moves that connection's sessions to this one, before
+    /// this request is handed over (review of R4: owners keyed by a closed connection refused the
+    /// learner's kept sessions SESSIONMOVED).
+    fn note_learner_conn(&mut self, sid: i64, conn: PeerConn) {
+        if self.learner_conns.len() >= PARKED_MAX && !self.learner_conns.contains_key(&sid) {
+            return;
+        }
+        if let Some(from) = self.learner_conns.insert(sid, conn).filter(|c| *c != conn) {
+            debug!("learner {sid} is back on connection {conn} (was {from}): its sessions move with it");
+            self.for_core.push_back(CoreChange::Event(Event::LearnerReconnected { from, to: conn }));
+        }
     }
 
     // ---------------------------------------------------------------------------------------
