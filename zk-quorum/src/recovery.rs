@@ -111,7 +111,7 @@ pub fn plan(
     let mine = config.servers.get(&me).ok_or(RecoveryRefusal::NotAMember(me))?;
     // A configuration's version is the zxid that made it, possibly in an epoch this server
     // never joined (one adopted from a peer's notification): the jump clears those too.
-    let epoch_of = |version: i64| (version as u64 >> 32) as u32;
+    let epoch_of = crate::zab::epoch_of;
     let seen =
         epochs.0.max(epochs.1).max(epoch_of(config.version)).max(pending.map_or(0, |p| epoch_of(p.version)));
     // The recovered leader leads `epoch + 1`, whose zxids must fit too.

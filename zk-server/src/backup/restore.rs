@@ -538,6 +538,11 @@ impl RestoreMarker {
     }
 }
 
+/// The epoch of the archive `m`'s newest zxid (0 for an empty archive).
+fn archive_epoch(m: &Manifest) -> u32 {
+    zk_quorum::zab::epoch_of(m.newest_zxid().unwrap_or(0).max(0))
+}
+
 /// Seconds from the Unix epoch to 2026-01-01T00:00:00Z, the origin of [`ensemble_epoch`]'s clock.
 const EPOCH_CLOCK_ORIGIN_SECS: u64 = 1_767_225_600;
 
@@ -553,7 +558,7 @@ const EPOCH_CLOCK_ORIGIN_SECS: u64 = 1_767_225_600;
 /// room for the epoch the restored members then lead).
 pub fn ensemble_epoch(m: &Manifest, now_unix_secs: u64, above: u32) -> Result<u32, BackupError> {
     use zk_quorum::recovery::{EPOCH_JUMP, EPOCH_MAX};
-    let newest = u64::from((m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32);
+    let newest = u64::from(archive_epoch(m));
     let clock = now_unix_secs.saturating_sub(EPOCH_CLOCK_ORIGIN_SECS);
     let e = (newest + u64::from(EPOCH_JUMP)).max(clock).max(u64::from(above) + 1);
     u32::try_from(e).ok().filter(|e| *e < EPOCH_MAX).ok_or_else(|| {
@@ -1362,7 +1367,7 @@ fn restore_locked(
             RestoreMarker { zxid: r.zxid, at_ms, first_start: None }.write(&snap_dir)?;
             if let Some(e) = epoch {
                 write_epoch_files(&snap_dir, e)?;
-                let newest = (m.newest_zxid().unwrap_or(0).max(0) as u64 >> 32) as u32;
+                let newest = archive_epoch(m);
                 progress.say(format!(
                     "restore: epoch files at {e} (--ensemble: the highest of the archive's newest epoch {newest} + \
                      {}, the seconds since 2026-01-01 on this host's clock, and --epoch-above + 1); every member \
