@@ -21,7 +21,10 @@ use zk_log::snapshot::{
     SnapshotWriter,
 };
 use zk_log::{AppendMode, FileStorage, LogError, Storage};
-use zk_tree::{Database, Decoded, Recovery, SnapshotDecoder, SnapshotError, SnapshotLoader, TreeConfig};
+use zk_tree::{
+    Database, Decoded, RecordRun, RecordRuns, Recovery, SnapshotDecoder, SnapshotError, SnapshotLoader,
+    TreeConfig,
+};
 
 /// What the snapshot thread reports.
 #[derive(Debug)]
@@ -65,8 +68,9 @@ pub fn open_dir(dir: &Path) -> Result<FileStorage, LogError> {
 /// when there is none. Torn or corrupt snapshots are skipped with a warning; one from a newer
 /// format stops start-up.
 ///
-/// Each snapshot is read once, by two threads: `zk-snap-read` reads the file and checks every
-/// chunk's checksum while this thread builds the tree from the chunks already checked. A snapshot
+/// Each snapshot is read once, in three stages on threads of their own: `zk-snap-read` reads the
+/// file, checks every chunk's checksum and cuts the content into runs of whole records;
+/// `zk-snap-dec{i}` decode the runs; this thread builds the tree from them in order. A snapshot
 /// found damaged part way is dropped and the next older one loaded.
 ///
 /// The database is not yet checked against the digest its snapshot recorded: that needs the log
@@ -191,25 +195,68 @@ enum Fail {
     Stop(String),
 }
 
-/// Chunks read ahead of the tree being built.
-const READ_AHEAD_CHUNKS: usize = 8;
+/// Runs queued for each decoding thread, and decoded runs queued for the loader from each.
+const READ_AHEAD_CHUNKS: usize = 4;
 
+/// The most threads decoding a snapshot's runs: past three, the one thread building the tree
+/// from what they decode is the bound.
+const DECODE_THREADS_MAX: usize = 3;
+
+/// Loads snapshot `name`. Three stages, each on threads of its own: one reads the file (every
+/// chunk checked) and cuts the content into runs of whole records ([`RecordRuns`]); up to
+/// [`DECODE_THREADS_MAX`] threads (no more than the cores) decode the runs, taking them in turn;
+/// this thread builds the tree from the decoded runs, taken from the decoders in the same turn,
+/// so in the content's order. Every queue between them is bounded.
 fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
     let t0 = Instant::now();
-    let (tx, rx) = sync_channel::<Result<Decoded, SnapshotError>>(READ_AHEAD_CHUNKS);
-    // Chunks fed to the loader come back to be decoded into again.
-    let (back_tx, back_rx) = sync_channel::<Decoded>(READ_AHEAD_CHUNKS);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, DECODE_THREADS_MAX);
+    let first = SnapshotDecoder::with_digest(cfg.tree_digest);
+    // The reader hands run k to decoder k % threads; each hands what it decoded to the loader.
+    let mut to_decoders = Vec::with_capacity(threads);
+    let mut from_decoders = Vec::with_capacity(threads);
+    let mut decoders = Vec::with_capacity(threads);
+    // Emptied buffers go back: runs' to the reader, decoded runs' to their decoder.
+    let (spent_runs_tx, spent_runs_rx) = sync_channel::<Vec<u8>>(threads * READ_AHEAD_CHUNKS);
+    let mut spent_decoded = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (run_tx, run_rx) = sync_channel::<Result<RecordRun, SnapshotError>>(READ_AHEAD_CHUNKS);
+        let (out_tx, out_rx) = sync_channel::<Result<Decoded, SnapshotError>>(READ_AHEAD_CHUNKS);
+        let (back_tx, back_rx) = sync_channel::<Decoded>(READ_AHEAD_CHUNKS);
+        let mut decoder = first.sibling();
+        let spent = spent_runs_tx.clone();
+        let spawned = std::thread::Builder::new().name(format!("zk-snap-dec{i}")).spawn(move || {
+            for run in run_rx.iter() {
+                let decoded = run.and_then(|run| {
+                    let d = decoder.decode_run(&run, back_rx.try_recv().unwrap_or_default());
+                    let _ = spent.try_send(run.into_buffer());
+                    d
+                });
+                let stop = decoded.is_err();
+                // The loader gone (it stopped on an error) ends this thread, and so the reader.
+                if out_tx.send(decoded).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        decoders.push(spawned.map_err(|e| Fail::Stop(format!("cannot start a decoding thread: {e}")))?);
+        to_decoders.push(run_tx);
+        from_decoders.push(out_rx);
+        spent_decoded.push(back_tx);
+    }
+    drop(spent_runs_tx);
     let (st, nm) = (storage.clone(), name.to_string());
-    let digest = cfg.tree_digest;
     let reader = std::thread::Builder::new()
         .name("zk-snap-read".into())
         .spawn(move || {
-            let mut decoder = SnapshotDecoder::with_digest(digest);
+            let mut runs = RecordRuns::new();
+            let mut turn = 0usize;
             read_snapshot(&st, &nm, &mut |chunk| {
-                // A chunk that does not decode is handed over as such: the loader stops on it.
-                let decoded = decoder.decode_into(chunk, back_rx.try_recv().unwrap_or_default());
-                let stop = decoded.is_err();
-                tx.send(decoded).map_err(|_| "loading stopped".to_string())?;
+                // Content that does not cut is handed over as such, in its turn: the loader
+                // stops on it after what came before.
+                let run = runs.cut(chunk, spent_runs_rx.try_recv().unwrap_or_default());
+                let stop = run.is_err();
+                to_decoders[turn % to_decoders.len()].send(run).map_err(|_| "loading stopped".to_string())?;
+                turn += 1;
                 if stop {
                     return Err("the content does not decode".into());
                 }
@@ -220,13 +267,16 @@ fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Data
     let mut loader = SnapshotLoader::new(cfg);
     let mut content_error = None;
     let mut last_note = Instant::now();
-    // Ends when the reader is done (or failed) and has dropped its sender.
-    for decoded in rx.iter() {
+    // Run k comes from decoder k % threads. A decoder's queue closes once the reader is done
+    // (or failed) and the decoder has handed over every run it was given: the run due then
+    // does not exist, and neither does any after it.
+    for turn in 0.. {
+        let Ok(decoded) = from_decoders[turn % threads].recv() else { break };
         let fed = decoded.and_then(|mut d| loader.feed_decoded_mut(&mut d).map(|()| d));
         match fed {
-            // A full queue (the reader ahead) drops it here instead.
+            // A full queue (the decoder ahead) drops it here instead.
             Ok(d) => {
-                let _ = back_tx.try_send(d);
+                let _ = spent_decoded[turn % threads].try_send(d);
             }
             Err(e) => {
                 content_error = Some(e);
@@ -238,9 +288,16 @@ fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Data
             last_note = Instant::now();
         }
     }
-    // If the loader stopped first, this makes the reader's next send fail, and it stops too.
-    drop(rx);
-    let read = reader.join().map_err(|_| Fail::Stop("the reading thread panicked".into()))?;
+    // If the loader stopped first, this makes the decoders' next sends fail: they stop, and
+    // then so does the reader.
+    drop(from_decoders);
+    // Every thread joined before any failure is reported.
+    let read = reader.join();
+    let decoders_panicked = decoders.into_iter().map(|d| d.join()).filter(Result::is_err).count();
+    let read = read.map_err(|_| Fail::Stop("the reading thread panicked".into()))?;
+    if decoders_panicked > 0 {
+        return Err(Fail::Stop(format!("{decoders_panicked} snapshot decoding thread(s) panicked")));
+    }
     if let Some(e) = content_error {
         // The checksums held so far: the content itself is wrong.
         return Err(Fail::Stop(e.to_string()));

@@ -74,8 +74,8 @@ pub use database::{Database, DatabaseId};
 pub use expiry::SessionExpiry;
 pub use session::{first_session_id, session_password, SessionTable};
 pub use snapshot::{
-    load_snapshot, ContentBuilder, Decoded, EndState, Recovery, SnapshotCheck, SnapshotCursor,
-    SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable, WarmScratch,
+    load_snapshot, ContentBuilder, Decoded, EndState, RecordRun, RecordRuns, Recovery, SnapshotCheck,
+    SnapshotCursor, SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable, WarmScratch,
 };
 
 use std::sync::Arc;

@@ -61,7 +61,7 @@ use crate::session::SessionTable;
 use crate::tree::{parent_of, DataTree};
 use crate::{SessionId, TreeConfig};
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use zk_proto::{Acl, Id, StatPersisted, Txn, TxnHeader};
 
 /// The content format this code writes, and the newest it reads (it reads every older one).
@@ -782,7 +782,7 @@ fn record_len(b: &[u8], offset: u64) -> Result<Option<usize>, SnapshotError> {
 pub struct SnapshotDecoder {
     parser: ContentParser,
     /// The ACL lists read so far, by index (a list out of sequence is left out: the loader
-    /// refuses it).
+    /// refuses it); for runs, those of the cutter's table this decoder has copied.
     acls: Vec<AclRef>,
     /// The path index's hash function, which the loader's table adopts.
     hasher: PathHasher,
@@ -861,49 +861,263 @@ impl SnapshotDecoder {
         let mut items = reuse.items;
         items.clear();
         let SnapshotDecoder { parser, acls, hasher, digest } = self;
-        parser.feed_with_end(data, &mut |rec, end| {
-            items.push(match rec {
-                ContentRecord::Header(h) => Item::Header(h),
-                ContentRecord::Acl { index, acl } => {
-                    let acl: AclRef = Arc::new(acl);
-                    if index as usize == acls.len() {
-                        acls.push(acl.clone());
-                    }
-                    Item::Acl { index, acl }
-                }
-                ContentRecord::Session { id, timeout_ms } => Item::Session { id, timeout_ms },
-                ContentRecord::Node(n) => {
-                    if !n.path.starts_with('/') {
-                        return Err(malformed(0, format!("node path {:?} is not absolute", n.path)));
-                    }
-                    let path = n.path.as_bytes();
-                    let size = crate::tree::node_size(n.path, n.data);
-                    let digest = digest.then(|| crate::digest::node_digest(path, n.data, &n.stat));
-                    let owned = n.stat.ephemeral_owner != 0;
-                    let (buf, mut stat) = Node::packed(n.path, n.data, n.stat);
-                    stat.rank = n.rank;
-                    Item::Node(PackedNode {
-                        hash: hasher.hash(path),
-                        buf,
-                        stat,
-                        acl: (n.acl, acls.get(n.acl as usize).cloned()),
-                        child_meta: n.child_meta,
-                        eph_rank: n.eph_rank,
-                        size,
-                        digest,
-                        owned,
-                    })
-                }
-                ContentRecord::End { nodes, acls, sessions } => Item::End { nodes, acls, sessions, end },
-            });
-            Ok(())
-        })?;
+        decode_records(parser, data, &mut items, &mut AclLookup::Own(acls), hasher, *digest)?;
         Ok(Decoded {
             items,
             offset: self.parser.offset(),
             at_boundary: self.parser.at_boundary(),
             hasher: self.hasher.clone(),
         })
+    }
+
+    /// Another decoder for the same content's runs ([`RecordRuns`]): it hashes paths with this
+    /// one's function, so that the loader takes every run's hashes as they are, whichever
+    /// decoder made them, and computes digests if this one does.
+    pub fn sibling(&self) -> SnapshotDecoder {
+        SnapshotDecoder { hasher: self.hasher.clone(), digest: self.digest, ..SnapshotDecoder::default() }
+    }
+
+    /// Decodes one run of whole records ([`RecordRuns::cut`]) into the buffer of `reuse`. Runs
+    /// of one content may be decoded by several decoders ([`SnapshotDecoder::sibling`]) on
+    /// several threads, in any order; fed to the loader in their order, they load what
+    /// [`SnapshotDecoder::decode_into`] fed the pieces would. The ACL lists come from the
+    /// [`RecordRuns`] that cut the run, so every node of a list shares one reference. A decoder
+    /// decodes either pieces or runs, never both.
+    ///
+    /// Errors: as [`SnapshotDecoder::decode`].
+    pub fn decode_run(&mut self, run: &RecordRun, reuse: Decoded) -> Result<Decoded, SnapshotError> {
+        let mut items = reuse.items;
+        items.clear();
+        // A run holds whole records: a parser placed at its start reads it to its end.
+        let mut parser = ContentParser { offset: run.start, header: run.header, ..ContentParser::default() };
+        let SnapshotDecoder { acls, hasher, digest, .. } = self;
+        {
+            // The cutter read every list this run names before handing it over: copy the new
+            // ones into this decoder's own table, so that the cutter's next list never waits for
+            // a whole run's decoding to finish.
+            let table = run.acls.read().unwrap_or_else(|e| e.into_inner());
+            if table.len() > acls.len() {
+                acls.extend_from_slice(&table[acls.len()..]);
+            }
+        }
+        decode_records(&mut parser, &run.bytes, &mut items, &mut AclLookup::Shared(acls), hasher, *digest)?;
+        if !parser.at_boundary() {
+            // Not from any cutter's run: whole records only, by construction.
+            return Err(malformed(parser.offset(), "a run ends inside a record"));
+        }
+        Ok(Decoded {
+            items,
+            offset: parser.offset(),
+            at_boundary: run.at_boundary,
+            hasher: self.hasher.clone(),
+        })
+    }
+}
+
+/// Where a decoder finds the shared reference of each ACL list.
+enum AclLookup<'a> {
+    /// Its own: the lists it read, in index order.
+    Own(&'a mut Vec<AclRef>),
+    /// A [`RecordRuns`]'s, which read them first.
+    Shared(&'a [AclRef]),
+}
+
+impl AclLookup<'_> {
+    /// The reference for an ACL record (index `index`, list `acl`): a list in sequence is kept
+    /// (one out of sequence is handed on as read: the loader refuses it).
+    fn record(&mut self, index: u32, acl: Vec<Acl>) -> AclRef {
+        match self {
+            AclLookup::Own(v) => {
+                let acl: AclRef = Arc::new(acl);
+                if index as usize == v.len() {
+                    v.push(acl.clone());
+                }
+                acl
+            }
+            AclLookup::Shared(t) => t.get(index as usize).cloned().unwrap_or_else(|| Arc::new(acl)),
+        }
+    }
+
+    /// The list of index `index`, if known (the loader checks it against the lists it read).
+    fn get(&self, index: u32) -> Option<AclRef> {
+        match self {
+            AclLookup::Own(v) => v.get(index as usize).cloned(),
+            AclLookup::Shared(t) => t.get(index as usize).cloned(),
+        }
+    }
+}
+
+/// Parses `data` with `parser` and appends an [`Item`] per record to `items`: each node packed,
+/// hashed with `hasher`, sized, and digested when `digest` is set.
+fn decode_records(
+    parser: &mut ContentParser,
+    data: &[u8],
+    items: &mut Vec<Item>,
+    acls: &mut AclLookup<'_>,
+    hasher: &PathHasher,
+    digest: bool,
+) -> Result<(), SnapshotError> {
+    parser.feed_with_end(data, &mut |rec, end| {
+        items.push(match rec {
+            ContentRecord::Header(h) => Item::Header(h),
+            ContentRecord::Acl { index, acl } => Item::Acl { index, acl: acls.record(index, acl) },
+            ContentRecord::Session { id, timeout_ms } => Item::Session { id, timeout_ms },
+            ContentRecord::Node(n) => {
+                if !n.path.starts_with('/') {
+                    return Err(malformed(0, format!("node path {:?} is not absolute", n.path)));
+                }
+                let path = n.path.as_bytes();
+                let size = crate::tree::node_size(n.path, n.data);
+                let digest = digest.then(|| crate::digest::node_digest(path, n.data, &n.stat));
+                let owned = n.stat.ephemeral_owner != 0;
+                let (buf, mut stat) = Node::packed(n.path, n.data, n.stat);
+                stat.rank = n.rank;
+                Item::Node(PackedNode {
+                    hash: hasher.hash(path),
+                    buf,
+                    stat,
+                    acl: (n.acl, acls.get(n.acl)),
+                    child_meta: n.child_meta,
+                    eph_rank: n.eph_rank,
+                    size,
+                    digest,
+                    owned,
+                })
+            }
+            ContentRecord::End { nodes, acls, sessions } => Item::End { nodes, acls, sessions, end },
+        });
+        Ok(())
+    })
+}
+
+/// Cuts snapshot content, fed in arbitrary pieces, into runs of whole records that decode apart
+/// from each other ([`SnapshotDecoder::decode_run`]), so that a loader on several cores decodes
+/// runs on several threads and feeds what they make to one [`SnapshotLoader`] in order. It reads
+/// each record's head only, except the header and the ACL lists, which it decodes itself: the
+/// runs' decoding depends on them (the end record's layout on the header's version; a node's
+/// shared ACL reference on its list).
+#[derive(Debug, Default)]
+pub struct RecordRuns {
+    /// The part of a record cut by the previous piece's end (bounded by [`MAX_RECORD_BYTES`]).
+    pending: Vec<u8>,
+    /// Offset of the first byte not yet in a run (where `pending` starts).
+    offset: u64,
+    /// The header, once read.
+    header: Option<ContentHeader>,
+    /// The ACL lists read so far, in index order, shared with the runs' decoders.
+    acls: Arc<RwLock<Vec<AclRef>>>,
+}
+
+/// A run of whole records cut by [`RecordRuns::cut`].
+#[derive(Debug)]
+pub struct RecordRun {
+    bytes: Vec<u8>,
+    /// The content offset of its first byte.
+    start: u64,
+    /// Whether no record was left cut after it.
+    at_boundary: bool,
+    /// The content's header, if read by the end of this run.
+    header: Option<ContentHeader>,
+    acls: Arc<RwLock<Vec<AclRef>>>,
+}
+
+impl RecordRun {
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Its buffer, to cut the next run into.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+impl RecordRuns {
+    /// At the start of the content.
+    pub fn new() -> Self {
+        RecordRuns::default()
+    }
+
+    /// Cuts the next piece: the run holds every record the piece completes (the one cut by its
+    /// end waits for the next piece), copied into `buf`, which is cleared first. One run per
+    /// piece, empty when the piece completes no record: the last says whether the content
+    /// ended on a record boundary.
+    ///
+    /// Errors: [`SnapshotError::Malformed`] for a length over [`MAX_RECORD_BYTES`], or a header or
+    /// ACL record that does not decode; [`SnapshotError::UnsupportedVersion`].
+    pub fn cut(&mut self, mut data: &[u8], mut buf: Vec<u8>) -> Result<RecordRun, SnapshotError> {
+        buf.clear();
+        let start = self.offset;
+        if !self.pending.is_empty() {
+            // Complete the record cut at the previous boundary.
+            if self.pending.len() < 5 {
+                let take = (5 - self.pending.len()).min(data.len());
+                self.pending.extend_from_slice(&data[..take]);
+                data = &data[take..];
+            }
+            if let Some(total) = record_len(&self.pending, self.offset)? {
+                let take = (total - self.pending.len()).min(data.len());
+                self.pending.extend_from_slice(&data[..take]);
+                data = &data[take..];
+                if self.pending.len() == total {
+                    let rec = std::mem::take(&mut self.pending);
+                    self.note(&rec)?;
+                    buf.extend_from_slice(&rec);
+                    self.pending = rec;
+                    self.pending.clear();
+                }
+            }
+        }
+        let mut pos = 0;
+        if self.pending.is_empty() {
+            while pos < data.len() {
+                match record_len(&data[pos..], self.offset)? {
+                    Some(total) if total <= data.len() - pos => {
+                        self.note(&data[pos..pos + total])?;
+                        pos += total;
+                    }
+                    _ => break,
+                }
+            }
+            buf.extend_from_slice(&data[..pos]);
+        }
+        self.pending.extend_from_slice(&data[pos..]);
+        Ok(RecordRun {
+            bytes: buf,
+            start,
+            at_boundary: self.pending.is_empty(),
+            header: self.header,
+            acls: self.acls.clone(),
+        })
+    }
+
+    /// Takes note of one whole record (`rec`, head included, at `self.offset`) and moves past it.
+    fn note(&mut self, rec: &[u8]) -> Result<(), SnapshotError> {
+        let at = self.offset + 5;
+        match rec[0] {
+            TAG_HEADER if self.header.is_none() => {
+                if let (ContentRecord::Header(h), _) = decode_record(TAG_HEADER, &rec[5..], at, None)? {
+                    self.header = Some(h);
+                }
+            }
+            TAG_ACL => {
+                if let (ContentRecord::Acl { index, acl }, _) = decode_record(TAG_ACL, &rec[5..], at, None)? {
+                    let mut table = self.acls.write().unwrap_or_else(|e| e.into_inner());
+                    if index as usize == table.len() {
+                        table.push(Arc::new(acl));
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.offset += rec.len() as u64;
+        Ok(())
     }
 }
 

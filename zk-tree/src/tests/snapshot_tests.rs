@@ -5,8 +5,8 @@
 
 use super::prop_tests::{check_invariants, step_strategy, Step};
 use crate::snapshot::{
-    load_snapshot, ContentBuilder, ContentParser, ContentRecord, EndState, Recovery, SnapshotCheck,
-    SnapshotDecoder, SnapshotLoader, Unverifiable,
+    load_snapshot, ContentBuilder, ContentParser, ContentRecord, Decoded, EndState, RecordRun, RecordRuns,
+    Recovery, SnapshotCheck, SnapshotDecoder, SnapshotError, SnapshotLoader, Unverifiable, MAX_RECORD_BYTES,
 };
 use crate::{AuthIds, Database, RequestCtx, TreeConfig};
 use proptest::prelude::*;
@@ -288,6 +288,126 @@ fn content_decoded_apart_loads_the_same() {
     let mut loader = SnapshotLoader::new(cfg());
     loader.feed_decoded(decoder.decode(&content[..content.len() - 3]).expect("decode")).expect("feed");
     assert!(loader.finish().is_err(), "content cut inside its last record");
+}
+
+/// Loads `content` as the server does on several cores: fed in pieces of `piece` bytes to a
+/// [`RecordRuns`], whose runs two sibling decoders decode in an order of their own (the later
+/// of each pair first, by the other decoder) before they are fed to the loader in order.
+fn load_in_runs(content: &[u8], piece: usize) -> Result<Database, SnapshotError> {
+    let mut runs = RecordRuns::new();
+    let mut cut: Vec<RecordRun> = Vec::new();
+    for c in content.chunks(piece) {
+        cut.push(runs.cut(c, Vec::new())?);
+    }
+    // Every byte of whole records is in exactly one run, in order.
+    assert!(cut.iter().map(RecordRun::len).sum::<usize>() <= content.len());
+    let mut a = SnapshotDecoder::with_digest(true);
+    let mut b = a.sibling();
+    let mut decoded: Vec<Option<Decoded>> = cut.iter().map(|_| None).collect();
+    for i in (0..cut.len()).step_by(2).rev() {
+        if i + 1 < cut.len() {
+            decoded[i + 1] = Some(b.decode_run(&cut[i + 1], Default::default())?);
+        }
+        decoded[i] = Some(a.decode_run(&cut[i], Default::default())?);
+    }
+    let mut loader = SnapshotLoader::new(cfg());
+    for d in decoded {
+        loader.feed_decoded(d.expect("decoded"))?;
+    }
+    loader.finish()
+}
+
+/// Content cut into runs of whole records and decoded apart loads what the one-call load gives,
+/// for pieces that cut records anywhere: a quiet snapshot, and a fuzzy one (nodes recorded twice,
+/// where the later record must win) with its log replayed after it.
+#[test]
+fn content_decoded_in_runs_loads_the_same() {
+    let db = harness_db();
+    let (_, content) = db.snapshot_to_vec();
+    let want = Recovery::new(load_snapshot(cfg(), &content).expect("load")).finish(0);
+    for piece in [1, 7, 64, 4099, content.len()] {
+        let got = Recovery::new(load_in_runs(&content, piece).expect("runs load")).finish(0);
+        check_invariants(&got);
+        assert_same(&got, &want);
+    }
+    let (content, _, log, want) = fuzzy_snapshot(cfg());
+    for piece in [1, 5, 6, 33, 500, content.len()] {
+        let mut rec = Recovery::new(load_in_runs(&content, piece).expect("runs load"));
+        for (h, t) in &log {
+            rec.replay(h, t);
+        }
+        let got = rec.finish(0);
+        check_invariants(&got);
+        assert_same(&got, &want);
+    }
+}
+
+/// The ACL lists the cutter reads reach every decoder: content with a list per node, spread over
+/// many runs, loads as the one-call load does, each node sharing its list's one reference; a node
+/// that names a list before that list's record is refused by both, even though the cutter has
+/// read the list by the time a decoder decodes the node.
+#[test]
+fn runs_share_the_acl_lists_and_refuse_a_list_named_early() {
+    use super::support::acl;
+    let mut b = ContentBuilder::new(7, 0);
+    let stat = StatPersisted::default();
+    b.node("/", Some(b""), &super::support::world(), &stat);
+    for i in 0..200 {
+        let list = [
+            acl(zk_proto::perms::READ, "digest", &format!("u{i}:x")),
+            acl(zk_proto::perms::ALL, "ip", "10.0.0.1"),
+        ];
+        b.node(&format!("/n{i}"), Some(b"v"), &list, &stat);
+    }
+    let content = b.finish();
+    let want = Recovery::new(load_snapshot(cfg(), &content).expect("load")).finish(0);
+    for piece in [3, 40, 1000] {
+        let got = Recovery::new(load_in_runs(&content, piece).expect("runs load")).finish(0);
+        assert_same(&got, &want);
+        for i in 0..200 {
+            let list = got.tree().acl_of(&format!("/n{i}")).expect("node");
+            assert_eq!(list[0].id.id, format!("u{i}:x"));
+        }
+    }
+    // The record of list 1 (the first node's own) moved after the node that names it: records
+    // are the header, list 0, "/", list 1, "/n0", ...
+    let mut recs = records(&content);
+    let acl1 = 3;
+    assert_eq!(recs[acl1].0, recs[1].0, "an ACL record");
+    recs.swap(acl1, acl1 + 1);
+    let early = assemble(&recs);
+    assert!(load_snapshot(cfg(), &early).is_err(), "one-call load");
+    for piece in [3, 40, early.len()] {
+        assert!(load_in_runs(&early, piece).is_err(), "runs of {piece}");
+    }
+}
+
+/// Content cut short, or ending with part of a record after its end record, is refused, as the
+/// one-call load refuses it; a record head naming a length over the limit fails the cut, whole
+/// or split across pieces.
+#[test]
+fn runs_refuse_cut_content_and_overlong_records() {
+    let db = harness_db();
+    let (_, content) = db.snapshot_to_vec();
+    let recs = records(&content);
+    let middle = assemble(&recs[recs.len() / 2..recs.len() / 2 + 1]);
+    let mut trailing_head = content.clone();
+    trailing_head.extend_from_slice(&middle[..3]);
+    let mut trailing_node = content.clone();
+    trailing_node.extend_from_slice(&middle[..middle.len() - 1]);
+    for bad in [&content[..content.len() - 3], &trailing_head[..], &trailing_node[..]] {
+        assert!(load_snapshot(cfg(), bad).is_err(), "one-call load");
+        for piece in [1, 3, 64, bad.len()] {
+            assert!(load_in_runs(bad, piece).is_err(), "runs of {piece}");
+        }
+    }
+    let mut bad = content.clone();
+    bad[1..5].copy_from_slice(&(MAX_RECORD_BYTES + 1).to_le_bytes());
+    assert!(matches!(RecordRuns::new().cut(&bad, Vec::new()), Err(SnapshotError::Malformed { .. })));
+    let mut runs = RecordRuns::new();
+    let first = runs.cut(&bad[..3], Vec::new()).expect("a head not yet whole");
+    assert!(first.is_empty());
+    assert!(matches!(runs.cut(&bad[3..], Vec::new()), Err(SnapshotError::Malformed { .. })));
 }
 
 #[test]
