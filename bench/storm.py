@@ -62,6 +62,16 @@ def srvr_mode(port):
     return None
 
 
+def cpu_seconds(pid):
+    """User and system CPU time a process has used, seconds (debug output)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def jstr(text):
     b = text.encode()
     return struct.pack(">i", len(b)) + b
@@ -79,6 +89,8 @@ class Session:
         self.ports, self.next, self.timeout_ms = ports, first, timeout_ms
         self.sid, self.passwd, self.last_zxid = 0, b"\0" * 16, 0
         self.reader = self.writer = None
+        # When the last connection attempt's TCP connection was made (debug output).
+        self.connected = 0.0
 
     async def connect(self):
         """Connects to the next server in turn; False if refused, closed or expired (then
@@ -88,6 +100,7 @@ class Session:
         try:
             self.reader, self.writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", port), 2)
+            self.connected = time.time()
             hello = struct.pack(">iqiq", 0, self.last_zxid, self.timeout_ms, self.sid) + \
                 struct.pack(">i", 16) + self.passwd + b"\0"
             self.writer.write(struct.pack(">i", len(hello)) + hello)
@@ -133,17 +146,20 @@ async def reconnect(sess, log):
 
 
 async def reconnect_(sess, log, lost):
+    tries = 0
     while True:
         await asyncio.sleep(random.random())
+        tried = time.time()
         r = await sess.connect()
+        tries += 1
         if r == "expired":
-            log.append(("expired", lost, time.time()))
+            log.append(("expired", lost, time.time(), tries, tried, sess.connected))
             return False
         if r:
-            log.append(("back", lost, time.time()))
+            log.append(("back", lost, time.time(), tries, tried, sess.connected))
             return True
         if time.time() - lost > 120:
-            log.append(("gave up", lost, time.time()))
+            log.append(("gave up", lost, time.time(), tries, tried, sess.connected))
             return False
 
 
@@ -222,6 +238,16 @@ def worker(ports, first, count, timeout_ms, writer_port, conn):
                 return
             tasks.append(asyncio.ensure_future(write_loop(w, writes, [], stop)))
         conn.send(("ready", count))
+        lags = []
+
+        async def lag_monitor():
+            # How late this worker's event loop runs a 50 ms timer (debug output): a client
+            # too busy to read its sockets makes a server look slow.
+            while not stop.is_set():
+                t = time.time()
+                await asyncio.sleep(0.05)
+                lags.append((t, time.time() - t - 0.05))
+        tasks.append(asyncio.ensure_future(lag_monitor()))
         loop = asyncio.get_running_loop()
         while await loop.run_in_executor(None, conn.recv) == "status":
             conn.send(DOWN[0])
@@ -229,7 +255,7 @@ def worker(ports, first, count, timeout_ms, writer_port, conn):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        conn.send(("done", log, writes))
+        conn.send(("done", log, writes, lags))
     asyncio.run(main())
 
 
@@ -293,6 +319,8 @@ def storm(kind, ports, procs, sessions, timeout_ms):
     print(f"{kind}: {sessions} sessions open in {opened:.1f} s; killing the leader, server {leader + 1}",
           file=sys.stderr)
     time.sleep(3)
+    cpu_at_kill = {p.pid: cpu_seconds(p.pid) for p in procs if p is not procs[leader]}
+    cpu_at_kill.update({p.pid: cpu_seconds(p.pid) for p, _ in workers})
     kill = time.time()
     procs[leader].kill()
     procs[leader].wait()
@@ -316,34 +344,67 @@ def storm(kind, ports, procs, sessions, timeout_ms):
             settled = time.time()
             break
         time.sleep(0.2)
+    cpu_used = {pid: cpu_seconds(pid) - t for pid, t in cpu_at_kill.items()}
     time.sleep(2)
-    log, writes = [], []
+    log, writes, lags = [], [], []
     for p, a in workers:
         a.send("stop")
     for p, a in workers:
         msg = a.recv()
         log += msg[1]
         writes += msg[2]
+        lags.append(msg[3])
         p.join()
-    losses = sorted(round(t0_ - kill, 1) for _, t0_, _ in log)
+    losses = sorted(round(e[1] - kill, 1) for e in log)
+
+    def pct(xs, q):
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else float("nan")
     if os.environ.get("STORM_DEBUG"):
         hist = {}
         for t in losses:
             hist[int(t * 2) / 2] = hist.get(int(t * 2) / 2, 0) + 1
         print(f"{kind}: connections lost, per half second after the kill: {sorted(hist.items())}",
               file=sys.stderr)
+        backs = {}
+        for what, _, t1, *_ in log:
+            if what == "back":
+                k = int((t1 - kill) * 4) / 4
+                backs[k] = backs.get(k, 0) + 1
+        print(f"{kind}: sessions back, per quarter second after the kill (elected at "
+              f"{(elected or kill) - kill:.2f} s): {sorted(backs.items())}", file=sys.stderr)
+        tries = {}
+        for e in log:
+            tries[e[3]] = tries.get(e[3], 0) + 1
+        print(f"{kind}: connection attempts per reconnection: {sorted(tries.items())}", file=sys.stderr)
+
+        def spread(xs):
+            xs = sorted(xs)
+            return "n/a" if not xs else "p50 %.0f / p90 %.0f / p99 %.0f / max %.0f ms" % (
+                pct(xs, 0.5), pct(xs, 0.9), pct(xs, 0.99), xs[-1] * 1000)
+        backs_ = [e for e in log if e[0] == "back"]
+        print(f"{kind}: last attempt started after the election: "
+              f"{spread([max(0.0, e[4] - (elected or kill)) for e in backs_])}", file=sys.stderr)
+        print(f"{kind}: TCP connect of the last attempt: {spread([e[5] - e[4] for e in backs_])}",
+              file=sys.stderr)
+        print(f"{kind}: handshake (connected to session back): {spread([e[2] - e[5] for e in backs_])}",
+              file=sys.stderr)
+        span = (settled or time.time()) - kill
+        servers_cpu = sum(cpu_used[p.pid] for p in procs if p.pid in cpu_used and p is not procs[leader])
+        clients_cpu = sum(cpu_used[p.pid] for p, _ in workers)
+        print(f"{kind}: CPU from the kill until every session was back ({span:.1f} s): servers "
+              f"{servers_cpu:.1f} s, client workers {clients_cpu:.1f} s", file=sys.stderr)
+        for i, w in enumerate(lags):
+            during = [lag for t, lag in w if kill <= t <= (settled or kill + 10)]
+            print(f"{kind}: worker {i} event loop lag during the storm: {spread(during)}", file=sys.stderr)
     if settled is None:
         print(f"{kind}: sessions still without a connection 120 s after the kill", file=sys.stderr)
-    back = [t1 - t0_ for what, t0_, t1 in log if what == "back"]
-    expired = sum(1 for what, _, _ in log if what == "expired")
-    gave_up = sum(1 for what, _, _ in log if what == "gave up")
-    last_back = max((t1 for what, _, t1 in log if what == "back"), default=kill)
+    back = [t1 - t0_ for what, t0_, t1, *_ in log if what == "back"]
+    expired = sum(1 for e in log if e[0] == "expired")
+    gave_up = sum(1 for e in log if e[0] == "gave up")
+    last_back = max((e[2] for e in log if e[0] == "back"), default=kill)
     after = [(due, lat) for due, lat in writes if due >= kill]
     lats = sorted(lat for _, lat in after if lat is not None)
     errors = sum(1 for _, lat in after if lat is None)
-
-    def pct(xs, q):
-        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else float("nan")
     return {
         "kind": kind, "sessions": sessions, "open_s": opened,
         "elected_ms": (elected - kill) * 1000 if elected else float("nan"),

@@ -260,7 +260,8 @@ pub struct ServerConfig {
     pub min_session_timeout_ms: u32,
     /// `maxSessionTimeout`, ms; defaults to 20 ticks; never below `min_session_timeout_ms`.
     pub max_session_timeout_ms: u32,
-    /// `clientPortListenBacklog`; -1 = the operating system's default.
+    /// `clientPortListenBacklog`; -1 (not set) = the most the system allows
+    /// (`Settings::listen_backlog`).
     pub client_port_listen_backlog: i32,
     /// `initLimit`, ticks (0 = not set; required when distributed).
     pub init_limit: u32,

@@ -126,8 +126,8 @@ pub const SECTIONS: &[Section] = &[
             },
             Row {
                 key: r#"`clientPortListenBacklog`"#,
-                default: r#"-1 (the system's)"#,
-                meaning: r#"Listen backlog of the client port."#,
+                default: r#"-1 (the most the system allows: `net.core.somaxconn`)"#,
+                meaning: r#"Listen backlog of the client ports: connections the kernel completes before the server accepts them. Past it, a client's connection attempt is dropped and retried a second or more later, which slows the reconnections after an election."#,
                 refused: r#"not an integer"#,
             },
         ],

@@ -151,16 +151,13 @@ pub async fn run(
         return Err(e);
     }
     let settings = Arc::new(settings);
+    let backlog = settings.listen_backlog();
     let mut listener = match settings.client_addr {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
-        }
+        Some(addr) => Some(bind_client(addr, backlog).map_err(|source| StartError::Bind { addr, source })?),
         None => None,
     };
     let secure_listener = match settings.secure_client_addr {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?)
-        }
+        Some(addr) => Some(bind_client(addr, backlog).map_err(|source| StartError::Bind { addr, source })?),
         None => None,
     };
     let tree_cfg = TreeConfig {
@@ -443,7 +440,7 @@ pub async fn run(
                     continue;
                 }
                 let to = *move_rx.borrow_and_update();
-                listener = move_client_listener(listener.take(), to).await;
+                listener = move_client_listener(listener.take(), to, backlog);
             }
             accepted = accept(listener.as_ref(), secure_listener.as_ref()) => {
                 let (stream, remote, port) = match accepted {
@@ -483,9 +480,10 @@ pub async fn run(
 /// them another client address: the old socket is closed first (so `to` may be the same port on
 /// another address), then `to` is bound. Connections accepted before stay open. When `to`
 /// cannot be bound the error is logged and no plain listener is left, as in Apache.
-async fn move_client_listener(
+fn move_client_listener(
     old: Option<TcpListener>,
     to: Option<std::net::SocketAddr>,
+    backlog: u32,
 ) -> Option<TcpListener> {
     let was = old.as_ref().and_then(|l| l.local_addr().ok());
     if was.is_some() && was == to {
@@ -493,7 +491,7 @@ async fn move_client_listener(
     }
     drop(old);
     let to = to?;
-    match TcpListener::bind(to).await {
+    match bind_client(to, backlog) {
         Ok(l) => {
             info!(
                 "serving clients on {to} (moved by a reconfiguration from {})",
@@ -572,6 +570,17 @@ impl OpenConns {
     }
 }
 
+/// A client port's listener on `addr` with the listen backlog `backlog`
+/// ([`Settings::listen_backlog`]); the address reusable at once after a restart, as with
+/// `TcpListener::bind`.
+fn bind_client(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
 /// The next connection on either client port.
 async fn accept(
     plain: Option<&TcpListener>,
@@ -609,6 +618,38 @@ fn seed(now: Now) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The client listener's backlog is clientPortListenBacklog's: with 2, and nothing
+    /// accepted, the kernel completes a few connections (Linux queues backlog + 1) and drops
+    /// the next one's handshake; unset, the backlog is the system's most, and 200 connections
+    /// waiting to be accepted all complete.
+    #[tokio::test]
+    async fn the_client_listener_takes_the_configured_backlog() {
+        use std::net::TcpStream;
+        use std::time::Duration;
+        let connect_all = |addr, n: usize| -> usize {
+            let held: Vec<TcpStream> = (0..n)
+                .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(300)).ok())
+                .collect();
+            held.len()
+        };
+        let small = bind_client("127.0.0.1:0".parse().unwrap(), 2).expect("bind");
+        let made = connect_all(small.local_addr().unwrap(), 6);
+        assert!((2..=4).contains(&made), "{made} connections completed with a backlog of 2");
+        let unset = Settings { client_port_listen_backlog: -1, ..test_settings() };
+        assert_eq!(unset.listen_backlog(), 65_535);
+        assert_eq!(Settings { client_port_listen_backlog: 0, ..test_settings() }.listen_backlog(), 65_535);
+        assert_eq!(Settings { client_port_listen_backlog: 50, ..test_settings() }.listen_backlog(), 50);
+        let large = bind_client("127.0.0.1:0".parse().unwrap(), unset.listen_backlog()).expect("bind");
+        assert_eq!(connect_all(large.local_addr().unwrap(), 200), 200);
+    }
+
+    fn test_settings() -> Settings {
+        let cfg =
+            crate::config::ServerConfig::parse("dataDir=/tmp/zkrs-backlog-test\nclientPort=2181\n", None)
+                .expect("config");
+        Settings::from_config(&cfg).expect("settings")
+    }
 
     /// The start refused on an unfinished restore names what else dataDir holds, and what an
     /// earlier build's forced restore moved aside is said to hold the old data.

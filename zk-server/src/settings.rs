@@ -11,6 +11,9 @@ pub struct Settings {
     pub client_addr: Option<SocketAddr>,
     /// Where clients connect with TLS (secureClientPort), if anywhere.
     pub secure_client_addr: Option<SocketAddr>,
+    /// `clientPortListenBacklog` as configured (-1 when not set): the client ports' listen
+    /// backlog ([`Settings::listen_backlog`]).
+    pub client_port_listen_backlog: i32,
     /// The TLS context, when TLS is served (a secure port or port unification).
     pub tls: Option<std::sync::Arc<crate::tls::ServerTls>>,
     /// `client.portUnification`: the plain port also takes TLS connections.
@@ -248,6 +251,17 @@ impl Settings {
         }
     }
 
+    /// The listen backlog the client ports are bound with: `clientPortListenBacklog` when set
+    /// above zero, else the most the system allows (Linux caps a larger request at
+    /// `net.core.somaxconn`, 4096 by default). The kernel completes the connections the server
+    /// has not accepted yet up to the backlog; past it, it drops their handshakes and each
+    /// client waits a second or more to try again. After an election thousands of clients
+    /// reconnect to the survivors at once (ZOOKEEPER-1049's storm), so the default is the
+    /// largest queue rather than a small fixed one.
+    pub fn listen_backlog(&self) -> u32 {
+        u32::try_from(self.client_port_listen_backlog).ok().filter(|&b| b > 0).unwrap_or(65_535)
+    }
+
     /// Clamps a requested session timeout into [min, max], as Apache ZooKeeper negotiates.
     pub fn negotiate_timeout(&self, requested: i32) -> i32 {
         requested
@@ -312,6 +326,7 @@ impl Settings {
             initial_zxid_counter: cfg.initial_zxid_counter.unwrap_or(0),
             client_addr,
             secure_client_addr,
+            client_port_listen_backlog: cfg.client_port_listen_backlog,
             tls,
             port_unification: cfg.ssl.port_unification,
             x509_enabled,

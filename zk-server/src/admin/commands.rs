@@ -287,8 +287,8 @@ fn configuration(m: &mut Map<String, Value>, v: &View<'_>) {
     m.insert("min_session_timeout".into(), json!(s.min_session_timeout_ms));
     m.insert("max_session_timeout".into(), json!(s.max_session_timeout_ms));
     m.insert("server_id".into(), json!(v.ensemble.as_ref().map_or(0, |e| e.my_sid)));
-    // zkrs listens with the OS's default backlog: Apache's "not set" value.
-    m.insert("client_port_listen_backlog".into(), json!(-1));
+    // As configured (-1: not set), as Apache reports it.
+    m.insert("client_port_listen_backlog".into(), json!(s.client_port_listen_backlog));
 }
 
 /// The client connections of one port (the TLS one when `secure`), as Apache's
