@@ -19,6 +19,7 @@ Standard library only.
 """
 
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import random
@@ -259,6 +260,39 @@ def worker(ports, first, count, timeout_ms, writer_port, conn):
     asyncio.run(main())
 
 
+class RustWorker:
+    """A share of the sessions held by zk-client's storm_client example (STORM_CLIENT_BIN),
+    spoken to as the Python workers are: "status" answers the sessions without a connection,
+    "stop" the log."""
+
+    def __init__(self, binary, ports, first, count, timeout_ms):
+        self.proc = subprocess.Popen(
+            [binary, ",".join(map(str, ports)), str(first), str(count), str(timeout_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.pid = self.proc.pid
+        self.stopping = False
+
+    def send(self, cmd):
+        self.stopping = cmd == "stop"
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            return ("failed", "storm_client ended")
+        if line.startswith("ready "):
+            return ("ready", int(line.split()[1]))
+        if line.startswith("down "):
+            return int(line.split()[1])
+        r = json.loads(line)
+        return ("done", [tuple(e) for e in r["log"]], [], [tuple(x) for x in r["lags"]])
+
+    def join(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 def run(kind, work, zkrs, cp, sessions, timeout_ms):
     base = os.path.join(work, kind)
     ports = [(free_port(), free_port(), free_port()) for _ in range(3)]
@@ -306,7 +340,12 @@ def storm(kind, ports, procs, sessions, timeout_ms):
     workers = []
     # The writer has a worker of its own, so that its latency is not the client's.
     shares = [(first, min(PER_WORKER, sessions - first), None) for first in range(0, sessions, PER_WORKER)]
+    rust = os.environ.get("STORM_CLIENT_BIN")
     for first, count, writer in shares + [(0, 0, survivor)]:
+        if rust and writer is None:
+            w = RustWorker(rust, client, first, count, timeout_ms)
+            workers.append((w, w))
+            continue
         a, b = mp.Pipe()
         p = mp.Process(target=worker, args=(client, first, count, timeout_ms, writer, b))
         p.start()
