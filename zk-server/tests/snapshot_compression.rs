@@ -81,9 +81,14 @@ fn create_all(c: &mut RawClient, range: std::ops::Range<usize>, want: &mut BTree
 }
 
 /// Waits until `dir` holds a snapshot taken past the `txns`th transaction of an epoch (the zxid's
-/// low 32 bits), and a moment more for retention to settle; returns it.
-fn wait_snapshot_past(dir: &Path, txns: i64) -> PathBuf {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// low 32 bits), and a moment more for retention to settle; returns it. When none has come after
+/// a few seconds, `ask` asks for one (every two seconds): the thresholds alone may take none past
+/// `txns`, since a snapshot is due only once the log since the last holds half its size, and
+/// one begun just before `txns` can leave too little log after it.
+fn wait_snapshot_past(dir: &Path, txns: i64, ask: impl Fn()) -> PathBuf {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
+    let mut asked = start;
     loop {
         let newest = snapshot_files(dir).into_iter().rev().find(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -94,6 +99,10 @@ fn wait_snapshot_past(dir: &Path, txns: i64) -> PathBuf {
             return p;
         }
         assert!(Instant::now() < deadline, "no snapshot past transaction {txns} in {}", dir.display());
+        if start.elapsed() > Duration::from_secs(3) && asked.elapsed() > Duration::from_secs(2) {
+            ask();
+            asked = Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -139,7 +148,9 @@ fn a_compressed_snapshot_survives_kill_9_and_loads_every_znode() {
         assert_eq!(c.delete(&p, -1).err(), ErrorCode::Ok);
         want.remove(&p);
     }
-    let newest = wait_snapshot_past(&snaps, 3000);
+    let newest = wait_snapshot_past(&snaps, 3000, || {
+        server.four_letter("csnp");
+    });
     // Every snapshot written is in the compressed format, reads whole, and (once there is a tree
     // in it) is well smaller than its content.
     for p in snapshot_files(&snaps) {
@@ -260,7 +271,7 @@ fn a_follower_brought_back_by_snap_stores_it_compressed_and_an_apache_follower_s
         write(&mut c, "before", n);
     }
     // The leader's own snapshots are compressed.
-    let first = wait_snapshot_past(&e.data_dir(leader).join(SNAP_DIR_NAME), 0);
+    let first = wait_snapshot_past(&e.data_dir(leader).join(SNAP_DIR_NAME), 0, || {});
     assert_eq!(format_version(&first), 2, "{}", first.display());
 
     // Server 2 loses its data: SNAP.
