@@ -709,35 +709,11 @@ impl ContentParser {
     }
 
     /// As [`ContentParser::feed`], handing each record with the end state an end record holds.
-    fn feed_with_end(&mut self, mut data: &[u8], f: &mut RecordSink<'_>) -> Result<(), SnapshotError> {
-        if !self.pending.is_empty() {
-            // Complete the record cut at the previous boundary, then go on from `data` directly.
-            if self.pending.len() < 5 {
-                let take = (5 - self.pending.len()).min(data.len());
-                self.pending.extend_from_slice(&data[..take]);
-                data = &data[take..];
-            }
-            let Some(total) = record_len(&self.pending, self.offset)? else { return Ok(()) };
-            let take = (total - self.pending.len()).min(data.len());
-            self.pending.extend_from_slice(&data[..take]);
-            data = &data[take..];
-            if self.pending.len() < total {
-                return Ok(());
-            }
-            let rec = std::mem::take(&mut self.pending);
-            self.parse_one(&rec, f)?;
-        }
-        let mut pos = 0;
-        while pos < data.len() {
-            match record_len(&data[pos..], self.offset)? {
-                Some(total) if total <= data.len() - pos => {
-                    pos += self.parse_one(&data[pos..pos + total], f)?;
-                }
-                _ => break,
-            }
-        }
-        self.pending.extend_from_slice(&data[pos..]);
-        Ok(())
+    fn feed_with_end(&mut self, data: &[u8], f: &mut RecordSink<'_>) -> Result<(), SnapshotError> {
+        let mut pending = std::mem::take(&mut self.pending);
+        let fed = split_records(&mut pending, self.offset, data, &mut |rec| self.parse_one(rec, f).map(drop));
+        self.pending = pending;
+        fed
     }
 
     fn parse_one(&mut self, rec: &[u8], f: &mut RecordSink<'_>) -> Result<usize, SnapshotError> {
@@ -758,6 +734,51 @@ impl ContentParser {
     pub fn at_boundary(&self) -> bool {
         self.pending.is_empty()
     }
+}
+
+/// Splits content fed in pieces into whole records: completes the record `pending` holds (cut by
+/// the previous piece's end, at content offset `offset`) from `data`, then hands `each` every
+/// whole record (head included) in order, and leaves the one `data`'s end cuts in `pending`.
+/// `each` moves its owner's offset past the record; the offsets here follow along, for errors.
+///
+/// Errors: a length over [`MAX_RECORD_BYTES`] ([`record_len`]), or what `each` returns.
+fn split_records(
+    pending: &mut Vec<u8>,
+    mut offset: u64,
+    mut data: &[u8],
+    each: &mut dyn FnMut(&[u8]) -> Result<(), SnapshotError>,
+) -> Result<(), SnapshotError> {
+    if !pending.is_empty() {
+        // Complete the record cut at the previous boundary, then go on from `data` directly.
+        if pending.len() < 5 {
+            let take = (5 - pending.len()).min(data.len());
+            pending.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
+        let Some(total) = record_len(pending, offset)? else { return Ok(()) };
+        let take = (total - pending.len()).min(data.len());
+        pending.extend_from_slice(&data[..take]);
+        data = &data[take..];
+        if pending.len() < total {
+            return Ok(());
+        }
+        each(pending)?;
+        pending.clear();
+        offset += total as u64;
+    }
+    let mut pos = 0;
+    while pos < data.len() {
+        match record_len(&data[pos..], offset)? {
+            Some(total) if total <= data.len() - pos => {
+                each(&data[pos..pos + total])?;
+                pos += total;
+                offset += total as u64;
+            }
+            _ => break,
+        }
+    }
+    pending.extend_from_slice(&data[pos..]);
+    Ok(())
 }
 
 /// The full length of the record starting `b`, or None if its 5-byte head is not all there.
@@ -940,10 +961,11 @@ impl AclLookup<'_> {
 
     /// The list of index `index`, if known (the loader checks it against the lists it read).
     fn get(&self, index: u32) -> Option<AclRef> {
-        match self {
-            AclLookup::Own(v) => v.get(index as usize).cloned(),
-            AclLookup::Shared(t) => t.get(index as usize).cloned(),
-        }
+        let table: &[AclRef] = match self {
+            AclLookup::Own(v) => v,
+            AclLookup::Shared(t) => t,
+        };
+        table.get(index as usize).cloned()
     }
 }
 
@@ -1051,43 +1073,17 @@ impl RecordRuns {
     ///
     /// Errors: [`SnapshotError::Malformed`] for a length over [`MAX_RECORD_BYTES`], or a header or
     /// ACL record that does not decode; [`SnapshotError::UnsupportedVersion`].
-    pub fn cut(&mut self, mut data: &[u8], mut buf: Vec<u8>) -> Result<RecordRun, SnapshotError> {
+    pub fn cut(&mut self, data: &[u8], mut buf: Vec<u8>) -> Result<RecordRun, SnapshotError> {
         buf.clear();
         let start = self.offset;
-        if !self.pending.is_empty() {
-            // Complete the record cut at the previous boundary.
-            if self.pending.len() < 5 {
-                let take = (5 - self.pending.len()).min(data.len());
-                self.pending.extend_from_slice(&data[..take]);
-                data = &data[take..];
-            }
-            if let Some(total) = record_len(&self.pending, self.offset)? {
-                let take = (total - self.pending.len()).min(data.len());
-                self.pending.extend_from_slice(&data[..take]);
-                data = &data[take..];
-                if self.pending.len() == total {
-                    let rec = std::mem::take(&mut self.pending);
-                    self.note(&rec)?;
-                    buf.extend_from_slice(&rec);
-                    self.pending = rec;
-                    self.pending.clear();
-                }
-            }
-        }
-        let mut pos = 0;
-        if self.pending.is_empty() {
-            while pos < data.len() {
-                match record_len(&data[pos..], self.offset)? {
-                    Some(total) if total <= data.len() - pos => {
-                        self.note(&data[pos..pos + total])?;
-                        pos += total;
-                    }
-                    _ => break,
-                }
-            }
-            buf.extend_from_slice(&data[..pos]);
-        }
-        self.pending.extend_from_slice(&data[pos..]);
+        let mut pending = std::mem::take(&mut self.pending);
+        let cut = split_records(&mut pending, self.offset, data, &mut |rec| {
+            self.note(rec)?;
+            buf.extend_from_slice(rec);
+            Ok(())
+        });
+        self.pending = pending;
+        cut?;
         Ok(RecordRun {
             bytes: buf,
             start,
