@@ -301,7 +301,7 @@ pub const SECTIONS: &[Section] = &[
             Row {
                 key: r#"`snapshot.writeMBPerSecond`"#,
                 default: r#"10"#,
-                meaning: r#"*zkrs.* Pace of snapshot writing, MB/s, raised to twice the log's rate when the log grows faster, so that snapshots leave the disk to the log; 0 = no limit."#,
+                meaning: r#"*zkrs.* Pace of snapshot writing, MB/s, raised to twice the log's rate when the log grows faster (measured again every 2 s while a snapshot is written), so that snapshots leave the disk to the log; 0 = no limit."#,
                 refused: r#"not a number; negative"#,
             },
             Row {

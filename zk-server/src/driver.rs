@@ -1434,9 +1434,14 @@ impl Driver {
         if matches!(job, SnapJob::Begin { .. }) {
             self.snapshot_started = Some(Instant::now());
         }
-        // The core keeps within the thread's queue (chunk credits), so Full is a bug.
+        // The core keeps within the thread's queue (chunk credits), so Full is a bug, but for a
+        // change of pace (one per quiet period's start and end can queue behind a stalled
+        // thread): that is timing only, and is dropped.
         match tx.try_send(job) {
             Ok(()) => {}
+            Err(TrySendError::Full(SnapJob::Pace(pace))) => {
+                warn!("the snapshot thread's queue is full; its pace stays as it was instead of {pace} bytes a second");
+            }
             Err(TrySendError::Full(_)) => {
                 error!("the snapshot thread's queue is full; dropping this snapshot");
                 self.snapshot_jobs = None;

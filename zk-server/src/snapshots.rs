@@ -190,6 +190,7 @@ pub fn remove_trash<S: Storage>(storage: &S, trash: &[String]) {
 }
 
 /// Why a snapshot did not load: skip it (damaged: try an older one) or stop start-up.
+#[derive(Debug)]
 enum Fail {
     Skip(String),
     Stop(String),
@@ -208,8 +209,19 @@ const DECODE_THREADS_MAX: usize = 3;
 /// this thread builds the tree from the decoded runs, taken from the decoders in the same turn,
 /// so in the content's order. Every queue between them is bounded.
 fn load_one<S: Storage>(storage: &S, name: &str, cfg: TreeConfig) -> Result<Database, Fail> {
-    let t0 = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, DECODE_THREADS_MAX);
+    load_one_on(storage, name, cfg, threads)
+}
+
+/// [`load_one`] with `threads` decoding threads (at least one).
+fn load_one_on<S: Storage>(
+    storage: &S,
+    name: &str,
+    cfg: TreeConfig,
+    threads: usize,
+) -> Result<Database, Fail> {
+    assert!(threads >= 1, "a snapshot needs a decoding thread");
+    let t0 = Instant::now();
     let first = SnapshotDecoder::with_digest(cfg.tree_digest);
     // The reader hands run k to decoder k % threads; each hands what it decoded to the loader.
     let mut to_decoders = Vec::with_capacity(threads);
@@ -342,7 +354,8 @@ pub fn write_whole<S: Storage>(
 /// snapshot is done and which log records older snapshots no longer need, through `report`.
 ///
 /// The queue has room for every chunk the core may have out ([`CHUNK_CREDITS`]) plus the few
-/// control jobs around them, so handing it a job never waits.
+/// control jobs around them, so handing it a job never waits (changes of pace aside, which the
+/// driver drops when there is no room).
 ///
 /// Snapshots are stored as `compression` says; the compression runs on the thread, at its lowered
 /// priority, never on the core's.
@@ -919,6 +932,96 @@ mod tests {
         assert_eq!(on_disk(), zxids[..2], "the one at the cut stays");
         discard_after(&storage, 0x1_0000_0000).expect("discard");
         assert!(on_disk().is_empty(), "none left");
+    }
+
+    /// Review of the three-stage load, finding 2: the pipeline's own failure paths, with one,
+    /// two and three decoding threads. A snapshot of several chunks loads whole; a chunk damaged
+    /// part way (its checksum fails) skips it for the older one; behind good checksums, a node
+    /// record that does not decode (in a decoder) or a record longer than any limit (in the
+    /// reader's cut) stops the load. Each returns, every thread joined, instead of hanging.
+    #[test]
+    fn the_load_fails_the_same_way_with_one_two_or_three_decoders() {
+        use zk_log::snapshot::{snapshot_name, SnapshotWriter, CHUNK_BYTES, SNAP_HEADER_BYTES};
+        use zk_proto::{CreateTxn, OpCode, Txn, TxnHeader};
+        let nodes = 30_000i64;
+        let mut db = Database::new(TreeConfig::default());
+        for z in 1..=nodes {
+            let hdr =
+                TxnHeader { client_id: 1, cxid: z as i32, zxid: z, time: z, txn_type: OpCode::Create.code() };
+            let txn = Txn::Create(CreateTxn {
+                path: format!("/n{z:06}"),
+                data: Some(bytes::Bytes::from(vec![b'v'; 200])),
+                acl: vec![],
+                ephemeral: false,
+                parent_cversion: z as i32,
+            });
+            db.apply(&hdr, &txn);
+        }
+        let mut cur = db.snapshot_begin();
+        let mut content = Vec::new();
+        while !db.snapshot_step(&mut cur, &mut content, 1_000) {}
+        let chunk = CHUNK_BYTES as usize;
+        assert!(content.len() > 5 * chunk, "several chunks: {} bytes", content.len());
+        // The first node record in chunk `c` (from 0): `u8 tag | u32 length | u8 flags | u32 path
+        // length | ...`. Chunk c is run c, which decoder c % threads decodes.
+        let node_in = |c: usize| {
+            let mut at = 0;
+            while content[at] != 4 || at < c * chunk {
+                at += 5 + u32::from_le_bytes(content[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+            }
+            at
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let storage = open_dir(dir.path()).expect("open");
+        let empty = Database::new(TreeConfig::default());
+        let older = write_whole(&storage, &empty, 100, Compression::None).expect("older").name;
+        let newer = dir.path().join(snapshot_name(nodes));
+        let write = |content: &[u8]| -> String {
+            let _ = std::fs::remove_file(&newer);
+            let mut w = SnapshotWriter::create(&storage, nodes).expect("create");
+            w.write(content).expect("write");
+            w.finish().expect("finish").name
+        };
+        let load = |name: &str, threads: usize| {
+            load_one_on(&storage, name, TreeConfig::default(), threads).map(|db| db.node_count())
+        };
+        for threads in 1..=3 {
+            let name = write(&content);
+            let loaded = load_one_on(&storage, &name, TreeConfig::default(), threads).expect("loads whole");
+            assert_eq!(loaded.node_count(), db.node_count(), "{threads} decoders");
+            assert_eq!(loaded.approximate_data_size(), db.approximate_data_size(), "{threads} decoders");
+            for c in 2..=4 {
+                // A byte of chunk c's stored content flipped: its checksum fails.
+                write(&content);
+                let mut file = std::fs::read(&newer).expect("read");
+                file[SNAP_HEADER_BYTES as usize + c * (8 + chunk) + 1_000] ^= 0x40;
+                std::fs::write(&newer, &file).expect("write");
+                let skipped = load(&name, threads);
+                assert!(matches!(skipped, Err(Fail::Skip(_))), "{threads} decoders, chunk {c}: {skipped:?}");
+                // Behind good checksums: a node's path longer than its record (found by the
+                // decoder), a record longer than any (found by the reader's cut).
+                let at = node_in(c);
+                let mut undecodable = content.clone();
+                undecodable[at + 6..at + 10].copy_from_slice(&0xFFFF_FF00u32.to_le_bytes());
+                let mut overlong = content.clone();
+                overlong[at + 1..at + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+                for bad in [undecodable, overlong] {
+                    write(&bad);
+                    let stopped = load(&name, threads);
+                    assert!(
+                        matches!(&stopped, Err(Fail::Stop(why)) if why.contains("malformed")),
+                        "{threads} decoders, chunk {c}: {stopped:?}"
+                    );
+                }
+            }
+        }
+        // Through the newest-first walk: the damaged chunk falls back to the older snapshot.
+        let name = write(&content);
+        let mut file = std::fs::read(&newer).expect("read");
+        file[SNAP_HEADER_BYTES as usize + 2 * (8 + chunk) + 77] ^= 1;
+        std::fs::write(&newer, &file).expect("write");
+        let (_, loaded) = load_newest(&storage, TreeConfig::default()).expect("falls back");
+        assert_eq!(loaded, Some(older), "not {name}");
     }
 
     /// Review of h-zstd, finding 1: a newer snapshot whose format 2 header is intact but names a

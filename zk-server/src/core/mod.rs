@@ -679,10 +679,7 @@ impl ServerCore {
             }
             Event::SnapshotChunkDone { buffer } => {
                 if let Some(s) = self.snapshots.as_mut() {
-                    s.chunks_out = s.chunks_out.saturating_sub(1);
-                    if s.buffers.len() < CHUNK_CREDITS {
-                        s.buffers.push(buffer);
-                    }
+                    s.chunk_done(buffer);
                 }
             }
             Event::SnapshotDone { ok, purge_logs_before } => {
@@ -910,13 +907,19 @@ impl ServerCore {
         if !s.can_step() {
             return;
         }
+        if let Some(pace) = s.repace(now.mono_ms()) {
+            debug!(
+                "the log's rate moved: the snapshot under way is written at up to {:.1} MB/s",
+                pace as f64 / 1e6
+            );
+            self.actions.push_back(Action::Snapshot(SnapJob::Pace(pace)));
+        }
         let per_step = s.nodes_per_step();
         let Some(cur) = s.cursor.as_mut() else { return };
         let mut buf = s.buffers.pop().unwrap_or_else(|| Vec::with_capacity(256 * 1024));
         buf.clear();
         let done = self.db.snapshot_step(cur, &mut buf, per_step);
         s.taking_bytes += buf.len() as u64;
-        s.chunks_out += 1;
         self.actions.push_back(Action::Snapshot(SnapJob::Chunk(buf)));
         if done {
             info!(
@@ -934,6 +937,7 @@ impl ServerCore {
             s.cursor = None;
             s.last_bytes = std::mem::take(&mut s.taking_bytes);
         }
+        s.chunk_sent();
         self.maybe_finish_snapshot();
     }
 
