@@ -15,6 +15,8 @@
 #   ZNODES=200000 DURATION=10 REPEAT=2 bench/snapshot-p99.sh
 #   EXTRA_CFG='snapshot.writeMBPerSecond=0\n' bench/snapshot-p99.sh    # snapshots unpaced
 #   DATA_DIR=/mnt/other bench/snapshot-p99.sh   # snapshots under /mnt/other (another device than the log)
+#   LOADS=open MODES=on ZKRS=/tmp/other/zkrs-server bench/snapshot-p99.sh   # one load, snapshots
+#                                               # on only, another build of the server
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-20}
@@ -22,6 +24,8 @@ ZNODES=${ZNODES:-1000000}
 RATE=${RATE:-60000}
 REPEAT=${REPEAT:-1}
 EXTRA_CFG=${EXTRA_CFG:-}
+LOADS=${LOADS:-closed open}
+MODES=${MODES:-on off}
 WORK=$(mktemp -d /tmp/zkrs-snapp99.XXXXXX)
 # Snapshots go to a directory of their own, under DATA_DIR when given.
 SNAPS=$(mktemp -d "${DATA_DIR:-$WORK}/zkrs-snapp99-data.XXXXXX")
@@ -30,7 +34,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$WORK" "$SNAPS"' EXIT
 echo "== building (release)" >&2
 cargo build --release -q -p zk-server --bins
 BENCH=target/release/zkrs-bench
-ZKRS=target/release/zkrs-server
+ZKRS=${ZKRS:-target/release/zkrs-server}
 
 port_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_serving() { # port
@@ -97,8 +101,13 @@ PY
 echo "| run | snapshots during the load | set ops/s | p50 ms | p99 ms | p99.9 ms | seconds in a snapshot: median p99 / worst p99, ms | other seconds: median p99 / worst p99, ms |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for i in $(seq 1 "$REPEAT"); do
-  for load in closed open; do
-    run_one "$load-on-$i" "$load" ""
-    run_one "$load-off-$i" "$load" "snapCount=2147483647\nsnapSizeLimitInKb=0\n"
+  for load in $LOADS; do
+    for mode in $MODES; do
+      if [ "$mode" = on ]; then
+        run_one "$load-on-$i" "$load" ""
+      else
+        run_one "$load-off-$i" "$load" "snapCount=2147483647\nsnapSizeLimitInKb=0\n"
+      fi
+    done
   done
 done
