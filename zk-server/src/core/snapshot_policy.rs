@@ -84,8 +84,6 @@ pub struct SnapshotPolicy {
     pub finish_after: Option<i64>,
     /// A snapshot is being taken or written (until the thread reports it done).
     pub busy: bool,
-    /// Chunks with the thread.
-    pub chunks_out: usize,
     /// Buffers the thread is done with, for the next chunks.
     pub buffers: Vec<Vec<u8>>,
     /// Transactions applied since the last snapshot started.
@@ -122,8 +120,9 @@ pub struct SnapshotPolicy {
     /// Where the log's rate is being measured from for [`SnapshotPolicy::repace`]: when, and
     /// `bytes_since` then.
     window: (u64, u64),
-    /// Chunks handed to the thread, and chunks it has handed back, since the server started
-    /// (the thread takes its jobs in order).
+    /// Chunks handed to the thread, and chunks it has handed back (never more than were
+    /// handed), since the server started; the difference is the chunks with the thread, which
+    /// takes its jobs in order.
     chunks_sent: u64,
     chunks_done: u64,
     /// `chunks_sent` when the last new pace was handed over: that job is still queued until
@@ -161,7 +160,6 @@ impl SnapshotPolicy {
             cursor: None,
             finish_after: None,
             busy: false,
-            chunks_out: 0,
             buffers: Vec::new(),
             since: 0,
             threshold: if now { 0 } else { roll(snap_count, rng) },
@@ -212,19 +210,17 @@ impl SnapshotPolicy {
 
     /// Whether the core should step now (a snapshot is under way and the thread has room).
     pub fn can_step(&self) -> bool {
-        self.cursor.is_some() && self.chunks_out < CHUNK_CREDITS
+        self.cursor.is_some() && self.chunks_sent - self.chunks_done < CHUNK_CREDITS as u64
     }
 
     /// A chunk goes to the thread.
     pub fn chunk_sent(&mut self) {
-        self.chunks_out += 1;
         self.chunks_sent += 1;
     }
 
     /// The thread handed a chunk back (its buffer, for the next).
     pub fn chunk_done(&mut self, buffer: Vec<u8>) {
-        self.chunks_out = self.chunks_out.saturating_sub(1);
-        self.chunks_done += 1;
+        self.chunks_done = (self.chunks_done + 1).min(self.chunks_sent);
         if self.buffers.len() < CHUNK_CREDITS {
             self.buffers.push(buffer);
         }
@@ -232,11 +228,11 @@ impl SnapshotPolicy {
 
     /// The pace of the paced snapshot under way, reckoned again at `now_ms` from the log's
     /// rate over the last [`REPACE_MS`] or more, when it rose by more than a sixteenth or fell
-    /// by more than a quarter: the caller hands it to the thread. A snapshot begun in a burst of writes (a bulk load) was
-    /// paced for that burst, and kept that pace after it, its disk traffic showing in every
-    /// sync of the lighter load that followed (p99 of 60,000 setData a second up to 2.4 times
-    /// that of the seconds without a snapshot, at 10,000,000 znodes); one begun in a lull fell
-    /// behind a burst. Paced at twice the log's rate all along, a snapshot is still done about
+    /// by more than a quarter: the caller hands it to the thread. A snapshot begun in a burst
+    /// of writes (a bulk load) was paced for that burst, and kept that pace after it, its disk
+    /// traffic showing in every sync of the lighter load that followed (at 10,000,000 znodes,
+    /// p99 of 60,000 setData a second 2.5 to 3.2 times that of the seconds without a snapshot;
+    /// 1.3 to 1.8 times re-paced, bench/RESULTS.md); one begun in a lull fell behind a burst. Paced at twice the log's rate all along, a snapshot is still done about
     /// when the log since it began holds half a snapshot, which is what bounds a restart's
     /// replay ([`SnapshotPolicy::due`]); the pace is raised on a small rise and lowered only on
     /// a large fall, so it never stays much below twice the log's rate.
